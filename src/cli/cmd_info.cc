@@ -1,0 +1,81 @@
+// `kvserve info MODEL`: what a model file holds and what its KV cache costs.
+#include <cstdio>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "kernels/attention.h"
+#include "model/transformer.h"
+
+namespace kvserve {
+
+namespace {
+
+std::string HumanBytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (bytes >= 1024.0 && unit < 4) {
+    bytes /= 1024.0;
+    ++unit;
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.2f %s", bytes, units[unit]);
+  return buf;
+}
+
+}  // namespace
+
+int RunInfo(const std::vector<std::string>& argv) {
+  auto args = Args::Parse(argv, {.value_flags = {"--model"}, .aliases = {{"-m", "--model"}}});
+  if (!args.ok()) {
+    std::fprintf(stderr, "kvserve info: %s\n", args.message().c_str());
+    return 2;
+  }
+  std::string path = args->GetOr("--model", "");
+  if (path.empty() && !args->positional().empty()) path = args->positional()[0];
+  if (path.empty()) {
+    std::fprintf(stderr, "kvserve info: usage: kvserve info MODEL\n");
+    return 2;
+  }
+  auto model = Transformer::Load(path);
+  if (!model.ok()) {
+    std::fprintf(stderr, "kvserve info: %s\n", model.message().c_str());
+    return 1;
+  }
+  const GgufFile& file = (*model)->file();
+  const ModelConfig& c = (*model)->config();
+  uint64_t n_params = 0;
+  std::printf("file:          %s (%s, GGUF v%u, %zu tensors)\n", path.c_str(),
+              HumanBytes(static_cast<double>(file.file_size())).c_str(), file.version(),
+              file.tensors().size());
+  std::printf("architecture:  %s%s%s\n", ArchitectureName(c.arch), c.name.empty() ? "" : "  name: ",
+              c.name.c_str());
+  std::printf("vocab:         %d\n", c.n_vocab);
+  std::printf("embedding:     %d\n", c.n_embd);
+  std::printf("layers:        %d\n", c.n_layers);
+  std::printf("heads:         %d (kv heads %d, head dim %d)\n", c.n_heads, c.n_kv_heads,
+              c.head_dim);
+  std::printf("feed-forward:  %d\n", c.n_ff);
+  std::printf("context:       %d\n", c.n_ctx_train);
+  std::printf("norm eps:      %g\n", c.norm_eps);
+  if (c.arch == Architecture::kLlama) {
+    std::printf("rope:          base %g, %d dims\n", c.rope_freq_base, c.rope_dims);
+  }
+  std::printf("output:        %s\n", c.tied_output ? "tied to token embedding" : "separate matrix");
+  std::printf("tensors:\n");
+  for (const TensorInfo& t : file.tensors()) {
+    n_params += t.n_elements;
+    std::printf("  %-28s %-5s %-22s %s\n", t.name.c_str(), GgmlTypeName(t.type),
+                t.ShapeString().c_str(), HumanBytes(static_cast<double>(t.n_bytes)).c_str());
+  }
+  std::printf("parameters:    %llu (%.2f M)\n", static_cast<unsigned long long>(n_params),
+              n_params / 1e6);
+  for (KvType type : {KvType::kF32, KvType::kF16}) {
+    const uint64_t per_token = c.KvBytesPerToken(KvTypeBytes(type));
+    std::printf("KV cache %s:  %llu bytes/token, %s at context %d\n", KvTypeName(type),
+                static_cast<unsigned long long>(per_token),
+                HumanBytes(static_cast<double>(per_token) * c.n_ctx_train).c_str(), c.n_ctx_train);
+  }
+  return 0;
+}
+
+}  // namespace kvserve

@@ -1,0 +1,14 @@
+// One function per `kvserve` subcommand, each in its own cmd_*.cc. They take the words after the
+// subcommand name and return the process exit code.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kvserve {
+
+int RunInfo(const std::vector<std::string>& args);
+int RunGenerate(const std::vector<std::string>& args);  // `kvserve run`
+int RunLogits(const std::vector<std::string>& args);
+
+}  // namespace kvserve

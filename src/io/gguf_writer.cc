@@ -1,0 +1,191 @@
+#include "io/gguf_writer.h"
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+namespace kvserve {
+
+namespace {
+
+template <typename T>
+void Append(std::vector<uint8_t>& out, T value) {
+  const size_t at = out.size();
+  out.resize(at + sizeof(T));
+  std::memcpy(out.data() + at, &value, sizeof(T));
+}
+
+void AppendString(std::vector<uint8_t>& out, std::string_view s) {
+  Append<uint64_t>(out, s.size());
+  out.insert(out.end(), s.begin(), s.end());
+}
+
+template <typename T>
+std::vector<uint8_t> Scalar(GgufValueType type, T value) {
+  std::vector<uint8_t> out;
+  Append<uint32_t>(out, static_cast<uint32_t>(type));
+  Append<T>(out, value);
+  return out;
+}
+
+uint64_t ElementBytes(GgufValueType type) {
+  switch (type) {
+    case GgufValueType::kUint8: case GgufValueType::kInt8: case GgufValueType::kBool: return 1;
+    case GgufValueType::kUint16: case GgufValueType::kInt16: return 2;
+    case GgufValueType::kUint32: case GgufValueType::kInt32: case GgufValueType::kFloat32: return 4;
+    default: return 8;
+  }
+}
+
+}  // namespace
+
+void GgufWriter::Set(const std::string& key, std::vector<uint8_t> encoded) {
+  for (Entry& entry : entries_) {
+    if (entry.key == key) {
+      entry.encoded = std::move(encoded);
+      return;
+    }
+  }
+  entries_.push_back({key, std::move(encoded)});
+}
+
+void GgufWriter::SetUint32(const std::string& key, uint32_t v) {
+  Set(key, Scalar(GgufValueType::kUint32, v));
+}
+void GgufWriter::SetInt32(const std::string& key, int32_t v) {
+  Set(key, Scalar(GgufValueType::kInt32, v));
+}
+void GgufWriter::SetUint64(const std::string& key, uint64_t v) {
+  Set(key, Scalar(GgufValueType::kUint64, v));
+}
+void GgufWriter::SetFloat32(const std::string& key, float v) {
+  Set(key, Scalar(GgufValueType::kFloat32, v));
+}
+void GgufWriter::SetBool(const std::string& key, bool v) {
+  Set(key, Scalar(GgufValueType::kBool, static_cast<uint8_t>(v)));
+}
+
+void GgufWriter::SetString(const std::string& key, const std::string& value) {
+  std::vector<uint8_t> out;
+  Append<uint32_t>(out, static_cast<uint32_t>(GgufValueType::kString));
+  AppendString(out, value);
+  Set(key, std::move(out));
+}
+
+void GgufWriter::SetStringArray(const std::string& key, const std::vector<std::string>& values) {
+  std::vector<uint8_t> out;
+  Append<uint32_t>(out, static_cast<uint32_t>(GgufValueType::kArray));
+  Append<uint32_t>(out, static_cast<uint32_t>(GgufValueType::kString));
+  Append<uint64_t>(out, values.size());
+  for (const std::string& value : values) AppendString(out, value);
+  Set(key, std::move(out));
+}
+
+void GgufWriter::SetFloat32Array(const std::string& key, const std::vector<float>& values) {
+  std::vector<uint8_t> out;
+  Append<uint32_t>(out, static_cast<uint32_t>(GgufValueType::kArray));
+  Append<uint32_t>(out, static_cast<uint32_t>(GgufValueType::kFloat32));
+  Append<uint64_t>(out, values.size());
+  for (float value : values) Append<float>(out, value);
+  Set(key, std::move(out));
+}
+
+void GgufWriter::SetInt32Array(const std::string& key, const std::vector<int32_t>& values) {
+  std::vector<uint8_t> out;
+  Append<uint32_t>(out, static_cast<uint32_t>(GgufValueType::kArray));
+  Append<uint32_t>(out, static_cast<uint32_t>(GgufValueType::kInt32));
+  Append<uint64_t>(out, values.size());
+  for (int32_t value : values) Append<int32_t>(out, value);
+  Set(key, std::move(out));
+}
+
+void GgufWriter::CopyValue(const std::string& key, const GgufValue& value) {
+  std::vector<uint8_t> out;
+  Append<uint32_t>(out, static_cast<uint32_t>(value.type));
+  switch (value.type) {
+    case GgufValueType::kString:
+      AppendString(out, value.str);
+      break;
+    case GgufValueType::kArray: {
+      Append<uint32_t>(out, static_cast<uint32_t>(value.array_type));
+      Append<uint64_t>(out, value.array_size);
+      uint64_t n_bytes = 0;
+      if (value.array_type == GgufValueType::kString) {
+        const uint8_t* p = value.array_data;
+        for (uint64_t i = 0; i < value.array_size; ++i) {
+          uint64_t length;
+          std::memcpy(&length, p + n_bytes, 8);
+          n_bytes += 8 + length;
+        }
+      } else {
+        n_bytes = value.array_size * ElementBytes(value.array_type);
+      }
+      out.insert(out.end(), value.array_data, value.array_data + n_bytes);
+      break;
+    }
+    case GgufValueType::kFloat32: Append<float>(out, static_cast<float>(value.f)); break;
+    case GgufValueType::kFloat64: Append<double>(out, value.f); break;
+    default: {
+      const uint64_t raw = value.u;  // integers and bool: low bytes, little-endian
+      const size_t at = out.size();
+      out.resize(at + ElementBytes(value.type));
+      std::memcpy(out.data() + at, &raw, ElementBytes(value.type));
+    }
+  }
+  Set(key, std::move(out));
+}
+
+void GgufWriter::AddTensor(const std::string& name, GgmlType type, const std::vector<int64_t>& dims,
+                           std::vector<uint8_t> data) {
+  tensors_.push_back({name, type, dims, std::move(data)});
+}
+
+std::vector<uint8_t> GgufWriter::Serialize() const {
+  std::vector<uint8_t> out;
+  Append<uint32_t>(out, 0x46554747);
+  Append<uint32_t>(out, 3);
+  Append<uint64_t>(out, tensors_.size());
+  const bool has_alignment_key = [&] {
+    for (const Entry& e : entries_) {
+      if (e.key == "general.alignment") return true;
+    }
+    return false;
+  }();
+  Append<uint64_t>(out, entries_.size() + (alignment_ != 32 && !has_alignment_key ? 1 : 0));
+  for (const Entry& entry : entries_) {
+    AppendString(out, entry.key);
+    out.insert(out.end(), entry.encoded.begin(), entry.encoded.end());
+  }
+  if (alignment_ != 32 && !has_alignment_key) {
+    AppendString(out, "general.alignment");
+    auto encoded = Scalar(GgufValueType::kUint32, static_cast<uint32_t>(alignment_));
+    out.insert(out.end(), encoded.begin(), encoded.end());
+  }
+  uint64_t offset = 0;
+  for (const Tensor& tensor : tensors_) {
+    AppendString(out, tensor.name);
+    Append<uint32_t>(out, static_cast<uint32_t>(tensor.dims.size()));
+    for (int64_t dim : tensor.dims) Append<uint64_t>(out, static_cast<uint64_t>(dim));
+    Append<uint32_t>(out, static_cast<uint32_t>(tensor.type));
+    Append<uint64_t>(out, offset);
+    offset += (tensor.data.size() + alignment_ - 1) / alignment_ * alignment_;
+  }
+  out.resize((out.size() + alignment_ - 1) / alignment_ * alignment_, 0);
+  for (const Tensor& tensor : tensors_) {
+    out.insert(out.end(), tensor.data.begin(), tensor.data.end());
+    out.resize((out.size() + alignment_ - 1) / alignment_ * alignment_, 0);
+  }
+  return out;
+}
+
+Status GgufWriter::WriteFile(const std::string& path) const {
+  const std::vector<uint8_t> bytes = Serialize();
+  std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "wb"), &std::fclose);
+  if (!file) return Status::Error("cannot create '" + path + "'");
+  if (std::fwrite(bytes.data(), 1, bytes.size(), file.get()) != bytes.size()) {
+    return Status::Error("cannot write '" + path + "'");
+  }
+  return Status::Ok();
+}
+
+}  // namespace kvserve

@@ -1,0 +1,42 @@
+// Attention over a paged KV store. K and V of every token live in per-layer pools of fixed-size
+// blocks; a sequence's block table maps its logical block i to a physical block. A query walks its
+// keys in position order (so block order), whatever mix of cached and new tokens is present: the
+// result depends only on the query and the keys, never on the batch.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/kernels.h"
+
+namespace kvserve {
+
+enum class KvType : uint8_t { kF32, kF16, kBF16 };
+const char* KvTypeName(KvType type);
+size_t KvTypeBytes(KvType type);
+
+// A borrowed view of one layer's K and V pools.
+struct KvLayerView {
+  uint8_t* k = nullptr;  // [n_blocks, block_size, n_kv_heads, head_dim] elements of `type`
+  uint8_t* v = nullptr;  // same layout
+  KvType type = KvType::kF32;
+  int block_size = 16;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+
+  size_t row_elements() const { return static_cast<size_t>(n_kv_heads) * head_dim; }
+};
+
+// Writes one token's K and V ([n_kv_heads * head_dim] floats each) to physical slot
+// `slot` = block * block_size + offset, rounding to the KV type.
+void StoreKv(const KvLayerView& kv, int64_t slot, const float* k, const float* v);
+
+// One query head of a token at position n_keys - 1:
+// out = softmax(q · K[0..n_keys)ᵀ · scale) · V[0..n_keys), with K and V of KV head `kv_head`.
+// q, out: [head_dim]. block_table: physical block of each logical block of the sequence.
+// scratch: at least AttentionScratchFloats(n_keys, head_dim) floats.
+void AttendHead(const KernelTable& kernels, const KvLayerView& kv, const float* q, int kv_head,
+                const int32_t* block_table, int n_keys, float scale, float* out, float* scratch);
+size_t AttentionScratchFloats(int n_keys, int head_dim);
+
+}  // namespace kvserve

@@ -1,0 +1,68 @@
+// The per-ISA kernel table. Each instruction set (scalar reference, AVX2, AVX-512) provides one
+// KernelTable from its own translation unit; ActiveKernels() picks the best one the CPU supports,
+// once, at start-up. Every fast entry has a scalar twin with the same contract, and tests compare
+// them.
+//
+// Determinism contract (design.md, "batch invariance"): for every entry, each output element is
+// computed in an order that depends only on its own inputs, never on how many rows (m) or which
+// output range [n_begin, n_end) the call covers. So a token's result is bit-identical whether it is
+// computed alone, in a batch, or in a different thread split.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "io/ggml_type.h"
+
+namespace kvserve {
+
+// One call of a matmul tile: y[i * ldy + j] = sum_k W[j][k] * X[i][k]
+// for i in [0, m) and j in [n_begin, n_end).
+// W rows are `w_row_bytes` apart, in the weight's stored type (F32, F16, BF16, Q8_0 or Q4_0 blocks).
+// X rows are `x_row_bytes` apart: float32 for F32/F16/BF16 weights, Q8_0 blocks for Q8_0/Q4_0.
+// k is the row length in elements (a multiple of 32 for the block types).
+struct MatmulTile {
+  const uint8_t* w;
+  size_t w_row_bytes;
+  const uint8_t* x;
+  size_t x_row_bytes;
+  int m;
+  int k;
+  int n_begin;
+  int n_end;
+  float* y;
+  int ldy;
+};
+
+using MatmulTileFn = void (*)(const MatmulTile& tile);
+
+struct KernelTable {
+  const char* isa;  // "scalar", "avx2", "avx512"
+  MatmulTileFn matmul_f32;
+  MatmulTileFn matmul_f16;
+  MatmulTileFn matmul_bf16;
+  MatmulTileFn matmul_q8_0;  // X quantized to Q8_0
+  MatmulTileFn matmul_q4_0;  // X quantized to Q8_0
+  // Quantizes a float row of length k (multiple of 32) to Q8_0 blocks, for the activations.
+  void (*quantize_row_q8_0)(const float* x, int k, BlockQ8_0* out);
+  // Dot product of two float vectors of length n (attention scores).
+  float (*dot_f32)(const float* a, const float* b, int n);
+  // y[i] += a * x[i] for i < n (attention value accumulation).
+  void (*axpy_f32)(float a, const float* x, float* y, int n);
+};
+
+const KernelTable& ScalarKernels();
+// nullptr when this build did not compile the ISA.
+const KernelTable* Avx2Kernels();
+const KernelTable* Avx512Kernels();
+
+// The best table this CPU supports. KVSERVE_ISA=scalar|avx2|avx512 in the environment forces one
+// (falling back to scalar if the CPU lacks it).
+const KernelTable& ActiveKernels();
+bool CpuSupportsAvx2();
+bool CpuSupportsAvx512();
+
+// Picks the tile function for a weight type; nullptr if the type has no kernel.
+MatmulTileFn MatmulFor(const KernelTable& table, GgmlType type);
+
+}  // namespace kvserve

@@ -1,0 +1,122 @@
+// The scalar reference twin of every kernel: plain loops in the obvious order. Fast ISAs are tested
+// against these.
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/kernels.h"
+#include "util/half.h"
+
+namespace kvserve {
+
+namespace {
+
+template <typename Load>
+void MatmulFloatRows(const MatmulTile& t, Load load) {
+  for (int i = 0; i < t.m; ++i) {
+    const float* x = reinterpret_cast<const float*>(t.x + i * t.x_row_bytes);
+    for (int j = t.n_begin; j < t.n_end; ++j) {
+      const uint8_t* w = t.w + j * t.w_row_bytes;
+      float sum = 0.0f;
+      for (int k = 0; k < t.k; ++k) sum += load(w, k) * x[k];
+      t.y[i * t.ldy + j] = sum;
+    }
+  }
+}
+
+void MatmulF32(const MatmulTile& t) {
+  MatmulFloatRows(t, [](const uint8_t* w, int k) { return reinterpret_cast<const float*>(w)[k]; });
+}
+
+void MatmulF16(const MatmulTile& t) {
+  MatmulFloatRows(t, [](const uint8_t* w, int k) {
+    return Fp16ToFloat(reinterpret_cast<const uint16_t*>(w)[k]);
+  });
+}
+
+void MatmulBf16(const MatmulTile& t) {
+  MatmulFloatRows(t, [](const uint8_t* w, int k) {
+    return Bf16ToFloat(reinterpret_cast<const uint16_t*>(w)[k]);
+  });
+}
+
+// Block-quantized weights against Q8_0 activations: an exact integer dot per block of 32, scaled
+// by both block scales and summed in block order.
+template <typename Block, typename BlockDot>
+void MatmulBlocks(const MatmulTile& t, BlockDot block_dot) {
+  const int n_blocks = t.k / 32;
+  for (int i = 0; i < t.m; ++i) {
+    const auto* x = reinterpret_cast<const BlockQ8_0*>(t.x + i * t.x_row_bytes);
+    for (int j = t.n_begin; j < t.n_end; ++j) {
+      const auto* w = reinterpret_cast<const Block*>(t.w + j * t.w_row_bytes);
+      float sum = 0.0f;
+      for (int b = 0; b < n_blocks; ++b) {
+        const int isum = block_dot(w[b], x[b]);
+        sum += static_cast<float>(isum) * (Fp16ToFloat(w[b].scale) * Fp16ToFloat(x[b].scale));
+      }
+      t.y[i * t.ldy + j] = sum;
+    }
+  }
+}
+
+void MatmulQ8_0(const MatmulTile& t) {
+  MatmulBlocks<BlockQ8_0>(t, [](const BlockQ8_0& w, const BlockQ8_0& x) {
+    int isum = 0;
+    for (int k = 0; k < 32; ++k) isum += w.quants[k] * x.quants[k];
+    return isum;
+  });
+}
+
+void MatmulQ4_0(const MatmulTile& t) {
+  MatmulBlocks<BlockQ4_0>(t, [](const BlockQ4_0& w, const BlockQ8_0& x) {
+    int isum = 0;
+    for (int k = 0; k < 16; ++k) {
+      const int lo = (w.quants[k] & 0x0f) - 8;
+      const int hi = (w.quants[k] >> 4) - 8;
+      isum += lo * x.quants[k] + hi * x.quants[k + 16];
+    }
+    return isum;
+  });
+}
+
+void QuantizeRowQ8_0(const float* x, int k, BlockQ8_0* out) {
+  for (int b = 0; b < k / 32; ++b) {
+    const float* block = x + b * 32;
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(block[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    out[b].scale = FloatToFp16(d);
+    for (int j = 0; j < 32; ++j) {
+      out[b].quants[j] = static_cast<int8_t>(std::nearbyint(block[j] * id));
+    }
+  }
+}
+
+float DotF32(const float* a, const float* b, int n) {
+  float sum = 0.0f;
+  for (int i = 0; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+void AxpyF32(float a, const float* x, float* y, int n) {
+  for (int i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+constexpr KernelTable kScalar = {
+    .isa = "scalar",
+    .matmul_f32 = MatmulF32,
+    .matmul_f16 = MatmulF16,
+    .matmul_bf16 = MatmulBf16,
+    .matmul_q8_0 = MatmulQ8_0,
+    .matmul_q4_0 = MatmulQ4_0,
+    .quantize_row_q8_0 = QuantizeRowQ8_0,
+    .dot_f32 = DotF32,
+    .axpy_f32 = AxpyF32,
+};
+
+}  // namespace
+
+const KernelTable& ScalarKernels() { return kScalar; }
+
+}  // namespace kvserve

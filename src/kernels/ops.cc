@@ -1,0 +1,69 @@
+#include "kernels/ops.h"
+
+#include <cmath>
+
+namespace kvserve {
+
+void RmsNorm(const float* x, const float* weight, int n, float eps, float* out) {
+  double sum = 0.0;
+  for (int i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
+  const float mean = static_cast<float>(sum / n);
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  for (int i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
+}
+
+void LayerNorm(const float* x, const float* weight, const float* bias, int n, float eps,
+               float* out) {
+  double sum = 0.0;
+  for (int i = 0; i < n; ++i) sum += static_cast<double>(x[i]);
+  const float mean = static_cast<float>(sum / n);
+  double sum_sq = 0.0;
+  for (int i = 0; i < n; ++i) {
+    const float centered = x[i] - mean;
+    out[i] = centered;
+    sum_sq += static_cast<double>(centered * centered);
+  }
+  const float variance = static_cast<float>(sum_sq / n);
+  const float scale = 1.0f / std::sqrt(variance + eps);
+  for (int i = 0; i < n; ++i) out[i] = out[i] * scale * weight[i] + bias[i];
+}
+
+void GeluInPlace(float* x, int n) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+  constexpr float kCoef = 0.044715f;
+  for (int i = 0; i < n; ++i) {
+    const float v = x[i];
+    x[i] = 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * v * (1.0f + kCoef * v * v)));
+  }
+}
+
+void SwiGluInPlace(float* gate, const float* up, int n) {
+  for (int i = 0; i < n; ++i) {
+    const float g = gate[i];
+    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void AddInPlace(float* x, const float* y, int n) {
+  for (int i = 0; i < n; ++i) x[i] += y[i];
+}
+
+void RopeInPlace(float* x, int n_heads, int head_dim, int rope_dims, int32_t pos,
+                 float freq_base) {
+  const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(rope_dims));
+  for (int h = 0; h < n_heads; ++h) {
+    float* head = x + h * head_dim;
+    float theta = static_cast<float>(pos);
+    for (int i = 0; i < rope_dims; i += 2) {
+      const float cos_theta = std::cos(theta);
+      const float sin_theta = std::sin(theta);
+      const float x0 = head[i];
+      const float x1 = head[i + 1];
+      head[i] = x0 * cos_theta - x1 * sin_theta;
+      head[i + 1] = x0 * sin_theta + x1 * cos_theta;
+      theta *= theta_scale;
+    }
+  }
+}
+
+}  // namespace kvserve

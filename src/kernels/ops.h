@@ -1,0 +1,23 @@
+// Row-wise operations of the transformer: norms, activations, rotary embeddings. Each works on one
+// row at a time in a fixed order (batch invariant); reductions accumulate in double, as GGML does.
+#pragma once
+
+#include <cstdint>
+
+namespace kvserve {
+
+// out = x / sqrt(mean(x²) + eps) * weight.  [n]
+void RmsNorm(const float* x, const float* weight, int n, float eps, float* out);
+// out = (x - mean) / sqrt(var + eps) * weight + bias.  [n]
+void LayerNorm(const float* x, const float* weight, const float* bias, int n, float eps, float* out);
+// GELU, tanh approximation (the form GPT-2 uses), in place.
+void GeluInPlace(float* x, int n);
+// gate = silu(gate) * up, in place on gate.  [n]
+void SwiGluInPlace(float* gate, const float* up, int n);
+// x += y.  [n]
+void AddInPlace(float* x, const float* y, int n);
+// Rotary embedding, GGML "normal" mode: pairs (2i, 2i+1) of the first rope_dims of each head
+// rotate by pos * base^(-2i / rope_dims).  x: [n_heads, head_dim]
+void RopeInPlace(float* x, int n_heads, int head_dim, int rope_dims, int32_t pos, float freq_base);
+
+}  // namespace kvserve

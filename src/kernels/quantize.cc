@@ -1,0 +1,128 @@
+#include "kernels/quantize.h"
+
+#include <cassert>
+#include <cmath>
+#include <algorithm>
+#include <cstring>
+
+#include "util/half.h"
+
+namespace kvserve {
+
+size_t RowBytes(GgmlType type, int64_t n) {
+  const GgmlTypeTraits traits = TraitsOf(type);
+  return static_cast<size_t>(n / traits.block_elements) * traits.block_bytes;
+}
+
+namespace {
+
+void QuantizeQ8_0(const float* x, int64_t n, BlockQ8_0* out) {
+  for (int64_t b = 0; b < n / kQ8_0BlockSize; ++b) {
+    const float* block = x + b * kQ8_0BlockSize;
+    float amax = 0.0f;
+    for (int j = 0; j < kQ8_0BlockSize; ++j) amax = std::fmax(amax, std::fabs(block[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    out[b].scale = FloatToFp16(d);
+    for (int j = 0; j < kQ8_0BlockSize; ++j) {
+      out[b].quants[j] = static_cast<int8_t>(std::round(block[j] * id));
+    }
+  }
+}
+
+void QuantizeQ4_0(const float* x, int64_t n, BlockQ4_0* out) {
+  for (int64_t b = 0; b < n / kQ4_0BlockSize; ++b) {
+    const float* block = x + b * kQ4_0BlockSize;
+    // The element of largest magnitude, with its sign, maps to -8.
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < kQ4_0BlockSize; ++j) {
+      if (std::fabs(block[j]) > amax) {
+        amax = std::fabs(block[j]);
+        max = block[j];
+      }
+    }
+    const float d = max / -8.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    out[b].scale = FloatToFp16(d);
+    for (int j = 0; j < kQ4_0BlockSize / 2; ++j) {
+      const int lo = std::min(15, static_cast<int>(block[j] * id + 8.5f));
+      const int hi = std::min(15, static_cast<int>(block[j + 16] * id + 8.5f));
+      out[b].quants[j] = static_cast<uint8_t>(lo | (hi << 4));
+    }
+  }
+}
+
+}  // namespace
+
+void QuantizeRow(GgmlType type, const float* x, int64_t n, uint8_t* out) {
+  switch (type) {
+    case GgmlType::kF32:
+      std::memcpy(out, x, sizeof(float) * n);
+      break;
+    case GgmlType::kF16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = FloatToFp16(x[i]);
+        std::memcpy(out + 2 * i, &h, 2);
+      }
+      break;
+    case GgmlType::kBF16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = FloatToBf16(x[i]);
+        std::memcpy(out + 2 * i, &h, 2);
+      }
+      break;
+    case GgmlType::kQ8_0:
+      QuantizeQ8_0(x, n, reinterpret_cast<BlockQ8_0*>(out));
+      break;
+    case GgmlType::kQ4_0:
+      QuantizeQ4_0(x, n, reinterpret_cast<BlockQ4_0*>(out));
+      break;
+    default:
+      assert(false && "QuantizeRow: unsupported type");
+  }
+}
+
+void DequantizeRow(GgmlType type, const uint8_t* data, int64_t n, float* out) {
+  switch (type) {
+    case GgmlType::kF32:
+      std::memcpy(out, data, sizeof(float) * n);
+      break;
+    case GgmlType::kF16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, data + 2 * i, 2);
+        out[i] = Fp16ToFloat(h);
+      }
+      break;
+    case GgmlType::kBF16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, data + 2 * i, 2);
+        out[i] = Bf16ToFloat(h);
+      }
+      break;
+    case GgmlType::kQ8_0: {
+      const auto* blocks = reinterpret_cast<const BlockQ8_0*>(data);
+      for (int64_t b = 0; b < n / kQ8_0BlockSize; ++b) {
+        const float d = Fp16ToFloat(blocks[b].scale);
+        for (int j = 0; j < kQ8_0BlockSize; ++j) out[b * 32 + j] = d * blocks[b].quants[j];
+      }
+      break;
+    }
+    case GgmlType::kQ4_0: {
+      const auto* blocks = reinterpret_cast<const BlockQ4_0*>(data);
+      for (int64_t b = 0; b < n / kQ4_0BlockSize; ++b) {
+        const float d = Fp16ToFloat(blocks[b].scale);
+        for (int j = 0; j < 16; ++j) {
+          out[b * 32 + j] = d * ((blocks[b].quants[j] & 0x0f) - 8);
+          out[b * 32 + j + 16] = d * ((blocks[b].quants[j] >> 4) - 8);
+        }
+      }
+      break;
+    }
+    default:
+      assert(false && "DequantizeRow: unsupported type");
+  }
+}
+
+}  // namespace kvserve

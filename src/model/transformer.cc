@@ -1,0 +1,223 @@
+#include "model/transformer.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/ops.h"
+#include "kernels/quantize.h"
+
+namespace kvserve {
+
+namespace {
+void Grow(std::vector<float>& buffer, size_t n) {
+  if (buffer.size() < n) buffer.resize(n);
+}
+}  // namespace
+
+Result<std::unique_ptr<Transformer>> Transformer::Load(const std::string& path) {
+  auto file = GgufFile::Open(path);
+  if (!file.ok()) return file.status();
+  return FromGguf(std::move(file).value());
+}
+
+Result<std::unique_ptr<Transformer>> Transformer::FromGguf(GgufFile file) {
+  auto config = ModelConfig::FromGguf(file);
+  if (!config.ok()) return config.status();
+  auto weights = ModelWeights::FromGguf(file, *config);
+  if (!weights.ok()) return weights.status();
+  std::unique_ptr<Transformer> model(new Transformer());
+  model->file_ = std::move(file);
+  model->config_ = std::move(config).value();
+  model->weights_ = std::move(weights).value();
+  model->kernels_ = &ActiveKernels();
+  return model;
+}
+
+void Transformer::MatmulInto(const WeightMatrix& w, const float* x, int m, float* y,
+                             ForwardScratch& s, ThreadPool& pool) const {
+  Matmul(*kernels_, w, x, m, y, s.matmul, pool);
+}
+
+void Transformer::Embed(const ForwardBatch& batch, float* x, float* tmp) const {
+  const int n_embd = config_.n_embd;
+  const WeightMatrix& tok = weights_.token_embd;
+  for (int i = 0; i < batch.n_tokens(); ++i) {
+    float* row = x + static_cast<size_t>(i) * n_embd;
+    DequantizeRow(tok.type, tok.data + tok.row_bytes * batch.tokens[i], n_embd, row);
+    if (config_.arch == Architecture::kGpt2) {
+      const WeightMatrix& pos = weights_.position_embd;
+      DequantizeRow(pos.type, pos.data + pos.row_bytes * batch.positions[i], n_embd, tmp);
+      AddInPlace(row, tmp, n_embd);
+    }
+  }
+}
+
+// s.q: [n_tokens, n_heads*head_dim] (roped), K/V already stored. Writes s.attn, same shape as q.
+void Transformer::Attention(const ForwardBatch& batch, const KvLayerView& kv, ForwardScratch& s,
+                            ThreadPool& pool) const {
+  const int n_heads = config_.n_heads;
+  const int head_dim = config_.head_dim;
+  const int group = n_heads / config_.n_kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  int max_keys = 0;
+  for (int32_t pos : batch.positions) max_keys = std::max(max_keys, pos + 1);
+  const size_t per_thread = AttentionScratchFloats(max_keys, head_dim);
+  Grow(s.attn_tmp, per_thread * pool.size());
+  const int64_t n_units = static_cast<int64_t>(batch.n_tokens()) * n_heads;
+  pool.Run([&](int thread) {
+    float* scratch = s.attn_tmp.data() + per_thread * thread;
+    const int64_t begin = n_units * thread / pool.size();
+    const int64_t end = n_units * (thread + 1) / pool.size();
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int i = static_cast<int>(unit / n_heads);
+      const int h = static_cast<int>(unit % n_heads);
+      const size_t offset = (static_cast<size_t>(i) * n_heads + h) * head_dim;
+      AttendHead(*kernels_, kv, s.q.data() + offset, h / group,
+                 batch.block_tables[batch.seq_index[i]].data(), batch.positions[i] + 1, scale,
+                 s.attn.data() + offset, scratch);
+    }
+  });
+}
+
+void Transformer::LlamaLayer(int il, const ForwardBatch& batch, const KvLayerView& kv,
+                             ForwardScratch& s, ThreadPool& pool) const {
+  const ModelConfig& c = config_;
+  const LayerWeights& w = weights_.layers[il];
+  const int n = batch.n_tokens();
+  const int q_dim = c.n_heads * c.head_dim;
+  const int kv_dim = c.n_kv_heads * c.head_dim;
+  pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      RmsNorm(s.x.data() + i * c.n_embd, w.attn_norm.data(), c.n_embd, c.norm_eps,
+              s.xn.data() + i * c.n_embd);
+    }
+  });
+  MatmulInto(w.wq, s.xn.data(), n, s.q.data(), s, pool);
+  MatmulInto(w.wk, s.xn.data(), n, s.k.data(), s, pool);
+  MatmulInto(w.wv, s.xn.data(), n, s.v.data(), s, pool);
+  pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      float* q = s.q.data() + i * q_dim;
+      float* k = s.k.data() + i * kv_dim;
+      RopeInPlace(q, c.n_heads, c.head_dim, c.rope_dims, batch.positions[i], c.rope_freq_base);
+      RopeInPlace(k, c.n_kv_heads, c.head_dim, c.rope_dims, batch.positions[i], c.rope_freq_base);
+      StoreKv(kv, batch.slots[i], k, s.v.data() + i * kv_dim);
+    }
+  });
+  Attention(batch, kv, s, pool);
+  MatmulInto(w.wo, s.attn.data(), n, s.proj.data(), s, pool);
+  pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      float* x = s.x.data() + i * c.n_embd;
+      AddInPlace(x, s.proj.data() + i * c.n_embd, c.n_embd);
+      RmsNorm(x, w.ffn_norm.data(), c.n_embd, c.norm_eps, s.xn.data() + i * c.n_embd);
+    }
+  });
+  MatmulInto(w.w_gate, s.xn.data(), n, s.ff_gate.data(), s, pool);
+  MatmulInto(w.w_up, s.xn.data(), n, s.ff_up.data(), s, pool);
+  pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      SwiGluInPlace(s.ff_gate.data() + i * c.n_ff, s.ff_up.data() + i * c.n_ff, c.n_ff);
+    }
+  });
+  MatmulInto(w.w_down, s.ff_gate.data(), n, s.proj.data(), s, pool);
+  pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      AddInPlace(s.x.data() + i * c.n_embd, s.proj.data() + i * c.n_embd, c.n_embd);
+    }
+  });
+}
+
+void Transformer::Gpt2Layer(int il, const ForwardBatch& batch, const KvLayerView& kv,
+                            ForwardScratch& s, ThreadPool& pool) const {
+  const ModelConfig& c = config_;
+  const LayerWeights& w = weights_.layers[il];
+  const int n = batch.n_tokens();
+  const int e = c.n_embd;
+  pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      LayerNorm(s.x.data() + i * e, w.attn_norm.data(), w.attn_norm_bias.data(), e, c.norm_eps,
+                s.xn.data() + i * e);
+    }
+  });
+  MatmulInto(w.wqkv, s.xn.data(), n, s.qkv.data(), s, pool);
+  pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      float* qkv = s.qkv.data() + i * 3 * e;
+      AddInPlace(qkv, w.bqkv.data(), 3 * e);
+      std::memcpy(s.q.data() + i * e, qkv, sizeof(float) * e);
+      StoreKv(kv, batch.slots[i], qkv + e, qkv + 2 * e);
+    }
+  });
+  Attention(batch, kv, s, pool);
+  MatmulInto(w.wo, s.attn.data(), n, s.proj.data(), s, pool);
+  pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      float* x = s.x.data() + i * e;
+      AddInPlace(s.proj.data() + i * e, w.bo.data(), e);
+      AddInPlace(x, s.proj.data() + i * e, e);
+      LayerNorm(x, w.ffn_norm.data(), w.ffn_norm_bias.data(), e, c.norm_eps, s.xn.data() + i * e);
+    }
+  });
+  MatmulInto(w.w_up, s.xn.data(), n, s.ff_up.data(), s, pool);
+  pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      float* ff = s.ff_up.data() + i * c.n_ff;
+      AddInPlace(ff, w.b_up.data(), c.n_ff);
+      GeluInPlace(ff, c.n_ff);
+    }
+  });
+  MatmulInto(w.w_down, s.ff_up.data(), n, s.proj.data(), s, pool);
+  pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      AddInPlace(s.proj.data() + i * e, w.b_down.data(), e);
+      AddInPlace(s.x.data() + i * e, s.proj.data() + i * e, e);
+    }
+  });
+}
+
+void Transformer::Forward(const ForwardBatch& batch, std::span<const KvLayerView> kv,
+                          ForwardScratch& s, ThreadPool& pool, float* logits) const {
+  const ModelConfig& c = config_;
+  const size_t n = batch.n_tokens();
+  assert(kv.size() == static_cast<size_t>(c.n_layers));
+  const size_t q_dim = static_cast<size_t>(c.n_heads) * c.head_dim;
+  const size_t kv_dim = static_cast<size_t>(c.n_kv_heads) * c.head_dim;
+  Grow(s.x, n * c.n_embd);
+  Grow(s.xn, n * c.n_embd);
+  Grow(s.proj, n * c.n_embd);
+  Grow(s.q, n * q_dim);
+  Grow(s.attn, n * q_dim);
+  Grow(s.k, n * kv_dim);
+  Grow(s.v, n * kv_dim);
+  Grow(s.ff_up, n * c.n_ff);
+  if (c.arch == Architecture::kLlama) Grow(s.ff_gate, n * c.n_ff);
+  if (c.arch == Architecture::kGpt2) Grow(s.qkv, n * 3 * c.n_embd);
+
+  Embed(batch, s.x.data(), s.xn.data());
+  for (int il = 0; il < c.n_layers; ++il) {
+    if (c.arch == Architecture::kLlama) {
+      LlamaLayer(il, batch, kv[il], s, pool);
+    } else {
+      Gpt2Layer(il, batch, kv[il], s, pool);
+    }
+  }
+  const size_t n_out = batch.logit_rows.size();
+  if (n_out == 0) return;
+  Grow(s.logits_in, n_out * c.n_embd);
+  for (size_t r = 0; r < n_out; ++r) {
+    const float* x = s.x.data() + static_cast<size_t>(batch.logit_rows[r]) * c.n_embd;
+    float* out = s.logits_in.data() + r * c.n_embd;
+    if (c.arch == Architecture::kLlama) {
+      RmsNorm(x, weights_.output_norm.data(), c.n_embd, c.norm_eps, out);
+    } else {
+      LayerNorm(x, weights_.output_norm.data(), weights_.output_norm_bias.data(), c.n_embd,
+                c.norm_eps, out);
+    }
+  }
+  MatmulInto(weights_.output, s.logits_in.data(), static_cast<int>(n_out), logits, s, pool);
+}
+
+}  // namespace kvserve

@@ -1,0 +1,62 @@
+// A loaded decoder-only transformer (llama or gpt2) and its forward pass. Immutable after Load():
+// one Transformer can serve any number of runners, each with its own ForwardScratch and KV views.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "io/gguf_reader.h"
+#include "kernels/attention.h"
+#include "kernels/kernels.h"
+#include "kernels/matmul.h"
+#include "model/forward_batch.h"
+#include "model/model_config.h"
+#include "model/weights.h"
+#include "util/status.h"
+#include "util/thread_pool.h"
+
+namespace kvserve {
+
+// Working memory of a forward pass. Grows to the largest batch seen and is then reused, so steady
+// decoding does not allocate. One per runner (not shared between threads calling Forward).
+struct ForwardScratch {
+  std::vector<float> x, xn, q, k, v, attn, proj, ff_gate, ff_up, qkv, logits_in, attn_tmp;
+  MatmulScratch matmul;
+};
+
+class Transformer {
+ public:
+  static Result<std::unique_ptr<Transformer>> Load(const std::string& path);
+  static Result<std::unique_ptr<Transformer>> FromGguf(GgufFile file);
+
+  const ModelConfig& config() const { return config_; }
+  const GgufFile& file() const { return file_; }
+  const ModelWeights& weights() const { return weights_; }
+
+  // Runs every token of `batch` through the model. Each token's K and V are stored at its slot in
+  // `kv` (one view per layer) before attention, so tokens of the same sequence in this batch see
+  // each other causally. Writes logits for batch.logit_rows: [logit_rows.size(), n_vocab].
+  void Forward(const ForwardBatch& batch, std::span<const KvLayerView> kv, ForwardScratch& scratch,
+               ThreadPool& pool, float* logits) const;
+
+ private:
+  Transformer() = default;
+  void Embed(const ForwardBatch& batch, float* x, float* tmp) const;
+  void Attention(const ForwardBatch& batch, const KvLayerView& kv, ForwardScratch& s,
+                 ThreadPool& pool) const;
+  void LlamaLayer(int il, const ForwardBatch& batch, const KvLayerView& kv, ForwardScratch& s,
+                  ThreadPool& pool) const;
+  void Gpt2Layer(int il, const ForwardBatch& batch, const KvLayerView& kv, ForwardScratch& s,
+                 ThreadPool& pool) const;
+  void MatmulInto(const WeightMatrix& w, const float* x, int m, float* y, ForwardScratch& s,
+                  ThreadPool& pool) const;
+
+  GgufFile file_;  // owns the mapping the weights point into
+  ModelConfig config_;
+  ModelWeights weights_;
+  const KernelTable* kernels_ = nullptr;
+};
+
+}  // namespace kvserve
