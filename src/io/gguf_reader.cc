@@ -292,8 +292,13 @@ class GgufParser {
                    std::to_string(traits->block_elements));
     }
     tensor.n_elements = n_elements;
-    // n_elements fits in int64 and block_bytes is small, so this cannot overflow uint64.
-    tensor.n_bytes = n_elements / traits->block_elements * traits->block_bytes;
+    // n_elements < 2^63 but block_bytes can be 8 or more: the byte size can overflow uint64.
+    auto n_bytes = CheckedMul(n_elements / traits->block_elements, traits->block_bytes);
+    if (!n_bytes) {
+      return Error(what + " size of " + std::to_string(n_elements) + " " + traits->name +
+                   " elements overflows");
+    }
+    tensor.n_bytes = *n_bytes;
     KVSERVE_RETURN_IF_ERROR(ReadU64(what + " offset", &tensor.offset));
     if (file_->tensor_index_.count(tensor.name) != 0) {
       return Error("duplicate tensor name '" + tensor.name + "'");

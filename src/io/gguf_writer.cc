@@ -1,8 +1,8 @@
 #include "io/gguf_writer.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <memory>
 
 namespace kvserve {
 
@@ -137,10 +137,20 @@ void GgufWriter::CopyValue(const std::string& key, const GgufValue& value) {
 
 void GgufWriter::AddTensor(const std::string& name, GgmlType type, const std::vector<int64_t>& dims,
                            std::vector<uint8_t> data) {
-  tensors_.push_back({name, type, dims, std::move(data)});
+  const uint64_t n_bytes = data.size();
+  tensors_.push_back({name, type, dims, n_bytes, std::move(data), nullptr});
 }
 
-std::vector<uint8_t> GgufWriter::Serialize() const {
+void GgufWriter::AddTensor(const std::string& name, GgmlType type, const std::vector<int64_t>& dims,
+                           TensorProducer produce) {
+  const GgmlTypeTraits traits = TraitsOf(type);
+  uint64_t n_elements = 1;
+  for (int64_t dim : dims) n_elements *= static_cast<uint64_t>(dim);
+  const uint64_t n_bytes = n_elements / traits.block_elements * traits.block_bytes;
+  tensors_.push_back({name, type, dims, n_bytes, {}, std::move(produce)});
+}
+
+Status GgufWriter::WriteTo(const ByteSink& sink) const {
   std::vector<uint8_t> out;
   Append<uint32_t>(out, 0x46554747);
   Append<uint32_t>(out, 3);
@@ -168,24 +178,66 @@ std::vector<uint8_t> GgufWriter::Serialize() const {
     for (int64_t dim : tensor.dims) Append<uint64_t>(out, static_cast<uint64_t>(dim));
     Append<uint32_t>(out, static_cast<uint32_t>(tensor.type));
     Append<uint64_t>(out, offset);
-    offset += (tensor.data.size() + alignment_ - 1) / alignment_ * alignment_;
+    offset += (tensor.n_bytes + alignment_ - 1) / alignment_ * alignment_;
   }
   out.resize((out.size() + alignment_ - 1) / alignment_ * alignment_, 0);
+  KVSERVE_RETURN_IF_ERROR(sink(out.data(), out.size()));
+
+  const std::vector<uint8_t> zeros(alignment_, 0);
   for (const Tensor& tensor : tensors_) {
-    out.insert(out.end(), tensor.data.begin(), tensor.data.end());
-    out.resize((out.size() + alignment_ - 1) / alignment_ * alignment_, 0);
+    if (!tensor.produce) {
+      KVSERVE_RETURN_IF_ERROR(sink(tensor.data.data(), tensor.data.size()));
+    } else {
+      uint64_t written = 0;
+      const ByteSink counting = [&](const uint8_t* data, size_t size) {
+        written += size;
+        if (written > tensor.n_bytes) return Status::Ok();  // reported below, once
+        return sink(data, size);
+      };
+      KVSERVE_RETURN_IF_ERROR(tensor.produce(counting));
+      if (written != tensor.n_bytes) {
+        return Status::Error("tensor '" + tensor.name + "': producer wrote " +
+                             std::to_string(written) + " bytes, expected " +
+                             std::to_string(tensor.n_bytes));
+      }
+    }
+    const uint64_t padding = (alignment_ - tensor.n_bytes % alignment_) % alignment_;
+    KVSERVE_RETURN_IF_ERROR(sink(zeros.data(), padding));
   }
+  return Status::Ok();
+}
+
+std::vector<uint8_t> GgufWriter::Serialize() const {
+  std::vector<uint8_t> out;
+  const Status status = WriteTo([&](const uint8_t* data, size_t size) {
+    out.insert(out.end(), data, data + size);
+    return Status::Ok();
+  });
+  if (!status.ok()) return {};
   return out;
 }
 
 Status GgufWriter::WriteFile(const std::string& path) const {
-  const std::vector<uint8_t> bytes = Serialize();
-  std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "wb"), &std::fclose);
-  if (!file) return Status::Error("cannot create '" + path + "'");
-  if (std::fwrite(bytes.data(), 1, bytes.size(), file.get()) != bytes.size()) {
-    return Status::Error("cannot write '" + path + "'");
+  const std::string temp_path = path + ".tmp";
+  std::FILE* file = std::fopen(temp_path.c_str(), "wb");
+  if (file == nullptr) {
+    return Status::Error("cannot create '" + temp_path + "': " + std::strerror(errno));
   }
-  return Status::Ok();
+  Status status = WriteTo([&](const uint8_t* data, size_t size) {
+    if (size != 0 && std::fwrite(data, 1, size, file) != size) {
+      return Status::Error("cannot write '" + temp_path + "': " + std::strerror(errno));
+    }
+    return Status::Ok();
+  });
+  if (std::fclose(file) != 0 && status.ok()) {
+    status = Status::Error("cannot write '" + temp_path + "': " + std::strerror(errno));
+  }
+  if (status.ok() && std::rename(temp_path.c_str(), path.c_str()) != 0) {
+    status = Status::Error("cannot rename '" + temp_path + "' to '" + path +
+                           "': " + std::strerror(errno));
+  }
+  if (!status.ok()) std::remove(temp_path.c_str());
+  return status;
 }
 
 }  // namespace kvserve

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,12 @@
 #include "util/status.h"
 
 namespace kvserve {
+
+// Receives consecutive pieces of a file or tensor being written; an error aborts the write.
+using ByteSink = std::function<Status(const uint8_t* data, size_t size)>;
+// Produces one tensor's bytes, in order, into `sink`. Called each time the file is written, so
+// a converter can stream a tensor from its source without holding the whole output in memory.
+using TensorProducer = std::function<Status(const ByteSink& sink)>;
 
 class GgufWriter {
  public:
@@ -31,8 +38,19 @@ class GgufWriter {
   // dims in GGML order (dims[0] innermost); `data` must hold exactly the tensor's bytes.
   void AddTensor(const std::string& name, GgmlType type, const std::vector<int64_t>& dims,
                  std::vector<uint8_t> data);
+  // A streamed tensor: `produce` must emit exactly the bytes that `type` and `dims` call for
+  // (the writer checks the count and fails the write otherwise).
+  void AddTensor(const std::string& name, GgmlType type, const std::vector<int64_t>& dims,
+                 TensorProducer produce);
 
+  // The whole file in memory. Empty when a streamed tensor's producer fails (use WriteTo or
+  // WriteFile to see why).
   std::vector<uint8_t> Serialize() const;
+  // Emits the file front to back into `sink`; memory use is the header plus whatever the
+  // producers hold, not the tensor data.
+  Status WriteTo(const ByteSink& sink) const;
+  // Writes `path` through a temporary file beside it and renames it into place, so a failed
+  // write never leaves a truncated file under the final name (and `path` may be the input).
   Status WriteFile(const std::string& path) const;
 
  private:
@@ -44,7 +62,9 @@ class GgufWriter {
     std::string name;
     GgmlType type;
     std::vector<int64_t> dims;
-    std::vector<uint8_t> data;
+    uint64_t n_bytes;             // in the file, without padding
+    std::vector<uint8_t> data;    // when `produce` is empty
+    TensorProducer produce;
   };
   void Set(const std::string& key, std::vector<uint8_t> encoded);
 

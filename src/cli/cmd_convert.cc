@@ -1,0 +1,59 @@
+// `kvserve convert -m IN.gguf -o OUT.gguf --type f32|f16|bf16|q8_0|q4_0`: rewrites a model's
+// weight matrices in another type (rules in model/gguf_converter.h).
+#include <cstdio>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "model/gguf_converter.h"
+
+namespace kvserve {
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: kvserve convert -m IN.gguf -o OUT.gguf --type f32|f16|bf16|q8_0|q4_0";
+
+int Fail(const std::string& message, int code) {
+  std::fprintf(stderr, "kvserve convert: %s\n", message.c_str());
+  return code;
+}
+
+}  // namespace
+
+int RunConvert(const std::vector<std::string>& argv) {
+  auto args =
+      Args::Parse(argv, {.value_flags = {"--model", "--output", "--type"},
+                         .aliases = {{"-m", "--model"}, {"-o", "--output"}, {"-t", "--type"}}});
+  if (!args.ok()) return Fail(args.message() + "\n" + kUsage, 2);
+  if (!args->positional().empty()) {
+    return Fail("unexpected argument '" + args->positional()[0] + "'\n" + kUsage, 2);
+  }
+  const std::string in_path = args->GetOr("--model", "");
+  const std::string out_path = args->GetOr("--output", "");
+  const std::string type_name = args->GetOr("--type", "");
+  if (in_path.empty() || out_path.empty() || type_name.empty()) return Fail(kUsage, 2);
+  const auto type = ParseGgmlType(type_name);
+  if (!type || !LlamaFileType(*type).ok()) {
+    return Fail("unknown --type '" + type_name + "' (supported: f32, f16, bf16, q8_0, q4_0)", 2);
+  }
+
+  auto source = GgufFile::Open(in_path);
+  if (!source.ok()) return Fail(source.message(), 1);
+  auto converter = GgufConverter::Create(*source, *type);
+  if (!converter.ok()) return Fail(converter.message(), 1);
+  for (const std::string& note : converter->Notes()) {
+    std::fprintf(stderr, "kvserve convert: %s\n", note.c_str());
+  }
+  const Status written = converter->WriteFile(out_path);
+  if (!written.ok()) return Fail(written.message(), 1);
+
+  uint64_t in_bytes = 0;
+  for (const TensorInfo& tensor : source->tensors()) in_bytes += tensor.n_bytes;
+  std::printf("%s -> %s (%s): %zu tensors, weights %.2f MiB -> %.2f MiB, %zu kept in F16\n",
+              in_path.c_str(), out_path.c_str(), GgmlTypeName(*type), converter->plan().size(),
+              in_bytes / 1048576.0, converter->OutputTensorBytes() / 1048576.0,
+              converter->Notes().size());
+  return 0;
+}
+
+}  // namespace kvserve

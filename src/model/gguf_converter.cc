@@ -1,0 +1,115 @@
+#include "model/gguf_converter.h"
+
+#include <algorithm>
+
+#include "kernels/quantize.h"
+
+namespace kvserve {
+
+namespace {
+
+constexpr const char* kTargetTypes = "f32, f16, bf16, q8_0, q4_0";
+constexpr uint32_t kQuantizationVersion = 2;  // GGML_QNT_VERSION
+
+bool IsBlockType(GgmlType type) { return TraitsOf(type).block_elements > 1; }
+
+}  // namespace
+
+Result<uint32_t> LlamaFileType(GgmlType type) {
+  switch (type) {
+    case GgmlType::kF32:
+      return 0u;
+    case GgmlType::kF16:
+      return 1u;
+    case GgmlType::kQ4_0:
+      return 2u;
+    case GgmlType::kQ8_0:
+      return 7u;
+    case GgmlType::kBF16:
+      return 32u;
+    default:
+      return Status::Error(std::string("cannot convert to type ") + GgmlTypeName(type) +
+                           " (supported: " + kTargetTypes + ")");
+  }
+}
+
+Result<GgufConverter> GgufConverter::Create(const GgufFile& source, GgmlType type) {
+  KVSERVE_RETURN_IF_ERROR(LlamaFileType(type));
+  GgufConverter converter(source, type);
+  for (const TensorInfo& tensor : source.tensors()) {
+    if (!TraitsOf(tensor.type).supported) {
+      return Status::Error(source.path() + ": tensor '" + tensor.name + "' has type " +
+                           GgmlTypeName(tensor.type) + ", which kvserve cannot decode " +
+                           "(supported: F32, F16, BF16, Q8_0, Q4_0)");
+    }
+    TensorPlan plan{.source = &tensor, .type = type};
+    if (tensor.dims.size() == 1) {
+      plan.type = GgmlType::kF32;
+    } else if (IsBlockType(type) && tensor.dims[0] % TraitsOf(type).block_elements != 0) {
+      plan.type = GgmlType::kF16;
+      plan.fallback = true;
+    }
+    converter.plan_.push_back(plan);
+  }
+  return converter;
+}
+
+std::vector<std::string> GgufConverter::Notes() const {
+  std::vector<std::string> notes;
+  for (const TensorPlan& plan : plan_) {
+    if (!plan.fallback) continue;
+    notes.push_back("tensor '" + plan.source->name + "' " + plan.source->ShapeString() +
+                    ": row length " + std::to_string(plan.source->dims[0]) +
+                    " is not a multiple of the " + GgmlTypeName(type_) + " block size " +
+                    std::to_string(TraitsOf(type_).block_elements) + "; stored as F16");
+  }
+  return notes;
+}
+
+uint64_t GgufConverter::OutputTensorBytes() const {
+  uint64_t total = 0;
+  for (const TensorPlan& plan : plan_) {
+    total += RowBytes(plan.type, static_cast<int64_t>(plan.source->n_elements));
+  }
+  return total;
+}
+
+void GgufConverter::AddTo(GgufWriter& writer) const {
+  const bool quantized = IsBlockType(type_);
+  for (const auto& [key, value] : source_->metadata()) {
+    if (key == "general.quantization_version" && !quantized) continue;
+    writer.CopyValue(key, value);
+  }
+  writer.SetUint32("general.file_type", LlamaFileType(type_).value());
+  if (quantized) writer.SetUint32("general.quantization_version", kQuantizationVersion);
+  for (const TensorPlan& plan : plan_) {
+    writer.AddTensor(plan.source->name, plan.type, plan.source->dims,
+                     [plan](const ByteSink& sink) { return Produce(plan, sink); });
+  }
+}
+
+Status GgufConverter::WriteFile(const std::string& path) const {
+  GgufWriter writer(source_->alignment());
+  AddTo(writer);
+  return writer.WriteFile(path);
+}
+
+Status GgufConverter::Produce(const TensorPlan& plan, const ByteSink& sink) {
+  const TensorInfo& source = *plan.source;
+  if (source.type == plan.type) return sink(source.data, source.n_bytes);
+  // Blocks never straddle rows (row lengths are multiples of the block size of every block type
+  // involved), so the tensor can be walked as one flat run of elements in whole-block chunks.
+  const auto n_elements = static_cast<int64_t>(source.n_elements);
+  const int64_t chunk = std::min(kChunkElements, n_elements);
+  std::vector<float> values(chunk);
+  std::vector<uint8_t> encoded(RowBytes(plan.type, chunk));
+  for (int64_t begin = 0; begin < n_elements; begin += chunk) {
+    const int64_t n = std::min(chunk, n_elements - begin);
+    DequantizeRow(source.type, source.data + RowBytes(source.type, begin), n, values.data());
+    QuantizeRow(plan.type, values.data(), n, encoded.data());
+    KVSERVE_RETURN_IF_ERROR(sink(encoded.data(), RowBytes(plan.type, n)));
+  }
+  return Status::Ok();
+}
+
+}  // namespace kvserve

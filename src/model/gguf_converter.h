@@ -1,0 +1,67 @@
+// Rewrites a GGUF model with its weight matrices in another type (`kvserve convert`).
+//
+// Rules (as llama.cpp's quantizer applies them):
+// - every tensor of 2 or more dimensions (matrices, the token and position embeddings) is stored
+//   in the target type; one whose row length (dims[0]) is not a multiple of the 32-element block
+//   cannot be block-quantized and falls back to F16 for q8_0 / q4_0;
+// - 1-D tensors (norm weights, biases) are stored as F32;
+// - a tensor already in its output type is copied byte for byte, so f32 -> f32 is lossless;
+// - all metadata is copied; general.file_type is set to llama.cpp's LLAMA_FTYPE of the target
+//   type and general.quantization_version to 2 for quantized targets.
+// Tensors are streamed in chunks of kChunkElements while the output is written: memory use is a
+// few MiB whatever the model size (the source stays memory-mapped).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/ggml_type.h"
+#include "io/gguf_reader.h"
+#include "io/gguf_writer.h"
+#include "util/status.h"
+
+namespace kvserve {
+
+// llama.cpp's LLAMA_FTYPE for a file whose matrices are `type`: F32 0, F16 1, Q4_0 2, Q8_0 7,
+// BF16 32. An error for any other type.
+Result<uint32_t> LlamaFileType(GgmlType type);
+
+class GgufConverter {
+ public:
+  // Elements converted per step; a multiple of every block size, 1 MiB of float32.
+  static constexpr int64_t kChunkElements = 1 << 18;
+
+  struct TensorPlan {
+    const TensorInfo* source;  // borrowed from the GgufFile given to Create
+    GgmlType type;             // output type
+    bool fallback = false;     // wanted a block type, row length forced F16
+  };
+
+  // Plans the conversion of every tensor of `source` to `type` (f32, f16, bf16, q8_0 or q4_0).
+  // Errors name an unsupported target type, or a tensor whose stored type cannot be decoded.
+  // `source` is borrowed and must outlive the converter and any writer it fills.
+  static Result<GgufConverter> Create(const GgufFile& source, GgmlType type);
+
+  GgmlType type() const { return type_; }
+  const std::vector<TensorPlan>& plan() const { return plan_; }
+  // One line per tensor that fell back to F16, naming it and its row length.
+  std::vector<std::string> Notes() const;
+  uint64_t OutputTensorBytes() const;
+
+  // Adds all metadata and (streamed) tensors to `writer`, which must use source.alignment().
+  void AddTo(GgufWriter& writer) const;
+  // Writes the converted model to `path` (through a temporary file; `path` may be the source).
+  Status WriteFile(const std::string& path) const;
+
+ private:
+  GgufConverter(const GgufFile& source, GgmlType type) : source_(&source), type_(type) {}
+  // Decodes `plan.source` and re-encodes it in plan.type, kChunkElements at a time, into `sink`.
+  static Status Produce(const TensorPlan& plan, const ByteSink& sink);
+
+  const GgufFile* source_;
+  GgmlType type_;
+  std::vector<TensorPlan> plan_;
+};
+
+}  // namespace kvserve
