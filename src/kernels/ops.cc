@@ -1,6 +1,8 @@
 #include "kernels/ops.h"
 
 #include <cmath>
+#include <vector>
+#include "util/half.h"
 
 namespace kvserve {
 
@@ -28,12 +30,38 @@ void LayerNorm(const float* x, const float* weight, const float* bias, int n, fl
   for (int i = 0; i < n; ++i) out[i] = out[i] * scale * weight[i] + bias[i];
 }
 
-void GeluInPlace(float* x, int n) {
+namespace {
+
+float GeluTanh(float v) {
   constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
   constexpr float kCoef = 0.044715f;
+  return 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * v * (1.0f + kCoef * v * v)));
+}
+
+// GELU of every f16 value, rounded to f16: GGML evaluates GELU this way, and matching it keeps our
+// logits within float rounding of llama.cpp's.
+const std::vector<uint16_t>& GeluTable() {
+  static const std::vector<uint16_t> table = [] {
+    std::vector<uint16_t> t(65536);
+    for (uint32_t h = 0; h < 65536; ++h) {
+      t[h] = FloatToFp16(GeluTanh(Fp16ToFloat(static_cast<uint16_t>(h))));
+    }
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
+void GeluInPlace(float* x, int n) {
+  const std::vector<uint16_t>& table = GeluTable();
   for (int i = 0; i < n; ++i) {
     const float v = x[i];
-    x[i] = 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * v * (1.0f + kCoef * v * v)));
+    if (v <= -10.0f) {
+      x[i] = 0.0f;
+    } else if (v < 10.0f) {
+      x[i] = Fp16ToFloat(table[FloatToFp16(v)]);
+    }
   }
 }
 
