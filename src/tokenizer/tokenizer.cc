@@ -1,0 +1,195 @@
+#include "tokenizer/tokenizer.h"
+
+#include <algorithm>
+
+namespace kvserve {
+
+namespace {
+
+constexpr std::string_view kUnknownPiece = "\xE2\x96\x85";  // ▅ U+2585, llama.cpp's rendering
+
+// Texts of control tokens that end a turn in common vocabularies.
+constexpr std::string_view kEndOfGenerationTexts[] = {
+    "<|endoftext|>", "<|eot_id|>", "<|eom_id|>",     "<|im_end|>",
+    "<|end|>",       "<end_of_turn>", "<|end_of_text|>", "<EOT>",
+};
+
+// A run of the input during special-token partitioning: either a special token or plain text.
+struct Fragment {
+  int32_t token;  // kNoToken for plain text
+  size_t begin;   // plain text: bytes [begin, begin + length) of the input
+  size_t length;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& file) {
+  auto vocab = Vocab::FromGguf(file);
+  if (!vocab.ok()) return vocab.status();
+  std::unique_ptr<Tokenizer> tokenizer(new Tokenizer(std::move(*vocab)));
+  const Vocab& v = tokenizer->vocab_;
+  const bool spm = v.model() == VocabModel::kLlama;
+  if (spm) {
+    tokenizer->spm_ = std::make_unique<SpmEncoder>(v);
+  } else {
+    auto bpe = BpeEncoder::Create(file, v);
+    if (!bpe.ok()) return bpe.status();
+    tokenizer->bpe_ = std::make_unique<BpeEncoder>(std::move(*bpe));
+  }
+
+  const int32_t n_vocab = v.size();
+  tokenizer->pieces_.resize(static_cast<size_t>(n_vocab));
+  tokenizer->end_of_generation_.assign(static_cast<size_t>(n_vocab), false);
+  for (int32_t id = 0; id < n_vocab; ++id) {
+    const TokenData& token = v.token(id);
+    std::string& piece = tokenizer->pieces_[static_cast<size_t>(id)];
+    switch (token.type) {
+      case TokenType::kNormal:
+      case TokenType::kUndefined:
+        piece = spm ? SpmEncoder::UnescapeWhitespace(token.text) : BpeEncoder::UnmapBytes(token.text);
+        break;
+      case TokenType::kUserDefined:
+        piece = spm ? SpmEncoder::UnescapeWhitespace(token.text) : token.text;
+        break;
+      case TokenType::kUnknown:
+        if (spm) piece = kUnknownPiece;
+        break;
+      case TokenType::kByte:
+        if (spm) {
+          const int byte = SpmEncoder::ParseByteToken(token.text);
+          if (byte < 0) {
+            return Result<std::unique_ptr<Tokenizer>>::Error(
+                "tokenizer.ggml.tokens[" + std::to_string(id) + "]: byte token '" + token.text +
+                "' is not of the form <0xNN>");
+          }
+          piece = std::string(1, static_cast<char>(byte));
+        } else {
+          piece = BpeEncoder::UnmapBytes(token.text);
+        }
+        break;
+      case TokenType::kControl:
+      case TokenType::kUnused:
+        break;
+    }
+    if (token.type == TokenType::kControl || token.type == TokenType::kUserDefined ||
+        token.type == TokenType::kUnknown) {
+      if (!token.text.empty()) tokenizer->specials_.push_back(id);
+    }
+    if (token.type == TokenType::kControl || token.type == TokenType::kUserDefined) {
+      for (std::string_view text : kEndOfGenerationTexts) {
+        if (token.text == text) tokenizer->end_of_generation_[static_cast<size_t>(id)] = true;
+      }
+    }
+  }
+  for (int32_t id : {v.eos(), v.eot(), v.eom()}) {
+    if (id != kNoToken) tokenizer->end_of_generation_[static_cast<size_t>(id)] = true;
+  }
+  std::stable_sort(tokenizer->specials_.begin(), tokenizer->specials_.end(),
+                   [&v](int32_t a, int32_t b) {
+                     return v.token(a).text.size() > v.token(b).text.size();
+                   });
+  return tokenizer;
+}
+
+std::string_view Tokenizer::model_name() const {
+  return vocab_.model() == VocabModel::kGpt2 ? "gpt2" : "llama";
+}
+
+bool Tokenizer::IsEndOfGeneration(int32_t id) const {
+  return vocab_.Contains(id) && end_of_generation_[static_cast<size_t>(id)];
+}
+
+bool Tokenizer::IsControl(int32_t id) const {
+  return vocab_.Contains(id) && vocab_.type(id) == TokenType::kControl;
+}
+
+void Tokenizer::EncodeFragment(std::string_view text, bool after_special,
+                               std::vector<int32_t>& out) const {
+  if (bpe_) {
+    bpe_->Encode(text, out);
+    return;
+  }
+  // SentencePiece adds a space before text that starts the input or follows a special token.
+  std::string escaped;
+  if (vocab_.add_space_prefix() && after_special) {
+    escaped = SpmEncoder::EscapeWhitespace(" " + std::string(text));
+  } else {
+    escaped = SpmEncoder::EscapeWhitespace(text);
+  }
+  spm_->Encode(escaped, out);
+}
+
+std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special,
+                                       bool parse_special) const {
+  std::vector<Fragment> fragments;
+  if (!text.empty()) fragments.push_back(Fragment{kNoToken, 0, text.size()});
+
+  // Cut plain-text fragments at every occurrence of each special token, longest texts first.
+  std::vector<Fragment> next;
+  for (int32_t id : specials_) {
+    if (!parse_special && vocab_.type(id) != TokenType::kUserDefined) continue;
+    const std::string& special = vocab_.token(id).text;
+    next.clear();
+    bool found = false;
+    for (const Fragment& fragment : fragments) {
+      if (fragment.token != kNoToken) {
+        next.push_back(fragment);
+        continue;
+      }
+      const std::string_view span = text.substr(fragment.begin, fragment.length);
+      size_t begin = 0;
+      for (size_t hit = span.find(special); hit != std::string_view::npos;
+           hit = span.find(special, begin)) {
+        found = true;
+        if (hit > begin) next.push_back(Fragment{kNoToken, fragment.begin + begin, hit - begin});
+        next.push_back(Fragment{id, 0, 0});
+        begin = hit + special.size();
+      }
+      if (begin < span.size()) {
+        next.push_back(Fragment{kNoToken, fragment.begin + begin, span.size() - begin});
+      }
+    }
+    if (found) fragments.swap(next);
+  }
+
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 3 + 2);
+  if (add_special && vocab_.add_bos() && vocab_.bos() != kNoToken) ids.push_back(vocab_.bos());
+  bool after_special = true;
+  for (const Fragment& fragment : fragments) {
+    if (fragment.token != kNoToken) {
+      ids.push_back(fragment.token);
+      after_special = true;
+    } else {
+      EncodeFragment(text.substr(fragment.begin, fragment.length), after_special, ids);
+      after_special = false;
+    }
+  }
+  if (add_special && vocab_.add_eos() && vocab_.eos() != kNoToken) ids.push_back(vocab_.eos());
+  return ids;
+}
+
+std::string Tokenizer::TokenPiece(int32_t id, bool render_special) const {
+  if (!vocab_.Contains(id)) return "";
+  if (render_special && vocab_.type(id) == TokenType::kControl) return vocab_.token(id).text;
+  if (render_special && vocab_.type(id) == TokenType::kUnknown && bpe_) {
+    return vocab_.token(id).text;
+  }
+  return pieces_[static_cast<size_t>(id)];
+}
+
+std::string Tokenizer::Decode(std::span<const int32_t> ids, bool render_special) const {
+  std::string text;
+  bool strip_space = vocab_.add_space_prefix();
+  for (int32_t id : ids) {
+    std::string piece = TokenPiece(id, render_special);
+    if (strip_space && !piece.empty()) {
+      if (piece[0] == ' ') piece.erase(0, 1);
+      strip_space = false;
+    }
+    text += piece;
+  }
+  return text;
+}
+
+}  // namespace kvserve

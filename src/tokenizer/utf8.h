@@ -1,0 +1,52 @@
+// UTF-8 helpers shared by the tokenizers and the streaming decoder: validated decoding of one
+// character, encoding of a code point, and a byte-at-a-time sanitizer that turns invalid input into
+// U+FFFD. The sanitizer follows the WHATWG "UTF-8 decode" algorithm (one U+FFFD per maximal invalid
+// subpart), so feeding the bytes in any number of pieces yields the same text as feeding them at once.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace kvserve {
+
+inline constexpr char32_t kReplacementChar = 0xFFFD;
+inline constexpr std::string_view kReplacementUtf8 = "\xEF\xBF\xBD";
+
+// Appends the UTF-8 encoding of `cp` (at most 4 bytes) to `out`. Surrogates and values above
+// U+10FFFF are encoded as U+FFFD.
+void AppendUtf8(char32_t cp, std::string& out);
+
+// Length in bytes of the well-formed UTF-8 character at the start of `text`, or 0 if `text` is
+// empty or does not start with a well-formed character (bad lead byte, truncated, overlong,
+// surrogate, beyond U+10FFFF). On success, stores the code point in `*cp` when not null.
+size_t DecodeUtf8(std::string_view text, char32_t* cp = nullptr);
+
+// True when every byte of `text` belongs to a well-formed UTF-8 character.
+bool IsValidUtf8(std::string_view text);
+
+// Incremental sanitizer. Feed() returns the text that is complete so far (invalid bytes replaced
+// by U+FFFD) and keeps the bytes of an unfinished character; Finish() ends the stream, replacing an
+// unfinished character with one U+FFFD. Not thread-safe; one instance per stream.
+class Utf8Sanitizer {
+ public:
+  std::string Feed(std::string_view bytes);
+  std::string Finish();
+  // Bytes of an unfinished character currently held back (0..3).
+  int pending_bytes() const { return bytes_seen_ + (bytes_needed_ > 0 ? 1 : 0); }
+
+ private:
+  void Reset();
+
+  char32_t code_point_ = 0;
+  int bytes_needed_ = 0;  // continuation bytes still expected after the lead byte
+  int bytes_seen_ = 0;    // continuation bytes accepted so far
+  uint8_t lower_ = 0x80;  // allowed range of the next continuation byte
+  uint8_t upper_ = 0xBF;
+};
+
+// Whole-string form of Utf8Sanitizer: valid UTF-8 is returned unchanged.
+std::string SanitizeUtf8(std::string_view bytes);
+
+}  // namespace kvserve

@@ -1,0 +1,136 @@
+#include "tokenizer/vocab.h"
+
+#include <string>
+
+namespace kvserve {
+
+namespace {
+
+constexpr std::string_view kModelKey = "tokenizer.ggml.model";
+constexpr std::string_view kTokensKey = "tokenizer.ggml.tokens";
+constexpr std::string_view kScoresKey = "tokenizer.ggml.scores";
+constexpr std::string_view kTypesKey = "tokenizer.ggml.token_type";
+
+// Reads an optional special id. Absent keys keep `fallback`; -1 and 0xFFFFFFFF (how converters
+// write "none") give kNoToken; anything else must be a valid id.
+Result<int32_t> ReadSpecialId(const GgufFile& file, std::string_view key, int32_t fallback,
+                              int32_t n_vocab) {
+  if (file.Find(key) == nullptr) return fallback;
+  auto value = file.GetInt(key);
+  if (!value.ok()) return value.status();
+  const int64_t id = *value;
+  if (id == -1 || id == 0xFFFFFFFFll) return kNoToken;
+  if (id < 0 || id >= n_vocab) {
+    return Result<int32_t>::Error(std::string(key) + ": " + std::to_string(id) +
+                                  " is out of range for a vocabulary of " +
+                                  std::to_string(n_vocab) + " tokens");
+  }
+  return static_cast<int32_t>(id);
+}
+
+}  // namespace
+
+Result<Vocab> Vocab::FromGguf(const GgufFile& file) {
+  Vocab vocab;
+  auto model = file.GetString(kModelKey);
+  if (!model.ok()) return model.status();
+  if (*model == "gpt2") {
+    vocab.model_ = VocabModel::kGpt2;
+  } else if (*model == "llama") {
+    vocab.model_ = VocabModel::kLlama;
+  } else {
+    return Result<Vocab>::Error(std::string(kModelKey) + ": unsupported tokenizer model '" +
+                                std::string(*model) + "' (expected 'gpt2' or 'llama')");
+  }
+  if (file.Find("tokenizer.ggml.pre") != nullptr) {
+    auto pre = file.GetString("tokenizer.ggml.pre");
+    if (!pre.ok()) return pre.status();
+    vocab.pre_ = std::string(*pre);
+  }
+
+  auto texts = file.GetStringArray(kTokensKey);
+  if (!texts.ok()) return texts.status();
+  if (texts->empty()) {
+    return Result<Vocab>::Error(std::string(kTokensKey) + ": the array is empty");
+  }
+  if (texts->size() > static_cast<size_t>(INT32_MAX)) {
+    return Result<Vocab>::Error(std::string(kTokensKey) + ": " + std::to_string(texts->size()) +
+                                " tokens exceed the int32 id range");
+  }
+  const size_t n_vocab = texts->size();
+  vocab.tokens_.resize(n_vocab);
+  for (size_t i = 0; i < n_vocab; ++i) vocab.tokens_[i].text = std::string((*texts)[i]);
+
+  if (file.Find(kScoresKey) != nullptr) {
+    auto scores = file.GetFloatArray(kScoresKey);
+    if (!scores.ok()) return scores.status();
+    if (scores->size() != n_vocab) {
+      return Result<Vocab>::Error(std::string(kScoresKey) + ": " + std::to_string(scores->size()) +
+                                  " scores for " + std::to_string(n_vocab) + " tokens");
+    }
+    for (size_t i = 0; i < n_vocab; ++i) vocab.tokens_[i].score = (*scores)[i];
+  }
+  if (file.Find(kTypesKey) != nullptr) {
+    auto types = file.GetIntArray(kTypesKey);
+    if (!types.ok()) return types.status();
+    if (types->size() != n_vocab) {
+      return Result<Vocab>::Error(std::string(kTypesKey) + ": " + std::to_string(types->size()) +
+                                  " types for " + std::to_string(n_vocab) + " tokens");
+    }
+    for (size_t i = 0; i < n_vocab; ++i) {
+      const int64_t type = (*types)[i];
+      if (type < 0 || type > static_cast<int64_t>(TokenType::kByte)) {
+        return Result<Vocab>::Error(std::string(kTypesKey) + "[" + std::to_string(i) +
+                                    "]: unknown token type " + std::to_string(type));
+      }
+      vocab.tokens_[i].type = static_cast<TokenType>(type);
+    }
+  }
+
+  vocab.index_.reserve(n_vocab);
+  for (size_t i = 0; i < n_vocab; ++i) {
+    vocab.index_[vocab.tokens_[i].text] = static_cast<int32_t>(i);
+  }
+
+  // Defaults follow llama.cpp: SentencePiece models have <unk>=0, <s>=1, </s>=2, add BOS and a
+  // prefix space; GPT-2 style models have no defaults and add nothing, except Llama-3 style
+  // vocabularies, which add BOS.
+  const bool spm = vocab.model_ == VocabModel::kLlama;
+  const int32_t n = static_cast<int32_t>(n_vocab);
+  const struct {
+    std::string_view key;
+    int32_t fallback;
+    int32_t* out;
+  } ids[] = {
+      {"tokenizer.ggml.bos_token_id", spm ? 1 : kNoToken, &vocab.bos_},
+      {"tokenizer.ggml.eos_token_id", spm ? 2 : kNoToken, &vocab.eos_},
+      {"tokenizer.ggml.unknown_token_id", spm ? 0 : kNoToken, &vocab.unk_},
+      {"tokenizer.ggml.padding_token_id", kNoToken, &vocab.pad_},
+      {"tokenizer.ggml.eot_token_id", kNoToken, &vocab.eot_},
+      {"tokenizer.ggml.eom_token_id", kNoToken, &vocab.eom_},
+  };
+  for (const auto& entry : ids) {
+    const int32_t fallback = entry.fallback < n ? entry.fallback : kNoToken;
+    auto id = ReadSpecialId(file, entry.key, fallback, n);
+    if (!id.ok()) return id.status();
+    *entry.out = *id;
+  }
+  const bool llama3 = vocab.pre_ == "llama-bpe" || vocab.pre_ == "llama3";
+  auto add_bos = file.GetBoolOr("tokenizer.ggml.add_bos_token", spm || llama3);
+  if (!add_bos.ok()) return add_bos.status();
+  auto add_eos = file.GetBoolOr("tokenizer.ggml.add_eos_token", false);
+  if (!add_eos.ok()) return add_eos.status();
+  auto add_space_prefix = file.GetBoolOr("tokenizer.ggml.add_space_prefix", spm);
+  if (!add_space_prefix.ok()) return add_space_prefix.status();
+  vocab.add_bos_ = *add_bos;
+  vocab.add_eos_ = *add_eos;
+  vocab.add_space_prefix_ = *add_space_prefix;
+  return vocab;
+}
+
+int32_t Vocab::Find(std::string_view text) const {
+  auto it = index_.find(text);
+  return it == index_.end() ? kNoToken : it->second;
+}
+
+}  // namespace kvserve

@@ -1,0 +1,91 @@
+// The vocabulary half of a GGUF tokenizer: token texts, scores and types from tokenizer.ggml.*,
+// the text -> id index, and the special ids and flags. Shared read-only by the encoders and the
+// decoder; immutable after FromGguf, so safe to use from many threads.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "io/gguf_reader.h"
+#include "util/status.h"
+
+namespace kvserve {
+
+// Values of tokenizer.ggml.token_type (the llama.cpp / SentencePiece numbering).
+enum class TokenType : uint8_t {
+  kUndefined = 0,
+  kNormal = 1,
+  kUnknown = 2,
+  kControl = 3,
+  kUserDefined = 4,
+  kUnused = 5,
+  kByte = 6,
+};
+
+enum class VocabModel : uint8_t {
+  kGpt2,   // byte-level BPE with merge ranks
+  kLlama,  // SentencePiece BPE over scores with byte fallback
+};
+
+struct TokenData {
+  std::string text;  // as stored in the GGUF (byte-level unicode or ▁-escaped)
+  float score = 0;
+  TokenType type = TokenType::kNormal;
+};
+
+inline constexpr int32_t kNoToken = -1;
+
+class Vocab {
+ public:
+  // Reads tokenizer.ggml.{model,tokens,scores,token_type} and the special ids and flags.
+  // Errors name the key and the bad value.
+  static Result<Vocab> FromGguf(const GgufFile& file);
+
+  Vocab(Vocab&&) = default;
+  Vocab& operator=(Vocab&&) = default;
+  Vocab(const Vocab&) = delete;  // index_ points into tokens_
+  Vocab& operator=(const Vocab&) = delete;
+
+  VocabModel model() const { return model_; }
+  int32_t size() const { return static_cast<int32_t>(tokens_.size()); }
+  bool Contains(int32_t id) const { return id >= 0 && id < size(); }
+  const TokenData& token(int32_t id) const { return tokens_[static_cast<size_t>(id)]; }
+  TokenType type(int32_t id) const { return tokens_[static_cast<size_t>(id)].type; }
+  // The id whose text is `text` (the last one if the vocabulary repeats a text), or kNoToken.
+  int32_t Find(std::string_view text) const;
+
+  // Special ids; kNoToken when the model has none.
+  int32_t bos() const { return bos_; }
+  int32_t eos() const { return eos_; }
+  int32_t unk() const { return unk_; }
+  int32_t pad() const { return pad_; }
+  int32_t eot() const { return eot_; }
+  int32_t eom() const { return eom_; }
+  bool add_bos() const { return add_bos_; }
+  bool add_eos() const { return add_eos_; }
+  bool add_space_prefix() const { return add_space_prefix_; }
+  // tokenizer.ggml.pre ("default" when absent).
+  const std::string& pre() const { return pre_; }
+
+ private:
+  Vocab() = default;
+
+  VocabModel model_ = VocabModel::kLlama;
+  std::vector<TokenData> tokens_;
+  std::unordered_map<std::string_view, int32_t> index_;  // views into tokens_[i].text
+  int32_t bos_ = kNoToken;
+  int32_t eos_ = kNoToken;
+  int32_t unk_ = kNoToken;
+  int32_t pad_ = kNoToken;
+  int32_t eot_ = kNoToken;
+  int32_t eom_ = kNoToken;
+  bool add_bos_ = false;
+  bool add_eos_ = false;
+  bool add_space_prefix_ = false;
+  std::string pre_ = "default";
+};
+
+}  // namespace kvserve
