@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the Debian packages kvserve needs to build and test, only those that are missing.
+set -euo pipefail
+
+packages=(
+  g++ cmake ninja-build pkg-config git
+  libgtest-dev libgmock-dev        # tests
+  libpcre2-dev                     # tokenizer pre-split regexes (Unicode classes)
+  nlohmann-json3-dev               # JSON (CLI output, server)
+  libcpp-httplib-dev               # HTTP server
+  clang libclang-rt-14-dev         # libFuzzer harnesses and sanitizer runtime
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}" >&2
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

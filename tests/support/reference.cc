@@ -1,0 +1,84 @@
+#include "support/reference.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <regex>
+
+#include "support/paths.h"
+
+namespace kvserve::testing {
+
+namespace {
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << "cannot read " << path;
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// The reference JSON is flat: {"n_vocab": V, "prompt_tokens": [...], "greedy_tokens": [...]}.
+std::vector<int32_t> IntArray(const std::string& json, const std::string& key) {
+  std::smatch match;
+  const std::regex pattern("\"" + key + "\"\\s*:\\s*\\[([^\\]]*)\\]");
+  std::vector<int32_t> out;
+  if (!std::regex_search(json, match, pattern)) {
+    ADD_FAILURE() << "no " << key << " in reference json";
+    return out;
+  }
+  const std::string list = match[1];
+  const std::regex number("-?[0-9]+");
+  for (auto it = std::sregex_iterator(list.begin(), list.end(), number);
+       it != std::sregex_iterator(); ++it) {
+    out.push_back(std::stoi(it->str()));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> ReferenceCaseNames() {
+  return {"gpt2-tiny-a", "gpt2-tiny-b", "stories260K-a"};
+}
+
+std::vector<float> ReadFloats(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << "cannot read " << path;
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<float> out(bytes.size() / sizeof(float));
+  std::copy(bytes.begin(), bytes.begin() + out.size() * sizeof(float),
+            reinterpret_cast<char*>(out.data()));
+  return out;
+}
+
+ReferenceCase LoadReferenceCase(const std::string& name) {
+  ReferenceCase c;
+  c.name = name;
+  c.model = name.rfind("gpt2", 0) == 0 ? "gpt2-tiny-f32.gguf" : "stories260K.gguf";
+  const std::string json = ReadText(ReferencePath(name + ".json"));
+  std::smatch match;
+  if (std::regex_search(json, match, std::regex("\"n_vocab\"\\s*:\\s*([0-9]+)"))) {
+    c.n_vocab = std::stoi(match[1]);
+  }
+  c.prompt_tokens = IntArray(json, "prompt_tokens");
+  c.greedy_tokens = IntArray(json, "greedy_tokens");
+  c.prompt_logits = ReadFloats(ReferencePath(name + ".logits.f32"));
+  c.gen_logits = ReadFloats(ReferencePath(name + ".gen.logits.f32"));
+  EXPECT_EQ(c.prompt_logits.size(), c.prompt_tokens.size() * c.n_vocab);
+  EXPECT_EQ(c.gen_logits.size(), c.greedy_tokens.size() * c.n_vocab);
+  return c;
+}
+
+double RelativeRowError(std::span<const float> ours, std::span<const float> ref) {
+  double max_ref = 0.0, max_diff = 0.0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    max_ref = std::max(max_ref, std::fabs(static_cast<double>(ref[i])));
+    max_diff = std::max(max_diff, std::fabs(static_cast<double>(ours[i]) - ref[i]));
+  }
+  return max_ref > 0 ? max_diff / max_ref : max_diff;
+}
+
+}  // namespace kvserve::testing

@@ -1,0 +1,29 @@
+// Loads the llama.cpp reference cases of ../shared/reference (see its README) and compares logits.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace kvserve::testing {
+
+struct ReferenceCase {
+  std::string name;
+  std::string model;  // file name under models/
+  int n_vocab = 0;
+  std::vector<int32_t> prompt_tokens;
+  std::vector<int32_t> greedy_tokens;
+  std::vector<float> prompt_logits;  // [prompt_tokens.size(), n_vocab]
+  std::vector<float> gen_logits;     // [greedy_tokens.size(), n_vocab]
+};
+
+// The three shared cases: gpt2-tiny-a, gpt2-tiny-b (gpt2-tiny-f32.gguf), stories260K-a.
+std::vector<std::string> ReferenceCaseNames();
+ReferenceCase LoadReferenceCase(const std::string& name);
+
+std::vector<float> ReadFloats(const std::string& path);
+// max |a - b| over the row / max |ref| over the row.
+double RelativeRowError(std::span<const float> ours, std::span<const float> ref);
+
+}  // namespace kvserve::testing
