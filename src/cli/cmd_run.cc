@@ -1,14 +1,153 @@
 // `kvserve run`: generate from a prompt with the KV cache (or, with --no-cache, by recomputing
-// the whole sequence every step).
+// the whole sequence every step). Text mode streams to stdout and prints timings to stderr; JSON
+// mode prints one object.
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/model_options.h"
+#include "engine/generation.h"
+#include "tokenizer/streaming_decoder.h"
+#include "tokenizer/tokenizer.h"
 
 namespace kvserve {
 
+namespace {
+
+struct RunOptions {
+  std::string prompt;
+  std::vector<int32_t> prompt_tokens;
+  bool has_prompt_tokens = false;
+  std::string output_format = "text";
+  GenerationOptions generation;
+};
+
+Args::Spec RunSpec() {
+  Args::Spec spec{
+      .value_flags = {"--prompt", "--prompt-tokens", "--n-predict", "--temp", "--seed", "--top-k",
+                      "--top-p", "--min-p", "--repeat-penalty", "--output-format"},
+      .bool_flags = {"--no-cache", "--ignore-eos"},
+      .aliases = {{"-p", "--prompt"}, {"-n", "--n-predict"}},
+  };
+  AddModelFlags(spec);
+  return spec;
+}
+
+Result<RunOptions> ReadRunOptions(const Args& args) {
+  RunOptions o;
+  o.prompt = args.GetOr("--prompt", "");
+  if (auto tokens = args.Get("--prompt-tokens")) {
+    auto parsed = ParseIntList(*tokens, "--prompt-tokens");
+    if (!parsed.ok()) return parsed.status();
+    o.prompt_tokens = std::move(parsed).value();
+    o.has_prompt_tokens = true;
+  }
+  if (o.prompt.empty() && !o.has_prompt_tokens) {
+    return Result<RunOptions>::Error("missing -p TEXT or --prompt-tokens 1,2,3");
+  }
+  o.output_format = args.GetOr("--output-format", "text");
+  if (o.output_format != "text" && o.output_format != "json") {
+    return Result<RunOptions>::Error("flag --output-format: '" + o.output_format +
+                                     "' is not one of text, json");
+  }
+  auto n = args.GetInt("--n-predict", 64);
+  auto seed = args.GetInt("--seed", 0xC0FFEE);
+  auto top_k = args.GetInt("--top-k", 0);
+  auto temp = args.GetDouble("--temp", 0.8);
+  auto top_p = args.GetDouble("--top-p", 1.0);
+  auto min_p = args.GetDouble("--min-p", 0.0);
+  auto repeat = args.GetDouble("--repeat-penalty", 1.0);
+  for (const Status& s : {n.status(), seed.status(), top_k.status(), temp.status(), top_p.status(),
+                          min_p.status(), repeat.status()}) {
+    if (!s.ok()) return s;
+  }
+  if (*n < 0 || *n > (1 << 24)) {
+    return Result<RunOptions>::Error("flag -n: " + std::to_string(*n) + " is out of range");
+  }
+  o.generation.max_tokens = static_cast<int>(*n);
+  o.generation.use_cache = !args.Has("--no-cache");
+  o.generation.ignore_eos = args.Has("--ignore-eos");
+  SamplingParams& s = o.generation.sampling;
+  s.temperature = static_cast<float>(*temp);
+  s.top_k = static_cast<int>(*top_k);
+  s.top_p = static_cast<float>(*top_p);
+  s.min_p = static_cast<float>(*min_p);
+  s.repetition_penalty = static_cast<float>(*repeat);
+  s.seed = static_cast<uint64_t>(*seed);
+  return o;
+}
+
+double PerSecond(int n, double ms) { return ms > 0 ? n * 1000.0 / ms : 0.0; }
+
+}  // namespace
+
 int RunGenerate(const std::vector<std::string>& argv) {
-  std::fprintf(stderr, "kvserve run: not built yet\n");
-  return 1;
+  auto fail = [](const std::string& message, int code) {
+    std::fprintf(stderr, "kvserve run: %s\n", message.c_str());
+    return code;
+  };
+  auto args = Args::Parse(argv, RunSpec());
+  if (!args.ok()) return fail(args.message(), 2);
+  auto model_options = ReadModelOptions(*args);
+  if (!model_options.ok()) return fail(model_options.message(), 2);
+  auto options = ReadRunOptions(*args);
+  if (!options.ok()) return fail(options.message(), 2);
+  auto model = LoadModel(*model_options);
+  if (!model.ok()) return fail(model.message(), 1);
+  auto tokenizer = Tokenizer::FromGguf((*model)->file());
+  if (!tokenizer.ok()) return fail(tokenizer.message(), 1);
+  const Tokenizer& tok = **tokenizer;
+
+  std::vector<int32_t> prompt = options->prompt_tokens;
+  if (!options->has_prompt_tokens) {
+    prompt = tok.Encode(options->prompt, /*add_special=*/true, /*parse_special=*/false);
+  }
+  ThreadPool pool(model_options->n_threads);
+  SequenceRunner runner(**model, model_options->kv_type, model_options->n_ctx, pool);
+  const bool text = options->output_format == "text";
+  StreamingDecoder stream(tok);
+  std::string generated_text;
+  if (text) {
+    std::fputs(tok.Decode(prompt).c_str(), stdout);
+    std::fflush(stdout);
+  }
+  auto result = Generate(runner, tok, prompt, options->generation, [&](int32_t token) {
+    const std::string piece = stream.Push(token);
+    generated_text += piece;
+    if (text) {
+      std::fputs(piece.c_str(), stdout);
+      std::fflush(stdout);
+    }
+  });
+  if (!result.ok()) return fail(result.message(), 1);
+  const std::string rest = stream.Flush();
+  generated_text += rest;
+  const int n_generated = static_cast<int>(result->tokens.size());
+  const double prompt_rate = PerSecond(result->n_prompt - result->n_reused, result->prompt_ms);
+  const double decode_rate = PerSecond(n_generated, result->decode_ms);
+  if (text) {
+    std::printf("%s\n", rest.c_str());
+    std::fprintf(stderr,
+                 "\nprompt: %d tokens in %.1f ms (%.1f tokens/s)\n"
+                 "decode: %d tokens in %.1f ms (%.1f tokens/s)%s, finish: %s\n",
+                 result->n_prompt, result->prompt_ms, prompt_rate, n_generated, result->decode_ms,
+                 decode_rate, options->generation.use_cache ? "" : " [no cache]",
+                 result->finish_reason.c_str());
+    return 0;
+  }
+  nlohmann::json out = {
+      {"prompt_tokens", prompt},
+      {"tokens", result->tokens},
+      {"text", generated_text},
+      {"finish_reason", result->finish_reason},
+      {"timings",
+       {{"prompt_ms", result->prompt_ms},
+        {"decode_ms", result->decode_ms},
+        {"prompt_tokens_per_s", prompt_rate},
+        {"decode_tokens_per_s", decode_rate}}},
+  };
+  std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  return 0;
 }
 
 }  // namespace kvserve
