@@ -1,9 +1,235 @@
-// AVX2 + FMA + F16C kernels. Placeholder table until the SIMD kernels land: the entries fall back
-// to the scalar twins so dispatch and tests are exercised on every build.
+// AVX2 + FMA + F16C kernels: the float-weight matmuls, Q8_0 activation quantization and the vector
+// helpers. The quantized matmuls live in quant_matmul_avx2.cc.
+//
+// Float matmul accumulation order (the determinism contract of kernels.h): output y[i][j] has one
+// 8-lane accumulator; lane l sums W[j][k] * X[i][k] for k = l, l + 8, l + 16, ... in increasing k
+// with one fused multiply-add each (the last partial vector is zero-padded), and the 8 lanes are
+// then added by HSum's fixed tree. Register tiles only change which accumulators share a loop.
+//
+// Everything here is in an anonymous namespace and uses intrinsics only (no inline helpers from
+// shared headers), so no AVX2 code can leak into other translation units through COMDAT folding.
+#include <immintrin.h>
+
+#include <cassert>
+#include <cstdint>
+#include <cstring>
+
 #include "kernels/kernels.h"
+#include "kernels/quant_matmul.h"
+#include "kernels/tile_walk.h"
 
 namespace kvserve {
 
-const KernelTable* Avx2Kernels() { return nullptr; }
+namespace {
+
+constexpr int kLanes = 8;
+// Register tile for m > 1: 3 activation rows x 4 weight rows = 12 ymm accumulators.
+constexpr int kMr = 3;
+constexpr int kNr = 4;
+// Register tile for m == 1 (decode): 8 weight rows streamed side by side.
+constexpr int kNrDecode = 8;
+// Activation rows per block: the block's float rows should stay in L2 (about 1 MiB).
+constexpr size_t kXBlockBytes = 1 << 20;
+
+enum class WType { kF32, kF16, kBf16 };
+
+inline float HSum(__m256 v) {
+  __m128 b = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  b = _mm_add_ps(b, _mm_movehl_ps(b, b));
+  b = _mm_add_ss(b, _mm_movehdup_ps(b));
+  return _mm_cvtss_f32(b);
+}
+
+// Lanes [0, n) all ones, the rest zero (0 <= n <= 8), for maskload.
+inline __m256i LaneMask(int n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+inline __m256 Widen16(__m128i h, WType t) {
+  if (t == WType::kF16) return _mm256_cvtph_ps(h);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+// 8 weights starting at element k of row w, as floats. Exact for all three types.
+template <WType T>
+inline __m256 LoadW(const uint8_t* w, int k) {
+  if constexpr (T == WType::kF32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(w) + k);
+  } else {
+    return Widen16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * k)), T);
+  }
+}
+
+// The last `left` (< 8) weights of the row from element k; the other lanes are 0.
+template <WType T>
+inline __m256 LoadWTail(const uint8_t* w, int k, int left, __m256i mask) {
+  if constexpr (T == WType::kF32) {
+    return _mm256_maskload_ps(reinterpret_cast<const float*>(w) + k, mask);
+  } else {
+    uint16_t buf[8] = {};
+    std::memcpy(buf, w + 2 * k, sizeof(uint16_t) * left);
+    return Widen16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(buf)), T);
+  }
+}
+
+// y[i0 + r][j0 + c] for r < MR, c < NR, over the whole row length.
+template <WType T, int MR, int NR>
+void FloatTile(const MatmulTile& t, int i0, int j0) {
+  const uint8_t* w[NR];
+  const float* x[MR];
+  for (int c = 0; c < NR; ++c) w[c] = t.w + static_cast<size_t>(j0 + c) * t.w_row_bytes;
+  for (int r = 0; r < MR; ++r) {
+    x[r] = reinterpret_cast<const float*>(t.x + static_cast<size_t>(i0 + r) * t.x_row_bytes);
+  }
+  __m256 acc[MR][NR];
+  for (int r = 0; r < MR; ++r) {
+    for (int c = 0; c < NR; ++c) acc[r][c] = _mm256_setzero_ps();
+  }
+  const int k = t.k;
+  int kk = 0;
+  for (; kk + kLanes <= k; kk += kLanes) {
+    __m256 wv[NR];
+    for (int c = 0; c < NR; ++c) wv[c] = LoadW<T>(w[c], kk);
+    for (int r = 0; r < MR; ++r) {
+      const __m256 xv = _mm256_loadu_ps(x[r] + kk);
+      for (int c = 0; c < NR; ++c) acc[r][c] = _mm256_fmadd_ps(wv[c], xv, acc[r][c]);
+    }
+  }
+  if (kk < k) {
+    const int left = k - kk;
+    const __m256i mask = LaneMask(left);
+    __m256 wv[NR];
+    for (int c = 0; c < NR; ++c) wv[c] = LoadWTail<T>(w[c], kk, left, mask);
+    for (int r = 0; r < MR; ++r) {
+      const __m256 xv = _mm256_maskload_ps(x[r] + kk, mask);
+      for (int c = 0; c < NR; ++c) acc[r][c] = _mm256_fmadd_ps(wv[c], xv, acc[r][c]);
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    float* y = t.y + static_cast<size_t>(i0 + r) * t.ldy + j0;
+    for (int c = 0; c < NR; ++c) y[c] = HSum(acc[r][c]);
+  }
+}
+
+template <WType T, int NR>
+void FloatTileRows(const MatmulTile& t, int i0, int mr, int j0) {
+  switch (mr) {
+    case 1: return FloatTile<T, 1, NR>(t, i0, j0);
+    case 2: return FloatTile<T, 2, NR>(t, i0, j0);
+    case 3: return FloatTile<T, 3, NR>(t, i0, j0);
+  }
+  assert(false && "FloatTileRows: bad row count");
+}
+
+template <WType T>
+void MatmulFloat(const MatmulTile& t) {
+  assert(t.m >= 0 && t.k >= 0 && t.n_begin <= t.n_end);
+  if (t.m == 1) {
+    WalkTiles<1, kNrDecode>(
+        1, t.n_begin, t.n_end, 1, [](int, int) {},
+        [&](int i0, int, int j0, int nr) {
+          if (nr == kNrDecode) {
+            FloatTile<T, 1, kNrDecode>(t, i0, j0);
+          } else {
+            FloatTile<T, 1, 1>(t, i0, j0);
+          }
+        });
+    return;
+  }
+  const size_t row_bytes = sizeof(float) * static_cast<size_t>(t.k > 0 ? t.k : 1);
+  const int m_block = static_cast<int>(kXBlockBytes / row_bytes / kMr * kMr);
+  WalkTiles<kMr, kNr>(
+      t.m, t.n_begin, t.n_end, m_block, [](int, int) {},
+      [&](int i0, int mr, int j0, int nr) {
+        if (nr == kNr) {
+          FloatTileRows<T, kNr>(t, i0, mr, j0);
+        } else {
+          FloatTileRows<T, 1>(t, i0, mr, j0);
+        }
+      });
+}
+
+void MatmulF32(const MatmulTile& t) { MatmulFloat<WType::kF32>(t); }
+void MatmulF16(const MatmulTile& t) { MatmulFloat<WType::kF16>(t); }
+void MatmulBf16(const MatmulTile& t) { MatmulFloat<WType::kBf16>(t); }
+
+// Same arithmetic as the scalar twin: d = amax / 127 (f16-stored, rounded to nearest even),
+// quants = nearbyint(x * (1 / d)) under the default rounding mode (ties to even).
+void QuantizeRowQ8_0(const float* x, int k, BlockQ8_0* out) {
+  assert(k % 32 == 0);
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int b = 0; b < k / 32; ++b) {
+    __m256 v[4];
+    for (int q = 0; q < 4; ++q) v[q] = _mm256_loadu_ps(x + 32 * b + 8 * q);
+    const __m256 a = _mm256_max_ps(
+        _mm256_max_ps(_mm256_and_ps(v[0], abs_mask), _mm256_and_ps(v[1], abs_mask)),
+        _mm256_max_ps(_mm256_and_ps(v[2], abs_mask), _mm256_and_ps(v[3], abs_mask)));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    const float amax = _mm_cvtss_f32(h);
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const __m128i dh = _mm_cvtps_ph(_mm_set_ss(d), _MM_FROUND_TO_NEAREST_INT);
+    const uint16_t scale = static_cast<uint16_t>(_mm_extract_epi16(dh, 0));
+    std::memcpy(&out[b].scale, &scale, sizeof(scale));
+    const __m256 idv = _mm256_set1_ps(id);
+    __m256i q[4];
+    for (int j = 0; j < 4; ++j) q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], idv));
+    // packs interleave 128-bit lanes; the permute restores element order.
+    const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]),
+                                             _mm256_packs_epi32(q[2], q[3]));
+    const __m256i ordered =
+        _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].quants), ordered);
+  }
+}
+
+// Two accumulators (even and odd 8-lane steps), added lane-wise, then HSum.
+float DotF32(const float* a, const float* b, int n) {
+  __m256 acc0 = _mm256_setzero_ps();
+  __m256 acc1 = _mm256_setzero_ps();
+  int i = 0;
+  for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + kLanes), _mm256_loadu_ps(b + i + kLanes), acc1);
+  }
+  for (; i < n; i += kLanes) {
+    const __m256i mask = LaneMask(n - i);
+    acc0 = _mm256_fmadd_ps(_mm256_maskload_ps(a + i, mask), _mm256_maskload_ps(b + i, mask), acc0);
+  }
+  return HSum(_mm256_add_ps(acc0, acc1));
+}
+
+// Multiply, then add (no fusion), exactly as the scalar twin rounds.
+void AxpyF32(float a, const float* x, float* y, int n) {
+  const __m256 av = _mm256_set1_ps(a);
+  int i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const __m256 p = _mm256_mul_ps(av, _mm256_loadu_ps(x + i));
+    _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), p));
+  }
+  if (i < n) {
+    const __m256i mask = LaneMask(n - i);
+    const __m256 p = _mm256_mul_ps(av, _mm256_maskload_ps(x + i, mask));
+    _mm256_maskstore_ps(y + i, mask, _mm256_add_ps(_mm256_maskload_ps(y + i, mask), p));
+  }
+}
+
+constexpr KernelTable kAvx2 = {
+    .isa = "avx2",
+    .matmul_f32 = MatmulF32,
+    .matmul_f16 = MatmulF16,
+    .matmul_bf16 = MatmulBf16,
+    .matmul_q8_0 = avx2::MatmulQ8_0,
+    .matmul_q4_0 = avx2::MatmulQ4_0,
+    .quantize_row_q8_0 = QuantizeRowQ8_0,
+    .dot_f32 = DotF32,
+    .axpy_f32 = AxpyF32,
+};
+
+}  // namespace
+
+const KernelTable* Avx2Kernels() { return &kAvx2; }
 
 }  // namespace kvserve

@@ -1,0 +1,20 @@
+// The block-quantized matmul tiles (Q8_0 and Q4_0 weights against Q8_0 activations), one set per
+// ISA, each defined in its own translation unit (quant_matmul_avx2.cc, quant_matmul_avx512.cc) and
+// put in that ISA's KernelTable. Call them only through the table, on a CPU that has the ISA.
+#pragma once
+
+#include "kernels/kernels.h"
+
+namespace kvserve {
+
+namespace avx2 {
+void MatmulQ8_0(const MatmulTile& t);
+void MatmulQ4_0(const MatmulTile& t);
+}  // namespace avx2
+
+namespace avx512 {
+void MatmulQ8_0(const MatmulTile& t);
+void MatmulQ4_0(const MatmulTile& t);
+}  // namespace avx512
+
+}  // namespace kvserve

@@ -1,0 +1,355 @@
+// Every SIMD kernel table this build compiled and this CPU runs, against the scalar twins:
+// - matmuls over sweeps of k, m and odd n ranges, with misaligned weights and activations, within a
+//   tolerance derived from the float arithmetic (see Tolerance below);
+// - batch invariance: bit-identical outputs whatever m, the n range or the row block;
+// - quantize_row_q8_0 bit-identical to the scalar one;
+// - dot_f32 / axpy_f32 for n = 0..70.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "kernels/quantize.h"
+#include "util/half.h"
+
+namespace kvserve {
+namespace {
+
+constexpr float kEps = std::numeric_limits<float>::epsilon();
+
+// The fast tables to test: every ISA compiled into this build that this CPU supports.
+std::vector<const KernelTable*> FastTables() {
+  std::vector<const KernelTable*> tables;
+  if (Avx2Kernels() != nullptr && CpuSupportsAvx2()) tables.push_back(Avx2Kernels());
+  if (Avx512Kernels() != nullptr && CpuSupportsAvx512()) tables.push_back(Avx512Kernels());
+  return tables;
+}
+
+// All tables, the scalar one included (for the invariance tests).
+std::vector<const KernelTable*> AllTables() {
+  std::vector<const KernelTable*> tables = {&ScalarKernels()};
+  for (const KernelTable* t : FastTables()) tables.push_back(t);
+  return tables;
+}
+
+bool IsBlockType(GgmlType type) { return type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0; }
+
+constexpr GgmlType kTypes[] = {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
+                               GgmlType::kQ4_0};
+
+// A byte buffer whose data starts `offset` bytes past a 64-byte boundary.
+class OffsetBuffer {
+ public:
+  OffsetBuffer(size_t bytes, size_t offset) : storage_(bytes + 128), offset_(offset) {
+    const auto base = reinterpret_cast<uintptr_t>(storage_.data());
+    start_ = ((64 - base % 64) % 64) + offset_;
+  }
+  uint8_t* data() { return storage_.data() + start_; }
+
+ private:
+  std::vector<uint8_t> storage_;
+  size_t offset_;
+  size_t start_ = 0;
+};
+
+// One matmul problem: n weight rows and m activation rows of length k, with both stored twice: in
+// aligned buffers with packed rows (for the scalar reference) and in buffers misaligned by a few
+// bytes with padded row strides (for the fast kernel).
+struct Problem {
+  GgmlType type;
+  int m, n, k;
+  std::vector<float> w_float;  // [n][k] as dequantized (what the weights really hold)
+  std::vector<float> x_float;  // [m][k] as the kernel sees them (dequantized for block types)
+  std::vector<uint8_t> w_ref, x_ref;
+  size_t w_row, x_row;  // packed row bytes
+  OffsetBuffer w_fast, x_fast;
+  size_t w_stride, x_stride;  // padded row bytes of the fast copies
+
+  Problem(GgmlType type_in, int m_in, int n_in, int k_in, uint32_t seed, size_t w_offset,
+          size_t x_offset)
+      : type(type_in), m(m_in), n(n_in), k(k_in),
+        w_row(RowBytes(type_in, k_in)),
+        x_row(IsBlockType(type_in) ? RowBytes(GgmlType::kQ8_0, k_in) : sizeof(float) * k_in),
+        w_fast((w_row + 7) * n_in, w_offset), x_fast((x_row + 12) * m_in, x_offset),
+        w_stride(w_row + 3), x_stride(x_row + (IsBlockType(type_in) ? 5 : 12)) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> row(k);
+    w_ref.resize(w_row * n);
+    w_float.resize(static_cast<size_t>(n) * k);
+    for (int j = 0; j < n; ++j) {
+      for (float& v : row) v = dist(rng);
+      QuantizeRow(type, row.data(), k, w_ref.data() + w_row * j);
+      DequantizeRow(type, w_ref.data() + w_row * j, k, w_float.data() + static_cast<size_t>(j) * k);
+      std::memcpy(w_fast.data() + w_stride * j, w_ref.data() + w_row * j, w_row);
+    }
+    x_ref.resize(x_row * m);
+    x_float.resize(static_cast<size_t>(m) * k);
+    for (int i = 0; i < m; ++i) {
+      for (float& v : row) v = dist(rng);
+      uint8_t* dst = x_ref.data() + x_row * i;
+      if (IsBlockType(type)) {
+        ScalarKernels().quantize_row_q8_0(row.data(), k, reinterpret_cast<BlockQ8_0*>(dst));
+        DequantizeRow(GgmlType::kQ8_0, dst, k, x_float.data() + static_cast<size_t>(i) * k);
+      } else {
+        std::memcpy(dst, row.data(), x_row);
+        std::memcpy(x_float.data() + static_cast<size_t>(i) * k, row.data(), x_row);
+      }
+      std::memcpy(x_fast.data() + x_stride * i, dst, x_row);
+    }
+  }
+
+  // Runs `table` on rows [i0, i0 + rows) and weight rows [n_begin, n_end) into y (ldy = n + 3).
+  void Run(const KernelTable& table, bool fast_copy, int i0, int rows, int n_begin, int n_end,
+           float* y) {
+    const MatmulTileFn fn = MatmulFor(table, type);
+    ASSERT_NE(fn, nullptr);
+    MatmulTile tile{
+        .w = fast_copy ? w_fast.data() : w_ref.data(),
+        .w_row_bytes = fast_copy ? w_stride : w_row,
+        .x = (fast_copy ? x_fast.data() : x_ref.data()) + (fast_copy ? x_stride : x_row) * i0,
+        .x_row_bytes = fast_copy ? x_stride : x_row,
+        .m = rows,
+        .k = k,
+        .n_begin = n_begin,
+        .n_end = n_end,
+        .y = y + static_cast<size_t>(i0) * Ldy(),
+        .ldy = Ldy(),
+    };
+    fn(tile);
+  }
+
+  int Ldy() const { return n + 3; }
+
+  // sum_k |w * x| for one output, in double.
+  double AbsDot(int i, int j) const {
+    double s = 0;
+    for (int kk = 0; kk < k; ++kk) {
+      s += std::fabs(static_cast<double>(w_float[static_cast<size_t>(j) * k + kk]) *
+                     x_float[static_cast<size_t>(i) * k + kk]);
+    }
+    return s;
+  }
+
+  // |fast - ref| <= c * terms * eps * sum|w x| with c = 1: each side's rounding error is at most
+  // (terms - 1) * eps / 2 * sum|w x| for any summation order of `terms` rounded additions, plus one
+  // rounding per product. Float types add k products; block types add exact integer block sums,
+  // each scaled by dw * dx (two more roundings per block), and the SIMD lanes add a reduction
+  // tree of at most 16 more terms.
+  double Tolerance(int i, int j) const {
+    const double terms = IsBlockType(type) ? 3.0 * (k / 32) + 16 : k + 16;
+    return terms * kEps * AbsDot(i, j) + std::numeric_limits<float>::denorm_min();
+  }
+};
+
+std::vector<int> KSweep(GgmlType type) {
+  std::vector<int> ks;
+  if (IsBlockType(type)) {
+    for (int b = 1; b <= 31; ++b) ks.push_back(32 * b);
+  } else {
+    ks = {1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 63, 64, 65, 95, 96, 97, 127, 128, 129, 255,
+          256, 257, 511, 1000, 1023};
+  }
+  return ks;
+}
+
+constexpr int kMs[] = {1, 2, 3, 4, 5, 7, 8, 9, 17};
+
+TEST(KernelsTest, TablesAreComplete) {
+  for (const KernelTable* t : AllTables()) {
+    SCOPED_TRACE(t->isa);
+    for (GgmlType type : kTypes) EXPECT_NE(MatmulFor(*t, type), nullptr);
+    EXPECT_NE(t->quantize_row_q8_0, nullptr);
+    EXPECT_NE(t->dot_f32, nullptr);
+    EXPECT_NE(t->axpy_f32, nullptr);
+  }
+  if (CpuSupportsAvx512()) {
+    EXPECT_NE(Avx512Kernels(), nullptr) << "avx512 not compiled";
+  }
+  if (CpuSupportsAvx2()) {
+    EXPECT_NE(Avx2Kernels(), nullptr) << "avx2 not compiled";
+  }
+}
+
+// Fast matmuls against the scalar twin, on misaligned copies, over the sweeps.
+TEST(KernelsTest, MatmulMatchesScalar) {
+  const auto tables = FastTables();
+  if (tables.empty()) GTEST_SKIP() << "no SIMD table for this CPU";
+  const int n = 23, n_begin = 3, n_end = 22;
+  uint32_t seed = 1;
+  for (GgmlType type : kTypes) {
+    for (int k : KSweep(type)) {
+      for (int m : kMs) {
+        ++seed;
+        Problem p(type, m, n, k, seed, 1 + seed % 7, 2 + seed % 5);
+        const size_t y_size = static_cast<size_t>(m) * p.Ldy();
+        std::vector<float> ref(y_size, 0.0f);
+        p.Run(ScalarKernels(), false, 0, m, n_begin, n_end, ref.data());
+        for (const KernelTable* t : tables) {
+          SCOPED_TRACE(std::string(t->isa) + " " + GgmlTypeName(type) + " k=" + std::to_string(k) +
+                       " m=" + std::to_string(m));
+          std::vector<float> y(y_size, std::numeric_limits<float>::quiet_NaN());
+          p.Run(*t, true, 0, m, n_begin, n_end, y.data());
+          int failures = 0;
+          for (int i = 0; i < m && failures < 5; ++i) {
+            for (int j = 0; j < p.Ldy(); ++j) {
+              const float got = y[static_cast<size_t>(i) * p.Ldy() + j];
+              if (j < n_begin || j >= n_end) {
+                EXPECT_TRUE(std::isnan(got)) << "wrote outside the range at " << i << "," << j;
+                continue;
+              }
+              const float want = ref[static_cast<size_t>(i) * p.Ldy() + j];
+              const double tol = p.Tolerance(i, j);
+              if (!(std::fabs(static_cast<double>(got) - want) <= tol)) {
+                ADD_FAILURE() << "y[" << i << "][" << j << "] = " << got << ", scalar " << want
+                              << ", tolerance " << tol;
+                ++failures;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+bool SameBits(const float* a, const float* b, size_t count) {
+  return std::memcmp(a, b, sizeof(float) * count) == 0;
+}
+
+// One m = 9 call against: each row alone (m = 1), split n ranges, and row subsets starting at odd
+// rows. All must give the same bits.
+void CheckBatchInvariance(const KernelTable& t, GgmlType type, int k, int m, int n) {
+  SCOPED_TRACE(std::string(t.isa) + " " + GgmlTypeName(type) + " k=" + std::to_string(k));
+  Problem p(type, m, n, k, 1234 + k, 3, 1);
+  const size_t y_size = static_cast<size_t>(m) * p.Ldy();
+  std::vector<float> batch(y_size, 0.0f);
+  p.Run(t, true, 0, m, 0, n, batch.data());
+
+  std::vector<float> single(y_size, 0.0f);
+  for (int i = 0; i < m; ++i) p.Run(t, true, i, 1, 0, n, single.data());
+  EXPECT_TRUE(SameBits(batch.data(), single.data(), y_size)) << "m = 1 rows differ from the batch";
+
+  std::vector<float> split(y_size, 0.0f);
+  const int cuts[] = {0, 1, std::min(6, n), std::min(13, n), std::min(14, n), n};
+  for (int c = 0; c + 1 < 6; ++c) p.Run(t, true, 0, m, cuts[c], cuts[c + 1], split.data());
+  EXPECT_TRUE(SameBits(batch.data(), split.data(), y_size)) << "split n ranges differ";
+
+  std::vector<float> subsets(y_size, 0.0f);
+  p.Run(t, true, 0, 3, 0, n, subsets.data());
+  p.Run(t, true, 3, 5, 0, 7, subsets.data());
+  p.Run(t, true, 3, 5, 7, n, subsets.data());
+  p.Run(t, true, 8, m - 8, 0, n, subsets.data());
+  EXPECT_TRUE(SameBits(batch.data(), subsets.data(), y_size)) << "row subsets differ";
+}
+
+TEST(KernelsTest, MatmulIsBatchInvariant) {
+  for (const KernelTable* t : AllTables()) {
+    for (GgmlType type : kTypes) {
+      for (int k : {96, 160, 1000, 1024}) {
+        if (IsBlockType(type) && k % 32 != 0) continue;
+        CheckBatchInvariance(*t, type, k, 9, 37);
+      }
+    }
+  }
+}
+
+// Long rows make the kernels split the activations into several row blocks.
+TEST(KernelsTest, MatmulIsBatchInvariantAcrossRowBlocks) {
+  for (const KernelTable* t : AllTables()) {
+    for (GgmlType type : kTypes) CheckBatchInvariance(*t, type, 32768, 17, 9);
+  }
+}
+
+TEST(KernelsTest, QuantizeRowMatchesScalarBitwise) {
+  const auto tables = FastTables();
+  if (tables.empty()) GTEST_SKIP() << "no SIMD table for this CPU";
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (int k = 32; k <= 1024; k += 32) {
+    std::vector<float> x(k + 1);
+    const float scale = std::ldexp(1.0f, static_cast<int>(rng() % 40) - 20);
+    for (float& v : x) v = dist(rng) * scale;
+    // Block 0: halves (ties) once amax = 127 makes the scale exactly 1. Block 1 (if any): zeros.
+    for (int j = 0; j < 32; ++j) x[j + 1] = static_cast<float>(j - 16) + 0.5f;
+    x[1] = 127.0f;
+    if (k >= 64) std::fill(x.begin() + 33, x.begin() + 65, 0.0f);
+    if (k >= 96) x[70] = -1e-6f;  // a scale in the f16 subnormal range
+    const float* row = x.data() + 1;  // misaligned by one float
+    const int blocks = k / 32;
+    std::vector<BlockQ8_0> want(blocks), got(blocks);
+    ScalarKernels().quantize_row_q8_0(row, k, want.data());
+    for (const KernelTable* t : tables) {
+      SCOPED_TRACE(std::string(t->isa) + " k=" + std::to_string(k));
+      std::memset(got.data(), 0xab, sizeof(BlockQ8_0) * blocks);
+      t->quantize_row_q8_0(row, k, got.data());
+      EXPECT_EQ(std::memcmp(want.data(), got.data(), sizeof(BlockQ8_0) * blocks), 0);
+    }
+  }
+}
+
+TEST(KernelsTest, DotMatchesScalar) {
+  const auto tables = FastTables();
+  if (tables.empty()) GTEST_SKIP() << "no SIMD table for this CPU";
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  for (int n = 0; n <= 70; ++n) {
+    std::vector<float> a(n + 3), b(n + 3);
+    for (float& v : a) v = dist(rng);
+    for (float& v : b) v = dist(rng);
+    const float* pa = a.data() + 1;
+    const float* pb = b.data() + 2;
+    const float want = ScalarKernels().dot_f32(pa, pb, n);
+    double abs_sum = 0;
+    for (int i = 0; i < n; ++i) abs_sum += std::fabs(static_cast<double>(pa[i]) * pb[i]);
+    // Both sides: at most n + 16 rounded additions (see Problem::Tolerance), c = 1.
+    const double tol = (n + 16) * kEps * abs_sum;
+    for (const KernelTable* t : tables) {
+      SCOPED_TRACE(std::string(t->isa) + " n=" + std::to_string(n));
+      const float got = t->dot_f32(pa, pb, n);
+      EXPECT_LE(std::fabs(static_cast<double>(got) - want), tol) << got << " vs " << want;
+      if (n == 0) {
+        EXPECT_EQ(got, 0.0f);
+      }
+    }
+  }
+}
+
+TEST(KernelsTest, AxpyMatchesScalar) {
+  const auto tables = FastTables();
+  if (tables.empty()) GTEST_SKIP() << "no SIMD table for this CPU";
+  std::mt19937 rng(13);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  for (int n = 0; n <= 70; ++n) {
+    std::vector<float> x(n + 2), y0(n + 4);
+    for (float& v : x) v = dist(rng);
+    for (float& v : y0) v = dist(rng);
+    const float a = dist(rng);
+    std::vector<float> want = y0;
+    ScalarKernels().axpy_f32(a, x.data() + 1, want.data() + 3, n);
+    for (const KernelTable* t : tables) {
+      SCOPED_TRACE(std::string(t->isa) + " n=" + std::to_string(n));
+      std::vector<float> got = y0;
+      t->axpy_f32(a, x.data() + 1, got.data() + 3, n);
+      for (int i = 0; i < n + 4; ++i) {
+        if (i < 3 || i >= n + 3) {
+          EXPECT_EQ(got[i], y0[i]) << "wrote outside at " << i;
+          continue;
+        }
+        // One product and one addition on each side: 2 roundings of at most eps / 2 each.
+        const double tol = kEps * (std::fabs(y0[i]) + std::fabs(a * x[i - 2]));
+        EXPECT_LE(std::fabs(static_cast<double>(got[i]) - want[i]), tol) << "at " << i;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvserve
