@@ -24,9 +24,9 @@ int RunConvert(const std::vector<std::string>& argv) {
   auto args =
       Args::Parse(argv, {.value_flags = {"--model", "--output", "--type"},
                          .aliases = {{"-m", "--model"}, {"-o", "--output"}, {"-t", "--type"}}});
-  if (!args.ok()) return Fail(args.message() + "\n" + kUsage, 2);
+  if (!args.ok()) return Fail(args.message() + "; " + kUsage, 2);
   if (!args->positional().empty()) {
-    return Fail("unexpected argument '" + args->positional()[0] + "'\n" + kUsage, 2);
+    return Fail("unexpected argument '" + args->positional()[0] + "'; " + kUsage, 2);
   }
   const std::string in_path = args->GetOr("--model", "");
   const std::string out_path = args->GetOr("--output", "");

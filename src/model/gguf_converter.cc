@@ -76,10 +76,7 @@ uint64_t GgufConverter::OutputTensorBytes() const {
 
 void GgufConverter::AddTo(GgufWriter& writer) const {
   const bool quantized = IsBlockType(type_);
-  for (const auto& [key, value] : source_->metadata()) {
-    if (key == "general.quantization_version" && !quantized) continue;
-    writer.CopyValue(key, value);
-  }
+  for (const auto& [key, value] : source_->metadata()) writer.CopyValue(key, value);
   writer.SetUint32("general.file_type", LlamaFileType(type_).value());
   if (quantized) writer.SetUint32("general.quantization_version", kQuantizationVersion);
   for (const TensorPlan& plan : plan_) {

@@ -7,7 +7,7 @@
 // - 1-D tensors (norm weights, biases) are stored as F32;
 // - a tensor already in its output type is copied byte for byte, so f32 -> f32 is lossless;
 // - all metadata is copied; general.file_type is set to llama.cpp's LLAMA_FTYPE of the target
-//   type and general.quantization_version to 2 for quantized targets.
+//   type, and general.quantization_version to 2 (GGML_QNT_VERSION) for q8_0 / q4_0.
 // Tensors are streamed in chunks of kChunkElements while the output is written: memory use is a
 // few MiB whatever the model size (the source stays memory-mapped).
 #pragma once

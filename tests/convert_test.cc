@@ -1,0 +1,409 @@
+// `kvserve convert` and GgufConverter: both shared models converted to every target type load and
+// give logits close to the f32 model's, within a bound per model and type (see Bounds); f32 -> f32
+// is bit-exact; the file layout (types per tensor, general.file_type, metadata) follows the rules.
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "io/gguf_reader.h"
+#include "io/gguf_writer.h"
+#include "kernels/quantize.h"
+#include "kv/kv_storage.h"
+#include "model/gguf_converter.h"
+#include "model/transformer.h"
+#include "support/paths.h"
+#include "util/thread_pool.h"
+
+namespace kvserve {
+namespace {
+
+// Bounds on max |logit - f32 logit| / max |f32 logit| over each row of the prompt's logits, per
+// weight type. Where they come from:
+// - f16 keeps 11 significant bits (relative rounding <= 2^-11 = 4.9e-4 per weight); bf16 keeps 8
+//   (3.9e-3, 8x f16); q8_0 rounds each weight to amax/127 steps of its 32-block (and the q8_0
+//   matmul also rounds the activations to q8_0); q4_0 to amax/8 steps, ~16x q8_0. The logit
+//   error is the weight error summed over the layers, so it scales with these ratios.
+// - Measured (AVX-512 kernels): stories260K f16 6.0e-4, bf16 3.5e-3, q8_0 1.4e-2, q4_0 0.23;
+//   gpt2-tiny f16 8.2e-4, bf16 8.5e-3, q8_0 3.2e-2, q4_0 0.36. gpt2-tiny has random (std 0.15),
+//   untrained weights whose logits amplify weight noise more, hence its larger bounds.
+// - Each bound is ~2-2.5x the measurement. They are tight enough to catch mistakes: the next
+//   coarser type's rounding breaks a finer type's bound (CoarserRoundingBreaksTheFinerBound) and
+//   a Q4_0 model with its nibble halves swapped gives errors of 1.15 / 1.40, twice the q4_0 bound
+//   (BrokenBlockLayoutFailsTheBound).
+struct Bounds {
+  double f16, bf16, q8_0, q4_0;
+  double For(GgmlType type) const {
+    switch (type) {
+      case GgmlType::kF16:
+        return f16;
+      case GgmlType::kBF16:
+        return bf16;
+      case GgmlType::kQ8_0:
+        return q8_0;
+      case GgmlType::kQ4_0:
+        return q4_0;
+      default:
+        return 0;
+    }
+  }
+};
+
+struct Case {
+  const char* model;      // in ../shared/models
+  const char* reference;  // ../shared/reference/<reference>.json holds prompt_tokens
+  Bounds bounds;
+};
+const Case kCases[] = {
+    {"stories260K.gguf",
+     "stories260K-a",
+     {.f16 = 1.5e-3, .bf16 = 1e-2, .q8_0 = 3.5e-2, .q4_0 = 0.5}},
+    {"gpt2-tiny-f32.gguf", "gpt2-tiny-b", {.f16 = 2e-3, .bf16 = 2e-2, .q8_0 = 7e-2, .q4_0 = 0.75}},
+};
+constexpr GgmlType kLossyTypes[] = {GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
+                                    GgmlType::kQ4_0};
+
+std::vector<int32_t> PromptTokens(const std::string& reference) {
+  std::ifstream in(testing::ReferencePath(reference + ".json"));
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string json = text.str();
+  const size_t key = json.find("\"prompt_tokens\"");
+  EXPECT_NE(key, std::string::npos) << reference;
+  const size_t open = json.find('[', key), close = json.find(']', key);
+  std::vector<int32_t> tokens;
+  std::stringstream list(json.substr(open + 1, close - open - 1));
+  for (std::string item; std::getline(list, item, ',');) tokens.push_back(std::stoi(item));
+  return tokens;
+}
+
+// Logits of every position of `tokens` in one batched forward pass: [n_tokens, n_vocab].
+std::vector<float> Logits(const Transformer& model, const std::vector<int32_t>& tokens) {
+  constexpr int kBlockSize = 16;
+  const ModelConfig& config = model.config();
+  const int n = static_cast<int>(tokens.size());
+  const int n_blocks = (n + kBlockSize - 1) / kBlockSize;
+  KvStorage storage(config, KvType::kF32, kBlockSize, n_blocks);
+  ForwardBatch batch;
+  batch.tokens = tokens;
+  batch.block_tables.emplace_back();
+  for (int b = 0; b < n_blocks; ++b) batch.block_tables[0].push_back(b);
+  for (int i = 0; i < n; ++i) {
+    batch.positions.push_back(i);
+    batch.seq_index.push_back(0);
+    batch.slots.push_back(i);
+    batch.logit_rows.push_back(i);
+  }
+  ThreadPool pool(1);
+  ForwardScratch scratch;
+  std::vector<float> logits(static_cast<size_t>(n) * config.n_vocab);
+  model.Forward(batch, storage.views(), scratch, pool, logits.data());
+  return logits;
+}
+
+// Max over rows of max |a - ref| / max |ref|.
+double MaxRelativeError(const std::vector<float>& a, const std::vector<float>& ref, int n_vocab) {
+  double worst = 0;
+  for (size_t row = 0; row < ref.size() / n_vocab; ++row) {
+    double diff = 0, scale = 0;
+    for (int j = 0; j < n_vocab; ++j) {
+      const size_t k = row * n_vocab + j;
+      diff = std::max(diff, std::fabs(static_cast<double>(a[k]) - ref[k]));
+      scale = std::max(scale, std::fabs(static_cast<double>(ref[k])));
+    }
+    worst = std::max(worst, diff / scale);
+  }
+  return worst;
+}
+
+std::string Converted(const std::string& model, GgmlType type) {
+  const std::string out = testing::TempDir() + "/" + model + "." + GgmlTypeName(type) + ".gguf";
+  auto source = GgufFile::Open(testing::ModelPath(model));
+  EXPECT_TRUE(source.ok()) << source.message();
+  auto converter = GgufConverter::Create(*source, type);
+  EXPECT_TRUE(converter.ok()) << converter.message();
+  const Status written = converter->WriteFile(out);
+  EXPECT_TRUE(written.ok()) << written.message();
+  return out;
+}
+
+std::unique_ptr<Transformer> LoadOrDie(const std::string& path) {
+  auto model = Transformer::Load(path);
+  EXPECT_TRUE(model.ok()) << model.message();
+  return model.ok() ? std::move(model).value() : nullptr;
+}
+
+// Relative logit error of `path` against the original f32 model of `c`.
+double ErrorOf(const Case& c, const std::string& path) {
+  auto reference = LoadOrDie(testing::ModelPath(c.model));
+  auto model = LoadOrDie(path);
+  if (!reference || !model) return INFINITY;
+  const std::vector<int32_t> tokens = PromptTokens(c.reference);
+  return MaxRelativeError(Logits(*model, tokens), Logits(*reference, tokens),
+                          reference->config().n_vocab);
+}
+
+TEST(ConvertTest, F32ToF32IsBitExact) {
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(c.model);
+    auto reference = LoadOrDie(testing::ModelPath(c.model));
+    auto model = LoadOrDie(Converted(c.model, GgmlType::kF32));
+    ASSERT_TRUE(reference && model);
+    const std::vector<int32_t> tokens = PromptTokens(c.reference);
+    const std::vector<float> a = Logits(*model, tokens), b = Logits(*reference, tokens);
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+  }
+}
+
+TEST(ConvertTest, LogitsStayWithinTheBoundOfEachType) {
+  for (const Case& c : kCases) {
+    for (GgmlType type : kLossyTypes) {
+      SCOPED_TRACE(std::string(c.model) + " " + GgmlTypeName(type));
+      const double error = ErrorOf(c, Converted(c.model, type));
+      std::printf("[ measured ] %-20s %-5s max relative logit error %.3e (bound %.1e)\n", c.model,
+                  GgmlTypeName(type), error, c.bounds.For(type));
+      EXPECT_LT(error, c.bounds.For(type));
+      EXPECT_GT(error, 0.0) << "a lossy conversion gave identical logits";
+    }
+  }
+}
+
+// The bounds are tight enough to tell the types apart: the coarser type's rounding breaks the
+// finer type's bound.
+TEST(ConvertTest, CoarserRoundingBreaksTheFinerBound) {
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(c.model);
+    EXPECT_GT(ErrorOf(c, Converted(c.model, GgmlType::kBF16)), c.bounds.f16);
+    EXPECT_GT(ErrorOf(c, Converted(c.model, GgmlType::kQ4_0)), c.bounds.q8_0);
+  }
+}
+
+// A broken Q4_0 block layout (nibble halves swapped: element j and j+16 exchanged) must fail
+// even the loosest bound.
+TEST(ConvertTest, BrokenBlockLayoutFailsTheBound) {
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(c.model);
+    auto converted = GgufFile::Open(Converted(c.model, GgmlType::kQ4_0));
+    ASSERT_TRUE(converted.ok());
+    GgufWriter writer(converted->alignment());
+    for (const auto& [key, value] : converted->metadata()) writer.CopyValue(key, value);
+    for (const TensorInfo& t : converted->tensors()) {
+      std::vector<uint8_t> data(t.data, t.data + t.n_bytes);
+      if (t.type == GgmlType::kQ4_0) {
+        for (size_t block = 0; block < data.size(); block += sizeof(BlockQ4_0)) {
+          for (size_t j = 2; j < sizeof(BlockQ4_0); ++j) {
+            data[block + j] = static_cast<uint8_t>((data[block + j] << 4) | (data[block + j] >> 4));
+          }
+        }
+      }
+      writer.AddTensor(t.name, t.type, t.dims, std::move(data));
+    }
+    const std::string path = testing::TempDir() + "/broken-" + c.model;
+    ASSERT_TRUE(writer.WriteFile(path).ok());
+    EXPECT_GT(ErrorOf(c, path), c.bounds.q4_0);
+  }
+}
+
+TEST(ConvertTest, LayoutAndMetadataFollowTheRules) {
+  const struct {
+    GgmlType type;
+    uint32_t file_type;
+  } kTypes[] = {{GgmlType::kF32, 0},
+                {GgmlType::kF16, 1},
+                {GgmlType::kQ4_0, 2},
+                {GgmlType::kQ8_0, 7},
+                {GgmlType::kBF16, 32}};
+  for (const Case& c : kCases) {
+    auto source = GgufFile::Open(testing::ModelPath(c.model));
+    ASSERT_TRUE(source.ok());
+    for (const auto& t : kTypes) {
+      SCOPED_TRACE(std::string(c.model) + " " + GgmlTypeName(t.type));
+      auto out = GgufFile::Open(Converted(c.model, t.type));
+      ASSERT_TRUE(out.ok()) << out.message();
+      EXPECT_EQ(*out->GetUint("general.file_type"), t.file_type);
+      const bool quantized = t.type == GgmlType::kQ8_0 || t.type == GgmlType::kQ4_0;
+      if (quantized) {
+        EXPECT_EQ(*out->GetUint("general.quantization_version"), 2u);
+      }
+      // Every other key is copied unchanged.
+      for (const auto& [key, value] : source->metadata()) {
+        if (key == "general.file_type" || (quantized && key == "general.quantization_version")) {
+          continue;
+        }
+        const GgufValue* copy = out->Find(key);
+        ASSERT_NE(copy, nullptr) << key;
+        EXPECT_EQ(copy->type, value.type) << key;
+        EXPECT_EQ(copy->u, value.u) << key;
+        EXPECT_EQ(copy->str, value.str) << key;
+        EXPECT_EQ(copy->array_size, value.array_size) << key;
+      }
+      ASSERT_EQ(out->tensors().size(), source->tensors().size());
+      for (const TensorInfo& in : source->tensors()) {
+        const TensorInfo* converted = out->FindTensor(in.name);
+        ASSERT_NE(converted, nullptr) << in.name;
+        EXPECT_EQ(converted->dims, in.dims) << in.name;
+        GgmlType expected = t.type;
+        if (in.dims.size() == 1) {
+          expected = GgmlType::kF32;
+        } else if (quantized && in.dims[0] % 32 != 0) {
+          expected = GgmlType::kF16;  // stories260K's ffn_down rows are 172 long
+        }
+        EXPECT_EQ(converted->type, expected) << in.name;
+      }
+    }
+  }
+}
+
+TEST(ConvertTest, QuantizedToOtherTypesDecodesTheSource) {
+  // q8_0 -> f32 is the dequantized q8_0 model: same logits as the q8_0 model up to f32 rounding
+  // (matmul on decoded values instead of the q8_0 kernels), and q8_0 -> q8_0 copies bytes.
+  const Case& c = kCases[0];
+  const std::string q8 = Converted(c.model, GgmlType::kQ8_0);
+  auto q8_file = GgufFile::Open(q8);
+  ASSERT_TRUE(q8_file.ok());
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kQ8_0}) {
+    auto converter = GgufConverter::Create(*q8_file, type);
+    ASSERT_TRUE(converter.ok());
+    const std::string path = testing::TempDir() + "/requantized." + GgmlTypeName(type) + ".gguf";
+    ASSERT_TRUE(converter->WriteFile(path).ok());
+    auto again = GgufFile::Open(path);
+    ASSERT_TRUE(again.ok()) << again.message();
+    for (const TensorInfo& t : q8_file->tensors()) {
+      const TensorInfo* u = again->FindTensor(t.name);
+      ASSERT_NE(u, nullptr);
+      if (type == GgmlType::kQ8_0) {
+        ASSERT_EQ(u->n_bytes, t.n_bytes);
+        EXPECT_EQ(std::memcmp(u->data, t.data, t.n_bytes), 0) << t.name;
+      } else if (t.type == GgmlType::kQ8_0) {
+        std::vector<float> decoded(t.n_elements);
+        DequantizeRow(t.type, t.data, static_cast<int64_t>(t.n_elements), decoded.data());
+        EXPECT_EQ(std::memcmp(u->data, decoded.data(), u->n_bytes), 0) << t.name;
+      }
+    }
+  }
+}
+
+TEST(ConvertTest, RefusesUnsupportedTypes) {
+  auto source = GgufFile::Open(testing::ModelPath("stories260K.gguf"));
+  ASSERT_TRUE(source.ok());
+  auto q4_1 = GgufConverter::Create(*source, GgmlType::kQ4_1);
+  ASSERT_FALSE(q4_1.ok());
+  EXPECT_NE(q4_1.message().find("cannot convert to type Q4_1"), std::string::npos);
+
+  GgufWriter writer;
+  writer.AddTensor("blk.0.ffn_up.weight", GgmlType::kQ4_K, {256, 2}, std::vector<uint8_t>(288));
+  const std::vector<uint8_t> bytes = writer.Serialize();
+  auto k_quant = GgufFile::Parse(bytes.data(), bytes.size(), "k.gguf");
+  ASSERT_TRUE(k_quant.ok()) << k_quant.message();
+  auto refused = GgufConverter::Create(*k_quant, GgmlType::kF16);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("tensor 'blk.0.ffn_up.weight' has type Q4_K"), std::string::npos)
+      << refused.message();
+}
+
+TEST(ConvertTest, StreamsInChunks) {
+  // A tensor larger than one chunk converts the same as element by element.
+  const int64_t n = GgufConverter::kChunkElements * 2 + 64;
+  std::vector<float> values(n);
+  for (int64_t i = 0; i < n; ++i) values[i] = std::sin(0.001f * static_cast<float>(i)) * 3.0f;
+  GgufWriter writer;
+  std::vector<uint8_t> bytes(n * 4);
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  writer.AddTensor("big", GgmlType::kF32, {64, n / 64}, std::move(bytes));
+  const std::vector<uint8_t> image = writer.Serialize();
+  auto file = GgufFile::Parse(image.data(), image.size(), "big.gguf");
+  ASSERT_TRUE(file.ok());
+  auto converter = GgufConverter::Create(*file, GgmlType::kQ4_0);
+  ASSERT_TRUE(converter.ok());
+  GgufWriter out;
+  converter->AddTo(out);
+  const std::vector<uint8_t> converted = out.Serialize();
+  auto result = GgufFile::Parse(converted.data(), converted.size(), "out.gguf");
+  ASSERT_TRUE(result.ok()) << result.message();
+  std::vector<uint8_t> expected(RowBytes(GgmlType::kQ4_0, n));
+  QuantizeRow(GgmlType::kQ4_0, values.data(), n, expected.data());
+  const TensorInfo* big = result->FindTensor("big");
+  ASSERT_EQ(big->n_bytes, expected.size());
+  EXPECT_EQ(std::memcmp(big->data, expected.data(), expected.size()), 0);
+}
+
+// Runs `kvserve ARGS`; returns the exit status and the captured stdout / stderr.
+int RunKvserve(const std::string& args, std::string* out, std::string* err) {
+  const std::string dir = testing::TempDir();
+  const std::string command =
+      testing::KvserveBinary() + " " + args + " >" + dir + "/convert.out 2>" + dir + "/convert.err";
+  const int status = std::system(command.c_str());
+  auto slurp = [](const std::string& path) {
+    std::stringstream s;
+    s << std::ifstream(path).rdbuf();
+    return s.str();
+  };
+  *out = slurp(dir + "/convert.out");
+  *err = slurp(dir + "/convert.err");
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+TEST(ConvertCommandTest, ConvertsAndReportsFallbacks) {
+  const std::string out_path = testing::TempDir() + "/cli-q8_0.gguf";
+  std::string out, err;
+  ASSERT_EQ(RunKvserve("convert -m " + testing::ModelPath("stories260K.gguf") + " -o " + out_path +
+                           " --type q8_0",
+                       &out, &err),
+            0)
+      << err;
+  // One stderr line per layer's ffn_down (row length 172), naming tensor, length and fallback.
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 5) << err;
+  EXPECT_NE(err.find("tensor 'blk.4.ffn_down.weight' [172, 64]: row length 172 is not a multiple "
+                     "of the Q8_0 block size 32; stored as F16"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(out.find("48 tensors"), std::string::npos) << out;
+  // Same bytes as the library conversion.
+  std::ifstream a(out_path, std::ios::binary),
+      b(Converted("stories260K.gguf", GgmlType::kQ8_0), std::ios::binary);
+  std::stringstream sa, sb;
+  sa << a.rdbuf();
+  sb << b.rdbuf();
+  EXPECT_TRUE(sa.str() == sb.str());
+}
+
+TEST(ConvertCommandTest, ErrorsAreOneLineAndNonZero) {
+  const std::string model = testing::ModelPath("stories260K.gguf");
+  const std::string out_path = testing::TempDir() + "/never.gguf";
+  const struct {
+    std::string args;
+    std::string message;
+  } kCasesCli[] = {
+      {"convert -m " + testing::TempDir() + "/missing.gguf -o " + out_path + " --type f16",
+       "cannot open '" + testing::TempDir() + "/missing.gguf'"},
+      {"convert -m " + model + " -o " + out_path + " --type q5_k", "unknown --type 'q5_k'"},
+      {"convert -m " + model + " -o " + out_path + " --type q4_1", "unknown --type 'q4_1'"},
+      {"convert -m " + model + " -o " + testing::TempDir() + "/no/such/dir.gguf --type f16",
+       "cannot create"},
+  };
+  for (const auto& c : kCasesCli) {
+    SCOPED_TRACE(c.args);
+    std::string out, err;
+    EXPECT_NE(RunKvserve(c.args, &out, &err), 0);
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+    EXPECT_EQ(err.rfind("kvserve convert: ", 0), 0u) << err;
+    EXPECT_NE(err.find(c.message), std::string::npos) << err;
+  }
+  std::string out, err;
+  EXPECT_NE(RunKvserve("convert -m " + model, &out, &err), 0);
+  EXPECT_NE(err.find("usage: kvserve convert"), std::string::npos) << err;
+  EXPECT_FALSE(std::ifstream(out_path).good());
+}
+
+}  // namespace
+}  // namespace kvserve
