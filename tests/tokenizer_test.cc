@@ -116,13 +116,13 @@ TEST(TokenizerTest, TokenPieces) {
   auto spm = Load("stories260K.gguf");
   ASSERT_NE(gpt2, nullptr);
   ASSERT_NE(spm, nullptr);
-  EXPECT_EQ(gpt2->TokenPiece(2402), " upon");        // "Ġupon"
-  EXPECT_EQ(gpt2->TokenPiece(198), "\n");            // "Ċ"
-  EXPECT_EQ(gpt2->TokenPiece(50256), "");            // control
+  EXPECT_EQ(gpt2->TokenPiece(2402), " upon");  // "Ġupon"
+  EXPECT_EQ(gpt2->TokenPiece(198), "\n");      // "Ċ"
+  EXPECT_EQ(gpt2->TokenPiece(50256), "");      // control
   EXPECT_EQ(gpt2->TokenPiece(50256, true), "<|endoftext|>");
-  EXPECT_EQ(spm->TokenPiece(403), " Once");          // "▁Once"
-  EXPECT_EQ(spm->TokenPiece(3 + 0x0A), "\n");        // "<0x0A>"
-  EXPECT_EQ(spm->TokenPiece(3 + 0xE2), "\xE2");      // half a character
+  EXPECT_EQ(spm->TokenPiece(403), " Once");      // "▁Once"
+  EXPECT_EQ(spm->TokenPiece(3 + 0x0A), "\n");    // "<0x0A>"
+  EXPECT_EQ(spm->TokenPiece(3 + 0xE2), "\xE2");  // half a character
   EXPECT_EQ(spm->TokenPiece(1), "");
   EXPECT_EQ(spm->TokenPiece(1, true), "<s>");
   EXPECT_EQ(spm->TokenPiece(-1), "");
@@ -150,8 +150,8 @@ TEST(TokenizerTest, ReferencePromptsRoundTrip) {
     if (c.text != nullptr) {
       EXPECT_EQ(text, c.text) << c.reference;
     }
-    EXPECT_EQ(tokenizer->Encode(text, /*add_special=*/true, false), ids) << c.reference << ": '"
-                                                                         << text << "'";
+    EXPECT_EQ(tokenizer->Encode(text, /*add_special=*/true, false), ids)
+        << c.reference << ": '" << text << "'";
   }
 }
 
@@ -166,9 +166,10 @@ TEST(TokenizerTest, OnceUponATime) {
   EXPECT_EQ(spm->Encode(text, true, false), (std::vector<int32_t>{1, 403, 407, 261, 378}));
   EXPECT_EQ(spm->Encode(text, false, false), (std::vector<int32_t>{403, 407, 261, 378}));
   EXPECT_EQ(gpt2->Encode(text, true, false), (std::vector<int32_t>{7454, 2402, 257, 640}));
-  for (const std::string& s : {text, std::string("Lily and Ben went to the park. \"Hi!\" she said."),
-                               std::string("  two leading spaces\n\nand\ttabs  "),
-                               std::string("naïve café — 日本語 🙂")}) {
+  for (const std::string& s :
+       {text, std::string("Lily and Ben went to the park. \"Hi!\" she said."),
+        std::string("  two leading spaces\n\nand\ttabs  "),
+        std::string("naïve café — 日本語 🙂")}) {
     for (bool add_special : {false, true}) {
       EXPECT_EQ(spm->Decode(spm->Encode(s, add_special, false)), s) << s;
       EXPECT_EQ(gpt2->Decode(gpt2->Encode(s, add_special, false)), s) << s;
@@ -236,10 +237,10 @@ TEST(TokenizerTest, PreTokenizerPatterns) {
 // apart from an escaped space.
 std::string RandomUnicode(std::mt19937& rng, size_t n_chars, bool avoid_escape) {
   static const std::pair<char32_t, char32_t> kRanges[] = {
-      {0x20, 0x7E},     {0x09, 0x0A},     {0xA0, 0x17F},    {0x300, 0x36F},  {0x391, 0x3C9},
-      {0x410, 0x44F},   {0x5D0, 0x5EA},   {0x627, 0x64A},   {0x900, 0x97F},  {0x2000, 0x206F},
-      {0x2580, 0x2582}, {0x3040, 0x30FF}, {0x4E00, 0x9FFF}, {0xAC00, 0xD7A3}, {0x1F300, 0x1F64F},
-      {0x10000, 0x10FFFF}};
+      {0x20, 0x7E},     {0x09, 0x0A},     {0xA0, 0x17F},      {0x300, 0x36F},
+      {0x391, 0x3C9},   {0x410, 0x44F},   {0x5D0, 0x5EA},     {0x627, 0x64A},
+      {0x900, 0x97F},   {0x2000, 0x206F}, {0x2580, 0x2582},   {0x3040, 0x30FF},
+      {0x4E00, 0x9FFF}, {0xAC00, 0xD7A3}, {0x1F300, 0x1F64F}, {0x10000, 0x10FFFF}};
   std::string out;
   for (size_t i = 0; i < n_chars; ++i) {
     const auto& range = kRanges[rng() % std::size(kRanges)];
@@ -288,7 +289,10 @@ TEST(TokenizerTest, RandomBytesRoundTrip) {
 TEST(Utf8Test, SanitizerReplacesInvalidBytes) {
   EXPECT_EQ(SanitizeUtf8("plain ascii"), "plain ascii");
   EXPECT_EQ(SanitizeUtf8("\xF0\x9F\x99\x82"), "\xF0\x9F\x99\x82");
-  EXPECT_EQ(SanitizeUtf8("a\xE2\x82" "b"), "a\xEF\xBF\xBD" "b");  // truncated, then a letter
+  EXPECT_EQ(SanitizeUtf8("a\xE2\x82"
+                         "b"),
+            "a\xEF\xBF\xBD"
+            "b");                                                   // truncated, then a letter
   EXPECT_EQ(SanitizeUtf8("\xC0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong: two bad bytes
   EXPECT_EQ(SanitizeUtf8("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate
   EXPECT_EQ(SanitizeUtf8("\xE2\x82"), "\xEF\xBF\xBD");  // truncated at the end: one U+FFFD
@@ -405,12 +409,19 @@ TEST(TokenizerTest, MegabyteInputsComplete) {
   }();
   const std::string letters(1 << 20, 'a');
   const std::string spaces(1 << 20, ' ');
+  // The Llama 3 split has the alternative most prone to backtracking (\s*[\r\n]+).
+  auto llama3 = PreTokenizer::ForName("llama-bpe");
+  ASSERT_TRUE(llama3.ok()) << llama3.message();
+  for (const std::string* text : {&letters, &random, &spaces}) {
+    std::string joined;
+    for (std::string_view piece : llama3->Split(*text)) joined.append(piece);
+    EXPECT_EQ(joined, *text);
+  }
   for (const auto& m : models) {
     auto tokenizer = Load(m.model);
     ASSERT_NE(tokenizer, nullptr);
-    for (const auto& [name, text] :
-         {std::pair{"letters", &letters}, std::pair{"random", &random},
-          std::pair{"spaces", &spaces}}) {
+    for (const auto& [name, text] : {std::pair{"letters", &letters}, std::pair{"random", &random},
+                                     std::pair{"spaces", &spaces}}) {
       const auto start = std::chrono::steady_clock::now();
       const std::vector<int32_t> ids = tokenizer->Encode(*text, false, false);
       const double seconds =
@@ -425,7 +436,8 @@ TEST(TokenizerTest, MegabyteInputsComplete) {
   }
 }
 
-// --- Hand-built vocabularies: merge order and error messages --------------------------------------
+// --- Hand-built vocabularies: merge order and error messages
+// --------------------------------------
 
 GgufWriter Gpt2Writer(std::vector<std::string> tokens, std::vector<std::string> merges) {
   GgufWriter writer;
@@ -461,7 +473,8 @@ TEST(TokenizerTest, SpmMergesHighestScoreFirst) {
   writer.SetString("tokenizer.ggml.model", "llama");
   writer.SetStringArray("tokenizer.ggml.tokens",
                         {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "b", "c", "ab", "bc",
-                         "\xE2\x96\x81" "a"});
+                         "\xE2\x96\x81"
+                         "a"});
   writer.SetFloat32Array("tokenizer.ggml.scores", {0, 0, 0, -1, -1, -1, -1, -5, -2, -3});
   writer.SetInt32Array("tokenizer.ggml.token_type", {2, 3, 3, 1, 1, 1, 1, 1, 1, 1});
   std::vector<uint8_t> storage;

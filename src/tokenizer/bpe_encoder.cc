@@ -113,8 +113,7 @@ Result<BpeEncoder> BpeEncoder::Create(const GgufFile& file, const Vocab& vocab) 
   for (size_t rank = 0; rank < merges->size(); ++rank) {
     const std::string_view line = (*merges)[rank];
     const auto where = [&] {
-      return std::string(kMergesKey) + "[" + std::to_string(rank) + "] '" + std::string(line) +
-             "'";
+      return std::string(kMergesKey) + "[" + std::to_string(rank) + "] '" + std::string(line) + "'";
     };
     // The separator is the first space after the first character (byte-level texts hold no raw
     // spaces, but a one-character left side may itself be a space in other vocabularies).
@@ -129,9 +128,9 @@ Result<BpeEncoder> BpeEncoder::Create(const GgufFile& file, const Vocab& vocab) 
     merged.assign(left);
     merged.append(right);
     const int32_t result = vocab.Find(merged);
-    for (const auto& [piece, id] : {std::pair{std::string_view(left), left_id},
-                                    std::pair{std::string_view(right), right_id},
-                                    std::pair{std::string_view(merged), result}}) {
+    for (const auto& [piece, id] :
+         {std::pair{std::string_view(left), left_id}, std::pair{std::string_view(right), right_id},
+          std::pair{std::string_view(merged), result}}) {
       if (id == kNoToken) {
         return Result<BpeEncoder>::Error(where() + ": piece '" + std::string(piece) +
                                          "' is not in tokenizer.ggml.tokens");
@@ -178,8 +177,8 @@ void BpeEncoder::EncodePiece(std::string_view piece, std::vector<int32_t>& out) 
   const int32_t n = static_cast<int32_t>(piece.size());
   std::vector<Symbol> symbols(piece.size());
   for (int32_t i = 0; i < n; ++i) {
-    symbols[i] = Symbol{byte_token_[static_cast<uint8_t>(piece[i])], i - 1, i + 1 < n ? i + 1 : -1,
-                        true};
+    symbols[i] =
+        Symbol{byte_token_[static_cast<uint8_t>(piece[i])], i - 1, i + 1 < n ? i + 1 : -1, true};
   }
   std::vector<Pair> heap;
   heap.reserve(piece.size());
@@ -187,8 +186,8 @@ void BpeEncoder::EncodePiece(std::string_view piece, std::vector<int32_t>& out) 
     if (left < 0 || right < 0) return;
     const Merge* merge = FindMerge(symbols[left].id, symbols[right].id);
     if (merge == nullptr) return;
-    heap.push_back(Pair{merge->rank, left, right, symbols[left].id, symbols[right].id,
-                        merge->result});
+    heap.push_back(
+        Pair{merge->rank, left, right, symbols[left].id, symbols[right].id, merge->result});
     std::push_heap(heap.begin(), heap.end(), PairAfter);
   };
   for (int32_t i = 0; i + 1 < n; ++i) push(i, i + 1);

@@ -51,8 +51,8 @@ class BpeEncoder {
 
   const Vocab* vocab_;  // borrowed
   PreTokenizer pre_;
-  std::array<int32_t, 256> byte_token_{};           // id of each byte's mapped character
-  std::unordered_map<uint64_t, Merge> merges_;      // key: left id << 32 | right id
+  std::array<int32_t, 256> byte_token_{};       // id of each byte's mapped character
+  std::unordered_map<uint64_t, Merge> merges_;  // key: left id << 32 | right id
   bool ignore_merges_ = false;  // Llama 3: a piece that is a whole token is taken as is
 };
 

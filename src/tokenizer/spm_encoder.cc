@@ -124,8 +124,8 @@ void SpmEncoder::Encode(std::string_view text, std::vector<int32_t>& out) const 
     size_t length = DecodeUtf8(text.substr(offset));
     if (length == 0) length = 1;
     const int32_t index = static_cast<int32_t>(symbols.size());
-    symbols.push_back(Symbol{static_cast<uint32_t>(offset), static_cast<uint32_t>(length),
-                             index - 1, index + 1});
+    symbols.push_back(
+        Symbol{static_cast<uint32_t>(offset), static_cast<uint32_t>(length), index - 1, index + 1});
     offset += length;
   }
   symbols.back().next = -1;

@@ -39,7 +39,7 @@ class SpmEncoder {
   int32_t FindMergeable(std::string_view text) const;
   void EmitSymbol(std::string_view text, std::vector<int32_t>& out) const;
 
-  const Vocab* vocab_;  // borrowed
+  const Vocab* vocab_;                     // borrowed
   std::array<int32_t, 256> byte_token_{};  // <0xNN> ids, kNoToken where missing
 };
 

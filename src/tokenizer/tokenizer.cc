@@ -10,7 +10,7 @@ constexpr std::string_view kUnknownPiece = "\xE2\x96\x85";  // ▅ U+2585, llama
 
 // Texts of control tokens that end a turn in common vocabularies.
 constexpr std::string_view kEndOfGenerationTexts[] = {
-    "<|endoftext|>", "<|eot_id|>", "<|eom_id|>",     "<|im_end|>",
+    "<|endoftext|>", "<|eot_id|>",    "<|eom_id|>",      "<|im_end|>",
     "<|end|>",       "<end_of_turn>", "<|end_of_text|>", "<EOT>",
 };
 
@@ -46,7 +46,8 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& file) {
     switch (token.type) {
       case TokenType::kNormal:
       case TokenType::kUndefined:
-        piece = spm ? SpmEncoder::UnescapeWhitespace(token.text) : BpeEncoder::UnmapBytes(token.text);
+        piece =
+            spm ? SpmEncoder::UnescapeWhitespace(token.text) : BpeEncoder::UnmapBytes(token.text);
         break;
       case TokenType::kUserDefined:
         piece = spm ? SpmEncoder::UnescapeWhitespace(token.text) : token.text;
@@ -84,10 +85,9 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& file) {
   for (int32_t id : {v.eos(), v.eot(), v.eom()}) {
     if (id != kNoToken) tokenizer->end_of_generation_[static_cast<size_t>(id)] = true;
   }
-  std::stable_sort(tokenizer->specials_.begin(), tokenizer->specials_.end(),
-                   [&v](int32_t a, int32_t b) {
-                     return v.token(a).text.size() > v.token(b).text.size();
-                   });
+  std::stable_sort(
+      tokenizer->specials_.begin(), tokenizer->specials_.end(),
+      [&v](int32_t a, int32_t b) { return v.token(a).text.size() > v.token(b).text.size(); });
   return tokenizer;
 }
 

@@ -11,9 +11,9 @@
 // with parse_special; longest token text first), then encodes each plain-text fragment.
 //
 // Decoding differs from llama.cpp's detokenize in two deliberate ways: no "clean up tokenization
-// spaces" pass (so decode(encode(x)) == x and streaming equals whole decoding), and the SentencePiece
-// prefix space is stripped from the first token that produces text even when a BOS precedes it
-// (as SentencePiece itself does), so Decode(Encode(x, add_special=true)) == x as well.
+// spaces" pass (so decode(encode(x)) == x and streaming equals whole decoding), and the
+// SentencePiece prefix space is stripped from the first token that produces text even when a BOS
+// precedes it (as SentencePiece itself does), so Decode(Encode(x, add_special=true)) == x as well.
 //
 // Immutable after FromGguf; every method is const and safe to call from many threads.
 #pragma once
@@ -78,10 +78,10 @@ class Tokenizer {
   void EncodeFragment(std::string_view text, bool after_special, std::vector<int32_t>& out) const;
 
   Vocab vocab_;
-  std::unique_ptr<BpeEncoder> bpe_;  // gpt2 model
-  std::unique_ptr<SpmEncoder> spm_;  // llama model
-  std::vector<std::string> pieces_;  // [n_vocab] TokenPiece(id, false)
-  std::vector<int32_t> specials_;    // control/user-defined/unknown ids, longest text first
+  std::unique_ptr<BpeEncoder> bpe_;      // gpt2 model
+  std::unique_ptr<SpmEncoder> spm_;      // llama model
+  std::vector<std::string> pieces_;      // [n_vocab] TokenPiece(id, false)
+  std::vector<int32_t> specials_;        // control/user-defined/unknown ids, longest text first
   std::vector<bool> end_of_generation_;  // [n_vocab]
 };
 

@@ -1,7 +1,8 @@
 // UTF-8 helpers shared by the tokenizers and the streaming decoder: validated decoding of one
 // character, encoding of a code point, and a byte-at-a-time sanitizer that turns invalid input into
 // U+FFFD. The sanitizer follows the WHATWG "UTF-8 decode" algorithm (one U+FFFD per maximal invalid
-// subpart), so feeding the bytes in any number of pieces yields the same text as feeding them at once.
+// subpart), so feeding the bytes in any number of pieces yields the same text as feeding them at
+// once.
 #pragma once
 
 #include <cstddef>
