@@ -9,6 +9,7 @@ namespace kvserve {
 
 int RunInfo(const std::vector<std::string>& args);
 int RunGenerate(const std::vector<std::string>& args);  // `kvserve run`
+int RunChat(const std::vector<std::string>& args);
 int RunLogits(const std::vector<std::string>& args);
 int RunTokenize(const std::vector<std::string>& args);
 int RunConvert(const std::vector<std::string>& args);

@@ -15,6 +15,7 @@ struct Command {
 
 const Command kCommands[] = {
     {"run", kvserve::RunGenerate, "generate text from a prompt (-m MODEL -p TEXT -n N)"},
+    {"chat", kvserve::RunChat, "chat with a model in the terminal (-m MODEL; lines from stdin)"},
     {"logits", kvserve::RunLogits, "write the logits of a token sequence to a file"},
     {"tokenize", kvserve::RunTokenize, "print the token ids of a text"},
     {"info", kvserve::RunInfo, "describe a model file: architecture, shapes, types, KV size"},

@@ -1,0 +1,522 @@
+#include "tokenizer/chat_template.h"
+
+#include <algorithm>
+#include <ctime>
+#include <iterator>
+#include <optional>
+
+namespace kvserve {
+
+namespace {
+
+constexpr std::string_view kWhitespace = " \t\n\r\v\f";
+
+// Python's str.strip() / rstrip() over ASCII whitespace, as Jinja's trim filter does.
+std::string_view Strip(std::string_view s) {
+  const size_t first = s.find_first_not_of(kWhitespace);
+  if (first == std::string_view::npos) return {};
+  return s.substr(first, s.find_last_not_of(kWhitespace) - first + 1);
+}
+
+std::string_view RStrip(std::string_view s) {
+  const size_t last = s.find_last_not_of(kWhitespace);
+  return last == std::string_view::npos ? std::string_view() : s.substr(0, last + 1);
+}
+
+std::string_view LStripNewlines(std::string_view s) {
+  const size_t first = s.find_first_not_of('\n');
+  return first == std::string_view::npos ? std::string_view() : s.substr(first);
+}
+
+std::string ReplaceAll(std::string s, std::string_view from, std::string_view to) {
+  for (size_t pos = s.find(from); pos != std::string::npos; pos = s.find(from, pos + to.size())) {
+    s.replace(pos, from.size(), to);
+  }
+  return s;
+}
+
+bool StartsWith(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+bool Contains(std::string_view s, std::string_view part) {
+  return s.find(part) != std::string_view::npos;
+}
+
+// Reads the quoted Jinja string literal starting at source[pos] (a ' or "), undoing the escapes
+// \n \t \r \\ \' \". Sets `end` to the index after the closing quote. Unterminated: nullopt.
+std::optional<std::string> ReadLiteral(std::string_view source, size_t pos, size_t& end) {
+  const char quote = source[pos];
+  std::string text;
+  for (size_t i = pos + 1; i < source.size(); ++i) {
+    const char c = source[i];
+    if (c == quote) {
+      end = i + 1;
+      return text;
+    }
+    if (c != '\\' || i + 1 == source.size()) {
+      text += c;
+      continue;
+    }
+    const char next = source[++i];
+    switch (next) {
+      case 'n': text += '\n'; break;
+      case 't': text += '\t'; break;
+      case 'r': text += '\r'; break;
+      case '\\': case '\'': case '"': text += next; break;
+      default: text += '\\'; text += next; break;
+    }
+  }
+  return std::nullopt;
+}
+
+// The string literals inside the {{ }} and {% %} tags of a template, in order (comments and the
+// text between tags are skipped).
+std::vector<std::string> StringLiterals(std::string_view source) {
+  std::vector<std::string> literals;
+  size_t i = 0;
+  while (i + 1 < source.size()) {
+    const size_t open = source.find('{', i);
+    if (open == std::string_view::npos || open + 1 >= source.size()) break;
+    const char kind = source[open + 1];
+    if (kind == '#') {
+      const size_t close = source.find("#}", open + 2);
+      if (close == std::string_view::npos) break;
+      i = close + 2;
+      continue;
+    }
+    if (kind != '{' && kind != '%') {
+      i = open + 1;
+      continue;
+    }
+    const char closing = kind == '{' ? '}' : '%';
+    size_t j = open + 2;
+    while (j + 1 < source.size() && !(source[j] == closing && source[j + 1] == '}')) {
+      if (source[j] == '\'' || source[j] == '"') {
+        size_t end = 0;
+        auto literal = ReadLiteral(source, j, end);
+        if (!literal) return literals;
+        literals.push_back(std::move(*literal));
+        j = end;
+      } else {
+        ++j;
+      }
+    }
+    i = j + 2;
+  }
+  return literals;
+}
+
+const std::string* FindLiteralStartingWith(const std::vector<std::string>& literals,
+                                           std::string_view prefix) {
+  for (const std::string& literal : literals) {
+    if (StartsWith(literal, prefix)) return &literal;
+  }
+  return nullptr;
+}
+
+// The literal assigned after `marker` in the source ("date_string = " -> "26 Jul 2024").
+std::optional<std::string> LiteralAfter(std::string_view source, std::string_view marker) {
+  const size_t at = source.find(marker);
+  if (at == std::string_view::npos) return std::nullopt;
+  const size_t quote = source.find_first_of("'\"", at + marker.size());
+  if (quote == std::string_view::npos || quote != at + marker.size()) return std::nullopt;
+  size_t end = 0;
+  return ReadLiteral(source, quote, end);
+}
+
+void AppendAll(std::string& out, std::initializer_list<std::string_view> parts) {
+  for (std::string_view part : parts) out.append(part);
+}
+
+}  // namespace
+
+ChatTemplate::ChatTemplate(ChatFamily family) : family_(family) {
+  switch (family) {
+    case ChatFamily::kPlain: break;
+    case ChatFamily::kChatMl: bos_text_ = "<s>"; eos_text_ = "<|im_end|>"; break;
+    case ChatFamily::kLlama2:
+    case ChatFamily::kZephyr:
+    case ChatFamily::kMistral: bos_text_ = "<s>"; eos_text_ = "</s>"; break;
+    case ChatFamily::kLlama3: bos_text_ = "<|begin_of_text|>"; eos_text_ = "<|eot_id|>"; break;
+    case ChatFamily::kGemma: bos_text_ = "<bos>"; eos_text_ = "<eos>"; break;
+    case ChatFamily::kPhi3: bos_text_ = "<s>"; eos_text_ = "<|endoftext|>"; break;
+    case ChatFamily::kDeepSeekR1:
+      bos_text_ = "<｜begin▁of▁sentence｜>";
+      eos_text_ = "<｜end▁of▁sentence｜>";
+      break;
+  }
+  renders_bos_ = family == ChatFamily::kLlama2 || family == ChatFamily::kLlama3 ||
+                 family == ChatFamily::kMistral || family == ChatFamily::kGemma ||
+                 family == ChatFamily::kDeepSeekR1;
+}
+
+Result<ChatTemplate> ChatTemplate::Detect(std::string_view source) {
+  if (source.size() > kMaxSourceBytes) {
+    return Result<ChatTemplate>::Error("chat template: " + std::to_string(source.size()) +
+                                       " bytes exceeds the limit of " +
+                                       std::to_string(kMaxSourceBytes));
+  }
+  if (Strip(source).empty()) return ChatTemplate(ChatFamily::kPlain);
+  const std::vector<std::string> literals = StringLiterals(source);
+  // Families without BOS in their usual form render it when the source asks for bos_token.
+  const bool asks_bos = Contains(source, "bos_token");
+
+  if (Contains(source, "<|im_start|>")) {
+    ChatTemplate t(ChatFamily::kChatMl);
+    t.renders_bos_ = asks_bos;
+    if (Contains(source, "Reasoning Mode")) {
+      // SmolLM3: the two default instructions are the first long literals after the header.
+      const std::string* cutoff = FindLiteralStartingWith(literals, "Knowledge Cutoff Date:");
+      std::vector<const std::string*> defaults;
+      bool after_header = false;
+      for (const std::string& literal : literals) {
+        if (literal == "## Custom Instructions\n\n") after_header = true;
+        if (after_header && literal.size() > 40 && defaults.size() < 2) defaults.push_back(&literal);
+      }
+      if (cutoff != nullptr && defaults.size() == 2) {
+        t.smollm3_ = true;
+        t.cutoff_line_ = *cutoff;
+        t.think_instructions_ = *defaults[0];
+        t.no_think_instructions_ = *defaults[1];
+        return t;
+      }
+      t.warning_ = "chat template: a SmolLM3-style template without its usual defaults; using "
+                   "plain ChatML";
+      return t;
+    }
+    // Qwen: '<|im_start|>system\nDEFAULT<|im_end|>\n' when the conversation has no system turn.
+    constexpr std::string_view kSystemStart = "<|im_start|>system\n";
+    for (const std::string& literal : literals) {
+      if (!StartsWith(literal, kSystemStart)) continue;
+      const size_t end = literal.find("<|im_end|>");
+      if (end != std::string::npos && end > kSystemStart.size()) {
+        t.default_system_ = literal.substr(kSystemStart.size(), end - kSystemStart.size());
+        break;
+      }
+    }
+    return t;
+  }
+  if (Contains(source, "<|start_header_id|>")) {
+    ChatTemplate t(ChatFamily::kLlama3);
+    if (const std::string* line = FindLiteralStartingWith(literals, "Cutting Knowledge Date:")) {
+      t.knowledge_line_ = *line;
+      t.date_ = LiteralAfter(source, "set date_string = ").value_or("26 Jul 2024");
+      t.date_from_clock_ = Contains(source, "strftime_now");
+    }
+    return t;
+  }
+  if (Contains(source, "<start_of_turn>")) return ChatTemplate(ChatFamily::kGemma);
+  if (Contains(source, "<｜User｜>")) return ChatTemplate(ChatFamily::kDeepSeekR1);
+  if (Contains(source, "[INST]")) {
+    return ChatTemplate(Contains(source, "<<SYS>>") ? ChatFamily::kLlama2 : ChatFamily::kMistral);
+  }
+  if (Contains(source, "<|user|>")) {
+    ChatTemplate t(Contains(source, "<|end|>") ? ChatFamily::kPhi3 : ChatFamily::kZephyr);
+    t.renders_bos_ = asks_bos;
+    return t;
+  }
+  ChatTemplate t(ChatFamily::kChatMl);
+  t.warning_ = "chat template: unknown format (none of the known markers <|im_start|>, "
+               "<|start_header_id|>, [INST], <start_of_turn>, <|user|>); using ChatML";
+  return t;
+}
+
+Result<ChatTemplate> ChatTemplate::ByName(std::string_view name) {
+  static constexpr ChatFamily kFamilies[] = {
+      ChatFamily::kChatMl, ChatFamily::kLlama2, ChatFamily::kLlama3,
+      ChatFamily::kZephyr, ChatFamily::kMistral, ChatFamily::kGemma,
+      ChatFamily::kPhi3,   ChatFamily::kDeepSeekR1, ChatFamily::kPlain};
+  static_assert(std::size(kFamilies) == std::size(kNames));
+  for (size_t i = 0; i < std::size(kNames); ++i) {
+    if (kNames[i] == name) return ChatTemplate(kFamilies[i]);
+  }
+  std::string known;
+  for (std::string_view n : kNames) known += (known.empty() ? "" : ", ") + std::string(n);
+  return Result<ChatTemplate>::Error("chat template '" + std::string(name) + "' is not one of " +
+                                     known);
+}
+
+Result<ChatTemplate> ChatTemplate::ForModel(const GgufFile& file, std::string_view override_name) {
+  if (!override_name.empty()) return ByName(override_name);
+  if (file.Find("tokenizer.chat_template") == nullptr) return ChatTemplate(ChatFamily::kPlain);
+  auto source = file.GetString("tokenizer.chat_template");
+  if (!source.ok()) return source.status();
+  return Detect(*source);
+}
+
+std::string_view ChatTemplate::name() const {
+  switch (family_) {
+    case ChatFamily::kPlain: return "plain";
+    case ChatFamily::kChatMl: return "chatml";
+    case ChatFamily::kLlama2: return "llama2";
+    case ChatFamily::kLlama3: return "llama3";
+    case ChatFamily::kZephyr: return "zephyr";
+    case ChatFamily::kMistral: return "mistral";
+    case ChatFamily::kGemma: return "gemma";
+    case ChatFamily::kPhi3: return "phi3";
+    case ChatFamily::kDeepSeekR1: return "deepseek-r1";
+  }
+  return "plain";
+}
+
+void ChatTemplate::set_special_tokens(std::string bos_text, std::string eos_text) {
+  if (!bos_text.empty()) bos_text_ = std::move(bos_text);
+  if (!eos_text.empty()) eos_text_ = std::move(eos_text);
+}
+
+void ChatTemplate::set_date(std::string date) {
+  date_ = std::move(date);
+  date_from_clock_ = false;
+}
+
+std::string ChatTemplate::Date() const {
+  if (!date_from_clock_) return date_;
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char buffer[32];
+  const size_t n = std::strftime(buffer, sizeof(buffer), "%d %b %Y", &local);
+  return n == 0 ? date_ : std::string(buffer, n);
+}
+
+std::vector<std::string> ChatTemplate::stop_strings() const {
+  std::vector<std::string> stops;
+  switch (family_) {
+    case ChatFamily::kPlain: stops = {"\nuser:", "\nsystem:", "\nassistant:"}; break;
+    case ChatFamily::kChatMl: stops = {"<|im_end|>", "<|im_start|>"}; break;
+    case ChatFamily::kLlama2:
+    case ChatFamily::kMistral: stops = {"[INST]"}; break;
+    case ChatFamily::kLlama3: stops = {"<|eot_id|>", "<|eom_id|>", "<|start_header_id|>"}; break;
+    case ChatFamily::kZephyr: stops = {"<|user|>", "<|system|>"}; break;
+    case ChatFamily::kGemma: stops = {"<end_of_turn>", "<start_of_turn>"}; break;
+    case ChatFamily::kPhi3: stops = {"<|end|>", "<|user|>"}; break;
+    case ChatFamily::kDeepSeekR1: stops = {"<｜User｜>"}; break;
+  }
+  if (!eos_text_.empty() &&
+      std::find(stops.begin(), stops.end(), eos_text_) == stops.end()) {
+    stops.push_back(eos_text_);
+  }
+  return stops;
+}
+
+std::vector<int32_t> ChatTemplate::EncodePrompt(const Tokenizer& tokenizer,
+                                                std::string_view rendered) const {
+  std::vector<int32_t> ids;
+  const bool has_bos = renders_bos_ && StartsWith(rendered, bos_text_);
+  if (!has_bos && tokenizer.add_bos() && tokenizer.bos() >= 0) ids.push_back(tokenizer.bos());
+  const std::vector<int32_t> text =
+      tokenizer.Encode(rendered, /*add_special=*/false, /*parse_special=*/true);
+  ids.insert(ids.end(), text.begin(), text.end());
+  return ids;
+}
+
+std::string ChatTemplate::Render(std::span<const ChatMessage> messages,
+                                 bool add_generation_prompt) const {
+  std::string out;
+  switch (family_) {
+    case ChatFamily::kPlain: RenderPlain(messages, add_generation_prompt, out); break;
+    case ChatFamily::kChatMl:
+      if (renders_bos_) out += bos_text_;
+      if (smollm3_) {
+        RenderSmolLm3(messages, add_generation_prompt, out);
+      } else {
+        RenderChatMl(messages, add_generation_prompt, out);
+      }
+      break;
+    case ChatFamily::kLlama2: RenderLlama2(messages, out); break;
+    case ChatFamily::kLlama3: RenderLlama3(messages, add_generation_prompt, out); break;
+    case ChatFamily::kZephyr:
+      if (renders_bos_) out += bos_text_;
+      RenderZephyr(messages, add_generation_prompt, out);
+      break;
+    case ChatFamily::kMistral: RenderMistral(messages, out); break;
+    case ChatFamily::kGemma: RenderGemma(messages, add_generation_prompt, out); break;
+    case ChatFamily::kPhi3:
+      if (renders_bos_) out += bos_text_;
+      RenderPhi3(messages, add_generation_prompt, out);
+      break;
+    case ChatFamily::kDeepSeekR1: RenderDeepSeekR1(messages, add_generation_prompt, out); break;
+  }
+  return out;
+}
+
+void ChatTemplate::RenderPlain(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                               std::string& out) const {
+  for (const ChatMessage& m : messages) AppendAll(out, {m.role, ": ", m.content, "\n"});
+  if (add_generation_prompt) out += "assistant:";
+}
+
+void ChatTemplate::RenderChatMl(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                std::string& out) const {
+  if (!default_system_.empty() && (messages.empty() || messages[0].role != "system")) {
+    AppendAll(out, {"<|im_start|>system\n", default_system_, "<|im_end|>\n"});
+  }
+  for (const ChatMessage& m : messages) {
+    AppendAll(out, {"<|im_start|>", m.role, "\n", m.content, "<|im_end|>\n"});
+  }
+  if (add_generation_prompt) out += "<|im_start|>assistant\n";
+}
+
+void ChatTemplate::RenderSmolLm3(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                 std::string& out) const {
+  bool think = true;  // enable_thinking defaults to true
+  std::string custom;
+  if (!messages.empty() && messages[0].role == "system") {
+    const std::string& system = messages[0].content;
+    if (Contains(system, "/no_think")) {
+      think = false;
+    } else if (Contains(system, "/think")) {
+      think = true;
+    }
+    custom = RStrip(ReplaceAll(ReplaceAll(system, "/no_think", ""), "/think", ""));
+  }
+  AppendAll(out, {"<|im_start|>system\n", "## Metadata\n\n", cutoff_line_, "Reasoning Mode: ",
+                  think ? "/think" : "/no_think", "\n\n", "## Custom Instructions\n\n"});
+  if (!custom.empty()) {
+    AppendAll(out, {custom, "\n\n"});
+  } else {
+    out += think ? think_instructions_ : no_think_instructions_;
+  }
+  out += "<|im_end|>\n";
+  constexpr std::string_view kEmptyThought = "<think>\n\n</think>\n";
+  for (const ChatMessage& m : messages) {
+    if (m.role == "user" || m.role == "tool") {
+      AppendAll(out, {"<|im_start|>user\n", m.content, "<|im_end|>\n"});
+    } else if (m.role == "assistant") {
+      AppendAll(out, {"<|im_start|>assistant\n", think ? "" : kEmptyThought,
+                      LStripNewlines(m.content), "<|im_end|>\n"});
+    }
+  }
+  if (add_generation_prompt) {
+    AppendAll(out, {"<|im_start|>assistant\n", think ? "" : kEmptyThought});
+  }
+}
+
+void ChatTemplate::RenderLlama2(std::span<const ChatMessage> messages, std::string& out) const {
+  std::string system;
+  bool has_system = false;
+  if (!messages.empty() && messages[0].role == "system") {
+    system = messages[0].content;
+    has_system = true;
+    messages = messages.subspan(1);
+  }
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    std::string content = m.content;
+    if (i == 0 && has_system) content = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + content;
+    if (m.role == "user") {
+      AppendAll(out, {bos_text_, "[INST] ", Strip(content), " [/INST]"});
+    } else if (m.role == "assistant") {
+      AppendAll(out, {" ", Strip(content), " ", eos_text_});
+    }
+  }
+}
+
+void ChatTemplate::RenderLlama3(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                std::string& out) const {
+  out += bos_text_;
+  if (!knowledge_line_.empty()) {
+    // 3.1/3.2: the system block is always there; the system message goes at its end.
+    std::string_view system;
+    if (!messages.empty() && messages[0].role == "system") {
+      system = Strip(messages[0].content);
+      messages = messages.subspan(1);
+    }
+    AppendAll(out, {"<|start_header_id|>system<|end_header_id|>\n\n", knowledge_line_,
+                    "Today Date: ", Date(), "\n\n", system, "<|eot_id|>"});
+  }
+  for (const ChatMessage& m : messages) {
+    AppendAll(out, {"<|start_header_id|>", m.role, "<|end_header_id|>\n\n", Strip(m.content),
+                    "<|eot_id|>"});
+  }
+  if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+}
+
+void ChatTemplate::RenderZephyr(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                std::string& out) const {
+  for (const ChatMessage& m : messages) {
+    if (m.role == "user" || m.role == "system" || m.role == "assistant") {
+      AppendAll(out, {"<|", m.role, "|>\n", m.content, eos_text_, "\n"});
+    }
+  }
+  // The template writes the cue inside its loop, after the last message.
+  if (add_generation_prompt && !messages.empty()) out += "<|assistant|>\n";
+}
+
+void ChatTemplate::RenderMistral(std::span<const ChatMessage> messages, std::string& out) const {
+  std::optional<std::string_view> system;
+  if (!messages.empty() && messages[0].role == "system") {
+    system = messages[0].content;
+    messages = messages.subspan(1);
+  }
+  out += bos_text_;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "user") {
+      // Nemo puts the system text into the last message only, when that is a user turn.
+      if (i + 1 == messages.size() && system) {
+        AppendAll(out, {"[INST]", *system, "\n\n", m.content, "[/INST]"});
+      } else {
+        AppendAll(out, {"[INST]", m.content, "[/INST]"});
+      }
+    } else if (m.role == "assistant") {
+      AppendAll(out, {m.content, eos_text_});
+    }
+  }
+}
+
+void ChatTemplate::RenderGemma(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                               std::string& out) const {
+  out += bos_text_;
+  std::string pending_system;
+  for (const ChatMessage& m : messages) {
+    if (m.role == "system") {
+      pending_system += m.content;
+      continue;
+    }
+    const bool model = m.role == "assistant";
+    std::string content = m.content;
+    if (!model && !pending_system.empty()) {
+      content = pending_system + "\n\n" + content;
+      pending_system.clear();
+    }
+    AppendAll(out, {"<start_of_turn>", model ? "model" : m.role, "\n", Strip(content),
+                    "<end_of_turn>\n"});
+  }
+  if (add_generation_prompt) out += "<start_of_turn>model\n";
+}
+
+void ChatTemplate::RenderPhi3(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                              std::string& out) const {
+  for (const ChatMessage& m : messages) {
+    if (m.role == "system" && m.content.empty()) continue;
+    if (m.role == "system" || m.role == "user" || m.role == "assistant") {
+      AppendAll(out, {"<|", m.role, "|>\n", m.content, "<|end|>\n"});
+    }
+  }
+  out += add_generation_prompt ? std::string_view("<|assistant|>\n") : eos_text_;
+}
+
+void ChatTemplate::RenderDeepSeekR1(std::span<const ChatMessage> messages,
+                                    bool add_generation_prompt, std::string& out) const {
+  std::string_view system;  // the template keeps the last system message
+  for (const ChatMessage& m : messages) {
+    if (m.role == "system") system = m.content;
+  }
+  AppendAll(out, {bos_text_, system});
+  for (const ChatMessage& m : messages) {
+    if (m.role == "user") {
+      AppendAll(out, {"<｜User｜>", m.content});
+    } else if (m.role == "assistant") {
+      // Earlier reasoning is dropped: only the text after the last </think> is kept.
+      std::string_view content = m.content;
+      const size_t think_end = content.rfind("</think>");
+      if (think_end != std::string_view::npos) content = content.substr(think_end + 8);
+      AppendAll(out, {"<｜Assistant｜>", content, eos_text_});
+    }
+  }
+  if (add_generation_prompt) out += "<｜Assistant｜><think>\n";
+}
+
+}  // namespace kvserve

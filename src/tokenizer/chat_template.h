@@ -1,0 +1,142 @@
+// Chat templates without a template engine: recognizes the common families from a model's Jinja
+// source (tokenizer.chat_template) by their marker strings and renders a conversation the way
+// that template does for plain conversations (system, user and assistant turns; no tools).
+//
+//   auto tmpl = ChatTemplate::Detect(source);            // or ChatTemplate::ByName("chatml")
+//   tmpl->set_special_tokens("<s>", "</s>");             // the model's BOS/EOS text
+//   std::string text = tmpl->Render(messages, /*add_generation_prompt=*/true);
+//   std::vector<int32_t> ids = tmpl->EncodePrompt(tokenizer, text);  // adds BOS unless rendered
+//
+// Families (name(): family):
+//   chatml  <|im_start|>role\n...<|im_end|>\n     (Qwen: default system prompt; SmolLM3: metadata
+//                                                  system block with a reasoning mode)
+//   llama2  <s>[INST] <<SYS>>\n...\n<</SYS>>\n\n... [/INST] ... </s>
+//   llama3  <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>  (3.1/3.2: a system block
+//           with "Cutting Knowledge Date" and "Today Date"; see set_date)
+//   zephyr  <|user|>\n...</s>\n
+//   mistral <s>[INST]...[/INST]...</s>  (Nemo style: the system text goes before the last user turn)
+//   gemma   <bos><start_of_turn>user\n...<end_of_turn>\n  (assistant is "model"; a system message,
+//           which the real template rejects, is put before the first user message)
+//   phi3    <|user|>\n...<|end|>\n
+//   deepseek-r1  <｜begin▁of▁sentence｜>system<｜User｜>...<｜Assistant｜>...<｜end▁of▁sentence｜>
+//   plain   "role: content\n" lines and a final "assistant:" cue (models without a template)
+//
+// Roles a family cannot express (for example "tool") are skipped. Immutable after construction
+// apart from the setters; const methods are safe to call from many threads.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "io/gguf_reader.h"
+#include "tokenizer/tokenizer.h"
+#include "util/status.h"
+
+namespace kvserve {
+
+struct ChatMessage {
+  std::string role;  // "system", "user", "assistant"
+  std::string content;
+};
+
+enum class ChatFamily {
+  kPlain,
+  kChatMl,
+  kLlama2,
+  kLlama3,
+  kZephyr,
+  kMistral,
+  kGemma,
+  kPhi3,
+  kDeepSeekR1,
+};
+
+class ChatTemplate {
+ public:
+  // Names accepted by ByName, in the order they are listed in messages.
+  static constexpr std::string_view kNames[] = {"chatml", "llama2", "llama3", "zephyr", "mistral",
+                                                "gemma",  "phi3",   "deepseek-r1", "plain"};
+  // Template sources longer than this are rejected (real ones are under 20 KB).
+  static constexpr size_t kMaxSourceBytes = 1 << 20;
+
+  // Recognizes the family of a Jinja template source. An empty source gives "plain"; a source of
+  // no known family gives ChatML with warning() set. Fails only for a source over kMaxSourceBytes.
+  static Result<ChatTemplate> Detect(std::string_view template_source);
+  // One of kNames; an error lists them.
+  static Result<ChatTemplate> ByName(std::string_view name);
+  // The template for a model: ByName(override_name) when it is not empty, else Detect() of the
+  // GGUF key tokenizer.chat_template (absent: plain; not a string: an error naming the key).
+  static Result<ChatTemplate> ForModel(const GgufFile& file, std::string_view override_name);
+
+  // The text of the whole conversation; with add_generation_prompt, followed by the cue that
+  // starts the assistant's reply.
+  std::string Render(std::span<const ChatMessage> messages, bool add_generation_prompt) const;
+
+  // Token ids of a rendered conversation: special tokens written in the text become their ids,
+  // and the tokenizer's BOS is prepended when the model wants one and the text does not already
+  // start with it (renders_bos), so a conversation never gets two.
+  std::vector<int32_t> EncodePrompt(const Tokenizer& tokenizer, std::string_view rendered) const;
+
+  // The model's BOS/EOS text as the template's bos_token/eos_token (defaults are the family's
+  // usual ones, e.g. "<s>"/"</s>"). Empty arguments keep the defaults.
+  void set_special_tokens(std::string bos_text, std::string eos_text);
+  // Llama 3.2 writes today's date ("%d %b %Y", e.g. "26 Jul 2024") into its system block, so its
+  // rendering changes with the day; Llama 3.1 writes a fixed date. This pins the date.
+  void set_date(std::string date);
+
+  ChatFamily family() const { return family_; }
+  std::string_view name() const;  // one of kNames
+  // Whether Render's text starts with the BOS text.
+  bool renders_bos() const { return renders_bos_; }
+  // Text that ends the assistant's turn when it shows up in generated text.
+  std::vector<std::string> stop_strings() const;
+  // Non-empty when Detect fell back to ChatML: says so, for the caller to print.
+  const std::string& warning() const { return warning_; }
+  // The system prompt used when the conversation has none (Qwen's "You are Qwen, ..."), or "".
+  const std::string& default_system() const { return default_system_; }
+
+ private:
+  explicit ChatTemplate(ChatFamily family);
+
+  void RenderChatMl(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                    std::string& out) const;
+  void RenderSmolLm3(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                     std::string& out) const;
+  void RenderLlama2(std::span<const ChatMessage> messages, std::string& out) const;
+  void RenderLlama3(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                    std::string& out) const;
+  void RenderZephyr(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                    std::string& out) const;
+  void RenderMistral(std::span<const ChatMessage> messages, std::string& out) const;
+  void RenderGemma(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                   std::string& out) const;
+  void RenderPhi3(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                  std::string& out) const;
+  void RenderDeepSeekR1(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                        std::string& out) const;
+  void RenderPlain(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                   std::string& out) const;
+  std::string Date() const;
+
+  ChatFamily family_;
+  bool renders_bos_ = false;
+  std::string bos_text_;
+  std::string eos_text_;
+  std::string warning_;
+  // chatml: system prompt when none is given (Qwen).
+  std::string default_system_;
+  // chatml, SmolLM3 style: "Knowledge Cutoff Date: ...\n" and the two default instructions.
+  bool smollm3_ = false;
+  std::string cutoff_line_;
+  std::string think_instructions_;
+  std::string no_think_instructions_;
+  // llama3, 3.1/3.2 style: "Cutting Knowledge Date: ...\n"; empty for the 3.0 style.
+  std::string knowledge_line_;
+  std::string date_;            // fixed "Today Date" (3.1, or pinned by set_date)
+  bool date_from_clock_ = false;  // 3.2: today's date unless pinned
+};
+
+}  // namespace kvserve
