@@ -353,6 +353,57 @@ Result<GgufFile> GgufFile::Open(const std::string& path) {
   return file;
 }
 
+Result<GgufFile> GgufFile::FromParts(std::vector<uint8_t> metadata_image,
+                                     std::vector<TensorInfo> tensors,
+                                     std::shared_ptr<const void> keep_alive,
+                                     std::string source_name) {
+  auto image = std::make_shared<const std::vector<uint8_t>>(std::move(metadata_image));
+  auto parsed = Parse(image->data(), image->size(), source_name);
+  if (!parsed.ok()) return parsed.status();
+  GgufFile file = std::move(parsed).value();
+  if (!file.tensors_.empty()) {
+    return Status::Error(source_name + ": the metadata image holds " +
+                         std::to_string(file.tensors_.size()) + " tensors (expected none)");
+  }
+  uint64_t offset = 0;
+  for (TensorInfo& tensor : tensors) {
+    const std::string what = source_name + ": tensor '" + tensor.name + "'";
+    if (tensor.dims.empty() || tensor.dims.size() > kMaxDims) {
+      return Status::Error(what + " has " + std::to_string(tensor.dims.size()) +
+                           " dimensions (expected 1 to 4)");
+    }
+    const GgmlTypeTraits traits = TraitsOf(tensor.type);
+    uint64_t n_elements = 1;
+    for (int64_t dim : tensor.dims) {
+      auto product = dim > 0 ? CheckedMul(n_elements, static_cast<uint64_t>(dim)) : std::nullopt;
+      if (!product || *product > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        return Status::Error(what + " has bad shape " + tensor.ShapeString());
+      }
+      n_elements = *product;
+    }
+    auto n_bytes = tensor.dims[0] % traits.block_elements == 0
+                       ? CheckedMul(n_elements / traits.block_elements, traits.block_bytes)
+                       : std::nullopt;
+    if (!n_bytes) {
+      return Status::Error(what + " shape " + tensor.ShapeString() + " does not fit type " +
+                           traits.name);
+    }
+    if (tensor.data == nullptr) return Status::Error(what + " has no data");
+    if (file.tensor_index_.count(tensor.name) != 0) {
+      return Status::Error(source_name + ": duplicate tensor name '" + tensor.name + "'");
+    }
+    tensor.n_elements = n_elements;
+    tensor.n_bytes = *n_bytes;
+    tensor.offset = offset;  // as if laid out back to back; informational only
+    offset = CheckedAlignUp(CheckedAdd(offset, *n_bytes).value_or(0), file.alignment_).value_or(0);
+    file.tensor_index_.emplace(tensor.name, file.tensors_.size());
+    file.tensors_.push_back(std::move(tensor));
+  }
+  file.keep_alive_ = std::make_shared<std::pair<std::shared_ptr<const void>,
+                                                std::shared_ptr<const void>>>(image, keep_alive);
+  return file;
+}
+
 const GgufValue* GgufFile::Find(std::string_view key) const {
   auto it = metadata_.find(key);
   return it == metadata_.end() ? nullptr : &it->second;

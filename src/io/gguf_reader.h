@@ -67,6 +67,15 @@ class GgufFile {
   static Result<GgufFile> Open(const std::string& path);
   // Parses an in-memory image (used by tests and the fuzzer); `bytes` must outlive the GgufFile.
   static Result<GgufFile> Parse(const uint8_t* bytes, uint64_t size, std::string source_name);
+  // A GGUF-equivalent view assembled in memory (a Hugging Face folder, see model/hf_folder.h).
+  // `metadata_image` is a GGUF image with metadata and no tensors (GgufWriter::Serialize); it is
+  // parsed, validated and owned. Each tensor gives name, type, dims and `data`, which must point
+  // at its bytes and stay valid while `keep_alive` lives; n_elements, n_bytes and offset are
+  // computed here. Errors name the tensor and the bad value.
+  static Result<GgufFile> FromParts(std::vector<uint8_t> metadata_image,
+                                    std::vector<TensorInfo> tensors,
+                                    std::shared_ptr<const void> keep_alive,
+                                    std::string source_name);
 
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
@@ -99,6 +108,7 @@ class GgufFile {
   Result<const GgufValue*> Require(std::string_view key) const;
 
   std::shared_ptr<MappedFile> mapping_;  // keeps TensorInfo::data and string views alive
+  std::shared_ptr<const void> keep_alive_;  // FromParts: the metadata image and tensor storage
   const uint8_t* bytes_ = nullptr;
   uint64_t size_ = 0;
   std::string source_name_;
