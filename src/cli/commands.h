@@ -13,5 +13,6 @@ int RunChat(const std::vector<std::string>& args);
 int RunLogits(const std::vector<std::string>& args);
 int RunTokenize(const std::vector<std::string>& args);
 int RunConvert(const std::vector<std::string>& args);
+int RunSynth(const std::vector<std::string>& args);
 
 }  // namespace kvserve

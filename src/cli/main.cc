@@ -20,6 +20,7 @@ const Command kCommands[] = {
     {"tokenize", kvserve::RunTokenize, "print the token ids of a text"},
     {"info", kvserve::RunInfo, "describe a model file: architecture, shapes, types, KV size"},
     {"convert", kvserve::RunConvert, "write a model as GGUF with another weight type"},
+    {"synth", kvserve::RunSynth, "write a random-weight model (--preset gpt2-124m|tinyllama-1.1b)"},
 };
 
 void PrintUsage() {

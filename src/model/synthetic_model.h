@@ -1,0 +1,99 @@
+// Random-weight models for benchmarks and tests (`kvserve synth`). The file has the tensor names
+// and metadata keys of llama.cpp's converters, so llama.cpp reads it too, and the tokenizer is
+// copied from a vocabulary-only GGUF (every tokenizer.* key), which also fixes n_vocab.
+//
+// Values: every matrix element ~ normal(0, stddev), norm weights 1, biases 0. Row r of tensor t
+// draws from its own SplitMix64 stream seeded by (seed, t, r), so the bytes depend only on the
+// options and the vocabulary, never on the thread count. Matrices (token and position embeddings
+// included) are stored in the chosen type; a row length that is not a multiple of a block type's
+// 32 elements falls back to F16 (as llama.cpp's quantizer does); 1-D tensors are F32.
+// Tensors are generated while the file is written, kChunkBytes of output at a time, so memory use
+// stays a few MiB whatever the model size.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/ggml_type.h"
+#include "io/gguf_reader.h"
+#include "io/gguf_writer.h"
+#include "model/model_config.h"
+#include "util/status.h"
+
+namespace kvserve {
+
+// The shape of a model to synthesize. n_vocab comes from the vocabulary file.
+struct SyntheticShape {
+  Architecture arch = Architecture::kLlama;
+  int n_embd = 0;
+  int n_layers = 0;
+  int n_heads = 0;
+  int n_kv_heads = 0;  // llama only; gpt2 uses n_heads
+  int n_ff = 0;
+  int n_ctx = 0;
+  float norm_eps = 1e-5f;
+  float rope_freq_base = 10000.0f;  // llama only
+  bool tied_output = false;         // llama: no output.weight; gpt2 is always tied
+};
+
+// The named shapes: gpt2-124m, tinyllama-1.1b, stories-15m, stories-260k (see the .cc for values).
+Result<SyntheticShape> SyntheticPreset(const std::string& name);
+// "gpt2-124m, tinyllama-1.1b, ...", for usage and error messages.
+std::string SyntheticPresetNames();
+// The vocabulary file a preset or architecture uses by default, relative to shared/models.
+const char* DefaultVocabFile(Architecture arch);
+
+struct SyntheticOptions {
+  SyntheticShape shape;
+  GgmlType type = GgmlType::kF32;  // of the matrices: F32, F16, BF16, Q8_0 or Q4_0
+  uint64_t seed = 1;
+  float stddev = 0.02f;
+  int n_threads = 0;  // 0 = one per hardware thread; does not change the output
+  std::string name;   // general.name; empty = "synthetic <arch>"
+};
+
+class SyntheticModel {
+ public:
+  // Output bytes generated per producer step.
+  static constexpr size_t kChunkBytes = 4 << 20;
+
+  struct TensorPlan {
+    std::string name;
+    GgmlType type;
+    std::vector<int64_t> dims;  // GGML order
+    enum class Fill { kRandom, kOnes, kZeros } fill;
+  };
+
+  // Checks the shape (every field named with its value on error) and plans the tensors.
+  // `vocab` is borrowed: it must outlive the model and any writer AddTo fills.
+  static Result<SyntheticModel> Create(const SyntheticOptions& options, const GgufFile& vocab);
+
+  const std::vector<TensorPlan>& plan() const { return plan_; }
+  int n_vocab() const { return n_vocab_; }
+  uint64_t ParameterCount() const;
+  uint64_t TensorBytes() const;
+  // One line per matrix that fell back to F16.
+  const std::vector<std::string>& notes() const { return notes_; }
+
+  // Adds the metadata and the streamed tensors to `writer` (alignment 32).
+  void AddTo(GgufWriter& writer) const;
+  Status WriteFile(const std::string& path) const;
+
+ private:
+  SyntheticModel(const SyntheticOptions& options, const GgufFile& vocab)
+      : options_(options), vocab_(&vocab) {}
+  void PlanTensors();
+  void AddMatrix(const std::string& name, int64_t n_in, int64_t n_out);
+  void AddVector(const std::string& name, int64_t n, TensorPlan::Fill fill);
+  // Generates tensor `index` of the plan into `sink`, kChunkBytes at a time.
+  Status Produce(size_t index, const ByteSink& sink) const;
+
+  SyntheticOptions options_;
+  const GgufFile* vocab_;
+  int n_vocab_ = 0;
+  std::vector<TensorPlan> plan_;
+  std::vector<std::string> notes_;
+};
+
+}  // namespace kvserve
