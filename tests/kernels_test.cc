@@ -74,11 +74,16 @@ struct Problem {
 
   Problem(GgmlType type_in, int m_in, int n_in, int k_in, uint32_t seed, size_t w_offset,
           size_t x_offset)
-      : type(type_in), m(m_in), n(n_in), k(k_in),
+      : type(type_in),
+        m(m_in),
+        n(n_in),
+        k(k_in),
         w_row(RowBytes(type_in, k_in)),
         x_row(IsBlockType(type_in) ? RowBytes(GgmlType::kQ8_0, k_in) : sizeof(float) * k_in),
-        w_fast((w_row + 7) * n_in, w_offset), x_fast((x_row + 12) * m_in, x_offset),
-        w_stride(w_row + 3), x_stride(x_row + (IsBlockType(type_in) ? 5 : 12)) {
+        w_fast((w_row + 7) * n_in, w_offset),
+        x_fast((x_row + 12) * m_in, x_offset),
+        w_stride(w_row + 3),
+        x_stride(x_row + (IsBlockType(type_in) ? 5 : 12)) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
     std::vector<float> row(k);
@@ -154,8 +159,8 @@ std::vector<int> KSweep(GgmlType type) {
   if (IsBlockType(type)) {
     for (int b = 1; b <= 31; ++b) ks.push_back(32 * b);
   } else {
-    ks = {1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 63, 64, 65, 95, 96, 97, 127, 128, 129, 255,
-          256, 257, 511, 1000, 1023};
+    ks = {1,  2,  3,  7,  8,  9,   15,  16,  17,  31,  32,  33,  47,   63,
+          64, 65, 95, 96, 97, 127, 128, 129, 255, 256, 257, 511, 1000, 1023};
   }
   return ks;
 }
@@ -281,7 +286,7 @@ TEST(KernelsTest, QuantizeRowMatchesScalarBitwise) {
     for (int j = 0; j < 32; ++j) x[j + 1] = static_cast<float>(j - 16) + 0.5f;
     x[1] = 127.0f;
     if (k >= 64) std::fill(x.begin() + 33, x.begin() + 65, 0.0f);
-    if (k >= 96) x[70] = -1e-6f;  // a scale in the f16 subnormal range
+    if (k >= 96) x[70] = -1e-6f;      // a scale in the f16 subnormal range
     const float* row = x.data() + 1;  // misaligned by one float
     const int blocks = k / 32;
     std::vector<BlockQ8_0> want(blocks), got(blocks);

@@ -114,9 +114,12 @@ void FloatTile(const MatmulTile& t, int i0, int j0) {
 template <WType T, int NR>
 void FloatTileRows(const MatmulTile& t, int i0, int mr, int j0) {
   switch (mr) {
-    case 1: return FloatTile<T, 1, NR>(t, i0, j0);
-    case 2: return FloatTile<T, 2, NR>(t, i0, j0);
-    case 3: return FloatTile<T, 3, NR>(t, i0, j0);
+    case 1:
+      return FloatTile<T, 1, NR>(t, i0, j0);
+    case 2:
+      return FloatTile<T, 2, NR>(t, i0, j0);
+    case 3:
+      return FloatTile<T, 3, NR>(t, i0, j0);
   }
   assert(false && "FloatTileRows: bad row count");
 }
@@ -161,9 +164,9 @@ void QuantizeRowQ8_0(const float* x, int k, BlockQ8_0* out) {
   for (int b = 0; b < k / 32; ++b) {
     __m256 v[4];
     for (int q = 0; q < 4; ++q) v[q] = _mm256_loadu_ps(x + 32 * b + 8 * q);
-    const __m256 a = _mm256_max_ps(
-        _mm256_max_ps(_mm256_and_ps(v[0], abs_mask), _mm256_and_ps(v[1], abs_mask)),
-        _mm256_max_ps(_mm256_and_ps(v[2], abs_mask), _mm256_and_ps(v[3], abs_mask)));
+    const __m256 a =
+        _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v[0], abs_mask), _mm256_and_ps(v[1], abs_mask)),
+                      _mm256_max_ps(_mm256_and_ps(v[2], abs_mask), _mm256_and_ps(v[3], abs_mask)));
     __m128 h = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
     h = _mm_max_ps(h, _mm_movehl_ps(h, h));
     h = _mm_max_ss(h, _mm_movehdup_ps(h));
@@ -177,8 +180,8 @@ void QuantizeRowQ8_0(const float* x, int k, BlockQ8_0* out) {
     __m256i q[4];
     for (int j = 0; j < 4; ++j) q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], idv));
     // packs interleave 128-bit lanes; the permute restores element order.
-    const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]),
-                                             _mm256_packs_epi32(q[2], q[3]));
+    const __m256i bytes =
+        _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
     const __m256i ordered =
         _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].quants), ordered);

@@ -114,12 +114,18 @@ void FloatTile(const MatmulTile& t, int i0, int j0) {
 template <WType T, int NR>
 void FloatTileRows(const MatmulTile& t, int i0, int mr, int j0) {
   switch (mr) {
-    case 1: return FloatTile<T, 1, NR>(t, i0, j0);
-    case 2: return FloatTile<T, 2, NR>(t, i0, j0);
-    case 3: return FloatTile<T, 3, NR>(t, i0, j0);
-    case 4: return FloatTile<T, 4, NR>(t, i0, j0);
-    case 5: return FloatTile<T, 5, NR>(t, i0, j0);
-    case 6: return FloatTile<T, 6, NR>(t, i0, j0);
+    case 1:
+      return FloatTile<T, 1, NR>(t, i0, j0);
+    case 2:
+      return FloatTile<T, 2, NR>(t, i0, j0);
+    case 3:
+      return FloatTile<T, 3, NR>(t, i0, j0);
+    case 4:
+      return FloatTile<T, 4, NR>(t, i0, j0);
+    case 5:
+      return FloatTile<T, 5, NR>(t, i0, j0);
+    case 6:
+      return FloatTile<T, 6, NR>(t, i0, j0);
   }
   assert(false && "FloatTileRows: bad row count");
 }

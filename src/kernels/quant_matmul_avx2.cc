@@ -2,9 +2,9 @@
 //
 // Accumulation order of y[i][j] (the determinism contract of kernels.h): blocks in order; for a
 // block, 8 exact int32 partial sums (lane l covers elements 4l .. 4l + 3) are converted to float
-// and fused-multiply-added, times dw * dx of the block, into one 8-lane float accumulator. After the
-// last block the lanes are added by HSum's fixed tree. Nothing depends on m, on the n range, or on
-// the tile shape.
+// and fused-multiply-added, times dw * dx of the block, into one 8-lane float accumulator. After
+// the last block the lanes are added by HSum's fixed tree. Nothing depends on m, on the n range, or
+// on the tile shape.
 //
 // Integer products: vpmaddubsw multiplies unsigned by signed bytes into saturating int16 pairs.
 // Q8_0 uses the sign trick, |w| * (x * sign(w)), whose pairs stay within +-2 * 128 * 127; it needs
@@ -48,9 +48,9 @@ constexpr size_t kBlockBytes = Q == QType::kQ8_0 ? sizeof(BlockQ8_0) : sizeof(Bl
 
 // One weight block prepared for the int8 products against any activation block.
 struct WBlock {
-  __m256i a;   // Q8_0: |w|; Q4_0: w + 8 (both unsigned bytes)
-  __m256i s;   // Q8_0: w (its signs are applied to x); unused for Q4_0
-  __m256 d;    // dw in every lane
+  __m256i a;  // Q8_0: |w|; Q4_0: w + 8 (both unsigned bytes)
+  __m256i s;  // Q8_0: w (its signs are applied to x); unused for Q4_0
+  __m256 d;   // dw in every lane
 };
 
 template <QType Q>
@@ -80,8 +80,8 @@ template <QType Q>
 inline XBlock LoadXBlock(const uint8_t* block) {
   XBlock xb;
   xb.q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
-  xb.corr = Q == QType::kQ4_0 ? _mm256_maddubs_epi16(_mm256_set1_epi8(8), xb.q)
-                              : _mm256_setzero_si256();
+  xb.corr =
+      Q == QType::kQ4_0 ? _mm256_maddubs_epi16(_mm256_set1_epi8(8), xb.q) : _mm256_setzero_si256();
   xb.d = _mm256_set1_ps(ScaleOf(block));
   return xb;
 }
@@ -128,8 +128,10 @@ void QuantTile(const MatmulTile& t, int i0, int j0) {
 template <QType Q, int NR>
 void QuantTileRows(const MatmulTile& t, int i0, int mr, int j0) {
   switch (mr) {
-    case 1: return QuantTile<Q, 1, NR>(t, i0, j0);
-    case 2: return QuantTile<Q, 2, NR>(t, i0, j0);
+    case 1:
+      return QuantTile<Q, 1, NR>(t, i0, j0);
+    case 2:
+      return QuantTile<Q, 2, NR>(t, i0, j0);
   }
   assert(false && "QuantTileRows: bad row count");
 }

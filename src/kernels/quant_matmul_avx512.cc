@@ -43,9 +43,9 @@ constexpr size_t kXBlockBytes = 512 << 10;
 
 // Two consecutive Q8_0 activation blocks, repacked. 192 bytes.
 struct alignas(64) XPair {
-  int8_t q[64];           // quants of block 2p, then of block 2p + 1 (zeros if absent)
-  int32_t neg_corr[16];   // per lane: -offset * (sum of the lane's 4 quants)
-  float scale[16];        // dx of block 2p in lanes 0-7, of block 2p + 1 in lanes 8-15
+  int8_t q[64];          // quants of block 2p, then of block 2p + 1 (zeros if absent)
+  int32_t neg_corr[16];  // per lane: -offset * (sum of the lane's 4 quants)
+  float scale[16];       // dx of block 2p in lanes 0-7, of block 2p + 1 in lanes 8-15
 };
 static_assert(sizeof(XPair) == 192);
 
@@ -129,7 +129,8 @@ inline void LoadWPair(const uint8_t* w, int p, __m512i* quants, __m512* scale) {
     // Bytes [q0, q0, q1, q1] per 128-bit lane, then the odd lanes shifted down a nibble: element
     // j < 16 is the low nibble of byte j, element j + 16 its high nibble.
     const __m256i q0 = _mm256_broadcastsi128_si256(Load128(b0 + 2));
-    const __m256i q1 = kHalf ? _mm256_setzero_si256() : _mm256_broadcastsi128_si256(Load128(b1 + 2));
+    const __m256i q1 =
+        kHalf ? _mm256_setzero_si256() : _mm256_broadcastsi128_si256(Load128(b1 + 2));
     const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
     const __m512i shifted = _mm512_srlv_epi64(q, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0));
     *quants = _mm512_and_si512(shifted, _mm512_set1_epi8(0x0f));
@@ -186,10 +187,14 @@ void QuantTile(const MatmulTile& t, const Packed& packed, int i0, int j0) {
 template <QType Q, int NR>
 void QuantTileRows(const MatmulTile& t, const Packed& packed, int i0, int mr, int j0) {
   switch (mr) {
-    case 1: return QuantTile<Q, 1, NR>(t, packed, i0, j0);
-    case 2: return QuantTile<Q, 2, NR>(t, packed, i0, j0);
-    case 3: return QuantTile<Q, 3, NR>(t, packed, i0, j0);
-    case 4: return QuantTile<Q, 4, NR>(t, packed, i0, j0);
+    case 1:
+      return QuantTile<Q, 1, NR>(t, packed, i0, j0);
+    case 2:
+      return QuantTile<Q, 2, NR>(t, packed, i0, j0);
+    case 3:
+      return QuantTile<Q, 3, NR>(t, packed, i0, j0);
+    case 4:
+      return QuantTile<Q, 4, NR>(t, packed, i0, j0);
   }
   assert(false && "QuantTileRows: bad row count");
 }
