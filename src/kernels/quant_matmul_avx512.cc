@@ -8,7 +8,8 @@
 // lanes are added by HSum's fixed tree. Nothing depends on m, on the n range, or on the tile shape.
 //
 // The sign trick: vpdpbusd multiplies unsigned by signed bytes. The weights are made unsigned by an
-// offset (Q8_0: w + 128, stored as w ^ 0x80; Q4_0: the raw nibble, w + 8), and the activation side
+// offset (Q8_0: w + 128, stored as w ^ 0x80; Q4_0: the raw nibble, w + 8, see LoadWPair for the
+// high nibbles), and the activation side
 // carries the correction: each lane's accumulator starts at -offset * (sum of its 4 activation
 // quants), so the integer sums are exact for any quants, -128 included.
 //
@@ -93,9 +94,25 @@ inline __m512 PairScale(uint16_t s0, uint16_t s1) {
 inline __m256i Load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline __m128i Load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
 
-// Repacks activation row x (n_blocks Q8_0 blocks) into (n_blocks + 1) / 2 pairs.
-void RepackRow(const uint8_t* x, int n_blocks, int offset, XPair* out) {
-  const __m512i offset_bytes = _mm512_set1_epi8(static_cast<char>(offset));
+enum class QType { kQ8_0, kQ4_0 };
+
+// Repacks activation row x (n_blocks Q8_0 blocks) into (n_blocks + 1) / 2 pairs, for weights of
+// type Q (see LoadWPair for the lane layout the corrections and scales must match).
+template <QType Q>
+void RepackRow(const uint8_t* x, int n_blocks, XPair* out) {
+  // Per 128-bit lane (16 elements): the weight offset, and the factor the lane's scale carries.
+  // Q4_0 high nibbles stay in place (16 * nibble), so their lanes carry 16 * 8 and 1/16; the
+  // integer sums are then 16 times the true ones and the products identical (powers of two).
+  const __m512i offset_bytes =
+      Q == QType::kQ8_0
+          ? _mm512_set1_epi8(static_cast<char>(128))
+          : _mm512_set_epi32(0x80808080, 0x80808080, 0x80808080, 0x80808080, 0x08080808, 0x08080808,
+                             0x08080808, 0x08080808, 0x80808080, 0x80808080, 0x80808080, 0x80808080,
+                             0x08080808, 0x08080808, 0x08080808, 0x08080808);
+  const __m512 lane_factor = Q == QType::kQ8_0
+                                 ? _mm512_set1_ps(1.0f)
+                                 : _mm512_set_ps(0.0625f, 0.0625f, 0.0625f, 0.0625f, 1, 1, 1, 1,
+                                                 0.0625f, 0.0625f, 0.0625f, 0.0625f, 1, 1, 1, 1);
   for (int p = 0; 2 * p < n_blocks; ++p) {
     const uint8_t* b0 = x + sizeof(BlockQ8_0) * (2 * p);
     const uint8_t* b1 = b0 + sizeof(BlockQ8_0);
@@ -106,17 +123,30 @@ void RepackRow(const uint8_t* x, int n_blocks, int offset, XPair* out) {
     const __m512i corr = _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset_bytes, q);
     _mm512_store_si512(out[p].q, q);
     _mm512_store_si512(out[p].neg_corr, _mm512_sub_epi32(_mm512_setzero_si512(), corr));
-    _mm512_store_ps(out[p].scale, PairScale(ScaleBits(b0), has_b1 ? ScaleBits(b1) : 0));
+    const __m512 scale = PairScale(ScaleBits(b0), has_b1 ? ScaleBits(b1) : 0);
+    _mm512_store_ps(out[p].scale, _mm512_mul_ps(scale, lane_factor));
   }
 }
-
-enum class QType { kQ8_0, kQ4_0 };
 
 template <QType Q>
 constexpr size_t kBlockBytes = Q == QType::kQ8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
 
-// Weight pair p of row w as unsigned bytes (w + offset) and its scale vector. kHalf: only block 2p
-// exists; the second half is zero with scale 0.
+// The scales of weight pair p as [dw0 x 8, dw1 x 8]: one masked load of the two f16 words (no
+// byte past the second scale is touched), one word permute, one conversion.
+template <QType Q, bool kHalf>
+inline __m512 WPairScale(const uint8_t* b0) {
+  constexpr int kWord1 = static_cast<int>(kBlockBytes<Q> / 2);  // Q8_0: 17, Q4_0: 9
+  constexpr __mmask32 kMask = kHalf ? 1u : (1u | (1u << kWord1));
+  const __m512i words = _mm512_maskz_loadu_epi16(kMask, b0);
+  const __m512i index = _mm512_zextsi256_si512(_mm256_setr_epi16(
+      0, 0, 0, 0, 0, 0, 0, 0, kWord1, kWord1, kWord1, kWord1, kWord1, kWord1, kWord1, kWord1));
+  return _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(index, words)));
+}
+
+// Weight pair p of row w as unsigned bytes and its scale vector. Q8_0: w + 128 (as w ^ 0x80), in
+// element order. Q4_0, per 128-bit lane: low nibbles of block 2p (w + 8), its high nibbles in place
+// (16 * (w + 8)), then the same for block 2p + 1; RepackRow<kQ4_0> matches the corrections and
+// scales to this. kHalf: only block 2p exists; the second half is zero with scale 0.
 template <QType Q, bool kHalf>
 inline void LoadWPair(const uint8_t* w, int p, __m512i* quants, __m512* scale) {
   const uint8_t* b0 = w + kBlockBytes<Q> * (2 * p);
@@ -126,16 +156,17 @@ inline void LoadWPair(const uint8_t* w, int p, __m512i* quants, __m512* scale) {
     const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(Load256(b0 + 2)), hi, 1);
     *quants = _mm512_xor_si512(q, _mm512_set1_epi8(static_cast<char>(0x80)));
   } else {
-    // Bytes [q0, q0, q1, q1] per 128-bit lane, then the odd lanes shifted down a nibble: element
-    // j < 16 is the low nibble of byte j, element j + 16 its high nibble.
     const __m256i q0 = _mm256_broadcastsi128_si256(Load128(b0 + 2));
     const __m256i q1 =
         kHalf ? _mm256_setzero_si256() : _mm256_broadcastsi128_si256(Load128(b1 + 2));
     const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
-    const __m512i shifted = _mm512_srlv_epi64(q, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0));
-    *quants = _mm512_and_si512(shifted, _mm512_set1_epi8(0x0f));
+    const __m512i nibble_mask =
+        _mm512_set_epi32(-0x0f0f0f10, -0x0f0f0f10, -0x0f0f0f10, -0x0f0f0f10, 0x0f0f0f0f, 0x0f0f0f0f,
+                         0x0f0f0f0f, 0x0f0f0f0f, -0x0f0f0f10, -0x0f0f0f10, -0x0f0f0f10, -0x0f0f0f10,
+                         0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f);
+    *quants = _mm512_and_si512(q, nibble_mask);
   }
-  *scale = PairScale(ScaleBits(b0), kHalf ? 0 : ScaleBits(b1));
+  *scale = WPairScale<Q, kHalf>(b0);
 }
 
 template <QType Q, int MR, int NR, bool kHalf>
@@ -204,7 +235,6 @@ void MatmulQuant(const MatmulTile& t) {
   assert(t.k % 32 == 0 && t.m >= 0 && t.n_begin <= t.n_end);
   const int n_blocks = t.k / 32;
   const int n_pairs = (n_blocks + 1) / 2;
-  const int offset = Q == QType::kQ8_0 ? 128 : 8;
   const size_t row_bytes = sizeof(XPair) * static_cast<size_t>(n_pairs > 0 ? n_pairs : 1);
   const int m_block = t.m == 1 ? 1 : static_cast<int>(kXBlockBytes / row_bytes / kMr * kMr);
   const int rows_per_block = m_block < kMr ? kMr : m_block;
@@ -216,8 +246,8 @@ void MatmulQuant(const MatmulTile& t) {
   const auto repack = [&](int m0, int m1) {
     packed.m0 = m0;
     for (int i = m0; i < m1; ++i) {
-      RepackRow(t.x + static_cast<size_t>(i) * t.x_row_bytes, n_blocks, offset,
-                buffer + static_cast<size_t>(i - m0) * n_pairs);
+      RepackRow<Q>(t.x + static_cast<size_t>(i) * t.x_row_bytes, n_blocks,
+                   buffer + static_cast<size_t>(i - m0) * n_pairs);
     }
   };
   if (t.m == 1) {
