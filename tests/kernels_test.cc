@@ -187,7 +187,7 @@ TEST(KernelsTest, TablesAreComplete) {
 TEST(KernelsTest, MatmulMatchesScalar) {
   const auto tables = FastTables();
   if (tables.empty()) GTEST_SKIP() << "no SIMD table for this CPU";
-  const int n = 23, n_begin = 3, n_end = 22;
+  const int n = 24, n_begin = 3, n_end = 21;
   uint32_t seed = 1;
   for (GgmlType type : kTypes) {
     for (int k : KSweep(type)) {
