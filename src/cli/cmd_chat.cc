@@ -242,8 +242,8 @@ int RunChat(const std::vector<std::string>& argv) {
     std::fputs("\n", stdout);
     std::fflush(stdout);
     messages.push_back({"assistant", std::string(Strip(turn->text))});
-    std::fprintf(stderr, "[prompt: %d tokens, %d reused from cache, %d computed]\n",
-                 turn->n_prompt, turn->n_reused, turn->n_prompt - turn->n_reused);
+    std::fprintf(stderr, "[prompt: %d tokens, %d reused from cache, %d computed]\n", turn->n_prompt,
+                 turn->n_reused, turn->n_prompt - turn->n_reused);
   }
   return 0;
 }

@@ -60,11 +60,24 @@ std::optional<std::string> ReadLiteral(std::string_view source, size_t pos, size
     }
     const char next = source[++i];
     switch (next) {
-      case 'n': text += '\n'; break;
-      case 't': text += '\t'; break;
-      case 'r': text += '\r'; break;
-      case '\\': case '\'': case '"': text += next; break;
-      default: text += '\\'; text += next; break;
+      case 'n':
+        text += '\n';
+        break;
+      case 't':
+        text += '\t';
+        break;
+      case 'r':
+        text += '\r';
+        break;
+      case '\\':
+      case '\'':
+      case '"':
+        text += next;
+        break;
+      default:
+        text += '\\';
+        text += next;
+        break;
     }
   }
   return std::nullopt;
@@ -133,14 +146,30 @@ void AppendAll(std::string& out, std::initializer_list<std::string_view> parts) 
 
 ChatTemplate::ChatTemplate(ChatFamily family) : family_(family) {
   switch (family) {
-    case ChatFamily::kPlain: break;
-    case ChatFamily::kChatMl: bos_text_ = "<s>"; eos_text_ = "<|im_end|>"; break;
+    case ChatFamily::kPlain:
+      break;
+    case ChatFamily::kChatMl:
+      bos_text_ = "<s>";
+      eos_text_ = "<|im_end|>";
+      break;
     case ChatFamily::kLlama2:
     case ChatFamily::kZephyr:
-    case ChatFamily::kMistral: bos_text_ = "<s>"; eos_text_ = "</s>"; break;
-    case ChatFamily::kLlama3: bos_text_ = "<|begin_of_text|>"; eos_text_ = "<|eot_id|>"; break;
-    case ChatFamily::kGemma: bos_text_ = "<bos>"; eos_text_ = "<eos>"; break;
-    case ChatFamily::kPhi3: bos_text_ = "<s>"; eos_text_ = "<|endoftext|>"; break;
+    case ChatFamily::kMistral:
+      bos_text_ = "<s>";
+      eos_text_ = "</s>";
+      break;
+    case ChatFamily::kLlama3:
+      bos_text_ = "<|begin_of_text|>";
+      eos_text_ = "<|eot_id|>";
+      break;
+    case ChatFamily::kGemma:
+      bos_text_ = "<bos>";
+      eos_text_ = "<eos>";
+      break;
+    case ChatFamily::kPhi3:
+      bos_text_ = "<s>";
+      eos_text_ = "<|endoftext|>";
+      break;
     case ChatFamily::kDeepSeekR1:
       bos_text_ = "<｜begin▁of▁sentence｜>";
       eos_text_ = "<｜end▁of▁sentence｜>";
@@ -172,7 +201,8 @@ Result<ChatTemplate> ChatTemplate::Detect(std::string_view source) {
       bool after_header = false;
       for (const std::string& literal : literals) {
         if (literal == "## Custom Instructions\n\n") after_header = true;
-        if (after_header && literal.size() > 40 && defaults.size() < 2) defaults.push_back(&literal);
+        if (after_header && literal.size() > 40 && defaults.size() < 2)
+          defaults.push_back(&literal);
       }
       if (cutoff != nullptr && defaults.size() == 2) {
         t.smollm3_ = true;
@@ -181,8 +211,9 @@ Result<ChatTemplate> ChatTemplate::Detect(std::string_view source) {
         t.no_think_instructions_ = *defaults[1];
         return t;
       }
-      t.warning_ = "chat template: a SmolLM3-style template without its usual defaults; using "
-                   "plain ChatML";
+      t.warning_ =
+          "chat template: a SmolLM3-style template without its usual defaults; using "
+          "plain ChatML";
       return t;
     }
     // Qwen: '<|im_start|>system\nDEFAULT<|im_end|>\n' when the conversation has no system turn.
@@ -217,15 +248,16 @@ Result<ChatTemplate> ChatTemplate::Detect(std::string_view source) {
     return t;
   }
   ChatTemplate t(ChatFamily::kChatMl);
-  t.warning_ = "chat template: unknown format (none of the known markers <|im_start|>, "
-               "<|start_header_id|>, [INST], <start_of_turn>, <|user|>); using ChatML";
+  t.warning_ =
+      "chat template: unknown format (none of the known markers <|im_start|>, "
+      "<|start_header_id|>, [INST], <start_of_turn>, <|user|>); using ChatML";
   return t;
 }
 
 Result<ChatTemplate> ChatTemplate::ByName(std::string_view name) {
   static constexpr ChatFamily kFamilies[] = {
-      ChatFamily::kChatMl, ChatFamily::kLlama2, ChatFamily::kLlama3,
-      ChatFamily::kZephyr, ChatFamily::kMistral, ChatFamily::kGemma,
+      ChatFamily::kChatMl, ChatFamily::kLlama2,     ChatFamily::kLlama3,
+      ChatFamily::kZephyr, ChatFamily::kMistral,    ChatFamily::kGemma,
       ChatFamily::kPhi3,   ChatFamily::kDeepSeekR1, ChatFamily::kPlain};
   static_assert(std::size(kFamilies) == std::size(kNames));
   for (size_t i = 0; i < std::size(kNames); ++i) {
@@ -247,15 +279,24 @@ Result<ChatTemplate> ChatTemplate::ForModel(const GgufFile& file, std::string_vi
 
 std::string_view ChatTemplate::name() const {
   switch (family_) {
-    case ChatFamily::kPlain: return "plain";
-    case ChatFamily::kChatMl: return "chatml";
-    case ChatFamily::kLlama2: return "llama2";
-    case ChatFamily::kLlama3: return "llama3";
-    case ChatFamily::kZephyr: return "zephyr";
-    case ChatFamily::kMistral: return "mistral";
-    case ChatFamily::kGemma: return "gemma";
-    case ChatFamily::kPhi3: return "phi3";
-    case ChatFamily::kDeepSeekR1: return "deepseek-r1";
+    case ChatFamily::kPlain:
+      return "plain";
+    case ChatFamily::kChatMl:
+      return "chatml";
+    case ChatFamily::kLlama2:
+      return "llama2";
+    case ChatFamily::kLlama3:
+      return "llama3";
+    case ChatFamily::kZephyr:
+      return "zephyr";
+    case ChatFamily::kMistral:
+      return "mistral";
+    case ChatFamily::kGemma:
+      return "gemma";
+    case ChatFamily::kPhi3:
+      return "phi3";
+    case ChatFamily::kDeepSeekR1:
+      return "deepseek-r1";
   }
   return "plain";
 }
@@ -283,18 +324,33 @@ std::string ChatTemplate::Date() const {
 std::vector<std::string> ChatTemplate::stop_strings() const {
   std::vector<std::string> stops;
   switch (family_) {
-    case ChatFamily::kPlain: stops = {"\nuser:", "\nsystem:", "\nassistant:"}; break;
-    case ChatFamily::kChatMl: stops = {"<|im_end|>", "<|im_start|>"}; break;
+    case ChatFamily::kPlain:
+      stops = {"\nuser:", "\nsystem:", "\nassistant:"};
+      break;
+    case ChatFamily::kChatMl:
+      stops = {"<|im_end|>", "<|im_start|>"};
+      break;
     case ChatFamily::kLlama2:
-    case ChatFamily::kMistral: stops = {"[INST]"}; break;
-    case ChatFamily::kLlama3: stops = {"<|eot_id|>", "<|eom_id|>", "<|start_header_id|>"}; break;
-    case ChatFamily::kZephyr: stops = {"<|user|>", "<|system|>"}; break;
-    case ChatFamily::kGemma: stops = {"<end_of_turn>", "<start_of_turn>"}; break;
-    case ChatFamily::kPhi3: stops = {"<|end|>", "<|user|>"}; break;
-    case ChatFamily::kDeepSeekR1: stops = {"<｜User｜>"}; break;
+    case ChatFamily::kMistral:
+      stops = {"[INST]"};
+      break;
+    case ChatFamily::kLlama3:
+      stops = {"<|eot_id|>", "<|eom_id|>", "<|start_header_id|>"};
+      break;
+    case ChatFamily::kZephyr:
+      stops = {"<|user|>", "<|system|>"};
+      break;
+    case ChatFamily::kGemma:
+      stops = {"<end_of_turn>", "<start_of_turn>"};
+      break;
+    case ChatFamily::kPhi3:
+      stops = {"<|end|>", "<|user|>"};
+      break;
+    case ChatFamily::kDeepSeekR1:
+      stops = {"<｜User｜>"};
+      break;
   }
-  if (!eos_text_.empty() &&
-      std::find(stops.begin(), stops.end(), eos_text_) == stops.end()) {
+  if (!eos_text_.empty() && std::find(stops.begin(), stops.end(), eos_text_) == stops.end()) {
     stops.push_back(eos_text_);
   }
   return stops;
@@ -315,7 +371,9 @@ std::string ChatTemplate::Render(std::span<const ChatMessage> messages,
                                  bool add_generation_prompt) const {
   std::string out;
   switch (family_) {
-    case ChatFamily::kPlain: RenderPlain(messages, add_generation_prompt, out); break;
+    case ChatFamily::kPlain:
+      RenderPlain(messages, add_generation_prompt, out);
+      break;
     case ChatFamily::kChatMl:
       if (renders_bos_) out += bos_text_;
       if (smollm3_) {
@@ -324,19 +382,29 @@ std::string ChatTemplate::Render(std::span<const ChatMessage> messages,
         RenderChatMl(messages, add_generation_prompt, out);
       }
       break;
-    case ChatFamily::kLlama2: RenderLlama2(messages, out); break;
-    case ChatFamily::kLlama3: RenderLlama3(messages, add_generation_prompt, out); break;
+    case ChatFamily::kLlama2:
+      RenderLlama2(messages, out);
+      break;
+    case ChatFamily::kLlama3:
+      RenderLlama3(messages, add_generation_prompt, out);
+      break;
     case ChatFamily::kZephyr:
       if (renders_bos_) out += bos_text_;
       RenderZephyr(messages, add_generation_prompt, out);
       break;
-    case ChatFamily::kMistral: RenderMistral(messages, out); break;
-    case ChatFamily::kGemma: RenderGemma(messages, add_generation_prompt, out); break;
+    case ChatFamily::kMistral:
+      RenderMistral(messages, out);
+      break;
+    case ChatFamily::kGemma:
+      RenderGemma(messages, add_generation_prompt, out);
+      break;
     case ChatFamily::kPhi3:
       if (renders_bos_) out += bos_text_;
       RenderPhi3(messages, add_generation_prompt, out);
       break;
-    case ChatFamily::kDeepSeekR1: RenderDeepSeekR1(messages, add_generation_prompt, out); break;
+    case ChatFamily::kDeepSeekR1:
+      RenderDeepSeekR1(messages, add_generation_prompt, out);
+      break;
   }
   return out;
 }

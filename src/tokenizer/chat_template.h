@@ -14,8 +14,9 @@
 //   llama3  <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>  (3.1/3.2: a system block
 //           with "Cutting Knowledge Date" and "Today Date"; see set_date)
 //   zephyr  <|user|>\n...</s>\n
-//   mistral <s>[INST]...[/INST]...</s>  (Nemo style: the system text goes before the last user turn)
-//   gemma   <bos><start_of_turn>user\n...<end_of_turn>\n  (assistant is "model"; a system message,
+//   mistral <s>[INST]...[/INST]...</s>  (Nemo style: the system text goes before the last user
+//   turn) gemma   <bos><start_of_turn>user\n...<end_of_turn>\n  (assistant is "model"; a system
+//   message,
 //           which the real template rejects, is put before the first user message)
 //   phi3    <|user|>\n...<|end|>\n
 //   deepseek-r1  <｜begin▁of▁sentence｜>system<｜User｜>...<｜Assistant｜>...<｜end▁of▁sentence｜>
@@ -57,8 +58,8 @@ enum class ChatFamily {
 class ChatTemplate {
  public:
   // Names accepted by ByName, in the order they are listed in messages.
-  static constexpr std::string_view kNames[] = {"chatml", "llama2", "llama3", "zephyr", "mistral",
-                                                "gemma",  "phi3",   "deepseek-r1", "plain"};
+  static constexpr std::string_view kNames[] = {
+      "chatml", "llama2", "llama3", "zephyr", "mistral", "gemma", "phi3", "deepseek-r1", "plain"};
   // Template sources longer than this are rejected (real ones are under 20 KB).
   static constexpr size_t kMaxSourceBytes = 1 << 20;
 
@@ -135,7 +136,7 @@ class ChatTemplate {
   std::string no_think_instructions_;
   // llama3, 3.1/3.2 style: "Cutting Knowledge Date: ...\n"; empty for the 3.0 style.
   std::string knowledge_line_;
-  std::string date_;            // fixed "Today Date" (3.1, or pinned by set_date)
+  std::string date_;              // fixed "Today Date" (3.1, or pinned by set_date)
   bool date_from_clock_ = false;  // 3.2: today's date unless pinned
 };
 
