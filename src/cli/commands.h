@@ -14,5 +14,7 @@ int RunLogits(const std::vector<std::string>& args);
 int RunTokenize(const std::vector<std::string>& args);
 int RunConvert(const std::vector<std::string>& args);
 int RunSynth(const std::vector<std::string>& args);
+int RunDoctor(const std::vector<std::string>& args);
+int RunBench(const std::vector<std::string>& args);
 
 }  // namespace kvserve

@@ -1,0 +1,155 @@
+#include "cli/bench_runner.h"
+
+#include <chrono>
+#include <cmath>
+#include <random>
+
+#include "engine/generation.h"
+#include "engine/sequence_runner.h"
+
+namespace kvserve {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+uint64_t Bytes(const WeightMatrix& w) {
+  return w.data == nullptr ? 0 : static_cast<uint64_t>(w.n_out) * w.row_bytes;
+}
+uint64_t Params(const WeightMatrix& w) {
+  return w.data == nullptr ? 0 : static_cast<uint64_t>(w.n_out) * w.n_in;
+}
+
+std::vector<int32_t> RandomTokens(int n, int n_vocab, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int32_t> dist(0, n_vocab - 1);
+  std::vector<int32_t> tokens(n);
+  for (int32_t& t : tokens) t = dist(rng);
+  return tokens;
+}
+
+// One timed run of `test`: tokens per second of the timed part.
+Result<double> RunOnce(const Transformer& model, const BenchTest& test, std::mt19937_64& rng,
+                       ThreadPool& pool) {
+  const int n_timed = test.n_prompt > 0 ? test.n_prompt : test.n_gen;
+  SequenceRunner runner(model, test.kv_type, test.depth + n_timed, pool);
+  const int n_vocab = model.config().n_vocab;
+  if (test.depth > 0) {
+    const std::vector<int32_t> context = RandomTokens(test.depth, n_vocab, rng);
+    KVSERVE_RETURN_IF_ERROR(runner.Append(context));
+  }
+  const std::vector<int32_t> tokens = RandomTokens(n_timed, n_vocab, rng);
+  const auto start = Clock::now();
+  if (test.n_prompt > 0) {
+    KVSERVE_RETURN_IF_ERROR(runner.Append(tokens));
+  } else {
+    for (const int32_t& token : tokens) {
+      KVSERVE_RETURN_IF_ERROR(runner.Append(std::span(&token, 1)));
+    }
+  }
+  return n_timed / SecondsSince(start);
+}
+
+}  // namespace
+
+ModelCost CostOf(const Transformer& model) {
+  ModelCost cost;
+  const ModelWeights& w = model.weights();
+  for (const LayerWeights& l : w.layers) {
+    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.w_gate, &l.w_up,
+                                  &l.w_down}) {
+      cost.matmul_params += Params(*m);
+      cost.weight_bytes += Bytes(*m);
+    }
+  }
+  cost.matmul_params += Params(w.output);
+  cost.weight_bytes += Bytes(w.output);
+  if (!w.layers.empty()) {
+    cost.main_type = w.layers[0].w_up.type;
+  }
+  for (const TensorInfo& t : model.file().tensors()) {
+    cost.file_tensor_bytes += t.n_bytes;
+    cost.total_params += t.n_elements;
+  }
+  return cost;
+}
+
+std::string BenchTest::Name() const {
+  std::string name = n_prompt > 0 ? "pp" + std::to_string(n_prompt) : "tg" + std::to_string(n_gen);
+  if (depth > 0) name += " @ d" + std::to_string(depth);
+  return name;
+}
+
+Result<BenchResult> RunBenchTest(const Transformer& model, const BenchTest& test,
+                                 ThreadPool& pool) {
+  if ((test.n_prompt > 0) == (test.n_gen > 0)) {
+    return Status::Error("a bench test is either pp (n_prompt " + std::to_string(test.n_prompt) +
+                         ") or tg (n_gen " + std::to_string(test.n_gen) + ")");
+  }
+  if (test.repeats < 1) {
+    return Status::Error("repeats " + std::to_string(test.repeats) + " must be at least 1");
+  }
+  const ModelConfig& config = model.config();
+  const int needed = test.depth + test.n_prompt + test.n_gen;
+  if (config.arch == Architecture::kGpt2 && needed > config.n_ctx_train) {
+    return Status::Error(test.Name() + " needs " + std::to_string(needed) +
+                         " positions, more than the model's " +
+                         std::to_string(config.n_ctx_train));
+  }
+  std::mt19937_64 rng(test.seed);
+  // Warm-up: faults the mapped weights in and grows the scratch buffers.
+  BenchTest warmup = test;
+  if (warmup.n_gen > 0) warmup.n_gen = std::min(warmup.n_gen, 4);
+  warmup.depth = 0;
+  KVSERVE_RETURN_IF_ERROR(RunOnce(model, warmup, rng, pool));
+
+  BenchResult result{.test = test.Name()};
+  for (int r = 0; r < test.repeats; ++r) {
+    auto rate = RunOnce(model, test, rng, pool);
+    if (!rate.ok()) return rate.status();
+    result.tokens_per_s.push_back(*rate);
+  }
+  const double n = static_cast<double>(result.tokens_per_s.size());
+  for (double v : result.tokens_per_s) result.mean += v / n;
+  if (n > 1) {
+    double sq = 0;
+    for (double v : result.tokens_per_s) sq += (v - result.mean) * (v - result.mean);
+    result.stddev = std::sqrt(sq / (n - 1));
+  }
+  return result;
+}
+
+Result<CacheCompareRow> CompareCache(const Transformer& model, const Tokenizer& tokenizer,
+                                     std::span<const int32_t> prompt, int length, KvType kv_type,
+                                     ThreadPool& pool) {
+  if (length < 1) return Status::Error("length " + std::to_string(length) + " must be positive");
+  // The last generated token is never fed back, so the context holds prompt + length - 1.
+  const int n_ctx = static_cast<int>(prompt.size()) + length - 1;
+  const ModelConfig& config = model.config();
+  if (config.arch == Architecture::kGpt2 && n_ctx > config.n_ctx_train) {
+    return Status::Error("length " + std::to_string(length) + " after a " +
+                         std::to_string(prompt.size()) + "-token prompt needs " +
+                         std::to_string(n_ctx) + " positions, more than the model's " +
+                         std::to_string(config.n_ctx_train));
+  }
+  GenerationOptions options{.max_tokens = length, .ignore_eos = true};
+  options.sampling.temperature = 0.0f;
+  CacheCompareRow row{.length = length};
+  std::vector<int32_t> tokens[2];
+  for (int pass = 0; pass < 2; ++pass) {
+    options.use_cache = pass == 0;
+    SequenceRunner runner(model, kv_type, n_ctx, pool);
+    const auto start = Clock::now();
+    auto result = Generate(runner, tokenizer, prompt, options, [](int32_t) {});
+    if (!result.ok()) return result.status();
+    (pass == 0 ? row.cached_s : row.uncached_s) = SecondsSince(start);
+    tokens[pass] = std::move(result->tokens);
+  }
+  row.same_tokens = tokens[0] == tokens[1] && static_cast<int>(tokens[0].size()) == length;
+  return row;
+}
+
+}  // namespace kvserve

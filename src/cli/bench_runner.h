@@ -1,0 +1,70 @@
+// The measurements behind `kvserve bench`: prefill (pp) and decode (tg) rates of one sequence in
+// the manner of llama-bench, the ceilings of design.md's performance model to set them against,
+// and the cache-versus-recompute comparison. Everything runs on the caller's ThreadPool.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "io/ggml_type.h"
+#include "kernels/attention.h"
+#include "model/transformer.h"
+#include "tokenizer/tokenizer.h"
+#include "util/status.h"
+#include "util/thread_pool.h"
+
+namespace kvserve {
+
+// What one token costs the model, counted from its weight matrices.
+struct ModelCost {
+  uint64_t matmul_params = 0;      // weights multiplied per token (output included, lookups not)
+  uint64_t weight_bytes = 0;       // bytes of those weights: what a decode step must read
+  uint64_t file_tensor_bytes = 0;  // every tensor of the file
+  uint64_t total_params = 0;       // every element of every tensor
+  GgmlType main_type = GgmlType::kF32;  // the type of the layer matrices
+};
+ModelCost CostOf(const Transformer& model);
+
+struct BenchTest {
+  int n_prompt = 0;  // pp test when > 0
+  int n_gen = 0;     // tg test when > 0 (exactly one of the two is set)
+  int depth = 0;     // tokens already in the context before the timed part
+  int repeats = 5;
+  KvType kv_type = KvType::kF32;
+  uint64_t seed = 1;  // of the random token ids
+
+  std::string Name() const;  // "pp512", "tg128", "tg128 @ d512"
+};
+
+struct BenchResult {
+  std::string test;
+  std::vector<double> tokens_per_s;  // one per repeat
+  double mean = 0;
+  double stddev = 0;  // sample standard deviation; 0 for one repeat
+  double ceiling_tokens_per_s = 0;
+  double ceiling_fraction = 0;  // mean / ceiling
+};
+
+// Runs `test` repeats times, each on a fresh SequenceRunner with random valid token ids: a pp test
+// appends n_prompt tokens in one batch after `depth` untimed ones; a tg test appends n_gen tokens
+// one at a time after `depth` untimed ones. One untimed warm-up run comes first.
+Result<BenchResult> RunBenchTest(const Transformer& model, const BenchTest& test,
+                                 ThreadPool& pool);
+
+// The cache comparison at one length: `length` tokens generated greedily (ignoring end tokens)
+// from `prompt`, once with the KV cache and once recomputing everything per step.
+struct CacheCompareRow {
+  int length = 0;
+  double cached_s = 0;    // prefill + decode, with the cache
+  double uncached_s = 0;  // the same without it
+  bool same_tokens = false;
+  double Ratio() const { return cached_s > 0 ? uncached_s / cached_s : 0; }
+  double SavedFraction() const { return uncached_s > 0 ? 1.0 - cached_s / uncached_s : 0; }
+};
+Result<CacheCompareRow> CompareCache(const Transformer& model, const Tokenizer& tokenizer,
+                                     std::span<const int32_t> prompt, int length, KvType kv_type,
+                                     ThreadPool& pool);
+
+}  // namespace kvserve

@@ -1,0 +1,293 @@
+// `kvserve bench`: single-stream speed in the manner of llama-bench, with the ceilings of
+// design.md's performance model beside each result, and (--cache-compare) the time the KV cache
+// saves against recomputing the sequence at every step.
+//
+//   kvserve bench -m MODEL [-p 512] [-n 128] [-r 5] [-t N] [--depth D] [--output-format md|csv|json]
+//   kvserve bench --cache-compare -m MODEL --lengths 64,128,256 [--plot FILE.svg] [--output-format]
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli/args.h"
+#include "cli/bench_runner.h"
+#include "cli/commands.h"
+#include "cli/machine_probe.h"
+#include "cli/model_options.h"
+#include "cli/svg_plot.h"
+
+namespace kvserve {
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: kvserve bench -m MODEL [-p 512[,N...]] [-n 128[,N...]] [-r 5] [-t N] [--depth D] "
+    "[--kv-type f32|f16|bf16] [--bandwidth-mib 1024] [--output-format md|csv|json]\n"
+    "       kvserve bench --cache-compare -m MODEL --lengths 64,128,... [--prompt TEXT] "
+    "[--plot FILE.svg] [--output-format md|json]";
+
+int Fail(const std::string& message, int code) {
+  std::fprintf(stderr, "kvserve bench: %s\n", message.c_str());
+  return code;
+}
+
+struct BenchFlags {
+  std::vector<int32_t> n_prompt, n_gen;
+  int repeats = 5;
+  int depth = 0;
+  int bandwidth_mib = 1024;
+  uint64_t seed = 1;
+  std::string format = "md";
+  bool cache_compare = false;
+  std::vector<int32_t> lengths;
+  std::string prompt = "Once";
+  std::string plot_path;
+};
+
+Args::Spec BenchSpec() {
+  Args::Spec spec{
+      .value_flags = {"--n-prompt", "--n-gen", "--repetitions", "--depth", "--output-format",
+                      "--lengths", "--plot", "--prompt", "--bandwidth-mib", "--seed",
+                      "--concurrency"},
+      .bool_flags = {"--cache-compare"},
+      .aliases = {{"-p", "--n-prompt"}, {"-n", "--n-gen"}, {"-r", "--repetitions"},
+                  {"-o", "--output-format"}},
+  };
+  AddModelFlags(spec);
+  return spec;
+}
+
+// A list of counts, each in [min, max].
+Result<std::vector<int32_t>> ReadCounts(const Args& args, const std::string& flag,
+                                        const std::string& fallback, int min, int max) {
+  auto list = ParseIntList(args.GetOr(flag, fallback), flag);
+  if (!list.ok()) return list.status();
+  for (int32_t v : *list) {
+    if (v < min || v > max) {
+      return Status::Error("flag " + flag + ": " + std::to_string(v) + " is out of range (" +
+                           std::to_string(min) + " to " + std::to_string(max) + ")");
+    }
+  }
+  return list;
+}
+
+Result<int> ReadCount(const Args& args, const std::string& flag, int fallback, int min, int max) {
+  auto value = args.GetInt(flag, fallback);
+  if (!value.ok()) return value.status();
+  if (*value < min || *value > max) {
+    return Status::Error("flag " + flag + ": " + std::to_string(*value) + " is out of range (" +
+                         std::to_string(min) + " to " + std::to_string(max) + ")");
+  }
+  return static_cast<int>(*value);
+}
+
+Result<BenchFlags> ReadBenchFlags(const Args& args) {
+  BenchFlags f;
+  f.cache_compare = args.Has("--cache-compare");
+  f.format = args.GetOr("--output-format", "md");
+  const bool csv_ok = !f.cache_compare;
+  if (f.format != "md" && f.format != "json" && !(csv_ok && f.format == "csv")) {
+    return Status::Error("flag --output-format: '" + f.format + "' is not one of md, " +
+                         (csv_ok ? "csv, " : "") + "json");
+  }
+  if (args.Has("--concurrency")) {
+    // Aggregate decode throughput of N streams through the serving engine (engine/engine.h).
+    return Status::Error("flag --concurrency: not available yet (needs the serving engine's "
+                         "Submit API; see docs/benchmarks.md)");
+  }
+  auto n_prompt = ReadCounts(args, "--n-prompt", "512", 0, 1 << 20);
+  auto n_gen = ReadCounts(args, "--n-gen", "128", 0, 1 << 20);
+  auto repeats = ReadCount(args, "--repetitions", 5, 1, 1000);
+  auto depth = ReadCount(args, "--depth", 0, 0, 1 << 20);
+  auto mib = ReadCount(args, "--bandwidth-mib", 1024, 64, 1 << 20);
+  auto seed = args.GetInt("--seed", 1);
+  for (const Status& s : {n_prompt.status(), n_gen.status(), repeats.status(), depth.status(),
+                          mib.status(), seed.status()}) {
+    if (!s.ok()) return s;
+  }
+  f.n_prompt = *n_prompt;
+  f.n_gen = *n_gen;
+  f.repeats = *repeats;
+  f.depth = *depth;
+  f.bandwidth_mib = *mib;
+  f.seed = static_cast<uint64_t>(*seed);
+  f.plot_path = args.GetOr("--plot", "");
+  f.prompt = args.GetOr("--prompt", f.prompt);
+  if (f.cache_compare) {
+    if (!args.Has("--lengths")) return Status::Error("--cache-compare needs --lengths 64,128,...");
+    auto lengths = ReadCounts(args, "--lengths", "", 1, 1 << 20);
+    if (!lengths.ok()) return lengths.status();
+    f.lengths = *lengths;
+    if (f.prompt.empty()) return Status::Error("flag --prompt: empty");
+  } else {
+    for (const char* flag : {"--lengths", "--plot", "--prompt"}) {
+      if (args.Has(flag)) return Status::Error(std::string("flag ") + flag + " needs --cache-compare");
+    }
+  }
+  return f;
+}
+
+std::string Percent(double fraction) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.1f%%", 100 * fraction);
+  return buffer;
+}
+
+int RunCacheCompare(const Transformer& model, const ModelOptions& model_options,
+                    const BenchFlags& flags, ThreadPool& pool) {
+  auto tokenizer = Tokenizer::FromGguf(model.file());
+  if (!tokenizer.ok()) return Fail(tokenizer.message(), 1);
+  const std::vector<int32_t> prompt =
+      (*tokenizer)->Encode(flags.prompt, /*add_special=*/true, /*parse_special=*/false);
+  if (prompt.empty()) return Fail("flag --prompt: '" + flags.prompt + "' gives no tokens", 2);
+  // Warm-up: faults the mapped weights in and grows the allocator's pools before any timing.
+  auto warmup = CompareCache(model, **tokenizer, prompt, 2, model_options.kv_type, pool);
+  if (!warmup.ok()) return Fail(warmup.message(), 1);
+  std::vector<CacheCompareRow> rows;
+  bool all_same = true;
+  for (int length : flags.lengths) {
+    auto row = CompareCache(model, **tokenizer, prompt, length, model_options.kv_type, pool);
+    if (!row.ok()) return Fail(row.message(), 1);
+    all_same = all_same && row->same_tokens;
+    rows.push_back(*row);
+    std::fprintf(stderr, "kvserve bench: length %d: cached %.3f s, uncached %.3f s\n", length,
+                 row->cached_s, row->uncached_s);
+  }
+  if (!flags.plot_path.empty()) {
+    PlotSeries cached{.name = "with KV cache", .color = "#1f77b4"};
+    PlotSeries uncached{.name = "without cache (recompute every step)", .color = "#d62728"};
+    for (const CacheCompareRow& r : rows) {
+      cached.points.emplace_back(r.length, r.cached_s);
+      uncached.points.emplace_back(r.length, r.uncached_s);
+    }
+    const std::string name = model.config().name.empty() ? model_options.model_path
+                                                         : model.config().name;
+    const std::string svg = RenderLinePlot(
+        {.title = "Generation time, " + name + ", " + std::to_string(pool.size()) + " threads",
+         .x_label = "generated tokens",
+         .y_label = "seconds"},
+        {uncached, cached});
+    std::ofstream out(flags.plot_path, std::ios::binary);
+    out << svg;
+    if (!out.good()) return Fail("flag --plot: cannot write '" + flags.plot_path + "'", 1);
+  }
+  if (flags.format == "json") {
+    nlohmann::json list = nlohmann::json::array();
+    for (const CacheCompareRow& r : rows) {
+      list.push_back({{"length", r.length},
+                      {"cached_s", r.cached_s},
+                      {"uncached_s", r.uncached_s},
+                      {"ratio", r.Ratio()},
+                      {"saved_fraction", r.SavedFraction()},
+                      {"same_tokens", r.same_tokens}});
+    }
+    std::printf("%s\n", list.dump(2).c_str());
+  } else {
+    std::printf("| length | cached s | uncached s | ratio | time saved | same tokens |\n"
+                "|---:|---:|---:|---:|---:|:---:|\n");
+    for (const CacheCompareRow& r : rows) {
+      std::printf("| %d | %.3f | %.3f | %.2fx | %s | %s |\n", r.length, r.cached_s, r.uncached_s,
+                  r.Ratio(), Percent(r.SavedFraction()).c_str(), r.same_tokens ? "yes" : "NO");
+    }
+  }
+  if (!all_same) return Fail("cached and uncached generation gave different tokens", 1);
+  return 0;
+}
+
+}  // namespace
+
+int RunBench(const std::vector<std::string>& argv) {
+  auto args = Args::Parse(argv, BenchSpec());
+  if (!args.ok()) return Fail(args.message() + "\n" + kUsage, 2);
+  if (!args->positional().empty()) {
+    return Fail("unexpected argument '" + args->positional()[0] + "'\n" + kUsage, 2);
+  }
+  auto model_options = ReadModelOptions(*args);
+  if (!model_options.ok()) return Fail(model_options.message() + "\n" + kUsage, 2);
+  auto flags = ReadBenchFlags(*args);
+  if (!flags.ok()) return Fail(flags.message() + "\n" + kUsage, 2);
+  auto model = LoadModel(*model_options);
+  if (!model.ok()) return Fail(model.message(), 1);
+  ThreadPool pool(model_options->n_threads);
+  if (flags->cache_compare) return RunCacheCompare(**model, *model_options, *flags, pool);
+
+  // The ceilings: decode reads every multiplied weight once per token; prefill does
+  // 2 FLOP per multiplied weight per token at the measured matmul rate of the model's type.
+  const ModelCost cost = CostOf(**model);
+  const Measurement bandwidth =
+      MeasureReadBandwidth(pool, static_cast<uint64_t>(flags->bandwidth_mib) << 20, 3);
+  const Measurement flops =
+      MeasureMatmulFlops(ActiveKernels(), cost.main_type, 64, 2048, 2048, pool, 3);
+  const double decode_ceiling = bandwidth.best / static_cast<double>(cost.weight_bytes);
+  const double prefill_ceiling = flops.best / (2.0 * static_cast<double>(cost.matmul_params));
+
+  std::vector<BenchTest> tests;
+  for (int32_t n : flags->n_prompt) {
+    if (n > 0) tests.push_back({.n_prompt = n, .depth = flags->depth});
+  }
+  for (int32_t n : flags->n_gen) {
+    if (n > 0) tests.push_back({.n_gen = n, .depth = flags->depth});
+  }
+  if (tests.empty()) return Fail("nothing to run: every -p and -n is 0", 2);
+  std::vector<BenchResult> results;
+  for (BenchTest& test : tests) {
+    test.repeats = flags->repeats;
+    test.kv_type = model_options->kv_type;
+    test.seed = flags->seed;
+    auto result = RunBenchTest(**model, test, pool);
+    if (!result.ok()) return Fail(result.message(), 1);
+    result->ceiling_tokens_per_s = test.n_prompt > 0 ? prefill_ceiling : decode_ceiling;
+    result->ceiling_fraction = result->mean / result->ceiling_tokens_per_s;
+    results.push_back(*result);
+  }
+
+  const ModelConfig& config = (*model)->config();
+  const std::string name = config.name.empty() ? ArchitectureName(config.arch) : config.name;
+  const std::string type = GgmlTypeName(cost.main_type);
+  if (flags->format == "json") {
+    nlohmann::json list = nlohmann::json::array();
+    for (size_t i = 0; i < results.size(); ++i) {
+      const BenchResult& r = results[i];
+      list.push_back({{"test", r.test},
+                      {"tokens_per_s", r.mean},
+                      {"stddev", r.stddev},
+                      {"runs", r.tokens_per_s},
+                      {"ceiling_tokens_per_s", r.ceiling_tokens_per_s},
+                      {"ceiling_fraction", r.ceiling_fraction},
+                      {"model", name},
+                      {"type", type},
+                      {"threads", pool.size()},
+                      {"isa", ActiveKernels().isa},
+                      {"depth", tests[i].depth},
+                      {"bandwidth_gb_s", bandwidth.best / 1e9},
+                      {"matmul_gflop_s", flops.best / 1e9},
+                      {"weight_bytes_per_token", cost.weight_bytes}});
+    }
+    std::printf("%s\n", list.dump(2).c_str());
+    return 0;
+  }
+  if (flags->format == "csv") {
+    std::printf("model,type,threads,test,tokens_per_s,stddev,runs,ceiling_tokens_per_s,"
+                "ceiling_fraction\n");
+    for (const BenchResult& r : results) {
+      std::printf("%s,%s,%d,%s,%.3f,%.3f,%zu,%.3f,%.4f\n", name.c_str(), type.c_str(), pool.size(),
+                  r.test.c_str(), r.mean, r.stddev, r.tokens_per_s.size(), r.ceiling_tokens_per_s,
+                  r.ceiling_fraction);
+    }
+    return 0;
+  }
+  std::printf("| model | type | size | params | isa | threads | test | t/s | ceiling t/s | "
+              "of ceiling |\n|---|---|---:|---:|---|---:|---|---:|---:|---:|\n");
+  for (const BenchResult& r : results) {
+    std::printf("| %s | %s | %.2f MiB | %.2f M | %s | %d | %s | %.2f ± %.2f | %.1f | %s |\n",
+                name.c_str(), type.c_str(), cost.file_tensor_bytes / 1048576.0,
+                cost.total_params / 1e6, ActiveKernels().isa, pool.size(), r.test.c_str(), r.mean,
+                r.stddev, r.ceiling_tokens_per_s, Percent(r.ceiling_fraction).c_str());
+  }
+  std::printf("\nceilings: tg = %.1f GB/s read / %.1f MiB of weights per token; "
+              "pp = %.1f GFLOP/s (%s matmul, m=64) / (2 x %.2f M multiplied weights)\n",
+              bandwidth.best / 1e9, cost.weight_bytes / 1048576.0, flops.best / 1e9, type.c_str(),
+              cost.matmul_params / 1e6);
+  return 0;
+}
+
+}  // namespace kvserve

@@ -1,0 +1,243 @@
+#include "cli/machine_probe.h"
+
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <random>
+#include <sstream>
+
+#include "kernels/matmul.h"
+#include "kernels/quantize.h"
+
+namespace kvserve {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// The value after "key:" on the first line of `path` that starts with `key`.
+std::string ProcField(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.compare(0, key.size(), key) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const size_t start = line.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? "" : line.substr(start);
+  }
+  return "";
+}
+
+uint64_t MeminfoBytes(const std::string& key) {
+  const std::string value = ProcField("/proc/meminfo", key);  // "24576000 kB"
+  return value.empty() ? 0 : std::strtoull(value.c_str(), nullptr, 10) * 1024;
+}
+
+Measurement Summarize(const std::vector<double>& values) {
+  Measurement m;
+  m.repeats = static_cast<int>(values.size());
+  for (double v : values) {
+    m.best = std::max(m.best, v);
+    m.mean += v / values.size();
+  }
+  return m;
+}
+
+// A read that the compiler cannot drop: sums 64-bit words with four independent accumulators.
+uint64_t SumWords(const uint64_t* p, size_t n) {
+  uint64_t a = 0, b = 0, c = 0, d = 0;
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    a += p[i];
+    b += p[i + 1];
+    c += p[i + 2];
+    d += p[i + 3];
+  }
+  for (; i < n; ++i) a += p[i];
+  return a + b + c + d;
+}
+
+std::vector<float> RandomFloats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// A row-major n_out × n_in matrix of random weights in `type`.
+std::vector<uint8_t> RandomWeights(GgmlType type, int n_out, int n_in, uint32_t seed) {
+  const size_t row_bytes = RowBytes(type, n_in);
+  std::vector<uint8_t> bytes(row_bytes * n_out);
+  std::vector<float> row;
+  for (int r = 0; r < n_out; ++r) {
+    row = RandomFloats(n_in, seed + r);
+    QuantizeRow(type, row.data(), n_in, bytes.data() + row_bytes * r);
+  }
+  return bytes;
+}
+
+bool IsBlock(GgmlType type) { return TraitsOf(type).block_elements > 1; }
+
+KernelCheck CheckMatmul(const KernelTable& kernels, GgmlType type) {
+  constexpr int kM = 3, kN = 37, kK = 256;
+  const std::vector<uint8_t> w = RandomWeights(type, kN, kK, 11);
+  const size_t w_row_bytes = RowBytes(type, kK);
+  const std::vector<float> x = RandomFloats(static_cast<size_t>(kM) * kK, 7);
+  // Block types take the activations as Q8_0, quantized once by the scalar twin for both sides.
+  std::vector<BlockQ8_0> xq(static_cast<size_t>(kM) * kK / kQ8_0BlockSize);
+  std::vector<float> x_used = x;
+  const uint8_t* x_bytes = reinterpret_cast<const uint8_t*>(x.data());
+  size_t x_row_bytes = sizeof(float) * kK;
+  if (IsBlock(type)) {
+    for (int i = 0; i < kM; ++i) {
+      ScalarKernels().quantize_row_q8_0(x.data() + i * kK, kK, xq.data() + i * kK / 32);
+      DequantizeRow(GgmlType::kQ8_0, reinterpret_cast<const uint8_t*>(xq.data() + i * kK / 32),
+                    kK, x_used.data() + i * kK);
+    }
+    x_bytes = reinterpret_cast<const uint8_t*>(xq.data());
+    x_row_bytes = sizeof(BlockQ8_0) * (kK / 32);
+  }
+  std::vector<float> y_fast(kM * kN), y_ref(kM * kN);
+  MatmulTile tile{.w = w.data(), .w_row_bytes = w_row_bytes, .x = x_bytes,
+                  .x_row_bytes = x_row_bytes, .m = kM, .k = kK, .n_begin = 0, .n_end = kN,
+                  .y = y_fast.data(), .ldy = kN};
+  MatmulFor(kernels, type)(tile);
+  tile.y = y_ref.data();
+  MatmulFor(ScalarKernels(), type)(tile);
+
+  std::vector<float> w_row(kK);
+  const double terms = IsBlock(type) ? 3.0 * (kK / 32) + 16 : kK + 16;
+  KernelCheck check{.what = std::string("matmul ") + GgmlTypeName(type), .ok = true};
+  for (int j = 0; j < kN; ++j) {
+    DequantizeRow(type, w.data() + w_row_bytes * j, kK, w_row.data());
+    for (int i = 0; i < kM; ++i) {
+      double abs_dot = 0;
+      for (int k = 0; k < kK; ++k) abs_dot += std::fabs(double{w_row[k]} * x_used[i * kK + k]);
+      const double tolerance = terms * std::numeric_limits<float>::epsilon() * abs_dot +
+                               std::numeric_limits<float>::denorm_min();
+      const double error = std::fabs(double{y_fast[i * kN + j]} - y_ref[i * kN + j]);
+      if (!(error <= tolerance)) check.ok = false;  // NaN fails too
+      check.max_error = std::max(check.max_error, error);
+      check.max_ratio = std::max(check.max_ratio, error / tolerance);
+    }
+  }
+  return check;
+}
+
+// The activation quantizer: decoded values may differ from the scalar twin's by one step of the
+// block's scale (rounding of the reciprocal), never more.
+KernelCheck CheckQuantize(const KernelTable& kernels) {
+  constexpr int kK = 256;
+  const std::vector<float> x = RandomFloats(kK, 5);
+  std::vector<BlockQ8_0> fast(kK / 32), ref(kK / 32);
+  kernels.quantize_row_q8_0(x.data(), kK, fast.data());
+  ScalarKernels().quantize_row_q8_0(x.data(), kK, ref.data());
+  std::vector<float> fast_x(kK), ref_x(kK);
+  DequantizeRow(GgmlType::kQ8_0, reinterpret_cast<const uint8_t*>(fast.data()), kK, fast_x.data());
+  DequantizeRow(GgmlType::kQ8_0, reinterpret_cast<const uint8_t*>(ref.data()), kK, ref_x.data());
+  KernelCheck check{.what = "quantize Q8_0", .ok = true};
+  for (int i = 0; i < kK; ++i) {
+    float amax = 0;
+    for (int j = i / 32 * 32; j < i / 32 * 32 + 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const double tolerance = 1.01 * amax / 127.0 + std::numeric_limits<float>::denorm_min();
+    const double error = std::fabs(double{fast_x[i]} - ref_x[i]);
+    if (!(error <= tolerance)) check.ok = false;
+    check.max_error = std::max(check.max_error, error);
+    check.max_ratio = std::max(check.max_ratio, error / tolerance);
+  }
+  return check;
+}
+
+}  // namespace
+
+MachineInfo ReadMachineInfo() {
+  MachineInfo info;
+  info.cpu_model = ProcField("/proc/cpuinfo", "model name");
+  if (info.cpu_model.empty()) info.cpu_model = "unknown";
+  info.isa = ActiveKernels().isa;
+  info.hardware_threads = HardwareThreads();
+  info.cores = std::atoi(ProcField("/proc/cpuinfo", "cpu cores").c_str());
+  info.ram_total_bytes = MeminfoBytes("MemTotal");
+  info.ram_available_bytes = MeminfoBytes("MemAvailable");
+  std::error_code error;
+  info.disk_path = std::filesystem::current_path(error).string();
+  struct statvfs fs;
+  if (!error && ::statvfs(info.disk_path.c_str(), &fs) == 0) {
+    info.disk_free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+  }
+  return info;
+}
+
+Measurement MeasureReadBandwidth(ThreadPool& pool, uint64_t bytes, int repeats) {
+  const size_t n_words = bytes / sizeof(uint64_t);
+  std::unique_ptr<uint64_t[]> buffer(new uint64_t[n_words]);
+  // Each thread touches its own part first, so pages land near the thread that reads them.
+  pool.ParallelFor(static_cast<int64_t>(n_words), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) buffer[i] = static_cast<uint64_t>(i);
+  });
+  std::vector<uint64_t> sums(pool.size());
+  std::vector<double> rates;
+  for (int r = 0; r < repeats; ++r) {
+    const auto start = Clock::now();
+    pool.Run([&](int thread) {
+      const size_t begin = n_words * thread / pool.size();
+      const size_t end = n_words * (thread + 1) / pool.size();
+      sums[thread] += SumWords(buffer.get() + begin, end - begin);
+    });
+    rates.push_back(static_cast<double>(n_words * sizeof(uint64_t)) / SecondsSince(start));
+  }
+  uint64_t total = 0;
+  for (uint64_t s : sums) total += s;
+  // Keeps the sums observable; the buffer holds 0, 1, 2, ... so the total is never this value.
+  if (total == 1) rates.push_back(0);
+  return Summarize(rates);
+}
+
+Measurement MeasureMatmulFlops(const KernelTable& kernels, GgmlType type, int m, int n_out,
+                               int n_in, ThreadPool& pool, int repeats) {
+  const std::vector<uint8_t> w_bytes = RandomWeights(type, n_out, n_in, 3);
+  const WeightMatrix w{.type = type, .data = w_bytes.data(), .n_out = n_out, .n_in = n_in,
+                       .row_bytes = RowBytes(type, n_in)};
+  const std::vector<float> x = RandomFloats(static_cast<size_t>(m) * n_in, 1);
+  std::vector<float> y(static_cast<size_t>(m) * n_out);
+  MatmulScratch scratch;
+  Matmul(kernels, w, x.data(), m, y.data(), scratch, pool);  // warm-up: caches, scratch
+  const double flops = 2.0 * m * n_out * n_in;
+  std::vector<double> rates;
+  for (int r = 0; r < repeats; ++r) {
+    const auto start = Clock::now();
+    Matmul(kernels, w, x.data(), m, y.data(), scratch, pool);
+    rates.push_back(flops / SecondsSince(start));
+  }
+  return Summarize(rates);
+}
+
+std::vector<KernelCheck> CheckKernelsAgainstScalar(const KernelTable& kernels) {
+  std::vector<KernelCheck> checks;
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
+                        GgmlType::kQ4_0}) {
+    if (MatmulFor(kernels, type) == nullptr || MatmulFor(ScalarKernels(), type) == nullptr) {
+      checks.push_back({.what = std::string("matmul ") + GgmlTypeName(type), .ok = false});
+      continue;
+    }
+    checks.push_back(CheckMatmul(kernels, type));
+  }
+  checks.push_back(CheckQuantize(kernels));
+  return checks;
+}
+
+}  // namespace kvserve
