@@ -5,13 +5,14 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "model/gguf_converter.h"
+#include "model/hf_folder.h"
 
 namespace kvserve {
 
 namespace {
 
 constexpr const char* kUsage =
-    "usage: kvserve convert -m IN.gguf -o OUT.gguf --type f32|f16|bf16|q8_0|q4_0";
+    "usage: kvserve convert -m IN.gguf|HF_FOLDER -o OUT.gguf --type f32|f16|bf16|q8_0|q4_0";
 
 int Fail(const std::string& message, int code) {
   std::fprintf(stderr, "kvserve convert: %s\n", message.c_str());
@@ -37,7 +38,7 @@ int RunConvert(const std::vector<std::string>& argv) {
     return Fail("unknown --type '" + type_name + "' (supported: f32, f16, bf16, q8_0, q4_0)", 2);
   }
 
-  auto source = GgufFile::Open(in_path);
+  auto source = HfFolder::IsFolder(in_path) ? HfFolder::Open(in_path) : GgufFile::Open(in_path);
   if (!source.ok()) return Fail(source.message(), 1);
   auto converter = GgufConverter::Create(*source, *type);
   if (!converter.ok()) return Fail(converter.message(), 1);

@@ -10,6 +10,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "io/gguf_reader.h"
+#include "model/hf_folder.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
@@ -84,7 +85,7 @@ int RunTokenize(const std::vector<std::string>& argv) {
     text = buffer.str();
   }
 
-  auto file = GgufFile::Open(path);
+  auto file = HfFolder::IsFolder(path) ? HfFolder::Open(path) : GgufFile::Open(path);
   if (!file.ok()) return Fail(file.message(), 1);
   auto tokenizer = Tokenizer::FromGguf(*file);
   if (!tokenizer.ok()) return Fail(path + ": " + tokenizer.message(), 1);

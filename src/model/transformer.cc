@@ -7,6 +7,7 @@
 
 #include "kernels/ops.h"
 #include "kernels/quantize.h"
+#include "model/hf_folder.h"
 
 namespace kvserve {
 
@@ -17,7 +18,7 @@ void Grow(std::vector<float>& buffer, size_t n) {
 }  // namespace
 
 Result<std::unique_ptr<Transformer>> Transformer::Load(const std::string& path) {
-  auto file = GgufFile::Open(path);
+  auto file = HfFolder::IsFolder(path) ? HfFolder::Open(path) : GgufFile::Open(path);
   if (!file.ok()) return file.status();
   return FromGguf(std::move(file).value());
 }

@@ -28,6 +28,7 @@ struct ForwardScratch {
 
 class Transformer {
  public:
+  // `path` is a GGUF file or a Hugging Face model folder (model/hf_folder.h).
   static Result<std::unique_ptr<Transformer>> Load(const std::string& path);
   static Result<std::unique_ptr<Transformer>> FromGguf(GgufFile file);
 

@@ -1,0 +1,400 @@
+#include "io/hf_tokenizer.h"
+
+#include <fstream>
+#include <limits>
+#include <map>
+#include <sstream>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+namespace kvserve {
+
+namespace {
+
+using nlohmann::json;
+
+// tokenizer.ggml.token_type values (llama.cpp's numbering, as tokenizer/vocab.h).
+constexpr int32_t kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5,
+                  kByte = 6;
+constexpr int64_t kMaxVocab = 1 << 24;
+
+// The Split patterns of byte-level vocabularies whose pre-tokenizer kvserve knows.
+constexpr const char* kLlama3Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kQwen2Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+bool ReadFile(const std::string& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::stringstream text;
+  text << in.rdbuf();
+  *out = text.str();
+  return true;
+}
+
+// Parses `path` if it exists: nullopt json (discarded) when absent, an error when invalid.
+Result<std::optional<json>> ReadJson(const std::string& path) {
+  std::string text;
+  if (!ReadFile(path, &text)) return std::optional<json>();
+  try {
+    return std::optional<json>(json::parse(text));
+  } catch (const json::exception& e) {
+    return Status::Error(path + ": not valid JSON: " + e.what());
+  }
+}
+
+// Depth-first search for a component of `type` (pre_tokenizer/normalizer may be Sequences).
+const json* FindComponent(const json& node, const std::string& type) {
+  if (node.is_object()) {
+    if (auto it = node.find("type"); it != node.end() && *it == type) return &node;
+    for (const char* list : {"pretokenizers", "normalizers", "decoders"}) {
+      if (auto it = node.find(list); it != node.end() && it->is_array()) {
+        for (const json& child : *it) {
+          if (const json* found = FindComponent(child, type)) return found;
+        }
+      }
+    }
+  }
+  return nullptr;
+}
+
+// "bos_token": "<s>" or {"content": "<s>", ...}.
+std::string TokenText(const json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_object()) {
+    if (auto it = value.find("content"); it != value.end() && it->is_string()) {
+      return it->get<std::string>();
+    }
+  }
+  return "";
+}
+
+bool IsByteToken(const std::string& text) {
+  return text.size() == 6 && text.compare(0, 3, "<0x") == 0 && text[5] == '>' &&
+         std::isxdigit(static_cast<unsigned char>(text[3])) &&
+         std::isxdigit(static_cast<unsigned char>(text[4]));
+}
+
+}  // namespace
+
+// Fills an HfTokenizer step by step; one per LoadFolder call.
+class HfTokenizerReader {
+ public:
+  HfTokenizerReader(const std::string& folder, const HfTokenizer::Options& options)
+      : folder_(folder), options_(options) {}
+
+  Result<HfTokenizer> Read() {
+    auto tokenizer_json = ReadJson(folder_ + "/tokenizer.json");
+    if (!tokenizer_json.ok()) return tokenizer_json.status();
+    auto config = ReadJson(folder_ + "/tokenizer_config.json");
+    if (!config.ok()) return config.status();
+    auto special_map = ReadJson(folder_ + "/special_tokens_map.json");
+    if (!special_map.ok()) return special_map.status();
+    if (tokenizer_json->has_value()) {
+      KVSERVE_RETURN_IF_ERROR(ReadTokenizerJson(**tokenizer_json));
+    } else {
+      KVSERVE_RETURN_IF_ERROR(ReadVocabAndMerges());
+      if (config->has_value()) KVSERVE_RETURN_IF_ERROR(ReadAddedTokensDecoder(**config));
+    }
+    KVSERVE_RETURN_IF_ERROR(BuildTokenList());
+    KVSERVE_RETURN_IF_ERROR(ReadSpecials(*config, *special_map));
+    return std::move(out_);
+  }
+
+ private:
+  Status Error(const std::string& file, const std::string& what) const {
+    return Status::Error(folder_ + "/" + file + ": " + what);
+  }
+
+  Status AddVocabEntry(const std::string& file, const std::string& text, const json& id) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= kMaxVocab) {
+      return Error(file, "vocab['" + text + "'] = " + id.dump() + " is not a token id below " +
+                             std::to_string(kMaxVocab));
+    }
+    const auto value = static_cast<int32_t>(id.get<int64_t>());
+    if (!by_id_.emplace(value, text).second && by_id_[value] != text) {
+      return Error(file, "token id " + std::to_string(value) + " is used by both '" +
+                             by_id_[value] + "' and '" + text + "'");
+    }
+    return Status::Ok();
+  }
+
+  Status ReadTokenizerJson(const json& root) {
+    const std::string file = "tokenizer.json";
+    const json* model = root.is_object() && root.contains("model") ? &root["model"] : nullptr;
+    if (model == nullptr || !model->is_object()) return Error(file, "missing object 'model'");
+    const std::string type = model->value("type", std::string("BPE"));
+    if (type != "BPE") {
+      return Error(file, "model.type '" + type + "' is not supported (supported: BPE)");
+    }
+    auto vocab = model->find("vocab");
+    if (vocab == model->end() || !vocab->is_object()) {
+      return Error(file, "model.vocab is not an object");
+    }
+    for (const auto& [text, id] : vocab->items()) {
+      KVSERVE_RETURN_IF_ERROR(AddVocabEntry(file, text, id));
+    }
+    if (auto merges = model->find("merges"); merges != model->end()) {
+      if (!merges->is_array()) return Error(file, "model.merges is not an array");
+      for (const json& merge : *merges) {
+        if (merge.is_string()) {
+          merges_.push_back(merge.get<std::string>());
+        } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
+                   merge[1].is_string()) {
+          merges_.push_back(merge[0].get<std::string>() + " " + merge[1].get<std::string>());
+        } else {
+          return Error(file, "model.merges entry " + merge.dump() + " is not \"a b\" or [a, b]");
+        }
+      }
+    }
+    if (auto added = root.find("added_tokens"); added != root.end() && added->is_array()) {
+      for (const json& token : *added) {
+        if (!token.is_object() || !token.contains("id") || !token.contains("content") ||
+            !token["content"].is_string()) {
+          return Error(file, "added_tokens entry " + token.dump() + " lacks id or content");
+        }
+        const std::string text = token["content"].get<std::string>();
+        KVSERVE_RETURN_IF_ERROR(AddVocabEntry(file, text, token["id"]));
+        added_[static_cast<int32_t>(token["id"].get<int64_t>())] = token.value("special", false);
+      }
+    }
+    const json null;
+    const json& pre = root.contains("pre_tokenizer") ? root["pre_tokenizer"] : null;
+    const json& normalizer = root.contains("normalizer") ? root["normalizer"] : null;
+    const json& decoder = root.contains("decoder") ? root["decoder"] : null;
+    const bool byte_fallback = model->value("byte_fallback", false);
+    if (auto unk = model->find("unk_token"); unk != model->end() && unk->is_string()) {
+      model_unk_ = unk->get<std::string>();
+    }
+    if (FindComponent(pre, "ByteLevel") != nullptr) {
+      out_.model_ = "gpt2";
+      return ChoosePre(file, pre);
+    }
+    if (byte_fallback || FindComponent(pre, "Metaspace") || FindComponent(decoder, "Metaspace") ||
+        FindComponent(decoder, "ByteFallback")) {
+      out_.model_ = "llama";
+      out_.pre_ = "default";
+      bool prefix = FindComponent(normalizer, "Prepend") != nullptr;
+      if (const json* meta = FindComponent(pre, "Metaspace")) {
+        const std::string scheme = meta->value("prepend_scheme", std::string("always"));
+        prefix = meta->value("add_prefix_space", scheme != "never");
+      }
+      out_.add_space_prefix_ = prefix;
+      return Status::Ok();
+    }
+    return Error(file, "cannot tell the tokenizer style: pre_tokenizer " + pre.dump() +
+                           " is neither ByteLevel nor SentencePiece (Metaspace / byte_fallback)");
+  }
+
+  Status ChoosePre(const std::string& file, const json& pre) {
+    const json* split = FindComponent(pre, "Split");
+    if (split == nullptr) {
+      out_.pre_ = "gpt-2";
+      return Status::Ok();
+    }
+    std::string pattern;
+    if (split->contains("pattern") && (*split)["pattern"].is_object()) {
+      pattern = (*split)["pattern"].value("Regex", std::string());
+    }
+    if (pattern == kLlama3Pattern) {
+      out_.pre_ = "llama-bpe";
+    } else if (pattern == kQwen2Pattern) {
+      out_.pre_ = "qwen2";
+    } else {
+      return Error(file, "pre_tokenizer Split pattern '" + pattern +
+                             "' is not supported (known: GPT-2, Llama 3, Qwen2)");
+    }
+    return Status::Ok();
+  }
+
+  Status ReadVocabAndMerges() {
+    auto vocab = ReadJson(folder_ + "/vocab.json");
+    if (!vocab.ok()) return vocab.status();
+    if (!vocab->has_value()) {
+      return Status::Error(folder_ + ": no tokenizer.json, and no vocab.json + merges.txt");
+    }
+    if (!(*vocab)->is_object()) return Error("vocab.json", "not a JSON object");
+    for (const auto& [text, id] : (*vocab)->items()) {
+      KVSERVE_RETURN_IF_ERROR(AddVocabEntry("vocab.json", text, id));
+    }
+    std::string merges;
+    if (!ReadFile(folder_ + "/merges.txt", &merges)) {
+      return Status::Error(folder_ + ": vocab.json without merges.txt");
+    }
+    std::istringstream lines(merges);
+    for (std::string line; std::getline(lines, line);) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line.empty() || line.rfind("#version", 0) == 0) continue;
+      merges_.push_back(line);
+    }
+    out_.model_ = "gpt2";
+    out_.pre_ = "gpt-2";
+    return Status::Ok();
+  }
+
+  Status ReadAddedTokensDecoder(const json& config) {
+    auto decoder = config.find("added_tokens_decoder");
+    if (decoder == config.end() || !decoder->is_object()) return Status::Ok();
+    for (const auto& [id_text, token] : decoder->items()) {
+      char* end = nullptr;
+      const long long id = std::strtoll(id_text.c_str(), &end, 10);
+      const std::string text = TokenText(token);
+      if (id_text.empty() || *end != '\0' || text.empty()) {
+        return Error("tokenizer_config.json", "added_tokens_decoder['" + id_text + "'] is not " +
+                                                  "an id with a content string");
+      }
+      KVSERVE_RETURN_IF_ERROR(AddVocabEntry("tokenizer_config.json", text, json(id)));
+      added_[static_cast<int32_t>(id)] = token.value("special", false);
+    }
+    return Status::Ok();
+  }
+
+  Status BuildTokenList() {
+    if (by_id_.empty()) return Status::Error(folder_ + ": the tokenizer has no tokens");
+    const int64_t n = std::max<int64_t>(options_.n_vocab, by_id_.rbegin()->first + 1);
+    const bool llama = out_.model_ == "llama";
+    out_.tokens_.resize(n);
+    out_.types_.assign(n, kNormal);
+    for (int64_t id = 0; id < n; ++id) {
+      auto it = by_id_.find(static_cast<int32_t>(id));
+      if (it == by_id_.end()) {
+        out_.tokens_[id] = "[PAD" + std::to_string(id) + "]";
+        out_.types_[id] = kUnused;
+        continue;
+      }
+      out_.tokens_[id] = it->second;
+      if (auto added = added_.find(static_cast<int32_t>(id)); added != added_.end()) {
+        out_.types_[id] = added->second ? kControl : kUserDefined;
+      } else if (llama && IsByteToken(it->second)) {
+        out_.types_[id] = kByte;
+      }
+    }
+    if (!llama) {
+      out_.merges_ = std::move(merges_);
+      return Status::Ok();
+    }
+    // Scores from merge ranks (see the header): earlier merges score higher.
+    std::unordered_map<std::string, int32_t> index;
+    for (int64_t id = 0; id < n; ++id) index.emplace(out_.tokens_[id], static_cast<int32_t>(id));
+    const auto n_merges = static_cast<int64_t>(merges_.size());
+    out_.scores_.assign(n, 0.0f);
+    std::vector<bool> scored(n, false);
+    for (int64_t rank = 0; rank < n_merges; ++rank) {
+      const std::string& merge = merges_[rank];
+      const size_t space = merge.find(' ');
+      if (space == std::string::npos) {
+        return Error("tokenizer.json", "merge #" + std::to_string(rank) + " '" + merge +
+                                           "' has no space between its two tokens");
+      }
+      auto it = index.find(merge.substr(0, space) + merge.substr(space + 1));
+      if (it == index.end() || scored[it->second]) continue;
+      scored[it->second] = true;
+      out_.scores_[it->second] = -static_cast<float>(rank + 1);
+    }
+    for (int64_t id = 0; id < n; ++id) {
+      if (!scored[id]) out_.scores_[id] = -static_cast<float>(n_merges + 1 + id);
+    }
+    return Status::Ok();
+  }
+
+  // The id of a special token named in tokenizer_config.json / special_tokens_map.json.
+  Status SpecialFrom(const std::optional<json>& root, const char* file, const char* key,
+                     int32_t* out) {
+    if (!root || !root->is_object() || !root->contains(key) || (*root)[key].is_null()) {
+      return Status::Ok();
+    }
+    const std::string text = TokenText((*root)[key]);
+    for (size_t id = 0; id < out_.tokens_.size(); ++id) {
+      if (out_.tokens_[id] == text && out_.types_[id] != kUnused) {
+        *out = static_cast<int32_t>(id);
+        return Status::Ok();
+      }
+    }
+    return Error(file, std::string(key) + " '" + text + "' is not in the vocabulary");
+  }
+
+  Status ReadSpecials(const std::optional<json>& config, const std::optional<json>& map) {
+    const int64_t n = static_cast<int64_t>(out_.tokens_.size());
+    for (auto [config_id, out] : {std::pair{options_.bos_token_id, &out_.bos_},
+                                  std::pair{options_.eos_token_id, &out_.eos_}}) {
+      if (config_id >= n) {
+        return Error("config.json", "token id " + std::to_string(config_id) +
+                                        " is outside the vocabulary of " + std::to_string(n));
+      }
+      *out = static_cast<int32_t>(config_id);
+    }
+    const struct {
+      const char* key;
+      int32_t* out;
+    } specials[] = {{"bos_token", &out_.bos_},
+                    {"eos_token", &out_.eos_},
+                    {"unk_token", &out_.unk_},
+                    {"pad_token", &out_.pad_}};
+    for (const auto& special : specials) {
+      // Later sources override earlier ones: tokenizer_config.json has the last word.
+      KVSERVE_RETURN_IF_ERROR(SpecialFrom(map, "special_tokens_map.json", special.key, special.out));
+      KVSERVE_RETURN_IF_ERROR(SpecialFrom(config, "tokenizer_config.json", special.key, special.out));
+    }
+    if (out_.unk_ < 0 && !model_unk_.empty()) {
+      KVSERVE_RETURN_IF_ERROR(SpecialFrom(json{{"unk_token", model_unk_}}, "tokenizer.json",
+                                          "unk_token", &out_.unk_));
+    }
+    if (out_.model_ == "llama" && out_.unk_ >= 0) out_.types_[out_.unk_] = kUnknown;
+    if (!config || !config->is_object()) return Status::Ok();
+    for (auto [key, out] : {std::pair{"add_bos_token", &out_.add_bos_},
+                            std::pair{"add_eos_token", &out_.add_eos_}}) {
+      if (auto it = config->find(key); it != config->end() && it->is_boolean()) {
+        *out = it->get<bool>();
+      }
+    }
+    if (auto it = config->find("chat_template"); it != config->end()) {
+      if (it->is_string()) {
+        out_.chat_template_ = it->get<std::string>();
+      } else if (it->is_array()) {
+        for (const json& entry : *it) {
+          if (entry.is_object() && entry.value("name", std::string()) == "default" &&
+              entry.contains("template") && entry["template"].is_string()) {
+            out_.chat_template_ = entry["template"].get<std::string>();
+          }
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  const std::string& folder_;
+  const HfTokenizer::Options& options_;
+  HfTokenizer out_;
+  std::map<int32_t, std::string> by_id_;
+  std::map<int32_t, bool> added_;  // id -> special
+  std::vector<std::string> merges_;
+  std::string model_unk_;  // tokenizer.json model.unk_token
+};
+
+Result<HfTokenizer> HfTokenizer::LoadFolder(const std::string& folder, const Options& options) {
+  return HfTokenizerReader(folder, options).Read();
+}
+
+void HfTokenizer::AddTo(GgufWriter& writer) const {
+  writer.SetString("tokenizer.ggml.model", model_);
+  writer.SetString("tokenizer.ggml.pre", pre_);
+  writer.SetStringArray("tokenizer.ggml.tokens", tokens_);
+  writer.SetInt32Array("tokenizer.ggml.token_type", types_);
+  if (!scores_.empty()) writer.SetFloat32Array("tokenizer.ggml.scores", scores_);
+  if (!merges_.empty()) writer.SetStringArray("tokenizer.ggml.merges", merges_);
+  const std::pair<const char*, int32_t> ids[] = {{"tokenizer.ggml.bos_token_id", bos_},
+                                                 {"tokenizer.ggml.eos_token_id", eos_},
+                                                 {"tokenizer.ggml.unknown_token_id", unk_},
+                                                 {"tokenizer.ggml.padding_token_id", pad_}};
+  for (const auto& [key, id] : ids) {
+    if (id >= 0) writer.SetUint32(key, static_cast<uint32_t>(id));
+  }
+  if (add_bos_) writer.SetBool("tokenizer.ggml.add_bos_token", *add_bos_);
+  if (add_eos_) writer.SetBool("tokenizer.ggml.add_eos_token", *add_eos_);
+  if (add_space_prefix_) writer.SetBool("tokenizer.ggml.add_space_prefix", *add_space_prefix_);
+  if (!chat_template_.empty()) writer.SetString("tokenizer.chat_template", chat_template_);
+}
+
+}  // namespace kvserve

@@ -1,0 +1,66 @@
+// A Hugging Face tokenizer folder turned into the tokenizer.ggml.* metadata that llama.cpp's
+// converter would write, so tokenizer/Tokenizer::FromGguf can load it unchanged.
+//
+// Sources, first found wins:
+//   tokenizer.json   model.type "BPE" only.
+//     - byte-level (ByteLevel pre-tokenizer, GPT-2 style): model "gpt2", tokens by id, merges;
+//       pre "gpt-2" for the plain ByteLevel regex, "llama-bpe" / "qwen2" when a Split pattern
+//       equals theirs (any other pattern is refused by value).
+//     - SentencePiece style (byte_fallback, ▁ for spaces): model "llama". HF keeps merge ranks,
+//       not scores, so a token made by merge rank r gets score -(r + 1) and any other token
+//       -(n_merges + 1 + id): the SentencePiece encoder, which merges the best-scoring pair,
+//       then prefers the same merges the ranks do. add_space_prefix follows the Prepend("▁")
+//       normalizer or the Metaspace prepend_scheme.
+//   vocab.json + merges.txt   byte-level, as above.
+// added_tokens become CONTROL (special) or USER_DEFINED tokens; ids missing from the vocabulary
+// up to config vocab_size are filled with "[PAD<id>]" UNUSED tokens. Special ids come from
+// tokenizer_config.json, then special_tokens_map.json, then config.json's ids;
+// add_bos_token / add_eos_token and chat_template from tokenizer_config.json. Saved truncation
+// and padding settings are ignored (they are training-time options).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "io/gguf_writer.h"
+#include "util/status.h"
+
+namespace kvserve {
+
+class HfTokenizer {
+ public:
+  struct Options {
+    int n_vocab = 0;            // config.json vocab_size: the token list is padded up to it
+    int64_t bos_token_id = -1;  // config.json fallbacks, -1 when absent
+    int64_t eos_token_id = -1;
+  };
+
+  // Reads the tokenizer files of `folder`. Errors name the file, the field and the bad value.
+  static Result<HfTokenizer> LoadFolder(const std::string& folder, const Options& options);
+
+  // Sets tokenizer.ggml.* (and tokenizer.chat_template when present) on `writer`.
+  void AddTo(GgufWriter& writer) const;
+
+  const std::string& model() const { return model_; }  // "gpt2" or "llama"
+  const std::vector<std::string>& tokens() const { return tokens_; }
+  const std::vector<std::string>& merges() const { return merges_; }
+  int32_t bos() const { return bos_; }
+  int32_t eos() const { return eos_; }
+
+ private:
+  friend class HfTokenizerReader;
+
+  std::string model_ = "gpt2";
+  std::string pre_ = "gpt-2";
+  std::vector<std::string> tokens_;   // [n_vocab] by id
+  std::vector<int32_t> types_;        // [n_vocab] TokenType values
+  std::vector<float> scores_;         // [n_vocab] llama only
+  std::vector<std::string> merges_;   // "left right", by rank; gpt2 only
+  int32_t bos_ = -1, eos_ = -1, unk_ = -1, pad_ = -1;
+  std::optional<bool> add_bos_, add_eos_, add_space_prefix_;
+  std::string chat_template_;
+};
+
+}  // namespace kvserve

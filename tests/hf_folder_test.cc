@@ -1,0 +1,628 @@
+// Hugging Face folders: a GPT-2 folder (Conv1D layout, `transformer.` prefix, two shards, the real
+// GPT-2 tokenizer files) written from gpt2-tiny-f32.gguf, and a Llama folder (rotate-half q/k rows,
+// a SentencePiece-style tokenizer.json) written from stories260K.gguf, load through HfFolder and
+// give the GGUF model's logits bit for bit, as does their `kvserve convert` output; the tokenizers
+// built from the HF files encode exactly as the GGUF ones; broken folders give named errors.
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "io/gguf_reader.h"
+#include "io/gguf_writer.h"
+#include "io/hf_config.h"
+#include "io/hf_tokenizer.h"
+#include "io/safetensors.h"
+#include "kv/kv_storage.h"
+#include "model/hf_folder.h"
+#include "model/transformer.h"
+#include "support/paths.h"
+#include "support/safetensors_builder.h"
+#include "tokenizer/tokenizer.h"
+#include "util/thread_pool.h"
+
+namespace kvserve {
+namespace {
+
+using ::testing::HasSubstr;
+using nlohmann::ordered_json;
+using testing::ModelPath;
+using testing::SafetensorsBuilder;
+namespace fs = std::filesystem;
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::vector<int32_t> PromptTokens(const std::string& reference) {
+  const auto json = nlohmann::json::parse(ReadText(testing::ReferencePath(reference + ".json")));
+  return json["prompt_tokens"].get<std::vector<int32_t>>();
+}
+
+// Logits of every position of `tokens` in one batched forward pass: [n_tokens, n_vocab].
+std::vector<float> Logits(const Transformer& model, const std::vector<int32_t>& tokens) {
+  constexpr int kBlockSize = 16;
+  const ModelConfig& config = model.config();
+  const int n = static_cast<int>(tokens.size());
+  const int n_blocks = (n + kBlockSize - 1) / kBlockSize;
+  KvStorage storage(config, KvType::kF32, kBlockSize, n_blocks);
+  ForwardBatch batch;
+  batch.tokens = tokens;
+  batch.block_tables.emplace_back();
+  for (int b = 0; b < n_blocks; ++b) batch.block_tables[0].push_back(b);
+  for (int i = 0; i < n; ++i) {
+    batch.positions.push_back(i);
+    batch.seq_index.push_back(0);
+    batch.slots.push_back(i);
+    batch.logit_rows.push_back(i);
+  }
+  ThreadPool pool(1);
+  ForwardScratch scratch;
+  std::vector<float> logits(static_cast<size_t>(n) * config.n_vocab);
+  model.Forward(batch, storage.views(), scratch, pool, logits.data());
+  return logits;
+}
+
+void ExpectSameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  size_t first_difference = a.size();
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) {
+      first_difference = i;
+      break;
+    }
+  }
+  EXPECT_EQ(first_difference, a.size()) << "first difference at " << first_difference << ": "
+                                        << a[first_difference] << " vs " << b[first_difference];
+}
+
+// Row-major bytes of a GGUF tensor in HF layout: [n_out, n_in] as stored, or transposed to the
+// Conv1D [n_in, n_out], or with its head rows moved back to rotate-half order.
+enum class Layout { kSame, kConv1D, kRotateHalf };
+
+std::vector<uint8_t> ToHf(const TensorInfo& t, Layout layout, int n_heads,
+                          std::vector<int64_t>* shape) {
+  EXPECT_EQ(t.type, GgmlType::kF32) << t.name;
+  shape->assign(t.dims.rbegin(), t.dims.rend());
+  std::vector<uint8_t> out(t.data, t.data + t.n_bytes);
+  if (layout == Layout::kSame) return out;
+  const int64_t n_in = t.dims[0], n_out = t.dims[1];
+  const auto* in = reinterpret_cast<const float*>(t.data);
+  auto* o = reinterpret_cast<float*>(out.data());
+  if (layout == Layout::kConv1D) {
+    *shape = {n_in, n_out};
+    for (int64_t r = 0; r < n_out; ++r) {
+      for (int64_t c = 0; c < n_in; ++c) o[c * n_out + r] = in[r * n_in + c];
+    }
+    return out;
+  }
+  // GGML row h*d + 2i + j came from HF row h*d + j*d/2 + i.
+  const int64_t d = n_out / n_heads, half = d / 2;
+  for (int64_t h = 0; h < n_heads; ++h) {
+    for (int64_t i = 0; i < half; ++i) {
+      for (int64_t j = 0; j < 2; ++j) {
+        std::memcpy(o + (h * d + j * half + i) * n_in, in + (h * d + 2 * i + j) * n_in,
+                    n_in * sizeof(float));
+      }
+    }
+  }
+  return out;
+}
+
+struct NameRule {
+  const char* gguf_suffix;
+  const char* hf_suffix;
+  Layout layout;
+};
+
+// Writes the tensors of `gguf` under HF names; `rules` map "blk.N.<suffix>" and global names.
+// With two shards, layers go to the second file and the index names each tensor's file.
+void WriteWeights(const GgufFile& gguf, const std::string& dir, const std::string& layer_prefix,
+                  const std::vector<NameRule>& rules, int n_heads, int n_kv_heads, bool shards) {
+  SafetensorsBuilder first, second;
+  ordered_json weight_map = ordered_json::object();
+  for (const TensorInfo& t : gguf.tensors()) {
+    std::string hf_name;
+    Layout layout = Layout::kSame;
+    int heads = n_heads;
+    for (const NameRule& rule : rules) {
+      const std::string suffix = rule.gguf_suffix;
+      if (t.name.rfind("blk.", 0) == 0) {
+        const size_t dot = t.name.find('.', 4);
+        if (t.name.substr(dot + 1) != suffix) continue;
+        hf_name = layer_prefix + t.name.substr(4, dot - 4) + "." + rule.hf_suffix;
+      } else if (t.name == suffix) {
+        hf_name = rule.hf_suffix;
+      } else {
+        continue;
+      }
+      layout = rule.layout;
+      if (suffix == "attn_k.weight") heads = n_kv_heads;
+      break;
+    }
+    ASSERT_FALSE(hf_name.empty()) << "no HF name for " << t.name;
+    std::vector<int64_t> shape;
+    std::vector<uint8_t> bytes = ToHf(t, layout, heads, &shape);
+    const bool in_second = shards && t.name.rfind("blk.", 0) == 0;
+    (in_second ? second : first).Add(hf_name, "F32", shape, std::move(bytes));
+    weight_map[hf_name] = in_second ? "model-00002-of-00002.safetensors"
+                                    : "model-00001-of-00002.safetensors";
+  }
+  if (!shards) {
+    ASSERT_TRUE(first.WriteFile(dir + "/model.safetensors"));
+    return;
+  }
+  ASSERT_TRUE(first.WriteFile(dir + "/model-00001-of-00002.safetensors"));
+  ASSERT_TRUE(second.WriteFile(dir + "/model-00002-of-00002.safetensors"));
+  ordered_json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", weight_map}};
+  ASSERT_TRUE(testing::WriteText(dir + "/model.safetensors.index.json", index.dump(2)));
+}
+
+// A GPT2LMHeadModel folder made from gpt2-tiny-f32.gguf (built once per test process).
+const std::string& Gpt2Folder() {
+  static const std::string dir = [] {
+    const std::string out = testing::TempDir() + "/hf-gpt2-tiny";
+    fs::create_directories(out);
+    auto gguf = GgufFile::Open(ModelPath("gpt2-tiny-f32.gguf"));
+    EXPECT_TRUE(gguf.ok()) << gguf.message();
+    const ordered_json config = {
+        {"architectures", {"GPT2LMHeadModel"}},
+        {"model_type", "gpt2"},
+        {"n_embd", gguf->GetUint("gpt2.embedding_length").value()},
+        {"n_layer", gguf->GetUint("gpt2.block_count").value()},
+        {"n_head", gguf->GetUint("gpt2.attention.head_count").value()},
+        {"n_inner", gguf->GetUint("gpt2.feed_forward_length").value()},
+        {"n_positions", gguf->GetUint("gpt2.context_length").value()},
+        {"n_ctx", gguf->GetUint("gpt2.context_length").value()},
+        {"vocab_size", 50257},
+        {"layer_norm_epsilon", gguf->GetFloat("gpt2.attention.layer_norm_epsilon").value()},
+        {"activation_function", "gelu_new"},
+        {"bos_token_id", 50256},
+        {"eos_token_id", 50256},
+        {"tie_word_embeddings", gguf->FindTensor("output.weight") == nullptr},
+    };
+    EXPECT_TRUE(testing::WriteText(out + "/config.json", config.dump(2)));
+    const std::vector<NameRule> rules = {
+        {"token_embd.weight", "transformer.wte.weight", Layout::kSame},
+        {"position_embd.weight", "transformer.wpe.weight", Layout::kSame},
+        {"output_norm.weight", "transformer.ln_f.weight", Layout::kSame},
+        {"output_norm.bias", "transformer.ln_f.bias", Layout::kSame},
+        {"output.weight", "lm_head.weight", Layout::kSame},
+        {"attn_norm.weight", "ln_1.weight", Layout::kSame},
+        {"attn_norm.bias", "ln_1.bias", Layout::kSame},
+        {"attn_qkv.weight", "attn.c_attn.weight", Layout::kConv1D},
+        {"attn_qkv.bias", "attn.c_attn.bias", Layout::kSame},
+        {"attn_output.weight", "attn.c_proj.weight", Layout::kConv1D},
+        {"attn_output.bias", "attn.c_proj.bias", Layout::kSame},
+        {"ffn_norm.weight", "ln_2.weight", Layout::kSame},
+        {"ffn_norm.bias", "ln_2.bias", Layout::kSame},
+        {"ffn_up.weight", "mlp.c_fc.weight", Layout::kConv1D},
+        {"ffn_up.bias", "mlp.c_fc.bias", Layout::kSame},
+        {"ffn_down.weight", "mlp.c_proj.weight", Layout::kConv1D},
+        {"ffn_down.bias", "mlp.c_proj.bias", Layout::kSame},
+    };
+    WriteWeights(*gguf, out, "transformer.h.", rules, 0, 0, /*shards=*/true);
+    for (const auto& entry : fs::directory_iterator(ModelPath("hf-gpt2-tokenizer"))) {
+      fs::copy_file(entry.path(), out + "/" + entry.path().filename().string(),
+                    fs::copy_options::overwrite_existing);
+    }
+    return out;
+  }();
+  return dir;
+}
+
+// UTF-8 code point boundaries of `text` (0 and size excluded).
+std::vector<size_t> CharBoundaries(const std::string& text) {
+  std::vector<size_t> out;
+  for (size_t i = 1; i < text.size(); ++i) {
+    if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) out.push_back(i);
+  }
+  return out;
+}
+
+// tokenizer.json for a SentencePiece vocabulary (what HF's converter writes for Llama): the vocab
+// by id, merges listed by the merged token's score (best first), control tokens as added_tokens.
+ordered_json SpmTokenizerJson(const GgufFile& gguf) {
+  const auto tokens = gguf.GetStringArray("tokenizer.ggml.tokens").value();
+  const auto scores = gguf.GetFloatArray("tokenizer.ggml.scores").value();
+  const auto types = gguf.GetIntArray("tokenizer.ggml.token_type").value();
+  std::map<std::string, int> ids;
+  ordered_json vocab = ordered_json::object();
+  ordered_json added = ordered_json::array();
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    const std::string text(tokens[id]);
+    vocab[text] = id;
+    ids[text] = static_cast<int>(id);
+    if (types[id] == 2 || types[id] == 3) {
+      added.push_back({{"id", id}, {"content", text}, {"special", true}});
+    }
+  }
+  std::vector<size_t> order;
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    if (types[id] == 1) order.push_back(id);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return scores[a] > scores[b]; });
+  ordered_json merges = ordered_json::array();
+  for (size_t id : order) {
+    const std::string text(tokens[id]);
+    for (size_t cut : CharBoundaries(text)) {
+      const std::string left = text.substr(0, cut), right = text.substr(cut);
+      if (ids.count(left) && ids.count(right)) merges.push_back(left + " " + right);
+    }
+  }
+  return {
+      {"version", "1.0"},
+      {"truncation", {{"max_length", 8}}},  // must be ignored
+      {"padding", nullptr},
+      {"added_tokens", added},
+      {"normalizer",
+       {{"type", "Sequence"},
+        {"normalizers",
+         {{{"type", "Prepend"}, {"prepend", "\xE2\x96\x81"}},
+          {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\xE2\x96\x81"}}}}}},
+      {"pre_tokenizer", nullptr},
+      {"decoder",
+       {{"type", "Sequence"},
+        {"decoders", {{{"type", "ByteFallback"}}, {{"type", "Fuse"}}}}}},
+      {"model",
+       {{"type", "BPE"},
+        {"unk_token", "<unk>"},
+        {"byte_fallback", true},
+        {"vocab", vocab},
+        {"merges", merges}}},
+  };
+}
+
+// A LlamaForCausalLM folder made from stories260K.gguf (built once per test process).
+const std::string& LlamaFolder() {
+  static const std::string dir = [] {
+    const std::string out = testing::TempDir() + "/hf-stories260K";
+    fs::create_directories(out);
+    auto gguf = GgufFile::Open(ModelPath("stories260K.gguf"));
+    EXPECT_TRUE(gguf.ok()) << gguf.message();
+    const int n_heads = static_cast<int>(gguf->GetUint("llama.attention.head_count").value());
+    const int n_kv_heads = static_cast<int>(gguf->GetUint("llama.attention.head_count_kv").value());
+    const ordered_json config = {
+        {"architectures", {"LlamaForCausalLM"}},
+        {"model_type", "llama"},
+        {"hidden_size", gguf->GetUint("llama.embedding_length").value()},
+        {"num_hidden_layers", gguf->GetUint("llama.block_count").value()},
+        {"num_attention_heads", n_heads},
+        {"num_key_value_heads", n_kv_heads},
+        {"intermediate_size", gguf->GetUint("llama.feed_forward_length").value()},
+        {"max_position_embeddings", gguf->GetUint("llama.context_length").value()},
+        {"rms_norm_eps", gguf->GetFloat("llama.attention.layer_norm_rms_epsilon").value()},
+        {"rope_theta", gguf->GetFloatOr("llama.rope.freq_base", 10000.0).value()},
+        {"rope_scaling", nullptr},
+        {"hidden_act", "silu"},
+        {"tie_word_embeddings", gguf->FindTensor("output.weight") == nullptr},
+        {"vocab_size", gguf->GetStringArray("tokenizer.ggml.tokens")->size()},
+        {"bos_token_id", 1},
+        {"eos_token_id", 2},
+    };
+    EXPECT_TRUE(testing::WriteText(out + "/config.json", config.dump(2)));
+    const std::vector<NameRule> rules = {
+        {"token_embd.weight", "model.embed_tokens.weight", Layout::kSame},
+        {"output_norm.weight", "model.norm.weight", Layout::kSame},
+        {"output.weight", "lm_head.weight", Layout::kSame},
+        {"attn_norm.weight", "input_layernorm.weight", Layout::kSame},
+        {"attn_q.weight", "self_attn.q_proj.weight", Layout::kRotateHalf},
+        {"attn_k.weight", "self_attn.k_proj.weight", Layout::kRotateHalf},
+        {"attn_v.weight", "self_attn.v_proj.weight", Layout::kSame},
+        {"attn_output.weight", "self_attn.o_proj.weight", Layout::kSame},
+        {"ffn_norm.weight", "post_attention_layernorm.weight", Layout::kSame},
+        {"ffn_gate.weight", "mlp.gate_proj.weight", Layout::kSame},
+        {"ffn_up.weight", "mlp.up_proj.weight", Layout::kSame},
+        {"ffn_down.weight", "mlp.down_proj.weight", Layout::kSame},
+    };
+    WriteWeights(*gguf, out, "model.layers.", rules, n_heads, n_kv_heads, /*shards=*/false);
+    EXPECT_TRUE(testing::WriteText(out + "/tokenizer.json", SpmTokenizerJson(*gguf).dump()));
+    const ordered_json tokenizer_config = {{"bos_token", "<s>"},
+                                           {"eos_token", "</s>"},
+                                           {"unk_token", "<unk>"},
+                                           {"add_bos_token", true},
+                                           {"add_eos_token", false},
+                                           {"chat_template", "{{ messages }}"}};
+    EXPECT_TRUE(testing::WriteText(out + "/tokenizer_config.json", tokenizer_config.dump(2)));
+    return out;
+  }();
+  return dir;
+}
+
+std::unique_ptr<Transformer> LoadOrDie(const std::string& path) {
+  auto model = Transformer::Load(path);
+  EXPECT_TRUE(model.ok()) << model.message();
+  return model.ok() ? std::move(model).value() : nullptr;
+}
+
+struct ModelCase {
+  const char* gguf;
+  const char* reference;
+  const std::string& (*folder)();
+};
+const ModelCase kModelCases[] = {
+    {"gpt2-tiny-f32.gguf", "gpt2-tiny-b", &Gpt2Folder},
+    {"stories260K.gguf", "stories260K-a", &LlamaFolder},
+};
+
+void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.gguf; }
+
+class HfModelTest : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(HfModelTest, FolderGivesTheGgufLogitsBitForBit) {
+  auto gguf = LoadOrDie(ModelPath(GetParam().gguf));
+  auto folder = LoadOrDie(GetParam().folder());
+  ASSERT_TRUE(gguf && folder);
+  EXPECT_EQ(folder->config().n_vocab, gguf->config().n_vocab);
+  EXPECT_EQ(folder->config().tied_output, gguf->config().tied_output);
+  const std::vector<int32_t> tokens = PromptTokens(GetParam().reference);
+  ExpectSameBits(Logits(*folder, tokens), Logits(*gguf, tokens));
+}
+
+TEST_P(HfModelTest, ConvertedFolderGivesTheSameLogits) {
+  const std::string out = testing::TempDir() + "/" + GetParam().reference + "-from-hf.gguf";
+  const std::string command = testing::KvserveBinary() + " convert -m '" + GetParam().folder() +
+                              "' -o '" + out + "' --type f32 >/dev/null 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  auto gguf = LoadOrDie(ModelPath(GetParam().gguf));
+  auto converted = LoadOrDie(out);
+  ASSERT_TRUE(gguf && converted);
+  const std::vector<int32_t> tokens = PromptTokens(GetParam().reference);
+  ExpectSameBits(Logits(*converted, tokens), Logits(*gguf, tokens));
+  // The converted file carries the tokenizer: it encodes like the original GGUF's.
+  auto original_file = GgufFile::Open(ModelPath(GetParam().gguf));
+  auto a = Tokenizer::FromGguf(converted->file());
+  auto b = Tokenizer::FromGguf(*original_file);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.message() << b.message();
+  const std::string text = "Once upon a time, a little dog ran to the park.";
+  EXPECT_EQ((*a)->Encode(text, true, false), (*b)->Encode(text, true, false));
+}
+
+TEST_P(HfModelTest, RunCommandGeneratesTheGgufTokens) {
+  std::string tokens;
+  for (int32_t t : PromptTokens(GetParam().reference)) tokens += (tokens.empty() ? "" : ",") + std::to_string(t);
+  auto run = [&](const std::string& model) {
+    const std::string out = testing::TempDir() + "/run.json";
+    const std::string command = testing::KvserveBinary() + " run -m '" + model +
+                                "' --prompt-tokens " + tokens +
+                                " -n 4 --temp 0 --ignore-eos --output-format json >'" + out +
+                                "' 2>/dev/null";
+    EXPECT_EQ(std::system(command.c_str()), 0) << command;
+    auto json = nlohmann::json::parse(ReadText(out), nullptr, false);
+    EXPECT_TRUE(json.is_object() && json.contains("tokens")) << ReadText(out);
+    return json.is_object() && json.contains("tokens") ? json["tokens"].get<std::vector<int32_t>>()
+                                                        : std::vector<int32_t>();
+  };
+  const std::vector<int32_t> from_folder = run(GetParam().folder());
+  EXPECT_EQ(from_folder.size(), 4u);
+  EXPECT_EQ(from_folder, run(ModelPath(GetParam().gguf)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, HfModelTest, ::testing::ValuesIn(kModelCases),
+                         [](const auto& info) {
+                           return std::string(info.param.reference) == "gpt2-tiny-b" ? "Gpt2"
+                                                                                      : "Llama";
+                         });
+
+TEST(HfFolderTest, TensorsPointIntoTheMappingUnlessTransformed) {
+  auto view = HfFolder::Open(Gpt2Folder());
+  ASSERT_TRUE(view.ok()) << view.message();
+  auto gguf = GgufFile::Open(ModelPath("gpt2-tiny-f32.gguf"));
+  ASSERT_TRUE(gguf.ok());
+  EXPECT_EQ(view->GetString("general.architecture").value(), "gpt2");
+  EXPECT_EQ(view->tensors().size(), gguf->tensors().size());
+  for (const TensorInfo& t : gguf->tensors()) {
+    const TensorInfo* mine = view->FindTensor(t.name);
+    ASSERT_NE(mine, nullptr) << t.name;
+    EXPECT_EQ(mine->dims, t.dims) << t.name;
+    EXPECT_EQ(std::memcmp(mine->data, t.data, t.n_bytes), 0) << t.name;
+  }
+  // wte is used in place; the Conv1D c_attn weight was transposed into an owned buffer.
+  auto shards = SafetensorsSet::OpenFolder(Gpt2Folder());
+  ASSERT_TRUE(shards.ok());
+  const uint8_t* wte = shards->Find("transformer.wte.weight")->data;
+  const uint8_t* mapped_end = wte + shards->Find("transformer.wte.weight")->n_bytes;
+  EXPECT_EQ(std::memcmp(view->FindTensor("token_embd.weight")->data, wte, 64), 0);
+  EXPECT_FALSE(view->FindTensor("blk.0.attn_qkv.weight")->data >= wte &&
+               view->FindTensor("blk.0.attn_qkv.weight")->data < mapped_end);
+}
+
+TEST(HfFolderTest, LlamaMetadataAsLlamaCppWritesIt) {
+  auto view = HfFolder::Open(LlamaFolder());
+  ASSERT_TRUE(view.ok()) << view.message();
+  auto gguf = GgufFile::Open(ModelPath("stories260K.gguf"));
+  for (const char* key :
+       {"llama.context_length", "llama.embedding_length", "llama.block_count",
+        "llama.feed_forward_length", "llama.attention.head_count", "llama.attention.head_count_kv",
+        "llama.rope.dimension_count"}) {
+    EXPECT_EQ(view->GetUint(key).value(), gguf->GetUint(key).value()) << key;
+  }
+  EXPECT_EQ(view->GetFloat("llama.attention.layer_norm_rms_epsilon").value(),
+            gguf->GetFloat("llama.attention.layer_norm_rms_epsilon").value());
+  EXPECT_EQ(view->GetString("tokenizer.ggml.model").value(), "llama");
+  EXPECT_EQ(view->GetStringArray("tokenizer.ggml.tokens").value(),
+            gguf->GetStringArray("tokenizer.ggml.tokens").value());
+  EXPECT_EQ(view->GetIntArray("tokenizer.ggml.token_type").value(),
+            gguf->GetIntArray("tokenizer.ggml.token_type").value());
+  EXPECT_EQ(view->GetString("tokenizer.chat_template").value(), "{{ messages }}");
+  EXPECT_TRUE(view->GetBool("tokenizer.ggml.add_bos_token").value());
+}
+
+// The .inp test vectors of a vocabulary: strings separated by "\n__ggml_vocab_test__\n".
+std::vector<std::string> VocabTestStrings(const std::string& name) {
+  const std::string text = ReadText(ModelPath(name + ".inp"));
+  const std::string separator = "\n__ggml_vocab_test__\n";
+  std::vector<std::string> out;
+  for (size_t begin = 0; begin < text.size();) {
+    size_t end = text.find(separator, begin);
+    if (end == std::string::npos) end = text.size();
+    out.push_back(text.substr(begin, end - begin));
+    begin = end + separator.size();
+  }
+  return out;
+}
+
+std::unique_ptr<Tokenizer> TokenizerOfFolder(const std::string& folder, int n_vocab,
+                                             std::vector<uint8_t>* image) {
+  auto hf = HfTokenizer::LoadFolder(folder, {.n_vocab = n_vocab});
+  EXPECT_TRUE(hf.ok()) << hf.message();
+  if (!hf.ok()) return nullptr;
+  GgufWriter writer;
+  hf->AddTo(writer);
+  *image = writer.Serialize();
+  auto file = GgufFile::Parse(image->data(), image->size(), folder);
+  EXPECT_TRUE(file.ok()) << file.message();
+  auto tokenizer = Tokenizer::FromGguf(*file);
+  EXPECT_TRUE(tokenizer.ok()) << tokenizer.message();
+  return tokenizer.ok() ? std::move(tokenizer).value() : nullptr;
+}
+
+// The real GPT-2 tokenizer files (tokenizer.json, or vocab.json + merges.txt) give the GGUF
+// GPT-2 vocabulary's ids on llama.cpp's test vectors, and the same tokens and merges.
+TEST(HfTokenizerTest, Gpt2FilesMatchTheGgufVocabulary) {
+  auto gguf_file = GgufFile::Open(ModelPath("ggml-vocab-gpt-2.gguf"));
+  ASSERT_TRUE(gguf_file.ok());
+  auto reference = Tokenizer::FromGguf(*gguf_file);
+  ASSERT_TRUE(reference.ok());
+  const std::string legacy = testing::TempDir() + "/hf-gpt2-legacy";
+  fs::create_directories(legacy);
+  for (const char* name : {"vocab.json", "merges.txt", "tokenizer_config.json"}) {
+    fs::copy_file(ModelPath("hf-gpt2-tokenizer") + "/" + name, legacy + "/" + name,
+                  fs::copy_options::overwrite_existing);
+  }
+  const std::vector<std::string> inputs = VocabTestStrings("ggml-vocab-gpt-2.gguf");
+  ASSERT_GT(inputs.size(), 20u);
+  for (const std::string& folder : {ModelPath("hf-gpt2-tokenizer"), legacy}) {
+    std::vector<uint8_t> image;
+    auto tokenizer = TokenizerOfFolder(folder, 50257, &image);
+    ASSERT_NE(tokenizer, nullptr);
+    EXPECT_EQ(tokenizer->n_vocab(), (*reference)->n_vocab());
+    EXPECT_EQ(tokenizer->eos(), 50256);
+    EXPECT_TRUE(tokenizer->IsControl(50256));
+    auto file = GgufFile::Parse(image.data(), image.size(), folder);
+    EXPECT_EQ(file->GetStringArray("tokenizer.ggml.tokens").value(),
+              gguf_file->GetStringArray("tokenizer.ggml.tokens").value());
+    EXPECT_EQ(file->GetStringArray("tokenizer.ggml.merges").value(),
+              gguf_file->GetStringArray("tokenizer.ggml.merges").value());
+    for (const std::string& text : inputs) {
+      EXPECT_EQ(tokenizer->Encode(text, false, false), (*reference)->Encode(text, false, false))
+          << folder << ": '" << text << "'";
+    }
+    // A prompt longer than the saved truncation (50 tokens) is not cut.
+    std::string longer;
+    for (int i = 0; i < 40; ++i) longer += "hello world ";
+    EXPECT_GT(tokenizer->Encode(longer, false, false).size(), 50u);
+    EXPECT_EQ(tokenizer->Encode(longer, false, false), (*reference)->Encode(longer, false, false));
+    EXPECT_EQ(tokenizer->Encode("<|endoftext|>", false, true), std::vector<int32_t>{50256});
+  }
+}
+
+// The SentencePiece-style tokenizer.json written from stories260K's vocabulary encodes every
+// test string as the GGUF SentencePiece tokenizer does.
+TEST(HfTokenizerTest, SpmTokenizerJsonMatchesTheGgufVocabulary) {
+  auto gguf_file = GgufFile::Open(ModelPath("stories260K.gguf"));
+  ASSERT_TRUE(gguf_file.ok());
+  auto reference = Tokenizer::FromGguf(*gguf_file);
+  ASSERT_TRUE(reference.ok());
+  std::vector<uint8_t> image;
+  auto tokenizer = TokenizerOfFolder(LlamaFolder(), 512, &image);
+  ASSERT_NE(tokenizer, nullptr);
+  EXPECT_EQ(tokenizer->model_name(), "llama");
+  EXPECT_EQ(tokenizer->bos(), (*reference)->bos());
+  EXPECT_EQ(tokenizer->eos(), (*reference)->eos());
+  EXPECT_EQ(tokenizer->unk(), (*reference)->unk());
+  EXPECT_TRUE(tokenizer->add_space_prefix());
+  std::vector<std::string> inputs = VocabTestStrings("ggml-vocab-llama-spm.gguf");
+  inputs.push_back("Once upon a time, there was a little girl named Lily.");
+  for (const std::string& text : inputs) {
+    EXPECT_EQ(tokenizer->Encode(text, true, false), (*reference)->Encode(text, true, false))
+        << "'" << text << "'";
+  }
+}
+
+// A copy of the GPT-2 folder with one file replaced, for the error cases.
+std::string BrokenCopy(const std::string& name, const std::string& file, const std::string& text) {
+  const std::string dir = testing::TempDir() + "/broken-" + name;
+  fs::remove_all(dir);
+  fs::copy(Gpt2Folder(), dir);
+  EXPECT_TRUE(testing::WriteText(dir + "/" + file, text));
+  return dir;
+}
+
+TEST(HfFolderTest, BrokenFoldersGiveNamedErrors) {
+  const std::string config = ReadText(Gpt2Folder() + "/config.json");
+  auto error_of = [](const std::string& dir) {
+    auto model = Transformer::Load(dir);
+    EXPECT_FALSE(model.ok()) << dir;
+    return model.ok() ? std::string() : model.message();
+  };
+  std::string edited = config;
+  edited.replace(edited.find("GPT2LMHeadModel"), 15, "BertModel");
+  EXPECT_THAT(error_of(BrokenCopy("arch", "config.json", edited)),
+              HasSubstr("unsupported architecture 'BertModel'"));
+  EXPECT_THAT(error_of(BrokenCopy("json", "config.json", "{")), HasSubstr("not valid JSON"));
+  auto json = nlohmann::json::parse(config);
+  json["n_layer"] = 3;  // one layer more than the weights hold
+  EXPECT_THAT(error_of(BrokenCopy("layers", "config.json", json.dump())),
+              HasSubstr("missing required tensor 'blk.2.attn_norm.weight'"));
+  json["n_layer"] = 1;  // fewer: the second layer's tensors are unknown
+  EXPECT_THAT(error_of(BrokenCopy("fewer", "config.json", json.dump())),
+              HasSubstr("tensor 'transformer.h.1."));
+  json = nlohmann::json::parse(config);
+  json["n_head"] = 0;
+  EXPECT_THAT(error_of(BrokenCopy("heads", "config.json", json.dump())),
+              HasSubstr("'n_head' = 0"));
+  json = nlohmann::json::parse(config);
+  json["n_embd"] = 32;
+  EXPECT_THAT(error_of(BrokenCopy("width", "config.json", json.dump())),
+              HasSubstr("has shape"));
+  json = nlohmann::json::parse(config);
+  json["activation_function"] = "relu";
+  EXPECT_THAT(error_of(BrokenCopy("act", "config.json", json.dump())),
+              HasSubstr("'activation_function' = \"relu\" is not supported"));
+  EXPECT_THAT(error_of(BrokenCopy("tok", "tokenizer.json", R"({"model": {"type": "Unigram"}})")),
+              HasSubstr("model.type 'Unigram' is not supported"));
+  const std::string no_weights = BrokenCopy("weights", "config.json", config);
+  fs::remove(no_weights + "/model.safetensors.index.json");
+  EXPECT_THAT(error_of(no_weights), HasSubstr("neither model.safetensors.index.json"));
+}
+
+TEST(HfFolderTest, LlamaConfigLimits) {
+  const std::string base = R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64,
+      "num_hidden_layers": 1, "num_attention_heads": 8, "num_key_value_heads": 3,
+      "intermediate_size": 10, "max_position_embeddings": 32, "rms_norm_eps": 1e-5,
+      "vocab_size": 10})";
+  auto config = HfConfig::Parse(base, "c.json");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.message(), HasSubstr("num_key_value_heads 3"));
+  auto json = nlohmann::json::parse(base);
+  json["num_key_value_heads"] = 4;
+  EXPECT_TRUE(HfConfig::Parse(json.dump(), "c.json").ok());
+  json["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+  EXPECT_THAT(HfConfig::Parse(json.dump(), "c.json").message(), HasSubstr("'rope_scaling'"));
+  json.erase("rope_scaling");
+  json["head_dim"] = 16;
+  EXPECT_THAT(HfConfig::Parse(json.dump(), "c.json").message(), HasSubstr("'head_dim' = 16"));
+  json.erase("head_dim");
+  json.erase("rms_norm_eps");
+  EXPECT_THAT(HfConfig::Parse(json.dump(), "c.json").message(),
+              HasSubstr("missing required key 'rms_norm_eps'"));
+}
+
+}  // namespace
+}  // namespace kvserve
