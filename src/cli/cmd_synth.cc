@@ -9,6 +9,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "model/gguf_converter.h"
 #include "model/synthetic_model.h"
 
 namespace kvserve {
@@ -121,7 +122,7 @@ int RunSynth(const std::vector<std::string>& argv) {
   SyntheticOptions options{.shape = *shape};
   const std::string type_name = args->GetOr("--type", "f32");
   const auto type = ParseGgmlType(type_name);
-  if (!type) {
+  if (!type || !LlamaFileType(*type).ok()) {
     return Fail("flag --type: '" + type_name + "' is not one of f32, f16, bf16, q8_0, q4_0", 2);
   }
   options.type = *type;

@@ -1,0 +1,281 @@
+// synth_test: random-weight models (model/synthetic_model.h, `kvserve synth`).
+// - every architecture × weight type, at small dims with the real shared vocabularies: the file
+//   loads with Transformer::Load, its metadata and tensor types are what llama.cpp expects, and a
+//   forward pass gives finite, varied logits;
+// - values: norm weights 1, biases 0, matrices with mean ~0 and stddev ~0.02;
+// - same seed → identical bytes (whatever the thread count); another seed → different bytes;
+// - the presets have the anchors' parameter counts; bad shapes and flags give clear errors.
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "engine/sequence_runner.h"
+#include "io/gguf_writer.h"
+#include "model/gguf_converter.h"
+#include "model/synthetic_model.h"
+#include "model/transformer.h"
+#include "support/paths.h"
+
+namespace kvserve {
+namespace {
+
+using ::kvserve::testing::ModelPath;
+using ::kvserve::testing::TempDir;
+
+std::string VocabFor(Architecture arch) { return ModelPath(DefaultVocabFile(arch)); }
+
+SyntheticShape TinyShape(Architecture arch) {
+  return {.arch = arch, .n_embd = 64, .n_layers = 2, .n_heads = 4,
+          .n_kv_heads = arch == Architecture::kLlama ? 2 : 4, .n_ff = 96, .n_ctx = 64};
+}
+
+std::string ReadAll(const std::string& path) {
+  std::stringstream s;
+  s << std::ifstream(path, std::ios::binary).rdbuf();
+  return s.str();
+}
+
+Status Synthesize(const SyntheticOptions& options, const std::string& path) {
+  auto vocab = GgufFile::Open(VocabFor(options.shape.arch));
+  if (!vocab.ok()) return vocab.status();
+  auto model = SyntheticModel::Create(options, *vocab);
+  if (!model.ok()) return model.status();
+  return model->WriteFile(path);
+}
+
+class SynthEveryType
+    : public ::testing::TestWithParam<std::tuple<Architecture, GgmlType>> {};
+
+TEST_P(SynthEveryType, LoadsAndRuns) {
+  const auto [arch, type] = GetParam();
+  const std::string path = TempDir() + "/tiny-" + ArchitectureName(arch) + "-" +
+                           GgmlTypeName(type) + ".gguf";
+  ASSERT_TRUE(Synthesize({.shape = TinyShape(arch), .type = type, .seed = 3}, path).ok());
+
+  auto model = Transformer::Load(path);
+  ASSERT_TRUE(model.ok()) << model.message();
+  const ModelConfig& c = (*model)->config();
+  auto vocab = GgufFile::Open(VocabFor(arch));
+  ASSERT_TRUE(vocab.ok());
+  EXPECT_EQ(c.arch, arch);
+  EXPECT_EQ(c.n_vocab, static_cast<int>(vocab->Find("tokenizer.ggml.tokens")->array_size));
+  EXPECT_EQ(c.n_embd, 64);
+  EXPECT_EQ(c.n_layers, 2);
+  EXPECT_EQ(c.n_heads, 4);
+  EXPECT_EQ(c.n_kv_heads, arch == Architecture::kLlama ? 2 : 4);
+  EXPECT_EQ(c.n_ff, 96);
+  EXPECT_EQ(c.n_ctx_train, 64);
+  EXPECT_EQ(c.tied_output, arch == Architecture::kGpt2);
+
+  // Metadata llama.cpp reads: file type, alignment, every tokenizer key of the vocabulary.
+  const GgufFile& file = (*model)->file();
+  EXPECT_EQ(*file.GetUint("general.file_type"), *LlamaFileType(type));
+  EXPECT_EQ(*file.GetUint("general.alignment"), 32u);
+  for (const auto& [key, value] : vocab->metadata()) {
+    if (!key.starts_with("tokenizer.")) continue;
+    const GgufValue* copied = file.Find(key);
+    ASSERT_NE(copied, nullptr) << key;
+    EXPECT_EQ(copied->type, value.type) << key;
+    EXPECT_EQ(copied->array_size, value.array_size) << key;
+    EXPECT_EQ(copied->str, value.str) << key;
+  }
+  for (const TensorInfo& t : file.tensors()) {
+    EXPECT_EQ(t.type, t.dims.size() == 1 ? GgmlType::kF32 : type) << t.name;
+  }
+
+  ThreadPool pool(2);
+  SequenceRunner runner(**model, KvType::kF32, 16, pool);
+  const std::vector<int32_t> tokens = {1, 200, 3000, 17};
+  auto logits = runner.Append(tokens);
+  ASSERT_TRUE(logits.ok()) << logits.message();
+  ASSERT_EQ(logits->size(), static_cast<size_t>(c.n_vocab));
+  float lo = (*logits)[0], hi = (*logits)[0];
+  for (float v : *logits) {
+    ASSERT_TRUE(std::isfinite(v));
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  EXPECT_LT(lo, hi);  // random weights give varied logits
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllArchsAndTypes, SynthEveryType,
+    ::testing::Combine(::testing::Values(Architecture::kGpt2, Architecture::kLlama),
+                       ::testing::Values(GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16,
+                                         GgmlType::kQ8_0, GgmlType::kQ4_0)),
+    [](const auto& info) {
+      return std::string(ArchitectureName(std::get<0>(info.param))) + "_" +
+             GgmlTypeName(std::get<1>(info.param));
+    });
+
+TEST(SynthTest, ValuesFollowTheDistribution) {
+  const std::string path = TempDir() + "/values.gguf";
+  ASSERT_TRUE(Synthesize({.shape = TinyShape(Architecture::kGpt2), .seed = 9}, path).ok());
+  auto file = GgufFile::Open(path);
+  ASSERT_TRUE(file.ok());
+  for (const TensorInfo& t : file->tensors()) {
+    const float* v = reinterpret_cast<const float*>(t.data);
+    if (t.dims.size() == 1) {
+      const float expected = t.name.ends_with(".weight") ? 1.0f : 0.0f;
+      for (uint64_t i = 0; i < t.n_elements; ++i) ASSERT_EQ(v[i], expected) << t.name;
+      continue;
+    }
+    double sum = 0, sq = 0;
+    for (uint64_t i = 0; i < t.n_elements; ++i) {
+      sum += v[i];
+      sq += double{v[i]} * v[i];
+    }
+    const double n = static_cast<double>(t.n_elements);
+    const double mean = sum / n, stddev = std::sqrt(sq / n - mean * mean);
+    // Standard errors: of the mean 0.02/sqrt(n), of the stddev 0.02/sqrt(2n); 6 of them.
+    EXPECT_NEAR(mean, 0.0, 6 * 0.02 / std::sqrt(n)) << t.name;
+    EXPECT_NEAR(stddev, 0.02, 6 * 0.02 / std::sqrt(2 * n)) << t.name;
+  }
+}
+
+TEST(SynthTest, SeedDecidesTheBytesNotTheThreads) {
+  const std::string dir = TempDir();
+  SyntheticOptions options{.shape = TinyShape(Architecture::kLlama), .type = GgmlType::kQ4_0,
+                           .seed = 42, .n_threads = 1};
+  ASSERT_TRUE(Synthesize(options, dir + "/a.gguf").ok());
+  options.n_threads = 3;
+  ASSERT_TRUE(Synthesize(options, dir + "/b.gguf").ok());
+  options.seed = 43;
+  ASSERT_TRUE(Synthesize(options, dir + "/c.gguf").ok());
+  const std::string a = ReadAll(dir + "/a.gguf"), b = ReadAll(dir + "/b.gguf"),
+                    c = ReadAll(dir + "/c.gguf");
+  ASSERT_GT(a.size(), 100000u);
+  EXPECT_TRUE(a == b) << "same seed, different thread count: the bytes differ";
+  EXPECT_EQ(a.size(), c.size());
+  EXPECT_FALSE(a == c) << "different seeds gave the same file";
+}
+
+TEST(SynthTest, PresetsMatchTheAnchors) {
+  auto gpt2_vocab = GgufFile::Open(VocabFor(Architecture::kGpt2));
+  auto llama_vocab = GgufFile::Open(VocabFor(Architecture::kLlama));
+  ASSERT_TRUE(gpt2_vocab.ok() && llama_vocab.ok());
+  auto gpt2 = SyntheticModel::Create({.shape = *SyntheticPreset("gpt2-124m")}, *gpt2_vocab);
+  ASSERT_TRUE(gpt2.ok()) << gpt2.message();
+  EXPECT_EQ(gpt2->n_vocab(), 50257);
+  EXPECT_EQ(gpt2->ParameterCount(), 124439808u);  // anchors.md: 124.4 M
+  EXPECT_EQ(gpt2->TensorBytes(), 124439808u * 4);
+  auto tiny = SyntheticModel::Create(
+      {.shape = *SyntheticPreset("tinyllama-1.1b"), .type = GgmlType::kQ4_0}, *llama_vocab);
+  ASSERT_TRUE(tiny.ok()) << tiny.message();
+  EXPECT_EQ(tiny->n_vocab(), 32000);
+  EXPECT_EQ(tiny->ParameterCount(), 1100048384u);  // anchors.md: 1.10 B
+  bool has_output = false;
+  for (const auto& t : tiny->plan()) has_output = has_output || t.name == "output.weight";
+  EXPECT_TRUE(has_output);
+  EXPECT_FALSE(SyntheticPreset("gpt2-999m").ok());
+}
+
+TEST(SynthTest, RowsThatCannotBeBlockedFallBackToF16) {
+  auto vocab = GgufFile::Open(VocabFor(Architecture::kLlama));
+  ASSERT_TRUE(vocab.ok());
+  auto model = SyntheticModel::Create(
+      {.shape = *SyntheticPreset("stories-260k"), .type = GgmlType::kQ8_0}, *vocab);
+  ASSERT_TRUE(model.ok()) << model.message();
+  EXPECT_EQ(model->notes().size(), 5u);  // one ffn_down (row length 172) per layer
+  for (const auto& t : model->plan()) {
+    if (t.name.ends_with("ffn_down.weight")) {
+      EXPECT_EQ(t.type, GgmlType::kF16) << t.name;
+    } else if (t.name.ends_with("ffn_up.weight")) {
+      EXPECT_EQ(t.type, GgmlType::kQ8_0) << t.name;
+    }
+  }
+}
+
+TEST(SynthTest, BadShapesNameTheField) {
+  auto vocab = GgufFile::Open(VocabFor(Architecture::kLlama));
+  ASSERT_TRUE(vocab.ok());
+  auto expect_error = [&](SyntheticShape shape, const std::string& needle) {
+    auto model = SyntheticModel::Create({.shape = shape}, *vocab);
+    ASSERT_FALSE(model.ok()) << needle;
+    EXPECT_NE(model.message().find(needle), std::string::npos) << model.message();
+  };
+  SyntheticShape s = TinyShape(Architecture::kLlama);
+  s.n_heads = 3;
+  expect_error(s, "--embd 64 is not a multiple of --heads 3");
+  s = TinyShape(Architecture::kLlama);
+  s.n_kv_heads = 3;
+  expect_error(s, "--heads 4 is not a multiple of --kv-heads 3");
+  s = TinyShape(Architecture::kLlama);
+  s.n_layers = 0;
+  expect_error(s, "--layers 0 is out of range");
+  s = TinyShape(Architecture::kLlama);
+  s.n_embd = 48;
+  s.n_heads = 16;  // head size 3: odd
+  s.n_kv_heads = 16;
+  expect_error(s, "head size 3");
+  auto bad_type = SyntheticModel::Create(
+      {.shape = TinyShape(Architecture::kLlama), .type = GgmlType::kQ6_K}, *vocab);
+  EXPECT_FALSE(bad_type.ok());
+  // A file without a vocabulary.
+  GgufWriter writer;
+  writer.SetString("general.architecture", "llama");
+  const std::vector<uint8_t> bytes = writer.Serialize();
+  auto not_vocab = GgufFile::Parse(bytes.data(), bytes.size(), "empty.gguf");
+  ASSERT_TRUE(not_vocab.ok()) << not_vocab.message();
+  auto no_tokens = SyntheticModel::Create({.shape = TinyShape(Architecture::kGpt2)}, *not_vocab);
+  ASSERT_FALSE(no_tokens.ok());
+  EXPECT_NE(no_tokens.message().find("empty.gguf: no string array 'tokenizer.ggml.tokens'"),
+            std::string::npos)
+      << no_tokens.message();
+}
+
+// Runs `kvserve ARGS`; returns the exit status and the captured stdout / stderr.
+int RunKvserve(const std::string& args, std::string* out, std::string* err) {
+  const std::string dir = TempDir();
+  const std::string command = testing::KvserveBinary() + " " + args + " >" + dir +
+                              "/synth.out 2>" + dir + "/synth.err";
+  const int status = std::system(command.c_str());
+  *out = ReadAll(dir + "/synth.out");
+  *err = ReadAll(dir + "/synth.err");
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+TEST(SynthCommandTest, WritesALoadableModel) {
+  const std::string path = TempDir() + "/cli.gguf";
+  std::string out, err;
+  ASSERT_EQ(RunKvserve("synth -o " + path + " --arch llama --embd 64 --layers 1 --heads 4 "
+                           "--kv-heads 2 --ff 64 --ctx 32 --type q8_0 --seed 5",
+                       &out, &err),
+            0)
+      << err;
+  EXPECT_NE(out.find("llama"), std::string::npos) << out;
+  auto model = Transformer::Load(path);
+  ASSERT_TRUE(model.ok()) << model.message();
+  EXPECT_EQ((*model)->config().n_vocab, 32000);  // the default llama vocabulary
+  EXPECT_EQ((*model)->weights().layers[0].w_up.type, GgmlType::kQ8_0);
+}
+
+TEST(SynthCommandTest, BadFlagsFailClearly) {
+  const std::string o = " -o " + TempDir() + "/bad.gguf";
+  const std::pair<std::string, std::string> cases[] = {
+      {"synth --preset gpt2-124m", "missing -o"},
+      {"synth" + o + " --preset gpt2-7b", "unknown preset 'gpt2-7b'"},
+      {"synth" + o, "missing --preset NAME or --arch"},
+      {"synth" + o + " --arch mamba --embd 8", "'mamba' is not one of gpt2, llama"},
+      {"synth" + o + " --arch llama --embd 64 --layers 1 --heads 4", "missing --ff"},
+      {"synth" + o + " --preset gpt2-124m --type q5_k", "flag --type: 'q5_k'"},
+      {"synth" + o + " --preset gpt2-124m --arch llama", "contradicts --preset"},
+      {"synth" + o + " --preset gpt2-124m --layers x", "--layers"},
+      {"synth" + o + " --preset gpt2-124m --heads 5", "--embd 768 is not a multiple of --heads 5"},
+      {"synth" + o + " --preset gpt2-124m --vocab-size 7", "--vocab-size: 7 differs"},
+      {"synth" + o + " --preset gpt2-124m --vocab /nonexistent.gguf", "/nonexistent.gguf"},
+  };
+  for (const auto& [args, needle] : cases) {
+    std::string out, err;
+    EXPECT_NE(RunKvserve(args, &out, &err), 0) << args;
+    EXPECT_NE(err.find(needle), std::string::npos) << args << "\n" << err;
+  }
+}
+
+}  // namespace
+}  // namespace kvserve
