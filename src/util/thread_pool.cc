@@ -7,7 +7,7 @@ namespace kvserve {
 namespace {
 // Spin iterations before a worker goes to sleep: long enough to bridge the gap between the jobs of
 // one forward pass, short enough that an idle pool costs nothing.
-constexpr int kSpinIterations = 200000;
+constexpr int kSpinIterations = 2000;
 }  // namespace
 
 int HardwareThreads() {

@@ -1,0 +1,190 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <atomic>
+
+#include "engine/engine_core.h"
+
+namespace kvserve {
+
+std::optional<RequestEvent> RequestStream::Next(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!ready_.wait_for(lock, timeout, [&] { return !events_.empty(); })) return std::nullopt;
+  RequestEvent event = std::move(events_.front());
+  events_.pop_front();
+  return event;
+}
+
+void RequestStream::Push(RequestEvent event) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (event.kind == RequestEvent::Kind::kFinish) finished_ = true;
+    events_.push_back(std::move(event));
+  }
+  ready_.notify_all();
+}
+
+bool RequestStream::finished() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return finished_;
+}
+
+Result<std::unique_ptr<Engine>> Engine::Create(const Transformer& model,
+                                               const Tokenizer& tokenizer,
+                                               const EngineOptions& options) {
+  EngineOptions o = options;
+  const ModelConfig& c = model.config();
+  if (o.n_ctx <= 0) o.n_ctx = c.n_ctx_train;
+  if (c.arch == Architecture::kGpt2 && o.n_ctx > c.n_ctx_train) {
+    return Status::Error("context size " + std::to_string(o.n_ctx) + " exceeds the model's " +
+                         std::to_string(c.n_ctx_train) + " learned positions");
+  }
+  if (o.block_size < 1 || o.block_size > 1024) {
+    return Status::Error("block size " + std::to_string(o.block_size) + " is out of range (1 to 1024)");
+  }
+  if (o.max_num_seqs < 1) return Status::Error("max_num_seqs must be at least 1");
+  if (o.max_batched_tokens < 1) return Status::Error("max_batched_tokens must be at least 1");
+  const uint64_t block_bytes = KvStorage::BytesPerBlock(c, o.kv_type, o.block_size);
+  const int blocks_per_seq = (o.n_ctx + o.block_size - 1) / o.block_size;
+  uint64_t n_blocks = o.kv_memory_bytes > 0 ? o.kv_memory_bytes / block_bytes
+                                            : static_cast<uint64_t>(blocks_per_seq) * o.max_num_seqs;
+  if (n_blocks < 1) {
+    return Status::Error("KV memory " + std::to_string(o.kv_memory_bytes) +
+                         " bytes holds no block (one block takes " + std::to_string(block_bytes) +
+                         " bytes)");
+  }
+  n_blocks = std::min<uint64_t>(n_blocks, 1u << 30);
+  std::unique_ptr<Engine> engine(new Engine());
+  engine->options_ = o;
+  engine->n_vocab_ = c.n_vocab;
+  engine->core_ = std::make_unique<EngineCore>(model, tokenizer, o, static_cast<int>(n_blocks));
+  engine->core_->FillStats(engine->stats_);
+  engine->thread_ = std::thread([e = engine.get()] { e->Loop(); });
+  return engine;
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Result<std::shared_ptr<RequestStream>> Engine::Submit(Request request) {
+  using R = Result<std::shared_ptr<RequestStream>>;
+  if (request.prompt.empty()) return R::Error("the prompt is empty");
+  if (request.max_tokens < 0) {
+    return R::Error("max_tokens " + std::to_string(request.max_tokens) + " must not be negative");
+  }
+  for (int32_t token : request.prompt) {
+    if (token < 0 || token >= n_vocab_) {
+      return R::Error("prompt token id " + std::to_string(token) + " is out of range (vocabulary " +
+                      std::to_string(n_vocab_) + ")");
+    }
+  }
+  Status sampling = request.sampling.Validate(n_vocab_);
+  if (!sampling.ok()) return sampling;
+  const int total = static_cast<int>(request.prompt.size()) + request.max_tokens;
+  if (total > options_.n_ctx) {
+    return R::Error("prompt of " + std::to_string(request.prompt.size()) + " tokens plus max_tokens " +
+                    std::to_string(request.max_tokens) + " exceeds the context size " +
+                    std::to_string(options_.n_ctx));
+  }
+  auto stream = std::make_shared<RequestStream>();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (stop_ || draining_) return R::Error("the engine is shutting down");
+  const int blocks_needed = (total + options_.block_size - 1) / options_.block_size;
+  if (blocks_needed > stats_.blocks_total) {
+    return R::Error("prompt plus max_tokens needs " + std::to_string(blocks_needed) +
+                    " KV blocks but the pool has " + std::to_string(stats_.blocks_total));
+  }
+  if (live_requests_ - stats_.running >= options_.max_queue) return R::Error("queue full");
+  if (request.id.empty()) request.id = "req-" + std::to_string(next_id_++);
+  if (live_ids_.count(request.id)) return R::Error("duplicate request id '" + request.id + "'");
+  live_ids_.insert(request.id);
+  ++live_requests_;
+  inbox_.emplace_back(std::move(request), stream);
+  wake_.notify_all();
+  return stream;
+}
+
+void Engine::Abort(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  aborts_.push_back(id);
+  wake_.notify_all();
+}
+
+bool Engine::ReleaseSession(const std::string& session_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!session_ids_.count(session_id)) return false;
+  releases_.push_back(session_id);
+  session_ids_.erase(session_id);
+  wake_.notify_all();
+  return true;
+}
+
+EngineStats Engine::Stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void Engine::Drain(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  draining_ = true;
+  if (!idle_.wait_for(lock, timeout, [&] { return live_requests_ == 0; })) {
+    abort_all_ = true;
+    wake_.notify_all();
+    idle_.wait(lock, [&] { return live_requests_ == 0; });
+  }
+}
+
+void Engine::Loop() {
+  for (;;) {
+    std::deque<std::pair<Request, std::shared_ptr<RequestStream>>> inbox;
+    std::vector<std::string> aborts, releases;
+    bool abort_all;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (stop_) break;
+      inbox.swap(inbox_);
+      aborts.swap(aborts_);
+      releases.swap(releases_);
+      abort_all = abort_all_;
+    }
+    for (auto& [request, stream] : inbox) core_->Add(std::move(request), std::move(stream));
+    for (const std::string& id : aborts) core_->Abort(id);
+    for (const std::string& id : releases) core_->ReleaseSession(id);
+    if (abort_all) core_->AbortAll("abort");
+    core_->Expire(std::chrono::steady_clock::now());
+    const bool worked = core_->Step();
+    PublishStats();
+    if (!worked) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait_for(lock, std::chrono::milliseconds(100), [&] {
+        return stop_ || !inbox_.empty() || !aborts_.empty() || !releases_.empty() || abort_all_;
+      });
+    }
+  }
+  core_->AbortAll("abort");
+  PublishStats();
+}
+
+// Copies the core's counters and the set of live ids / sessions where other threads can read them.
+void Engine::PublishStats() {
+  EngineStats stats;
+  core_->FillStats(stats);
+  std::vector<std::string> finished = core_->TakeFinishedIds();
+  std::vector<std::string> sessions = core_->SessionIds();
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_ = stats;
+  for (const std::string& id : finished) {
+    live_ids_.erase(id);
+    --live_requests_;
+  }
+  session_ids_ = std::set<std::string>(sessions.begin(), sessions.end());
+  if (live_requests_ == 0) idle_.notify_all();
+}
+
+}  // namespace kvserve

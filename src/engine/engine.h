@@ -1,0 +1,112 @@
+// The serving engine: many requests at once over one model, with a paged KV cache, automatic
+// prefix caching, continuous batching, chunked prefill and preemption. One engine thread runs the
+// steps; Submit/Abort/Stats may be called from any thread and never block on a step.
+//
+//   StepPlan plan = scheduler.Schedule();
+//   logits = runner.Run(plan);                 // one batched forward over all scheduled tokens
+//   scheduler.Postprocess(plan, sampled tokens) // append, stop, free blocks
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/request.h"
+#include "kernels/attention.h"
+#include "model/transformer.h"
+#include "tokenizer/tokenizer.h"
+#include "util/status.h"
+
+namespace kvserve {
+
+struct EngineOptions {
+  int n_threads = 0;                // 0 = one per core
+  int n_ctx = 0;                    // most tokens per sequence; 0 = the model's training context
+  KvType kv_type = KvType::kF32;
+  int block_size = 16;              // tokens per KV block
+  uint64_t kv_memory_bytes = 0;     // KV pool size; 0 = enough for max_num_seqs full contexts
+  int max_num_seqs = 16;            // running sequences at most
+  int max_batched_tokens = 512;     // tokens per step at most (decode + prefill chunks)
+  bool prefix_caching = true;
+  int max_queue = 1024;             // waiting requests at most; Submit fails beyond
+  double session_ttl_s = 300;       // how long a finished session's blocks stay pinned
+  double max_pinned_fraction = 0.5; // pinned session blocks may hold at most this share of the pool
+};
+
+struct EngineStats {
+  int running = 0;
+  int waiting = 0;
+  int blocks_total = 0;
+  int blocks_used = 0;    // referenced by a sequence or a pinned session
+  int blocks_cached = 0;  // unreferenced but holding reusable prefix content
+  int blocks_free = 0;    // neither
+  int sessions = 0;
+  uint64_t prefix_queries_tokens = 0;
+  uint64_t prefix_hits_tokens = 0;
+  uint64_t preemptions = 0;
+  uint64_t prompt_tokens = 0;      // prompt tokens computed (not served from cache)
+  uint64_t generation_tokens = 0;  // tokens sampled
+  uint64_t steps = 0;
+};
+
+class EngineCore;  // the step loop's state; lives on the engine thread
+
+class Engine {
+ public:
+  // `model` and `tokenizer` are borrowed and must outlive the engine.
+  static Result<std::unique_ptr<Engine>> Create(const Transformer& model, const Tokenizer& tokenizer,
+                                                const EngineOptions& options);
+  ~Engine();  // aborts what is left and joins the engine thread
+
+  // Validates and queues a request. Errors (returned at once): bad parameters, a prompt plus
+  // max_tokens that can never fit the context or the KV pool, a full queue ("queue full"), a
+  // duplicate id, an engine shutting down.
+  Result<std::shared_ptr<RequestStream>> Submit(Request request);
+  // Finishes the request with reason "abort" and frees its blocks within one step. Unknown ids
+  // are ignored.
+  void Abort(const std::string& id);
+  // Releases a session's pinned blocks now; false if there was no such session.
+  bool ReleaseSession(const std::string& session_id);
+  EngineStats Stats() const;
+  const EngineOptions& options() const { return options_; }
+  int n_ctx() const { return options_.n_ctx; }
+  int block_size() const { return options_.block_size; }
+
+  // Stops admitting; returns when every live request has finished (or timeout passed: the rest
+  // are aborted).
+  void Drain(std::chrono::milliseconds timeout);
+
+ private:
+  Engine() = default;
+  void Loop();
+  void PublishStats();
+
+  EngineOptions options_;
+  int n_vocab_ = 0;
+  std::unique_ptr<EngineCore> core_;
+  std::thread thread_;
+  mutable std::mutex mutex_;  // guards everything below
+  std::condition_variable wake_;
+  std::condition_variable idle_;  // signalled when live_requests_ drops to 0
+  std::deque<std::pair<Request, std::shared_ptr<RequestStream>>> inbox_;
+  std::vector<std::string> aborts_;
+  std::vector<std::string> releases_;
+  EngineStats stats_;
+  int live_requests_ = 0;  // submitted and not yet finished
+  std::set<std::string> live_ids_;
+  std::set<std::string> session_ids_;  // mirror of the core's pinned sessions
+  uint64_t next_id_ = 0;
+  bool stop_ = false;
+  bool draining_ = false;
+  bool abort_all_ = false;
+};
+
+}  // namespace kvserve

@@ -1,0 +1,220 @@
+#include "engine/engine_core.h"
+
+#include <algorithm>
+
+namespace kvserve {
+
+EngineCore::EngineCore(const Transformer& model, const Tokenizer& tokenizer,
+                       const EngineOptions& options, int n_blocks)
+    : model_(model),
+      tokenizer_(tokenizer),
+      options_(options),
+      pool_(options.n_threads),
+      storage_(model.config(), options.kv_type, options.block_size, n_blocks),
+      blocks_(n_blocks, options.block_size, options.prefix_caching),
+      scheduler_(blocks_,
+                 SchedulerOptions{.max_num_seqs = options.max_num_seqs,
+                                  .max_batched_tokens = options.max_batched_tokens},
+                 [this] { return ReleaseOldestSession(); }) {}
+
+void EngineCore::Add(Request request, std::shared_ptr<RequestStream> stream) {
+  auto seq = std::make_unique<Sequence>(std::move(request), std::move(stream), tokenizer_,
+                                        model_.config().n_vocab);
+  if (seq->request.timeout_s > 0) {
+    seq->deadline = std::chrono::steady_clock::now() +
+                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double>(seq->request.timeout_s));
+  }
+  scheduler_.Add(std::move(seq));
+}
+
+int EngineCore::live() const {
+  return static_cast<int>(scheduler_.running().size() + scheduler_.waiting().size());
+}
+
+void EngineCore::Finish(Sequence* seq, const std::string& reason, const std::string& tail) {
+  RequestEvent event;
+  event.kind = RequestEvent::Kind::kFinish;
+  event.finish_reason = reason;
+  event.text = tail;
+  event.usage.prompt_tokens = seq->n_prompt;
+  event.usage.completion_tokens = seq->n_generated();
+  event.usage.cached_tokens = std::max(0, seq->n_cached_prompt);
+  if (!seq->request.session_id.empty() && (reason == "stop" || reason == "length")) Pin(*seq);
+  std::unique_ptr<Sequence> owned = scheduler_.Remove(seq);
+  finished_ids_.push_back(owned->request.id);
+  owned->stream->Push(std::move(event));
+}
+
+void EngineCore::Abort(const std::string& id) {
+  auto find = [&](const auto& list) -> Sequence* {
+    for (const auto& seq : list) {
+      if (seq->request.id == id) return seq.get();
+    }
+    return nullptr;
+  };
+  Sequence* seq = find(scheduler_.running());
+  if (seq == nullptr) seq = find(scheduler_.waiting());
+  if (seq != nullptr) Finish(seq, "abort");
+}
+
+void EngineCore::AbortAll(const std::string& reason) {
+  while (!scheduler_.running().empty()) Finish(scheduler_.running().front().get(), reason);
+  while (!scheduler_.waiting().empty()) Finish(scheduler_.waiting().front().get(), reason);
+}
+
+void EngineCore::Expire(std::chrono::steady_clock::time_point now) {
+  std::vector<Sequence*> late;
+  for (const auto& seq : scheduler_.running()) {
+    if (seq->deadline <= now) late.push_back(seq.get());
+  }
+  for (const auto& seq : scheduler_.waiting()) {
+    if (seq->deadline <= now) late.push_back(seq.get());
+  }
+  for (Sequence* seq : late) Finish(seq, "timeout");
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    if (it->second.expires <= now) {
+      pinned_blocks_ -= static_cast<int>(it->second.pinned.blocks.size());
+      blocks_.Free(it->second.pinned);
+      it = sessions_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+// Keeps the finished conversation's full, registered blocks referenced so the next turn of the
+// session finds them in the prefix cache even under pressure.
+void EngineCore::Pin(Sequence& seq) {
+  ReleaseSession(seq.request.session_id);
+  Session session;
+  session.pinned = blocks_.Share(seq.blocks, static_cast<int>(seq.blocks.keys.size()));
+  session.expires = std::chrono::steady_clock::now() +
+                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double>(options_.session_ttl_s));
+  pinned_blocks_ += static_cast<int>(session.pinned.blocks.size());
+  sessions_[seq.request.session_id] = std::move(session);
+  ReleaseSessionsAbove(static_cast<int>(options_.max_pinned_fraction * blocks_.n_blocks()));
+}
+
+bool EngineCore::ReleaseSession(const std::string& session_id) {
+  auto it = sessions_.find(session_id);
+  if (it == sessions_.end()) return false;
+  pinned_blocks_ -= static_cast<int>(it->second.pinned.blocks.size());
+  blocks_.Free(it->second.pinned);
+  sessions_.erase(it);
+  return true;
+}
+
+bool EngineCore::ReleaseOldestSession() {
+  if (sessions_.empty()) return false;
+  auto oldest = std::min_element(sessions_.begin(), sessions_.end(), [](const auto& a, const auto& b) {
+    return a.second.expires < b.second.expires;
+  });
+  return ReleaseSession(oldest->first);
+}
+
+void EngineCore::ReleaseSessionsAbove(int max_blocks) {
+  while (pinned_blocks_ > max_blocks && ReleaseOldestSession()) {
+  }
+}
+
+void EngineCore::HandleSample(Sequence* seq, std::span<const float> logits) {
+  const SampleResult sample = seq->sampler.Sample(logits, seq->tokens);
+  const int32_t token = sample.token;
+  ++generation_tokens_;
+  const bool end_of_generation = !seq->request.ignore_eos && tokenizer_.IsEndOfGeneration(token);
+  const bool stop_token = std::find(seq->request.stop_token_ids.begin(),
+                                    seq->request.stop_token_ids.end(),
+                                    token) != seq->request.stop_token_ids.end();
+  if (end_of_generation || stop_token) {
+    Finish(seq, "stop", seq->stop.Push(seq->decoder.Flush()));
+    return;
+  }
+  seq->tokens.push_back(token);
+  RequestEvent event;
+  event.token = token;
+  event.text = seq->stop.Push(seq->decoder.Push(token));
+  if (seq->request.logprobs) {
+    event.logprob = sample.logprob;
+    event.top_logprobs = sample.top;
+  }
+  seq->stream->Push(std::move(event));
+  if (seq->stop.stopped()) {
+    Finish(seq, "stop");
+  } else if (seq->n_generated() >= seq->request.max_tokens ||
+             static_cast<int>(seq->tokens.size()) >= options_.n_ctx) {
+    std::string tail = seq->stop.Push(seq->decoder.Flush());
+    if (seq->stop.stopped()) {
+      Finish(seq, "stop", tail);
+    } else {
+      Finish(seq, "length", tail + seq->stop.Flush());
+    }
+  }
+}
+
+bool EngineCore::Step() {
+  StepPlan plan = scheduler_.Schedule();
+  if (plan.empty()) return false;
+  ++steps_;
+  batch_.Clear();
+  const int block_size = options_.block_size;
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    const Sequence& seq = *chunk.seq;
+    const int seq_index = static_cast<int>(batch_.block_tables.size());
+    batch_.block_tables.push_back(seq.blocks.blocks);
+    for (int pos = seq.n_computed; pos < seq.n_computed + chunk.n_tokens; ++pos) {
+      batch_.tokens.push_back(seq.tokens[pos]);
+      batch_.positions.push_back(pos);
+      batch_.seq_index.push_back(seq_index);
+      batch_.slots.push_back(static_cast<int64_t>(seq.blocks.blocks[pos / block_size]) *
+                                 block_size + pos % block_size);
+    }
+    if (chunk.sample) batch_.logit_rows.push_back(batch_.n_tokens() - 1);
+    if (seq.n_computed < seq.n_prompt) {
+      prompt_tokens_ += std::min(seq.n_computed + chunk.n_tokens, seq.n_prompt) - seq.n_computed;
+    }
+  }
+  const size_t n_vocab = model_.config().n_vocab;
+  logits_.resize(batch_.logit_rows.size() * n_vocab);
+  model_.Forward(batch_, storage_.views(), scratch_, pool_, logits_.data());
+  scheduler_.Postprocess(plan);
+  size_t row = 0;
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    if (!chunk.sample) continue;
+    HandleSample(chunk.seq, std::span<const float>(logits_.data() + row * n_vocab, n_vocab));
+    ++row;
+  }
+  return true;
+}
+
+std::vector<std::string> EngineCore::TakeFinishedIds() {
+  std::vector<std::string> out;
+  out.swap(finished_ids_);
+  return out;
+}
+
+std::vector<std::string> EngineCore::SessionIds() const {
+  std::vector<std::string> out;
+  for (const auto& [id, session] : sessions_) out.push_back(id);
+  return out;
+}
+
+void EngineCore::FillStats(EngineStats& stats) const {
+  const BlockManagerStats b = blocks_.Stats();
+  stats.running = static_cast<int>(scheduler_.running().size());
+  stats.waiting = static_cast<int>(scheduler_.waiting().size());
+  stats.blocks_total = b.total;
+  stats.blocks_used = b.used;
+  stats.blocks_cached = b.cached;
+  stats.blocks_free = b.free;
+  stats.sessions = static_cast<int>(sessions_.size());
+  stats.prefix_queries_tokens = b.prefix_queries_tokens;
+  stats.prefix_hits_tokens = b.prefix_hits_tokens;
+  stats.preemptions = scheduler_.preemptions();
+  stats.prompt_tokens = prompt_tokens_;
+  stats.generation_tokens = generation_tokens_;
+  stats.steps = steps_;
+}
+
+}  // namespace kvserve

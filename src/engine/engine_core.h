@@ -1,0 +1,71 @@
+// The state the engine thread owns: KV storage, block manager, scheduler, sessions, and the step
+// that turns a plan into one batched forward pass and sampled tokens. Not thread-safe: only the
+// engine thread calls it (Engine wraps it with a queue).
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/scheduler.h"
+#include "kv/block_manager.h"
+#include "kv/kv_storage.h"
+#include "util/thread_pool.h"
+
+namespace kvserve {
+
+class EngineCore {
+ public:
+  EngineCore(const Transformer& model, const Tokenizer& tokenizer, const EngineOptions& options,
+             int n_blocks);
+
+  void Add(Request request, std::shared_ptr<RequestStream> stream);
+  void Abort(const std::string& id);
+  bool ReleaseSession(const std::string& session_id);
+  // Finishes requests past their deadline and releases expired sessions.
+  void Expire(std::chrono::steady_clock::time_point now);
+  // One scheduler step; false when there was nothing to run.
+  bool Step();
+  // Aborts every live request.
+  void AbortAll(const std::string& reason);
+
+  int live() const;
+  // Ids of requests finished since the last call.
+  std::vector<std::string> TakeFinishedIds();
+  std::vector<std::string> SessionIds() const;
+  void FillStats(EngineStats& stats) const;
+  const BlockManager& blocks() const { return blocks_; }
+
+ private:
+  struct Session {
+    BlockTable pinned;
+    std::chrono::steady_clock::time_point expires;
+  };
+  void Finish(Sequence* seq, const std::string& reason, const std::string& tail = "");
+  void HandleSample(Sequence* seq, std::span<const float> logits);
+  void Pin(Sequence& seq);
+  bool ReleaseOldestSession();
+  void ReleaseSessionsAbove(int max_blocks);
+
+  const Transformer& model_;
+  const Tokenizer& tokenizer_;
+  EngineOptions options_;
+  ThreadPool pool_;
+  KvStorage storage_;
+  BlockManager blocks_;
+  Scheduler scheduler_;
+  std::map<std::string, Session> sessions_;
+  std::vector<std::string> finished_ids_;
+  int pinned_blocks_ = 0;
+  ForwardBatch batch_;
+  ForwardScratch scratch_;
+  std::vector<float> logits_;
+  uint64_t prompt_tokens_ = 0;
+  uint64_t generation_tokens_ = 0;
+  uint64_t steps_ = 0;
+};
+
+}  // namespace kvserve

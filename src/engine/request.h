@@ -1,0 +1,71 @@
+// What a caller hands the engine (Request) and what it gets back (a RequestStream of events).
+// Plain data plus one thread-safe queue; no engine internals.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+
+namespace kvserve {
+
+struct Request {
+  std::string id;               // caller's id; unique among live requests (empty: engine assigns)
+  std::vector<int32_t> prompt;  // token ids, BOS included if the model wants one
+  int max_tokens = 16;          // tokens to generate at most
+  SamplingParams sampling;
+  std::vector<std::string> stop;        // stop strings: never emitted, even split across tokens
+  std::vector<int32_t> stop_token_ids;  // finish "stop" when sampled (not emitted)
+  bool ignore_eos = false;
+  bool logprobs = false;  // report the chosen token's logprob (and sampling.top_logprobs alts)
+  // Prefix-cache tenant: requests with different salts never share cached blocks.
+  std::string cache_salt;
+  // Keep this conversation's blocks pinned after the request ends (see EngineOptions::session_ttl_s).
+  std::string session_id;
+  double timeout_s = 0;  // 0 = none; finish reason "timeout" when exceeded
+};
+
+struct Usage {
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+  int cached_tokens = 0;  // prompt tokens served from the prefix cache
+};
+
+struct RequestEvent {
+  enum class Kind { kToken, kFinish };
+  Kind kind = Kind::kToken;
+  // kToken: the sampled token and the text it completes (may be empty while a UTF-8 character or
+  // a possible stop string is held back).
+  int32_t token = -1;
+  std::string text;
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top_logprobs;
+  // kFinish: "stop" | "length" | "abort" | "timeout" | "error"; text holds any held-back tail.
+  std::string finish_reason;
+  std::string error;  // for "error"
+  Usage usage;
+};
+
+// The consumer side of a request's events. The engine thread pushes; any one caller thread pops.
+class RequestStream {
+ public:
+  // Blocks until an event arrives or `timeout` passes; nullopt on timeout.
+  std::optional<RequestEvent> Next(std::chrono::milliseconds timeout);
+  // Engine side.
+  void Push(RequestEvent event);
+  bool finished() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<RequestEvent> events_;
+  bool finished_ = false;
+};
+
+}  // namespace kvserve

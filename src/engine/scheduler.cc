@@ -1,0 +1,112 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <cassert>
+
+namespace kvserve {
+
+Scheduler::Scheduler(BlockManager& blocks, const SchedulerOptions& options,
+                     std::function<bool()> reclaim)
+    : blocks_(blocks), options_(options), reclaim_(std::move(reclaim)) {}
+
+void Scheduler::Add(std::unique_ptr<Sequence> seq) {
+  seq->arrival = next_arrival_++;
+  waiting_.push_back(std::move(seq));
+}
+
+void Scheduler::Preempt(size_t running_index) {
+  std::unique_ptr<Sequence> seq = std::move(running_[running_index]);
+  running_.erase(running_.begin() + running_index);
+  blocks_.Free(seq->blocks);
+  seq->n_computed = 0;
+  ++preemptions_;
+  waiting_.push_front(std::move(seq));
+}
+
+// Running sequences, oldest first, each get their pending tokens (1 when decoding) as the budget
+// allows. When blocks run out, the newest running sequence is preempted, possibly the one itself.
+bool Scheduler::ScheduleRunning(StepPlan& plan, int& budget) {
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Sequence* seq = running_[i].get();
+    const int n = std::min(seq->n_pending(), budget);
+    bool preempted_self = false;
+    while (!blocks_.Grow(seq->blocks, seq->n_computed + n)) {
+      const size_t victim = running_.size() - 1;
+      preempted_self = victim == i;
+      Preempt(victim);
+      if (preempted_self) break;
+    }
+    if (preempted_self) break;
+    plan.chunks.push_back({seq, n, seq->n_computed + n == static_cast<int>(seq->tokens.size())});
+    plan.n_tokens += n;
+    budget -= n;
+    ++i;
+  }
+  return true;
+}
+
+// Waiting sequences, first come first served: each takes its cached prefix, then blocks for its
+// first chunk. The first one that does not fit stops admission (no overtaking).
+void Scheduler::AdmitWaiting(StepPlan& plan, int& budget) {
+  while (!waiting_.empty() && budget > 0 &&
+         static_cast<int>(running_.size()) < options_.max_num_seqs) {
+    Sequence* seq = waiting_.front().get();
+    assert(seq->blocks.empty());
+    const int cached = blocks_.AllocatePrefix(seq->blocks, seq->tokens, seq->request.cache_salt,
+                                              /*count_query=*/false);
+    seq->n_computed = cached;
+    const int n = std::min(seq->n_pending(), budget);
+    if (!blocks_.Grow(seq->blocks, seq->n_computed + n)) {
+      blocks_.Free(seq->blocks);
+      seq->n_computed = 0;
+      if (running_.empty() && plan.empty() && reclaim_ && reclaim_()) continue;
+      return;
+    }
+    if (seq->n_cached_prompt < 0) {
+      // First admission: this is the request's prefix-cache lookup.
+      seq->n_cached_prompt = std::min(cached, seq->n_prompt);
+      blocks_.RecordQuery(seq->n_prompt, seq->n_cached_prompt);
+    }
+    plan.chunks.push_back({seq, n, seq->n_computed + n == static_cast<int>(seq->tokens.size())});
+    plan.n_tokens += n;
+    budget -= n;
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+  }
+}
+
+StepPlan Scheduler::Schedule() {
+  StepPlan plan;
+  int budget = options_.max_batched_tokens;
+  ScheduleRunning(plan, budget);
+  AdmitWaiting(plan, budget);
+  return plan;
+}
+
+void Scheduler::Postprocess(const StepPlan& plan) {
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    Sequence* seq = chunk.seq;
+    seq->n_computed += chunk.n_tokens;
+    blocks_.Commit(seq->blocks, seq->tokens, seq->n_computed, seq->request.cache_salt);
+  }
+}
+
+std::unique_ptr<Sequence> Scheduler::Remove(Sequence* seq) {
+  std::unique_ptr<Sequence> out;
+  auto in_running = std::find_if(running_.begin(), running_.end(),
+                                 [&](const auto& s) { return s.get() == seq; });
+  if (in_running != running_.end()) {
+    out = std::move(*in_running);
+    running_.erase(in_running);
+  } else {
+    auto in_waiting = std::find_if(waiting_.begin(), waiting_.end(),
+                                   [&](const auto& s) { return s.get() == seq; });
+    assert(in_waiting != waiting_.end());
+    out = std::move(*in_waiting);
+    waiting_.erase(in_waiting);
+  }
+  blocks_.Free(out->blocks);
+  return out;
+}
+
+}  // namespace kvserve

@@ -1,0 +1,67 @@
+// Continuous batching: every step admits waiting sequences while blocks and budgets allow, mixes
+// one decode token per running sequence with chunks of prompts (chunked prefill) under a token
+// budget, and preempts the newest running sequence when blocks run out (its blocks are freed and
+// it is recomputed later, reusing whatever prefix is still cached). Never touches tensors.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "engine/sequence.h"
+#include "kv/block_manager.h"
+
+namespace kvserve {
+
+struct SchedulerOptions {
+  int max_num_seqs = 16;
+  int max_batched_tokens = 512;
+};
+
+// One sequence's share of a step: compute tokens [n_computed, n_computed + n_tokens).
+struct ScheduledChunk {
+  Sequence* seq;
+  int n_tokens;
+  bool sample;  // the chunk reaches the end of the sequence: sample the next token
+};
+
+struct StepPlan {
+  std::vector<ScheduledChunk> chunks;
+  int n_tokens = 0;
+  bool empty() const { return chunks.empty(); }
+};
+
+class Scheduler {
+ public:
+  // `blocks` is borrowed. `reclaim` is asked to free pinned blocks (sessions) when a waiting
+  // sequence cannot be admitted and nothing is running; it returns false when it has none left.
+  Scheduler(BlockManager& blocks, const SchedulerOptions& options, std::function<bool()> reclaim);
+
+  void Add(std::unique_ptr<Sequence> seq);  // to the back of the queue
+  StepPlan Schedule();
+  // Marks the plan's tokens computed and registers full blocks in the prefix cache.
+  void Postprocess(const StepPlan& plan);
+  // Removes a sequence (finished or aborted), frees its blocks, and returns it.
+  std::unique_ptr<Sequence> Remove(Sequence* seq);
+
+  const std::vector<std::unique_ptr<Sequence>>& running() const { return running_; }
+  const std::deque<std::unique_ptr<Sequence>>& waiting() const { return waiting_; }
+  uint64_t preemptions() const { return preemptions_; }
+
+ private:
+  bool ScheduleRunning(StepPlan& plan, int& budget);
+  void AdmitWaiting(StepPlan& plan, int& budget);
+  void Preempt(size_t running_index);
+
+  BlockManager& blocks_;
+  SchedulerOptions options_;
+  std::function<bool()> reclaim_;
+  std::vector<std::unique_ptr<Sequence>> running_;  // admission order, oldest first
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  uint64_t next_arrival_ = 0;
+  uint64_t preemptions_ = 0;
+};
+
+}  // namespace kvserve

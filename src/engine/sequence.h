@@ -1,0 +1,48 @@
+// One request's state inside the engine: its tokens, how many are in the KV cache, its blocks,
+// its sampler (own random stream) and its output filters. Owned by the scheduler.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/request.h"
+#include "engine/sampler.h"
+#include "engine/stop_checker.h"
+#include "kv/block_manager.h"
+#include "tokenizer/streaming_decoder.h"
+
+namespace kvserve {
+
+struct Sequence {
+  Sequence(Request r, std::shared_ptr<RequestStream> s, const Tokenizer& tokenizer, int n_vocab)
+      : request(std::move(r)),
+        stream(std::move(s)),
+        tokens(request.prompt),
+        n_prompt(static_cast<int>(request.prompt.size())),
+        sampler(request.sampling, n_vocab),
+        decoder(tokenizer),
+        stop(request.stop) {}
+
+  Request request;
+  std::shared_ptr<RequestStream> stream;
+  uint64_t arrival = 0;       // admission order; larger = newer (preempted first)
+  std::vector<int32_t> tokens;  // prompt + generated so far
+  int n_prompt = 0;
+  int n_computed = 0;           // leading tokens whose K/V are in the cache
+  int n_cached_prompt = -1;     // prompt tokens served by the prefix cache at first admission
+  BlockTable blocks;
+  Sampler sampler;
+  StreamingDecoder decoder;
+  StopChecker stop;
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+
+  int n_generated() const { return static_cast<int>(tokens.size()) - n_prompt; }
+  // Tokens still to compute before the next sample.
+  int n_pending() const { return static_cast<int>(tokens.size()) - n_computed; }
+};
+
+}  // namespace kvserve

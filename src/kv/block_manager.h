@@ -1,0 +1,117 @@
+// Which KV block belongs to whom. Owns reference counts, the free list and the prefix cache
+// (block key -> block, plus an LRU of unreferenced blocks that still hold reusable content).
+// Never touches tensors: it hands out block ids; the model writes K/V into them.
+//
+// A block is in exactly one state:
+//   free   - ref 0, no key, on the free list;
+//   cached - ref 0, has a key, on the LRU list (content kept until evicted);
+//   used   - ref > 0 (may have a key, then other sequences can share it).
+// Only full blocks get keys and are shared; a sequence writes only into its last, partial block,
+// which is never shared, so no copy-on-write is needed.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "util/sha256.h"
+#include "util/status.h"
+
+namespace kvserve {
+
+using BlockKey = Sha256Digest;
+
+// A sequence's logical-to-physical block map. Owned by the sequence; changed only through
+// BlockManager.
+struct BlockTable {
+  std::vector<int32_t> blocks;  // physical block of logical block i
+  std::vector<BlockKey> keys;   // keys of the leading full blocks already registered
+  bool empty() const { return blocks.empty(); }
+};
+
+struct BlockManagerStats {
+  int total = 0;
+  int used = 0;
+  int cached = 0;
+  int free = 0;
+  uint64_t prefix_queries_tokens = 0;  // prompt tokens looked up in the prefix cache
+  uint64_t prefix_hits_tokens = 0;     // of those, found cached
+};
+
+class BlockManager {
+ public:
+  BlockManager(int n_blocks, int block_size, bool prefix_caching);
+
+  int block_size() const { return block_size_; }
+  int n_blocks() const { return static_cast<int>(refs_.size()); }
+  // Blocks that can be handed out now (free + evictable cached).
+  int available() const { return static_cast<int>(free_.size() + lru_.size()); }
+  BlockManagerStats Stats() const;
+
+  // Key of a full block: SHA-256 over (parent key, salt, the block's token ids).
+  static BlockKey KeyOf(const BlockKey* parent, const std::string& salt,
+                        std::span<const int32_t> block_tokens);
+
+  // Leading tokens of `tokens` found in the prefix cache as whole blocks, without changing
+  // anything. At most floor((tokens.size() - 1) / block_size) blocks count, so the last token is
+  // always computed (its logits are needed).
+  int CachedPrefixTokens(std::span<const int32_t> tokens, const std::string& salt) const;
+
+  // For an empty table: takes the cached prefix blocks of `tokens` (as CachedPrefixTokens) and
+  // returns how many tokens they hold. Counts queried/hit tokens when count_query is set.
+  int AllocatePrefix(BlockTable& table, std::span<const int32_t> tokens, const std::string& salt,
+                     bool count_query);
+
+  // Counts a prefix-cache lookup of n_queried prompt tokens of which n_hit were cached.
+  void RecordQuery(int n_queried, int n_hit) {
+    queries_ += n_queried;
+    hits_ += n_hit;
+  }
+
+  // Fresh blocks needed so the table can hold n_tokens tokens.
+  int BlocksToHold(const BlockTable& table, int n_tokens) const;
+  bool CanHold(const BlockTable& table, int n_tokens) const {
+    return BlocksToHold(table, n_tokens) <= available();
+  }
+  // Grows the table to hold n_tokens tokens; false (and no change) when blocks run out.
+  bool Grow(BlockTable& table, int n_tokens);
+
+  // Registers the table's full blocks among tokens[0..n_computed) in the prefix cache.
+  void Commit(BlockTable& table, std::span<const int32_t> tokens, int n_computed,
+              const std::string& salt);
+
+  // A second reference to the table's first n_blocks blocks (a pinned session).
+  BlockTable Share(const BlockTable& table, int n_blocks);
+
+  // Drops the table's references: unreferenced keyed blocks become cached (LRU, most recently
+  // freed last), others free. Leaves the table empty.
+  void Free(BlockTable& table);
+
+  // Checks every invariant (states, counts, lists, map); for tests.
+  Status CheckInvariants() const;
+
+ private:
+  struct KeyHash {
+    size_t operator()(const BlockKey& key) const;
+  };
+  int32_t TakeFreshBlock();  // from the free list, else evicts the least recently used cached
+  void Reference(int32_t block);
+
+  int block_size_;
+  bool prefix_caching_;
+  std::vector<int32_t> refs_;
+  std::vector<bool> has_key_;
+  std::vector<BlockKey> key_of_;
+  std::vector<std::list<int32_t>::iterator> lru_pos_;  // valid while the block is cached
+  std::vector<bool> in_lru_;
+  std::vector<int32_t> free_;  // stack of free blocks
+  std::list<int32_t> lru_;     // cached blocks, least recently used first
+  std::unordered_map<BlockKey, int32_t, KeyHash> cached_;  // key -> block (used or cached)
+  uint64_t queries_ = 0;
+  uint64_t hits_ = 0;
+};
+
+}  // namespace kvserve
