@@ -1,0 +1,211 @@
+// bench_cli_test: `kvserve doctor` and `kvserve bench` at tiny settings (no timing assertions).
+// - doctor: the kernels agree with their scalar twins, the JSON has every field, measurements are
+//   positive;
+// - bench: pp/tg results in md, csv and json with the documented fields, one run per repeat;
+// - bench --cache-compare: cached and uncached generation give the same tokens, the plot is an
+//   SVG document with two series;
+// - bad flags exit 2 and name the flag.
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "support/paths.h"
+
+namespace kvserve {
+namespace {
+
+using ::kvserve::testing::ModelPath;
+using ::kvserve::testing::TempDir;
+
+std::string ReadAll(const std::string& path) {
+  std::stringstream s;
+  s << std::ifstream(path, std::ios::binary).rdbuf();
+  return s.str();
+}
+
+int RunKvserve(const std::string& args, std::string* out, std::string* err) {
+  const std::string dir = TempDir();
+  const std::string command = testing::KvserveBinary() + " " + args + " >" + dir +
+                              "/bench.out 2>" + dir + "/bench.err";
+  const int status = std::system(command.c_str());
+  *out = ReadAll(dir + "/bench.out");
+  *err = ReadAll(dir + "/bench.err");
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+size_t Count(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+const std::string kStories = " -m " + ModelPath("stories260K.gguf");
+// Small enough to be quick; doctor and bench measure bandwidth on this many MiB.
+const std::string kQuick = " --bandwidth-mib 64";
+
+TEST(DoctorTest, JsonHasEveryFieldAndTheCheckPasses) {
+  std::string out, err;
+  ASSERT_EQ(RunKvserve("doctor -t 1 -r 1 --output-format json" + kQuick, &out, &err), 0) << err
+                                                                                        << out;
+  const auto j = nlohmann::json::parse(out);
+  for (const char* key : {"cpu", "isa", "cores", "hardware_threads", "ram_total_bytes",
+                          "ram_available_bytes", "disk_free_bytes", "bandwidth_gb_s",
+                          "matmul_f32_gflop_s", "matmul_q8_0_gflop_s", "kernel_checks",
+                          "check_ok", "gpu"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_TRUE(j["check_ok"].get<bool>());
+  EXPECT_GT(j["bandwidth_gb_s"].get<double>(), 0);
+  EXPECT_GT(j["matmul_f32_gflop_s"].get<double>(), 0);
+  EXPECT_GT(j["matmul_q8_0_gflop_s"].get<double>(), 0);
+  EXPECT_GT(j["ram_total_bytes"].get<uint64_t>(), 0u);
+  EXPECT_GE(j["hardware_threads"].get<int>(), 1);
+  EXPECT_EQ(j["threads"].get<int>(), 1);
+  EXPECT_EQ(j["gpu"], "none (built without GPU support)");
+  ASSERT_EQ(j["kernel_checks"].size(), 6u);  // five matmul types and the activation quantizer
+  for (const auto& check : j["kernel_checks"]) {
+    EXPECT_TRUE(check["ok"].get<bool>()) << check.dump();
+    EXPECT_LE(check["max_ratio"].get<double>(), 1.0) << check.dump();
+  }
+}
+
+TEST(DoctorTest, TextNamesTheMachineAndTheIsa) {
+  std::string out, err;
+  ASSERT_EQ(RunKvserve("doctor -t 1 -r 1" + kQuick, &out, &err), 0) << err;
+  for (const char* line : {"cpu:", "isa:", "threads:", "memory:", "disk:", "bandwidth:",
+                           "matmul:", "check:", "gpu:        none (built without GPU support)",
+                           "status:     ok"}) {
+    EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
+  }
+  EXPECT_EQ(RunKvserve("doctor --bandwidth-mib 1" , &out, &err), 2);
+  EXPECT_NE(err.find("--bandwidth-mib: 1 is out of range"), std::string::npos) << err;
+  EXPECT_EQ(RunKvserve("doctor --output-format xml", &out, &err), 2);
+  EXPECT_NE(err.find("'xml'"), std::string::npos) << err;
+}
+
+TEST(BenchTest, JsonHasOneEntryPerTest) {
+  std::string out, err;
+  ASSERT_EQ(RunKvserve("bench" + kStories + " -p 8 -n 4 -r 2 -t 1 --output-format json" + kQuick,
+                       &out, &err),
+            0)
+      << err;
+  const auto j = nlohmann::json::parse(out);
+  ASSERT_TRUE(j.is_array());
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0]["test"], "pp8");
+  EXPECT_EQ(j[1]["test"], "tg4");
+  for (const auto& r : j) {
+    for (const char* key : {"test", "tokens_per_s", "stddev", "runs", "ceiling_fraction"}) {
+      EXPECT_TRUE(r.contains(key)) << key << " in " << r.dump();
+    }
+    EXPECT_GT(r["tokens_per_s"].get<double>(), 0);
+    EXPECT_GE(r["stddev"].get<double>(), 0);
+    ASSERT_EQ(r["runs"].size(), 2u);
+    EXPECT_GT(r["ceiling_fraction"].get<double>(), 0);
+    // The mean is the mean of the runs.
+    const double mean = (r["runs"][0].get<double>() + r["runs"][1].get<double>()) / 2;
+    EXPECT_NEAR(r["tokens_per_s"].get<double>(), mean, 1e-9 * mean);
+  }
+}
+
+TEST(BenchTest, DepthMarkdownAndCsv) {
+  std::string out, err;
+  ASSERT_EQ(RunKvserve("bench" + kStories + " -p 8 -n 4 -r 1 -t 1 --depth 16" + kQuick, &out,
+                       &err),
+            0)
+      << err;
+  EXPECT_NE(out.find("| pp8 @ d16 |"), std::string::npos) << out;
+  EXPECT_NE(out.find("| tg4 @ d16 |"), std::string::npos) << out;
+  EXPECT_NE(out.find("ceilings:"), std::string::npos) << out;
+  ASSERT_EQ(RunKvserve("bench" + kStories + " -p 0 -n 2,3 -r 1 -t 1 --output-format csv" + kQuick,
+                       &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(Count(out, "\n"), 3u) << out;  // header + tg2 + tg3
+  EXPECT_NE(out.find(",tg2,"), std::string::npos) << out;
+  EXPECT_NE(out.find(",tg3,"), std::string::npos) << out;
+}
+
+TEST(BenchTest, CacheCompareGivesSameTokensAndAPlot) {
+  const std::string plot = TempDir() + "/cache.svg";
+  std::string out, err;
+  ASSERT_EQ(RunKvserve("bench --cache-compare" + kStories + " --lengths 8,16 -t 1 --plot " + plot +
+                           " --output-format json",
+                       &out, &err),
+            0)
+      << err;
+  const auto j = nlohmann::json::parse(out);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0]["length"], 8);
+  EXPECT_EQ(j[1]["length"], 16);
+  for (const auto& r : j) {
+    for (const char* key : {"length", "cached_s", "uncached_s", "ratio", "same_tokens"}) {
+      EXPECT_TRUE(r.contains(key)) << key;
+    }
+    EXPECT_TRUE(r["same_tokens"].get<bool>()) << r.dump();
+    EXPECT_GT(r["cached_s"].get<double>(), 0);
+    EXPECT_GT(r["uncached_s"].get<double>(), 0);
+    EXPECT_NEAR(r["ratio"].get<double>(),
+                r["uncached_s"].get<double>() / r["cached_s"].get<double>(), 1e-9);
+  }
+  const std::string svg = ReadAll(plot);
+  EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
+  EXPECT_NE(svg.find("<svg xmlns=\"http://www.w3.org/2000/svg\""), std::string::npos);
+  EXPECT_EQ(Count(svg, "<polyline"), 2u);
+  EXPECT_EQ(Count(svg, "<svg"), Count(svg, "</svg>"));
+  EXPECT_NE(svg.find("generated tokens"), std::string::npos);
+  EXPECT_NE(svg.find("with KV cache"), std::string::npos);
+  EXPECT_NE(svg.find("without cache"), std::string::npos);
+  // Every opened element is closed: count tags that are neither self-closing nor closing.
+  size_t opened = 0, closed = 0;
+  for (size_t at = svg.find('<'); at != std::string::npos; at = svg.find('<', at + 1)) {
+    const size_t end = svg.find('>', at);
+    ASSERT_NE(end, std::string::npos);
+    if (svg[at + 1] == '?') continue;
+    if (svg[at + 1] == '/') {
+      ++closed;
+    } else if (svg[end - 1] != '/') {
+      ++opened;
+    }
+  }
+  EXPECT_EQ(opened, closed);
+
+  ASSERT_EQ(RunKvserve("bench --cache-compare" + kStories + " --lengths 8 -t 1", &out, &err), 0)
+      << err;
+  EXPECT_NE(out.find("| 8 |"), std::string::npos) << out;
+}
+
+TEST(BenchTest, BadFlagsNameTheFlag) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"bench -p 8", "missing -m MODEL"},
+      {"bench" + kStories + " -p abc", "abc"},
+      {"bench" + kStories + " -p -3", "--n-prompt: -3 is out of range"},
+      {"bench" + kStories + " -r 0", "--repetitions: 0 is out of range"},
+      {"bench" + kStories + " --output-format xml", "'xml' is not one of md, csv, json"},
+      {"bench" + kStories + " --cache-compare", "--cache-compare needs --lengths"},
+      {"bench" + kStories + " --cache-compare --lengths 8,0", "--lengths: 0 is out of range"},
+      {"bench" + kStories + " --lengths 8", "--lengths needs --cache-compare"},
+      {"bench" + kStories + " --concurrency 4", "--concurrency"},
+      {"bench" + kStories + " -p 0 -n 0", "nothing to run"},
+  };
+  for (const auto& [args, needle] : cases) {
+    std::string out, err;
+    EXPECT_EQ(RunKvserve(args + kQuick, &out, &err), 2) << args << "\n" << err;
+    EXPECT_NE(err.find(needle), std::string::npos) << args << "\n" << err;
+  }
+  std::string out, err;
+  // gpt2 positions: pp + depth beyond the model's context is an error naming the test.
+  EXPECT_EQ(RunKvserve("bench -m " + ModelPath("gpt2-tiny-f32.gguf") + " -p 200 -n 0 --depth 100" +
+                           kQuick,
+                       &out, &err),
+            1);
+  EXPECT_NE(err.find("pp200 @ d100 needs 300 positions"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace kvserve
