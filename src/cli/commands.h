@@ -16,5 +16,6 @@ int RunConvert(const std::vector<std::string>& args);
 int RunSynth(const std::vector<std::string>& args);
 int RunDoctor(const std::vector<std::string>& args);
 int RunBench(const std::vector<std::string>& args);
+int RunServe(const std::vector<std::string>& args);  // `kvserve serve`
 
 }  // namespace kvserve

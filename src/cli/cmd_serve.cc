@@ -1,0 +1,262 @@
+// `kvserve serve`: the OpenAI-compatible HTTP server over the serving engine. The listener comes
+// up first (/health says 503 while the model loads); SIGTERM or SIGINT drains: /health turns 503,
+// new requests get 503, running ones finish (up to --shutdown-timeout), then the process exits 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "engine/engine.h"
+#include "server/http_server.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvserve {
+
+namespace {
+
+Args::Spec ServeSpec() {
+  Args::Spec spec{
+      .value_flags = {"--host", "--port", "--api-key", "--api-key-file", "--max-num-seqs",
+                      "--kv-memory", "--max-queue", "--request-timeout", "--block-size",
+                      "--session-ttl", "--max-body", "--shutdown-timeout", "--alias",
+                      "--chat-template", "--http-threads", "--max-batched-tokens",
+                      "--read-timeout"},
+      .bool_flags = {"--no-prefix-cache", "--metrics-auth"},
+  };
+  AddModelFlags(spec);
+  return spec;
+}
+
+uint64_t AvailableMemoryBytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t value = 0;
+  std::string unit;
+  while (meminfo >> key >> value >> unit) {
+    if (key == "MemAvailable:") return value * 1024;
+  }
+  return 0;
+}
+
+// "2GiB", "512MiB", "1.5GB", "100000" (bytes), or a fraction of available memory like "0.5".
+Result<uint64_t> ParseSize(const std::string& flag, const std::string& text) {
+  auto bad = [&](const std::string& why) {
+    return Result<uint64_t>::Error("flag " + flag + ": '" + text + "' " + why);
+  };
+  size_t used = 0;
+  double number = 0;
+  try {
+    number = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return bad("is not a size (like 2GiB, 512MiB, 1000000, or 0.5 of free memory)");
+  }
+  const std::string unit = text.substr(used);
+  if (!std::isfinite(number) || number <= 0) return bad("must be positive");
+  if (unit.empty() && number < 1) {
+    const uint64_t available = AvailableMemoryBytes();
+    if (available == 0) return bad("is a fraction, but /proc/meminfo has no MemAvailable");
+    return static_cast<uint64_t>(number * static_cast<double>(available));
+  }
+  static const std::pair<const char*, double> kUnits[] = {{"", 1},
+                                                          {"B", 1},
+                                                          {"KiB", 1024.0},
+                                                          {"MiB", 1048576.0},
+                                                          {"GiB", 1073741824.0},
+                                                          {"KB", 1e3},
+                                                          {"MB", 1e6},
+                                                          {"GB", 1e9},
+                                                          {"K", 1024.0},
+                                                          {"M", 1048576.0},
+                                                          {"G", 1073741824.0}};
+  for (const auto& [name, scale] : kUnits) {
+    if (unit == name) {
+      const double bytes = number * scale;
+      if (bytes > 1e15) return bad("is larger than 1 PB");
+      return static_cast<uint64_t>(bytes);
+    }
+  }
+  return bad("has an unknown unit '" + unit + "' (B, KiB, MiB, GiB, KB, MB, GB)");
+}
+
+Result<int> IntFlag(const Args& args, const std::string& flag, int fallback, int lo, int hi) {
+  auto value = args.GetInt(flag, fallback);
+  if (!value.ok()) return value.status();
+  if (*value < lo || *value > hi) {
+    return Result<int>::Error("flag " + flag + ": " + std::to_string(*value) + " is not in [" +
+                              std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  return static_cast<int>(*value);
+}
+
+Result<double> SecondsFlag(const Args& args, const std::string& flag, double fallback) {
+  auto value = args.GetDouble(flag, fallback);
+  if (!value.ok()) return value.status();
+  if (!(*value >= 0) || *value > 1e7) {
+    return Result<double>::Error("flag " + flag + ": " + std::to_string(*value) +
+                                 " seconds is out of range");
+  }
+  return *value;
+}
+
+struct ServeOptions {
+  HttpServerOptions http;
+  EngineOptions engine;
+  std::string alias;
+  std::string chat_template;
+  double shutdown_timeout_s = 30;
+};
+
+Result<ServeOptions> ReadServeOptions(const Args& args) {
+  ServeOptions o;
+  o.http.host = args.GetOr("--host", "127.0.0.1");
+  auto port = IntFlag(args, "--port", 8080, 0, 65535);
+  auto seqs = IntFlag(args, "--max-num-seqs", 16, 1, 4096);
+  auto queue = IntFlag(args, "--max-queue", 1024, 1, 1 << 20);
+  auto block = IntFlag(args, "--block-size", 16, 1, 1024);
+  auto batched = IntFlag(args, "--max-batched-tokens", 512, 1, 1 << 20);
+  auto http_threads = IntFlag(args, "--http-threads", 0, 0, 4096);
+  auto read_timeout = IntFlag(args, "--read-timeout", 10, 1, 3600);
+  auto request_timeout = SecondsFlag(args, "--request-timeout", 0);
+  auto session_ttl = SecondsFlag(args, "--session-ttl", 300);
+  auto shutdown = SecondsFlag(args, "--shutdown-timeout", 30);
+  for (const Status& s : {port.status(), seqs.status(), queue.status(), block.status(),
+                          batched.status(), http_threads.status(), read_timeout.status(),
+                          request_timeout.status(), session_ttl.status(), shutdown.status()}) {
+    if (!s.ok()) return s;
+  }
+  o.http.port = *port;
+  o.http.read_timeout_s = *read_timeout;
+  o.http.routes.request_timeout_s = *request_timeout;
+  o.http.metrics_auth = args.Has("--metrics-auth");
+  // One thread per open connection: room for every running and some waiting streams.
+  o.http.threads = *http_threads > 0 ? *http_threads : std::max(16, 2 * *seqs + 8);
+  o.http.max_body_bytes = 4u << 20;
+  if (auto text = args.Get("--max-body")) {
+    auto size = ParseSize("--max-body", *text);
+    if (!size.ok()) return size.status();
+    o.http.max_body_bytes = *size;
+  }
+  if (args.Has("--api-key") && args.Has("--api-key-file")) {
+    return Result<ServeOptions>::Error("give --api-key or --api-key-file, not both");
+  }
+  if (auto key = args.Get("--api-key")) {
+    auto keys = ApiKeys::FromList({*key});
+    if (!keys.ok()) return Result<ServeOptions>::Error("flag --api-key: " + keys.message());
+    o.http.api_keys = std::move(keys).value();
+  } else if (auto file = args.Get("--api-key-file")) {
+    auto keys = ApiKeys::FromFile(*file);
+    if (!keys.ok()) return keys.status();
+    o.http.api_keys = std::move(keys).value();
+  }
+  o.engine.max_num_seqs = *seqs;
+  o.engine.max_queue = *queue;
+  o.engine.block_size = *block;
+  o.engine.max_batched_tokens = *batched;
+  o.engine.prefix_caching = !args.Has("--no-prefix-cache");
+  o.engine.session_ttl_s = *session_ttl;
+  if (auto text = args.Get("--kv-memory")) {
+    auto size = ParseSize("--kv-memory", *text);
+    if (!size.ok()) return size.status();
+    o.engine.kv_memory_bytes = *size;
+  }
+  o.alias = args.GetOr("--alias", "");
+  o.chat_template = args.GetOr("--chat-template", "");
+  o.shutdown_timeout_s = *shutdown;
+  return o;
+}
+
+std::string ModelId(const std::string& path) {
+  std::string name = path.substr(path.find_last_of('/') + 1);
+  if (name.size() > 5 && name.substr(name.size() - 5) == ".gguf") name.resize(name.size() - 5);
+  return name;
+}
+
+}  // namespace
+
+int RunServe(const std::vector<std::string>& argv) {
+  auto fail = [](const std::string& message, int code) {
+    std::fprintf(stderr, "kvserve serve: %s\n", message.c_str());
+    return code;
+  };
+  auto args = Args::Parse(argv, ServeSpec());
+  if (!args.ok()) return fail(args.message(), 2);
+  auto model_options = ReadModelOptions(*args);
+  if (!model_options.ok()) return fail(model_options.message(), 2);
+  auto options = ReadServeOptions(*args);
+  if (!options.ok()) return fail(options.message(), 2);
+
+  // Every thread started from here on inherits this mask; the main thread waits for the signals.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return, not a signal
+
+  HttpServer server(options->http);
+  if (Status bound = server.Bind(); !bound.ok()) return fail(bound.message(), 1);
+  std::thread http_thread([&server] { server.Run(); });
+  std::fprintf(stderr, "kvserve serve: listening on http://%s:%d (loading %s)\n",
+               options->http.host.c_str(), server.port(), model_options->model_path.c_str());
+  auto stop_with = [&](const std::string& message) {
+    server.Stop();
+    http_thread.join();
+    return fail(message, 1);
+  };
+
+  auto model = LoadModel(*model_options);
+  if (!model.ok()) return stop_with(model.message());
+  auto tokenizer = Tokenizer::FromGguf((*model)->file());
+  if (!tokenizer.ok()) return stop_with(tokenizer.message());
+  auto chat = ChatTemplate::ForModel((*model)->file(), options->chat_template);
+  if (!chat.ok()) return stop_with(chat.message());
+  chat->set_special_tokens((*tokenizer)->TokenPiece((*tokenizer)->bos(), true),
+                           (*tokenizer)->TokenPiece((*tokenizer)->eos(), true));
+  if (!chat->warning().empty())
+    std::fprintf(stderr, "kvserve serve: %s\n", chat->warning().c_str());
+  EngineOptions engine_options = options->engine;
+  engine_options.n_threads = model_options->n_threads;
+  engine_options.n_ctx = model_options->n_ctx;
+  engine_options.kv_type = model_options->kv_type;
+  auto engine = Engine::Create(**model, **tokenizer, engine_options);
+  if (!engine.ok()) return stop_with(engine.message());
+
+  const std::string model_id =
+      options->alias.empty() ? ModelId(model_options->model_path) : options->alias;
+  server.SetModel(ServedModel{.engine = engine->get(),
+                              .tokenizer = tokenizer->get(),
+                              .chat_template = &*chat,
+                              .id = model_id,
+                              .created = static_cast<int64_t>(std::time(nullptr))});
+  const EngineStats stats = (*engine)->Stats();
+  std::fprintf(stderr,
+               "kvserve serve: ready: model '%s', context %d, %d KV blocks of %d tokens, chat "
+               "template %s, %s\n",
+               model_id.c_str(), (*engine)->n_ctx(), stats.blocks_total, (*engine)->block_size(),
+               std::string(chat->name()).c_str(),
+               options->http.api_keys.enabled() ? "API key required" : "no API key");
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  std::fprintf(stderr, "kvserve serve: %s: draining (up to %.0f s)\n",
+               signal_number == SIGTERM ? "SIGTERM" : "SIGINT", options->shutdown_timeout_s);
+  server.BeginDrain();
+  const auto timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(options->shutdown_timeout_s * 1000.0));
+  (*engine)->Drain(timeout);
+  // The engine is done; give the HTTP threads a moment to write the last events.
+  server.WaitForStreams(std::chrono::seconds(5));
+  server.Stop();
+  http_thread.join();
+  std::fprintf(stderr, "kvserve serve: stopped\n");
+  return 0;
+}
+
+}  // namespace kvserve

@@ -1,0 +1,80 @@
+#include "server/auth.h"
+
+#include <fstream>
+
+#include "util/sha256.h"
+
+namespace kvserve {
+
+bool ConstantTimeEquals(std::string_view presented, std::string_view secret) {
+  unsigned char diff = presented.size() == secret.size() ? 0 : 1;
+  if (secret.empty()) return presented.empty();
+  // Every presented byte is compared with some secret byte; no early exit.
+  for (size_t i = 0; i < presented.size(); ++i) {
+    diff |= static_cast<unsigned char>(presented[i] ^ secret[i % secret.size()]);
+  }
+  return diff == 0;
+}
+
+std::string ApiKeys::TenantTag(std::string_view key) {
+  return Sha256::Hex(Sha256::Hash(key.data(), key.size())).substr(0, 16);
+}
+
+Result<ApiKeys> ApiKeys::FromList(std::vector<std::string> keys) {
+  ApiKeys out;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const std::string& key = keys[i];
+    if (key.empty()) return Result<ApiKeys>::Error("API key " + std::to_string(i) + " is empty");
+    for (char c : key) {
+      if (static_cast<unsigned char>(c) <= ' ' || c == 0x7f) {
+        return Result<ApiKeys>::Error("API key " + std::to_string(i) +
+                                      " holds whitespace or a control character");
+      }
+    }
+    out.tags_.push_back(TenantTag(key));
+    out.keys_.push_back(key);
+  }
+  return out;
+}
+
+Result<ApiKeys> ApiKeys::FromFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Result<ApiKeys>::Error("--api-key-file '" + path + "': cannot open");
+  std::vector<std::string> keys;
+  std::string line;
+  while (std::getline(in, line)) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) {
+      line.pop_back();
+    }
+    size_t start = line.find_first_not_of(" \t");
+    if (start == std::string::npos || line[start] == '#') continue;
+    keys.push_back(line.substr(start));
+    if (keys.size() > 10000) {
+      return Result<ApiKeys>::Error("--api-key-file '" + path + "': more than 10000 keys");
+    }
+  }
+  if (keys.empty()) return Result<ApiKeys>::Error("--api-key-file '" + path + "': no keys in it");
+  auto result = FromList(std::move(keys));
+  if (!result.ok())
+    return Result<ApiKeys>::Error("--api-key-file '" + path + "': " + result.message());
+  return result;
+}
+
+std::optional<std::string> ApiKeys::Check(std::string_view authorization) const {
+  if (keys_.empty()) return std::string("anon");
+  constexpr std::string_view kBearer = "Bearer ";
+  if (authorization.size() <= kBearer.size() ||
+      authorization.substr(0, kBearer.size()) != kBearer) {
+    return std::nullopt;
+  }
+  const std::string_view presented = authorization.substr(kBearer.size());
+  // Compare against every key (no early exit) so the time does not tell which one matched.
+  int match = -1;
+  for (size_t i = 0; i < keys_.size(); ++i) {
+    if (ConstantTimeEquals(presented, keys_[i])) match = static_cast<int>(i);
+  }
+  if (match < 0) return std::nullopt;
+  return tags_[match];
+}
+
+}  // namespace kvserve

@@ -1,0 +1,376 @@
+#include "server/completion_request.h"
+
+#include <cmath>
+#include <string_view>
+
+namespace kvserve {
+
+namespace {
+
+using nlohmann::json;
+
+std::string Shown(const json& value) {
+  std::string text = DumpJson(value);
+  if (text.size() > 80) text = text.substr(0, 77) + "...";
+  return text;
+}
+
+ApiError WrongType(std::string_view name, std::string_view expected, const json& value) {
+  return ApiError::BadRequest(
+      "'" + std::string(name) + "' must be " + std::string(expected) + ", got " + Shown(value),
+      std::string(name));
+}
+
+// A present, non-null field.
+const json* Field(const json& body, std::string_view name) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::optional<ApiError> ReadDouble(const json& body, std::string_view name, double lo, double hi,
+                                   bool lo_open, double& out) {
+  const json* value = Field(body, name);
+  if (!value) return std::nullopt;
+  if (!value->is_number()) return WrongType(name, "a number", *value);
+  const double x = value->get<double>();
+  const bool below = lo_open ? !(x > lo) : !(x >= lo);
+  if (below || !(x <= hi) || !std::isfinite(x)) {
+    return ApiError::BadRequest("'" + std::string(name) + "' must be in " + (lo_open ? "(" : "[") +
+                                    Shown(lo) + ", " + Shown(hi) + "], got " + Shown(*value),
+                                std::string(name));
+  }
+  out = x;
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadFloat(const json& body, std::string_view name, double lo, double hi,
+                                  bool lo_open, float& out) {
+  double x = out;
+  if (auto error = ReadDouble(body, name, lo, hi, lo_open, x)) return error;
+  out = static_cast<float>(x);
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadInt(const json& body, std::string_view name, int64_t lo, int64_t hi,
+                                std::optional<int64_t>& out) {
+  const json* value = Field(body, name);
+  if (!value) return std::nullopt;
+  if (!value->is_number_integer()) return WrongType(name, "an integer", *value);
+  if (value->is_number_unsigned() && value->get<uint64_t>() > static_cast<uint64_t>(hi)) {
+    return ApiError::BadRequest("'" + std::string(name) + "' must be at most " +
+                                    std::to_string(hi) + ", got " + Shown(*value),
+                                std::string(name));
+  }
+  const int64_t x = value->get<int64_t>();
+  if (x < lo || x > hi) {
+    return ApiError::BadRequest("'" + std::string(name) + "' must be in [" + std::to_string(lo) +
+                                    ", " + std::to_string(hi) + "], got " + Shown(*value),
+                                std::string(name));
+  }
+  out = x;
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadBool(const json& body, std::string_view name, bool& out) {
+  const json* value = Field(body, name);
+  if (!value) return std::nullopt;
+  if (!value->is_boolean()) return WrongType(name, "true or false", *value);
+  out = value->get<bool>();
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadString(const json& body, std::string_view name, size_t max_bytes,
+                                   std::string& out) {
+  const json* value = Field(body, name);
+  if (!value) return std::nullopt;
+  if (!value->is_string()) return WrongType(name, "a string", *value);
+  out = value->get<std::string>();
+  if (out.size() > max_bytes) {
+    return ApiError::BadRequest("'" + std::string(name) + "' is " + std::to_string(out.size()) +
+                                    " bytes long; the limit is " + std::to_string(max_bytes),
+                                std::string(name));
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadTokenArray(const json& array, int n_vocab, const std::string& name,
+                                       std::vector<int32_t>& out) {
+  out.clear();
+  out.reserve(array.size());
+  for (size_t i = 0; i < array.size(); ++i) {
+    const json& item = array[i];
+    const std::string where = name + "[" + std::to_string(i) + "]";
+    if (!item.is_number_integer()) return WrongType(where, "a token id (integer)", item);
+    const int64_t id = item.is_number_unsigned() && item.get<uint64_t>() > INT32_MAX
+                           ? int64_t{INT32_MAX} + 1
+                           : item.get<int64_t>();
+    if (id < 0 || id >= n_vocab) {
+      return ApiError::BadRequest("'" + where + "' is token id " + Shown(item) +
+                                      ", outside the vocabulary [0, " + std::to_string(n_vocab) +
+                                      ")",
+                                  "prompt");
+    }
+    out.push_back(static_cast<int32_t>(id));
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadPrompts(const json& body, int n_vocab, std::vector<PromptInput>& out) {
+  const json* prompt = Field(body, "prompt");
+  if (!prompt) return ApiError::BadRequest("'prompt' is required", "prompt");
+  if (prompt->is_string()) {
+    out.push_back(PromptInput{.text = prompt->get<std::string>()});
+    return std::nullopt;
+  }
+  const char* kExpected =
+      "a string, an array of token ids, or an array of strings or of token "
+      "id arrays";
+  if (!prompt->is_array()) return WrongType("prompt", kExpected, *prompt);
+  if (prompt->empty()) return ApiError::BadRequest("'prompt' is an empty array", "prompt");
+  if ((*prompt)[0].is_number()) {
+    PromptInput input{.is_tokens = true};
+    if (auto error = ReadTokenArray(*prompt, n_vocab, "prompt", input.tokens)) return error;
+    out.push_back(std::move(input));
+    return std::nullopt;
+  }
+  if (prompt->size() > static_cast<size_t>(kMaxPrompts)) {
+    return ApiError::BadRequest("'prompt' holds " + std::to_string(prompt->size()) +
+                                    " prompts; the limit is " + std::to_string(kMaxPrompts),
+                                "prompt");
+  }
+  for (size_t i = 0; i < prompt->size(); ++i) {
+    const json& item = (*prompt)[i];
+    const std::string where = "prompt[" + std::to_string(i) + "]";
+    if (item.is_string()) {
+      out.push_back(PromptInput{.text = item.get<std::string>()});
+    } else if (item.is_array()) {
+      if (item.empty()) return ApiError::BadRequest("'" + where + "' is an empty array", "prompt");
+      PromptInput input{.is_tokens = true};
+      if (auto error = ReadTokenArray(item, n_vocab, where, input.tokens)) return error;
+      out.push_back(std::move(input));
+    } else {
+      return WrongType(where, "a string or an array of token ids", item);
+    }
+  }
+  return std::nullopt;
+}
+
+// "content" is a string or an array of {"type": "text", "text": ...} parts.
+std::optional<ApiError> ReadContent(const json& content, const std::string& where,
+                                    std::string& out) {
+  if (content.is_string()) {
+    out = content.get<std::string>();
+    return std::nullopt;
+  }
+  if (content.is_null()) return std::nullopt;  // an assistant turn that only called tools
+  if (!content.is_array()) return WrongType(where, "a string or an array of text parts", content);
+  for (size_t i = 0; i < content.size(); ++i) {
+    const json& part = content[i];
+    const std::string part_where = where + "[" + std::to_string(i) + "]";
+    if (!part.is_object()) return WrongType(part_where, "an object", part);
+    auto type = part.find("type");
+    if (type == part.end() || *type != "text") {
+      return ApiError::BadRequest("'" + part_where + ".type' must be \"text\" (only text parts " +
+                                      "are supported), got " +
+                                      (type == part.end() ? std::string("nothing") : Shown(*type)),
+                                  "messages");
+    }
+    auto text = part.find("text");
+    if (text == part.end() || !text->is_string()) {
+      return WrongType(part_where + ".text", "a string",
+                       text == part.end() ? json(nullptr) : *text);
+    }
+    out += text->get<std::string>();
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadMessages(const json& body, std::vector<ChatMessage>& out) {
+  const json* messages = Field(body, "messages");
+  if (!messages) return ApiError::BadRequest("'messages' is required", "messages");
+  if (!messages->is_array()) return WrongType("messages", "an array of messages", *messages);
+  if (messages->empty()) return ApiError::BadRequest("'messages' is an empty array", "messages");
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const json& message = (*messages)[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!message.is_object()) return WrongType(where, "an object", message);
+    auto role = message.find("role");
+    if (role == message.end() || !role->is_string()) {
+      return WrongType(where + ".role", "a string", role == message.end() ? json(nullptr) : *role);
+    }
+    ChatMessage chat{.role = role->get<std::string>()};
+    if (chat.role == "developer") chat.role = "system";  // OpenAI's newer name for it
+    if (chat.role != "system" && chat.role != "user" && chat.role != "assistant" &&
+        chat.role != "tool") {
+      return ApiError::BadRequest("'" + where + ".role' must be one of system, developer, user, " +
+                                      "assistant, tool, got " + Shown(*role),
+                                  "messages");
+    }
+    auto content = message.find("content");
+    if (content == message.end()) {
+      return ApiError::BadRequest("'" + where + ".content' is required", "messages");
+    }
+    if (auto error = ReadContent(*content, where + ".content", chat.content)) return error;
+    out.push_back(std::move(chat));
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadStop(const json& body, std::vector<std::string>& out) {
+  const json* stop = Field(body, "stop");
+  if (!stop) return std::nullopt;
+  auto add = [&](const json& item, const std::string& where) -> std::optional<ApiError> {
+    if (!item.is_string()) return WrongType(where, "a string", item);
+    std::string text = item.get<std::string>();
+    if (text.empty()) return ApiError::BadRequest("'" + where + "' is an empty string", "stop");
+    if (text.size() > 1024) {
+      return ApiError::BadRequest("'" + where + "' is longer than 1024 bytes", "stop");
+    }
+    out.push_back(std::move(text));
+    return std::nullopt;
+  };
+  if (stop->is_string()) return add(*stop, "stop");
+  if (!stop->is_array()) return WrongType("stop", "a string or an array of strings", *stop);
+  if (stop->size() > static_cast<size_t>(kMaxStopStrings)) {
+    return ApiError::BadRequest("'stop' holds " + std::to_string(stop->size()) +
+                                    " strings; the limit is " + std::to_string(kMaxStopStrings),
+                                "stop");
+  }
+  for (size_t i = 0; i < stop->size(); ++i) {
+    if (auto error = add((*stop)[i], "stop[" + std::to_string(i) + "]")) return error;
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadLogitBias(const json& body, int n_vocab,
+                                      std::map<int32_t, float>& out) {
+  const json* bias = Field(body, "logit_bias");
+  if (!bias) return std::nullopt;
+  if (!bias->is_object()) return WrongType("logit_bias", "an object of token id -> bias", *bias);
+  for (const auto& [key, value] : bias->items()) {
+    const std::string where = "logit_bias[\"" + key.substr(0, 40) + "\"]";
+    int64_t id = -1;
+    bool digits = !key.empty() && key.size() <= 10;
+    for (char c : key) digits = digits && c >= '0' && c <= '9';
+    if (digits) id = std::stoll(key);
+    if (!digits || id >= n_vocab) {
+      return ApiError::BadRequest(
+          "'" + where + "': the key must be a token id in [0, " + std::to_string(n_vocab) + ")",
+          "logit_bias");
+    }
+    if (!value.is_number()) return WrongType(where, "a number", value);
+    const double x = value.get<double>();
+    if (!(x >= -100.0 && x <= 100.0)) {
+      return ApiError::BadRequest("'" + where + "' must be in [-100, 100], got " + Shown(value),
+                                  "logit_bias");
+    }
+    out[static_cast<int32_t>(id)] = static_cast<float>(x);
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadLogprobs(const json& body, CompletionKind kind,
+                                     CompletionRequest& out) {
+  if (kind == CompletionKind::kText) {
+    // Completions: logprobs is the number of alternatives (0 = only the chosen token).
+    std::optional<int64_t> logprobs;
+    if (auto error = ReadInt(body, "logprobs", 0, kMaxTopLogprobs, logprobs)) return error;
+    if (logprobs) {
+      out.logprobs = true;
+      out.sampling.top_logprobs = static_cast<int>(*logprobs);
+    }
+    return std::nullopt;
+  }
+  if (auto error = ReadBool(body, "logprobs", out.logprobs)) return error;
+  std::optional<int64_t> top;
+  if (auto error = ReadInt(body, "top_logprobs", 0, kMaxTopLogprobs, top)) return error;
+  if (top && *top > 0 && !out.logprobs) {
+    return ApiError::BadRequest("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+  }
+  if (top) out.sampling.top_logprobs = static_cast<int>(*top);
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ApiError> ParseCompletionRequest(const json& body, CompletionKind kind, int n_vocab,
+                                               CompletionRequest& out) {
+  out = CompletionRequest{.kind = kind};
+  out.sampling.temperature = 1.0f;
+  if (auto error = ReadString(body, "model", kMaxIdBytes, out.model)) return error;
+  if (kind == CompletionKind::kText) {
+    if (auto error = ReadPrompts(body, n_vocab, out.prompts)) return error;
+  } else {
+    if (auto error = ReadMessages(body, out.messages)) return error;
+  }
+
+  std::optional<int64_t> max_tokens, max_completion_tokens, n, top_k, seed;
+  constexpr int64_t kMaxTokensLimit = 1 << 24;
+  if (auto e = ReadInt(body, "max_tokens", 1, kMaxTokensLimit, max_tokens)) return e;
+  if (auto e = ReadInt(body, "max_completion_tokens", 1, kMaxTokensLimit, max_completion_tokens)) {
+    return e;
+  }
+  if (max_completion_tokens) max_tokens = max_completion_tokens;
+  if (max_tokens) out.max_tokens = static_cast<int>(*max_tokens);
+
+  SamplingParams& s = out.sampling;
+  if (auto e = ReadFloat(body, "temperature", 0.0, 2.0, false, s.temperature)) return e;
+  if (auto e = ReadFloat(body, "top_p", 0.0, 1.0, true, s.top_p)) return e;
+  if (auto e = ReadFloat(body, "min_p", 0.0, 1.0, false, s.min_p)) return e;
+  if (auto e = ReadFloat(body, "presence_penalty", -2.0, 2.0, false, s.presence_penalty)) return e;
+  if (auto e = ReadFloat(body, "frequency_penalty", -2.0, 2.0, false, s.frequency_penalty)) {
+    return e;
+  }
+  if (auto e = ReadFloat(body, "repetition_penalty", 0.0, 100.0, true, s.repetition_penalty)) {
+    return e;
+  }
+  if (auto e = ReadInt(body, "top_k", -1, n_vocab, top_k)) return e;
+  if (top_k) s.top_k = *top_k < 0 ? 0 : static_cast<int>(*top_k);  // -1 = off, as in vLLM
+  if (auto e = ReadInt(body, "seed", INT64_MIN, INT64_MAX, seed)) return e;
+  if (seed) {
+    s.seed = static_cast<uint64_t>(*seed);
+    out.seeded = true;
+  }
+  if (auto e = ReadLogitBias(body, n_vocab, s.logit_bias)) return e;
+  if (auto e = ReadInt(body, "n", 1, kMaxChoices, n)) return e;
+  if (n) out.n = static_cast<int>(*n);
+  if (auto e = ReadStop(body, out.stop)) return e;
+  if (auto e = ReadLogprobs(body, kind, out)) return e;
+  if (auto e = ReadBool(body, "stream", out.stream)) return e;
+  if (const json* options = Field(body, "stream_options")) {
+    if (!options->is_object()) return WrongType("stream_options", "an object", *options);
+    if (auto e = ReadBool(*options, "include_usage", out.include_usage)) {
+      e->message = "'stream_options.include_usage' must be true or false";
+      e->param = "stream_options.include_usage";
+      return e;
+    }
+  }
+  if (auto e = ReadBool(body, "ignore_eos", out.ignore_eos)) return e;
+  if (auto e = ReadString(body, "user", kMaxIdBytes, out.user)) return e;
+  if (auto e = ReadString(body, "session_id", kMaxIdBytes, out.session_id)) return e;
+  if (auto e = ReadString(body, "cache_salt", kMaxIdBytes, out.cache_salt)) return e;
+
+  // Parameters of OpenAI's API that we do not implement: refuse rather than silently ignore.
+  std::optional<int64_t> best_of;
+  if (auto e = ReadInt(body, "best_of", 1, 1, best_of)) {
+    e->message = "'best_of' other than 1 is not supported";
+    return e;
+  }
+  bool echo = false;
+  if (auto e = ReadBool(body, "echo", echo)) return e;
+  if (echo) return ApiError::BadRequest("'echo' is not supported", "echo");
+  std::string suffix;
+  if (auto e = ReadString(body, "suffix", 1 << 20, suffix)) return e;
+  if (!suffix.empty()) return ApiError::BadRequest("'suffix' is not supported", "suffix");
+  if (const json* tools = Field(body, "tools"); tools && !(tools->is_array() && tools->empty())) {
+    return ApiError::BadRequest("'tools' is not supported", "tools");
+  }
+  const size_t n_prompts = out.prompts.empty() ? 1 : out.prompts.size();
+  if (!out.session_id.empty() && out.n * n_prompts > 1) {
+    return ApiError::BadRequest("'session_id' needs a single prompt and n = 1", "session_id");
+  }
+  return std::nullopt;
+}
+
+}  // namespace kvserve

@@ -1,0 +1,82 @@
+// OpenAI's response shapes for completions and chat completions, whole and as Server-Sent
+// Events. Plain functions of their inputs: no engine, no sockets.
+//
+//   ResponseShaper shaper(CompletionKind::kChat, "chatcmpl-1", "stories260K", created, tokenizer);
+//   json whole = shaper.Whole(choices, usage);           // "chat.completion"
+//   std::string event = Sse(shaper.Chunk(delta));        // "data: {...}\n\n"
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/request.h"
+#include "server/completion_request.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvserve {
+
+// The logprob of one generated token and its alternatives.
+struct LogprobEntry {
+  int32_t token = -1;
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top;  // most likely first
+  size_t text_offset = 0;         // bytes into the choice's text where this token's text starts
+};
+
+// A finished choice (non-streamed responses).
+struct ChoiceResult {
+  int index = 0;
+  std::string text;
+  std::string finish_reason;  // "stop" | "length"
+  std::vector<LogprobEntry> logprobs;
+};
+
+// Sums over the prompts of a request (a prompt counts once, whatever n is).
+struct UsageTotals {
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+  int cached_tokens = 0;
+};
+
+// One piece of a streamed choice.
+struct ChoiceDelta {
+  int index = 0;
+  bool first = false;  // chat: carries role "assistant"
+  std::string text;
+  std::vector<LogprobEntry> logprobs;
+  std::string finish_reason;  // "" while the choice goes on
+};
+
+class ResponseShaper {
+ public:
+  // `tokenizer` is borrowed (token text for logprobs) and must outlive the shaper.
+  ResponseShaper(CompletionKind kind, std::string id, std::string model, int64_t created,
+                 const Tokenizer& tokenizer, bool logprobs);
+
+  nlohmann::json Whole(const std::vector<ChoiceResult>& choices, const UsageTotals& usage) const;
+  // A streamed chunk; with `usage_null` (stream_options.include_usage) it carries "usage": null.
+  nlohmann::json Chunk(const ChoiceDelta& delta, bool usage_null) const;
+  // The last chunk before [DONE] when include_usage was asked: no choices, the usage.
+  nlohmann::json UsageChunk(const UsageTotals& usage) const;
+
+  static nlohmann::json UsageJson(const UsageTotals& usage);
+
+ private:
+  nlohmann::json Logprobs(const std::vector<LogprobEntry>& entries) const;
+  nlohmann::json Base(const char* object) const;
+
+  CompletionKind kind_;
+  std::string id_;
+  std::string model_;
+  int64_t created_;
+  const Tokenizer& tokenizer_;
+  bool logprobs_;
+};
+
+// "data: <json>\n\n"
+std::string Sse(const nlohmann::json& event);
+inline constexpr char kSseDone[] = "data: [DONE]\n\n";
+
+}  // namespace kvserve

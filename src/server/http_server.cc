@@ -1,0 +1,189 @@
+#include "server/http_server.h"
+
+#include <thread>
+
+namespace kvserve {
+
+namespace {
+
+bool IsOpenPath(const std::string& path, bool metrics_auth) {
+  return path == "/health" || (!metrics_auth && path == "/metrics");
+}
+
+}  // namespace
+
+HttpServer::HttpServer(HttpServerOptions options) : options_(std::move(options)) { Install(); }
+
+HttpServer::~HttpServer() { Stop(); }
+
+std::optional<std::string> HttpServer::Authorize(const httplib::Request& request,
+                                                 httplib::Response& response) const {
+  auto tenant = options_.api_keys.Check(request.get_header_value("Authorization"));
+  if (!tenant) {
+    const bool sent = request.has_header("Authorization");
+    ReplyError(response,
+               ApiError::Unauthorized(sent ? "invalid API key in the Authorization header"
+                                           : "missing API key: send 'Authorization: Bearer KEY'"));
+    response.set_header("WWW-Authenticate", "Bearer");
+  }
+  return tenant;
+}
+
+OpenAiRoutes* HttpServer::Ready(httplib::Response& response) {
+  switch (state_.load()) {
+    case State::kReady:
+      return routes_.get();
+    case State::kLoading:
+      ReplyError(response, ApiError::Unavailable("the model is still loading"));
+      return nullptr;
+    case State::kDraining:
+      ReplyError(response, ApiError::Unavailable("the server is shutting down"));
+      return nullptr;
+  }
+  return nullptr;
+}
+
+void HttpServer::Install() {
+  const int threads = std::max(2, options_.threads);
+  server_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  server_.set_payload_max_length(options_.max_body_bytes);
+  server_.set_read_timeout(options_.read_timeout_s, 0);
+  server_.set_write_timeout(options_.write_timeout_s, 0);
+  server_.set_keep_alive_timeout(options_.keep_alive_timeout_s);
+  server_.set_keep_alive_max_count(100);
+
+  server_.set_pre_routing_handler(
+      [this](const httplib::Request& request, httplib::Response& response) {
+        if (IsOpenPath(request.path, options_.metrics_auth))
+          return httplib::Server::HandlerResponse::Unhandled;
+        if (!Authorize(request, response)) return httplib::Server::HandlerResponse::Handled;
+        return httplib::Server::HandlerResponse::Unhandled;
+      });
+  // Called for every response with status >= 400; fills in a body where httplib left none
+  // (unknown route, body too large, malformed request).
+  server_.set_error_handler(httplib::Server::HandlerWithResponse(
+      [this](const httplib::Request& request, httplib::Response& response) {
+        if (!response.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        ApiError error;
+        switch (response.status) {
+          case 404:
+            error = ApiError::NotFound("no route for " + request.method + " " + request.path);
+            break;
+          case 413:
+            error = ApiError::PayloadTooLarge(options_.max_body_bytes);
+            break;
+          default:
+            error = ApiError{.http_status = response.status,
+                             .message = "malformed HTTP request (status " +
+                                        std::to_string(response.status) + ")"};
+            if (response.status >= 500) error.type = "server_error";
+        }
+        ReplyError(response, error);
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+  server_.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& response, std::exception_ptr exception) {
+        std::string what = "unknown exception";
+        try {
+          if (exception) std::rethrow_exception(exception);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        ReplyError(response, ApiError::Internal("internal error: " + what));
+      });
+  server_.set_logger([this](const httplib::Request&, const httplib::Response& response) {
+    metrics_.CountHttpResponse(response.status);
+  });
+
+  server_.Get("/health", [this](const httplib::Request&, httplib::Response& response) {
+    switch (state_.load()) {
+      case State::kReady:
+        return ReplyJson(response, 200, {{"status", "ok"}});
+      case State::kLoading:
+        return ReplyJson(response, 503, {{"status", "loading"}});
+      case State::kDraining:
+        return ReplyJson(response, 503, {{"status", "draining"}});
+    }
+  });
+  server_.Get("/metrics", [this](const httplib::Request&, httplib::Response& response) {
+    EngineStats stats;
+    if (state_.load() != State::kLoading && routes_) stats = routes_->model().engine->Stats();
+    response.set_content(metrics_.Render(stats), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  server_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& response) {
+    if (OpenAiRoutes* routes = Ready(response)) routes->Models(response);
+  });
+  server_.Get(R"(/v1/models/([^/]+))",
+              [this](const httplib::Request& request, httplib::Response& response) {
+                if (OpenAiRoutes* routes = Ready(response)) {
+                  routes->Model(request.matches[1].str(), response);
+                }
+              });
+  auto completions = [this](CompletionKind kind) {
+    return [this, kind](const httplib::Request& request, httplib::Response& response) {
+      OpenAiRoutes* routes = Ready(response);
+      if (!routes) return;
+      auto tenant = Authorize(request, response);
+      if (tenant) routes->Completions(request, response, kind, *tenant);
+    };
+  };
+  server_.Post("/v1/completions", completions(CompletionKind::kText));
+  server_.Post("/v1/chat/completions", completions(CompletionKind::kChat));
+  server_.Post("/tokenize", [this](const httplib::Request& request, httplib::Response& response) {
+    if (OpenAiRoutes* routes = Ready(response)) routes->Tokenize(request, response);
+  });
+  server_.Post("/detokenize", [this](const httplib::Request& request, httplib::Response& response) {
+    if (OpenAiRoutes* routes = Ready(response)) routes->Detokenize(request, response);
+  });
+  server_.Delete(R"(/v1/sessions/([^/]+))",
+                 [this](const httplib::Request& request, httplib::Response& response) {
+                   OpenAiRoutes* routes = Ready(response);
+                   if (!routes) return;
+                   if (auto tenant = Authorize(request, response)) {
+                     routes->DeleteSession(request.matches[1].str(), *tenant, response);
+                   }
+                 });
+}
+
+Status HttpServer::Bind() {
+  if (options_.port < 0 || options_.port > 65535) {
+    return Status::Error("--port " + std::to_string(options_.port) + " is not in [0, 65535]");
+  }
+  if (options_.port == 0) {
+    port_ = server_.bind_to_any_port(options_.host);
+    if (port_ < 0) return Status::Error("cannot bind to " + options_.host + " on any port");
+  } else {
+    if (!server_.bind_to_port(options_.host, options_.port)) {
+      return Status::Error("cannot bind to " + options_.host + ":" + std::to_string(options_.port) +
+                           " (in use, or not a local address)");
+    }
+    port_ = options_.port;
+  }
+  return Status::Ok();
+}
+
+bool HttpServer::Run() { return server_.listen_after_bind(); }
+
+void HttpServer::SetModel(ServedModel model) {
+  routes_ = std::make_unique<OpenAiRoutes>(std::move(model), options_.routes, metrics_,
+                                           in_flight_streams_);
+  state_.store(State::kReady);
+}
+
+void HttpServer::BeginDrain() { state_.store(State::kDraining); }
+
+bool HttpServer::WaitForStreams(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (in_flight_streams_.load() > 0) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+void HttpServer::Stop() {
+  if (server_.is_running()) server_.stop();
+}
+
+}  // namespace kvserve

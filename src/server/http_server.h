@@ -1,0 +1,85 @@
+// The HTTP front of `kvserve serve`: cpp-httplib's server with our limits (body size, read and
+// write timeouts, a fixed thread pool), API-key auth, readiness, and the routes. HTTP threads
+// parse, enqueue and stream; the engine thread generates; neither blocks the other.
+//
+//   HttpServer server(options);
+//   server.Bind();                     // port 0 picks a free port: server.port()
+//   std::thread t([&] { server.Run(); });
+//   server.SetModel(served_model);     // /health turns 200, the API opens
+//   ...
+//   server.BeginDrain();               // /health 503, new requests 503
+//   engine->Drain(timeout); server.WaitForStreams(deadline); server.Stop(); t.join();
+//
+// Thread rules: Bind, SetModel, BeginDrain, Stop from the owner's thread; Run on one thread.
+#pragma once
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "server/api_error.h"
+#include "server/auth.h"
+#include "server/metrics.h"
+#include "server/openai_routes.h"
+#include "util/status.h"
+
+namespace kvserve {
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                   // 0 = any free port
+  ApiKeys api_keys;                  // none: no auth
+  bool metrics_auth = false;         // /metrics needs the key too
+  size_t max_body_bytes = 4u << 20;  // larger bodies get 413
+  int threads = 32;                  // HTTP worker threads (one per open connection)
+  int read_timeout_s = 10;           // a client that sends nothing for this long is cut off
+  int write_timeout_s = 10;          // a client that reads nothing for this long is cut off
+  int keep_alive_timeout_s = 5;
+  RouteOptions routes;
+};
+
+class HttpServer {
+ public:
+  enum class State { kLoading, kReady, kDraining };
+
+  explicit HttpServer(HttpServerOptions options);
+  ~HttpServer();
+
+  // Binds the listening socket; port() is then known.
+  Status Bind();
+  // Serves until Stop(). Returns false if the listener failed.
+  bool Run();
+  // Serves the model; /health turns 200. `model` members are borrowed.
+  void SetModel(ServedModel model);
+  // /health and the API answer 503 from now on; requests already running continue.
+  void BeginDrain();
+  // Waits until no streamed response is being written, or `timeout` passed; true if none is.
+  bool WaitForStreams(std::chrono::milliseconds timeout);
+  // Closes the listener and ends Run() (after the connections being served finish).
+  void Stop();
+
+  int port() const { return port_; }
+  State state() const { return state_.load(); }
+  ServerMetrics& metrics() { return metrics_; }
+
+ private:
+  void Install();
+  // The caller's tenant tag, or nullopt after replying 401.
+  std::optional<std::string> Authorize(const httplib::Request& request,
+                                       httplib::Response& response) const;
+  // The routes when ready, or nullptr after replying 503.
+  OpenAiRoutes* Ready(httplib::Response& response);
+
+  HttpServerOptions options_;
+  httplib::Server server_;
+  ServerMetrics metrics_;
+  std::atomic<int> in_flight_streams_{0};
+  std::atomic<State> state_{State::kLoading};
+  std::unique_ptr<OpenAiRoutes> routes_;  // set once by SetModel before state_ turns kReady
+  int port_ = -1;
+};
+
+}  // namespace kvserve

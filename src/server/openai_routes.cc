@@ -1,0 +1,429 @@
+#include "server/openai_routes.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <memory>
+#include <random>
+
+#include "server/completion_job.h"
+#include "server/completion_response.h"
+
+namespace kvserve {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr auto kPollInterval = std::chrono::milliseconds(250);
+constexpr double kKeepAliveSeconds = 2.0;  // SSE comment when nothing was sent for this long
+
+uint64_t RandomSeed() {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  return rng();
+}
+
+// The engine's finish reasons that OpenAI's API has no word for are cut-offs by the server.
+std::string ClientFinishReason(const std::string& reason) {
+  if (reason == "stop" || reason == "length") return reason;
+  return "length";  // "timeout" (--request-timeout) and "abort" (shutdown deadline)
+}
+
+// One choice as it accumulates.
+struct ChoiceProgress {
+  int prompt_index = 0;
+  std::string text;
+  std::vector<LogprobEntry> logprobs;
+  std::string finish_reason;
+  bool sent_first = false;
+};
+
+// Everything a completion needs after parsing: token prompts and engine requests.
+struct PreparedCompletion {
+  CompletionRequest request;
+  std::vector<std::vector<int32_t>> prompt_tokens;  // one per prompt
+  std::vector<Request> engine_requests;             // prompt-major, n per prompt
+  std::vector<ChoiceProgress> choices;              // parallel to engine_requests
+};
+
+void AddLogprob(const RequestEvent& event, ChoiceProgress& choice) {
+  choice.logprobs.push_back(LogprobEntry{.token = event.token,
+                                         .logprob = event.logprob,
+                                         .top = event.top_logprobs,
+                                         .text_offset = choice.text.size()});
+}
+
+UsageTotals SumUsage(const std::vector<Usage>& usages, int n) {
+  UsageTotals totals;
+  for (size_t i = 0; i < usages.size(); ++i) {
+    if (static_cast<int>(i) % n == 0) {
+      totals.prompt_tokens += usages[i].prompt_tokens;
+      totals.cached_tokens += usages[i].cached_tokens;
+    }
+    totals.completion_tokens += usages[i].completion_tokens;
+  }
+  return totals;
+}
+
+// State of one streamed response, shared with httplib's content provider.
+struct StreamState {
+  std::unique_ptr<CompletionJob> job;
+  std::unique_ptr<ResponseShaper> shaper;
+  std::vector<ChoiceProgress> choices;
+  std::vector<Usage> usages;
+  int n = 1;
+  bool include_usage = false;
+  bool logprobs = false;
+  bool started = false;
+  bool finished = false;
+  std::chrono::steady_clock::time_point last_write = std::chrono::steady_clock::now();
+};
+
+// Writes as much of the stream as is ready; false when the client is gone.
+bool PumpStream(StreamState& state, httplib::DataSink& sink) {
+  auto write = [&](const std::string& text) {
+    state.last_write = std::chrono::steady_clock::now();
+    return sink.write(text.data(), text.size());
+  };
+  const bool usage_null = state.include_usage;
+  if (!state.started) {
+    state.started = true;
+    if (state.shaper != nullptr) {
+      // Chat: a first chunk per choice that names the role, as OpenAI sends it.
+      std::string text;
+      for (size_t i = 0; i < state.choices.size(); ++i) {
+        if (state.choices[i].sent_first) continue;
+        ChoiceDelta delta{.index = static_cast<int>(i), .first = true};
+        state.choices[i].sent_first = true;
+        text += Sse(state.shaper->Chunk(delta, usage_null));
+      }
+      if (!text.empty() && !write(text)) return false;
+    }
+  }
+  if (state.job->done()) {
+    std::string tail;
+    if (state.include_usage) tail += Sse(state.shaper->UsageChunk(SumUsage(state.usages, state.n)));
+    tail += kSseDone;
+    if (!write(tail)) return false;
+    state.finished = true;
+    sink.done();
+    return true;
+  }
+  auto next = state.job->Next(kPollInterval);
+  if (!next) {
+    const double idle =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - state.last_write).count();
+    // A comment line keeps proxies from timing out and tells us early when the client is gone.
+    if (idle >= kKeepAliveSeconds && !write(": keep-alive\n\n")) return false;
+    return true;
+  }
+  ChoiceProgress& choice = state.choices[next->choice];
+  const RequestEvent& event = next->event;
+  ChoiceDelta delta{.index = next->choice};
+  if (event.kind == RequestEvent::Kind::kToken) {
+    delta.text = event.text;
+    if (state.logprobs) {
+      AddLogprob(event, choice);
+      delta.logprobs = {choice.logprobs.back()};
+    }
+    choice.text += event.text;
+    if (delta.text.empty() && delta.logprobs.empty()) return true;  // held back; nothing to say
+    return write(Sse(state.shaper->Chunk(delta, usage_null)));
+  }
+  state.usages[next->choice] = event.usage;
+  if (event.finish_reason == "error") {
+    ApiError error = ApiError::Internal("generation failed: " + event.error);
+    return write("data: " + error.Body() + "\n\n");
+  }
+  delta.text = event.text;
+  choice.text += event.text;
+  delta.finish_reason = ClientFinishReason(event.finish_reason);
+  return write(Sse(state.shaper->Chunk(delta, usage_null)));
+}
+
+}  // namespace
+
+void ReplyJson(httplib::Response& response, int status, const json& body) {
+  response.status = status;
+  response.set_content(DumpJson(body), "application/json");
+}
+
+void ReplyError(httplib::Response& response, const ApiError& error) {
+  response.status = error.http_status;
+  if (error.retry_after_s > 0) {
+    response.set_header("Retry-After", std::to_string(error.retry_after_s));
+  }
+  response.set_content(error.Body(), "application/json");
+}
+
+OpenAiRoutes::OpenAiRoutes(ServedModel model, RouteOptions options, ServerMetrics& metrics,
+                           std::atomic<int>& in_flight)
+    : model_(std::move(model)), options_(options), metrics_(metrics), in_flight_(in_flight) {
+  char prefix[17];
+  std::snprintf(prefix, sizeof(prefix), "%08x", static_cast<unsigned>(RandomSeed()));
+  id_prefix_ = prefix;
+}
+
+json OpenAiRoutes::ModelJson() const {
+  return {{"id", model_.id},
+          {"object", "model"},
+          {"created", model_.created},
+          {"owned_by", "kvserve"},
+          {"max_model_len", model_.engine->n_ctx()}};
+}
+
+void OpenAiRoutes::Models(httplib::Response& response) const {
+  ReplyJson(response, 200, {{"object", "list"}, {"data", json::array({ModelJson()})}});
+}
+
+void OpenAiRoutes::Model(const std::string& id, httplib::Response& response) const {
+  if (id != model_.id) {
+    ReplyError(response, ApiError::NotFound("model '" + id + "' does not exist; this server " +
+                                                "serves '" + model_.id + "'",
+                                            "model_not_found"));
+    return;
+  }
+  ReplyJson(response, 200, ModelJson());
+}
+
+void OpenAiRoutes::Completions(const httplib::Request& http_request, httplib::Response& response,
+                               CompletionKind kind, const std::string& tenant) {
+  const auto arrival = std::chrono::steady_clock::now();
+  const Tokenizer& tokenizer = *model_.tokenizer;
+  json body;
+  if (auto error = ParseJsonBody(http_request.body, body)) return ReplyError(response, *error);
+  PreparedCompletion prepared;
+  CompletionRequest& request = prepared.request;
+  if (auto error = ParseCompletionRequest(body, kind, tokenizer.n_vocab(), request)) {
+    return ReplyError(response, *error);
+  }
+  if (!request.model.empty() && request.model != model_.id) {
+    return ReplyError(response,
+                      ApiError::NotFound("model '" + request.model + "' does not exist; this " +
+                                             "server serves '" + model_.id + "'",
+                                         "model_not_found"));
+  }
+  if (request.session_id.empty())
+    request.session_id = http_request.get_header_value("X-Session-Id");
+  if (request.session_id.size() > kMaxIdBytes) {
+    return ReplyError(response, ApiError::BadRequest("X-Session-Id is longer than " +
+                                                         std::to_string(kMaxIdBytes) + " bytes",
+                                                     "session_id"));
+  }
+
+  // Prompts -> token ids.
+  std::vector<std::string> stop = request.stop;
+  const char* prompt_param = kind == CompletionKind::kText ? "prompt" : "messages";
+  if (kind == CompletionKind::kText) {
+    for (const PromptInput& prompt : request.prompts) {
+      prepared.prompt_tokens.push_back(prompt.is_tokens
+                                           ? prompt.tokens
+                                           : tokenizer.Encode(prompt.text, /*add_special=*/true,
+                                                              /*parse_special=*/true));
+    }
+  } else {
+    const ChatTemplate& chat = *model_.chat_template;
+    const std::string rendered = chat.Render(request.messages, /*add_generation_prompt=*/true);
+    prepared.prompt_tokens.push_back(chat.EncodePrompt(tokenizer, rendered));
+    for (std::string& s : chat.stop_strings()) {
+      if (std::find(stop.begin(), stop.end(), s) == stop.end()) stop.push_back(std::move(s));
+    }
+  }
+
+  const int n_ctx = model_.engine->n_ctx();
+  const bool text_kind = kind == CompletionKind::kText;
+  const std::string id = std::string(text_kind ? "cmpl-" : "chatcmpl-") + id_prefix_ +
+                         std::to_string(next_id_.fetch_add(1, std::memory_order_relaxed));
+  for (size_t p = 0; p < prepared.prompt_tokens.size(); ++p) {
+    const std::vector<int32_t>& tokens = prepared.prompt_tokens[p];
+    const int n_prompt = static_cast<int>(tokens.size());
+    const std::string where =
+        prepared.prompt_tokens.size() > 1 ? "prompt[" + std::to_string(p) + "]" : prompt_param;
+    if (n_prompt == 0) {
+      return ReplyError(response,
+                        ApiError::BadRequest("'" + where + "' is empty (0 tokens)", prompt_param));
+    }
+    if (n_prompt >= n_ctx) {
+      return ReplyError(
+          response,
+          ApiError::BadRequest("'" + where + "' is " + std::to_string(n_prompt) +
+                                   " tokens; this model's context holds " + std::to_string(n_ctx) +
+                                   " tokens, and the completion needs at least one",
+                               prompt_param));
+    }
+    int max_tokens = request.max_tokens.value_or(text_kind ? 16 : n_ctx - n_prompt);
+    if (!request.max_tokens) max_tokens = std::min(max_tokens, n_ctx - n_prompt);
+    if (n_prompt + max_tokens > n_ctx) {
+      return ReplyError(
+          response,
+          ApiError::BadRequest("this model's maximum context length is " + std::to_string(n_ctx) +
+                                   " tokens, but " + std::to_string(n_prompt + max_tokens) +
+                                   " were requested (" + std::to_string(n_prompt) +
+                                   " in the prompt, " + std::to_string(max_tokens) +
+                                   " in max_tokens); lower max_tokens or shorten the prompt",
+                               "max_tokens"));
+    }
+    for (int j = 0; j < request.n; ++j) {
+      Request r;
+      r.id = id + "-" + std::to_string(p * request.n + j);
+      r.prompt = tokens;
+      r.max_tokens = max_tokens;
+      r.sampling = request.sampling;
+      r.sampling.seed =
+          request.seeded ? request.sampling.seed + static_cast<uint64_t>(j) : RandomSeed();
+      r.stop = stop;
+      r.ignore_eos = request.ignore_eos;
+      r.logprobs = request.logprobs;
+      r.cache_salt = tenant + "/" + request.cache_salt;
+      if (!request.session_id.empty()) r.session_id = tenant + "/" + request.session_id;
+      r.timeout_s = options_.request_timeout_s;
+      prepared.engine_requests.push_back(std::move(r));
+      prepared.choices.push_back(ChoiceProgress{.prompt_index = static_cast<int>(p)});
+    }
+  }
+
+  auto job = std::make_unique<CompletionJob>(*model_.engine, metrics_, arrival);
+  if (auto error = job->Submit(std::move(prepared.engine_requests))) {
+    return ReplyError(response, *error);
+  }
+  auto shaper = std::make_unique<ResponseShaper>(
+      kind, id, model_.id, static_cast<int64_t>(std::time(nullptr)), tokenizer, request.logprobs);
+  const size_t n_choices = prepared.choices.size();
+
+  if (!request.stream) {
+    std::vector<Usage> usages(n_choices);
+    std::string error;
+    while (!job->done()) {
+      auto next = job->Next(std::chrono::seconds(1));
+      if (!next) continue;
+      ChoiceProgress& choice = prepared.choices[next->choice];
+      const RequestEvent& event = next->event;
+      if (event.kind == RequestEvent::Kind::kToken) {
+        if (request.logprobs) AddLogprob(event, choice);
+        choice.text += event.text;
+        continue;
+      }
+      choice.text += event.text;
+      choice.finish_reason = ClientFinishReason(event.finish_reason);
+      usages[next->choice] = event.usage;
+      if (event.finish_reason == "error" && error.empty()) error = event.error;
+    }
+    if (!error.empty())
+      return ReplyError(response, ApiError::Internal("generation failed: " + error));
+    std::vector<ChoiceResult> results;
+    for (size_t i = 0; i < n_choices; ++i) {
+      results.push_back(ChoiceResult{.index = static_cast<int>(i),
+                                     .text = std::move(prepared.choices[i].text),
+                                     .finish_reason = prepared.choices[i].finish_reason,
+                                     .logprobs = std::move(prepared.choices[i].logprobs)});
+    }
+    return ReplyJson(response, 200, shaper->Whole(results, SumUsage(usages, request.n)));
+  }
+
+  auto state = std::make_shared<StreamState>();
+  state->job = std::move(job);
+  state->shaper = std::move(shaper);
+  state->choices = std::move(prepared.choices);
+  state->usages.resize(n_choices);
+  state->n = request.n;
+  state->include_usage = request.include_usage;
+  state->logprobs = request.logprobs;
+  if (kind == CompletionKind::kText) {
+    for (ChoiceProgress& choice : state->choices) choice.sent_first = true;  // no role chunk
+  }
+  response.status = 200;
+  response.set_header("Cache-Control", "no-cache");
+  in_flight_.fetch_add(1);
+  std::atomic<int>* in_flight = &in_flight_;
+  response.set_chunked_content_provider(
+      "text/event-stream",
+      [state](size_t /*offset*/, httplib::DataSink& sink) {
+        if (state->finished) return false;
+        if (!PumpStream(*state, sink)) {
+          state->job->AbortAll();  // the client is gone: free its blocks now
+          return false;
+        }
+        return true;
+      },
+      [state, in_flight](bool /*success*/) {
+        state->job->AbortAll();  // no-op when every choice finished
+        in_flight->fetch_sub(1);
+      });
+}
+
+void OpenAiRoutes::Tokenize(const httplib::Request& request, httplib::Response& response) const {
+  json body;
+  if (auto error = ParseJsonBody(request.body, body)) return ReplyError(response, *error);
+  auto content = body.find("content");
+  if (content == body.end() || !content->is_string()) {
+    return ReplyError(response, ApiError::BadRequest("'content' must be a string", "content"));
+  }
+  bool add_special = false, parse_special = true, with_pieces = false;
+  for (auto [name, flag] : {std::pair<const char*, bool*>{"add_special", &add_special},
+                            {"parse_special", &parse_special},
+                            {"with_pieces", &with_pieces}}) {
+    auto it = body.find(name);
+    if (it == body.end() || it->is_null()) continue;
+    if (!it->is_boolean()) {
+      return ReplyError(response, ApiError::BadRequest(
+                                      std::string("'") + name + "' must be true or false", name));
+    }
+    *flag = it->get<bool>();
+  }
+  const std::vector<int32_t> tokens =
+      model_.tokenizer->Encode(content->get<std::string>(), add_special, parse_special);
+  json list = json::array();
+  for (int32_t id : tokens) {
+    if (with_pieces) {
+      list.push_back({{"id", id}, {"piece", model_.tokenizer->TokenPiece(id, true)}});
+    } else {
+      list.push_back(id);
+    }
+  }
+  ReplyJson(response, 200, {{"tokens", list}});
+}
+
+void OpenAiRoutes::Detokenize(const httplib::Request& request, httplib::Response& response) const {
+  json body;
+  if (auto error = ParseJsonBody(request.body, body)) return ReplyError(response, *error);
+  auto tokens = body.find("tokens");
+  if (tokens == body.end() || !tokens->is_array()) {
+    return ReplyError(response,
+                      ApiError::BadRequest("'tokens' must be an array of token ids", "tokens"));
+  }
+  const int n_vocab = model_.tokenizer->n_vocab();
+  std::vector<int32_t> ids;
+  ids.reserve(tokens->size());
+  for (size_t i = 0; i < tokens->size(); ++i) {
+    const json& item = (*tokens)[i];
+    const bool in_range = item.is_number_integer() && item.get<int64_t>() >= 0 &&
+                          item.get<int64_t>() < n_vocab &&
+                          !(item.is_number_unsigned() && item.get<uint64_t>() >= uint64_t(n_vocab));
+    if (!in_range) {
+      return ReplyError(
+          response,
+          ApiError::BadRequest("'tokens[" + std::to_string(i) + "]' is " + DumpJson(item) +
+                                   ", not a token id in [0, " + std::to_string(n_vocab) + ")",
+                               "tokens"));
+    }
+    ids.push_back(static_cast<int32_t>(item.get<int64_t>()));
+  }
+  ReplyJson(response, 200, {{"content", model_.tokenizer->Decode(ids)}});
+}
+
+void OpenAiRoutes::DeleteSession(const std::string& session_id, const std::string& tenant,
+                                 httplib::Response& response) {
+  if (session_id.empty() || session_id.size() > kMaxIdBytes) {
+    return ReplyError(response, ApiError::BadRequest("session id must be 1 to " +
+                                                         std::to_string(kMaxIdBytes) + " bytes",
+                                                     "session_id"));
+  }
+  if (!model_.engine->ReleaseSession(tenant + "/" + session_id)) {
+    return ReplyError(response, ApiError::NotFound("session '" + session_id + "' not found",
+                                                   "session_not_found"));
+  }
+  ReplyJson(response, 200, {{"id", session_id}, {"object", "session"}, {"deleted", true}});
+}
+
+}  // namespace kvserve

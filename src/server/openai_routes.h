@@ -1,0 +1,70 @@
+// The handlers behind the OpenAI-compatible endpoints: /v1/completions, /v1/chat/completions,
+// /v1/models, /tokenize, /detokenize and DELETE /v1/sessions/{id}. Auth, readiness and routing
+// live in HttpServer; these only turn a request into engine work and the result into JSON or SSE.
+//
+// Called from many HTTP threads at once; every member is const or thread-safe.
+#pragma once
+
+#include <httplib.h>
+
+#include <atomic>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "engine/engine.h"
+#include "server/api_error.h"
+#include "server/completion_request.h"
+#include "server/metrics.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvserve {
+
+// What the routes serve. Everything is borrowed and must outlive the routes.
+struct ServedModel {
+  Engine* engine = nullptr;
+  const Tokenizer* tokenizer = nullptr;
+  const ChatTemplate* chat_template = nullptr;
+  std::string id;       // the name clients pass as "model"
+  int64_t created = 0;  // Unix seconds, for /v1/models
+};
+
+struct RouteOptions {
+  double request_timeout_s = 0;  // 0 = none; Request::timeout_s of every request
+};
+
+class OpenAiRoutes {
+ public:
+  // `metrics` is borrowed. `in_flight` counts streaming responses still being written (the
+  // shutdown path waits for it to reach 0); borrowed too.
+  OpenAiRoutes(ServedModel model, RouteOptions options, ServerMetrics& metrics,
+               std::atomic<int>& in_flight);
+
+  // `tenant` is the caller's tag from ApiKeys::Check: it scopes cache salts and sessions.
+  void Completions(const httplib::Request& request, httplib::Response& response,
+                   CompletionKind kind, const std::string& tenant);
+  void Models(httplib::Response& response) const;
+  void Model(const std::string& id, httplib::Response& response) const;
+  void Tokenize(const httplib::Request& request, httplib::Response& response) const;
+  void Detokenize(const httplib::Request& request, httplib::Response& response) const;
+  void DeleteSession(const std::string& session_id, const std::string& tenant,
+                     httplib::Response& response);
+
+  const ServedModel& model() const { return model_; }
+
+ private:
+  nlohmann::json ModelJson() const;
+
+  ServedModel model_;
+  RouteOptions options_;
+  ServerMetrics& metrics_;
+  std::atomic<int>& in_flight_;
+  std::atomic<uint64_t> next_id_{1};
+  std::string id_prefix_;  // random per process, so ids do not repeat across restarts
+};
+
+void ReplyJson(httplib::Response& response, int status, const nlohmann::json& body);
+void ReplyError(httplib::Response& response, const ApiError& error);
+
+}  // namespace kvserve
