@@ -1,5 +1,6 @@
 // The scalar reference twin of every kernel: plain loops in the obvious order. Fast ISAs are tested
-// against these.
+// against these. Matmul inputs may be misaligned (GGUF rows, padded strides), so elements are read
+// with memcpy, never through a typed pointer.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -11,32 +12,39 @@ namespace kvserve {
 
 namespace {
 
+template <typename T>
+T LoadAt(const uint8_t* p, int index) {
+  T v;
+  std::memcpy(&v, p + sizeof(T) * index, sizeof(T));
+  return v;
+}
+
 template <typename Load>
 void MatmulFloatRows(const MatmulTile& t, Load load) {
   for (int i = 0; i < t.m; ++i) {
-    const float* x = reinterpret_cast<const float*>(t.x + i * t.x_row_bytes);
+    const uint8_t* x = t.x + i * t.x_row_bytes;
     for (int j = t.n_begin; j < t.n_end; ++j) {
       const uint8_t* w = t.w + j * t.w_row_bytes;
       float sum = 0.0f;
-      for (int k = 0; k < t.k; ++k) sum += load(w, k) * x[k];
+      for (int k = 0; k < t.k; ++k) sum += load(w, k) * LoadAt<float>(x, k);
       t.y[i * t.ldy + j] = sum;
     }
   }
 }
 
 void MatmulF32(const MatmulTile& t) {
-  MatmulFloatRows(t, [](const uint8_t* w, int k) { return reinterpret_cast<const float*>(w)[k]; });
+  MatmulFloatRows(t, [](const uint8_t* w, int k) { return LoadAt<float>(w, k); });
 }
 
 void MatmulF16(const MatmulTile& t) {
   MatmulFloatRows(t, [](const uint8_t* w, int k) {
-    return Fp16ToFloat(reinterpret_cast<const uint16_t*>(w)[k]);
+    return Fp16ToFloat(LoadAt<uint16_t>(w, k));
   });
 }
 
 void MatmulBf16(const MatmulTile& t) {
   MatmulFloatRows(t, [](const uint8_t* w, int k) {
-    return Bf16ToFloat(reinterpret_cast<const uint16_t*>(w)[k]);
+    return Bf16ToFloat(LoadAt<uint16_t>(w, k));
   });
 }
 
@@ -46,13 +54,15 @@ template <typename Block, typename BlockDot>
 void MatmulBlocks(const MatmulTile& t, BlockDot block_dot) {
   const int n_blocks = t.k / 32;
   for (int i = 0; i < t.m; ++i) {
-    const auto* x = reinterpret_cast<const BlockQ8_0*>(t.x + i * t.x_row_bytes);
+    const uint8_t* x = t.x + i * t.x_row_bytes;
     for (int j = t.n_begin; j < t.n_end; ++j) {
-      const auto* w = reinterpret_cast<const Block*>(t.w + j * t.w_row_bytes);
+      const uint8_t* w = t.w + j * t.w_row_bytes;
       float sum = 0.0f;
       for (int b = 0; b < n_blocks; ++b) {
-        const int isum = block_dot(w[b], x[b]);
-        sum += static_cast<float>(isum) * (Fp16ToFloat(w[b].scale) * Fp16ToFloat(x[b].scale));
+        const auto wb = LoadAt<Block>(w, b);
+        const auto xb = LoadAt<BlockQ8_0>(x, b);
+        const int isum = block_dot(wb, xb);
+        sum += static_cast<float>(isum) * (Fp16ToFloat(wb.scale) * Fp16ToFloat(xb.scale));
       }
       t.y[i * t.ldy + j] = sum;
     }
