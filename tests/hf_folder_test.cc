@@ -391,6 +391,7 @@ TEST_P(HfModelTest, ConvertedFolderGivesTheSameLogits) {
   ASSERT_TRUE(a.ok() && b.ok()) << a.message() << b.message();
   const std::string text = "Once upon a time, a little dog ran to the park.";
   EXPECT_EQ((*a)->Encode(text, true, false), (*b)->Encode(text, true, false));
+  fs::remove(out);  // the mapping stays valid until `converted` is destroyed
 }
 
 TEST_P(HfModelTest, RunCommandGeneratesTheGgufTokens) {
@@ -555,11 +556,16 @@ TEST(HfTokenizerTest, SpmTokenizerJsonMatchesTheGgufVocabulary) {
   }
 }
 
-// A copy of the GPT-2 folder with one file replaced, for the error cases.
+// The GPT-2 folder with one file replaced, for the error cases: the other files are symlinks.
 std::string BrokenCopy(const std::string& name, const std::string& file, const std::string& text) {
   const std::string dir = testing::TempDir() + "/broken-" + name;
   fs::remove_all(dir);
-  fs::copy(Gpt2Folder(), dir);
+  fs::create_directories(dir);
+  for (const auto& entry : fs::directory_iterator(Gpt2Folder())) {
+    if (entry.path().filename() != file) {
+      fs::create_symlink(entry.path(), dir + "/" + entry.path().filename().string());
+    }
+  }
   EXPECT_TRUE(testing::WriteText(dir + "/" + file, text));
   return dir;
 }
@@ -569,6 +575,7 @@ TEST(HfFolderTest, BrokenFoldersGiveNamedErrors) {
   auto error_of = [](const std::string& dir) {
     auto model = Transformer::Load(dir);
     EXPECT_FALSE(model.ok()) << dir;
+    fs::remove_all(dir);
     return model.ok() ? std::string() : model.message();
   };
   std::string edited = config;
@@ -597,7 +604,7 @@ TEST(HfFolderTest, BrokenFoldersGiveNamedErrors) {
               HasSubstr("'activation_function' = \"relu\" is not supported"));
   EXPECT_THAT(error_of(BrokenCopy("tok", "tokenizer.json", R"({"model": {"type": "Unigram"}})")),
               HasSubstr("model.type 'Unigram' is not supported"));
-  const std::string no_weights = BrokenCopy("weights", "config.json", config);
+  const std::string no_weights = BrokenCopy("weights", "model.safetensors.index.json", "");
   fs::remove(no_weights + "/model.safetensors.index.json");
   EXPECT_THAT(error_of(no_weights), HasSubstr("neither model.safetensors.index.json"));
 }
@@ -623,6 +630,17 @@ TEST(HfFolderTest, LlamaConfigLimits) {
   EXPECT_THAT(HfConfig::Parse(json.dump(), "c.json").message(),
               HasSubstr("missing required key 'rms_norm_eps'"));
 }
+
+// Removes the folders this test process wrote (each holds a copy of a model's weights).
+class RemoveFolders : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    for (const char* name : {"/hf-gpt2-tiny", "/hf-stories260K", "/hf-gpt2-legacy"}) {
+      fs::remove_all(testing::TempDir() + name);
+    }
+  }
+};
+const auto* const kRemoveFolders = ::testing::AddGlobalTestEnvironment(new RemoveFolders);
 
 }  // namespace
 }  // namespace kvserve

@@ -1,0 +1,55 @@
+// libFuzzer harness for the safetensors reader and config.json parsing. For any input bytes:
+// - SafetensorsFile::Parse either refuses them or yields tensors that lie inside the input, in
+//   offset order, back to back, each of exactly product(shape) * element size bytes (every byte
+//   is touched here, so the sanitizers see an out-of-bounds view);
+// - HfConfig::Parse of the same bytes as text either refuses them or gives positive sizes.
+// Any violation aborts. Build: scripts/fuzz.sh configures build-fuzz/; then
+//   ninja -C build-fuzz safetensors_fuzz && build-fuzz/fuzz/safetensors_fuzz -max_total_time=60
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "io/hf_config.h"
+#include "io/safetensors.h"
+
+namespace {
+
+volatile uint64_t g_sink = 0;
+
+void Check(bool ok, const char* what, const std::string& detail) {
+  if (ok) return;
+  std::fprintf(stderr, "safetensors_fuzz: invariant broken: %s: %s\n", what, detail.c_str());
+  std::abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  auto file = kvserve::SafetensorsFile::Parse(data, size, "fuzz");
+  if (file.ok()) {
+    uint64_t expected = 0;
+    for (const kvserve::SafetensorsTensor& t : file->tensors()) {
+      Check(t.offset == expected, "tensors back to back", t.name);
+      Check(t.data >= data && t.data + t.n_bytes <= data + size, "tensor inside input", t.name);
+      uint64_t n = 1;
+      for (int64_t dim : t.shape) n *= static_cast<uint64_t>(dim);
+      const uint64_t element = t.type == kvserve::GgmlType::kF32 ? 4 : 2;
+      Check(n == t.n_elements && n * element == t.n_bytes, "size matches shape", t.name);
+      Check(file->Find(t.name) == &t, "index finds tensor", t.name);
+      uint64_t sum = 0;
+      for (uint64_t i = 0; i < t.n_bytes; ++i) sum += t.data[i];
+      g_sink = g_sink + sum;
+      expected += t.n_bytes;
+    }
+  }
+  auto config = kvserve::HfConfig::Parse(
+      std::string_view(reinterpret_cast<const char*>(data), size), "fuzz");
+  if (config.ok()) {
+    Check(config->n_embd > 0 && config->n_layers > 0 && config->n_heads > 0 &&
+              config->n_kv_heads > 0 && config->n_embd % config->n_heads == 0,
+          "config sizes", config->architecture);
+  }
+  return 0;
+}
