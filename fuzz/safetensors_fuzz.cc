@@ -44,8 +44,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       expected += t.n_bytes;
     }
   }
-  auto config = kvserve::HfConfig::Parse(
-      std::string_view(reinterpret_cast<const char*>(data), size), "fuzz");
+  auto config =
+      kvserve::HfConfig::Parse(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz");
   if (config.ok()) {
     Check(config->n_embd > 0 && config->n_layers > 0 && config->n_heads > 0 &&
               config->n_kv_heads > 0 && config->n_embd % config->n_heads == 0,

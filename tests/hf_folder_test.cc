@@ -35,8 +35,8 @@
 namespace kvserve {
 namespace {
 
-using ::testing::HasSubstr;
 using nlohmann::ordered_json;
+using ::testing::HasSubstr;
 using testing::ModelPath;
 using testing::SafetensorsBuilder;
 namespace fs = std::filesystem;
@@ -159,8 +159,8 @@ void WriteWeights(const GgufFile& gguf, const std::string& dir, const std::strin
     std::vector<uint8_t> bytes = ToHf(t, layout, heads, &shape);
     const bool in_second = shards && t.name.rfind("blk.", 0) == 0;
     (in_second ? second : first).Add(hf_name, "F32", shape, std::move(bytes));
-    weight_map[hf_name] = in_second ? "model-00002-of-00002.safetensors"
-                                    : "model-00001-of-00002.safetensors";
+    weight_map[hf_name] =
+        in_second ? "model-00002-of-00002.safetensors" : "model-00001-of-00002.safetensors";
   }
   if (!shards) {
     ASSERT_TRUE(first.WriteFile(dir + "/model.safetensors"));
@@ -277,8 +277,7 @@ ordered_json SpmTokenizerJson(const GgufFile& gguf) {
           {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\xE2\x96\x81"}}}}}},
       {"pre_tokenizer", nullptr},
       {"decoder",
-       {{"type", "Sequence"},
-        {"decoders", {{{"type", "ByteFallback"}}, {{"type", "Fuse"}}}}}},
+       {{"type", "Sequence"}, {"decoders", {{{"type", "ByteFallback"}}, {{"type", "Fuse"}}}}}},
       {"model",
        {{"type", "BPE"},
         {"unk_token", "<unk>"},
@@ -332,12 +331,9 @@ const std::string& LlamaFolder() {
     };
     WriteWeights(*gguf, out, "model.layers.", rules, n_heads, n_kv_heads, /*shards=*/false);
     EXPECT_TRUE(testing::WriteText(out + "/tokenizer.json", SpmTokenizerJson(*gguf).dump()));
-    const ordered_json tokenizer_config = {{"bos_token", "<s>"},
-                                           {"eos_token", "</s>"},
-                                           {"unk_token", "<unk>"},
-                                           {"add_bos_token", true},
-                                           {"add_eos_token", false},
-                                           {"chat_template", "{{ messages }}"}};
+    const ordered_json tokenizer_config = {
+        {"bos_token", "<s>"},    {"eos_token", "</s>"},    {"unk_token", "<unk>"},
+        {"add_bos_token", true}, {"add_eos_token", false}, {"chat_template", "{{ messages }}"}};
     EXPECT_TRUE(testing::WriteText(out + "/tokenizer_config.json", tokenizer_config.dump(2)));
     return out;
   }();
@@ -396,18 +392,18 @@ TEST_P(HfModelTest, ConvertedFolderGivesTheSameLogits) {
 
 TEST_P(HfModelTest, RunCommandGeneratesTheGgufTokens) {
   std::string tokens;
-  for (int32_t t : PromptTokens(GetParam().reference)) tokens += (tokens.empty() ? "" : ",") + std::to_string(t);
+  for (int32_t t : PromptTokens(GetParam().reference))
+    tokens += (tokens.empty() ? "" : ",") + std::to_string(t);
   auto run = [&](const std::string& model) {
     const std::string out = testing::TempDir() + "/run.json";
-    const std::string command = testing::KvserveBinary() + " run -m '" + model +
-                                "' --prompt-tokens " + tokens +
-                                " -n 4 --temp 0 --ignore-eos --output-format json >'" + out +
-                                "' 2>/dev/null";
+    const std::string command =
+        testing::KvserveBinary() + " run -m '" + model + "' --prompt-tokens " + tokens +
+        " -n 4 --temp 0 --ignore-eos --output-format json >'" + out + "' 2>/dev/null";
     EXPECT_EQ(std::system(command.c_str()), 0) << command;
     auto json = nlohmann::json::parse(ReadText(out), nullptr, false);
     EXPECT_TRUE(json.is_object() && json.contains("tokens")) << ReadText(out);
     return json.is_object() && json.contains("tokens") ? json["tokens"].get<std::vector<int32_t>>()
-                                                        : std::vector<int32_t>();
+                                                       : std::vector<int32_t>();
   };
   const std::vector<int32_t> from_folder = run(GetParam().folder());
   EXPECT_EQ(from_folder.size(), 4u);
@@ -417,7 +413,7 @@ TEST_P(HfModelTest, RunCommandGeneratesTheGgufTokens) {
 INSTANTIATE_TEST_SUITE_P(Models, HfModelTest, ::testing::ValuesIn(kModelCases),
                          [](const auto& info) {
                            return std::string(info.param.reference) == "gpt2-tiny-b" ? "Gpt2"
-                                                                                      : "Llama";
+                                                                                     : "Llama";
                          });
 
 TEST(HfFolderTest, TensorsPointIntoTheMappingUnlessTransformed) {
@@ -447,10 +443,9 @@ TEST(HfFolderTest, LlamaMetadataAsLlamaCppWritesIt) {
   auto view = HfFolder::Open(LlamaFolder());
   ASSERT_TRUE(view.ok()) << view.message();
   auto gguf = GgufFile::Open(ModelPath("stories260K.gguf"));
-  for (const char* key :
-       {"llama.context_length", "llama.embedding_length", "llama.block_count",
-        "llama.feed_forward_length", "llama.attention.head_count", "llama.attention.head_count_kv",
-        "llama.rope.dimension_count"}) {
+  for (const char* key : {"llama.context_length", "llama.embedding_length", "llama.block_count",
+                          "llama.feed_forward_length", "llama.attention.head_count",
+                          "llama.attention.head_count_kv", "llama.rope.dimension_count"}) {
     EXPECT_EQ(view->GetUint(key).value(), gguf->GetUint(key).value()) << key;
   }
   EXPECT_EQ(view->GetFloat("llama.attention.layer_norm_rms_epsilon").value(),
@@ -592,12 +587,10 @@ TEST(HfFolderTest, BrokenFoldersGiveNamedErrors) {
               HasSubstr("tensor 'transformer.h.1."));
   json = nlohmann::json::parse(config);
   json["n_head"] = 0;
-  EXPECT_THAT(error_of(BrokenCopy("heads", "config.json", json.dump())),
-              HasSubstr("'n_head' = 0"));
+  EXPECT_THAT(error_of(BrokenCopy("heads", "config.json", json.dump())), HasSubstr("'n_head' = 0"));
   json = nlohmann::json::parse(config);
   json["n_embd"] = 32;
-  EXPECT_THAT(error_of(BrokenCopy("width", "config.json", json.dump())),
-              HasSubstr("has shape"));
+  EXPECT_THAT(error_of(BrokenCopy("width", "config.json", json.dump())), HasSubstr("has shape"));
   json = nlohmann::json::parse(config);
   json["activation_function"] = "relu";
   EXPECT_THAT(error_of(BrokenCopy("act", "config.json", json.dump())),

@@ -150,16 +150,18 @@ TEST(SafetensorsTest, OffsetsOutOfOrder) {
 }
 
 TEST(SafetensorsTest, Overlap) {
-  const std::string message = ErrorOf(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+  const std::string message =
+      ErrorOf(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
                                           "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
-                                      12);
+              12);
   EXPECT_THAT(message, HasSubstr("tensor 'b' data [4, 12) overlaps tensor 'a', which ends at 8"));
 }
 
 TEST(SafetensorsTest, Gap) {
-  const std::string message = ErrorOf(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+  const std::string message =
+      ErrorOf(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
                                           "b": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}})",
-                                      12);
+              12);
   EXPECT_THAT(message, HasSubstr("tensor 'b' data [8, 12) leaves a gap"));
   EXPECT_THAT(message, HasSubstr("'a' ends at 4"));
   EXPECT_THAT(ErrorOf(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})", 8),
@@ -211,7 +213,8 @@ class ShardedFolder : public ::testing::Test {
 };
 
 TEST_F(ShardedFolder, ResolvesTensorsAcrossShards) {
-  WriteIndex(R"({"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"})");
+  WriteIndex(
+      R"({"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"})");
   auto set = SafetensorsSet::OpenFolder(dir_);
   ASSERT_TRUE(set.ok()) << set.message();
   ASSERT_NE(set->Find("a"), nullptr);
@@ -228,7 +231,8 @@ TEST_F(ShardedFolder, MissingShardAndMissingTensor) {
   auto set = SafetensorsSet::OpenFolder(dir_);
   ASSERT_FALSE(set.ok());
   EXPECT_THAT(set.message(), HasSubstr("model-00003.safetensors"));
-  WriteIndex(R"({"a": "model-00001-of-00002.safetensors", "c": "model-00002-of-00002.safetensors"})");
+  WriteIndex(
+      R"({"a": "model-00001-of-00002.safetensors", "c": "model-00002-of-00002.safetensors"})");
   set = SafetensorsSet::OpenFolder(dir_);
   ASSERT_FALSE(set.ok());
   EXPECT_THAT(set.message(), HasSubstr("tensor 'c' is not in"));
@@ -244,7 +248,8 @@ TEST_F(ShardedFolder, DuplicateTensorAcrossShards) {
   SafetensorsBuilder again;
   again.AddF32("a", {1}, {7});
   ASSERT_TRUE(again.WriteFile(dir_ + "/model-00002-of-00002.safetensors"));
-  WriteIndex(R"({"a": "model-00001-of-00002.safetensors", "x": "model-00002-of-00002.safetensors"})");
+  WriteIndex(
+      R"({"a": "model-00001-of-00002.safetensors", "x": "model-00002-of-00002.safetensors"})");
   auto set = SafetensorsSet::OpenFolder(dir_);
   ASSERT_FALSE(set.ok());
   EXPECT_THAT(set.message(), HasSubstr("tensor 'a' also appears in another shard"));

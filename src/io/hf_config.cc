@@ -109,7 +109,8 @@ Result<HfConfig> HfConfig::Parse(std::string_view json_text, const std::string& 
       it != root.end() && it->is_array() && !it->empty() && (*it)[0].is_string()) {
     config.architecture = (*it)[0].get<std::string>();
   }
-  if (config.architecture == "GPT2LMHeadModel" || (config.architecture.empty() && model_type == "gpt2")) {
+  if (config.architecture == "GPT2LMHeadModel" ||
+      (config.architecture.empty() && model_type == "gpt2")) {
     config.arch = HfArchitecture::kGpt2;
   } else if (config.architecture == "LlamaForCausalLM" ||
              (config.architecture.empty() && model_type == "llama")) {
@@ -154,10 +155,10 @@ Result<HfConfig> HfConfig::Parse(std::string_view json_text, const std::string& 
     if (auto it = root.find("head_dim"); it != root.end() && !it->is_null()) {
       if (config.n_embd % config.n_heads != 0 || !it->is_number_integer() ||
           it->get<int64_t>() != config.n_embd / config.n_heads) {
-        return Status::Error(source + ": 'head_dim' = " + it->dump() +
-                             " differs from hidden_size / num_attention_heads = " +
-                             std::to_string(config.n_embd) + " / " +
-                             std::to_string(config.n_heads));
+        return Status::Error(
+            source + ": 'head_dim' = " + it->dump() +
+            " differs from hidden_size / num_attention_heads = " + std::to_string(config.n_embd) +
+            " / " + std::to_string(config.n_heads));
       }
     }
   }
@@ -171,7 +172,8 @@ Result<HfConfig> HfConfig::Parse(std::string_view json_text, const std::string& 
                          std::to_string(config.n_kv_heads));
   }
   if ((config.n_embd / config.n_heads) % 2 != 0 && config.arch == HfArchitecture::kLlama) {
-    return Status::Error(source + ": head dimension " + std::to_string(config.n_embd / config.n_heads) +
+    return Status::Error(source + ": head dimension " +
+                         std::to_string(config.n_embd / config.n_heads) +
                          " is odd; RoPE needs pairs");
   }
   return config;

@@ -15,8 +15,7 @@ namespace {
 using nlohmann::json;
 
 // tokenizer.ggml.token_type values (llama.cpp's numbering, as tokenizer/vocab.h).
-constexpr int32_t kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5,
-                  kByte = 6;
+constexpr int32_t kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6;
 constexpr int64_t kMaxVocab = 1 << 24;
 
 // The Split patterns of byte-level vocabularies whose pre-tokenizer kvserve knows.
@@ -334,17 +333,19 @@ class HfTokenizerReader {
                     {"pad_token", &out_.pad_}};
     for (const auto& special : specials) {
       // Later sources override earlier ones: tokenizer_config.json has the last word.
-      KVSERVE_RETURN_IF_ERROR(SpecialFrom(map, "special_tokens_map.json", special.key, special.out));
-      KVSERVE_RETURN_IF_ERROR(SpecialFrom(config, "tokenizer_config.json", special.key, special.out));
+      KVSERVE_RETURN_IF_ERROR(
+          SpecialFrom(map, "special_tokens_map.json", special.key, special.out));
+      KVSERVE_RETURN_IF_ERROR(
+          SpecialFrom(config, "tokenizer_config.json", special.key, special.out));
     }
     if (out_.unk_ < 0 && !model_unk_.empty()) {
-      KVSERVE_RETURN_IF_ERROR(SpecialFrom(json{{"unk_token", model_unk_}}, "tokenizer.json",
-                                          "unk_token", &out_.unk_));
+      KVSERVE_RETURN_IF_ERROR(
+          SpecialFrom(json{{"unk_token", model_unk_}}, "tokenizer.json", "unk_token", &out_.unk_));
     }
     if (out_.model_ == "llama" && out_.unk_ >= 0) out_.types_[out_.unk_] = kUnknown;
     if (!config || !config->is_object()) return Status::Ok();
-    for (auto [key, out] : {std::pair{"add_bos_token", &out_.add_bos_},
-                            std::pair{"add_eos_token", &out_.add_eos_}}) {
+    for (auto [key, out] :
+         {std::pair{"add_bos_token", &out_.add_bos_}, std::pair{"add_eos_token", &out_.add_eos_}}) {
       if (auto it = config->find(key); it != config->end() && it->is_boolean()) {
         *out = it->get<bool>();
       }

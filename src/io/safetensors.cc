@@ -103,8 +103,8 @@ Status ParseEntry(const std::string& source, const std::string& name, const json
   if (end - begin != out->n_bytes) {
     return Status::Error(what + ": data_offsets [" + std::to_string(begin) + ", " +
                          std::to_string(end) + "] hold " + std::to_string(end - begin) +
-                         " bytes but shape " + shape->dump() + " in " +
-                         dtype->get<std::string>() + " needs " + std::to_string(out->n_bytes));
+                         " bytes but shape " + shape->dump() + " in " + dtype->get<std::string>() +
+                         " needs " + std::to_string(out->n_bytes));
   }
   out->offset = begin;
   return Status::Ok();
@@ -136,9 +136,8 @@ Result<SafetensorsFile> SafetensorsFile::Parse(const uint8_t* bytes, uint64_t si
                          " exceeds the limit of " + std::to_string(kMaxHeaderBytes) + " bytes");
   }
   if (header_bytes > size - kLengthBytes) {
-    return Status::Error(src + ": header length " + std::to_string(header_bytes) +
-                         " exceeds the " + std::to_string(size - kLengthBytes) +
-                         " bytes after the length field");
+    return Status::Error(src + ": header length " + std::to_string(header_bytes) + " exceeds the " +
+                         std::to_string(size - kLengthBytes) + " bytes after the length field");
   }
   json header;
   try {
@@ -155,26 +154,25 @@ Result<SafetensorsFile> SafetensorsFile::Parse(const uint8_t* bytes, uint64_t si
     file.tensors_.push_back(std::move(tensor));
   }
   // Ties (several empty tensors at one offset) keep the header order: stable and deterministic.
-  std::stable_sort(file.tensors_.begin(), file.tensors_.end(),
-                   [](const SafetensorsTensor& a, const SafetensorsTensor& b) {
-                     return a.offset < b.offset;
-                   });
+  std::stable_sort(
+      file.tensors_.begin(), file.tensors_.end(),
+      [](const SafetensorsTensor& a, const SafetensorsTensor& b) { return a.offset < b.offset; });
   const uint64_t data_start = kLengthBytes + header_bytes;
   const uint64_t data_bytes = size - data_start;
   uint64_t expected = 0;  // where the next tensor must begin
   const SafetensorsTensor* previous = nullptr;
   for (SafetensorsTensor& tensor : file.tensors_) {
     const std::string what = src + ": tensor '" + tensor.name + "'";
-    const std::string range =
-        "[" + std::to_string(tensor.offset) + ", " + std::to_string(tensor.offset + tensor.n_bytes) + ")";
+    const std::string range = "[" + std::to_string(tensor.offset) + ", " +
+                              std::to_string(tensor.offset + tensor.n_bytes) + ")";
     if (tensor.offset < expected) {
       return Status::Error(what + " data " + range + " overlaps tensor '" + previous->name +
                            "', which ends at " + std::to_string(expected));
     }
     if (tensor.offset > expected) {
       return Status::Error(what + " data " + range + " leaves a gap: the previous tensor" +
-                           (previous ? " '" + previous->name + "'" : std::string()) +
-                           " ends at " + std::to_string(expected));
+                           (previous ? " '" + previous->name + "'" : std::string()) + " ends at " +
+                           std::to_string(expected));
     }
     if (tensor.n_bytes > data_bytes - tensor.offset) {
       return Status::Error(what + " data " + range + " extends past the data section of " +

@@ -11,7 +11,7 @@
 // last ends at the end of the file): no gaps, overlaps or bytes outside the file.
 //
 // Sharded checkpoints: model.safetensors.index.json's "weight_map" names the file of each
-// tensor; SafetensorsSet opens every shard it names and checks each tensor is where it says.
+// tensor; SafetensorsSet opens every shard it names and checks that each tensor it lists exists.
 #pragma once
 
 #include <cstdint>
@@ -33,7 +33,7 @@ struct SafetensorsTensor {
   std::vector<int64_t> shape;      // row-major, as stored: shape.back() is contiguous
   uint64_t n_elements = 0;
   uint64_t n_bytes = 0;
-  uint64_t offset = 0;  // data_offsets[0], from the start of the data section
+  uint64_t offset = 0;            // data_offsets[0], from the start of the data section
   const uint8_t* data = nullptr;  // into the mapping (or the bytes given to Parse)
 };
 

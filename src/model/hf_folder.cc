@@ -19,7 +19,7 @@ enum class Transform { kNone, kTranspose, kPermuteHeads };
 struct Mapping {
   std::string name;  // GGUF name; empty: the tensor is skipped
   Transform transform = Transform::kNone;
-  int n_heads = 0;   // kPermuteHeads
+  int n_heads = 0;  // kPermuteHeads
 };
 
 // Splits "<prefix>N.<rest>" into N and rest; false when `name` does not have that form.
@@ -46,8 +46,8 @@ Result<Mapping> MapGpt2(std::string_view hf_name, const HfConfig& c) {
   std::string_view name = hf_name;
   if (name.substr(0, 12) == "transformer.") name.remove_prefix(12);
   static const std::map<std::string_view, std::string_view> kGlobal = {
-      {"wte.weight", "token_embd.weight"},    {"wpe.weight", "position_embd.weight"},
-      {"ln_f.weight", "output_norm.weight"},  {"ln_f.bias", "output_norm.bias"},
+      {"wte.weight", "token_embd.weight"},   {"wpe.weight", "position_embd.weight"},
+      {"ln_f.weight", "output_norm.weight"}, {"ln_f.bias", "output_norm.bias"},
       {"lm_head.weight", "output.weight"},
   };
   if (auto it = kGlobal.find(name); it != kGlobal.end()) {
@@ -213,10 +213,9 @@ bool HfFolder::IsFolder(const std::string& path) {
 Result<GgufFile> HfFolder::Open(const std::string& folder) {
   auto config = HfConfig::Load(folder + "/config.json");
   if (!config.ok()) return config.status();
-  auto tokenizer = HfTokenizer::LoadFolder(
-      folder, {.n_vocab = config->n_vocab,
-               .bos_token_id = config->bos_token_id,
-               .eos_token_id = config->eos_token_id});
+  auto tokenizer = HfTokenizer::LoadFolder(folder, {.n_vocab = config->n_vocab,
+                                                    .bos_token_id = config->bos_token_id,
+                                                    .eos_token_id = config->eos_token_id});
   if (!tokenizer.ok()) return tokenizer.status();
   auto shards = SafetensorsSet::OpenFolder(folder);
   if (!shards.ok()) return shards.status();
