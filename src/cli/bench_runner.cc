@@ -103,6 +103,7 @@ Result<BenchResult> RunBenchTest(const Transformer& model, const BenchTest& test
   // Warm-up: faults the mapped weights in and grows the scratch buffers.
   BenchTest warmup = test;
   if (warmup.n_gen > 0) warmup.n_gen = std::min(warmup.n_gen, 4);
+  if (warmup.n_prompt > 0) warmup.n_prompt = std::min(warmup.n_prompt, 32);
   warmup.depth = 0;
   KVSERVE_RETURN_IF_ERROR(RunOnce(model, warmup, rng, pool));
 

@@ -49,7 +49,8 @@ struct BenchResult {
 
 // Runs `test` repeats times, each on a fresh SequenceRunner with random valid token ids: a pp test
 // appends n_prompt tokens in one batch after `depth` untimed ones; a tg test appends n_gen tokens
-// one at a time after `depth` untimed ones. One untimed warm-up run comes first.
+// one at a time after `depth` untimed ones. A short untimed warm-up run (at most 32 prompt or 4
+// generated tokens, no depth) comes first: it faults the weights in.
 Result<BenchResult> RunBenchTest(const Transformer& model, const BenchTest& test,
                                  ThreadPool& pool);
 

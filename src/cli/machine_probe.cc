@@ -56,18 +56,18 @@ Measurement Summarize(const std::vector<double>& values) {
   return m;
 }
 
-// A read that the compiler cannot drop: sums 64-bit words with four independent accumulators.
-uint64_t SumWords(const uint64_t* p, size_t n) {
-  uint64_t a = 0, b = 0, c = 0, d = 0;
-  size_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    a += p[i];
-    b += p[i + 1];
-    c += p[i + 2];
-    d += p[i + 3];
+// Reads n floats once through the active kernel table's dot product (its widest loads), a with
+// itself, so the second operand hits the cache line just loaded: one memory stream. Chunks keep
+// the count within an int.
+double ReadFloats(const float* p, size_t n) {
+  constexpr size_t kChunk = 1 << 20;
+  const KernelTable& kernels = ActiveKernels();
+  double sum = 0;
+  for (size_t i = 0; i < n; i += kChunk) {
+    const int len = static_cast<int>(std::min(kChunk, n - i));
+    sum += kernels.dot_f32(p + i, p + i, len);
   }
-  for (; i < n; ++i) a += p[i];
-  return a + b + c + d;
+  return sum;
 }
 
 std::vector<float> RandomFloats(size_t n, uint32_t seed) {
@@ -183,27 +183,28 @@ MachineInfo ReadMachineInfo() {
 }
 
 Measurement MeasureReadBandwidth(ThreadPool& pool, uint64_t bytes, int repeats) {
-  const size_t n_words = bytes / sizeof(uint64_t);
-  std::unique_ptr<uint64_t[]> buffer(new uint64_t[n_words]);
+  const size_t n = bytes / sizeof(float);
+  std::unique_ptr<float[]> buffer(new float[n]);
   // Each thread touches its own part first, so pages land near the thread that reads them.
-  pool.ParallelFor(static_cast<int64_t>(n_words), [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) buffer[i] = static_cast<uint64_t>(i);
+  // Ones keep the dot product away from denormals and NaNs.
+  pool.ParallelFor(static_cast<int64_t>(n), [&](int64_t begin, int64_t end) {
+    std::fill(buffer.get() + begin, buffer.get() + end, 1.0f);
   });
-  std::vector<uint64_t> sums(pool.size());
+  std::vector<double> sums(pool.size());
   std::vector<double> rates;
   for (int r = 0; r < repeats; ++r) {
     const auto start = Clock::now();
     pool.Run([&](int thread) {
-      const size_t begin = n_words * thread / pool.size();
-      const size_t end = n_words * (thread + 1) / pool.size();
-      sums[thread] += SumWords(buffer.get() + begin, end - begin);
+      const size_t begin = n * thread / pool.size();
+      const size_t end = n * (thread + 1) / pool.size();
+      sums[thread] += ReadFloats(buffer.get() + begin, end - begin);
     });
-    rates.push_back(static_cast<double>(n_words * sizeof(uint64_t)) / SecondsSince(start));
+    rates.push_back(static_cast<double>(n * sizeof(float)) / SecondsSince(start));
   }
-  uint64_t total = 0;
-  for (uint64_t s : sums) total += s;
-  // Keeps the sums observable; the buffer holds 0, 1, 2, ... so the total is never this value.
-  if (total == 1) rates.push_back(0);
+  double total = 0;
+  for (double s : sums) total += s;
+  // Keeps the sums observable: every element is 1, so the total is n per repeat, never -1.
+  if (total == -1) rates.push_back(0);
   return Summarize(rates);
 }
 

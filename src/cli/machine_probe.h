@@ -32,7 +32,7 @@ struct Measurement {
 };
 
 // Streams through a buffer of `bytes` (touched first) with every thread of `pool`, each reading
-// its own contiguous part: bytes per second.
+// its own contiguous part with the active kernels' dot product (widest loads): bytes per second.
 Measurement MeasureReadBandwidth(ThreadPool& pool, uint64_t bytes, int repeats);
 
 // Matmul (kernels/matmul.h) of m rows against an n_out × n_in matrix of random `type` weights:
