@@ -10,6 +10,13 @@ bool IsOpenPath(const std::string& path, bool metrics_auth) {
   return path == "/health" || (!metrics_auth && path == "/metrics");
 }
 
+// Routes that read their body through ReadBody (and so within --max-body even when chunked).
+bool ReadsBodyWithLimit(const httplib::Request& request) {
+  return request.method == "POST" &&
+         (request.path == "/v1/completions" || request.path == "/v1/chat/completions" ||
+          request.path == "/tokenize" || request.path == "/detokenize");
+}
+
 }  // namespace
 
 HttpServer::HttpServer(HttpServerOptions options) : options_(std::move(options)) { Install(); }
@@ -27,6 +34,27 @@ std::optional<std::string> HttpServer::Authorize(const httplib::Request& request
     response.set_header("WWW-Authenticate", "Bearer");
   }
   return tenant;
+}
+
+bool HttpServer::ReadBody(const httplib::ContentReader& reader, std::string& body,
+                          httplib::Response& response) const {
+  bool too_large = false;
+  const bool ok = reader([&](const char* data, size_t n) {
+    if (body.size() + n > options_.max_body_bytes) {
+      too_large = true;
+      return false;
+    }
+    body.append(data, n);
+    return true;
+  });
+  if (ok) return true;
+  if (too_large || response.status == 413) {
+    ReplyError(response, ApiError::PayloadTooLarge(options_.max_body_bytes));
+  } else {
+    ReplyError(response, ApiError::BadRequest("could not read the request body (malformed, or "
+                                              "the client stopped sending)"));
+  }
+  return false;
 }
 
 OpenAiRoutes* HttpServer::Ready(httplib::Response& response) {
@@ -54,8 +82,18 @@ void HttpServer::Install() {
 
   server_.set_pre_routing_handler(
       [this](const httplib::Request& request, httplib::Response& response) {
-        if (IsOpenPath(request.path, options_.metrics_auth))
+        // httplib would read a chunked body of any size for the other routes: refuse it unread.
+        if (!ReadsBodyWithLimit(request) &&
+            request.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos) {
+          ReplyError(response,
+                     ApiError::BadRequest("a chunked request body is accepted only by the POST "
+                                          "API routes, not by " +
+                                          request.method + " " + request.path));
+          return httplib::Server::HandlerResponse::Handled;
+        }
+        if (IsOpenPath(request.path, options_.metrics_auth)) {
           return httplib::Server::HandlerResponse::Unhandled;
+        }
         if (!Authorize(request, response)) return httplib::Server::HandlerResponse::Handled;
         return httplib::Server::HandlerResponse::Unhandled;
       });
@@ -121,20 +159,29 @@ void HttpServer::Install() {
                 }
               });
   auto completions = [this](CompletionKind kind) {
-    return [this, kind](const httplib::Request& request, httplib::Response& response) {
+    return [this, kind](const httplib::Request& request, httplib::Response& response,
+                        const httplib::ContentReader& reader) {
+      std::string body;
+      if (!ReadBody(reader, body, response)) return;
       OpenAiRoutes* routes = Ready(response);
       if (!routes) return;
       auto tenant = Authorize(request, response);
-      if (tenant) routes->Completions(request, response, kind, *tenant);
+      if (tenant) routes->Completions(request, body, response, kind, *tenant);
     };
   };
   server_.Post("/v1/completions", completions(CompletionKind::kText));
   server_.Post("/v1/chat/completions", completions(CompletionKind::kChat));
-  server_.Post("/tokenize", [this](const httplib::Request& request, httplib::Response& response) {
-    if (OpenAiRoutes* routes = Ready(response)) routes->Tokenize(request, response);
+  server_.Post("/tokenize", [this](const httplib::Request&, httplib::Response& response,
+                                   const httplib::ContentReader& reader) {
+    std::string body;
+    if (!ReadBody(reader, body, response)) return;
+    if (OpenAiRoutes* routes = Ready(response)) routes->Tokenize(body, response);
   });
-  server_.Post("/detokenize", [this](const httplib::Request& request, httplib::Response& response) {
-    if (OpenAiRoutes* routes = Ready(response)) routes->Detokenize(request, response);
+  server_.Post("/detokenize", [this](const httplib::Request&, httplib::Response& response,
+                                     const httplib::ContentReader& reader) {
+    std::string body;
+    if (!ReadBody(reader, body, response)) return;
+    if (OpenAiRoutes* routes = Ready(response)) routes->Detokenize(body, response);
   });
   server_.Delete(R"(/v1/sessions/([^/]+))",
                  [this](const httplib::Request& request, httplib::Response& response) {

@@ -70,6 +70,11 @@ class HttpServer {
   // The caller's tenant tag, or nullopt after replying 401.
   std::optional<std::string> Authorize(const httplib::Request& request,
                                        httplib::Response& response) const;
+  // Reads the body through `reader`, at most max_body_bytes of it (httplib limits only bodies
+  // with a Content-Length; a chunked body could otherwise grow without end). False after replying
+  // 413 or 400.
+  bool ReadBody(const httplib::ContentReader& reader, std::string& body,
+                httplib::Response& response) const;
   // The routes when ready, or nullptr after replying 503.
   OpenAiRoutes* Ready(httplib::Response& response);
 

@@ -187,12 +187,13 @@ void OpenAiRoutes::Model(const std::string& id, httplib::Response& response) con
   ReplyJson(response, 200, ModelJson());
 }
 
-void OpenAiRoutes::Completions(const httplib::Request& http_request, httplib::Response& response,
-                               CompletionKind kind, const std::string& tenant) {
+void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::string& text,
+                               httplib::Response& response, CompletionKind kind,
+                               const std::string& tenant) {
   const auto arrival = std::chrono::steady_clock::now();
   const Tokenizer& tokenizer = *model_.tokenizer;
   json body;
-  if (auto error = ParseJsonBody(http_request.body, body)) return ReplyError(response, *error);
+  if (auto error = ParseJsonBody(text, body)) return ReplyError(response, *error);
   PreparedCompletion prepared;
   CompletionRequest& request = prepared.request;
   if (auto error = ParseCompletionRequest(body, kind, tokenizer.n_vocab(), request)) {
@@ -352,9 +353,9 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, httplib::Re
       });
 }
 
-void OpenAiRoutes::Tokenize(const httplib::Request& request, httplib::Response& response) const {
+void OpenAiRoutes::Tokenize(const std::string& text, httplib::Response& response) const {
   json body;
-  if (auto error = ParseJsonBody(request.body, body)) return ReplyError(response, *error);
+  if (auto error = ParseJsonBody(text, body)) return ReplyError(response, *error);
   auto content = body.find("content");
   if (content == body.end() || !content->is_string()) {
     return ReplyError(response, ApiError::BadRequest("'content' must be a string", "content"));
@@ -384,9 +385,9 @@ void OpenAiRoutes::Tokenize(const httplib::Request& request, httplib::Response& 
   ReplyJson(response, 200, {{"tokens", list}});
 }
 
-void OpenAiRoutes::Detokenize(const httplib::Request& request, httplib::Response& response) const {
+void OpenAiRoutes::Detokenize(const std::string& text, httplib::Response& response) const {
   json body;
-  if (auto error = ParseJsonBody(request.body, body)) return ReplyError(response, *error);
+  if (auto error = ParseJsonBody(text, body)) return ReplyError(response, *error);
   auto tokens = body.find("tokens");
   if (tokens == body.end() || !tokens->is_array()) {
     return ReplyError(response,

@@ -42,12 +42,13 @@ class OpenAiRoutes {
                std::atomic<int>& in_flight);
 
   // `tenant` is the caller's tag from ApiKeys::Check: it scopes cache salts and sessions.
-  void Completions(const httplib::Request& request, httplib::Response& response,
-                   CompletionKind kind, const std::string& tenant);
+  // `body` is the request body, read by HttpServer within --max-body.
+  void Completions(const httplib::Request& request, const std::string& body,
+                   httplib::Response& response, CompletionKind kind, const std::string& tenant);
   void Models(httplib::Response& response) const;
   void Model(const std::string& id, httplib::Response& response) const;
-  void Tokenize(const httplib::Request& request, httplib::Response& response) const;
-  void Detokenize(const httplib::Request& request, httplib::Response& response) const;
+  void Tokenize(const std::string& body, httplib::Response& response) const;
+  void Detokenize(const std::string& body, httplib::Response& response) const;
   void DeleteSession(const std::string& session_id, const std::string& tenant,
                      httplib::Response& response);
 
