@@ -5,7 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "cli/model_options.h"
+#include "cli/run_batch.h"
 #include "engine/generation.h"
 #include "tokenizer/streaming_decoder.h"
 #include "tokenizer/tokenizer.h"
@@ -25,11 +27,12 @@ struct RunOptions {
 Args::Spec RunSpec() {
   Args::Spec spec{
       .value_flags = {"--prompt", "--prompt-tokens", "--n-predict", "--temp", "--seed", "--top-k",
-                      "--top-p", "--min-p", "--repeat-penalty", "--output-format"},
+                      "--top-p", "--min-p", "--repeat-penalty", "--output-format", "--batch-file"},
       .bool_flags = {"--no-cache", "--ignore-eos"},
       .aliases = {{"-p", "--prompt"}, {"-n", "--n-predict"}},
   };
   AddModelFlags(spec);
+  AddEngineFlags(spec);
   return spec;
 }
 
@@ -90,6 +93,11 @@ int RunGenerate(const std::vector<std::string>& argv) {
   if (!args.ok()) return fail(args.message(), 2);
   auto model_options = ReadModelOptions(*args);
   if (!model_options.ok()) return fail(model_options.message(), 2);
+  if (args->Has("--batch-file")) {
+    auto model = LoadModel(*model_options);
+    if (!model.ok()) return fail(model.message(), 1);
+    return RunBatchFile(*args, *model_options, **model);
+  }
   auto options = ReadRunOptions(*args);
   if (!options.ok()) return fail(options.message(), 2);
   auto model = LoadModel(*model_options);

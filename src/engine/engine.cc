@@ -19,6 +19,7 @@ void RequestStream::Push(RequestEvent event) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (event.kind == RequestEvent::Kind::kFinish) finished_ = true;
+    event.time = std::chrono::steady_clock::now();
     events_.push_back(std::move(event));
   }
   ready_.notify_all();

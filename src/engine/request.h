@@ -50,6 +50,7 @@ struct RequestEvent {
   std::string finish_reason;
   std::string error;  // for "error"
   Usage usage;
+  std::chrono::steady_clock::time_point time;  // when the engine produced it (set by Push)
 };
 
 // The consumer side of a request's events. The engine thread pushes; any one caller thread pops.

@@ -30,7 +30,7 @@ void Matmul(const KernelTable& kernels, const WeightMatrix& w, const float* x, i
       for (int64_t i = begin; i < end; ++i) {
         kernels.quantize_row_q8_0(x + i * k, k, xq + i * blocks_per_row);
       }
-    });
+    }, static_cast<int64_t>(m) * k * 4);
     x_bytes = reinterpret_cast<const uint8_t*>(xq);
     x_row_bytes = sizeof(BlockQ8_0) * blocks_per_row;
   }
@@ -49,7 +49,7 @@ void Matmul(const KernelTable& kernels, const WeightMatrix& w, const float* x, i
         .ldy = static_cast<int>(w.n_out),
     };
     tile_fn(tile);
-  });
+  }, static_cast<int64_t>(m) * k * w.n_out);
 }
 
 }  // namespace kvserve

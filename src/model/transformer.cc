@@ -15,6 +15,11 @@ namespace {
 void Grow(std::vector<float>& buffer, size_t n) {
   if (buffer.size() < n) buffer.resize(n);
 }
+
+// Rough work of one pass of row-wise operations over n tokens, for ThreadPool::ParallelFor.
+int64_t RowCost(int n, const ModelConfig& c) {
+  return static_cast<int64_t>(n) * (c.n_embd + c.n_ff) * 8;
+}
 }  // namespace
 
 Result<std::unique_ptr<Transformer>> Transformer::Load(const std::string& path) {
@@ -56,6 +61,7 @@ void Transformer::Embed(const ForwardBatch& batch, float* x, float* tmp) const {
 }
 
 // s.q: [n_tokens, n_heads*head_dim] (roped), K/V already stored. Writes s.attn, same shape as q.
+// Work is split by (token, head) units; each unit is computed alone, in position order.
 void Transformer::Attention(const ForwardBatch& batch, const KvLayerView& kv, ForwardScratch& s,
                             ThreadPool& pool) const {
   const int n_heads = config_.n_heads;
@@ -63,14 +69,16 @@ void Transformer::Attention(const ForwardBatch& batch, const KvLayerView& kv, Fo
   const int group = n_heads / config_.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   int max_keys = 0;
-  for (int32_t pos : batch.positions) max_keys = std::max(max_keys, pos + 1);
+  int64_t cost = 0;
+  for (int32_t pos : batch.positions) {
+    max_keys = std::max(max_keys, pos + 1);
+    cost += static_cast<int64_t>(pos + 1) * head_dim * n_heads * 2;
+  }
   const size_t per_thread = AttentionScratchFloats(max_keys, head_dim);
   Grow(s.attn_tmp, per_thread * pool.size());
   const int64_t n_units = static_cast<int64_t>(batch.n_tokens()) * n_heads;
-  pool.Run([&](int thread) {
+  pool.ParallelFor(n_units, [&](int64_t begin, int64_t end, int thread) {
     float* scratch = s.attn_tmp.data() + per_thread * thread;
-    const int64_t begin = n_units * thread / pool.size();
-    const int64_t end = n_units * (thread + 1) / pool.size();
     for (int64_t unit = begin; unit < end; ++unit) {
       const int i = static_cast<int>(unit / n_heads);
       const int h = static_cast<int>(unit % n_heads);
@@ -79,7 +87,7 @@ void Transformer::Attention(const ForwardBatch& batch, const KvLayerView& kv, Fo
                  batch.block_tables[batch.seq_index[i]].data(), batch.positions[i] + 1, scale,
                  s.attn.data() + offset, scratch);
     }
-  });
+  }, cost);
 }
 
 void Transformer::LlamaLayer(int il, const ForwardBatch& batch, const KvLayerView& kv,
@@ -89,12 +97,13 @@ void Transformer::LlamaLayer(int il, const ForwardBatch& batch, const KvLayerVie
   const int n = batch.n_tokens();
   const int q_dim = c.n_heads * c.head_dim;
   const int kv_dim = c.n_kv_heads * c.head_dim;
+  const int64_t row_cost = RowCost(n, c);
   pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       RmsNorm(s.x.data() + i * c.n_embd, w.attn_norm.data(), c.n_embd, c.norm_eps,
               s.xn.data() + i * c.n_embd);
     }
-  });
+  }, row_cost);
   MatmulInto(w.wq, s.xn.data(), n, s.q.data(), s, pool);
   MatmulInto(w.wk, s.xn.data(), n, s.k.data(), s, pool);
   MatmulInto(w.wv, s.xn.data(), n, s.v.data(), s, pool);
@@ -106,7 +115,7 @@ void Transformer::LlamaLayer(int il, const ForwardBatch& batch, const KvLayerVie
       RopeInPlace(k, c.n_kv_heads, c.head_dim, c.rope_dims, batch.positions[i], c.rope_freq_base);
       StoreKv(kv, batch.slots[i], k, s.v.data() + i * kv_dim);
     }
-  });
+  }, row_cost);
   Attention(batch, kv, s, pool);
   MatmulInto(w.wo, s.attn.data(), n, s.proj.data(), s, pool);
   pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
@@ -115,20 +124,20 @@ void Transformer::LlamaLayer(int il, const ForwardBatch& batch, const KvLayerVie
       AddInPlace(x, s.proj.data() + i * c.n_embd, c.n_embd);
       RmsNorm(x, w.ffn_norm.data(), c.n_embd, c.norm_eps, s.xn.data() + i * c.n_embd);
     }
-  });
+  }, row_cost);
   MatmulInto(w.w_gate, s.xn.data(), n, s.ff_gate.data(), s, pool);
   MatmulInto(w.w_up, s.xn.data(), n, s.ff_up.data(), s, pool);
   pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       SwiGluInPlace(s.ff_gate.data() + i * c.n_ff, s.ff_up.data() + i * c.n_ff, c.n_ff);
     }
-  });
+  }, row_cost);
   MatmulInto(w.w_down, s.ff_gate.data(), n, s.proj.data(), s, pool);
   pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       AddInPlace(s.x.data() + i * c.n_embd, s.proj.data() + i * c.n_embd, c.n_embd);
     }
-  });
+  }, row_cost);
 }
 
 void Transformer::Gpt2Layer(int il, const ForwardBatch& batch, const KvLayerView& kv,
@@ -137,12 +146,13 @@ void Transformer::Gpt2Layer(int il, const ForwardBatch& batch, const KvLayerView
   const LayerWeights& w = weights_.layers[il];
   const int n = batch.n_tokens();
   const int e = c.n_embd;
+  const int64_t row_cost = RowCost(n, c);
   pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       LayerNorm(s.x.data() + i * e, w.attn_norm.data(), w.attn_norm_bias.data(), e, c.norm_eps,
                 s.xn.data() + i * e);
     }
-  });
+  }, row_cost);
   MatmulInto(w.wqkv, s.xn.data(), n, s.qkv.data(), s, pool);
   pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
@@ -151,7 +161,7 @@ void Transformer::Gpt2Layer(int il, const ForwardBatch& batch, const KvLayerView
       std::memcpy(s.q.data() + i * e, qkv, sizeof(float) * e);
       StoreKv(kv, batch.slots[i], qkv + e, qkv + 2 * e);
     }
-  });
+  }, row_cost);
   Attention(batch, kv, s, pool);
   MatmulInto(w.wo, s.attn.data(), n, s.proj.data(), s, pool);
   pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
@@ -161,7 +171,7 @@ void Transformer::Gpt2Layer(int il, const ForwardBatch& batch, const KvLayerView
       AddInPlace(x, s.proj.data() + i * e, e);
       LayerNorm(x, w.ffn_norm.data(), w.ffn_norm_bias.data(), e, c.norm_eps, s.xn.data() + i * e);
     }
-  });
+  }, row_cost);
   MatmulInto(w.w_up, s.xn.data(), n, s.ff_up.data(), s, pool);
   pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
@@ -169,14 +179,14 @@ void Transformer::Gpt2Layer(int il, const ForwardBatch& batch, const KvLayerView
       AddInPlace(ff, w.b_up.data(), c.n_ff);
       GeluInPlace(ff, c.n_ff);
     }
-  });
+  }, row_cost);
   MatmulInto(w.w_down, s.ff_up.data(), n, s.proj.data(), s, pool);
   pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       AddInPlace(s.proj.data() + i * e, w.b_down.data(), e);
       AddInPlace(s.x.data() + i * e, s.proj.data() + i * e, e);
     }
-  });
+  }, row_cost);
 }
 
 void Transformer::Forward(const ForwardBatch& batch, std::span<const KvLayerView> kv,

@@ -43,7 +43,15 @@ void ThreadPool::RunErased(void* ctx, JobFn fn) {
   }
   wake_.notify_all();
   fn(ctx, 0);
-  while (pending_.load(std::memory_order_acquire) != 0) _mm_pause();
+  // Wait for the workers; yield now and then so that a descheduled worker on a busy machine can
+  // run instead of this thread burning its time slice.
+  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+    if (spins < kSpinIterations) {
+      _mm_pause();
+    } else {
+      std::this_thread::yield();
+    }
+  }
 }
 
 void ThreadPool::WorkerLoop(int thread) {

@@ -7,10 +7,12 @@
 #pragma once
 
 #include <atomic>
+#include <climits>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace kvserve {
@@ -31,16 +33,34 @@ class ThreadPool {
     RunErased(&fn, [](void* ctx, int thread) { (*static_cast<Fn*>(ctx))(thread); });
   }
 
-  // Splits [0, n) into size() contiguous, near-equal ranges; fn(begin, end) for each non-empty one.
+  // Splits [0, n) into size() contiguous, near-equal ranges; fn(begin, end) for each non-empty one,
+  // or fn(begin, end, thread) when fn takes a third argument (the index of the running thread,
+  // for per-thread scratch).
+  // `cost` is the total work in multiply-adds (or similar): below kInlineCost per thread the job
+  // runs on the calling thread alone, since waking workers would cost more than it saves.
   template <typename Fn>
-  void ParallelFor(int64_t n, Fn&& fn) {
+  void ParallelFor(int64_t n, Fn&& fn, int64_t cost = INT64_MAX) {
+    auto call = [&](int64_t begin, int64_t end, int thread) {
+      if constexpr (std::is_invocable_v<Fn, int64_t, int64_t, int>) {
+        fn(begin, end, thread);
+      } else {
+        fn(begin, end);
+      }
+    };
+    if (n_threads_ == 1 || n <= 1 || cost < kInlineCost) {
+      if (n > 0) call(int64_t{0}, n, 0);
+      return;
+    }
     const int parts = n_threads_;
     Run([&](int thread) {
       const int64_t begin = n * thread / parts;
       const int64_t end = n * (thread + 1) / parts;
-      if (begin < end) fn(begin, end);
+      if (begin < end) call(begin, end, thread);
     });
   }
+
+  // Work (multiply-adds) below which a ParallelFor runs inline; about 10 µs of one core.
+  static constexpr int64_t kInlineCost = 1 << 16;
 
  private:
   using JobFn = void (*)(void* ctx, int thread);

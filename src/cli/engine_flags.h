@@ -1,0 +1,25 @@
+// Flags that configure the serving engine, shared by `run --batch-file`, `bench --concurrency`
+// and `serve`: --kv-memory, --block-size, --max-num-seqs, --max-batched-tokens,
+// --no-prefix-cache (and the model flags' -t, -c, --kv-type).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "cli/args.h"
+#include "cli/model_options.h"
+#include "engine/engine.h"
+#include "util/status.h"
+
+namespace kvserve {
+
+void AddEngineFlags(Args::Spec& spec);
+// Reads the engine flags; threads, context and KV type come from the resolved model options.
+Result<EngineOptions> ReadEngineOptions(const Args& args, const ModelOptions& model);
+
+// "2GiB", "512MiB", "1.5GB", "100000" (bytes), or a fraction of available memory like "0.5".
+Result<uint64_t> ParseSize(const std::string& flag, const std::string& text);
+// Bytes of MemAvailable in /proc/meminfo, 0 when unknown.
+uint64_t AvailableMemoryBytes();
+
+}  // namespace kvserve

@@ -1,0 +1,14 @@
+// `kvserve run --batch-file`: many requests at once through the serving engine.
+#pragma once
+
+#include "cli/args.h"
+#include "cli/model_options.h"
+#include "model/transformer.h"
+
+namespace kvserve {
+
+// Reads --batch-file (JSON lines) and prints one JSON result line per request; returns the exit
+// code.
+int RunBatchFile(const Args& args, const ModelOptions& model_options, const Transformer& model);
+
+}  // namespace kvserve
