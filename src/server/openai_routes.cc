@@ -6,6 +6,7 @@
 #include <ctime>
 #include <memory>
 #include <random>
+#include <thread>
 
 #include "server/completion_job.h"
 #include "server/completion_response.h"
@@ -420,7 +421,16 @@ void OpenAiRoutes::DeleteSession(const std::string& session_id, const std::strin
                                                          std::to_string(kMaxIdBytes) + " bytes",
                                                      "session_id"));
   }
-  if (!model_.engine->ReleaseSession(tenant + "/" + session_id)) {
+  // The engine pins a session in the step that finishes its request but publishes the session
+  // list after that step, so a client that deletes right after its reply can beat the
+  // publication by a moment. Retry briefly (bounded) before answering 404.
+  const std::string engine_id = tenant + "/" + session_id;
+  bool released = model_.engine->ReleaseSession(engine_id);
+  for (int i = 0; i < 100 && !released; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    released = model_.engine->ReleaseSession(engine_id);
+  }
+  if (!released) {
     return ReplyError(response, ApiError::NotFound("session '" + session_id + "' not found",
                                                    "session_not_found"));
   }
