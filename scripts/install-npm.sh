@@ -10,4 +10,6 @@ fi
 wanted=$(node -p 'require("./package-lock.json").packages["node_modules/openai"].version')
 installed=$(node -p 'try { require("./node_modules/openai/package.json").version } catch { "" }')
 if [ "$wanted" = "$installed" ]; then exit 0; fi
-npm ci --no-audit --no-fund --loglevel=error
+if ! npm ci --no-audit --no-fund --loglevel=error; then
+  echo "install-npm: npm ci failed; the openai client test will be skipped" >&2
+fi
