@@ -4,13 +4,12 @@
 #include <pthread.h>
 #include <signal.h>
 
-#include <cmath>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "cli/model_options.h"
 #include "engine/engine.h"
 #include "server/http_server.h"
@@ -23,66 +22,14 @@ namespace {
 
 Args::Spec ServeSpec() {
   Args::Spec spec{
-      .value_flags = {"--host", "--port", "--api-key", "--api-key-file", "--max-num-seqs",
-                      "--kv-memory", "--max-queue", "--request-timeout", "--block-size",
-                      "--session-ttl", "--max-body", "--shutdown-timeout", "--alias",
-                      "--chat-template", "--http-threads", "--max-batched-tokens",
-                      "--read-timeout"},
-      .bool_flags = {"--no-prefix-cache", "--metrics-auth"},
+      .value_flags = {"--host", "--port", "--api-key", "--api-key-file", "--max-queue",
+                      "--request-timeout", "--session-ttl", "--max-body", "--shutdown-timeout",
+                      "--alias", "--chat-template", "--http-threads", "--read-timeout"},
+      .bool_flags = {"--metrics-auth"},
   };
   AddModelFlags(spec);
+  AddEngineFlags(spec);  // --kv-memory, --block-size, --max-num-seqs, --max-batched-tokens, ...
   return spec;
-}
-
-uint64_t AvailableMemoryBytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  uint64_t value = 0;
-  std::string unit;
-  while (meminfo >> key >> value >> unit) {
-    if (key == "MemAvailable:") return value * 1024;
-  }
-  return 0;
-}
-
-// "2GiB", "512MiB", "1.5GB", "100000" (bytes), or a fraction of available memory like "0.5".
-Result<uint64_t> ParseSize(const std::string& flag, const std::string& text) {
-  auto bad = [&](const std::string& why) {
-    return Result<uint64_t>::Error("flag " + flag + ": '" + text + "' " + why);
-  };
-  size_t used = 0;
-  double number = 0;
-  try {
-    number = std::stod(text, &used);
-  } catch (const std::exception&) {
-    return bad("is not a size (like 2GiB, 512MiB, 1000000, or 0.5 of free memory)");
-  }
-  const std::string unit = text.substr(used);
-  if (!std::isfinite(number) || number <= 0) return bad("must be positive");
-  if (unit.empty() && number < 1) {
-    const uint64_t available = AvailableMemoryBytes();
-    if (available == 0) return bad("is a fraction, but /proc/meminfo has no MemAvailable");
-    return static_cast<uint64_t>(number * static_cast<double>(available));
-  }
-  static const std::pair<const char*, double> kUnits[] = {{"", 1},
-                                                          {"B", 1},
-                                                          {"KiB", 1024.0},
-                                                          {"MiB", 1048576.0},
-                                                          {"GiB", 1073741824.0},
-                                                          {"KB", 1e3},
-                                                          {"MB", 1e6},
-                                                          {"GB", 1e9},
-                                                          {"K", 1024.0},
-                                                          {"M", 1048576.0},
-                                                          {"G", 1073741824.0}};
-  for (const auto& [name, scale] : kUnits) {
-    if (unit == name) {
-      const double bytes = number * scale;
-      if (bytes > 1e15) return bad("is larger than 1 PB");
-      return static_cast<uint64_t>(bytes);
-    }
-  }
-  return bad("has an unknown unit '" + unit + "' (B, KiB, MiB, GiB, KB, MB, GB)");
 }
 
 Result<int> IntFlag(const Args& args, const std::string& flag, int fallback, int lo, int hi) {
@@ -113,22 +60,22 @@ struct ServeOptions {
   double shutdown_timeout_s = 30;
 };
 
-Result<ServeOptions> ReadServeOptions(const Args& args) {
+Result<ServeOptions> ReadServeOptions(const Args& args, const ModelOptions& model) {
   ServeOptions o;
+  auto engine = ReadEngineOptions(args, model);
+  if (!engine.ok()) return engine.status();
+  o.engine = *engine;
   o.http.host = args.GetOr("--host", "127.0.0.1");
   auto port = IntFlag(args, "--port", 8080, 0, 65535);
-  auto seqs = IntFlag(args, "--max-num-seqs", 16, 1, 4096);
   auto queue = IntFlag(args, "--max-queue", 1024, 1, 1 << 20);
-  auto block = IntFlag(args, "--block-size", 16, 1, 1024);
-  auto batched = IntFlag(args, "--max-batched-tokens", 512, 1, 1 << 20);
   auto http_threads = IntFlag(args, "--http-threads", 0, 0, 4096);
   auto read_timeout = IntFlag(args, "--read-timeout", 10, 1, 3600);
   auto request_timeout = SecondsFlag(args, "--request-timeout", 0);
   auto session_ttl = SecondsFlag(args, "--session-ttl", 300);
   auto shutdown = SecondsFlag(args, "--shutdown-timeout", 30);
-  for (const Status& s : {port.status(), seqs.status(), queue.status(), block.status(),
-                          batched.status(), http_threads.status(), read_timeout.status(),
-                          request_timeout.status(), session_ttl.status(), shutdown.status()}) {
+  for (const Status& s :
+       {port.status(), queue.status(), http_threads.status(), read_timeout.status(),
+        request_timeout.status(), session_ttl.status(), shutdown.status()}) {
     if (!s.ok()) return s;
   }
   o.http.port = *port;
@@ -136,7 +83,7 @@ Result<ServeOptions> ReadServeOptions(const Args& args) {
   o.http.routes.request_timeout_s = *request_timeout;
   o.http.metrics_auth = args.Has("--metrics-auth");
   // One thread per open connection: room for every running and some waiting streams.
-  o.http.threads = *http_threads > 0 ? *http_threads : std::max(16, 2 * *seqs + 8);
+  o.http.threads = *http_threads > 0 ? *http_threads : std::max(16, 2 * o.engine.max_num_seqs + 8);
   o.http.max_body_bytes = 4u << 20;
   if (auto text = args.Get("--max-body")) {
     auto size = ParseSize("--max-body", *text);
@@ -155,17 +102,8 @@ Result<ServeOptions> ReadServeOptions(const Args& args) {
     if (!keys.ok()) return keys.status();
     o.http.api_keys = std::move(keys).value();
   }
-  o.engine.max_num_seqs = *seqs;
   o.engine.max_queue = *queue;
-  o.engine.block_size = *block;
-  o.engine.max_batched_tokens = *batched;
-  o.engine.prefix_caching = !args.Has("--no-prefix-cache");
   o.engine.session_ttl_s = *session_ttl;
-  if (auto text = args.Get("--kv-memory")) {
-    auto size = ParseSize("--kv-memory", *text);
-    if (!size.ok()) return size.status();
-    o.engine.kv_memory_bytes = *size;
-  }
   o.alias = args.GetOr("--alias", "");
   o.chat_template = args.GetOr("--chat-template", "");
   o.shutdown_timeout_s = *shutdown;
@@ -189,7 +127,7 @@ int RunServe(const std::vector<std::string>& argv) {
   if (!args.ok()) return fail(args.message(), 2);
   auto model_options = ReadModelOptions(*args);
   if (!model_options.ok()) return fail(model_options.message(), 2);
-  auto options = ReadServeOptions(*args);
+  auto options = ReadServeOptions(*args, *model_options);
   if (!options.ok()) return fail(options.message(), 2);
 
   // Every thread started from here on inherits this mask; the main thread waits for the signals.
@@ -222,9 +160,7 @@ int RunServe(const std::vector<std::string>& argv) {
   if (!chat->warning().empty())
     std::fprintf(stderr, "kvserve serve: %s\n", chat->warning().c_str());
   EngineOptions engine_options = options->engine;
-  engine_options.n_threads = model_options->n_threads;
-  engine_options.n_ctx = model_options->n_ctx;
-  engine_options.kv_type = model_options->kv_type;
+  engine_options.n_ctx = model_options->n_ctx;  // as LoadModel resolved it
   auto engine = Engine::Create(**model, **tokenizer, engine_options);
   if (!engine.ok()) return stop_with(engine.message());
 

@@ -46,7 +46,9 @@ void CompletionJob::AbortAll() {
 }
 
 void CompletionJob::Record(Choice& choice, const RequestEvent& event) {
-  const Clock::time_point now = Clock::now();
+  // When the engine produced the event (RequestStream::Push stamps it), else when we saw it.
+  const Clock::time_point now =
+      event.time.time_since_epoch().count() != 0 ? event.time : Clock::now();
   if (event.kind == RequestEvent::Kind::kToken) {
     if (!choice.any_token) {
       metrics_.ObserveTimeToFirstToken(std::chrono::duration<double>(now - arrival_).count());
