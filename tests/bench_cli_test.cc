@@ -131,6 +131,21 @@ TEST(BenchTest, DepthMarkdownAndCsv) {
   EXPECT_NE(out.find(",tg3,"), std::string::npos) << out;
 }
 
+TEST(BenchTest, ConcurrencyGoesThroughTheEngine) {
+  std::string out, err;
+  ASSERT_EQ(RunKvserve("bench" + kStories + " -p 0 -n 4 -r 1 -t 1 --concurrency 1,3 -o json" +
+                           kQuick,
+                       &out, &err),
+            0)
+      << err;
+  const auto j = nlohmann::json::parse(out);
+  ASSERT_EQ(j.size(), 3u);  // tg4, then tg4 x1 and tg4 x3 through the engine
+  EXPECT_EQ(j[0]["test"], "tg4");
+  EXPECT_EQ(j[1]["test"], "tg4 x1");
+  EXPECT_EQ(j[2]["test"], "tg4 x3");
+  for (const auto& r : j) EXPECT_GT(r["tokens_per_s"].get<double>(), 0) << r.dump();
+}
+
 TEST(BenchTest, CacheCompareGivesSameTokensAndAPlot) {
   const std::string plot = TempDir() + "/cache.svg";
   std::string out, err;
@@ -190,7 +205,8 @@ TEST(BenchTest, BadFlagsNameTheFlag) {
       {"bench" + kStories + " --cache-compare", "--cache-compare needs --lengths"},
       {"bench" + kStories + " --cache-compare --lengths 8,0", "--lengths: 0 is out of range"},
       {"bench" + kStories + " --lengths 8", "--lengths needs --cache-compare"},
-      {"bench" + kStories + " --concurrency 4", "--concurrency"},
+      {"bench" + kStories + " --concurrency 0", "--concurrency: 0 is out of range"},
+      {"bench" + kStories + " --cache-compare --lengths 8 --concurrency 2", "--concurrency"},
       {"bench" + kStories + " -p 0 -n 0", "nothing to run"},
   };
   for (const auto& [args, needle] : cases) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <random>
 
+#include "engine/engine.h"
 #include "engine/generation.h"
 #include "engine/sequence_runner.h"
 
@@ -51,6 +52,16 @@ Result<double> RunOnce(const Transformer& model, const BenchTest& test, std::mt1
     }
   }
   return n_timed / SecondsSince(start);
+}
+
+void SetMeanAndStddev(BenchResult& result) {
+  const double n = static_cast<double>(result.tokens_per_s.size());
+  for (double v : result.tokens_per_s) result.mean += v / n;
+  if (n > 1) {
+    double sq = 0;
+    for (double v : result.tokens_per_s) sq += (v - result.mean) * (v - result.mean);
+    result.stddev = std::sqrt(sq / (n - 1));
+  }
 }
 
 }  // namespace
@@ -113,13 +124,70 @@ Result<BenchResult> RunBenchTest(const Transformer& model, const BenchTest& test
     if (!rate.ok()) return rate.status();
     result.tokens_per_s.push_back(*rate);
   }
-  const double n = static_cast<double>(result.tokens_per_s.size());
-  for (double v : result.tokens_per_s) result.mean += v / n;
-  if (n > 1) {
-    double sq = 0;
-    for (double v : result.tokens_per_s) sq += (v - result.mean) * (v - result.mean);
-    result.stddev = std::sqrt(sq / (n - 1));
+  SetMeanAndStddev(result);
+  return result;
+}
+
+std::string ConcurrentTest::Name() const {
+  return "tg" + std::to_string(n_gen) + " x" + std::to_string(concurrency);
+}
+
+namespace {
+
+// One engine run of `test`: generated tokens per second, all streams together.
+Result<double> RunConcurrentOnce(const Transformer& model, const Tokenizer& tokenizer,
+                                 const ConcurrentTest& test, int n_gen, std::mt19937_64& rng) {
+  auto engine = Engine::Create(model, tokenizer,
+                               {.n_threads = test.n_threads,
+                                .n_ctx = n_gen + 1,
+                                .kv_type = test.kv_type,
+                                .max_num_seqs = test.concurrency,
+                                .prefix_caching = false});
+  if (!engine.ok()) return engine.status();
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  const auto start = Clock::now();
+  for (int i = 0; i < test.concurrency; ++i) {
+    Request request{.prompt = RandomTokens(1, model.config().n_vocab, rng),
+                    .max_tokens = n_gen,
+                    .ignore_eos = true};
+    request.sampling.temperature = 0.0f;
+    auto stream = (*engine)->Submit(std::move(request));
+    if (!stream.ok()) return stream.status();
+    streams.push_back(*stream);
   }
+  uint64_t generated = 0;
+  for (const auto& stream : streams) {
+    for (;;) {
+      const std::optional<RequestEvent> event = stream->Next(std::chrono::milliseconds(1000));
+      if (!event) continue;
+      if (event->kind == RequestEvent::Kind::kFinish) {
+        if (event->finish_reason == "error") return Status::Error("engine: " + event->error);
+        break;
+      }
+      ++generated;
+    }
+  }
+  const double seconds = SecondsSince(start);
+  return generated / seconds;
+}
+
+}  // namespace
+
+Result<BenchResult> RunConcurrentDecode(const Transformer& model, const Tokenizer& tokenizer,
+                                        const ConcurrentTest& test) {
+  if (test.concurrency < 1 || test.n_gen < 1 || test.repeats < 1) {
+    return Status::Error("concurrent test " + test.Name() + " with " +
+                         std::to_string(test.repeats) + " repeats is empty");
+  }
+  std::mt19937_64 rng(test.seed);
+  KVSERVE_RETURN_IF_ERROR(RunConcurrentOnce(model, tokenizer, test, std::min(test.n_gen, 4), rng));
+  BenchResult result{.test = test.Name()};
+  for (int r = 0; r < test.repeats; ++r) {
+    auto rate = RunConcurrentOnce(model, tokenizer, test, test.n_gen, rng);
+    if (!rate.ok()) return rate.status();
+    result.tokens_per_s.push_back(*rate);
+  }
+  SetMeanAndStddev(result);
   return result;
 }
 

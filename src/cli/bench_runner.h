@@ -54,6 +54,23 @@ struct BenchResult {
 Result<BenchResult> RunBenchTest(const Transformer& model, const BenchTest& test,
                                  ThreadPool& pool);
 
+// Aggregate decode throughput through the serving engine (engine/engine.h): `concurrency`
+// requests, each a 1-token random prompt generating n_gen tokens greedily (end tokens ignored),
+// submitted at once; tokens/s = all generated tokens / wall time from the first Submit to the last
+// finish. The engine runs its own n_threads workers; one engine per repeat, after a warm-up one.
+struct ConcurrentTest {
+  int concurrency = 1;
+  int n_gen = 128;
+  int repeats = 5;
+  int n_threads = 0;
+  KvType kv_type = KvType::kF32;
+  uint64_t seed = 1;
+
+  std::string Name() const;  // "tg128 x4"
+};
+Result<BenchResult> RunConcurrentDecode(const Transformer& model, const Tokenizer& tokenizer,
+                                        const ConcurrentTest& test);
+
 // The cache comparison at one length: `length` tokens generated greedily (ignoring end tokens)
 // from `prompt`, once with the KV cache and once recomputing everything per step.
 struct CacheCompareRow {

@@ -21,7 +21,8 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: kvserve bench -m MODEL [-p 512[,N...]] [-n 128[,N...]] [-r 5] [-t N] [--depth D] "
-    "[--kv-type f32|f16|bf16] [--bandwidth-mib 1024] [--output-format md|csv|json]\n"
+    "[--kv-type f32|f16|bf16] [--concurrency N[,N...]] [--bandwidth-mib 1024] "
+    "[--output-format md|csv|json]\n"
     "       kvserve bench --cache-compare -m MODEL --lengths 64,128,... [--prompt TEXT] "
     "[--plot FILE.svg] [--output-format md|json]";
 
@@ -41,6 +42,7 @@ struct BenchFlags {
   std::vector<int32_t> lengths;
   std::string prompt = "Once";
   std::string plot_path;
+  std::vector<int32_t> concurrency;  // aggregate decode through the serving engine, per count
 };
 
 Args::Spec BenchSpec() {
@@ -90,9 +92,10 @@ Result<BenchFlags> ReadBenchFlags(const Args& args) {
                          (csv_ok ? "csv, " : "") + "json");
   }
   if (args.Has("--concurrency")) {
-    // Aggregate decode throughput of N streams through the serving engine (engine/engine.h).
-    return Status::Error("flag --concurrency: not available yet (needs the serving engine's "
-                         "Submit API; see docs/benchmarks.md)");
+    if (f.cache_compare) return Status::Error("flag --concurrency does not go with --cache-compare");
+    auto concurrency = ReadCounts(args, "--concurrency", "", 1, 4096);
+    if (!concurrency.ok()) return concurrency.status();
+    f.concurrency = *concurrency;
   }
   auto n_prompt = ReadCounts(args, "--n-prompt", "512", 0, 1 << 20);
   auto n_gen = ReadCounts(args, "--n-gen", "128", 0, 1 << 20);
@@ -162,7 +165,7 @@ int RunCacheCompare(const Transformer& model, const ModelOptions& model_options,
     const std::string name = model.config().name.empty() ? model_options.model_path
                                                          : model.config().name;
     const std::string svg = RenderLinePlot(
-        {.title = "Generation time, " + name + ", " + std::to_string(pool.size()) + " threads",
+        {.title = "Generation time, " + name + " (threads: " + std::to_string(pool.size()) + ")",
          .x_label = "generated tokens",
          .y_label = "seconds"},
         {uncached, cached});
@@ -227,7 +230,9 @@ int RunBench(const std::vector<std::string>& argv) {
   for (int32_t n : flags->n_gen) {
     if (n > 0) tests.push_back({.n_gen = n, .depth = flags->depth});
   }
-  if (tests.empty()) return Fail("nothing to run: every -p and -n is 0", 2);
+  if (tests.empty() && flags->concurrency.empty()) {
+    return Fail("nothing to run: every -p and -n is 0", 2);
+  }
   std::vector<BenchResult> results;
   for (BenchTest& test : tests) {
     test.repeats = flags->repeats;
@@ -238,6 +243,25 @@ int RunBench(const std::vector<std::string>& argv) {
     result->ceiling_tokens_per_s = test.n_prompt > 0 ? prefill_ceiling : decode_ceiling;
     result->ceiling_fraction = result->mean / result->ceiling_tokens_per_s;
     results.push_back(*result);
+  }
+
+  // --concurrency: N streams decoding at once through the serving engine. Weights are read once
+  // per step for all of them, so the ceiling is N decode ceilings, capped by the compute one.
+  if (!flags->concurrency.empty()) {
+    auto tokenizer = Tokenizer::FromGguf((*model)->file());
+    if (!tokenizer.ok()) return Fail(tokenizer.message(), 1);
+    const int n_gen = flags->n_gen.empty() || flags->n_gen[0] == 0 ? 128 : flags->n_gen[0];
+    for (int32_t n : flags->concurrency) {
+      const ConcurrentTest test{.concurrency = n, .n_gen = n_gen, .repeats = flags->repeats,
+                                .n_threads = pool.size(), .kv_type = model_options->kv_type,
+                                .seed = flags->seed};
+      auto result = RunConcurrentDecode(**model, **tokenizer, test);
+      if (!result.ok()) return Fail(result.message(), 1);
+      result->ceiling_tokens_per_s = std::min(n * decode_ceiling, prefill_ceiling);
+      result->ceiling_fraction = result->mean / result->ceiling_tokens_per_s;
+      results.push_back(*result);
+      tests.push_back({.n_gen = n_gen});
+    }
   }
 
   const ModelConfig& config = (*model)->config();
