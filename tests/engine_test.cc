@@ -285,6 +285,12 @@ TEST(Engine, SessionKeepsBlocksPinnedUntilReleased) {
   EXPECT_GE(second.usage.cached_tokens, 16);
   EXPECT_TRUE((*engine)->ReleaseSession("chat-1"));
   EXPECT_FALSE((*engine)->ReleaseSession("chat-1"));
+  // A session is known as soon as its request reports the finish: deleting right away works.
+  for (int i = 0; i < 20; ++i) {
+    r.session_id = "quick-" + std::to_string(i);
+    RunAll(**engine, {r});
+    EXPECT_TRUE((*engine)->ReleaseSession(r.session_id)) << r.session_id;
+  }
   ExpectNoBlocksReferenced(**engine);
 }
 

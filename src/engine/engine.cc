@@ -58,7 +58,12 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Transformer& model,
   std::unique_ptr<Engine> engine(new Engine());
   engine->options_ = o;
   engine->n_vocab_ = c.n_vocab;
-  engine->core_ = std::make_unique<EngineCore>(model, tokenizer, o, static_cast<int>(n_blocks));
+  Engine* e = engine.get();
+  engine->core_ = std::make_unique<EngineCore>(
+      model, tokenizer, o, static_cast<int>(n_blocks), [e](std::vector<std::string> ids) {
+        std::lock_guard<std::mutex> lock(e->mutex_);
+        e->session_ids_ = std::set<std::string>(ids.begin(), ids.end());
+      });
   engine->core_->FillStats(engine->stats_);
   engine->thread_ = std::thread([e = engine.get()] { e->Loop(); });
   return engine;
@@ -121,14 +126,16 @@ bool Engine::ReleaseSession(const std::string& session_id) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!session_ids_.count(session_id)) return false;
   releases_.push_back(session_id);
-  session_ids_.erase(session_id);
+  session_ids_.erase(session_id);  // the engine thread confirms when it releases the blocks
   wake_.notify_all();
   return true;
 }
 
 EngineStats Engine::Stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return stats_;
+  EngineStats stats = stats_;
+  stats.waiting += static_cast<int>(inbox_.size());  // submitted, not yet seen by the engine
+  return stats;
 }
 
 void Engine::Drain(std::chrono::milliseconds timeout) {
@@ -177,14 +184,12 @@ void Engine::PublishStats() {
   EngineStats stats;
   core_->FillStats(stats);
   std::vector<std::string> finished = core_->TakeFinishedIds();
-  std::vector<std::string> sessions = core_->SessionIds();
   std::lock_guard<std::mutex> lock(mutex_);
   stats_ = stats;
   for (const std::string& id : finished) {
     live_ids_.erase(id);
     --live_requests_;
   }
-  session_ids_ = std::set<std::string>(sessions.begin(), sessions.end());
   if (live_requests_ == 0) idle_.notify_all();
 }
 

@@ -5,7 +5,8 @@
 namespace kvserve {
 
 EngineCore::EngineCore(const Transformer& model, const Tokenizer& tokenizer,
-                       const EngineOptions& options, int n_blocks)
+                       const EngineOptions& options, int n_blocks,
+                       std::function<void(std::vector<std::string>)> on_sessions_changed)
     : model_(model),
       tokenizer_(tokenizer),
       options_(options),
@@ -15,7 +16,8 @@ EngineCore::EngineCore(const Transformer& model, const Tokenizer& tokenizer,
       scheduler_(blocks_,
                  SchedulerOptions{.max_num_seqs = options.max_num_seqs,
                                   .max_batched_tokens = options.max_batched_tokens},
-                 [this] { return ReleaseOldestSession(); }) {}
+                 [this] { return ReleaseOldestSession(); }),
+      on_sessions_changed_(std::move(on_sessions_changed)) {}
 
 void EngineCore::Add(Request request, std::shared_ptr<RequestStream> stream) {
   auto seq = std::make_unique<Sequence>(std::move(request), std::move(stream), tokenizer_,
@@ -77,6 +79,7 @@ void EngineCore::Expire(std::chrono::steady_clock::time_point now) {
       pinned_blocks_ -= static_cast<int>(it->second.pinned.blocks.size());
       blocks_.Free(it->second.pinned);
       it = sessions_.erase(it);
+      if (on_sessions_changed_) on_sessions_changed_(SessionIds());
     } else {
       ++it;
     }
@@ -95,6 +98,7 @@ void EngineCore::Pin(Sequence& seq) {
   pinned_blocks_ += static_cast<int>(session.pinned.blocks.size());
   sessions_[seq.request.session_id] = std::move(session);
   ReleaseSessionsAbove(static_cast<int>(options_.max_pinned_fraction * blocks_.n_blocks()));
+  if (on_sessions_changed_) on_sessions_changed_(SessionIds());
 }
 
 bool EngineCore::ReleaseSession(const std::string& session_id) {
@@ -103,6 +107,7 @@ bool EngineCore::ReleaseSession(const std::string& session_id) {
   pinned_blocks_ -= static_cast<int>(it->second.pinned.blocks.size());
   blocks_.Free(it->second.pinned);
   sessions_.erase(it);
+  if (on_sessions_changed_) on_sessions_changed_(SessionIds());
   return true;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -19,8 +20,10 @@ namespace kvserve {
 
 class EngineCore {
  public:
+  // on_sessions_changed is called (on the engine thread) with the live session ids whenever a
+  // session is pinned or released, before the request that pinned it reports its finish.
   EngineCore(const Transformer& model, const Tokenizer& tokenizer, const EngineOptions& options,
-             int n_blocks);
+             int n_blocks, std::function<void(std::vector<std::string>)> on_sessions_changed);
 
   void Add(Request request, std::shared_ptr<RequestStream> stream);
   void Abort(const std::string& id);
@@ -59,6 +62,7 @@ class EngineCore {
   Scheduler scheduler_;
   std::map<std::string, Session> sessions_;
   std::vector<std::string> finished_ids_;
+  std::function<void(std::vector<std::string>)> on_sessions_changed_;
   int pinned_blocks_ = 0;
   ForwardBatch batch_;
   ForwardScratch scratch_;

@@ -421,16 +421,9 @@ void OpenAiRoutes::DeleteSession(const std::string& session_id, const std::strin
                                                          std::to_string(kMaxIdBytes) + " bytes",
                                                      "session_id"));
   }
-  // The engine pins a session in the step that finishes its request but publishes the session
-  // list after that step, so a client that deletes right after its reply can beat the
-  // publication by a moment. Retry briefly (bounded) before answering 404.
-  const std::string engine_id = tenant + "/" + session_id;
-  bool released = model_.engine->ReleaseSession(engine_id);
-  for (int i = 0; i < 100 && !released; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    released = model_.engine->ReleaseSession(engine_id);
-  }
-  if (!released) {
+  // The engine publishes a pinned session before the request that pinned it reports its finish,
+  // so a client deleting right after its reply always finds it.
+  if (!model_.engine->ReleaseSession(tenant + "/" + session_id)) {
     return ReplyError(response, ApiError::NotFound("session '" + session_id + "' not found",
                                                    "session_not_found"));
   }
