@@ -337,6 +337,36 @@ TEST(ConvertTest, StreamsInChunks) {
   EXPECT_EQ(std::memcmp(big->data, expected.data(), expected.size()), 0);
 }
 
+TEST(ConvertTest, RefusesNonFiniteWeights) {
+  for (float bad : {NAN, INFINITY, -INFINITY}) {
+    std::vector<float> values(64, 0.5f);
+    values[37] = bad;
+    GgufWriter writer;
+    std::vector<uint8_t> bytes(values.size() * 4);
+    std::memcpy(bytes.data(), values.data(), bytes.size());
+    writer.AddTensor("blk.0.attn_q.weight", GgmlType::kF32, {32, 2}, std::move(bytes));
+    const std::vector<uint8_t> image = writer.Serialize();
+    auto file = GgufFile::Parse(image.data(), image.size(), "bad.gguf");
+    ASSERT_TRUE(file.ok());
+    auto converter = GgufConverter::Create(*file, GgmlType::kQ8_0);
+    ASSERT_TRUE(converter.ok());
+    const Status written = converter->WriteFile(testing::TempDir() + "/nonfinite.gguf");
+    ASSERT_FALSE(written.ok());
+    EXPECT_NE(written.message().find("blk.0.attn_q.weight"), std::string::npos) << written.message();
+    EXPECT_NE(written.message().find("element 37"), std::string::npos) << written.message();
+  }
+  // The encoders themselves stay defined on such input (no float-to-int overflow).
+  std::vector<float> block(32, 1.0f);
+  block[3] = NAN;
+  block[4] = INFINITY;
+  std::vector<uint8_t> q8(RowBytes(GgmlType::kQ8_0, 32)), q4(RowBytes(GgmlType::kQ4_0, 32));
+  QuantizeRow(GgmlType::kQ8_0, block.data(), 32, q8.data());
+  QuantizeRow(GgmlType::kQ4_0, block.data(), 32, q4.data());
+  std::vector<float> tiny(32, 1e-40f);  // denormal block: the inverse scale overflows
+  QuantizeRow(GgmlType::kQ8_0, tiny.data(), 32, q8.data());
+  QuantizeRow(GgmlType::kQ4_0, tiny.data(), 32, q4.data());
+}
+
 // Runs `kvserve ARGS`; returns the exit status and the captured stdout / stderr.
 int RunKvserve(const std::string& args, std::string* out, std::string* err) {
   const std::string dir = testing::TempDir();

@@ -16,6 +16,15 @@ size_t RowBytes(GgmlType type, int64_t n) {
 
 namespace {
 
+// float -> integer in [lo, hi] without undefined behaviour: NaN becomes 0, out-of-range values
+// clamp (only non-finite or denormal-scaled blocks can produce them).
+int ClampToInt(float v, int lo, int hi) {
+  if (!(v == v)) return 0;
+  if (v <= static_cast<float>(lo)) return lo;
+  if (v >= static_cast<float>(hi)) return hi;
+  return static_cast<int>(v);
+}
+
 void QuantizeQ8_0(const float* x, int64_t n, BlockQ8_0* out) {
   for (int64_t b = 0; b < n / kQ8_0BlockSize; ++b) {
     const float* block = x + b * kQ8_0BlockSize;
@@ -25,7 +34,7 @@ void QuantizeQ8_0(const float* x, int64_t n, BlockQ8_0* out) {
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     out[b].scale = FloatToFp16(d);
     for (int j = 0; j < kQ8_0BlockSize; ++j) {
-      out[b].quants[j] = static_cast<int8_t>(std::round(block[j] * id));
+      out[b].quants[j] = static_cast<int8_t>(ClampToInt(std::round(block[j] * id), -127, 127));
     }
   }
 }
@@ -45,8 +54,8 @@ void QuantizeQ4_0(const float* x, int64_t n, BlockQ4_0* out) {
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     out[b].scale = FloatToFp16(d);
     for (int j = 0; j < kQ4_0BlockSize / 2; ++j) {
-      const int lo = std::min(15, static_cast<int>(block[j] * id + 8.5f));
-      const int hi = std::min(15, static_cast<int>(block[j + 16] * id + 8.5f));
+      const int lo = ClampToInt(block[j] * id + 8.5f, 0, 15);
+      const int hi = ClampToInt(block[j + 16] * id + 8.5f, 0, 15);
       out[b].quants[j] = static_cast<uint8_t>(lo | (hi << 4));
     }
   }

@@ -1,6 +1,7 @@
 #include "model/gguf_converter.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "kernels/quantize.h"
 
@@ -103,6 +104,13 @@ Status GgufConverter::Produce(const TensorPlan& plan, const ByteSink& sink) {
   for (int64_t begin = 0; begin < n_elements; begin += chunk) {
     const int64_t n = std::min(chunk, n_elements - begin);
     DequantizeRow(source.type, source.data + RowBytes(source.type, begin), n, values.data());
+    for (int64_t i = 0; i < n; ++i) {
+      if (!std::isfinite(values[i])) {
+        return Status::Error("tensor '" + source.name + "': element " + std::to_string(begin + i) +
+                             " is " + std::to_string(values[i]) + "; refusing to convert " +
+                             "a model with non-finite weights");
+      }
+    }
     QuantizeRow(plan.type, values.data(), n, encoded.data());
     KVSERVE_RETURN_IF_ERROR(sink(encoded.data(), RowBytes(plan.type, n)));
   }
