@@ -90,7 +90,10 @@ std::string FreshReply(const Transformer& model, const Tokenizer& tok, const Cha
   options.sampling.temperature = 0;
   StreamingDecoder decoder(tok, {.render_special = true, .at_text_start = false});
   std::string text;
-  auto result = Generate(runner, tok, prompt, options, [&](int32_t t) { text += decoder.Push(t); });
+  auto result = Generate(runner, tok, prompt, options, [&](int32_t t) {
+    text += decoder.Push(t);
+    return true;
+  });
   EXPECT_TRUE(result.ok()) << result.message();
   text += decoder.Flush();
   for (const std::string& stop : tmpl.stop_strings()) {

@@ -143,7 +143,7 @@ TEST(Engine, GreedyMatchesSequenceRunner) {
   SequenceRunner runner(*l.model, KvType::kF32, 128, pool);
   GenerationOptions gen{.max_tokens = 40, .ignore_eos = true};
   gen.sampling.temperature = 0;
-  auto expected = Generate(runner, *l.tokenizer, prompt, gen, [](int32_t) {});
+  auto expected = Generate(runner, *l.tokenizer, prompt, gen, [](int32_t) { return true; });
   ASSERT_TRUE(expected.ok());
   auto engine = Engine::Create(*l.model, *l.tokenizer, {.n_threads = 2, .n_ctx = 128});
   ASSERT_TRUE(engine.ok());

@@ -212,7 +212,7 @@ Result<CacheCompareRow> CompareCache(const Transformer& model, const Tokenizer& 
     options.use_cache = pass == 0;
     SequenceRunner runner(model, kv_type, n_ctx, pool);
     const auto start = Clock::now();
-    auto result = Generate(runner, tokenizer, prompt, options, [](int32_t) {});
+    auto result = Generate(runner, tokenizer, prompt, options, [](int32_t) { return true; });
     if (!result.ok()) return result.status();
     (pass == 0 ? row.cached_s : row.uncached_s) = SecondsSince(start);
     tokens[pass] = std::move(result->tokens);

@@ -7,10 +7,8 @@
 // Reading ends at EOF or a line "/exit". With stdin from a pipe nothing but the replies (one line
 // break after each) goes to stdout, for scripts and tests.
 //
-// Stopping: Generate ends at end-of-generation tokens; to end at the template's stop strings as
-// well, each token is its own Generate call (max_tokens = 1). Generate reuses the cached prefix,
-// so every such call runs one decode step, not a new prefill. Each call gets its own sampler, so
-// token i of the session is drawn with seed + i.
+// Stopping: at end-of-generation tokens, and at the template's stop strings (held back while
+// they might be starting, never shown).
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +22,7 @@
 #include "cli/model_options.h"
 #include "engine/generation.h"
 #include "tokenizer/chat_template.h"
+#include "engine/stop_checker.h"
 #include "tokenizer/streaming_decoder.h"
 #include "tokenizer/tokenizer.h"
 
@@ -78,58 +77,6 @@ Result<ChatOptions> ReadChatOptions(const Args& args) {
   return o;
 }
 
-// Holds back generated text that could be the start of a stop string, and cuts the text at the
-// first complete one. Push/Finish return what is safe to show.
-class StopFilter {
- public:
-  explicit StopFilter(std::vector<std::string> stops) : stops_(std::move(stops)) {}
-
-  std::string Push(std::string_view piece) {
-    if (stopped_) return "";
-    pending_ += piece;
-    size_t cut = std::string::npos;
-    for (const std::string& stop : stops_) cut = std::min(cut, pending_.find(stop));
-    if (cut != std::string::npos) {
-      pending_.resize(cut);
-      stopped_ = true;
-      return Release(pending_.size());
-    }
-    size_t hold = 0;
-    for (const std::string& stop : stops_) {
-      for (size_t k = std::min(stop.size() - 1, pending_.size()); k > hold; --k) {
-        if (pending_.compare(pending_.size() - k, k, stop, 0, k) == 0) {
-          hold = k;
-          break;
-        }
-      }
-    }
-    return Release(pending_.size() - hold);
-  }
-
-  // The end of the reply without a stop string: the held-back text is real.
-  std::string Finish(std::string_view rest) {
-    if (stopped_) return "";
-    pending_ += rest;
-    return Release(pending_.size());
-  }
-
-  bool stopped() const { return stopped_; }
-  const std::string& text() const { return text_; }  // everything released
-
- private:
-  std::string Release(size_t n) {
-    std::string out = pending_.substr(0, n);
-    pending_.erase(0, n);
-    text_ += out;
-    return out;
-  }
-
-  std::vector<std::string> stops_;
-  std::string pending_;
-  std::string text_;
-  bool stopped_ = false;
-};
-
 struct Turn {
   std::string text;  // the reply, stop string excluded
   int n_prompt = 0;
@@ -138,43 +85,29 @@ struct Turn {
   std::string finish_reason;  // "stop" or "length"
 };
 
-// Generates one reply to the rendered conversation `sequence` (token ids), streaming it to stdout.
-// `step` counts the tokens sampled in this session (the per-token seed offset).
+// Generates one reply to the rendered conversation `sequence` (token ids), streaming it to stdout
+// and ending at the template's stop strings (never shown) or an end-of-generation token.
 Result<Turn> Reply(SequenceRunner& runner, const Tokenizer& tokenizer, const ChatTemplate& tmpl,
-                   std::vector<int32_t> sequence, const GenerationOptions& options,
-                   uint64_t& step) {
+                   const std::vector<int32_t>& sequence, const GenerationOptions& options) {
   Turn turn;
   turn.n_prompt = static_cast<int>(sequence.size());
-  turn.finish_reason = "length";
   StreamingDecoder decoder(tokenizer, {.render_special = true, .at_text_start = false});
-  StopFilter filter(tmpl.stop_strings());
-  GenerationOptions one = options;
-  one.max_tokens = 1;
-  auto show = [](const std::string& text) {
+  StopChecker stop(tmpl.stop_strings());
+  auto show = [&](const std::string& text) {
+    turn.text += text;
     std::fputs(text.c_str(), stdout);
     std::fflush(stdout);
   };
-  for (int i = 0; i < options.max_tokens; ++i) {
-    if (i > 0 && static_cast<int>(sequence.size()) > runner.n_ctx()) break;  // context full
-    one.sampling.seed = options.sampling.seed + step++;
-    int32_t token = -1;
-    auto result = Generate(runner, tokenizer, sequence, one, [&](int32_t t) { token = t; });
-    if (!result.ok()) return result.status();
-    if (i == 0) turn.n_reused = result->n_reused;
-    if (token < 0) {  // an end-of-generation token
-      turn.finish_reason = "stop";
-      break;
-    }
-    sequence.push_back(token);
-    ++turn.n_generated;
-    show(filter.Push(decoder.Push(token)));
-    if (filter.stopped()) {
-      turn.finish_reason = "stop";
-      break;
-    }
-  }
-  show(filter.Finish(decoder.Flush()));
-  turn.text = filter.text();
+  auto result = Generate(runner, tokenizer, sequence, options, [&](int32_t token) {
+    show(stop.Push(decoder.Push(token)));
+    return !stop.stopped();
+  });
+  if (!result.ok()) return result.status();
+  show(stop.Push(decoder.Flush()));
+  show(stop.Flush());
+  turn.n_reused = result->n_reused;
+  turn.n_generated = static_cast<int>(result->tokens.size());
+  turn.finish_reason = result->finish_reason;
   return turn;
 }
 
@@ -221,7 +154,7 @@ int RunChat(const std::vector<std::string>& argv) {
   SequenceRunner runner(**model, model_options->kv_type, model_options->n_ctx, pool);
   std::vector<ChatMessage> messages;
   if (!options->system.empty()) messages.push_back({"system", options->system});
-  uint64_t step = 0;
+  GenerationOptions generation = options->generation;
   std::string line;
   while (true) {
     if (interactive) {
@@ -234,7 +167,8 @@ int RunChat(const std::vector<std::string>& argv) {
     if (Strip(line).empty()) continue;
     messages.push_back({"user", line});
     const std::vector<int32_t> prompt = tmpl->EncodePrompt(tok, tmpl->Render(messages, true));
-    auto turn = Reply(runner, tok, *tmpl, prompt, options->generation, step);
+    auto turn = Reply(runner, tok, *tmpl, prompt, generation);
+    ++generation.sampling.seed;  // each turn draws from its own random stream
     if (!turn.ok()) {
       std::fputs("\n", stdout);
       return fail(turn.message(), 1);

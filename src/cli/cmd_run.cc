@@ -126,6 +126,7 @@ int RunGenerate(const std::vector<std::string>& argv) {
       std::fputs(piece.c_str(), stdout);
       std::fflush(stdout);
     }
+    return true;
   });
   if (!result.ok()) return fail(result.message(), 1);
   const std::string rest = stream.Flush();

@@ -15,7 +15,7 @@ double MillisecondsSince(std::chrono::steady_clock::time_point start) {
 Result<GenerationResult> Generate(SequenceRunner& runner, const Tokenizer& tokenizer,
                                   std::span<const int32_t> prompt,
                                   const GenerationOptions& options,
-                                  const std::function<void(int32_t)>& on_token) {
+                                  const std::function<bool(int32_t)>& on_token) {
   if (prompt.empty()) return Status::Error("the prompt is empty");
   KVSERVE_RETURN_IF_ERROR(options.sampling.Validate(tokenizer.n_vocab()));
   GenerationResult result;
@@ -51,7 +51,10 @@ Result<GenerationResult> Generate(SequenceRunner& runner, const Tokenizer& token
       break;
     }
     result.tokens.push_back(token);
-    on_token(token);
+    if (!on_token(token)) {
+      result.finish_reason = "stop";
+      break;
+    }
     if (i + 1 == options.max_tokens || runner.n_past() >= runner.n_ctx()) break;
     logits = options.use_cache ? runner.Append(std::span(&token, 1))
                                : runner.AppendRecompute(std::span(&token, 1));

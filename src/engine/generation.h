@@ -25,17 +25,18 @@ struct GenerationOptions {
 
 struct GenerationResult {
   std::vector<int32_t> tokens;  // generated ids (the stop token excluded)
-  std::string finish_reason;    // "stop" (end-of-generation token) or "length"
+  std::string finish_reason;    // "stop" (end-of-generation token, or on_token said so) or "length"
   int n_prompt = 0;             // prompt tokens
   int n_reused = 0;             // prompt tokens found in the cache, not recomputed
   double prompt_ms = 0;         // prefill time
   double decode_ms = 0;         // time from the first sampled token to the end
 };
 
-// on_token is called with each generated token as soon as it is sampled.
+// on_token is called with each generated token as soon as it is sampled; returning false ends
+// generation there (finish reason "stop"), e.g. when the caller saw a stop string.
 Result<GenerationResult> Generate(SequenceRunner& runner, const Tokenizer& tokenizer,
                                   std::span<const int32_t> prompt,
                                   const GenerationOptions& options,
-                                  const std::function<void(int32_t)>& on_token);
+                                  const std::function<bool(int32_t)>& on_token);
 
 }  // namespace kvserve
