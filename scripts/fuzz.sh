@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fuzzes the GGUF reader and model loader (fuzz/gguf_fuzz.cc) for N seconds (default 60).
+# Fuzzes the GGUF reader and model loader (fuzz/gguf_fuzz.cc), then the safetensors reader and
+# config.json parser (fuzz/safetensors_fuzz.cc), for N seconds each (default 60).
 #   scripts/fuzz.sh [SECONDS]
 # Configures a clang build in build-fuzz/ (override with KVSERVE_FUZZ_BUILD), builds gguf_fuzz with
 # libFuzzer + ASan + UBSan, seeds a corpus from the small shared models and crafted files
@@ -16,7 +17,7 @@ jobs="${KVSERVE_FUZZ_BUILD_JOBS:-2}"
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release \
   -DKVSERVE_BUILD_FUZZERS=ON -DKVSERVE_BUILD_TESTS=OFF >/dev/null
-ninja -C "$build" -j "$jobs" gguf_fuzz
+ninja -C "$build" -j "$jobs" gguf_fuzz safetensors_fuzz
 
 seeds="$build/fuzz-seeds"
 corpus="$build/fuzz-corpus"
@@ -37,3 +38,25 @@ cd "$build"
 "$build/fuzz/gguf_fuzz" "$corpus" "$seeds" -max_total_time="$seconds" -timeout=10 \
   -max_len="${KVSERVE_FUZZ_MAX_LEN:-131072}" -rss_limit_mb=2048 -malloc_limit_mb=512 \
   -print_final_stats=1
+
+# Safetensors: seeds are small valid files (one and two tensors, with and without metadata).
+st_seeds="$build/fuzz-seeds-safetensors"
+st_corpus="$build/fuzz-corpus-safetensors"
+mkdir -p "$st_seeds" "$st_corpus"
+python3 - "$st_seeds" <<'PY'
+import json, struct, sys
+def write(path, tensors, metadata=None):
+    header, data = {}, b""
+    for name, (dtype, shape, payload) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(payload)]}
+        data += payload
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    raw = json.dumps(header).encode()
+    open(path, "wb").write(struct.pack("<Q", len(raw)) + raw + data)
+write(sys.argv[1] + "/one.safetensors", {"w": ("F32", [2, 2], struct.pack("<4f", 1, 2, 3, 4))})
+write(sys.argv[1] + "/two.safetensors", {"a": ("F16", [3], b"\0" * 6), "b": ("BF16", [1, 2], b"\0" * 4)},
+      {"format": "pt"})
+PY
+"$build/fuzz/safetensors_fuzz" "$st_corpus" "$st_seeds" -max_total_time="$seconds" -timeout=10 \
+  -max_len=65536 -rss_limit_mb=2048 -malloc_limit_mb=512 -print_final_stats=1
