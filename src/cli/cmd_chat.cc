@@ -20,6 +20,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cli/sampling_flags.h"
 #include "engine/generation.h"
 #include "tokenizer/chat_template.h"
 #include "engine/stop_checker.h"
@@ -38,12 +39,12 @@ struct ChatOptions {
 
 Args::Spec ChatSpec() {
   Args::Spec spec{
-      .value_flags = {"--chat-template", "--system", "--n-predict", "--temp", "--seed", "--top-k",
-                      "--top-p", "--min-p", "--repeat-penalty"},
+      .value_flags = {"--chat-template", "--system", "--n-predict"},
       .bool_flags = {},
       .aliases = {{"-n", "--n-predict"}},
   };
   AddModelFlags(spec);
+  AddSamplingFlags(spec);
   return spec;
 }
 
@@ -52,28 +53,15 @@ Result<ChatOptions> ReadChatOptions(const Args& args) {
   o.template_name = args.GetOr("--chat-template", "");
   o.system = args.GetOr("--system", "");
   auto n = args.GetInt("--n-predict", 256);
-  auto seed = args.GetInt("--seed", 0xC0FFEE);
-  auto top_k = args.GetInt("--top-k", 0);
-  auto temp = args.GetDouble("--temp", 0.8);
-  auto top_p = args.GetDouble("--top-p", 1.0);
-  auto min_p = args.GetDouble("--min-p", 0.0);
-  auto repeat = args.GetDouble("--repeat-penalty", 1.0);
-  for (const Status& s : {n.status(), seed.status(), top_k.status(), temp.status(), top_p.status(),
-                          min_p.status(), repeat.status()}) {
-    if (!s.ok()) return s;
-  }
+  if (!n.ok()) return n.status();
+  auto sampling = ReadSamplingParams(args);
+  if (!sampling.ok()) return sampling.status();
   if (*n < 1 || *n > (1 << 24)) {
     return Result<ChatOptions>::Error("flag -n: " + std::to_string(*n) +
                                       " is out of range (1 to 16777216)");
   }
   o.generation.max_tokens = static_cast<int>(*n);
-  SamplingParams& s = o.generation.sampling;
-  s.temperature = static_cast<float>(*temp);
-  s.top_k = static_cast<int>(*top_k);
-  s.top_p = static_cast<float>(*top_p);
-  s.min_p = static_cast<float>(*min_p);
-  s.repetition_penalty = static_cast<float>(*repeat);
-  s.seed = static_cast<uint64_t>(*seed);
+  o.generation.sampling = *sampling;
   return o;
 }
 

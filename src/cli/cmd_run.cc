@@ -8,6 +8,7 @@
 #include "cli/engine_flags.h"
 #include "cli/model_options.h"
 #include "cli/run_batch.h"
+#include "cli/sampling_flags.h"
 #include "engine/generation.h"
 #include "tokenizer/streaming_decoder.h"
 #include "tokenizer/tokenizer.h"
@@ -26,12 +27,13 @@ struct RunOptions {
 
 Args::Spec RunSpec() {
   Args::Spec spec{
-      .value_flags = {"--prompt", "--prompt-tokens", "--n-predict", "--temp", "--seed", "--top-k",
-                      "--top-p", "--min-p", "--repeat-penalty", "--output-format", "--batch-file"},
+      .value_flags = {"--prompt", "--prompt-tokens", "--n-predict", "--output-format",
+                      "--batch-file"},
       .bool_flags = {"--no-cache", "--ignore-eos"},
       .aliases = {{"-p", "--prompt"}, {"-n", "--n-predict"}},
   };
   AddModelFlags(spec);
+  AddSamplingFlags(spec);
   AddEngineFlags(spec);
   return spec;
 }
@@ -54,29 +56,16 @@ Result<RunOptions> ReadRunOptions(const Args& args) {
                                      "' is not one of text, json");
   }
   auto n = args.GetInt("--n-predict", 64);
-  auto seed = args.GetInt("--seed", 0xC0FFEE);
-  auto top_k = args.GetInt("--top-k", 0);
-  auto temp = args.GetDouble("--temp", 0.8);
-  auto top_p = args.GetDouble("--top-p", 1.0);
-  auto min_p = args.GetDouble("--min-p", 0.0);
-  auto repeat = args.GetDouble("--repeat-penalty", 1.0);
-  for (const Status& s : {n.status(), seed.status(), top_k.status(), temp.status(), top_p.status(),
-                          min_p.status(), repeat.status()}) {
-    if (!s.ok()) return s;
-  }
+  if (!n.ok()) return n.status();
+  auto sampling = ReadSamplingParams(args);
+  if (!sampling.ok()) return sampling.status();
   if (*n < 0 || *n > (1 << 24)) {
     return Result<RunOptions>::Error("flag -n: " + std::to_string(*n) + " is out of range");
   }
   o.generation.max_tokens = static_cast<int>(*n);
   o.generation.use_cache = !args.Has("--no-cache");
   o.generation.ignore_eos = args.Has("--ignore-eos");
-  SamplingParams& s = o.generation.sampling;
-  s.temperature = static_cast<float>(*temp);
-  s.top_k = static_cast<int>(*top_k);
-  s.top_p = static_cast<float>(*top_p);
-  s.min_p = static_cast<float>(*min_p);
-  s.repetition_penalty = static_cast<float>(*repeat);
-  s.seed = static_cast<uint64_t>(*seed);
+  o.generation.sampling = *sampling;
   return o;
 }
 
