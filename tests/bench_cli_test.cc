@@ -30,8 +30,8 @@ std::string ReadAll(const std::string& path) {
 
 int RunKvserve(const std::string& args, std::string* out, std::string* err) {
   const std::string dir = TempDir();
-  const std::string command = testing::KvserveBinary() + " " + args + " >" + dir +
-                              "/bench.out 2>" + dir + "/bench.err";
+  const std::string command =
+      testing::KvserveBinary() + " " + args + " >" + dir + "/bench.out 2>" + dir + "/bench.err";
   const int status = std::system(command.c_str());
   *out = ReadAll(dir + "/bench.out");
   *err = ReadAll(dir + "/bench.err");
@@ -50,13 +50,13 @@ const std::string kQuick = " --bandwidth-mib 64";
 
 TEST(DoctorTest, JsonHasEveryFieldAndTheCheckPasses) {
   std::string out, err;
-  ASSERT_EQ(RunKvserve("doctor -t 1 -r 1 --output-format json" + kQuick, &out, &err), 0) << err
-                                                                                        << out;
+  ASSERT_EQ(RunKvserve("doctor -t 1 -r 1 --output-format json" + kQuick, &out, &err), 0)
+      << err << out;
   const auto j = nlohmann::json::parse(out);
-  for (const char* key : {"cpu", "isa", "cores", "hardware_threads", "ram_total_bytes",
-                          "ram_available_bytes", "disk_free_bytes", "bandwidth_gb_s",
-                          "matmul_f32_gflop_s", "matmul_q8_0_gflop_s", "kernel_checks",
-                          "check_ok", "gpu"}) {
+  for (const char* key :
+       {"cpu", "isa", "cores", "hardware_threads", "ram_total_bytes", "ram_available_bytes",
+        "disk_free_bytes", "bandwidth_gb_s", "matmul_f32_gflop_s", "matmul_q8_0_gflop_s",
+        "kernel_checks", "check_ok", "gpu"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_TRUE(j["check_ok"].get<bool>());
@@ -77,12 +77,12 @@ TEST(DoctorTest, JsonHasEveryFieldAndTheCheckPasses) {
 TEST(DoctorTest, TextNamesTheMachineAndTheIsa) {
   std::string out, err;
   ASSERT_EQ(RunKvserve("doctor -t 1 -r 1" + kQuick, &out, &err), 0) << err;
-  for (const char* line : {"cpu:", "isa:", "threads:", "memory:", "disk:", "bandwidth:",
-                           "matmul:", "check:", "gpu:        none (built without GPU support)",
-                           "status:     ok"}) {
+  for (const char* line :
+       {"cpu:", "isa:", "threads:", "memory:", "disk:", "bandwidth:", "matmul:", "check:",
+        "gpu:        none (built without GPU support)", "status:     ok"}) {
     EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
   }
-  EXPECT_EQ(RunKvserve("doctor --bandwidth-mib 1" , &out, &err), 2);
+  EXPECT_EQ(RunKvserve("doctor --bandwidth-mib 1", &out, &err), 2);
   EXPECT_NE(err.find("--bandwidth-mib: 1 is out of range"), std::string::npos) << err;
   EXPECT_EQ(RunKvserve("doctor --output-format xml", &out, &err), 2);
   EXPECT_NE(err.find("'xml'"), std::string::npos) << err;
@@ -115,8 +115,7 @@ TEST(BenchTest, JsonHasOneEntryPerTest) {
 
 TEST(BenchTest, DepthMarkdownAndCsv) {
   std::string out, err;
-  ASSERT_EQ(RunKvserve("bench" + kStories + " -p 8 -n 4 -r 1 -t 1 --depth 16" + kQuick, &out,
-                       &err),
+  ASSERT_EQ(RunKvserve("bench" + kStories + " -p 8 -n 4 -r 1 -t 1 --depth 16" + kQuick, &out, &err),
             0)
       << err;
   EXPECT_NE(out.find("| pp8 @ d16 |"), std::string::npos) << out;
@@ -133,10 +132,10 @@ TEST(BenchTest, DepthMarkdownAndCsv) {
 
 TEST(BenchTest, ConcurrencyGoesThroughTheEngine) {
   std::string out, err;
-  ASSERT_EQ(RunKvserve("bench" + kStories + " -p 0 -n 4 -r 1 -t 1 --concurrency 1,3 -o json" +
-                           kQuick,
-                       &out, &err),
-            0)
+  ASSERT_EQ(
+      RunKvserve("bench" + kStories + " -p 0 -n 4 -r 1 -t 1 --concurrency 1,3 -o json" + kQuick,
+                 &out, &err),
+      0)
       << err;
   const auto j = nlohmann::json::parse(out);
   ASSERT_EQ(j.size(), 3u);  // tg4, then tg4 x1 and tg4 x3 through the engine
@@ -216,9 +215,9 @@ TEST(BenchTest, BadFlagsNameTheFlag) {
   }
   std::string out, err;
   // gpt2 positions: pp + depth beyond the model's context is an error naming the test.
-  EXPECT_EQ(RunKvserve("bench -m " + ModelPath("gpt2-tiny-f32.gguf") + " -p 200 -n 0 --depth 100" +
-                           kQuick,
-                       &out, &err),
+  EXPECT_EQ(RunKvserve(
+                "bench -m " + ModelPath("gpt2-tiny-f32.gguf") + " -p 200 -n 0 --depth 100" + kQuick,
+                &out, &err),
             1);
   EXPECT_NE(err.find("pp200 @ d100 needs 300 positions"), std::string::npos) << err;
 }

@@ -30,8 +30,13 @@ using ::kvserve::testing::TempDir;
 std::string VocabFor(Architecture arch) { return ModelPath(DefaultVocabFile(arch)); }
 
 SyntheticShape TinyShape(Architecture arch) {
-  return {.arch = arch, .n_embd = 64, .n_layers = 2, .n_heads = 4,
-          .n_kv_heads = arch == Architecture::kLlama ? 2 : 4, .n_ff = 96, .n_ctx = 64};
+  return {.arch = arch,
+          .n_embd = 64,
+          .n_layers = 2,
+          .n_heads = 4,
+          .n_kv_heads = arch == Architecture::kLlama ? 2 : 4,
+          .n_ff = 96,
+          .n_ctx = 64};
 }
 
 std::string ReadAll(const std::string& path) {
@@ -48,13 +53,12 @@ Status Synthesize(const SyntheticOptions& options, const std::string& path) {
   return model->WriteFile(path);
 }
 
-class SynthEveryType
-    : public ::testing::TestWithParam<std::tuple<Architecture, GgmlType>> {};
+class SynthEveryType : public ::testing::TestWithParam<std::tuple<Architecture, GgmlType>> {};
 
 TEST_P(SynthEveryType, LoadsAndRuns) {
   const auto [arch, type] = GetParam();
-  const std::string path = TempDir() + "/tiny-" + ArchitectureName(arch) + "-" +
-                           GgmlTypeName(type) + ".gguf";
+  const std::string path =
+      TempDir() + "/tiny-" + ArchitectureName(arch) + "-" + GgmlTypeName(type) + ".gguf";
   ASSERT_TRUE(Synthesize({.shape = TinyShape(arch), .type = type, .seed = 3}, path).ok());
 
   auto model = Transformer::Load(path);
@@ -140,8 +144,10 @@ TEST(SynthTest, ValuesFollowTheDistribution) {
 
 TEST(SynthTest, SeedDecidesTheBytesNotTheThreads) {
   const std::string dir = TempDir();
-  SyntheticOptions options{.shape = TinyShape(Architecture::kLlama), .type = GgmlType::kQ4_0,
-                           .seed = 42, .n_threads = 1};
+  SyntheticOptions options{.shape = TinyShape(Architecture::kLlama),
+                           .type = GgmlType::kQ4_0,
+                           .seed = 42,
+                           .n_threads = 1};
   ASSERT_TRUE(Synthesize(options, dir + "/a.gguf").ok());
   options.n_threads = 3;
   ASSERT_TRUE(Synthesize(options, dir + "/b.gguf").ok());
@@ -232,8 +238,8 @@ TEST(SynthTest, BadShapesNameTheField) {
 // Runs `kvserve ARGS`; returns the exit status and the captured stdout / stderr.
 int RunKvserve(const std::string& args, std::string* out, std::string* err) {
   const std::string dir = TempDir();
-  const std::string command = testing::KvserveBinary() + " " + args + " >" + dir +
-                              "/synth.out 2>" + dir + "/synth.err";
+  const std::string command =
+      testing::KvserveBinary() + " " + args + " >" + dir + "/synth.out 2>" + dir + "/synth.err";
   const int status = std::system(command.c_str());
   *out = ReadAll(dir + "/synth.out");
   *err = ReadAll(dir + "/synth.err");
@@ -243,7 +249,8 @@ int RunKvserve(const std::string& args, std::string* out, std::string* err) {
 TEST(SynthCommandTest, WritesALoadableModel) {
   const std::string path = TempDir() + "/cli.gguf";
   std::string out, err;
-  ASSERT_EQ(RunKvserve("synth -o " + path + " --arch llama --embd 64 --layers 1 --heads 4 "
+  ASSERT_EQ(RunKvserve("synth -o " + path +
+                           " --arch llama --embd 64 --layers 1 --heads 4 "
                            "--kv-heads 2 --ff 64 --ctx 32 --type q8_0 --seed 5",
                        &out, &err),
             0)

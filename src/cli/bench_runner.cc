@@ -70,8 +70,8 @@ ModelCost CostOf(const Transformer& model) {
   ModelCost cost;
   const ModelWeights& w = model.weights();
   for (const LayerWeights& l : w.layers) {
-    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.w_gate, &l.w_up,
-                                  &l.w_down}) {
+    for (const WeightMatrix* m :
+         {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
       cost.matmul_params += Params(*m);
       cost.weight_bytes += Bytes(*m);
     }
@@ -107,8 +107,7 @@ Result<BenchResult> RunBenchTest(const Transformer& model, const BenchTest& test
   const int needed = test.depth + test.n_prompt + test.n_gen;
   if (config.arch == Architecture::kGpt2 && needed > config.n_ctx_train) {
     return Status::Error(test.Name() + " needs " + std::to_string(needed) +
-                         " positions, more than the model's " +
-                         std::to_string(config.n_ctx_train));
+                         " positions, more than the model's " + std::to_string(config.n_ctx_train));
   }
   std::mt19937_64 rng(test.seed);
   // Warm-up: faults the mapped weights in and grows the scratch buffers.

@@ -51,8 +51,7 @@ struct BenchResult {
 // appends n_prompt tokens in one batch after `depth` untimed ones; a tg test appends n_gen tokens
 // one at a time after `depth` untimed ones. A short untimed warm-up run (at most 32 prompt or 4
 // generated tokens, no depth) comes first: it faults the weights in.
-Result<BenchResult> RunBenchTest(const Transformer& model, const BenchTest& test,
-                                 ThreadPool& pool);
+Result<BenchResult> RunBenchTest(const Transformer& model, const BenchTest& test, ThreadPool& pool);
 
 // Aggregate decode throughput through the serving engine (engine/engine.h): `concurrency`
 // requests, each a 1-token random prompt generating n_gen tokens greedily (end tokens ignored),

@@ -2,8 +2,9 @@
 // design.md's performance model beside each result, and (--cache-compare) the time the KV cache
 // saves against recomputing the sequence at every step.
 //
-//   kvserve bench -m MODEL [-p 512] [-n 128] [-r 5] [-t N] [--depth D] [--output-format md|csv|json]
-//   kvserve bench --cache-compare -m MODEL --lengths 64,128,256 [--plot FILE.svg] [--output-format]
+//   kvserve bench -m MODEL [-p 512] [-n 128] [-r 5] [-t N] [--depth D] [--output-format
+//   md|csv|json] kvserve bench --cache-compare -m MODEL --lengths 64,128,256 [--plot FILE.svg]
+//   [--output-format]
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -51,7 +52,9 @@ Args::Spec BenchSpec() {
                       "--lengths", "--plot", "--prompt", "--bandwidth-mib", "--seed",
                       "--concurrency"},
       .bool_flags = {"--cache-compare"},
-      .aliases = {{"-p", "--n-prompt"}, {"-n", "--n-gen"}, {"-r", "--repetitions"},
+      .aliases = {{"-p", "--n-prompt"},
+                  {"-n", "--n-gen"},
+                  {"-r", "--repetitions"},
                   {"-o", "--output-format"}},
   };
   AddModelFlags(spec);
@@ -92,7 +95,8 @@ Result<BenchFlags> ReadBenchFlags(const Args& args) {
                          (csv_ok ? "csv, " : "") + "json");
   }
   if (args.Has("--concurrency")) {
-    if (f.cache_compare) return Status::Error("flag --concurrency does not go with --cache-compare");
+    if (f.cache_compare)
+      return Status::Error("flag --concurrency does not go with --cache-compare");
     auto concurrency = ReadCounts(args, "--concurrency", "", 1, 4096);
     if (!concurrency.ok()) return concurrency.status();
     f.concurrency = *concurrency;
@@ -123,7 +127,8 @@ Result<BenchFlags> ReadBenchFlags(const Args& args) {
     if (f.prompt.empty()) return Status::Error("flag --prompt: empty");
   } else {
     for (const char* flag : {"--lengths", "--plot", "--prompt"}) {
-      if (args.Has(flag)) return Status::Error(std::string("flag ") + flag + " needs --cache-compare");
+      if (args.Has(flag))
+        return Status::Error(std::string("flag ") + flag + " needs --cache-compare");
     }
   }
   return f;
@@ -162,8 +167,8 @@ int RunCacheCompare(const Transformer& model, const ModelOptions& model_options,
       cached.points.emplace_back(r.length, r.cached_s);
       uncached.points.emplace_back(r.length, r.uncached_s);
     }
-    const std::string name = model.config().name.empty() ? model_options.model_path
-                                                         : model.config().name;
+    const std::string name =
+        model.config().name.empty() ? model_options.model_path : model.config().name;
     const std::string svg = RenderLinePlot(
         {.title = "Generation time, " + name + " (threads: " + std::to_string(pool.size()) + ")",
          .x_label = "generated tokens",
@@ -185,8 +190,9 @@ int RunCacheCompare(const Transformer& model, const ModelOptions& model_options,
     }
     std::printf("%s\n", list.dump(2).c_str());
   } else {
-    std::printf("| length | cached s | uncached s | ratio | time saved | same tokens |\n"
-                "|---:|---:|---:|---:|---:|:---:|\n");
+    std::printf(
+        "| length | cached s | uncached s | ratio | time saved | same tokens |\n"
+        "|---:|---:|---:|---:|---:|:---:|\n");
     for (const CacheCompareRow& r : rows) {
       std::printf("| %d | %.3f | %.3f | %.2fx | %s | %s |\n", r.length, r.cached_s, r.uncached_s,
                   r.Ratio(), Percent(r.SavedFraction()).c_str(), r.same_tokens ? "yes" : "NO");
@@ -252,8 +258,11 @@ int RunBench(const std::vector<std::string>& argv) {
     if (!tokenizer.ok()) return Fail(tokenizer.message(), 1);
     const int n_gen = flags->n_gen.empty() || flags->n_gen[0] == 0 ? 128 : flags->n_gen[0];
     for (int32_t n : flags->concurrency) {
-      const ConcurrentTest test{.concurrency = n, .n_gen = n_gen, .repeats = flags->repeats,
-                                .n_threads = pool.size(), .kv_type = model_options->kv_type,
+      const ConcurrentTest test{.concurrency = n,
+                                .n_gen = n_gen,
+                                .repeats = flags->repeats,
+                                .n_threads = pool.size(),
+                                .kv_type = model_options->kv_type,
                                 .seed = flags->seed};
       auto result = RunConcurrentDecode(**model, **tokenizer, test);
       if (!result.ok()) return Fail(result.message(), 1);
@@ -290,8 +299,9 @@ int RunBench(const std::vector<std::string>& argv) {
     return 0;
   }
   if (flags->format == "csv") {
-    std::printf("model,type,threads,test,tokens_per_s,stddev,runs,ceiling_tokens_per_s,"
-                "ceiling_fraction\n");
+    std::printf(
+        "model,type,threads,test,tokens_per_s,stddev,runs,ceiling_tokens_per_s,"
+        "ceiling_fraction\n");
     for (const BenchResult& r : results) {
       std::printf("%s,%s,%d,%s,%.3f,%.3f,%zu,%.3f,%.4f\n", name.c_str(), type.c_str(), pool.size(),
                   r.test.c_str(), r.mean, r.stddev, r.tokens_per_s.size(), r.ceiling_tokens_per_s,
@@ -299,18 +309,20 @@ int RunBench(const std::vector<std::string>& argv) {
     }
     return 0;
   }
-  std::printf("| model | type | size | params | isa | threads | test | t/s | ceiling t/s | "
-              "of ceiling |\n|---|---|---:|---:|---|---:|---|---:|---:|---:|\n");
+  std::printf(
+      "| model | type | size | params | isa | threads | test | t/s | ceiling t/s | "
+      "of ceiling |\n|---|---|---:|---:|---|---:|---|---:|---:|---:|\n");
   for (const BenchResult& r : results) {
     std::printf("| %s | %s | %.2f MiB | %.2f M | %s | %d | %s | %.2f ± %.2f | %.1f | %s |\n",
                 name.c_str(), type.c_str(), cost.file_tensor_bytes / 1048576.0,
                 cost.total_params / 1e6, ActiveKernels().isa, pool.size(), r.test.c_str(), r.mean,
                 r.stddev, r.ceiling_tokens_per_s, Percent(r.ceiling_fraction).c_str());
   }
-  std::printf("\nceilings: tg = %.1f GB/s read / %.1f MiB of weights per token; "
-              "pp = %.1f GFLOP/s (%s matmul, m=64) / (2 x %.2f M multiplied weights)\n",
-              bandwidth.best / 1e9, cost.weight_bytes / 1048576.0, flops.best / 1e9, type.c_str(),
-              cost.matmul_params / 1e6);
+  std::printf(
+      "\nceilings: tg = %.1f GB/s read / %.1f MiB of weights per token; "
+      "pp = %.1f GFLOP/s (%s matmul, m=64) / (2 x %.2f M multiplied weights)\n",
+      bandwidth.best / 1e9, cost.weight_bytes / 1048576.0, flops.best / 1e9, type.c_str(),
+      cost.matmul_params / 1e6);
   return 0;
 }
 

@@ -31,9 +31,9 @@ double GiB(uint64_t bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); }
 }  // namespace
 
 int RunDoctor(const std::vector<std::string>& argv) {
-  auto args = Args::Parse(argv, {.value_flags = {"--threads", "--bandwidth-mib", "--repeats",
-                                                 "--output-format"},
-                                 .aliases = {{"-t", "--threads"}, {"-r", "--repeats"}}});
+  auto args = Args::Parse(
+      argv, {.value_flags = {"--threads", "--bandwidth-mib", "--repeats", "--output-format"},
+             .aliases = {{"-t", "--threads"}, {"-r", "--repeats"}}});
   if (!args.ok()) return Fail(args.message(), 2);
   if (!args->positional().empty()) {
     return Fail("unexpected argument '" + args->positional()[0] + "'", 2);
@@ -48,8 +48,8 @@ int RunDoctor(const std::vector<std::string>& argv) {
     return Fail("flag -t: " + std::to_string(*threads) + " threads is out of range (0 to 1024)", 2);
   }
   if (*mib < 64 || *mib > (1 << 20)) {
-    return Fail("flag --bandwidth-mib: " + std::to_string(*mib) + " is out of range (64 to 1048576)",
-                2);
+    return Fail(
+        "flag --bandwidth-mib: " + std::to_string(*mib) + " is out of range (64 to 1048576)", 2);
   }
   if (*repeats < 1 || *repeats > 1000) {
     return Fail("flag -r: " + std::to_string(*repeats) + " is out of range (1 to 1000)", 2);
@@ -70,8 +70,8 @@ int RunDoctor(const std::vector<std::string>& argv) {
       MeasureReadBandwidth(pool, buffer_bytes, static_cast<int>(*repeats));
   const Measurement f32 = MeasureMatmulFlops(kernels, GgmlType::kF32, kMatmulM, kMatmulN, kMatmulN,
                                              pool, static_cast<int>(*repeats));
-  const Measurement q8 = MeasureMatmulFlops(kernels, GgmlType::kQ8_0, kMatmulM, kMatmulN,
-                                            kMatmulN, pool, static_cast<int>(*repeats));
+  const Measurement q8 = MeasureMatmulFlops(kernels, GgmlType::kQ8_0, kMatmulM, kMatmulN, kMatmulN,
+                                            pool, static_cast<int>(*repeats));
 
   if (format == "json") {
     nlohmann::json check_list = nlohmann::json::array();
@@ -119,8 +119,7 @@ int RunDoctor(const std::vector<std::string>& argv) {
               f32.best / 1e9, q8.best / 1e9, kMatmulM, kMatmulN, kMatmulN, f32.repeats);
   for (const KernelCheck& c : checks) {
     std::printf("check:      %-14s %s vs scalar: %s (max error %.3g, %.2f of tolerance)\n",
-                c.what.c_str(), info.isa.c_str(), c.ok ? "ok" : "FAILED", c.max_error,
-                c.max_ratio);
+                c.what.c_str(), info.isa.c_str(), c.ok ? "ok" : "FAILED", c.max_error, c.max_ratio);
   }
   std::printf("gpu:        %s\n", kGpu);
   std::printf("status:     %s\n", all_ok ? "ok" : "FAILED: kernels disagree with the scalar twins");

@@ -1,5 +1,6 @@
-// `kvserve synth -o OUT.gguf (--preset NAME | --arch A --embd ... ) --type T [--vocab V] [--seed S]`:
-// writes a random-weight model (model/synthetic_model.h) for benchmarks, readable by llama.cpp.
+// `kvserve synth -o OUT.gguf (--preset NAME | --arch A --embd ... ) --type T [--vocab V] [--seed
+// S]`: writes a random-weight model (model/synthetic_model.h) for benchmarks, readable by
+// llama.cpp.
 #include <unistd.h>
 
 #include <chrono>

@@ -105,16 +105,23 @@ KernelCheck CheckMatmul(const KernelTable& kernels, GgmlType type) {
   if (IsBlock(type)) {
     for (int i = 0; i < kM; ++i) {
       ScalarKernels().quantize_row_q8_0(x.data() + i * kK, kK, xq.data() + i * kK / 32);
-      DequantizeRow(GgmlType::kQ8_0, reinterpret_cast<const uint8_t*>(xq.data() + i * kK / 32),
-                    kK, x_used.data() + i * kK);
+      DequantizeRow(GgmlType::kQ8_0, reinterpret_cast<const uint8_t*>(xq.data() + i * kK / 32), kK,
+                    x_used.data() + i * kK);
     }
     x_bytes = reinterpret_cast<const uint8_t*>(xq.data());
     x_row_bytes = sizeof(BlockQ8_0) * (kK / 32);
   }
   std::vector<float> y_fast(kM * kN), y_ref(kM * kN);
-  MatmulTile tile{.w = w.data(), .w_row_bytes = w_row_bytes, .x = x_bytes,
-                  .x_row_bytes = x_row_bytes, .m = kM, .k = kK, .n_begin = 0, .n_end = kN,
-                  .y = y_fast.data(), .ldy = kN};
+  MatmulTile tile{.w = w.data(),
+                  .w_row_bytes = w_row_bytes,
+                  .x = x_bytes,
+                  .x_row_bytes = x_row_bytes,
+                  .m = kM,
+                  .k = kK,
+                  .n_begin = 0,
+                  .n_end = kN,
+                  .y = y_fast.data(),
+                  .ldy = kN};
   MatmulFor(kernels, type)(tile);
   tile.y = y_ref.data();
   MatmulFor(ScalarKernels(), type)(tile);
@@ -211,7 +218,10 @@ Measurement MeasureReadBandwidth(ThreadPool& pool, uint64_t bytes, int repeats) 
 Measurement MeasureMatmulFlops(const KernelTable& kernels, GgmlType type, int m, int n_out,
                                int n_in, ThreadPool& pool, int repeats) {
   const std::vector<uint8_t> w_bytes = RandomWeights(type, n_out, n_in, 3);
-  const WeightMatrix w{.type = type, .data = w_bytes.data(), .n_out = n_out, .n_in = n_in,
+  const WeightMatrix w{.type = type,
+                       .data = w_bytes.data(),
+                       .n_out = n_out,
+                       .n_in = n_in,
                        .row_bytes = RowBytes(type, n_in)};
   const std::vector<float> x = RandomFloats(static_cast<size_t>(m) * n_in, 1);
   std::vector<float> y(static_cast<size_t>(m) * n_out);
@@ -229,8 +239,8 @@ Measurement MeasureMatmulFlops(const KernelTable& kernels, GgmlType type, int m,
 
 std::vector<KernelCheck> CheckKernelsAgainstScalar(const KernelTable& kernels) {
   std::vector<KernelCheck> checks;
-  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
-                        GgmlType::kQ4_0}) {
+  for (GgmlType type :
+       {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0}) {
     if (MatmulFor(kernels, type) == nullptr || MatmulFor(ScalarKernels(), type) == nullptr) {
       checks.push_back({.what = std::string("matmul ") + GgmlTypeName(type), .ok = false});
       continue;

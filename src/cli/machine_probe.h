@@ -14,13 +14,13 @@
 namespace kvserve {
 
 struct MachineInfo {
-  std::string cpu_model;          // /proc/cpuinfo "model name", or "unknown"
-  std::string isa;                // ActiveKernels().isa
-  int hardware_threads = 0;       // logical CPUs this process may use
-  int cores = 0;                  // physical cores (cpuinfo "cpu cores"), 0 if unknown
-  uint64_t ram_total_bytes = 0;   // /proc/meminfo MemTotal
+  std::string cpu_model;         // /proc/cpuinfo "model name", or "unknown"
+  std::string isa;               // ActiveKernels().isa
+  int hardware_threads = 0;      // logical CPUs this process may use
+  int cores = 0;                 // physical cores (cpuinfo "cpu cores"), 0 if unknown
+  uint64_t ram_total_bytes = 0;  // /proc/meminfo MemTotal
   uint64_t ram_available_bytes = 0;
-  uint64_t disk_free_bytes = 0;   // statvfs of the working directory, for this user
+  uint64_t disk_free_bytes = 0;  // statvfs of the working directory, for this user
   std::string disk_path;
 };
 MachineInfo ReadMachineInfo();

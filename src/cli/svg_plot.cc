@@ -16,11 +16,20 @@ std::string Escape(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -111,8 +120,8 @@ std::string RenderLinePlot(const PlotOptions& options, const std::vector<PlotSer
       << "<text x=\"" << Num(kLeft + plot_w / 2) << "\" y=\"" << Num(h - 16)
       << "\" text-anchor=\"middle\">" << Escape(options.x_label) << "</text>\n"
       << "<text x=\"18\" y=\"" << Num(kTop + plot_h / 2)
-      << "\" text-anchor=\"middle\" transform=\"rotate(-90 18 " << Num(kTop + plot_h / 2)
-      << ")\">" << Escape(options.y_label) << "</text>\n";
+      << "\" text-anchor=\"middle\" transform=\"rotate(-90 18 " << Num(kTop + plot_h / 2) << ")\">"
+      << Escape(options.y_label) << "</text>\n";
   // Series, then the legend in the top-left corner of the plot area.
   for (const PlotSeries& s : series) {
     svg << "<polyline fill=\"none\" stroke=\"" << Escape(s.color)
@@ -131,8 +140,8 @@ std::string RenderLinePlot(const PlotOptions& options, const std::vector<PlotSer
     svg << "<line x1=\"" << Num(kLeft + 14) << "\" y1=\"" << Num(y - 4) << "\" x2=\""
         << Num(kLeft + 40) << "\" y2=\"" << Num(y - 4) << "\" stroke=\"" << Escape(series[i].color)
         << "\" stroke-width=\"2\"/>\n"
-        << "<text x=\"" << Num(kLeft + 48) << "\" y=\"" << Num(y) << "\">"
-        << Escape(series[i].name) << "</text>\n";
+        << "<text x=\"" << Num(kLeft + 48) << "\" y=\"" << Num(y) << "\">" << Escape(series[i].name)
+        << "</text>\n";
   }
   svg << "</svg>\n";
   return svg.str();

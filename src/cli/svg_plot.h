@@ -11,7 +11,7 @@ namespace kvserve {
 
 struct PlotSeries {
   std::string name;
-  std::string color;  // any SVG color, e.g. "#1f77b4"
+  std::string color;                              // any SVG color, e.g. "#1f77b4"
   std::vector<std::pair<double, double>> points;  // (x, y), drawn in the given order
 };
 

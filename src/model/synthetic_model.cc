@@ -20,18 +20,45 @@ struct Preset {
 // Shapes of /work/shared/anchors.md (gpt2-124m, tinyllama-1.1b) and of the llama2.c stories models.
 const Preset kPresets[] = {
     {"gpt2-124m",
-     {.arch = Architecture::kGpt2, .n_embd = 768, .n_layers = 12, .n_heads = 12,
-      .n_kv_heads = 12, .n_ff = 3072, .n_ctx = 1024, .norm_eps = 1e-5f, .tied_output = true}},
+     {.arch = Architecture::kGpt2,
+      .n_embd = 768,
+      .n_layers = 12,
+      .n_heads = 12,
+      .n_kv_heads = 12,
+      .n_ff = 3072,
+      .n_ctx = 1024,
+      .norm_eps = 1e-5f,
+      .tied_output = true}},
     {"tinyllama-1.1b",
-     {.arch = Architecture::kLlama, .n_embd = 2048, .n_layers = 22, .n_heads = 32,
-      .n_kv_heads = 4, .n_ff = 5632, .n_ctx = 2048, .norm_eps = 1e-5f,
+     {.arch = Architecture::kLlama,
+      .n_embd = 2048,
+      .n_layers = 22,
+      .n_heads = 32,
+      .n_kv_heads = 4,
+      .n_ff = 5632,
+      .n_ctx = 2048,
+      .norm_eps = 1e-5f,
       .rope_freq_base = 10000.0f}},
     {"stories-15m",
-     {.arch = Architecture::kLlama, .n_embd = 288, .n_layers = 6, .n_heads = 6, .n_kv_heads = 6,
-      .n_ff = 768, .n_ctx = 256, .norm_eps = 1e-5f, .rope_freq_base = 10000.0f}},
+     {.arch = Architecture::kLlama,
+      .n_embd = 288,
+      .n_layers = 6,
+      .n_heads = 6,
+      .n_kv_heads = 6,
+      .n_ff = 768,
+      .n_ctx = 256,
+      .norm_eps = 1e-5f,
+      .rope_freq_base = 10000.0f}},
     {"stories-260k",
-     {.arch = Architecture::kLlama, .n_embd = 64, .n_layers = 5, .n_heads = 8, .n_kv_heads = 4,
-      .n_ff = 172, .n_ctx = 512, .norm_eps = 1e-5f, .rope_freq_base = 10000.0f}},
+     {.arch = Architecture::kLlama,
+      .n_embd = 64,
+      .n_layers = 5,
+      .n_heads = 8,
+      .n_kv_heads = 4,
+      .n_ff = 172,
+      .n_ctx = 512,
+      .norm_eps = 1e-5f,
+      .rope_freq_base = 10000.0f}},
 };
 
 constexpr uint32_t kQuantizationVersion = 2;  // GGML_QNT_VERSION
@@ -55,7 +82,7 @@ void FillNormalRow(uint64_t state, float stddev, float* out, int64_t n) {
     state += 0x9E3779B97F4A7C15ull;
     const uint64_t bits = Mix64(state);
     const float u1 = static_cast<float>((bits >> 40) + 1) * kInv24;  // (0, 1]
-    const float u2 = static_cast<float>(bits & 0xFFFFFF) * kInv24;  // [0, 1)
+    const float u2 = static_cast<float>(bits & 0xFFFFFF) * kInv24;   // [0, 1)
     const float r = stddev * std::sqrt(-2.0f * std::log(u1));
     out[i] = r * std::cos(kTwoPi * u2);
     if (i + 1 < n) out[i + 1] = r * std::sin(kTwoPi * u2);
@@ -113,7 +140,8 @@ Result<SyntheticShape> SyntheticPreset(const std::string& name) {
 
 std::string SyntheticPresetNames() {
   std::string names;
-  for (const Preset& preset : kPresets) names += (names.empty() ? "" : ", ") + std::string(preset.name);
+  for (const Preset& preset : kPresets)
+    names += (names.empty() ? "" : ", ") + std::string(preset.name);
   return names;
 }
 
@@ -135,8 +163,8 @@ Result<SyntheticModel> SyntheticModel::Create(const SyntheticOptions& options,
                          ": no string array 'tokenizer.ggml.tokens' (not a vocabulary file?)");
   }
   if (tokens->array_size == 0 || tokens->array_size > (1u << 24)) {
-    return Status::Error(vocab.path() + ": vocabulary size " +
-                         std::to_string(tokens->array_size) + " is out of range (1 to 16777216)");
+    return Status::Error(vocab.path() + ": vocabulary size " + std::to_string(tokens->array_size) +
+                         " is out of range (1 to 16777216)");
   }
   SyntheticModel model(options, vocab);
   model.n_vocab_ = static_cast<int>(tokens->array_size);
