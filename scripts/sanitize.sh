@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Builds kvserve with AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/) and runs the
+# tests that exercise untrusted input, the cache bookkeeping and the engine under them.
+# Any report fails the run (-fno-sanitize-recover, halt_on_error).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build="${KVSERVE_ASAN_BUILD:-build-asan}"
+tests=(gguf_test safetensors_test block_manager_test engine_test tokenizer_test reference_test
+       kernels_test hf_folder_test)
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
+  -DKVSERVE_SANITIZE=ON >/dev/null
+ninja -C "$build" -j "$(nproc)" kvserve "${tests[@]}"
+export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+for t in "${tests[@]}"; do
+  echo "sanitize: $t" >&2
+  "$build/tests/$t" --gtest_brief=1
+done
