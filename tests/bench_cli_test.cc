@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support/cli.h"
 #include "support/paths.h"
 
 namespace kvserve {
@@ -28,16 +29,6 @@ std::string ReadAll(const std::string& path) {
   return s.str();
 }
 
-int RunKvserve(const std::string& args, std::string* out, std::string* err) {
-  const std::string dir = TempDir();
-  const std::string command =
-      testing::KvserveBinary() + " " + args + " >" + dir + "/bench.out 2>" + dir + "/bench.err";
-  const int status = std::system(command.c_str());
-  *out = ReadAll(dir + "/bench.out");
-  *err = ReadAll(dir + "/bench.err");
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
-
 size_t Count(const std::string& text, const std::string& needle) {
   size_t n = 0;
   for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
@@ -50,7 +41,7 @@ const std::string kQuick = " --bandwidth-mib 64";
 
 TEST(DoctorTest, JsonHasEveryFieldAndTheCheckPasses) {
   std::string out, err;
-  ASSERT_EQ(RunKvserve("doctor -t 1 -r 1 --output-format json" + kQuick, &out, &err), 0)
+  ASSERT_EQ(testing::RunKvserve("doctor -t 1 -r 1 --output-format json" + kQuick, &out, &err), 0)
       << err << out;
   const auto j = nlohmann::json::parse(out);
   for (const char* key :
@@ -76,21 +67,21 @@ TEST(DoctorTest, JsonHasEveryFieldAndTheCheckPasses) {
 
 TEST(DoctorTest, TextNamesTheMachineAndTheIsa) {
   std::string out, err;
-  ASSERT_EQ(RunKvserve("doctor -t 1 -r 1" + kQuick, &out, &err), 0) << err;
+  ASSERT_EQ(testing::RunKvserve("doctor -t 1 -r 1" + kQuick, &out, &err), 0) << err;
   for (const char* line :
        {"cpu:", "isa:", "threads:", "memory:", "disk:", "bandwidth:", "matmul:", "check:",
         "gpu:        none (built without GPU support)", "status:     ok"}) {
     EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
   }
-  EXPECT_EQ(RunKvserve("doctor --bandwidth-mib 1", &out, &err), 2);
+  EXPECT_EQ(testing::RunKvserve("doctor --bandwidth-mib 1", &out, &err), 2);
   EXPECT_NE(err.find("--bandwidth-mib: 1 is out of range"), std::string::npos) << err;
-  EXPECT_EQ(RunKvserve("doctor --output-format xml", &out, &err), 2);
+  EXPECT_EQ(testing::RunKvserve("doctor --output-format xml", &out, &err), 2);
   EXPECT_NE(err.find("'xml'"), std::string::npos) << err;
 }
 
 TEST(BenchTest, JsonHasOneEntryPerTest) {
   std::string out, err;
-  ASSERT_EQ(RunKvserve("bench" + kStories + " -p 8 -n 4 -r 2 -t 1 --output-format json" + kQuick,
+  ASSERT_EQ(testing::RunKvserve("bench" + kStories + " -p 8 -n 4 -r 2 -t 1 --output-format json" + kQuick,
                        &out, &err),
             0)
       << err;
@@ -115,13 +106,13 @@ TEST(BenchTest, JsonHasOneEntryPerTest) {
 
 TEST(BenchTest, DepthMarkdownAndCsv) {
   std::string out, err;
-  ASSERT_EQ(RunKvserve("bench" + kStories + " -p 8 -n 4 -r 1 -t 1 --depth 16" + kQuick, &out, &err),
+  ASSERT_EQ(testing::RunKvserve("bench" + kStories + " -p 8 -n 4 -r 1 -t 1 --depth 16" + kQuick, &out, &err),
             0)
       << err;
   EXPECT_NE(out.find("| pp8 @ d16 |"), std::string::npos) << out;
   EXPECT_NE(out.find("| tg4 @ d16 |"), std::string::npos) << out;
   EXPECT_NE(out.find("ceilings:"), std::string::npos) << out;
-  ASSERT_EQ(RunKvserve("bench" + kStories + " -p 0 -n 2,3 -r 1 -t 1 --output-format csv" + kQuick,
+  ASSERT_EQ(testing::RunKvserve("bench" + kStories + " -p 0 -n 2,3 -r 1 -t 1 --output-format csv" + kQuick,
                        &out, &err),
             0)
       << err;
@@ -133,7 +124,7 @@ TEST(BenchTest, DepthMarkdownAndCsv) {
 TEST(BenchTest, ConcurrencyGoesThroughTheEngine) {
   std::string out, err;
   ASSERT_EQ(
-      RunKvserve("bench" + kStories + " -p 0 -n 4 -r 1 -t 1 --concurrency 1,3 -o json" + kQuick,
+      testing::RunKvserve("bench" + kStories + " -p 0 -n 4 -r 1 -t 1 --concurrency 1,3 -o json" + kQuick,
                  &out, &err),
       0)
       << err;
@@ -148,7 +139,7 @@ TEST(BenchTest, ConcurrencyGoesThroughTheEngine) {
 TEST(BenchTest, CacheCompareGivesSameTokensAndAPlot) {
   const std::string plot = TempDir() + "/cache.svg";
   std::string out, err;
-  ASSERT_EQ(RunKvserve("bench --cache-compare" + kStories + " --lengths 8,16 -t 1 --plot " + plot +
+  ASSERT_EQ(testing::RunKvserve("bench --cache-compare" + kStories + " --lengths 8,16 -t 1 --plot " + plot +
                            " --output-format json",
                        &out, &err),
             0)
@@ -189,7 +180,7 @@ TEST(BenchTest, CacheCompareGivesSameTokensAndAPlot) {
   }
   EXPECT_EQ(opened, closed);
 
-  ASSERT_EQ(RunKvserve("bench --cache-compare" + kStories + " --lengths 8 -t 1", &out, &err), 0)
+  ASSERT_EQ(testing::RunKvserve("bench --cache-compare" + kStories + " --lengths 8 -t 1", &out, &err), 0)
       << err;
   EXPECT_NE(out.find("| 8 |"), std::string::npos) << out;
 }
@@ -210,12 +201,12 @@ TEST(BenchTest, BadFlagsNameTheFlag) {
   };
   for (const auto& [args, needle] : cases) {
     std::string out, err;
-    EXPECT_EQ(RunKvserve(args + kQuick, &out, &err), 2) << args << "\n" << err;
+    EXPECT_EQ(testing::RunKvserve(args + kQuick, &out, &err), 2) << args << "\n" << err;
     EXPECT_NE(err.find(needle), std::string::npos) << args << "\n" << err;
   }
   std::string out, err;
   // gpt2 positions: pp + depth beyond the model's context is an error naming the test.
-  EXPECT_EQ(RunKvserve(
+  EXPECT_EQ(testing::RunKvserve(
                 "bench -m " + ModelPath("gpt2-tiny-f32.gguf") + " -p 200 -n 0 --depth 100" + kQuick,
                 &out, &err),
             1);

@@ -21,6 +21,8 @@
 #include "kv/kv_storage.h"
 #include "model/gguf_converter.h"
 #include "model/transformer.h"
+#include "support/cli.h"
+#include "support/forward.h"
 #include "support/paths.h"
 #include "util/thread_pool.h"
 
@@ -86,30 +88,6 @@ std::vector<int32_t> PromptTokens(const std::string& reference) {
   return tokens;
 }
 
-// Logits of every position of `tokens` in one batched forward pass: [n_tokens, n_vocab].
-std::vector<float> Logits(const Transformer& model, const std::vector<int32_t>& tokens) {
-  constexpr int kBlockSize = 16;
-  const ModelConfig& config = model.config();
-  const int n = static_cast<int>(tokens.size());
-  const int n_blocks = (n + kBlockSize - 1) / kBlockSize;
-  KvStorage storage(config, KvType::kF32, kBlockSize, n_blocks);
-  ForwardBatch batch;
-  batch.tokens = tokens;
-  batch.block_tables.emplace_back();
-  for (int b = 0; b < n_blocks; ++b) batch.block_tables[0].push_back(b);
-  for (int i = 0; i < n; ++i) {
-    batch.positions.push_back(i);
-    batch.seq_index.push_back(0);
-    batch.slots.push_back(i);
-    batch.logit_rows.push_back(i);
-  }
-  ThreadPool pool(1);
-  ForwardScratch scratch;
-  std::vector<float> logits(static_cast<size_t>(n) * config.n_vocab);
-  model.Forward(batch, storage.views(), scratch, pool, logits.data());
-  return logits;
-}
-
 // Max over rows of max |a - ref| / max |ref|.
 double MaxRelativeError(const std::vector<float>& a, const std::vector<float>& ref, int n_vocab) {
   double worst = 0;
@@ -148,7 +126,7 @@ double ErrorOf(const Case& c, const std::string& path) {
   auto model = LoadOrDie(path);
   if (!reference || !model) return INFINITY;
   const std::vector<int32_t> tokens = PromptTokens(c.reference);
-  return MaxRelativeError(Logits(*model, tokens), Logits(*reference, tokens),
+  return MaxRelativeError(testing::AllPositionLogits(*model, tokens), testing::AllPositionLogits(*reference, tokens),
                           reference->config().n_vocab);
 }
 
@@ -159,7 +137,7 @@ TEST(ConvertTest, F32ToF32IsBitExact) {
     auto model = LoadOrDie(Converted(c.model, GgmlType::kF32));
     ASSERT_TRUE(reference && model);
     const std::vector<int32_t> tokens = PromptTokens(c.reference);
-    const std::vector<float> a = Logits(*model, tokens), b = Logits(*reference, tokens);
+    const std::vector<float> a = testing::AllPositionLogits(*model, tokens), b = testing::AllPositionLogits(*reference, tokens);
     ASSERT_EQ(a.size(), b.size());
     EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
   }
@@ -367,26 +345,10 @@ TEST(ConvertTest, RefusesNonFiniteWeights) {
   QuantizeRow(GgmlType::kQ4_0, tiny.data(), 32, q4.data());
 }
 
-// Runs `kvserve ARGS`; returns the exit status and the captured stdout / stderr.
-int RunKvserve(const std::string& args, std::string* out, std::string* err) {
-  const std::string dir = testing::TempDir();
-  const std::string command =
-      testing::KvserveBinary() + " " + args + " >" + dir + "/convert.out 2>" + dir + "/convert.err";
-  const int status = std::system(command.c_str());
-  auto slurp = [](const std::string& path) {
-    std::stringstream s;
-    s << std::ifstream(path).rdbuf();
-    return s.str();
-  };
-  *out = slurp(dir + "/convert.out");
-  *err = slurp(dir + "/convert.err");
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
-
 TEST(ConvertCommandTest, ConvertsAndReportsFallbacks) {
   const std::string out_path = testing::TempDir() + "/cli-q8_0.gguf";
   std::string out, err;
-  ASSERT_EQ(RunKvserve("convert -m " + testing::ModelPath("stories260K.gguf") + " -o " + out_path +
+  ASSERT_EQ(testing::RunKvserve("convert -m " + testing::ModelPath("stories260K.gguf") + " -o " + out_path +
                            " --type q8_0",
                        &out, &err),
             0)
@@ -424,13 +386,13 @@ TEST(ConvertCommandTest, ErrorsAreOneLineAndNonZero) {
   for (const auto& c : kCasesCli) {
     SCOPED_TRACE(c.args);
     std::string out, err;
-    EXPECT_NE(RunKvserve(c.args, &out, &err), 0);
+    EXPECT_NE(testing::RunKvserve(c.args, &out, &err), 0);
     EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
     EXPECT_EQ(err.rfind("kvserve convert: ", 0), 0u) << err;
     EXPECT_NE(err.find(c.message), std::string::npos) << err;
   }
   std::string out, err;
-  EXPECT_NE(RunKvserve("convert -m " + model, &out, &err), 0);
+  EXPECT_NE(testing::RunKvserve("convert -m " + model, &out, &err), 0);
   EXPECT_NE(err.find("usage: kvserve convert"), std::string::npos) << err;
   EXPECT_FALSE(std::ifstream(out_path).good());
 }

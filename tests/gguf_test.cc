@@ -23,6 +23,7 @@
 #include "model/model_config.h"
 #include "model/transformer.h"
 #include "model/weights.h"
+#include "support/cli.h"
 #include "support/paths.h"
 
 namespace kvserve {
@@ -572,22 +573,6 @@ TEST_F(ModelFileTest, UnsupportedArchitecture) {
       HasAll(config.message(), {"unsupported architecture 'mamba'", "(supported: llama, gpt2)"}));
 }
 
-// Runs `kvserve ARGS`, capturing stdout and stderr; returns the exit status.
-int RunKvserve(const std::string& args, std::string* out, std::string* err) {
-  const std::string dir = testing::TempDir();
-  const std::string command =
-      testing::KvserveBinary() + " " + args + " >" + dir + "/cli.out 2>" + dir + "/cli.err";
-  const int status = std::system(command.c_str());
-  auto slurp = [](const std::string& path) {
-    std::stringstream s;
-    s << std::ifstream(path).rdbuf();
-    return s.str();
-  };
-  *out = slurp(dir + "/cli.out");
-  *err = slurp(dir + "/cli.err");
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
-
 TEST_F(ModelFileTest, InfoCommandRefusesABadFileWithOneLine) {
   std::vector<uint8_t> bytes = EditedModel(*stories_, {.drop_tensor = "blk.4.ffn_down.weight"});
   const std::string path = testing::TempDir() + "/no_ffn_down.gguf";
@@ -595,7 +580,7 @@ TEST_F(ModelFileTest, InfoCommandRefusesABadFileWithOneLine) {
       .write(reinterpret_cast<const char*>(bytes.data()),
              static_cast<std::streamsize>(bytes.size()));
   std::string out, err;
-  EXPECT_NE(RunKvserve("info " + path, &out, &err), 0);
+  EXPECT_NE(testing::RunKvserve("info " + path, &out, &err), 0);
   EXPECT_EQ(out, "");
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
   EXPECT_TRUE(
@@ -604,11 +589,11 @@ TEST_F(ModelFileTest, InfoCommandRefusesABadFileWithOneLine) {
   bytes.resize(1000);
   std::ofstream(path, std::ios::binary | std::ios::trunc)
       .write(reinterpret_cast<const char*>(bytes.data()), 1000);
-  EXPECT_NE(RunKvserve("info " + path, &out, &err), 0);
+  EXPECT_NE(testing::RunKvserve("info " + path, &out, &err), 0);
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
   EXPECT_TRUE(HasAll(err, {"kvserve info: " + path + ": ", "tokenizer.ggml."}));
 
-  EXPECT_EQ(RunKvserve("info " + testing::ModelPath("stories260K.gguf"), &out, &err), 0) << err;
+  EXPECT_EQ(testing::RunKvserve("info " + testing::ModelPath("stories260K.gguf"), &out, &err), 0) << err;
   EXPECT_TRUE(HasAll(out, {"architecture:  llama"}));
 }
 

@@ -27,6 +27,7 @@
 #include "kv/kv_storage.h"
 #include "model/hf_folder.h"
 #include "model/transformer.h"
+#include "support/forward.h"
 #include "support/paths.h"
 #include "support/safetensors_builder.h"
 #include "tokenizer/tokenizer.h"
@@ -51,30 +52,6 @@ std::string ReadText(const std::string& path) {
 std::vector<int32_t> PromptTokens(const std::string& reference) {
   const auto json = nlohmann::json::parse(ReadText(testing::ReferencePath(reference + ".json")));
   return json["prompt_tokens"].get<std::vector<int32_t>>();
-}
-
-// Logits of every position of `tokens` in one batched forward pass: [n_tokens, n_vocab].
-std::vector<float> Logits(const Transformer& model, const std::vector<int32_t>& tokens) {
-  constexpr int kBlockSize = 16;
-  const ModelConfig& config = model.config();
-  const int n = static_cast<int>(tokens.size());
-  const int n_blocks = (n + kBlockSize - 1) / kBlockSize;
-  KvStorage storage(config, KvType::kF32, kBlockSize, n_blocks);
-  ForwardBatch batch;
-  batch.tokens = tokens;
-  batch.block_tables.emplace_back();
-  for (int b = 0; b < n_blocks; ++b) batch.block_tables[0].push_back(b);
-  for (int i = 0; i < n; ++i) {
-    batch.positions.push_back(i);
-    batch.seq_index.push_back(0);
-    batch.slots.push_back(i);
-    batch.logit_rows.push_back(i);
-  }
-  ThreadPool pool(1);
-  ForwardScratch scratch;
-  std::vector<float> logits(static_cast<size_t>(n) * config.n_vocab);
-  model.Forward(batch, storage.views(), scratch, pool, logits.data());
-  return logits;
 }
 
 void ExpectSameBits(const std::vector<float>& a, const std::vector<float>& b) {
@@ -367,7 +344,7 @@ TEST_P(HfModelTest, FolderGivesTheGgufLogitsBitForBit) {
   EXPECT_EQ(folder->config().n_vocab, gguf->config().n_vocab);
   EXPECT_EQ(folder->config().tied_output, gguf->config().tied_output);
   const std::vector<int32_t> tokens = PromptTokens(GetParam().reference);
-  ExpectSameBits(Logits(*folder, tokens), Logits(*gguf, tokens));
+  ExpectSameBits(testing::AllPositionLogits(*folder, tokens), testing::AllPositionLogits(*gguf, tokens));
 }
 
 TEST_P(HfModelTest, ConvertedFolderGivesTheSameLogits) {
@@ -379,7 +356,7 @@ TEST_P(HfModelTest, ConvertedFolderGivesTheSameLogits) {
   auto converted = LoadOrDie(out);
   ASSERT_TRUE(gguf && converted);
   const std::vector<int32_t> tokens = PromptTokens(GetParam().reference);
-  ExpectSameBits(Logits(*converted, tokens), Logits(*gguf, tokens));
+  ExpectSameBits(testing::AllPositionLogits(*converted, tokens), testing::AllPositionLogits(*gguf, tokens));
   // The converted file carries the tokenizer: it encodes like the original GGUF's.
   auto original_file = GgufFile::Open(ModelPath(GetParam().gguf));
   auto a = Tokenizer::FromGguf(converted->file());

@@ -19,6 +19,7 @@
 #include "model/gguf_converter.h"
 #include "model/synthetic_model.h"
 #include "model/transformer.h"
+#include "support/cli.h"
 #include "support/paths.h"
 
 namespace kvserve {
@@ -235,21 +236,10 @@ TEST(SynthTest, BadShapesNameTheField) {
       << no_tokens.message();
 }
 
-// Runs `kvserve ARGS`; returns the exit status and the captured stdout / stderr.
-int RunKvserve(const std::string& args, std::string* out, std::string* err) {
-  const std::string dir = TempDir();
-  const std::string command =
-      testing::KvserveBinary() + " " + args + " >" + dir + "/synth.out 2>" + dir + "/synth.err";
-  const int status = std::system(command.c_str());
-  *out = ReadAll(dir + "/synth.out");
-  *err = ReadAll(dir + "/synth.err");
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
-
 TEST(SynthCommandTest, WritesALoadableModel) {
   const std::string path = TempDir() + "/cli.gguf";
   std::string out, err;
-  ASSERT_EQ(RunKvserve("synth -o " + path +
+  ASSERT_EQ(testing::RunKvserve("synth -o " + path +
                            " --arch llama --embd 64 --layers 1 --heads 4 "
                            "--kv-heads 2 --ff 64 --ctx 32 --type q8_0 --seed 5",
                        &out, &err),
@@ -279,7 +269,7 @@ TEST(SynthCommandTest, BadFlagsFailClearly) {
   };
   for (const auto& [args, needle] : cases) {
     std::string out, err;
-    EXPECT_NE(RunKvserve(args, &out, &err), 0) << args;
+    EXPECT_NE(testing::RunKvserve(args, &out, &err), 0) << args;
     EXPECT_NE(err.find(needle), std::string::npos) << args << "\n" << err;
   }
 }

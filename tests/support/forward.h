@@ -1,0 +1,15 @@
+// Runs the model directly (no engine) for tests that compare logits between model files.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/transformer.h"
+
+namespace kvserve::testing {
+
+// Logits of every position of `tokens` in one batched forward pass with an f32 KV cache:
+// [n_tokens, n_vocab].
+std::vector<float> AllPositionLogits(const Transformer& model, const std::vector<int32_t>& tokens);
+
+}  // namespace kvserve::testing
