@@ -27,6 +27,7 @@
 #include "kv/kv_storage.h"
 #include "model/hf_folder.h"
 #include "model/transformer.h"
+#include "support/cli.h"
 #include "support/forward.h"
 #include "support/paths.h"
 #include "support/safetensors_builder.h"
@@ -414,6 +415,14 @@ TEST(HfFolderTest, TensorsPointIntoTheMappingUnlessTransformed) {
   EXPECT_EQ(std::memcmp(view->FindTensor("token_embd.weight")->data, wte, 64), 0);
   EXPECT_FALSE(view->FindTensor("blk.0.attn_qkv.weight")->data >= wte &&
                view->FindTensor("blk.0.attn_qkv.weight")->data < mapped_end);
+}
+
+TEST(HfFolderTest, InfoCommandDescribesTheFolder) {
+  std::string out, err;
+  ASSERT_EQ(testing::RunKvserve("info " + Gpt2Folder(), &out, &err), 0) << err;
+  EXPECT_NE(out.find("folder:        " + Gpt2Folder() + " (Hugging Face"), std::string::npos) << out;
+  EXPECT_NE(out.find("architecture:  gpt2"), std::string::npos) << out;
+  EXPECT_EQ(out.find("GGUF v"), std::string::npos) << out;
 }
 
 TEST(HfFolderTest, LlamaMetadataAsLlamaCppWritesIt) {

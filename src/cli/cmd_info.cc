@@ -4,6 +4,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "kernels/attention.h"
+#include "model/hf_folder.h"
 #include "model/transformer.h"
 
 namespace kvserve {
@@ -44,9 +45,14 @@ int RunInfo(const std::vector<std::string>& argv) {
   const GgufFile& file = (*model)->file();
   const ModelConfig& c = (*model)->config();
   uint64_t n_params = 0;
-  std::printf("file:          %s (%s, GGUF v%u, %zu tensors)\n", path.c_str(),
-              HumanBytes(static_cast<double>(file.file_size())).c_str(), file.version(),
-              file.tensors().size());
+  if (HfFolder::IsFolder(path)) {
+    std::printf("folder:        %s (Hugging Face: config.json + safetensors, %zu tensors)\n",
+                path.c_str(), file.tensors().size());
+  } else {
+    std::printf("file:          %s (%s, GGUF v%u, %zu tensors)\n", path.c_str(),
+                HumanBytes(static_cast<double>(file.file_size())).c_str(), file.version(),
+                file.tensors().size());
+  }
   std::printf("architecture:  %s%s%s\n", ArchitectureName(c.arch), c.name.empty() ? "" : "  name: ",
               c.name.c_str());
   std::printf("vocab:         %d\n", c.n_vocab);
