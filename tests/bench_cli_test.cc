@@ -196,6 +196,7 @@ TEST(BenchTest, BadFlagsNameTheFlag) {
       {"bench" + kStories + " --cache-compare --lengths 8,0", "--lengths: 0 is out of range"},
       {"bench" + kStories + " --lengths 8", "--lengths needs --cache-compare"},
       {"bench" + kStories + " --concurrency 0", "--concurrency: 0 is out of range"},
+      {"bench" + kStories + " -p 0 -n 4 -r 1 --concurrency 2 --kv-memory 12parsecs", "--kv-memory"},
       {"bench" + kStories + " --cache-compare --lengths 8 --concurrency 2", "--concurrency"},
       {"bench" + kStories + " -p 0 -n 0", "nothing to run"},
   };

@@ -136,12 +136,10 @@ namespace {
 // One engine run of `test`: generated tokens per second, all streams together.
 Result<double> RunConcurrentOnce(const Transformer& model, const Tokenizer& tokenizer,
                                  const ConcurrentTest& test, int n_gen, std::mt19937_64& rng) {
-  auto engine = Engine::Create(model, tokenizer,
-                               {.n_threads = test.n_threads,
-                                .n_ctx = n_gen + 1,
-                                .kv_type = test.kv_type,
-                                .max_num_seqs = test.concurrency,
-                                .prefix_caching = false});
+  EngineOptions options = test.engine;
+  options.n_ctx = n_gen + 1;
+  options.max_num_seqs = test.concurrency;
+  auto engine = Engine::Create(model, tokenizer, options);
   if (!engine.ok()) return engine.status();
   std::vector<std::shared_ptr<RequestStream>> streams;
   const auto start = Clock::now();

@@ -10,6 +10,7 @@
 
 #include "io/ggml_type.h"
 #include "kernels/attention.h"
+#include "engine/engine.h"
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
 #include "util/status.h"
@@ -61,8 +62,9 @@ struct ConcurrentTest {
   int concurrency = 1;
   int n_gen = 128;
   int repeats = 5;
-  int n_threads = 0;
-  KvType kv_type = KvType::kF32;
+  // Threads, KV type, block size, KV memory, token budget, prefix caching; n_ctx and max_num_seqs
+  // are set per test (n_gen + 1 and concurrency).
+  EngineOptions engine;
   uint64_t seed = 1;
 
   std::string Name() const;  // "tg128 x4"

@@ -12,6 +12,7 @@
 #include "cli/args.h"
 #include "cli/bench_runner.h"
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "cli/machine_probe.h"
 #include "cli/model_options.h"
 #include "cli/svg_plot.h"
@@ -58,6 +59,7 @@ Args::Spec BenchSpec() {
                   {"-o", "--output-format"}},
   };
   AddModelFlags(spec);
+  AddEngineFlags(spec);
   return spec;
 }
 
@@ -256,14 +258,13 @@ int RunBench(const std::vector<std::string>& argv) {
   if (!flags->concurrency.empty()) {
     auto tokenizer = Tokenizer::FromGguf((*model)->file());
     if (!tokenizer.ok()) return Fail(tokenizer.message(), 1);
+    auto engine_options = ReadEngineOptions(*args, *model_options);
+    if (!engine_options.ok()) return Fail(engine_options.message(), 2);
     const int n_gen = flags->n_gen.empty() || flags->n_gen[0] == 0 ? 128 : flags->n_gen[0];
     for (int32_t n : flags->concurrency) {
-      const ConcurrentTest test{.concurrency = n,
-                                .n_gen = n_gen,
-                                .repeats = flags->repeats,
-                                .n_threads = pool.size(),
-                                .kv_type = model_options->kv_type,
-                                .seed = flags->seed};
+      ConcurrentTest test{.concurrency = n, .n_gen = n_gen, .repeats = flags->repeats,
+                          .engine = *engine_options, .seed = flags->seed};
+      test.engine.n_threads = pool.size();
       auto result = RunConcurrentDecode(**model, **tokenizer, test);
       if (!result.ok()) return Fail(result.message(), 1);
       result->ceiling_tokens_per_s = std::min(n * decode_ceiling, prefill_ceiling);
