@@ -264,6 +264,18 @@ TEST(Engine, AbortFreesBlocks) {
   ExpectNoBlocksReferenced(**engine);
 }
 
+TEST(Engine, TimeoutFinishesTheRequestAndFreesBlocks) {
+  Loaded l = Load("stories260K.gguf");
+  auto engine = Engine::Create(*l.model, *l.tokenizer, {.n_threads = 1, .n_ctx = 512});
+  ASSERT_TRUE(engine.ok());
+  // 500 tokens take far longer than 1 ms on any machine; the deadline ends the request early.
+  Request r{.prompt = {1, 403, 407}, .max_tokens = 500, .ignore_eos = true, .timeout_s = 0.001};
+  const Output out = RunAll(**engine, {r})[0];
+  EXPECT_EQ(out.finish_reason, "timeout");
+  EXPECT_LT(out.tokens.size(), 500u);
+  ExpectNoBlocksReferenced(**engine);
+}
+
 TEST(Engine, SessionKeepsBlocksPinnedUntilReleased) {
   Loaded l = Load("stories260K.gguf");
   auto engine = Engine::Create(*l.model, *l.tokenizer,
