@@ -18,16 +18,10 @@ std::optional<RequestEvent> RequestStream::Next(std::chrono::milliseconds timeou
 void RequestStream::Push(RequestEvent event) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (event.kind == RequestEvent::Kind::kFinish) finished_ = true;
     event.time = std::chrono::steady_clock::now();
     events_.push_back(std::move(event));
   }
   ready_.notify_all();
-}
-
-bool RequestStream::finished() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return finished_;
 }
 
 Result<std::unique_ptr<Engine>> Engine::Create(const Transformer& model,

@@ -30,10 +30,6 @@ void EngineCore::Add(Request request, std::shared_ptr<RequestStream> stream) {
   scheduler_.Add(std::move(seq));
 }
 
-int EngineCore::live() const {
-  return static_cast<int>(scheduler_.running().size() + scheduler_.waiting().size());
-}
-
 void EngineCore::Finish(Sequence* seq, const std::string& reason, const std::string& tail) {
   RequestEvent event;
   event.kind = RequestEvent::Kind::kFinish;

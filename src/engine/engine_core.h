@@ -35,7 +35,6 @@ class EngineCore {
   // Aborts every live request.
   void AbortAll(const std::string& reason);
 
-  int live() const;
   // Ids of requests finished since the last call.
   std::vector<std::string> TakeFinishedIds();
   std::vector<std::string> SessionIds() const;

@@ -60,13 +60,11 @@ class RequestStream {
   std::optional<RequestEvent> Next(std::chrono::milliseconds timeout);
   // Engine side.
   void Push(RequestEvent event);
-  bool finished() const;
 
  private:
   mutable std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<RequestEvent> events_;
-  bool finished_ = false;
 };
 
 }  // namespace kvserve

@@ -25,7 +25,7 @@ void Scheduler::Preempt(size_t running_index) {
 
 // Running sequences, oldest first, each get their pending tokens (1 when decoding) as the budget
 // allows. When blocks run out, the newest running sequence is preempted, possibly the one itself.
-bool Scheduler::ScheduleRunning(StepPlan& plan, int& budget) {
+void Scheduler::ScheduleRunning(StepPlan& plan, int& budget) {
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* seq = running_[i].get();
     const int n = std::min(seq->n_pending(), budget);
@@ -42,7 +42,6 @@ bool Scheduler::ScheduleRunning(StepPlan& plan, int& budget) {
     budget -= n;
     ++i;
   }
-  return true;
 }
 
 // Waiting sequences, first come first served: each takes its cached prefix, then blocks for its

@@ -51,7 +51,7 @@ class Scheduler {
   uint64_t preemptions() const { return preemptions_; }
 
  private:
-  bool ScheduleRunning(StepPlan& plan, int& budget);
+  void ScheduleRunning(StepPlan& plan, int& budget);
   void AdmitWaiting(StepPlan& plan, int& budget);
   void Preempt(size_t running_index);
 
