@@ -81,9 +81,10 @@ TEST(DoctorTest, TextNamesTheMachineAndTheIsa) {
 
 TEST(BenchTest, JsonHasOneEntryPerTest) {
   std::string out, err;
-  ASSERT_EQ(testing::RunKvserve("bench" + kStories + " -p 8 -n 4 -r 2 -t 1 --output-format json" + kQuick,
-                       &out, &err),
-            0)
+  ASSERT_EQ(
+      testing::RunKvserve("bench" + kStories + " -p 8 -n 4 -r 2 -t 1 --output-format json" + kQuick,
+                          &out, &err),
+      0)
       << err;
   const auto j = nlohmann::json::parse(out);
   ASSERT_TRUE(j.is_array());
@@ -106,15 +107,17 @@ TEST(BenchTest, JsonHasOneEntryPerTest) {
 
 TEST(BenchTest, DepthMarkdownAndCsv) {
   std::string out, err;
-  ASSERT_EQ(testing::RunKvserve("bench" + kStories + " -p 8 -n 4 -r 1 -t 1 --depth 16" + kQuick, &out, &err),
+  ASSERT_EQ(testing::RunKvserve("bench" + kStories + " -p 8 -n 4 -r 1 -t 1 --depth 16" + kQuick,
+                                &out, &err),
             0)
       << err;
   EXPECT_NE(out.find("| pp8 @ d16 |"), std::string::npos) << out;
   EXPECT_NE(out.find("| tg4 @ d16 |"), std::string::npos) << out;
   EXPECT_NE(out.find("ceilings:"), std::string::npos) << out;
-  ASSERT_EQ(testing::RunKvserve("bench" + kStories + " -p 0 -n 2,3 -r 1 -t 1 --output-format csv" + kQuick,
-                       &out, &err),
-            0)
+  ASSERT_EQ(
+      testing::RunKvserve(
+          "bench" + kStories + " -p 0 -n 2,3 -r 1 -t 1 --output-format csv" + kQuick, &out, &err),
+      0)
       << err;
   EXPECT_EQ(Count(out, "\n"), 3u) << out;  // header + tg2 + tg3
   EXPECT_NE(out.find(",tg2,"), std::string::npos) << out;
@@ -123,10 +126,10 @@ TEST(BenchTest, DepthMarkdownAndCsv) {
 
 TEST(BenchTest, ConcurrencyGoesThroughTheEngine) {
   std::string out, err;
-  ASSERT_EQ(
-      testing::RunKvserve("bench" + kStories + " -p 0 -n 4 -r 1 -t 1 --concurrency 1,3 -o json" + kQuick,
-                 &out, &err),
-      0)
+  ASSERT_EQ(testing::RunKvserve(
+                "bench" + kStories + " -p 0 -n 4 -r 1 -t 1 --concurrency 1,3 -o json" + kQuick,
+                &out, &err),
+            0)
       << err;
   const auto j = nlohmann::json::parse(out);
   ASSERT_EQ(j.size(), 3u);  // tg4, then tg4 x1 and tg4 x3 through the engine
@@ -139,9 +142,9 @@ TEST(BenchTest, ConcurrencyGoesThroughTheEngine) {
 TEST(BenchTest, CacheCompareGivesSameTokensAndAPlot) {
   const std::string plot = TempDir() + "/cache.svg";
   std::string out, err;
-  ASSERT_EQ(testing::RunKvserve("bench --cache-compare" + kStories + " --lengths 8,16 -t 1 --plot " + plot +
-                           " --output-format json",
-                       &out, &err),
+  ASSERT_EQ(testing::RunKvserve("bench --cache-compare" + kStories +
+                                    " --lengths 8,16 -t 1 --plot " + plot + " --output-format json",
+                                &out, &err),
             0)
       << err;
   const auto j = nlohmann::json::parse(out);
@@ -180,7 +183,8 @@ TEST(BenchTest, CacheCompareGivesSameTokensAndAPlot) {
   }
   EXPECT_EQ(opened, closed);
 
-  ASSERT_EQ(testing::RunKvserve("bench --cache-compare" + kStories + " --lengths 8 -t 1", &out, &err), 0)
+  ASSERT_EQ(
+      testing::RunKvserve("bench --cache-compare" + kStories + " --lengths 8 -t 1", &out, &err), 0)
       << err;
   EXPECT_NE(out.find("| 8 |"), std::string::npos) << out;
 }

@@ -126,7 +126,8 @@ double ErrorOf(const Case& c, const std::string& path) {
   auto model = LoadOrDie(path);
   if (!reference || !model) return INFINITY;
   const std::vector<int32_t> tokens = PromptTokens(c.reference);
-  return MaxRelativeError(testing::AllPositionLogits(*model, tokens), testing::AllPositionLogits(*reference, tokens),
+  return MaxRelativeError(testing::AllPositionLogits(*model, tokens),
+                          testing::AllPositionLogits(*reference, tokens),
                           reference->config().n_vocab);
 }
 
@@ -137,7 +138,8 @@ TEST(ConvertTest, F32ToF32IsBitExact) {
     auto model = LoadOrDie(Converted(c.model, GgmlType::kF32));
     ASSERT_TRUE(reference && model);
     const std::vector<int32_t> tokens = PromptTokens(c.reference);
-    const std::vector<float> a = testing::AllPositionLogits(*model, tokens), b = testing::AllPositionLogits(*reference, tokens);
+    const std::vector<float> a = testing::AllPositionLogits(*model, tokens),
+                             b = testing::AllPositionLogits(*reference, tokens);
     ASSERT_EQ(a.size(), b.size());
     EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
   }
@@ -330,7 +332,8 @@ TEST(ConvertTest, RefusesNonFiniteWeights) {
     ASSERT_TRUE(converter.ok());
     const Status written = converter->WriteFile(testing::TempDir() + "/nonfinite.gguf");
     ASSERT_FALSE(written.ok());
-    EXPECT_NE(written.message().find("blk.0.attn_q.weight"), std::string::npos) << written.message();
+    EXPECT_NE(written.message().find("blk.0.attn_q.weight"), std::string::npos)
+        << written.message();
     EXPECT_NE(written.message().find("element 37"), std::string::npos) << written.message();
   }
   // The encoders themselves stay defined on such input (no float-to-int overflow).
@@ -348,9 +351,9 @@ TEST(ConvertTest, RefusesNonFiniteWeights) {
 TEST(ConvertCommandTest, ConvertsAndReportsFallbacks) {
   const std::string out_path = testing::TempDir() + "/cli-q8_0.gguf";
   std::string out, err;
-  ASSERT_EQ(testing::RunKvserve("convert -m " + testing::ModelPath("stories260K.gguf") + " -o " + out_path +
-                           " --type q8_0",
-                       &out, &err),
+  ASSERT_EQ(testing::RunKvserve("convert -m " + testing::ModelPath("stories260K.gguf") + " -o " +
+                                    out_path + " --type q8_0",
+                                &out, &err),
             0)
       << err;
   // One stderr line per layer's ffn_down (row length 172), naming tensor, length and fallback.

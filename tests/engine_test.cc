@@ -77,7 +77,8 @@ std::vector<Request> RandomRequests(const Tokenizer& tok, int n, uint64_t seed, 
     Request r;
     const int length = 1 + static_cast<int>(rng() % 40);
     if (tok.bos() >= 0) r.prompt.push_back(tok.bos());
-    for (int j = 0; j < length; ++j) r.prompt.push_back(3 + static_cast<int>(rng() % (tok.n_vocab() - 3)));
+    for (int j = 0; j < length; ++j)
+      r.prompt.push_back(3 + static_cast<int>(rng() % (tok.n_vocab() - 3)));
     r.max_tokens = 4 + static_cast<int>(rng() % 24);
     r.ignore_eos = true;
     r.logprobs = true;
@@ -107,8 +108,11 @@ TEST_P(ConcurrencyTest, SixteenAtOnceEqualOneByOne) {
   const auto& [model_name, sampled] = GetParam();
   Loaded l = Load(model_name);
   const std::vector<Request> requests = RandomRequests(*l.tokenizer, 16, 7, sampled);
-  EngineOptions options{.n_threads = 2, .n_ctx = 128, .max_num_seqs = 16,
-                        .max_batched_tokens = 64, .prefix_caching = false};
+  EngineOptions options{.n_threads = 2,
+                        .n_ctx = 128,
+                        .max_num_seqs = 16,
+                        .max_batched_tokens = 64,
+                        .prefix_caching = false};
   std::vector<Output> alone;
   {
     auto engine = Engine::Create(*l.model, *l.tokenizer, options);
@@ -154,12 +158,14 @@ TEST(Engine, GreedyMatchesSequenceRunner) {
 
 TEST(Engine, PrefixCacheHitGivesTheColdAnswer) {
   Loaded l = Load("stories260K.gguf");
-  auto engine = Engine::Create(*l.model, *l.tokenizer,
-                               {.n_threads = 2, .n_ctx = 128, .block_size = 4});
+  auto engine =
+      Engine::Create(*l.model, *l.tokenizer, {.n_threads = 2, .n_ctx = 128, .block_size = 4});
   ASSERT_TRUE(engine.ok());
-  Request r{.prompt = l.tokenizer->Encode("Once upon a time there was a big dog named Max", true,
-                                          false),
-            .max_tokens = 20, .ignore_eos = true, .logprobs = true};
+  Request r{
+      .prompt = l.tokenizer->Encode("Once upon a time there was a big dog named Max", true, false),
+      .max_tokens = 20,
+      .ignore_eos = true,
+      .logprobs = true};
   r.sampling.temperature = 0.7f;
   r.sampling.seed = 42;
   const Output cold = RunAll(**engine, {r})[0];
@@ -278,11 +284,13 @@ TEST(Engine, TimeoutFinishesTheRequestAndFreesBlocks) {
 
 TEST(Engine, SessionKeepsBlocksPinnedUntilReleased) {
   Loaded l = Load("stories260K.gguf");
-  auto engine = Engine::Create(*l.model, *l.tokenizer,
-                               {.n_threads = 2, .n_ctx = 128, .block_size = 4});
+  auto engine =
+      Engine::Create(*l.model, *l.tokenizer, {.n_threads = 2, .n_ctx = 128, .block_size = 4});
   ASSERT_TRUE(engine.ok());
   Request r{.prompt = l.tokenizer->Encode("Once upon a time there was", true, false),
-            .max_tokens = 12, .ignore_eos = true, .session_id = "chat-1"};
+            .max_tokens = 12,
+            .ignore_eos = true,
+            .session_id = "chat-1"};
   r.sampling.temperature = 0;
   const Output first = RunAll(**engine, {r})[0];
   for (int i = 0; i < 100 && (*engine)->Stats().sessions == 0; ++i) {

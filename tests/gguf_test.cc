@@ -593,7 +593,8 @@ TEST_F(ModelFileTest, InfoCommandRefusesABadFileWithOneLine) {
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
   EXPECT_TRUE(HasAll(err, {"kvserve info: " + path + ": ", "tokenizer.ggml."}));
 
-  EXPECT_EQ(testing::RunKvserve("info " + testing::ModelPath("stories260K.gguf"), &out, &err), 0) << err;
+  EXPECT_EQ(testing::RunKvserve("info " + testing::ModelPath("stories260K.gguf"), &out, &err), 0)
+      << err;
   EXPECT_TRUE(HasAll(out, {"architecture:  llama"}));
 }
 

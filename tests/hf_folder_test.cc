@@ -345,7 +345,8 @@ TEST_P(HfModelTest, FolderGivesTheGgufLogitsBitForBit) {
   EXPECT_EQ(folder->config().n_vocab, gguf->config().n_vocab);
   EXPECT_EQ(folder->config().tied_output, gguf->config().tied_output);
   const std::vector<int32_t> tokens = PromptTokens(GetParam().reference);
-  ExpectSameBits(testing::AllPositionLogits(*folder, tokens), testing::AllPositionLogits(*gguf, tokens));
+  ExpectSameBits(testing::AllPositionLogits(*folder, tokens),
+                 testing::AllPositionLogits(*gguf, tokens));
 }
 
 TEST_P(HfModelTest, ConvertedFolderGivesTheSameLogits) {
@@ -357,7 +358,8 @@ TEST_P(HfModelTest, ConvertedFolderGivesTheSameLogits) {
   auto converted = LoadOrDie(out);
   ASSERT_TRUE(gguf && converted);
   const std::vector<int32_t> tokens = PromptTokens(GetParam().reference);
-  ExpectSameBits(testing::AllPositionLogits(*converted, tokens), testing::AllPositionLogits(*gguf, tokens));
+  ExpectSameBits(testing::AllPositionLogits(*converted, tokens),
+                 testing::AllPositionLogits(*gguf, tokens));
   // The converted file carries the tokenizer: it encodes like the original GGUF's.
   auto original_file = GgufFile::Open(ModelPath(GetParam().gguf));
   auto a = Tokenizer::FromGguf(converted->file());
@@ -420,7 +422,8 @@ TEST(HfFolderTest, TensorsPointIntoTheMappingUnlessTransformed) {
 TEST(HfFolderTest, InfoCommandDescribesTheFolder) {
   std::string out, err;
   ASSERT_EQ(testing::RunKvserve("info " + Gpt2Folder(), &out, &err), 0) << err;
-  EXPECT_NE(out.find("folder:        " + Gpt2Folder() + " (Hugging Face"), std::string::npos) << out;
+  EXPECT_NE(out.find("folder:        " + Gpt2Folder() + " (Hugging Face"), std::string::npos)
+      << out;
   EXPECT_NE(out.find("architecture:  gpt2"), std::string::npos) << out;
   EXPECT_EQ(out.find("GGUF v"), std::string::npos) << out;
 }

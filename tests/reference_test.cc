@@ -98,8 +98,8 @@ TEST_P(ReferenceTest, GreedyGenerationMatchesWithAndWithoutCache) {
     ASSERT_TRUE(std::equal(prompt->begin(), prompt->end(), last.begin()));
   }
   for (size_t step = 0; step < c.greedy_tokens.size(); ++step) {
-    const int32_t ours = static_cast<int32_t>(std::max_element(last.begin(), last.end()) -
-                                              last.begin());
+    const int32_t ours =
+        static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin());
     ASSERT_EQ(ours, c.greedy_tokens[step]) << "step " << step;
     const int32_t token = c.greedy_tokens[step];
     auto next = cached.Append(std::span(&token, 1));
@@ -113,8 +113,7 @@ TEST_P(ReferenceTest, GreedyGenerationMatchesWithAndWithoutCache) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, ReferenceTest,
-                         ::testing::ValuesIn(testing::ReferenceCaseNames()),
+INSTANTIATE_TEST_SUITE_P(Cases, ReferenceTest, ::testing::ValuesIn(testing::ReferenceCaseNames()),
                          [](const auto& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');

@@ -25,7 +25,8 @@ Output Shell(const std::string& command) {
   if (pipe == nullptr) return result;
   std::array<char, 4096> buffer;
   size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.out.append(buffer.data(), n);
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
+    result.out.append(buffer.data(), n);
   result.status = pclose(pipe);
   return result;
 }
@@ -35,10 +36,10 @@ std::string Stories() { return testing::ModelPath("stories260K.gguf"); }
 
 TEST(RunCommand, TextModePrintsTheStoryLlamaCppPrints) {
   const Output o = Shell(Kvserve() + " run -m " + Stories() +
-                       " -p 'Once upon a time' -n 32 --temp 0 -t 1 2>/dev/null");
+                         " -p 'Once upon a time' -n 32 --temp 0 -t 1 2>/dev/null");
   ASSERT_EQ(o.status, 0);
-  EXPECT_EQ(o.out.rfind("Once upon a time, there was a little girl named Lily. She loved to play", 0),
-            0u)
+  EXPECT_EQ(
+      o.out.rfind("Once upon a time, there was a little girl named Lily. She loved to play", 0), 0u)
       << o.out;
 }
 
@@ -71,14 +72,15 @@ TEST(RunCommand, BatchFileAnswersEqualSingleRuns) {
   const std::string path = testing::TempDir() + "/requests.jsonl";
   {
     std::ofstream f(path);
-    f << R"({"id":"x","prompt":"Once upon a time","max_tokens":24,"temperature":0})" << "\n";
+    f << R"({"id":"x","prompt":"Once upon a time","max_tokens":24,"temperature":0})"
+      << "\n";
     f << R"({"id":"y","prompt_tokens":[1,403,407],"max_tokens":12,"temperature":0.9,"seed":11})"
       << "\n\n";
     f << R"({"id":"z","prompt":"Once upon a time","max_tokens":24,"temperature":0,"stop":"Lily"})"
       << "\n";
   }
   const Output o = Shell(Kvserve() + " run -m " + Stories() + " --batch-file " + path +
-                       " --block-size 4 -t 2 2>&1");
+                         " --block-size 4 -t 2 2>&1");
   ASSERT_EQ(o.status, 0) << o.out;
   std::vector<nlohmann::json> lines;
   size_t start = 0;
@@ -93,7 +95,7 @@ TEST(RunCommand, BatchFileAnswersEqualSingleRuns) {
   EXPECT_EQ(lines[2]["text"], ", there was a little girl named ");
   const auto single = nlohmann::json::parse(
       Shell(Kvserve() + " run -m " + Stories() +
-          " -p 'Once upon a time' -n 24 --temp 0 --output-format json 2>/dev/null")
+            " -p 'Once upon a time' -n 24 --temp 0 --output-format json 2>/dev/null")
           .out);
   EXPECT_EQ(lines[0]["tokens"], single["tokens"]);
   EXPECT_TRUE(lines[1].contains("cached_tokens"));

@@ -240,9 +240,9 @@ TEST(SynthCommandTest, WritesALoadableModel) {
   const std::string path = TempDir() + "/cli.gguf";
   std::string out, err;
   ASSERT_EQ(testing::RunKvserve("synth -o " + path +
-                           " --arch llama --embd 64 --layers 1 --heads 4 "
-                           "--kv-heads 2 --ff 64 --ctx 32 --type q8_0 --seed 5",
-                       &out, &err),
+                                    " --arch llama --embd 64 --layers 1 --heads 4 "
+                                    "--kv-heads 2 --ff 64 --ctx 32 --type q8_0 --seed 5",
+                                &out, &err),
             0)
       << err;
   EXPECT_NE(out.find("llama"), std::string::npos) << out;

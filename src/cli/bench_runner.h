@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/engine.h"
 #include "io/ggml_type.h"
 #include "kernels/attention.h"
-#include "engine/engine.h"
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
 #include "util/status.h"

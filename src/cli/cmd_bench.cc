@@ -262,8 +262,11 @@ int RunBench(const std::vector<std::string>& argv) {
     if (!engine_options.ok()) return Fail(engine_options.message(), 2);
     const int n_gen = flags->n_gen.empty() || flags->n_gen[0] == 0 ? 128 : flags->n_gen[0];
     for (int32_t n : flags->concurrency) {
-      ConcurrentTest test{.concurrency = n, .n_gen = n_gen, .repeats = flags->repeats,
-                          .engine = *engine_options, .seed = flags->seed};
+      ConcurrentTest test{.concurrency = n,
+                          .n_gen = n_gen,
+                          .repeats = flags->repeats,
+                          .engine = *engine_options,
+                          .seed = flags->seed};
       test.engine.n_threads = pool.size();
       auto result = RunConcurrentDecode(**model, **tokenizer, test);
       if (!result.ok()) return Fail(result.message(), 1);

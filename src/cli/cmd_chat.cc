@@ -22,8 +22,8 @@
 #include "cli/model_options.h"
 #include "cli/sampling_flags.h"
 #include "engine/generation.h"
-#include "tokenizer/chat_template.h"
 #include "engine/stop_checker.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/streaming_decoder.h"
 #include "tokenizer/tokenizer.h"
 

@@ -53,8 +53,8 @@ int RunInfo(const std::vector<std::string>& argv) {
                 HumanBytes(static_cast<double>(file.file_size())).c_str(), file.version(),
                 file.tensors().size());
   }
-  std::printf("architecture:  %s%s%s\n", ArchitectureName(c.arch), c.name.empty() ? "" : "  name: ",
-              c.name.c_str());
+  std::printf("architecture:  %s%s%s\n", ArchitectureName(c.arch),
+              c.name.empty() ? "" : "  name: ", c.name.c_str());
   std::printf("vocab:         %d\n", c.n_vocab);
   std::printf("embedding:     %d\n", c.n_embd);
   std::printf("layers:        %d\n", c.n_layers);

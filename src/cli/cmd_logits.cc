@@ -53,8 +53,10 @@ int RunLogits(const std::vector<std::string>& argv) {
   auto options = ReadModelOptions(*args);
   if (!options.ok()) return fail(options.message(), 2);
   if (!args->Has("--tokens") || !args->Has("--out")) {
-    return fail("usage: kvserve logits -m MODEL --tokens 1,2,3 --out FILE "
-                "[--mode batch|incremental|no-cache]", 2);
+    return fail(
+        "usage: kvserve logits -m MODEL --tokens 1,2,3 --out FILE "
+        "[--mode batch|incremental|no-cache]",
+        2);
   }
   const std::string mode = args->GetOr("--mode", "batch");
   if (mode != "batch" && mode != "incremental" && mode != "no-cache") {

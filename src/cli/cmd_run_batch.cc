@@ -115,13 +115,14 @@ int RunBatchFile(const Args& args, const ModelOptions& model_options, const Tran
       out["cached_tokens"] = event->usage.cached_tokens;
       const double prompt_ms = Ms(first - start), decode_ms = Ms(last - first);
       const int n_decoded = std::max(0, static_cast<int>(tokens.size()) - 1);
-      out["timings"] = {{"prompt_ms", prompt_ms},
-                        {"decode_ms", decode_ms},
-                        {"prompt_tokens_per_s",
-                         prompt_ms > 0 ? (event->usage.prompt_tokens - event->usage.cached_tokens) *
-                                             1000.0 / prompt_ms
-                                       : 0.0},
-                        {"decode_tokens_per_s", decode_ms > 0 ? n_decoded * 1000.0 / decode_ms : 0.0}};
+      out["timings"] = {
+          {"prompt_ms", prompt_ms},
+          {"decode_ms", decode_ms},
+          {"prompt_tokens_per_s",
+           prompt_ms > 0
+               ? (event->usage.prompt_tokens - event->usage.cached_tokens) * 1000.0 / prompt_ms
+               : 0.0},
+          {"decode_tokens_per_s", decode_ms > 0 ? n_decoded * 1000.0 / decode_ms : 0.0}};
       if (event->finish_reason == "error") exit_code = 1;
       break;
     }

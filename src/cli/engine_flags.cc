@@ -7,7 +7,8 @@
 namespace kvserve {
 
 void AddEngineFlags(Args::Spec& spec) {
-  for (const char* flag : {"--kv-memory", "--block-size", "--max-num-seqs", "--max-batched-tokens"}) {
+  for (const char* flag :
+       {"--kv-memory", "--block-size", "--max-num-seqs", "--max-batched-tokens"}) {
     spec.value_flags.push_back(flag);
   }
   spec.bool_flags.push_back("--no-prefix-cache");
@@ -45,14 +46,14 @@ Result<uint64_t> ParseSize(const std::string& flag, const std::string& text) {
     const char* name;
     double scale;
   };
-  static const Unit kUnits[] = {{"", 1},         {"B", 1},        {"KiB", 1024.0},
-                                {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3},
-                                {"MB", 1e6},      {"GB", 1e9},      {"K", 1024.0},
-                                {"M", 1 << 20},   {"G", 1 << 30}};
+  static const Unit kUnits[] = {{"", 1},          {"B", 1},       {"KiB", 1024.0}, {"MiB", 1 << 20},
+                                {"GiB", 1 << 30}, {"KB", 1e3},    {"MB", 1e6},     {"GB", 1e9},
+                                {"K", 1024.0},    {"M", 1 << 20}, {"G", 1 << 30}};
   for (const Unit& u : kUnits) {
     if (unit != u.name) continue;
     const double bytes = number * u.scale;
-    if (bytes >= static_cast<double>(std::numeric_limits<uint64_t>::max())) return bad("is too large");
+    if (bytes >= static_cast<double>(std::numeric_limits<uint64_t>::max()))
+      return bad("is too large");
     return static_cast<uint64_t>(bytes);
   }
   return bad("has an unknown unit '" + unit + "' (use B, KiB, MiB, GiB, KB, MB, GB)");

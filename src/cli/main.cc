@@ -21,7 +21,8 @@ const Command kCommands[] = {
     {"info", kvserve::RunInfo, "describe a model file: architecture, shapes, types, KV size"},
     {"convert", kvserve::RunConvert, "write a model as GGUF with another weight type"},
     {"synth", kvserve::RunSynth, "write a random-weight model (--preset gpt2-124m|tinyllama-1.1b)"},
-    {"doctor", kvserve::RunDoctor, "describe this machine: CPU, ISA, memory bandwidth, matmul rate"},
+    {"doctor", kvserve::RunDoctor,
+     "describe this machine: CPU, ISA, memory bandwidth, matmul rate"},
     {"bench", kvserve::RunBench, "measure prefill/decode speed (-p 512 -n 128) or --cache-compare"},
     {"serve", kvserve::RunServe, "OpenAI-compatible HTTP server (-m MODEL --port 8080)"},
 };

@@ -3,7 +3,8 @@
 namespace kvserve {
 
 void AddSamplingFlags(Args::Spec& spec) {
-  for (const char* flag : {"--temp", "--seed", "--top-k", "--top-p", "--min-p", "--repeat-penalty"}) {
+  for (const char* flag :
+       {"--temp", "--seed", "--top-k", "--top-p", "--min-p", "--repeat-penalty"}) {
     spec.value_flags.push_back(flag);
   }
 }

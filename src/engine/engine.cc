@@ -24,8 +24,7 @@ void RequestStream::Push(RequestEvent event) {
   ready_.notify_all();
 }
 
-Result<std::unique_ptr<Engine>> Engine::Create(const Transformer& model,
-                                               const Tokenizer& tokenizer,
+Result<std::unique_ptr<Engine>> Engine::Create(const Transformer& model, const Tokenizer& tokenizer,
                                                const EngineOptions& options) {
   EngineOptions o = options;
   const ModelConfig& c = model.config();
@@ -35,14 +34,16 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Transformer& model,
                          std::to_string(c.n_ctx_train) + " learned positions");
   }
   if (o.block_size < 1 || o.block_size > 1024) {
-    return Status::Error("block size " + std::to_string(o.block_size) + " is out of range (1 to 1024)");
+    return Status::Error("block size " + std::to_string(o.block_size) +
+                         " is out of range (1 to 1024)");
   }
   if (o.max_num_seqs < 1) return Status::Error("max_num_seqs must be at least 1");
   if (o.max_batched_tokens < 1) return Status::Error("max_batched_tokens must be at least 1");
   const uint64_t block_bytes = KvStorage::BytesPerBlock(c, o.kv_type, o.block_size);
   const int blocks_per_seq = (o.n_ctx + o.block_size - 1) / o.block_size;
-  uint64_t n_blocks = o.kv_memory_bytes > 0 ? o.kv_memory_bytes / block_bytes
-                                            : static_cast<uint64_t>(blocks_per_seq) * o.max_num_seqs;
+  uint64_t n_blocks = o.kv_memory_bytes > 0
+                          ? o.kv_memory_bytes / block_bytes
+                          : static_cast<uint64_t>(blocks_per_seq) * o.max_num_seqs;
   if (n_blocks < 1) {
     return Status::Error("KV memory " + std::to_string(o.kv_memory_bytes) +
                          " bytes holds no block (one block takes " + std::to_string(block_bytes) +
@@ -88,9 +89,9 @@ Result<std::shared_ptr<RequestStream>> Engine::Submit(Request request) {
   if (!sampling.ok()) return sampling;
   const int total = static_cast<int>(request.prompt.size()) + request.max_tokens;
   if (total > options_.n_ctx) {
-    return R::Error("prompt of " + std::to_string(request.prompt.size()) + " tokens plus max_tokens " +
-                    std::to_string(request.max_tokens) + " exceeds the context size " +
-                    std::to_string(options_.n_ctx));
+    return R::Error("prompt of " + std::to_string(request.prompt.size()) +
+                    " tokens plus max_tokens " + std::to_string(request.max_tokens) +
+                    " exceeds the context size " + std::to_string(options_.n_ctx));
   }
   auto stream = std::make_shared<RequestStream>();
   std::lock_guard<std::mutex> lock(mutex_);

@@ -28,17 +28,18 @@
 namespace kvserve {
 
 struct EngineOptions {
-  int n_threads = 0;                // 0 = one per core
-  int n_ctx = 0;                    // most tokens per sequence; 0 = the model's training context
+  int n_threads = 0;  // 0 = one per core
+  int n_ctx = 0;      // most tokens per sequence; 0 = the model's training context
   KvType kv_type = KvType::kF32;
-  int block_size = 16;              // tokens per KV block
-  uint64_t kv_memory_bytes = 0;     // KV pool size; 0 = enough for max_num_seqs full contexts
-  int max_num_seqs = 16;            // running sequences at most
-  int max_batched_tokens = 512;     // tokens per step at most (decode + prefill chunks)
+  int block_size = 16;           // tokens per KV block
+  uint64_t kv_memory_bytes = 0;  // KV pool size; 0 = enough for max_num_seqs full contexts
+  int max_num_seqs = 16;         // running sequences at most
+  int max_batched_tokens = 512;  // tokens per step at most (decode + prefill chunks)
   bool prefix_caching = true;
-  int max_queue = 1024;             // waiting requests at most; Submit fails beyond
-  double session_ttl_s = 300;       // how long a finished session's blocks stay pinned
-  double max_pinned_fraction = 0.5; // pinned session blocks may hold at most this share of the pool
+  int max_queue = 1024;        // waiting requests at most; Submit fails beyond
+  double session_ttl_s = 300;  // how long a finished session's blocks stay pinned
+  double max_pinned_fraction =
+      0.5;  // pinned session blocks may hold at most this share of the pool
 };
 
 struct EngineStats {
@@ -62,7 +63,8 @@ class EngineCore;  // the step loop's state; lives on the engine thread
 class Engine {
  public:
   // `model` and `tokenizer` are borrowed and must outlive the engine.
-  static Result<std::unique_ptr<Engine>> Create(const Transformer& model, const Tokenizer& tokenizer,
+  static Result<std::unique_ptr<Engine>> Create(const Transformer& model,
+                                                const Tokenizer& tokenizer,
                                                 const EngineOptions& options);
   ~Engine();  // aborts what is left and joins the engine thread
 

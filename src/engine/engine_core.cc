@@ -109,9 +109,9 @@ bool EngineCore::ReleaseSession(const std::string& session_id) {
 
 bool EngineCore::ReleaseOldestSession() {
   if (sessions_.empty()) return false;
-  auto oldest = std::min_element(sessions_.begin(), sessions_.end(), [](const auto& a, const auto& b) {
-    return a.second.expires < b.second.expires;
-  });
+  auto oldest = std::min_element(
+      sessions_.begin(), sessions_.end(),
+      [](const auto& a, const auto& b) { return a.second.expires < b.second.expires; });
   return ReleaseSession(oldest->first);
 }
 
@@ -125,9 +125,9 @@ void EngineCore::HandleSample(Sequence* seq, std::span<const float> logits) {
   const int32_t token = sample.token;
   ++generation_tokens_;
   const bool end_of_generation = !seq->request.ignore_eos && tokenizer_.IsEndOfGeneration(token);
-  const bool stop_token = std::find(seq->request.stop_token_ids.begin(),
-                                    seq->request.stop_token_ids.end(),
-                                    token) != seq->request.stop_token_ids.end();
+  const bool stop_token =
+      std::find(seq->request.stop_token_ids.begin(), seq->request.stop_token_ids.end(), token) !=
+      seq->request.stop_token_ids.end();
   if (end_of_generation || stop_token) {
     Finish(seq, "stop", seq->stop.Push(seq->decoder.Flush()));
     return;
@@ -169,7 +169,8 @@ bool EngineCore::Step() {
       batch_.positions.push_back(pos);
       batch_.seq_index.push_back(seq_index);
       batch_.slots.push_back(static_cast<int64_t>(seq.blocks.blocks[pos / block_size]) *
-                                 block_size + pos % block_size);
+                                 block_size +
+                             pos % block_size);
     }
     if (chunk.sample) batch_.logit_rows.push_back(batch_.n_tokens() - 1);
     if (seq.n_computed < seq.n_prompt) {

@@ -13,8 +13,7 @@ double MillisecondsSince(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 Result<GenerationResult> Generate(SequenceRunner& runner, const Tokenizer& tokenizer,
-                                  std::span<const int32_t> prompt,
-                                  const GenerationOptions& options,
+                                  std::span<const int32_t> prompt, const GenerationOptions& options,
                                   const std::function<bool(int32_t)>& on_token) {
   if (prompt.empty()) return Status::Error("the prompt is empty");
   KVSERVE_RETURN_IF_ERROR(options.sampling.Validate(tokenizer.n_vocab()));

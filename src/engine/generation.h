@@ -35,8 +35,7 @@ struct GenerationResult {
 // on_token is called with each generated token as soon as it is sampled; returning false ends
 // generation there (finish reason "stop"), e.g. when the caller saw a stop string.
 Result<GenerationResult> Generate(SequenceRunner& runner, const Tokenizer& tokenizer,
-                                  std::span<const int32_t> prompt,
-                                  const GenerationOptions& options,
+                                  std::span<const int32_t> prompt, const GenerationOptions& options,
                                   const std::function<bool(int32_t)>& on_token);
 
 }  // namespace kvserve

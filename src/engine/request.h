@@ -26,7 +26,8 @@ struct Request {
   bool logprobs = false;  // report the chosen token's logprob (and sampling.top_logprobs alts)
   // Prefix-cache tenant: requests with different salts never share cached blocks.
   std::string cache_salt;
-  // Keep this conversation's blocks pinned after the request ends (see EngineOptions::session_ttl_s).
+  // Keep this conversation's blocks pinned after the request ends (see
+  // EngineOptions::session_ttl_s).
   std::string session_id;
   double timeout_s = 0;  // 0 = none; finish reason "timeout" when exceeded
 };

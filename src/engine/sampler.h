@@ -15,10 +15,10 @@
 namespace kvserve {
 
 struct SamplingParams {
-  float temperature = 0.8f;  // 0 = greedy
-  int top_k = 0;             // 0 = off
-  float top_p = 1.0f;        // 1 = off
-  float min_p = 0.0f;        // 0 = off
+  float temperature = 0.8f;         // 0 = greedy
+  int top_k = 0;                    // 0 = off
+  float top_p = 1.0f;               // 1 = off
+  float min_p = 0.0f;               // 0 = off
   float repetition_penalty = 1.0f;  // 1 = off; divides positive logits of seen tokens
   float presence_penalty = 0.0f;    // subtracted once from every seen token
   float frequency_penalty = 0.0f;   // subtracted per occurrence
@@ -37,8 +37,8 @@ struct TokenLogprob {
 
 struct SampleResult {
   int32_t token = -1;
-  float logprob = 0.0f;              // of the chosen token, under the unmodified distribution
-  std::vector<TokenLogprob> top;     // top_logprobs alternatives, most likely first
+  float logprob = 0.0f;           // of the chosen token, under the unmodified distribution
+  std::vector<TokenLogprob> top;  // top_logprobs alternatives, most likely first
 };
 
 class Sampler {

@@ -92,8 +92,8 @@ void Scheduler::Postprocess(const StepPlan& plan) {
 
 std::unique_ptr<Sequence> Scheduler::Remove(Sequence* seq) {
   std::unique_ptr<Sequence> out;
-  auto in_running = std::find_if(running_.begin(), running_.end(),
-                                 [&](const auto& s) { return s.get() == seq; });
+  auto in_running =
+      std::find_if(running_.begin(), running_.end(), [&](const auto& s) { return s.get() == seq; });
   if (in_running != running_.end()) {
     out = std::move(*in_running);
     running_.erase(in_running);

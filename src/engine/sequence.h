@@ -29,11 +29,11 @@ struct Sequence {
 
   Request request;
   std::shared_ptr<RequestStream> stream;
-  uint64_t arrival = 0;       // admission order; larger = newer (preempted first)
+  uint64_t arrival = 0;         // admission order; larger = newer (preempted first)
   std::vector<int32_t> tokens;  // prompt + generated so far
   int n_prompt = 0;
-  int n_computed = 0;           // leading tokens whose K/V are in the cache
-  int n_cached_prompt = -1;     // prompt tokens served by the prefix cache at first admission
+  int n_computed = 0;        // leading tokens whose K/V are in the cache
+  int n_cached_prompt = -1;  // prompt tokens served by the prefix cache at first admission
   BlockTable blocks;
   Sampler sampler;
   StreamingDecoder decoder;

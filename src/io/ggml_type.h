@@ -54,7 +54,7 @@ struct BlockQ8_0 {
   int8_t quants[kQ8_0BlockSize];
 };
 struct BlockQ4_0 {
-  uint16_t scale;                     // f16
+  uint16_t scale;                      // f16
   uint8_t quants[kQ4_0BlockSize / 2];  // element j in the low nibble of byte j, j+16 in the high
 };
 static_assert(sizeof(BlockQ8_0) == 34);

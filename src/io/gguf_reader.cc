@@ -71,18 +71,41 @@ T LoadLe(const uint8_t* p) {
 // Decodes one scalar element (the caller has checked that ScalarSize(type) bytes are present).
 void DecodeScalar(GgufValueType type, const uint8_t* p, GgufValue* out) {
   switch (type) {
-    case GgufValueType::kUint8: out->u = p[0]; break;
-    case GgufValueType::kBool: out->u = p[0]; break;
-    case GgufValueType::kInt8: out->i = static_cast<int8_t>(p[0]); break;
-    case GgufValueType::kUint16: out->u = LoadLe<uint16_t>(p); break;
-    case GgufValueType::kInt16: out->i = LoadLe<int16_t>(p); break;
-    case GgufValueType::kUint32: out->u = LoadLe<uint32_t>(p); break;
-    case GgufValueType::kInt32: out->i = LoadLe<int32_t>(p); break;
-    case GgufValueType::kUint64: out->u = LoadLe<uint64_t>(p); break;
-    case GgufValueType::kInt64: out->i = LoadLe<int64_t>(p); break;
-    case GgufValueType::kFloat32: out->f = LoadLe<float>(p); break;
-    case GgufValueType::kFloat64: out->f = LoadLe<double>(p); break;
-    default: break;
+    case GgufValueType::kUint8:
+      out->u = p[0];
+      break;
+    case GgufValueType::kBool:
+      out->u = p[0];
+      break;
+    case GgufValueType::kInt8:
+      out->i = static_cast<int8_t>(p[0]);
+      break;
+    case GgufValueType::kUint16:
+      out->u = LoadLe<uint16_t>(p);
+      break;
+    case GgufValueType::kInt16:
+      out->i = LoadLe<int16_t>(p);
+      break;
+    case GgufValueType::kUint32:
+      out->u = LoadLe<uint32_t>(p);
+      break;
+    case GgufValueType::kInt32:
+      out->i = LoadLe<int32_t>(p);
+      break;
+    case GgufValueType::kUint64:
+      out->u = LoadLe<uint64_t>(p);
+      break;
+    case GgufValueType::kInt64:
+      out->i = LoadLe<int64_t>(p);
+      break;
+    case GgufValueType::kFloat32:
+      out->f = LoadLe<float>(p);
+      break;
+    case GgufValueType::kFloat64:
+      out->f = LoadLe<double>(p);
+      break;
+    default:
+      break;
   }
   if (IsSignedType(type)) out->u = static_cast<uint64_t>(out->i);
 }
@@ -90,9 +113,9 @@ void DecodeScalar(GgufValueType type, const uint8_t* p, GgufValue* out) {
 }  // namespace
 
 const char* GgufValueTypeName(GgufValueType type) {
-  static const char* const kNames[] = {"uint8", "int8",  "uint16", "int16",  "uint32",
-                                       "int32", "float32", "bool", "string", "array",
-                                       "uint64", "int64", "float64"};
+  static const char* const kNames[] = {"uint8",  "int8",    "uint16", "int16",  "uint32",
+                                       "int32",  "float32", "bool",   "string", "array",
+                                       "uint64", "int64",   "float64"};
   const auto index = static_cast<uint32_t>(type);
   return index < 13 ? kNames[index] : "unknown";
 }
@@ -124,7 +147,8 @@ class GgufParser {
     // Each metadata entry takes at least 13 bytes (key length, type, 1-byte value); each tensor
     // info at least 24 + 8 bytes. Counts beyond that cannot be real: refuse before looping.
     if (n_metadata > Remaining() / 13) {
-      return Error("metadata count " + std::to_string(n_metadata) + " exceeds what the file can hold");
+      return Error("metadata count " + std::to_string(n_metadata) +
+                   " exceeds what the file can hold");
     }
     for (uint64_t i = 0; i < n_metadata; ++i) KVSERVE_RETURN_IF_ERROR(ParseKeyValue(i));
     KVSERVE_RETURN_IF_ERROR(ReadAlignment());
@@ -399,8 +423,9 @@ Result<GgufFile> GgufFile::FromParts(std::vector<uint8_t> metadata_image,
     file.tensor_index_.emplace(tensor.name, file.tensors_.size());
     file.tensors_.push_back(std::move(tensor));
   }
-  file.keep_alive_ = std::make_shared<std::pair<std::shared_ptr<const void>,
-                                                std::shared_ptr<const void>>>(image, keep_alive);
+  file.keep_alive_ =
+      std::make_shared<std::pair<std::shared_ptr<const void>, std::shared_ptr<const void>>>(
+          image, keep_alive);
   return file;
 }
 
@@ -437,8 +462,8 @@ Result<uint64_t> GgufFile::GetUint(std::string_view key) const {
   const GgufValue& v = **value;
   if (!IsIntegerType(v.type)) return WrongType(source_name_, key, v.type, "an unsigned integer");
   if (IsSignedType(v.type) && v.i < 0) {
-    return Status::Error(source_name_ + ": metadata key '" + std::string(key) + "' = " +
-                         std::to_string(v.i) + " must not be negative");
+    return Status::Error(source_name_ + ": metadata key '" + std::string(key) +
+                         "' = " + std::to_string(v.i) + " must not be negative");
   }
   return v.u;
 }
@@ -450,8 +475,8 @@ Result<int64_t> GgufFile::GetInt(std::string_view key) const {
   if (!IsIntegerType(v.type)) return WrongType(source_name_, key, v.type, "an integer");
   if (IsSignedType(v.type)) return v.i;
   if (v.u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    return Status::Error(source_name_ + ": metadata key '" + std::string(key) + "' = " +
-                         std::to_string(v.u) + " is out of range");
+    return Status::Error(source_name_ + ": metadata key '" + std::string(key) +
+                         "' = " + std::to_string(v.u) + " is out of range");
   }
   return static_cast<int64_t>(v.u);
 }

@@ -98,7 +98,8 @@ class GgufFile {
   Result<std::vector<std::string_view>> GetStringArray(std::string_view key) const;
   Result<std::vector<float>> GetFloatArray(std::string_view key) const;
   Result<std::vector<int64_t>> GetIntArray(std::string_view key) const;
-  // Same as the getters above, but a missing key yields `fallback` (a wrong type is still an error).
+  // Same as the getters above, but a missing key yields `fallback` (a wrong type is still an
+  // error).
   Result<uint64_t> GetUintOr(std::string_view key, uint64_t fallback) const;
   Result<double> GetFloatOr(std::string_view key, double fallback) const;
   Result<bool> GetBoolOr(std::string_view key, bool fallback) const;
@@ -107,7 +108,7 @@ class GgufFile {
   friend class GgufParser;
   Result<const GgufValue*> Require(std::string_view key) const;
 
-  std::shared_ptr<MappedFile> mapping_;  // keeps TensorInfo::data and string views alive
+  std::shared_ptr<MappedFile> mapping_;     // keeps TensorInfo::data and string views alive
   std::shared_ptr<const void> keep_alive_;  // FromParts: the metadata image and tensor storage
   const uint8_t* bytes_ = nullptr;
   uint64_t size_ = 0;

@@ -30,10 +30,19 @@ std::vector<uint8_t> Scalar(GgufValueType type, T value) {
 
 uint64_t ElementBytes(GgufValueType type) {
   switch (type) {
-    case GgufValueType::kUint8: case GgufValueType::kInt8: case GgufValueType::kBool: return 1;
-    case GgufValueType::kUint16: case GgufValueType::kInt16: return 2;
-    case GgufValueType::kUint32: case GgufValueType::kInt32: case GgufValueType::kFloat32: return 4;
-    default: return 8;
+    case GgufValueType::kUint8:
+    case GgufValueType::kInt8:
+    case GgufValueType::kBool:
+      return 1;
+    case GgufValueType::kUint16:
+    case GgufValueType::kInt16:
+      return 2;
+    case GgufValueType::kUint32:
+    case GgufValueType::kInt32:
+    case GgufValueType::kFloat32:
+      return 4;
+    default:
+      return 8;
   }
 }
 
@@ -123,8 +132,12 @@ void GgufWriter::CopyValue(const std::string& key, const GgufValue& value) {
       out.insert(out.end(), value.array_data, value.array_data + n_bytes);
       break;
     }
-    case GgufValueType::kFloat32: Append<float>(out, static_cast<float>(value.f)); break;
-    case GgufValueType::kFloat64: Append<double>(out, value.f); break;
+    case GgufValueType::kFloat32:
+      Append<float>(out, static_cast<float>(value.f));
+      break;
+    case GgufValueType::kFloat64:
+      Append<double>(out, value.f);
+      break;
     default: {
       const uint64_t raw = value.u;  // integers and bool: low bytes, little-endian
       const size_t at = out.size();

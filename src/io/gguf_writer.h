@@ -62,8 +62,8 @@ class GgufWriter {
     std::string name;
     GgmlType type;
     std::vector<int64_t> dims;
-    uint64_t n_bytes;             // in the file, without padding
-    std::vector<uint8_t> data;    // when `produce` is empty
+    uint64_t n_bytes;           // in the file, without padding
+    std::vector<uint8_t> data;  // when `produce` is empty
     TensorProducer produce;
   };
   void Set(const std::string& key, std::vector<uint8_t> encoded);

@@ -9,9 +9,12 @@ namespace kvserve {
 
 const char* KvTypeName(KvType type) {
   switch (type) {
-    case KvType::kF32: return "f32";
-    case KvType::kF16: return "f16";
-    case KvType::kBF16: return "bf16";
+    case KvType::kF32:
+      return "f32";
+    case KvType::kF16:
+      return "f16";
+    case KvType::kBF16:
+      return "bf16";
   }
   return "?";
 }
@@ -40,10 +43,12 @@ const float* LoadRow(KvType type, const uint8_t* src, size_t n, float* tmp) {
     case KvType::kF32:
       return reinterpret_cast<const float*>(src);
     case KvType::kF16:
-      for (size_t i = 0; i < n; ++i) tmp[i] = Fp16ToFloat(reinterpret_cast<const uint16_t*>(src)[i]);
+      for (size_t i = 0; i < n; ++i)
+        tmp[i] = Fp16ToFloat(reinterpret_cast<const uint16_t*>(src)[i]);
       return tmp;
     case KvType::kBF16:
-      for (size_t i = 0; i < n; ++i) tmp[i] = Bf16ToFloat(reinterpret_cast<const uint16_t*>(src)[i]);
+      for (size_t i = 0; i < n; ++i)
+        tmp[i] = Bf16ToFloat(reinterpret_cast<const uint16_t*>(src)[i]);
       return tmp;
   }
   return tmp;

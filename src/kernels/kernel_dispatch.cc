@@ -41,12 +41,18 @@ const KernelTable& ActiveKernels() {
 
 MatmulTileFn MatmulFor(const KernelTable& table, GgmlType type) {
   switch (type) {
-    case GgmlType::kF32: return table.matmul_f32;
-    case GgmlType::kF16: return table.matmul_f16;
-    case GgmlType::kBF16: return table.matmul_bf16;
-    case GgmlType::kQ8_0: return table.matmul_q8_0;
-    case GgmlType::kQ4_0: return table.matmul_q4_0;
-    default: return nullptr;
+    case GgmlType::kF32:
+      return table.matmul_f32;
+    case GgmlType::kF16:
+      return table.matmul_f16;
+    case GgmlType::kBF16:
+      return table.matmul_bf16;
+    case GgmlType::kQ8_0:
+      return table.matmul_q8_0;
+    case GgmlType::kQ4_0:
+      return table.matmul_q4_0;
+    default:
+      return nullptr;
   }
 }
 

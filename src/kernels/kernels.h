@@ -18,9 +18,9 @@ namespace kvserve {
 
 // One call of a matmul tile: y[i * ldy + j] = sum_k W[j][k] * X[i][k]
 // for i in [0, m) and j in [n_begin, n_end).
-// W rows are `w_row_bytes` apart, in the weight's stored type (F32, F16, BF16, Q8_0 or Q4_0 blocks).
-// X rows are `x_row_bytes` apart: float32 for F32/F16/BF16 weights, Q8_0 blocks for Q8_0/Q4_0.
-// k is the row length in elements (a multiple of 32 for the block types).
+// W rows are `w_row_bytes` apart, in the weight's stored type (F32, F16, BF16, Q8_0 or Q4_0
+// blocks). X rows are `x_row_bytes` apart: float32 for F32/F16/BF16 weights, Q8_0 blocks for
+// Q8_0/Q4_0. k is the row length in elements (a multiple of 32 for the block types).
 struct MatmulTile {
   const uint8_t* w;
   size_t w_row_bytes;

@@ -37,15 +37,11 @@ void MatmulF32(const MatmulTile& t) {
 }
 
 void MatmulF16(const MatmulTile& t) {
-  MatmulFloatRows(t, [](const uint8_t* w, int k) {
-    return Fp16ToFloat(LoadAt<uint16_t>(w, k));
-  });
+  MatmulFloatRows(t, [](const uint8_t* w, int k) { return Fp16ToFloat(LoadAt<uint16_t>(w, k)); });
 }
 
 void MatmulBf16(const MatmulTile& t) {
-  MatmulFloatRows(t, [](const uint8_t* w, int k) {
-    return Bf16ToFloat(LoadAt<uint16_t>(w, k));
-  });
+  MatmulFloatRows(t, [](const uint8_t* w, int k) { return Bf16ToFloat(LoadAt<uint16_t>(w, k)); });
 }
 
 // Block-quantized weights against Q8_0 activations: an exact integer dot per block of 32, scaled

@@ -26,30 +26,36 @@ void Matmul(const KernelTable& kernels, const WeightMatrix& w, const float* x, i
     const size_t needed = static_cast<size_t>(m) * blocks_per_row;
     if (scratch.x_q8.size() < needed) scratch.x_q8.resize(needed);
     BlockQ8_0* xq = scratch.x_q8.data();
-    pool.ParallelFor(m, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        kernels.quantize_row_q8_0(x + i * k, k, xq + i * blocks_per_row);
-      }
-    }, static_cast<int64_t>(m) * k * 4);
+    pool.ParallelFor(
+        m,
+        [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) {
+            kernels.quantize_row_q8_0(x + i * k, k, xq + i * blocks_per_row);
+          }
+        },
+        static_cast<int64_t>(m) * k * 4);
     x_bytes = reinterpret_cast<const uint8_t*>(xq);
     x_row_bytes = sizeof(BlockQ8_0) * blocks_per_row;
   }
   const int64_t n_chunks = (w.n_out + kRowGrain - 1) / kRowGrain;
-  pool.ParallelFor(n_chunks, [&](int64_t begin, int64_t end) {
-    MatmulTile tile{
-        .w = w.data,
-        .w_row_bytes = w.row_bytes,
-        .x = x_bytes,
-        .x_row_bytes = x_row_bytes,
-        .m = m,
-        .k = k,
-        .n_begin = static_cast<int>(begin * kRowGrain),
-        .n_end = static_cast<int>(std::min(end * kRowGrain, w.n_out)),
-        .y = y,
-        .ldy = static_cast<int>(w.n_out),
-    };
-    tile_fn(tile);
-  }, static_cast<int64_t>(m) * k * w.n_out);
+  pool.ParallelFor(
+      n_chunks,
+      [&](int64_t begin, int64_t end) {
+        MatmulTile tile{
+            .w = w.data,
+            .w_row_bytes = w.row_bytes,
+            .x = x_bytes,
+            .x_row_bytes = x_row_bytes,
+            .m = m,
+            .k = k,
+            .n_begin = static_cast<int>(begin * kRowGrain),
+            .n_end = static_cast<int>(std::min(end * kRowGrain, w.n_out)),
+            .y = y,
+            .ldy = static_cast<int>(w.n_out),
+        };
+        tile_fn(tile);
+      },
+      static_cast<int64_t>(m) * k * w.n_out);
 }
 
 }  // namespace kvserve

@@ -76,8 +76,7 @@ void AddInPlace(float* x, const float* y, int n) {
   for (int i = 0; i < n; ++i) x[i] += y[i];
 }
 
-void RopeInPlace(float* x, int n_heads, int head_dim, int rope_dims, int32_t pos,
-                 float freq_base) {
+void RopeInPlace(float* x, int n_heads, int head_dim, int rope_dims, int32_t pos, float freq_base) {
   const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(rope_dims));
   for (int h = 0; h < n_heads; ++h) {
     float* head = x + h * head_dim;

@@ -9,7 +9,8 @@ namespace kvserve {
 // out = x / sqrt(mean(x²) + eps) * weight.  [n]
 void RmsNorm(const float* x, const float* weight, int n, float eps, float* out);
 // out = (x - mean) / sqrt(var + eps) * weight + bias.  [n]
-void LayerNorm(const float* x, const float* weight, const float* bias, int n, float eps, float* out);
+void LayerNorm(const float* x, const float* weight, const float* bias, int n, float eps,
+               float* out);
 // GELU, tanh approximation (the form GPT-2 uses), in place. As in GGML, the input is rounded to
 // f16 and the result read from a table of f16 values; |x| >= 10 passes through (or gives 0).
 void GeluInPlace(float* x, int n);

@@ -1,8 +1,8 @@
 #include "kernels/quantize.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
-#include <algorithm>
 #include <cstring>
 
 #include "util/half.h"

@@ -75,8 +75,8 @@ int BlockManager::AllocatePrefix(BlockTable& table, std::span<const int32_t> tok
   if (!prefix_caching_ || tokens.empty()) return 0;
   const size_t max_blocks = (tokens.size() - 1) / block_size_;
   for (size_t b = 0; b < max_blocks; ++b) {
-    const BlockKey key = KeyOf(b ? &table.keys.back() : nullptr, salt,
-                               tokens.subspan(b * block_size_, block_size_));
+    const BlockKey key =
+        KeyOf(b ? &table.keys.back() : nullptr, salt, tokens.subspan(b * block_size_, block_size_));
     auto it = cached_.find(key);
     if (it == cached_.end()) break;
     Reference(it->second);
@@ -122,8 +122,8 @@ void BlockManager::Commit(BlockTable& table, std::span<const int32_t> tokens, in
   if (!prefix_caching_) return;
   const size_t full = std::min<size_t>(n_computed / block_size_, table.blocks.size());
   for (size_t b = table.keys.size(); b < full; ++b) {
-    const BlockKey key = KeyOf(b ? &table.keys.back() : nullptr, salt,
-                               tokens.subspan(b * block_size_, block_size_));
+    const BlockKey key =
+        KeyOf(b ? &table.keys.back() : nullptr, salt, tokens.subspan(b * block_size_, block_size_));
     table.keys.push_back(key);
     const int32_t block = table.blocks[b];
     if (has_key_[block]) continue;  // (only blocks taken from the cache have keys already)
@@ -169,11 +169,14 @@ Status BlockManager::CheckInvariants() const {
   const int n = n_blocks();
   std::vector<int> seen(n, 0);
   for (int32_t b : free_) {
-    if (b < 0 || b >= n || seen[b]++) return Status::Error("free list corrupt at " + std::to_string(b));
-    if (refs_[b] != 0 || has_key_[b]) return Status::Error("free block " + std::to_string(b) + " is referenced or keyed");
+    if (b < 0 || b >= n || seen[b]++)
+      return Status::Error("free list corrupt at " + std::to_string(b));
+    if (refs_[b] != 0 || has_key_[b])
+      return Status::Error("free block " + std::to_string(b) + " is referenced or keyed");
   }
   for (int32_t b : lru_) {
-    if (b < 0 || b >= n || seen[b]++) return Status::Error("LRU list corrupt at " + std::to_string(b));
+    if (b < 0 || b >= n || seen[b]++)
+      return Status::Error("LRU list corrupt at " + std::to_string(b));
     if (refs_[b] != 0 || !has_key_[b] || !in_lru_[b]) {
       return Status::Error("cached block " + std::to_string(b) + " is referenced or has no key");
     }
@@ -183,7 +186,8 @@ Status BlockManager::CheckInvariants() const {
     if (!seen[b] && refs_[b] == 0) {
       return Status::Error("block " + std::to_string(b) + " is neither free, cached nor used");
     }
-    if (seen[b] && refs_[b] > 0) return Status::Error("listed block " + std::to_string(b) + " is used");
+    if (seen[b] && refs_[b] > 0)
+      return Status::Error("listed block " + std::to_string(b) + " is used");
     if (in_lru_[b] != (seen[b] && has_key_[b] && refs_[b] == 0)) {
       return Status::Error("LRU flag wrong on block " + std::to_string(b));
     }
@@ -193,7 +197,8 @@ Status BlockManager::CheckInvariants() const {
   if (keyed != cached_.size()) return Status::Error("key map size differs from keyed blocks");
   for (const auto& [key, block] : cached_) {
     if (!has_key_[block] || key_of_[block] != key) {
-      return Status::Error("key map points to block " + std::to_string(block) + " with another key");
+      return Status::Error("key map points to block " + std::to_string(block) +
+                           " with another key");
     }
   }
   const BlockManagerStats s = Stats();

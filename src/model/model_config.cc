@@ -61,7 +61,8 @@ Result<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
   }
   if (config.n_heads % config.n_kv_heads != 0) {
     return Status::Error(file.path() + ": head_count " + std::to_string(config.n_heads) +
-                         " is not a multiple of head_count_kv " + std::to_string(config.n_kv_heads));
+                         " is not a multiple of head_count_kv " +
+                         std::to_string(config.n_kv_heads));
   }
   config.head_dim = config.n_embd / config.n_heads;
   if (config.arch == Architecture::kLlama) {
@@ -74,9 +75,9 @@ Result<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
     auto rope_dims = file.GetUintOr(prefix + "rope.dimension_count", config.head_dim);
     if (!rope_dims.ok()) return rope_dims.status();
     if (*rope_dims == 0 || *rope_dims > static_cast<uint64_t>(config.head_dim) || *rope_dims % 2) {
-      return Status::Error(file.path() + ": metadata key '" + prefix + "rope.dimension_count' = " +
-                           std::to_string(*rope_dims) + " must be even and at most head_dim " +
-                           std::to_string(config.head_dim));
+      return Status::Error(file.path() + ": metadata key '" + prefix +
+                           "rope.dimension_count' = " + std::to_string(*rope_dims) +
+                           " must be even and at most head_dim " + std::to_string(config.head_dim));
     }
     config.rope_dims = static_cast<int>(*rope_dims);
   } else {

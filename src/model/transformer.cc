@@ -77,17 +77,20 @@ void Transformer::Attention(const ForwardBatch& batch, const KvLayerView& kv, Fo
   const size_t per_thread = AttentionScratchFloats(max_keys, head_dim);
   Grow(s.attn_tmp, per_thread * pool.size());
   const int64_t n_units = static_cast<int64_t>(batch.n_tokens()) * n_heads;
-  pool.ParallelFor(n_units, [&](int64_t begin, int64_t end, int thread) {
-    float* scratch = s.attn_tmp.data() + per_thread * thread;
-    for (int64_t unit = begin; unit < end; ++unit) {
-      const int i = static_cast<int>(unit / n_heads);
-      const int h = static_cast<int>(unit % n_heads);
-      const size_t offset = (static_cast<size_t>(i) * n_heads + h) * head_dim;
-      AttendHead(*kernels_, kv, s.q.data() + offset, h / group,
-                 batch.block_tables[batch.seq_index[i]].data(), batch.positions[i] + 1, scale,
-                 s.attn.data() + offset, scratch);
-    }
-  }, cost);
+  pool.ParallelFor(
+      n_units,
+      [&](int64_t begin, int64_t end, int thread) {
+        float* scratch = s.attn_tmp.data() + per_thread * thread;
+        for (int64_t unit = begin; unit < end; ++unit) {
+          const int i = static_cast<int>(unit / n_heads);
+          const int h = static_cast<int>(unit % n_heads);
+          const size_t offset = (static_cast<size_t>(i) * n_heads + h) * head_dim;
+          AttendHead(*kernels_, kv, s.q.data() + offset, h / group,
+                     batch.block_tables[batch.seq_index[i]].data(), batch.positions[i] + 1, scale,
+                     s.attn.data() + offset, scratch);
+        }
+      },
+      cost);
 }
 
 void Transformer::LlamaLayer(int il, const ForwardBatch& batch, const KvLayerView& kv,
@@ -98,46 +101,62 @@ void Transformer::LlamaLayer(int il, const ForwardBatch& batch, const KvLayerVie
   const int q_dim = c.n_heads * c.head_dim;
   const int kv_dim = c.n_kv_heads * c.head_dim;
   const int64_t row_cost = RowCost(n, c);
-  pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      RmsNorm(s.x.data() + i * c.n_embd, w.attn_norm.data(), c.n_embd, c.norm_eps,
-              s.xn.data() + i * c.n_embd);
-    }
-  }, row_cost);
+  pool.ParallelFor(
+      n,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          RmsNorm(s.x.data() + i * c.n_embd, w.attn_norm.data(), c.n_embd, c.norm_eps,
+                  s.xn.data() + i * c.n_embd);
+        }
+      },
+      row_cost);
   MatmulInto(w.wq, s.xn.data(), n, s.q.data(), s, pool);
   MatmulInto(w.wk, s.xn.data(), n, s.k.data(), s, pool);
   MatmulInto(w.wv, s.xn.data(), n, s.v.data(), s, pool);
-  pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      float* q = s.q.data() + i * q_dim;
-      float* k = s.k.data() + i * kv_dim;
-      RopeInPlace(q, c.n_heads, c.head_dim, c.rope_dims, batch.positions[i], c.rope_freq_base);
-      RopeInPlace(k, c.n_kv_heads, c.head_dim, c.rope_dims, batch.positions[i], c.rope_freq_base);
-      StoreKv(kv, batch.slots[i], k, s.v.data() + i * kv_dim);
-    }
-  }, row_cost);
+  pool.ParallelFor(
+      n,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          float* q = s.q.data() + i * q_dim;
+          float* k = s.k.data() + i * kv_dim;
+          RopeInPlace(q, c.n_heads, c.head_dim, c.rope_dims, batch.positions[i], c.rope_freq_base);
+          RopeInPlace(k, c.n_kv_heads, c.head_dim, c.rope_dims, batch.positions[i],
+                      c.rope_freq_base);
+          StoreKv(kv, batch.slots[i], k, s.v.data() + i * kv_dim);
+        }
+      },
+      row_cost);
   Attention(batch, kv, s, pool);
   MatmulInto(w.wo, s.attn.data(), n, s.proj.data(), s, pool);
-  pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      float* x = s.x.data() + i * c.n_embd;
-      AddInPlace(x, s.proj.data() + i * c.n_embd, c.n_embd);
-      RmsNorm(x, w.ffn_norm.data(), c.n_embd, c.norm_eps, s.xn.data() + i * c.n_embd);
-    }
-  }, row_cost);
+  pool.ParallelFor(
+      n,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          float* x = s.x.data() + i * c.n_embd;
+          AddInPlace(x, s.proj.data() + i * c.n_embd, c.n_embd);
+          RmsNorm(x, w.ffn_norm.data(), c.n_embd, c.norm_eps, s.xn.data() + i * c.n_embd);
+        }
+      },
+      row_cost);
   MatmulInto(w.w_gate, s.xn.data(), n, s.ff_gate.data(), s, pool);
   MatmulInto(w.w_up, s.xn.data(), n, s.ff_up.data(), s, pool);
-  pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      SwiGluInPlace(s.ff_gate.data() + i * c.n_ff, s.ff_up.data() + i * c.n_ff, c.n_ff);
-    }
-  }, row_cost);
+  pool.ParallelFor(
+      n,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          SwiGluInPlace(s.ff_gate.data() + i * c.n_ff, s.ff_up.data() + i * c.n_ff, c.n_ff);
+        }
+      },
+      row_cost);
   MatmulInto(w.w_down, s.ff_gate.data(), n, s.proj.data(), s, pool);
-  pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      AddInPlace(s.x.data() + i * c.n_embd, s.proj.data() + i * c.n_embd, c.n_embd);
-    }
-  }, row_cost);
+  pool.ParallelFor(
+      n,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          AddInPlace(s.x.data() + i * c.n_embd, s.proj.data() + i * c.n_embd, c.n_embd);
+        }
+      },
+      row_cost);
 }
 
 void Transformer::Gpt2Layer(int il, const ForwardBatch& batch, const KvLayerView& kv,
@@ -147,46 +166,62 @@ void Transformer::Gpt2Layer(int il, const ForwardBatch& batch, const KvLayerView
   const int n = batch.n_tokens();
   const int e = c.n_embd;
   const int64_t row_cost = RowCost(n, c);
-  pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      LayerNorm(s.x.data() + i * e, w.attn_norm.data(), w.attn_norm_bias.data(), e, c.norm_eps,
-                s.xn.data() + i * e);
-    }
-  }, row_cost);
+  pool.ParallelFor(
+      n,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          LayerNorm(s.x.data() + i * e, w.attn_norm.data(), w.attn_norm_bias.data(), e, c.norm_eps,
+                    s.xn.data() + i * e);
+        }
+      },
+      row_cost);
   MatmulInto(w.wqkv, s.xn.data(), n, s.qkv.data(), s, pool);
-  pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      float* qkv = s.qkv.data() + i * 3 * e;
-      AddInPlace(qkv, w.bqkv.data(), 3 * e);
-      std::memcpy(s.q.data() + i * e, qkv, sizeof(float) * e);
-      StoreKv(kv, batch.slots[i], qkv + e, qkv + 2 * e);
-    }
-  }, row_cost);
+  pool.ParallelFor(
+      n,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          float* qkv = s.qkv.data() + i * 3 * e;
+          AddInPlace(qkv, w.bqkv.data(), 3 * e);
+          std::memcpy(s.q.data() + i * e, qkv, sizeof(float) * e);
+          StoreKv(kv, batch.slots[i], qkv + e, qkv + 2 * e);
+        }
+      },
+      row_cost);
   Attention(batch, kv, s, pool);
   MatmulInto(w.wo, s.attn.data(), n, s.proj.data(), s, pool);
-  pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      float* x = s.x.data() + i * e;
-      AddInPlace(s.proj.data() + i * e, w.bo.data(), e);
-      AddInPlace(x, s.proj.data() + i * e, e);
-      LayerNorm(x, w.ffn_norm.data(), w.ffn_norm_bias.data(), e, c.norm_eps, s.xn.data() + i * e);
-    }
-  }, row_cost);
+  pool.ParallelFor(
+      n,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          float* x = s.x.data() + i * e;
+          AddInPlace(s.proj.data() + i * e, w.bo.data(), e);
+          AddInPlace(x, s.proj.data() + i * e, e);
+          LayerNorm(x, w.ffn_norm.data(), w.ffn_norm_bias.data(), e, c.norm_eps,
+                    s.xn.data() + i * e);
+        }
+      },
+      row_cost);
   MatmulInto(w.w_up, s.xn.data(), n, s.ff_up.data(), s, pool);
-  pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      float* ff = s.ff_up.data() + i * c.n_ff;
-      AddInPlace(ff, w.b_up.data(), c.n_ff);
-      GeluInPlace(ff, c.n_ff);
-    }
-  }, row_cost);
+  pool.ParallelFor(
+      n,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          float* ff = s.ff_up.data() + i * c.n_ff;
+          AddInPlace(ff, w.b_up.data(), c.n_ff);
+          GeluInPlace(ff, c.n_ff);
+        }
+      },
+      row_cost);
   MatmulInto(w.w_down, s.ff_up.data(), n, s.proj.data(), s, pool);
-  pool.ParallelFor(n, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      AddInPlace(s.proj.data() + i * e, w.b_down.data(), e);
-      AddInPlace(s.x.data() + i * e, s.proj.data() + i * e, e);
-    }
-  }, row_cost);
+  pool.ParallelFor(
+      n,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          AddInPlace(s.proj.data() + i * e, w.b_down.data(), e);
+          AddInPlace(s.x.data() + i * e, s.proj.data() + i * e, e);
+        }
+      },
+      row_cost);
 }
 
 void Transformer::Forward(const ForwardBatch& batch, std::span<const KvLayerView> kv,

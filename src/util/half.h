@@ -1,5 +1,5 @@
-// IEEE half (f16) and bfloat16 conversions, scalar and exact: round to nearest even on the way down,
-// exact on the way up. Kernels use the hardware instructions where available; these are the
+// IEEE half (f16) and bfloat16 conversions, scalar and exact: round to nearest even on the way
+// down, exact on the way up. Kernels use the hardware instructions where available; these are the
 // reference and are used wherever a single value is converted.
 #pragma once
 
@@ -38,7 +38,7 @@ inline uint16_t FloatToFp16(float f) {
   const uint32_t x = FloatBits(f);
   const uint32_t sign = (x >> 16) & 0x8000;
   const uint32_t abs = x & 0x7fffffff;
-  if (abs > 0x7f800000) return static_cast<uint16_t>(sign | 0x7e00);  // nan
+  if (abs > 0x7f800000) return static_cast<uint16_t>(sign | 0x7e00);   // nan
   if (abs >= 0x477ff000) return static_cast<uint16_t>(sign | 0x7c00);  // rounds to inf
   if (abs < 0x38800000) {
     // Result is subnormal or zero: scale so the integer part is the f16 mantissa, then round.

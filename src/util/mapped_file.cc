@@ -13,7 +13,8 @@ namespace kvserve {
 
 Result<MappedFile> MappedFile::Open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Result<MappedFile>::Error("cannot open '" + path + "': " + std::strerror(errno));
+  if (fd < 0)
+    return Result<MappedFile>::Error("cannot open '" + path + "': " + std::strerror(errno));
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);

@@ -18,8 +18,8 @@ std::string KvserveBinary() { return KVSERVE_BINARY; }
 
 std::string TempDir() {
   static const std::string dir = [] {
-    auto path = std::filesystem::temp_directory_path() /
-                ("kvserve-test-" + std::to_string(::getpid()));
+    auto path =
+        std::filesystem::temp_directory_path() / ("kvserve-test-" + std::to_string(::getpid()));
     std::filesystem::remove_all(path);
     std::filesystem::create_directories(path);
     return path.string();

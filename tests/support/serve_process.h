@@ -23,7 +23,6 @@
 #include "server/http_server.h"
 #include "support/paths.h"
 
-
 namespace kvserve::testing {
 
 using nlohmann::json;
@@ -128,7 +127,7 @@ struct Reply {
 };
 
 inline Reply Post(httplib::Client& client, const std::string& path, const std::string& body,
-           const httplib::Headers& headers = {}) {
+                  const httplib::Headers& headers = {}) {
   auto result = client.Post(path.c_str(), headers, body, "application/json");
   Reply reply;
   if (!result) return reply;
@@ -140,7 +139,7 @@ inline Reply Post(httplib::Client& client, const std::string& path, const std::s
 }
 
 inline Reply Post(httplib::Client& client, const std::string& path, const json& body,
-           const httplib::Headers& headers = {}) {
+                  const httplib::Headers& headers = {}) {
   return Post(client, path, body.dump(), headers);
 }
 
@@ -182,7 +181,8 @@ inline SseStream ParseSse(const std::string& text) {
 }
 
 // Concatenated text of choice `index` in a completion or chat stream.
-inline std::string StreamText(const SseStream& stream, int index, std::string* finish_reason = nullptr) {
+inline std::string StreamText(const SseStream& stream, int index,
+                              std::string* finish_reason = nullptr) {
   std::string text;
   for (const json& event : stream.events) {
     for (const json& choice : event.value("choices", json::array())) {
