@@ -9,6 +9,7 @@ packages=(
   nlohmann-json3-dev               # JSON (CLI output, server)
   libcpp-httplib-dev               # HTTP server
   clang libclang-rt-14-dev         # libFuzzer harnesses and sanitizer runtime
+  clang-format                     # scripts/format.sh --check (CI)
 )
 
 missing=()
