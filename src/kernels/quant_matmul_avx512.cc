@@ -1,20 +1,24 @@
 // AVX-512 VNNI tiles for Q8_0 / Q4_0 weights against Q8_0 activations.
 //
-// Accumulation order of y[i][j] (the determinism contract of kernels.h): blocks are taken in pairs
-// (0,1), (2,3), ... (a last odd block is paired with an all-zero block of scale 0). For a pair,
-// vpdpbusd yields 16 exact int32 partial sums, lanes 0-7 from the first block and 8-15 from the
-// second (4 products per lane); each lane is converted to float and fused-multiply-added, times
-// dw * dx of its block, into that lane of one 16-lane float accumulator. After the last pair the
-// lanes are added by HSum's fixed tree. Nothing depends on m, on the n range, or on the tile shape.
+// Accumulation order of y[i][j] (the determinism contract of kernels.h): one float lane per output
+// element. Block b (in increasing b) contributes its exact int32 dot product isum (the order of the
+// integer additions cannot matter), converted to float, in one fused multiply-add:
+//   acc = fma(float(isum), dw_b * dx_b, acc), starting from acc = 0; y = acc.
+// Both paths below compute exactly this, with 16 weight rows in the 16 lanes of a vector; they only
+// differ in how they get the exact integer dots. Nothing depends on m, on the n range, or on the
+// tile shape (rows past n_end are computed from a clamped row and never stored).
 //
 // The sign trick: vpdpbusd multiplies unsigned by signed bytes. The weights are made unsigned by an
-// offset (Q8_0: w + 128, stored as w ^ 0x80; Q4_0: the raw nibble, w + 8, see LoadWPair for the
-// high nibbles), and the activation side
-// carries the correction: each lane's accumulator starts at -offset * (sum of its 4 activation
-// quants), so the integer sums are exact for any quants, -128 included.
+// offset (Q8_0: w + 128, as w ^ 0x80; Q4_0: the raw nibble, w + 8) and the activation side carries
+// the correction, -offset * (sum of the activation quants), so the integer sums are exact for any
+// quants, -128 included.
 //
-// Activation rows are repacked once per block of rows (XPair below) into a thread-local buffer, so
-// the inner loop loads each activation vector, correction and scale with one instruction.
+// - m == 1 (decode, bandwidth bound): each weight row's block pair is multiplied in its natural
+//   layout (16 int32 lanes, 8 per block), and a permute-add tree turns 16 rows of those into one
+//   vector of block sums per block, lane = row.
+// - m > 1: each group of 16 weight rows is transposed once (gathers) into a thread-local buffer,
+//   dword d of every row side by side, and reused for every activation row: 8 vpdpbusd per block
+//   against broadcast activation dwords give the 16 block sums directly.
 // GCC 12 reports its own _mm512_undefined_* placeholders inside the intrinsic headers as
 // uninitialized (GCC bug 105593); the warnings point into the header, so silence them there only.
 #pragma GCC diagnostic push
@@ -29,245 +33,333 @@
 #include <cstring>
 
 #include "kernels/quant_matmul.h"
-#include "kernels/tile_walk.h"
 
 namespace kvserve::avx512 {
 
 namespace {
 
-// Register tile for m > 1 (16 accumulators) and for m == 1 (8 weight rows side by side).
-constexpr int kMr = 4;
-constexpr int kNr = 4;
-constexpr int kNrDecode = 8;
+constexpr int kLanes = 16;  // weight rows per vector
+// Activation rows per register tile (m > 1).
+constexpr int kMr = 6;
 // Repacked activation rows per block: about this many bytes, so the block stays in L2.
 constexpr size_t kXBlockBytes = 512 << 10;
 
 // Two consecutive Q8_0 activation blocks, repacked. 192 bytes.
 struct alignas(64) XPair {
-  int8_t q[64];          // quants of block 2p, then of block 2p + 1 (zeros if absent)
-  int32_t neg_corr[16];  // per lane: -offset * (sum of the lane's 4 quants)
-  float scale[16];       // dx of block 2p in lanes 0-7, of block 2p + 1 in lanes 8-15
+  int8_t q[64];           // quants of block 2p, then of block 2p + 1 (zeros if absent)
+  int32_t neg_corr[16];   // per lane: -offset * (sum of the lane's 4 quants)
+  float dx[2];            // scales of the two blocks (0 if absent)
+  int32_t block_corr[2];  // -offset * (sum of the block's quants)
+  int32_t pad[12];
 };
 static_assert(sizeof(XPair) == 192);
 
-// A growable 64-byte-aligned buffer, one per thread. Freed at thread exit.
+// One block of a transposed 16-row weight group: q[d] holds dword d of the 32 unsigned weight bytes
+// (elements 4d .. 4d + 3) of every row, lane = row; scale[l] = dw of row l.
+struct alignas(64) WBlock16 {
+  uint8_t q[8][64];
+  float scale[16];
+};
+
+// A growable 64-byte-aligned buffer, one per thread and use. Freed at thread exit.
 class Scratch {
  public:
   ~Scratch() { std::free(data_); }
-  XPair* Get(size_t count) {
-    if (count > count_) {
+  void* Get(size_t bytes) {
+    if (bytes > bytes_) {
       std::free(data_);
-      data_ = static_cast<XPair*>(std::aligned_alloc(alignof(XPair), count * sizeof(XPair)));
-      count_ = data_ != nullptr ? count : 0;
+      bytes = (bytes + 63) / 64 * 64;
+      data_ = std::aligned_alloc(64, bytes);
+      bytes_ = data_ != nullptr ? bytes : 0;
     }
     return data_;
   }
 
  private:
-  XPair* data_ = nullptr;
-  size_t count_ = 0;
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
 };
 
-thread_local Scratch tls_scratch;
+thread_local Scratch tls_x_scratch;
+thread_local Scratch tls_w_scratch;
 
-inline float HSum(__m512 v) {
-  const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-  b = _mm_add_ps(b, _mm_movehl_ps(b, b));
-  b = _mm_add_ss(b, _mm_movehdup_ps(b));
-  return _mm_cvtss_f32(b);
-}
-
-inline uint16_t ScaleBits(const uint8_t* block) {
+inline float F16ToF32(const uint8_t* p) {
   uint16_t s;
-  std::memcpy(&s, block, sizeof(s));
-  return s;
+  std::memcpy(&s, p, sizeof(s));
+  return _cvtsh_ss(s);
 }
 
-// [s0 x 8, s1 x 8] as floats, from two f16 scales.
-inline __m512 PairScale(uint16_t s0, uint16_t s1) {
-  const __m256i h = _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(s1)),
-                                     _mm_set1_epi16(static_cast<short>(s0)));
-  return _mm512_cvtph_ps(h);
+inline int32_t LoadI32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
 }
-
-inline __m256i Load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-inline __m128i Load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
 
 enum class QType { kQ8_0, kQ4_0 };
 
-// Repacks activation row x (n_blocks Q8_0 blocks) into (n_blocks + 1) / 2 pairs, for weights of
-// type Q (see LoadWPair for the lane layout the corrections and scales must match).
+template <QType Q>
+constexpr size_t kBlockBytes = Q == QType::kQ8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
+template <QType Q>
+constexpr int kOffset = Q == QType::kQ8_0 ? 128 : 8;
+
+// Repacks activation row x (n_blocks Q8_0 blocks) into (n_blocks + 1) / 2 pairs.
 template <QType Q>
 void RepackRow(const uint8_t* x, int n_blocks, XPair* out) {
-  // Per 128-bit lane (16 elements): the weight offset, and the factor the lane's scale carries.
-  // Q4_0 high nibbles stay in place (16 * nibble), so their lanes carry 16 * 8 and 1/16; the
-  // integer sums are then 16 times the true ones and the products identical (powers of two).
-  const __m512i offset_bytes =
-      Q == QType::kQ8_0
-          ? _mm512_set1_epi8(static_cast<char>(128))
-          : _mm512_set_epi32(0x80808080, 0x80808080, 0x80808080, 0x80808080, 0x08080808, 0x08080808,
-                             0x08080808, 0x08080808, 0x80808080, 0x80808080, 0x80808080, 0x80808080,
-                             0x08080808, 0x08080808, 0x08080808, 0x08080808);
-  const __m512 lane_factor = Q == QType::kQ8_0
-                                 ? _mm512_set1_ps(1.0f)
-                                 : _mm512_set_ps(0.0625f, 0.0625f, 0.0625f, 0.0625f, 1, 1, 1, 1,
-                                                 0.0625f, 0.0625f, 0.0625f, 0.0625f, 1, 1, 1, 1);
+  const __m512i offset_bytes = _mm512_set1_epi8(static_cast<char>(kOffset<Q>));
   for (int p = 0; 2 * p < n_blocks; ++p) {
     const uint8_t* b0 = x + sizeof(BlockQ8_0) * (2 * p);
     const uint8_t* b1 = b0 + sizeof(BlockQ8_0);
     const bool has_b1 = 2 * p + 1 < n_blocks;
-    const __m256i lo = Load256(b0 + 2);
-    const __m256i hi = has_b1 ? Load256(b1 + 2) : _mm256_setzero_si256();
+    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + 2));
+    const __m256i hi = has_b1 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b1 + 2))
+                              : _mm256_setzero_si256();
     const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-    const __m512i corr = _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset_bytes, q);
+    const __m512i neg = _mm512_sub_epi32(
+        _mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset_bytes, q));
     _mm512_store_si512(out[p].q, q);
-    _mm512_store_si512(out[p].neg_corr, _mm512_sub_epi32(_mm512_setzero_si512(), corr));
-    const __m512 scale = PairScale(ScaleBits(b0), has_b1 ? ScaleBits(b1) : 0);
-    _mm512_store_ps(out[p].scale, _mm512_mul_ps(scale, lane_factor));
+    _mm512_store_si512(out[p].neg_corr, neg);
+    out[p].block_corr[0] = _mm512_mask_reduce_add_epi32(0x00ff, neg);
+    out[p].block_corr[1] = _mm512_mask_reduce_add_epi32(0xff00, neg);
+    out[p].dx[0] = F16ToF32(b0);
+    out[p].dx[1] = has_b1 ? F16ToF32(b1) : 0.0f;
+    for (int i = 0; i < 12; ++i) out[p].pad[i] = 0;
   }
 }
 
-template <QType Q>
-constexpr size_t kBlockBytes = Q == QType::kQ8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
-
-// The scales of weight pair p as [dw0 x 8, dw1 x 8]: one masked load of the two f16 words (no
-// byte past the second scale is touched), one word permute, one conversion.
-template <QType Q, bool kHalf>
-inline __m512 WPairScale(const uint8_t* b0) {
-  constexpr int kWord1 = static_cast<int>(kBlockBytes<Q> / 2);  // Q8_0: 17, Q4_0: 9
-  constexpr __mmask32 kMask = kHalf ? 1u : (1u | (1u << kWord1));
-  const __m512i words = _mm512_maskz_loadu_epi16(kMask, b0);
-  const __m512i index = _mm512_zextsi256_si512(_mm256_setr_epi16(
-      0, 0, 0, 0, 0, 0, 0, 0, kWord1, kWord1, kWord1, kWord1, kWord1, kWord1, kWord1, kWord1));
-  return _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(index, words)));
+// The block step shared by both paths: acc = fma(float(isum), dw * dx, acc), lane = weight row.
+inline __m512 BlockStep(__m512i isum, __m512 dw, float dx, __m512 acc) {
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(dx)), acc);
 }
 
-// Weight pair p of row w as unsigned bytes and its scale vector. Q8_0: w + 128 (as w ^ 0x80), in
-// element order. Q4_0, per 128-bit lane: low nibbles of block 2p (w + 8), its high nibbles in place
-// (16 * (w + 8)), then the same for block 2p + 1; RepackRow<kQ4_0> matches the corrections and
-// scales to this. kHalf: only block 2p exists; the second half is zero with scale 0.
+// dw of block b of the 16 rows at row_offsets from w (f16, exact as float).
+template <QType Q>
+inline __m512 GatherScales(const uint8_t* w, __m512i row_offsets, int b) {
+  const __m512i words =
+      _mm512_i32gather_epi32(row_offsets, w + kBlockBytes<Q> * static_cast<size_t>(b), 1);
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words));
+}
+
+// Row offsets (bytes from the group's first row) of the 16 rows of group j0, rows past n_end
+// clamped to the last valid one (their lanes are computed but never stored).
+inline __m512i RowOffsets(int j0, int n_end, size_t row_bytes) {
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i rows = _mm512_min_epi32(lane, _mm512_set1_epi32(n_end - 1 - j0));
+  return _mm512_mullo_epi32(rows, _mm512_set1_epi32(static_cast<int>(row_bytes)));
+}
+
+inline __mmask16 StoreMask(int j0, int n_end) {
+  const int valid = n_end - j0;
+  return valid >= kLanes ? static_cast<__mmask16>(0xffff)
+                         : static_cast<__mmask16>((1u << valid) - 1u);
+}
+
+// ---- m == 1 ----
+
+// Weight pair p of row w as unsigned bytes in element order: block 2p, then block 2p + 1 (zero if
+// kHalf).
 template <QType Q, bool kHalf>
-inline void LoadWPair(const uint8_t* w, int p, __m512i* quants, __m512* scale) {
+inline __m512i LoadWPair(const uint8_t* w, int p) {
   const uint8_t* b0 = w + kBlockBytes<Q> * (2 * p);
   const uint8_t* b1 = b0 + kBlockBytes<Q>;
   if constexpr (Q == QType::kQ8_0) {
-    const __m256i hi = kHalf ? _mm256_setzero_si256() : Load256(b1 + 2);
-    const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(Load256(b0 + 2)), hi, 1);
-    *quants = _mm512_xor_si512(q, _mm512_set1_epi8(static_cast<char>(0x80)));
+    const __m256i hi = kHalf ? _mm256_setzero_si256()
+                             : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b1 + 2));
+    const __m512i q = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + 2))), hi,
+        1);
+    return _mm512_xor_si512(q, _mm512_set1_epi8(static_cast<char>(0x80)));
   } else {
-    const __m256i q0 = _mm256_broadcastsi128_si256(Load128(b0 + 2));
-    const __m256i q1 =
-        kHalf ? _mm256_setzero_si256() : _mm256_broadcastsi128_si256(Load128(b1 + 2));
-    const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
-    const __m512i nibble_mask =
-        _mm512_set_epi32(-0x0f0f0f10, -0x0f0f0f10, -0x0f0f0f10, -0x0f0f0f10, 0x0f0f0f0f, 0x0f0f0f0f,
-                         0x0f0f0f0f, 0x0f0f0f0f, -0x0f0f0f10, -0x0f0f0f10, -0x0f0f0f10, -0x0f0f0f10,
-                         0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f);
-    *quants = _mm512_and_si512(q, nibble_mask);
+    const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + 2));
+    const __m128i q1 =
+        kHalf ? _mm_setzero_si128() : _mm_loadu_si128(reinterpret_cast<const __m128i*>(b1 + 2));
+    const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(q0)),
+                                         _mm256_broadcastsi128_si256(q1), 1);
+    // 128-bit lanes: low nibbles of block 2p (elements 0-15), its high nibbles (16-31), then the
+    // same for block 2p + 1.
+    constexpr int64_t kFour = 0x0004000400040004;
+    const __m512i shifts = _mm512_set_epi64(kFour, kFour, 0, 0, kFour, kFour, 0, 0);
+    return _mm512_and_si512(_mm512_srlv_epi16(q, shifts), _mm512_set1_epi8(0x0f));
   }
-  *scale = WPairScale<Q, kHalf>(b0);
 }
 
-template <QType Q, int MR, int NR, bool kHalf>
-inline void PairStep(const uint8_t* const* w, const XPair* const* x, int p, __m512 (*acc)[NR]) {
-  __m512i wq[NR];
-  __m512 ws[NR];
-  for (int c = 0; c < NR; ++c) LoadWPair<Q, kHalf>(w[c], p, &wq[c], &ws[c]);
-  for (int r = 0; r < MR; ++r) {
-    const XPair& xp = x[r][p];
-    const __m512i xq = _mm512_load_si512(xp.q);
-    const __m512i nc = _mm512_load_si512(xp.neg_corr);
-    const __m512 xs = _mm512_load_ps(xp.scale);
-    for (int c = 0; c < NR; ++c) {
-      const __m512i isum = _mm512_dpbusd_epi32(nc, wq[c], xq);
-      acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(ws[c], xs), acc[r][c]);
+// Adds adjacent lane pairs of a (into lanes 0-7) and of b (into lanes 8-15).
+inline __m512i PairAdd(__m512i a, __m512i b) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  return _mm512_add_epi32(_mm512_permutex2var_epi32(a, even, b),
+                          _mm512_permutex2var_epi32(a, odd, b));
+}
+
+// Pair p for the 16 rows: the exact block sums of block 2p (*sa) and 2p + 1 (*sb), lane = row.
+template <QType Q, bool kHalf>
+inline void PairSums(const uint8_t* const* w, const XPair& xp, int p, __m512i* sa, __m512i* sb) {
+  const __m512i xq = _mm512_load_si512(xp.q);
+  const __m512i nc = _mm512_load_si512(xp.neg_corr);
+  __m512i v[8];
+  for (int l = 0; l < 8; ++l) {
+    // Lanes 0-7: block 2p of row 2l, lanes 8-15 of row 2l + 1 ... after one PairAdd: 4 lanes each.
+    v[l] = PairAdd(_mm512_dpbusd_epi32(nc, LoadWPair<Q, kHalf>(w[2 * l], p), xq),
+                   _mm512_dpbusd_epi32(nc, LoadWPair<Q, kHalf>(w[2 * l + 1], p), xq));
+  }
+  for (int l = 0; l < 4; ++l) v[l] = PairAdd(v[2 * l], v[2 * l + 1]);
+  for (int l = 0; l < 2; ++l) v[l] = PairAdd(v[2 * l], v[2 * l + 1]);
+  // v[0]: rows 0-7 as (block 2p, block 2p + 1) lane pairs; v[1]: rows 8-15.
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  *sa = _mm512_permutex2var_epi32(v[0], even, v[1]);
+  *sb = _mm512_permutex2var_epi32(v[0], odd, v[1]);
+}
+
+template <QType Q>
+void DecodeGroup(const MatmulTile& t, const XPair* x, int j0) {
+  const int n_blocks = t.k / 32;
+  const uint8_t* base = t.w + static_cast<size_t>(j0) * t.w_row_bytes;
+  const uint8_t* w[kLanes];
+  for (int l = 0; l < kLanes; ++l) {
+    const int row = j0 + l < t.n_end ? j0 + l : t.n_end - 1;
+    w[l] = t.w + static_cast<size_t>(row) * t.w_row_bytes;
+  }
+  const __m512i offsets = RowOffsets(j0, t.n_end, t.w_row_bytes);
+  __m512 acc = _mm512_setzero_ps();
+  const int full_pairs = n_blocks / 2;
+  for (int p = 0; p < full_pairs; ++p) {
+    __m512i sa, sb;
+    PairSums<Q, false>(w, x[p], p, &sa, &sb);
+    acc = BlockStep(sa, GatherScales<Q>(base, offsets, 2 * p), x[p].dx[0], acc);
+    acc = BlockStep(sb, GatherScales<Q>(base, offsets, 2 * p + 1), x[p].dx[1], acc);
+  }
+  if (n_blocks % 2 != 0) {
+    __m512i sa, sb;
+    PairSums<Q, true>(w, x[full_pairs], full_pairs, &sa, &sb);
+    acc = BlockStep(sa, GatherScales<Q>(base, offsets, 2 * full_pairs), x[full_pairs].dx[0], acc);
+  }
+  _mm512_mask_storeu_ps(t.y + j0, StoreMask(j0, t.n_end), acc);
+}
+
+// ---- m > 1 ----
+
+// Transposes the 16 rows of group j0 into out[0 .. n_blocks).
+template <QType Q>
+void TransposeGroup(const MatmulTile& t, int j0, WBlock16* out) {
+  const int n_blocks = t.k / 32;
+  const uint8_t* base = t.w + static_cast<size_t>(j0) * t.w_row_bytes;
+  const __m512i offsets = RowOffsets(j0, t.n_end, t.w_row_bytes);
+  for (int b = 0; b < n_blocks; ++b) {
+    const uint8_t* quants = base + kBlockBytes<Q> * static_cast<size_t>(b) + 2;
+    if constexpr (Q == QType::kQ8_0) {
+      for (int d = 0; d < 8; ++d) {
+        const __m512i g = _mm512_i32gather_epi32(offsets, quants + 4 * d, 1);
+        _mm512_store_si512(out[b].q[d],
+                           _mm512_xor_si512(g, _mm512_set1_epi8(static_cast<char>(0x80))));
+      }
+    } else {
+      const __m512i low = _mm512_set1_epi8(0x0f);
+      for (int d = 0; d < 4; ++d) {
+        const __m512i g = _mm512_i32gather_epi32(offsets, quants + 4 * d, 1);
+        _mm512_store_si512(out[b].q[d], _mm512_and_si512(g, low));
+        _mm512_store_si512(out[b].q[4 + d], _mm512_and_si512(_mm512_srli_epi32(g, 4), low));
+      }
+    }
+    _mm512_store_ps(out[b].scale, GatherScales<Q>(base, offsets, b));
+  }
+}
+
+// Activation rows x[0 .. MR) against one transposed group; y[r] + j0 gets the group's outputs.
+template <int MR>
+void GroupTile(const WBlock16* wt, int n_blocks, const XPair* const* x, float* const* y,
+               __mmask16 mask) {
+  __m512 acc[MR];
+  for (int r = 0; r < MR; ++r) acc[r] = _mm512_setzero_ps();
+  for (int b = 0; b < n_blocks; ++b) {
+    __m512i wq[8];
+    for (int d = 0; d < 8; ++d) wq[d] = _mm512_load_si512(wt[b].q[d]);
+    const __m512 dw = _mm512_load_ps(wt[b].scale);
+    const int p = b / 2, h = b % 2;
+    for (int r = 0; r < MR; ++r) {
+      const XPair& xp = x[r][p];
+      const int8_t* xq = xp.q + 32 * h;
+      __m512i s0 = _mm512_set1_epi32(xp.block_corr[h]);
+      __m512i s1 = _mm512_setzero_si512();
+      for (int d = 0; d < 4; ++d) {
+        s0 = _mm512_dpbusd_epi32(s0, wq[d], _mm512_set1_epi32(LoadI32(xq + 4 * d)));
+        s1 = _mm512_dpbusd_epi32(s1, wq[4 + d], _mm512_set1_epi32(LoadI32(xq + 16 + 4 * d)));
+      }
+      acc[r] = BlockStep(_mm512_add_epi32(s0, s1), dw, xp.dx[h], acc[r]);
     }
   }
+  for (int r = 0; r < MR; ++r) _mm512_mask_storeu_ps(y[r], mask, acc[r]);
 }
 
-// The activation rows of the current block, repacked: row i is at rows + (i - m0) * n_pairs.
-struct Packed {
-  const XPair* rows;
-  int m0;
-  int n_pairs;
-};
-
-template <QType Q, int MR, int NR>
-void QuantTile(const MatmulTile& t, const Packed& packed, int i0, int j0) {
-  const int n_blocks = t.k / 32;
-  const uint8_t* w[NR];
+template <int MR>
+void GroupTileRows(const MatmulTile& t, const WBlock16* wt, const XPair* packed, int n_pairs,
+                   int m0, int i0, int j0) {
   const XPair* x[MR];
-  for (int c = 0; c < NR; ++c) w[c] = t.w + static_cast<size_t>(j0 + c) * t.w_row_bytes;
+  float* y[MR];
   for (int r = 0; r < MR; ++r) {
-    x[r] = packed.rows + static_cast<size_t>(i0 + r - packed.m0) * packed.n_pairs;
+    x[r] = packed + static_cast<size_t>(i0 + r - m0) * n_pairs;
+    y[r] = t.y + static_cast<size_t>(i0 + r) * t.ldy + j0;
   }
-  __m512 acc[MR][NR];
-  for (int r = 0; r < MR; ++r) {
-    for (int c = 0; c < NR; ++c) acc[r][c] = _mm512_setzero_ps();
-  }
-  const int full_pairs = n_blocks / 2;
-  for (int p = 0; p < full_pairs; ++p) PairStep<Q, MR, NR, false>(w, x, p, acc);
-  if (n_blocks % 2 != 0) PairStep<Q, MR, NR, true>(w, x, full_pairs, acc);
-  for (int r = 0; r < MR; ++r) {
-    float* y = t.y + static_cast<size_t>(i0 + r) * t.ldy + j0;
-    for (int c = 0; c < NR; ++c) y[c] = HSum(acc[r][c]);
-  }
-}
-
-template <QType Q, int NR>
-void QuantTileRows(const MatmulTile& t, const Packed& packed, int i0, int mr, int j0) {
-  switch (mr) {
-    case 1:
-      return QuantTile<Q, 1, NR>(t, packed, i0, j0);
-    case 2:
-      return QuantTile<Q, 2, NR>(t, packed, i0, j0);
-    case 3:
-      return QuantTile<Q, 3, NR>(t, packed, i0, j0);
-    case 4:
-      return QuantTile<Q, 4, NR>(t, packed, i0, j0);
-  }
-  assert(false && "QuantTileRows: bad row count");
+  GroupTile<MR>(wt, t.k / 32, x, y, StoreMask(j0, t.n_end));
 }
 
 template <QType Q>
 void MatmulQuant(const MatmulTile& t) {
   assert(t.k % 32 == 0 && t.m >= 0 && t.n_begin <= t.n_end);
-  const int n_blocks = t.k / 32;
-  const int n_pairs = (n_blocks + 1) / 2;
-  const size_t row_bytes = sizeof(XPair) * static_cast<size_t>(n_pairs > 0 ? n_pairs : 1);
-  const int m_block = t.m == 1 ? 1 : static_cast<int>(kXBlockBytes / row_bytes / kMr * kMr);
-  const int rows_per_block = m_block < kMr ? kMr : m_block;
-  Packed packed{.rows = tls_scratch.Get(static_cast<size_t>(rows_per_block) * n_pairs + 1),
-                .m0 = 0,
-                .n_pairs = n_pairs};
-  XPair* buffer = const_cast<XPair*>(packed.rows);
-  assert(buffer != nullptr);
-  const auto repack = [&](int m0, int m1) {
-    packed.m0 = m0;
-    for (int i = m0; i < m1; ++i) {
-      RepackRow<Q>(t.x + static_cast<size_t>(i) * t.x_row_bytes, n_blocks,
-                   buffer + static_cast<size_t>(i - m0) * n_pairs);
+  if (t.m == 0 || t.n_begin == t.n_end || t.k == 0) {
+    for (int i = 0; i < t.m; ++i) {
+      for (int j = t.n_begin; j < t.n_end; ++j) t.y[static_cast<size_t>(i) * t.ldy + j] = 0.0f;
     }
-  };
-  if (t.m == 1) {
-    WalkTiles<1, kNrDecode>(1, t.n_begin, t.n_end, 1, repack, [&](int i0, int, int j0, int nr) {
-      if (nr == kNrDecode) {
-        QuantTile<Q, 1, kNrDecode>(t, packed, i0, j0);
-      } else {
-        QuantTile<Q, 1, 1>(t, packed, i0, j0);
-      }
-    });
     return;
   }
-  WalkTiles<kMr, kNr>(t.m, t.n_begin, t.n_end, m_block, repack,
-                      [&](int i0, int mr, int j0, int nr) {
-                        if (nr == kNr) {
-                          QuantTileRows<Q, kNr>(t, packed, i0, mr, j0);
-                        } else {
-                          QuantTileRows<Q, 1>(t, packed, i0, mr, j0);
-                        }
-                      });
+  const int n_blocks = t.k / 32;
+  const int n_pairs = (n_blocks + 1) / 2;
+  const size_t row_bytes = sizeof(XPair) * static_cast<size_t>(n_pairs);
+  int m_block = t.m == 1 ? 1 : static_cast<int>(kXBlockBytes / row_bytes / kMr * kMr);
+  if (m_block < kMr) m_block = kMr;
+  const int rows_per_block = t.m < m_block ? t.m : m_block;
+  XPair* packed = static_cast<XPair*>(tls_x_scratch.Get(
+      sizeof(XPair) * static_cast<size_t>(rows_per_block) * static_cast<size_t>(n_pairs)));
+  assert(packed != nullptr);
+  if (t.m == 1) {
+    RepackRow<Q>(t.x, n_blocks, packed);
+    for (int j0 = t.n_begin; j0 < t.n_end; j0 += kLanes) DecodeGroup<Q>(t, packed, j0);
+    return;
+  }
+  WBlock16* wt =
+      static_cast<WBlock16*>(tls_w_scratch.Get(sizeof(WBlock16) * static_cast<size_t>(n_blocks)));
+  assert(wt != nullptr);
+  for (int m0 = 0; m0 < t.m; m0 += m_block) {
+    const int m1 = t.m - m0 < m_block ? t.m : m0 + m_block;
+    for (int i = m0; i < m1; ++i) {
+      RepackRow<Q>(t.x + static_cast<size_t>(i) * t.x_row_bytes, n_blocks,
+                   packed + static_cast<size_t>(i - m0) * n_pairs);
+    }
+    for (int j0 = t.n_begin; j0 < t.n_end; j0 += kLanes) {
+      TransposeGroup<Q>(t, j0, wt);
+      for (int i = m0; i < m1; i += kMr) {
+        switch (m1 - i < kMr ? m1 - i : kMr) {
+          case 1:
+            GroupTileRows<1>(t, wt, packed, n_pairs, m0, i, j0);
+            break;
+          case 2:
+            GroupTileRows<2>(t, wt, packed, n_pairs, m0, i, j0);
+            break;
+          case 3:
+            GroupTileRows<3>(t, wt, packed, n_pairs, m0, i, j0);
+            break;
+          case 4:
+            GroupTileRows<4>(t, wt, packed, n_pairs, m0, i, j0);
+            break;
+          case 5:
+            GroupTileRows<5>(t, wt, packed, n_pairs, m0, i, j0);
+            break;
+          case 6:
+            GroupTileRows<6>(t, wt, packed, n_pairs, m0, i, j0);
+            break;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
