@@ -13,31 +13,6 @@ constexpr uint32_t kGgufMagic = 0x46554747;  // "GGUF" little-endian
 constexpr uint32_t kMaxDims = 4;
 constexpr uint64_t kMaxAlignment = 1u << 20;
 
-// Size in bytes of one scalar element of `type`; 0 for string and array.
-uint64_t ScalarSize(GgufValueType type) {
-  switch (type) {
-    case GgufValueType::kUint8:
-    case GgufValueType::kInt8:
-    case GgufValueType::kBool:
-      return 1;
-    case GgufValueType::kUint16:
-    case GgufValueType::kInt16:
-      return 2;
-    case GgufValueType::kUint32:
-    case GgufValueType::kInt32:
-    case GgufValueType::kFloat32:
-      return 4;
-    case GgufValueType::kUint64:
-    case GgufValueType::kInt64:
-    case GgufValueType::kFloat64:
-      return 8;
-    case GgufValueType::kString:
-    case GgufValueType::kArray:
-      return 0;
-  }
-  return 0;
-}
-
 bool IsKnownValueType(uint32_t type) { return type <= 12; }
 
 bool IsIntegerType(GgufValueType type) {
@@ -68,7 +43,7 @@ T LoadLe(const uint8_t* p) {
   return value;
 }
 
-// Decodes one scalar element (the caller has checked that ScalarSize(type) bytes are present).
+// Decodes one scalar element (the caller has checked that GgufScalarBytes(type) bytes are present).
 void DecodeScalar(GgufValueType type, const uint8_t* p, GgufValue* out) {
   switch (type) {
     case GgufValueType::kUint8:
@@ -118,6 +93,30 @@ const char* GgufValueTypeName(GgufValueType type) {
                                        "uint64", "int64",   "float64"};
   const auto index = static_cast<uint32_t>(type);
   return index < 13 ? kNames[index] : "unknown";
+}
+
+uint64_t GgufScalarBytes(GgufValueType type) {
+  switch (type) {
+    case GgufValueType::kUint8:
+    case GgufValueType::kInt8:
+    case GgufValueType::kBool:
+      return 1;
+    case GgufValueType::kUint16:
+    case GgufValueType::kInt16:
+      return 2;
+    case GgufValueType::kUint32:
+    case GgufValueType::kInt32:
+    case GgufValueType::kFloat32:
+      return 4;
+    case GgufValueType::kUint64:
+    case GgufValueType::kInt64:
+    case GgufValueType::kFloat64:
+      return 8;
+    case GgufValueType::kString:
+    case GgufValueType::kArray:
+      return 0;
+  }
+  return 0;
 }
 
 std::string TensorInfo::ShapeString() const {
@@ -227,7 +226,7 @@ class GgufParser {
   Status ParseValue(const std::string& what, GgufValue* value) {
     if (value->type == GgufValueType::kString) return ReadString(what, &value->str);
     if (value->type != GgufValueType::kArray) {
-      const uint64_t n = ScalarSize(value->type);
+      const uint64_t n = GgufScalarBytes(value->type);
       KVSERVE_RETURN_IF_ERROR(Need(n, what));
       DecodeScalar(value->type, bytes_ + pos_, value);
       pos_ += n;
@@ -253,7 +252,7 @@ class GgufParser {
       }
       return Status::Ok();
     }
-    auto n_bytes = CheckedMul(value->array_size, ScalarSize(value->array_type));
+    auto n_bytes = CheckedMul(value->array_size, GgufScalarBytes(value->array_type));
     if (!n_bytes || *n_bytes > Remaining()) {
       return Error(what + " array size " + std::to_string(value->array_size) +
                    " exceeds what the file can hold");
@@ -536,7 +535,7 @@ Result<std::vector<float>> GgufFile::GetFloatArray(std::string_view key) const {
     return WrongType(source_name_, key, v.type, "array of float32");
   }
   std::vector<float> out(v.array_size);
-  const uint64_t stride = ScalarSize(v.array_type);
+  const uint64_t stride = GgufScalarBytes(v.array_type);
   for (uint64_t i = 0; i < v.array_size; ++i) {
     GgufValue element;
     DecodeScalar(v.array_type, v.array_data + i * stride, &element);
@@ -553,7 +552,7 @@ Result<std::vector<int64_t>> GgufFile::GetIntArray(std::string_view key) const {
     return WrongType(source_name_, key, v.type, "array of integers");
   }
   std::vector<int64_t> out(v.array_size);
-  const uint64_t stride = ScalarSize(v.array_type);
+  const uint64_t stride = GgufScalarBytes(v.array_type);
   for (uint64_t i = 0; i < v.array_size; ++i) {
     GgufValue element;
     DecodeScalar(v.array_type, v.array_data + i * stride, &element);

@@ -35,6 +35,8 @@ enum class GgufValueType : uint32_t {
 };
 
 const char* GgufValueTypeName(GgufValueType type);
+// Bytes of one scalar element of `type`; 0 for string and array.
+uint64_t GgufScalarBytes(GgufValueType type);
 
 // One metadata value. Scalars are decoded; strings and arrays point into the mapping.
 struct GgufValue {

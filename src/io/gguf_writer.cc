@@ -28,24 +28,6 @@ std::vector<uint8_t> Scalar(GgufValueType type, T value) {
   return out;
 }
 
-uint64_t ElementBytes(GgufValueType type) {
-  switch (type) {
-    case GgufValueType::kUint8:
-    case GgufValueType::kInt8:
-    case GgufValueType::kBool:
-      return 1;
-    case GgufValueType::kUint16:
-    case GgufValueType::kInt16:
-      return 2;
-    case GgufValueType::kUint32:
-    case GgufValueType::kInt32:
-    case GgufValueType::kFloat32:
-      return 4;
-    default:
-      return 8;
-  }
-}
-
 }  // namespace
 
 void GgufWriter::Set(const std::string& key, std::vector<uint8_t> encoded) {
@@ -127,7 +109,7 @@ void GgufWriter::CopyValue(const std::string& key, const GgufValue& value) {
           n_bytes += 8 + length;
         }
       } else {
-        n_bytes = value.array_size * ElementBytes(value.array_type);
+        n_bytes = value.array_size * GgufScalarBytes(value.array_type);
       }
       out.insert(out.end(), value.array_data, value.array_data + n_bytes);
       break;
@@ -141,8 +123,8 @@ void GgufWriter::CopyValue(const std::string& key, const GgufValue& value) {
     default: {
       const uint64_t raw = value.u;  // integers and bool: low bytes, little-endian
       const size_t at = out.size();
-      out.resize(at + ElementBytes(value.type));
-      std::memcpy(out.data() + at, &raw, ElementBytes(value.type));
+      out.resize(at + GgufScalarBytes(value.type));
+      std::memcpy(out.data() + at, &raw, GgufScalarBytes(value.type));
     }
   }
   Set(key, std::move(out));
