@@ -11,7 +11,6 @@
 
 namespace kvserve {
 
-enum class KvType : uint8_t { kF32, kF16, kBF16 };
 const char* KvTypeName(KvType type);
 size_t KvTypeBytes(KvType type);
 

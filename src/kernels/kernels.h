@@ -36,6 +36,39 @@ struct MatmulTile {
 
 using MatmulTileFn = void (*)(const MatmulTile& tile);
 
+// Element type of the K/V cache pools.
+enum class KvType : uint8_t { kF32, kF16, kBF16 };
+
+// One query head attending over a sequence's keys and values in a paged K/V pool:
+// out = softmax(scale * q · K[0..n_keys)ᵀ) · V[0..n_keys).
+// Position p's K row (head_dim elements of `type`) is at k + slot(p) * slot_bytes, where
+// slot(p) = block_table[p / block_size] * block_size + p % block_size; V likewise from v.
+//
+// Arithmetic (every table, bit for bit; attend_head.h has the details):
+// - score_p: a 16-lane accumulator, lane l summing q[d] * K_p[d] for d = l, l + 16, ... in
+//   increasing d with one FMA each (zero-padded to a multiple of 16), then HSum's halving tree
+//   (lanes l + 8, then l + 4, l + 2, l + 1), then times scale;
+// - e_p = KvExp(score_p - max score), a polynomial exp shared by all tables;
+// - sum: 16 lanes, lane l adding e_p for p = l, l + 16, ... in order, then the halving tree;
+// - out[d]: FMA chain over p in increasing order of (e_p * (1 / sum)) * V_p[d], from 0.
+struct AttendJob {
+  const float* q;  // [head_dim]
+  const uint8_t* k;
+  const uint8_t* v;
+  size_t slot_bytes;
+  KvType type;
+  const int32_t* block_table;
+  int block_size;
+  int n_keys;
+  int head_dim;  // at most kMaxAttendHeadDim
+  float scale;
+  float* scores;  // scratch, at least n_keys rounded up to 16 floats
+  float* out;     // [head_dim]
+};
+constexpr int kMaxAttendHeadDim = 256;
+
+using AttendHeadFn = void (*)(const AttendJob& job);
+
 struct KernelTable {
   const char* isa;  // "scalar", "avx2", "avx512"
   MatmulTileFn matmul_f32;
@@ -45,10 +78,11 @@ struct KernelTable {
   MatmulTileFn matmul_q4_0;  // X quantized to Q8_0
   // Quantizes a float row of length k (multiple of 32) to Q8_0 blocks, for the activations.
   void (*quantize_row_q8_0)(const float* x, int k, BlockQ8_0* out);
-  // Dot product of two float vectors of length n (attention scores).
+  // Dot product of two float vectors of length n.
   float (*dot_f32)(const float* a, const float* b, int n);
-  // y[i] += a * x[i] for i < n (attention value accumulation).
+  // y[i] += a * x[i] for i < n.
   void (*axpy_f32)(float a, const float* x, float* y, int n);
+  AttendHeadFn attend_head;
 };
 
 const KernelTable& ScalarKernels();

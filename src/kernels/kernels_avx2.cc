@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/attend_head.h"
 #include "kernels/kernels.h"
 #include "kernels/quant_matmul.h"
 #include "kernels/tile_walk.h"
@@ -229,6 +230,7 @@ constexpr KernelTable kAvx2 = {
     .quantize_row_q8_0 = QuantizeRowQ8_0,
     .dot_f32 = DotF32,
     .axpy_f32 = AxpyF32,
+    .attend_head = scalar::AttendHead,
 };
 
 }  // namespace

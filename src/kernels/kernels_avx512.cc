@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/attend_head.h"
 #include "kernels/kernels.h"
 #include "kernels/quant_matmul.h"
 #include "kernels/tile_walk.h"
@@ -228,6 +229,7 @@ constexpr KernelTable kAvx512 = {
     .quantize_row_q8_0 = QuantizeRowQ8_0,
     .dot_f32 = DotF32,
     .axpy_f32 = AxpyF32,
+    .attend_head = avx512::AttendHead,
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/attend_head.h"
 #include "kernels/kernels.h"
 #include "util/half.h"
 
@@ -119,6 +120,7 @@ constexpr KernelTable kScalar = {
     .quantize_row_q8_0 = QuantizeRowQ8_0,
     .dot_f32 = DotF32,
     .axpy_f32 = AxpyF32,
+    .attend_head = scalar::AttendHead,
 };
 
 }  // namespace

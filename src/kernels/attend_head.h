@@ -1,0 +1,41 @@
+// The attend_head kernels of kernels.h (AttendJob), one per ISA, each in its own translation unit:
+// attend_head_scalar.cc (the reference, also used by the AVX2 table) and attend_head_avx512.cc.
+// Call them through the KernelTable.
+//
+// KvExp(x), the exp of the softmax, is the same sequence of IEEE operations in every table, so
+// all of them give the same bits:
+//   x = min(x, 88);  if !(x >= -87) return 0;           (e^-87 is below the smallest normal float)
+//   n = nearbyint(x * kExpLog2e);                          (ties to even)
+//   r = fma(n, -kExpLn2Hi, x);  r = fma(n, -kExpLn2Lo, r); (Cody-Waite: r = x - n ln 2, |r| <= 0.35)
+//   p = kExpC7;  p = fma(p, r, c) for c = kExpC6 .. kExpC2, 1, 1;   (Taylor series to r^7)
+//   return p * 2^n                                         (2^n built from the exponent bits)
+// Its relative error against exp is about 2e-7 (tests/kernels_test.cc measures it).
+#pragma once
+
+#include "kernels/kernels.h"
+
+namespace kvserve {
+
+constexpr float kExpLog2e = 1.44269504088896341f;
+constexpr float kExpLn2Hi = 0.693359375f;  // 9 significant bits: n * kExpLn2Hi is exact
+constexpr float kExpLn2Lo = -2.12194440e-4f;
+constexpr float kExpC2 = 1.0f / 2;
+constexpr float kExpC3 = 1.0f / 6;
+constexpr float kExpC4 = 1.0f / 24;
+constexpr float kExpC5 = 1.0f / 120;
+constexpr float kExpC6 = 1.0f / 720;
+constexpr float kExpC7 = 1.0f / 5040;
+constexpr float kExpMin = -87.0f;
+constexpr float kExpMax = 88.0f;
+
+namespace scalar {
+void AttendHead(const AttendJob& job);
+// The reference KvExp above.
+float KvExp(float x);
+}  // namespace scalar
+
+namespace avx512 {
+void AttendHead(const AttendJob& job);
+}  // namespace avx512
+
+}  // namespace kvserve

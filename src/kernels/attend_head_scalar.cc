@@ -1,0 +1,92 @@
+// The reference attend_head: one element at a time, in exactly the order kernels.h and
+// attend_head.h describe, so the SIMD tables can be compared with it bit for bit.
+#include <bit>
+#include <cassert>
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/attend_head.h"
+#include "util/half.h"
+
+namespace kvserve::scalar {
+
+namespace {
+
+constexpr int kLanes = 16;
+
+// HSum's halving tree over 16 lanes: lanes l + 8, then l + 4, l + 2, l + 1.
+float HalvingSum(float lanes[kLanes]) {
+  for (int width = kLanes / 2; width >= 1; width /= 2) {
+    for (int l = 0; l < width; ++l) lanes[l] = lanes[l] + lanes[l + width];
+  }
+  return lanes[0];
+}
+
+float LoadElement(KvType type, const uint8_t* row, int d) {
+  switch (type) {
+    case KvType::kF32:
+      return reinterpret_cast<const float*>(row)[d];
+    case KvType::kF16:
+      return Fp16ToFloat(reinterpret_cast<const uint16_t*>(row)[d]);
+    case KvType::kBF16:
+      return Bf16ToFloat(reinterpret_cast<const uint16_t*>(row)[d]);
+  }
+  return 0.0f;
+}
+
+float Score(const AttendJob& job, const uint8_t* k_row) {
+  float acc[kLanes] = {};
+  const int padded = (job.head_dim + kLanes - 1) / kLanes * kLanes;
+  for (int d = 0; d < padded; ++d) {
+    const bool inside = d < job.head_dim;
+    const float q = inside ? job.q[d] : 0.0f;
+    const float k = inside ? LoadElement(job.type, k_row, d) : 0.0f;
+    acc[d % kLanes] = std::fma(q, k, acc[d % kLanes]);
+  }
+  return HalvingSum(acc) * job.scale;
+}
+
+}  // namespace
+
+float KvExp(float x) {
+  x = std::fmin(x, kExpMax);
+  if (!(x >= kExpMin)) return 0.0f;
+  const float n = std::nearbyint(x * kExpLog2e);
+  float r = std::fma(n, -kExpLn2Hi, x);
+  r = std::fma(n, -kExpLn2Lo, r);
+  float p = kExpC7;
+  for (const float c : {kExpC6, kExpC5, kExpC4, kExpC3, kExpC2, 1.0f, 1.0f}) p = std::fma(p, r, c);
+  const float two_n = std::bit_cast<float>(static_cast<uint32_t>(static_cast<int>(n) + 127) << 23);
+  return p * two_n;
+}
+
+void AttendHead(const AttendJob& job) {
+  assert(job.head_dim > 0 && job.head_dim <= kMaxAttendHeadDim && job.n_keys > 0);
+  auto slot_offset = [&](int p) {
+    const int64_t slot = static_cast<int64_t>(job.block_table[p / job.block_size]) *
+                             job.block_size +
+                         p % job.block_size;
+    return static_cast<size_t>(slot) * job.slot_bytes;
+  };
+  float max_score = -INFINITY;
+  for (int p = 0; p < job.n_keys; ++p) {
+    job.scores[p] = Score(job, job.k + slot_offset(p));
+    max_score = std::fmax(max_score, job.scores[p]);
+  }
+  float sums[kLanes] = {};
+  for (int p = 0; p < job.n_keys; ++p) {
+    job.scores[p] = KvExp(job.scores[p] - max_score);
+    sums[p % kLanes] = sums[p % kLanes] + job.scores[p];
+  }
+  const float inv_sum = 1.0f / HalvingSum(sums);
+  for (int d = 0; d < job.head_dim; ++d) job.out[d] = 0.0f;
+  for (int p = 0; p < job.n_keys; ++p) {
+    const float weight = job.scores[p] * inv_sum;
+    const uint8_t* v_row = job.v + slot_offset(p);
+    for (int d = 0; d < job.head_dim; ++d) {
+      job.out[d] = std::fma(weight, LoadElement(job.type, v_row, d), job.out[d]);
+    }
+  }
+}
+
+}  // namespace kvserve::scalar

@@ -1,0 +1,223 @@
+// The attend_head kernels (kernels.h AttendJob, attend_head.h):
+// - KvExp against std::exp;
+// - the scalar reference against a double-precision softmax attention;
+// - every SIMD table bit-identical to the scalar one, over head sizes, key counts, block sizes,
+//   shuffled block tables and K/V element types, never writing past head_dim;
+// - AttendHead (attention.h) computing the same as the kernel on a KvLayerView.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/attend_head.h"
+#include "kernels/attention.h"
+#include "kernels/kernels.h"
+#include "util/half.h"
+
+namespace kvserve {
+namespace {
+
+constexpr float kEps = std::numeric_limits<float>::epsilon();
+
+std::vector<const KernelTable*> FastTables() {
+  std::vector<const KernelTable*> tables;
+  if (Avx2Kernels() != nullptr && CpuSupportsAvx2()) tables.push_back(Avx2Kernels());
+  if (Avx512Kernels() != nullptr && CpuSupportsAvx512()) tables.push_back(Avx512Kernels());
+  return tables;
+}
+
+TEST(KvExpTest, CloseToExp) {
+  double worst = 0.0;
+  for (float x = -87.0f; x <= 88.0f; x += 0.0013f) {
+    const double want = std::exp(static_cast<double>(x));
+    const double got = scalar::KvExp(x);
+    worst = std::max(worst, std::fabs(got - want) / want);
+  }
+  RecordProperty("worst_relative_error", std::to_string(worst));
+  EXPECT_LE(worst, 3 * kEps) << "worst relative error " << worst;
+  EXPECT_EQ(scalar::KvExp(0.0f), 1.0f);
+  EXPECT_EQ(scalar::KvExp(-0.0f), 1.0f);
+  EXPECT_EQ(scalar::KvExp(-90.0f), 0.0f);
+  EXPECT_EQ(scalar::KvExp(-INFINITY), 0.0f);
+}
+
+// A paged K/V pool of one layer with n_kv_heads heads, filled with random values of `type`, and a
+// shuffled block table for a sequence of n_keys positions.
+struct Pool {
+  KvType type;
+  int head_dim, n_kv_heads, block_size, n_keys;
+  std::vector<uint8_t> k, v;
+  std::vector<int32_t> block_table;
+
+  size_t elem() const { return type == KvType::kF32 ? 4 : 2; }
+  size_t slot_bytes() const { return elem() * head_dim * n_kv_heads; }
+
+  Pool(KvType type_, int head_dim_, int n_kv_heads_, int block_size_, int n_keys_,
+       std::mt19937& rng)
+      : type(type_),
+        head_dim(head_dim_),
+        n_kv_heads(n_kv_heads_),
+        block_size(block_size_),
+        n_keys(n_keys_) {
+    const int n_blocks = (n_keys + block_size - 1) / block_size + 2;  // two spare blocks
+    block_table.resize(n_blocks - 2);
+    std::vector<int32_t> order(n_blocks);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    std::copy_n(order.begin(), block_table.size(), block_table.begin());
+    const size_t bytes = slot_bytes() * block_size * n_blocks;
+    k.resize(bytes);
+    v.resize(bytes);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    for (auto* pool : {&k, &v}) {
+      for (size_t i = 0; i < bytes / elem(); ++i) Store(pool->data(), i, dist(rng));
+    }
+  }
+  void Store(uint8_t* base, size_t i, float x) const {
+    if (type == KvType::kF32) {
+      reinterpret_cast<float*>(base)[i] = x;
+    } else if (type == KvType::kF16) {
+      reinterpret_cast<uint16_t*>(base)[i] = FloatToFp16(x);
+    } else {
+      reinterpret_cast<uint16_t*>(base)[i] = FloatToBf16(x);
+    }
+  }
+  float Load(const std::vector<uint8_t>& pool, int position, int head, int d) const {
+    const size_t slot =
+        static_cast<size_t>(block_table[position / block_size]) * block_size +
+        position % block_size;
+    const size_t i = slot * head_dim * n_kv_heads + static_cast<size_t>(head) * head_dim + d;
+    if (type == KvType::kF32) return reinterpret_cast<const float*>(pool.data())[i];
+    const uint16_t h = reinterpret_cast<const uint16_t*>(pool.data())[i];
+    return type == KvType::kF16 ? Fp16ToFloat(h) : Bf16ToFloat(h);
+  }
+  AttendJob Job(const float* q, int head, float* scores, float* out) const {
+    const size_t offset = static_cast<size_t>(head) * head_dim * elem();
+    return AttendJob{.q = q,
+                     .k = k.data() + offset,
+                     .v = v.data() + offset,
+                     .slot_bytes = slot_bytes(),
+                     .type = type,
+                     .block_table = block_table.data(),
+                     .block_size = block_size,
+                     .n_keys = n_keys,
+                     .head_dim = head_dim,
+                     .scale = 1.0f / std::sqrt(static_cast<float>(head_dim)),
+                     .scores = scores,
+                     .out = out};
+  }
+};
+
+// Runs `fn` on one AttendJob; returns out[0, head_dim) and checks nothing past it was written.
+std::vector<float> RunAttend(AttendHeadFn fn, const Pool& pool, const std::vector<float>& q, int head) {
+  std::vector<float> scores(AttentionScratchFloats(pool.n_keys, pool.head_dim));
+  std::vector<float> out(pool.head_dim + 16, 7.0f);
+  fn(pool.Job(q.data(), head, scores.data(), out.data()));
+  for (int d = pool.head_dim; d < pool.head_dim + 16; ++d) {
+    EXPECT_EQ(out[d], 7.0f) << "wrote past head_dim at " << d;
+  }
+  out.resize(pool.head_dim);
+  return out;
+}
+
+std::vector<float> RandomQuery(int head_dim, float scale, std::mt19937& rng) {
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> q(head_dim);
+  for (float& x : q) x = dist(rng);
+  return q;
+}
+
+constexpr KvType kKvTypes[] = {KvType::kF32, KvType::kF16, KvType::kBF16};
+
+TEST(AttendHeadTest, ScalarMatchesDoubleSoftmax) {
+  std::mt19937 rng(5);
+  for (KvType type : kKvTypes) {
+    for (int head_dim : {8, 64, 80}) {
+      for (int n_keys : {1, 2, 17, 100}) {
+        SCOPED_TRACE(std::string(KvTypeName(type)) + " head_dim=" + std::to_string(head_dim) +
+                     " n_keys=" + std::to_string(n_keys));
+        const Pool pool(type, head_dim, 2, 16, n_keys, rng);
+        const std::vector<float> q = RandomQuery(head_dim, 1.0f, rng);
+        const std::vector<float> got = RunAttend(scalar::AttendHead, pool, q, 1);
+        std::vector<double> p(n_keys);
+        double max_score = -INFINITY;
+        for (int j = 0; j < n_keys; ++j) {
+          double s = 0.0;
+          for (int d = 0; d < head_dim; ++d) s += double{q[d]} * pool.Load(pool.k, j, 1, d);
+          p[j] = s / std::sqrt(static_cast<double>(head_dim));
+          max_score = std::max(max_score, p[j]);
+        }
+        double sum = 0.0;
+        for (double& x : p) sum += (x = std::exp(x - max_score));
+        for (int d = 0; d < head_dim; ++d) {
+          double want = 0.0;
+          double magnitude = 0.0;
+          for (int j = 0; j < n_keys; ++j) {
+            want += p[j] / sum * pool.Load(pool.v, j, 1, d);
+            magnitude += p[j] / sum * std::fabs(pool.Load(pool.v, j, 1, d));
+          }
+          // Scores carry ~head_dim roundings (relative 1e-5 of |q||k| ~ 8), so the weights' relative
+          // error stays below ~1e-4 and the weighted sum's below that times its magnitude.
+          EXPECT_NEAR(got[d], want, 1e-4 * magnitude + 1e-6) << "d=" << d;
+        }
+      }
+    }
+  }
+}
+
+TEST(AttendHeadTest, SimdMatchesScalarBitwise) {
+  const auto tables = FastTables();
+  if (tables.empty()) GTEST_SKIP() << "no SIMD table for this CPU";
+  std::mt19937 rng(9);
+  for (KvType type : kKvTypes) {
+    for (int head_dim : {1, 8, 15, 16, 24, 64, 80, 128, 200, 256}) {
+      for (int block_size : {16, 5, 32}) {
+        for (int n_keys : {1, 3, 15, 16, 17, 31, 33, 64, 129}) {
+          const Pool pool(type, head_dim, 2, block_size, n_keys, rng);
+          // Large query values spread the softmax: some weights underflow to 0, one dominates.
+          for (float q_scale : {0.3f, 8.0f}) {
+            const std::vector<float> q = RandomQuery(head_dim, q_scale, rng);
+            const std::vector<float> want = RunAttend(scalar::AttendHead, pool, q, 1);
+            for (const KernelTable* t : tables) {
+              SCOPED_TRACE(std::string(t->isa) + " " + KvTypeName(type) +
+                           " head_dim=" + std::to_string(head_dim) + " block_size=" +
+                           std::to_string(block_size) + " n_keys=" + std::to_string(n_keys));
+              const std::vector<float> got = RunAttend(t->attend_head, pool, q, 1);
+              ASSERT_EQ(std::memcmp(got.data(), want.data(), sizeof(float) * head_dim), 0)
+                  << "first values " << got[0] << " vs " << want[0];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(AttendHeadTest, AttentionViewCallsTheKernel) {
+  std::mt19937 rng(3);
+  const Pool pool(KvType::kF16, 64, 4, 16, 40, rng);
+  const std::vector<float> q = RandomQuery(64, 1.0f, rng);
+  const std::vector<float> want = RunAttend(ActiveKernels().attend_head, pool, q, 2);
+  KvLayerView view{.k = const_cast<uint8_t*>(pool.k.data()),
+                   .v = const_cast<uint8_t*>(pool.v.data()),
+                   .type = pool.type,
+                   .block_size = pool.block_size,
+                   .n_kv_heads = pool.n_kv_heads,
+                   .head_dim = pool.head_dim};
+  std::vector<float> scratch(AttentionScratchFloats(pool.n_keys, pool.head_dim));
+  std::vector<float> got(64);
+  const float scale = pool.Job(q.data(), 2, nullptr, nullptr).scale;
+  AttendHead(ActiveKernels(), view, q.data(), 2, pool.block_table.data(), pool.n_keys, scale,
+             got.data(), scratch.data());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), sizeof(float) * 64), 0);
+}
+
+}  // namespace
+}  // namespace kvserve
