@@ -90,9 +90,8 @@ struct Pool {
     }
   }
   float Load(const std::vector<uint8_t>& pool, int position, int head, int d) const {
-    const size_t slot =
-        static_cast<size_t>(block_table[position / block_size]) * block_size +
-        position % block_size;
+    const size_t slot = static_cast<size_t>(block_table[position / block_size]) * block_size +
+                        position % block_size;
     const size_t i = slot * head_dim * n_kv_heads + static_cast<size_t>(head) * head_dim + d;
     if (type == KvType::kF32) return reinterpret_cast<const float*>(pool.data())[i];
     const uint16_t h = reinterpret_cast<const uint16_t*>(pool.data())[i];
@@ -116,7 +115,8 @@ struct Pool {
 };
 
 // Runs `fn` on one AttendJob; returns out[0, head_dim) and checks nothing past it was written.
-std::vector<float> RunAttend(AttendHeadFn fn, const Pool& pool, const std::vector<float>& q, int head) {
+std::vector<float> RunAttend(AttendHeadFn fn, const Pool& pool, const std::vector<float>& q,
+                             int head) {
   std::vector<float> scores(AttentionScratchFloats(pool.n_keys, pool.head_dim));
   std::vector<float> out(pool.head_dim + 16, 7.0f);
   fn(pool.Job(q.data(), head, scores.data(), out.data()));
@@ -163,8 +163,8 @@ TEST(AttendHeadTest, ScalarMatchesDoubleSoftmax) {
             want += p[j] / sum * pool.Load(pool.v, j, 1, d);
             magnitude += p[j] / sum * std::fabs(pool.Load(pool.v, j, 1, d));
           }
-          // Scores carry ~head_dim roundings (relative 1e-5 of |q||k| ~ 8), so the weights' relative
-          // error stays below ~1e-4 and the weighted sum's below that times its magnitude.
+          // Scores carry ~head_dim roundings (relative 1e-5 of |q||k| ~ 8), so the weights'
+          // relative error stays below ~1e-4 and the weighted sum's below that times its magnitude.
           EXPECT_NEAR(got[d], want, 1e-4 * magnitude + 1e-6) << "d=" << d;
         }
       }
@@ -186,9 +186,9 @@ TEST(AttendHeadTest, SimdMatchesScalarBitwise) {
             const std::vector<float> q = RandomQuery(head_dim, q_scale, rng);
             const std::vector<float> want = RunAttend(scalar::AttendHead, pool, q, 1);
             for (const KernelTable* t : tables) {
-              SCOPED_TRACE(std::string(t->isa) + " " + KvTypeName(type) +
-                           " head_dim=" + std::to_string(head_dim) + " block_size=" +
-                           std::to_string(block_size) + " n_keys=" + std::to_string(n_keys));
+              SCOPED_TRACE(std::string(t->isa) + " " + KvTypeName(type) + " head_dim=" +
+                           std::to_string(head_dim) + " block_size=" + std::to_string(block_size) +
+                           " n_keys=" + std::to_string(n_keys));
               const std::vector<float> got = RunAttend(t->attend_head, pool, q, 1);
               ASSERT_EQ(std::memcmp(got.data(), want.data(), sizeof(float) * head_dim), 0)
                   << "first values " << got[0] << " vs " << want[0];

@@ -573,4 +573,8 @@ Result<bool> GgufFile::GetBoolOr(std::string_view key, bool fallback) const {
   return Find(key) ? GetBool(key) : Result<bool>(fallback);
 }
 
+void GgufFile::ReleasePages(const uint8_t* p, size_t bytes) const {
+  if (mapping_ != nullptr) mapping_->ReleasePages(p, bytes);
+}
+
 }  // namespace kvserve

@@ -106,6 +106,10 @@ class GgufFile {
   Result<double> GetFloatOr(std::string_view key, double fallback) const;
   Result<bool> GetBoolOr(std::string_view key, bool fallback) const;
 
+  // Drops tensor bytes that have been copied elsewhere from resident memory, when this file is a
+  // mapping (MappedFile::ReleasePages); does nothing for in-memory files (FromParts).
+  void ReleasePages(const uint8_t* p, size_t bytes) const;
+
  private:
   friend class GgufParser;
   Result<const GgufValue*> Require(std::string_view key) const;

@@ -6,8 +6,8 @@
 // all of them give the same bits:
 //   x = min(x, 88);  if !(x >= -87) return 0;           (e^-87 is below the smallest normal float)
 //   n = nearbyint(x * kExpLog2e);                          (ties to even)
-//   r = fma(n, -kExpLn2Hi, x);  r = fma(n, -kExpLn2Lo, r); (Cody-Waite: r = x - n ln 2, |r| <= 0.35)
-//   p = kExpC7;  p = fma(p, r, c) for c = kExpC6 .. kExpC2, 1, 1;   (Taylor series to r^7)
+//   r = fma(n, -kExpLn2Hi, x);  r = fma(n, -kExpLn2Lo, r); (Cody-Waite: r = x - n ln 2, |r| <=
+//   0.35) p = kExpC7;  p = fma(p, r, c) for c = kExpC6 .. kExpC2, 1, 1;   (Taylor series to r^7)
 //   return p * 2^n                                         (2^n built from the exponent bits)
 // Its relative error against exp is about 2e-7 (tests/kernels_test.cc measures it).
 #pragma once

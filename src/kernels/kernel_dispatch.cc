@@ -56,4 +56,15 @@ MatmulTileFn MatmulFor(const KernelTable& table, GgmlType type) {
   }
 }
 
+MatmulTileFn PackedMatmulFor(const KernelTable& table, GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ8_0:
+      return table.matmul_q8_0_x16;
+    case GgmlType::kQ4_0:
+      return table.matmul_q4_0_x16;
+    default:
+      return nullptr;
+  }
+}
+
 }  // namespace kvserve

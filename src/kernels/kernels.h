@@ -76,6 +76,11 @@ struct KernelTable {
   MatmulTileFn matmul_bf16;
   MatmulTileFn matmul_q8_0;  // X quantized to Q8_0
   MatmulTileFn matmul_q4_0;  // X quantized to Q8_0
+  // The same for matrices repacked at load (packed_weights.h): W is the packed matrix, w_row_bytes
+  // the bytes of one 16-row group, n_begin a multiple of 16. nullptr: this table has none, and
+  // matrices are not packed for it.
+  MatmulTileFn matmul_q8_0_x16;
+  MatmulTileFn matmul_q4_0_x16;
   // Quantizes a float row of length k (multiple of 32) to Q8_0 blocks, for the activations.
   void (*quantize_row_q8_0)(const float* x, int k, BlockQ8_0* out);
   // Dot product of two float vectors of length n.
@@ -98,5 +103,7 @@ bool CpuSupportsAvx512();
 
 // Picks the tile function for a weight type; nullptr if the type has no kernel.
 MatmulTileFn MatmulFor(const KernelTable& table, GgmlType type);
+// The same for a matrix in the packed x16 layout; nullptr if the table has no such kernel.
+MatmulTileFn PackedMatmulFor(const KernelTable& table, GgmlType type);
 
 }  // namespace kvserve

@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <cassert>
 
+#include "kernels/packed_weights.h"
+
 namespace kvserve {
 
 namespace {
 // Output rows are handed to threads in multiples of this, so tiles stay SIMD-friendly.
 constexpr int64_t kRowGrain = 16;
+static_assert(kRowGrain % kPackRows == 0, "packed kernels start at a 16-row group");
 
 bool QuantizesActivations(GgmlType type) {
   return type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0;
@@ -16,7 +19,14 @@ bool QuantizesActivations(GgmlType type) {
 
 void Matmul(const KernelTable& kernels, const WeightMatrix& w, const float* x, int m, float* y,
             MatmulScratch& scratch, ThreadPool& pool) {
-  const MatmulTileFn tile_fn = MatmulFor(kernels, w.type);
+  MatmulTileFn tile_fn = MatmulFor(kernels, w.type);
+  const uint8_t* w_bytes = w.data;
+  size_t w_row_bytes = w.row_bytes;
+  if (w.packed != nullptr && PackedMatmulFor(kernels, w.type) != nullptr) {
+    tile_fn = PackedMatmulFor(kernels, w.type);
+    w_bytes = w.packed;
+    w_row_bytes = PackedGroupBytes(w.type, w.n_in);
+  }
   assert(tile_fn != nullptr);
   const int k = static_cast<int>(w.n_in);
   const uint8_t* x_bytes = reinterpret_cast<const uint8_t*>(x);
@@ -42,8 +52,8 @@ void Matmul(const KernelTable& kernels, const WeightMatrix& w, const float* x, i
       n_chunks,
       [&](int64_t begin, int64_t end) {
         MatmulTile tile{
-            .w = w.data,
-            .w_row_bytes = w.row_bytes,
+            .w = w_bytes,
+            .w_row_bytes = w_row_bytes,
             .x = x_bytes,
             .x_row_bytes = x_row_bytes,
             .m = m,

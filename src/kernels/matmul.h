@@ -19,6 +19,9 @@ struct WeightMatrix {
   int64_t n_out = 0;
   int64_t n_in = 0;
   size_t row_bytes = 0;
+  // The same matrix in the x16 layout of packed_weights.h, when it was packed at load (the owner of
+  // the WeightMatrix owns these bytes); Matmul uses it when the kernel table has a packed kernel.
+  const uint8_t* packed = nullptr;
 };
 
 // Reusable buffer for quantized activations; grows, never shrinks. One per runner.

@@ -15,6 +15,9 @@ void MatmulQ4_0(const MatmulTile& t);
 namespace avx512 {
 void MatmulQ8_0(const MatmulTile& t);
 void MatmulQ4_0(const MatmulTile& t);
+// The same on matrices in the x16 layout of packed_weights.h.
+void MatmulQ8_0x16(const MatmulTile& t);
+void MatmulQ4_0x16(const MatmulTile& t);
 }  // namespace avx512
 
 }  // namespace kvserve

@@ -13,12 +13,14 @@
 // the correction, -offset * (sum of the activation quants), so the integer sums are exact for any
 // quants, -128 included.
 //
-// - m == 1 (decode, bandwidth bound): each weight row's block pair is multiplied in its natural
-//   layout (16 int32 lanes, 8 per block), and a permute-add tree turns 16 rows of those into one
-//   vector of block sums per block, lane = row.
-// - m > 1: each group of 16 weight rows is transposed once (gathers) into a thread-local buffer,
-//   dword d of every row side by side, and reused for every activation row: 8 vpdpbusd per block
-//   against broadcast activation dwords give the 16 block sums directly.
+// - Packed matrices (the x16 layout of packed_weights.h, made at load): dword d of 16 rows side by
+//   side, so 8 vpdpbusd per block against broadcast activation dwords give the 16 block sums
+//   directly, for any m, reading one contiguous stream.
+// - Stored layout, m == 1: each weight row's block pair is multiplied in its natural layout (16
+//   int32 lanes, 8 per block), and a permute-add tree turns 16 rows of those into one vector of
+//   block sums per block, lane = row.
+// - Stored layout, m > 1: each group of 16 rows is packed once (gathers) into a thread-local
+//   buffer and then computed as a packed group, reused for every activation row.
 // GCC 12 reports its own _mm512_undefined_* placeholders inside the intrinsic headers as
 // uninitialized (GCC bug 105593); the warnings point into the header, so silence them there only.
 #pragma GCC diagnostic push
@@ -53,13 +55,6 @@ struct alignas(64) XPair {
   int32_t pad[12];
 };
 static_assert(sizeof(XPair) == 192);
-
-// One block of a transposed 16-row weight group: q[d] holds dword d of the 32 unsigned weight bytes
-// (elements 4d .. 4d + 3) of every row, lane = row; scale[l] = dw of row l.
-struct alignas(64) WBlock16 {
-  uint8_t q[8][64];
-  float scale[16];
-};
 
 // A growable 64-byte-aligned buffer, one per thread and use. Freed at thread exit.
 class Scratch {
@@ -238,42 +233,60 @@ void DecodeGroup(const MatmulTile& t, const XPair* x, int j0) {
 
 // ---- m > 1 ----
 
-// Transposes the 16 rows of group j0 into out[0 .. n_blocks).
+constexpr size_t kScaleBytes = 2 * kLanes;  // 16 f16 scales of one block of a group
 template <QType Q>
-void TransposeGroup(const MatmulTile& t, int j0, WBlock16* out) {
+constexpr size_t kQuantBytes = Q == QType::kQ8_0 ? 8 * 64 : 4 * 64;
+
+// Packs the 16 rows of group j0 of the stored matrix into `out`, in the x16 layout of
+// packed_weights.h (gathers; rows past n_end are clamped copies, never stored).
+template <QType Q>
+void TransposeGroup(const MatmulTile& t, int j0, uint8_t* out) {
   const int n_blocks = t.k / 32;
   const uint8_t* base = t.w + static_cast<size_t>(j0) * t.w_row_bytes;
   const __m512i offsets = RowOffsets(j0, t.n_end, t.w_row_bytes);
+  uint8_t* scales = out + kQuantBytes<Q> * static_cast<size_t>(n_blocks);
   for (int b = 0; b < n_blocks; ++b) {
-    const uint8_t* quants = base + kBlockBytes<Q> * static_cast<size_t>(b) + 2;
-    if constexpr (Q == QType::kQ8_0) {
-      for (int d = 0; d < 8; ++d) {
-        const __m512i g = _mm512_i32gather_epi32(offsets, quants + 4 * d, 1);
-        _mm512_store_si512(out[b].q[d],
-                           _mm512_xor_si512(g, _mm512_set1_epi8(static_cast<char>(0x80))));
-      }
-    } else {
-      const __m512i low = _mm512_set1_epi8(0x0f);
-      for (int d = 0; d < 4; ++d) {
-        const __m512i g = _mm512_i32gather_epi32(offsets, quants + 4 * d, 1);
-        _mm512_store_si512(out[b].q[d], _mm512_and_si512(g, low));
-        _mm512_store_si512(out[b].q[4 + d], _mm512_and_si512(_mm512_srli_epi32(g, 4), low));
-      }
+    const uint8_t* block = base + kBlockBytes<Q> * static_cast<size_t>(b);
+    uint8_t* quants = out + kQuantBytes<Q> * static_cast<size_t>(b);
+    for (int d = 0; d < (Q == QType::kQ8_0 ? 8 : 4); ++d) {
+      __m512i g = _mm512_i32gather_epi32(offsets, block + 2 + 4 * d, 1);
+      if constexpr (Q == QType::kQ8_0) g = _mm512_xor_si512(g, _mm512_set1_epi8(-128));
+      _mm512_store_si512(quants + 64 * d, g);
     }
-    _mm512_store_ps(out[b].scale, GatherScales<Q>(base, offsets, b));
+    const __m512i words = _mm512_i32gather_epi32(offsets, block, 1);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(scales + kScaleBytes * b),
+                       _mm512_cvtepi32_epi16(words));
   }
 }
 
-// Activation rows x[0 .. MR) against one transposed group; y[r] + j0 gets the group's outputs.
-template <int MR>
-void GroupTile(const WBlock16* wt, int n_blocks, const XPair* const* x, float* const* y,
+// The 8 unsigned weight dwords of block `quants` of a packed group, lane = row: wq[d] holds
+// elements 4d .. 4d + 3 of every row.
+template <QType Q>
+inline void LoadPackedBlock(const uint8_t* quants, __m512i wq[8]) {
+  if constexpr (Q == QType::kQ8_0) {
+    for (int d = 0; d < 8; ++d) wq[d] = _mm512_load_si512(quants + 64 * d);
+  } else {
+    const __m512i low = _mm512_set1_epi8(0x0f);
+    for (int d = 0; d < 4; ++d) {
+      const __m512i g = _mm512_load_si512(quants + 64 * d);
+      wq[d] = _mm512_and_si512(g, low);
+      wq[4 + d] = _mm512_and_si512(_mm512_srli_epi32(g, 4), low);
+    }
+  }
+}
+
+// Activation rows x[0 .. MR) against one packed group; y[r] gets the group's 16 outputs.
+template <QType Q, int MR>
+void GroupTile(const uint8_t* group, int n_blocks, const XPair* const* x, float* const* y,
                __mmask16 mask) {
+  const uint8_t* scales = group + kQuantBytes<Q> * static_cast<size_t>(n_blocks);
   __m512 acc[MR];
   for (int r = 0; r < MR; ++r) acc[r] = _mm512_setzero_ps();
   for (int b = 0; b < n_blocks; ++b) {
     __m512i wq[8];
-    for (int d = 0; d < 8; ++d) wq[d] = _mm512_load_si512(wt[b].q[d]);
-    const __m512 dw = _mm512_load_ps(wt[b].scale);
+    LoadPackedBlock<Q>(group + kQuantBytes<Q> * static_cast<size_t>(b), wq);
+    const __m512 dw = _mm512_cvtph_ps(
+        _mm256_load_si256(reinterpret_cast<const __m256i*>(scales + kScaleBytes * b)));
     const int p = b / 2, h = b % 2;
     for (int r = 0; r < MR; ++r) {
       const XPair& xp = x[r][p];
@@ -290,8 +303,8 @@ void GroupTile(const WBlock16* wt, int n_blocks, const XPair* const* x, float* c
   for (int r = 0; r < MR; ++r) _mm512_mask_storeu_ps(y[r], mask, acc[r]);
 }
 
-template <int MR>
-void GroupTileRows(const MatmulTile& t, const WBlock16* wt, const XPair* packed, int n_pairs,
+template <QType Q, int MR>
+void GroupTileRows(const MatmulTile& t, const uint8_t* group, const XPair* packed, int n_pairs,
                    int m0, int i0, int j0) {
   const XPair* x[MR];
   float* y[MR];
@@ -299,12 +312,43 @@ void GroupTileRows(const MatmulTile& t, const WBlock16* wt, const XPair* packed,
     x[r] = packed + static_cast<size_t>(i0 + r - m0) * n_pairs;
     y[r] = t.y + static_cast<size_t>(i0 + r) * t.ldy + j0;
   }
-  GroupTile<MR>(wt, t.k / 32, x, y, StoreMask(j0, t.n_end));
+  GroupTile<Q, MR>(group, t.k / 32, x, y, StoreMask(j0, t.n_end));
 }
 
+// Activation rows [m0, m1) against one packed group, in register tiles of up to kMr rows.
 template <QType Q>
+void GroupRows(const MatmulTile& t, const uint8_t* group, const XPair* packed, int n_pairs, int m0,
+               int m1, int j0) {
+  for (int i = m0; i < m1; i += kMr) {
+    switch (m1 - i < kMr ? m1 - i : kMr) {
+      case 1:
+        GroupTileRows<Q, 1>(t, group, packed, n_pairs, m0, i, j0);
+        break;
+      case 2:
+        GroupTileRows<Q, 2>(t, group, packed, n_pairs, m0, i, j0);
+        break;
+      case 3:
+        GroupTileRows<Q, 3>(t, group, packed, n_pairs, m0, i, j0);
+        break;
+      case 4:
+        GroupTileRows<Q, 4>(t, group, packed, n_pairs, m0, i, j0);
+        break;
+      case 5:
+        GroupTileRows<Q, 5>(t, group, packed, n_pairs, m0, i, j0);
+        break;
+      case 6:
+        GroupTileRows<Q, 6>(t, group, packed, n_pairs, m0, i, j0);
+        break;
+    }
+  }
+}
+
+// kPacked: t.w is a packed matrix (packed_weights.h), t.w_row_bytes the bytes of one 16-row group
+// and t.n_begin a multiple of 16; otherwise the stored layout.
+template <QType Q, bool kPacked>
 void MatmulQuant(const MatmulTile& t) {
   assert(t.k % 32 == 0 && t.m >= 0 && t.n_begin <= t.n_end);
+  assert(!kPacked || t.n_begin % kLanes == 0);
   if (t.m == 0 || t.n_begin == t.n_end || t.k == 0) {
     for (int i = 0; i < t.m; ++i) {
       for (int j = t.n_begin; j < t.n_end; ++j) t.y[static_cast<size_t>(i) * t.ldy + j] = 0.0f;
@@ -320,14 +364,17 @@ void MatmulQuant(const MatmulTile& t) {
   XPair* packed = static_cast<XPair*>(tls_x_scratch.Get(
       sizeof(XPair) * static_cast<size_t>(rows_per_block) * static_cast<size_t>(n_pairs)));
   assert(packed != nullptr);
-  if (t.m == 1) {
+  if (t.m == 1 && !kPacked) {
     RepackRow<Q>(t.x, n_blocks, packed);
     for (int j0 = t.n_begin; j0 < t.n_end; j0 += kLanes) DecodeGroup<Q>(t, packed, j0);
     return;
   }
-  WBlock16* wt =
-      static_cast<WBlock16*>(tls_w_scratch.Get(sizeof(WBlock16) * static_cast<size_t>(n_blocks)));
-  assert(wt != nullptr);
+  uint8_t* transposed = nullptr;
+  if constexpr (!kPacked) {
+    transposed = static_cast<uint8_t*>(
+        tls_w_scratch.Get((kQuantBytes<Q> + kScaleBytes) * static_cast<size_t>(n_blocks)));
+    assert(transposed != nullptr);
+  }
   for (int m0 = 0; m0 < t.m; m0 += m_block) {
     const int m1 = t.m - m0 < m_block ? t.m : m0 + m_block;
     for (int i = m0; i < m1; ++i) {
@@ -335,36 +382,22 @@ void MatmulQuant(const MatmulTile& t) {
                    packed + static_cast<size_t>(i - m0) * n_pairs);
     }
     for (int j0 = t.n_begin; j0 < t.n_end; j0 += kLanes) {
-      TransposeGroup<Q>(t, j0, wt);
-      for (int i = m0; i < m1; i += kMr) {
-        switch (m1 - i < kMr ? m1 - i : kMr) {
-          case 1:
-            GroupTileRows<1>(t, wt, packed, n_pairs, m0, i, j0);
-            break;
-          case 2:
-            GroupTileRows<2>(t, wt, packed, n_pairs, m0, i, j0);
-            break;
-          case 3:
-            GroupTileRows<3>(t, wt, packed, n_pairs, m0, i, j0);
-            break;
-          case 4:
-            GroupTileRows<4>(t, wt, packed, n_pairs, m0, i, j0);
-            break;
-          case 5:
-            GroupTileRows<5>(t, wt, packed, n_pairs, m0, i, j0);
-            break;
-          case 6:
-            GroupTileRows<6>(t, wt, packed, n_pairs, m0, i, j0);
-            break;
-        }
+      const uint8_t* group = transposed;
+      if constexpr (kPacked) {
+        group = t.w + static_cast<size_t>(j0 / kLanes) * t.w_row_bytes;
+      } else {
+        TransposeGroup<Q>(t, j0, transposed);
       }
+      GroupRows<Q>(t, group, packed, n_pairs, m0, m1, j0);
     }
   }
 }
 
 }  // namespace
 
-void MatmulQ8_0(const MatmulTile& t) { MatmulQuant<QType::kQ8_0>(t); }
-void MatmulQ4_0(const MatmulTile& t) { MatmulQuant<QType::kQ4_0>(t); }
+void MatmulQ8_0(const MatmulTile& t) { MatmulQuant<QType::kQ8_0, false>(t); }
+void MatmulQ4_0(const MatmulTile& t) { MatmulQuant<QType::kQ4_0, false>(t); }
+void MatmulQ8_0x16(const MatmulTile& t) { MatmulQuant<QType::kQ8_0, true>(t); }
+void MatmulQ4_0x16(const MatmulTile& t) { MatmulQuant<QType::kQ4_0, true>(t); }
 
 }  // namespace kvserve::avx512

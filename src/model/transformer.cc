@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "kernels/ops.h"
 #include "kernels/quantize.h"
@@ -38,6 +40,11 @@ Result<std::unique_ptr<Transformer>> Transformer::FromGguf(GgufFile file) {
   model->config_ = std::move(config).value();
   model->weights_ = std::move(weights).value();
   model->kernels_ = &ActiveKernels();
+  // KVSERVE_PACK=0 keeps the stored layout (to compare; the results are the same bits).
+  const char* pack = std::getenv("KVSERVE_PACK");
+  if (pack == nullptr || std::string_view(pack) != "0") {
+    model->weights_.PackFor(*model->kernels_, model->file_);
+  }
   return model;
 }
 

@@ -56,4 +56,13 @@ void MappedFile::Release() {
   size_ = 0;
 }
 
+void MappedFile::ReleasePages(const uint8_t* p, size_t bytes) const {
+  if (data_ == nullptr || p < data_ || p + bytes > data_ + size_) return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
+  // Advice only: a private read-only file mapping refaults dropped pages from the file.
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 }  // namespace kvserve

@@ -23,6 +23,9 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Drops the whole pages inside [p, p + bytes) from this process's resident memory (they are
+  // read again from the file if touched later). For bytes that have been copied elsewhere.
+  void ReleasePages(const uint8_t* p, size_t bytes) const;
 
  private:
   void Release();

@@ -1,0 +1,41 @@
+// Q8_0 and Q4_0 matrices repacked at load into groups of 16 rows ("x16" layouts), so that the SIMD
+// kernels read one contiguous stream with the 16 rows side by side instead of 16 strided rows and
+// gathered scales. The numbers are the same bytes, rearranged: the kernels compute exactly what
+// they compute on the stored layout (kernels.h), bit for bit.
+//
+// Layout of a packed matrix: groups of 16 rows, group g at g * PackedGroupBytes (a multiple of 64).
+// Inside a group, for n_blocks = n_in / 32 blocks:
+//   quants: n_blocks times kPackedQuantBytes; block b's quants at b * kPackedQuantBytes:
+//     Q8_0: 8 dwords d = 0..7, each 64 bytes: bytes 4l .. 4l + 3 are row l's quants 4d .. 4d + 3,
+//           XORed with 0x80 (signed to unsigned, offset 128);
+//     Q4_0: 4 dwords d = 0..3, each 64 bytes: bytes 4l .. 4l + 3 are row l's nibble bytes
+//           4d .. 4d + 3 as stored (low nibbles: elements 4d.., high nibbles: 16 + 4d..);
+//   scales: then n_blocks times 16 f16 scales, lane = row.
+// Rows past n_out in the last group are zero (quants of value 0, scale 0).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "io/ggml_type.h"
+
+namespace kvserve {
+
+constexpr int kPackRows = 16;
+
+// True for the types that have an x16 layout (Q8_0, Q4_0).
+bool HasPackedLayout(GgmlType type);
+// Quant bytes of one block of a 16-row group.
+size_t PackedQuantBytes(GgmlType type);
+// Bytes of one 16-row group of a matrix with n_in columns (rounded up to 64).
+size_t PackedGroupBytes(GgmlType type, int64_t n_in);
+size_t PackedMatrixBytes(GgmlType type, int64_t n_out, int64_t n_in);
+
+// Packs groups [group_begin, group_end) of the stored matrix `src` (n_out rows of row_bytes) into
+// `dst` (the packed matrix's base; group g goes to dst + g * PackedGroupBytes).
+void PackGroups(GgmlType type, const uint8_t* src, int64_t n_out, int64_t n_in,
+                int64_t group_begin, int64_t group_end, uint8_t* dst);
+// The inverse for one row: writes row `row` of the packed matrix in the stored block layout.
+void UnpackRow(GgmlType type, const uint8_t* packed, int64_t n_in, int64_t row, uint8_t* out);
+
+}  // namespace kvserve

@@ -1,0 +1,191 @@
+// The x16 weight layout (kernels/packed_weights.h) and the kernels that read it:
+// - PackGroups then UnpackRow gives back every stored row, byte for byte;
+// - on every table with packed kernels, the packed matmul equals the same table's stored-layout
+//   matmul bit for bit, for any m and any 16-aligned output range;
+// - a model gives the same logits bits with and without packing (KVSERVE_PACK=0).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "kernels/packed_weights.h"
+#include "kernels/quantize.h"
+#include "model/synthetic_model.h"
+#include "model/transformer.h"
+#include "support/forward.h"
+#include "support/paths.h"
+
+namespace kvserve {
+namespace {
+
+constexpr GgmlType kPackedTypes[] = {GgmlType::kQ8_0, GgmlType::kQ4_0};
+
+std::vector<uint8_t> RandomMatrix(GgmlType type, int n_out, int n_in, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> row(n_in);
+  const size_t row_bytes = RowBytes(type, n_in);
+  std::vector<uint8_t> w(row_bytes * n_out);
+  for (int j = 0; j < n_out; ++j) {
+    for (float& v : row) v = dist(rng);
+    QuantizeRow(type, row.data(), n_in, w.data() + row_bytes * j);
+  }
+  return w;
+}
+
+// A packed matrix in a 64-byte aligned buffer (the kernels load whole aligned vectors).
+struct PackedMatrix {
+  std::unique_ptr<uint8_t, decltype(&std::free)> bytes{nullptr, &std::free};
+  const uint8_t* data() const { return bytes.get(); }
+};
+
+PackedMatrix Pack(GgmlType type, const std::vector<uint8_t>& w, int n_out, int n_in) {
+  PackedMatrix packed;
+  packed.bytes.reset(
+      static_cast<uint8_t*>(std::aligned_alloc(64, PackedMatrixBytes(type, n_out, n_in))));
+  PackGroups(type, w.data(), n_out, n_in, 0, (n_out + kPackRows - 1) / kPackRows,
+             packed.bytes.get());
+  return packed;
+}
+
+TEST(PackedWeightsTest, UnpackRestoresEveryRow) {
+  for (GgmlType type : kPackedTypes) {
+    for (int n_out : {1, 15, 16, 17, 40}) {
+      for (int n_in : {32, 96, 2048}) {
+        SCOPED_TRACE(std::string(GgmlTypeName(type)) + " " + std::to_string(n_out) + "x" +
+                     std::to_string(n_in));
+        const std::vector<uint8_t> w = RandomMatrix(type, n_out, n_in, n_out * 7 + n_in);
+        const PackedMatrix packed = Pack(type, w, n_out, n_in);
+        const size_t row_bytes = RowBytes(type, n_in);
+        std::vector<uint8_t> row(row_bytes);
+        for (int j = 0; j < n_out; ++j) {
+          UnpackRow(type, packed.data(), n_in, j, row.data());
+          ASSERT_EQ(std::memcmp(row.data(), w.data() + row_bytes * j, row_bytes), 0) << "row " << j;
+        }
+      }
+    }
+  }
+}
+
+TEST(PackedWeightsTest, GroupsAre64ByteMultiples) {
+  for (GgmlType type : kPackedTypes) {
+    for (int n_in : {32, 64, 2048, 5632}) {
+      EXPECT_EQ(PackedGroupBytes(type, n_in) % 64, 0u);
+      EXPECT_GE(PackedGroupBytes(type, n_in) * 1.0, 16.0 * RowBytes(type, n_in));
+      // The layout costs no more bandwidth than the stored one, up to the 64-byte rounding.
+      EXPECT_LE(PackedGroupBytes(type, n_in), 16 * RowBytes(type, n_in) + 63);
+    }
+  }
+}
+
+std::vector<float> RunTile(MatmulTileFn fn, const uint8_t* w, size_t w_row_bytes,
+                           const std::vector<BlockQ8_0>& x, int m, int k, int n_begin, int n_end,
+                           int n) {
+  std::vector<float> y(static_cast<size_t>(m) * n, -1.0f);
+  fn(MatmulTile{.w = w,
+                .w_row_bytes = w_row_bytes,
+                .x = reinterpret_cast<const uint8_t*>(x.data()),
+                .x_row_bytes = sizeof(BlockQ8_0) * (k / 32),
+                .m = m,
+                .k = k,
+                .n_begin = n_begin,
+                .n_end = n_end,
+                .y = y.data(),
+                .ldy = n});
+  return y;
+}
+
+TEST(PackedWeightsTest, PackedKernelsMatchStoredLayoutBitwise) {
+  std::vector<const KernelTable*> tables;
+  for (const KernelTable* t : {Avx2Kernels(), Avx512Kernels()}) {
+    if (t != nullptr && t->matmul_q8_0_x16 != nullptr &&
+        (t == Avx512Kernels() ? CpuSupportsAvx512() : CpuSupportsAvx2())) {
+      tables.push_back(t);
+    }
+  }
+  if (tables.empty()) GTEST_SKIP() << "no table with packed kernels on this CPU";
+  std::mt19937 rng(21);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (const KernelTable* table : tables) {
+    for (GgmlType type : kPackedTypes) {
+      for (int k : {32, 96, 256}) {
+        const int n = 45;
+        const std::vector<uint8_t> w = RandomMatrix(type, n, k, k);
+        const PackedMatrix packed = Pack(type, w, n, k);
+        for (int m : {1, 2, 5, 6, 7, 13}) {
+          std::vector<float> row(k);
+          std::vector<BlockQ8_0> x(static_cast<size_t>(m) * (k / 32));
+          for (int i = 0; i < m; ++i) {
+            for (float& v : row) v = dist(rng);
+            table->quantize_row_q8_0(row.data(), k, x.data() + static_cast<size_t>(i) * (k / 32));
+          }
+          for (auto [n_begin, n_end] : {std::pair{0, n}, {16, n}, {0, 16}, {32, 33}}) {
+            SCOPED_TRACE(std::string(table->isa) + " " + GgmlTypeName(type) +
+                         " k=" + std::to_string(k) + " m=" + std::to_string(m) + " n=[" +
+                         std::to_string(n_begin) + "," + std::to_string(n_end) + ")");
+            const std::vector<float> want = RunTile(MatmulFor(*table, type), w.data(),
+                                                    RowBytes(type, k), x, m, k, n_begin, n_end, n);
+            const std::vector<float> got =
+                RunTile(PackedMatmulFor(*table, type), packed.data(), PackedGroupBytes(type, k),
+                        x, m, k, n_begin, n_end, n);
+            ASSERT_EQ(std::memcmp(want.data(), got.data(), sizeof(float) * want.size()), 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Loads `path` with KVSERVE_PACK set to `pack` and returns every position's logits.
+std::vector<float> Logits(const std::string& path, const char* pack, bool* packed) {
+  ::setenv("KVSERVE_PACK", pack, 1);
+  auto model = Transformer::Load(path);
+  ::unsetenv("KVSERVE_PACK");
+  EXPECT_TRUE(model.ok()) << model.message();
+  if (!model.ok()) return {};
+  *packed = (*model)->weights().output.packed != nullptr;
+  return testing::AllPositionLogits(**model, {1, 5, 9, 200, 31, 7, 7, 40, 3, 11, 2, 60});
+}
+
+TEST(PackedWeightsTest, ModelLogitsAreTheSameBitsPackedOrNot) {
+  const bool can_pack = PackedMatmulFor(ActiveKernels(), GgmlType::kQ8_0) != nullptr;
+  for (Architecture arch : {Architecture::kLlama, Architecture::kGpt2}) {
+    for (GgmlType type : kPackedTypes) {
+      SCOPED_TRACE(std::string(ArchitectureName(arch)) + " " + GgmlTypeName(type));
+      auto vocab = GgufFile::Open(testing::ModelPath(DefaultVocabFile(arch)));
+      ASSERT_TRUE(vocab.ok()) << vocab.message();
+      // Odd sizes: 40 output rows of wk/wv (2 groups + 8), 96-wide feed-forward.
+      auto synth = SyntheticModel::Create({.shape = {.arch = arch,
+                                                     .n_embd = 64,
+                                                     .n_layers = 2,
+                                                     .n_heads = 4,
+                                                     .n_kv_heads = arch == Architecture::kLlama ? 2 : 4,
+                                                     .n_ff = 96,
+                                                     .n_ctx = 64},
+                                           .type = type,
+                                           .seed = 4},
+                                          *vocab);
+      ASSERT_TRUE(synth.ok()) << synth.message();
+      const std::string path = testing::TempDir() + "/packed-" + ArchitectureName(arch) + "-" +
+                               GgmlTypeName(type) + ".gguf";
+      ASSERT_TRUE(synth->WriteFile(path).ok());
+      bool stored_packed = true, packed = false;
+      const std::vector<float> stored = Logits(path, "0", &stored_packed);
+      const std::vector<float> repacked = Logits(path, "1", &packed);
+      EXPECT_FALSE(stored_packed);
+      EXPECT_EQ(packed, can_pack);
+      ASSERT_EQ(stored.size(), repacked.size());
+      ASSERT_FALSE(stored.empty());
+      EXPECT_EQ(std::memcmp(stored.data(), repacked.data(), sizeof(float) * stored.size()), 0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvserve
