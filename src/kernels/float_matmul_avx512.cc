@@ -17,6 +17,7 @@
 
 #include <cassert>
 #include <cstdint>
+#include <cstdlib>
 
 #include "kernels/float_matmul.h"
 #include "kernels/tile_walk.h"
@@ -127,6 +128,238 @@ void FloatTileRows(const MatmulTile& t, int i0, int mr, int j0) {
   assert(false && "FloatTileRows: bad row count");
 }
 
+// ---- Packed path (prefill, m >= kMinPackedRows) ----
+//
+// The full-k register tiles above read 6 activation rows and 4 weight rows of k floats per tile:
+// for k >= 1024 that does not fit in L1, so every FMA waits on L2, and F16/BF16 weights are
+// converted again for every tile of activation rows. The packed path instead:
+// - converts a panel of weight rows to float once per call into a thread-local buffer (sized to
+//   stay in L2), laid out so that each k block of the panel is one contiguous stream;
+// - copies each kPackMr-row tile of activations into a contiguous panel (zero rows past m);
+// - walks k in blocks of kKBlockVectors vectors: the activation tile's block stays in L1 while the
+//   weight panel's block streams past it from L2, and the 16-lane accumulators of the tile row are
+//   stored to a thread-local spill buffer between k blocks and reloaded (exact: a store and a load
+//   change no bits).
+// Each accumulator still gets one FMA per 16-lane vector of k in increasing k, starting from zero,
+// and the packed panels are zero-padded exactly where the full-k tiles use masked (zeroing) loads,
+// so the zero-padded last vector contributes the same fma(+0, +0, acc). Then the same HSum. The
+// bits are those of the full-k tiles and of m == 1.
+constexpr int kPackMr = 6;  // activation rows per register tile
+constexpr int kPackNr = 4;  // weight rows per register tile: 24 accumulators + 4 weights + 1 x
+// 16-float vectors of k per block: the activation tile's block (kPackMr x 1024 floats = 24 KiB)
+// stays in L1 while the weight panel's block streams from L2.
+constexpr int kKBlockVectors = 64;
+// Bytes of converted weights per panel (kept in L2 next to the activation panel and the spills).
+constexpr size_t kWPanelBytes = 512 << 10;
+// Below this many activation rows, packing costs more than it saves: use the full-k tiles.
+constexpr int kMinPackedRows = 16;
+
+// A growable 64-byte-aligned float buffer, one per thread and use. Freed at thread exit.
+class FloatScratch {
+ public:
+  ~FloatScratch() { std::free(data_); }
+  float* Get(size_t floats) {
+    if (floats > floats_) {
+      std::free(data_);
+      floats = (floats + 15) / 16 * 16;
+      data_ = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * floats));
+      floats_ = data_ != nullptr ? floats : 0;
+    }
+    return data_;
+  }
+
+ private:
+  float* data_ = nullptr;
+  size_t floats_ = 0;
+};
+
+thread_local FloatScratch tls_w_panel;  // [k block][row tile][vector in block][kPackNr][16]
+thread_local FloatScratch tls_x_panel;  // [vector][kPackMr][16]
+thread_local FloatScratch tls_acc;      // [row tile][kPackMr][kPackNr][16] spilled accumulators
+
+// Vector v (16 elements from 16 v) of a row of k elements, zero past k, as floats.
+template <WType T>
+inline __m512 LoadVector(const uint8_t* w, int v, int k) {
+  const int kk = kLanes * v;
+  if (kk + kLanes <= k) return LoadW<T>(w, kk);
+  return LoadWMasked<T>(w, kk, static_cast<__mmask16>((1u << (k - kk)) - 1));
+}
+
+// Converts weight rows [j0, j0 + nc) (of the tile's k) into `panel`: row tiles of kPackNr rows
+// (rows past nc are zero), k blocks of kKBlockVectors vectors (the last one shorter), laid out
+// [k block][row tile][vector in block][kPackNr][16] so that one k block of the panel is contiguous.
+template <WType T>
+void PackWeightPanel(const MatmulTile& t, int j0, int nc, int kv, float* panel) {
+  const int row_tiles = (nc + kPackNr - 1) / kPackNr;
+  for (int jt = 0; jt < row_tiles; ++jt) {
+    for (int c = 0; c < kPackNr; ++c) {
+      const int j = jt * kPackNr + c;
+      const uint8_t* w = t.w + static_cast<size_t>(j0 + j) * t.w_row_bytes;
+      for (int kb0 = 0; kb0 < kv; kb0 += kKBlockVectors) {
+        const int kbn = kv - kb0 < kKBlockVectors ? kv - kb0 : kKBlockVectors;
+        float* dst = panel + static_cast<size_t>(kb0) * row_tiles * kPackNr * kLanes +
+                     static_cast<size_t>(jt) * kbn * kPackNr * kLanes + c * kLanes;
+        for (int v = 0; v < kbn; ++v) {
+          const __m512 wv = j < nc ? LoadVector<T>(w, kb0 + v, t.k) : _mm512_setzero_ps();
+          _mm512_store_ps(dst + v * kPackNr * kLanes, wv);
+        }
+      }
+    }
+  }
+}
+
+// Copies activation rows [i0, i0 + mr) into `panel` as [vector][kPackMr][16], zero past mr and k.
+void PackActivationPanel(const MatmulTile& t, int i0, int mr, int kv, float* panel) {
+  for (int r = 0; r < kPackMr; ++r) {
+    const uint8_t* x = t.x + static_cast<size_t>(i0 + r) * t.x_row_bytes;
+    for (int v = 0; v < kv; ++v) {
+      const __m512 xv = r < mr ? LoadVector<WType::kF32>(x, v, t.k) : _mm512_setzero_ps();
+      _mm512_store_ps(panel + (static_cast<size_t>(v) * kPackMr + r) * kLanes, xv);
+    }
+  }
+}
+
+// One register tile over one k block of `vectors` vectors: x_block is [vector][kPackMr][16],
+// w_block is [vector][kPackNr][16]. The accumulators start at zero on the first k block, else from
+// `spill` ([kPackMr][kPackNr][16]); after the last k block they are reduced into
+// y[r * ldy + c] for r < mr, c < nr, else stored back to `spill`.
+inline void PackedTile(const float* x_block, const float* w_block, int vectors, float* spill,
+                       bool first, bool last, float* y, int ldy, int mr, int nr,
+                       const float* prefetch, int prefetch_lines) {
+  __m512 acc[kPackMr][kPackNr];
+  for (int r = 0; r < kPackMr; ++r) {
+    for (int c = 0; c < kPackNr; ++c) {
+      acc[r][c] = first ? _mm512_setzero_ps() : _mm512_load_ps(spill + (r * kPackNr + c) * kLanes);
+    }
+  }
+  for (int v = 0; v < vectors; ++v) {
+    const float* wp = w_block + v * kPackNr * kLanes;
+    const float* xp = x_block + v * kPackMr * kLanes;
+    // One line of the next activation block per step, so the fetches from L3 never crowd out the
+    // weight panel's loads from L2.
+    if (v < prefetch_lines)
+      _mm_prefetch(reinterpret_cast<const char*>(prefetch + v * kLanes), _MM_HINT_T0);
+    __m512 wv[kPackNr];
+    for (int c = 0; c < kPackNr; ++c) wv[c] = _mm512_load_ps(wp + c * kLanes);
+    for (int r = 0; r < kPackMr; ++r) {
+      const __m512 xv = _mm512_load_ps(xp + r * kLanes);
+      for (int c = 0; c < kPackNr; ++c) acc[r][c] = _mm512_fmadd_ps(wv[c], xv, acc[r][c]);
+    }
+  }
+  if (!last) {
+    for (int r = 0; r < kPackMr; ++r) {
+      for (int c = 0; c < kPackNr; ++c) {
+        _mm512_store_ps(spill + (r * kPackNr + c) * kLanes, acc[r][c]);
+      }
+    }
+    return;
+  }
+  // Reduce with compile-time indices (the accumulators stay in registers), then store the valid
+  // part of the tile.
+  float sums[kPackMr][kPackNr];
+  for (int r = 0; r < kPackMr; ++r) {
+    for (int c = 0; c < kPackNr; ++c) sums[r][c] = HSum(acc[r][c]);
+  }
+  for (int r = 0; r < mr; ++r) {
+    for (int c = 0; c < nr; ++c) y[r * ldy + c] = sums[r][c];
+  }
+}
+
+// Software prefetch (into L2) of `rows` rows of `row_bytes` bytes, `stride` bytes apart, spread
+// evenly over `steps` calls of Step(): the activations of the next register tile and the weights of
+// the next panel arrive from L3 or DRAM while the current ones are being multiplied, instead of
+// stalling the packing loops.
+class RowPrefetcher {
+ public:
+  RowPrefetcher(const uint8_t* base, size_t stride, int rows, size_t row_bytes, int steps)
+      : base_(base),
+        stride_(stride),
+        rows_(rows),
+        lines_per_row_(static_cast<int>((row_bytes + 63) / 64)) {
+    const int64_t total = static_cast<int64_t>(rows) * lines_per_row_;
+    per_step_ = static_cast<int>((total + steps - 1) / (steps > 0 ? steps : 1));
+  }
+  void Step() {
+    for (int i = 0; i < per_step_ && row_ < rows_; ++i) {
+      _mm_prefetch(reinterpret_cast<const char*>(base_ + row_ * stride_ + line_ * 64), _MM_HINT_T1);
+      if (++line_ == lines_per_row_) {
+        line_ = 0;
+        ++row_;
+      }
+    }
+  }
+
+ private:
+  const uint8_t* base_;
+  size_t stride_;
+  int rows_;
+  int lines_per_row_;
+  int per_step_ = 0;
+  int row_ = 0;
+  int line_ = 0;
+};
+
+template <WType T>
+void MatmulFloatPacked(const MatmulTile& t) {
+  const int kv = (t.k + kLanes - 1) / kLanes;  // 16-float vectors per row, the last zero-padded
+  const size_t row_floats = static_cast<size_t>(kv) * kLanes;
+  const int n = t.n_end - t.n_begin;
+  int panel_rows =
+      static_cast<int>(kWPanelBytes / (sizeof(float) * row_floats)) / kPackNr * kPackNr;
+  if (panel_rows < kPackNr) panel_rows = kPackNr;
+  const int n_padded = (n + kPackNr - 1) / kPackNr * kPackNr;
+  if (panel_rows > n_padded) panel_rows = n_padded;
+  float* w_panel = tls_w_panel.Get(static_cast<size_t>(panel_rows) * row_floats);
+  const int m_tiles = (t.m + kPackMr - 1) / kPackMr;
+  float* x_panel = tls_x_panel.Get(static_cast<size_t>(m_tiles) * kPackMr * row_floats);
+  for (int i0 = 0; i0 < t.m; i0 += kPackMr) {
+    const int mr = t.m - i0 < kPackMr ? t.m - i0 : kPackMr;
+    PackActivationPanel(t, i0, mr, kv, x_panel + static_cast<size_t>(i0) * row_floats);
+  }
+  float* spills =
+      tls_acc.Get(static_cast<size_t>(panel_rows / kPackNr) * kPackMr * kPackNr * kLanes);
+  const int k_blocks = (kv + kKBlockVectors - 1) / kKBlockVectors;
+  for (int j0 = t.n_begin; j0 < t.n_end; j0 += panel_rows) {
+    const int nc = t.n_end - j0 < panel_rows ? t.n_end - j0 : panel_rows;
+    const int row_tiles = (nc + kPackNr - 1) / kPackNr;
+    PackWeightPanel<T>(t, j0, nc, kv, w_panel);
+    const int next_j0 = j0 + nc;
+    const int next_nc = t.n_end - next_j0 < panel_rows ? t.n_end - next_j0 : panel_rows;
+    RowPrefetcher next_weights(t.w + static_cast<size_t>(next_j0) * t.w_row_bytes, t.w_row_bytes,
+                               next_nc > 0 ? next_nc : 0, t.w_row_bytes,
+                               m_tiles * k_blocks * row_tiles);
+    for (int i0 = 0; i0 < t.m; i0 += kPackMr) {
+      const int mr = t.m - i0 < kPackMr ? t.m - i0 : kPackMr;
+      for (int kb0 = 0; kb0 < kv; kb0 += kKBlockVectors) {
+        const int kbn = kv - kb0 < kKBlockVectors ? kv - kb0 : kKBlockVectors;
+        const float* w_block = w_panel + static_cast<size_t>(kb0) * row_tiles * kPackNr * kLanes;
+        const float* x_block = x_panel + static_cast<size_t>(i0) * row_floats +
+                               static_cast<size_t>(kb0) * kPackMr * kLanes;
+        // The next activation block follows this one in x_panel (or is the panel's first block):
+        // fetch it into L1 a slice per tile while this one is in use.
+        const size_t x_block_lines = static_cast<size_t>(kbn) * kPackMr * kLanes / 16;
+        const float* next_x_block = x_block + x_block_lines * 16;
+        if (kb0 + kbn == kv && i0 + kPackMr >= t.m) next_x_block = x_panel;
+        size_t lines_per_tile = (x_block_lines + row_tiles - 1) / row_tiles;
+        if (lines_per_tile > static_cast<size_t>(kbn)) lines_per_tile = kbn;  // one per step
+        for (int jt = 0; jt < row_tiles; ++jt) {
+          next_weights.Step();
+          const size_t first_line = jt * lines_per_tile;
+          const size_t lines = first_line >= x_block_lines ? 0
+                               : x_block_lines - first_line < lines_per_tile
+                                   ? x_block_lines - first_line
+                                   : lines_per_tile;
+          const int nr = nc - jt * kPackNr < kPackNr ? nc - jt * kPackNr : kPackNr;
+          PackedTile(x_block, w_block + static_cast<size_t>(jt) * kbn * kPackNr * kLanes, kbn,
+                     spills + static_cast<size_t>(jt) * kPackMr * kPackNr * kLanes, kb0 == 0,
+                     kb0 + kbn == kv, t.y + static_cast<size_t>(i0) * t.ldy + j0 + jt * kPackNr,
+                     t.ldy, mr, nr, next_x_block + first_line * kLanes, static_cast<int>(lines));
+        }
+      }
+    }
+  }
+}
+
 template <WType T>
 void MatmulFloat(const MatmulTile& t) {
   assert(t.m >= 0 && t.k >= 0 && t.n_begin <= t.n_end);
@@ -140,6 +373,10 @@ void MatmulFloat(const MatmulTile& t) {
             FloatTile<T, 1, 1>(t, i0, j0);
           }
         });
+    return;
+  }
+  if (t.m >= kMinPackedRows && t.k > 0) {
+    MatmulFloatPacked<T>(t);
     return;
   }
   const size_t row_bytes = sizeof(float) * static_cast<size_t>(t.k > 0 ? t.k : 1);
