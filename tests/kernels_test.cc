@@ -266,6 +266,16 @@ TEST(KernelsTest, MatmulIsBatchInvariant) {
   }
 }
 
+// Prefill-sized batches take the packed float path (k blocks, spilled accumulators, padded tiles);
+// every row must still match its m = 1 result bit for bit.
+TEST(KernelsTest, MatmulIsBatchInvariantForPrefillBatches) {
+  for (const KernelTable* t : AllTables()) {
+    for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16}) {
+      for (int k : {17, 1000, 1040, 2100}) CheckBatchInvariance(*t, type, k, 40, 37);
+    }
+  }
+}
+
 // Long rows make the kernels split the activations into several row blocks.
 TEST(KernelsTest, MatmulIsBatchInvariantAcrossRowBlocks) {
   for (const KernelTable* t : AllTables()) {

@@ -1,0 +1,14 @@
+// The float-weight matmul tiles (F32, F16 and BF16 weights against float32 activations) of the
+// AVX-512 table, defined in float_matmul_avx512.cc. Call them only through the table, on a CPU that
+// has the ISA. (The scalar and AVX2 ones are still in kernels_scalar.cc and kernels_avx2.cc.)
+#pragma once
+
+#include "kernels/kernels.h"
+
+namespace kvserve::avx512 {
+
+void MatmulF32(const MatmulTile& t);
+void MatmulF16(const MatmulTile& t);
+void MatmulBf16(const MatmulTile& t);
+
+}  // namespace kvserve::avx512

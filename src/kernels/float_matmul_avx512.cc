@@ -1,0 +1,401 @@
+// AVX-512 float-weight matmul tiles: F32, F16 and BF16 weights against float32 activations.
+//
+// Accumulation order (the determinism contract of kernels.h): output y[i][j] has one 16-lane
+// accumulator; lane l sums W[j][k] * X[i][k] for k = l, l + 16, l + 32, ... in increasing k with
+// one fused multiply-add each (the last partial vector is zero-padded), and the 16 lanes are then
+// added by HSum's fixed tree. Register tiles only change which accumulators share a loop.
+//
+// Everything here is in an anonymous namespace and uses intrinsics only (no inline helpers from
+// shared headers), so no AVX-512 code can leak into other translation units through COMDAT folding.
+// GCC 12 reports its own _mm512_undefined_* placeholders inside the intrinsic headers as
+// uninitialized (GCC bug 105593); the warnings point into the header, so silence them there only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include <cassert>
+#include <cstdint>
+#include <cstdlib>
+
+#include "kernels/float_matmul.h"
+#include "kernels/tile_walk.h"
+
+namespace kvserve::avx512 {
+
+namespace {
+
+constexpr int kLanes = 16;
+// Register tile for m > 1: 6 activation rows x 4 weight rows = 24 zmm accumulators.
+constexpr int kMr = 6;
+constexpr int kNr = 4;
+// Register tile for m == 1 (decode): 8 weight rows streamed side by side.
+constexpr int kNrDecode = 8;
+// Activation rows per block: the block's float rows should stay in L2 (about 1 MiB).
+constexpr size_t kXBlockBytes = 1 << 20;
+
+enum class WType { kF32, kF16, kBf16 };
+
+inline float HSum(__m512 v) {
+  const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  b = _mm_add_ps(b, _mm_movehl_ps(b, b));
+  b = _mm_add_ss(b, _mm_movehdup_ps(b));
+  return _mm_cvtss_f32(b);
+}
+
+// 16 weights starting at element k of row w, as floats. Exact for all three types.
+template <WType T>
+inline __m512 LoadW(const uint8_t* w, int k) {
+  if constexpr (T == WType::kF32) {
+    return _mm512_loadu_ps(w + 4 * k);
+  } else if constexpr (T == WType::kF16) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * k)));
+  } else {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * k));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+}
+
+// As LoadW, but only the lanes in `mask` are read; the others are 0.
+template <WType T>
+inline __m512 LoadWMasked(const uint8_t* w, int k, __mmask16 mask) {
+  if constexpr (T == WType::kF32) {
+    return _mm512_maskz_loadu_ps(mask, w + 4 * k);
+  } else if constexpr (T == WType::kF16) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, w + 2 * k));
+  } else {
+    const __m256i h = _mm256_maskz_loadu_epi16(mask, w + 2 * k);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+}
+
+// y[i0 + r][j0 + c] for r < MR, c < NR, over the whole row length.
+template <WType T, int MR, int NR>
+void FloatTile(const MatmulTile& t, int i0, int j0) {
+  const uint8_t* w[NR];
+  const float* x[MR];
+  for (int c = 0; c < NR; ++c) w[c] = t.w + static_cast<size_t>(j0 + c) * t.w_row_bytes;
+  for (int r = 0; r < MR; ++r) {
+    x[r] = reinterpret_cast<const float*>(t.x + static_cast<size_t>(i0 + r) * t.x_row_bytes);
+  }
+  __m512 acc[MR][NR];
+  for (int r = 0; r < MR; ++r) {
+    for (int c = 0; c < NR; ++c) acc[r][c] = _mm512_setzero_ps();
+  }
+  const int k = t.k;
+  int kk = 0;
+  for (; kk + kLanes <= k; kk += kLanes) {
+    __m512 wv[NR];
+    for (int c = 0; c < NR; ++c) wv[c] = LoadW<T>(w[c], kk);
+    for (int r = 0; r < MR; ++r) {
+      const __m512 xv = _mm512_loadu_ps(x[r] + kk);
+      for (int c = 0; c < NR; ++c) acc[r][c] = _mm512_fmadd_ps(wv[c], xv, acc[r][c]);
+    }
+  }
+  if (kk < k) {
+    const __mmask16 mask = static_cast<__mmask16>((1u << (k - kk)) - 1);
+    __m512 wv[NR];
+    for (int c = 0; c < NR; ++c) wv[c] = LoadWMasked<T>(w[c], kk, mask);
+    for (int r = 0; r < MR; ++r) {
+      const __m512 xv = _mm512_maskz_loadu_ps(mask, x[r] + kk);
+      for (int c = 0; c < NR; ++c) acc[r][c] = _mm512_fmadd_ps(wv[c], xv, acc[r][c]);
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    float* y = t.y + static_cast<size_t>(i0 + r) * t.ldy + j0;
+    for (int c = 0; c < NR; ++c) y[c] = HSum(acc[r][c]);
+  }
+}
+
+template <WType T, int NR>
+void FloatTileRows(const MatmulTile& t, int i0, int mr, int j0) {
+  switch (mr) {
+    case 1:
+      return FloatTile<T, 1, NR>(t, i0, j0);
+    case 2:
+      return FloatTile<T, 2, NR>(t, i0, j0);
+    case 3:
+      return FloatTile<T, 3, NR>(t, i0, j0);
+    case 4:
+      return FloatTile<T, 4, NR>(t, i0, j0);
+    case 5:
+      return FloatTile<T, 5, NR>(t, i0, j0);
+    case 6:
+      return FloatTile<T, 6, NR>(t, i0, j0);
+  }
+  assert(false && "FloatTileRows: bad row count");
+}
+
+// ---- Packed path (prefill, m >= kMinPackedRows) ----
+//
+// The full-k register tiles above read 6 activation rows and 4 weight rows of k floats per tile:
+// for k >= 1024 that does not fit in L1, so every FMA waits on L2, and F16/BF16 weights are
+// converted again for every tile of activation rows. The packed path instead:
+// - converts a panel of weight rows to float once per call into a thread-local buffer (sized to
+//   stay in L2), laid out so that each k block of the panel is one contiguous stream;
+// - copies each kPackMr-row tile of activations into a contiguous panel (zero rows past m);
+// - walks k in blocks of kKBlockVectors vectors: the activation tile's block stays in L1 while the
+//   weight panel's block streams past it from L2, and the 16-lane accumulators of the tile row are
+//   stored to a thread-local spill buffer between k blocks and reloaded (exact: a store and a load
+//   change no bits).
+// Each accumulator still gets one FMA per 16-lane vector of k in increasing k, starting from zero,
+// and the packed panels are zero-padded exactly where the full-k tiles use masked (zeroing) loads,
+// so the zero-padded last vector contributes the same fma(+0, +0, acc). Then the same HSum. The
+// bits are those of the full-k tiles and of m == 1.
+constexpr int kPackMr = 6;  // activation rows per register tile
+constexpr int kPackNr = 4;  // weight rows per register tile: 24 accumulators + 4 weights + 1 x
+// 16-float vectors of k per block: the activation tile's block (kPackMr x 1024 floats = 24 KiB)
+// stays in L1 while the weight panel's block streams from L2.
+constexpr int kKBlockVectors = 64;
+// Bytes of converted weights per panel (kept in L2 next to the activation panel and the spills).
+constexpr size_t kWPanelBytes = 512 << 10;
+// Below this many activation rows, packing costs more than it saves: use the full-k tiles.
+constexpr int kMinPackedRows = 16;
+
+// A growable 64-byte-aligned float buffer, one per thread and use. Freed at thread exit.
+class FloatScratch {
+ public:
+  ~FloatScratch() { std::free(data_); }
+  float* Get(size_t floats) {
+    if (floats > floats_) {
+      std::free(data_);
+      floats = (floats + 15) / 16 * 16;
+      data_ = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * floats));
+      floats_ = data_ != nullptr ? floats : 0;
+    }
+    return data_;
+  }
+
+ private:
+  float* data_ = nullptr;
+  size_t floats_ = 0;
+};
+
+thread_local FloatScratch tls_w_panel;  // [k block][row tile][vector in block][kPackNr][16]
+thread_local FloatScratch tls_x_panel;  // [vector][kPackMr][16]
+thread_local FloatScratch tls_acc;      // [row tile][kPackMr][kPackNr][16] spilled accumulators
+
+// Vector v (16 elements from 16 v) of a row of k elements, zero past k, as floats.
+template <WType T>
+inline __m512 LoadVector(const uint8_t* w, int v, int k) {
+  const int kk = kLanes * v;
+  if (kk + kLanes <= k) return LoadW<T>(w, kk);
+  return LoadWMasked<T>(w, kk, static_cast<__mmask16>((1u << (k - kk)) - 1));
+}
+
+// Converts weight rows [j0, j0 + nc) (of the tile's k) into `panel`: row tiles of kPackNr rows
+// (rows past nc are zero), k blocks of kKBlockVectors vectors (the last one shorter), laid out
+// [k block][row tile][vector in block][kPackNr][16] so that one k block of the panel is contiguous.
+template <WType T>
+void PackWeightPanel(const MatmulTile& t, int j0, int nc, int kv, float* panel) {
+  const int row_tiles = (nc + kPackNr - 1) / kPackNr;
+  for (int jt = 0; jt < row_tiles; ++jt) {
+    for (int c = 0; c < kPackNr; ++c) {
+      const int j = jt * kPackNr + c;
+      const uint8_t* w = t.w + static_cast<size_t>(j0 + j) * t.w_row_bytes;
+      for (int kb0 = 0; kb0 < kv; kb0 += kKBlockVectors) {
+        const int kbn = kv - kb0 < kKBlockVectors ? kv - kb0 : kKBlockVectors;
+        float* dst = panel + static_cast<size_t>(kb0) * row_tiles * kPackNr * kLanes +
+                     static_cast<size_t>(jt) * kbn * kPackNr * kLanes + c * kLanes;
+        for (int v = 0; v < kbn; ++v) {
+          const __m512 wv = j < nc ? LoadVector<T>(w, kb0 + v, t.k) : _mm512_setzero_ps();
+          _mm512_store_ps(dst + v * kPackNr * kLanes, wv);
+        }
+      }
+    }
+  }
+}
+
+// Copies activation rows [i0, i0 + mr) into `panel` as [vector][kPackMr][16], zero past mr and k.
+void PackActivationPanel(const MatmulTile& t, int i0, int mr, int kv, float* panel) {
+  for (int r = 0; r < kPackMr; ++r) {
+    const uint8_t* x = t.x + static_cast<size_t>(i0 + r) * t.x_row_bytes;
+    for (int v = 0; v < kv; ++v) {
+      const __m512 xv = r < mr ? LoadVector<WType::kF32>(x, v, t.k) : _mm512_setzero_ps();
+      _mm512_store_ps(panel + (static_cast<size_t>(v) * kPackMr + r) * kLanes, xv);
+    }
+  }
+}
+
+// One register tile over one k block of `vectors` vectors: x_block is [vector][kPackMr][16],
+// w_block is [vector][kPackNr][16]. The accumulators start at zero on the first k block, else from
+// `spill` ([kPackMr][kPackNr][16]); after the last k block they are reduced into
+// y[r * ldy + c] for r < mr, c < nr, else stored back to `spill`.
+inline void PackedTile(const float* x_block, const float* w_block, int vectors, float* spill,
+                       bool first, bool last, float* y, int ldy, int mr, int nr,
+                       const float* prefetch, int prefetch_lines) {
+  __m512 acc[kPackMr][kPackNr];
+  for (int r = 0; r < kPackMr; ++r) {
+    for (int c = 0; c < kPackNr; ++c) {
+      acc[r][c] = first ? _mm512_setzero_ps() : _mm512_load_ps(spill + (r * kPackNr + c) * kLanes);
+    }
+  }
+  for (int v = 0; v < vectors; ++v) {
+    const float* wp = w_block + v * kPackNr * kLanes;
+    const float* xp = x_block + v * kPackMr * kLanes;
+    // One line of the next activation block per step, so the fetches from L3 never crowd out the
+    // weight panel's loads from L2.
+    if (v < prefetch_lines)
+      _mm_prefetch(reinterpret_cast<const char*>(prefetch + v * kLanes), _MM_HINT_T0);
+    __m512 wv[kPackNr];
+    for (int c = 0; c < kPackNr; ++c) wv[c] = _mm512_load_ps(wp + c * kLanes);
+    for (int r = 0; r < kPackMr; ++r) {
+      const __m512 xv = _mm512_load_ps(xp + r * kLanes);
+      for (int c = 0; c < kPackNr; ++c) acc[r][c] = _mm512_fmadd_ps(wv[c], xv, acc[r][c]);
+    }
+  }
+  if (!last) {
+    for (int r = 0; r < kPackMr; ++r) {
+      for (int c = 0; c < kPackNr; ++c) {
+        _mm512_store_ps(spill + (r * kPackNr + c) * kLanes, acc[r][c]);
+      }
+    }
+    return;
+  }
+  // Reduce with compile-time indices (the accumulators stay in registers), then store the valid
+  // part of the tile.
+  float sums[kPackMr][kPackNr];
+  for (int r = 0; r < kPackMr; ++r) {
+    for (int c = 0; c < kPackNr; ++c) sums[r][c] = HSum(acc[r][c]);
+  }
+  for (int r = 0; r < mr; ++r) {
+    for (int c = 0; c < nr; ++c) y[r * ldy + c] = sums[r][c];
+  }
+}
+
+// Software prefetch (into L2) of `rows` rows of `row_bytes` bytes, `stride` bytes apart, spread
+// evenly over `steps` calls of Step(): the activations of the next register tile and the weights of
+// the next panel arrive from L3 or DRAM while the current ones are being multiplied, instead of
+// stalling the packing loops.
+class RowPrefetcher {
+ public:
+  RowPrefetcher(const uint8_t* base, size_t stride, int rows, size_t row_bytes, int steps)
+      : base_(base),
+        stride_(stride),
+        rows_(rows),
+        lines_per_row_(static_cast<int>((row_bytes + 63) / 64)) {
+    const int64_t total = static_cast<int64_t>(rows) * lines_per_row_;
+    per_step_ = static_cast<int>((total + steps - 1) / (steps > 0 ? steps : 1));
+  }
+  void Step() {
+    for (int i = 0; i < per_step_ && row_ < rows_; ++i) {
+      _mm_prefetch(reinterpret_cast<const char*>(base_ + row_ * stride_ + line_ * 64), _MM_HINT_T1);
+      if (++line_ == lines_per_row_) {
+        line_ = 0;
+        ++row_;
+      }
+    }
+  }
+
+ private:
+  const uint8_t* base_;
+  size_t stride_;
+  int rows_;
+  int lines_per_row_;
+  int per_step_ = 0;
+  int row_ = 0;
+  int line_ = 0;
+};
+
+template <WType T>
+void MatmulFloatPacked(const MatmulTile& t) {
+  const int kv = (t.k + kLanes - 1) / kLanes;  // 16-float vectors per row, the last zero-padded
+  const size_t row_floats = static_cast<size_t>(kv) * kLanes;
+  const int n = t.n_end - t.n_begin;
+  int panel_rows =
+      static_cast<int>(kWPanelBytes / (sizeof(float) * row_floats)) / kPackNr * kPackNr;
+  if (panel_rows < kPackNr) panel_rows = kPackNr;
+  const int n_padded = (n + kPackNr - 1) / kPackNr * kPackNr;
+  if (panel_rows > n_padded) panel_rows = n_padded;
+  float* w_panel = tls_w_panel.Get(static_cast<size_t>(panel_rows) * row_floats);
+  const int m_tiles = (t.m + kPackMr - 1) / kPackMr;
+  float* x_panel = tls_x_panel.Get(static_cast<size_t>(m_tiles) * kPackMr * row_floats);
+  for (int i0 = 0; i0 < t.m; i0 += kPackMr) {
+    const int mr = t.m - i0 < kPackMr ? t.m - i0 : kPackMr;
+    PackActivationPanel(t, i0, mr, kv, x_panel + static_cast<size_t>(i0) * row_floats);
+  }
+  float* spills =
+      tls_acc.Get(static_cast<size_t>(panel_rows / kPackNr) * kPackMr * kPackNr * kLanes);
+  const int k_blocks = (kv + kKBlockVectors - 1) / kKBlockVectors;
+  for (int j0 = t.n_begin; j0 < t.n_end; j0 += panel_rows) {
+    const int nc = t.n_end - j0 < panel_rows ? t.n_end - j0 : panel_rows;
+    const int row_tiles = (nc + kPackNr - 1) / kPackNr;
+    PackWeightPanel<T>(t, j0, nc, kv, w_panel);
+    const int next_j0 = j0 + nc;
+    const int next_nc = t.n_end - next_j0 < panel_rows ? t.n_end - next_j0 : panel_rows;
+    RowPrefetcher next_weights(t.w + static_cast<size_t>(next_j0) * t.w_row_bytes, t.w_row_bytes,
+                               next_nc > 0 ? next_nc : 0, t.w_row_bytes,
+                               m_tiles * k_blocks * row_tiles);
+    for (int i0 = 0; i0 < t.m; i0 += kPackMr) {
+      const int mr = t.m - i0 < kPackMr ? t.m - i0 : kPackMr;
+      for (int kb0 = 0; kb0 < kv; kb0 += kKBlockVectors) {
+        const int kbn = kv - kb0 < kKBlockVectors ? kv - kb0 : kKBlockVectors;
+        const float* w_block = w_panel + static_cast<size_t>(kb0) * row_tiles * kPackNr * kLanes;
+        const float* x_block = x_panel + static_cast<size_t>(i0) * row_floats +
+                               static_cast<size_t>(kb0) * kPackMr * kLanes;
+        // The next activation block follows this one in x_panel (or is the panel's first block):
+        // fetch it into L1 a slice per tile while this one is in use.
+        const size_t x_block_lines = static_cast<size_t>(kbn) * kPackMr * kLanes / 16;
+        const float* next_x_block = x_block + x_block_lines * 16;
+        if (kb0 + kbn == kv && i0 + kPackMr >= t.m) next_x_block = x_panel;
+        size_t lines_per_tile = (x_block_lines + row_tiles - 1) / row_tiles;
+        if (lines_per_tile > static_cast<size_t>(kbn)) lines_per_tile = kbn;  // one per step
+        for (int jt = 0; jt < row_tiles; ++jt) {
+          next_weights.Step();
+          const size_t first_line = jt * lines_per_tile;
+          const size_t lines = first_line >= x_block_lines ? 0
+                               : x_block_lines - first_line < lines_per_tile
+                                   ? x_block_lines - first_line
+                                   : lines_per_tile;
+          const int nr = nc - jt * kPackNr < kPackNr ? nc - jt * kPackNr : kPackNr;
+          PackedTile(x_block, w_block + static_cast<size_t>(jt) * kbn * kPackNr * kLanes, kbn,
+                     spills + static_cast<size_t>(jt) * kPackMr * kPackNr * kLanes, kb0 == 0,
+                     kb0 + kbn == kv, t.y + static_cast<size_t>(i0) * t.ldy + j0 + jt * kPackNr,
+                     t.ldy, mr, nr, next_x_block + first_line * kLanes, static_cast<int>(lines));
+        }
+      }
+    }
+  }
+}
+
+template <WType T>
+void MatmulFloat(const MatmulTile& t) {
+  assert(t.m >= 0 && t.k >= 0 && t.n_begin <= t.n_end);
+  if (t.m == 1) {
+    WalkTiles<1, kNrDecode>(
+        1, t.n_begin, t.n_end, 1, [](int, int) {},
+        [&](int i0, int, int j0, int nr) {
+          if (nr == kNrDecode) {
+            FloatTile<T, 1, kNrDecode>(t, i0, j0);
+          } else {
+            FloatTile<T, 1, 1>(t, i0, j0);
+          }
+        });
+    return;
+  }
+  if (t.m >= kMinPackedRows && t.k > 0) {
+    MatmulFloatPacked<T>(t);
+    return;
+  }
+  const size_t row_bytes = sizeof(float) * static_cast<size_t>(t.k > 0 ? t.k : 1);
+  const int m_block = static_cast<int>(kXBlockBytes / row_bytes / kMr * kMr);
+  WalkTiles<kMr, kNr>(
+      t.m, t.n_begin, t.n_end, m_block, [](int, int) {},
+      [&](int i0, int mr, int j0, int nr) {
+        if (nr == kNr) {
+          FloatTileRows<T, kNr>(t, i0, mr, j0);
+        } else {
+          FloatTileRows<T, 1>(t, i0, mr, j0);
+        }
+      });
+}
+
+}  // namespace
+
+void MatmulF32(const MatmulTile& t) { MatmulFloat<WType::kF32>(t); }
+void MatmulF16(const MatmulTile& t) { MatmulFloat<WType::kF16>(t); }
+void MatmulBf16(const MatmulTile& t) { MatmulFloat<WType::kBf16>(t); }
+
+}  // namespace kvserve::avx512
