@@ -132,8 +132,8 @@ TEST(PackedWeightsTest, PackedKernelsMatchStoredLayoutBitwise) {
             const std::vector<float> want = RunTile(MatmulFor(*table, type), w.data(),
                                                     RowBytes(type, k), x, m, k, n_begin, n_end, n);
             const std::vector<float> got =
-                RunTile(PackedMatmulFor(*table, type), packed.data(), PackedGroupBytes(type, k),
-                        x, m, k, n_begin, n_end, n);
+                RunTile(PackedMatmulFor(*table, type), packed.data(), PackedGroupBytes(type, k), x,
+                        m, k, n_begin, n_end, n);
             ASSERT_EQ(std::memcmp(want.data(), got.data(), sizeof(float) * want.size()), 0);
           }
         }
@@ -161,16 +161,17 @@ TEST(PackedWeightsTest, ModelLogitsAreTheSameBitsPackedOrNot) {
       auto vocab = GgufFile::Open(testing::ModelPath(DefaultVocabFile(arch)));
       ASSERT_TRUE(vocab.ok()) << vocab.message();
       // Odd sizes: 40 output rows of wk/wv (2 groups + 8), 96-wide feed-forward.
-      auto synth = SyntheticModel::Create({.shape = {.arch = arch,
-                                                     .n_embd = 64,
-                                                     .n_layers = 2,
-                                                     .n_heads = 4,
-                                                     .n_kv_heads = arch == Architecture::kLlama ? 2 : 4,
-                                                     .n_ff = 96,
-                                                     .n_ctx = 64},
-                                           .type = type,
-                                           .seed = 4},
-                                          *vocab);
+      auto synth =
+          SyntheticModel::Create({.shape = {.arch = arch,
+                                            .n_embd = 64,
+                                            .n_layers = 2,
+                                            .n_heads = 4,
+                                            .n_kv_heads = arch == Architecture::kLlama ? 2 : 4,
+                                            .n_ff = 96,
+                                            .n_ctx = 64},
+                                  .type = type,
+                                  .seed = 4},
+                                 *vocab);
       ASSERT_TRUE(synth.ok()) << synth.message();
       const std::string path = testing::TempDir() + "/packed-" + ArchitectureName(arch) + "-" +
                                GgmlTypeName(type) + ".gguf";

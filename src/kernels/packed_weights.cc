@@ -14,9 +14,7 @@ size_t StoredBlockBytes(GgmlType type) {
 }
 }  // namespace
 
-bool HasPackedLayout(GgmlType type) {
-  return type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0;
-}
+bool HasPackedLayout(GgmlType type) { return type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0; }
 
 size_t PackedQuantBytes(GgmlType type) {
   assert(HasPackedLayout(type));
@@ -34,8 +32,8 @@ size_t PackedMatrixBytes(GgmlType type, int64_t n_out, int64_t n_in) {
   return groups * PackedGroupBytes(type, n_in);
 }
 
-void PackGroups(GgmlType type, const uint8_t* src, int64_t n_out, int64_t n_in,
-                int64_t group_begin, int64_t group_end, uint8_t* dst) {
+void PackGroups(GgmlType type, const uint8_t* src, int64_t n_out, int64_t n_in, int64_t group_begin,
+                int64_t group_end, uint8_t* dst) {
   assert(HasPackedLayout(type) && n_in % kBlock == 0);
   const bool q8 = type == GgmlType::kQ8_0;
   const int64_t n_blocks = n_in / kBlock;
@@ -57,8 +55,8 @@ void PackGroups(GgmlType type, const uint8_t* src, int64_t n_out, int64_t n_in,
           }
           continue;
         }
-        const uint8_t* block = src + row_bytes * static_cast<size_t>(row) +
-                               block_bytes * static_cast<size_t>(b);
+        const uint8_t* block =
+            src + row_bytes * static_cast<size_t>(row) + block_bytes * static_cast<size_t>(b);
         std::memcpy(scales + kScaleBytes * static_cast<size_t>(b) + 2 * lane, block, 2);
         for (int d = 0; d < dwords; ++d) {
           uint32_t dword;
