@@ -68,9 +68,11 @@ void Transformer::Embed(const ForwardBatch& batch, float* x, float* tmp) const {
 }
 
 // s.q: [n_tokens, n_heads*head_dim] (roped), K/V already stored. Writes s.attn, same shape as q.
-// Work is split by (token, head) units; each unit is computed alone, in position order. A prompt's
-// later tokens attend over more keys, so units are dealt in the token order 0, n-1, 1, n-2, ...:
-// then every contiguous range of units that ParallelFor hands a thread costs about the same.
+// Work is split by (head, token) units; each unit is computed alone, in position order. Units are
+// head-major, so one KV head's keys and values stay in cache across the tokens that read them, and
+// every thread gets whole heads of the same cost. Within a head, a prompt's later tokens attend
+// over more keys, so tokens are dealt in the order 0, n-1, 1, n-2, ...: a head split between two
+// threads still splits evenly.
 void Transformer::Attention(const ForwardBatch& batch, const KvLayerView& kv, ForwardScratch& s,
                             ThreadPool& pool) const {
   const int n_heads = config_.n_heads;
@@ -91,9 +93,9 @@ void Transformer::Attention(const ForwardBatch& batch, const KvLayerView& kv, Fo
       [&](int64_t begin, int64_t end, int thread) {
         float* scratch = s.attn_tmp.data() + per_thread * thread;
         for (int64_t unit = begin; unit < end; ++unit) {
-          const int dealt = static_cast<int>(unit / n_heads);
+          const int h = static_cast<int>(unit / batch.n_tokens());
+          const int dealt = static_cast<int>(unit % batch.n_tokens());
           const int i = dealt % 2 == 0 ? dealt / 2 : batch.n_tokens() - 1 - dealt / 2;
-          const int h = static_cast<int>(unit % n_heads);
           const size_t offset = (static_cast<size_t>(i) * n_heads + h) * head_dim;
           AttendHead(*kernels_, kv, s.q.data() + offset, h / group,
                      batch.block_tables[batch.seq_index[i]].data(), batch.positions[i] + 1, scale,
