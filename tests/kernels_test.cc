@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/ops.h"
 #include "kernels/quantize.h"
 #include "util/half.h"
 
@@ -363,6 +364,42 @@ TEST(KernelsTest, AxpyMatchesScalar) {
         EXPECT_LE(std::fabs(static_cast<double>(got[i]) - want[i]), tol) << "at " << i;
       }
     }
+  }
+}
+
+TEST(KernelsTest, GeluMatchesScalarBitwise) {
+  const auto tables = FastTables();
+  if (tables.empty()) GTEST_SKIP() << "no SIMD table for this CPU";
+  // Every f16 value, the floats just above and below it (rounding ties and near-ties), random
+  // floats around the +-10 cut-offs, and the special values.
+  std::vector<float> input;
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float v = Fp16ToFloat(static_cast<uint16_t>(h));
+    input.push_back(v);
+    input.push_back(std::nextafter(v, INFINITY));
+    input.push_back(std::nextafter(v, -INFINITY));
+  }
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<float> dist(-12.0f, 12.0f);
+  for (int i = 0; i < 10000; ++i) input.push_back(dist(rng));
+  for (float v :
+       {10.0f, -10.0f, std::nextafter(10.0f, 0.0f), std::nextafter(-10.0f, 0.0f), 0.0f, -0.0f,
+        INFINITY, -INFINITY, std::numeric_limits<float>::quiet_NaN(), 65520.0f, 1e-8f, -1e-8f}) {
+    input.push_back(v);
+  }
+  input.push_back(1.0f);  // an odd length leaves a partial vector
+  std::vector<float> want = input;
+  ScalarKernels().gelu_f16_table(GeluF16Table(), want.data(), static_cast<int>(want.size()));
+  for (const KernelTable* t : tables) {
+    SCOPED_TRACE(t->isa);
+    std::vector<float> got(input.size() + 8, 5.0f);
+    std::copy(input.begin(), input.end(), got.begin());
+    t->gelu_f16_table(GeluF16Table(), got.data(), static_cast<int>(input.size()));
+    for (size_t i = 0; i < input.size(); ++i) {
+      ASSERT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0)
+          << "x = " << input[i] << ": " << got[i] << " vs " << want[i];
+    }
+    for (size_t i = input.size(); i < got.size(); ++i) EXPECT_EQ(got[i], 5.0f) << "wrote past n";
   }
 }
 

@@ -88,6 +88,10 @@ struct KernelTable {
   // y[i] += a * x[i] for i < n.
   void (*axpy_f32)(float a, const float* x, float* y, int n);
   AttendHeadFn attend_head;
+  // x[i] = f16 table lookup of GELU (ops.h GeluInPlace): x <= -10 gives 0, x >= 10 (and NaN)
+  // passes through, otherwise table[f16(x)] (round to nearest even) widened to float. `table` has
+  // 65536 entries plus one of padding (vector gathers read 4 bytes).
+  void (*gelu_f16_table)(const uint16_t* table, float* x, int n);
 };
 
 const KernelTable& ScalarKernels();

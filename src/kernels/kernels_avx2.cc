@@ -220,6 +220,30 @@ void AxpyF32(float a, const float* x, float* y, int n) {
   }
 }
 
+// The scalar twin's branches as masks; the f16 rounding of _mm256_cvtps_ph is the scalar
+// FloatToFp16's (nearest even). A lane's gather reads entries h and h + 1 and keeps h.
+void GeluF16Table(const uint16_t* table, float* x, int n) {
+  const __m256 low = _mm256_set1_ps(-10.0f);
+  const __m256 high = _mm256_set1_ps(10.0f);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int i = 0; i < n; i += 8) {
+    const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - i), lane);
+    const __m256 v = _mm256_maskload_ps(x + i, live);
+    const __m256 zero = _mm256_cmp_ps(v, low, _CMP_LE_OQ);
+    const __m256 lookup = _mm256_andnot_ps(zero, _mm256_cmp_ps(v, high, _CMP_LT_OQ));
+    const __m256i h = _mm256_cvtepu16_epi32(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    const __m256i entries =
+        _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), reinterpret_cast<const int*>(table), h,
+                                    _mm256_castps_si256(lookup), 2);
+    const __m256i low_halves = _mm256_and_si256(entries, _mm256_set1_epi32(0xffff));
+    const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(low_halves),
+                                            _mm256_extracti128_si256(low_halves, 1));
+    __m256 out = _mm256_blendv_ps(v, _mm256_cvtph_ps(packed), lookup);
+    out = _mm256_andnot_ps(zero, out);
+    _mm256_maskstore_ps(x + i, live, out);
+  }
+}
+
 constexpr KernelTable kAvx2 = {
     .isa = "avx2",
     .matmul_f32 = MatmulF32,
@@ -233,6 +257,7 @@ constexpr KernelTable kAvx2 = {
     .dot_f32 = DotF32,
     .axpy_f32 = AxpyF32,
     .attend_head = scalar::AttendHead,
+    .gelu_f16_table = GeluF16Table,
 };
 
 }  // namespace

@@ -90,6 +90,27 @@ void AxpyF32(float a, const float* x, float* y, int n) {
   }
 }
 
+// The scalar twin's branches as masks; the f16 rounding of _mm512_cvtps_ph is the scalar
+// FloatToFp16's (nearest even). A lane's gather reads entries h and h + 1 and keeps h.
+void GeluF16Table(const uint16_t* table, float* x, int n) {
+  const __m512 low = _mm512_set1_ps(-10.0f);
+  const __m512 high = _mm512_set1_ps(10.0f);
+  for (int i = 0; i < n; i += kLanes) {
+    const __mmask16 live = n - i >= kLanes ? static_cast<__mmask16>(0xffff)
+                                           : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(live, x + i);
+    const __mmask16 zero = _mm512_cmp_ps_mask(v, low, _CMP_LE_OQ);
+    const __mmask16 lookup = _mm512_cmp_ps_mask(v, high, _CMP_LT_OQ) & ~zero;
+    const __m512i h = _mm512_cvtepu16_epi32(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    const __m512i entries =
+        _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), lookup, h, table, 2);
+    const __m512 gelu = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(entries));
+    __m512 out = _mm512_mask_mov_ps(v, lookup, gelu);
+    out = _mm512_mask_mov_ps(out, zero, _mm512_setzero_ps());
+    _mm512_mask_storeu_ps(x + i, live, out);
+  }
+}
+
 constexpr KernelTable kAvx512 = {
     .isa = "avx512",
     .matmul_f32 = avx512::MatmulF32,
@@ -103,6 +124,7 @@ constexpr KernelTable kAvx512 = {
     .dot_f32 = DotF32,
     .axpy_f32 = AxpyF32,
     .attend_head = avx512::AttendHead,
+    .gelu_f16_table = GeluF16Table,
 };
 
 }  // namespace

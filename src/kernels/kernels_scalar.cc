@@ -110,6 +110,17 @@ void AxpyF32(float a, const float* x, float* y, int n) {
   for (int i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
+void GeluF16Table(const uint16_t* table, float* x, int n) {
+  for (int i = 0; i < n; ++i) {
+    const float v = x[i];
+    if (v <= -10.0f) {
+      x[i] = 0.0f;
+    } else if (v < 10.0f) {
+      x[i] = Fp16ToFloat(table[FloatToFp16(v)]);
+    }
+  }
+}
+
 constexpr KernelTable kScalar = {
     .isa = "scalar",
     .matmul_f32 = MatmulF32,
@@ -123,6 +134,7 @@ constexpr KernelTable kScalar = {
     .dot_f32 = DotF32,
     .axpy_f32 = AxpyF32,
     .attend_head = scalar::AttendHead,
+    .gelu_f16_table = GeluF16Table,
 };
 
 }  // namespace

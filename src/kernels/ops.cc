@@ -40,29 +40,21 @@ float GeluTanh(float v) {
 
 // GELU of every f16 value, rounded to f16: GGML evaluates GELU this way, and matching it keeps our
 // logits within float rounding of llama.cpp's.
-const std::vector<uint16_t>& GeluTable() {
+}  // namespace
+
+const uint16_t* GeluF16Table() {
   static const std::vector<uint16_t> table = [] {
-    std::vector<uint16_t> t(65536);
+    std::vector<uint16_t> t(65536 + 1);
     for (uint32_t h = 0; h < 65536; ++h) {
       t[h] = FloatToFp16(GeluTanh(Fp16ToFloat(static_cast<uint16_t>(h))));
     }
     return t;
   }();
-  return table;
+  return table.data();
 }
 
-}  // namespace
-
-void GeluInPlace(float* x, int n) {
-  const std::vector<uint16_t>& table = GeluTable();
-  for (int i = 0; i < n; ++i) {
-    const float v = x[i];
-    if (v <= -10.0f) {
-      x[i] = 0.0f;
-    } else if (v < 10.0f) {
-      x[i] = Fp16ToFloat(table[FloatToFp16(v)]);
-    }
-  }
+void GeluInPlace(const KernelTable& kernels, float* x, int n) {
+  kernels.gelu_f16_table(GeluF16Table(), x, n);
 }
 
 void SwiGluInPlace(float* gate, const float* up, int n) {

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "kernels/kernels.h"
+
 namespace kvserve {
 
 // out = x / sqrt(mean(x²) + eps) * weight.  [n]
@@ -13,7 +15,10 @@ void LayerNorm(const float* x, const float* weight, const float* bias, int n, fl
                float* out);
 // GELU, tanh approximation (the form GPT-2 uses), in place. As in GGML, the input is rounded to
 // f16 and the result read from a table of f16 values; |x| >= 10 passes through (or gives 0).
-void GeluInPlace(float* x, int n);
+// Runs the table's gelu_f16_table kernel (every table gives the same bits).
+void GeluInPlace(const KernelTable& kernels, float* x, int n);
+// The table: GELU of every f16 value, rounded to f16; 65536 entries and one of padding.
+const uint16_t* GeluF16Table();
 // gate = silu(gate) * up, in place on gate.  [n]
 void SwiGluInPlace(float* gate, const float* up, int n);
 // x += y.  [n]

@@ -220,7 +220,7 @@ void Transformer::Gpt2Layer(int il, const ForwardBatch& batch, const KvLayerView
         for (int64_t i = begin; i < end; ++i) {
           float* ff = s.ff_up.data() + i * c.n_ff;
           AddInPlace(ff, w.b_up.data(), c.n_ff);
-          GeluInPlace(ff, c.n_ff);
+          GeluInPlace(*kernels_, ff, c.n_ff);
         }
       },
       row_cost);
