@@ -32,11 +32,12 @@ std::vector<int32_t> RandomTokens(int n, int n_vocab, std::mt19937_64& rng) {
   return tokens;
 }
 
-// One timed run of `test`: tokens per second of the timed part.
+// One timed run of `test`: tokens per second of the timed part. *kv_bytes: the runner's KV storage.
 Result<double> RunOnce(const Transformer& model, const BenchTest& test, std::mt19937_64& rng,
-                       ThreadPool& pool) {
+                       ThreadPool& pool, uint64_t* kv_bytes) {
   const int n_timed = test.n_prompt > 0 ? test.n_prompt : test.n_gen;
   SequenceRunner runner(model, test.kv_type, test.depth + n_timed, pool);
+  *kv_bytes = runner.kv_bytes();
   const int n_vocab = model.config().n_vocab;
   if (test.depth > 0) {
     const std::vector<int32_t> context = RandomTokens(test.depth, n_vocab, rng);
@@ -115,11 +116,12 @@ Result<BenchResult> RunBenchTest(const Transformer& model, const BenchTest& test
   if (warmup.n_gen > 0) warmup.n_gen = std::min(warmup.n_gen, 4);
   if (warmup.n_prompt > 0) warmup.n_prompt = std::min(warmup.n_prompt, 32);
   warmup.depth = 0;
-  KVSERVE_RETURN_IF_ERROR(RunOnce(model, warmup, rng, pool));
+  uint64_t kv_bytes = 0;
+  KVSERVE_RETURN_IF_ERROR(RunOnce(model, warmup, rng, pool, &kv_bytes));
 
   BenchResult result{.test = test.Name()};
   for (int r = 0; r < test.repeats; ++r) {
-    auto rate = RunOnce(model, test, rng, pool);
+    auto rate = RunOnce(model, test, rng, pool, &result.kv_bytes);
     if (!rate.ok()) return rate.status();
     result.tokens_per_s.push_back(*rate);
   }
@@ -133,9 +135,11 @@ std::string ConcurrentTest::Name() const {
 
 namespace {
 
-// One engine run of `test`: generated tokens per second, all streams together.
+// One engine run of `test`: generated tokens per second, all streams together. *kv_bytes: the
+// engine's KV pool.
 Result<double> RunConcurrentOnce(const Transformer& model, const Tokenizer& tokenizer,
-                                 const ConcurrentTest& test, int n_gen, std::mt19937_64& rng) {
+                                 const ConcurrentTest& test, int n_gen, std::mt19937_64& rng,
+                                 uint64_t* kv_bytes) {
   EngineOptions options = test.engine;
   options.n_ctx = n_gen + 1;
   options.max_num_seqs = test.concurrency;
@@ -165,6 +169,9 @@ Result<double> RunConcurrentOnce(const Transformer& model, const Tokenizer& toke
     }
   }
   const double seconds = SecondsSince(start);
+  // The engine publishes its counters every step; every stream has finished, so they are current.
+  *kv_bytes = static_cast<uint64_t>((*engine)->Stats().blocks_total) *
+              KvStorage::BytesPerBlock(model.config(), options.kv_type, options.block_size);
   return generated / seconds;
 }
 
@@ -177,10 +184,12 @@ Result<BenchResult> RunConcurrentDecode(const Transformer& model, const Tokenize
                          std::to_string(test.repeats) + " repeats is empty");
   }
   std::mt19937_64 rng(test.seed);
-  KVSERVE_RETURN_IF_ERROR(RunConcurrentOnce(model, tokenizer, test, std::min(test.n_gen, 4), rng));
+  uint64_t kv_bytes = 0;
+  KVSERVE_RETURN_IF_ERROR(
+      RunConcurrentOnce(model, tokenizer, test, std::min(test.n_gen, 4), rng, &kv_bytes));
   BenchResult result{.test = test.Name()};
   for (int r = 0; r < test.repeats; ++r) {
-    auto rate = RunConcurrentOnce(model, tokenizer, test, test.n_gen, rng);
+    auto rate = RunConcurrentOnce(model, tokenizer, test, test.n_gen, rng, &result.kv_bytes);
     if (!rate.ok()) return rate.status();
     result.tokens_per_s.push_back(*rate);
   }

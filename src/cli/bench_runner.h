@@ -46,6 +46,7 @@ struct BenchResult {
   double stddev = 0;  // sample standard deviation; 0 for one repeat
   double ceiling_tokens_per_s = 0;
   double ceiling_fraction = 0;  // mean / ceiling
+  uint64_t kv_bytes = 0;        // KV storage the test allocated (the runner's, or the engine's)
 };
 
 // Runs `test` repeats times, each on a fresh SequenceRunner with random valid token ids: a pp test

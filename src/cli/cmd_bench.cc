@@ -5,7 +5,9 @@
 //   kvserve bench -m MODEL [-p 512] [-n 128] [-r 5] [-t N] [--depth D] [--output-format
 //   md|csv|json] kvserve bench --cache-compare -m MODEL --lengths 64,128,256 [--plot FILE.svg]
 //   [--output-format]
+#include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -16,6 +18,7 @@
 #include "cli/machine_probe.h"
 #include "cli/model_options.h"
 #include "cli/svg_plot.h"
+#include "util/resident_memory.h"
 
 namespace kvserve {
 
@@ -204,6 +207,28 @@ int RunCacheCompare(const Transformer& model, const ModelOptions& model_options,
   return 0;
 }
 
+// Issue "Speed": peak resident memory at most the model's tensors plus the KV budget plus 10%.
+struct MemoryCheck {
+  uint64_t peak_bytes = 0;  // max of the load's and the tests' peaks; 0: unknown (no /proc)
+  uint64_t file_bytes = 0;  // the model's tensors
+  uint64_t kv_bytes = 0;    // the largest test's KV storage
+  double fraction = 0;      // peak / (file + KV)
+};
+
+// load_peak: the peak when the model had been loaded (packing included), before the probes.
+MemoryCheck CheckMemory(const Transformer& model, const std::vector<BenchResult>& results,
+                        std::optional<uint64_t> load_peak, bool peak_reset) {
+  MemoryCheck check;
+  check.file_bytes = CostOf(model).file_tensor_bytes;
+  for (const BenchResult& r : results) check.kv_bytes = std::max(check.kv_bytes, r.kv_bytes);
+  const std::optional<uint64_t> peak = PeakResidentBytes();
+  if (!peak_reset || !peak || !load_peak) return check;
+  check.peak_bytes = std::max(*peak, *load_peak);
+  check.fraction = static_cast<double>(check.peak_bytes) /
+                   static_cast<double>(check.file_bytes + check.kv_bytes);
+  return check;
+}
+
 }  // namespace
 
 int RunBench(const std::vector<std::string>& argv) {
@@ -218,6 +243,7 @@ int RunBench(const std::vector<std::string>& argv) {
   if (!flags.ok()) return Fail(flags.message() + "\n" + kUsage, 2);
   auto model = LoadModel(*model_options);
   if (!model.ok()) return Fail(model.message(), 1);
+  const std::optional<uint64_t> load_peak = PeakResidentBytes();
   ThreadPool pool(model_options->n_threads);
   if (flags->cache_compare) return RunCacheCompare(**model, *model_options, *flags, pool);
 
@@ -229,6 +255,8 @@ int RunBench(const std::vector<std::string>& argv) {
   const Measurement flops =
       MeasureMatmulFlops(ActiveKernels(), cost.main_type, 64, 2048, 2048, pool, 3);
   const double decode_ceiling = bandwidth.best / static_cast<double>(cost.weight_bytes);
+  // The memory check covers the tests only: the probes' buffers are freed by now.
+  const bool peak_reset = ResetPeakResident();
   const double prefill_ceiling = flops.best / (2.0 * static_cast<double>(cost.matmul_params));
 
   std::vector<BenchTest> tests;
@@ -277,6 +305,7 @@ int RunBench(const std::vector<std::string>& argv) {
     }
   }
 
+  const MemoryCheck memory = CheckMemory(**model, results, load_peak, peak_reset);
   const ModelConfig& config = (*model)->config();
   const std::string name = config.name.empty() ? ArchitectureName(config.arch) : config.name;
   const std::string type = GgmlTypeName(cost.main_type);
@@ -297,7 +326,11 @@ int RunBench(const std::vector<std::string>& argv) {
                       {"depth", tests[i].depth},
                       {"bandwidth_gb_s", bandwidth.best / 1e9},
                       {"matmul_gflop_s", flops.best / 1e9},
-                      {"weight_bytes_per_token", cost.weight_bytes}});
+                      {"weight_bytes_per_token", cost.weight_bytes},
+                      {"kv_bytes", r.kv_bytes},
+                      {"model_file_bytes", memory.file_bytes},
+                      {"peak_resident_bytes", memory.peak_bytes},
+                      {"peak_over_file_plus_kv", memory.fraction}});
     }
     std::printf("%s\n", list.dump(2).c_str());
     return 0;
@@ -327,6 +360,14 @@ int RunBench(const std::vector<std::string>& argv) {
       "pp = %.1f GFLOP/s (%s matmul, m=64) / (2 x %.2f M multiplied weights)\n",
       bandwidth.best / 1e9, cost.weight_bytes / 1048576.0, flops.best / 1e9, type.c_str(),
       cost.matmul_params / 1e6);
+  if (memory.peak_bytes > 0) {
+    std::printf(
+        "memory: peak resident %.1f MiB (loading and the tests); model file %.1f MiB + KV %.1f MiB (the "
+        "largest test's) = %.1f MiB; peak / that = %.3f\n",
+        memory.peak_bytes / 1048576.0, memory.file_bytes / 1048576.0,
+        memory.kv_bytes / 1048576.0, (memory.file_bytes + memory.kv_bytes) / 1048576.0,
+        memory.fraction);
+  }
   return 0;
 }
 

@@ -21,6 +21,7 @@ class SequenceRunner {
   SequenceRunner(const Transformer& model, KvType kv_type, int n_ctx, ThreadPool& pool);
 
   int n_ctx() const { return n_ctx_; }
+  uint64_t kv_bytes() const { return storage_.bytes(); }
   int n_past() const { return static_cast<int>(tokens_.size()); }
   const std::vector<int32_t>& tokens() const { return tokens_; }
 
