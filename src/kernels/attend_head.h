@@ -34,6 +34,10 @@ void AttendHead(const AttendJob& job);
 float KvExp(float x);
 }  // namespace scalar
 
+namespace avx2 {
+void AttendHead(const AttendJob& job);
+}  // namespace avx2
+
 namespace avx512 {
 void AttendHead(const AttendJob& job);
 }  // namespace avx512
