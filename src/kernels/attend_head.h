@@ -1,5 +1,5 @@
 // The attend_head kernels of kernels.h (AttendJob), one per ISA, each in its own translation unit:
-// attend_head_scalar.cc (the reference, also used by the AVX2 table) and attend_head_avx512.cc.
+// attend_head_scalar.cc (the reference), attend_head_avx2.cc and attend_head_avx512.cc.
 // Call them through the KernelTable.
 //
 // KvExp(x), the exp of the softmax, is the same sequence of IEEE operations in every table, so
@@ -33,6 +33,10 @@ void AttendHead(const AttendJob& job);
 // The reference KvExp above.
 float KvExp(float x);
 }  // namespace scalar
+
+namespace avx2 {
+void AttendHead(const AttendJob& job);
+}  // namespace avx2
 
 namespace avx512 {
 void AttendHead(const AttendJob& job);

@@ -256,7 +256,7 @@ constexpr KernelTable kAvx2 = {
     .quantize_row_q8_0 = QuantizeRowQ8_0,
     .dot_f32 = DotF32,
     .axpy_f32 = AxpyF32,
-    .attend_head = scalar::AttendHead,
+    .attend_head = avx2::AttendHead,
     .gelu_f16_table = GeluF16Table,
 };
 
