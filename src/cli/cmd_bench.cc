@@ -7,9 +7,9 @@
 //   [--output-format]
 #include <algorithm>
 #include <cstdio>
-#include <optional>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/args.h"
 #include "cli/bench_runner.h"
@@ -362,11 +362,11 @@ int RunBench(const std::vector<std::string>& argv) {
       cost.matmul_params / 1e6);
   if (memory.peak_bytes > 0) {
     std::printf(
-        "memory: peak resident %.1f MiB (loading and the tests); model file %.1f MiB + KV %.1f MiB (the "
+        "memory: peak resident %.1f MiB (loading and the tests); model file %.1f MiB + KV %.1f MiB "
+        "(the "
         "largest test's) = %.1f MiB; peak / that = %.3f\n",
-        memory.peak_bytes / 1048576.0, memory.file_bytes / 1048576.0,
-        memory.kv_bytes / 1048576.0, (memory.file_bytes + memory.kv_bytes) / 1048576.0,
-        memory.fraction);
+        memory.peak_bytes / 1048576.0, memory.file_bytes / 1048576.0, memory.kv_bytes / 1048576.0,
+        (memory.file_bytes + memory.kv_bytes) / 1048576.0, memory.fraction);
   }
   return 0;
 }
