@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "kernels/ops.h"
+#include "kernels/packed_weights.h"
 #include "kernels/quantize.h"
 #include "model/hf_folder.h"
 
@@ -53,12 +54,23 @@ void Transformer::MatmulInto(const WeightMatrix& w, const float* x, int m, float
   Matmul(*kernels_, w, x, m, y, s.matmul, pool);
 }
 
-void Transformer::Embed(const ForwardBatch& batch, float* x, float* tmp) const {
+// A tied embedding whose output copy was packed reads its rows back from the packed copy: the
+// stored pages were released after packing and stay out of memory.
+void Transformer::Embed(const ForwardBatch& batch, float* x, float* tmp,
+                        std::vector<uint8_t>& row_bytes) const {
   const int n_embd = config_.n_embd;
   const WeightMatrix& tok = weights_.token_embd;
+  const WeightMatrix& out = weights_.output;
+  const bool from_packed = out.packed != nullptr && out.data == tok.data;
+  if (from_packed && row_bytes.size() < tok.row_bytes) row_bytes.resize(tok.row_bytes);
   for (int i = 0; i < batch.n_tokens(); ++i) {
     float* row = x + static_cast<size_t>(i) * n_embd;
-    DequantizeRow(tok.type, tok.data + tok.row_bytes * batch.tokens[i], n_embd, row);
+    const uint8_t* stored = tok.data + tok.row_bytes * batch.tokens[i];
+    if (from_packed) {
+      UnpackRow(out.type, out.packed, out.n_in, batch.tokens[i], row_bytes.data());
+      stored = row_bytes.data();
+    }
+    DequantizeRow(tok.type, stored, n_embd, row);
     if (config_.arch == Architecture::kGpt2) {
       const WeightMatrix& pos = weights_.position_embd;
       DequantizeRow(pos.type, pos.data + pos.row_bytes * batch.positions[i], n_embd, tmp);
@@ -254,7 +266,7 @@ void Transformer::Forward(const ForwardBatch& batch, std::span<const KvLayerView
   if (c.arch == Architecture::kLlama) Grow(s.ff_gate, n * c.n_ff);
   if (c.arch == Architecture::kGpt2) Grow(s.qkv, n * 3 * c.n_embd);
 
-  Embed(batch, s.x.data(), s.xn.data());
+  Embed(batch, s.x.data(), s.xn.data(), s.embd_row);
   for (int il = 0; il < c.n_layers; ++il) {
     if (c.arch == Architecture::kLlama) {
       LlamaLayer(il, batch, kv[il], s, pool);

@@ -23,6 +23,7 @@ namespace kvserve {
 // decoding does not allocate. One per runner (not shared between threads calling Forward).
 struct ForwardScratch {
   std::vector<float> x, xn, q, k, v, attn, proj, ff_gate, ff_up, qkv, logits_in, attn_tmp;
+  std::vector<uint8_t> embd_row;  // one stored-layout embedding row, when read from a packed copy
   MatmulScratch matmul;
 };
 
@@ -44,7 +45,8 @@ class Transformer {
 
  private:
   Transformer() = default;
-  void Embed(const ForwardBatch& batch, float* x, float* tmp) const;
+  void Embed(const ForwardBatch& batch, float* x, float* tmp,
+             std::vector<uint8_t>& row_bytes) const;
   void Attention(const ForwardBatch& batch, const KvLayerView& kv, ForwardScratch& s,
                  ThreadPool& pool) const;
   void LlamaLayer(int il, const ForwardBatch& batch, const KvLayerView& kv, ForwardScratch& s,

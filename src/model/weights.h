@@ -40,7 +40,7 @@ struct ModelWeights {
 
   // Repacks every matrix that `kernels` has a packed kernel for (packed_weights.h) into
   // packed_storage, then drops the stored bytes from resident memory (file mappings only; the
-  // token embedding still reads its rows from the file). Returns the bytes packed.
+  // tied token embedding reads its rows from the packed output). Returns the bytes packed.
   size_t PackFor(const KernelTable& kernels, const GgufFile& file);
 };
 
