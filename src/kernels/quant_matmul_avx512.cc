@@ -42,7 +42,7 @@ namespace {
 
 constexpr int kLanes = 16;  // weight rows per vector
 // Activation rows per register tile (m > 1).
-constexpr int kMr = 6;
+constexpr int kMr = 8;
 // Repacked activation rows per block: about this many bytes, so the block stays in L2.
 constexpr size_t kXBlockBytes = 512 << 10;
 
@@ -338,6 +338,12 @@ void GroupRows(const MatmulTile& t, const uint8_t* group, const XPair* packed, i
         break;
       case 6:
         GroupTileRows<Q, 6>(t, group, packed, n_pairs, m0, i, j0);
+        break;
+      case 7:
+        GroupTileRows<Q, 7>(t, group, packed, n_pairs, m0, i, j0);
+        break;
+      case 8:
+        GroupTileRows<Q, 8>(t, group, packed, n_pairs, m0, i, j0);
         break;
     }
   }
