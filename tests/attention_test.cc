@@ -19,6 +19,7 @@
 #include "kernels/attend_head.h"
 #include "kernels/attention.h"
 #include "kernels/kernels.h"
+#include "support/kernel_tables.h"
 #include "util/half.h"
 
 namespace kvserve {
@@ -26,12 +27,7 @@ namespace {
 
 constexpr float kEps = std::numeric_limits<float>::epsilon();
 
-std::vector<const KernelTable*> FastTables() {
-  std::vector<const KernelTable*> tables;
-  if (Avx2Kernels() != nullptr && CpuSupportsAvx2()) tables.push_back(Avx2Kernels());
-  if (Avx512Kernels() != nullptr && CpuSupportsAvx512()) tables.push_back(Avx512Kernels());
-  return tables;
-}
+using ::kvserve::testing::FastTables;
 
 TEST(KvExpTest, CloseToExp) {
   double worst = 0.0;

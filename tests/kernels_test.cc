@@ -18,6 +18,7 @@
 #include "kernels/kernels.h"
 #include "kernels/ops.h"
 #include "kernels/quantize.h"
+#include "support/kernel_tables.h"
 #include "util/half.h"
 
 namespace kvserve {
@@ -26,12 +27,7 @@ namespace {
 constexpr float kEps = std::numeric_limits<float>::epsilon();
 
 // The fast tables to test: every ISA compiled into this build that this CPU supports.
-std::vector<const KernelTable*> FastTables() {
-  std::vector<const KernelTable*> tables;
-  if (Avx2Kernels() != nullptr && CpuSupportsAvx2()) tables.push_back(Avx2Kernels());
-  if (Avx512Kernels() != nullptr && CpuSupportsAvx512()) tables.push_back(Avx512Kernels());
-  return tables;
-}
+using ::kvserve::testing::FastTables;
 
 // All tables, the scalar one included (for the invariance tests).
 std::vector<const KernelTable*> AllTables() {

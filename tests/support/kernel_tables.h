@@ -1,0 +1,18 @@
+// The kernel tables a test can run on this machine.
+#pragma once
+
+#include <vector>
+
+#include "kernels/kernels.h"
+
+namespace kvserve::testing {
+
+// The fast tables: every ISA compiled into this build that this CPU supports.
+inline std::vector<const KernelTable*> FastTables() {
+  std::vector<const KernelTable*> tables;
+  if (Avx2Kernels() != nullptr && CpuSupportsAvx2()) tables.push_back(Avx2Kernels());
+  if (Avx512Kernels() != nullptr && CpuSupportsAvx512()) tables.push_back(Avx512Kernels());
+  return tables;
+}
+
+}  // namespace kvserve::testing
