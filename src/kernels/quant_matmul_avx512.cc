@@ -315,37 +315,22 @@ void GroupTileRows(const MatmulTile& t, const uint8_t* group, const XPair* packe
   GroupTile<Q, MR>(group, t.k / 32, x, y, StoreMask(j0, t.n_end));
 }
 
+// The tile of rows [i0, i0 + mr) with mr (1 .. kMr) fixed at compile time.
+template <QType Q, int MR = 1>
+void GroupTileRowsOf(int mr, const MatmulTile& t, const uint8_t* group, const XPair* packed,
+                     int n_pairs, int m0, int i0, int j0) {
+  if constexpr (MR <= kMr) {
+    if (mr == MR) return GroupTileRows<Q, MR>(t, group, packed, n_pairs, m0, i0, j0);
+    GroupTileRowsOf<Q, MR + 1>(mr, t, group, packed, n_pairs, m0, i0, j0);
+  }
+}
+
 // Activation rows [m0, m1) against one packed group, in register tiles of up to kMr rows.
 template <QType Q>
 void GroupRows(const MatmulTile& t, const uint8_t* group, const XPair* packed, int n_pairs, int m0,
                int m1, int j0) {
   for (int i = m0; i < m1; i += kMr) {
-    switch (m1 - i < kMr ? m1 - i : kMr) {
-      case 1:
-        GroupTileRows<Q, 1>(t, group, packed, n_pairs, m0, i, j0);
-        break;
-      case 2:
-        GroupTileRows<Q, 2>(t, group, packed, n_pairs, m0, i, j0);
-        break;
-      case 3:
-        GroupTileRows<Q, 3>(t, group, packed, n_pairs, m0, i, j0);
-        break;
-      case 4:
-        GroupTileRows<Q, 4>(t, group, packed, n_pairs, m0, i, j0);
-        break;
-      case 5:
-        GroupTileRows<Q, 5>(t, group, packed, n_pairs, m0, i, j0);
-        break;
-      case 6:
-        GroupTileRows<Q, 6>(t, group, packed, n_pairs, m0, i, j0);
-        break;
-      case 7:
-        GroupTileRows<Q, 7>(t, group, packed, n_pairs, m0, i, j0);
-        break;
-      case 8:
-        GroupTileRows<Q, 8>(t, group, packed, n_pairs, m0, i, j0);
-        break;
-    }
+    GroupTileRowsOf<Q>(m1 - i < kMr ? m1 - i : kMr, t, group, packed, n_pairs, m0, i, j0);
   }
 }
 
