@@ -277,6 +277,18 @@ TEST(KernelsTest, MatmulIsBatchInvariantForPrefillBatches) {
   }
 }
 
+// Every partial register tile of the packed float path: 1 to 6 rows in the last row tile
+// (m = 16 .. 21) and 1 to 4 weight rows in the last weight tile (n = 37 .. 40).
+TEST(KernelsTest, MatmulIsBatchInvariantForPartialPackedTiles) {
+  for (const KernelTable* t : AllTables()) {
+    for (GgmlType type : {GgmlType::kF32, GgmlType::kF16}) {
+      for (int m = 16; m <= 21; ++m) {
+        for (int n = 37; n <= 40; ++n) CheckBatchInvariance(*t, type, 768, m, n);
+      }
+    }
+  }
+}
+
 // Long rows make the kernels split the activations into several row blocks.
 TEST(KernelsTest, MatmulIsBatchInvariantAcrossRowBlocks) {
   for (const KernelTable* t : AllTables()) {

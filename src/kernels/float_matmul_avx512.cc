@@ -45,6 +45,55 @@ inline float HSum(__m512 v) {
   return _mm_cvtss_f32(b);
 }
 
+// HSum of 16 accumulators at once, bit for bit: every sum gets HSum's additions in HSum's order
+// ((lo256 + hi256), then (lo128 + hi128), then lanes l + 2, then l + 1), only computed for 16
+// accumulators side by side by shuffles (about 3 shuffles and adds per output instead of 8).
+// Returns HSum(a[q]) in 128-bit chunk q % 4, lane q / 4.
+inline __m512 TransposedHalvingSum16(const __m512 a[kLanes]) {
+  __m512 s8[8];  // s8[p]: lanes 0-7 accumulator 2p, lanes 8-15 accumulator 2p + 1 (8 partials)
+  for (int p = 0; p < 8; ++p) {
+    const __m512 lo = _mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512 hi = _mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2));
+    s8[p] = _mm512_add_ps(lo, hi);
+  }
+  __m512 s4[4];  // s4[p]: chunk c holds accumulator 4p + c (4 partials)
+  for (int p = 0; p < 4; ++p) {
+    const __m512 lo = _mm512_shuffle_f32x4(s8[2 * p], s8[2 * p + 1], _MM_SHUFFLE(2, 0, 2, 0));
+    const __m512 hi = _mm512_shuffle_f32x4(s8[2 * p], s8[2 * p + 1], _MM_SHUFFLE(3, 1, 3, 1));
+    s4[p] = _mm512_add_ps(lo, hi);
+  }
+  __m512 s2[2];  // s2[p]: chunk c, lanes 0-1: accumulator 8p + c; lanes 2-3: 8p + 4 + c
+  for (int p = 0; p < 2; ++p) {
+    const __m512 lo = _mm512_shuffle_ps(s4[2 * p], s4[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512 hi = _mm512_shuffle_ps(s4[2 * p], s4[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2));
+    s2[p] = _mm512_add_ps(lo, hi);
+  }
+  const __m512 lo = _mm512_shuffle_ps(s2[0], s2[1], _MM_SHUFFLE(2, 0, 2, 0));
+  const __m512 hi = _mm512_shuffle_ps(s2[0], s2[1], _MM_SHUFFLE(3, 1, 3, 1));
+  return _mm512_add_ps(lo, hi);  // chunk c, lane i: accumulator c + 4 i
+}
+
+// As TransposedHalvingSum16 for 8 accumulators: returns HSum(a[q]) in chunk q % 4, lane q / 4
+// (lanes 2-3 of each chunk repeat lanes 0-1).
+inline __m512 TransposedHalvingSum8(const __m512 a[8]) {
+  __m512 s8[4];
+  for (int p = 0; p < 4; ++p) {
+    const __m512 lo = _mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512 hi = _mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2));
+    s8[p] = _mm512_add_ps(lo, hi);
+  }
+  __m512 s4[2];
+  for (int p = 0; p < 2; ++p) {
+    const __m512 lo = _mm512_shuffle_f32x4(s8[2 * p], s8[2 * p + 1], _MM_SHUFFLE(2, 0, 2, 0));
+    const __m512 hi = _mm512_shuffle_f32x4(s8[2 * p], s8[2 * p + 1], _MM_SHUFFLE(3, 1, 3, 1));
+    s4[p] = _mm512_add_ps(lo, hi);
+  }
+  const __m512 s2 = _mm512_add_ps(_mm512_shuffle_ps(s4[0], s4[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                  _mm512_shuffle_ps(s4[0], s4[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  return _mm512_add_ps(_mm512_shuffle_ps(s2, s2, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_ps(s2, s2, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
 // 16 weights starting at element k of row w, as floats. Exact for all three types.
 template <WType T>
 inline __m512 LoadW(const uint8_t* w, int k) {
@@ -254,14 +303,30 @@ inline void PackedTile(const float* x_block, const float* w_block, int vectors, 
     }
     return;
   }
-  // Reduce with compile-time indices (the accumulators stay in registers), then store the valid
-  // part of the tile.
-  float sums[kPackMr][kPackNr];
-  for (int r = 0; r < kPackMr; ++r) {
-    for (int c = 0; c < kPackNr; ++c) sums[r][c] = HSum(acc[r][c]);
+  // Rows 0-3 (16 accumulators, accumulator r + 4c -> chunk r, lane c) and rows 4-5 (8
+  // accumulators, accumulator c + 4(r - 4) -> chunk c, lane r - 4) reduced side by side; then the
+  // valid part of each tile row is stored (lanes c < nr).
+  static_assert(kPackMr == 6 && kPackNr == 4, "the reduction below assumes a 6x4 tile");
+  const __mmask8 columns = static_cast<__mmask8>((1u << nr) - 1);
+  __m512 top[kLanes];
+  for (int r = 0; r < 4; ++r) {
+    for (int c = 0; c < kPackNr; ++c) top[r + 4 * c] = acc[r][c];
   }
-  for (int r = 0; r < mr; ++r) {
-    for (int c = 0; c < nr; ++c) y[r * ldy + c] = sums[r][c];
+  const __m512 top_sums = TransposedHalvingSum16(top);
+  _mm_mask_storeu_ps(y, columns, _mm512_castps512_ps128(top_sums));
+  if (mr > 1) _mm_mask_storeu_ps(y + ldy, columns, _mm512_extractf32x4_ps(top_sums, 1));
+  if (mr > 2) _mm_mask_storeu_ps(y + 2 * ldy, columns, _mm512_extractf32x4_ps(top_sums, 2));
+  if (mr > 3) _mm_mask_storeu_ps(y + 3 * ldy, columns, _mm512_extractf32x4_ps(top_sums, 3));
+  if (mr > 4) {
+    __m512 bottom[8];
+    for (int r = 4; r < kPackMr; ++r) {
+      for (int c = 0; c < kPackNr; ++c) bottom[c + 4 * (r - 4)] = acc[r][c];
+    }
+    // Chunk c, lane r - 4 -> lane 4 (r - 4) + c: the two tile rows as two 128-bit halves.
+    const __m512i rows = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512 bottom_sums = _mm512_permutexvar_ps(rows, TransposedHalvingSum8(bottom));
+    _mm_mask_storeu_ps(y + 4 * ldy, columns, _mm512_castps512_ps128(bottom_sums));
+    if (mr > 5) _mm_mask_storeu_ps(y + 5 * ldy, columns, _mm512_extractf32x4_ps(bottom_sums, 1));
   }
 }
 
