@@ -22,9 +22,9 @@ struct AlignedAllocator {
   AlignedAllocator(const AlignedAllocator<U, Alignment>&) {}
 
   T* allocate(size_t n) {
-    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{Alignment}));
+    return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{Alignment}));
   }
-  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{Alignment}); }
+  void deallocate(T* p, size_t) { ::operator delete (p, std::align_val_t{Alignment}); }
 
   template <typename U>
   bool operator==(const AlignedAllocator<U, Alignment>&) const {
