@@ -273,6 +273,56 @@ TEST(KernelsTest, MatmulIsBatchInvariantForPrefillBatches) {
   }
 }
 
+// Every partial register tile of the packed float path: 1 to 6 rows in the last row tile
+// (m = 16 .. 21) and 1 to 4 weight rows in the last weight tile (n = 37 .. 40).
+TEST(KernelsTest, MatmulIsBatchInvariantForPartialPackedTiles) {
+  for (const KernelTable* t : AllTables()) {
+    for (GgmlType type : {GgmlType::kF32, GgmlType::kF16}) {
+      for (int m = 16; m <= 21; ++m) {
+        for (int n = 37; n <= 40; ++n) CheckBatchInvariance(*t, type, 768, m, n);
+      }
+    }
+  }
+}
+
+// Activation rows that start on 64-byte boundaries and are whole 16-float vectors are read in place
+// by the packed float path instead of being copied: same bits as the copied (misaligned) layout,
+// for every partial row tile and a k that ends in a short k block (1040 = 65 vectors).
+TEST(KernelsTest, MatmulInPlaceActivationsMatchCopiedOnes) {
+  for (const KernelTable* t : AllTables()) {
+    for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16}) {
+      for (int k : {768, 1040}) {
+        for (int m : {16, 17, 18, 19, 20, 21, 40}) {
+          SCOPED_TRACE(std::string(t->isa) + " " + GgmlTypeName(type) + " k=" + std::to_string(k) +
+                       " m=" + std::to_string(m));
+          const int n = 39;
+          Problem p(type, m, n, k, 99 + m, 3, 1);
+          const size_t y_size = static_cast<size_t>(m) * p.Ldy();
+          std::vector<float> copied(y_size, 0.0f);
+          p.Run(*t, true, 0, m, 0, n, copied.data());
+          OffsetBuffer aligned_x(p.x_row * m, 0);  // rows of 4 k bytes, a multiple of 64
+          std::memcpy(aligned_x.data(), p.x_ref.data(), p.x_row * m);
+          std::vector<float> in_place(y_size, 0.0f);
+          const MatmulTile tile{
+              .w = p.w_fast.data(),
+              .w_row_bytes = p.w_stride,
+              .x = aligned_x.data(),
+              .x_row_bytes = p.x_row,
+              .m = m,
+              .k = k,
+              .n_begin = 0,
+              .n_end = n,
+              .y = in_place.data(),
+              .ldy = p.Ldy(),
+          };
+          MatmulFor(*t, type)(tile);
+          EXPECT_TRUE(SameBits(copied.data(), in_place.data(), y_size));
+        }
+      }
+    }
+  }
+}
+
 // Long rows make the kernels split the activations into several row blocks.
 TEST(KernelsTest, MatmulIsBatchInvariantAcrossRowBlocks) {
   for (const KernelTable* t : AllTables()) {

@@ -45,6 +45,55 @@ inline float HSum(__m512 v) {
   return _mm_cvtss_f32(b);
 }
 
+// HSum of 16 accumulators at once, bit for bit: every sum gets HSum's additions in HSum's order
+// ((lo256 + hi256), then (lo128 + hi128), then lanes l + 2, then l + 1), only computed for 16
+// accumulators side by side by shuffles (about 3 shuffles and adds per output instead of 8).
+// Returns HSum(a[q]) in 128-bit chunk q % 4, lane q / 4.
+inline __m512 TransposedHalvingSum16(const __m512 a[kLanes]) {
+  __m512 s8[8];  // s8[p]: lanes 0-7 accumulator 2p, lanes 8-15 accumulator 2p + 1 (8 partials)
+  for (int p = 0; p < 8; ++p) {
+    const __m512 lo = _mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512 hi = _mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2));
+    s8[p] = _mm512_add_ps(lo, hi);
+  }
+  __m512 s4[4];  // s4[p]: chunk c holds accumulator 4p + c (4 partials)
+  for (int p = 0; p < 4; ++p) {
+    const __m512 lo = _mm512_shuffle_f32x4(s8[2 * p], s8[2 * p + 1], _MM_SHUFFLE(2, 0, 2, 0));
+    const __m512 hi = _mm512_shuffle_f32x4(s8[2 * p], s8[2 * p + 1], _MM_SHUFFLE(3, 1, 3, 1));
+    s4[p] = _mm512_add_ps(lo, hi);
+  }
+  __m512 s2[2];  // s2[p]: chunk c, lanes 0-1: accumulator 8p + c; lanes 2-3: 8p + 4 + c
+  for (int p = 0; p < 2; ++p) {
+    const __m512 lo = _mm512_shuffle_ps(s4[2 * p], s4[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512 hi = _mm512_shuffle_ps(s4[2 * p], s4[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2));
+    s2[p] = _mm512_add_ps(lo, hi);
+  }
+  const __m512 lo = _mm512_shuffle_ps(s2[0], s2[1], _MM_SHUFFLE(2, 0, 2, 0));
+  const __m512 hi = _mm512_shuffle_ps(s2[0], s2[1], _MM_SHUFFLE(3, 1, 3, 1));
+  return _mm512_add_ps(lo, hi);  // chunk c, lane i: accumulator c + 4 i
+}
+
+// As TransposedHalvingSum16 for 8 accumulators: returns HSum(a[q]) in chunk q % 4, lane q / 4
+// (lanes 2-3 of each chunk repeat lanes 0-1).
+inline __m512 TransposedHalvingSum8(const __m512 a[8]) {
+  __m512 s8[4];
+  for (int p = 0; p < 4; ++p) {
+    const __m512 lo = _mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512 hi = _mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2));
+    s8[p] = _mm512_add_ps(lo, hi);
+  }
+  __m512 s4[2];
+  for (int p = 0; p < 2; ++p) {
+    const __m512 lo = _mm512_shuffle_f32x4(s8[2 * p], s8[2 * p + 1], _MM_SHUFFLE(2, 0, 2, 0));
+    const __m512 hi = _mm512_shuffle_f32x4(s8[2 * p], s8[2 * p + 1], _MM_SHUFFLE(3, 1, 3, 1));
+    s4[p] = _mm512_add_ps(lo, hi);
+  }
+  const __m512 s2 = _mm512_add_ps(_mm512_shuffle_ps(s4[0], s4[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                  _mm512_shuffle_ps(s4[0], s4[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  return _mm512_add_ps(_mm512_shuffle_ps(s2, s2, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_ps(s2, s2, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
 // 16 weights starting at element k of row w, as floats. Exact for all three types.
 template <WType T>
 inline __m512 LoadW(const uint8_t* w, int k) {
@@ -223,9 +272,12 @@ void PackActivationPanel(const MatmulTile& t, int i0, int mr, int kv, float* pan
 // w_block is [vector][kPackNr][16]. The accumulators start at zero on the first k block, else from
 // `spill` ([kPackMr][kPackNr][16]); after the last k block they are reduced into
 // y[r * ldy + c] for r < mr, c < nr, else stored back to `spill`.
-inline void PackedTile(const float* x_block, const float* w_block, int vectors, float* spill,
-                       bool first, bool last, float* y, int ldy, int mr, int nr,
-                       const float* prefetch, int prefetch_lines) {
+inline void PackedTile(const float* const x_rows[kPackMr], int x_vector_floats,
+                       const float* w_block, int vectors, float* spill, bool first, bool last,
+                       float* y, int ldy, int mr, int nr, const float* prefetch,
+                       int prefetch_lines) {
+  const float* x[kPackMr];
+  for (int r = 0; r < kPackMr; ++r) x[r] = x_rows[r];
   __m512 acc[kPackMr][kPackNr];
   for (int r = 0; r < kPackMr; ++r) {
     for (int c = 0; c < kPackNr; ++c) {
@@ -234,7 +286,7 @@ inline void PackedTile(const float* x_block, const float* w_block, int vectors, 
   }
   for (int v = 0; v < vectors; ++v) {
     const float* wp = w_block + v * kPackNr * kLanes;
-    const float* xp = x_block + v * kPackMr * kLanes;
+    const size_t x_offset = static_cast<size_t>(v) * x_vector_floats;
     // One line of the next activation block per step, so the fetches from L3 never crowd out the
     // weight panel's loads from L2.
     if (v < prefetch_lines)
@@ -242,7 +294,7 @@ inline void PackedTile(const float* x_block, const float* w_block, int vectors, 
     __m512 wv[kPackNr];
     for (int c = 0; c < kPackNr; ++c) wv[c] = _mm512_load_ps(wp + c * kLanes);
     for (int r = 0; r < kPackMr; ++r) {
-      const __m512 xv = _mm512_load_ps(xp + r * kLanes);
+      const __m512 xv = _mm512_load_ps(x[r] + x_offset);
       for (int c = 0; c < kPackNr; ++c) acc[r][c] = _mm512_fmadd_ps(wv[c], xv, acc[r][c]);
     }
   }
@@ -254,14 +306,30 @@ inline void PackedTile(const float* x_block, const float* w_block, int vectors, 
     }
     return;
   }
-  // Reduce with compile-time indices (the accumulators stay in registers), then store the valid
-  // part of the tile.
-  float sums[kPackMr][kPackNr];
-  for (int r = 0; r < kPackMr; ++r) {
-    for (int c = 0; c < kPackNr; ++c) sums[r][c] = HSum(acc[r][c]);
+  // Rows 0-3 (16 accumulators, accumulator r + 4c -> chunk r, lane c) and rows 4-5 (8
+  // accumulators, accumulator c + 4(r - 4) -> chunk c, lane r - 4) reduced side by side; then the
+  // valid part of each tile row is stored (lanes c < nr).
+  static_assert(kPackMr == 6 && kPackNr == 4, "the reduction below assumes a 6x4 tile");
+  const __mmask8 columns = static_cast<__mmask8>((1u << nr) - 1);
+  __m512 top[kLanes];
+  for (int r = 0; r < 4; ++r) {
+    for (int c = 0; c < kPackNr; ++c) top[r + 4 * c] = acc[r][c];
   }
-  for (int r = 0; r < mr; ++r) {
-    for (int c = 0; c < nr; ++c) y[r * ldy + c] = sums[r][c];
+  const __m512 top_sums = TransposedHalvingSum16(top);
+  _mm_mask_storeu_ps(y, columns, _mm512_castps512_ps128(top_sums));
+  if (mr > 1) _mm_mask_storeu_ps(y + ldy, columns, _mm512_extractf32x4_ps(top_sums, 1));
+  if (mr > 2) _mm_mask_storeu_ps(y + 2 * ldy, columns, _mm512_extractf32x4_ps(top_sums, 2));
+  if (mr > 3) _mm_mask_storeu_ps(y + 3 * ldy, columns, _mm512_extractf32x4_ps(top_sums, 3));
+  if (mr > 4) {
+    __m512 bottom[8];
+    for (int r = 4; r < kPackMr; ++r) {
+      for (int c = 0; c < kPackNr; ++c) bottom[c + 4 * (r - 4)] = acc[r][c];
+    }
+    // Chunk c, lane r - 4 -> lane 4 (r - 4) + c: the two tile rows as two 128-bit halves.
+    const __m512i rows = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512 bottom_sums = _mm512_permutexvar_ps(rows, TransposedHalvingSum8(bottom));
+    _mm_mask_storeu_ps(y + 4 * ldy, columns, _mm512_castps512_ps128(bottom_sums));
+    if (mr > 5) _mm_mask_storeu_ps(y + 5 * ldy, columns, _mm512_extractf32x4_ps(bottom_sums, 1));
   }
 }
 
@@ -311,10 +379,18 @@ void MatmulFloatPacked(const MatmulTile& t) {
   if (panel_rows > n_padded) panel_rows = n_padded;
   float* w_panel = tls_w_panel.Get(static_cast<size_t>(panel_rows) * row_floats);
   const int m_tiles = (t.m + kPackMr - 1) / kPackMr;
-  float* x_panel = tls_x_panel.Get(static_cast<size_t>(m_tiles) * kPackMr * row_floats);
-  for (int i0 = 0; i0 < t.m; i0 += kPackMr) {
-    const int mr = t.m - i0 < kPackMr ? t.m - i0 : kPackMr;
-    PackActivationPanel(t, i0, mr, kv, x_panel + static_cast<size_t>(i0) * row_floats);
+  // Activation rows that are whole 16-float vectors starting on 64-byte boundaries are read in
+  // place (no zero padding needed, aligned loads); other layouts are copied into x_panel. (Reading
+  // misaligned rows in place measured slower than copying them: every load splits a line.)
+  const bool x_in_place =
+      t.k % kLanes == 0 && t.x_row_bytes % 64 == 0 && reinterpret_cast<uintptr_t>(t.x) % 64 == 0;
+  float* x_panel = nullptr;
+  if (!x_in_place) {
+    x_panel = tls_x_panel.Get(static_cast<size_t>(m_tiles) * kPackMr * row_floats);
+    for (int i0 = 0; i0 < t.m; i0 += kPackMr) {
+      const int mr = t.m - i0 < kPackMr ? t.m - i0 : kPackMr;
+      PackActivationPanel(t, i0, mr, kv, x_panel + static_cast<size_t>(i0) * row_floats);
+    }
   }
   float* spills =
       tls_acc.Get(static_cast<size_t>(panel_rows / kPackNr) * kPackMr * kPackNr * kLanes);
@@ -333,27 +409,70 @@ void MatmulFloatPacked(const MatmulTile& t) {
       for (int kb0 = 0; kb0 < kv; kb0 += kKBlockVectors) {
         const int kbn = kv - kb0 < kKBlockVectors ? kv - kb0 : kKBlockVectors;
         const float* w_block = w_panel + static_cast<size_t>(kb0) * row_tiles * kPackNr * kLanes;
-        const float* x_block = x_panel + static_cast<size_t>(i0) * row_floats +
-                               static_cast<size_t>(kb0) * kPackMr * kLanes;
-        // The next activation block follows this one in x_panel (or is the panel's first block):
-        // fetch it into L1 a slice per tile while this one is in use.
-        const size_t x_block_lines = static_cast<size_t>(kbn) * kPackMr * kLanes / 16;
-        const float* next_x_block = x_block + x_block_lines * 16;
-        if (kb0 + kbn == kv && i0 + kPackMr >= t.m) next_x_block = x_panel;
+        // x_rows[r]: vector kb0 of tile row r; its vector kb0 + v is v * x_vector_floats further.
+        const float* x_rows[kPackMr];
+        int x_vector_floats;
+        // The next activation block (the same rows' next k block, or the next row tile's first)
+        // is fetched into L1 a slice per weight tile while this one is in use. Copied: it follows
+        // this one in x_panel (or is the panel's first block). In place: its row r starts at
+        // next_x_rows[r] and is next_kbn lines long.
+        const size_t x_block_lines = static_cast<size_t>(kbn) * kPackMr;  // one line per vector
+        const float* next_x_block = nullptr;
+        const float* next_x_rows[kPackMr];
+        int next_kbn = kbn;
+        if (x_in_place) {
+          x_vector_floats = kLanes;
+          const bool next_rows = kb0 + kbn == kv;
+          const int next_i0 = !next_rows ? i0 : i0 + kPackMr < t.m ? i0 + kPackMr : 0;
+          const int next_kb0 = next_rows ? 0 : kb0 + kbn;
+          if (kv - next_kb0 < next_kbn) next_kbn = kv - next_kb0;
+          for (int r = 0; r < kPackMr; ++r) {
+            // Rows past m repeat the last row: their sums are never stored.
+            const int row = i0 + (r < mr ? r : mr - 1);
+            x_rows[r] =
+                reinterpret_cast<const float*>(t.x + static_cast<size_t>(row) * t.x_row_bytes) +
+                static_cast<size_t>(kb0) * kLanes;
+            const int next_row = next_i0 + r < t.m ? next_i0 + r : t.m - 1;
+            next_x_rows[r] = reinterpret_cast<const float*>(t.x + static_cast<size_t>(next_row) *
+                                                                      t.x_row_bytes) +
+                             static_cast<size_t>(next_kb0) * kLanes;
+          }
+        } else {
+          const float* x_block = x_panel + static_cast<size_t>(i0) * row_floats +
+                                 static_cast<size_t>(kb0) * kPackMr * kLanes;
+          x_vector_floats = kPackMr * kLanes;
+          for (int r = 0; r < kPackMr; ++r) x_rows[r] = x_block + r * kLanes;
+          next_x_block = x_block + x_block_lines * kLanes;
+          if (kb0 + kbn == kv && i0 + kPackMr >= t.m) next_x_block = x_panel;
+        }
         size_t lines_per_tile = (x_block_lines + row_tiles - 1) / row_tiles;
         if (lines_per_tile > static_cast<size_t>(kbn)) lines_per_tile = kbn;  // one per step
         for (int jt = 0; jt < row_tiles; ++jt) {
           next_weights.Step();
           const size_t first_line = jt * lines_per_tile;
-          const size_t lines = first_line >= x_block_lines ? 0
-                               : x_block_lines - first_line < lines_per_tile
-                                   ? x_block_lines - first_line
-                                   : lines_per_tile;
+          size_t lines = first_line >= x_block_lines                   ? 0
+                         : x_block_lines - first_line < lines_per_tile ? x_block_lines - first_line
+                                                                       : lines_per_tile;
+          const float* prefetch = next_x_block + first_line * kLanes;
+          if (x_in_place) {
+            // Within one row only (lines that would cross into the next row are left to the
+            // hardware prefetcher).
+            const int row = static_cast<int>(first_line / kbn);
+            const int line = static_cast<int>(first_line % kbn);
+            if (row >= kPackMr || line >= next_kbn) {
+              lines = 0;
+              prefetch = next_x_rows[0];
+            } else {
+              if (lines > static_cast<size_t>(next_kbn - line)) lines = next_kbn - line;
+              prefetch = next_x_rows[row] + static_cast<size_t>(line) * kLanes;
+            }
+          }
           const int nr = nc - jt * kPackNr < kPackNr ? nc - jt * kPackNr : kPackNr;
-          PackedTile(x_block, w_block + static_cast<size_t>(jt) * kbn * kPackNr * kLanes, kbn,
+          PackedTile(x_rows, x_vector_floats,
+                     w_block + static_cast<size_t>(jt) * kbn * kPackNr * kLanes, kbn,
                      spills + static_cast<size_t>(jt) * kPackMr * kPackNr * kLanes, kb0 == 0,
                      kb0 + kbn == kv, t.y + static_cast<size_t>(i0) * t.ldy + j0 + jt * kPackNr,
-                     t.ldy, mr, nr, next_x_block + first_line * kLanes, static_cast<int>(lines));
+                     t.ldy, mr, nr, prefetch, static_cast<int>(lines));
         }
       }
     }

@@ -15,7 +15,7 @@
 namespace kvserve {
 
 namespace {
-void Grow(std::vector<float>& buffer, size_t n) {
+void Grow(AlignedFloats& buffer, size_t n) {
   if (buffer.size() < n) buffer.resize(n);
 }
 

@@ -14,6 +14,7 @@
 #include "model/forward_batch.h"
 #include "model/model_config.h"
 #include "model/weights.h"
+#include "util/aligned_allocator.h"
 #include "util/status.h"
 #include "util/thread_pool.h"
 
@@ -22,7 +23,9 @@ namespace kvserve {
 // Working memory of a forward pass. Grows to the largest batch seen and is then reused, so steady
 // decoding does not allocate. One per runner (not shared between threads calling Forward).
 struct ForwardScratch {
-  std::vector<float> x, xn, q, k, v, attn, proj, ff_gate, ff_up, qkv, logits_in, attn_tmp;
+  // 64-byte aligned: rows of n_embd, n_ff, ... floats (multiples of 16) stay on line boundaries,
+  // which lets the float matmul read activation rows in place instead of copying them.
+  AlignedFloats x, xn, q, k, v, attn, proj, ff_gate, ff_up, qkv, logits_in, attn_tmp;
   std::vector<uint8_t> embd_row;  // one stored-layout embedding row, when read from a packed copy
   MatmulScratch matmul;
 };
