@@ -276,9 +276,42 @@ inline void LoadPackedBlock(const uint8_t* quants, __m512i wq[8]) {
 }
 
 // Activation rows x[0 .. MR) against one packed group; y[r] gets the group's 16 outputs.
+// GroupTile for one activation row of Q4_0 (decode): the high nibbles are multiplied in place,
+// masked with 0xf0 (16 x nibble), and their exact sum is shifted back by 4 bits, which saves the
+// shift of every unpacked dword; the block sum, and so the result, is the same integer.
+inline void Q4DecodeTile(const uint8_t* group, int n_blocks, const XPair* x, float* y,
+                         __mmask16 mask) {
+  const uint8_t* scales = group + kQuantBytes<QType::kQ4_0> * static_cast<size_t>(n_blocks);
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  const __m512i high = _mm512_set1_epi8(static_cast<char>(0xf0));
+  __m512 acc = _mm512_setzero_ps();
+  for (int b = 0; b < n_blocks; ++b) {
+    const uint8_t* quants = group + kQuantBytes<QType::kQ4_0> * static_cast<size_t>(b);
+    const __m512 dw = _mm512_cvtph_ps(
+        _mm256_load_si256(reinterpret_cast<const __m256i*>(scales + kScaleBytes * b)));
+    const XPair& xp = x[b / 2];
+    const int8_t* xq = xp.q + 32 * (b % 2);
+    __m512i s_low = _mm512_set1_epi32(xp.block_corr[b % 2]);
+    __m512i s_high16 = _mm512_setzero_si512();
+    for (int d = 0; d < 4; ++d) {
+      const __m512i g = _mm512_load_si512(quants + 64 * d);
+      s_low = _mm512_dpbusd_epi32(s_low, _mm512_and_si512(g, low),
+                                  _mm512_set1_epi32(LoadI32(xq + 4 * d)));
+      s_high16 = _mm512_dpbusd_epi32(s_high16, _mm512_and_si512(g, high),
+                                     _mm512_set1_epi32(LoadI32(xq + 16 + 4 * d)));
+    }
+    const __m512i isum = _mm512_add_epi32(s_low, _mm512_srai_epi32(s_high16, 4));
+    acc = BlockStep(isum, dw, xp.dx[b % 2], acc);
+  }
+  _mm512_mask_storeu_ps(y, mask, acc);
+}
+
 template <QType Q, int MR>
 void GroupTile(const uint8_t* group, int n_blocks, const XPair* const* x, float* const* y,
                __mmask16 mask) {
+  if constexpr (Q == QType::kQ4_0 && MR == 1) {
+    return Q4DecodeTile(group, n_blocks, x[0], y[0], mask);
+  }
   const uint8_t* scales = group + kQuantBytes<Q> * static_cast<size_t>(n_blocks);
   __m512 acc[MR];
   for (int r = 0; r < MR; ++r) acc[r] = _mm512_setzero_ps();
