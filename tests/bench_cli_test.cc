@@ -58,7 +58,8 @@ TEST(DoctorTest, JsonHasEveryFieldAndTheCheckPasses) {
   EXPECT_GE(j["hardware_threads"].get<int>(), 1);
   EXPECT_EQ(j["threads"].get<int>(), 1);
   EXPECT_EQ(j["gpu"], "none (built without GPU support)");
-  ASSERT_EQ(j["kernel_checks"].size(), 6u);  // five matmul types and the activation quantizer
+  // Five matmul types, the activation quantizer, attention and GELU.
+  ASSERT_EQ(j["kernel_checks"].size(), 8u);
   for (const auto& check : j["kernel_checks"]) {
     EXPECT_TRUE(check["ok"].get<bool>()) << check.dump();
     EXPECT_LE(check["max_ratio"].get<double>(), 1.0) << check.dump();

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "kernels/matmul.h"
+#include "kernels/ops.h"
 #include "kernels/quantize.h"
 
 namespace kvserve {
@@ -169,6 +170,54 @@ KernelCheck CheckQuantize(const KernelTable& kernels) {
   return check;
 }
 
+// Kernels whose contract is bit equality with the scalar twin: any differing bit fails.
+KernelCheck BitwiseCheck(std::string what, const std::vector<float>& fast,
+                         const std::vector<float>& ref) {
+  KernelCheck check{.what = std::move(what), .ok = fast.size() == ref.size()};
+  for (size_t i = 0; i < fast.size() && i < ref.size(); ++i) {
+    if (std::memcmp(&fast[i], &ref[i], sizeof(float)) != 0) check.ok = false;
+    check.max_error = std::max(check.max_error, std::fabs(double{fast[i]} - ref[i]));
+  }
+  check.max_ratio = check.ok ? 0.0 : 1e9;
+  return check;
+}
+
+// One 64-dim query head over 37 keys of a paged F32 pool (blocks of 16, in reverse order).
+KernelCheck CheckAttention(const KernelTable& kernels) {
+  constexpr int kHeadDim = 64, kKeys = 37, kBlock = 16, kBlocks = 3;
+  const std::vector<float> k = RandomFloats(kBlocks * kBlock * kHeadDim, 21);
+  const std::vector<float> v = RandomFloats(kBlocks * kBlock * kHeadDim, 22);
+  const std::vector<float> q = RandomFloats(kHeadDim, 23);
+  const int32_t block_table[kBlocks] = {2, 0, 1};
+  auto run = [&](const KernelTable& table) {
+    std::vector<float> scores(48), out(kHeadDim);
+    table.attend_head(AttendJob{.q = q.data(),
+                                .k = reinterpret_cast<const uint8_t*>(k.data()),
+                                .v = reinterpret_cast<const uint8_t*>(v.data()),
+                                .slot_bytes = sizeof(float) * kHeadDim,
+                                .type = KvType::kF32,
+                                .block_table = block_table,
+                                .block_size = kBlock,
+                                .n_keys = kKeys,
+                                .head_dim = kHeadDim,
+                                .scale = 0.125f,
+                                .scores = scores.data(),
+                                .out = out.data()});
+    return out;
+  };
+  return BitwiseCheck("attention", run(kernels), run(ScalarKernels()));
+}
+
+// GELU's f16 table lookup over [-12, 12] (both cut-offs included).
+KernelCheck CheckGelu(const KernelTable& kernels) {
+  std::vector<float> x(2401);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = -12.0f + 0.01f * static_cast<float>(i);
+  std::vector<float> fast = x, ref = x;
+  kernels.gelu_f16_table(GeluF16Table(), fast.data(), static_cast<int>(fast.size()));
+  ScalarKernels().gelu_f16_table(GeluF16Table(), ref.data(), static_cast<int>(ref.size()));
+  return BitwiseCheck("gelu", fast, ref);
+}
+
 }  // namespace
 
 MachineInfo ReadMachineInfo() {
@@ -248,6 +297,8 @@ std::vector<KernelCheck> CheckKernelsAgainstScalar(const KernelTable& kernels) {
     checks.push_back(CheckMatmul(kernels, type));
   }
   checks.push_back(CheckQuantize(kernels));
+  checks.push_back(CheckAttention(kernels));
+  checks.push_back(CheckGelu(kernels));
   return checks;
 }
 

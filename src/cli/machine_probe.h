@@ -42,9 +42,10 @@ Measurement MeasureMatmulFlops(const KernelTable& kernels, GgmlType type, int m,
 
 // One small matmul per weight type through `kernels` and through ScalarKernels() on the same
 // inputs (block types: the same Q8_0 activations), compared element by element within
-// terms · eps · sum|w·x| (terms = k + 16 for float types, 3 · k/32 + 16 for block types).
+// terms · eps · sum|w·x| (terms = k + 16 for float types, 3 · k/32 + 16 for block types); the
+// activation quantizer; and attention and GELU, which must equal the scalar twin bit for bit.
 struct KernelCheck {
-  std::string what;      // "matmul F32", ..., "quantize Q8_0"
+  std::string what;      // "matmul F32", ..., "quantize Q8_0", "attention", "gelu"
   double max_error = 0;  // the worst |fast - scalar|
   double max_ratio = 0;  // the worst |fast - scalar| / tolerance; <= 1 passes
   bool ok = false;
