@@ -11,6 +11,7 @@
 #include "kernels/packed_weights.h"
 #include "kernels/quantize.h"
 #include "model/hf_folder.h"
+#include "model/weight_packing.h"
 
 namespace kvserve {
 
@@ -44,7 +45,7 @@ Result<std::unique_ptr<Transformer>> Transformer::FromGguf(GgufFile file) {
   // KVSERVE_PACK=0 keeps the stored layout (to compare; the results are the same bits).
   const char* pack = std::getenv("KVSERVE_PACK");
   if (pack == nullptr || std::string_view(pack) != "0") {
-    model->weights_.PackFor(*model->kernels_, model->file_);
+    PackWeights(*model->kernels_, model->file_, model->weights_);
   }
   return model;
 }

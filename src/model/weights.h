@@ -33,15 +33,11 @@ struct ModelWeights {
   std::vector<float> output_norm, output_norm_bias;
   WeightMatrix output;  // [n_vocab, n_embd]; the token embedding when tied
   std::vector<LayerWeights> layers;
-  // The packed copies of the matrices (WeightMatrix::packed point in here); null until PackFor.
+  // The packed copies of the matrices (WeightMatrix::packed point in here); null unless
+  // PackWeights (model/weight_packing.h) ran.
   std::shared_ptr<uint8_t> packed_storage;
 
   static Result<ModelWeights> FromGguf(const GgufFile& file, const ModelConfig& config);
-
-  // Repacks every matrix that `kernels` has a packed kernel for (packed_weights.h) into
-  // packed_storage, then drops the stored bytes from resident memory (file mappings only; the
-  // tied token embedding reads its rows from the packed output). Returns the bytes packed.
-  size_t PackFor(const KernelTable& kernels, const GgufFile& file);
 };
 
 }  // namespace kvserve
