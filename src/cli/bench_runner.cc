@@ -32,13 +32,12 @@ std::vector<int32_t> RandomTokens(int n, int n_vocab, std::mt19937_64& rng) {
   return tokens;
 }
 
-// One timed run of `test`: tokens per second of the timed part. *kv_bytes: the runner's KV storage.
-Result<double> RunOnce(const Transformer& model, const BenchTest& test, std::mt19937_64& rng,
-                       ThreadPool& pool, uint64_t* kv_bytes) {
+// One timed run of `test` on `runner`, emptied first (its KV storage and scratch stay allocated,
+// as llama-bench keeps its context between repetitions): tokens per second of the timed part.
+Result<double> RunOnce(SequenceRunner& runner, const BenchTest& test, int n_vocab,
+                       std::mt19937_64& rng) {
+  runner.Truncate(0);
   const int n_timed = test.n_prompt > 0 ? test.n_prompt : test.n_gen;
-  SequenceRunner runner(model, test.kv_type, test.depth + n_timed, pool);
-  *kv_bytes = runner.kv_bytes();
-  const int n_vocab = model.config().n_vocab;
   if (test.depth > 0) {
     const std::vector<int32_t> context = RandomTokens(test.depth, n_vocab, rng);
     KVSERVE_RETURN_IF_ERROR(runner.Append(context));
@@ -111,17 +110,17 @@ Result<BenchResult> RunBenchTest(const Transformer& model, const BenchTest& test
                          " positions, more than the model's " + std::to_string(config.n_ctx_train));
   }
   std::mt19937_64 rng(test.seed);
-  // Warm-up: faults the mapped weights in and grows the scratch buffers.
+  SequenceRunner runner(model, test.kv_type, needed, pool);
+  // Warm-up, like llama-bench's: the whole prompt once (or 4 decode steps), which faults the mapped
+  // weights in and grows the scratch buffers to the test's size.
   BenchTest warmup = test;
   if (warmup.n_gen > 0) warmup.n_gen = std::min(warmup.n_gen, 4);
-  if (warmup.n_prompt > 0) warmup.n_prompt = std::min(warmup.n_prompt, 32);
   warmup.depth = 0;
-  uint64_t kv_bytes = 0;
-  KVSERVE_RETURN_IF_ERROR(RunOnce(model, warmup, rng, pool, &kv_bytes));
+  KVSERVE_RETURN_IF_ERROR(RunOnce(runner, warmup, config.n_vocab, rng));
 
-  BenchResult result{.test = test.Name()};
+  BenchResult result{.test = test.Name(), .kv_bytes = runner.kv_bytes()};
   for (int r = 0; r < test.repeats; ++r) {
-    auto rate = RunOnce(model, test, rng, pool, &result.kv_bytes);
+    auto rate = RunOnce(runner, test, config.n_vocab, rng);
     if (!rate.ok()) return rate.status();
     result.tokens_per_s.push_back(*rate);
   }

@@ -49,10 +49,11 @@ struct BenchResult {
   uint64_t kv_bytes = 0;        // KV storage the test allocated (the runner's, or the engine's)
 };
 
-// Runs `test` repeats times, each on a fresh SequenceRunner with random valid token ids: a pp test
+// Runs `test` repeats times with random valid token ids on one SequenceRunner, emptied before each
+// repeat (its KV storage and scratch stay allocated, as llama-bench keeps its context): a pp test
 // appends n_prompt tokens in one batch after `depth` untimed ones; a tg test appends n_gen tokens
-// one at a time after `depth` untimed ones. A short untimed warm-up run (at most 32 prompt or 4
-// generated tokens, no depth) comes first: it faults the weights in.
+// one at a time after `depth` untimed ones. An untimed warm-up run (the whole prompt, or 4
+// generated tokens; no depth) comes first: it faults the weights in and sizes the scratch.
 Result<BenchResult> RunBenchTest(const Transformer& model, const BenchTest& test, ThreadPool& pool);
 
 // Aggregate decode throughput through the serving engine (engine/engine.h): `concurrency`
