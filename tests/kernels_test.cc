@@ -3,7 +3,7 @@
 //   tolerance derived from the float arithmetic (see Tolerance below);
 // - batch invariance: bit-identical outputs whatever m, the n range or the row block;
 // - quantize_row_q8_0 bit-identical to the scalar one;
-// - dot_f32 / axpy_f32 for n = 0..70.
+// - dot_f32 for n = 0..70.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -170,7 +170,6 @@ TEST(KernelsTest, TablesAreComplete) {
     for (GgmlType type : kTypes) EXPECT_NE(MatmulFor(*t, type), nullptr);
     EXPECT_NE(t->quantize_row_q8_0, nullptr);
     EXPECT_NE(t->dot_f32, nullptr);
-    EXPECT_NE(t->axpy_f32, nullptr);
   }
   if (CpuSupportsAvx512()) {
     EXPECT_NE(Avx512Kernels(), nullptr) << "avx512 not compiled";
@@ -379,35 +378,6 @@ TEST(KernelsTest, DotMatchesScalar) {
       EXPECT_LE(std::fabs(static_cast<double>(got) - want), tol) << got << " vs " << want;
       if (n == 0) {
         EXPECT_EQ(got, 0.0f);
-      }
-    }
-  }
-}
-
-TEST(KernelsTest, AxpyMatchesScalar) {
-  const auto tables = FastTables();
-  if (tables.empty()) GTEST_SKIP() << "no SIMD table for this CPU";
-  std::mt19937 rng(13);
-  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
-  for (int n = 0; n <= 70; ++n) {
-    std::vector<float> x(n + 2), y0(n + 4);
-    for (float& v : x) v = dist(rng);
-    for (float& v : y0) v = dist(rng);
-    const float a = dist(rng);
-    std::vector<float> want = y0;
-    ScalarKernels().axpy_f32(a, x.data() + 1, want.data() + 3, n);
-    for (const KernelTable* t : tables) {
-      SCOPED_TRACE(std::string(t->isa) + " n=" + std::to_string(n));
-      std::vector<float> got = y0;
-      t->axpy_f32(a, x.data() + 1, got.data() + 3, n);
-      for (int i = 0; i < n + 4; ++i) {
-        if (i < 3 || i >= n + 3) {
-          EXPECT_EQ(got[i], y0[i]) << "wrote outside at " << i;
-          continue;
-        }
-        // One product and one addition on each side: 2 roundings of at most eps / 2 each.
-        const double tol = kEps * (std::fabs(y0[i]) + std::fabs(a * x[i - 2]));
-        EXPECT_LE(std::fabs(static_cast<double>(got[i]) - want[i]), tol) << "at " << i;
       }
     }
   }

@@ -255,7 +255,8 @@ int RunBench(const std::vector<std::string>& argv) {
   const Measurement flops =
       MeasureMatmulFlops(ActiveKernels(), cost.main_type, 64, 2048, 2048, pool, 3);
   const double decode_ceiling = bandwidth.best / static_cast<double>(cost.weight_bytes);
-  // The memory check covers the tests only: the probes' buffers are freed by now.
+  // The probes' buffers are freed by now: reset the peak so that it covers the tests (the load's
+  // peak was read before the probes).
   const bool peak_reset = ResetPeakResident();
   const double prefill_ceiling = flops.best / (2.0 * static_cast<double>(cost.matmul_params));
 
@@ -362,9 +363,8 @@ int RunBench(const std::vector<std::string>& argv) {
       cost.matmul_params / 1e6);
   if (memory.peak_bytes > 0) {
     std::printf(
-        "memory: peak resident %.1f MiB (loading and the tests); model file %.1f MiB + KV %.1f MiB "
-        "(the "
-        "largest test's) = %.1f MiB; peak / that = %.3f\n",
+        "memory: peak resident %.1f MiB (loading and the tests); "
+        "model file %.1f MiB + KV %.1f MiB (the largest test's) = %.1f MiB; peak / that = %.3f\n",
         memory.peak_bytes / 1048576.0, memory.file_bytes / 1048576.0, memory.kv_bytes / 1048576.0,
         (memory.file_bytes + memory.kv_bytes) / 1048576.0, memory.fraction);
   }

@@ -85,8 +85,6 @@ struct KernelTable {
   void (*quantize_row_q8_0)(const float* x, int k, BlockQ8_0* out);
   // Dot product of two float vectors of length n.
   float (*dot_f32)(const float* a, const float* b, int n);
-  // y[i] += a * x[i] for i < n.
-  void (*axpy_f32)(float a, const float* x, float* y, int n);
   AttendHeadFn attend_head;
   // x[i] = f16 table lookup of GELU (ops.h GeluInPlace): x <= -10 gives 0, x >= 10 (and NaN)
   // passes through, otherwise table[f16(x)] (round to nearest even) widened to float. `table` has

@@ -205,21 +205,6 @@ float DotF32(const float* a, const float* b, int n) {
   return HSum(_mm256_add_ps(acc0, acc1));
 }
 
-// Multiply, then add (no fusion), exactly as the scalar twin rounds.
-void AxpyF32(float a, const float* x, float* y, int n) {
-  const __m256 av = _mm256_set1_ps(a);
-  int i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    const __m256 p = _mm256_mul_ps(av, _mm256_loadu_ps(x + i));
-    _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), p));
-  }
-  if (i < n) {
-    const __m256i mask = LaneMask(n - i);
-    const __m256 p = _mm256_mul_ps(av, _mm256_maskload_ps(x + i, mask));
-    _mm256_maskstore_ps(y + i, mask, _mm256_add_ps(_mm256_maskload_ps(y + i, mask), p));
-  }
-}
-
 // The scalar twin's branches as masks; the f16 rounding of _mm256_cvtps_ph is the scalar
 // FloatToFp16's (nearest even). A lane's gather reads entries h and h + 1 and keeps h.
 void GeluF16Table(const uint16_t* table, float* x, int n) {
@@ -255,7 +240,6 @@ constexpr KernelTable kAvx2 = {
     .matmul_q4_0_x16 = nullptr,
     .quantize_row_q8_0 = QuantizeRowQ8_0,
     .dot_f32 = DotF32,
-    .axpy_f32 = AxpyF32,
     .attend_head = avx2::AttendHead,
     .gelu_f16_table = GeluF16Table,
 };

@@ -75,21 +75,6 @@ float DotF32(const float* a, const float* b, int n) {
   return HSum(_mm512_add_ps(acc0, acc1));
 }
 
-// Multiply, then add (no fusion), exactly as the scalar twin rounds.
-void AxpyF32(float a, const float* x, float* y, int n) {
-  const __m512 av = _mm512_set1_ps(a);
-  int i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    const __m512 p = _mm512_mul_ps(av, _mm512_loadu_ps(x + i));
-    _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i), p));
-  }
-  if (i < n) {
-    const __mmask16 mask = static_cast<__mmask16>((1u << (n - i)) - 1);
-    const __m512 p = _mm512_mul_ps(av, _mm512_maskz_loadu_ps(mask, x + i));
-    _mm512_mask_storeu_ps(y + i, mask, _mm512_add_ps(_mm512_maskz_loadu_ps(mask, y + i), p));
-  }
-}
-
 // The scalar twin's branches as masks; the f16 rounding of _mm512_cvtps_ph is the scalar
 // FloatToFp16's (nearest even). A lane's gather reads entries h and h + 1 and keeps h.
 void GeluF16Table(const uint16_t* table, float* x, int n) {
@@ -122,7 +107,6 @@ constexpr KernelTable kAvx512 = {
     .matmul_q4_0_x16 = avx512::MatmulQ4_0x16,
     .quantize_row_q8_0 = QuantizeRowQ8_0,
     .dot_f32 = DotF32,
-    .axpy_f32 = AxpyF32,
     .attend_head = avx512::AttendHead,
     .gelu_f16_table = GeluF16Table,
 };

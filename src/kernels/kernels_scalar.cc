@@ -106,10 +106,6 @@ float DotF32(const float* a, const float* b, int n) {
   return sum;
 }
 
-void AxpyF32(float a, const float* x, float* y, int n) {
-  for (int i = 0; i < n; ++i) y[i] += a * x[i];
-}
-
 void GeluF16Table(const uint16_t* table, float* x, int n) {
   for (int i = 0; i < n; ++i) {
     const float v = x[i];
@@ -132,7 +128,6 @@ constexpr KernelTable kScalar = {
     .matmul_q4_0_x16 = nullptr,
     .quantize_row_q8_0 = QuantizeRowQ8_0,
     .dot_f32 = DotF32,
-    .axpy_f32 = AxpyF32,
     .attend_head = scalar::AttendHead,
     .gelu_f16_table = GeluF16Table,
 };

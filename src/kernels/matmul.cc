@@ -22,8 +22,9 @@ void Matmul(const KernelTable& kernels, const WeightMatrix& w, const float* x, i
   MatmulTileFn tile_fn = MatmulFor(kernels, w.type);
   const uint8_t* w_bytes = w.data;
   size_t w_row_bytes = w.row_bytes;
-  if (w.packed != nullptr && PackedMatmulFor(kernels, w.type) != nullptr) {
-    tile_fn = PackedMatmulFor(kernels, w.type);
+  const MatmulTileFn packed_fn = w.packed != nullptr ? PackedMatmulFor(kernels, w.type) : nullptr;
+  if (packed_fn != nullptr) {
+    tile_fn = packed_fn;
     w_bytes = w.packed;
     w_row_bytes = PackedGroupBytes(w.type, w.n_in);
   }

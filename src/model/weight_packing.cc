@@ -27,9 +27,8 @@ size_t PackWeights(const KernelTable& kernels, const GgufFile& file, ModelWeight
   uint8_t* storage = static_cast<uint8_t*>(std::aligned_alloc(64, total));
   if (storage == nullptr) return 0;  // not enough memory: keep computing on the stored layout
   weights.packed_storage.reset(storage, std::free);
-  std::vector<uint8_t*> destinations;
+  uint8_t* const base = storage;  // writable; WeightMatrix::packed is a read-only view into it
   for (WeightMatrix* m : matrices) {
-    destinations.push_back(storage);
     m->packed = storage;
     storage += PackedMatrixBytes(m->type, m->n_out, m->n_in);
   }
@@ -39,7 +38,7 @@ size_t PackWeights(const KernelTable& kernels, const GgufFile& file, ModelWeight
     for (size_t i = next++; i < matrices.size(); i = next++) {
       WeightMatrix* m = matrices[i];
       const int64_t groups = (m->n_out + kPackRows - 1) / kPackRows;
-      PackGroups(m->type, m->data, m->n_out, m->n_in, 0, groups, destinations[i]);
+      PackGroups(m->type, m->data, m->n_out, m->n_in, 0, groups, base + (m->packed - base));
       file.ReleasePages(m->data, m->row_bytes * static_cast<size_t>(m->n_out));
     }
   };

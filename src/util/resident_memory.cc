@@ -27,7 +27,6 @@ std::optional<uint64_t> StatusKilobytes(const char* name) {
 }  // namespace
 
 std::optional<uint64_t> PeakResidentBytes() { return StatusKilobytes("VmHWM"); }
-std::optional<uint64_t> ResidentBytes() { return StatusKilobytes("VmRSS"); }
 
 bool ResetPeakResident() {
   std::FILE* f = std::fopen("/proc/self/clear_refs", "w");

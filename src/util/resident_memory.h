@@ -9,8 +9,6 @@ namespace kvserve {
 
 // Peak resident set size (VmHWM) since start or since the last successful ResetPeakResident().
 std::optional<uint64_t> PeakResidentBytes();
-// Current resident set size (VmRSS).
-std::optional<uint64_t> ResidentBytes();
 // Makes the peak start again from the current resident size (writes 5 to /proc/self/clear_refs).
 bool ResetPeakResident();
 
