@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes crafted GGUF seed files for gguf_fuzz into the folder given as argv[1]: tiny but
 complete llama and gpt2 models (every tensor the loader wants, in F32/F16/BF16/Q8_0/Q4_0), a file
-with one key of every value type, a version-2 file and a file with a non-default alignment."""
+with one key of every value type, a version-2 file, a file with a non-default alignment and a file holding the harness's
+absent-key probe name."""
 import os
 import struct
 import sys
@@ -107,7 +108,11 @@ def main():
              "value-types.gguf": all_value_types(),
              "v2.gguf": gguf([("general.architecture", STR, "llama")], [("t", 0, [8])], version=2),
              "align64.gguf": gguf([("general.alignment", U32, 64)], [("a", 0, [3]), ("b", 1, [5])],
-                                  alignment=64)}
+                                  alignment=64),
+             # The harness probes KEY + "\x01missing" as an absent key; a file may hold it too
+             # (CI's fuzzer once built one).
+             "probe-key.gguf": gguf([("llama.block_count", U32, 1),
+                                     ("llama.block_count\x01missing", U32, 2)], [])}
     for name, data in seeds.items():
         with open(os.path.join(out, name), "wb") as f:
             f.write(data)
