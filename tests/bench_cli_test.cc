@@ -59,7 +59,7 @@ TEST(DoctorTest, JsonHasEveryFieldAndTheCheckPasses) {
   EXPECT_EQ(j["threads"].get<int>(), 1);
   EXPECT_EQ(j["gpu"], "none (built without GPU support)");
   // Five matmul types, the activation quantizer, attention and GELU.
-  ASSERT_EQ(j["kernel_checks"].size(), 8u);
+  ASSERT_EQ(j["kernel_checks"].size(), 9u);
   for (const auto& check : j["kernel_checks"]) {
     EXPECT_TRUE(check["ok"].get<bool>()) << check.dump();
     EXPECT_LE(check["max_ratio"].get<double>(), 1.0) << check.dump();

@@ -419,5 +419,57 @@ TEST(KernelsTest, GeluMatchesScalarBitwise) {
   }
 }
 
+TEST(KernelsTest, SwiGluMatchesScalarBitwise) {
+  const auto tables = FastTables();
+  if (tables.empty()) GTEST_SKIP() << "no SIMD table for this CPU";
+  // Ordinary values, both ends of KvExp's range (|g| near 87-88 and beyond), tiny and special
+  // values; an odd length leaves a partial vector.
+  std::mt19937 rng(23);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::uniform_real_distribution<float> wide(-100.0f, 100.0f);
+  std::vector<float> gate, up;
+  for (int i = 0; i < 5000; ++i) gate.push_back(i % 2 == 0 ? normal(rng) : wide(rng));
+  for (float v : {0.0f, -0.0f, 87.0f, -87.0f, 88.0f, -88.0f, 89.0f, -89.0f, 1e-30f, -1e-30f, 1e-45f,
+                  3e38f, -3e38f, INFINITY, -INFINITY, std::numeric_limits<float>::quiet_NaN()}) {
+    gate.push_back(v);
+  }
+  for (size_t i = 0; i < gate.size(); ++i) up.push_back(normal(rng));
+  std::vector<float> want = gate;
+  ScalarKernels().swiglu(want.data(), up.data(), static_cast<int>(want.size()));
+  for (const KernelTable* t : tables) {
+    SCOPED_TRACE(t->isa);
+    for (int n : {static_cast<int>(gate.size()), 1, 7, 15, 17}) {
+      std::vector<float> got(static_cast<size_t>(n) + 8, 5.0f);
+      std::copy(gate.begin(), gate.begin() + n, got.begin());
+      t->swiglu(got.data(), up.data(), n);
+      for (int i = 0; i < n; ++i) {
+        ASSERT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0)
+            << "gate = " << gate[i] << ", up = " << up[i] << ": " << got[i] << " vs " << want[i];
+      }
+      for (size_t i = n; i < got.size(); ++i) EXPECT_EQ(got[i], 5.0f) << "wrote past n";
+    }
+  }
+}
+
+TEST(KernelsTest, SwiGluIsCloseToTheExactFunction) {
+  // silu(g) * up against double precision: the error is KvExp's (about 2e-7) plus three roundings.
+  std::mt19937 rng(29);
+  std::uniform_real_distribution<float> dist(-20.0f, 20.0f);
+  std::vector<float> gate(10000), up(10000, 1.5f);
+  for (float& g : gate) g = dist(rng);
+  std::vector<float> got = gate;
+  ScalarKernels().swiglu(got.data(), up.data(), static_cast<int>(got.size()));
+  for (size_t i = 0; i < gate.size(); ++i) {
+    const double g = gate[i];
+    const double want = g / (1.0 + std::exp(-g)) * 1.5;
+    EXPECT_NEAR(got[i], want, 6e-7 * std::abs(want) + 1e-30) << "gate = " << gate[i];
+  }
+  std::vector<float> big = {100.0f, -100.0f};
+  std::vector<float> one = {1.0f, 1.0f};
+  ScalarKernels().swiglu(big.data(), one.data(), 2);
+  EXPECT_EQ(big[0], 100.0f);            // exp(-100) is 0: silu(g) = g
+  EXPECT_LE(std::abs(big[1]), 1e-35f);  // exp(88) caps the denominator: about -6e-37
+}
+
 }  // namespace
 }  // namespace kvserve

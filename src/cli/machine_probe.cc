@@ -218,6 +218,19 @@ KernelCheck CheckGelu(const KernelTable& kernels) {
   return BitwiseCheck("gelu", fast, ref);
 }
 
+// SwiGLU (its exp included) over [-100, 100].
+KernelCheck CheckSwiGlu(const KernelTable& kernels) {
+  std::vector<float> gate(2001), up(2001);
+  for (size_t i = 0; i < gate.size(); ++i) {
+    gate[i] = -100.0f + 0.1f * static_cast<float>(i);
+    up[i] = 1.0f - 0.001f * static_cast<float>(i);
+  }
+  std::vector<float> fast = gate, ref = gate;
+  kernels.swiglu(fast.data(), up.data(), static_cast<int>(fast.size()));
+  ScalarKernels().swiglu(ref.data(), up.data(), static_cast<int>(ref.size()));
+  return BitwiseCheck("swiglu", fast, ref);
+}
+
 }  // namespace
 
 MachineInfo ReadMachineInfo() {
@@ -299,6 +312,7 @@ std::vector<KernelCheck> CheckKernelsAgainstScalar(const KernelTable& kernels) {
   checks.push_back(CheckQuantize(kernels));
   checks.push_back(CheckAttention(kernels));
   checks.push_back(CheckGelu(kernels));
+  checks.push_back(CheckSwiGlu(kernels));
   return checks;
 }
 

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "kernels/attend_head.h"
+#include "kernels/kv_exp_avx512.h"
 
 namespace kvserve::avx512 {
 
@@ -72,26 +73,6 @@ inline float HSum(__m512 v) {
   b = _mm_add_ps(b, _mm_movehl_ps(b, b));
   b = _mm_add_ss(b, _mm_movehdup_ps(b));
   return _mm_cvtss_f32(b);
-}
-
-inline __m512 KvExp(__m512 x) {
-  x = _mm512_min_ps(x, _mm512_set1_ps(kExpMax));
-  const __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpMin), _CMP_GE_OQ);
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kExpLog2e)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-kExpLn2Hi), x);
-  r = _mm512_fmadd_ps(n, _mm512_set1_ps(-kExpLn2Lo), r);
-  __m512 p = _mm512_set1_ps(kExpC7);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpC6));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpC5));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpC4));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpC3));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpC2));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  const __m512i bits =
-      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-  return _mm512_maskz_mul_ps(live, p, _mm512_castsi512_ps(bits));
 }
 
 // Walks positions 0, 1, 2, ... of a paged sequence, giving each one's byte offset in a pool.

@@ -90,6 +90,9 @@ struct KernelTable {
   // passes through, otherwise table[f16(x)] (round to nearest even) widened to float. `table` has
   // 65536 entries plus one of padding (vector gathers read 4 bytes).
   void (*gelu_f16_table)(const uint16_t* table, float* x, int n);
+  // SwiGLU in place: gate[i] = gate[i] / (1 + KvExp(-gate[i])) * up[i], in exactly that order of
+  // IEEE operations (KvExp: attend_head.h), so every table gives the same bits.  [n]
+  void (*swiglu)(float* gate, const float* up, int n);
 };
 
 const KernelTable& ScalarKernels();

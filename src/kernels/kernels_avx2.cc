@@ -8,6 +8,8 @@
 //
 // Everything here is in an anonymous namespace and uses intrinsics only (no inline helpers from
 // shared headers), so no AVX2 code can leak into other translation units through COMDAT folding.
+// The one shared helper, kv_exp_avx2.h, is itself in an anonymous namespace and included only by
+// AVX2 translation units.
 #include <immintrin.h>
 
 #include <cassert>
@@ -16,6 +18,7 @@
 
 #include "kernels/attend_head.h"
 #include "kernels/kernels.h"
+#include "kernels/kv_exp_avx2.h"
 #include "kernels/quant_matmul.h"
 #include "kernels/tile_walk.h"
 
@@ -229,6 +232,17 @@ void GeluF16Table(const uint16_t* table, float* x, int n) {
   }
 }
 
+void SwiGlu(float* gate, const float* up, int n) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for (int i = 0; i < n; i += kLanes) {
+    const __m256i live = LaneMask(n - i);
+    const __m256 g = _mm256_maskload_ps(gate + i, live);
+    const __m256 e = avx2::KvExp(_mm256_xor_ps(g, _mm256_set1_ps(-0.0f)));
+    const __m256 silu = _mm256_div_ps(g, _mm256_add_ps(one, e));
+    _mm256_maskstore_ps(gate + i, live, _mm256_mul_ps(silu, _mm256_maskload_ps(up + i, live)));
+  }
+}
+
 constexpr KernelTable kAvx2 = {
     .isa = "avx2",
     .matmul_f32 = MatmulF32,
@@ -242,6 +256,7 @@ constexpr KernelTable kAvx2 = {
     .dot_f32 = DotF32,
     .attend_head = avx2::AttendHead,
     .gelu_f16_table = GeluF16Table,
+    .swiglu = SwiGlu,
 };
 
 }  // namespace

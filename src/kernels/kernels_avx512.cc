@@ -3,6 +3,8 @@
 //
 // Everything here is in an anonymous namespace and uses intrinsics only (no inline helpers from
 // shared headers), so no AVX-512 code can leak into other translation units through COMDAT folding.
+// The one shared helper, kv_exp_avx512.h, is itself in an anonymous namespace and included only by
+// AVX-512 translation units.
 // GCC 12 reports its own _mm512_undefined_* placeholders inside the intrinsic headers as
 // uninitialized (GCC bug 105593); the warnings point into the header, so silence them there only.
 #pragma GCC diagnostic push
@@ -18,6 +20,7 @@
 #include "kernels/attend_head.h"
 #include "kernels/float_matmul.h"
 #include "kernels/kernels.h"
+#include "kernels/kv_exp_avx512.h"
 #include "kernels/quant_matmul.h"
 
 namespace kvserve {
@@ -96,6 +99,18 @@ void GeluF16Table(const uint16_t* table, float* x, int n) {
   }
 }
 
+void SwiGlu(float* gate, const float* up, int n) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int i = 0; i < n; i += kLanes) {
+    const __mmask16 live = n - i >= kLanes ? static_cast<__mmask16>(0xffff)
+                                           : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512 g = _mm512_maskz_loadu_ps(live, gate + i);
+    const __m512 e = avx512::KvExp(_mm512_xor_ps(g, _mm512_set1_ps(-0.0f)));
+    const __m512 silu = _mm512_div_ps(g, _mm512_add_ps(one, e));
+    _mm512_mask_storeu_ps(gate + i, live, _mm512_mul_ps(silu, _mm512_maskz_loadu_ps(live, up + i)));
+  }
+}
+
 constexpr KernelTable kAvx512 = {
     .isa = "avx512",
     .matmul_f32 = avx512::MatmulF32,
@@ -109,6 +124,7 @@ constexpr KernelTable kAvx512 = {
     .dot_f32 = DotF32,
     .attend_head = avx512::AttendHead,
     .gelu_f16_table = GeluF16Table,
+    .swiglu = SwiGlu,
 };
 
 }  // namespace

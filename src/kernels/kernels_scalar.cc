@@ -117,6 +117,13 @@ void GeluF16Table(const uint16_t* table, float* x, int n) {
   }
 }
 
+void SwiGlu(float* gate, const float* up, int n) {
+  for (int i = 0; i < n; ++i) {
+    const float g = gate[i];
+    gate[i] = g / (1.0f + scalar::KvExp(-g)) * up[i];
+  }
+}
+
 constexpr KernelTable kScalar = {
     .isa = "scalar",
     .matmul_f32 = MatmulF32,
@@ -130,6 +137,7 @@ constexpr KernelTable kScalar = {
     .dot_f32 = DotF32,
     .attend_head = scalar::AttendHead,
     .gelu_f16_table = GeluF16Table,
+    .swiglu = SwiGlu,
 };
 
 }  // namespace

@@ -57,11 +57,8 @@ void GeluInPlace(const KernelTable& kernels, float* x, int n) {
   kernels.gelu_f16_table(GeluF16Table(), x, n);
 }
 
-void SwiGluInPlace(float* gate, const float* up, int n) {
-  for (int i = 0; i < n; ++i) {
-    const float g = gate[i];
-    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
-  }
+void SwiGluInPlace(const KernelTable& kernels, float* gate, const float* up, int n) {
+  kernels.swiglu(gate, up, n);
 }
 
 void AddInPlace(float* x, const float* y, int n) {

@@ -19,8 +19,9 @@ void LayerNorm(const float* x, const float* weight, const float* bias, int n, fl
 void GeluInPlace(const KernelTable& kernels, float* x, int n);
 // The table: GELU of every f16 value, rounded to f16; 65536 entries and one of padding.
 const uint16_t* GeluF16Table();
-// gate = silu(gate) * up, in place on gate.  [n]
-void SwiGluInPlace(float* gate, const float* up, int n);
+// gate = silu(gate) * up, in place on gate, with the exp of attend_head.h (KvExp, about 2e-7
+// relative error): the table's swiglu kernel (every table gives the same bits).  [n]
+void SwiGluInPlace(const KernelTable& kernels, float* gate, const float* up, int n);
 // x += y.  [n]
 void AddInPlace(float* x, const float* y, int n);
 // Rotary embedding, GGML "normal" mode: pairs (2i, 2i+1) of the first rope_dims of each head

@@ -169,7 +169,8 @@ void Transformer::LlamaLayer(int il, const ForwardBatch& batch, const KvLayerVie
       n,
       [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) {
-          SwiGluInPlace(s.ff_gate.data() + i * c.n_ff, s.ff_up.data() + i * c.n_ff, c.n_ff);
+          SwiGluInPlace(*kernels_, s.ff_gate.data() + i * c.n_ff, s.ff_up.data() + i * c.n_ff,
+                        c.n_ff);
         }
       },
       row_cost);
