@@ -2,6 +2,7 @@
 // - PackGroups then UnpackRow gives back every stored row, byte for byte;
 // - on every table with packed kernels, the packed matmul equals the same table's stored-layout
 //   matmul bit for bit, for any m and any 16-aligned output range;
+// - the AVX2 and AVX-512 quantized tiles give the same bits;
 // - a model gives the same logits bits with and without packing (KVSERVE_PACK=0).
 #include <gtest/gtest.h>
 
@@ -20,6 +21,7 @@
 #include "model/transformer.h"
 #include "support/forward.h"
 #include "support/paths.h"
+#include "util/half.h"
 
 namespace kvserve {
 namespace {
@@ -137,6 +139,64 @@ TEST(PackedWeightsTest, PackedKernelsMatchStoredLayoutBitwise) {
             ASSERT_EQ(std::memcmp(want.data(), got.data(), sizeof(float) * want.size()), 0);
           }
         }
+      }
+    }
+  }
+}
+
+// Random stored blocks: any quant byte (-128 included for Q8_0) and f16 scales of either sign.
+std::vector<uint8_t> RandomBlocks(GgmlType type, int n_out, int n_in, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
+  const size_t block_bytes = RowBytes(type, 32);
+  std::vector<uint8_t> w(RowBytes(type, n_in) * n_out);
+  for (size_t b = 0; b < w.size(); b += block_bytes) {
+    const uint16_t d = FloatToFp16(scale(rng));
+    std::memcpy(&w[b], &d, sizeof(d));
+    for (size_t i = 2; i < block_bytes; ++i) w[b + i] = static_cast<uint8_t>(byte(rng));
+  }
+  return w;
+}
+
+// The AVX2 and AVX-512 quantized tiles share one accumulation order (quant_matmul_avx2.cc), so
+// they give the same bits, stored layout or packed, for any m (every register-tile remainder).
+TEST(PackedWeightsTest, Avx2AndAvx512QuantMatmulsGiveTheSameBits) {
+  const KernelTable* avx2 = Avx2Kernels();
+  const KernelTable* avx512 = Avx512Kernels();
+  if (avx2 == nullptr || avx512 == nullptr || !CpuSupportsAvx512()) {
+    GTEST_SKIP() << "needs both AVX2 and AVX-512 tables on this CPU";
+  }
+  std::mt19937 rng(33);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (GgmlType type : kPackedTypes) {
+    for (int k : {32, 64, 288}) {
+      const int n = 45;
+      const std::vector<uint8_t> w = RandomBlocks(type, n, k, 7 * k + 1);
+      const PackedMatrix packed = Pack(type, w, n, k);
+      for (int m : {1, 2, 3, 4, 5, 8, 9, 16, 17}) {
+        std::vector<float> row(k);
+        std::vector<BlockQ8_0> x(static_cast<size_t>(m) * (k / 32));
+        for (int i = 0; i < m; ++i) {
+          for (float& v : row) v = dist(rng);
+          ScalarKernels().quantize_row_q8_0(row.data(), k,
+                                            x.data() + static_cast<size_t>(i) * (k / 32));
+        }
+        SCOPED_TRACE(std::string(GgmlTypeName(type)) + " k=" + std::to_string(k) +
+                     " m=" + std::to_string(m));
+        for (auto [n_begin, n_end] : {std::pair{0, n}, {3, 41}}) {
+          const std::vector<float> want = RunTile(MatmulFor(*avx512, type), w.data(),
+                                                  RowBytes(type, k), x, m, k, n_begin, n_end, n);
+          const std::vector<float> got = RunTile(MatmulFor(*avx2, type), w.data(),
+                                                 RowBytes(type, k), x, m, k, n_begin, n_end, n);
+          ASSERT_EQ(std::memcmp(want.data(), got.data(), sizeof(float) * want.size()), 0)
+              << "stored layout, n=[" << n_begin << "," << n_end << ")";
+        }
+        const std::vector<float> want = RunTile(PackedMatmulFor(*avx512, type), packed.data(),
+                                                PackedGroupBytes(type, k), x, m, k, 16, n, n);
+        const std::vector<float> got = RunTile(PackedMatmulFor(*avx2, type), packed.data(),
+                                               PackedGroupBytes(type, k), x, m, k, 16, n, n);
+        ASSERT_EQ(std::memcmp(want.data(), got.data(), sizeof(float) * want.size()), 0) << "packed";
       }
     }
   }

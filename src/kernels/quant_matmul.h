@@ -10,6 +10,10 @@ namespace kvserve {
 namespace avx2 {
 void MatmulQ8_0(const MatmulTile& t);
 void MatmulQ4_0(const MatmulTile& t);
+// The same on matrices in the x16 layout of packed_weights.h. All four compute what the AVX-512
+// tiles compute, bit for bit.
+void MatmulQ8_0x16(const MatmulTile& t);
+void MatmulQ4_0x16(const MatmulTile& t);
 }  // namespace avx2
 
 namespace avx512 {

@@ -1,39 +1,72 @@
 // AVX2 tiles for Q8_0 / Q4_0 weights against Q8_0 activations.
 //
-// Accumulation order of y[i][j] (the determinism contract of kernels.h): blocks in order; for a
-// block, 8 exact int32 partial sums (lane l covers elements 4l .. 4l + 3) are converted to float
-// and fused-multiply-added, times dw * dx of the block, into one 8-lane float accumulator. After
-// the last block the lanes are added by HSum's fixed tree. Nothing depends on m, on the n range, or
-// on the tile shape.
+// Accumulation order of y[i][j]: the AVX-512 tiles' (quant_matmul_avx512.cc), so both ISAs give
+// the same bits. One float lane per output element; block b (in increasing b) contributes its exact
+// int32 dot product isum, converted to float, in one fused multiply-add:
+//   acc = fma(float(isum), dw_b * dx_b, acc), starting from acc = 0; y = acc.
+// A vector holds 8 weight rows, lane = row: half h (rows 8h .. 8h + 7) of a 16-row group of the
+// x16 layout (packed_weights.h), whose dword d of 8 rows is 32 contiguous bytes. Matrices in the
+// stored layout are packed one group at a time into a thread-local buffer (rows past n_end are
+// clamped copies, never stored) and then computed in the same way.
 //
-// Integer products: vpmaddubsw multiplies unsigned by signed bytes into saturating int16 pairs.
-// Q8_0 uses the sign trick, |w| * (x * sign(w)), whose pairs stay within +-2 * 128 * 127; it needs
-// activation quants in [-127, 127], which is what quantize_row_q8_0 produces (|x / d| <= 127).
-// Q4_0 uses the raw nibble u = w + 8 in [0, 15] and subtracts 8 * (pair sum of x) per int16 lane.
+// Exact integer dots without VNNI: vpmaddubsw multiplies unsigned by signed bytes into saturating
+// int16 pairs, so the operands are kept where no pair can saturate:
+// - Q4_0: the raw nibble u = w + 8 in [0, 15] against x: a pair is at most 2 * 15 * 128 = 3840,
+//   so the 8 dwords of a block add up in int16 (<= 30720) before one vpmaddwd widens them; the
+//   offset comes back as -8 * (sum of the block's x quants), per activation block.
+// - Q8_0: the sign trick, |w| * (x * sign(w)), pairs within +-2 * 128 * 127, widened per dword.
+//   It needs activation quants in [-127, 127], which is what quantize_row_q8_0 produces
+//   (|x / d| <= 127).
 #include <immintrin.h>
 
 #include <cassert>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #include "kernels/quant_matmul.h"
-#include "kernels/tile_walk.h"
 
 namespace kvserve::avx2 {
 
 namespace {
 
-// Register tile for m > 1 (8 accumulators) and for m == 1 (4 weight rows side by side).
-constexpr int kMr = 2;
-constexpr int kNr = 4;
-constexpr int kNrDecode = 4;
+constexpr int kLanes = 8;       // weight rows per vector: one half of a group
+constexpr int kGroupRows = 16;  // rows of an x16 group
+// Activation rows per register tile (m > 1); one row (decode) computes both halves at once.
+constexpr int kMr = 4;
+// Activation rows per block: about this many bytes, so the block stays in L2.
+constexpr size_t kXBlockBytes = 512 << 10;
 
-inline float HSum(__m256 v) {
-  __m128 b = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  b = _mm_add_ps(b, _mm_movehl_ps(b, b));
-  b = _mm_add_ss(b, _mm_movehdup_ps(b));
-  return _mm_cvtss_f32(b);
-}
+enum class QType { kQ8_0, kQ4_0 };
+
+template <QType Q>
+constexpr size_t kBlockBytes = Q == QType::kQ8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
+// Quant bytes of one block of a group (x16 layout), and of its 16 f16 scales.
+template <QType Q>
+constexpr size_t kQuantBytes = Q == QType::kQ8_0 ? 8 * 64 : 4 * 64;
+constexpr size_t kScaleBytes = 2 * kGroupRows;
+
+// A growable buffer, one per thread and use. Freed at thread exit.
+class Scratch {
+ public:
+  ~Scratch() { std::free(data_); }
+  void* Get(size_t bytes) {
+    if (bytes > bytes_) {
+      std::free(data_);
+      bytes = (bytes + 63) / 64 * 64;
+      data_ = std::aligned_alloc(64, bytes);
+      bytes_ = data_ != nullptr ? bytes : 0;
+    }
+    return data_;
+  }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+thread_local Scratch tls_x_scratch;
+thread_local Scratch tls_w_scratch;
 
 inline float ScaleOf(const uint8_t* block) {
   uint16_t s;
@@ -41,131 +74,218 @@ inline float ScaleOf(const uint8_t* block) {
   return _cvtsh_ss(s);
 }
 
-enum class QType { kQ8_0, kQ4_0 };
+inline int32_t LoadI32(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
 
-template <QType Q>
-constexpr size_t kBlockBytes = Q == QType::kQ8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
-
-// One weight block prepared for the int8 products against any activation block.
-struct WBlock {
-  __m256i a;  // Q8_0: |w|; Q4_0: w + 8 (both unsigned bytes)
-  __m256i s;  // Q8_0: w (its signs are applied to x); unused for Q4_0
-  __m256 d;   // dw in every lane
+// What the tiles need of one activation block besides its quants.
+struct XInfo {
+  float dx;      // the block's scale
+  int32_t corr;  // Q4_0: -8 * (sum of the block's quants); Q8_0: 0
 };
 
 template <QType Q>
-inline WBlock LoadWBlock(const uint8_t* block) {
-  WBlock wb;
-  if constexpr (Q == QType::kQ8_0) {
-    wb.s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
-    wb.a = _mm256_abs_epi8(wb.s);
-  } else {
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
-    const __m128i low = _mm_set1_epi8(0x0f);
-    wb.a = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), low), _mm_and_si128(q, low));
-    wb.s = _mm256_setzero_si256();
+void PrepareRow(const uint8_t* x, int n_blocks, XInfo* out) {
+  for (int b = 0; b < n_blocks; ++b) {
+    const uint8_t* block = x + sizeof(BlockQ8_0) * b;
+    out[b].dx = ScaleOf(block);
+    out[b].corr = 0;
+    if constexpr (Q == QType::kQ4_0) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
+      const __m256i quads =
+          _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
+      __m128i s = _mm_add_epi32(_mm256_castsi256_si128(quads), _mm256_extracti128_si256(quads, 1));
+      s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+      s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+      out[b].corr = -8 * _mm_cvtsi128_si32(s);
+    }
   }
-  wb.d = _mm256_set1_ps(ScaleOf(block));
-  return wb;
 }
 
-// One activation block: its quants, its scale, and (Q4_0) 8 * the sum of each int16 pair.
-struct XBlock {
-  __m256i q;
-  __m256i corr;
-  __m256 d;
-};
-
+// Packs the 16 rows of group j0 of the stored matrix into `out`, in the x16 layout (rows past
+// n_end are copies of the last row: computed, never stored).
 template <QType Q>
-inline XBlock LoadXBlock(const uint8_t* block) {
-  XBlock xb;
-  xb.q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
-  xb.corr =
-      Q == QType::kQ4_0 ? _mm256_maddubs_epi16(_mm256_set1_epi8(8), xb.q) : _mm256_setzero_si256();
-  xb.d = _mm256_set1_ps(ScaleOf(block));
-  return xb;
-}
-
-template <QType Q>
-inline __m256i BlockDot(const WBlock& w, const XBlock& x) {
-  __m256i pairs;
-  if constexpr (Q == QType::kQ8_0) {
-    pairs = _mm256_maddubs_epi16(w.a, _mm256_sign_epi8(x.q, w.s));
-  } else {
-    pairs = _mm256_sub_epi16(_mm256_maddubs_epi16(w.a, x.q), x.corr);
-  }
-  return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
-}
-
-template <QType Q, int MR, int NR>
-void QuantTile(const MatmulTile& t, int i0, int j0) {
+void PackGroup(const MatmulTile& t, int j0, uint8_t* out) {
   const int n_blocks = t.k / 32;
-  const uint8_t* w[NR];
-  const uint8_t* x[MR];
-  for (int c = 0; c < NR; ++c) w[c] = t.w + static_cast<size_t>(j0 + c) * t.w_row_bytes;
-  for (int r = 0; r < MR; ++r) x[r] = t.x + static_cast<size_t>(i0 + r) * t.x_row_bytes;
-  __m256 acc[MR][NR];
-  for (int r = 0; r < MR; ++r) {
-    for (int c = 0; c < NR; ++c) acc[r][c] = _mm256_setzero_ps();
+  constexpr int kDwords = Q == QType::kQ8_0 ? 8 : 4;
+  constexpr uint32_t kFlip = Q == QType::kQ8_0 ? 0x80808080u : 0u;
+  uint8_t* scales = out + kQuantBytes<Q> * static_cast<size_t>(n_blocks);
+  for (int l = 0; l < kGroupRows; ++l) {
+    const int row = j0 + l < t.n_end ? j0 + l : t.n_end - 1;
+    const uint8_t* w = t.w + static_cast<size_t>(row) * t.w_row_bytes;
+    for (int b = 0; b < n_blocks; ++b) {
+      const uint8_t* block = w + kBlockBytes<Q> * static_cast<size_t>(b);
+      uint8_t* quants = out + kQuantBytes<Q> * static_cast<size_t>(b) + 4 * l;
+      for (int d = 0; d < kDwords; ++d) {
+        uint32_t v;
+        std::memcpy(&v, block + 2 + 4 * d, sizeof(v));
+        v ^= kFlip;
+        std::memcpy(quants + 64 * d, &v, sizeof(v));
+      }
+      std::memcpy(scales + kScaleBytes * b + 2 * l, block, 2);
+    }
+  }
+}
+
+// Dword D (0 .. 7: elements 4D .. 4D + 3) of half h of a packed block, for vpmaddubsw: Q4_0 the
+// raw nibbles; Q8_0 |w| in *abs_w and w itself in *signed_w.
+template <QType Q>
+inline void LoadDword(const uint8_t* quants, int h, int D, __m256i* abs_w, __m256i* signed_w) {
+  if constexpr (Q == QType::kQ4_0) {
+    const __m256i g =
+        _mm256_load_si256(reinterpret_cast<const __m256i*>(quants + 64 * (D % 4) + 32 * h));
+    const __m256i low = _mm256_set1_epi8(0x0f);
+    *abs_w = D < 4 ? _mm256_and_si256(g, low) : _mm256_and_si256(_mm256_srli_epi16(g, 4), low);
+    *signed_w = *abs_w;
+  } else {
+    const __m256i g = _mm256_load_si256(reinterpret_cast<const __m256i*>(quants + 64 * D + 32 * h));
+    *signed_w = _mm256_xor_si256(g, _mm256_set1_epi8(static_cast<char>(0x80)));
+    *abs_w = _mm256_abs_epi8(*signed_w);
+  }
+}
+
+// Activation rows x[0 .. MR) (Q8_0 rows, with their XInfo) against halves [h0, h0 + NH) of one
+// packed group; y[r] + 8 h gets half h's outputs, its first valid[h] lanes only.
+template <QType Q, int MR, int NH>
+void GroupTile(const uint8_t* group, int n_blocks, int h0, const uint8_t* const* x,
+               const XInfo* const* info, float* const* y, const int* valid) {
+  const uint8_t* scales = group + kQuantBytes<Q> * static_cast<size_t>(n_blocks);
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  __m256 acc[NH][MR];
+  for (int h = 0; h < NH; ++h) {
+    for (int r = 0; r < MR; ++r) acc[h][r] = _mm256_setzero_ps();
   }
   for (int b = 0; b < n_blocks; ++b) {
-    XBlock xb[MR];
-    for (int r = 0; r < MR; ++r) xb[r] = LoadXBlock<Q>(x[r] + sizeof(BlockQ8_0) * b);
-    for (int c = 0; c < NR; ++c) {
-      const WBlock wb = LoadWBlock<Q>(w[c] + kBlockBytes<Q> * b);
+    const uint8_t* quants = group + kQuantBytes<Q> * static_cast<size_t>(b);
+    __m256i sums[NH][MR];  // Q4_0: int16 pair sums; Q8_0: int32 sums of 4
+    for (int h = 0; h < NH; ++h) {
+      for (int r = 0; r < MR; ++r) sums[h][r] = _mm256_setzero_si256();
+    }
+    for (int D = 0; D < 8; ++D) {
+      __m256i xd[MR];
       for (int r = 0; r < MR; ++r) {
-        const __m256 isum = _mm256_cvtepi32_ps(BlockDot<Q>(wb, xb[r]));
-        acc[r][c] = _mm256_fmadd_ps(isum, _mm256_mul_ps(wb.d, xb[r].d), acc[r][c]);
+        xd[r] = _mm256_set1_epi32(LoadI32(x[r] + sizeof(BlockQ8_0) * b + 2 + 4 * D));
+      }
+      for (int h = 0; h < NH; ++h) {
+        __m256i abs_w, signed_w;
+        LoadDword<Q>(quants, h0 + h, D, &abs_w, &signed_w);
+        for (int r = 0; r < MR; ++r) {
+          if constexpr (Q == QType::kQ4_0) {
+            sums[h][r] = _mm256_add_epi16(sums[h][r], _mm256_maddubs_epi16(abs_w, xd[r]));
+          } else {
+            const __m256i pairs = _mm256_maddubs_epi16(abs_w, _mm256_sign_epi8(xd[r], signed_w));
+            sums[h][r] = _mm256_add_epi32(sums[h][r], _mm256_madd_epi16(pairs, ones16));
+          }
+        }
+      }
+    }
+    for (int h = 0; h < NH; ++h) {
+      const __m256 dw = _mm256_cvtph_ps(_mm_load_si128(
+          reinterpret_cast<const __m128i*>(scales + kScaleBytes * b + 16 * (h0 + h))));
+      for (int r = 0; r < MR; ++r) {
+        const XInfo& xi = info[r][b];
+        __m256i isum = sums[h][r];
+        if constexpr (Q == QType::kQ4_0) {
+          isum = _mm256_add_epi32(_mm256_madd_epi16(isum, ones16), _mm256_set1_epi32(xi.corr));
+        }
+        acc[h][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
+                                    _mm256_mul_ps(dw, _mm256_set1_ps(xi.dx)), acc[h][r]);
       }
     }
   }
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int h = 0; h < NH; ++h) {
+    const int n_valid = valid[h0 + h];
+    if (n_valid <= 0) continue;
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(n_valid), lane);
+    for (int r = 0; r < MR; ++r) _mm256_maskstore_ps(y[r] + kLanes * (h0 + h), mask, acc[h][r]);
+  }
+}
+
+// Rows [i0, i0 + MR) of the current activation block against group j0.
+template <QType Q, int MR>
+void GroupTileRows(const MatmulTile& t, const uint8_t* group, const XInfo* info_block, int n_blocks,
+                   int m0, int i0, int j0) {
+  const uint8_t* x[MR];
+  const XInfo* info[MR];
+  float* y[MR];
   for (int r = 0; r < MR; ++r) {
-    float* y = t.y + static_cast<size_t>(i0 + r) * t.ldy + j0;
-    for (int c = 0; c < NR; ++c) y[c] = HSum(acc[r][c]);
+    x[r] = t.x + static_cast<size_t>(i0 + r) * t.x_row_bytes;
+    info[r] = info_block + static_cast<size_t>(i0 + r - m0) * n_blocks;
+    y[r] = t.y + static_cast<size_t>(i0 + r) * t.ldy + j0;
+  }
+  const int valid[2] = {t.n_end - j0, t.n_end - j0 - kLanes};
+  if constexpr (MR == 1) {
+    GroupTile<Q, 1, 2>(group, n_blocks, 0, x, info, y, valid);
+  } else {
+    GroupTile<Q, MR, 1>(group, n_blocks, 0, x, info, y, valid);
+    GroupTile<Q, MR, 1>(group, n_blocks, 1, x, info, y, valid);
   }
 }
 
-template <QType Q, int NR>
-void QuantTileRows(const MatmulTile& t, int i0, int mr, int j0) {
-  switch (mr) {
-    case 1:
-      return QuantTile<Q, 1, NR>(t, i0, j0);
-    case 2:
-      return QuantTile<Q, 2, NR>(t, i0, j0);
+// The tile of rows [i0, i0 + mr) with mr (1 .. kMr) fixed at compile time.
+template <QType Q, int MR = 1>
+void GroupTileRowsOf(int mr, const MatmulTile& t, const uint8_t* group, const XInfo* info_block,
+                     int n_blocks, int m0, int i0, int j0) {
+  if constexpr (MR <= kMr) {
+    if (mr == MR) return GroupTileRows<Q, MR>(t, group, info_block, n_blocks, m0, i0, j0);
+    GroupTileRowsOf<Q, MR + 1>(mr, t, group, info_block, n_blocks, m0, i0, j0);
   }
-  assert(false && "QuantTileRows: bad row count");
 }
 
-template <QType Q>
+// kPacked: t.w is a packed matrix (packed_weights.h), t.w_row_bytes the bytes of one 16-row group
+// and t.n_begin a multiple of 16; otherwise the stored layout.
+template <QType Q, bool kPacked>
 void MatmulQuant(const MatmulTile& t) {
   assert(t.k % 32 == 0 && t.m >= 0 && t.n_begin <= t.n_end);
-  // Activation rows per block, so that the block stays in L2 (Q8_0 rows are 34 bytes per 32).
-  const size_t row_bytes = t.x_row_bytes > 0 ? t.x_row_bytes : 1;
-  const int m_block = t.m == 1 ? 1 : static_cast<int>((512u << 10) / row_bytes / kMr * kMr);
-  const auto no_repack = [](int, int) {};
-  if (t.m == 1) {
-    WalkTiles<1, kNrDecode>(1, t.n_begin, t.n_end, 1, no_repack, [&](int i0, int, int j0, int nr) {
-      if (nr == kNrDecode) {
-        QuantTile<Q, 1, kNrDecode>(t, i0, j0);
-      } else {
-        QuantTile<Q, 1, 1>(t, i0, j0);
-      }
-    });
+  assert(!kPacked || t.n_begin % kGroupRows == 0);
+  if (t.m == 0 || t.n_begin == t.n_end || t.k == 0) {
+    for (int i = 0; i < t.m; ++i) {
+      for (int j = t.n_begin; j < t.n_end; ++j) t.y[static_cast<size_t>(i) * t.ldy + j] = 0.0f;
+    }
     return;
   }
-  WalkTiles<kMr, kNr>(t.m, t.n_begin, t.n_end, m_block, no_repack,
-                      [&](int i0, int mr, int j0, int nr) {
-                        if (nr == kNr) {
-                          QuantTileRows<Q, kNr>(t, i0, mr, j0);
-                        } else {
-                          QuantTileRows<Q, 1>(t, i0, mr, j0);
-                        }
-                      });
+  const int n_blocks = t.k / 32;
+  const size_t row_bytes = t.x_row_bytes + sizeof(XInfo) * static_cast<size_t>(n_blocks);
+  int m_block = static_cast<int>(kXBlockBytes / row_bytes / kMr * kMr);
+  if (m_block < kMr) m_block = kMr;
+  const int rows_per_block = t.m < m_block ? t.m : m_block;
+  XInfo* info = static_cast<XInfo*>(tls_x_scratch.Get(
+      sizeof(XInfo) * static_cast<size_t>(rows_per_block) * static_cast<size_t>(n_blocks)));
+  assert(info != nullptr);
+  uint8_t* packed_group = nullptr;
+  if constexpr (!kPacked) {
+    packed_group = static_cast<uint8_t*>(
+        tls_w_scratch.Get((kQuantBytes<Q> + kScaleBytes) * static_cast<size_t>(n_blocks)));
+    assert(packed_group != nullptr);
+  }
+  for (int m0 = 0; m0 < t.m; m0 += m_block) {
+    const int m1 = t.m - m0 < m_block ? t.m : m0 + m_block;
+    for (int i = m0; i < m1; ++i) {
+      PrepareRow<Q>(t.x + static_cast<size_t>(i) * t.x_row_bytes, n_blocks,
+                    info + static_cast<size_t>(i - m0) * n_blocks);
+    }
+    for (int j0 = t.n_begin; j0 < t.n_end; j0 += kGroupRows) {
+      const uint8_t* group = packed_group;
+      if constexpr (kPacked) {
+        group = t.w + static_cast<size_t>(j0 / kGroupRows) * t.w_row_bytes;
+      } else {
+        PackGroup<Q>(t, j0, packed_group);
+      }
+      for (int i = m0; i < m1; i += kMr) {
+        GroupTileRowsOf<Q>(m1 - i < kMr ? m1 - i : kMr, t, group, info, n_blocks, m0, i, j0);
+      }
+    }
+  }
 }
 
 }  // namespace
 
-void MatmulQ8_0(const MatmulTile& t) { MatmulQuant<QType::kQ8_0>(t); }
-void MatmulQ4_0(const MatmulTile& t) { MatmulQuant<QType::kQ4_0>(t); }
+void MatmulQ8_0(const MatmulTile& t) { MatmulQuant<QType::kQ8_0, false>(t); }
+void MatmulQ4_0(const MatmulTile& t) { MatmulQuant<QType::kQ4_0, false>(t); }
+void MatmulQ8_0x16(const MatmulTile& t) { MatmulQuant<QType::kQ8_0, true>(t); }
+void MatmulQ4_0x16(const MatmulTile& t) { MatmulQuant<QType::kQ4_0, true>(t); }
 
 }  // namespace kvserve::avx2
