@@ -177,6 +177,9 @@ TEST(KernelsTest, TablesAreComplete) {
   if (CpuSupportsAvx2()) {
     EXPECT_NE(Avx2Kernels(), nullptr) << "avx2 not compiled";
   }
+  if (CpuSupportsAvxVnni()) {
+    EXPECT_NE(AvxVnniKernels(), nullptr) << "avxvnni not compiled";
+  }
 }
 
 // Fast matmuls against the scalar twin, on misaligned copies, over the sweeps.

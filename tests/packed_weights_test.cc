@@ -2,7 +2,7 @@
 // - PackGroups then UnpackRow gives back every stored row, byte for byte;
 // - on every table with packed kernels, the packed matmul equals the same table's stored-layout
 //   matmul bit for bit, for any m and any 16-aligned output range;
-// - the AVX2 and AVX-512 quantized tiles give the same bits;
+// - the AVX2, AVX-VNNI and AVX-512 quantized tiles give the same bits;
 // - a model gives the same logits bits with and without packing (KVSERVE_PACK=0).
 #include <gtest/gtest.h>
 
@@ -20,6 +20,7 @@
 #include "model/synthetic_model.h"
 #include "model/transformer.h"
 #include "support/forward.h"
+#include "support/kernel_tables.h"
 #include "support/paths.h"
 #include "util/half.h"
 
@@ -27,6 +28,15 @@ namespace kvserve {
 namespace {
 
 constexpr GgmlType kPackedTypes[] = {GgmlType::kQ8_0, GgmlType::kQ4_0};
+
+// The fast tables with packed kernels that this CPU can run.
+std::vector<const KernelTable*> PackedTables() {
+  std::vector<const KernelTable*> tables;
+  for (const KernelTable* t : testing::FastTables()) {
+    if (t->matmul_q8_0_x16 != nullptr) tables.push_back(t);
+  }
+  return tables;
+}
 
 std::vector<uint8_t> RandomMatrix(GgmlType type, int n_out, int n_in, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -104,13 +114,7 @@ std::vector<float> RunTile(MatmulTileFn fn, const uint8_t* w, size_t w_row_bytes
 }
 
 TEST(PackedWeightsTest, PackedKernelsMatchStoredLayoutBitwise) {
-  std::vector<const KernelTable*> tables;
-  for (const KernelTable* t : {Avx2Kernels(), Avx512Kernels()}) {
-    if (t != nullptr && t->matmul_q8_0_x16 != nullptr &&
-        (t == Avx512Kernels() ? CpuSupportsAvx512() : CpuSupportsAvx2())) {
-      tables.push_back(t);
-    }
-  }
+  const std::vector<const KernelTable*> tables = PackedTables();
   if (tables.empty()) GTEST_SKIP() << "no table with packed kernels on this CPU";
   std::mt19937 rng(21);
   std::normal_distribution<float> dist(0.0f, 1.0f);
@@ -159,14 +163,13 @@ std::vector<uint8_t> RandomBlocks(GgmlType type, int n_out, int n_in, uint32_t s
   return w;
 }
 
-// The AVX2 and AVX-512 quantized tiles share one accumulation order (quant_matmul_avx2.cc), so
-// they give the same bits, stored layout or packed, for any m (every register-tile remainder).
-TEST(PackedWeightsTest, Avx2AndAvx512QuantMatmulsGiveTheSameBits) {
-  const KernelTable* avx2 = Avx2Kernels();
-  const KernelTable* avx512 = Avx512Kernels();
-  if (avx2 == nullptr || avx512 == nullptr || !CpuSupportsAvx512()) {
-    GTEST_SKIP() << "needs both AVX2 and AVX-512 tables on this CPU";
-  }
+// The AVX2, AVX-VNNI and AVX-512 quantized tiles share one accumulation order
+// (quant_tiles_avx2.h), so they give the same bits, stored layout or packed, for any m (every
+// register-tile remainder). Each table is compared with the first one this CPU has.
+TEST(PackedWeightsTest, QuantMatmulsGiveTheSameBitsOnEveryTable) {
+  const std::vector<const KernelTable*> tables = PackedTables();
+  if (tables.size() < 2) GTEST_SKIP() << "fewer than two tables with packed kernels on this CPU";
+  const KernelTable* first = tables[0];
   std::mt19937 rng(33);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   for (GgmlType type : kPackedTypes) {
@@ -182,21 +185,25 @@ TEST(PackedWeightsTest, Avx2AndAvx512QuantMatmulsGiveTheSameBits) {
           ScalarKernels().quantize_row_q8_0(row.data(), k,
                                             x.data() + static_cast<size_t>(i) * (k / 32));
         }
-        SCOPED_TRACE(std::string(GgmlTypeName(type)) + " k=" + std::to_string(k) +
-                     " m=" + std::to_string(m));
-        for (auto [n_begin, n_end] : {std::pair{0, n}, {3, 41}}) {
-          const std::vector<float> want = RunTile(MatmulFor(*avx512, type), w.data(),
-                                                  RowBytes(type, k), x, m, k, n_begin, n_end, n);
-          const std::vector<float> got = RunTile(MatmulFor(*avx2, type), w.data(),
-                                                 RowBytes(type, k), x, m, k, n_begin, n_end, n);
+        for (const KernelTable* other : tables) {
+          if (other == first) continue;
+          SCOPED_TRACE(std::string(other->isa) + " vs " + first->isa + " " + GgmlTypeName(type) +
+                       " k=" + std::to_string(k) + " m=" + std::to_string(m));
+          for (auto [n_begin, n_end] : {std::pair{0, n}, {3, 41}}) {
+            const std::vector<float> want = RunTile(MatmulFor(*first, type), w.data(),
+                                                    RowBytes(type, k), x, m, k, n_begin, n_end, n);
+            const std::vector<float> got = RunTile(MatmulFor(*other, type), w.data(),
+                                                   RowBytes(type, k), x, m, k, n_begin, n_end, n);
+            ASSERT_EQ(std::memcmp(want.data(), got.data(), sizeof(float) * want.size()), 0)
+                << "stored layout, n=[" << n_begin << "," << n_end << ")";
+          }
+          const std::vector<float> want = RunTile(PackedMatmulFor(*first, type), packed.data(),
+                                                  PackedGroupBytes(type, k), x, m, k, 16, n, n);
+          const std::vector<float> got = RunTile(PackedMatmulFor(*other, type), packed.data(),
+                                                 PackedGroupBytes(type, k), x, m, k, 16, n, n);
           ASSERT_EQ(std::memcmp(want.data(), got.data(), sizeof(float) * want.size()), 0)
-              << "stored layout, n=[" << n_begin << "," << n_end << ")";
+              << "packed";
         }
-        const std::vector<float> want = RunTile(PackedMatmulFor(*avx512, type), packed.data(),
-                                                PackedGroupBytes(type, k), x, m, k, 16, n, n);
-        const std::vector<float> got = RunTile(PackedMatmulFor(*avx2, type), packed.data(),
-                                               PackedGroupBytes(type, k), x, m, k, 16, n, n);
-        ASSERT_EQ(std::memcmp(want.data(), got.data(), sizeof(float) * want.size()), 0) << "packed";
       }
     }
   }

@@ -104,8 +104,9 @@ int RunDoctor(const std::vector<std::string>& argv) {
     return all_ok ? 0 : 1;
   }
   std::printf("cpu:        %s\n", info.cpu_model.c_str());
-  std::printf("isa:        %s (avx2 %s, avx512 %s)\n", info.isa.c_str(),
-              CpuSupportsAvx2() ? "yes" : "no", CpuSupportsAvx512() ? "yes" : "no");
+  std::printf("isa:        %s (avx2 %s, avxvnni %s, avx512 %s)\n", info.isa.c_str(),
+              CpuSupportsAvx2() ? "yes" : "no", CpuSupportsAvxVnni() ? "yes" : "no",
+              CpuSupportsAvx512() ? "yes" : "no");
   std::printf("threads:    %d hardware threads, %d cores; measuring with %d\n",
               info.hardware_threads, info.cores, pool.size());
   std::printf("memory:     %.1f GiB total, %.1f GiB available\n", GiB(info.ram_total_bytes),

@@ -1,7 +1,11 @@
+#include <cpuid.h>
+
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "kernels/kernels.h"
+#include "kernels/quant_matmul.h"
 
 namespace kvserve {
 
@@ -9,6 +13,27 @@ bool CpuSupportsAvx2() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
          __builtin_cpu_supports("f16c");
+}
+
+// CPUID leaf 7, sub-leaf 1, EAX bit 4 (GCC 12's __builtin_cpu_supports does not know it).
+bool CpuSupportsAvxVnni() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!CpuSupportsAvx2() || __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  return (eax >> 4) & 1u;
+}
+
+const KernelTable* AvxVnniKernels() {
+  static const KernelTable* const table = []() -> const KernelTable* {
+    if (Avx2Kernels() == nullptr) return nullptr;
+    static KernelTable t = *Avx2Kernels();
+    t.isa = "avxvnni";
+    t.matmul_q8_0 = avxvnni::MatmulQ8_0;
+    t.matmul_q4_0 = avxvnni::MatmulQ4_0;
+    t.matmul_q8_0_x16 = avxvnni::MatmulQ8_0x16;
+    t.matmul_q4_0_x16 = avxvnni::MatmulQ4_0x16;
+    return &t;
+  }();
+  return table;
 }
 
 bool CpuSupportsAvx512() {
@@ -27,7 +52,12 @@ const KernelTable& Choose() {
   if ((want.empty() || want == "avx512") && Avx512Kernels() && CpuSupportsAvx512()) {
     return *Avx512Kernels();
   }
-  if ((want.empty() || want == "avx512" || want == "avx2") && Avx2Kernels() && CpuSupportsAvx2()) {
+  if ((want.empty() || want == "avx512" || want == "avxvnni") && AvxVnniKernels() &&
+      CpuSupportsAvxVnni()) {
+    return *AvxVnniKernels();
+  }
+  if ((want.empty() || want == "avx512" || want == "avxvnni" || want == "avx2") && Avx2Kernels() &&
+      CpuSupportsAvx2()) {
     return *Avx2Kernels();
   }
   return ScalarKernels();

@@ -98,12 +98,17 @@ struct KernelTable {
 const KernelTable& ScalarKernels();
 // nullptr when this build did not compile the ISA.
 const KernelTable* Avx2Kernels();
+// The AVX2 table with the quantized matmuls on AVX-VNNI (vpdpbusd on 256 bits), for CPUs that have
+// AVX-VNNI but not AVX-512 (Intel Core since Alder Lake). Same bits as the AVX2 table.
+const KernelTable* AvxVnniKernels();
 const KernelTable* Avx512Kernels();
 
-// The best table this CPU supports. KVSERVE_ISA=scalar|avx2|avx512 in the environment forces one
-// (falling back to scalar if the CPU lacks it).
+// The best table this CPU supports (avx512, then avxvnni, then avx2). KVSERVE_ISA=
+// scalar|avx2|avxvnni|avx512 in the environment forces one (falling back to a lesser one the CPU
+// has, then to scalar).
 const KernelTable& ActiveKernels();
 bool CpuSupportsAvx2();
+bool CpuSupportsAvxVnni();
 bool CpuSupportsAvx512();
 
 // Picks the tile function for a weight type; nullptr if the type has no kernel.

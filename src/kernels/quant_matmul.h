@@ -1,6 +1,7 @@
 // The block-quantized matmul tiles (Q8_0 and Q4_0 weights against Q8_0 activations), one set per
-// ISA, each defined in its own translation unit (quant_matmul_avx2.cc, quant_matmul_avx512.cc) and
-// put in that ISA's KernelTable. Call them only through the table, on a CPU that has the ISA.
+// ISA, each defined in its own translation unit (quant_matmul_avx2.cc, quant_matmul_avxvnni.cc,
+// quant_matmul_avx512.cc) and put in that ISA's KernelTable. Call them only through the table, on a
+// CPU that has the ISA.
 #pragma once
 
 #include "kernels/kernels.h"
@@ -15,6 +16,14 @@ void MatmulQ4_0(const MatmulTile& t);
 void MatmulQ8_0x16(const MatmulTile& t);
 void MatmulQ4_0x16(const MatmulTile& t);
 }  // namespace avx2
+
+// AVX2 + AVX-VNNI (256-bit vpdpbusd): the same four, same bits.
+namespace avxvnni {
+void MatmulQ8_0(const MatmulTile& t);
+void MatmulQ4_0(const MatmulTile& t);
+void MatmulQ8_0x16(const MatmulTile& t);
+void MatmulQ4_0x16(const MatmulTile& t);
+}  // namespace avxvnni
 
 namespace avx512 {
 void MatmulQ8_0(const MatmulTile& t);

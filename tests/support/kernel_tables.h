@@ -11,6 +11,7 @@ namespace kvserve::testing {
 inline std::vector<const KernelTable*> FastTables() {
   std::vector<const KernelTable*> tables;
   if (Avx2Kernels() != nullptr && CpuSupportsAvx2()) tables.push_back(Avx2Kernels());
+  if (AvxVnniKernels() != nullptr && CpuSupportsAvxVnni()) tables.push_back(AvxVnniKernels());
   if (Avx512Kernels() != nullptr && CpuSupportsAvx512()) tables.push_back(Avx512Kernels());
   return tables;
 }

@@ -1,0 +1,17 @@
+// AVX-VNNI quantized tiles: quant_tiles_avx2.h compiled for AVX2 + AVX-VNNI (vpdpbusd on 256
+// bits), for CPUs with AVX-VNNI but no AVX-512 (Intel Core since Alder Lake, say).
+#include "kernels/quant_matmul.h"
+#include "kernels/quant_tiles_avx2.h"
+
+#if !defined(__AVXVNNI__)
+#error "quant_matmul_avxvnni.cc needs -mavxvnni"
+#endif
+
+namespace kvserve::avxvnni {
+
+void MatmulQ8_0(const MatmulTile& t) { MatmulQuant<QType::kQ8_0, false>(t); }
+void MatmulQ4_0(const MatmulTile& t) { MatmulQuant<QType::kQ4_0, false>(t); }
+void MatmulQ8_0x16(const MatmulTile& t) { MatmulQuant<QType::kQ8_0, true>(t); }
+void MatmulQ4_0x16(const MatmulTile& t) { MatmulQuant<QType::kQ4_0, true>(t); }
+
+}  // namespace kvserve::avxvnni
