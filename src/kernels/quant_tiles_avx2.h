@@ -22,8 +22,8 @@
 //   saturate. Q4_0: the raw nibble u in [0, 15] against x, a pair at most 2 * 15 * 128 = 3840, so
 //   the 8 dwords of a block add up in int16 (<= 30720) before one vpmaddwd widens them, and the
 //   offset comes back as -8 * (sum of the block's x quants). Q8_0: the sign trick,
-//   |w| * (x * sign(w)), pairs within +-2 * 128 * 127, widened per dword; it needs activation quants
-//   in [-127, 127], which is what quantize_row_q8_0 produces (|x / d| <= 127).
+//   |w| * (x * sign(w)), pairs within +-2 * 128 * 127, widened per dword; it needs activation
+//   quants in [-127, 127], which is what quantize_row_q8_0 produces (|x / d| <= 127).
 #pragma once
 
 #if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
@@ -47,7 +47,6 @@ constexpr bool kVnni = true;
 #else
 constexpr bool kVnni = false;
 #endif
-
 
 constexpr int kLanes = 8;       // weight rows per vector: one half of a group
 constexpr int kGroupRows = 16;  // rows of an x16 group
@@ -156,8 +155,7 @@ void PackGroup(const MatmulTile& t, int j0, uint8_t* out) {
 // for the unsigned operand (Q4_0: the raw nibbles; Q8_0: w + 128 with VNNI, |w| without), and
 // without VNNI w itself in *signed_w (Q8_0's sign trick).
 template <QType Q>
-inline void LoadDword(const uint8_t* quants, int h, int D, __m256i* unsigned_w,
-                      __m256i* signed_w) {
+inline void LoadDword(const uint8_t* quants, int h, int D, __m256i* unsigned_w, __m256i* signed_w) {
   if constexpr (Q == QType::kQ4_0) {
     const __m256i g =
         _mm256_load_si256(reinterpret_cast<const __m256i*>(quants + 64 * (D % 4) + 32 * h));
