@@ -41,8 +41,10 @@ namespace kvserve::avx512 {
 namespace {
 
 constexpr int kLanes = 16;  // weight rows per vector
-// Activation rows per register tile (m > 1).
-constexpr int kMr = 8;
+// Activation rows per register tile (m > 1): 16 accumulators and 8 weight dwords fit the 32
+// registers, and 16 concurrent streams (or a 16-token chunk) read each group's weights once, which
+// made a 16-stream tinyllama Q4_0 decode step ~11% faster than tiles of 8 rows.
+constexpr int kMr = 16;
 // Repacked activation rows per block: about this many bytes, so the block stays in L2.
 constexpr size_t kXBlockBytes = 512 << 10;
 
