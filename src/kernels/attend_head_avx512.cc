@@ -4,11 +4,7 @@
 // The exp runs 16 lanes at a time; the value pass is an FMA chain per output vector.
 //
 // Intrinsics only, everything in an anonymous namespace (see kernels_avx512.cc on why).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "kernels/immintrin_avx512.h"
 
 #include <cassert>
 #include <cmath>

@@ -5,13 +5,7 @@
 // shared headers), so no AVX-512 code can leak into other translation units through COMDAT folding.
 // The one shared helper, kv_exp_avx512.h, is itself in an anonymous namespace and included only by
 // AVX-512 translation units.
-// GCC 12 reports its own _mm512_undefined_* placeholders inside the intrinsic headers as
-// uninitialized (GCC bug 105593); the warnings point into the header, so silence them there only.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "kernels/immintrin_avx512.h"
 
 #include <cassert>
 #include <cstdint>

@@ -8,11 +8,7 @@
 #error "kv_exp_avx512.h is for the AVX-512 translation units only"
 #endif
 
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "kernels/immintrin_avx512.h"
 
 #include "kernels/attend_head.h"
 

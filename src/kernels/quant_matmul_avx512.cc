@@ -21,20 +21,14 @@
 //   block sums per block, lane = row.
 // - Stored layout, m > 1: each group of 16 rows is packed once (gathers) into a thread-local
 //   buffer and then computed as a packed group, reused for every activation row.
-// GCC 12 reports its own _mm512_undefined_* placeholders inside the intrinsic headers as
-// uninitialized (GCC bug 105593); the warnings point into the header, so silence them there only.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "kernels/immintrin_avx512.h"
 
 #include <cassert>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 
 #include "kernels/quant_matmul.h"
+#include "kernels/scratch_buffer.h"
 
 namespace kvserve::avx512 {
 
@@ -58,27 +52,8 @@ struct alignas(64) XPair {
 };
 static_assert(sizeof(XPair) == 192);
 
-// A growable 64-byte-aligned buffer, one per thread and use. Freed at thread exit.
-class Scratch {
- public:
-  ~Scratch() { std::free(data_); }
-  void* Get(size_t bytes) {
-    if (bytes > bytes_) {
-      std::free(data_);
-      bytes = (bytes + 63) / 64 * 64;
-      data_ = std::aligned_alloc(64, bytes);
-      bytes_ = data_ != nullptr ? bytes : 0;
-    }
-    return data_;
-  }
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
-};
-
-thread_local Scratch tls_x_scratch;
-thread_local Scratch tls_w_scratch;
+thread_local ScratchBuffer tls_x_scratch;
+thread_local ScratchBuffer tls_w_scratch;
 
 inline float F16ToF32(const uint8_t* p) {
   uint16_t s;

@@ -34,10 +34,10 @@
 
 #include <cassert>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 
 #include "kernels/kernels.h"
+#include "kernels/scratch_buffer.h"
 
 namespace kvserve {
 namespace {
@@ -64,27 +64,8 @@ template <QType Q>
 constexpr size_t kQuantBytes = Q == QType::kQ8_0 ? 8 * 64 : 4 * 64;
 constexpr size_t kScaleBytes = 2 * kGroupRows;
 
-// A growable buffer, one per thread and use. Freed at thread exit.
-class Scratch {
- public:
-  ~Scratch() { std::free(data_); }
-  void* Get(size_t bytes) {
-    if (bytes > bytes_) {
-      std::free(data_);
-      bytes = (bytes + 63) / 64 * 64;
-      data_ = std::aligned_alloc(64, bytes);
-      bytes_ = data_ != nullptr ? bytes : 0;
-    }
-    return data_;
-  }
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
-};
-
-thread_local Scratch tls_x_scratch;
-thread_local Scratch tls_w_scratch;
+thread_local ScratchBuffer tls_x_scratch;
+thread_local ScratchBuffer tls_w_scratch;
 
 inline float ScaleOf(const uint8_t* block) {
   uint16_t s;
