@@ -61,8 +61,8 @@ PackedMatrix Pack(GgmlType type, const std::vector<uint8_t>& w, int n_out, int n
   PackedMatrix packed;
   packed.bytes.reset(
       static_cast<uint8_t*>(std::aligned_alloc(64, PackedMatrixBytes(type, n_out, n_in))));
-  PackGroups(type, w.data(), n_out, n_in, 0, (n_out + kPackRows - 1) / kPackRows,
-             packed.bytes.get());
+  PackGroups(type, w.data(), RowBytes(type, n_in), n_out, n_in, 0,
+             (n_out + kPackRows - 1) / kPackRows, packed.bytes.get());
   return packed;
 }
 

@@ -23,17 +23,17 @@ bool CpuSupportsAvxVnni() {
 }
 
 const KernelTable* AvxVnniKernels() {
-  static const KernelTable* const table = []() -> const KernelTable* {
-    if (Avx2Kernels() == nullptr) return nullptr;
-    static KernelTable t = *Avx2Kernels();
+  if (Avx2Kernels() == nullptr) return nullptr;
+  static const KernelTable table = [] {
+    KernelTable t = *Avx2Kernels();
     t.isa = "avxvnni";
     t.matmul_q8_0 = avxvnni::MatmulQ8_0;
     t.matmul_q4_0 = avxvnni::MatmulQ4_0;
     t.matmul_q8_0_x16 = avxvnni::MatmulQ8_0x16;
     t.matmul_q4_0_x16 = avxvnni::MatmulQ4_0x16;
-    return &t;
+    return t;
   }();
-  return table;
+  return &table;
 }
 
 bool CpuSupportsAvx512() {

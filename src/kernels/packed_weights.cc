@@ -32,13 +32,13 @@ size_t PackedMatrixBytes(GgmlType type, int64_t n_out, int64_t n_in) {
   return groups * PackedGroupBytes(type, n_in);
 }
 
-void PackGroups(GgmlType type, const uint8_t* src, int64_t n_out, int64_t n_in, int64_t group_begin,
-                int64_t group_end, uint8_t* dst) {
+void PackGroups(GgmlType type, const uint8_t* src, size_t src_row_bytes, int64_t n_out,
+                int64_t n_in, int64_t group_begin, int64_t group_end, uint8_t* dst) {
   assert(HasPackedLayout(type) && n_in % kBlock == 0);
   const bool q8 = type == GgmlType::kQ8_0;
   const int64_t n_blocks = n_in / kBlock;
   const size_t block_bytes = StoredBlockBytes(type);
-  const size_t row_bytes = block_bytes * static_cast<size_t>(n_blocks);
+  assert(src_row_bytes >= block_bytes * static_cast<size_t>(n_blocks));
   const size_t quant_bytes = PackedQuantBytes(type);
   const int dwords = q8 ? 8 : 4;
   for (int64_t g = group_begin; g < group_end; ++g) {
@@ -56,7 +56,7 @@ void PackGroups(GgmlType type, const uint8_t* src, int64_t n_out, int64_t n_in, 
           continue;
         }
         const uint8_t* block =
-            src + row_bytes * static_cast<size_t>(row) + block_bytes * static_cast<size_t>(b);
+            src + src_row_bytes * static_cast<size_t>(row) + block_bytes * static_cast<size_t>(b);
         std::memcpy(scales + kScaleBytes * static_cast<size_t>(b) + 2 * lane, block, 2);
         for (int d = 0; d < dwords; ++d) {
           uint32_t dword;

@@ -31,10 +31,10 @@ size_t PackedQuantBytes(GgmlType type);
 size_t PackedGroupBytes(GgmlType type, int64_t n_in);
 size_t PackedMatrixBytes(GgmlType type, int64_t n_out, int64_t n_in);
 
-// Packs groups [group_begin, group_end) of the stored matrix `src` (n_out rows of row_bytes) into
-// `dst` (the packed matrix's base; group g goes to dst + g * PackedGroupBytes).
-void PackGroups(GgmlType type, const uint8_t* src, int64_t n_out, int64_t n_in, int64_t group_begin,
-                int64_t group_end, uint8_t* dst);
+// Packs groups [group_begin, group_end) of the stored matrix `src` (n_out rows, src_row_bytes
+// apart) into `dst` (the packed matrix's base; group g goes to dst + g * PackedGroupBytes).
+void PackGroups(GgmlType type, const uint8_t* src, size_t src_row_bytes, int64_t n_out,
+                int64_t n_in, int64_t group_begin, int64_t group_end, uint8_t* dst);
 // The inverse for one row: writes row `row` of the packed matrix in the stored block layout.
 void UnpackRow(GgmlType type, const uint8_t* packed, int64_t n_in, int64_t row, uint8_t* out);
 

@@ -10,8 +10,8 @@
 //   acc = fma(float(isum), dw_b * dx_b, acc), starting from acc = 0; y = acc.
 // A vector holds 8 weight rows, lane = row: half h (rows 8h .. 8h + 7) of a 16-row group of the
 // x16 layout (packed_weights.h), whose dword d of 8 rows is 32 contiguous bytes. Matrices in the
-// stored layout are packed one group at a time into a thread-local buffer (rows past n_end are
-// clamped copies, never stored) and then computed in the same way.
+// stored layout are packed one group at a time (PackGroups) into a thread-local buffer and then
+// computed in the same way.
 //
 // Exact integer dots:
 // - AVX-VNNI: vpdpbusd multiplies unsigned by signed bytes and adds groups of 4 into int32 without
@@ -37,6 +37,7 @@
 #include <cstring>
 
 #include "kernels/kernels.h"
+#include "kernels/packed_weights.h"
 #include "kernels/scratch_buffer.h"
 
 namespace kvserve {
@@ -58,7 +59,7 @@ constexpr size_t kXBlockBytes = 512 << 10;
 enum class QType { kQ8_0, kQ4_0 };
 
 template <QType Q>
-constexpr size_t kBlockBytes = Q == QType::kQ8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
+constexpr GgmlType kType = Q == QType::kQ8_0 ? GgmlType::kQ8_0 : GgmlType::kQ4_0;
 // Quant bytes of one block of a group (x16 layout), and of its 16 f16 scales.
 template <QType Q>
 constexpr size_t kQuantBytes = Q == QType::kQ8_0 ? 8 * 64 : 4 * 64;
@@ -103,31 +104,6 @@ void PrepareRow(const uint8_t* x, int n_blocks, XInfo* out) {
       s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
       s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
       out[b].corr = -kOffset<Q> * _mm_cvtsi128_si32(s);
-    }
-  }
-}
-
-// Packs the 16 rows of group j0 of the stored matrix into `out`, in the x16 layout (rows past
-// n_end are copies of the last row: computed, never stored).
-template <QType Q>
-void PackGroup(const MatmulTile& t, int j0, uint8_t* out) {
-  const int n_blocks = t.k / 32;
-  constexpr int kDwords = Q == QType::kQ8_0 ? 8 : 4;
-  constexpr uint32_t kFlip = Q == QType::kQ8_0 ? 0x80808080u : 0u;
-  uint8_t* scales = out + kQuantBytes<Q> * static_cast<size_t>(n_blocks);
-  for (int l = 0; l < kGroupRows; ++l) {
-    const int row = j0 + l < t.n_end ? j0 + l : t.n_end - 1;
-    const uint8_t* w = t.w + static_cast<size_t>(row) * t.w_row_bytes;
-    for (int b = 0; b < n_blocks; ++b) {
-      const uint8_t* block = w + kBlockBytes<Q> * static_cast<size_t>(b);
-      uint8_t* quants = out + kQuantBytes<Q> * static_cast<size_t>(b) + 4 * l;
-      for (int d = 0; d < kDwords; ++d) {
-        uint32_t v;
-        std::memcpy(&v, block + 2 + 4 * d, sizeof(v));
-        v ^= kFlip;
-        std::memcpy(quants + 64 * d, &v, sizeof(v));
-      }
-      std::memcpy(scales + kScaleBytes * b + 2 * l, block, 2);
     }
   }
 }
@@ -279,8 +255,7 @@ void MatmulQuant(const MatmulTile& t) {
   assert(info != nullptr);
   uint8_t* packed_group = nullptr;
   if constexpr (!kPacked) {
-    packed_group = static_cast<uint8_t*>(
-        tls_w_scratch.Get((kQuantBytes<Q> + kScaleBytes) * static_cast<size_t>(n_blocks)));
+    packed_group = static_cast<uint8_t*>(tls_w_scratch.Get(PackedGroupBytes(kType<Q>, t.k)));
     assert(packed_group != nullptr);
   }
   for (int m0 = 0; m0 < t.m; m0 += m_block) {
@@ -294,7 +269,9 @@ void MatmulQuant(const MatmulTile& t) {
       if constexpr (kPacked) {
         group = t.w + static_cast<size_t>(j0 / kGroupRows) * t.w_row_bytes;
       } else {
-        PackGroup<Q>(t, j0, packed_group);
+        // Rows past n_end are zero in the packed group: computed, never stored.
+        PackGroups(kType<Q>, t.w + static_cast<size_t>(j0) * t.w_row_bytes, t.w_row_bytes,
+                   t.n_end - j0, t.k, 0, 1, packed_group);
       }
       for (int i = m0; i < m1; i += kMr) {
         GroupTileRowsOf<Q>(m1 - i < kMr ? m1 - i : kMr, t, group, info, n_blocks, m0, i, j0);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/packed_weights.h"
+#include "kernels/quantize.h"
 
 namespace kvserve {
 
@@ -38,7 +39,8 @@ size_t PackWeights(const KernelTable& kernels, const GgufFile& file, ModelWeight
     for (size_t i = next++; i < matrices.size(); i = next++) {
       WeightMatrix* m = matrices[i];
       const int64_t groups = (m->n_out + kPackRows - 1) / kPackRows;
-      PackGroups(m->type, m->data, m->n_out, m->n_in, 0, groups, base + (m->packed - base));
+      PackGroups(m->type, m->data, RowBytes(m->type, m->n_in), m->n_out, m->n_in, 0, groups,
+                 base + (m->packed - base));
       file.ReleasePages(m->data, m->row_bytes * static_cast<size_t>(m->n_out));
     }
   };
