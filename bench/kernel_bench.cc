@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/kernels.h"
+#include "kernels/cpu/kernels.h"
 #include "kernels/quantize.h"
 
 namespace kvserve {

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attend_head.h"
-#include "kernels/attention.h"
-#include "kernels/kernels.h"
+#include "kernels/cpu/attend_head.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/kernels.h"
 #include "support/kernel_tables.h"
 #include "util/half.h"
 

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/kernels.h"
-#include "kernels/ops.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/ops.h"
 #include "kernels/quantize.h"
 #include "support/kernel_tables.h"
 #include "util/half.h"

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/kernels.h"
-#include "kernels/packed_weights.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/packed_weights.h"
 #include "kernels/quantize.h"
 #include "model/synthetic_model.h"
 #include "model/transformer.h"

@@ -33,10 +33,10 @@ Result<Args> Args::Parse(const std::vector<std::string>& argv, const Spec& spec)
       } else if (i + 1 < argv.size()) {
         args.values_[word] = argv[++i];
       } else {
-        return Result<Args>::Error("flag " + word + " needs a value");
+        return Result<Args>::InvalidArgument("flag " + word + " needs a value");
       }
     } else {
-      return Result<Args>::Error("unknown flag '" + argv[i] + "'");
+      return Result<Args>::InvalidArgument("unknown flag '" + argv[i] + "'");
     }
   }
   return args;
@@ -59,7 +59,7 @@ Result<int64_t> Args::GetInt(const std::string& flag, int64_t fallback) const {
   char* end = nullptr;
   const long long value = std::strtoll(text->c_str(), &end, 10);
   if (text->empty() || *end != '\0' || errno == ERANGE) {
-    return Result<int64_t>::Error("flag " + flag + ": '" + *text + "' is not an integer");
+    return Result<int64_t>::InvalidArgument("flag " + flag + ": '" + *text + "' is not an integer");
   }
   return static_cast<int64_t>(value);
 }
@@ -71,7 +71,7 @@ Result<double> Args::GetDouble(const std::string& flag, double fallback) const {
   char* end = nullptr;
   const double value = std::strtod(text->c_str(), &end);
   if (text->empty() || *end != '\0' || errno == ERANGE) {
-    return Result<double>::Error("flag " + flag + ": '" + *text + "' is not a number");
+    return Result<double>::InvalidArgument("flag " + flag + ": '" + *text + "' is not a number");
   }
   return value;
 }
@@ -87,8 +87,8 @@ Result<std::vector<int32_t>> ParseIntList(const std::string& text, const std::st
     char* end = nullptr;
     const long value = std::strtol(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0' || errno == ERANGE || value < INT32_MIN || value > INT32_MAX) {
-      return Result<std::vector<int32_t>>::Error("flag " + flag + ": '" + item +
-                                                 "' is not an integer");
+      return Result<std::vector<int32_t>>::InvalidArgument("flag " + flag + ": '" + item +
+                                                           "' is not an integer");
     }
     out.push_back(static_cast<int32_t>(value));
     start = comma + 1;

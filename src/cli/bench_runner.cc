@@ -97,17 +97,20 @@ std::string BenchTest::Name() const {
 Result<BenchResult> RunBenchTest(const Transformer& model, const BenchTest& test,
                                  ThreadPool& pool) {
   if ((test.n_prompt > 0) == (test.n_gen > 0)) {
-    return Status::Error("a bench test is either pp (n_prompt " + std::to_string(test.n_prompt) +
-                         ") or tg (n_gen " + std::to_string(test.n_gen) + ")");
+    return Status::InvalidArgument("a bench test is either pp (n_prompt " +
+                                   std::to_string(test.n_prompt) + ") or tg (n_gen " +
+                                   std::to_string(test.n_gen) + ")");
   }
   if (test.repeats < 1) {
-    return Status::Error("repeats " + std::to_string(test.repeats) + " must be at least 1");
+    return Status::InvalidArgument("repeats " + std::to_string(test.repeats) +
+                                   " must be at least 1");
   }
   const ModelConfig& config = model.config();
   const int needed = test.depth + test.n_prompt + test.n_gen;
   if (config.arch == Architecture::kGpt2 && needed > config.n_ctx_train) {
-    return Status::Error(test.Name() + " needs " + std::to_string(needed) +
-                         " positions, more than the model's " + std::to_string(config.n_ctx_train));
+    return Status::InvalidArgument(test.Name() + " needs " + std::to_string(needed) +
+                                   " positions, more than the model's " +
+                                   std::to_string(config.n_ctx_train));
   }
   std::mt19937_64 rng(test.seed);
   SequenceRunner runner(model, test.kv_type, needed, pool);
@@ -161,7 +164,8 @@ Result<double> RunConcurrentOnce(const Transformer& model, const Tokenizer& toke
       const std::optional<RequestEvent> event = stream->Next(std::chrono::milliseconds(1000));
       if (!event) continue;
       if (event->kind == RequestEvent::Kind::kFinish) {
-        if (event->finish_reason == "error") return Status::Error("engine: " + event->error);
+        if (event->finish_reason == "error")
+          return Status::InvalidArgument("engine: " + event->error);
         break;
       }
       ++generated;
@@ -179,8 +183,8 @@ Result<double> RunConcurrentOnce(const Transformer& model, const Tokenizer& toke
 Result<BenchResult> RunConcurrentDecode(const Transformer& model, const Tokenizer& tokenizer,
                                         const ConcurrentTest& test) {
   if (test.concurrency < 1 || test.n_gen < 1 || test.repeats < 1) {
-    return Status::Error("concurrent test " + test.Name() + " with " +
-                         std::to_string(test.repeats) + " repeats is empty");
+    return Status::InvalidArgument("concurrent test " + test.Name() + " with " +
+                                   std::to_string(test.repeats) + " repeats is empty");
   }
   std::mt19937_64 rng(test.seed);
   uint64_t kv_bytes = 0;
@@ -199,15 +203,16 @@ Result<BenchResult> RunConcurrentDecode(const Transformer& model, const Tokenize
 Result<CacheCompareRow> CompareCache(const Transformer& model, const Tokenizer& tokenizer,
                                      std::span<const int32_t> prompt, int length, KvType kv_type,
                                      ThreadPool& pool) {
-  if (length < 1) return Status::Error("length " + std::to_string(length) + " must be positive");
+  if (length < 1)
+    return Status::InvalidArgument("length " + std::to_string(length) + " must be positive");
   // The last generated token is never fed back, so the context holds prompt + length - 1.
   const int n_ctx = static_cast<int>(prompt.size()) + length - 1;
   const ModelConfig& config = model.config();
   if (config.arch == Architecture::kGpt2 && n_ctx > config.n_ctx_train) {
-    return Status::Error("length " + std::to_string(length) + " after a " +
-                         std::to_string(prompt.size()) + "-token prompt needs " +
-                         std::to_string(n_ctx) + " positions, more than the model's " +
-                         std::to_string(config.n_ctx_train));
+    return Status::InvalidArgument("length " + std::to_string(length) + " after a " +
+                                   std::to_string(prompt.size()) + "-token prompt needs " +
+                                   std::to_string(n_ctx) + " positions, more than the model's " +
+                                   std::to_string(config.n_ctx_train));
   }
   GenerationOptions options{.max_tokens = length, .ignore_eos = true};
   options.sampling.temperature = 0.0f;

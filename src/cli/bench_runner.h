@@ -10,7 +10,7 @@
 
 #include "engine/engine.h"
 #include "io/ggml_type.h"
-#include "kernels/attention.h"
+#include "kernels/cpu/attention.h"
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
 #include "util/status.h"

@@ -73,8 +73,9 @@ Result<std::vector<int32_t>> ReadCounts(const Args& args, const std::string& fla
   if (!list.ok()) return list.status();
   for (int32_t v : *list) {
     if (v < min || v > max) {
-      return Status::Error("flag " + flag + ": " + std::to_string(v) + " is out of range (" +
-                           std::to_string(min) + " to " + std::to_string(max) + ")");
+      return Status::InvalidArgument("flag " + flag + ": " + std::to_string(v) +
+                                     " is out of range (" + std::to_string(min) + " to " +
+                                     std::to_string(max) + ")");
     }
   }
   return list;
@@ -84,8 +85,9 @@ Result<int> ReadCount(const Args& args, const std::string& flag, int fallback, i
   auto value = args.GetInt(flag, fallback);
   if (!value.ok()) return value.status();
   if (*value < min || *value > max) {
-    return Status::Error("flag " + flag + ": " + std::to_string(*value) + " is out of range (" +
-                         std::to_string(min) + " to " + std::to_string(max) + ")");
+    return Status::InvalidArgument("flag " + flag + ": " + std::to_string(*value) +
+                                   " is out of range (" + std::to_string(min) + " to " +
+                                   std::to_string(max) + ")");
   }
   return static_cast<int>(*value);
 }
@@ -96,12 +98,12 @@ Result<BenchFlags> ReadBenchFlags(const Args& args) {
   f.format = args.GetOr("--output-format", "md");
   const bool csv_ok = !f.cache_compare;
   if (f.format != "md" && f.format != "json" && !(csv_ok && f.format == "csv")) {
-    return Status::Error("flag --output-format: '" + f.format + "' is not one of md, " +
-                         (csv_ok ? "csv, " : "") + "json");
+    return Status::InvalidArgument("flag --output-format: '" + f.format + "' is not one of md, " +
+                                   (csv_ok ? "csv, " : "") + "json");
   }
   if (args.Has("--concurrency")) {
     if (f.cache_compare)
-      return Status::Error("flag --concurrency does not go with --cache-compare");
+      return Status::InvalidArgument("flag --concurrency does not go with --cache-compare");
     auto concurrency = ReadCounts(args, "--concurrency", "", 1, 4096);
     if (!concurrency.ok()) return concurrency.status();
     f.concurrency = *concurrency;
@@ -125,15 +127,16 @@ Result<BenchFlags> ReadBenchFlags(const Args& args) {
   f.plot_path = args.GetOr("--plot", "");
   f.prompt = args.GetOr("--prompt", f.prompt);
   if (f.cache_compare) {
-    if (!args.Has("--lengths")) return Status::Error("--cache-compare needs --lengths 64,128,...");
+    if (!args.Has("--lengths"))
+      return Status::InvalidArgument("--cache-compare needs --lengths 64,128,...");
     auto lengths = ReadCounts(args, "--lengths", "", 1, 1 << 20);
     if (!lengths.ok()) return lengths.status();
     f.lengths = *lengths;
-    if (f.prompt.empty()) return Status::Error("flag --prompt: empty");
+    if (f.prompt.empty()) return Status::InvalidArgument("flag --prompt: empty");
   } else {
     for (const char* flag : {"--lengths", "--plot", "--prompt"}) {
       if (args.Has(flag))
-        return Status::Error(std::string("flag ") + flag + " needs --cache-compare");
+        return Status::InvalidArgument(std::string("flag ") + flag + " needs --cache-compare");
     }
   }
   return f;

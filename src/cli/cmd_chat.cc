@@ -57,8 +57,8 @@ Result<ChatOptions> ReadChatOptions(const Args& args) {
   auto sampling = ReadSamplingParams(args);
   if (!sampling.ok()) return sampling.status();
   if (*n < 1 || *n > (1 << 24)) {
-    return Result<ChatOptions>::Error("flag -n: " + std::to_string(*n) +
-                                      " is out of range (1 to 16777216)");
+    return Result<ChatOptions>::InvalidArgument("flag -n: " + std::to_string(*n) +
+                                                " is out of range (1 to 16777216)");
   }
   o.generation.max_tokens = static_cast<int>(*n);
   o.generation.sampling = *sampling;

@@ -3,7 +3,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "kernels/attention.h"
+#include "kernels/cpu/attention.h"
 #include "model/hf_folder.h"
 #include "model/transformer.h"
 

@@ -14,9 +14,9 @@ namespace {
 
 Status WriteLogits(const std::string& path, const std::vector<float>& logits) {
   std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "wb"), &std::fclose);
-  if (!file) return Status::Error("cannot create '" + path + "'");
+  if (!file) return Status::InvalidArgument("cannot create '" + path + "'");
   if (std::fwrite(logits.data(), sizeof(float), logits.size(), file.get()) != logits.size()) {
-    return Status::Error("cannot write '" + path + "'");
+    return Status::InvalidArgument("cannot write '" + path + "'");
   }
   return Status::Ok();
 }

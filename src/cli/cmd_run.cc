@@ -48,19 +48,20 @@ Result<RunOptions> ReadRunOptions(const Args& args) {
     o.has_prompt_tokens = true;
   }
   if (o.prompt.empty() && !o.has_prompt_tokens) {
-    return Result<RunOptions>::Error("missing -p TEXT or --prompt-tokens 1,2,3");
+    return Result<RunOptions>::InvalidArgument("missing -p TEXT or --prompt-tokens 1,2,3");
   }
   o.output_format = args.GetOr("--output-format", "text");
   if (o.output_format != "text" && o.output_format != "json") {
-    return Result<RunOptions>::Error("flag --output-format: '" + o.output_format +
-                                     "' is not one of text, json");
+    return Result<RunOptions>::InvalidArgument("flag --output-format: '" + o.output_format +
+                                               "' is not one of text, json");
   }
   auto n = args.GetInt("--n-predict", 64);
   if (!n.ok()) return n.status();
   auto sampling = ReadSamplingParams(args);
   if (!sampling.ok()) return sampling.status();
   if (*n < 0 || *n > (1 << 24)) {
-    return Result<RunOptions>::Error("flag -n: " + std::to_string(*n) + " is out of range");
+    return Result<RunOptions>::InvalidArgument("flag -n: " + std::to_string(*n) +
+                                               " is out of range");
   }
   o.generation.max_tokens = static_cast<int>(*n);
   o.generation.use_cache = !args.Has("--no-cache");

@@ -22,7 +22,7 @@ Result<Request> ParseRequestLine(const std::string& line, int line_number, const
   const std::string where = "line " + std::to_string(line_number) + ": ";
   json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
-    return Result<Request>::Error(where + "not a JSON object");
+    return Result<Request>::InvalidArgument(where + "not a JSON object");
   }
   Request r;
   try {
@@ -32,7 +32,7 @@ Result<Request> ParseRequestLine(const std::string& line, int line_number, const
     } else if (j.contains("prompt")) {
       r.prompt = tok.Encode(j["prompt"].get<std::string>(), true, false);
     } else {
-      return Result<Request>::Error(where + "needs \"prompt\" or \"prompt_tokens\"");
+      return Result<Request>::InvalidArgument(where + "needs \"prompt\" or \"prompt_tokens\"");
     }
     r.max_tokens = j.value("max_tokens", 16);
     SamplingParams& s = r.sampling;
@@ -51,7 +51,7 @@ Result<Request> ParseRequestLine(const std::string& line, int line_number, const
                                      : j["stop"].get<std::vector<std::string>>();
     }
   } catch (const json::exception& e) {
-    return Result<Request>::Error(where + "bad field: " + e.what());
+    return Result<Request>::InvalidArgument(where + "bad field: " + e.what());
   }
   return r;
 }

@@ -36,8 +36,9 @@ Result<int> IntFlag(const Args& args, const std::string& flag, int fallback, int
   auto value = args.GetInt(flag, fallback);
   if (!value.ok()) return value.status();
   if (*value < lo || *value > hi) {
-    return Result<int>::Error("flag " + flag + ": " + std::to_string(*value) + " is not in [" +
-                              std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return Result<int>::InvalidArgument("flag " + flag + ": " + std::to_string(*value) +
+                                        " is not in [" + std::to_string(lo) + ", " +
+                                        std::to_string(hi) + "]");
   }
   return static_cast<int>(*value);
 }
@@ -46,8 +47,8 @@ Result<double> SecondsFlag(const Args& args, const std::string& flag, double fal
   auto value = args.GetDouble(flag, fallback);
   if (!value.ok()) return value.status();
   if (!(*value >= 0) || *value > 1e7) {
-    return Result<double>::Error("flag " + flag + ": " + std::to_string(*value) +
-                                 " seconds is out of range");
+    return Result<double>::InvalidArgument("flag " + flag + ": " + std::to_string(*value) +
+                                           " seconds is out of range");
   }
   return *value;
 }
@@ -91,11 +92,12 @@ Result<ServeOptions> ReadServeOptions(const Args& args, const ModelOptions& mode
     o.http.max_body_bytes = *size;
   }
   if (args.Has("--api-key") && args.Has("--api-key-file")) {
-    return Result<ServeOptions>::Error("give --api-key or --api-key-file, not both");
+    return Result<ServeOptions>::InvalidArgument("give --api-key or --api-key-file, not both");
   }
   if (auto key = args.Get("--api-key")) {
     auto keys = ApiKeys::FromList({*key});
-    if (!keys.ok()) return Result<ServeOptions>::Error("flag --api-key: " + keys.message());
+    if (!keys.ok())
+      return Result<ServeOptions>::InvalidArgument("flag --api-key: " + keys.message());
     o.http.api_keys = std::move(keys).value();
   } else if (auto file = args.Get("--api-key-file")) {
     auto keys = ApiKeys::FromFile(*file);

@@ -43,9 +43,10 @@ Result<std::string> FindSharedModel(const std::string& name) {
       if (dir == dir.root_path()) break;
     }
   }
-  return Status::Error("cannot find the default vocabulary " + name +
-                       " (looked in $KVSERVE_SHARED/models and shared/models above the binary); "
-                       "pass --vocab VOCAB.gguf");
+  return Status::InvalidArgument(
+      "cannot find the default vocabulary " + name +
+      " (looked in $KVSERVE_SHARED/models and shared/models above the binary); "
+      "pass --vocab VOCAB.gguf");
 }
 
 // Reads an int flag into `out` when present, checking it fits an int.
@@ -54,7 +55,8 @@ Status ReadIntFlag(const Args& args, const std::string& flag, int* out) {
   auto value = args.GetInt(flag, 0);
   if (!value.ok()) return value.status();
   if (*value < 1 || *value > (1 << 24)) {
-    return Status::Error("flag " + flag + ": " + std::to_string(*value) + " is out of range");
+    return Status::InvalidArgument("flag " + flag + ": " + std::to_string(*value) +
+                                   " is out of range");
   }
   *out = static_cast<int>(*value);
   return Status::Ok();
@@ -65,11 +67,12 @@ Result<SyntheticShape> ReadShape(const Args& args) {
   const std::string arch = args.GetOr("--arch", "");
   if (args.Has("--preset")) {
     auto preset = SyntheticPreset(*args.Get("--preset"));
-    if (!preset.ok()) return Status::Error("flag --preset: " + preset.message());
+    if (!preset.ok()) return Status::InvalidArgument("flag --preset: " + preset.message());
     shape = *preset;
     if (!arch.empty() && arch != ArchitectureName(shape.arch)) {
-      return Status::Error("flag --arch: '" + arch + "' contradicts --preset " +
-                           *args.Get("--preset") + " (" + ArchitectureName(shape.arch) + ")");
+      return Status::InvalidArgument("flag --arch: '" + arch + "' contradicts --preset " +
+                                     *args.Get("--preset") + " (" + ArchitectureName(shape.arch) +
+                                     ")");
     }
   } else {
     if (arch == "gpt2") {
@@ -77,12 +80,13 @@ Result<SyntheticShape> ReadShape(const Args& args) {
     } else if (arch == "llama") {
       shape.arch = Architecture::kLlama;
     } else if (arch.empty()) {
-      return Status::Error("missing --preset NAME or --arch gpt2|llama");
+      return Status::InvalidArgument("missing --preset NAME or --arch gpt2|llama");
     } else {
-      return Status::Error("flag --arch: '" + arch + "' is not one of gpt2, llama");
+      return Status::InvalidArgument("flag --arch: '" + arch + "' is not one of gpt2, llama");
     }
     for (const char* flag : {"--embd", "--layers", "--heads", "--ff", "--ctx"}) {
-      if (!args.Has(flag)) return Status::Error(std::string("missing ") + flag + " (or --preset)");
+      if (!args.Has(flag))
+        return Status::InvalidArgument(std::string("missing ") + flag + " (or --preset)");
     }
   }
   KVSERVE_RETURN_IF_ERROR(ReadIntFlag(args, "--embd", &shape.n_embd));

@@ -26,7 +26,7 @@ uint64_t AvailableMemoryBytes() {
 
 Result<uint64_t> ParseSize(const std::string& flag, const std::string& text) {
   auto bad = [&](const std::string& why) {
-    return Result<uint64_t>::Error("flag " + flag + ": '" + text + "' " + why);
+    return Result<uint64_t>::InvalidArgument("flag " + flag + ": '" + text + "' " + why);
   };
   size_t used = 0;
   double number = 0;
@@ -65,8 +65,9 @@ Status ReadBounded(const Args& args, const std::string& flag, int64_t fallback, 
   auto value = args.GetInt(flag, fallback);
   if (!value.ok()) return value.status();
   if (*value < lo || *value > hi) {
-    return Status::Error("flag " + flag + ": " + std::to_string(*value) + " is out of range (" +
-                         std::to_string(lo) + " to " + std::to_string(hi) + ")");
+    return Status::InvalidArgument("flag " + flag + ": " + std::to_string(*value) +
+                                   " is out of range (" + std::to_string(lo) + " to " +
+                                   std::to_string(hi) + ")");
   }
   *out = static_cast<int>(*value);
   return Status::Ok();

@@ -14,8 +14,8 @@
 #include <random>
 #include <sstream>
 
-#include "kernels/matmul.h"
-#include "kernels/ops.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/ops.h"
 #include "kernels/quantize.h"
 
 namespace kvserve {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "io/ggml_type.h"
-#include "kernels/kernels.h"
+#include "kernels/cpu/kernels.h"
 #include "util/thread_pool.h"
 
 namespace kvserve {

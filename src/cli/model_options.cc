@@ -15,25 +15,26 @@ Result<KvType> ParseKvType(const std::string& name) {
   if (name == "f32") return KvType::kF32;
   if (name == "f16") return KvType::kF16;
   if (name == "bf16") return KvType::kBF16;
-  return Result<KvType>::Error("flag --kv-type: '" + name + "' is not one of f32, f16, bf16");
+  return Result<KvType>::InvalidArgument("flag --kv-type: '" + name +
+                                         "' is not one of f32, f16, bf16");
 }
 
 Result<ModelOptions> ReadModelOptions(const Args& args) {
   ModelOptions options;
   options.model_path = args.GetOr("--model", "");
-  if (options.model_path.empty()) return Result<ModelOptions>::Error("missing -m MODEL");
+  if (options.model_path.empty()) return Result<ModelOptions>::InvalidArgument("missing -m MODEL");
   auto threads = args.GetInt("--threads", 0);
   if (!threads.ok()) return threads.status();
   if (*threads < 0 || *threads > 1024) {
-    return Result<ModelOptions>::Error("flag -t: " + std::to_string(*threads) +
-                                       " threads is out of range (1 to 1024)");
+    return Result<ModelOptions>::InvalidArgument("flag -t: " + std::to_string(*threads) +
+                                                 " threads is out of range (1 to 1024)");
   }
   options.n_threads = static_cast<int>(*threads);
   auto ctx = args.GetInt("--ctx-size", 0);
   if (!ctx.ok()) return ctx.status();
   if (*ctx < 0 || *ctx > (1 << 24)) {
-    return Result<ModelOptions>::Error("flag -c: context size " + std::to_string(*ctx) +
-                                       " is out of range");
+    return Result<ModelOptions>::InvalidArgument("flag -c: context size " + std::to_string(*ctx) +
+                                                 " is out of range");
   }
   options.n_ctx = static_cast<int>(*ctx);
   auto kv_type = ParseKvType(args.GetOr("--kv-type", "f32"));
@@ -48,9 +49,9 @@ Result<std::unique_ptr<Transformer>> LoadModel(ModelOptions& options) {
   const ModelConfig& config = (*model)->config();
   if (options.n_ctx == 0) options.n_ctx = config.n_ctx_train;
   if (config.arch == Architecture::kGpt2 && options.n_ctx > config.n_ctx_train) {
-    return Status::Error("flag -c: context size " + std::to_string(options.n_ctx) +
-                         " exceeds the model's " + std::to_string(config.n_ctx_train) +
-                         " learned positions");
+    return Status::InvalidArgument("flag -c: context size " + std::to_string(options.n_ctx) +
+                                   " exceeds the model's " + std::to_string(config.n_ctx_train) +
+                                   " learned positions");
   }
   return model;
 }

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "cli/args.h"
-#include "kernels/attention.h"
+#include "kernels/cpu/attention.h"
 #include "model/transformer.h"
 #include "util/status.h"
 

@@ -30,24 +30,26 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Transformer& model, const T
   const ModelConfig& c = model.config();
   if (o.n_ctx <= 0) o.n_ctx = c.n_ctx_train;
   if (c.arch == Architecture::kGpt2 && o.n_ctx > c.n_ctx_train) {
-    return Status::Error("context size " + std::to_string(o.n_ctx) + " exceeds the model's " +
-                         std::to_string(c.n_ctx_train) + " learned positions");
+    return Status::InvalidArgument("context size " + std::to_string(o.n_ctx) +
+                                   " exceeds the model's " + std::to_string(c.n_ctx_train) +
+                                   " learned positions");
   }
   if (o.block_size < 1 || o.block_size > 1024) {
-    return Status::Error("block size " + std::to_string(o.block_size) +
-                         " is out of range (1 to 1024)");
+    return Status::InvalidArgument("block size " + std::to_string(o.block_size) +
+                                   " is out of range (1 to 1024)");
   }
-  if (o.max_num_seqs < 1) return Status::Error("max_num_seqs must be at least 1");
-  if (o.max_batched_tokens < 1) return Status::Error("max_batched_tokens must be at least 1");
+  if (o.max_num_seqs < 1) return Status::InvalidArgument("max_num_seqs must be at least 1");
+  if (o.max_batched_tokens < 1)
+    return Status::InvalidArgument("max_batched_tokens must be at least 1");
   const uint64_t block_bytes = KvStorage::BytesPerBlock(c, o.kv_type, o.block_size);
   const int blocks_per_seq = (o.n_ctx + o.block_size - 1) / o.block_size;
   uint64_t n_blocks = o.kv_memory_bytes > 0
                           ? o.kv_memory_bytes / block_bytes
                           : static_cast<uint64_t>(blocks_per_seq) * o.max_num_seqs;
   if (n_blocks < 1) {
-    return Status::Error("KV memory " + std::to_string(o.kv_memory_bytes) +
-                         " bytes holds no block (one block takes " + std::to_string(block_bytes) +
-                         " bytes)");
+    return Status::InvalidArgument("KV memory " + std::to_string(o.kv_memory_bytes) +
+                                   " bytes holds no block (one block takes " +
+                                   std::to_string(block_bytes) + " bytes)");
   }
   n_blocks = std::min<uint64_t>(n_blocks, 1u << 30);
   std::unique_ptr<Engine> engine(new Engine());
@@ -75,35 +77,38 @@ Engine::~Engine() {
 
 Result<std::shared_ptr<RequestStream>> Engine::Submit(Request request) {
   using R = Result<std::shared_ptr<RequestStream>>;
-  if (request.prompt.empty()) return R::Error("the prompt is empty");
+  if (request.prompt.empty()) return R::InvalidArgument("the prompt is empty");
   if (request.max_tokens < 0) {
-    return R::Error("max_tokens " + std::to_string(request.max_tokens) + " must not be negative");
+    return R::InvalidArgument("max_tokens " + std::to_string(request.max_tokens) +
+                              " must not be negative");
   }
   for (int32_t token : request.prompt) {
     if (token < 0 || token >= n_vocab_) {
-      return R::Error("prompt token id " + std::to_string(token) + " is out of range (vocabulary " +
-                      std::to_string(n_vocab_) + ")");
+      return R::InvalidArgument("prompt token id " + std::to_string(token) +
+                                " is out of range (vocabulary " + std::to_string(n_vocab_) + ")");
     }
   }
   Status sampling = request.sampling.Validate(n_vocab_);
   if (!sampling.ok()) return sampling;
   const int total = static_cast<int>(request.prompt.size()) + request.max_tokens;
   if (total > options_.n_ctx) {
-    return R::Error("prompt of " + std::to_string(request.prompt.size()) +
-                    " tokens plus max_tokens " + std::to_string(request.max_tokens) +
-                    " exceeds the context size " + std::to_string(options_.n_ctx));
+    return R::InvalidArgument("prompt of " + std::to_string(request.prompt.size()) +
+                              " tokens plus max_tokens " + std::to_string(request.max_tokens) +
+                              " exceeds the context size " + std::to_string(options_.n_ctx));
   }
   auto stream = std::make_shared<RequestStream>();
   std::lock_guard<std::mutex> lock(mutex_);
-  if (stop_ || draining_) return R::Error("the engine is shutting down");
+  if (stop_ || draining_) return Status::Unavailable("the engine is shutting down");
   const int blocks_needed = (total + options_.block_size - 1) / options_.block_size;
   if (blocks_needed > stats_.blocks_total) {
-    return R::Error("prompt plus max_tokens needs " + std::to_string(blocks_needed) +
-                    " KV blocks but the pool has " + std::to_string(stats_.blocks_total));
+    return R::InvalidArgument("prompt plus max_tokens needs " + std::to_string(blocks_needed) +
+                              " KV blocks but the pool has " + std::to_string(stats_.blocks_total));
   }
-  if (live_requests_ - stats_.running >= options_.max_queue) return R::Error("queue full");
+  if (live_requests_ - stats_.running >= options_.max_queue)
+    return Status::ResourceExhausted("queue full");
   if (request.id.empty()) request.id = "req-" + std::to_string(next_id_++);
-  if (live_ids_.count(request.id)) return R::Error("duplicate request id '" + request.id + "'");
+  if (live_ids_.count(request.id))
+    return R::InvalidArgument("duplicate request id '" + request.id + "'");
   live_ids_.insert(request.id);
   ++live_requests_;
   inbox_.emplace_back(std::move(request), stream);

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "engine/request.h"
-#include "kernels/attention.h"
+#include "kernels/cpu/attention.h"
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
 #include "util/status.h"
@@ -69,8 +69,9 @@ class Engine {
   ~Engine();  // aborts what is left and joins the engine thread
 
   // Validates and queues a request. Errors (returned at once): bad parameters, a prompt plus
-  // max_tokens that can never fit the context or the KV pool, a full queue ("queue full"), a
-  // duplicate id, an engine shutting down.
+  // max_tokens that can never fit the context or the KV pool, a full queue (code
+  // kResourceExhausted), a duplicate id, an engine shutting down (kUnavailable); the rest are
+  // kInvalidArgument.
   Result<std::shared_ptr<RequestStream>> Submit(Request request);
   // Finishes the request with reason "abort" and frees its blocks within one step. Unknown ids
   // are ignored.

@@ -15,13 +15,14 @@ double MillisecondsSince(std::chrono::steady_clock::time_point start) {
 Result<GenerationResult> Generate(SequenceRunner& runner, const Tokenizer& tokenizer,
                                   std::span<const int32_t> prompt, const GenerationOptions& options,
                                   const std::function<bool(int32_t)>& on_token) {
-  if (prompt.empty()) return Status::Error("the prompt is empty");
+  if (prompt.empty()) return Status::InvalidArgument("the prompt is empty");
   KVSERVE_RETURN_IF_ERROR(options.sampling.Validate(tokenizer.n_vocab()));
   GenerationResult result;
   result.n_prompt = static_cast<int>(prompt.size());
   if (result.n_prompt > runner.n_ctx()) {
-    return Status::Error("prompt of " + std::to_string(prompt.size()) +
-                         " tokens exceeds the context size " + std::to_string(runner.n_ctx()));
+    return Status::InvalidArgument("prompt of " + std::to_string(prompt.size()) +
+                                   " tokens exceeds the context size " +
+                                   std::to_string(runner.n_ctx()));
   }
   // Reuse the common prefix, but always recompute the last prompt token: its logits are needed.
   const std::vector<int32_t>& cached = runner.tokens();

@@ -9,7 +9,7 @@ namespace kvserve {
 
 Status SamplingParams::Validate(int n_vocab) const {
   auto bad = [](const std::string& name, double value, const std::string& rule) {
-    return Status::Error("invalid " + name + " " + std::to_string(value) + ": " + rule);
+    return Status::InvalidArgument("invalid " + name + " " + std::to_string(value) + ": " + rule);
   };
   if (!(temperature >= 0.0f) || temperature > 100.0f) {
     return bad("temperature", temperature, "must be in [0, 100]");
@@ -31,8 +31,8 @@ Status SamplingParams::Validate(int n_vocab) const {
   }
   for (const auto& [token, bias] : logit_bias) {
     if (token < 0 || token >= n_vocab) {
-      return Status::Error("invalid logit_bias token id " + std::to_string(token) +
-                           ": vocabulary has " + std::to_string(n_vocab) + " tokens");
+      return Status::InvalidArgument("invalid logit_bias token id " + std::to_string(token) +
+                                     ": vocabulary has " + std::to_string(n_vocab) + " tokens");
     }
     if (!std::isfinite(bias)) return bad("logit_bias value", bias, "must be finite");
   }

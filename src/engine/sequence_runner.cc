@@ -21,17 +21,18 @@ SequenceRunner::SequenceRunner(const Transformer& model, KvType kv_type, int n_c
 }
 
 Status SequenceRunner::Check(std::span<const int32_t> tokens) const {
-  if (tokens.empty()) return Status::Error("no tokens to process");
+  if (tokens.empty()) return Status::InvalidArgument("no tokens to process");
   if (tokens_.size() + tokens.size() > static_cast<size_t>(n_ctx_)) {
-    return Status::Error("context full: " + std::to_string(tokens_.size()) + " + " +
-                         std::to_string(tokens.size()) + " tokens exceed the context size " +
-                         std::to_string(n_ctx_));
+    return Status::InvalidArgument("context full: " + std::to_string(tokens_.size()) + " + " +
+                                   std::to_string(tokens.size()) +
+                                   " tokens exceed the context size " + std::to_string(n_ctx_));
   }
   const int n_vocab = model_.config().n_vocab;
   for (int32_t token : tokens) {
     if (token < 0 || token >= n_vocab) {
-      return Status::Error("token id " + std::to_string(token) + " is out of range (vocabulary " +
-                           std::to_string(n_vocab) + ")");
+      return Status::InvalidArgument("token id " + std::to_string(token) +
+                                     " is out of range (vocabulary " + std::to_string(n_vocab) +
+                                     ")");
     }
   }
   return Status::Ok();

@@ -165,7 +165,7 @@ class GgufParser {
 
  private:
   Status Error(const std::string& what) const {
-    return Status::Error(file_->source_name_ + ": " + what);
+    return Status::InvalidArgument(file_->source_name_ + ": " + what);
   }
   static std::string Hex(uint32_t v) {
     char buf[16];
@@ -385,22 +385,23 @@ Result<GgufFile> GgufFile::FromParts(std::vector<uint8_t> metadata_image,
   if (!parsed.ok()) return parsed.status();
   GgufFile file = std::move(parsed).value();
   if (!file.tensors_.empty()) {
-    return Status::Error(source_name + ": the metadata image holds " +
-                         std::to_string(file.tensors_.size()) + " tensors (expected none)");
+    return Status::InvalidArgument(source_name + ": the metadata image holds " +
+                                   std::to_string(file.tensors_.size()) +
+                                   " tensors (expected none)");
   }
   uint64_t offset = 0;
   for (TensorInfo& tensor : tensors) {
     const std::string what = source_name + ": tensor '" + tensor.name + "'";
     if (tensor.dims.empty() || tensor.dims.size() > kMaxDims) {
-      return Status::Error(what + " has " + std::to_string(tensor.dims.size()) +
-                           " dimensions (expected 1 to 4)");
+      return Status::InvalidArgument(what + " has " + std::to_string(tensor.dims.size()) +
+                                     " dimensions (expected 1 to 4)");
     }
     const GgmlTypeTraits traits = TraitsOf(tensor.type);
     uint64_t n_elements = 1;
     for (int64_t dim : tensor.dims) {
       auto product = dim > 0 ? CheckedMul(n_elements, static_cast<uint64_t>(dim)) : std::nullopt;
       if (!product || *product > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        return Status::Error(what + " has bad shape " + tensor.ShapeString());
+        return Status::InvalidArgument(what + " has bad shape " + tensor.ShapeString());
       }
       n_elements = *product;
     }
@@ -408,12 +409,12 @@ Result<GgufFile> GgufFile::FromParts(std::vector<uint8_t> metadata_image,
                        ? CheckedMul(n_elements / traits.block_elements, traits.block_bytes)
                        : std::nullopt;
     if (!n_bytes) {
-      return Status::Error(what + " shape " + tensor.ShapeString() + " does not fit type " +
-                           traits.name);
+      return Status::InvalidArgument(what + " shape " + tensor.ShapeString() +
+                                     " does not fit type " + traits.name);
     }
-    if (tensor.data == nullptr) return Status::Error(what + " has no data");
+    if (tensor.data == nullptr) return Status::InvalidArgument(what + " has no data");
     if (file.tensor_index_.count(tensor.name) != 0) {
-      return Status::Error(source_name + ": duplicate tensor name '" + tensor.name + "'");
+      return Status::InvalidArgument(source_name + ": duplicate tensor name '" + tensor.name + "'");
     }
     tensor.n_elements = n_elements;
     tensor.n_bytes = *n_bytes;
@@ -441,8 +442,8 @@ const TensorInfo* GgufFile::FindTensor(std::string_view name) const {
 Result<const GgufValue*> GgufFile::Require(std::string_view key) const {
   const GgufValue* value = Find(key);
   if (value == nullptr) {
-    return Result<const GgufValue*>::Error(source_name_ + ": missing required metadata key '" +
-                                           std::string(key) + "'");
+    return Result<const GgufValue*>::InvalidArgument(
+        source_name_ + ": missing required metadata key '" + std::string(key) + "'");
   }
   return value;
 }
@@ -450,8 +451,8 @@ Result<const GgufValue*> GgufFile::Require(std::string_view key) const {
 namespace {
 Status WrongType(const std::string& source, std::string_view key, GgufValueType actual,
                  const char* expected) {
-  return Status::Error(source + ": metadata key '" + std::string(key) + "' has type " +
-                       GgufValueTypeName(actual) + ", expected " + expected);
+  return Status::InvalidArgument(source + ": metadata key '" + std::string(key) + "' has type " +
+                                 GgufValueTypeName(actual) + ", expected " + expected);
 }
 }  // namespace
 
@@ -461,8 +462,8 @@ Result<uint64_t> GgufFile::GetUint(std::string_view key) const {
   const GgufValue& v = **value;
   if (!IsIntegerType(v.type)) return WrongType(source_name_, key, v.type, "an unsigned integer");
   if (IsSignedType(v.type) && v.i < 0) {
-    return Status::Error(source_name_ + ": metadata key '" + std::string(key) +
-                         "' = " + std::to_string(v.i) + " must not be negative");
+    return Status::InvalidArgument(source_name_ + ": metadata key '" + std::string(key) +
+                                   "' = " + std::to_string(v.i) + " must not be negative");
   }
   return v.u;
 }
@@ -474,8 +475,8 @@ Result<int64_t> GgufFile::GetInt(std::string_view key) const {
   if (!IsIntegerType(v.type)) return WrongType(source_name_, key, v.type, "an integer");
   if (IsSignedType(v.type)) return v.i;
   if (v.u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    return Status::Error(source_name_ + ": metadata key '" + std::string(key) +
-                         "' = " + std::to_string(v.u) + " is out of range");
+    return Status::InvalidArgument(source_name_ + ": metadata key '" + std::string(key) +
+                                   "' = " + std::to_string(v.u) + " is out of range");
   }
   return static_cast<int64_t>(v.u);
 }

@@ -191,9 +191,9 @@ Status GgufWriter::WriteTo(const ByteSink& sink) const {
       };
       KVSERVE_RETURN_IF_ERROR(tensor.produce(counting));
       if (written != tensor.n_bytes) {
-        return Status::Error("tensor '" + tensor.name + "': producer wrote " +
-                             std::to_string(written) + " bytes, expected " +
-                             std::to_string(tensor.n_bytes));
+        return Status::InvalidArgument("tensor '" + tensor.name + "': producer wrote " +
+                                       std::to_string(written) + " bytes, expected " +
+                                       std::to_string(tensor.n_bytes));
       }
     }
     const uint64_t padding = (alignment_ - tensor.n_bytes % alignment_) % alignment_;
@@ -216,20 +216,20 @@ Status GgufWriter::WriteFile(const std::string& path) const {
   const std::string temp_path = path + ".tmp";
   std::FILE* file = std::fopen(temp_path.c_str(), "wb");
   if (file == nullptr) {
-    return Status::Error("cannot create '" + temp_path + "': " + std::strerror(errno));
+    return Status::InvalidArgument("cannot create '" + temp_path + "': " + std::strerror(errno));
   }
   Status status = WriteTo([&](const uint8_t* data, size_t size) {
     if (size != 0 && std::fwrite(data, 1, size, file) != size) {
-      return Status::Error("cannot write '" + temp_path + "': " + std::strerror(errno));
+      return Status::InvalidArgument("cannot write '" + temp_path + "': " + std::strerror(errno));
     }
     return Status::Ok();
   });
   if (std::fclose(file) != 0 && status.ok()) {
-    status = Status::Error("cannot write '" + temp_path + "': " + std::strerror(errno));
+    status = Status::InvalidArgument("cannot write '" + temp_path + "': " + std::strerror(errno));
   }
   if (status.ok() && std::rename(temp_path.c_str(), path.c_str()) != 0) {
-    status = Status::Error("cannot rename '" + temp_path + "' to '" + path +
-                           "': " + std::strerror(errno));
+    status = Status::InvalidArgument("cannot rename '" + temp_path + "' to '" + path +
+                                     "': " + std::strerror(errno));
   }
   if (!status.ok()) std::remove(temp_path.c_str());
   return status;

@@ -21,8 +21,8 @@ class ConfigReader {
       auto it = root_.find(key);
       if (it == root_.end() || it->is_null()) continue;
       if (!it->is_number_integer() || it->get<int64_t>() <= 0 || it->get<int64_t>() > max) {
-        return Status::Error(source_ + ": '" + key + "' = " + it->dump() +
-                             " is not an integer from 1 to " + std::to_string(max));
+        return Status::InvalidArgument(source_ + ": '" + key + "' = " + it->dump() +
+                                       " is not an integer from 1 to " + std::to_string(max));
       }
       *out = static_cast<int>(it->get<int64_t>());
       return Status::Ok();
@@ -31,18 +31,18 @@ class ConfigReader {
       *out = fallback;
       return Status::Ok();
     }
-    return Status::Error(source_ + ": missing required key '" + *keys.begin() + "'");
+    return Status::InvalidArgument(source_ + ": missing required key '" + *keys.begin() + "'");
   }
 
   Status Float(const char* key, double* out, bool required) {
     auto it = root_.find(key);
     if (it == root_.end() || it->is_null()) {
-      return required ? Status::Error(source_ + ": missing required key '" + key + "'")
+      return required ? Status::InvalidArgument(source_ + ": missing required key '" + key + "'")
                       : Status::Ok();
     }
     if (!it->is_number() || !(it->get<double>() > 0)) {
-      return Status::Error(source_ + ": '" + key + "' = " + it->dump() +
-                           " is not a positive number");
+      return Status::InvalidArgument(source_ + ": '" + key + "' = " + it->dump() +
+                                     " is not a positive number");
     }
     *out = it->get<double>();
     return Status::Ok();
@@ -52,7 +52,8 @@ class ConfigReader {
     auto it = root_.find(key);
     if (it == root_.end() || it->is_null()) return Status::Ok();
     if (!it->is_boolean()) {
-      return Status::Error(source_ + ": '" + key + "' = " + it->dump() + " is not a boolean");
+      return Status::InvalidArgument(source_ + ": '" + key + "' = " + it->dump() +
+                                     " is not a boolean");
     }
     *out = it->get<bool>();
     return Status::Ok();
@@ -64,7 +65,8 @@ class ConfigReader {
     if (it == root_.end() || it->is_null()) return Status::Ok();
     const json& value = it->is_array() && !it->empty() ? (*it)[0] : *it;
     if (!value.is_number_integer() || value.get<int64_t>() < 0) {
-      return Status::Error(source_ + ": '" + key + "' = " + it->dump() + " is not a token id");
+      return Status::InvalidArgument(source_ + ": '" + key + "' = " + it->dump() +
+                                     " is not a token id");
     }
     *out = value.get<int64_t>();
     return Status::Ok();
@@ -79,8 +81,8 @@ class ConfigReader {
       if (it->is_string() && it->get<std::string>() == name) return Status::Ok();
       names += std::string(names.empty() ? "" : ", ") + name;
     }
-    return Status::Error(source_ + ": '" + key + "' = " + it->dump() +
-                         " is not supported (supported: " + names + ")");
+    return Status::InvalidArgument(source_ + ": '" + key + "' = " + it->dump() +
+                                   " is not supported (supported: " + names + ")");
   }
 
  private:
@@ -97,9 +99,9 @@ Result<HfConfig> HfConfig::Parse(std::string_view json_text, const std::string& 
   try {
     root = json::parse(json_text);
   } catch (const json::exception& e) {
-    return Status::Error(source + ": not valid JSON: " + e.what());
+    return Status::InvalidArgument(source + ": not valid JSON: " + e.what());
   }
-  if (!root.is_object()) return Status::Error(source + ": not a JSON object");
+  if (!root.is_object()) return Status::InvalidArgument(source + ": not a JSON object");
   HfConfig config;
   std::string model_type;
   if (auto it = root.find("model_type"); it != root.end() && it->is_string()) {
@@ -116,9 +118,9 @@ Result<HfConfig> HfConfig::Parse(std::string_view json_text, const std::string& 
              (config.architecture.empty() && model_type == "llama")) {
     config.arch = HfArchitecture::kLlama;
   } else {
-    return Status::Error(source + ": unsupported architecture '" + config.architecture +
-                         "' (model_type '" + model_type +
-                         "'; supported: GPT2LMHeadModel, LlamaForCausalLM)");
+    return Status::InvalidArgument(source + ": unsupported architecture '" + config.architecture +
+                                   "' (model_type '" + model_type +
+                                   "'; supported: GPT2LMHeadModel, LlamaForCausalLM)");
   }
   ConfigReader r(root, source);
   KVSERVE_RETURN_IF_ERROR(r.Count({"vocab_size"}, INT32_MAX, &config.n_vocab));
@@ -149,13 +151,13 @@ Result<HfConfig> HfConfig::Parse(std::string_view json_text, const std::string& 
     KVSERVE_RETURN_IF_ERROR(r.Bool("tie_word_embeddings", &config.tie_word_embeddings));
     KVSERVE_RETURN_IF_ERROR(r.OneOf("hidden_act", {"silu"}));
     if (auto it = root.find("rope_scaling"); it != root.end() && !it->is_null()) {
-      return Status::Error(source + ": 'rope_scaling' = " + it->dump() +
-                           " is not supported (only plain RoPE)");
+      return Status::InvalidArgument(source + ": 'rope_scaling' = " + it->dump() +
+                                     " is not supported (only plain RoPE)");
     }
     if (auto it = root.find("head_dim"); it != root.end() && !it->is_null()) {
       if (config.n_embd % config.n_heads != 0 || !it->is_number_integer() ||
           it->get<int64_t>() != config.n_embd / config.n_heads) {
-        return Status::Error(
+        return Status::InvalidArgument(
             source + ": 'head_dim' = " + it->dump() +
             " differs from hidden_size / num_attention_heads = " + std::to_string(config.n_embd) +
             " / " + std::to_string(config.n_heads));
@@ -163,25 +165,26 @@ Result<HfConfig> HfConfig::Parse(std::string_view json_text, const std::string& 
     }
   }
   if (config.n_embd % config.n_heads != 0) {
-    return Status::Error(source + ": hidden size " + std::to_string(config.n_embd) +
-                         " is not a multiple of the head count " + std::to_string(config.n_heads));
+    return Status::InvalidArgument(source + ": hidden size " + std::to_string(config.n_embd) +
+                                   " is not a multiple of the head count " +
+                                   std::to_string(config.n_heads));
   }
   if (config.n_heads % config.n_kv_heads != 0) {
-    return Status::Error(source + ": head count " + std::to_string(config.n_heads) +
-                         " is not a multiple of num_key_value_heads " +
-                         std::to_string(config.n_kv_heads));
+    return Status::InvalidArgument(source + ": head count " + std::to_string(config.n_heads) +
+                                   " is not a multiple of num_key_value_heads " +
+                                   std::to_string(config.n_kv_heads));
   }
   if ((config.n_embd / config.n_heads) % 2 != 0 && config.arch == HfArchitecture::kLlama) {
-    return Status::Error(source + ": head dimension " +
-                         std::to_string(config.n_embd / config.n_heads) +
-                         " is odd; RoPE needs pairs");
+    return Status::InvalidArgument(source + ": head dimension " +
+                                   std::to_string(config.n_embd / config.n_heads) +
+                                   " is odd; RoPE needs pairs");
   }
   return config;
 }
 
 Result<HfConfig> HfConfig::Load(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Error("cannot open '" + path + "'");
+  if (!in) return Status::InvalidArgument("cannot open '" + path + "'");
   std::stringstream text;
   text << in.rdbuf();
   return Parse(text.str(), path);

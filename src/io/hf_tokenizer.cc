@@ -40,7 +40,7 @@ Result<std::optional<json>> ReadJson(const std::string& path) {
   try {
     return std::optional<json>(json::parse(text));
   } catch (const json::exception& e) {
-    return Status::Error(path + ": not valid JSON: " + e.what());
+    return Status::InvalidArgument(path + ": not valid JSON: " + e.what());
   }
 }
 
@@ -104,7 +104,7 @@ class HfTokenizerReader {
 
  private:
   Status Error(const std::string& file, const std::string& what) const {
-    return Status::Error(folder_ + "/" + file + ": " + what);
+    return Status::InvalidArgument(folder_ + "/" + file + ": " + what);
   }
 
   Status AddVocabEntry(const std::string& file, const std::string& text, const json& id) {
@@ -212,7 +212,8 @@ class HfTokenizerReader {
     auto vocab = ReadJson(folder_ + "/vocab.json");
     if (!vocab.ok()) return vocab.status();
     if (!vocab->has_value()) {
-      return Status::Error(folder_ + ": no tokenizer.json, and no vocab.json + merges.txt");
+      return Status::InvalidArgument(folder_ +
+                                     ": no tokenizer.json, and no vocab.json + merges.txt");
     }
     if (!(*vocab)->is_object()) return Error("vocab.json", "not a JSON object");
     for (const auto& [text, id] : (*vocab)->items()) {
@@ -220,7 +221,7 @@ class HfTokenizerReader {
     }
     std::string merges;
     if (!ReadFile(folder_ + "/merges.txt", &merges)) {
-      return Status::Error(folder_ + ": vocab.json without merges.txt");
+      return Status::InvalidArgument(folder_ + ": vocab.json without merges.txt");
     }
     std::istringstream lines(merges);
     for (std::string line; std::getline(lines, line);) {
@@ -251,7 +252,7 @@ class HfTokenizerReader {
   }
 
   Status BuildTokenList() {
-    if (by_id_.empty()) return Status::Error(folder_ + ": the tokenizer has no tokens");
+    if (by_id_.empty()) return Status::InvalidArgument(folder_ + ": the tokenizer has no tokens");
     const int64_t n = std::max<int64_t>(options_.n_vocab, by_id_.rbegin()->first + 1);
     const bool llama = out_.model_ == "llama";
     out_.tokens_.resize(n);

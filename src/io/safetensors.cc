@@ -53,40 +53,40 @@ bool ReadUnsigned(const json& value, uint64_t* out) {
 Status ParseEntry(const std::string& source, const std::string& name, const json& entry,
                   SafetensorsTensor* out) {
   const std::string what = source + ": tensor '" + name + "'";
-  if (!entry.is_object()) return Status::Error(what + ": header entry is not an object");
+  if (!entry.is_object()) return Status::InvalidArgument(what + ": header entry is not an object");
   out->name = name;
   auto dtype = entry.find("dtype");
   if (dtype == entry.end() || !dtype->is_string()) {
-    return Status::Error(what + ": missing string field 'dtype'");
+    return Status::InvalidArgument(what + ": missing string field 'dtype'");
   }
   uint64_t element_size = 0;
   if (!DtypeFor(dtype->get<std::string>(), &out->type, &element_size)) {
-    return Status::Error(what + ": dtype '" + dtype->get<std::string>() +
-                         "' is not supported (supported: F32, F16, BF16)");
+    return Status::InvalidArgument(what + ": dtype '" + dtype->get<std::string>() +
+                                   "' is not supported (supported: F32, F16, BF16)");
   }
   auto shape = entry.find("shape");
   if (shape == entry.end() || !shape->is_array()) {
-    return Status::Error(what + ": missing array field 'shape'");
+    return Status::InvalidArgument(what + ": missing array field 'shape'");
   }
   uint64_t n_elements = 1;
   for (const json& dim_json : *shape) {
     uint64_t dim = 0;
     if (!ReadUnsigned(dim_json, &dim) ||
         dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      return Status::Error(what + ": shape entry " + dim_json.dump() +
-                           " is not a non-negative integer");
+      return Status::InvalidArgument(what + ": shape entry " + dim_json.dump() +
+                                     " is not a non-negative integer");
     }
     auto product = CheckedMul(n_elements, dim);
     if (!product || *product > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      return Status::Error(what + ": shape " + shape->dump() + " overflows");
+      return Status::InvalidArgument(what + ": shape " + shape->dump() + " overflows");
     }
     n_elements = *product;
     out->shape.push_back(static_cast<int64_t>(dim));
   }
   auto n_bytes = CheckedMul(n_elements, element_size);
   if (!n_bytes) {
-    return Status::Error(what + ": size of shape " + shape->dump() + " in " +
-                         dtype->get<std::string>() + " overflows");
+    return Status::InvalidArgument(what + ": size of shape " + shape->dump() + " in " +
+                                   dtype->get<std::string>() + " overflows");
   }
   out->n_elements = n_elements;
   out->n_bytes = *n_bytes;
@@ -94,17 +94,18 @@ Status ParseEntry(const std::string& source, const std::string& name, const json
   uint64_t begin = 0, end = 0;
   if (offsets == entry.end() || !offsets->is_array() || offsets->size() != 2 ||
       !ReadUnsigned((*offsets)[0], &begin) || !ReadUnsigned((*offsets)[1], &end)) {
-    return Status::Error(what + ": 'data_offsets' must be [begin, end] with non-negative integers");
+    return Status::InvalidArgument(
+        what + ": 'data_offsets' must be [begin, end] with non-negative integers");
   }
   if (end < begin) {
-    return Status::Error(what + ": data_offsets [" + std::to_string(begin) + ", " +
-                         std::to_string(end) + "] are out of order");
+    return Status::InvalidArgument(what + ": data_offsets [" + std::to_string(begin) + ", " +
+                                   std::to_string(end) + "] are out of order");
   }
   if (end - begin != out->n_bytes) {
-    return Status::Error(what + ": data_offsets [" + std::to_string(begin) + ", " +
-                         std::to_string(end) + "] hold " + std::to_string(end - begin) +
-                         " bytes but shape " + shape->dump() + " in " + dtype->get<std::string>() +
-                         " needs " + std::to_string(out->n_bytes));
+    return Status::InvalidArgument(
+        what + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "] hold " +
+        std::to_string(end - begin) + " bytes but shape " + shape->dump() + " in " +
+        dtype->get<std::string>() + " needs " + std::to_string(out->n_bytes));
   }
   out->offset = begin;
   return Status::Ok();
@@ -112,7 +113,7 @@ Status ParseEntry(const std::string& source, const std::string& name, const json
 
 Result<std::string> ReadTextFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return Result<std::string>::Error("cannot open '" + path + "'");
+  if (!in) return Result<std::string>::InvalidArgument("cannot open '" + path + "'");
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
@@ -126,26 +127,28 @@ Result<SafetensorsFile> SafetensorsFile::Parse(const uint8_t* bytes, uint64_t si
   file.source_name_ = std::move(source_name);
   const std::string& src = file.source_name_;
   if (size < kLengthBytes) {
-    return Status::Error(src + ": file of " + std::to_string(size) +
-                         " bytes is too short for the 8-byte header length");
+    return Status::InvalidArgument(src + ": file of " + std::to_string(size) +
+                                   " bytes is too short for the 8-byte header length");
   }
   uint64_t header_bytes = 0;
   for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | bytes[i];
   if (header_bytes > kMaxHeaderBytes) {
-    return Status::Error(src + ": header length " + std::to_string(header_bytes) +
-                         " exceeds the limit of " + std::to_string(kMaxHeaderBytes) + " bytes");
+    return Status::InvalidArgument(src + ": header length " + std::to_string(header_bytes) +
+                                   " exceeds the limit of " + std::to_string(kMaxHeaderBytes) +
+                                   " bytes");
   }
   if (header_bytes > size - kLengthBytes) {
-    return Status::Error(src + ": header length " + std::to_string(header_bytes) + " exceeds the " +
-                         std::to_string(size - kLengthBytes) + " bytes after the length field");
+    return Status::InvalidArgument(src + ": header length " + std::to_string(header_bytes) +
+                                   " exceeds the " + std::to_string(size - kLengthBytes) +
+                                   " bytes after the length field");
   }
   json header;
   try {
     header = json::parse(bytes + kLengthBytes, bytes + kLengthBytes + header_bytes);
   } catch (const json::exception& e) {
-    return Status::Error(src + ": header is not valid JSON: " + e.what());
+    return Status::InvalidArgument(src + ": header is not valid JSON: " + e.what());
   }
-  if (!header.is_object()) return Status::Error(src + ": header is not a JSON object");
+  if (!header.is_object()) return Status::InvalidArgument(src + ": header is not a JSON object");
 
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") continue;
@@ -166,31 +169,34 @@ Result<SafetensorsFile> SafetensorsFile::Parse(const uint8_t* bytes, uint64_t si
     const std::string range = "[" + std::to_string(tensor.offset) + ", " +
                               std::to_string(tensor.offset + tensor.n_bytes) + ")";
     if (tensor.offset < expected) {
-      return Status::Error(what + " data " + range + " overlaps tensor '" + previous->name +
-                           "', which ends at " + std::to_string(expected));
+      return Status::InvalidArgument(what + " data " + range + " overlaps tensor '" +
+                                     previous->name + "', which ends at " +
+                                     std::to_string(expected));
     }
     if (tensor.offset > expected) {
-      return Status::Error(what + " data " + range + " leaves a gap: the previous tensor" +
-                           (previous ? " '" + previous->name + "'" : std::string()) + " ends at " +
-                           std::to_string(expected));
+      return Status::InvalidArgument(what + " data " + range +
+                                     " leaves a gap: the previous tensor" +
+                                     (previous ? " '" + previous->name + "'" : std::string()) +
+                                     " ends at " + std::to_string(expected));
     }
     if (tensor.n_bytes > data_bytes - tensor.offset) {
-      return Status::Error(what + " data " + range + " extends past the data section of " +
-                           std::to_string(data_bytes) + " bytes (file size " +
-                           std::to_string(size) + ")");
+      return Status::InvalidArgument(
+          what + " data " + range + " extends past the data section of " +
+          std::to_string(data_bytes) + " bytes (file size " + std::to_string(size) + ")");
     }
     tensor.data = bytes + data_start + tensor.offset;
     expected = tensor.offset + tensor.n_bytes;
     previous = &tensor;
   }
   if (expected != data_bytes) {
-    return Status::Error(src + ": tensors cover " + std::to_string(expected) +
-                         " bytes of a data section of " + std::to_string(data_bytes) +
-                         " (trailing bytes)");
+    return Status::InvalidArgument(src + ": tensors cover " + std::to_string(expected) +
+                                   " bytes of a data section of " + std::to_string(data_bytes) +
+                                   " (trailing bytes)");
   }
   for (size_t i = 0; i < file.tensors_.size(); ++i) {
     if (!file.index_.emplace(file.tensors_[i].name, i).second) {
-      return Status::Error(src + ": duplicate tensor name '" + file.tensors_[i].name + "'");
+      return Status::InvalidArgument(src + ": duplicate tensor name '" + file.tensors_[i].name +
+                                     "'");
     }
   }
   return file;
@@ -217,8 +223,8 @@ Result<SafetensorsSet> SafetensorsSet::FromFiles(std::vector<SafetensorsFile> fi
   for (const SafetensorsFile& file : *set.files_) {
     for (const SafetensorsTensor& tensor : file.tensors()) {
       if (!set.index_.emplace(tensor.name, &tensor).second) {
-        return Status::Error(file.path() + ": tensor '" + tensor.name +
-                             "' also appears in another shard");
+        return Status::InvalidArgument(file.path() + ": tensor '" + tensor.name +
+                                       "' also appears in another shard");
       }
     }
   }
@@ -231,8 +237,9 @@ Result<SafetensorsSet> SafetensorsSet::OpenFolder(const std::string& folder) {
   if (!index_text.ok()) {
     auto single = SafetensorsFile::Open(folder + "/model.safetensors");
     if (!single.ok()) {
-      return Status::Error(folder + ": neither model.safetensors.index.json nor a readable " +
-                           "model.safetensors (" + single.message() + ")");
+      return Status::InvalidArgument(folder +
+                                     ": neither model.safetensors.index.json nor a readable " +
+                                     "model.safetensors (" + single.message() + ")");
     }
     std::vector<SafetensorsFile> files;
     files.push_back(std::move(single).value());
@@ -242,21 +249,21 @@ Result<SafetensorsSet> SafetensorsSet::OpenFolder(const std::string& folder) {
   try {
     index = json::parse(*index_text);
   } catch (const json::exception& e) {
-    return Status::Error(index_path + ": not valid JSON: " + e.what());
+    return Status::InvalidArgument(index_path + ": not valid JSON: " + e.what());
   }
   auto weight_map = index.is_object() ? index.find("weight_map") : index.end();
   if (!index.is_object() || weight_map == index.end() || !weight_map->is_object()) {
-    return Status::Error(index_path + ": missing object 'weight_map'");
+    return Status::InvalidArgument(index_path + ": missing object 'weight_map'");
   }
   std::set<std::string> shard_names;
   for (const auto& [tensor, shard] : weight_map->items()) {
     if (!shard.is_string()) {
-      return Status::Error(index_path + ": weight_map['" + tensor + "'] is not a string");
+      return Status::InvalidArgument(index_path + ": weight_map['" + tensor + "'] is not a string");
     }
     const std::string name = shard.get<std::string>();
     if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
-      return Status::Error(index_path + ": weight_map['" + tensor + "'] = '" + name +
-                           "' is not a file name in the folder");
+      return Status::InvalidArgument(index_path + ": weight_map['" + tensor + "'] = '" + name +
+                                     "' is not a file name in the folder");
     }
     shard_names.insert(name);
   }
@@ -272,7 +279,8 @@ Result<SafetensorsSet> SafetensorsSet::OpenFolder(const std::string& folder) {
     const SafetensorsTensor* found = set->Find(tensor);
     const std::string expected_path = folder + "/" + shard.get<std::string>();
     if (found == nullptr) {
-      return Status::Error(index_path + ": tensor '" + tensor + "' is not in " + expected_path);
+      return Status::InvalidArgument(index_path + ": tensor '" + tensor + "' is not in " +
+                                     expected_path);
     }
   }
   return set;

@@ -170,39 +170,45 @@ Status BlockManager::CheckInvariants() const {
   std::vector<int> seen(n, 0);
   for (int32_t b : free_) {
     if (b < 0 || b >= n || seen[b]++)
-      return Status::Error("free list corrupt at " + std::to_string(b));
+      return Status::FailedPrecondition("free list corrupt at " + std::to_string(b));
     if (refs_[b] != 0 || has_key_[b])
-      return Status::Error("free block " + std::to_string(b) + " is referenced or keyed");
+      return Status::FailedPrecondition("free block " + std::to_string(b) +
+                                        " is referenced or keyed");
   }
   for (int32_t b : lru_) {
     if (b < 0 || b >= n || seen[b]++)
-      return Status::Error("LRU list corrupt at " + std::to_string(b));
+      return Status::FailedPrecondition("LRU list corrupt at " + std::to_string(b));
     if (refs_[b] != 0 || !has_key_[b] || !in_lru_[b]) {
-      return Status::Error("cached block " + std::to_string(b) + " is referenced or has no key");
+      return Status::FailedPrecondition("cached block " + std::to_string(b) +
+                                        " is referenced or has no key");
     }
   }
   for (int b = 0; b < n; ++b) {
-    if (refs_[b] < 0) return Status::Error("negative ref count on block " + std::to_string(b));
+    if (refs_[b] < 0)
+      return Status::FailedPrecondition("negative ref count on block " + std::to_string(b));
     if (!seen[b] && refs_[b] == 0) {
-      return Status::Error("block " + std::to_string(b) + " is neither free, cached nor used");
+      return Status::FailedPrecondition("block " + std::to_string(b) +
+                                        " is neither free, cached nor used");
     }
     if (seen[b] && refs_[b] > 0)
-      return Status::Error("listed block " + std::to_string(b) + " is used");
+      return Status::FailedPrecondition("listed block " + std::to_string(b) + " is used");
     if (in_lru_[b] != (seen[b] && has_key_[b] && refs_[b] == 0)) {
-      return Status::Error("LRU flag wrong on block " + std::to_string(b));
+      return Status::FailedPrecondition("LRU flag wrong on block " + std::to_string(b));
     }
   }
   size_t keyed = 0;
   for (int b = 0; b < n; ++b) keyed += has_key_[b];
-  if (keyed != cached_.size()) return Status::Error("key map size differs from keyed blocks");
+  if (keyed != cached_.size())
+    return Status::FailedPrecondition("key map size differs from keyed blocks");
   for (const auto& [key, block] : cached_) {
     if (!has_key_[block] || key_of_[block] != key) {
-      return Status::Error("key map points to block " + std::to_string(block) +
-                           " with another key");
+      return Status::FailedPrecondition("key map points to block " + std::to_string(block) +
+                                        " with another key");
     }
   }
   const BlockManagerStats s = Stats();
-  if (s.free + s.cached + s.used != s.total) return Status::Error("free + cached + used != total");
+  if (s.free + s.cached + s.used != s.total)
+    return Status::FailedPrecondition("free + cached + used != total");
   return Status::Ok();
 }
 

@@ -8,7 +8,7 @@
 #include <span>
 #include <vector>
 
-#include "kernels/attention.h"
+#include "kernels/cpu/attention.h"
 #include "model/model_config.h"
 
 namespace kvserve {

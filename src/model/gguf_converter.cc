@@ -29,8 +29,8 @@ Result<uint32_t> LlamaFileType(GgmlType type) {
     case GgmlType::kBF16:
       return 32u;
     default:
-      return Status::Error(std::string("cannot convert to type ") + GgmlTypeName(type) +
-                           " (supported: " + kTargetTypes + ")");
+      return Status::InvalidArgument(std::string("cannot convert to type ") + GgmlTypeName(type) +
+                                     " (supported: " + kTargetTypes + ")");
   }
 }
 
@@ -39,9 +39,9 @@ Result<GgufConverter> GgufConverter::Create(const GgufFile& source, GgmlType typ
   GgufConverter converter(source, type);
   for (const TensorInfo& tensor : source.tensors()) {
     if (!TraitsOf(tensor.type).supported) {
-      return Status::Error(source.path() + ": tensor '" + tensor.name + "' has type " +
-                           GgmlTypeName(tensor.type) + ", which kvserve cannot decode " +
-                           "(supported: F32, F16, BF16, Q8_0, Q4_0)");
+      return Status::InvalidArgument(source.path() + ": tensor '" + tensor.name + "' has type " +
+                                     GgmlTypeName(tensor.type) + ", which kvserve cannot decode " +
+                                     "(supported: F32, F16, BF16, Q8_0, Q4_0)");
     }
     TensorPlan plan{.source = &tensor, .type = type};
     if (tensor.dims.size() == 1) {
@@ -106,9 +106,10 @@ Status GgufConverter::Produce(const TensorPlan& plan, const ByteSink& sink) {
     DequantizeRow(source.type, source.data + RowBytes(source.type, begin), n, values.data());
     for (int64_t i = 0; i < n; ++i) {
       if (!std::isfinite(values[i])) {
-        return Status::Error("tensor '" + source.name + "': element " + std::to_string(begin + i) +
-                             " is " + std::to_string(values[i]) + "; refusing to convert " +
-                             "a model with non-finite weights");
+        return Status::InvalidArgument("tensor '" + source.name + "': element " +
+                                       std::to_string(begin + i) + " is " +
+                                       std::to_string(values[i]) + "; refusing to convert " +
+                                       "a model with non-finite weights");
       }
     }
     QuantizeRow(plan.type, values.data(), n, encoded.data());

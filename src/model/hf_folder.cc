@@ -77,8 +77,8 @@ Result<Mapping> MapGpt2(std::string_view hf_name, const HfConfig& c) {
                      .transform = it->second.second};
     }
   }
-  return Status::Error("tensor '" + std::string(hf_name) + "' is not part of a " +
-                       std::to_string(c.n_layers) + "-layer GPT2LMHeadModel");
+  return Status::InvalidArgument("tensor '" + std::string(hf_name) + "' is not part of a " +
+                                 std::to_string(c.n_layers) + "-layer GPT2LMHeadModel");
 }
 
 Result<Mapping> MapLlama(std::string_view name, const HfConfig& c) {
@@ -111,8 +111,8 @@ Result<Mapping> MapLlama(std::string_view name, const HfConfig& c) {
       return m;
     }
   }
-  return Status::Error("tensor '" + std::string(name) + "' is not part of a " +
-                       std::to_string(c.n_layers) + "-layer LlamaForCausalLM");
+  return Status::InvalidArgument("tensor '" + std::string(name) + "' is not part of a " +
+                                 std::to_string(c.n_layers) + "-layer LlamaForCausalLM");
 }
 
 uint64_t ElementBytes(GgmlType type) { return type == GgmlType::kF32 ? 4 : 2; }
@@ -150,8 +150,9 @@ Result<TensorInfo> MakeTensor(const SafetensorsTensor& t, const Mapping& m, Stor
                               const std::string& source) {
   const std::string what = source + ": tensor '" + t.name + "' (" + m.name + ")";
   if (t.shape.empty() || t.shape.size() > 4 || t.n_elements == 0) {
-    return Status::Error(what + " has unusable shape of " + std::to_string(t.shape.size()) +
-                         " dimensions and " + std::to_string(t.n_elements) + " elements");
+    return Status::InvalidArgument(what + " has unusable shape of " +
+                                   std::to_string(t.shape.size()) + " dimensions and " +
+                                   std::to_string(t.n_elements) + " elements");
   }
   TensorInfo info{.name = m.name, .type = t.type, .data = t.data};
   info.dims.assign(t.shape.rbegin(), t.shape.rend());  // row-major [.., a, b] is GGML [b, a, ..]
@@ -162,16 +163,17 @@ Result<TensorInfo> MakeTensor(const SafetensorsTensor& t, const Mapping& m, Stor
   if (m.transform == Transform::kNone) {
     std::memcpy(buffer.data(), t.data, t.n_bytes);
   } else if (t.shape.size() != 2) {
-    return Status::Error(what + " must be a matrix, has " + std::to_string(t.shape.size()) +
-                         " dimensions");
+    return Status::InvalidArgument(what + " must be a matrix, has " +
+                                   std::to_string(t.shape.size()) + " dimensions");
   } else if (m.transform == Transform::kTranspose) {
     // Conv1D [in, out] -> GGML [in, out] (n_out rows of n_in): the stored shape, not reversed.
     Transpose(t.data, t.shape[1], t.shape[0], size, buffer.data());
     info.dims = {t.shape[0], t.shape[1]};
   } else {
     if (t.shape[0] % (2 * static_cast<int64_t>(m.n_heads)) != 0) {
-      return Status::Error(what + " has " + std::to_string(t.shape[0]) + " rows, not a multiple " +
-                           "of 2 x " + std::to_string(m.n_heads) + " heads");
+      return Status::InvalidArgument(what + " has " + std::to_string(t.shape[0]) +
+                                     " rows, not a multiple " + "of 2 x " +
+                                     std::to_string(m.n_heads) + " heads");
     }
     PermuteHeads(t.data, t.shape[0], t.shape[1] * size, m.n_heads, buffer.data());
   }
@@ -230,7 +232,7 @@ Result<GgufFile> HfFolder::Open(const std::string& folder) {
   for (const SafetensorsTensor* t : shards->tensors()) {
     auto mapping = config->arch == HfArchitecture::kGpt2 ? MapGpt2(t->name, *config)
                                                          : MapLlama(t->name, *config);
-    if (!mapping.ok()) return Status::Error(folder + ": " + mapping.message());
+    if (!mapping.ok()) return Status::InvalidArgument(folder + ": " + mapping.message());
     if (mapping->name.empty()) continue;
     auto tensor = MakeTensor(*t, *mapping, *storage, folder);
     if (!tensor.ok()) return tensor.status();

@@ -17,8 +17,9 @@ Status ReadCount(const GgufFile& file, const std::string& key, int64_t max, int*
   auto value = file.GetUint(key);
   if (!value.ok()) return value.status();
   if (*value == 0 || *value > static_cast<uint64_t>(max)) {
-    return Status::Error(file.path() + ": metadata key '" + key + "' = " + std::to_string(*value) +
-                         " is out of range (1 to " + std::to_string(max) + ")");
+    return Status::InvalidArgument(file.path() + ": metadata key '" + key +
+                                   "' = " + std::to_string(*value) + " is out of range (1 to " +
+                                   std::to_string(max) + ")");
   }
   *out = static_cast<int>(*value);
   return Status::Ok();
@@ -35,8 +36,9 @@ Result<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
   } else if (*arch_name == "gpt2") {
     config.arch = Architecture::kGpt2;
   } else {
-    return Status::Error(file.path() + ": unsupported architecture '" + std::string(*arch_name) +
-                         "' (supported: " + SupportedArchitectures() + ")");
+    return Status::InvalidArgument(file.path() + ": unsupported architecture '" +
+                                   std::string(*arch_name) +
+                                   "' (supported: " + SupportedArchitectures() + ")");
   }
   if (file.Find("general.name")) {
     auto name = file.GetString("general.name");
@@ -56,13 +58,14 @@ Result<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
         ReadCount(file, prefix + "attention.head_count_kv", 4096, &config.n_kv_heads));
   }
   if (config.n_embd % config.n_heads != 0) {
-    return Status::Error(file.path() + ": embedding_length " + std::to_string(config.n_embd) +
-                         " is not a multiple of head_count " + std::to_string(config.n_heads));
+    return Status::InvalidArgument(
+        file.path() + ": embedding_length " + std::to_string(config.n_embd) +
+        " is not a multiple of head_count " + std::to_string(config.n_heads));
   }
   if (config.n_heads % config.n_kv_heads != 0) {
-    return Status::Error(file.path() + ": head_count " + std::to_string(config.n_heads) +
-                         " is not a multiple of head_count_kv " +
-                         std::to_string(config.n_kv_heads));
+    return Status::InvalidArgument(file.path() + ": head_count " + std::to_string(config.n_heads) +
+                                   " is not a multiple of head_count_kv " +
+                                   std::to_string(config.n_kv_heads));
   }
   config.head_dim = config.n_embd / config.n_heads;
   if (config.arch == Architecture::kLlama) {
@@ -75,9 +78,10 @@ Result<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
     auto rope_dims = file.GetUintOr(prefix + "rope.dimension_count", config.head_dim);
     if (!rope_dims.ok()) return rope_dims.status();
     if (*rope_dims == 0 || *rope_dims > static_cast<uint64_t>(config.head_dim) || *rope_dims % 2) {
-      return Status::Error(file.path() + ": metadata key '" + prefix +
-                           "rope.dimension_count' = " + std::to_string(*rope_dims) +
-                           " must be even and at most head_dim " + std::to_string(config.head_dim));
+      return Status::InvalidArgument(file.path() + ": metadata key '" + prefix +
+                                     "rope.dimension_count' = " + std::to_string(*rope_dims) +
+                                     " must be even and at most head_dim " +
+                                     std::to_string(config.head_dim));
     }
     config.rope_dims = static_cast<int>(*rope_dims);
   } else {
@@ -86,17 +90,17 @@ Result<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
     config.norm_eps = static_cast<float>(*eps);
   }
   if (!(config.norm_eps > 0.0f) || config.norm_eps > 1.0f) {
-    return Status::Error(file.path() + ": norm epsilon " + std::to_string(config.norm_eps) +
-                         " is out of range");
+    return Status::InvalidArgument(file.path() + ": norm epsilon " +
+                                   std::to_string(config.norm_eps) + " is out of range");
   }
   const TensorInfo* embd = file.FindTensor("token_embd.weight");
   if (embd == nullptr) {
-    return Status::Error(file.path() + ": missing required tensor 'token_embd.weight'");
+    return Status::InvalidArgument(file.path() + ": missing required tensor 'token_embd.weight'");
   }
   if (embd->dims.size() != 2 || embd->dims[1] > std::numeric_limits<int>::max()) {
-    return Status::Error(file.path() + ": tensor 'token_embd.weight' has shape " +
-                         embd->ShapeString() + ", expected [" + std::to_string(config.n_embd) +
-                         ", n_vocab]");
+    return Status::InvalidArgument(file.path() + ": tensor 'token_embd.weight' has shape " +
+                                   embd->ShapeString() + ", expected [" +
+                                   std::to_string(config.n_embd) + ", n_vocab]");
   }
   config.n_vocab = static_cast<int>(embd->dims[1]);
   config.tied_output = file.FindTensor("output.weight") == nullptr;

@@ -91,8 +91,9 @@ void FillNormalRow(uint64_t state, float stddev, float* out, int64_t n) {
 
 Status CheckRange(const char* field, int64_t value, int64_t min, int64_t max) {
   if (value < min || value > max) {
-    return Status::Error(std::string(field) + " " + std::to_string(value) + " is out of range (" +
-                         std::to_string(min) + " to " + std::to_string(max) + ")");
+    return Status::InvalidArgument(std::string(field) + " " + std::to_string(value) +
+                                   " is out of range (" + std::to_string(min) + " to " +
+                                   std::to_string(max) + ")");
   }
   return Status::Ok();
 }
@@ -105,26 +106,30 @@ Status CheckShape(const SyntheticShape& s) {
   KVSERVE_RETURN_IF_ERROR(CheckRange("--ff", s.n_ff, 1, 1 << 18));
   KVSERVE_RETURN_IF_ERROR(CheckRange("--ctx", s.n_ctx, 1, 1 << 20));
   if (s.n_embd % s.n_heads != 0) {
-    return Status::Error("--embd " + std::to_string(s.n_embd) + " is not a multiple of --heads " +
-                         std::to_string(s.n_heads));
+    return Status::InvalidArgument("--embd " + std::to_string(s.n_embd) +
+                                   " is not a multiple of --heads " + std::to_string(s.n_heads));
   }
   if (s.n_heads % s.n_kv_heads != 0) {
-    return Status::Error("--heads " + std::to_string(s.n_heads) +
-                         " is not a multiple of --kv-heads " + std::to_string(s.n_kv_heads));
+    return Status::InvalidArgument("--heads " + std::to_string(s.n_heads) +
+                                   " is not a multiple of --kv-heads " +
+                                   std::to_string(s.n_kv_heads));
   }
   if (s.arch == Architecture::kGpt2 && s.n_kv_heads != s.n_heads) {
-    return Status::Error("--kv-heads " + std::to_string(s.n_kv_heads) + " must equal --heads " +
-                         std::to_string(s.n_heads) + " for gpt2");
+    return Status::InvalidArgument("--kv-heads " + std::to_string(s.n_kv_heads) +
+                                   " must equal --heads " + std::to_string(s.n_heads) +
+                                   " for gpt2");
   }
   if (s.arch == Architecture::kLlama && (s.n_embd / s.n_heads) % 2 != 0) {
-    return Status::Error("head size " + std::to_string(s.n_embd / s.n_heads) +
-                         " (--embd / --heads) must be even for llama's rotary embedding");
+    return Status::InvalidArgument("head size " + std::to_string(s.n_embd / s.n_heads) +
+                                   " (--embd / --heads) must be even for llama's rotary embedding");
   }
   if (!(s.norm_eps > 0.0f && s.norm_eps <= 1.0f)) {
-    return Status::Error("norm epsilon " + std::to_string(s.norm_eps) + " is out of range");
+    return Status::InvalidArgument("norm epsilon " + std::to_string(s.norm_eps) +
+                                   " is out of range");
   }
   if (!(s.rope_freq_base > 0.0f) || !std::isfinite(s.rope_freq_base)) {
-    return Status::Error("rope base " + std::to_string(s.rope_freq_base) + " is out of range");
+    return Status::InvalidArgument("rope base " + std::to_string(s.rope_freq_base) +
+                                   " is out of range");
   }
   return Status::Ok();
 }
@@ -135,7 +140,8 @@ Result<SyntheticShape> SyntheticPreset(const std::string& name) {
   for (const Preset& preset : kPresets) {
     if (name == preset.name) return preset.shape;
   }
-  return Status::Error("unknown preset '" + name + "' (known: " + SyntheticPresetNames() + ")");
+  return Status::InvalidArgument("unknown preset '" + name + "' (known: " + SyntheticPresetNames() +
+                                 ")");
 }
 
 std::string SyntheticPresetNames() {
@@ -154,17 +160,19 @@ Result<SyntheticModel> SyntheticModel::Create(const SyntheticOptions& options,
   KVSERVE_RETURN_IF_ERROR(CheckShape(options.shape));
   KVSERVE_RETURN_IF_ERROR(LlamaFileType(options.type));
   if (!(options.stddev > 0.0f) || !std::isfinite(options.stddev)) {
-    return Status::Error("stddev " + std::to_string(options.stddev) + " must be positive");
+    return Status::InvalidArgument("stddev " + std::to_string(options.stddev) +
+                                   " must be positive");
   }
   const GgufValue* tokens = vocab.Find("tokenizer.ggml.tokens");
   if (tokens == nullptr || tokens->type != GgufValueType::kArray ||
       tokens->array_type != GgufValueType::kString) {
-    return Status::Error(vocab.path() +
-                         ": no string array 'tokenizer.ggml.tokens' (not a vocabulary file?)");
+    return Status::InvalidArgument(
+        vocab.path() + ": no string array 'tokenizer.ggml.tokens' (not a vocabulary file?)");
   }
   if (tokens->array_size == 0 || tokens->array_size > (1u << 24)) {
-    return Status::Error(vocab.path() + ": vocabulary size " + std::to_string(tokens->array_size) +
-                         " is out of range (1 to 16777216)");
+    return Status::InvalidArgument(vocab.path() + ": vocabulary size " +
+                                   std::to_string(tokens->array_size) +
+                                   " is out of range (1 to 16777216)");
   }
   SyntheticModel model(options, vocab);
   model.n_vocab_ = static_cast<int>(tokens->array_size);

@@ -7,8 +7,8 @@
 #include <cstring>
 #include <string_view>
 
-#include "kernels/ops.h"
-#include "kernels/packed_weights.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/packed_weights.h"
 #include "kernels/quantize.h"
 #include "model/hf_folder.h"
 #include "model/weight_packing.h"

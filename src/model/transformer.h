@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "io/gguf_reader.h"
-#include "kernels/attention.h"
-#include "kernels/kernels.h"
-#include "kernels/matmul.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/matmul.h"
 #include "model/forward_batch.h"
 #include "model/model_config.h"
 #include "model/weights.h"

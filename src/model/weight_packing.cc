@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/packed_weights.h"
+#include "kernels/cpu/packed_weights.h"
 #include "kernels/quantize.h"
 
 namespace kvserve {

@@ -6,7 +6,7 @@
 #include <cstddef>
 
 #include "io/gguf_reader.h"
-#include "kernels/kernels.h"
+#include "kernels/cpu/kernels.h"
 #include "model/weights.h"
 
 namespace kvserve {

@@ -18,9 +18,9 @@ class TensorResolver {
       return WrongShape(*t, "[" + std::to_string(n_in) + ", " + std::to_string(n_out) + "]");
     }
     if (!TraitsOf(t->type).supported) {
-      return Status::Error(file_.path() + ": tensor '" + name + "' has type " +
-                           GgmlTypeName(t->type) + ", which kvserve cannot compute with " +
-                           "(supported: F32, F16, BF16, Q8_0, Q4_0)");
+      return Status::InvalidArgument(
+          file_.path() + ": tensor '" + name + "' has type " + GgmlTypeName(t->type) +
+          ", which kvserve cannot compute with " + "(supported: F32, F16, BF16, Q8_0, Q4_0)");
     }
     *out = WeightMatrix{.type = t->type,
                         .data = t->data,
@@ -38,8 +38,8 @@ class TensorResolver {
       return WrongShape(*t, "[" + std::to_string(n) + "]");
     }
     if (!TraitsOf(t->type).supported) {
-      return Status::Error(file_.path() + ": tensor '" + name + "' has unsupported type " +
-                           GgmlTypeName(t->type));
+      return Status::InvalidArgument(file_.path() + ": tensor '" + name +
+                                     "' has unsupported type " + GgmlTypeName(t->type));
     }
     out->resize(n);
     DequantizeRow(t->type, t->data, n, out->data());
@@ -51,11 +51,11 @@ class TensorResolver {
  private:
   const TensorInfo* Find(const std::string& name) const { return file_.FindTensor(name); }
   Status Missing(const std::string& name) const {
-    return Status::Error(file_.path() + ": missing required tensor '" + name + "'");
+    return Status::InvalidArgument(file_.path() + ": missing required tensor '" + name + "'");
   }
   Status WrongShape(const TensorInfo& t, const std::string& expected) const {
-    return Status::Error(file_.path() + ": tensor '" + t.name + "' has shape " + t.ShapeString() +
-                         ", expected " + expected);
+    return Status::InvalidArgument(file_.path() + ": tensor '" + t.name + "' has shape " +
+                                   t.ShapeString() + ", expected " + expected);
   }
   const GgufFile& file_;
 };

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "io/gguf_reader.h"
-#include "kernels/matmul.h"
+#include "kernels/cpu/matmul.h"
 #include "model/model_config.h"
 #include "util/status.h"
 

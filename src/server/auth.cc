@@ -24,11 +24,12 @@ Result<ApiKeys> ApiKeys::FromList(std::vector<std::string> keys) {
   ApiKeys out;
   for (size_t i = 0; i < keys.size(); ++i) {
     const std::string& key = keys[i];
-    if (key.empty()) return Result<ApiKeys>::Error("API key " + std::to_string(i) + " is empty");
+    if (key.empty())
+      return Result<ApiKeys>::InvalidArgument("API key " + std::to_string(i) + " is empty");
     for (char c : key) {
       if (static_cast<unsigned char>(c) <= ' ' || c == 0x7f) {
-        return Result<ApiKeys>::Error("API key " + std::to_string(i) +
-                                      " holds whitespace or a control character");
+        return Result<ApiKeys>::InvalidArgument("API key " + std::to_string(i) +
+                                                " holds whitespace or a control character");
       }
     }
     out.tags_.push_back(TenantTag(key));
@@ -39,7 +40,7 @@ Result<ApiKeys> ApiKeys::FromList(std::vector<std::string> keys) {
 
 Result<ApiKeys> ApiKeys::FromFile(const std::string& path) {
   std::ifstream in(path);
-  if (!in) return Result<ApiKeys>::Error("--api-key-file '" + path + "': cannot open");
+  if (!in) return Result<ApiKeys>::InvalidArgument("--api-key-file '" + path + "': cannot open");
   std::vector<std::string> keys;
   std::string line;
   while (std::getline(in, line)) {
@@ -50,13 +51,15 @@ Result<ApiKeys> ApiKeys::FromFile(const std::string& path) {
     if (start == std::string::npos || line[start] == '#') continue;
     keys.push_back(line.substr(start));
     if (keys.size() > 10000) {
-      return Result<ApiKeys>::Error("--api-key-file '" + path + "': more than 10000 keys");
+      return Result<ApiKeys>::InvalidArgument("--api-key-file '" + path +
+                                              "': more than 10000 keys");
     }
   }
-  if (keys.empty()) return Result<ApiKeys>::Error("--api-key-file '" + path + "': no keys in it");
+  if (keys.empty())
+    return Result<ApiKeys>::InvalidArgument("--api-key-file '" + path + "': no keys in it");
   auto result = FromList(std::move(keys));
   if (!result.ok())
-    return Result<ApiKeys>::Error("--api-key-file '" + path + "': " + result.message());
+    return Result<ApiKeys>::InvalidArgument("--api-key-file '" + path + "': " + result.message());
   return result;
 }
 

@@ -9,12 +9,21 @@ CompletionJob::CompletionJob(Engine& engine, ServerMetrics& metrics, Clock::time
 
 CompletionJob::~CompletionJob() { AbortAll(); }
 
-ApiError CompletionJob::SubmitError(const std::string& message) {
-  if (message.find("queue full") != std::string::npos) {
-    return ApiError::TooManyRequests("server busy: " + message, 1);
-  }
-  if (message.find("shut") != std::string::npos || message.find("drain") != std::string::npos) {
-    return ApiError::Unavailable("server is shutting down: " + message);
+ApiError CompletionJob::SubmitError(const Status& status) {
+  const std::string& message = status.message();
+  switch (status.code()) {
+    case StatusCode::kResourceExhausted:
+      return ApiError::TooManyRequests("server busy: " + message, 1);
+    case StatusCode::kUnavailable:
+      return ApiError::Unavailable("server is shutting down: " + message);
+    case StatusCode::kNotFound:
+      return ApiError::NotFound(message);
+    case StatusCode::kInternal:
+    case StatusCode::kFailedPrecondition:
+      return ApiError::Internal(message);
+    case StatusCode::kOk:
+    case StatusCode::kInvalidArgument:
+      break;
   }
   return ApiError::BadRequest(message);
 }
@@ -25,7 +34,7 @@ std::optional<ApiError> CompletionJob::Submit(std::vector<Request> requests) {
     auto stream = engine_.Submit(std::move(request));
     if (!stream.ok()) {
       AbortAll();
-      return SubmitError(stream.message());
+      return SubmitError(stream.status());
     }
     choices_.push_back(Choice{.id = std::move(id), .stream = std::move(stream).value()});
     ++unfinished_;

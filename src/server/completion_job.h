@@ -37,7 +37,7 @@ class CompletionJob {
   CompletionJob& operator=(const CompletionJob&) = delete;
 
   // Submits every request (ids must be unique); on an error nothing stays queued. Engine errors
-  // map to HTTP: "queue full" -> 429, shutting down -> 503, anything else -> 400.
+  // map to HTTP by their code (SubmitError).
   std::optional<ApiError> Submit(std::vector<Request> requests);
 
   // The next event of any choice; nullopt when `timeout` passed first or every choice is done.
@@ -45,8 +45,9 @@ class CompletionJob {
   bool done() const { return unfinished_ == 0; }
   void AbortAll();
 
-  // Maps an Engine::Submit error message to an HTTP error.
-  static ApiError SubmitError(const std::string& message);
+  // Maps an Engine::Submit error to HTTP by its code: resource exhausted (queue full) -> 429,
+  // unavailable (shutting down) -> 503, not found -> 404, internal -> 500, otherwise 400.
+  static ApiError SubmitError(const Status& status);
 
  private:
   struct Choice {

@@ -195,15 +195,18 @@ void HttpServer::Install() {
 
 Status HttpServer::Bind() {
   if (options_.port < 0 || options_.port > 65535) {
-    return Status::Error("--port " + std::to_string(options_.port) + " is not in [0, 65535]");
+    return Status::InvalidArgument("--port " + std::to_string(options_.port) +
+                                   " is not in [0, 65535]");
   }
   if (options_.port == 0) {
     port_ = server_.bind_to_any_port(options_.host);
-    if (port_ < 0) return Status::Error("cannot bind to " + options_.host + " on any port");
+    if (port_ < 0)
+      return Status::InvalidArgument("cannot bind to " + options_.host + " on any port");
   } else {
     if (!server_.bind_to_port(options_.host, options_.port)) {
-      return Status::Error("cannot bind to " + options_.host + ":" + std::to_string(options_.port) +
-                           " (in use, or not a local address)");
+      return Status::InvalidArgument("cannot bind to " + options_.host + ":" +
+                                     std::to_string(options_.port) +
+                                     " (in use, or not a local address)");
     }
     port_ = options_.port;
   }

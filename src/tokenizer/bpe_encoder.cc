@@ -105,8 +105,8 @@ Result<BpeEncoder> BpeEncoder::Create(const GgufFile& file, const Vocab& vocab) 
   auto merges = file.GetStringArray(kMergesKey);
   if (!merges.ok()) return merges.status();
   if (merges->size() > static_cast<size_t>(INT32_MAX)) {
-    return Result<BpeEncoder>::Error(std::string(kMergesKey) + ": too many merges (" +
-                                     std::to_string(merges->size()) + ")");
+    return Result<BpeEncoder>::InvalidArgument(std::string(kMergesKey) + ": too many merges (" +
+                                               std::to_string(merges->size()) + ")");
   }
   encoder.merges_.reserve(merges->size());
   std::string merged;
@@ -119,7 +119,8 @@ Result<BpeEncoder> BpeEncoder::Create(const GgufFile& file, const Vocab& vocab) 
     // spaces, but a one-character left side may itself be a space in other vocabularies).
     const size_t space = line.size() > 1 ? line.find(' ', 1) : std::string_view::npos;
     if (space == std::string_view::npos) {
-      return Result<BpeEncoder>::Error(where() + ": expected two pieces separated by a space");
+      return Result<BpeEncoder>::InvalidArgument(where() +
+                                                 ": expected two pieces separated by a space");
     }
     const std::string_view left = line.substr(0, space);
     const std::string_view right = line.substr(space + 1);
@@ -132,8 +133,8 @@ Result<BpeEncoder> BpeEncoder::Create(const GgufFile& file, const Vocab& vocab) 
          {std::pair{std::string_view(left), left_id}, std::pair{std::string_view(right), right_id},
           std::pair{std::string_view(merged), result}}) {
       if (id == kNoToken) {
-        return Result<BpeEncoder>::Error(where() + ": piece '" + std::string(piece) +
-                                         "' is not in tokenizer.ggml.tokens");
+        return Result<BpeEncoder>::InvalidArgument(where() + ": piece '" + std::string(piece) +
+                                                   "' is not in tokenizer.ggml.tokens");
       }
     }
     // The first (lowest) rank of a repeated pair wins.

@@ -182,9 +182,9 @@ ChatTemplate::ChatTemplate(ChatFamily family) : family_(family) {
 
 Result<ChatTemplate> ChatTemplate::Detect(std::string_view source) {
   if (source.size() > kMaxSourceBytes) {
-    return Result<ChatTemplate>::Error("chat template: " + std::to_string(source.size()) +
-                                       " bytes exceeds the limit of " +
-                                       std::to_string(kMaxSourceBytes));
+    return Result<ChatTemplate>::InvalidArgument("chat template: " + std::to_string(source.size()) +
+                                                 " bytes exceeds the limit of " +
+                                                 std::to_string(kMaxSourceBytes));
   }
   if (Strip(source).empty()) return ChatTemplate(ChatFamily::kPlain);
   const std::vector<std::string> literals = StringLiterals(source);
@@ -265,8 +265,8 @@ Result<ChatTemplate> ChatTemplate::ByName(std::string_view name) {
   }
   std::string known;
   for (std::string_view n : kNames) known += (known.empty() ? "" : ", ") + std::string(n);
-  return Result<ChatTemplate>::Error("chat template '" + std::string(name) + "' is not one of " +
-                                     known);
+  return Result<ChatTemplate>::InvalidArgument("chat template '" + std::string(name) +
+                                               "' is not one of " + known);
 }
 
 Result<ChatTemplate> ChatTemplate::ForModel(const GgufFile& file, std::string_view override_name) {

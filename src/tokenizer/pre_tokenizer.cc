@@ -32,9 +32,9 @@ Result<PreTokenizer> PreTokenizer::ForName(std::string_view pre) {
   if (pre == "gpt-2" || pre == "default" || pre.empty()) return FromPattern(kGpt2Pattern);
   if (pre == "llama-bpe" || pre == "llama3") return FromPattern(kLlama3Pattern);
   if (pre == "qwen2") return FromPattern(kQwen2Pattern);
-  return Result<PreTokenizer>::Error("tokenizer.ggml.pre: unsupported pre-tokenizer '" +
-                                     std::string(pre) +
-                                     "' (supported: gpt-2, default, llama-bpe, qwen2)");
+  return Result<PreTokenizer>::InvalidArgument("tokenizer.ggml.pre: unsupported pre-tokenizer '" +
+                                               std::string(pre) +
+                                               "' (supported: gpt-2, default, llama-bpe, qwen2)");
 }
 
 Result<PreTokenizer> PreTokenizer::FromPattern(std::string_view pattern) {
@@ -48,9 +48,9 @@ Result<PreTokenizer> PreTokenizer::FromPattern(std::string_view pattern) {
   if (code == nullptr) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error_code, message, sizeof(message));
-    return Result<PreTokenizer>::Error("pre-tokenizer pattern '" + std::string(pattern) +
-                                       "': " + reinterpret_cast<const char*>(message) +
-                                       " at offset " + std::to_string(error_offset));
+    return Result<PreTokenizer>::InvalidArgument("pre-tokenizer pattern '" + std::string(pattern) +
+                                                 "': " + reinterpret_cast<const char*>(message) +
+                                                 " at offset " + std::to_string(error_offset));
   }
   // JIT is an optimisation only: if it is unavailable, the interpreter gives the same matches.
   pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);

@@ -59,7 +59,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& file) {
         if (spm) {
           const int byte = SpmEncoder::ParseByteToken(token.text);
           if (byte < 0) {
-            return Result<std::unique_ptr<Tokenizer>>::Error(
+            return Result<std::unique_ptr<Tokenizer>>::InvalidArgument(
                 "tokenizer.ggml.tokens[" + std::to_string(id) + "]: byte token '" + token.text +
                 "' is not of the form <0xNN>");
           }

@@ -21,9 +21,9 @@ Result<int32_t> ReadSpecialId(const GgufFile& file, std::string_view key, int32_
   const int64_t id = *value;
   if (id == -1 || id == 0xFFFFFFFFll) return kNoToken;
   if (id < 0 || id >= n_vocab) {
-    return Result<int32_t>::Error(std::string(key) + ": " + std::to_string(id) +
-                                  " is out of range for a vocabulary of " +
-                                  std::to_string(n_vocab) + " tokens");
+    return Result<int32_t>::InvalidArgument(std::string(key) + ": " + std::to_string(id) +
+                                            " is out of range for a vocabulary of " +
+                                            std::to_string(n_vocab) + " tokens");
   }
   return static_cast<int32_t>(id);
 }
@@ -39,8 +39,9 @@ Result<Vocab> Vocab::FromGguf(const GgufFile& file) {
   } else if (*model == "llama") {
     vocab.model_ = VocabModel::kLlama;
   } else {
-    return Result<Vocab>::Error(std::string(kModelKey) + ": unsupported tokenizer model '" +
-                                std::string(*model) + "' (expected 'gpt2' or 'llama')");
+    return Result<Vocab>::InvalidArgument(std::string(kModelKey) +
+                                          ": unsupported tokenizer model '" + std::string(*model) +
+                                          "' (expected 'gpt2' or 'llama')");
   }
   if (file.Find("tokenizer.ggml.pre") != nullptr) {
     auto pre = file.GetString("tokenizer.ggml.pre");
@@ -51,11 +52,12 @@ Result<Vocab> Vocab::FromGguf(const GgufFile& file) {
   auto texts = file.GetStringArray(kTokensKey);
   if (!texts.ok()) return texts.status();
   if (texts->empty()) {
-    return Result<Vocab>::Error(std::string(kTokensKey) + ": the array is empty");
+    return Result<Vocab>::InvalidArgument(std::string(kTokensKey) + ": the array is empty");
   }
   if (texts->size() > static_cast<size_t>(INT32_MAX)) {
-    return Result<Vocab>::Error(std::string(kTokensKey) + ": " + std::to_string(texts->size()) +
-                                " tokens exceed the int32 id range");
+    return Result<Vocab>::InvalidArgument(std::string(kTokensKey) + ": " +
+                                          std::to_string(texts->size()) +
+                                          " tokens exceed the int32 id range");
   }
   const size_t n_vocab = texts->size();
   vocab.tokens_.resize(n_vocab);
@@ -65,8 +67,9 @@ Result<Vocab> Vocab::FromGguf(const GgufFile& file) {
     auto scores = file.GetFloatArray(kScoresKey);
     if (!scores.ok()) return scores.status();
     if (scores->size() != n_vocab) {
-      return Result<Vocab>::Error(std::string(kScoresKey) + ": " + std::to_string(scores->size()) +
-                                  " scores for " + std::to_string(n_vocab) + " tokens");
+      return Result<Vocab>::InvalidArgument(std::string(kScoresKey) + ": " +
+                                            std::to_string(scores->size()) + " scores for " +
+                                            std::to_string(n_vocab) + " tokens");
     }
     for (size_t i = 0; i < n_vocab; ++i) vocab.tokens_[i].score = (*scores)[i];
   }
@@ -74,14 +77,15 @@ Result<Vocab> Vocab::FromGguf(const GgufFile& file) {
     auto types = file.GetIntArray(kTypesKey);
     if (!types.ok()) return types.status();
     if (types->size() != n_vocab) {
-      return Result<Vocab>::Error(std::string(kTypesKey) + ": " + std::to_string(types->size()) +
-                                  " types for " + std::to_string(n_vocab) + " tokens");
+      return Result<Vocab>::InvalidArgument(std::string(kTypesKey) + ": " +
+                                            std::to_string(types->size()) + " types for " +
+                                            std::to_string(n_vocab) + " tokens");
     }
     for (size_t i = 0; i < n_vocab; ++i) {
       const int64_t type = (*types)[i];
       if (type < 0 || type > static_cast<int64_t>(TokenType::kByte)) {
-        return Result<Vocab>::Error(std::string(kTypesKey) + "[" + std::to_string(i) +
-                                    "]: unknown token type " + std::to_string(type));
+        return Result<Vocab>::InvalidArgument(std::string(kTypesKey) + "[" + std::to_string(i) +
+                                              "]: unknown token type " + std::to_string(type));
       }
       vocab.tokens_[i].type = static_cast<TokenType>(type);
     }

@@ -14,11 +14,12 @@ namespace kvserve {
 Result<MappedFile> MappedFile::Open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
-    return Result<MappedFile>::Error("cannot open '" + path + "': " + std::strerror(errno));
+    return Status::Error(errno == ENOENT ? StatusCode::kNotFound : StatusCode::kInvalidArgument,
+                         "cannot open '" + path + "': " + std::strerror(errno));
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    return Result<MappedFile>::Error("'" + path + "' is not a regular file");
+    return Result<MappedFile>::InvalidArgument("'" + path + "' is not a regular file");
   }
   MappedFile file;
   file.path_ = path;
@@ -28,7 +29,7 @@ Result<MappedFile> MappedFile::Open(const std::string& path) {
     if (mapping == MAP_FAILED) {
       const std::string reason = std::strerror(errno);
       ::close(fd);
-      return Result<MappedFile>::Error("cannot map '" + path + "': " + reason);
+      return Result<MappedFile>::InvalidArgument("cannot map '" + path + "': " + reason);
     }
     file.data_ = static_cast<const uint8_t*>(mapping);
   }

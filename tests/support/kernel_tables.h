@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "kernels/kernels.h"
+#include "kernels/cpu/kernels.h"
 
 namespace kvserve::testing {
 

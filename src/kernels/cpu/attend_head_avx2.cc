@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/attend_head.h"
-#include "kernels/kv_exp_avx2.h"
+#include "kernels/cpu/attend_head.h"
+#include "kernels/cpu/kv_exp_avx2.h"
 
 namespace kvserve::avx2 {
 

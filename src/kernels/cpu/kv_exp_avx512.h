@@ -8,9 +8,9 @@
 #error "kv_exp_avx512.h is for the AVX-512 translation units only"
 #endif
 
-#include "kernels/immintrin_avx512.h"
+#include "kernels/cpu/immintrin_avx512.h"
 
-#include "kernels/attend_head.h"
+#include "kernels/cpu/attend_head.h"
 
 namespace kvserve::avx512 {
 namespace {

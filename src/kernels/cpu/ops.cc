@@ -1,4 +1,4 @@
-#include "kernels/ops.h"
+#include "kernels/cpu/ops.h"
 
 #include <cmath>
 #include <vector>

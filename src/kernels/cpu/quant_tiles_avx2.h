@@ -36,9 +36,9 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/kernels.h"
-#include "kernels/packed_weights.h"
-#include "kernels/scratch_buffer.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/packed_weights.h"
+#include "kernels/cpu/scratch_buffer.h"
 
 namespace kvserve {
 namespace {

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/kernels.h"
+#include "kernels/cpu/kernels.h"
 
 namespace kvserve {
 

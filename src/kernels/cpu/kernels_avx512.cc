@@ -5,17 +5,17 @@
 // shared headers), so no AVX-512 code can leak into other translation units through COMDAT folding.
 // The one shared helper, kv_exp_avx512.h, is itself in an anonymous namespace and included only by
 // AVX-512 translation units.
-#include "kernels/immintrin_avx512.h"
+#include "kernels/cpu/immintrin_avx512.h"
 
 #include <cassert>
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/attend_head.h"
-#include "kernels/float_matmul.h"
-#include "kernels/kernels.h"
-#include "kernels/kv_exp_avx512.h"
-#include "kernels/quant_matmul.h"
+#include "kernels/cpu/attend_head.h"
+#include "kernels/cpu/float_matmul.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/kv_exp_avx512.h"
+#include "kernels/cpu/quant_matmul.h"
 
 namespace kvserve {
 

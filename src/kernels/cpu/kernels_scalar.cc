@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "kernels/attend_head.h"
-#include "kernels/kernels.h"
+#include "kernels/cpu/attend_head.h"
+#include "kernels/cpu/kernels.h"
 #include "util/half.h"
 
 namespace kvserve {

@@ -16,11 +16,11 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/attend_head.h"
-#include "kernels/kernels.h"
-#include "kernels/kv_exp_avx2.h"
-#include "kernels/quant_matmul.h"
-#include "kernels/tile_walk.h"
+#include "kernels/cpu/attend_head.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/kv_exp_avx2.h"
+#include "kernels/cpu/quant_matmul.h"
+#include "kernels/cpu/tile_walk.h"
 
 namespace kvserve {
 

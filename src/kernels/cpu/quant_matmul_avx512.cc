@@ -21,14 +21,14 @@
 //   block sums per block, lane = row.
 // - Stored layout, m > 1: each group of 16 rows is packed once (gathers) into a thread-local
 //   buffer and then computed as a packed group, reused for every activation row.
-#include "kernels/immintrin_avx512.h"
+#include "kernels/cpu/immintrin_avx512.h"
 
 #include <cassert>
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/quant_matmul.h"
-#include "kernels/scratch_buffer.h"
+#include "kernels/cpu/quant_matmul.h"
+#include "kernels/cpu/scratch_buffer.h"
 
 namespace kvserve::avx512 {
 

@@ -4,7 +4,7 @@
 // CPU that has the ISA.
 #pragma once
 
-#include "kernels/kernels.h"
+#include "kernels/cpu/kernels.h"
 
 namespace kvserve {
 

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "kernels/kernels.h"
+#include "kernels/cpu/kernels.h"
 
 namespace kvserve {
 

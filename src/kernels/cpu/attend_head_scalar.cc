@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/attend_head.h"
+#include "kernels/cpu/attend_head.h"
 #include "util/half.h"
 
 namespace kvserve::scalar {

@@ -1,6 +1,6 @@
 // AVX2 quantized tiles: quant_tiles_avx2.h compiled for AVX2 (vpmaddubsw products).
-#include "kernels/quant_matmul.h"
-#include "kernels/quant_tiles_avx2.h"
+#include "kernels/cpu/quant_matmul.h"
+#include "kernels/cpu/quant_tiles_avx2.h"
 
 namespace kvserve::avx2 {
 

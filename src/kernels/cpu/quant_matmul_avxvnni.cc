@@ -1,7 +1,7 @@
 // AVX-VNNI quantized tiles: quant_tiles_avx2.h compiled for AVX2 + AVX-VNNI (vpdpbusd on 256
 // bits), for CPUs with AVX-VNNI but no AVX-512 (Intel Core since Alder Lake, say).
-#include "kernels/quant_matmul.h"
-#include "kernels/quant_tiles_avx2.h"
+#include "kernels/cpu/quant_matmul.h"
+#include "kernels/cpu/quant_tiles_avx2.h"
 
 #if !defined(__AVXVNNI__)
 #error "quant_matmul_avxvnni.cc needs -mavxvnni"

@@ -1,4 +1,4 @@
-#include "kernels/packed_weights.h"
+#include "kernels/cpu/packed_weights.h"
 
 #include <cassert>
 #include <cstring>

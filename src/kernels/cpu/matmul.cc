@@ -1,9 +1,9 @@
-#include "kernels/matmul.h"
+#include "kernels/cpu/matmul.h"
 
 #include <algorithm>
 #include <cassert>
 
-#include "kernels/packed_weights.h"
+#include "kernels/cpu/packed_weights.h"
 
 namespace kvserve {
 

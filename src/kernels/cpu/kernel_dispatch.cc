@@ -4,8 +4,8 @@
 #include <cstring>
 #include <string>
 
-#include "kernels/kernels.h"
-#include "kernels/quant_matmul.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/quant_matmul.h"
 
 namespace kvserve {
 

@@ -4,14 +4,14 @@
 // The exp runs 16 lanes at a time; the value pass is an FMA chain per output vector.
 //
 // Intrinsics only, everything in an anonymous namespace (see kernels_avx512.cc on why).
-#include "kernels/immintrin_avx512.h"
+#include "kernels/cpu/immintrin_avx512.h"
 
 #include <cassert>
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/attend_head.h"
-#include "kernels/kv_exp_avx512.h"
+#include "kernels/cpu/attend_head.h"
+#include "kernels/cpu/kv_exp_avx512.h"
 
 namespace kvserve::avx512 {
 

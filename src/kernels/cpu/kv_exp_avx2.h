@@ -9,7 +9,7 @@
 
 #include <immintrin.h>
 
-#include "kernels/attend_head.h"
+#include "kernels/cpu/attend_head.h"
 
 namespace kvserve::avx2 {
 namespace {

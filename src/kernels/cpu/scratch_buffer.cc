@@ -1,4 +1,4 @@
-#include "kernels/scratch_buffer.h"
+#include "kernels/cpu/scratch_buffer.h"
 
 #include <cstdlib>
 

@@ -3,7 +3,7 @@
 // has the ISA. (The scalar and AVX2 ones are still in kernels_scalar.cc and kernels_avx2.cc.)
 #pragma once
 
-#include "kernels/kernels.h"
+#include "kernels/cpu/kernels.h"
 
 namespace kvserve::avx512 {
 

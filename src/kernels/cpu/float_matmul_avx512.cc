@@ -7,14 +7,14 @@
 //
 // Everything here is in an anonymous namespace and uses intrinsics only (no inline helpers from
 // shared headers), so no AVX-512 code can leak into other translation units through COMDAT folding.
-#include "kernels/immintrin_avx512.h"
+#include "kernels/cpu/immintrin_avx512.h"
 
 #include <cassert>
 #include <cstdint>
 
-#include "kernels/float_matmul.h"
-#include "kernels/scratch_buffer.h"
-#include "kernels/tile_walk.h"
+#include "kernels/cpu/float_matmul.h"
+#include "kernels/cpu/scratch_buffer.h"
+#include "kernels/cpu/tile_walk.h"
 
 namespace kvserve::avx512 {
 

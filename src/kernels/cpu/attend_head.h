@@ -12,7 +12,7 @@
 // Its relative error against exp is about 2e-7 (tests/kernels_test.cc measures it).
 #pragma once
 
-#include "kernels/kernels.h"
+#include "kernels/cpu/kernels.h"
 
 namespace kvserve {
 
