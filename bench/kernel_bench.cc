@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/scratch_buffer.h"
 #include "kernels/quantize.h"
 
 namespace kvserve {
@@ -63,6 +64,7 @@ Setup MakeSetup(GgmlType type, int n, int k) {
 // Seconds per call over weight rows [0, n_run) of copy `copy`.
 double TimeCall(const KernelTable& t, Setup& s, int m, int n_run, int copy, std::vector<float>& y) {
   const bool quant = s.type == GgmlType::kQ8_0 || s.type == GgmlType::kQ4_0;
+  static TileScratch scratch;  // one thread
   MatmulTile tile{
       .w = s.weights.data() + s.row_bytes * s.n * copy,
       .w_row_bytes = s.row_bytes,
@@ -75,6 +77,7 @@ double TimeCall(const KernelTable& t, Setup& s, int m, int n_run, int copy, std:
       .n_end = n_run,
       .y = y.data(),
       .ldy = s.n,
+      .scratch = &scratch,
   };
   const auto start = Clock::now();
   MatmulFor(t, s.type)(tile);

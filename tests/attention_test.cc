@@ -20,6 +20,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/kernels.h"
 #include "support/kernel_tables.h"
+#include "support/test_backend.h"
 #include "util/half.h"
 
 namespace kvserve {
@@ -200,7 +201,7 @@ TEST(AttendHeadTest, AttentionViewCallsTheKernel) {
   std::mt19937 rng(3);
   const Pool pool(KvType::kF16, 64, 4, 16, 40, rng);
   const std::vector<float> q = RandomQuery(64, 1.0f, rng);
-  const std::vector<float> want = RunAttend(ActiveKernels().attend_head, pool, q, 2);
+  const std::vector<float> want = RunAttend(TestBackend().kernels().attend_head, pool, q, 2);
   KvLayerView view{.k = const_cast<uint8_t*>(pool.k.data()),
                    .v = const_cast<uint8_t*>(pool.v.data()),
                    .type = pool.type,
@@ -210,8 +211,8 @@ TEST(AttendHeadTest, AttentionViewCallsTheKernel) {
   std::vector<float> scratch(AttentionScratchFloats(pool.n_keys, pool.head_dim));
   std::vector<float> got(64);
   const float scale = 1.0f / std::sqrt(64.0f);  // what Pool::Job passes
-  AttendHead(ActiveKernels(), view, q.data(), 2, pool.block_table.data(), pool.n_keys, scale,
-             got.data(), scratch.data());
+  AttendHead(TestBackend().kernels(), view, q.data(), 2, pool.block_table.data(), pool.n_keys,
+             scale, got.data(), scratch.data());
   EXPECT_EQ(std::memcmp(got.data(), want.data(), sizeof(float) * 64), 0);
 }
 

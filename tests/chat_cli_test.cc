@@ -13,8 +13,9 @@
 
 #include "engine/generation.h"
 #include "engine/sequence_runner.h"
-#include "model/transformer.h"
+#include "model/model.h"
 #include "support/paths.h"
+#include "support/test_backend.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/streaming_decoder.h"
 #include "tokenizer/tokenizer.h"
@@ -80,10 +81,9 @@ std::string StripSpace(const std::string& s) {
 
 // The reply a fresh runner gives on the rendered conversation: greedy, max_tokens tokens, the text
 // cut at the first stop string.
-std::string FreshReply(const Transformer& model, const Tokenizer& tok, const ChatTemplate& tmpl,
+std::string FreshReply(const Model& model, const Tokenizer& tok, const ChatTemplate& tmpl,
                        const std::vector<ChatMessage>& messages, int max_tokens) {
-  ThreadPool pool(1);
-  SequenceRunner runner(model, KvType::kF32, model.config().n_ctx_train, pool);
+  SequenceRunner runner(model, KvType::kF32, model.config().n_ctx_train, 1);
   const std::vector<int32_t> prompt = tmpl.EncodePrompt(tok, tmpl.Render(messages, true));
   GenerationOptions options;
   options.max_tokens = max_tokens;
@@ -120,7 +120,7 @@ TEST(ChatCliTest, TwoTurnsReuseTheCacheAndMatchAFreshRun) {
   EXPECT_GE(reports[1].n_reused, reports[0].n_prompt) << run.err;
   EXPECT_EQ(reports[1].n_reused + reports[1].n_computed, reports[1].n_prompt);
 
-  auto model = Transformer::Load(model_path);
+  auto model = LoadModel(model_path, TestBackend());
   ASSERT_TRUE(model.ok()) << model.message();
   auto tokenizer = Tokenizer::FromGguf((*model)->file());
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.message();

@@ -18,12 +18,13 @@
 #include "io/gguf_reader.h"
 #include "io/gguf_writer.h"
 #include "kernels/quantize.h"
-#include "kv/kv_storage.h"
+#include "kv/kv_cache.h"
 #include "model/gguf_converter.h"
-#include "model/transformer.h"
+#include "model/model.h"
 #include "support/cli.h"
 #include "support/forward.h"
 #include "support/paths.h"
+#include "support/test_backend.h"
 #include "util/thread_pool.h"
 
 namespace kvserve {
@@ -114,8 +115,8 @@ std::string Converted(const std::string& model, GgmlType type) {
   return out;
 }
 
-std::unique_ptr<Transformer> LoadOrDie(const std::string& path) {
-  auto model = Transformer::Load(path);
+std::unique_ptr<Model> LoadOrDie(const std::string& path) {
+  auto model = LoadModel(path, TestBackend());
   EXPECT_TRUE(model.ok()) << model.message();
   return model.ok() ? std::move(model).value() : nullptr;
 }

@@ -9,21 +9,22 @@
 
 #include "engine/engine.h"
 #include "engine/generation.h"
-#include "model/transformer.h"
+#include "model/model.h"
 #include "support/paths.h"
+#include "support/test_backend.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvserve {
 namespace {
 
 struct Loaded {
-  std::unique_ptr<Transformer> model;
+  std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tokenizer;
 };
 
 Loaded Load(const std::string& name) {
   Loaded l;
-  auto model = Transformer::Load(testing::ModelPath(name));
+  auto model = LoadModel(testing::ModelPath(name), TestBackend());
   EXPECT_TRUE(model.ok()) << model.message();
   l.model = std::move(model).value();
   auto tokenizer = Tokenizer::FromGguf(l.model->file());
@@ -143,8 +144,7 @@ INSTANTIATE_TEST_SUITE_P(Models, ConcurrencyTest,
 TEST(Engine, GreedyMatchesSequenceRunner) {
   Loaded l = Load("stories260K.gguf");
   const std::vector<int32_t> prompt = l.tokenizer->Encode("Once upon a time", true, false);
-  ThreadPool pool(2);
-  SequenceRunner runner(*l.model, KvType::kF32, 128, pool);
+  SequenceRunner runner(*l.model, KvType::kF32, 128, 2);
   GenerationOptions gen{.max_tokens = 40, .ignore_eos = true};
   gen.sampling.temperature = 0;
   auto expected = Generate(runner, *l.tokenizer, prompt, gen, [](int32_t) { return true; });
@@ -199,7 +199,7 @@ TEST(Engine, MemoryPressurePreemptsAndStillAnswersExactly) {
   }
   EngineOptions tight = roomy;
   // 18 blocks of 4 tokens: enough for the longest request (41 + 27 tokens) but not for all 8.
-  tight.kv_memory_bytes = KvStorage::BytesPerBlock(l.model->config(), KvType::kF32, 4) * 18;
+  tight.kv_memory_bytes = KvCache::BytesPerBlock(l.model->kv_spec(), KvType::kF32, 4) * 18;
   auto engine = Engine::Create(*l.model, *l.tokenizer, tight);
   ASSERT_TRUE(engine.ok());
   const std::vector<Output> outputs = RunAll(**engine, requests);

@@ -24,13 +24,14 @@
 #include "io/hf_config.h"
 #include "io/hf_tokenizer.h"
 #include "io/safetensors.h"
-#include "kv/kv_storage.h"
+#include "kv/kv_cache.h"
 #include "model/hf_folder.h"
-#include "model/transformer.h"
+#include "model/model.h"
 #include "support/cli.h"
 #include "support/forward.h"
 #include "support/paths.h"
 #include "support/safetensors_builder.h"
+#include "support/test_backend.h"
 #include "tokenizer/tokenizer.h"
 #include "util/thread_pool.h"
 
@@ -318,8 +319,8 @@ const std::string& LlamaFolder() {
   return dir;
 }
 
-std::unique_ptr<Transformer> LoadOrDie(const std::string& path) {
-  auto model = Transformer::Load(path);
+std::unique_ptr<Model> LoadOrDie(const std::string& path) {
+  auto model = LoadModel(path, TestBackend());
   EXPECT_TRUE(model.ok()) << model.message();
   return model.ok() ? std::move(model).value() : nullptr;
 }
@@ -557,7 +558,7 @@ std::string BrokenCopy(const std::string& name, const std::string& file, const s
 TEST(HfFolderTest, BrokenFoldersGiveNamedErrors) {
   const std::string config = ReadText(Gpt2Folder() + "/config.json");
   auto error_of = [](const std::string& dir) {
-    auto model = Transformer::Load(dir);
+    auto model = LoadModel(dir, TestBackend());
     EXPECT_FALSE(model.ok()) << dir;
     fs::remove_all(dir);
     return model.ok() ? std::string() : model.message();

@@ -17,6 +17,7 @@
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/scratch_buffer.h"
 #include "kernels/quantize.h"
 #include "support/kernel_tables.h"
 #include "util/half.h"
@@ -113,6 +114,7 @@ struct Problem {
            float* y) {
     const MatmulTileFn fn = MatmulFor(table, type);
     ASSERT_NE(fn, nullptr);
+    TileScratch scratch;
     MatmulTile tile{
         .w = fast_copy ? w_fast.data() : w_ref.data(),
         .w_row_bytes = fast_copy ? w_stride : w_row,
@@ -124,6 +126,7 @@ struct Problem {
         .n_end = n_end,
         .y = y + static_cast<size_t>(i0) * Ldy(),
         .ldy = Ldy(),
+        .scratch = &scratch,
     };
     fn(tile);
   }
@@ -305,6 +308,7 @@ TEST(KernelsTest, MatmulInPlaceActivationsMatchCopiedOnes) {
           OffsetBuffer aligned_x(p.x_row * m, 0);  // rows of 4 k bytes, a multiple of 64
           std::memcpy(aligned_x.data(), p.x_ref.data(), p.x_row * m);
           std::vector<float> in_place(y_size, 0.0f);
+          TileScratch scratch;
           const MatmulTile tile{
               .w = p.w_fast.data(),
               .w_row_bytes = p.w_stride,
@@ -316,6 +320,7 @@ TEST(KernelsTest, MatmulInPlaceActivationsMatchCopiedOnes) {
               .n_end = n,
               .y = in_place.data(),
               .ldy = p.Ldy(),
+              .scratch = &scratch,
           };
           MatmulFor(*t, type)(tile);
           EXPECT_TRUE(SameBits(copied.data(), in_place.data(), y_size));

@@ -3,7 +3,7 @@
 // - on every table with packed kernels, the packed matmul equals the same table's stored-layout
 //   matmul bit for bit, for any m and any 16-aligned output range;
 // - the AVX2, AVX-VNNI and AVX-512 quantized tiles give the same bits;
-// - a model gives the same logits bits with and without packing (KVSERVE_PACK=0).
+// - a model gives the same logits bits with and without packing (CpuBackendOptions::pack).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -16,12 +16,14 @@
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/packed_weights.h"
+#include "kernels/cpu/scratch_buffer.h"
 #include "kernels/quantize.h"
+#include "model/model.h"
 #include "model/synthetic_model.h"
-#include "model/transformer.h"
 #include "support/forward.h"
 #include "support/kernel_tables.h"
 #include "support/paths.h"
+#include "support/test_backend.h"
 #include "util/half.h"
 
 namespace kvserve {
@@ -100,6 +102,7 @@ std::vector<float> RunTile(MatmulTileFn fn, const uint8_t* w, size_t w_row_bytes
                            const std::vector<BlockQ8_0>& x, int m, int k, int n_begin, int n_end,
                            int n) {
   std::vector<float> y(static_cast<size_t>(m) * n, -1.0f);
+  TileScratch scratch;
   fn(MatmulTile{.w = w,
                 .w_row_bytes = w_row_bytes,
                 .x = reinterpret_cast<const uint8_t*>(x.data()),
@@ -109,7 +112,8 @@ std::vector<float> RunTile(MatmulTileFn fn, const uint8_t* w, size_t w_row_bytes
                 .n_begin = n_begin,
                 .n_end = n_end,
                 .y = y.data(),
-                .ldy = n});
+                .ldy = n,
+                .scratch = &scratch});
   return y;
 }
 
@@ -209,43 +213,44 @@ TEST(PackedWeightsTest, QuantMatmulsGiveTheSameBitsOnEveryTable) {
   }
 }
 
-// Loads `path` with KVSERVE_PACK set to `pack` and returns every position's logits.
-std::vector<float> Logits(const std::string& path, const char* pack, bool* packed) {
-  ::setenv("KVSERVE_PACK", pack, 1);
-  auto model = Transformer::Load(path);
-  ::unsetenv("KVSERVE_PACK");
+// Loads `path` on a CPU backend that packs or not and returns every position's logits.
+std::vector<float> Logits(const std::string& path, bool pack, bool* packed) {
+  CpuBackendOptions options = CpuBackendOptions::FromEnvironment();
+  options.pack = pack;
+  const CpuBackend backend(options);
+  auto model = LoadModel(path, backend);
   EXPECT_TRUE(model.ok()) << model.message();
   if (!model.ok()) return {};
-  *packed = (*model)->weights().output.packed != nullptr;
+  *packed = false;
+  for (const WeightMatrix* m : (*model)->matrices()) *packed |= m->packed != nullptr;
   return testing::AllPositionLogits(**model, {1, 5, 9, 200, 31, 7, 7, 40, 3, 11, 2, 60});
 }
 
 TEST(PackedWeightsTest, ModelLogitsAreTheSameBitsPackedOrNot) {
-  const bool can_pack = PackedMatmulFor(ActiveKernels(), GgmlType::kQ8_0) != nullptr;
-  for (Architecture arch : {Architecture::kLlama, Architecture::kGpt2}) {
+  const bool can_pack = PackedMatmulFor(TestBackend().kernels(), GgmlType::kQ8_0) != nullptr;
+  for (std::string arch : {"llama", "gpt2"}) {
     for (GgmlType type : kPackedTypes) {
-      SCOPED_TRACE(std::string(ArchitectureName(arch)) + " " + GgmlTypeName(type));
+      SCOPED_TRACE(arch + " " + GgmlTypeName(type));
       auto vocab = GgufFile::Open(testing::ModelPath(DefaultVocabFile(arch)));
       ASSERT_TRUE(vocab.ok()) << vocab.message();
       // Odd sizes: 40 output rows of wk/wv (2 groups + 8), 96-wide feed-forward.
-      auto synth =
-          SyntheticModel::Create({.shape = {.arch = arch,
-                                            .n_embd = 64,
-                                            .n_layers = 2,
-                                            .n_heads = 4,
-                                            .n_kv_heads = arch == Architecture::kLlama ? 2 : 4,
-                                            .n_ff = 96,
-                                            .n_ctx = 64},
-                                  .type = type,
-                                  .seed = 4},
-                                 *vocab);
+      auto synth = SyntheticModel::Create({.shape = {.arch = arch,
+                                                     .n_embd = 64,
+                                                     .n_layers = 2,
+                                                     .n_heads = 4,
+                                                     .n_kv_heads = arch == "llama" ? 2 : 4,
+                                                     .n_ff = 96,
+                                                     .n_ctx = 64},
+                                           .type = type,
+                                           .seed = 4},
+                                          *vocab);
       ASSERT_TRUE(synth.ok()) << synth.message();
-      const std::string path = testing::TempDir() + "/packed-" + ArchitectureName(arch) + "-" +
-                               GgmlTypeName(type) + ".gguf";
+      const std::string path =
+          testing::TempDir() + "/packed-" + arch + "-" + GgmlTypeName(type) + ".gguf";
       ASSERT_TRUE(synth->WriteFile(path).ok());
       bool stored_packed = true, packed = false;
-      const std::vector<float> stored = Logits(path, "0", &stored_packed);
-      const std::vector<float> repacked = Logits(path, "1", &packed);
+      const std::vector<float> stored = Logits(path, false, &stored_packed);
+      const std::vector<float> repacked = Logits(path, true, &packed);
       EXPECT_FALSE(stored_packed);
       EXPECT_EQ(packed, can_pack);
       ASSERT_EQ(stored.size(), repacked.size());

@@ -9,9 +9,10 @@
 #include <string>
 
 #include "engine/sequence_runner.h"
-#include "model/transformer.h"
+#include "model/model.h"
 #include "support/paths.h"
 #include "support/reference.h"
+#include "support/test_backend.h"
 
 namespace kvserve {
 namespace {
@@ -28,8 +29,8 @@ using testing::RelativeRowError;
 // 2e-6 elsewhere). So gpt2 rows get 2e-4; llama rows 1e-5.
 double Tolerance(const ReferenceCase& c) { return c.model == "stories260K.gguf" ? 1e-5 : 2e-4; }
 
-std::unique_ptr<Transformer> LoadOrDie(const std::string& model) {
-  auto loaded = Transformer::Load(ModelPath(model));
+std::unique_ptr<Model> LoadOrDie(const std::string& model) {
+  auto loaded = LoadModel(ModelPath(model), TestBackend());
   EXPECT_TRUE(loaded.ok()) << loaded.message();
   return loaded.ok() ? std::move(loaded).value() : nullptr;
 }
@@ -40,10 +41,9 @@ std::span<const float> Row(const std::vector<float>& all, size_t row, int n_voca
 
 enum class Mode { kBatch, kIncremental, kNoCache };
 
-std::vector<float> PromptLogits(const Transformer& model, const std::vector<int32_t>& tokens,
-                                Mode mode, int n_threads, KvType kv_type = KvType::kF32) {
-  ThreadPool pool(n_threads);
-  SequenceRunner runner(model, kv_type, model.config().n_ctx_train, pool);
+std::vector<float> PromptLogits(const Model& model, const std::vector<int32_t>& tokens, Mode mode,
+                                int n_threads, KvType kv_type = KvType::kF32) {
+  SequenceRunner runner(model, kv_type, model.config().n_ctx_train, n_threads);
   std::vector<float> out;
   if (mode == Mode::kBatch) {
     auto logits = runner.Append(tokens, true);
@@ -86,9 +86,8 @@ TEST_P(ReferenceTest, GreedyGenerationMatchesWithAndWithoutCache) {
   const ReferenceCase c = LoadReferenceCase(GetParam());
   auto model = LoadOrDie(c.model);
   ASSERT_NE(model, nullptr);
-  ThreadPool pool(2);
-  SequenceRunner cached(*model, KvType::kF32, model->config().n_ctx_train, pool);
-  SequenceRunner uncached(*model, KvType::kF32, model->config().n_ctx_train, pool);
+  SequenceRunner cached(*model, KvType::kF32, model->config().n_ctx_train, 2);
+  SequenceRunner uncached(*model, KvType::kF32, model->config().n_ctx_train, 2);
   auto logits = cached.Append(c.prompt_tokens);
   ASSERT_TRUE(logits.ok()) << logits.message();
   std::vector<float> last(logits->begin(), logits->end());
@@ -151,8 +150,7 @@ TEST(CacheContract, HalfPrecisionKvAgreesBetweenCachedAndRecompute) {
 TEST(SequenceRunner, RefusesOverflowAndBadTokens) {
   auto model = LoadOrDie("stories260K.gguf");
   ASSERT_NE(model, nullptr);
-  ThreadPool pool(1);
-  SequenceRunner runner(*model, KvType::kF32, 4, pool);
+  SequenceRunner runner(*model, KvType::kF32, 4, 1);
   std::vector<int32_t> five = {1, 2, 3, 4, 5};
   auto overflow = runner.Append(five);
   ASSERT_FALSE(overflow.ok());

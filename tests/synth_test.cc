@@ -1,6 +1,6 @@
 // synth_test: random-weight models (model/synthetic_model.h, `kvserve synth`).
 // - every architecture × weight type, at small dims with the real shared vocabularies: the file
-//   loads with Transformer::Load, its metadata and tensor types are what llama.cpp expects, and a
+//   loads with LoadModel, its metadata and tensor types are what llama.cpp expects, and a
 //   forward pass gives finite, varied logits;
 // - values: norm weights 1, biases 0, matrices with mean ~0 and stddev ~0.02;
 // - same seed → identical bytes (whatever the thread count); another seed → different bytes;
@@ -17,10 +17,11 @@
 #include "engine/sequence_runner.h"
 #include "io/gguf_writer.h"
 #include "model/gguf_converter.h"
+#include "model/model.h"
 #include "model/synthetic_model.h"
-#include "model/transformer.h"
 #include "support/cli.h"
 #include "support/paths.h"
+#include "support/test_backend.h"
 
 namespace kvserve {
 namespace {
@@ -28,14 +29,14 @@ namespace {
 using ::kvserve::testing::ModelPath;
 using ::kvserve::testing::TempDir;
 
-std::string VocabFor(Architecture arch) { return ModelPath(DefaultVocabFile(arch)); }
+std::string VocabFor(const std::string& arch) { return ModelPath(DefaultVocabFile(arch)); }
 
-SyntheticShape TinyShape(Architecture arch) {
+SyntheticShape TinyShape(const std::string& arch) {
   return {.arch = arch,
           .n_embd = 64,
           .n_layers = 2,
           .n_heads = 4,
-          .n_kv_heads = arch == Architecture::kLlama ? 2 : 4,
+          .n_kv_heads = arch == "llama" ? 2 : 4,
           .n_ff = 96,
           .n_ctx = 64};
 }
@@ -54,15 +55,14 @@ Status Synthesize(const SyntheticOptions& options, const std::string& path) {
   return model->WriteFile(path);
 }
 
-class SynthEveryType : public ::testing::TestWithParam<std::tuple<Architecture, GgmlType>> {};
+class SynthEveryType : public ::testing::TestWithParam<std::tuple<std::string, GgmlType>> {};
 
 TEST_P(SynthEveryType, LoadsAndRuns) {
   const auto [arch, type] = GetParam();
-  const std::string path =
-      TempDir() + "/tiny-" + ArchitectureName(arch) + "-" + GgmlTypeName(type) + ".gguf";
+  const std::string path = TempDir() + "/tiny-" + arch.c_str() + "-" + GgmlTypeName(type) + ".gguf";
   ASSERT_TRUE(Synthesize({.shape = TinyShape(arch), .type = type, .seed = 3}, path).ok());
 
-  auto model = Transformer::Load(path);
+  auto model = LoadModel(path, TestBackend());
   ASSERT_TRUE(model.ok()) << model.message();
   const ModelConfig& c = (*model)->config();
   auto vocab = GgufFile::Open(VocabFor(arch));
@@ -72,10 +72,10 @@ TEST_P(SynthEveryType, LoadsAndRuns) {
   EXPECT_EQ(c.n_embd, 64);
   EXPECT_EQ(c.n_layers, 2);
   EXPECT_EQ(c.n_heads, 4);
-  EXPECT_EQ(c.n_kv_heads, arch == Architecture::kLlama ? 2 : 4);
+  EXPECT_EQ(c.n_kv_heads, arch == "llama" ? 2 : 4);
   EXPECT_EQ(c.n_ff, 96);
   EXPECT_EQ(c.n_ctx_train, 64);
-  EXPECT_EQ(c.tied_output, arch == Architecture::kGpt2);
+  EXPECT_EQ(c.tied_output, arch == "gpt2");
 
   // Metadata llama.cpp reads: file type, alignment, every tokenizer key of the vocabulary.
   const GgufFile& file = (*model)->file();
@@ -93,8 +93,7 @@ TEST_P(SynthEveryType, LoadsAndRuns) {
     EXPECT_EQ(t.type, t.dims.size() == 1 ? GgmlType::kF32 : type) << t.name;
   }
 
-  ThreadPool pool(2);
-  SequenceRunner runner(**model, KvType::kF32, 16, pool);
+  SequenceRunner runner(**model, KvType::kF32, 16, 2);
   const std::vector<int32_t> tokens = {1, 200, 3000, 17};
   auto logits = runner.Append(tokens);
   ASSERT_TRUE(logits.ok()) << logits.message();
@@ -108,19 +107,19 @@ TEST_P(SynthEveryType, LoadsAndRuns) {
   EXPECT_LT(lo, hi);  // random weights give varied logits
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllArchsAndTypes, SynthEveryType,
-    ::testing::Combine(::testing::Values(Architecture::kGpt2, Architecture::kLlama),
-                       ::testing::Values(GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16,
-                                         GgmlType::kQ8_0, GgmlType::kQ4_0)),
-    [](const auto& info) {
-      return std::string(ArchitectureName(std::get<0>(info.param))) + "_" +
-             GgmlTypeName(std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(AllArchsAndTypes, SynthEveryType,
+                         ::testing::Combine(::testing::Values("gpt2", "llama"),
+                                            ::testing::Values(GgmlType::kF32, GgmlType::kF16,
+                                                              GgmlType::kBF16, GgmlType::kQ8_0,
+                                                              GgmlType::kQ4_0)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" +
+                                  GgmlTypeName(std::get<1>(info.param));
+                         });
 
 TEST(SynthTest, ValuesFollowTheDistribution) {
   const std::string path = TempDir() + "/values.gguf";
-  ASSERT_TRUE(Synthesize({.shape = TinyShape(Architecture::kGpt2), .seed = 9}, path).ok());
+  ASSERT_TRUE(Synthesize({.shape = TinyShape("gpt2"), .seed = 9}, path).ok());
   auto file = GgufFile::Open(path);
   ASSERT_TRUE(file.ok());
   for (const TensorInfo& t : file->tensors()) {
@@ -145,10 +144,8 @@ TEST(SynthTest, ValuesFollowTheDistribution) {
 
 TEST(SynthTest, SeedDecidesTheBytesNotTheThreads) {
   const std::string dir = TempDir();
-  SyntheticOptions options{.shape = TinyShape(Architecture::kLlama),
-                           .type = GgmlType::kQ4_0,
-                           .seed = 42,
-                           .n_threads = 1};
+  SyntheticOptions options{
+      .shape = TinyShape("llama"), .type = GgmlType::kQ4_0, .seed = 42, .n_threads = 1};
   ASSERT_TRUE(Synthesize(options, dir + "/a.gguf").ok());
   options.n_threads = 3;
   ASSERT_TRUE(Synthesize(options, dir + "/b.gguf").ok());
@@ -163,8 +160,8 @@ TEST(SynthTest, SeedDecidesTheBytesNotTheThreads) {
 }
 
 TEST(SynthTest, PresetsMatchTheAnchors) {
-  auto gpt2_vocab = GgufFile::Open(VocabFor(Architecture::kGpt2));
-  auto llama_vocab = GgufFile::Open(VocabFor(Architecture::kLlama));
+  auto gpt2_vocab = GgufFile::Open(VocabFor("gpt2"));
+  auto llama_vocab = GgufFile::Open(VocabFor("llama"));
   ASSERT_TRUE(gpt2_vocab.ok() && llama_vocab.ok());
   auto gpt2 = SyntheticModel::Create({.shape = *SyntheticPreset("gpt2-124m")}, *gpt2_vocab);
   ASSERT_TRUE(gpt2.ok()) << gpt2.message();
@@ -183,7 +180,7 @@ TEST(SynthTest, PresetsMatchTheAnchors) {
 }
 
 TEST(SynthTest, RowsThatCannotBeBlockedFallBackToF16) {
-  auto vocab = GgufFile::Open(VocabFor(Architecture::kLlama));
+  auto vocab = GgufFile::Open(VocabFor("llama"));
   ASSERT_TRUE(vocab.ok());
   auto model = SyntheticModel::Create(
       {.shape = *SyntheticPreset("stories-260k"), .type = GgmlType::kQ8_0}, *vocab);
@@ -199,29 +196,29 @@ TEST(SynthTest, RowsThatCannotBeBlockedFallBackToF16) {
 }
 
 TEST(SynthTest, BadShapesNameTheField) {
-  auto vocab = GgufFile::Open(VocabFor(Architecture::kLlama));
+  auto vocab = GgufFile::Open(VocabFor("llama"));
   ASSERT_TRUE(vocab.ok());
   auto expect_error = [&](SyntheticShape shape, const std::string& needle) {
     auto model = SyntheticModel::Create({.shape = shape}, *vocab);
     ASSERT_FALSE(model.ok()) << needle;
     EXPECT_NE(model.message().find(needle), std::string::npos) << model.message();
   };
-  SyntheticShape s = TinyShape(Architecture::kLlama);
+  SyntheticShape s = TinyShape("llama");
   s.n_heads = 3;
   expect_error(s, "--embd 64 is not a multiple of --heads 3");
-  s = TinyShape(Architecture::kLlama);
+  s = TinyShape("llama");
   s.n_kv_heads = 3;
   expect_error(s, "--heads 4 is not a multiple of --kv-heads 3");
-  s = TinyShape(Architecture::kLlama);
+  s = TinyShape("llama");
   s.n_layers = 0;
   expect_error(s, "--layers 0 is out of range");
-  s = TinyShape(Architecture::kLlama);
+  s = TinyShape("llama");
   s.n_embd = 48;
   s.n_heads = 16;  // head size 3: odd
   s.n_kv_heads = 16;
   expect_error(s, "head size 3");
-  auto bad_type = SyntheticModel::Create(
-      {.shape = TinyShape(Architecture::kLlama), .type = GgmlType::kQ6_K}, *vocab);
+  auto bad_type =
+      SyntheticModel::Create({.shape = TinyShape("llama"), .type = GgmlType::kQ6_K}, *vocab);
   EXPECT_FALSE(bad_type.ok());
   // A file without a vocabulary.
   GgufWriter writer;
@@ -229,7 +226,7 @@ TEST(SynthTest, BadShapesNameTheField) {
   const std::vector<uint8_t> bytes = writer.Serialize();
   auto not_vocab = GgufFile::Parse(bytes.data(), bytes.size(), "empty.gguf");
   ASSERT_TRUE(not_vocab.ok()) << not_vocab.message();
-  auto no_tokens = SyntheticModel::Create({.shape = TinyShape(Architecture::kGpt2)}, *not_vocab);
+  auto no_tokens = SyntheticModel::Create({.shape = TinyShape("gpt2")}, *not_vocab);
   ASSERT_FALSE(no_tokens.ok());
   EXPECT_NE(no_tokens.message().find("empty.gguf: no string array 'tokenizer.ggml.tokens'"),
             std::string::npos)
@@ -246,10 +243,10 @@ TEST(SynthCommandTest, WritesALoadableModel) {
             0)
       << err;
   EXPECT_NE(out.find("llama"), std::string::npos) << out;
-  auto model = Transformer::Load(path);
+  auto model = LoadModel(path, TestBackend());
   ASSERT_TRUE(model.ok()) << model.message();
   EXPECT_EQ((*model)->config().n_vocab, 32000);  // the default llama vocabulary
-  EXPECT_EQ((*model)->weights().layers[0].w_up.type, GgmlType::kQ8_0);
+  EXPECT_EQ((*model)->file().FindTensor("blk.0.ffn_up.weight")->type, GgmlType::kQ8_0);
 }
 
 TEST(SynthCommandTest, BadFlagsFailClearly) {

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <random>
 
 #include "engine/engine.h"
@@ -66,20 +67,21 @@ void SetMeanAndStddev(BenchResult& result) {
 
 }  // namespace
 
-ModelCost CostOf(const Transformer& model) {
+ModelCost CostOf(const Model& model) {
   ModelCost cost;
-  const ModelWeights& w = model.weights();
-  for (const LayerWeights& l : w.layers) {
-    for (const WeightMatrix* m :
-         {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-      cost.matmul_params += Params(*m);
-      cost.weight_bytes += Bytes(*m);
-    }
+  // The type holding most of the matrix bytes is the one the matmul rate is measured on.
+  std::map<GgmlType, uint64_t> bytes_by_type;
+  for (const WeightMatrix* m : model.matrices()) {
+    cost.matmul_params += Params(*m);
+    cost.weight_bytes += Bytes(*m);
+    bytes_by_type[m->type] += Bytes(*m);
   }
-  cost.matmul_params += Params(w.output);
-  cost.weight_bytes += Bytes(w.output);
-  if (!w.layers.empty()) {
-    cost.main_type = w.layers[0].w_up.type;
+  uint64_t most = 0;
+  for (const auto& [type, bytes] : bytes_by_type) {
+    if (bytes > most) {
+      most = bytes;
+      cost.main_type = type;
+    }
   }
   for (const TensorInfo& t : model.file().tensors()) {
     cost.file_tensor_bytes += t.n_bytes;
@@ -94,8 +96,7 @@ std::string BenchTest::Name() const {
   return name;
 }
 
-Result<BenchResult> RunBenchTest(const Transformer& model, const BenchTest& test,
-                                 ThreadPool& pool) {
+Result<BenchResult> RunBenchTest(const Model& model, const BenchTest& test, ThreadPool& pool) {
   if ((test.n_prompt > 0) == (test.n_gen > 0)) {
     return Status::InvalidArgument("a bench test is either pp (n_prompt " +
                                    std::to_string(test.n_prompt) + ") or tg (n_gen " +
@@ -107,13 +108,13 @@ Result<BenchResult> RunBenchTest(const Transformer& model, const BenchTest& test
   }
   const ModelConfig& config = model.config();
   const int needed = test.depth + test.n_prompt + test.n_gen;
-  if (config.arch == Architecture::kGpt2 && needed > config.n_ctx_train) {
+  if (model.max_positions() > 0 && needed > model.max_positions()) {
     return Status::InvalidArgument(test.Name() + " needs " + std::to_string(needed) +
                                    " positions, more than the model's " +
-                                   std::to_string(config.n_ctx_train));
+                                   std::to_string(model.max_positions()));
   }
   std::mt19937_64 rng(test.seed);
-  SequenceRunner runner(model, test.kv_type, needed, pool);
+  SequenceRunner runner(model, test.kv_type, needed, pool.size());
   // Warm-up, like llama-bench's: the whole prompt once (or 4 decode steps), which faults the mapped
   // weights in and grows the scratch buffers to the test's size.
   BenchTest warmup = test;
@@ -139,7 +140,7 @@ namespace {
 
 // One engine run of `test`: generated tokens per second, all streams together. *kv_bytes: the
 // engine's KV pool.
-Result<double> RunConcurrentOnce(const Transformer& model, const Tokenizer& tokenizer,
+Result<double> RunConcurrentOnce(const Model& model, const Tokenizer& tokenizer,
                                  const ConcurrentTest& test, int n_gen, std::mt19937_64& rng,
                                  uint64_t* kv_bytes) {
   EngineOptions options = test.engine;
@@ -174,13 +175,13 @@ Result<double> RunConcurrentOnce(const Transformer& model, const Tokenizer& toke
   const double seconds = SecondsSince(start);
   // The engine publishes its counters every step; every stream has finished, so they are current.
   *kv_bytes = static_cast<uint64_t>((*engine)->Stats().blocks_total) *
-              KvStorage::BytesPerBlock(model.config(), options.kv_type, options.block_size);
+              KvCache::BytesPerBlock(model.kv_spec(), options.kv_type, options.block_size);
   return generated / seconds;
 }
 
 }  // namespace
 
-Result<BenchResult> RunConcurrentDecode(const Transformer& model, const Tokenizer& tokenizer,
+Result<BenchResult> RunConcurrentDecode(const Model& model, const Tokenizer& tokenizer,
                                         const ConcurrentTest& test) {
   if (test.concurrency < 1 || test.n_gen < 1 || test.repeats < 1) {
     return Status::InvalidArgument("concurrent test " + test.Name() + " with " +
@@ -200,19 +201,18 @@ Result<BenchResult> RunConcurrentDecode(const Transformer& model, const Tokenize
   return result;
 }
 
-Result<CacheCompareRow> CompareCache(const Transformer& model, const Tokenizer& tokenizer,
+Result<CacheCompareRow> CompareCache(const Model& model, const Tokenizer& tokenizer,
                                      std::span<const int32_t> prompt, int length, KvType kv_type,
                                      ThreadPool& pool) {
   if (length < 1)
     return Status::InvalidArgument("length " + std::to_string(length) + " must be positive");
   // The last generated token is never fed back, so the context holds prompt + length - 1.
   const int n_ctx = static_cast<int>(prompt.size()) + length - 1;
-  const ModelConfig& config = model.config();
-  if (config.arch == Architecture::kGpt2 && n_ctx > config.n_ctx_train) {
+  if (model.max_positions() > 0 && n_ctx > model.max_positions()) {
     return Status::InvalidArgument("length " + std::to_string(length) + " after a " +
                                    std::to_string(prompt.size()) + "-token prompt needs " +
                                    std::to_string(n_ctx) + " positions, more than the model's " +
-                                   std::to_string(config.n_ctx_train));
+                                   std::to_string(model.max_positions()));
   }
   GenerationOptions options{.max_tokens = length, .ignore_eos = true};
   options.sampling.temperature = 0.0f;
@@ -220,7 +220,7 @@ Result<CacheCompareRow> CompareCache(const Transformer& model, const Tokenizer& 
   std::vector<int32_t> tokens[2];
   for (int pass = 0; pass < 2; ++pass) {
     options.use_cache = pass == 0;
-    SequenceRunner runner(model, kv_type, n_ctx, pool);
+    SequenceRunner runner(model, kv_type, n_ctx, pool.size());
     const auto start = Clock::now();
     auto result = Generate(runner, tokenizer, prompt, options, [](int32_t) { return true; });
     if (!result.ok()) return result.status();

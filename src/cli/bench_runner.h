@@ -11,7 +11,7 @@
 #include "engine/engine.h"
 #include "io/ggml_type.h"
 #include "kernels/cpu/attention.h"
-#include "model/transformer.h"
+#include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "util/status.h"
 #include "util/thread_pool.h"
@@ -26,7 +26,7 @@ struct ModelCost {
   uint64_t total_params = 0;       // every element of every tensor
   GgmlType main_type = GgmlType::kF32;  // the type of the layer matrices
 };
-ModelCost CostOf(const Transformer& model);
+ModelCost CostOf(const Model& model);
 
 struct BenchTest {
   int n_prompt = 0;  // pp test when > 0
@@ -54,7 +54,7 @@ struct BenchResult {
 // appends n_prompt tokens in one batch after `depth` untimed ones; a tg test appends n_gen tokens
 // one at a time after `depth` untimed ones. An untimed warm-up run (the whole prompt, or 4
 // generated tokens; no depth) comes first: it faults the weights in and sizes the scratch.
-Result<BenchResult> RunBenchTest(const Transformer& model, const BenchTest& test, ThreadPool& pool);
+Result<BenchResult> RunBenchTest(const Model& model, const BenchTest& test, ThreadPool& pool);
 
 // Aggregate decode throughput through the serving engine (engine/engine.h): `concurrency`
 // requests, each a 1-token random prompt generating n_gen tokens greedily (end tokens ignored),
@@ -71,7 +71,7 @@ struct ConcurrentTest {
 
   std::string Name() const;  // "tg128 x4"
 };
-Result<BenchResult> RunConcurrentDecode(const Transformer& model, const Tokenizer& tokenizer,
+Result<BenchResult> RunConcurrentDecode(const Model& model, const Tokenizer& tokenizer,
                                         const ConcurrentTest& test);
 
 // The cache comparison at one length: `length` tokens generated greedily (ignoring end tokens)
@@ -84,7 +84,7 @@ struct CacheCompareRow {
   double Ratio() const { return cached_s > 0 ? uncached_s / cached_s : 0; }
   double SavedFraction() const { return uncached_s > 0 ? 1.0 - cached_s / uncached_s : 0; }
 };
-Result<CacheCompareRow> CompareCache(const Transformer& model, const Tokenizer& tokenizer,
+Result<CacheCompareRow> CompareCache(const Model& model, const Tokenizer& tokenizer,
                                      std::span<const int32_t> prompt, int length, KvType kv_type,
                                      ThreadPool& pool);
 

@@ -13,6 +13,7 @@
 
 #include "cli/args.h"
 #include "cli/bench_runner.h"
+#include "cli/cli_backend.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "cli/machine_probe.h"
@@ -148,8 +149,8 @@ std::string Percent(double fraction) {
   return buffer;
 }
 
-int RunCacheCompare(const Transformer& model, const ModelOptions& model_options,
-                    const BenchFlags& flags, ThreadPool& pool) {
+int RunCacheCompare(const Model& model, const ModelOptions& model_options, const BenchFlags& flags,
+                    ThreadPool& pool) {
   auto tokenizer = Tokenizer::FromGguf(model.file());
   if (!tokenizer.ok()) return Fail(tokenizer.message(), 1);
   const std::vector<int32_t> prompt =
@@ -219,7 +220,7 @@ struct MemoryCheck {
 };
 
 // load_peak: the peak when the model had been loaded (packing included), before the probes.
-MemoryCheck CheckMemory(const Transformer& model, const std::vector<BenchResult>& results,
+MemoryCheck CheckMemory(const Model& model, const std::vector<BenchResult>& results,
                         std::optional<uint64_t> load_peak, bool peak_reset) {
   MemoryCheck check;
   check.file_bytes = CostOf(model).file_tensor_bytes;
@@ -244,7 +245,7 @@ int RunBench(const std::vector<std::string>& argv) {
   if (!model_options.ok()) return Fail(model_options.message() + "\n" + kUsage, 2);
   auto flags = ReadBenchFlags(*args);
   if (!flags.ok()) return Fail(flags.message() + "\n" + kUsage, 2);
-  auto model = LoadModel(*model_options);
+  auto model = OpenModel(*model_options);
   if (!model.ok()) return Fail(model.message(), 1);
   const std::optional<uint64_t> load_peak = PeakResidentBytes();
   ThreadPool pool(model_options->n_threads);
@@ -256,7 +257,7 @@ int RunBench(const std::vector<std::string>& argv) {
   const Measurement bandwidth =
       MeasureReadBandwidth(pool, static_cast<uint64_t>(flags->bandwidth_mib) << 20, 3);
   const Measurement flops =
-      MeasureMatmulFlops(ActiveKernels(), cost.main_type, 64, 2048, 2048, pool, 3);
+      MeasureMatmulFlops(CliBackend().kernels(), cost.main_type, 64, 2048, 2048, pool, 3);
   const double decode_ceiling = bandwidth.best / static_cast<double>(cost.weight_bytes);
   // The probes' buffers are freed by now: reset the peak so that it covers the tests (the load's
   // peak was read before the probes).
@@ -311,7 +312,7 @@ int RunBench(const std::vector<std::string>& argv) {
 
   const MemoryCheck memory = CheckMemory(**model, results, load_peak, peak_reset);
   const ModelConfig& config = (*model)->config();
-  const std::string name = config.name.empty() ? ArchitectureName(config.arch) : config.name;
+  const std::string name = config.name.empty() ? config.arch : config.name;
   const std::string type = GgmlTypeName(cost.main_type);
   if (flags->format == "json") {
     nlohmann::json list = nlohmann::json::array();
@@ -326,7 +327,7 @@ int RunBench(const std::vector<std::string>& argv) {
                       {"model", name},
                       {"type", type},
                       {"threads", pool.size()},
-                      {"isa", ActiveKernels().isa},
+                      {"isa", CliBackend().kernels().isa},
                       {"depth", tests[i].depth},
                       {"bandwidth_gb_s", bandwidth.best / 1e9},
                       {"matmul_gflop_s", flops.best / 1e9},
@@ -356,8 +357,8 @@ int RunBench(const std::vector<std::string>& argv) {
   for (const BenchResult& r : results) {
     std::printf("| %s | %s | %.2f MiB | %.2f M | %s | %d | %s | %.2f ± %.2f | %.1f | %s |\n",
                 name.c_str(), type.c_str(), cost.file_tensor_bytes / 1048576.0,
-                cost.total_params / 1e6, ActiveKernels().isa, pool.size(), r.test.c_str(), r.mean,
-                r.stddev, r.ceiling_tokens_per_s, Percent(r.ceiling_fraction).c_str());
+                cost.total_params / 1e6, CliBackend().kernels().isa, pool.size(), r.test.c_str(),
+                r.mean, r.stddev, r.ceiling_tokens_per_s, Percent(r.ceiling_fraction).c_str());
   }
   std::printf(
       "\nceilings: tg = %.1f GB/s read / %.1f MiB of weights per token; "

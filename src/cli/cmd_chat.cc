@@ -122,7 +122,7 @@ int RunChat(const std::vector<std::string>& argv) {
   if (!model_options.ok()) return fail(model_options.message(), 2);
   auto options = ReadChatOptions(*args);
   if (!options.ok()) return fail(options.message(), 2);
-  auto model = LoadModel(*model_options);
+  auto model = OpenModel(*model_options);
   if (!model.ok()) return fail(model.message(), 1);
   auto tokenizer = Tokenizer::FromGguf((*model)->file());
   if (!tokenizer.ok()) return fail(tokenizer.message(), 1);
@@ -138,8 +138,8 @@ int RunChat(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "chat template: %s; end with Ctrl-D or /exit\n",
                  std::string(tmpl->name()).c_str());
   }
-  ThreadPool pool(model_options->n_threads);
-  SequenceRunner runner(**model, model_options->kv_type, model_options->n_ctx, pool);
+  SequenceRunner runner(**model, model_options->kv_type, model_options->n_ctx,
+                        model_options->n_threads);
   std::vector<ChatMessage> messages;
   if (!options->system.empty()) messages.push_back({"system", options->system});
   GenerationOptions generation = options->generation;

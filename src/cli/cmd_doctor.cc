@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/args.h"
+#include "cli/cli_backend.h"
 #include "cli/commands.h"
 #include "cli/machine_probe.h"
 
@@ -61,7 +62,7 @@ int RunDoctor(const std::vector<std::string>& argv) {
 
   const MachineInfo info = ReadMachineInfo();
   ThreadPool pool(static_cast<int>(*threads));
-  const KernelTable& kernels = ActiveKernels();
+  const KernelTable& kernels = CliBackend().kernels();
   const std::vector<KernelCheck> checks = CheckKernelsAgainstScalar(kernels);
   bool all_ok = true;
   for (const KernelCheck& check : checks) all_ok = all_ok && check.ok;

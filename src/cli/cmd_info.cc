@@ -2,10 +2,11 @@
 #include <cstdio>
 
 #include "cli/args.h"
+#include "cli/cli_backend.h"
 #include "cli/commands.h"
-#include "kernels/cpu/attention.h"
+#include "kv/kv_format.h"
 #include "model/hf_folder.h"
-#include "model/transformer.h"
+#include "model/model.h"
 
 namespace kvserve {
 
@@ -37,7 +38,7 @@ int RunInfo(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "kvserve info: usage: kvserve info MODEL\n");
     return 2;
   }
-  auto model = Transformer::Load(path);
+  auto model = LoadModel(path, CliBackend());
   if (!model.ok()) {
     std::fprintf(stderr, "kvserve info: %s\n", model.message().c_str());
     return 1;
@@ -53,7 +54,7 @@ int RunInfo(const std::vector<std::string>& argv) {
                 HumanBytes(static_cast<double>(file.file_size())).c_str(), file.version(),
                 file.tensors().size());
   }
-  std::printf("architecture:  %s%s%s\n", ArchitectureName(c.arch),
+  std::printf("architecture:  %s%s%s\n", c.arch.c_str(),
               c.name.empty() ? "" : "  name: ", c.name.c_str());
   std::printf("vocab:         %d\n", c.n_vocab);
   std::printf("embedding:     %d\n", c.n_embd);
@@ -63,7 +64,7 @@ int RunInfo(const std::vector<std::string>& argv) {
   std::printf("feed-forward:  %d\n", c.n_ff);
   std::printf("context:       %d\n", c.n_ctx_train);
   std::printf("norm eps:      %g\n", c.norm_eps);
-  if (c.arch == Architecture::kLlama) {
+  if (c.arch == "llama") {
     std::printf("rope:          base %g, %d dims\n", c.rope_freq_base, c.rope_dims);
   }
   std::printf("output:        %s\n", c.tied_output ? "tied to token embedding" : "separate matrix");
@@ -76,7 +77,7 @@ int RunInfo(const std::vector<std::string>& argv) {
   std::printf("parameters:    %llu (%.2f M)\n", static_cast<unsigned long long>(n_params),
               n_params / 1e6);
   for (KvType type : {KvType::kF32, KvType::kF16}) {
-    const uint64_t per_token = c.KvBytesPerToken(KvTypeBytes(type));
+    const uint64_t per_token = (*model)->kv_spec().BytesPerToken(type);
     std::printf("KV cache %s:  %llu bytes/token, %s at context %d\n", KvTypeName(type),
                 static_cast<unsigned long long>(per_token),
                 HumanBytes(static_cast<double>(per_token) * c.n_ctx_train).c_str(), c.n_ctx_train);

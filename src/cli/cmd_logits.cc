@@ -64,10 +64,9 @@ int RunLogits(const std::vector<std::string>& argv) {
   }
   auto tokens = ParseIntList(*args->Get("--tokens"), "--tokens");
   if (!tokens.ok()) return fail(tokens.message(), 2);
-  auto model = LoadModel(*options);
+  auto model = OpenModel(*options);
   if (!model.ok()) return fail(model.message(), 1);
-  ThreadPool pool(options->n_threads);
-  SequenceRunner runner(**model, options->kv_type, options->n_ctx, pool);
+  SequenceRunner runner(**model, options->kv_type, options->n_ctx, options->n_threads);
   auto logits = ComputeLogits(runner, *tokens, mode);
   if (!logits.ok()) return fail(logits.message(), 1);
   Status written = WriteLogits(*args->Get("--out"), *logits);

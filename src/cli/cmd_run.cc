@@ -84,13 +84,13 @@ int RunGenerate(const std::vector<std::string>& argv) {
   auto model_options = ReadModelOptions(*args);
   if (!model_options.ok()) return fail(model_options.message(), 2);
   if (args->Has("--batch-file")) {
-    auto model = LoadModel(*model_options);
+    auto model = OpenModel(*model_options);
     if (!model.ok()) return fail(model.message(), 1);
     return RunBatchFile(*args, *model_options, **model);
   }
   auto options = ReadRunOptions(*args);
   if (!options.ok()) return fail(options.message(), 2);
-  auto model = LoadModel(*model_options);
+  auto model = OpenModel(*model_options);
   if (!model.ok()) return fail(model.message(), 1);
   auto tokenizer = Tokenizer::FromGguf((*model)->file());
   if (!tokenizer.ok()) return fail(tokenizer.message(), 1);
@@ -100,8 +100,8 @@ int RunGenerate(const std::vector<std::string>& argv) {
   if (!options->has_prompt_tokens) {
     prompt = tok.Encode(options->prompt, /*add_special=*/true, /*parse_special=*/false);
   }
-  ThreadPool pool(model_options->n_threads);
-  SequenceRunner runner(**model, model_options->kv_type, model_options->n_ctx, pool);
+  SequenceRunner runner(**model, model_options->kv_type, model_options->n_ctx,
+                        model_options->n_threads);
   const bool text = options->output_format == "text";
   StreamingDecoder stream(tok);
   std::string generated_text;

@@ -62,7 +62,7 @@ double Ms(std::chrono::steady_clock::duration d) {
 
 }  // namespace
 
-int RunBatchFile(const Args& args, const ModelOptions& model_options, const Transformer& model) {
+int RunBatchFile(const Args& args, const ModelOptions& model_options, const Model& model) {
   auto fail = [](const std::string& message, int code) {
     std::fprintf(stderr, "kvserve run: %s\n", message.c_str());
     return code;

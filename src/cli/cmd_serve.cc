@@ -151,7 +151,7 @@ int RunServe(const std::vector<std::string>& argv) {
     return fail(message, 1);
   };
 
-  auto model = LoadModel(*model_options);
+  auto model = OpenModel(*model_options);
   if (!model.ok()) return stop_with(model.message());
   auto tokenizer = Tokenizer::FromGguf((*model)->file());
   if (!tokenizer.ok()) return stop_with(tokenizer.message());

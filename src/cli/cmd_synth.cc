@@ -69,16 +69,15 @@ Result<SyntheticShape> ReadShape(const Args& args) {
     auto preset = SyntheticPreset(*args.Get("--preset"));
     if (!preset.ok()) return Status::InvalidArgument("flag --preset: " + preset.message());
     shape = *preset;
-    if (!arch.empty() && arch != ArchitectureName(shape.arch)) {
+    if (!arch.empty() && arch != shape.arch) {
       return Status::InvalidArgument("flag --arch: '" + arch + "' contradicts --preset " +
-                                     *args.Get("--preset") + " (" + ArchitectureName(shape.arch) +
-                                     ")");
+                                     *args.Get("--preset") + " (" + shape.arch + ")");
     }
   } else {
     if (arch == "gpt2") {
-      shape.arch = Architecture::kGpt2;
+      shape.arch = "gpt2";
     } else if (arch == "llama") {
-      shape.arch = Architecture::kLlama;
+      shape.arch = "llama";
     } else if (arch.empty()) {
       return Status::InvalidArgument("missing --preset NAME or --arch gpt2|llama");
     } else {
@@ -167,7 +166,7 @@ int RunSynth(const std::vector<std::string>& argv) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("%s: %s, %.2f M parameters, %s, vocab %d from %s, seed %llu: %.1f MiB in %.1f s\n",
-              out_path.c_str(), ArchitectureName(shape->arch), model->ParameterCount() / 1e6,
+              out_path.c_str(), shape->arch.c_str(), model->ParameterCount() / 1e6,
               GgmlTypeName(options.type), model->n_vocab(), vocab_path.c_str(),
               static_cast<unsigned long long>(options.seed), model->TensorBytes() / 1048576.0,
               seconds);

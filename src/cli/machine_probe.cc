@@ -1,5 +1,7 @@
 #include "cli/machine_probe.h"
 
+#include "cli/cli_backend.h"
+
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -16,6 +18,7 @@
 
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/scratch_buffer.h"
 #include "kernels/quantize.h"
 
 namespace kvserve {
@@ -62,7 +65,7 @@ Measurement Summarize(const std::vector<double>& values) {
 // the count within an int.
 double ReadFloats(const float* p, size_t n) {
   constexpr size_t kChunk = 1 << 20;
-  const KernelTable& kernels = ActiveKernels();
+  const KernelTable& kernels = CliBackend().kernels();
   double sum = 0;
   for (size_t i = 0; i < n; i += kChunk) {
     const int len = static_cast<int>(std::min(kChunk, n - i));
@@ -113,6 +116,7 @@ KernelCheck CheckMatmul(const KernelTable& kernels, GgmlType type) {
     x_row_bytes = sizeof(BlockQ8_0) * (kK / 32);
   }
   std::vector<float> y_fast(kM * kN), y_ref(kM * kN);
+  TileScratch scratch;
   MatmulTile tile{.w = w.data(),
                   .w_row_bytes = w_row_bytes,
                   .x = x_bytes,
@@ -122,7 +126,8 @@ KernelCheck CheckMatmul(const KernelTable& kernels, GgmlType type) {
                   .n_begin = 0,
                   .n_end = kN,
                   .y = y_fast.data(),
-                  .ldy = kN};
+                  .ldy = kN,
+                  .scratch = &scratch};
   MatmulFor(kernels, type)(tile);
   tile.y = y_ref.data();
   MatmulFor(ScalarKernels(), type)(tile);
@@ -237,7 +242,7 @@ MachineInfo ReadMachineInfo() {
   MachineInfo info;
   info.cpu_model = ProcField("/proc/cpuinfo", "model name");
   if (info.cpu_model.empty()) info.cpu_model = "unknown";
-  info.isa = ActiveKernels().isa;
+  info.isa = CliBackend().kernels().isa;
   info.hardware_threads = HardwareThreads();
   info.cores = std::atoi(ProcField("/proc/cpuinfo", "cpu cores").c_str());
   info.ram_total_bytes = MeminfoBytes("MemTotal");
@@ -287,7 +292,7 @@ Measurement MeasureMatmulFlops(const KernelTable& kernels, GgmlType type, int m,
                        .row_bytes = RowBytes(type, n_in)};
   const std::vector<float> x = RandomFloats(static_cast<size_t>(m) * n_in, 1);
   std::vector<float> y(static_cast<size_t>(m) * n_out);
-  MatmulScratch scratch;
+  MatmulScratch scratch(pool.size());
   Matmul(kernels, w, x.data(), m, y.data(), scratch, pool);  // warm-up: caches, scratch
   const double flops = 2.0 * m * n_out * n_in;
   std::vector<double> rates;

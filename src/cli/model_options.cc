@@ -1,5 +1,7 @@
 #include "cli/model_options.h"
 
+#include "cli/cli_backend.h"
+
 namespace kvserve {
 
 void AddModelFlags(Args::Spec& spec) {
@@ -9,14 +11,6 @@ void AddModelFlags(Args::Spec& spec) {
   spec.aliases["-m"] = "--model";
   spec.aliases["-t"] = "--threads";
   spec.aliases["-c"] = "--ctx-size";
-}
-
-Result<KvType> ParseKvType(const std::string& name) {
-  if (name == "f32") return KvType::kF32;
-  if (name == "f16") return KvType::kF16;
-  if (name == "bf16") return KvType::kBF16;
-  return Result<KvType>::InvalidArgument("flag --kv-type: '" + name +
-                                         "' is not one of f32, f16, bf16");
 }
 
 Result<ModelOptions> ReadModelOptions(const Args& args) {
@@ -43,16 +37,12 @@ Result<ModelOptions> ReadModelOptions(const Args& args) {
   return options;
 }
 
-Result<std::unique_ptr<Transformer>> LoadModel(ModelOptions& options) {
-  auto model = Transformer::Load(options.model_path);
+Result<std::unique_ptr<Model>> OpenModel(ModelOptions& options) {
+  auto model = LoadModel(options.model_path, CliBackend());
   if (!model.ok()) return model.status();
-  const ModelConfig& config = (*model)->config();
-  if (options.n_ctx == 0) options.n_ctx = config.n_ctx_train;
-  if (config.arch == Architecture::kGpt2 && options.n_ctx > config.n_ctx_train) {
-    return Status::InvalidArgument("flag -c: context size " + std::to_string(options.n_ctx) +
-                                   " exceeds the model's " + std::to_string(config.n_ctx_train) +
-                                   " learned positions");
-  }
+  if (options.n_ctx == 0) options.n_ctx = (*model)->config().n_ctx_train;
+  Status fits = (*model)->CheckContextSize(options.n_ctx);
+  if (!fits.ok()) return Status::InvalidArgument("flag -c: " + fits.message());
   return model;
 }
 

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "cli/args.h"
-#include "kernels/cpu/attention.h"
-#include "model/transformer.h"
+#include "kv/kv_format.h"
+#include "model/model.h"
 #include "util/status.h"
 
 namespace kvserve {
@@ -21,9 +21,8 @@ struct ModelOptions {
 // The flag names, for Args::Spec.
 void AddModelFlags(Args::Spec& spec);
 Result<ModelOptions> ReadModelOptions(const Args& args);
-Result<KvType> ParseKvType(const std::string& name);
 
-// Loads the model and resolves n_ctx against it (gpt2 cannot go past its position table).
-Result<std::unique_ptr<Transformer>> LoadModel(ModelOptions& options);
+// Loads the model on CliBackend() and resolves n_ctx against it (Model::CheckContextSize).
+Result<std::unique_ptr<Model>> OpenModel(ModelOptions& options);
 
 }  // namespace kvserve

@@ -3,12 +3,12 @@
 
 #include "cli/args.h"
 #include "cli/model_options.h"
-#include "model/transformer.h"
+#include "model/model.h"
 
 namespace kvserve {
 
 // Reads --batch-file (JSON lines) and prints one JSON result line per request; returns the exit
 // code.
-int RunBatchFile(const Args& args, const ModelOptions& model_options, const Transformer& model);
+int RunBatchFile(const Args& args, const ModelOptions& model_options, const Model& model);
 
 }  // namespace kvserve

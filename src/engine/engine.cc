@@ -24,16 +24,12 @@ void RequestStream::Push(RequestEvent event) {
   ready_.notify_all();
 }
 
-Result<std::unique_ptr<Engine>> Engine::Create(const Transformer& model, const Tokenizer& tokenizer,
+Result<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokenizer& tokenizer,
                                                const EngineOptions& options) {
   EngineOptions o = options;
   const ModelConfig& c = model.config();
   if (o.n_ctx <= 0) o.n_ctx = c.n_ctx_train;
-  if (c.arch == Architecture::kGpt2 && o.n_ctx > c.n_ctx_train) {
-    return Status::InvalidArgument("context size " + std::to_string(o.n_ctx) +
-                                   " exceeds the model's " + std::to_string(c.n_ctx_train) +
-                                   " learned positions");
-  }
+  KVSERVE_RETURN_IF_ERROR(model.CheckContextSize(o.n_ctx));
   if (o.block_size < 1 || o.block_size > 1024) {
     return Status::InvalidArgument("block size " + std::to_string(o.block_size) +
                                    " is out of range (1 to 1024)");
@@ -41,7 +37,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Transformer& model, const T
   if (o.max_num_seqs < 1) return Status::InvalidArgument("max_num_seqs must be at least 1");
   if (o.max_batched_tokens < 1)
     return Status::InvalidArgument("max_batched_tokens must be at least 1");
-  const uint64_t block_bytes = KvStorage::BytesPerBlock(c, o.kv_type, o.block_size);
+  const uint64_t block_bytes = KvCache::BytesPerBlock(model.kv_spec(), o.kv_type, o.block_size);
   const int blocks_per_seq = (o.n_ctx + o.block_size - 1) / o.block_size;
   uint64_t n_blocks = o.kv_memory_bytes > 0
                           ? o.kv_memory_bytes / block_bytes

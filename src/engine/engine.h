@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "engine/request.h"
-#include "kernels/cpu/attention.h"
-#include "model/transformer.h"
+#include "kv/kv_format.h"
+#include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "util/status.h"
 
@@ -63,8 +63,7 @@ class EngineCore;  // the step loop's state; lives on the engine thread
 class Engine {
  public:
   // `model` and `tokenizer` are borrowed and must outlive the engine.
-  static Result<std::unique_ptr<Engine>> Create(const Transformer& model,
-                                                const Tokenizer& tokenizer,
+  static Result<std::unique_ptr<Engine>> Create(const Model& model, const Tokenizer& tokenizer,
                                                 const EngineOptions& options);
   ~Engine();  // aborts what is left and joins the engine thread
 

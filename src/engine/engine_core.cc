@@ -4,14 +4,15 @@
 
 namespace kvserve {
 
-EngineCore::EngineCore(const Transformer& model, const Tokenizer& tokenizer,
-                       const EngineOptions& options, int n_blocks,
+EngineCore::EngineCore(const Model& model, const Tokenizer& tokenizer, const EngineOptions& options,
+                       int n_blocks,
                        std::function<void(std::vector<std::string>)> on_sessions_changed)
     : model_(model),
       tokenizer_(tokenizer),
       options_(options),
-      pool_(options.n_threads),
-      storage_(model.config(), options.kv_type, options.block_size, n_blocks),
+      kv_(model.kv_spec(), options.kv_type, options.block_size, n_blocks,
+          model.backend().allocator()),
+      runner_(model, kv_, options.n_threads),
       blocks_(n_blocks, options.block_size, options.prefix_caching),
       scheduler_(blocks_,
                  SchedulerOptions{.max_num_seqs = options.max_num_seqs,
@@ -155,39 +156,32 @@ void EngineCore::HandleSample(Sequence* seq, std::span<const float> logits) {
 }
 
 bool EngineCore::Step() {
-  StepPlan plan = scheduler_.Schedule();
+  const StepPlan plan = scheduler_.Schedule();
   if (plan.empty()) return false;
+  CountPromptTokens(plan);
+  const StepLogits logits = runner_.Run(plan);
+  scheduler_.Postprocess(plan);
+  SampleAll(plan, logits);
+  return true;
+}
+
+void EngineCore::CountPromptTokens(const StepPlan& plan) {
   ++steps_;
-  batch_.Clear();
-  const int block_size = options_.block_size;
   for (const ScheduledChunk& chunk : plan.chunks) {
     const Sequence& seq = *chunk.seq;
-    const int seq_index = static_cast<int>(batch_.block_tables.size());
-    batch_.block_tables.push_back(seq.blocks.blocks);
-    for (int pos = seq.n_computed; pos < seq.n_computed + chunk.n_tokens; ++pos) {
-      batch_.tokens.push_back(seq.tokens[pos]);
-      batch_.positions.push_back(pos);
-      batch_.seq_index.push_back(seq_index);
-      batch_.slots.push_back(static_cast<int64_t>(seq.blocks.blocks[pos / block_size]) *
-                                 block_size +
-                             pos % block_size);
-    }
-    if (chunk.sample) batch_.logit_rows.push_back(batch_.n_tokens() - 1);
     if (seq.n_computed < seq.n_prompt) {
       prompt_tokens_ += std::min(seq.n_computed + chunk.n_tokens, seq.n_prompt) - seq.n_computed;
     }
   }
-  const size_t n_vocab = model_.config().n_vocab;
-  logits_.resize(batch_.logit_rows.size() * n_vocab);
-  model_.Forward(batch_, storage_.views(), scratch_, pool_, logits_.data());
-  scheduler_.Postprocess(plan);
+}
+
+// One row of logits per sampling chunk, in plan order. A chunk's sequence may finish (and leave
+// the scheduler) while later chunks are handled; each chunk refers to its own sequence only.
+void EngineCore::SampleAll(const StepPlan& plan, const StepLogits& logits) {
   size_t row = 0;
   for (const ScheduledChunk& chunk : plan.chunks) {
-    if (!chunk.sample) continue;
-    HandleSample(chunk.seq, std::span<const float>(logits_.data() + row * n_vocab, n_vocab));
-    ++row;
+    if (chunk.sample) HandleSample(chunk.seq, logits.row(row++));
   }
-  return true;
 }
 
 std::vector<std::string> EngineCore::TakeFinishedIds() {

@@ -1,5 +1,5 @@
-// The state the engine thread owns: KV storage, block manager, scheduler, sessions, and the step
-// that turns a plan into one batched forward pass and sampled tokens. Not thread-safe: only the
+// The state the engine thread owns: KV cache, block manager, scheduler, model runner, sessions,
+// and the step: schedule, run, sample, postprocess. Not thread-safe: only the
 // engine thread calls it (Engine wraps it with a queue).
 #pragma once
 
@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/model_runner.h"
 #include "engine/scheduler.h"
 #include "kv/block_manager.h"
-#include "kv/kv_storage.h"
-#include "util/thread_pool.h"
+#include "kv/kv_cache.h"
 
 namespace kvserve {
 
@@ -22,7 +22,7 @@ class EngineCore {
  public:
   // on_sessions_changed is called (on the engine thread) with the live session ids whenever a
   // session is pinned or released, before the request that pinned it reports its finish.
-  EngineCore(const Transformer& model, const Tokenizer& tokenizer, const EngineOptions& options,
+  EngineCore(const Model& model, const Tokenizer& tokenizer, const EngineOptions& options,
              int n_blocks, std::function<void(std::vector<std::string>)> on_sessions_changed);
 
   void Add(Request request, std::shared_ptr<RequestStream> stream);
@@ -39,7 +39,6 @@ class EngineCore {
   std::vector<std::string> TakeFinishedIds();
   std::vector<std::string> SessionIds() const;
   void FillStats(EngineStats& stats) const;
-  const BlockManager& blocks() const { return blocks_; }
 
  private:
   struct Session {
@@ -48,24 +47,23 @@ class EngineCore {
   };
   void Finish(Sequence* seq, const std::string& reason, const std::string& tail = "");
   void HandleSample(Sequence* seq, std::span<const float> logits);
+  void SampleAll(const StepPlan& plan, const StepLogits& logits);
+  void CountPromptTokens(const StepPlan& plan);
   void Pin(Sequence& seq);
   bool ReleaseOldestSession();
   void ReleaseSessionsAbove(int max_blocks);
 
-  const Transformer& model_;
+  const Model& model_;
   const Tokenizer& tokenizer_;
   EngineOptions options_;
-  ThreadPool pool_;
-  KvStorage storage_;
+  KvCache kv_;
+  ModelRunner runner_;
   BlockManager blocks_;
   Scheduler scheduler_;
   std::map<std::string, Session> sessions_;
   std::vector<std::string> finished_ids_;
   std::function<void(std::vector<std::string>)> on_sessions_changed_;
   int pinned_blocks_ = 0;
-  ForwardBatch batch_;
-  ForwardScratch scratch_;
-  std::vector<float> logits_;
   uint64_t prompt_tokens_ = 0;
   uint64_t generation_tokens_ = 0;
   uint64_t steps_ = 0;

@@ -9,15 +9,14 @@ namespace {
 constexpr int kBlockSize = 16;
 }
 
-SequenceRunner::SequenceRunner(const Transformer& model, KvType kv_type, int n_ctx,
-                               ThreadPool& pool)
+SequenceRunner::SequenceRunner(const Model& model, KvType kv_type, int n_ctx, int n_threads)
     : model_(model),
-      pool_(pool),
       n_ctx_(n_ctx),
-      storage_(model.config(), kv_type, kBlockSize, (n_ctx + kBlockSize - 1) / kBlockSize) {
-  batch_.block_tables.resize(1);
-  batch_.block_tables[0].resize(storage_.n_blocks());
-  std::iota(batch_.block_tables[0].begin(), batch_.block_tables[0].end(), 0);
+      kv_(model.kv_spec(), kv_type, kBlockSize, (n_ctx + kBlockSize - 1) / kBlockSize,
+          model.backend().allocator()),
+      runner_(model, kv_, n_threads),
+      block_table_(kv_.n_blocks()) {
+  std::iota(block_table_.begin(), block_table_.end(), 0);
 }
 
 Status SequenceRunner::Check(std::span<const int32_t> tokens) const {
@@ -39,22 +38,7 @@ Status SequenceRunner::Check(std::span<const int32_t> tokens) const {
 }
 
 std::span<const float> SequenceRunner::Run(int first_position, bool all_logits) {
-  const int n = n_past() - first_position;
-  batch_.tokens.assign(tokens_.begin() + first_position, tokens_.end());
-  batch_.positions.resize(n);
-  batch_.slots.resize(n);
-  batch_.seq_index.assign(n, 0);
-  batch_.logit_rows.clear();
-  for (int i = 0; i < n; ++i) {
-    batch_.positions[i] = first_position + i;
-    batch_.slots[i] = first_position + i;  // block table is the identity
-    if (all_logits) batch_.logit_rows.push_back(i);
-  }
-  if (!all_logits) batch_.logit_rows.push_back(n - 1);
-  const size_t n_vocab = model_.config().n_vocab;
-  logits_.resize(batch_.logit_rows.size() * n_vocab);
-  model_.Forward(batch_, storage_.views(), scratch_, pool_, logits_.data());
-  return std::span<const float>(logits_.data(), logits_.size());
+  return runner_.RunSequence(tokens_, first_position, block_table_, all_logits).data;
 }
 
 Result<std::span<const float>> SequenceRunner::Append(std::span<const int32_t> tokens,

@@ -1,27 +1,27 @@
-// Runs one sequence through the model with its own KV storage: the simple path used by
-// `kvserve run`, `kvserve logits` and `kvserve chat`. Blocks are assigned in order (logical block
-// i = physical block i), so the paged attention sees a contiguous table. The serving engine
-// replaces this with a BlockManager and a scheduler; the forward pass is the same.
+// Runs one sequence through the model with its own KV cache: the simple path used by
+// `kvserve run`, `kvserve logits`, `kvserve chat` and single-stream `bench`. Blocks are assigned
+// in order (logical block i = physical block i). The batch is built by the same ModelRunner the
+// serving engine uses; only the block table differs.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <vector>
 
-#include "kv/kv_storage.h"
-#include "model/transformer.h"
+#include "engine/model_runner.h"
+#include "kv/kv_cache.h"
+#include "model/model.h"
 #include "util/status.h"
-#include "util/thread_pool.h"
 
 namespace kvserve {
 
 class SequenceRunner {
  public:
   // n_ctx: the most tokens the sequence may hold (KV storage is sized for it).
-  SequenceRunner(const Transformer& model, KvType kv_type, int n_ctx, ThreadPool& pool);
+  SequenceRunner(const Model& model, KvType kv_type, int n_ctx, int n_threads);
 
   int n_ctx() const { return n_ctx_; }
-  uint64_t kv_bytes() const { return storage_.bytes(); }
+  uint64_t kv_bytes() const { return kv_.bytes(); }
   int n_past() const { return static_cast<int>(tokens_.size()); }
   const std::vector<int32_t>& tokens() const { return tokens_; }
 
@@ -42,14 +42,12 @@ class SequenceRunner {
   Status Check(std::span<const int32_t> tokens) const;
   std::span<const float> Run(int first_position, bool all_logits);
 
-  const Transformer& model_;
-  ThreadPool& pool_;
+  const Model& model_;
   int n_ctx_;
-  KvStorage storage_;
+  KvCache kv_;
+  ModelRunner runner_;
+  std::vector<int32_t> block_table_;  // the identity
   std::vector<int32_t> tokens_;
-  ForwardBatch batch_;
-  ForwardScratch scratch_;
-  std::vector<float> logits_;
 };
 
 }  // namespace kvserve

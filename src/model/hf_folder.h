@@ -3,7 +3,7 @@
 // tokenizer and `kvserve convert` work on it unchanged.
 //
 //   auto file = HfFolder::Open("models/gpt2");   // Result<GgufFile>
-//   auto model = Transformer::FromGguf(std::move(file).value());
+//   auto model = LoadModel(std::move(file).value(), backend);
 //
 // Tensor data is not copied where the layouts agree: a row-major HF [out, in] matrix is a GGUF
 // [in, out] tensor with the same bytes, so TensorInfo::data points into the mapped safetensors.

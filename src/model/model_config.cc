@@ -4,12 +4,6 @@
 
 namespace kvserve {
 
-const char* ArchitectureName(Architecture arch) {
-  return arch == Architecture::kLlama ? "llama" : "gpt2";
-}
-
-const char* SupportedArchitectures() { return "llama, gpt2"; }
-
 namespace {
 
 // Reads a positive integer hyper-parameter no larger than `max`.
@@ -31,15 +25,7 @@ Result<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
   auto arch_name = file.GetString("general.architecture");
   if (!arch_name.ok()) return arch_name.status();
   ModelConfig config;
-  if (*arch_name == "llama") {
-    config.arch = Architecture::kLlama;
-  } else if (*arch_name == "gpt2") {
-    config.arch = Architecture::kGpt2;
-  } else {
-    return Status::InvalidArgument(file.path() + ": unsupported architecture '" +
-                                   std::string(*arch_name) +
-                                   "' (supported: " + SupportedArchitectures() + ")");
-  }
+  config.arch = std::string(*arch_name);
   if (file.Find("general.name")) {
     auto name = file.GetString("general.name");
     if (!name.ok()) return name.status();
@@ -68,10 +54,7 @@ Result<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
                                    std::to_string(config.n_kv_heads));
   }
   config.head_dim = config.n_embd / config.n_heads;
-  if (config.arch == Architecture::kLlama) {
-    auto eps = file.GetFloat(prefix + "attention.layer_norm_rms_epsilon");
-    if (!eps.ok()) return eps.status();
-    config.norm_eps = static_cast<float>(*eps);
+  {
     auto base = file.GetFloatOr(prefix + "rope.freq_base", 10000.0);
     if (!base.ok()) return base.status();
     config.rope_freq_base = static_cast<float>(*base);
@@ -84,14 +67,6 @@ Result<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
                                      std::to_string(config.head_dim));
     }
     config.rope_dims = static_cast<int>(*rope_dims);
-  } else {
-    auto eps = file.GetFloat(prefix + "attention.layer_norm_epsilon");
-    if (!eps.ok()) return eps.status();
-    config.norm_eps = static_cast<float>(*eps);
-  }
-  if (!(config.norm_eps > 0.0f) || config.norm_eps > 1.0f) {
-    return Status::InvalidArgument(file.path() + ": norm epsilon " +
-                                   std::to_string(config.norm_eps) + " is out of range");
   }
   const TensorInfo* embd = file.FindTensor("token_embd.weight");
   if (embd == nullptr) {
@@ -107,8 +82,19 @@ Result<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
   return config;
 }
 
-uint64_t ModelConfig::KvBytesPerToken(uint64_t bytes_per_element) const {
-  return 2ull * n_layers * n_kv_heads * head_dim * bytes_per_element;
+}  // namespace kvserve
+
+namespace kvserve {
+
+Status ModelConfig::ReadNormEps(const GgufFile& file, const std::string& key) {
+  auto eps = file.GetFloat(arch + "." + key);
+  if (!eps.ok()) return eps.status();
+  norm_eps = static_cast<float>(*eps);
+  if (!(norm_eps > 0.0f) || norm_eps > 1.0f) {
+    return Status::InvalidArgument(file.path() + ": metadata key '" + arch + "." + key +
+                                   "' = " + std::to_string(norm_eps) + " is out of range (0, 1]");
+  }
+  return Status::Ok();
 }
 
 }  // namespace kvserve

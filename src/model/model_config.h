@@ -9,13 +9,8 @@
 
 namespace kvserve {
 
-enum class Architecture { kLlama, kGpt2 };
-const char* ArchitectureName(Architecture arch);
-// The architectures kvserve can run, for error messages: "llama, gpt2".
-const char* SupportedArchitectures();
-
 struct ModelConfig {
-  Architecture arch = Architecture::kLlama;
+  std::string arch;  // general.architecture: the registry key (model/model.cc)
   std::string name;  // general.name, if present
   int n_vocab = 0;
   int n_embd = 0;
@@ -26,13 +21,15 @@ struct ModelConfig {
   int n_ff = 0;
   int n_ctx_train = 0;
   float norm_eps = 1e-5f;
-  float rope_freq_base = 10000.0f;  // llama only
-  int rope_dims = 0;                // llama only
+  float rope_freq_base = 10000.0f;  // <arch>.rope.freq_base, where the architecture uses RoPE
+  int rope_dims = 0;                // <arch>.rope.dimension_count (default head_dim)
   bool tied_output = false;         // output matrix shares the token embedding
 
+  // The hyper-parameters every decoder has; which of them an architecture uses is its business.
   static Result<ModelConfig> FromGguf(const GgufFile& file);
-  // Bytes of K and V per token of context: 2 × layers × kv_heads × head_dim × bytes per element.
-  uint64_t KvBytesPerToken(uint64_t bytes_per_element) const;
+  // Sets norm_eps from "<arch>.<key>": each architecture names the key its norm uses
+  // (attention.layer_norm_rms_epsilon, attention.layer_norm_epsilon).
+  Status ReadNormEps(const GgufFile& file, const std::string& key);
 };
 
 }  // namespace kvserve

@@ -20,7 +20,7 @@ struct Preset {
 // Shapes of /work/shared/anchors.md (gpt2-124m, tinyllama-1.1b) and of the llama2.c stories models.
 const Preset kPresets[] = {
     {"gpt2-124m",
-     {.arch = Architecture::kGpt2,
+     {.arch = "gpt2",
       .n_embd = 768,
       .n_layers = 12,
       .n_heads = 12,
@@ -30,7 +30,7 @@ const Preset kPresets[] = {
       .norm_eps = 1e-5f,
       .tied_output = true}},
     {"tinyllama-1.1b",
-     {.arch = Architecture::kLlama,
+     {.arch = "llama",
       .n_embd = 2048,
       .n_layers = 22,
       .n_heads = 32,
@@ -40,7 +40,7 @@ const Preset kPresets[] = {
       .norm_eps = 1e-5f,
       .rope_freq_base = 10000.0f}},
     {"stories-15m",
-     {.arch = Architecture::kLlama,
+     {.arch = "llama",
       .n_embd = 288,
       .n_layers = 6,
       .n_heads = 6,
@@ -50,7 +50,7 @@ const Preset kPresets[] = {
       .norm_eps = 1e-5f,
       .rope_freq_base = 10000.0f}},
     {"stories-260k",
-     {.arch = Architecture::kLlama,
+     {.arch = "llama",
       .n_embd = 64,
       .n_layers = 5,
       .n_heads = 8,
@@ -114,12 +114,12 @@ Status CheckShape(const SyntheticShape& s) {
                                    " is not a multiple of --kv-heads " +
                                    std::to_string(s.n_kv_heads));
   }
-  if (s.arch == Architecture::kGpt2 && s.n_kv_heads != s.n_heads) {
+  if (s.arch == "gpt2" && s.n_kv_heads != s.n_heads) {
     return Status::InvalidArgument("--kv-heads " + std::to_string(s.n_kv_heads) +
                                    " must equal --heads " + std::to_string(s.n_heads) +
                                    " for gpt2");
   }
-  if (s.arch == Architecture::kLlama && (s.n_embd / s.n_heads) % 2 != 0) {
+  if (s.arch == "llama" && (s.n_embd / s.n_heads) % 2 != 0) {
     return Status::InvalidArgument("head size " + std::to_string(s.n_embd / s.n_heads) +
                                    " (--embd / --heads) must be even for llama's rotary embedding");
   }
@@ -151,8 +151,8 @@ std::string SyntheticPresetNames() {
   return names;
 }
 
-const char* DefaultVocabFile(Architecture arch) {
-  return arch == Architecture::kGpt2 ? "ggml-vocab-gpt-2.gguf" : "ggml-vocab-llama-spm.gguf";
+const char* DefaultVocabFile(const std::string& arch) {
+  return arch == "gpt2" ? "ggml-vocab-gpt-2.gguf" : "ggml-vocab-llama-spm.gguf";
 }
 
 Result<SyntheticModel> SyntheticModel::Create(const SyntheticOptions& options,
@@ -176,7 +176,7 @@ Result<SyntheticModel> SyntheticModel::Create(const SyntheticOptions& options,
   }
   SyntheticModel model(options, vocab);
   model.n_vocab_ = static_cast<int>(tokens->array_size);
-  if (model.options_.shape.arch == Architecture::kGpt2) {
+  if (model.options_.shape.arch == "gpt2") {
     model.options_.shape.tied_output = true;
     model.options_.shape.n_kv_heads = model.options_.shape.n_heads;
   }
@@ -207,7 +207,7 @@ void SyntheticModel::PlanTensors() {
   const int64_t kv_dim = head_dim * s.n_kv_heads;
   using Fill = TensorPlan::Fill;
   AddMatrix("token_embd.weight", embd, n_vocab_);
-  if (s.arch == Architecture::kGpt2) {
+  if (s.arch == "gpt2") {
     AddMatrix("position_embd.weight", embd, s.n_ctx);
     AddVector("output_norm.weight", embd, Fill::kOnes);
     AddVector("output_norm.bias", embd, Fill::kZeros);
@@ -218,7 +218,7 @@ void SyntheticModel::PlanTensors() {
   for (int i = 0; i < s.n_layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     AddVector(p + "attn_norm.weight", embd, Fill::kOnes);
-    if (s.arch == Architecture::kGpt2) {
+    if (s.arch == "gpt2") {
       AddVector(p + "attn_norm.bias", embd, Fill::kZeros);
       AddMatrix(p + "attn_qkv.weight", embd, 3 * embd);
       AddVector(p + "attn_qkv.bias", 3 * embd, Fill::kZeros);
@@ -264,7 +264,7 @@ uint64_t SyntheticModel::TensorBytes() const {
 
 void SyntheticModel::AddTo(GgufWriter& writer) const {
   const SyntheticShape& s = options_.shape;
-  const std::string arch = ArchitectureName(s.arch);
+  const std::string arch = s.arch;
   const std::string p = arch + ".";
   writer.SetString("general.architecture", arch);
   writer.SetString("general.name", options_.name.empty() ? "synthetic " + arch : options_.name);
@@ -278,7 +278,7 @@ void SyntheticModel::AddTo(GgufWriter& writer) const {
   writer.SetUint32(p + "feed_forward_length", s.n_ff);
   writer.SetUint32(p + "block_count", s.n_layers);
   writer.SetUint32(p + "attention.head_count", s.n_heads);
-  if (s.arch == Architecture::kGpt2) {
+  if (s.arch == "gpt2") {
     writer.SetFloat32(p + "attention.layer_norm_epsilon", s.norm_eps);
   } else {
     writer.SetUint32(p + "attention.head_count_kv", s.n_kv_heads);

@@ -25,7 +25,7 @@ namespace kvserve {
 
 // The shape of a model to synthesize. n_vocab comes from the vocabulary file.
 struct SyntheticShape {
-  Architecture arch = Architecture::kLlama;
+  std::string arch = "llama";  // general.architecture: llama or gpt2
   int n_embd = 0;
   int n_layers = 0;
   int n_heads = 0;
@@ -42,7 +42,7 @@ Result<SyntheticShape> SyntheticPreset(const std::string& name);
 // "gpt2-124m, tinyllama-1.1b, ...", for usage and error messages.
 std::string SyntheticPresetNames();
 // The vocabulary file a preset or architecture uses by default, relative to shared/models.
-const char* DefaultVocabFile(Architecture arch);
+const char* DefaultVocabFile(const std::string& arch);
 
 struct SyntheticOptions {
   SyntheticShape shape;

@@ -13,6 +13,7 @@
 #pragma once
 
 #include "kernels/cpu/kernels.h"
+#include "kv/kv_layer_view.h"
 
 namespace kvserve {
 

@@ -103,27 +103,6 @@ inline float MaxLane(__m256 v) {
   return _mm_cvtss_f32(b);
 }
 
-// Walks positions 0, 1, 2, ... of a paged sequence, giving each one's byte offset in a pool.
-class SlotWalk {
- public:
-  explicit SlotWalk(const AttendJob& job) : job_(job) {}
-  size_t Next() {
-    const size_t offset =
-        (static_cast<size_t>(job_.block_table[block_]) * job_.block_size + in_block_) *
-        job_.slot_bytes;
-    if (++in_block_ == job_.block_size) {
-      in_block_ = 0;
-      ++block_;
-    }
-    return offset;
-  }
-
- private:
-  const AttendJob& job_;
-  int block_ = 0;
-  int in_block_ = 0;
-};
-
 // Scores of all keys into job.scores (8 at a time); returns their maximum. kVec = head_dim / 16
 // rounded up; chunks past head_dim hold zeros in q and K, as the contract's padding.
 template <KvType T, int kVec>
@@ -135,7 +114,7 @@ float ScoreKeys(const AttendJob& job, Tail tail) {
   const __m256 scale = _mm256_set1_ps(job.scale);
   const __m256 minus_infinity = _mm256_set1_ps(-INFINITY);
   __m256 max = minus_infinity;
-  SlotWalk walk(job);
+  KvSlotWalk walk(job.block_table, job.block_size, job.slot_bytes);
   for (int p0 = 0; p0 < job.n_keys; p0 += kKeysPerStep) {
     const int n = job.n_keys - p0 < kKeysPerStep ? job.n_keys - p0 : kKeysPerStep;
     __m256 halves_added[kKeysPerStep];
@@ -190,7 +169,7 @@ void AccumulateValues(const AttendJob& job, float inv_sum, Tail tail) {
   const int n_chunks = tail.hi > 0 ? 2 * kVec : 2 * kVec - 1;
   __m256 out[2 * kVec];
   for (int c = 0; c < 2 * kVec; ++c) out[c] = _mm256_setzero_ps();
-  SlotWalk walk(job);
+  KvSlotWalk walk(job.block_table, job.block_size, job.slot_bytes);
   for (int p = 0; p < job.n_keys; ++p) {
     const __m256 weight = _mm256_set1_ps(job.scores[p] * inv_sum);
     const uint8_t* row = job.v + walk.Next();

@@ -71,27 +71,6 @@ inline float HSum(__m512 v) {
   return _mm_cvtss_f32(b);
 }
 
-// Walks positions 0, 1, 2, ... of a paged sequence, giving each one's byte offset in a pool.
-class SlotWalk {
- public:
-  explicit SlotWalk(const AttendJob& job) : job_(job) {}
-  size_t Next() {
-    const size_t offset =
-        (static_cast<size_t>(job_.block_table[block_]) * job_.block_size + in_block_) *
-        job_.slot_bytes;
-    if (++in_block_ == job_.block_size) {
-      in_block_ = 0;
-      ++block_;
-    }
-    return offset;
-  }
-
- private:
-  const AttendJob& job_;
-  int block_ = 0;
-  int in_block_ = 0;
-};
-
 // Scores of all keys into job.scores (16 at a time); returns their maximum. kVec = head_dim / 16
 // rounded up; the last vector of q and of every K row is masked to head_dim.
 template <KvType T, int kVec>
@@ -102,7 +81,7 @@ float ScoreKeys(const AttendJob& job, __mmask16 tail) {
   }
   const __m512 scale = _mm512_set1_ps(job.scale);
   __m512 max = _mm512_set1_ps(-INFINITY);
-  SlotWalk walk(job);
+  KvSlotWalk walk(job.block_table, job.block_size, job.slot_bytes);
   for (int p0 = 0; p0 < job.n_keys; p0 += kLanes) {
     const int n = job.n_keys - p0 < kLanes ? job.n_keys - p0 : kLanes;
     __m512 acc[kLanes];
@@ -141,7 +120,7 @@ template <KvType T, int kVec>
 void AccumulateValues(const AttendJob& job, float inv_sum, __mmask16 tail) {
   __m512 out[kVec];
   for (int v = 0; v < kVec; ++v) out[v] = _mm512_setzero_ps();
-  SlotWalk walk(job);
+  KvSlotWalk walk(job.block_table, job.block_size, job.slot_bytes);
   for (int p = 0; p < job.n_keys; ++p) {
     const __m512 weight = _mm512_set1_ps(job.scores[p] * inv_sum);
     const uint8_t* row = job.v + walk.Next();

@@ -63,10 +63,7 @@ float KvExp(float x) {
 void AttendHead(const AttendJob& job) {
   assert(job.head_dim > 0 && job.head_dim <= kMaxAttendHeadDim && job.n_keys > 0);
   auto slot_offset = [&](int p) {
-    const int64_t slot =
-        static_cast<int64_t>(job.block_table[p / job.block_size]) * job.block_size +
-        p % job.block_size;
-    return static_cast<size_t>(slot) * job.slot_bytes;
+    return static_cast<size_t>(KvSlot(job.block_table, job.block_size, p)) * job.slot_bytes;
   };
   float max_score = -INFINITY;
   for (int p = 0; p < job.n_keys; ++p) {

@@ -7,20 +7,6 @@
 
 namespace kvserve {
 
-const char* KvTypeName(KvType type) {
-  switch (type) {
-    case KvType::kF32:
-      return "f32";
-    case KvType::kF16:
-      return "f16";
-    case KvType::kBF16:
-      return "bf16";
-  }
-  return "?";
-}
-
-size_t KvTypeBytes(KvType type) { return type == KvType::kF32 ? 4 : 2; }
-
 namespace {
 
 void StoreRow(KvType type, const float* src, size_t n, uint8_t* dst) {

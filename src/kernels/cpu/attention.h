@@ -8,23 +8,9 @@
 #include <cstdint>
 
 #include "kernels/cpu/kernels.h"
+#include "kv/kv_layer_view.h"
 
 namespace kvserve {
-
-const char* KvTypeName(KvType type);
-size_t KvTypeBytes(KvType type);
-
-// A borrowed view of one layer's K and V pools.
-struct KvLayerView {
-  uint8_t* k = nullptr;  // [n_blocks, block_size, n_kv_heads, head_dim] elements of `type`
-  uint8_t* v = nullptr;  // same layout
-  KvType type = KvType::kF32;
-  int block_size = 16;
-  int n_kv_heads = 0;
-  int head_dim = 0;
-
-  size_t row_elements() const { return static_cast<size_t>(n_kv_heads) * head_dim; }
-};
 
 // Writes one token's K and V ([n_kv_heads * head_dim] floats each) to physical slot
 // `slot` = block * block_size + offset, rounding to the KV type.

@@ -197,9 +197,9 @@ constexpr size_t kWPanelBytes = 512 << 10;
 // Below this many activation rows, packing costs more than it saves: use the full-k tiles.
 constexpr int kMinPackedRows = 16;
 
-thread_local ScratchBuffer tls_w_panel;  // [k block][row tile][vector in block][kPackNr][16]
-thread_local ScratchBuffer tls_x_panel;  // [vector][kPackMr][16]
-thread_local ScratchBuffer tls_acc;      // [row tile][kPackMr][kPackNr][16] spilled accumulators
+// Scratch (MatmulTile::scratch): w = [k block][row tile][vector in block][kPackNr][16] weight
+// panel, x = [vector][kPackMr][16] activation panel, acc = [row tile][kPackMr][kPackNr][16] spilled
+// accumulators.
 
 // Vector v (16 elements from 16 v) of a row of k elements, zero past k, as floats.
 template <WType T>
@@ -352,7 +352,7 @@ void MatmulFloatPacked(const MatmulTile& t) {
   if (panel_rows < kPackNr) panel_rows = kPackNr;
   const int n_padded = (n + kPackNr - 1) / kPackNr * kPackNr;
   if (panel_rows > n_padded) panel_rows = n_padded;
-  float* w_panel = tls_w_panel.GetFloats(static_cast<size_t>(panel_rows) * row_floats);
+  float* w_panel = t.scratch->w.GetFloats(static_cast<size_t>(panel_rows) * row_floats);
   const int m_tiles = (t.m + kPackMr - 1) / kPackMr;
   // Activation rows that are whole 16-float vectors starting on 64-byte boundaries are read in
   // place (no zero padding needed, aligned loads); other layouts are copied into x_panel. (Reading
@@ -361,14 +361,14 @@ void MatmulFloatPacked(const MatmulTile& t) {
       t.k % kLanes == 0 && t.x_row_bytes % 64 == 0 && reinterpret_cast<uintptr_t>(t.x) % 64 == 0;
   float* x_panel = nullptr;
   if (!x_in_place) {
-    x_panel = tls_x_panel.GetFloats(static_cast<size_t>(m_tiles) * kPackMr * row_floats);
+    x_panel = t.scratch->x.GetFloats(static_cast<size_t>(m_tiles) * kPackMr * row_floats);
     for (int i0 = 0; i0 < t.m; i0 += kPackMr) {
       const int mr = t.m - i0 < kPackMr ? t.m - i0 : kPackMr;
       PackActivationPanel(t, i0, mr, kv, x_panel + static_cast<size_t>(i0) * row_floats);
     }
   }
-  float* spills =
-      tls_acc.GetFloats(static_cast<size_t>(panel_rows / kPackNr) * kPackMr * kPackNr * kLanes);
+  float* spills = t.scratch->acc.GetFloats(static_cast<size_t>(panel_rows / kPackNr) * kPackMr *
+                                           kPackNr * kLanes);
   const int k_blocks = (kv + kKBlockVectors - 1) / kKBlockVectors;
   for (int j0 = t.n_begin; j0 < t.n_end; j0 += panel_rows) {
     const int nc = t.n_end - j0 < panel_rows ? t.n_end - j0 : panel_rows;

@@ -1,8 +1,6 @@
 #include <cpuid.h>
 
-#include <cstdlib>
-#include <cstring>
-#include <string>
+#include <string_view>
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/quant_matmul.h"
@@ -44,10 +42,7 @@ bool CpuSupportsAvx512() {
          __builtin_cpu_supports("avx512bf16");
 }
 
-namespace {
-const KernelTable& Choose() {
-  const char* forced = std::getenv("KVSERVE_ISA");
-  const std::string want = forced ? forced : "";
+const KernelTable& KernelsFor(std::string_view want) {
   if (want == "scalar") return ScalarKernels();
   if ((want.empty() || want == "avx512") && Avx512Kernels() && CpuSupportsAvx512()) {
     return *Avx512Kernels();
@@ -61,12 +56,6 @@ const KernelTable& Choose() {
     return *Avx2Kernels();
   }
   return ScalarKernels();
-}
-}  // namespace
-
-const KernelTable& ActiveKernels() {
-  static const KernelTable& table = Choose();
-  return table;
 }
 
 MatmulTileFn MatmulFor(const KernelTable& table, GgmlType type) {

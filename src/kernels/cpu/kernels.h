@@ -11,8 +11,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "io/ggml_type.h"
+#include "kv/kv_format.h"
 
 namespace kvserve {
 
@@ -21,6 +23,8 @@ namespace kvserve {
 // W rows are `w_row_bytes` apart, in the weight's stored type (F32, F16, BF16, Q8_0 or Q4_0
 // blocks). X rows are `x_row_bytes` apart: float32 for F32/F16/BF16 weights, Q8_0 blocks for
 // Q8_0/Q4_0. k is the row length in elements (a multiple of 32 for the block types).
+struct TileScratch;  // scratch_buffer.h
+
 struct MatmulTile {
   const uint8_t* w;
   size_t w_row_bytes;
@@ -32,12 +36,10 @@ struct MatmulTile {
   int n_end;
   float* y;
   int ldy;
+  TileScratch* scratch;  // this thread's, for kernels that repack tiles
 };
 
 using MatmulTileFn = void (*)(const MatmulTile& tile);
-
-// Element type of the K/V cache pools.
-enum class KvType : uint8_t { kF32, kF16, kBF16 };
 
 // One query head attending over a sequence's keys and values in a paged K/V pool:
 // out = softmax(scale * q · K[0..n_keys)ᵀ) · V[0..n_keys).
@@ -103,10 +105,10 @@ const KernelTable* Avx2Kernels();
 const KernelTable* AvxVnniKernels();
 const KernelTable* Avx512Kernels();
 
-// The best table this CPU supports (avx512, then avxvnni, then avx2). KVSERVE_ISA=
-// scalar|avx2|avxvnni|avx512 in the environment forces one (falling back to a lesser one the CPU
-// has, then to scalar).
-const KernelTable& ActiveKernels();
+// The best table this CPU supports at or below `isa` ("" = no limit; scalar|avx2|avxvnni|avx512):
+// avx512, then avxvnni, then avx2, then scalar. Pure: the caller decides where `isa` comes from
+// (the command line reads KVSERVE_ISA once at start-up).
+const KernelTable& KernelsFor(std::string_view isa);
 bool CpuSupportsAvx2();
 bool CpuSupportsAvxVnni();
 bool CpuSupportsAvx512();

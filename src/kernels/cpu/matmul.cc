@@ -51,7 +51,7 @@ void Matmul(const KernelTable& kernels, const WeightMatrix& w, const float* x, i
   const int64_t n_chunks = (w.n_out + kRowGrain - 1) / kRowGrain;
   pool.ParallelFor(
       n_chunks,
-      [&](int64_t begin, int64_t end) {
+      [&](int64_t begin, int64_t end, int thread) {
         MatmulTile tile{
             .w = w_bytes,
             .w_row_bytes = w_row_bytes,
@@ -63,6 +63,7 @@ void Matmul(const KernelTable& kernels, const WeightMatrix& w, const float* x, i
             .n_end = static_cast<int>(std::min(end * kRowGrain, w.n_out)),
             .y = y,
             .ldy = static_cast<int>(w.n_out),
+            .scratch = &scratch.tiles[thread],
         };
         tile_fn(tile);
       },

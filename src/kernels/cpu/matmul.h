@@ -4,32 +4,27 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "io/ggml_type.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/scratch_buffer.h"
+#include "kernels/weight_matrix.h"
 #include "util/thread_pool.h"
 
 namespace kvserve {
 
-// A borrowed view of a 2-D weight: n_out rows of n_in elements, in the stored type.
-struct WeightMatrix {
-  GgmlType type = GgmlType::kF32;
-  const uint8_t* data = nullptr;  // borrowed from the model file mapping
-  int64_t n_out = 0;
-  int64_t n_in = 0;
-  size_t row_bytes = 0;
-  // The same matrix in the x16 layout of packed_weights.h, when it was packed at load (the owner of
-  // the WeightMatrix owns these bytes); Matmul uses it when the kernel table has a packed kernel.
-  const uint8_t* packed = nullptr;
-};
-
-// Reusable buffer for quantized activations; grows, never shrinks. One per runner.
+// Reusable buffers: quantized activations (grow, never shrink) and one tile scratch per thread of
+// the pool the matmul runs on. One per runner.
 struct MatmulScratch {
+  explicit MatmulScratch(int n_threads) : tiles(std::make_unique<TileScratch[]>(n_threads)) {}
   std::vector<BlockQ8_0> x_q8;
+  std::unique_ptr<TileScratch[]> tiles;  // [pool size]
 };
 
 // y[m, n_out] = x[m, n_in] · Wᵀ.  x and y are row-major float32 with n_in / n_out columns.
+// `scratch` must have a tile scratch for each of pool.size() threads.
 void Matmul(const KernelTable& kernels, const WeightMatrix& w, const float* x, int m, float* y,
             MatmulScratch& scratch, ThreadPool& pool);
 

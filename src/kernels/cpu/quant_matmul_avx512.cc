@@ -52,8 +52,7 @@ struct alignas(64) XPair {
 };
 static_assert(sizeof(XPair) == 192);
 
-thread_local ScratchBuffer tls_x_scratch;
-thread_local ScratchBuffer tls_w_scratch;
+// Scratch (MatmulTile::scratch): x = repacked activation rows, w = one transposed weight group.
 
 inline float F16ToF32(const uint8_t* p) {
   uint16_t s;
@@ -362,7 +361,7 @@ void MatmulQuant(const MatmulTile& t) {
   int m_block = t.m == 1 ? 1 : static_cast<int>(kXBlockBytes / row_bytes / kMr * kMr);
   if (m_block < kMr) m_block = kMr;
   const int rows_per_block = t.m < m_block ? t.m : m_block;
-  XPair* packed = static_cast<XPair*>(tls_x_scratch.Get(
+  XPair* packed = static_cast<XPair*>(t.scratch->x.Get(
       sizeof(XPair) * static_cast<size_t>(rows_per_block) * static_cast<size_t>(n_pairs)));
   assert(packed != nullptr);
   if (t.m == 1 && !kPacked) {
@@ -373,7 +372,7 @@ void MatmulQuant(const MatmulTile& t) {
   uint8_t* transposed = nullptr;
   if constexpr (!kPacked) {
     transposed = static_cast<uint8_t*>(
-        tls_w_scratch.Get((kQuantBytes<Q> + kScaleBytes) * static_cast<size_t>(n_blocks)));
+        t.scratch->w.Get((kQuantBytes<Q> + kScaleBytes) * static_cast<size_t>(n_blocks)));
     assert(transposed != nullptr);
   }
   for (int m0 = 0; m0 < t.m; m0 += m_block) {

@@ -65,8 +65,7 @@ template <QType Q>
 constexpr size_t kQuantBytes = Q == QType::kQ8_0 ? 8 * 64 : 4 * 64;
 constexpr size_t kScaleBytes = 2 * kGroupRows;
 
-thread_local ScratchBuffer tls_x_scratch;
-thread_local ScratchBuffer tls_w_scratch;
+// Scratch (MatmulTile::scratch): x = activation block infos, w = one packed weight group.
 
 inline float ScaleOf(const uint8_t* block) {
   uint16_t s;
@@ -250,12 +249,12 @@ void MatmulQuant(const MatmulTile& t) {
   int m_block = static_cast<int>(kXBlockBytes / row_bytes / kMr * kMr);
   if (m_block < kMr) m_block = kMr;
   const int rows_per_block = t.m < m_block ? t.m : m_block;
-  XInfo* info = static_cast<XInfo*>(tls_x_scratch.Get(
+  XInfo* info = static_cast<XInfo*>(t.scratch->x.Get(
       sizeof(XInfo) * static_cast<size_t>(rows_per_block) * static_cast<size_t>(n_blocks)));
   assert(info != nullptr);
   uint8_t* packed_group = nullptr;
   if constexpr (!kPacked) {
-    packed_group = static_cast<uint8_t*>(tls_w_scratch.Get(PackedGroupBytes(kType<Q>, t.k)));
+    packed_group = static_cast<uint8_t*>(t.scratch->w.Get(PackedGroupBytes(kType<Q>, t.k)));
     assert(packed_group != nullptr);
   }
   for (int m0 = 0; m0 < t.m; m0 += m_block) {

@@ -1,0 +1,103 @@
+// The seam below the models: every operation a forward pass is built from, on memory the backend
+// owns. A model holds the backend it was loaded for and calls only these; today's CPU kernels,
+// ISA tables and thread pool live behind it in cpu/, and a CUDA backend can later implement the
+// same interface with device memory without touching the models or the engine.
+//
+// Conventions: activations are row-major float32 rows of `width` elements, `n_rows` rows one after
+// another unless a stride is given; they live in a Workspace of this backend. Every operation is
+// row-wise deterministic (design.md, batch invariance): a row's result depends only on that row's
+// inputs, never on n_rows or the thread split. Logits (Forward's output) are host memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "io/gguf_reader.h"
+#include "kernels/weight_matrix.h"
+#include "kv/kv_layer_view.h"
+#include "util/buffer.h"
+
+namespace kvserve {
+
+// Where attention finds each query's keys: per token its position and sequence, per sequence its
+// block table (physical block of each logical block, covering positions 0..max position).
+struct AttentionBatch {
+  std::span<const int32_t> positions;                // [n_tokens]
+  std::span<const int32_t> seq_index;                // [n_tokens], index into block_tables
+  std::span<const std::vector<int32_t>> block_tables;  // [n_sequences]
+};
+
+// A forward pass's execution context: buffers that grow to the largest batch seen and are then
+// reused (steady decoding allocates nothing), and whatever the backend runs work on (the CPU
+// backend: a thread pool and per-thread kernel scratch). One per runner; not shared between
+// threads. Made by Backend::NewWorkspace.
+class Workspace {
+ public:
+  virtual ~Workspace() = default;
+  // At least n floats for buffer `id` (a small index chosen by the model), 64-byte aligned; the
+  // contents survive until the next call with a larger n for that id.
+  virtual float* Floats(int id, size_t n) = 0;
+};
+
+struct WorkspaceOptions {
+  int n_threads = 0;  // 0 = one per core
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // "cpu-avx512", ...
+  virtual std::string name() const = 0;
+  virtual BufferAllocator& allocator() const = 0;
+  virtual std::unique_ptr<Workspace> NewWorkspace(const WorkspaceOptions& options) const = 0;
+  // Called once at load with every matrix the model multiplies; the backend may give each a copy
+  // in its own layout (WeightMatrix::packed), owned by `storage`. Returns the bytes prepared.
+  virtual size_t PrepareWeights(std::span<WeightMatrix* const> matrices, const GgufFile& file,
+                                std::shared_ptr<uint8_t>& storage) const = 0;
+
+  // y[n_rows, n_out] = x[n_rows, n_in] · Wᵀ.
+  virtual void Matmul(const WeightMatrix& w, const float* x, int n_rows, float* y,
+                      Workspace& ws) const = 0;
+  // out[i] = row rows[i] of `table` as float32.  out: [rows.size(), table.n_in]
+  virtual void GetRows(const WeightMatrix& table, std::span<const int32_t> rows, float* out,
+                       Workspace& ws) const = 0;
+  // dst row i = src row rows[i].  src rows `src_stride` floats apart; dst contiguous.
+  virtual void GatherRows(const float* src, size_t src_stride, std::span<const int32_t> rows,
+                          int width, float* dst) const = 0;
+  // dst row i = src row i, src rows `src_stride` floats apart; dst contiguous.
+  virtual void CopyRows(const float* src, size_t src_stride, int n_rows, int width,
+                        float* dst) const = 0;
+  // x row i += y row i.
+  virtual void Add(float* x, const float* y, int n_rows, int width, Workspace& ws) const = 0;
+  // x row i += bias (x rows `stride` floats apart).
+  virtual void AddBias(float* x, size_t stride, const float* bias, int n_rows, int width,
+                       Workspace& ws) const = 0;
+  // out = x / sqrt(mean(x²) + eps) * weight, per row.
+  virtual void RmsNorm(const float* x, const float* weight, int n_rows, int width, float eps,
+                       float* out, Workspace& ws) const = 0;
+  // out = (x - mean) / sqrt(var + eps) * weight + bias, per row.
+  virtual void LayerNorm(const float* x, const float* weight, const float* bias, int n_rows,
+                         int width, float eps, float* out, Workspace& ws) const = 0;
+  // Rotary embedding, GGML "normal" mode, of row i at positions[i].  x: [n_rows, n_heads, head_dim]
+  virtual void Rope(float* x, std::span<const int32_t> positions, int n_heads, int head_dim,
+                    int rope_dims, float freq_base, Workspace& ws) const = 0;
+  // gate = silu(gate) * up, per row.
+  virtual void SwiGlu(float* gate, const float* up, int n_rows, int width,
+                      Workspace& ws) const = 0;
+  // GELU (tanh form, through GGML's f16 table), in place.
+  virtual void Gelu(float* x, int n_rows, int width, Workspace& ws) const = 0;
+  // Writes token i's K and V rows (n_kv_heads * head_dim floats, rows `stride` floats apart) to
+  // slots[i] of `kv`, rounding to the KV type.
+  virtual void StoreKv(const KvLayerView& kv, std::span<const int64_t> slots, const float* k,
+                       const float* v, size_t stride, Workspace& ws) const = 0;
+  // out row i = causal attention of query row i (n_heads heads of head_dim) over positions
+  // 0..positions[i] of its sequence in `kv`, with KV head h / (n_heads / n_kv_heads).
+  virtual void PagedAttention(const KvLayerView& kv, const AttentionBatch& batch, const float* q,
+                              int n_heads, float scale, float* out, Workspace& ws) const = 0;
+};
+
+}  // namespace kvserve

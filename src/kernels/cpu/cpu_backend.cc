@@ -1,0 +1,241 @@
+#include "kernels/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cassert>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/packed_weights.h"
+#include "kernels/quantize.h"
+#include "util/aligned_allocator.h"
+#include "util/thread_pool.h"
+
+namespace kvserve {
+
+namespace {
+
+// The CPU workspace: named float buffers, the thread pool every operation runs on, and the
+// kernels' scratch (quantized activations, per-thread tiles, attention scores, an unpacked row).
+class CpuWorkspace final : public Workspace {
+ public:
+  explicit CpuWorkspace(int n_threads) : pool(n_threads), matmul(pool.size()) {}
+  float* Floats(int id, size_t n) override {
+    if (static_cast<size_t>(id) >= buffers_.size()) buffers_.resize(id + 1);
+    if (buffers_[id].size() < n) buffers_[id].resize(n);
+    return buffers_[id].data();
+  }
+
+  ThreadPool pool;
+  MatmulScratch matmul;
+  AlignedFloats attention;        // [pool size][AttentionScratchFloats]
+  std::vector<uint8_t> row_bytes;  // one stored-layout row, unpacked from a packed copy
+
+ private:
+  std::vector<AlignedFloats> buffers_;
+};
+
+CpuWorkspace& Cpu(Workspace& ws) { return static_cast<CpuWorkspace&>(ws); }
+
+// Rough work of one row-wise pass, for ThreadPool::ParallelFor's inline threshold.
+int64_t RowCost(int n_rows, int width) { return static_cast<int64_t>(n_rows) * width * 8; }
+
+// fn(i) for every row i, split across the pool by rows.
+template <typename Fn>
+void ForRows(Workspace& ws, int n_rows, int width, Fn&& fn) {
+  Cpu(ws).pool.ParallelFor(
+      n_rows,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) fn(i);
+      },
+      RowCost(n_rows, width));
+}
+
+}  // namespace
+
+CpuBackendOptions CpuBackendOptions::FromEnvironment() {
+  CpuBackendOptions options;
+  if (const char* isa = std::getenv("KVSERVE_ISA")) options.isa = isa;
+  const char* pack = std::getenv("KVSERVE_PACK");
+  options.pack = pack == nullptr || std::string_view(pack) != "0";
+  return options;
+}
+
+CpuBackend::CpuBackend(const CpuBackendOptions& options)
+    : kernels_(KernelsFor(options.isa)), pack_(options.pack) {}
+
+std::string CpuBackend::name() const { return std::string("cpu-") + kernels_.isa; }
+
+std::unique_ptr<Workspace> CpuBackend::NewWorkspace(const WorkspaceOptions& options) const {
+  return std::make_unique<CpuWorkspace>(options.n_threads);
+}
+
+// Repacks every Q8_0/Q4_0 matrix the table has a packed kernel for, then drops the stored bytes
+// from resident memory (file mappings only). Loading is mostly page faults on the mapping: up to 8
+// threads, each taking whole matrices. No memory for the copy: the stored layout keeps working.
+size_t CpuBackend::PrepareWeights(std::span<WeightMatrix* const> all, const GgufFile& file,
+                                  std::shared_ptr<uint8_t>& storage) const {
+  if (!pack_) return 0;
+  std::vector<WeightMatrix*> matrices(all.begin(), all.end());
+  std::erase_if(matrices, [&](const WeightMatrix* m) {
+    return m->data == nullptr || m->packed != nullptr || !HasPackedLayout(m->type) ||
+           PackedMatmulFor(kernels_, m->type) == nullptr;
+  });
+  std::sort(matrices.begin(), matrices.end());
+  matrices.erase(std::unique(matrices.begin(), matrices.end()), matrices.end());
+  size_t total = 0;
+  for (const WeightMatrix* m : matrices) total += PackedMatrixBytes(m->type, m->n_out, m->n_in);
+  if (total == 0) return 0;
+  uint8_t* base = static_cast<uint8_t*>(std::aligned_alloc(64, (total + 63) / 64 * 64));
+  if (base == nullptr) return 0;
+  storage.reset(base, std::free);
+  std::vector<uint8_t*> destinations;
+  for (WeightMatrix* m : matrices) {
+    destinations.push_back(base);
+    base += PackedMatrixBytes(m->type, m->n_out, m->n_in);
+  }
+  ThreadPool pool(static_cast<int>(std::min<size_t>(8, matrices.size())));
+  std::atomic<size_t> next{0};
+  pool.Run([&](int) {
+    for (size_t i = next++; i < matrices.size(); i = next++) {
+      WeightMatrix* m = matrices[i];
+      const int64_t groups = (m->n_out + kPackRows - 1) / kPackRows;
+      PackGroups(m->type, m->data, RowBytes(m->type, m->n_in), m->n_out, m->n_in, 0, groups,
+                 destinations[i]);
+      m->packed = destinations[i];
+      file.ReleasePages(m->data, m->row_bytes * static_cast<size_t>(m->n_out));
+    }
+  });
+  return total;
+}
+
+void CpuBackend::Matmul(const WeightMatrix& w, const float* x, int n_rows, float* y,
+                        Workspace& ws) const {
+  kvserve::Matmul(kernels_, w, x, n_rows, y, Cpu(ws).matmul, Cpu(ws).pool);
+}
+
+// A matrix whose pages were released after packing (a tied embedding) reads its rows back from
+// the packed copy.
+void CpuBackend::GetRows(const WeightMatrix& table, std::span<const int32_t> rows, float* out,
+                         Workspace& ws) const {
+  std::vector<uint8_t>& row_bytes = Cpu(ws).row_bytes;
+  if (table.packed != nullptr && row_bytes.size() < table.row_bytes) {
+    row_bytes.resize(table.row_bytes);
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const uint8_t* stored = table.data + table.row_bytes * rows[i];
+    if (table.packed != nullptr) {
+      UnpackRow(table.type, table.packed, table.n_in, rows[i], row_bytes.data());
+      stored = row_bytes.data();
+    }
+    DequantizeRow(table.type, stored, table.n_in, out + i * table.n_in);
+  }
+}
+
+void CpuBackend::GatherRows(const float* src, size_t src_stride, std::span<const int32_t> rows,
+                            int width, float* dst) const {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::memcpy(dst + i * width, src + rows[i] * src_stride, sizeof(float) * width);
+  }
+}
+
+void CpuBackend::CopyRows(const float* src, size_t src_stride, int n_rows, int width,
+                          float* dst) const {
+  for (int i = 0; i < n_rows; ++i) {
+    std::memcpy(dst + static_cast<size_t>(i) * width, src + i * src_stride,
+                sizeof(float) * width);
+  }
+}
+
+void CpuBackend::Add(float* x, const float* y, int n_rows, int width, Workspace& ws) const {
+  ForRows(ws, n_rows, width, [&](int64_t i) { AddInPlace(x + i * width, y + i * width, width); });
+}
+
+void CpuBackend::AddBias(float* x, size_t stride, const float* bias, int n_rows, int width,
+                         Workspace& ws) const {
+  ForRows(ws, n_rows, width, [&](int64_t i) { AddInPlace(x + i * stride, bias, width); });
+}
+
+void CpuBackend::RmsNorm(const float* x, const float* weight, int n_rows, int width, float eps,
+                         float* out, Workspace& ws) const {
+  ForRows(ws, n_rows, width,
+          [&](int64_t i) { kvserve::RmsNorm(x + i * width, weight, width, eps, out + i * width); });
+}
+
+void CpuBackend::LayerNorm(const float* x, const float* weight, const float* bias, int n_rows,
+                           int width, float eps, float* out, Workspace& ws) const {
+  ForRows(ws, n_rows, width, [&](int64_t i) {
+    kvserve::LayerNorm(x + i * width, weight, bias, width, eps, out + i * width);
+  });
+}
+
+void CpuBackend::Rope(float* x, std::span<const int32_t> positions, int n_heads, int head_dim,
+                      int rope_dims, float freq_base, Workspace& ws) const {
+  const int width = n_heads * head_dim;
+  ForRows(ws, static_cast<int>(positions.size()), width, [&](int64_t i) {
+    RopeInPlace(x + i * width, n_heads, head_dim, rope_dims, positions[i], freq_base);
+  });
+}
+
+void CpuBackend::SwiGlu(float* gate, const float* up, int n_rows, int width,
+                        Workspace& ws) const {
+  ForRows(ws, n_rows, width,
+          [&](int64_t i) { SwiGluInPlace(kernels_, gate + i * width, up + i * width, width); });
+}
+
+void CpuBackend::Gelu(float* x, int n_rows, int width, Workspace& ws) const {
+  ForRows(ws, n_rows, width, [&](int64_t i) { GeluInPlace(kernels_, x + i * width, width); });
+}
+
+void CpuBackend::StoreKv(const KvLayerView& kv, std::span<const int64_t> slots, const float* k,
+                         const float* v, size_t stride, Workspace& ws) const {
+  ForRows(ws, static_cast<int>(slots.size()), static_cast<int>(kv.row_elements()),
+          [&](int64_t i) { kvserve::StoreKv(kv, slots[i], k + i * stride, v + i * stride); });
+}
+
+// Work is split by (head, token) units; each unit is computed alone, in position order. Units are
+// head-major, so one KV head's keys and values stay in cache across the tokens that read them, and
+// every thread gets whole heads of the same cost. Within a head, a prompt's later tokens attend
+// over more keys, so tokens are dealt in the order 0, n-1, 1, n-2, ...: a head split between two
+// threads still splits evenly.
+void CpuBackend::PagedAttention(const KvLayerView& kv, const AttentionBatch& batch,
+                                const float* q, int n_heads, float scale, float* out,
+                                Workspace& ws) const {
+  CpuWorkspace& cpu = Cpu(ws);
+  const int head_dim = kv.head_dim;
+  const int group = n_heads / kv.n_kv_heads;
+  const int n_tokens = static_cast<int>(batch.positions.size());
+  int max_keys = 0;
+  int64_t cost = 0;
+  for (int32_t pos : batch.positions) {
+    max_keys = std::max(max_keys, pos + 1);
+    cost += static_cast<int64_t>(pos + 1) * head_dim * n_heads * 2;
+  }
+  const size_t per_thread = AttentionScratchFloats(max_keys, head_dim);
+  if (cpu.attention.size() < per_thread * cpu.pool.size()) {
+    cpu.attention.resize(per_thread * cpu.pool.size());
+  }
+  const int64_t n_units = static_cast<int64_t>(n_tokens) * n_heads;
+  cpu.pool.ParallelFor(
+      n_units,
+      [&](int64_t begin, int64_t end, int thread) {
+        float* scratch = cpu.attention.data() + per_thread * thread;
+        for (int64_t unit = begin; unit < end; ++unit) {
+          const int h = static_cast<int>(unit / n_tokens);
+          const int dealt = static_cast<int>(unit % n_tokens);
+          const int i = dealt % 2 == 0 ? dealt / 2 : n_tokens - 1 - dealt / 2;
+          const size_t offset = (static_cast<size_t>(i) * n_heads + h) * head_dim;
+          AttendHead(kernels_, kv, q + offset, h / group,
+                     batch.block_tables[batch.seq_index[i]].data(), batch.positions[i] + 1, scale,
+                     out + offset, scratch);
+        }
+      },
+      cost);
+}
+
+}  // namespace kvserve

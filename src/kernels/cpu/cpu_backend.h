@@ -1,0 +1,65 @@
+// The CPU backend: the per-ISA kernel tables (one chosen at construction), a thread pool per
+// workspace, and the Q8_0/Q4_0 repacking of weights at load. Immutable after construction; any
+// number of workspaces (runners) can use one backend at a time.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/kernels.h"
+
+namespace kvserve {
+
+struct CpuBackendOptions {
+  std::string isa;   // "" = the best this CPU has; else scalar|avx2|avxvnni|avx512 at most
+  bool pack = true;  // repack Q8_0/Q4_0 into the x16 layout at load (same bits; faster)
+
+  // KVSERVE_ISA=scalar|avx2|avxvnni|avx512 caps the table, KVSERVE_PACK=0 turns packing off.
+  // Called by entry points only (the CLI at start-up, the tests' support): nothing below them
+  // reads the environment.
+  static CpuBackendOptions FromEnvironment();
+};
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(const CpuBackendOptions& options = {});
+
+  const KernelTable& kernels() const { return kernels_; }
+  std::string name() const override;
+  BufferAllocator& allocator() const override { return allocator_; }
+  std::unique_ptr<Workspace> NewWorkspace(const WorkspaceOptions& options) const override;
+  size_t PrepareWeights(std::span<WeightMatrix* const> matrices, const GgufFile& file,
+                        std::shared_ptr<uint8_t>& storage) const override;
+
+  void Matmul(const WeightMatrix& w, const float* x, int n_rows, float* y,
+              Workspace& ws) const override;
+  void GetRows(const WeightMatrix& table, std::span<const int32_t> rows, float* out,
+               Workspace& ws) const override;
+  void GatherRows(const float* src, size_t src_stride, std::span<const int32_t> rows, int width,
+                  float* dst) const override;
+  void CopyRows(const float* src, size_t src_stride, int n_rows, int width,
+                float* dst) const override;
+  void Add(float* x, const float* y, int n_rows, int width, Workspace& ws) const override;
+  void AddBias(float* x, size_t stride, const float* bias, int n_rows, int width,
+               Workspace& ws) const override;
+  void RmsNorm(const float* x, const float* weight, int n_rows, int width, float eps, float* out,
+               Workspace& ws) const override;
+  void LayerNorm(const float* x, const float* weight, const float* bias, int n_rows, int width,
+                 float eps, float* out, Workspace& ws) const override;
+  void Rope(float* x, std::span<const int32_t> positions, int n_heads, int head_dim,
+            int rope_dims, float freq_base, Workspace& ws) const override;
+  void SwiGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const override;
+  void Gelu(float* x, int n_rows, int width, Workspace& ws) const override;
+  void StoreKv(const KvLayerView& kv, std::span<const int64_t> slots, const float* k,
+               const float* v, size_t stride, Workspace& ws) const override;
+  void PagedAttention(const KvLayerView& kv, const AttentionBatch& batch, const float* q,
+                      int n_heads, float scale, float* out, Workspace& ws) const override;
+
+ private:
+  const KernelTable& kernels_;
+  bool pack_;
+  mutable HostAllocator allocator_;
+};
+
+}  // namespace kvserve

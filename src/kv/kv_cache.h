@@ -1,0 +1,44 @@
+// The memory behind the KV cache: for every layer of every group of a KvSpec, a K pool and a V
+// pool of n_blocks blocks of block_size token slots each. Owns the bytes (from the backend's
+// allocator, so a GPU backend can place them in device memory); hands the forward pass mutable
+// per-layer views. Which sequence owns which block is decided elsewhere (BlockManager); this
+// class never looks.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kv/kv_format.h"
+#include "kv/kv_layer_view.h"
+#include "kv/kv_spec.h"
+#include "util/buffer.h"
+
+namespace kvserve {
+
+class KvCache {
+ public:
+  // Throws std::bad_alloc when the allocator has no room (sizes are checked by the caller).
+  KvCache(const KvSpec& spec, KvType type, int block_size, int n_blocks,
+          BufferAllocator& allocator);
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
+
+  // The view of model layer `layer` (any group).
+  const KvLayerView& layer(int layer) const { return views_[layer]; }
+  int n_layers() const { return static_cast<int>(views_.size()); }
+  KvType type() const { return type_; }
+  int block_size() const { return block_size_; }
+  int n_blocks() const { return n_blocks_; }
+  uint64_t bytes() const { return memory_.size(); }
+  // Bytes of K+V for one block across all layers.
+  static uint64_t BytesPerBlock(const KvSpec& spec, KvType type, int block_size);
+
+ private:
+  KvType type_;
+  int block_size_;
+  int n_blocks_;
+  Buffer memory_;  // zeroed; K and V of every layer, each pool 64-byte aligned
+  std::vector<KvLayerView> views_;
+};
+
+}  // namespace kvserve

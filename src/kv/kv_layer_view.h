@@ -1,0 +1,61 @@
+// One layer's K and V pools as the kernels see them, and the slot formula: the one place that
+// says where position p of a sequence lives. Pools are [n_blocks, block_size, n_kv_heads,
+// head_dim] elements of `type`; a sequence's block table maps its logical block i to a physical
+// block. Views are handed out by KvCache (the owner of the bytes) to the forward pass.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kv/kv_format.h"
+
+namespace kvserve {
+
+// The slot formula and its walk have internal linkage: the per-ISA kernel units include this
+// header with different instruction-set flags and must not share one inline copy.
+namespace {
+
+// Physical slot of position `pos`: block_table[pos / block_size] * block_size + pos % block_size.
+[[maybe_unused]] int64_t KvSlot(const int32_t* block_table, int block_size, int64_t pos) {
+  return static_cast<int64_t>(block_table[pos / block_size]) * block_size + pos % block_size;
+}
+
+// Walks positions 0, 1, 2, ... of a paged sequence, giving each one's byte offset in a pool whose
+// slots are `slot_bytes` apart: KvSlot(p) * slot_bytes without a division per position.
+class KvSlotWalk {
+ public:
+  KvSlotWalk(const int32_t* block_table, int block_size, size_t slot_bytes)
+      : block_table_(block_table), block_size_(block_size), slot_bytes_(slot_bytes) {}
+  size_t Next() {
+    const size_t offset =
+        (static_cast<size_t>(block_table_[block_]) * block_size_ + in_block_) * slot_bytes_;
+    if (++in_block_ == block_size_) {
+      in_block_ = 0;
+      ++block_;
+    }
+    return offset;
+  }
+
+ private:
+  const int32_t* block_table_;
+  int block_size_;
+  size_t slot_bytes_;
+  int block_ = 0;
+  int in_block_ = 0;
+};
+
+}  // namespace
+
+struct KvLayerView {
+  uint8_t* k = nullptr;  // [n_blocks, block_size, n_kv_heads, head_dim] elements of `type`
+  uint8_t* v = nullptr;  // same layout
+  KvType type = KvType::kF32;
+  int block_size = 16;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+
+  size_t row_elements() const { return static_cast<size_t>(n_kv_heads) * head_dim; }
+  size_t slot_bytes() const { return row_elements() * KvTypeBytes(type); }
+};
+
+}  // namespace kvserve

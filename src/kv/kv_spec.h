@@ -1,0 +1,41 @@
+// What a model needs from the KV cache, declared by the model (Model::kv_spec) and honoured by
+// kv/ (storage, views) and the engine (block accounting): groups of layers, each with the kind of
+// attention its cache serves and the shape of one token's K/V row. The element format is chosen
+// per group by the user (KvCache's constructor), within what the group's kind allows.
+//
+// Today every group is kFullCausal (every key of the sequence, in position order). Where the
+// coming kinds plug in: kSlidingWindow (reads the last `window` keys; blocks that slide out of
+// every window of a sequence return to the pool), kSinks (the first sink tokens plus a window),
+// kCross (an encoder's keys, filled once at admission). The engine asks the spec, never the model.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kv/kv_format.h"
+
+namespace kvserve {
+
+enum class KvGroupKind : uint8_t { kFullCausal };
+
+struct KvGroupSpec {
+  KvGroupKind kind = KvGroupKind::kFullCausal;
+  std::vector<int> layers;  // model layer indices, ascending
+  int n_kv_heads = 0;
+  int head_dim = 0;
+
+  // Elements of one token's K row (V likewise).  [n_kv_heads * head_dim]
+  int64_t row_elements() const { return static_cast<int64_t>(n_kv_heads) * head_dim; }
+};
+
+struct KvSpec {
+  std::vector<KvGroupSpec> groups;
+
+  // One group of every layer, all of one shape.
+  static KvSpec Uniform(int n_layers, int n_kv_heads, int head_dim);
+  int n_layers() const;
+  // Bytes of K and V per token of context, over every layer, in `type`.
+  uint64_t BytesPerToken(KvType type) const;
+};
+
+}  // namespace kvserve

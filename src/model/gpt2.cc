@@ -1,0 +1,142 @@
+// The gpt2 architecture: learned position embeddings, LayerNorm with biases, a fused QKV
+// projection with bias, GELU feed-forward with biases, tied output.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/architectures.h"
+#include "model/decoder_blocks.h"
+#include "model/weight_loader.h"
+
+namespace kvserve {
+
+namespace {
+
+struct Gpt2Layer {
+  std::vector<float> attn_norm, attn_norm_bias;  // [n_embd]
+  WeightMatrix wqkv;                             // [3 * n_embd, n_embd]
+  std::vector<float> bqkv;                       // [3 * n_embd]
+  WeightMatrix wo;                               // [n_embd, n_embd]
+  std::vector<float> bo;                         // [n_embd]
+  std::vector<float> ffn_norm, ffn_norm_bias;    // [n_embd]
+  WeightMatrix w_up;                             // [n_ff, n_embd]
+  std::vector<float> b_up;                       // [n_ff]
+  WeightMatrix w_down;                           // [n_embd, n_ff]
+  std::vector<float> b_down;                     // [n_embd]
+};
+
+class Gpt2Model final : public Model {
+ public:
+  Gpt2Model(GgufFile file, ModelConfig config, const Backend& backend)
+      : Model(std::move(file), std::move(config), backend) {}
+
+  int max_positions() const override { return config_.n_ctx_train; }
+
+  Status Load() {
+    KVSERVE_RETURN_IF_ERROR(config_.ReadNormEps(file_, "attention.layer_norm_epsilon"));
+    const ModelConfig& c = config_;
+    const WeightLoader r(file_);
+    const int e = c.n_embd;
+    KVSERVE_RETURN_IF_ERROR(r.Matrix("token_embd.weight", c.n_vocab, e, &token_embd_));
+    KVSERVE_RETURN_IF_ERROR(r.Matrix("position_embd.weight", c.n_ctx_train, e, &position_embd_));
+    KVSERVE_RETURN_IF_ERROR(r.Vector("output_norm.weight", e, &output_norm_));
+    KVSERVE_RETURN_IF_ERROR(r.Vector("output_norm.bias", e, &output_norm_bias_));
+    output_ = &token_embd_;
+    if (!c.tied_output) {
+      KVSERVE_RETURN_IF_ERROR(r.Matrix("output.weight", c.n_vocab, e, &own_output_));
+      output_ = &own_output_;
+    }
+    layers_.resize(c.n_layers);
+    std::vector<WeightMatrix*> matrices = {output_};
+    for (int i = 0; i < c.n_layers; ++i) {
+      const std::string p = "blk." + std::to_string(i) + ".";
+      Gpt2Layer& l = layers_[i];
+      KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_norm.weight", e, &l.attn_norm));
+      KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_norm.bias", e, &l.attn_norm_bias));
+      KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "attn_qkv.weight", 3 * e, e, &l.wqkv));
+      KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_qkv.bias", 3 * e, &l.bqkv));
+      KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "attn_output.weight", e, e, &l.wo));
+      KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_output.bias", e, &l.bo));
+      KVSERVE_RETURN_IF_ERROR(r.Vector(p + "ffn_norm.weight", e, &l.ffn_norm));
+      KVSERVE_RETURN_IF_ERROR(r.Vector(p + "ffn_norm.bias", e, &l.ffn_norm_bias));
+      KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "ffn_up.weight", c.n_ff, e, &l.w_up));
+      KVSERVE_RETURN_IF_ERROR(r.Vector(p + "ffn_up.bias", c.n_ff, &l.b_up));
+      KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "ffn_down.weight", e, c.n_ff, &l.w_down));
+      KVSERVE_RETURN_IF_ERROR(r.Vector(p + "ffn_down.bias", e, &l.b_down));
+      matrices.insert(matrices.end(), {&l.wqkv, &l.wo, &l.w_up, &l.w_down});
+    }
+    SetMatrices(std::move(matrices));
+    PrepareWeights();
+    return Status::Ok();
+  }
+
+  void Forward(const ForwardBatch& batch, KvCache& kv, Workspace& ws,
+               float* logits) const override {
+    const ModelConfig& c = config_;
+    const size_t n = batch.n_tokens();
+    const size_t e = c.n_embd;
+    Buffers b{.x = ws.Floats(kX, n * e),
+              .xn = ws.Floats(kXn, n * e),
+              .proj = ws.Floats(kProj, n * e),
+              .q = ws.Floats(kQ, n * e),
+              .attn = ws.Floats(kAttn, n * e),
+              .qkv = ws.Floats(kQkv, n * 3 * e),
+              .up = ws.Floats(kUp, n * c.n_ff)};
+    EmbedTokens(backend_, batch, token_embd_, b.x, ws);
+    float* pos = ws.Floats(kTmp, n * e);
+    backend_.GetRows(position_embd_, batch.positions, pos, ws);
+    backend_.Add(b.x, pos, static_cast<int>(n), c.n_embd, ws);
+    for (int il = 0; il < c.n_layers; ++il) Layer(layers_[il], batch, kv.layer(il), b, ws);
+    auto norm = [&](const float* in, int n_rows, float* out) {
+      backend_.LayerNorm(in, output_norm_.data(), output_norm_bias_.data(), n_rows, c.n_embd,
+                         c.norm_eps, out, ws);
+    };
+    ProjectLogits(backend_, batch, b.x, c.n_embd, norm, *output_, logits, ws);
+  }
+
+ private:
+  struct Buffers {
+    float *x, *xn, *proj, *q, *attn, *qkv, *up;
+  };
+
+  void Layer(const Gpt2Layer& w, const ForwardBatch& batch, const KvLayerView& kv,
+             const Buffers& b, Workspace& ws) const {
+    const ModelConfig& c = config_;
+    const Backend& be = backend_;
+    const int n = batch.n_tokens();
+    const int e = c.n_embd;
+    be.LayerNorm(b.x, w.attn_norm.data(), w.attn_norm_bias.data(), n, e, c.norm_eps, b.xn, ws);
+    be.Matmul(w.wqkv, b.xn, n, b.qkv, ws);
+    be.AddBias(b.qkv, 3 * e, w.bqkv.data(), n, 3 * e, ws);
+    be.CopyRows(b.qkv, 3 * e, n, e, b.q);
+    SelfAttention(be, batch, kv, b.q, b.qkv + e, b.qkv + 2 * e, 3 * e, c.n_heads, b.attn, ws);
+    be.Matmul(w.wo, b.attn, n, b.proj, ws);
+    be.AddBias(b.proj, e, w.bo.data(), n, e, ws);
+    be.Add(b.x, b.proj, n, e, ws);
+    be.LayerNorm(b.x, w.ffn_norm.data(), w.ffn_norm_bias.data(), n, e, c.norm_eps, b.xn, ws);
+    be.Matmul(w.w_up, b.xn, n, b.up, ws);
+    be.AddBias(b.up, c.n_ff, w.b_up.data(), n, c.n_ff, ws);
+    be.Gelu(b.up, n, c.n_ff, ws);
+    be.Matmul(w.w_down, b.up, n, b.proj, ws);
+    be.AddBias(b.proj, e, w.b_down.data(), n, e, ws);
+    be.Add(b.x, b.proj, n, e, ws);
+  }
+
+  WeightMatrix token_embd_;     // [n_vocab, n_embd]
+  WeightMatrix position_embd_;  // [n_ctx_train, n_embd]
+  WeightMatrix own_output_;     // [n_vocab, n_embd], unless tied
+  WeightMatrix* output_ = nullptr;
+  std::vector<float> output_norm_, output_norm_bias_;
+  std::vector<Gpt2Layer> layers_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> LoadGpt2(GgufFile file, ModelConfig config,
+                                        const Backend& backend) {
+  auto model = std::make_unique<Gpt2Model>(std::move(file), std::move(config), backend);
+  KVSERVE_RETURN_IF_ERROR(model->Load());
+  return std::unique_ptr<Model>(std::move(model));
+}
+
+}  // namespace kvserve

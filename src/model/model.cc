@@ -1,0 +1,85 @@
+#include "model/model.h"
+
+#include <algorithm>
+
+#include "model/architectures.h"
+#include "model/hf_folder.h"
+
+namespace kvserve {
+
+namespace {
+
+struct Architecture {
+  const char* name;  // general.architecture
+  ModelLoader load;
+};
+
+constexpr Architecture kArchitectures[] = {
+    {"llama", LoadLlama},
+    {"gpt2", LoadGpt2},
+};
+
+}  // namespace
+
+std::string SupportedArchitectures() {
+  std::string names;
+  for (const Architecture& arch : kArchitectures) {
+    names += (names.empty() ? "" : ", ") + std::string(arch.name);
+  }
+  return names;
+}
+
+Model::Model(GgufFile file, ModelConfig config, const Backend& backend)
+    : file_(std::move(file)), config_(std::move(config)), backend_(backend) {}
+
+KvSpec Model::kv_spec() const {
+  return KvSpec::Uniform(config_.n_layers, config_.n_kv_heads, config_.head_dim);
+}
+
+Status Model::CheckContextSize(int n_ctx) const {
+  const int limit = max_positions();
+  if (limit > 0 && n_ctx > limit) {
+    return Status::InvalidArgument("context size " + std::to_string(n_ctx) + " exceeds the " +
+                                   std::to_string(limit) + " positions of this " + config_.arch +
+                                   " model");
+  }
+  return Status::Ok();
+}
+
+void Model::SetMatrices(std::vector<WeightMatrix*> matrices) {
+  owned_matrices_.clear();
+  for (WeightMatrix* m : matrices) {
+    if (m == nullptr || std::find(owned_matrices_.begin(), owned_matrices_.end(), m) !=
+                            owned_matrices_.end()) {
+      continue;
+    }
+    owned_matrices_.push_back(m);
+  }
+  matrices_.assign(owned_matrices_.begin(), owned_matrices_.end());
+}
+
+void Model::PrepareWeights() {
+  backend_.PrepareWeights(owned_matrices_, file_, prepared_storage_);
+}
+
+Result<std::unique_ptr<Model>> LoadModel(const std::string& path, const Backend& backend) {
+  auto file = HfFolder::IsFolder(path) ? HfFolder::Open(path) : GgufFile::Open(path);
+  if (!file.ok()) return file.status();
+  return LoadModel(std::move(file).value(), backend);
+}
+
+Result<std::unique_ptr<Model>> LoadModel(GgufFile file, const Backend& backend) {
+  auto name = file.GetString("general.architecture");
+  if (!name.ok()) return name.status();
+  for (const Architecture& arch : kArchitectures) {
+    if (*name != arch.name) continue;
+    auto config = ModelConfig::FromGguf(file);
+    if (!config.ok()) return config.status();
+    return arch.load(std::move(file), std::move(config).value(), backend);
+  }
+  return Status::InvalidArgument(file.path() + ": unsupported architecture '" +
+                                 std::string(*name) + "' (supported: " +
+                                 SupportedArchitectures() + ")");
+}
+
+}  // namespace kvserve

@@ -1,0 +1,75 @@
+// One loaded decoder-only model, whatever its architecture: the interface the engine, the CLI and
+// the tests see. Each architecture is one file (llama.cc, gpt2.cc, ...) that builds its forward
+// pass from the backend's operations and the shared blocks of decoder_blocks.h, and one line in
+// the registry (model.cc). Immutable after load: one Model serves any number of runners, each
+// with its own KV cache and workspace.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "io/gguf_reader.h"
+#include "kernels/backend.h"
+#include "kernels/weight_matrix.h"
+#include "kv/kv_cache.h"
+#include "kv/kv_spec.h"
+#include "model/forward_batch.h"
+#include "model/model_config.h"
+#include "util/status.h"
+
+namespace kvserve {
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelConfig& config() const { return config_; }
+  // The file the weights point into (metadata: tokenizer, chat template).
+  const GgufFile& file() const { return file_; }
+  const Backend& backend() const { return backend_; }
+  // Every matrix the forward pass multiplies, each once (a tied embedding counts as the output).
+  std::span<const WeightMatrix* const> matrices() const { return matrices_; }
+
+  // The KV cache this model needs: its layer groups and their row shapes.
+  virtual KvSpec kv_spec() const;
+  // The most positions the architecture can address (learned position embeddings), or 0 when
+  // only the context length limits it. Everyone asks here; nobody checks the architecture name.
+  virtual int max_positions() const { return 0; }
+  // Whether a context of n_ctx positions fits max_positions(); the error names both.
+  Status CheckContextSize(int n_ctx) const;
+
+  // Runs every token of `batch` through the model. Each token's K and V are stored at its slot in
+  // `kv` before attention, so tokens of the same sequence in this batch see each other causally.
+  // Writes logits for batch.logit_rows: [logit_rows.size(), n_vocab], host memory.
+  virtual void Forward(const ForwardBatch& batch, KvCache& kv, Workspace& ws,
+                       float* logits) const = 0;
+
+ protected:
+  Model(GgufFile file, ModelConfig config, const Backend& backend);
+  // Declares the matrices Forward multiplies (for the backend to prepare, and for matrices());
+  // every architecture's loader calls it once with all of them, then calls PrepareWeights.
+  void SetMatrices(std::vector<WeightMatrix*> matrices);
+  void PrepareWeights();
+
+  GgufFile file_;  // owns the mapping the weights point into
+  ModelConfig config_;
+  const Backend& backend_;
+
+ private:
+  std::vector<WeightMatrix*> owned_matrices_;  // the derived model's members
+  std::vector<const WeightMatrix*> matrices_;
+  std::shared_ptr<uint8_t> prepared_storage_;  // the backend's copies (WeightMatrix::packed)
+};
+
+// Loads a GGUF file or a Hugging Face folder (model/hf_folder.h) for `backend`, which must outlive
+// the model. Unknown architectures are refused by name, with the list of supported ones.
+Result<std::unique_ptr<Model>> LoadModel(const std::string& path, const Backend& backend);
+Result<std::unique_ptr<Model>> LoadModel(GgufFile file, const Backend& backend);
+// "llama, gpt2": the architectures of the registry, for messages.
+std::string SupportedArchitectures();
+
+}  // namespace kvserve

@@ -1,0 +1,33 @@
+// Typed, shape-checked views of a model's tensors inside the mapped GGUF file, for the
+// architectures' loaders. Matrices stay in their stored type (no dequantized copy); only the small
+// 1-D vectors (norm weights, biases) are decoded to float32 at load. Every error names the file,
+// the tensor, its shape or type, and what was expected.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/gguf_reader.h"
+#include "kernels/weight_matrix.h"
+#include "util/status.h"
+
+namespace kvserve {
+
+class WeightLoader {
+ public:
+  explicit WeightLoader(const GgufFile& file) : file_(file) {}
+
+  // A 2-D matrix with n_out rows of n_in elements, in a type kvserve can multiply.
+  Status Matrix(const std::string& name, int64_t n_out, int64_t n_in, WeightMatrix* out) const;
+  // A 1-D vector of n elements, decoded to float32.
+  Status Vector(const std::string& name, int64_t n, std::vector<float>* out) const;
+  bool Has(const std::string& name) const { return file_.FindTensor(name) != nullptr; }
+
+ private:
+  Status Missing(const std::string& name) const;
+  Status WrongShape(const TensorInfo& t, const std::string& expected) const;
+  const GgufFile& file_;
+};
+
+}  // namespace kvserve

@@ -1,0 +1,36 @@
+#include "util/buffer.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace kvserve {
+
+Buffer& Buffer::operator=(Buffer&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    owner_ = std::exchange(other.owner_, nullptr);
+  }
+  return *this;
+}
+
+void Buffer::Reset() {
+  if (data_ != nullptr) owner_->Free(data_, size_);
+  data_ = nullptr;
+  size_ = 0;
+  owner_ = nullptr;
+}
+
+Buffer HostAllocator::AllocateZeroed(size_t bytes) {
+  const size_t rounded = (bytes + 63) / 64 * 64;
+  void* memory = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  if (memory == nullptr) throw std::bad_alloc();
+  std::memset(memory, 0, rounded == 0 ? 64 : rounded);
+  return Buffer(static_cast<uint8_t*>(memory), bytes, this);
+}
+
+void HostAllocator::Free(uint8_t* data, size_t /*bytes*/) { std::free(data); }
+
+}  // namespace kvserve
