@@ -4,8 +4,9 @@
 // and m = 512 (prefill, compute bound).
 //
 // Not part of the CMake build; compile ad hoc against the library, e.g.
-//   g++ -std=c++20 -O3 -Isrc bench/kernel_bench.cc build-kernels/libkvserve_core.a -lpthread \
-//       -lpcre2-8 -o /tmp/kernel_bench && /tmp/kernel_bench [n k]
+//   g++ -std=c++20 -O3 -Isrc bench/kernel_bench.cc build/libkvserve_kernels.a \
+//       build/libkvserve_io.a build/libkvserve_util.a -lpthread -o /tmp/kernel_bench
+//   /tmp/kernel_bench [n k]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
