@@ -183,6 +183,7 @@ TEST(Commands, NamesAreDistinctAndFound) {
     EXPECT_EQ(FindCommand(command.name), &command);
   }
   EXPECT_EQ(FindCommand("nope"), nullptr);
+  EXPECT_NE(FindCommand("version"), nullptr);
 }
 
 TEST(EditDistance, CountsInsertionsDeletionsSubstitutionsAndSwaps) {
@@ -217,6 +218,7 @@ TEST(NearestName, SuggestsTyposOnly) {
   EXPECT_EQ(NearestName("rn", commands), "run");
   EXPECT_EQ(NearestName("sevre", commands), "serve");
   EXPECT_EQ(NearestName("tokenise", commands), "tokenize");
+  EXPECT_EQ(NearestName("verison", commands), "version");
   EXPECT_EQ(NearestName("xyz", commands), std::nullopt);
 }
 

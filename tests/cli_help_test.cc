@@ -1,12 +1,18 @@
-// The command line as a new user meets it, through the real binary: -h/--help on every command
-// and the suggestion for a mistyped flag or command.
+// The command line as a new user meets it, through the real binary: -h/--help on every command,
+// --version, and the suggestion for a mistyped flag or command.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <regex>
 #include <string>
 
 #include "cli/commands.h"
+#include "kernels/cpu/kernels.h"
 #include "support/cli.h"
+
+#ifndef KVSERVE_VERSION
+#error "tests/CMakeLists.txt defines KVSERVE_VERSION and KVSERVE_GIT_COMMIT for this file"
+#endif
 
 namespace kvserve {
 namespace {
@@ -39,6 +45,29 @@ TEST(CommandHelp, HelpWinsOverMissingRequiredFlags) {
   EXPECT_NE(out.find("--port N"), std::string::npos) << out;
 }
 
+TEST(Version, PrintsTheVersionTheCommitAndTheKernelIsa) {
+  const std::string expected = std::string("kvserve ") + KVSERVE_VERSION + " (commit " +
+                               KVSERVE_GIT_COMMIT + ", kernels " + ActiveKernels().isa + ")\n";
+  EXPECT_TRUE(std::regex_match(KVSERVE_VERSION, std::regex("[0-9]+\\.[0-9]+\\.[0-9]+")));
+  EXPECT_TRUE(std::regex_match(KVSERVE_GIT_COMMIT, std::regex("[0-9a-f]{4,40}|unknown")));
+  for (const char* args : {"--version", "version"}) {
+    SCOPED_TRACE(args);
+    std::string out, err;
+    ASSERT_EQ(RunKvserve(args, &out, &err), 0) << err;
+    EXPECT_EQ(out, expected);
+    EXPECT_EQ(err, "");
+  }
+}
+
+TEST(Version, NamesTheKernelTableInUse) {
+  ASSERT_EQ(::setenv("KVSERVE_ISA", "scalar", 1), 0);
+  std::string out, err;
+  const int status = RunKvserve("--version", &out, &err);
+  ::unsetenv("KVSERVE_ISA");
+  ASSERT_EQ(status, 0) << err;
+  EXPECT_NE(out.find(", kernels scalar)"), std::string::npos) << out;
+}
+
 TEST(Typos, AMistypedFlagGetsTheNearestOneAndExitCodeTwo) {
   std::string out, err;
   EXPECT_EQ(RunKvserve("run --tmp 0", &out, &err), 2);
@@ -55,8 +84,9 @@ TEST(Typos, AMistypedCommandGetsTheNearestOneAndExitCodeTwo) {
   std::string out, err;
   EXPECT_EQ(RunKvserve("rn -m x", &out, &err), 2);
   EXPECT_EQ(err.rfind("kvserve: unknown command 'rn' (did you mean 'run'?)\n", 0), 0u) << err;
-  EXPECT_EQ(RunKvserve("--hlep", &out, &err), 2);
-  EXPECT_EQ(err.rfind("kvserve: unknown flag '--hlep' (did you mean '--help'?)\n", 0), 0u) << err;
+  EXPECT_EQ(RunKvserve("--verison", &out, &err), 2);
+  EXPECT_EQ(err.rfind("kvserve: unknown flag '--verison' (did you mean '--version'?)\n", 0), 0u)
+      << err;
   EXPECT_EQ(RunKvserve("frobnicate", &out, &err), 2);
   EXPECT_EQ(err.rfind("kvserve: unknown command 'frobnicate'\n", 0), 0u) << err;
 }
@@ -74,6 +104,7 @@ TEST(Usage, NoCommandIsAnErrorAndHelpIsNot) {
           << command.name << " missing from:\n"
           << out;
     }
+    EXPECT_NE(out.find("--version"), std::string::npos) << out;
   }
 }
 

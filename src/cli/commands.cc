@@ -18,6 +18,8 @@ const Command kCommands[] = {
     {"bench", "measure prefill/decode speed, engine throughput, or cache against no cache",
      BenchFlagTable, RunBench},
     {"serve", "OpenAI-compatible HTTP server", ServeFlagTable, RunServe},
+    {"version", "print the version, the git commit and the kernel ISA", VersionFlagTable,
+     RunVersion},
 };
 
 }  // namespace

@@ -44,5 +44,11 @@ FlagTable BenchFlagTable();
 int RunBench(const std::vector<std::string>& args);
 FlagTable ServeFlagTable();
 int RunServe(const std::vector<std::string>& args);  // `kvserve serve`
+FlagTable VersionFlagTable();
+int RunVersion(const std::vector<std::string>& args);  // `kvserve version`, `kvserve --version`
+
+// "kvserve 0.1.0 (commit 1a2b3c4, kernels avx2)": the project version, the git commit of the
+// build ("unknown" outside a checkout) and the kernel table this process uses.
+std::string VersionLine();
 
 }  // namespace kvserve

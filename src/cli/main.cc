@@ -13,13 +13,15 @@ void PrintUsage(FILE* out) {
   for (const kvserve::Command& command : kvserve::Commands()) {
     std::fprintf(out, "  %-10s %s\n", command.name, command.summary);
   }
-  std::fprintf(out, "\n`kvserve COMMAND --help` lists a command's flags.\n");
+  std::fprintf(out,
+               "\n`kvserve COMMAND --help` lists a command's flags; `kvserve --version` prints "
+               "the version.\n");
 }
 
 // What a mistyped first word was likely meant to be: a command, or a flag of `kvserve` itself
 // (the flags first when the word is one, since dashes do not count in the distance).
 std::string Suggestion(const std::string& word) {
-  std::vector<std::string> commands, flags = {"--help", "-h"};
+  std::vector<std::string> commands, flags = {"--help", "-h", "--version"};
   for (const kvserve::Command& command : kvserve::Commands()) commands.push_back(command.name);
   std::vector<std::string> names = word[0] == '-' ? flags : commands;
   const std::vector<std::string>& rest = word[0] == '-' ? commands : flags;
@@ -39,6 +41,7 @@ int main(int argc, char** argv) {
     PrintUsage(stdout);
     return 0;
   }
+  if (name == "--version") name = "version";
   const kvserve::Command* command = kvserve::FindCommand(name);
   if (command == nullptr) {
     std::fprintf(stderr, "kvserve: unknown %s '%s'%s\n", name[0] == '-' ? "flag" : "command",
