@@ -1,42 +1,47 @@
 #include "cli/args.h"
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 
+#include "cli/suggestion.h"
+
 namespace kvserve {
 
-Result<Args> Args::Parse(const std::vector<std::string>& argv, const Spec& spec) {
+Result<Args> Args::Parse(const std::vector<std::string>& argv, const FlagTable& table) {
   Args args;
-  auto is = [](const std::vector<std::string>& list, const std::string& s) {
-    return std::find(list.begin(), list.end(), s) != list.end();
-  };
   for (size_t i = 0; i < argv.size(); ++i) {
     std::string word = argv[i];
     if (word.size() < 2 || word[0] != '-' || (word[1] >= '0' && word[1] <= '9')) {
       args.positional_.push_back(word);
       continue;
     }
-    std::string inline_value;
-    bool has_inline = false;
+    std::optional<std::string> inline_value;
     if (auto eq = word.find('='); eq != std::string::npos && word.rfind("--", 0) == 0) {
       inline_value = word.substr(eq + 1);
       word = word.substr(0, eq);
-      has_inline = true;
     }
-    if (auto alias = spec.aliases.find(word); alias != spec.aliases.end()) word = alias->second;
-    if (is(spec.bool_flags, word)) {
-      args.flags_.insert(word);
-    } else if (is(spec.value_flags, word)) {
-      if (has_inline) {
-        args.values_[word] = inline_value;
-      } else if (i + 1 < argv.size()) {
-        args.values_[word] = argv[++i];
-      } else {
-        return Result<Args>::InvalidArgument("flag " + word + " needs a value");
+    const Flag* flag = table.Find(word);
+    if (flag == nullptr) {
+      return Result<Args>::InvalidArgument("unknown flag '" + argv[i] + "'" +
+                                           DidYouMean(word, table.Names()));
+    }
+    if (flag == &HelpFlag()) {
+      args.help_requested_ = true;
+      return args;
+    }
+    if (!flag->takes_value()) {
+      if (inline_value) {
+        return Result<Args>::InvalidArgument("flag " + flag->name + " takes no value (got '" +
+                                             argv[i] + "')");
       }
+      args.flags_.insert(flag->name);
+    } else if (inline_value) {
+      args.values_[flag->name] = *inline_value;
+    } else if (i + 1 < argv.size()) {
+      args.values_[flag->name] = argv[++i];
     } else {
-      return Result<Args>::InvalidArgument("unknown flag '" + argv[i] + "'");
+      return Result<Args>::InvalidArgument("flag " + flag->name + " needs a value (" +
+                                           flag->value_name + ")");
     }
   }
   return args;

@@ -1,5 +1,6 @@
-// A small command-line flag parser: `--name value`, `-n value`, `--flag`. Unknown flags, missing
-// values and malformed numbers are errors that name the flag and the value.
+// A small command-line flag parser: `--name value`, `--name=value`, `-n value`, `--switch`, over a
+// FlagTable. Unknown flags (with the nearest known one suggested), missing values and malformed
+// numbers are errors that name the flag and the value.
 #pragma once
 
 #include <cstdint>
@@ -9,21 +10,18 @@
 #include <string>
 #include <vector>
 
+#include "cli/flag_table.h"
 #include "util/status.h"
 
 namespace kvserve {
 
 class Args {
  public:
-  // `value_flags` take a value; `bool_flags` do not. Aliases map short to long names ("-m" ->
-  // "--model"). Words that are not flags are positional.
-  struct Spec {
-    std::vector<std::string> value_flags;
-    std::vector<std::string> bool_flags;
-    std::map<std::string, std::string> aliases;
-  };
-  static Result<Args> Parse(const std::vector<std::string>& argv, const Spec& spec);
+  // Flags are looked up in `table` and stored under their long name ("-m" -> "--model"); words
+  // that are not flags are positional. Parsing stops at -h/--help, which sets help_requested().
+  static Result<Args> Parse(const std::vector<std::string>& argv, const FlagTable& table);
 
+  bool help_requested() const { return help_requested_; }
   bool Has(const std::string& flag) const { return values_.count(flag) || flags_.count(flag); }
   std::optional<std::string> Get(const std::string& flag) const;
   std::string GetOr(const std::string& flag, const std::string& fallback) const;
@@ -35,6 +33,7 @@ class Args {
   std::map<std::string, std::string> values_;
   std::set<std::string> flags_;
   std::vector<std::string> positional_;
+  bool help_requested_ = false;
 };
 
 // Parses "1,2,3" into integers; an error names the bad item.

@@ -23,6 +23,63 @@
 
 namespace kvserve {
 
+FlagTable BenchFlagTable() {
+  FlagGroup engine = EngineFlags();
+  engine.title = "engine (with --concurrency)";
+  return {
+      .usage = "bench -m MODEL [--cache-compare --lengths N,N,...] [flags]",
+      .groups = {
+          {"bench",
+           {{.name = "--n-prompt",
+             .alias = "-p",
+             .value_name = "N[,N...]",
+             .default_text = "512",
+             .help = "prompt lengths to time prefill at (pp), one test each; 0: none"},
+            {.name = "--n-gen",
+             .alias = "-n",
+             .value_name = "N[,N...]",
+             .default_text = "128",
+             .help = "tokens to time decoding of (tg), one test each; 0: none"},
+            {.name = "--repetitions",
+             .alias = "-r",
+             .value_name = "N",
+             .default_text = "5",
+             .help = "runs of each test"},
+            {.name = "--depth",
+             .value_name = "TOKENS",
+             .default_text = "0",
+             .help = "tokens already in the context when a test starts"},
+            {.name = "--concurrency",
+             .value_name = "N[,N...]",
+             .help = "also decode N streams at once through the serving engine, per N"},
+            {.name = "--output-format",
+             .alias = "-o",
+             .value_name = "FORMAT",
+             .default_text = "md",
+             .help = "md, csv or json (csv not with --cache-compare)"},
+            {.name = "--bandwidth-mib",
+             .value_name = "MIB",
+             .default_text = "1024",
+             .help = "buffer of the read-bandwidth probe, at least 64"},
+            {.name = "--seed",
+             .value_name = "N",
+             .default_text = "1",
+             .help = "seed of the random prompt token ids"}}},
+          {"cache compare",
+           {{.name = "--cache-compare",
+             .help = "time generation with the KV cache against recomputing every step"},
+            {.name = "--lengths",
+             .value_name = "N[,N...]",
+             .help = "tokens to generate, one row each (required with --cache-compare)"},
+            {.name = "--prompt",
+             .value_name = "TEXT",
+             .default_text = "Once",
+             .help = "the prompt generation starts from"},
+            {.name = "--plot", .value_name = "FILE", .help = "write an SVG plot of the times"}}},
+          ModelFlags(),
+          std::move(engine)}};
+}
+
 namespace {
 
 constexpr const char* kUsage =
@@ -50,22 +107,6 @@ struct BenchFlags {
   std::string plot_path;
   std::vector<int32_t> concurrency;  // aggregate decode through the serving engine, per count
 };
-
-Args::Spec BenchSpec() {
-  Args::Spec spec{
-      .value_flags = {"--n-prompt", "--n-gen", "--repetitions", "--depth", "--output-format",
-                      "--lengths", "--plot", "--prompt", "--bandwidth-mib", "--seed",
-                      "--concurrency"},
-      .bool_flags = {"--cache-compare"},
-      .aliases = {{"-p", "--n-prompt"},
-                  {"-n", "--n-gen"},
-                  {"-r", "--repetitions"},
-                  {"-o", "--output-format"}},
-  };
-  AddModelFlags(spec);
-  AddEngineFlags(spec);
-  return spec;
-}
 
 // A list of counts, each in [min, max].
 Result<std::vector<int32_t>> ReadCounts(const Args& args, const std::string& flag,
@@ -236,7 +277,7 @@ MemoryCheck CheckMemory(const Model& model, const std::vector<BenchResult>& resu
 }  // namespace
 
 int RunBench(const std::vector<std::string>& argv) {
-  auto args = Args::Parse(argv, BenchSpec());
+  auto args = Args::Parse(argv, BenchFlagTable());
   if (!args.ok()) return Fail(args.message() + "\n" + kUsage, 2);
   if (!args->positional().empty()) {
     return Fail("unexpected argument '" + args->positional()[0] + "'\n" + kUsage, 2);

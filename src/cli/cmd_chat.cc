@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cli/chat_flags.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cli/sampling_flags.h"
@@ -29,6 +30,22 @@
 
 namespace kvserve {
 
+FlagTable ChatFlagTable() {
+  return {.usage = "chat -m MODEL [flags]",
+          .groups = {{"chat",
+                      {ChatTemplateFlag(),
+                       {.name = "--system",
+                        .value_name = "TEXT",
+                        .help = "system message at the start of the conversation"},
+                       {.name = "--n-predict",
+                        .alias = "-n",
+                        .value_name = "N",
+                        .default_text = "256",
+                        .help = "tokens per reply at most"}}},
+                     ModelFlags(),
+                     SamplingFlags()}};
+}
+
 namespace {
 
 struct ChatOptions {
@@ -36,17 +53,6 @@ struct ChatOptions {
   std::string system;
   GenerationOptions generation;
 };
-
-Args::Spec ChatSpec() {
-  Args::Spec spec{
-      .value_flags = {"--chat-template", "--system", "--n-predict"},
-      .bool_flags = {},
-      .aliases = {{"-n", "--n-predict"}},
-  };
-  AddModelFlags(spec);
-  AddSamplingFlags(spec);
-  return spec;
-}
 
 Result<ChatOptions> ReadChatOptions(const Args& args) {
   ChatOptions o;
@@ -113,7 +119,7 @@ int RunChat(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "kvserve chat: %s\n", message.c_str());
     return code;
   };
-  auto args = Args::Parse(argv, ChatSpec());
+  auto args = Args::Parse(argv, ChatFlagTable());
   if (!args.ok()) return fail(args.message(), 2);
   if (!args->positional().empty()) {
     return fail("unexpected argument '" + args->positional()[0] + "'", 2);

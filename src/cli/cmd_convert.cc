@@ -21,10 +21,25 @@ int Fail(const std::string& message, int code) {
 
 }  // namespace
 
+FlagTable ConvertFlagTable() {
+  return {.usage = "convert -m IN.gguf|HF_FOLDER -o OUT.gguf --type TYPE",
+          .groups = {{"convert",
+                      {{.name = "--model",
+                        .alias = "-m",
+                        .value_name = "PATH",
+                        .help = "the model to read: GGUF file or Hugging Face folder (required)"},
+                       {.name = "--output",
+                        .alias = "-o",
+                        .value_name = "FILE",
+                        .help = "the GGUF file to write (required)"},
+                       {.name = "--type",
+                        .alias = "-t",
+                        .value_name = "TYPE",
+                        .help = "weight type: f32, f16, bf16, q8_0, q4_0 (required)"}}}}};
+}
+
 int RunConvert(const std::vector<std::string>& argv) {
-  auto args =
-      Args::Parse(argv, {.value_flags = {"--model", "--output", "--type"},
-                         .aliases = {{"-m", "--model"}, {"-o", "--output"}, {"-t", "--type"}}});
+  auto args = Args::Parse(argv, ConvertFlagTable());
   if (!args.ok()) return Fail(args.message() + "; " + kUsage, 2);
   if (!args->positional().empty()) {
     return Fail("unexpected argument '" + args->positional()[0] + "'; " + kUsage, 2);

@@ -31,10 +31,31 @@ double GiB(uint64_t bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); }
 
 }  // namespace
 
+FlagTable DoctorFlagTable() {
+  return {.usage = "doctor [flags]",
+          .groups = {{"doctor",
+                      {{.name = "--threads",
+                        .alias = "-t",
+                        .value_name = "N",
+                        .default_text = "0, one per core",
+                        .help = "threads of the measurements"},
+                       {.name = "--bandwidth-mib",
+                        .value_name = "MIB",
+                        .default_text = "1024",
+                        .help = "buffer of the read-bandwidth probe, 64 to 1048576"},
+                       {.name = "--repeats",
+                        .alias = "-r",
+                        .value_name = "N",
+                        .default_text = "5",
+                        .help = "runs of each measurement (the best is shown)"},
+                       {.name = "--output-format",
+                        .value_name = "FORMAT",
+                        .default_text = "text",
+                        .help = "text or json"}}}}};
+}
+
 int RunDoctor(const std::vector<std::string>& argv) {
-  auto args = Args::Parse(
-      argv, {.value_flags = {"--threads", "--bandwidth-mib", "--repeats", "--output-format"},
-             .aliases = {{"-t", "--threads"}, {"-r", "--repeats"}}});
+  auto args = Args::Parse(argv, DoctorFlagTable());
   if (!args.ok()) return Fail(args.message(), 2);
   if (!args->positional().empty()) {
     return Fail("unexpected argument '" + args->positional()[0] + "'", 2);

@@ -10,6 +10,15 @@
 
 namespace kvserve {
 
+FlagTable InfoFlagTable() {
+  return {.usage = "info MODEL",
+          .groups = {{"info",
+                      {{.name = "--model",
+                        .alias = "-m",
+                        .value_name = "PATH",
+                        .help = "GGUF file or Hugging Face folder, instead of MODEL"}}}}};
+}
+
 namespace {
 
 std::string HumanBytes(double bytes) {
@@ -27,7 +36,7 @@ std::string HumanBytes(double bytes) {
 }  // namespace
 
 int RunInfo(const std::vector<std::string>& argv) {
-  auto args = Args::Parse(argv, {.value_flags = {"--model"}, .aliases = {{"-m", "--model"}}});
+  auto args = Args::Parse(argv, InfoFlagTable());
   if (!args.ok()) {
     std::fprintf(stderr, "kvserve info: %s\n", args.message().c_str());
     return 2;

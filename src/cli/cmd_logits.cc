@@ -10,6 +10,22 @@
 
 namespace kvserve {
 
+FlagTable LogitsFlagTable() {
+  return {.usage = "logits -m MODEL --tokens IDS --out FILE [flags]",
+          .groups = {{"logits",
+                      {{.name = "--tokens",
+                        .value_name = "IDS",
+                        .help = "the token ids, like 1,2,3 (required)"},
+                       {.name = "--out",
+                        .value_name = "FILE",
+                        .help = "where the float32 logits [n_tokens, n_vocab] go (required)"},
+                       {.name = "--mode",
+                        .value_name = "MODE",
+                        .default_text = "batch",
+                        .help = "batch (one step), incremental (a token a step) or no-cache"}}},
+                     ModelFlags()}};
+}
+
 namespace {
 
 Status WriteLogits(const std::string& path, const std::vector<float>& logits) {
@@ -42,13 +58,11 @@ Result<std::vector<float>> ComputeLogits(SequenceRunner& runner, const std::vect
 }  // namespace
 
 int RunLogits(const std::vector<std::string>& argv) {
-  Args::Spec spec{.value_flags = {"--tokens", "--out", "--mode"}};
-  AddModelFlags(spec);
   auto fail = [](const std::string& message, int code) {
     std::fprintf(stderr, "kvserve logits: %s\n", message.c_str());
     return code;
   };
-  auto args = Args::Parse(argv, spec);
+  auto args = Args::Parse(argv, LogitsFlagTable());
   if (!args.ok()) return fail(args.message(), 2);
   auto options = ReadModelOptions(*args);
   if (!options.ok()) return fail(options.message(), 2);

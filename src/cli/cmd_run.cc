@@ -15,6 +15,36 @@
 
 namespace kvserve {
 
+FlagTable RunFlagTable() {
+  FlagGroup engine = EngineFlags();
+  engine.title = "engine (with --batch-file)";
+  return {.usage = "run -m MODEL (-p TEXT | --prompt-tokens IDS | --batch-file FILE) [flags]",
+          .groups = {
+              {"run",
+               {{.name = "--prompt", .alias = "-p", .value_name = "TEXT", .help = "the prompt"},
+                {.name = "--prompt-tokens",
+                 .value_name = "IDS",
+                 .help = "the prompt as token ids, like 1,2,3"},
+                {.name = "--n-predict",
+                 .alias = "-n",
+                 .value_name = "N",
+                 .default_text = "64",
+                 .help = "tokens to generate at most"},
+                {.name = "--output-format",
+                 .value_name = "FORMAT",
+                 .default_text = "text",
+                 .help = "text (streamed to stdout, timings on stderr) or json"},
+                {.name = "--batch-file",
+                 .value_name = "FILE",
+                 .help = "JSON lines of requests, run together through the serving engine"},
+                {.name = "--no-cache",
+                 .help = "recompute the whole sequence at every step instead of caching"},
+                {.name = "--ignore-eos", .help = "keep generating past end-of-generation tokens"}}},
+              ModelFlags(),
+              SamplingFlags(),
+              std::move(engine)}};
+}
+
 namespace {
 
 struct RunOptions {
@@ -24,19 +54,6 @@ struct RunOptions {
   std::string output_format = "text";
   GenerationOptions generation;
 };
-
-Args::Spec RunSpec() {
-  Args::Spec spec{
-      .value_flags = {"--prompt", "--prompt-tokens", "--n-predict", "--output-format",
-                      "--batch-file"},
-      .bool_flags = {"--no-cache", "--ignore-eos"},
-      .aliases = {{"-p", "--prompt"}, {"-n", "--n-predict"}},
-  };
-  AddModelFlags(spec);
-  AddSamplingFlags(spec);
-  AddEngineFlags(spec);
-  return spec;
-}
 
 Result<RunOptions> ReadRunOptions(const Args& args) {
   RunOptions o;
@@ -79,7 +96,7 @@ int RunGenerate(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "kvserve run: %s\n", message.c_str());
     return code;
   };
-  auto args = Args::Parse(argv, RunSpec());
+  auto args = Args::Parse(argv, RunFlagTable());
   if (!args.ok()) return fail(args.message(), 2);
   auto model_options = ReadModelOptions(*args);
   if (!model_options.ok()) return fail(model_options.message(), 2);

@@ -8,6 +8,7 @@
 #include <ctime>
 #include <thread>
 
+#include "cli/chat_flags.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "cli/model_options.h"
@@ -18,19 +19,62 @@
 
 namespace kvserve {
 
-namespace {
-
-Args::Spec ServeSpec() {
-  Args::Spec spec{
-      .value_flags = {"--host", "--port", "--api-key", "--api-key-file", "--max-queue",
-                      "--request-timeout", "--session-ttl", "--max-body", "--shutdown-timeout",
-                      "--alias", "--chat-template", "--http-threads", "--read-timeout"},
-      .bool_flags = {"--metrics-auth"},
-  };
-  AddModelFlags(spec);
-  AddEngineFlags(spec);  // --kv-memory, --block-size, --max-num-seqs, --max-batched-tokens, ...
-  return spec;
+FlagTable ServeFlagTable() {
+  return {
+      .usage = "serve -m MODEL [flags]",
+      .groups = {
+          {"server",
+           {{.name = "--host",
+             .value_name = "ADDR",
+             .default_text = "127.0.0.1",
+             .help = "address to listen on"},
+            {.name = "--port",
+             .value_name = "N",
+             .default_text = "8080",
+             .help = "port; 0 picks a free one, printed on stderr"},
+            {.name = "--alias",
+             .value_name = "NAME",
+             .default_text = "the file name without .gguf",
+             .help = "model id that clients pass as \"model\""},
+            {.name = "--api-key", .value_name = "KEY", .help = "require Authorization: Bearer KEY"},
+            {.name = "--api-key-file",
+             .value_name = "FILE",
+             .help = "require one of the keys in FILE (one per line, # comments)"},
+            {.name = "--metrics-auth", .help = "/metrics needs the key too"},
+            {.name = "--max-queue",
+             .value_name = "N",
+             .default_text = "1024",
+             .help = "requests waiting at most; beyond it 429"},
+            {.name = "--request-timeout",
+             .value_name = "SECONDS",
+             .default_text = "0, none",
+             .help = "a request running longer ends with finish_reason length"},
+            {.name = "--session-ttl",
+             .value_name = "SECONDS",
+             .default_text = "300",
+             .help = "how long a session's blocks stay pinned after its last request"},
+            {.name = "--max-body",
+             .value_name = "SIZE",
+             .default_text = "4MiB",
+             .help = "larger request bodies get 413"},
+            {.name = "--read-timeout",
+             .value_name = "SECONDS",
+             .default_text = "10",
+             .help = "a client that sends nothing for this long is disconnected"},
+            {.name = "--http-threads",
+             .value_name = "N",
+             .default_text = "0, max(16, 2 * --max-num-seqs + 8)",
+             .help = "HTTP worker threads, one per open connection"},
+            ChatTemplateFlag(),
+            {.name = "--shutdown-timeout",
+             .value_name = "SECONDS",
+             .default_text = "30",
+             .help = "on SIGTERM/SIGINT, how long running requests may take to finish"}}},
+          ModelFlags(),
+          EngineFlags()}};
 }
+
+namespace {
 
 Result<int> IntFlag(const Args& args, const std::string& flag, int fallback, int lo, int hi) {
   auto value = args.GetInt(flag, fallback);
@@ -125,7 +169,7 @@ int RunServe(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "kvserve serve: %s\n", message.c_str());
     return code;
   };
-  auto args = Args::Parse(argv, ServeSpec());
+  auto args = Args::Parse(argv, ServeFlagTable());
   if (!args.ok()) return fail(args.message(), 2);
   auto model_options = ReadModelOptions(*args);
   if (!model_options.ok()) return fail(model_options.message(), 2);

@@ -107,13 +107,68 @@ Result<SyntheticShape> ReadShape(const Args& args) {
 
 }  // namespace
 
+FlagTable SynthFlagTable() {
+  auto dimension = [](const char* name, const char* help) {
+    return Flag{.name = name, .value_name = "N", .help = help};
+  };
+  return {.usage = "synth -o OUT.gguf (--preset NAME | --arch ARCH --embd N ...) [flags]",
+          .groups = {{"synth",
+                      {{.name = "--output",
+                        .alias = "-o",
+                        .value_name = "FILE",
+                        .help = "the GGUF file to write (required)"},
+                       {.name = "--preset",
+                        .value_name = "NAME",
+                        .help = "a real model's shape: " + SyntheticPresetNames()},
+                       {.name = "--type",
+                        .value_name = "TYPE",
+                        .default_text = "f32",
+                        .help = "weight type: f32, f16, bf16, q8_0, q4_0"},
+                       {.name = "--seed",
+                        .value_name = "N",
+                        .default_text = "1",
+                        .help = "seed of the weights"},
+                       {.name = "--threads",
+                        .alias = "-t",
+                        .value_name = "N",
+                        .default_text = "0, one per hardware thread",
+                        .help = "threads; the file does not depend on them"},
+                       {.name = "--vocab",
+                        .value_name = "FILE",
+                        .default_text = "the architecture's ggml-vocab file in shared/models",
+                        .help = "GGUF file to copy the tokenizer from"},
+                       {.name = "--vocab-size",
+                        .value_name = "N",
+                        .help = "fail unless the vocabulary has N tokens"},
+                       {.name = "--name",
+                        .value_name = "NAME",
+                        .default_text = "the preset's",
+                        .help = "general.name of the model"}}},
+                     {"shape (instead of, or over, --preset)",
+                      {{.name = "--arch", .value_name = "ARCH", .help = "gpt2 or llama"},
+                       dimension("--embd", "embedding width"),
+                       dimension("--layers", "layers"),
+                       dimension("--heads", "attention heads"),
+                       {.name = "--kv-heads",
+                        .value_name = "N",
+                        .default_text = "--heads",
+                        .help = "key/value heads (llama)"},
+                       dimension("--ff", "feed-forward width"),
+                       dimension("--ctx", "training context in tokens"),
+                       {.name = "--norm-eps",
+                        .value_name = "E",
+                        .default_text = "the preset's, else 1e-05",
+                        .help = "normalization epsilon"},
+                       {.name = "--rope-base",
+                        .value_name = "B",
+                        .default_text = "the preset's, else 10000",
+                        .help = "RoPE frequency base (llama)"},
+                       {.name = "--tied-output",
+                        .help = "llama: no output.weight, the token embedding is reused"}}}}};
+}
+
 int RunSynth(const std::vector<std::string>& argv) {
-  auto args = Args::Parse(
-      argv, {.value_flags = {"--output", "--arch", "--preset", "--embd", "--layers", "--heads",
-                             "--kv-heads", "--ff", "--ctx", "--vocab-size", "--type", "--vocab",
-                             "--seed", "--threads", "--norm-eps", "--rope-base", "--name"},
-             .bool_flags = {"--tied-output"},
-             .aliases = {{"-o", "--output"}, {"-t", "--threads"}}});
+  auto args = Args::Parse(argv, SynthFlagTable());
   if (!args.ok()) return Fail(args.message() + "\n" + kUsage, 2);
   if (!args->positional().empty()) {
     return Fail("unexpected argument '" + args->positional()[0] + "'\n" + kUsage, 2);

@@ -16,6 +16,25 @@
 
 namespace kvserve {
 
+FlagTable TokenizeFlagTable() {
+  return {
+      .usage = "tokenize -m MODEL (--text TEXT | --text-file FILE) [flags]",
+      .groups = {{"tokenize",
+                  {{.name = "--model",
+                    .alias = "-m",
+                    .value_name = "PATH",
+                    .help = "GGUF file or Hugging Face folder whose tokenizer to use (required)"},
+                   {.name = "--text", .alias = "-t", .value_name = "TEXT", .help = "the text"},
+                   {.name = "--text-file",
+                    .value_name = "FILE",
+                    .help = "read the text from FILE, bytes as they are"},
+                   {.name = "--add-special", .help = "add the model's BOS/EOS tokens"},
+                   {.name = "--parse-special",
+                    .help = "read special-token text in the input (like <s>) as those tokens"},
+                   {.name = "--pieces",
+                    .help = "print one line per token: id, a tab, the C-escaped piece"}}}}};
+}
+
 namespace {
 
 std::string EscapePiece(std::string_view piece) {
@@ -57,9 +76,7 @@ int Fail(const std::string& message, int code) {
 }  // namespace
 
 int RunTokenize(const std::vector<std::string>& argv) {
-  auto args = Args::Parse(argv, {.value_flags = {"--model", "--text", "--text-file"},
-                                 .bool_flags = {"--add-special", "--parse-special", "--pieces"},
-                                 .aliases = {{"-m", "--model"}, {"-t", "--text"}}});
+  auto args = Args::Parse(argv, TokenizeFlagTable());
   if (!args.ok()) return Fail(args.message(), 2);
   const std::string usage =
       "usage: kvserve tokenize -m MODEL (--text T | --text-file F) [--add-special] "

@@ -6,12 +6,26 @@
 
 namespace kvserve {
 
-void AddEngineFlags(Args::Spec& spec) {
-  for (const char* flag :
-       {"--kv-memory", "--block-size", "--max-num-seqs", "--max-batched-tokens"}) {
-    spec.value_flags.push_back(flag);
-  }
-  spec.bool_flags.push_back("--no-prefix-cache");
+FlagGroup EngineFlags() {
+  return {"engine",
+          {{.name = "--kv-memory",
+            .value_name = "SIZE",
+            .default_text = "room for --max-num-seqs full contexts",
+            .help = "KV pool: 2GiB, 512MiB, 1GB, bytes, or a fraction of free memory like 0.5"},
+           {.name = "--block-size",
+            .value_name = "TOKENS",
+            .default_text = "16",
+            .help = "tokens per KV block"},
+           {.name = "--max-num-seqs",
+            .value_name = "N",
+            .default_text = "16",
+            .help = "sequences running at once"},
+           {.name = "--max-batched-tokens",
+            .value_name = "TOKENS",
+            .default_text = "512",
+            .help = "tokens per engine step, decode tokens and prefill chunks together"},
+           {.name = "--no-prefix-cache",
+            .help = "do not share the KV blocks of a common prompt prefix between requests"}}};
 }
 
 uint64_t AvailableMemoryBytes() {

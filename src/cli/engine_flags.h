@@ -13,7 +13,7 @@
 
 namespace kvserve {
 
-void AddEngineFlags(Args::Spec& spec);
+FlagGroup EngineFlags();
 // Reads the engine flags; threads, context and KV type come from the resolved model options.
 Result<EngineOptions> ReadEngineOptions(const Args& args, const ModelOptions& model);
 

@@ -15,7 +15,7 @@ namespace kvserve {
 
 struct MachineInfo {
   std::string cpu_model;         // /proc/cpuinfo "model name", or "unknown"
-  std::string isa;               // ActiveKernels().isa
+  std::string isa;               // CliBackend().kernels().isa
   int hardware_threads = 0;      // logical CPUs this process may use
   int cores = 0;                 // physical cores (cpuinfo "cpu cores"), 0 if unknown
   uint64_t ram_total_bytes = 0;  // /proc/meminfo MemTotal

@@ -4,13 +4,26 @@
 
 namespace kvserve {
 
-void AddModelFlags(Args::Spec& spec) {
-  for (const char* flag : {"--model", "--threads", "--ctx-size", "--kv-type"}) {
-    spec.value_flags.push_back(flag);
-  }
-  spec.aliases["-m"] = "--model";
-  spec.aliases["-t"] = "--threads";
-  spec.aliases["-c"] = "--ctx-size";
+FlagGroup ModelFlags() {
+  return {"model",
+          {{.name = "--model",
+            .alias = "-m",
+            .value_name = "PATH",
+            .help = "GGUF file or Hugging Face folder (required)"},
+           {.name = "--threads",
+            .alias = "-t",
+            .value_name = "N",
+            .default_text = "0, one per core",
+            .help = "worker threads"},
+           {.name = "--ctx-size",
+            .alias = "-c",
+            .value_name = "TOKENS",
+            .default_text = "0, the model's training context",
+            .help = "tokens per sequence, prompt and generated"},
+           {.name = "--kv-type",
+            .value_name = "TYPE",
+            .default_text = "f32",
+            .help = "KV cache element type: f32, f16, bf16"}}};
 }
 
 Result<ModelOptions> ReadModelOptions(const Args& args) {

@@ -18,8 +18,8 @@ struct ModelOptions {
   KvType kv_type = KvType::kF32;
 };
 
-// The flag names, for Args::Spec.
-void AddModelFlags(Args::Spec& spec);
+// -m, -t, -c, --kv-type, for a command's FlagTable.
+FlagGroup ModelFlags();
 Result<ModelOptions> ReadModelOptions(const Args& args);
 
 // Loads the model on CliBackend() and resolves n_ctx against it (Model::CheckContextSize).

@@ -2,11 +2,29 @@
 
 namespace kvserve {
 
-void AddSamplingFlags(Args::Spec& spec) {
-  for (const char* flag :
-       {"--temp", "--seed", "--top-k", "--top-p", "--min-p", "--repeat-penalty"}) {
-    spec.value_flags.push_back(flag);
-  }
+FlagGroup SamplingFlags() {
+  return {"sampling",
+          {{.name = "--temp",
+            .value_name = "T",
+            .default_text = "0.8",
+            .help = "temperature; 0 always picks the most likely token"},
+           {.name = "--seed", .value_name = "N", .default_text = "12648430", .help = "random seed"},
+           {.name = "--top-k",
+            .value_name = "K",
+            .default_text = "0, off",
+            .help = "sample from the K most likely tokens only"},
+           {.name = "--top-p",
+            .value_name = "P",
+            .default_text = "1, off",
+            .help = "sample from the most likely tokens whose probabilities add up to P"},
+           {.name = "--min-p",
+            .value_name = "P",
+            .default_text = "0, off",
+            .help = "drop tokens less likely than P times the most likely one"},
+           {.name = "--repeat-penalty",
+            .value_name = "R",
+            .default_text = "1, off",
+            .help = "divide the positive logits of tokens already in the sequence by R"}}};
 }
 
 Result<SamplingParams> ReadSamplingParams(const Args& args) {

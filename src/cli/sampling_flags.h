@@ -8,7 +8,7 @@
 
 namespace kvserve {
 
-void AddSamplingFlags(Args::Spec& spec);
+FlagGroup SamplingFlags();
 // Reads the flags; values are checked later by SamplingParams::Validate.
 Result<SamplingParams> ReadSamplingParams(const Args& args);
 

@@ -26,8 +26,8 @@ namespace kvserve {
 // Where attention finds each query's keys: per token its position and sequence, per sequence its
 // block table (physical block of each logical block, covering positions 0..max position).
 struct AttentionBatch {
-  std::span<const int32_t> positions;                // [n_tokens]
-  std::span<const int32_t> seq_index;                // [n_tokens], index into block_tables
+  std::span<const int32_t> positions;                  // [n_tokens]
+  std::span<const int32_t> seq_index;                  // [n_tokens], index into block_tables
   std::span<const std::vector<int32_t>> block_tables;  // [n_sequences]
 };
 
@@ -86,8 +86,7 @@ class Backend {
   virtual void Rope(float* x, std::span<const int32_t> positions, int n_heads, int head_dim,
                     int rope_dims, float freq_base, Workspace& ws) const = 0;
   // gate = silu(gate) * up, per row.
-  virtual void SwiGlu(float* gate, const float* up, int n_rows, int width,
-                      Workspace& ws) const = 0;
+  virtual void SwiGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const = 0;
   // GELU (tanh form, through GGML's f16 table), in place.
   virtual void Gelu(float* x, int n_rows, int width, Workspace& ws) const = 0;
   // Writes token i's K and V rows (n_kv_heads * head_dim floats, rows `stride` floats apart) to

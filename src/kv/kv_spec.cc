@@ -22,8 +22,8 @@ int KvSpec::n_layers() const {
 uint64_t KvSpec::BytesPerToken(KvType type) const {
   uint64_t bytes = 0;
   for (const KvGroupSpec& group : groups) {
-    bytes += 2 * group.layers.size() * static_cast<uint64_t>(group.row_elements()) *
-             KvTypeBytes(type);
+    bytes +=
+        2 * group.layers.size() * static_cast<uint64_t>(group.row_elements()) * KvTypeBytes(type);
   }
   return bytes;
 }

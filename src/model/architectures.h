@@ -16,8 +16,7 @@ namespace kvserve {
 using ModelLoader = Result<std::unique_ptr<Model>> (*)(GgufFile file, ModelConfig config,
                                                        const Backend& backend);
 
-Result<std::unique_ptr<Model>> LoadLlama(GgufFile file, ModelConfig config,
-                                         const Backend& backend);
+Result<std::unique_ptr<Model>> LoadLlama(GgufFile file, ModelConfig config, const Backend& backend);
 Result<std::unique_ptr<Model>> LoadGpt2(GgufFile file, ModelConfig config, const Backend& backend);
 
 }  // namespace kvserve

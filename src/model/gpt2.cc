@@ -99,8 +99,8 @@ class Gpt2Model final : public Model {
     float *x, *xn, *proj, *q, *attn, *qkv, *up;
   };
 
-  void Layer(const Gpt2Layer& w, const ForwardBatch& batch, const KvLayerView& kv,
-             const Buffers& b, Workspace& ws) const {
+  void Layer(const Gpt2Layer& w, const ForwardBatch& batch, const KvLayerView& kv, const Buffers& b,
+             Workspace& ws) const {
     const ModelConfig& c = config_;
     const Backend& be = backend_;
     const int n = batch.n_tokens();
@@ -132,8 +132,7 @@ class Gpt2Model final : public Model {
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> LoadGpt2(GgufFile file, ModelConfig config,
-                                        const Backend& backend) {
+Result<std::unique_ptr<Model>> LoadGpt2(GgufFile file, ModelConfig config, const Backend& backend) {
   auto model = std::make_unique<Gpt2Model>(std::move(file), std::move(config), backend);
   KVSERVE_RETURN_IF_ERROR(model->Load());
   return std::unique_ptr<Model>(std::move(model));

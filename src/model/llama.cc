@@ -110,8 +110,8 @@ class LlamaModel final : public Model {
     be.Add(b.x, b.proj, n, c.n_embd, ws);
   }
 
-  WeightMatrix token_embd_;   // [n_vocab, n_embd]
-  WeightMatrix own_output_;   // [n_vocab, n_embd], unless tied
+  WeightMatrix token_embd_;         // [n_vocab, n_embd]
+  WeightMatrix own_output_;         // [n_vocab, n_embd], unless tied
   WeightMatrix* output_ = nullptr;  // own_output_ or token_embd_
   std::vector<float> output_norm_;
   std::vector<LlamaLayer> layers_;

@@ -49,8 +49,8 @@ Status Model::CheckContextSize(int n_ctx) const {
 void Model::SetMatrices(std::vector<WeightMatrix*> matrices) {
   owned_matrices_.clear();
   for (WeightMatrix* m : matrices) {
-    if (m == nullptr || std::find(owned_matrices_.begin(), owned_matrices_.end(), m) !=
-                            owned_matrices_.end()) {
+    if (m == nullptr ||
+        std::find(owned_matrices_.begin(), owned_matrices_.end(), m) != owned_matrices_.end()) {
       continue;
     }
     owned_matrices_.push_back(m);
@@ -58,9 +58,7 @@ void Model::SetMatrices(std::vector<WeightMatrix*> matrices) {
   matrices_.assign(owned_matrices_.begin(), owned_matrices_.end());
 }
 
-void Model::PrepareWeights() {
-  backend_.PrepareWeights(owned_matrices_, file_, prepared_storage_);
-}
+void Model::PrepareWeights() { backend_.PrepareWeights(owned_matrices_, file_, prepared_storage_); }
 
 Result<std::unique_ptr<Model>> LoadModel(const std::string& path, const Backend& backend) {
   auto file = HfFolder::IsFolder(path) ? HfFolder::Open(path) : GgufFile::Open(path);
@@ -77,9 +75,8 @@ Result<std::unique_ptr<Model>> LoadModel(GgufFile file, const Backend& backend) 
     if (!config.ok()) return config.status();
     return arch.load(std::move(file), std::move(config).value(), backend);
   }
-  return Status::InvalidArgument(file.path() + ": unsupported architecture '" +
-                                 std::string(*name) + "' (supported: " +
-                                 SupportedArchitectures() + ")");
+  return Status::InvalidArgument(file.path() + ": unsupported architecture '" + std::string(*name) +
+                                 "' (supported: " + SupportedArchitectures() + ")");
 }
 
 }  // namespace kvserve

@@ -12,9 +12,9 @@ Status WeightLoader::Matrix(const std::string& name, int64_t n_out, int64_t n_in
     return WrongShape(*t, "[" + std::to_string(n_in) + ", " + std::to_string(n_out) + "]");
   }
   if (!TraitsOf(t->type).supported) {
-    return Status::InvalidArgument(
-        file_.path() + ": tensor '" + name + "' has type " + GgmlTypeName(t->type) +
-        ", which kvserve cannot compute with " + "(supported: F32, F16, BF16, Q8_0, Q4_0)");
+    return Status::InvalidArgument(file_.path() + ": tensor '" + name + "' has type " +
+                                   GgmlTypeName(t->type) + ", which kvserve cannot compute with " +
+                                   "(supported: F32, F16, BF16, Q8_0, Q4_0)");
   }
   *out = WeightMatrix{.type = t->type,
                       .data = t->data,
@@ -31,8 +31,8 @@ Status WeightLoader::Vector(const std::string& name, int64_t n, std::vector<floa
     return WrongShape(*t, "[" + std::to_string(n) + "]");
   }
   if (!TraitsOf(t->type).supported) {
-    return Status::InvalidArgument(file_.path() + ": tensor '" + name +
-                                   "' has unsupported type " + GgmlTypeName(t->type));
+    return Status::InvalidArgument(file_.path() + ": tensor '" + name + "' has unsupported type " +
+                                   GgmlTypeName(t->type));
   }
   out->resize(n);
   DequantizeRow(t->type, t->data, n, out->data());

@@ -33,7 +33,7 @@ class CpuWorkspace final : public Workspace {
 
   ThreadPool pool;
   MatmulScratch matmul;
-  AlignedFloats attention;        // [pool size][AttentionScratchFloats]
+  AlignedFloats attention;         // [pool size][AttentionScratchFloats]
   std::vector<uint8_t> row_bytes;  // one stored-layout row, unpacked from a packed copy
 
  private:
@@ -147,8 +147,7 @@ void CpuBackend::GatherRows(const float* src, size_t src_stride, std::span<const
 void CpuBackend::CopyRows(const float* src, size_t src_stride, int n_rows, int width,
                           float* dst) const {
   for (int i = 0; i < n_rows; ++i) {
-    std::memcpy(dst + static_cast<size_t>(i) * width, src + i * src_stride,
-                sizeof(float) * width);
+    std::memcpy(dst + static_cast<size_t>(i) * width, src + i * src_stride, sizeof(float) * width);
   }
 }
 
@@ -182,8 +181,7 @@ void CpuBackend::Rope(float* x, std::span<const int32_t> positions, int n_heads,
   });
 }
 
-void CpuBackend::SwiGlu(float* gate, const float* up, int n_rows, int width,
-                        Workspace& ws) const {
+void CpuBackend::SwiGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const {
   ForRows(ws, n_rows, width,
           [&](int64_t i) { SwiGluInPlace(kernels_, gate + i * width, up + i * width, width); });
 }
@@ -203,9 +201,8 @@ void CpuBackend::StoreKv(const KvLayerView& kv, std::span<const int64_t> slots, 
 // every thread gets whole heads of the same cost. Within a head, a prompt's later tokens attend
 // over more keys, so tokens are dealt in the order 0, n-1, 1, n-2, ...: a head split between two
 // threads still splits evenly.
-void CpuBackend::PagedAttention(const KvLayerView& kv, const AttentionBatch& batch,
-                                const float* q, int n_heads, float scale, float* out,
-                                Workspace& ws) const {
+void CpuBackend::PagedAttention(const KvLayerView& kv, const AttentionBatch& batch, const float* q,
+                                int n_heads, float scale, float* out, Workspace& ws) const {
   CpuWorkspace& cpu = Cpu(ws);
   const int head_dim = kv.head_dim;
   const int group = n_heads / kv.n_kv_heads;
