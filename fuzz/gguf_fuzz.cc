@@ -2,20 +2,28 @@
 // - GgufFile::Parse either refuses them or yields a file whose every value and tensor is readable;
 // - every typed getter either fails or returns values inside the input (touched here, so the
 //   sanitizers see any out-of-bounds view);
-// - ModelConfig / ModelWeights either refuse the file or load it;
-// - a parsed file written back through GgufWriter parses again to the same metadata and tensors.
+// - a parsed file written back through GgufWriter parses again to the same metadata and tensors;
+// - LoadModel (config, typed weights, the CPU backend's packing) either refuses the file with an
+//   error or yields a model whose matrices lie inside the input and whose config is consistent;
+//   a small loaded model then runs one forward pass of two tokens, which must not crash whatever
+//   the weights hold (NaN, Inf, denormal scales).
 // Any violation aborts (a crash for libFuzzer). Build and run with scripts/fuzz.sh.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "io/gguf_reader.h"
 #include "io/gguf_writer.h"
-#include "model/model_config.h"
-#include "model/weights.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/packed_weights.h"
+#include "kernels/quantize.h"
+#include "kv/kv_cache.h"
+#include "model/model.h"
 
 namespace {
 
@@ -65,21 +73,88 @@ void ReadEveryValue(const kvserve::GgufFile& file) {
   }
 }
 
-void LoadModel(const kvserve::GgufFile& file) {
-  auto config = kvserve::ModelConfig::FromGguf(file);
-  if (!config.ok()) {
-    Check(!config.message().empty(), "empty config error", file.path());
+// The backend every input is loaded for, built once. AVX2 rather than scalar: the scalar table has
+// no packed kernels, so packing (PrepareWeights' repacking of Q8_0/Q4_0, the packed matmuls, the
+// unpacking of a tied embedding's rows) would go untested. AVX2 rather than the best ISA of the
+// machine: the same kernels, and so the same coverage, on every fuzzing machine with AVX2 (a CPU
+// without it falls back to scalar).
+const kvserve::CpuBackend& Backend() {
+  static const kvserve::CpuBackend backend(kvserve::CpuBackendOptions{.isa = "avx2", .pack = true});
+  return backend;
+}
+
+// Only models within these run a forward pass, so that one input costs milliseconds at most: weight
+// elements multiplied per token, and KV cache bytes.
+constexpr uint64_t kMaxForwardElements = uint64_t{1} << 22;
+constexpr uint64_t kMaxKvBytes = uint64_t{16} << 20;
+constexpr int kBlockSize = 16;
+
+void CheckConfig(const kvserve::ModelConfig& c) {
+  const bool ok = c.n_vocab >= 0 && c.n_embd > 0 && c.n_layers > 0 && c.n_heads > 0 &&
+                  c.n_kv_heads > 0 && c.n_ff > 0 && c.n_ctx_train > 0 &&
+                  c.head_dim * c.n_heads == c.n_embd && c.n_heads % c.n_kv_heads == 0 &&
+                  c.rope_dims > 0 && c.rope_dims <= c.head_dim && c.rope_dims % 2 == 0 &&
+                  c.norm_eps > 0.0f && c.norm_eps <= 1.0f;
+  Check(ok, "inconsistent config", c.arch);
+  TouchBytes(c.arch.data(), c.arch.size());
+  TouchBytes(c.name.data(), c.name.size());
+}
+
+// Touches every byte a matrix claims, in the stored layout and in the backend's copy; returns the
+// matrix's element count.
+uint64_t TouchMatrix(const kvserve::WeightMatrix& m, const std::string& arch) {
+  Check((m.data != nullptr || m.n_out == 0) && m.n_out >= 0 && m.n_in > 0 &&
+            m.row_bytes == kvserve::RowBytes(m.type, m.n_in),
+        "bad matrix", arch);
+  TouchBytes(m.data, m.row_bytes * static_cast<size_t>(m.n_out));
+  if (m.packed != nullptr) {
+    TouchBytes(m.packed, kvserve::PackedMatrixBytes(m.type, m.n_out, m.n_in));
+  }
+  return static_cast<uint64_t>(m.n_out) * static_cast<uint64_t>(m.n_in);
+}
+
+// Two tokens, the first and the last of the vocabulary (the ends of the embedding table), at
+// positions 0 and 1 of one sequence, with logits for both; one token where the model has only one
+// position.
+void RunForward(const kvserve::Model& model) {
+  const kvserve::ModelConfig& c = model.config();
+  const int n = model.CheckContextSize(2).ok() ? 2 : 1;
+  const kvserve::KvSpec spec = model.kv_spec();
+  if (spec.BytesPerToken(kvserve::KvType::kF32) * kBlockSize > kMaxKvBytes) return;
+  kvserve::KvCache kv(spec, kvserve::KvType::kF32, kBlockSize, 1, model.backend().allocator());
+  kvserve::ForwardBatch batch;
+  batch.tokens = {0, c.n_vocab - 1};
+  batch.tokens.resize(n);
+  batch.block_tables = {{0}};
+  for (int i = 0; i < n; ++i) {
+    batch.positions.push_back(i);
+    batch.seq_index.push_back(0);
+    batch.slots.push_back(i);
+    batch.logit_rows.push_back(i);
+  }
+  auto workspace = model.backend().NewWorkspace(kvserve::WorkspaceOptions{.n_threads = 1});
+  std::vector<float> logits(static_cast<size_t>(n) * c.n_vocab);
+  model.Forward(batch, kv, *workspace, logits.data());
+  TouchBytes(logits.data(), logits.size() * sizeof(float));
+}
+
+void LoadAndRun(kvserve::GgufFile file) {
+  const std::string path = file.path();
+  auto model = kvserve::LoadModel(std::move(file), Backend());
+  if (!model.ok()) {
+    Check(model.code() != kvserve::StatusCode::kOk, "error with code ok", model.message());
+    Check(!model.message().empty(), "empty load error", path);
     return;
   }
-  auto weights = kvserve::ModelWeights::FromGguf(file, *config);
-  if (!weights.ok()) {
-    Check(!weights.message().empty(), "empty weights error", file.path());
-    return;
+  const kvserve::Model& m = **model;
+  CheckConfig(m.config());
+  Check(m.kv_spec().n_layers() == m.config().n_layers, "kv spec layers", m.config().arch);
+  uint64_t elements = 0;
+  for (const kvserve::WeightMatrix* matrix : m.matrices()) {
+    elements += TouchMatrix(*matrix, m.config().arch);
   }
-  for (const kvserve::LayerWeights& layer : weights->layers) {
-    TouchBytes(layer.attn_norm.data(), layer.attn_norm.size() * sizeof(float));
-    TouchBytes(layer.ffn_norm.data(), layer.ffn_norm.size() * sizeof(float));
-  }
+  // A vocabulary of 0 (token_embd [n_embd, 0]) loads, but there is no token to run.
+  if (m.config().n_vocab > 0 && elements <= kMaxForwardElements) RunForward(m);
 }
 
 void RoundTrip(const kvserve::GgufFile& file) {
@@ -120,7 +195,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   ReadEveryValue(*file);
-  LoadModel(*file);
   RoundTrip(*file);
+  LoadAndRun(std::move(file).value());
   return 0;
 }

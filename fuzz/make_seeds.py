@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes crafted GGUF seed files for gguf_fuzz into the folder given as argv[1]: tiny but
-complete llama and gpt2 models (every tensor the loader wants, in F32/F16/BF16/Q8_0/Q4_0), a file
-with one key of every value type, a version-2 file, a file with a non-default alignment and a file holding the harness's
-absent-key probe name."""
+complete llama and gpt2 models (every tensor the loader wants, in F32/F16/BF16/Q8_0/Q4_0; one
+llama with a tied output), a file with one key of every value type, a version-2 file, a file with
+a non-default alignment and a file holding the harness's absent-key probe name."""
 import os
 import struct
 import sys
@@ -51,7 +51,7 @@ def gguf(kvs, tensors, version=3, alignment=32):
     return out
 
 
-def llama(matrix_type):
+def llama(matrix_type, tied=False):
     e, ff, vocab, kv = 32, 64, 8, 16
     kvs = [("general.architecture", STR, "llama"), ("general.name", STR, "tiny"),
            ("llama.embedding_length", U32, e), ("llama.block_count", U32, 1),
@@ -62,12 +62,14 @@ def llama(matrix_type):
            ("tokenizer.ggml.tokens", ARR, (STR, ["<s>", "</s>", "a", "b", "c", "d", "e", "f"])),
            ("tokenizer.ggml.scores", ARR, (F32, [0.0] * vocab))]
     m = matrix_type
-    tensors = [("token_embd.weight", m, [e, vocab]), ("output_norm.weight", 0, [e]),
-               ("output.weight", m, [e, vocab]), ("blk.0.attn_norm.weight", 0, [e]),
-               ("blk.0.attn_q.weight", m, [e, e]), ("blk.0.attn_k.weight", m, [e, kv]),
-               ("blk.0.attn_v.weight", m, [e, kv]), ("blk.0.attn_output.weight", m, [e, e]),
-               ("blk.0.ffn_norm.weight", 0, [e]), ("blk.0.ffn_gate.weight", m, [e, ff]),
-               ("blk.0.ffn_up.weight", m, [e, ff]), ("blk.0.ffn_down.weight", m, [ff, e])]
+    tensors = [("token_embd.weight", m, [e, vocab]), ("output_norm.weight", 0, [e])]
+    if not tied:  # without output.weight the embedding is the output matrix too
+        tensors.append(("output.weight", m, [e, vocab]))
+    tensors += [("blk.0.attn_norm.weight", 0, [e]),
+                ("blk.0.attn_q.weight", m, [e, e]), ("blk.0.attn_k.weight", m, [e, kv]),
+                ("blk.0.attn_v.weight", m, [e, kv]), ("blk.0.attn_output.weight", m, [e, e]),
+                ("blk.0.ffn_norm.weight", 0, [e]), ("blk.0.ffn_gate.weight", m, [e, ff]),
+                ("blk.0.ffn_up.weight", m, [e, ff]), ("blk.0.ffn_down.weight", m, [ff, e])]
     return gguf(kvs, tensors)
 
 
@@ -105,6 +107,8 @@ def main():
     os.makedirs(out, exist_ok=True)
     seeds = {"llama-f32.gguf": llama(0), "llama-q8_0.gguf": llama(8), "llama-q4_0.gguf": llama(2),
              "llama-f16.gguf": llama(1), "gpt2-mixed.gguf": gpt2(),
+             # A packed tied embedding: its rows are read back from the packed copy.
+             "llama-q8_0-tied.gguf": llama(8, tied=True),
              "value-types.gguf": all_value_types(),
              "v2.gguf": gguf([("general.architecture", STR, "llama")], [("t", 0, [8])], version=2),
              "align64.gguf": gguf([("general.alignment", U32, 64)], [("a", 0, [3]), ("b", 1, [5])],

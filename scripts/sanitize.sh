@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${KVSERVE_ASAN_BUILD:-build-asan}"
 tests=(gguf_test safetensors_test block_manager_test engine_test tokenizer_test reference_test
-       kernels_test attention_test packed_weights_test hf_folder_test)
+       kernels_test attention_test packed_weights_test hf_folder_test args_test cli_help_test)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
   -DKVSERVE_SANITIZE=ON >/dev/null
 ninja -C "$build" -j "$(nproc)" kvserve "${tests[@]}"
