@@ -53,7 +53,7 @@ TEST(BlockManager, CommittedPrefixIsReusedAndTheLastTokenAlwaysComputed) {
   // prompt token must be computed for its logits.
   EXPECT_EQ(m.CachedPrefixTokens(prompt, ""), 8);
   BlockTable b;
-  EXPECT_EQ(m.AllocatePrefix(b, prompt, "", true), 8);
+  EXPECT_EQ(m.AllocatePrefix(b, prompt, ""), 8);
   EXPECT_EQ(b.blocks, (std::vector<int32_t>{a.blocks[0], a.blocks[1]}));
   EXPECT_EQ(m.Stats().used, 3);
   EXPECT_TRUE(m.CheckInvariants().ok());
@@ -97,7 +97,7 @@ TEST(BlockManager, EvictsLeastRecentlyFreedFirst) {
   EXPECT_EQ(m.Stats().cached, 4);
   // Touch prompt 0 again: it becomes the most recently freed.
   BlockTable again;
-  EXPECT_EQ(m.AllocatePrefix(again, prompts[0], "", false), 2);
+  EXPECT_EQ(m.AllocatePrefix(again, prompts[0], ""), 2);
   m.Free(again);
   // A fresh block must evict prompt 1's block (now the least recently used).
   BlockTable fresh;
@@ -136,7 +136,7 @@ TEST(BlockManager, RandomWorkloadKeepsInvariants) {
       l.salt = (rng() % 4 == 0) ? "s" : "";
       const int n = 1 + rng() % 30;
       for (int i = 0; i < n; ++i) l.tokens.push_back(i < 8 && rng() % 2 ? i : rng() % 50);
-      const int cached = m.AllocatePrefix(l.table, l.tokens, l.salt, true);
+      const int cached = m.AllocatePrefix(l.table, l.tokens, l.salt);
       ASSERT_LE(cached, n - 1);
       if (!m.Grow(l.table, n)) {
         m.Free(l.table);
@@ -196,21 +196,27 @@ class SchedulerTest : public ::testing::Test {
     r.max_tokens = max_tokens;
     r.id = "r" + std::to_string(next_id_++);
     return std::make_unique<Sequence>(r, std::make_shared<RequestStream>(), *tokenizer_,
-                                      tokenizer_->n_vocab());
+                                      tokenizer_->n_vocab(), kContext);
   }
-  // Plays the engine: marks scheduled tokens computed and appends a token where one is sampled;
-  // finishes sequences at max_tokens. Returns the plan.
+  // Plays the engine: "samples" token 1000 + n_generated for each chunk that samples, lets
+  // Postprocess append it, and removes the sequences it finished (at max_tokens). Returns the plan.
   StepPlan Step(Scheduler& s, BlockManager& m) {
     StepPlan plan = s.Schedule();
-    s.Postprocess(plan);
+    std::vector<SampleResult> sampled;
     for (const ScheduledChunk& c : plan.chunks) {
-      if (!c.sample) continue;
-      c.seq->tokens.push_back(1000 + c.seq->n_generated());
-      if (c.seq->n_generated() >= c.seq->request.max_tokens) s.Remove(c.seq);
+      if (c.sample) sampled.push_back({.token = 1000 + c.seq->n_generated()});
+    }
+    for (const SequenceOutput& out : s.Postprocess(plan, sampled)) {
+      EXPECT_TRUE(out.outcome.append);
+      if (out.outcome.finish != FinishReason::kNone) {
+        EXPECT_EQ(out.seq->n_generated(), out.seq->request.max_tokens);
+        s.Remove(out.seq);
+      }
     }
     EXPECT_TRUE(m.CheckInvariants().ok());
     return plan;
   }
+  static constexpr int kContext = 4096;
   std::unique_ptr<Tokenizer> tokenizer_;
   int next_id_ = 0;
 };

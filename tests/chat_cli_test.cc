@@ -11,15 +11,13 @@
 #include <string>
 #include <vector>
 
-#include "engine/generation.h"
-#include "engine/sequence_runner.h"
 #include "model/model.h"
+#include "support/forward.h"
 #include "support/paths.h"
 #include "support/test_backend.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/streaming_decoder.h"
 #include "tokenizer/tokenizer.h"
-#include "util/thread_pool.h"
 
 namespace kvserve {
 namespace {
@@ -83,18 +81,15 @@ std::string StripSpace(const std::string& s) {
 // cut at the first stop string.
 std::string FreshReply(const Model& model, const Tokenizer& tok, const ChatTemplate& tmpl,
                        const std::vector<ChatMessage>& messages, int max_tokens) {
-  SequenceRunner runner(model, KvType::kF32, model.config().n_ctx_train, 1);
   const std::vector<int32_t> prompt = tmpl.EncodePrompt(tok, tmpl.Render(messages, true));
-  GenerationOptions options;
-  options.max_tokens = max_tokens;
-  options.sampling.temperature = 0;
+  SamplingParams greedy;
+  greedy.temperature = 0;
   StreamingDecoder decoder(tok, {.render_special = true, .at_text_start = false});
   std::string text;
-  auto result = Generate(runner, tok, prompt, options, [&](int32_t t) {
+  for (int32_t t : testing::ReferenceGenerate(model, tok, prompt, max_tokens, greedy, false,
+                                              model.config().n_ctx_train)) {
     text += decoder.Push(t);
-    return true;
-  });
-  EXPECT_TRUE(result.ok()) << result.message();
+  }
   text += decoder.Flush();
   for (const std::string& stop : tmpl.stop_strings()) {
     const size_t at = text.find(stop);

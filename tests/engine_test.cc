@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "engine/generation.h"
 #include "model/model.h"
+#include "support/forward.h"
 #include "support/paths.h"
 #include "support/test_backend.h"
 #include "tokenizer/tokenizer.h"
@@ -37,7 +37,7 @@ struct Output {
   std::vector<int32_t> tokens;
   std::vector<float> logprobs;
   std::string text;
-  std::string finish_reason;
+  FinishReason finish_reason = FinishReason::kNone;
   Usage usage;
 };
 
@@ -128,7 +128,7 @@ TEST_P(ConcurrencyTest, SixteenAtOnceEqualOneByOne) {
     EXPECT_EQ(together[i].tokens, alone[i].tokens) << "request " << i;
     EXPECT_EQ(together[i].logprobs, alone[i].logprobs) << "request " << i;
     EXPECT_EQ(together[i].text, alone[i].text);
-    EXPECT_EQ(together[i].finish_reason, "length");
+    EXPECT_EQ(together[i].finish_reason, FinishReason::kLength);
     EXPECT_EQ(static_cast<int>(together[i].tokens.size()), requests[i].max_tokens);
   }
   EXPECT_GT((*engine)->Stats().steps, 0u);
@@ -144,16 +144,16 @@ INSTANTIATE_TEST_SUITE_P(Models, ConcurrencyTest,
 TEST(Engine, GreedyMatchesSequenceRunner) {
   Loaded l = Load("stories260K.gguf");
   const std::vector<int32_t> prompt = l.tokenizer->Encode("Once upon a time", true, false);
-  SequenceRunner runner(*l.model, KvType::kF32, 128, 2);
-  GenerationOptions gen{.max_tokens = 40, .ignore_eos = true};
-  gen.sampling.temperature = 0;
-  auto expected = Generate(runner, *l.tokenizer, prompt, gen, [](int32_t) { return true; });
-  ASSERT_TRUE(expected.ok());
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  const std::vector<int32_t> expected =
+      testing::ReferenceGenerate(*l.model, *l.tokenizer, prompt, 40, greedy, true, 128);
+  ASSERT_EQ(expected.size(), 40u);
   auto engine = Engine::Create(*l.model, *l.tokenizer, {.n_threads = 2, .n_ctx = 128});
   ASSERT_TRUE(engine.ok());
   Request r{.prompt = prompt, .max_tokens = 40, .ignore_eos = true};
   r.sampling.temperature = 0;
-  EXPECT_EQ(RunAll(**engine, {r})[0].tokens, expected->tokens);
+  EXPECT_EQ(RunAll(**engine, {r})[0].tokens, expected);
 }
 
 TEST(Engine, PrefixCacheHitGivesTheColdAnswer) {
@@ -205,7 +205,7 @@ TEST(Engine, MemoryPressurePreemptsAndStillAnswersExactly) {
   const std::vector<Output> outputs = RunAll(**engine, requests);
   for (size_t i = 0; i < requests.size(); ++i) {
     EXPECT_EQ(outputs[i].tokens, expected[i].tokens) << "request " << i;
-    EXPECT_EQ(outputs[i].finish_reason, "length");
+    EXPECT_EQ(outputs[i].finish_reason, FinishReason::kLength);
   }
   EXPECT_GT((*engine)->Stats().preemptions, 0u);
   ExpectNoBlocksReferenced(**engine);
@@ -215,11 +215,20 @@ TEST(Engine, RejectsWhatCanNeverFit) {
   Loaded l = Load("stories260K.gguf");
   auto engine = Engine::Create(*l.model, *l.tokenizer, {.n_threads = 1, .n_ctx = 64});
   ASSERT_TRUE(engine.ok());
-  Request r{.prompt = {1, 2, 3}, .max_tokens = 62};
+  // K/V is stored for all tokens but the last sampled one: 3 + 62 fills the 64 positions exactly
+  // (and yields all 62 tokens), one more can never fit.
+  Request r{.prompt = {1, 2, 3}, .max_tokens = 63};
   auto too_long = (*engine)->Submit(r);
   ASSERT_FALSE(too_long.ok());
-  EXPECT_NE(too_long.message().find("62"), std::string::npos) << too_long.message();
+  EXPECT_EQ(too_long.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(too_long.message().find("63"), std::string::npos) << too_long.message();
   EXPECT_NE(too_long.message().find("64"), std::string::npos) << too_long.message();
+  r.max_tokens = 62;
+  r.ignore_eos = true;
+  const Output fits = RunAll(**engine, {r})[0];
+  EXPECT_EQ(fits.tokens.size(), 62u);
+  EXPECT_EQ(fits.finish_reason, FinishReason::kLength);
+  r.ignore_eos = false;
   r.max_tokens = 4;
   r.prompt = {1, 600};
   EXPECT_FALSE((*engine)->Submit(r).ok());
@@ -242,16 +251,16 @@ TEST(Engine, StopStringsAndTokensEndTheRequest) {
   ASSERT_NE(full.text.find("Lily"), std::string::npos) << full.text;
   r.stop = {"Lily"};
   const Output stopped = RunAll(**engine, {r})[0];
-  EXPECT_EQ(stopped.finish_reason, "stop");
+  EXPECT_EQ(stopped.finish_reason, FinishReason::kStop);
   EXPECT_EQ(stopped.text, full.text.substr(0, full.text.find("Lily")));
   r.stop = {"ily. S"};  // spans several tokens
   const Output split = RunAll(**engine, {r})[0];
-  EXPECT_EQ(split.finish_reason, "stop");
+  EXPECT_EQ(split.finish_reason, FinishReason::kStop);
   EXPECT_EQ(split.text, full.text.substr(0, full.text.find("ily. S")));
   r.stop.clear();
   r.stop_token_ids = {full.tokens[3]};
   const Output by_id = RunAll(**engine, {r})[0];
-  EXPECT_EQ(by_id.finish_reason, "stop");
+  EXPECT_EQ(by_id.finish_reason, FinishReason::kStop);
   EXPECT_EQ(by_id.tokens, std::vector<int32_t>(full.tokens.begin(), full.tokens.begin() + 3));
   ExpectNoBlocksReferenced(**engine);
 }
@@ -266,7 +275,7 @@ TEST(Engine, AbortFreesBlocks) {
   ASSERT_TRUE((*stream)->Next(std::chrono::seconds(30)).has_value());  // it is running
   (*engine)->Abort("long");
   const Output out = Collect(**stream);
-  EXPECT_EQ(out.finish_reason, "abort");
+  EXPECT_EQ(out.finish_reason, FinishReason::kAbort);
   ExpectNoBlocksReferenced(**engine);
 }
 
@@ -277,7 +286,7 @@ TEST(Engine, TimeoutFinishesTheRequestAndFreesBlocks) {
   // 500 tokens take far longer than 1 ms on any machine; the deadline ends the request early.
   Request r{.prompt = {1, 403, 407}, .max_tokens = 500, .ignore_eos = true, .timeout_s = 0.001};
   const Output out = RunAll(**engine, {r})[0];
-  EXPECT_EQ(out.finish_reason, "timeout");
+  EXPECT_EQ(out.finish_reason, FinishReason::kTimeout);
   EXPECT_LT(out.tokens.size(), 500u);
   ExpectNoBlocksReferenced(**engine);
 }

@@ -407,8 +407,8 @@ TEST(MetricsTest, PrometheusTextFormat) {
   ServerMetrics metrics;
   metrics.ObserveTimeToFirstToken(0.02);
   metrics.ObserveInterTokenLatency(0.003);
-  metrics.ObserveRequest(0.5, "stop");
-  metrics.ObserveRequest(0.7, "abort");
+  metrics.ObserveRequest(0.5, FinishReason::kStop);
+  metrics.ObserveRequest(0.7, FinishReason::kAbort);
   const EngineStats stats{.running = 2,
                           .waiting = 1,
                           .blocks_total = 10,

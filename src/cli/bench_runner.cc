@@ -5,8 +5,9 @@
 #include <map>
 #include <random>
 
+#include "cli/engine_flags.h"
+#include "engine/completion.h"
 #include "engine/engine.h"
-#include "engine/generation.h"
 #include "engine/sequence_runner.h"
 
 namespace kvserve {
@@ -164,11 +165,7 @@ Result<double> RunConcurrentOnce(const Model& model, const Tokenizer& tokenizer,
     for (;;) {
       const std::optional<RequestEvent> event = stream->Next(std::chrono::milliseconds(1000));
       if (!event) continue;
-      if (event->kind == RequestEvent::Kind::kFinish) {
-        if (event->finish_reason == "error")
-          return Status::InvalidArgument("engine: " + event->error);
-        break;
-      }
+      if (event->kind == RequestEvent::Kind::kFinish) break;
       ++generated;
     }
   }
@@ -214,15 +211,21 @@ Result<CacheCompareRow> CompareCache(const Model& model, const Tokenizer& tokeni
                                    std::to_string(n_ctx) + " positions, more than the model's " +
                                    std::to_string(model.max_positions()));
   }
-  GenerationOptions options{.max_tokens = length, .ignore_eos = true};
-  options.sampling.temperature = 0.0f;
+  const ModelOptions single{.n_threads = pool.size(), .n_ctx = n_ctx, .kv_type = kv_type};
+  Request request{.prompt = std::vector<int32_t>(prompt.begin(), prompt.end()),
+                  .max_tokens = length,
+                  .ignore_eos = true};
+  request.sampling.temperature = 0.0f;
   CacheCompareRow row{.length = length};
   std::vector<int32_t> tokens[2];
   for (int pass = 0; pass < 2; ++pass) {
-    options.use_cache = pass == 0;
-    SequenceRunner runner(model, kv_type, n_ctx, pool.size());
+    auto engine = Engine::Create(model, tokenizer,
+                                 SingleStreamEngineOptions(single, 16, /*recompute=*/pass == 1));
+    if (!engine.ok()) return engine.status();
     const auto start = Clock::now();
-    auto result = Generate(runner, tokenizer, prompt, options, [](int32_t) { return true; });
+    auto stream = (*engine)->Submit(request);
+    if (!stream.ok()) return stream.status();
+    auto result = Complete(**stream, start);
     if (!result.ok()) return result.status();
     (pass == 0 ? row.cached_s : row.uncached_s) = SecondsSince(start);
     tokens[pass] = std::move(result->tokens);

@@ -1,8 +1,9 @@
 // `kvserve chat`: a conversation in the terminal. Each user line is appended to the conversation,
 // the whole conversation is rendered with the model's chat template and tokenized, and the reply
-// is generated on one SequenceRunner that lives across turns, so the part of the prompt the cache
-// already holds (everything up to the new turn, when the template renders earlier turns the same
-// way) is reused instead of recomputed. Replies stream to stdout; after each reply stderr gets
+// is one request of the conversation's session on an engine that lives across turns, so the part
+// of the prompt the cache already holds (everything up to the new turn, when the template renders
+// earlier turns the same way) is reused instead of recomputed. Replies stream to stdout; after each
+// reply stderr gets
 //   [prompt: 57 tokens, 41 reused from cache, 16 computed]
 // Reading ends at EOF or a line "/exit". With stdin from a pipe nothing but the replies (one line
 // break after each) goes to stdout, for scripts and tests.
@@ -20,12 +21,12 @@
 
 #include "cli/chat_flags.h"
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "cli/model_options.h"
 #include "cli/sampling_flags.h"
-#include "engine/generation.h"
-#include "engine/stop_checker.h"
+#include "engine/completion.h"
+#include "engine/engine.h"
 #include "tokenizer/chat_template.h"
-#include "tokenizer/streaming_decoder.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvserve {
@@ -51,7 +52,7 @@ namespace {
 struct ChatOptions {
   std::string template_name;  // empty: from the model
   std::string system;
-  GenerationOptions generation;
+  Request request;  // max_tokens and sampling of every reply
 };
 
 Result<ChatOptions> ReadChatOptions(const Args& args) {
@@ -66,43 +67,42 @@ Result<ChatOptions> ReadChatOptions(const Args& args) {
     return Result<ChatOptions>::InvalidArgument("flag -n: " + std::to_string(*n) +
                                                 " is out of range (1 to 16777216)");
   }
-  o.generation.max_tokens = static_cast<int>(*n);
-  o.generation.sampling = *sampling;
+  o.request.max_tokens = static_cast<int>(*n);
+  o.request.sampling = *sampling;
   return o;
 }
 
 struct Turn {
   std::string text;  // the reply, stop string excluded
   int n_prompt = 0;
-  int n_reused = 0;
-  int n_generated = 0;
-  std::string finish_reason;  // "stop" or "length"
+  int n_reused = 0;  // prompt tokens served by the cache
 };
 
-// Generates one reply to the rendered conversation `sequence` (token ids), streaming it to stdout
-// and ending at the template's stop strings (never shown) or an end-of-generation token.
-Result<Turn> Reply(SequenceRunner& runner, const Tokenizer& tokenizer, const ChatTemplate& tmpl,
-                   const std::vector<int32_t>& sequence, const GenerationOptions& options) {
-  Turn turn;
-  turn.n_prompt = static_cast<int>(sequence.size());
-  StreamingDecoder decoder(tokenizer, {.render_special = true, .at_text_start = false});
-  StopChecker stop(tmpl.stop_strings());
-  auto show = [&](const std::string& text) {
-    turn.text += text;
-    std::fputs(text.c_str(), stdout);
+// Generates one reply to the rendered conversation `prompt` (token ids) as one engine request of
+// the conversation's session, streaming it to stdout. The engine ends it at end-of-generation
+// tokens, the template's stop strings (never shown), -n, or the context.
+Result<Turn> Reply(Engine& engine, const ChatTemplate& tmpl, Request request,
+                   const std::vector<int32_t>& prompt, int n_ctx) {
+  if (static_cast<int>(prompt.size()) > n_ctx) {
+    return Status::InvalidArgument("prompt of " + std::to_string(prompt.size()) +
+                                   " tokens exceeds the context size " + std::to_string(n_ctx));
+  }
+  request.prompt = prompt;
+  request.max_tokens = std::min(request.max_tokens, n_ctx - static_cast<int>(prompt.size()) + 1);
+  request.stop = tmpl.stop_strings();
+  request.session_id = "chat";
+  request.decode = {.render_special = true, .at_text_start = false};
+  const auto submitted = std::chrono::steady_clock::now();
+  auto stream = engine.Submit(std::move(request));
+  if (!stream.ok()) return stream.status();
+  auto done = Complete(**stream, submitted, [](const RequestEvent& event) {
+    std::fputs(event.text.c_str(), stdout);
     std::fflush(stdout);
-  };
-  auto result = Generate(runner, tokenizer, sequence, options, [&](int32_t token) {
-    show(stop.Push(decoder.Push(token)));
-    return !stop.stopped();
   });
-  if (!result.ok()) return result.status();
-  show(stop.Push(decoder.Flush()));
-  show(stop.Flush());
-  turn.n_reused = result->n_reused;
-  turn.n_generated = static_cast<int>(result->tokens.size());
-  turn.finish_reason = result->finish_reason;
-  return turn;
+  if (!done.ok()) return done.status();
+  return Turn{.text = done->text,
+              .n_prompt = done->usage.prompt_tokens,
+              .n_reused = done->usage.cached_tokens};
 }
 
 std::string_view Strip(std::string_view s) {
@@ -144,11 +144,13 @@ int RunChat(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "chat template: %s; end with Ctrl-D or /exit\n",
                  std::string(tmpl->name()).c_str());
   }
-  SequenceRunner runner(**model, model_options->kv_type, model_options->n_ctx,
-                        model_options->n_threads);
+  // Block size 1: the prefix cache then reuses every token the conversation shares with the
+  // previous turn, as far as the tokens agree, not only whole blocks of 16.
+  auto engine = Engine::Create(**model, tok, SingleStreamEngineOptions(*model_options, 1, false));
+  if (!engine.ok()) return fail(engine.message(), 1);
   std::vector<ChatMessage> messages;
   if (!options->system.empty()) messages.push_back({"system", options->system});
-  GenerationOptions generation = options->generation;
+  Request request = options->request;
   std::string line;
   while (true) {
     if (interactive) {
@@ -161,8 +163,8 @@ int RunChat(const std::vector<std::string>& argv) {
     if (Strip(line).empty()) continue;
     messages.push_back({"user", line});
     const std::vector<int32_t> prompt = tmpl->EncodePrompt(tok, tmpl->Render(messages, true));
-    auto turn = Reply(runner, tok, *tmpl, prompt, generation);
-    ++generation.sampling.seed;  // each turn draws from its own random stream
+    auto turn = Reply(**engine, *tmpl, request, prompt, model_options->n_ctx);
+    ++request.sampling.seed;  // each turn draws from its own random stream
     if (!turn.ok()) {
       std::fputs("\n", stdout);
       return fail(turn.message(), 1);

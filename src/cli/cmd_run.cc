@@ -1,6 +1,8 @@
-// `kvserve run`: generate from a prompt with the KV cache (or, with --no-cache, by recomputing
-// the whole sequence every step). Text mode streams to stdout and prints timings to stderr; JSON
-// mode prints one object.
+// `kvserve run`: generate from a prompt through the serving engine, one sequence (or, with
+// --no-cache, recomputing the whole sequence every step). Text mode streams to stdout and prints
+// timings to stderr; JSON mode prints one object.
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -9,8 +11,8 @@
 #include "cli/model_options.h"
 #include "cli/run_batch.h"
 #include "cli/sampling_flags.h"
-#include "engine/generation.h"
-#include "tokenizer/streaming_decoder.h"
+#include "engine/completion.h"
+#include "engine/engine.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvserve {
@@ -52,7 +54,8 @@ struct RunOptions {
   std::vector<int32_t> prompt_tokens;
   bool has_prompt_tokens = false;
   std::string output_format = "text";
-  GenerationOptions generation;
+  Request request;  // max_tokens, sampling, ignore_eos; the prompt is filled in later
+  bool no_cache = false;
 };
 
 Result<RunOptions> ReadRunOptions(const Args& args) {
@@ -80,14 +83,12 @@ Result<RunOptions> ReadRunOptions(const Args& args) {
     return Result<RunOptions>::InvalidArgument("flag -n: " + std::to_string(*n) +
                                                " is out of range");
   }
-  o.generation.max_tokens = static_cast<int>(*n);
-  o.generation.use_cache = !args.Has("--no-cache");
-  o.generation.ignore_eos = args.Has("--ignore-eos");
-  o.generation.sampling = *sampling;
+  o.request.max_tokens = static_cast<int>(*n);
+  o.request.ignore_eos = args.Has("--ignore-eos");
+  o.request.sampling = *sampling;
+  o.no_cache = args.Has("--no-cache");
   return o;
 }
-
-double PerSecond(int n, double ms) { return ms > 0 ? n * 1000.0 / ms : 0.0; }
 
 }  // namespace
 
@@ -117,50 +118,56 @@ int RunGenerate(const std::vector<std::string>& argv) {
   if (!options->has_prompt_tokens) {
     prompt = tok.Encode(options->prompt, /*add_special=*/true, /*parse_special=*/false);
   }
-  SequenceRunner runner(**model, model_options->kv_type, model_options->n_ctx,
-                        model_options->n_threads);
+  const int n_ctx = model_options->n_ctx;
+  if (static_cast<int>(prompt.size()) > n_ctx) {
+    return fail("prompt of " + std::to_string(prompt.size()) + " tokens exceeds the context size " +
+                    std::to_string(n_ctx),
+                1);
+  }
+  Request request = options->request;
+  request.prompt = prompt;
+  // Generation ends where the context does (finish reason "length").
+  request.max_tokens = std::min(request.max_tokens, n_ctx - static_cast<int>(prompt.size()) + 1);
+  auto engine = Engine::Create(**model, tok,
+                               SingleStreamEngineOptions(*model_options, 16, options->no_cache));
+  if (!engine.ok()) return fail(engine.message(), 1);
   const bool text = options->output_format == "text";
-  StreamingDecoder stream(tok);
-  std::string generated_text;
   if (text) {
     std::fputs(tok.Decode(prompt).c_str(), stdout);
     std::fflush(stdout);
   }
-  auto result = Generate(runner, tok, prompt, options->generation, [&](int32_t token) {
-    const std::string piece = stream.Push(token);
-    generated_text += piece;
+  const auto submitted = std::chrono::steady_clock::now();
+  auto stream = (*engine)->Submit(std::move(request));
+  if (!stream.ok()) return fail(stream.message(), 1);
+  auto result = Complete(**stream, submitted, [&](const RequestEvent& event) {
     if (text) {
-      std::fputs(piece.c_str(), stdout);
+      std::fputs(event.text.c_str(), stdout);
       std::fflush(stdout);
     }
-    return true;
   });
   if (!result.ok()) return fail(result.message(), 1);
-  const std::string rest = stream.Flush();
-  generated_text += rest;
   const int n_generated = static_cast<int>(result->tokens.size());
-  const double prompt_rate = PerSecond(result->n_prompt - result->n_reused, result->prompt_ms);
-  const double decode_rate = PerSecond(n_generated, result->decode_ms);
+  const char* finish = FinishReasonName(result->finish_reason);
   if (text) {
-    std::printf("%s\n", rest.c_str());
+    std::printf("\n");
     std::fprintf(stderr,
-                 "\nprompt: %d tokens in %.1f ms (%.1f tokens/s)\n"
+                 "\nprompt: %zu tokens in %.1f ms (%.1f tokens/s)\n"
                  "decode: %d tokens in %.1f ms (%.1f tokens/s)%s, finish: %s\n",
-                 result->n_prompt, result->prompt_ms, prompt_rate, n_generated, result->decode_ms,
-                 decode_rate, options->generation.use_cache ? "" : " [no cache]",
-                 result->finish_reason.c_str());
+                 prompt.size(), result->prompt_ms, result->prompt_tokens_per_s(), n_generated,
+                 result->decode_ms, result->decode_tokens_per_s(),
+                 options->no_cache ? " [no cache]" : "", finish);
     return 0;
   }
   nlohmann::json out = {
       {"prompt_tokens", prompt},
       {"tokens", result->tokens},
-      {"text", generated_text},
-      {"finish_reason", result->finish_reason},
+      {"text", result->text},
+      {"finish_reason", finish},
       {"timings",
        {{"prompt_ms", result->prompt_ms},
         {"decode_ms", result->decode_ms},
-        {"prompt_tokens_per_s", prompt_rate},
-        {"decode_tokens_per_s", decode_rate}}},
+        {"prompt_tokens_per_s", result->prompt_tokens_per_s()},
+        {"decode_tokens_per_s", result->decode_tokens_per_s()}}},
   };
   std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   return 0;

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "cli/run_batch.h"
+#include "engine/completion.h"
 #include "engine/engine.h"
 #include "tokenizer/tokenizer.h"
 
@@ -56,10 +57,6 @@ Result<Request> ParseRequestLine(const std::string& line, int line_number, const
   return r;
 }
 
-double Ms(std::chrono::steady_clock::duration d) {
-  return std::chrono::duration<double, std::milli>(d).count();
-}
-
 }  // namespace
 
 int RunBatchFile(const Args& args, const ModelOptions& model_options, const Model& model) {
@@ -92,43 +89,23 @@ int RunBatchFile(const Args& args, const ModelOptions& model_options, const Mode
     if (!stream.ok()) return fail("request '" + r.id + "': " + stream.message(), 1);
     streams.push_back(*stream);
   }
-  int exit_code = 0;
   for (size_t i = 0; i < requests.size(); ++i) {
-    json out = {{"id", requests[i].id}, {"prompt_tokens", requests[i].prompt}};
-    std::vector<int32_t> tokens;
-    std::string text;
-    auto first = start, last = start;
-    for (;;) {
-      auto event = streams[i]->Next(std::chrono::hours(1));
-      if (!event) return fail("request '" + requests[i].id + "' timed out", 1);
-      text += event->text;
-      if (event->kind == RequestEvent::Kind::kToken) {
-        if (tokens.empty()) first = event->time;
-        tokens.push_back(event->token);
-        last = event->time;
-        continue;
-      }
-      if (tokens.empty()) first = last = event->time;
-      out["tokens"] = tokens;
-      out["text"] = text;
-      out["finish_reason"] = event->finish_reason;
-      out["cached_tokens"] = event->usage.cached_tokens;
-      const double prompt_ms = Ms(first - start), decode_ms = Ms(last - first);
-      const int n_decoded = std::max(0, static_cast<int>(tokens.size()) - 1);
-      out["timings"] = {
-          {"prompt_ms", prompt_ms},
-          {"decode_ms", decode_ms},
-          {"prompt_tokens_per_s",
-           prompt_ms > 0
-               ? (event->usage.prompt_tokens - event->usage.cached_tokens) * 1000.0 / prompt_ms
-               : 0.0},
-          {"decode_tokens_per_s", decode_ms > 0 ? n_decoded * 1000.0 / decode_ms : 0.0}};
-      if (event->finish_reason == "error") exit_code = 1;
-      break;
-    }
+    auto done = Complete(*streams[i], start);
+    if (!done.ok()) return fail("request '" + requests[i].id + "': " + done.message(), 1);
+    const json out = {{"id", requests[i].id},
+                      {"prompt_tokens", requests[i].prompt},
+                      {"tokens", done->tokens},
+                      {"text", done->text},
+                      {"finish_reason", FinishReasonName(done->finish_reason)},
+                      {"cached_tokens", done->usage.cached_tokens},
+                      {"timings",
+                       {{"prompt_ms", done->prompt_ms},
+                        {"decode_ms", done->decode_ms},
+                        {"prompt_tokens_per_s", done->prompt_tokens_per_s()},
+                        {"decode_tokens_per_s", done->decode_tokens_per_s()}}}};
     std::printf("%s\n", out.dump(-1, ' ', false, json::error_handler_t::replace).c_str());
   }
-  return exit_code;
+  return 0;
 }
 
 }  // namespace kvserve

@@ -38,6 +38,16 @@ uint64_t AvailableMemoryBytes() {
   return 0;
 }
 
+EngineOptions SingleStreamEngineOptions(const ModelOptions& model, int block_size, bool recompute) {
+  return EngineOptions{.n_threads = model.n_threads,
+                       .n_ctx = model.n_ctx,
+                       .kv_type = model.kv_type,
+                       .block_size = block_size,
+                       .max_num_seqs = 1,
+                       .max_batched_tokens = model.n_ctx,
+                       .recompute = recompute};
+}
+
 Result<uint64_t> ParseSize(const std::string& flag, const std::string& text) {
   auto bad = [&](const std::string& why) {
     return Result<uint64_t>::InvalidArgument("flag " + flag + ": '" + text + "' " + why);

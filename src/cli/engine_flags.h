@@ -17,6 +17,11 @@ FlagGroup EngineFlags();
 // Reads the engine flags; threads, context and KV type come from the resolved model options.
 Result<EngineOptions> ReadEngineOptions(const Args& args, const ModelOptions& model);
 
+// One sequence at a time, prefilled in one pass (max_batched_tokens = the context): the engine
+// behind `run` and `chat`. block_size 1 makes prefix reuse token-exact (chat); `recompute` is
+// --no-cache.
+EngineOptions SingleStreamEngineOptions(const ModelOptions& model, int block_size, bool recompute);
+
 // "2GiB", "512MiB", "1.5GB", "100000" (bytes), or a fraction of available memory like "0.5".
 Result<uint64_t> ParseSize(const std::string& flag, const std::string& text);
 // Bytes of MemAvailable in /proc/meminfo, 0 when unknown.

@@ -30,6 +30,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokeniz
   const ModelConfig& c = model.config();
   if (o.n_ctx <= 0) o.n_ctx = c.n_ctx_train;
   KVSERVE_RETURN_IF_ERROR(model.CheckContextSize(o.n_ctx));
+  if (o.recompute) o.prefix_caching = false;
   if (o.block_size < 1 || o.block_size > 1024) {
     return Status::InvalidArgument("block size " + std::to_string(o.block_size) +
                                    " is out of range (1 to 1024)");
@@ -86,8 +87,10 @@ Result<std::shared_ptr<RequestStream>> Engine::Submit(Request request) {
   }
   Status sampling = request.sampling.Validate(n_vocab_);
   if (!sampling.ok()) return sampling;
-  const int total = static_cast<int>(request.prompt.size()) + request.max_tokens;
-  if (total > options_.n_ctx) {
+  // K/V is stored for every token but the last one sampled, which is never fed back (as in
+  // llama.cpp, a full context still yields one more token).
+  const int stored = static_cast<int>(request.prompt.size()) + std::max(0, request.max_tokens - 1);
+  if (stored > options_.n_ctx) {
     return R::InvalidArgument("prompt of " + std::to_string(request.prompt.size()) +
                               " tokens plus max_tokens " + std::to_string(request.max_tokens) +
                               " exceeds the context size " + std::to_string(options_.n_ctx));
@@ -95,7 +98,7 @@ Result<std::shared_ptr<RequestStream>> Engine::Submit(Request request) {
   auto stream = std::make_shared<RequestStream>();
   std::lock_guard<std::mutex> lock(mutex_);
   if (stop_ || draining_) return Status::Unavailable("the engine is shutting down");
-  const int blocks_needed = (total + options_.block_size - 1) / options_.block_size;
+  const int blocks_needed = (stored + options_.block_size - 1) / options_.block_size;
   if (blocks_needed > stats_.blocks_total) {
     return R::InvalidArgument("prompt plus max_tokens needs " + std::to_string(blocks_needed) +
                               " KV blocks but the pool has " + std::to_string(stats_.blocks_total));
@@ -160,7 +163,7 @@ void Engine::Loop() {
     for (auto& [request, stream] : inbox) core_->Add(std::move(request), std::move(stream));
     for (const std::string& id : aborts) core_->Abort(id);
     for (const std::string& id : releases) core_->ReleaseSession(id);
-    if (abort_all) core_->AbortAll("abort");
+    if (abort_all) core_->AbortAll(FinishReason::kAbort);
     core_->Expire(std::chrono::steady_clock::now());
     const bool worked = core_->Step();
     PublishStats();
@@ -171,7 +174,7 @@ void Engine::Loop() {
       });
     }
   }
-  core_->AbortAll("abort");
+  core_->AbortAll(FinishReason::kAbort);
   PublishStats();
 }
 

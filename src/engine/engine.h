@@ -36,6 +36,9 @@ struct EngineOptions {
   int max_num_seqs = 16;         // running sequences at most
   int max_batched_tokens = 512;  // tokens per step at most (decode + prefill chunks)
   bool prefix_caching = true;
+  // No-cache baseline (`--no-cache`): every step recomputes each sequence from position 0. Turns
+  // the prefix cache off. Same tokens, O(n²) work.
+  bool recompute = false;
   int max_queue = 1024;        // waiting requests at most; Submit fails beyond
   double session_ttl_s = 300;  // how long a finished session's blocks stay pinned
   double max_pinned_fraction =

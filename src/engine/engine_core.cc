@@ -16,13 +16,14 @@ EngineCore::EngineCore(const Model& model, const Tokenizer& tokenizer, const Eng
       blocks_(n_blocks, options.block_size, options.prefix_caching),
       scheduler_(blocks_,
                  SchedulerOptions{.max_num_seqs = options.max_num_seqs,
-                                  .max_batched_tokens = options.max_batched_tokens},
+                                  .max_batched_tokens = options.max_batched_tokens,
+                                  .recompute = options.recompute},
                  [this] { return ReleaseOldestSession(); }),
       on_sessions_changed_(std::move(on_sessions_changed)) {}
 
 void EngineCore::Add(Request request, std::shared_ptr<RequestStream> stream) {
   auto seq = std::make_unique<Sequence>(std::move(request), std::move(stream), tokenizer_,
-                                        model_.config().n_vocab);
+                                        model_.config().n_vocab, options_.n_ctx);
   if (seq->request.timeout_s > 0) {
     seq->deadline = std::chrono::steady_clock::now() +
                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -31,7 +32,7 @@ void EngineCore::Add(Request request, std::shared_ptr<RequestStream> stream) {
   scheduler_.Add(std::move(seq));
 }
 
-void EngineCore::Finish(Sequence* seq, const std::string& reason, const std::string& tail) {
+void EngineCore::Finish(Sequence* seq, FinishReason reason, const std::string& tail) {
   RequestEvent event;
   event.kind = RequestEvent::Kind::kFinish;
   event.finish_reason = reason;
@@ -39,7 +40,8 @@ void EngineCore::Finish(Sequence* seq, const std::string& reason, const std::str
   event.usage.prompt_tokens = seq->n_prompt;
   event.usage.completion_tokens = seq->n_generated();
   event.usage.cached_tokens = std::max(0, seq->n_cached_prompt);
-  if (!seq->request.session_id.empty() && (reason == "stop" || reason == "length")) Pin(*seq);
+  const bool completed = reason == FinishReason::kStop || reason == FinishReason::kLength;
+  if (!seq->request.session_id.empty() && completed) Pin(*seq);
   std::unique_ptr<Sequence> owned = scheduler_.Remove(seq);
   finished_ids_.push_back(owned->request.id);
   owned->stream->Push(std::move(event));
@@ -54,10 +56,10 @@ void EngineCore::Abort(const std::string& id) {
   };
   Sequence* seq = find(scheduler_.running());
   if (seq == nullptr) seq = find(scheduler_.waiting());
-  if (seq != nullptr) Finish(seq, "abort");
+  if (seq != nullptr) Finish(seq, FinishReason::kAbort);
 }
 
-void EngineCore::AbortAll(const std::string& reason) {
+void EngineCore::AbortAll(FinishReason reason) {
   while (!scheduler_.running().empty()) Finish(scheduler_.running().front().get(), reason);
   while (!scheduler_.waiting().empty()) Finish(scheduler_.waiting().front().get(), reason);
 }
@@ -70,7 +72,7 @@ void EngineCore::Expire(std::chrono::steady_clock::time_point now) {
   for (const auto& seq : scheduler_.waiting()) {
     if (seq->deadline <= now) late.push_back(seq.get());
   }
-  for (Sequence* seq : late) Finish(seq, "timeout");
+  for (Sequence* seq : late) Finish(seq, FinishReason::kTimeout);
   for (auto it = sessions_.begin(); it != sessions_.end();) {
     if (it->second.expires <= now) {
       pinned_blocks_ -= static_cast<int>(it->second.pinned.blocks.size());
@@ -121,47 +123,13 @@ void EngineCore::ReleaseSessionsAbove(int max_blocks) {
   }
 }
 
-void EngineCore::HandleSample(Sequence* seq, std::span<const float> logits) {
-  const SampleResult sample = seq->sampler.Sample(logits, seq->tokens);
-  const int32_t token = sample.token;
-  ++generation_tokens_;
-  const bool end_of_generation = !seq->request.ignore_eos && tokenizer_.IsEndOfGeneration(token);
-  const bool stop_token =
-      std::find(seq->request.stop_token_ids.begin(), seq->request.stop_token_ids.end(), token) !=
-      seq->request.stop_token_ids.end();
-  if (end_of_generation || stop_token) {
-    Finish(seq, "stop", seq->stop.Push(seq->decoder.Flush()));
-    return;
-  }
-  seq->tokens.push_back(token);
-  RequestEvent event;
-  event.token = token;
-  event.text = seq->stop.Push(seq->decoder.Push(token));
-  if (seq->request.logprobs) {
-    event.logprob = sample.logprob;
-    event.top_logprobs = sample.top;
-  }
-  seq->stream->Push(std::move(event));
-  if (seq->stop.stopped()) {
-    Finish(seq, "stop");
-  } else if (seq->n_generated() >= seq->request.max_tokens ||
-             static_cast<int>(seq->tokens.size()) >= options_.n_ctx) {
-    std::string tail = seq->stop.Push(seq->decoder.Flush());
-    if (seq->stop.stopped()) {
-      Finish(seq, "stop", tail);
-    } else {
-      Finish(seq, "length", tail + seq->stop.Flush());
-    }
-  }
-}
-
 bool EngineCore::Step() {
   const StepPlan plan = scheduler_.Schedule();
   if (plan.empty()) return false;
   CountPromptTokens(plan);
   const StepLogits logits = runner_.Run(plan);
-  scheduler_.Postprocess(plan);
-  SampleAll(plan, logits);
+  const std::vector<SampleResult> sampled = Sample(plan, logits);
+  Deliver(scheduler_.Postprocess(plan, sampled));
   return true;
 }
 
@@ -175,12 +143,31 @@ void EngineCore::CountPromptTokens(const StepPlan& plan) {
   }
 }
 
-// One row of logits per sampling chunk, in plan order. A chunk's sequence may finish (and leave
-// the scheduler) while later chunks are handled; each chunk refers to its own sequence only.
-void EngineCore::SampleAll(const StepPlan& plan, const StepLogits& logits) {
-  size_t row = 0;
+std::vector<SampleResult> EngineCore::Sample(const StepPlan& plan, const StepLogits& logits) {
+  std::vector<SampleResult> sampled;
   for (const ScheduledChunk& chunk : plan.chunks) {
-    if (chunk.sample) HandleSample(chunk.seq, logits.row(row++));
+    if (!chunk.sample) continue;
+    sampled.push_back(chunk.seq->sampler.Sample(logits.row(sampled.size()), chunk.seq->tokens));
+  }
+  generation_tokens_ += sampled.size();
+  return sampled;
+}
+
+void EngineCore::Deliver(const std::vector<SequenceOutput>& outputs) {
+  for (const SequenceOutput& out : outputs) {
+    Sequence* seq = out.seq;
+    if (out.outcome.append) {
+      RequestEvent event;
+      event.token = out.sample.token;
+      event.text = out.outcome.text;
+      if (seq->request.logprobs) {
+        event.logprob = out.sample.logprob;
+        event.top_logprobs = out.sample.top;
+      }
+      seq->stream->Push(std::move(event));
+    }
+    if (out.outcome.finish != FinishReason::kNone)
+      Finish(seq, out.outcome.finish, out.outcome.tail);
   }
 }
 

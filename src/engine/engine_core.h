@@ -33,7 +33,7 @@ class EngineCore {
   // One scheduler step; false when there was nothing to run.
   bool Step();
   // Aborts every live request.
-  void AbortAll(const std::string& reason);
+  void AbortAll(FinishReason reason);
 
   // Ids of requests finished since the last call.
   std::vector<std::string> TakeFinishedIds();
@@ -45,10 +45,12 @@ class EngineCore {
     BlockTable pinned;
     std::chrono::steady_clock::time_point expires;
   };
-  void Finish(Sequence* seq, const std::string& reason, const std::string& tail = "");
-  void HandleSample(Sequence* seq, std::span<const float> logits);
-  void SampleAll(const StepPlan& plan, const StepLogits& logits);
+  void Finish(Sequence* seq, FinishReason reason, const std::string& tail = "");
   void CountPromptTokens(const StepPlan& plan);
+  // One token per chunk that samples, in plan order, each from its own sequence's sampler.
+  std::vector<SampleResult> Sample(const StepPlan& plan, const StepLogits& logits);
+  // Sends each output's token event and finishes the sequences whose stop rules said so.
+  void Deliver(const std::vector<SequenceOutput>& outputs);
   void Pin(Sequence& seq);
   bool ReleaseOldestSession();
   void ReleaseSessionsAbove(int max_blocks);

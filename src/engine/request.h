@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/finish_reason.h"
 #include "engine/sampler.h"
+#include "tokenizer/streaming_decoder.h"
 
 namespace kvserve {
 
@@ -21,7 +23,7 @@ struct Request {
   int max_tokens = 16;          // tokens to generate at most
   SamplingParams sampling;
   std::vector<std::string> stop;        // stop strings: never emitted, even split across tokens
-  std::vector<int32_t> stop_token_ids;  // finish "stop" when sampled (not emitted)
+  std::vector<int32_t> stop_token_ids;  // FinishReason::kStop when sampled (not emitted)
   bool ignore_eos = false;
   bool logprobs = false;  // report the chosen token's logprob (and sampling.top_logprobs alts)
   // Prefix-cache tenant: requests with different salts never share cached blocks.
@@ -29,7 +31,10 @@ struct Request {
   // Keep this conversation's blocks pinned after the request ends (see
   // EngineOptions::session_ttl_s).
   std::string session_id;
-  double timeout_s = 0;  // 0 = none; finish reason "timeout" when exceeded
+  double timeout_s = 0;  // 0 = none; FinishReason::kTimeout when exceeded
+  // How tokens become text: `chat` renders special tokens and continues after the prompt (a
+  // leading space is real); the default strips SentencePiece's prefix space from the first token.
+  StreamingDecoder::Options decode;
 };
 
 struct Usage {
@@ -47,9 +52,8 @@ struct RequestEvent {
   std::string text;
   float logprob = 0.0f;
   std::vector<TokenLogprob> top_logprobs;
-  // kFinish: "stop" | "length" | "abort" | "timeout" | "error"; text holds any held-back tail.
-  std::string finish_reason;
-  std::string error;  // for "error"
+  // kFinish: why; text holds any held-back tail.
+  FinishReason finish_reason = FinishReason::kNone;
   Usage usage;
   std::chrono::steady_clock::time_point time;  // when the engine produced it (set by Push)
 };

@@ -51,8 +51,7 @@ void Scheduler::AdmitWaiting(StepPlan& plan, int& budget) {
          static_cast<int>(running_.size()) < options_.max_num_seqs) {
     Sequence* seq = waiting_.front().get();
     assert(seq->blocks.empty());
-    const int cached = blocks_.AllocatePrefix(seq->blocks, seq->tokens, seq->request.cache_salt,
-                                              /*count_query=*/false);
+    const int cached = blocks_.AllocatePrefix(seq->blocks, seq->tokens, seq->request.cache_salt);
     seq->n_computed = cached;
     const int n = std::min(seq->n_pending(), budget);
     if (!blocks_.Grow(seq->blocks, seq->n_computed + n)) {
@@ -82,12 +81,26 @@ StepPlan Scheduler::Schedule() {
   return plan;
 }
 
-void Scheduler::Postprocess(const StepPlan& plan) {
+std::vector<SequenceOutput> Scheduler::Postprocess(const StepPlan& plan,
+                                                   std::span<const SampleResult> sampled) {
+  std::vector<SequenceOutput> outputs;
+  size_t next = 0;
   for (const ScheduledChunk& chunk : plan.chunks) {
     Sequence* seq = chunk.seq;
     seq->n_computed += chunk.n_tokens;
     blocks_.Commit(seq->blocks, seq->tokens, seq->n_computed, seq->request.cache_salt);
+    if (!chunk.sample) continue;
+    assert(next < sampled.size());
+    const SampleResult& sample = sampled[next++];
+    SequenceOutput out{.seq = seq, .sample = sample};
+    out.outcome =
+        seq->stop.Push(sample.token, seq->n_generated(), static_cast<int>(seq->tokens.size()));
+    if (out.outcome.append) seq->tokens.push_back(sample.token);
+    if (options_.recompute) seq->n_computed = 0;
+    outputs.push_back(std::move(out));
   }
+  assert(next == sampled.size());
+  return outputs;
 }
 
 std::unique_ptr<Sequence> Scheduler::Remove(Sequence* seq) {

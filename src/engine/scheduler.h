@@ -8,6 +8,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "engine/sequence.h"
@@ -18,6 +19,9 @@ namespace kvserve {
 struct SchedulerOptions {
   int max_num_seqs = 16;
   int max_batched_tokens = 512;
+  // No-cache baseline: after every sampled token a sequence's K/V counts as gone, so the next step
+  // recomputes it from position 0 (into the same blocks). Needs the prefix cache off.
+  bool recompute = false;
 };
 
 // One sequence's share of a step: compute tokens [n_computed, n_computed + n_tokens).
@@ -33,6 +37,14 @@ struct StepPlan {
   bool empty() const { return chunks.empty(); }
 };
 
+// What a step produced for one sequence that sampled: the token and what its stop rules made of
+// it (appended or not, the text to emit, a finish).
+struct SequenceOutput {
+  Sequence* seq;
+  SampleResult sample;
+  StopChecker::Outcome outcome;
+};
+
 class Scheduler {
  public:
   // `blocks` is borrowed. `reclaim` is asked to free pinned blocks (sessions) when a waiting
@@ -41,8 +53,11 @@ class Scheduler {
 
   void Add(std::unique_ptr<Sequence> seq);  // to the back of the queue
   StepPlan Schedule();
-  // Marks the plan's tokens computed and registers full blocks in the prefix cache.
-  void Postprocess(const StepPlan& plan);
+  // Marks the plan's tokens computed, registers full blocks in the prefix cache, and passes each
+  // sampled token (`sampled`: one per chunk that samples, in plan order) through its sequence's
+  // stop rules, appending it where they say so. Finished sequences stay until Remove.
+  std::vector<SequenceOutput> Postprocess(const StepPlan& plan,
+                                          std::span<const SampleResult> sampled);
   // Removes a sequence (finished or aborted), frees its blocks, and returns it.
   std::unique_ptr<Sequence> Remove(Sequence* seq);
 

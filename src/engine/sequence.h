@@ -1,5 +1,5 @@
 // One request's state inside the engine: its tokens, how many are in the KV cache, its blocks,
-// its sampler (own random stream) and its output filters. Owned by the scheduler.
+// its sampler (own random stream) and its stop rules. Owned by the scheduler.
 #pragma once
 
 #include <chrono>
@@ -13,19 +13,19 @@
 #include "engine/sampler.h"
 #include "engine/stop_checker.h"
 #include "kv/block_manager.h"
-#include "tokenizer/streaming_decoder.h"
 
 namespace kvserve {
 
 struct Sequence {
-  Sequence(Request r, std::shared_ptr<RequestStream> s, const Tokenizer& tokenizer, int n_vocab)
+  // n_ctx: the most tokens the sequence may hold (its stop rules end it there).
+  Sequence(Request r, std::shared_ptr<RequestStream> s, const Tokenizer& tokenizer, int n_vocab,
+           int n_ctx)
       : request(std::move(r)),
         stream(std::move(s)),
         tokens(request.prompt),
         n_prompt(static_cast<int>(request.prompt.size())),
         sampler(request.sampling, n_vocab),
-        decoder(tokenizer),
-        stop(request.stop) {}
+        stop(request, tokenizer, n_ctx) {}
 
   Request request;
   std::shared_ptr<RequestStream> stream;
@@ -36,8 +36,7 @@ struct Sequence {
   int n_cached_prompt = -1;  // prompt tokens served by the prefix cache at first admission
   BlockTable blocks;
   Sampler sampler;
-  StreamingDecoder decoder;
-  StopChecker stop;
+  StopChecker stop;  // stop rules and the emitted text
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 
   int n_generated() const { return static_cast<int>(tokens.size()) - n_prompt; }

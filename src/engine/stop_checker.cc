@@ -4,40 +4,54 @@
 
 namespace kvserve {
 
-StopChecker::StopChecker(std::vector<std::string> stops) : stops_(std::move(stops)) {
-  stops_.erase(std::remove(stops_.begin(), stops_.end(), std::string()), stops_.end());
+const char* FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kNone:
+      return "";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kAbort:
+      return "abort";
+    case FinishReason::kTimeout:
+      return "timeout";
+  }
+  return "";
 }
 
-std::string StopChecker::Push(const std::string& text) {
-  if (stopped_) return "";
-  held_ += text;
-  // The earliest complete stop string wins.
-  size_t first = std::string::npos;
-  for (const std::string& stop : stops_) first = std::min(first, held_.find(stop));
-  if (first != std::string::npos) {
-    stopped_ = true;
-    std::string out = held_.substr(0, first);
-    held_.clear();
+StopChecker::StopChecker(const Request& request, const Tokenizer& tokenizer, int n_ctx)
+    : tokenizer_(tokenizer),
+      ignore_eos_(request.ignore_eos),
+      stop_token_ids_(request.stop_token_ids),
+      max_tokens_(request.max_tokens),
+      n_ctx_(n_ctx),
+      decoder_(tokenizer, request.decode),
+      strings_(request.stop) {}
+
+StopChecker::Outcome StopChecker::Push(int32_t token, int n_generated, int n_tokens) {
+  Outcome out;
+  const bool end_of_generation = !ignore_eos_ && tokenizer_.IsEndOfGeneration(token);
+  const bool stop_token = std::find(stop_token_ids_.begin(), stop_token_ids_.end(), token) !=
+                          stop_token_ids_.end();
+  if (end_of_generation || stop_token) {
+    out.finish = FinishReason::kStop;
+    out.tail = strings_.Push(decoder_.Flush());
     return out;
   }
-  // Hold back the longest tail that is a proper prefix of some stop string.
-  size_t keep = 0;
-  for (const std::string& stop : stops_) {
-    for (size_t n = std::min(stop.size() - 1, held_.size()); n > keep; --n) {
-      if (held_.compare(held_.size() - n, n, stop, 0, n) == 0) {
-        keep = n;
-        break;
-      }
+  out.append = true;
+  out.text = strings_.Push(decoder_.Push(token));
+  if (strings_.stopped()) {
+    out.finish = FinishReason::kStop;
+  } else if (n_generated + 1 >= max_tokens_ || n_tokens >= n_ctx_) {
+    out.tail = strings_.Push(decoder_.Flush());
+    if (strings_.stopped()) {
+      out.finish = FinishReason::kStop;
+    } else {
+      out.tail += strings_.Flush();
+      out.finish = FinishReason::kLength;
     }
   }
-  std::string out = held_.substr(0, held_.size() - keep);
-  held_.erase(0, held_.size() - keep);
-  return out;
-}
-
-std::string StopChecker::Flush() {
-  std::string out = stopped_ ? "" : held_;
-  held_.clear();
   return out;
 }
 

@@ -69,9 +69,8 @@ void BlockManager::Reference(int32_t block) {
 }
 
 int BlockManager::AllocatePrefix(BlockTable& table, std::span<const int32_t> tokens,
-                                 const std::string& salt, bool count_query) {
+                                 const std::string& salt) {
   assert(table.empty());
-  if (count_query) queries_ += tokens.size();
   if (!prefix_caching_ || tokens.empty()) return 0;
   const size_t max_blocks = (tokens.size() - 1) / block_size_;
   for (size_t b = 0; b < max_blocks; ++b) {
@@ -83,9 +82,7 @@ int BlockManager::AllocatePrefix(BlockTable& table, std::span<const int32_t> tok
     table.blocks.push_back(it->second);
     table.keys.push_back(key);
   }
-  const int n_cached = static_cast<int>(table.blocks.size()) * block_size_;
-  if (count_query) hits_ += n_cached;
-  return n_cached;
+  return static_cast<int>(table.blocks.size()) * block_size_;
 }
 
 int BlockManager::BlocksToHold(const BlockTable& table, int n_tokens) const {

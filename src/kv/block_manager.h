@@ -61,9 +61,8 @@ class BlockManager {
   int CachedPrefixTokens(std::span<const int32_t> tokens, const std::string& salt) const;
 
   // For an empty table: takes the cached prefix blocks of `tokens` (as CachedPrefixTokens) and
-  // returns how many tokens they hold. Counts queried/hit tokens when count_query is set.
-  int AllocatePrefix(BlockTable& table, std::span<const int32_t> tokens, const std::string& salt,
-                     bool count_query);
+  // returns how many tokens they hold. (RecordQuery counts the lookup, once per request.)
+  int AllocatePrefix(BlockTable& table, std::span<const int32_t> tokens, const std::string& salt);
 
   // Counts a prefix-cache lookup of n_queried prompt tokens of which n_hit were cached.
   void RecordQuery(int n_queried, int n_hit) {
@@ -73,9 +72,6 @@ class BlockManager {
 
   // Fresh blocks needed so the table can hold n_tokens tokens.
   int BlocksToHold(const BlockTable& table, int n_tokens) const;
-  bool CanHold(const BlockTable& table, int n_tokens) const {
-    return BlocksToHold(table, n_tokens) <= available();
-  }
   // Grows the table to hold n_tokens tokens; false (and no change) when blocks run out.
   bool Grow(BlockTable& table, int n_tokens);
 

@@ -48,7 +48,7 @@ void CompletionJob::AbortAll() {
       engine_.Abort(choice.id);
       choice.finished = true;
       metrics_.ObserveRequest(std::chrono::duration<double>(Clock::now() - arrival_).count(),
-                              "abort");
+                              FinishReason::kAbort);
     }
   }
   unfinished_ = 0;

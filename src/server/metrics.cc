@@ -121,7 +121,8 @@ void ServerMetrics::ObserveInterTokenLatency(double seconds) {
   inter_token_latency_.Observe(seconds);
 }
 
-void ServerMetrics::ObserveRequest(double seconds, std::string_view finish_reason) {
+void ServerMetrics::ObserveRequest(double seconds, FinishReason reason) {
+  const std::string_view finish_reason = FinishReasonName(reason);
   std::lock_guard lock(mutex_);
   e2e_latency_.Observe(seconds);
   auto it = finished_.find(finish_reason);

@@ -48,9 +48,8 @@ class ServerMetrics {
 
   void ObserveTimeToFirstToken(double seconds);
   void ObserveInterTokenLatency(double seconds);
-  // A request left the engine: its end-to-end latency and finish reason ("stop", "length",
-  // "abort", "timeout", "error").
-  void ObserveRequest(double seconds, std::string_view finish_reason);
+  // A request left the engine: its end-to-end latency and finish reason.
+  void ObserveRequest(double seconds, FinishReason reason);
   void CountHttpResponse(int status);
 
   std::string Render(const EngineStats& stats) const;

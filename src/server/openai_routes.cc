@@ -26,9 +26,9 @@ uint64_t RandomSeed() {
 }
 
 // The engine's finish reasons that OpenAI's API has no word for are cut-offs by the server.
-std::string ClientFinishReason(const std::string& reason) {
-  if (reason == "stop" || reason == "length") return reason;
-  return "length";  // "timeout" (--request-timeout) and "abort" (shutdown deadline)
+std::string ClientFinishReason(FinishReason reason) {
+  if (reason == FinishReason::kStop) return "stop";
+  return "length";  // kTimeout (--request-timeout) and kAbort (shutdown deadline)
 }
 
 // One choice as it accumulates.
@@ -133,10 +133,6 @@ bool PumpStream(StreamState& state, httplib::DataSink& sink) {
     return write(Sse(state.shaper->Chunk(delta, usage_null)));
   }
   state.usages[next->choice] = event.usage;
-  if (event.finish_reason == "error") {
-    ApiError error = ApiError::Internal("generation failed: " + event.error);
-    return write("data: " + error.Body() + "\n\n");
-  }
   delta.text = event.text;
   choice.text += event.text;
   delta.finish_reason = ClientFinishReason(event.finish_reason);
@@ -295,7 +291,6 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
 
   if (!request.stream) {
     std::vector<Usage> usages(n_choices);
-    std::string error;
     while (!job->done()) {
       auto next = job->Next(std::chrono::seconds(1));
       if (!next) continue;
@@ -309,10 +304,7 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
       choice.text += event.text;
       choice.finish_reason = ClientFinishReason(event.finish_reason);
       usages[next->choice] = event.usage;
-      if (event.finish_reason == "error" && error.empty()) error = event.error;
     }
-    if (!error.empty())
-      return ReplyError(response, ApiError::Internal("generation failed: " + error));
     std::vector<ChoiceResult> results;
     for (size_t i = 0; i < n_choices; ++i) {
       results.push_back(ChoiceResult{.index = static_cast<int>(i),

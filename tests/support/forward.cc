@@ -2,6 +2,7 @@
 
 #include <numeric>
 
+#include "engine/sequence_runner.h"
 #include "kv/kv_cache.h"
 
 namespace kvserve::testing {
@@ -26,6 +27,23 @@ std::vector<float> AllPositionLogits(const Model& model, const std::vector<int32
   std::vector<float> logits(static_cast<size_t>(n) * config.n_vocab);
   model.Forward(batch, kv, *workspace, logits.data());
   return logits;
+}
+
+std::vector<int32_t> ReferenceGenerate(const Model& model, const Tokenizer& tokenizer,
+                                       const std::vector<int32_t>& prompt, int max_tokens,
+                                       const SamplingParams& sampling, bool ignore_eos, int n_ctx) {
+  SequenceRunner runner(model, KvType::kF32, n_ctx, 1);
+  Sampler sampler(sampling, model.config().n_vocab);
+  std::vector<int32_t> generated;
+  auto logits = runner.Append(prompt);
+  while (logits.ok() && static_cast<int>(generated.size()) < max_tokens) {
+    const int32_t token = sampler.Sample(*logits, runner.tokens()).token;
+    if (!ignore_eos && tokenizer.IsEndOfGeneration(token)) break;
+    generated.push_back(token);
+    if (runner.n_past() >= n_ctx) break;  // the context is full: this token is the last
+    logits = runner.Append(std::span(&token, 1));
+  }
+  return generated;
 }
 
 }  // namespace kvserve::testing
