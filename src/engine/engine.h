@@ -2,9 +2,8 @@
 // prefix caching, continuous batching, chunked prefill and preemption. One engine thread runs the
 // steps; Submit/Abort/Stats may be called from any thread and never block on a step.
 //
-//   StepPlan plan = scheduler.Schedule();
-//   logits = runner.Run(plan);                 // one batched forward over all scheduled tokens
-//   scheduler.Postprocess(plan, sampled tokens) // append, stop, free blocks
+// The step (EngineCore::Step): plan = scheduler.Schedule(); logits = runner.Run(plan);
+// sampled = Sample(plan, logits); Deliver(scheduler.Postprocess(plan, sampled)).
 #pragma once
 
 #include <atomic>

@@ -32,8 +32,8 @@ StopChecker::StopChecker(const Request& request, const Tokenizer& tokenizer, int
 StopChecker::Outcome StopChecker::Push(int32_t token, int n_generated, int n_tokens) {
   Outcome out;
   const bool end_of_generation = !ignore_eos_ && tokenizer_.IsEndOfGeneration(token);
-  const bool stop_token = std::find(stop_token_ids_.begin(), stop_token_ids_.end(), token) !=
-                          stop_token_ids_.end();
+  const bool stop_token =
+      std::find(stop_token_ids_.begin(), stop_token_ids_.end(), token) != stop_token_ids_.end();
   if (end_of_generation || stop_token) {
     out.finish = FinishReason::kStop;
     out.tail = strings_.Push(decoder_.Flush());

@@ -23,8 +23,8 @@ class KvCache {
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
 
-  // The view of model layer `layer` (any group).
-  const KvLayerView& layer(int layer) const { return views_[layer]; }
+  // The view of model layer `layer` (any group). Writing K/V through it needs a mutable cache.
+  const KvLayerView& layer(int layer) { return views_[layer]; }
   int n_layers() const { return static_cast<int>(views_.size()); }
   KvType type() const { return type_; }
   int block_size() const { return block_size_; }

@@ -65,8 +65,7 @@ class Gpt2Model final : public Model {
       KVSERVE_RETURN_IF_ERROR(r.Vector(p + "ffn_down.bias", e, &l.b_down));
       matrices.insert(matrices.end(), {&l.wqkv, &l.wo, &l.w_up, &l.w_down});
     }
-    SetMatrices(std::move(matrices));
-    PrepareWeights();
+    DeclareMatrices(matrices);
     return Status::Ok();
   }
 

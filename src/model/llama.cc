@@ -55,8 +55,7 @@ class LlamaModel final : public Model {
       KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "ffn_down.weight", c.n_embd, c.n_ff, &l.w_down));
       matrices.insert(matrices.end(), {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down});
     }
-    SetMatrices(std::move(matrices));
-    PrepareWeights();
+    DeclareMatrices(matrices);
     return Status::Ok();
   }
 

@@ -46,7 +46,7 @@ Status Model::CheckContextSize(int n_ctx) const {
   return Status::Ok();
 }
 
-void Model::SetMatrices(std::vector<WeightMatrix*> matrices) {
+void Model::DeclareMatrices(const std::vector<WeightMatrix*>& matrices) {
   owned_matrices_.clear();
   for (WeightMatrix* m : matrices) {
     if (m == nullptr ||
@@ -56,9 +56,8 @@ void Model::SetMatrices(std::vector<WeightMatrix*> matrices) {
     owned_matrices_.push_back(m);
   }
   matrices_.assign(owned_matrices_.begin(), owned_matrices_.end());
+  backend_.PrepareWeights(owned_matrices_, file_, prepared_storage_);
 }
-
-void Model::PrepareWeights() { backend_.PrepareWeights(owned_matrices_, file_, prepared_storage_); }
 
 Result<std::unique_ptr<Model>> LoadModel(const std::string& path, const Backend& backend) {
   auto file = HfFolder::IsFolder(path) ? HfFolder::Open(path) : GgufFile::Open(path);

@@ -50,10 +50,10 @@ class Model {
 
  protected:
   Model(GgufFile file, ModelConfig config, const Backend& backend);
-  // Declares the matrices Forward multiplies (for the backend to prepare, and for matrices());
-  // every architecture's loader calls it once with all of them, then calls PrepareWeights.
-  void SetMatrices(std::vector<WeightMatrix*> matrices);
-  void PrepareWeights();
+  // Declares the matrices Forward multiplies (the model's own members; duplicates count once) and
+  // lets the backend prepare them (WeightMatrix::packed). Every architecture's loader calls it
+  // once, with all of them.
+  void DeclareMatrices(const std::vector<WeightMatrix*>& matrices);
 
   GgufFile file_;  // owns the mapping the weights point into
   ModelConfig config_;

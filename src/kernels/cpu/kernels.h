@@ -1,7 +1,7 @@
 // The per-ISA kernel table. Each instruction set (scalar reference, AVX2, AVX-512) provides one
-// KernelTable from its own translation unit; ActiveKernels() picks the best one the CPU supports,
-// once, at start-up. Every fast entry has a scalar twin with the same contract, and tests compare
-// them.
+// KernelTable from its own translation unit; KernelsFor() picks the best one the CPU supports
+// (the CPU backend asks once, at construction). Every fast entry has a scalar twin with the same
+// contract, and tests compare them.
 //
 // Determinism contract (design.md, "batch invariance"): for every entry, each output element is
 // computed in an order that depends only on its own inputs, never on how many rows (m) or which
