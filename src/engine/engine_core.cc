@@ -29,7 +29,10 @@ void EngineCore::Add(Request request, std::shared_ptr<RequestStream> stream) {
                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                         std::chrono::duration<double>(seq->request.timeout_s));
   }
+  Sequence* added = seq.get();
   scheduler_.Add(std::move(seq));
+  // Nothing to generate: the answer is empty and complete (the step always samples a token).
+  if (added->request.max_tokens == 0) Finish(added, FinishReason::kLength);
 }
 
 void EngineCore::Finish(Sequence* seq, FinishReason reason, const std::string& tail) {
