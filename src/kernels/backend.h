@@ -54,8 +54,9 @@ class Backend {
   virtual std::string name() const = 0;
   virtual BufferAllocator& allocator() const = 0;
   virtual std::unique_ptr<Workspace> NewWorkspace(const WorkspaceOptions& options) const = 0;
-  // Called once at load with every matrix the model multiplies; the backend may give each a copy
-  // in its own layout (WeightMatrix::packed), owned by `storage`. Returns the bytes prepared.
+  // Called once at load with every matrix the model multiplies, each once; the backend may give
+  // each a copy in its own layout (WeightMatrix::packed), owned by `storage`. Returns the bytes
+  // prepared.
   virtual size_t PrepareWeights(std::span<WeightMatrix* const> matrices, const GgufFile& file,
                                 std::shared_ptr<uint8_t>& storage) const = 0;
 

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "kernels/cpu/attention.h"
@@ -86,8 +87,6 @@ size_t CpuBackend::PrepareWeights(std::span<WeightMatrix* const> all, const Gguf
     return m->data == nullptr || m->packed != nullptr || !HasPackedLayout(m->type) ||
            PackedMatmulFor(kernels_, m->type) == nullptr;
   });
-  std::sort(matrices.begin(), matrices.end());
-  matrices.erase(std::unique(matrices.begin(), matrices.end()), matrices.end());
   size_t total = 0;
   for (const WeightMatrix* m : matrices) total += PackedMatrixBytes(m->type, m->n_out, m->n_in);
   if (total == 0) return 0;
@@ -99,7 +98,8 @@ size_t CpuBackend::PrepareWeights(std::span<WeightMatrix* const> all, const Gguf
     destinations.push_back(base);
     base += PackedMatrixBytes(m->type, m->n_out, m->n_in);
   }
-  ThreadPool pool(static_cast<int>(std::min<size_t>(8, matrices.size())));
+  const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  ThreadPool pool(static_cast<int>(std::min<size_t>({cores, 8, matrices.size()})));
   std::atomic<size_t> next{0};
   pool.Run([&](int) {
     for (size_t i = next++; i < matrices.size(); i = next++) {
