@@ -11,8 +11,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -32,9 +32,9 @@
 namespace kvserve {
 namespace {
 
-constexpr GgmlType kNewTypes[] = {GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+constexpr GgmlType kNewTypes[] = {GgmlType::kQ4_1,   GgmlType::kQ5_0, GgmlType::kQ5_1,
                                   GgmlType::kIQ4_NL, GgmlType::kQ2_K, GgmlType::kQ3_K,
-                                  GgmlType::kQ4_K,  GgmlType::kQ5_K, GgmlType::kQ6_K};
+                                  GgmlType::kQ4_K,   GgmlType::kQ5_K, GgmlType::kQ6_K};
 
 std::vector<const KernelTable*> AllTables() {
   std::vector<const KernelTable*> tables = {&ScalarKernels()};
@@ -55,7 +55,8 @@ std::vector<float> Decode(const Block& block, int n) {
   std::memcpy(bytes.data(), &block, sizeof(Block));
   GgmlType type = GgmlType::kF32;
   for (GgmlType t : kNewTypes) {
-    if (TraitsOf(t).block_bytes == sizeof(Block) && static_cast<int>(TraitsOf(t).block_elements) == n) {
+    if (TraitsOf(t).block_bytes == sizeof(Block) &&
+        static_cast<int>(TraitsOf(t).block_elements) == n) {
       type = t;
     }
   }
@@ -70,10 +71,10 @@ TEST(KquantTest, TypeTraits) {
     const char* name;
     uint32_t elements, bytes;
   };
-  const Want wants[] = {{GgmlType::kQ4_1, "Q4_1", 32, 20},    {GgmlType::kQ5_0, "Q5_0", 32, 22},
-                        {GgmlType::kQ5_1, "Q5_1", 32, 24},    {GgmlType::kIQ4_NL, "IQ4_NL", 32, 18},
-                        {GgmlType::kQ2_K, "Q2_K", 256, 84},   {GgmlType::kQ3_K, "Q3_K", 256, 110},
-                        {GgmlType::kQ4_K, "Q4_K", 256, 144},  {GgmlType::kQ5_K, "Q5_K", 256, 176},
+  const Want wants[] = {{GgmlType::kQ4_1, "Q4_1", 32, 20},   {GgmlType::kQ5_0, "Q5_0", 32, 22},
+                        {GgmlType::kQ5_1, "Q5_1", 32, 24},   {GgmlType::kIQ4_NL, "IQ4_NL", 32, 18},
+                        {GgmlType::kQ2_K, "Q2_K", 256, 84},  {GgmlType::kQ3_K, "Q3_K", 256, 110},
+                        {GgmlType::kQ4_K, "Q4_K", 256, 144}, {GgmlType::kQ5_K, "Q5_K", 256, 176},
                         {GgmlType::kQ6_K, "Q6_K", 256, 210}};
   for (const Want& w : wants) {
     const auto traits = GetGgmlTypeTraits(static_cast<uint32_t>(w.type));
@@ -108,7 +109,7 @@ TEST(KquantTest, DecodesQ5_0) {
   std::memcpy(b.qh, &qh, 4);
   std::memset(b.quants, 0x21, 16);  // low nibbles 1, high nibbles 2
   const auto x = Decode(b, 32);
-  EXPECT_EQ(x[0], 0.25f);  // (1 | 16) - 16
+  EXPECT_EQ(x[0], 0.25f);                                     // (1 | 16) - 16
   for (int j = 1; j < 16; ++j) EXPECT_EQ(x[j], -3.75f) << j;  // 1 - 16
   for (int j = 16; j < 31; ++j) EXPECT_EQ(x[j], -3.5f) << j;  // 2 - 16
   EXPECT_EQ(x[31], 0.5f);                                     // (2 | 16) - 16
@@ -178,8 +179,8 @@ TEST(KquantTest, DecodesQ3_K) {
 void SetK4Scales(uint8_t scales[12]) {
   scales[0] = 1 | 1 << 6;  // scale 0 = 1; bits 6-7: high bits of scale 4
   scales[1] = scales[2] = scales[3] = 3;
-  for (int s = 4; s < 8; ++s) scales[s] = 5;            // mins 0..3
-  for (int s = 8; s < 12; ++s) scales[s] = 0x32;        // scales 4..7 low 2, mins 4..7 low 3
+  for (int s = 4; s < 8; ++s) scales[s] = 5;      // mins 0..3
+  for (int s = 8; s < 12; ++s) scales[s] = 0x32;  // scales 4..7 low 2, mins 4..7 low 3
 }
 constexpr float kK4Scale[8] = {1, 3, 3, 3, 18, 2, 2, 2};
 constexpr float kK4Min[8] = {5, 5, 5, 5, 3, 3, 3, 3};
@@ -240,11 +241,10 @@ TEST(KquantTest, RoundTripErrors) {
     GgmlType type;
     double rms;
   };
-  const Bound bounds[] = {{GgmlType::kQ4_1, 0.08},  {GgmlType::kQ5_0, 0.04},
-                          {GgmlType::kQ5_1, 0.04},  {GgmlType::kIQ4_NL, 0.08},
-                          {GgmlType::kQ2_K, 0.30},  {GgmlType::kQ3_K, 0.16},
-                          {GgmlType::kQ4_K, 0.08},  {GgmlType::kQ5_K, 0.04},
-                          {GgmlType::kQ6_K, 0.02}};
+  const Bound bounds[] = {
+      {GgmlType::kQ4_1, 0.08},   {GgmlType::kQ5_0, 0.04}, {GgmlType::kQ5_1, 0.04},
+      {GgmlType::kIQ4_NL, 0.08}, {GgmlType::kQ2_K, 0.30}, {GgmlType::kQ3_K, 0.16},
+      {GgmlType::kQ4_K, 0.08},   {GgmlType::kQ5_K, 0.04}, {GgmlType::kQ6_K, 0.02}};
   std::mt19937 rng(7);
   const int n = 4096;
   const auto x = RandomRow(n, rng);
@@ -433,7 +433,8 @@ struct Problem {
         unpack(row + b * TraitsOf(type).block_bytes, u);
         for (int e = 0; e < 256; ++e) {
           const int s = e / u.sub;
-          parts[b * 256 + e] = std::fabs(u.d * u.scales[s] * u.q[e]) + std::fabs(u.dmin * u.mins[s]);
+          parts[b * 256 + e] =
+              std::fabs(u.d * u.scales[s] * u.q[e]) + std::fabs(u.dmin * u.mins[s]);
         }
       }
     } else {
@@ -444,7 +445,8 @@ struct Problem {
       }
     }
     double s = 0;
-    for (int kk = 0; kk < k; ++kk) s += parts[kk] * std::fabs(x_float[static_cast<size_t>(i) * k + kk]);
+    for (int kk = 0; kk < k; ++kk)
+      s += parts[kk] * std::fabs(x_float[static_cast<size_t>(i) * k + kk]);
     return s;
   }
 };
@@ -470,8 +472,9 @@ TEST(KquantTest, TilesMatchDoubleReference) {
           worst = std::max(worst, std::fabs(got - want) / std::max(p.AbsDot(i, j), 1e-30));
         }
       }
-      if (k == 4096) std::printf("%-7s k %d: max |tile - double| / sum|w x| = %.2e\n",
-                                 GgmlTypeName(type), k, worst);
+      if (k == 4096)
+        std::printf("%-7s k %d: max |tile - double| / sum|w x| = %.2e\n", GgmlTypeName(type), k,
+                    worst);
     }
   }
 }
@@ -483,7 +486,8 @@ bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0
 TEST(KquantTest, EveryTableBatchAndRangeGivesSameBits) {
   for (GgmlType type : kNewTypes) {
     SCOPED_TRACE(GgmlTypeName(type));
-    const int k = 2 * static_cast<int>(TraitsOf(type).block_elements) * (type == GgmlType::kQ2_K ? 1 : 3);
+    const int k =
+        2 * static_cast<int>(TraitsOf(type).block_elements) * (type == GgmlType::kQ2_K ? 1 : 3);
     const Problem p(type, 17, 37, k, 5);
     std::vector<float> want(static_cast<size_t>(p.m) * p.n);
     p.Run(ScalarKernels(), 0, p.m, 0, p.n, want);
@@ -613,7 +617,8 @@ TEST(KquantTest, GgufRefusesTensorsThatDoNotFitTheirType) {
     std::vector<uint8_t> cut(good.begin(), good.end() - 100);  // padding after the data < 32
     const auto parsed = GgufFile::Parse(cut.data(), cut.size(), "cut.gguf");
     ASSERT_FALSE(parsed.ok());
-    EXPECT_NE(parsed.message().find("blk.0.ffn_down.weight"), std::string::npos) << parsed.message();
+    EXPECT_NE(parsed.message().find("blk.0.ffn_down.weight"), std::string::npos)
+        << parsed.message();
   }
   // The same bytes declared as Q6_K (210 bytes a row, 420 in all): more than the file holds.
   {
@@ -642,8 +647,10 @@ TEST(KquantTest, GgufRefusesTensorsThatDoNotFitTheirType) {
     std::memcpy(bad.data() + type_at, &unknown, 4);
     const auto parsed = GgufFile::Parse(bad.data(), bad.size(), "unknown.gguf");
     ASSERT_FALSE(parsed.ok());
-    EXPECT_NE(parsed.message().find("unknown tensor type 99"), std::string::npos) << parsed.message();
-    EXPECT_NE(parsed.message().find("blk.0.ffn_down.weight"), std::string::npos) << parsed.message();
+    EXPECT_NE(parsed.message().find("unknown tensor type 99"), std::string::npos)
+        << parsed.message();
+    EXPECT_NE(parsed.message().find("blk.0.ffn_down.weight"), std::string::npos)
+        << parsed.message();
   }
 }
 

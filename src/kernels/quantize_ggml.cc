@@ -257,7 +257,8 @@ void Q2_K(const float* x, int64_t n, uint8_t* out) {
     BlockQ2_K block{};
     block.d = r.d;
     block.dmin = r.dmin;
-    for (int s = 0; s < 16; ++s) block.scales[s] = static_cast<uint8_t>(r.scales[s] | r.mins[s] << 4);
+    for (int s = 0; s < 16; ++s)
+      block.scales[s] = static_cast<uint8_t>(r.scales[s] | r.mins[s] << 4);
     Pack2Bits(r.q, block.quants);
     StoreBlock(block, out, b);
   }

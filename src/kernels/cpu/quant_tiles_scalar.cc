@@ -19,7 +19,8 @@ void WalkTile(const MatmulTile& t, int block_elements, size_t w_block_bytes, siz
   const int n_blocks = t.k / block_elements;
   Unpacked* row = nullptr;
   if (t.scratch != nullptr) {
-    row = static_cast<Unpacked*>(t.scratch->w.Get(sizeof(Unpacked) * static_cast<size_t>(n_blocks)));
+    row =
+        static_cast<Unpacked*>(t.scratch->w.Get(sizeof(Unpacked) * static_cast<size_t>(n_blocks)));
   }
   for (int j = t.n_begin; j < t.n_end; ++j) {
     const uint8_t* w = t.w + static_cast<size_t>(j) * t.w_row_bytes;
@@ -46,14 +47,13 @@ void WalkTile(const MatmulTile& t, int block_elements, size_t w_block_bytes, siz
 
 // Q5_0, IQ4_NL against Q8_0.
 void Matmul32Q8_0(const MatmulTile& t, Unpack32Fn unpack, size_t w_block_bytes) {
-  WalkTile<Unpacked32>(
-      t, 32, w_block_bytes, sizeof(BlockQ8_0), unpack,
-      [](float sum, const Unpacked32& u, const uint8_t* xp) {
-        const auto x = LoadBlock<BlockQ8_0>(xp);
-        int isum = 0;
-        for (int k = 0; k < 32; ++k) isum += u.q[k] * x.quants[k];
-        return sum + static_cast<float>(isum) * (u.d * Fp16ToFloat(x.scale));
-      });
+  WalkTile<Unpacked32>(t, 32, w_block_bytes, sizeof(BlockQ8_0), unpack,
+                       [](float sum, const Unpacked32& u, const uint8_t* xp) {
+                         const auto x = LoadBlock<BlockQ8_0>(xp);
+                         int isum = 0;
+                         for (int k = 0; k < 32; ++k) isum += u.q[k] * x.quants[k];
+                         return sum + static_cast<float>(isum) * (u.d * Fp16ToFloat(x.scale));
+                       });
 }
 
 // Q4_1, Q5_1 against Q8_1: the weight's offset m meets the activation block's s = d_x * Σ q_x.
@@ -70,27 +70,28 @@ void Matmul32Q8_1(const MatmulTile& t, Unpack32Fn unpack, size_t w_block_bytes) 
 
 // The K-quants against Q8_K.
 void MatmulK(const MatmulTile& t, UnpackKFn unpack, size_t w_block_bytes) {
-  WalkTile<UnpackedK>(
-      t, 256, w_block_bytes, sizeof(BlockQ8_K), unpack,
-      [](float sum, const UnpackedK& u, const uint8_t* xp) {
-        const auto x = LoadBlock<BlockQ8_K>(xp);
-        const int n_sub = 256 / u.sub;
-        int isum = 0;  // |isum| <= 16 * 128 * 32 * 128 < 2^31
-        int msum = 0;
-        for (int s = 0; s < n_sub; ++s) {
-          int sub_sum = 0;
-          for (int e = s * u.sub; e < (s + 1) * u.sub; ++e) sub_sum += u.q[e] * x.quants[e];
-          isum += u.scales[s] * sub_sum;
-          if (u.has_mins) {
-            int bsum = 0;
-            for (int g = s * u.sub / 16; g < (s + 1) * u.sub / 16; ++g) bsum += x.bsums[g];
-            msum += u.mins[s] * bsum;
-          }
-        }
-        float block = static_cast<float>(isum) * (u.d * x.d);
-        if (u.has_mins) block -= static_cast<float>(msum) * (u.dmin * x.d);
-        return sum + block;
-      });
+  WalkTile<UnpackedK>(t, 256, w_block_bytes, sizeof(BlockQ8_K), unpack,
+                      [](float sum, const UnpackedK& u, const uint8_t* xp) {
+                        const auto x = LoadBlock<BlockQ8_K>(xp);
+                        const int n_sub = 256 / u.sub;
+                        int isum = 0;  // |isum| <= 16 * 128 * 32 * 128 < 2^31
+                        int msum = 0;
+                        for (int s = 0; s < n_sub; ++s) {
+                          int sub_sum = 0;
+                          for (int e = s * u.sub; e < (s + 1) * u.sub; ++e)
+                            sub_sum += u.q[e] * x.quants[e];
+                          isum += u.scales[s] * sub_sum;
+                          if (u.has_mins) {
+                            int bsum = 0;
+                            for (int g = s * u.sub / 16; g < (s + 1) * u.sub / 16; ++g)
+                              bsum += x.bsums[g];
+                            msum += u.mins[s] * bsum;
+                          }
+                        }
+                        float block = static_cast<float>(isum) * (u.d * x.d);
+                        if (u.has_mins) block -= static_cast<float>(msum) * (u.dmin * x.d);
+                        return sum + block;
+                      });
 }
 
 }  // namespace
