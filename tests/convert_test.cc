@@ -277,18 +277,19 @@ TEST(ConvertTest, QuantizedToOtherTypesDecodesTheSource) {
 TEST(ConvertTest, RefusesUnsupportedTypes) {
   auto source = GgufFile::Open(testing::ModelPath("stories260K.gguf"));
   ASSERT_TRUE(source.ok());
-  auto q4_1 = GgufConverter::Create(*source, GgmlType::kQ4_1);
-  ASSERT_FALSE(q4_1.ok());
-  EXPECT_NE(q4_1.message().find("cannot convert to type Q4_1"), std::string::npos);
+  // Q8_K is a GGML type, but an activation format: never a weight.
+  auto q8_k = GgufConverter::Create(*source, GgmlType::kQ8_K);
+  ASSERT_FALSE(q8_k.ok());
+  EXPECT_NE(q8_k.message().find("cannot convert to type Q8_K"), std::string::npos);
 
   GgufWriter writer;
-  writer.AddTensor("blk.0.ffn_up.weight", GgmlType::kQ4_K, {256, 2}, std::vector<uint8_t>(288));
+  writer.AddTensor("blk.0.ffn_up.weight", GgmlType::kQ8_K, {256, 2}, std::vector<uint8_t>(584));
   const std::vector<uint8_t> bytes = writer.Serialize();
   auto k_quant = GgufFile::Parse(bytes.data(), bytes.size(), "k.gguf");
   ASSERT_TRUE(k_quant.ok()) << k_quant.message();
   auto refused = GgufConverter::Create(*k_quant, GgmlType::kF16);
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.message().find("tensor 'blk.0.ffn_up.weight' has type Q4_K"), std::string::npos)
+  EXPECT_NE(refused.message().find("tensor 'blk.0.ffn_up.weight' has type Q8_K"), std::string::npos)
       << refused.message();
 }
 
@@ -382,8 +383,8 @@ TEST(ConvertCommandTest, ErrorsAreOneLineAndNonZero) {
   } kCasesCli[] = {
       {"convert -m " + testing::TempDir() + "/missing.gguf -o " + out_path + " --type f16",
        "cannot open '" + testing::TempDir() + "/missing.gguf'"},
-      {"convert -m " + model + " -o " + out_path + " --type q5_k", "unknown --type 'q5_k'"},
-      {"convert -m " + model + " -o " + out_path + " --type q4_1", "unknown --type 'q4_1'"},
+      {"convert -m " + model + " -o " + out_path + " --type q8_k", "unknown --type 'q8_k'"},
+      {"convert -m " + model + " -o " + out_path + " --type q4_k_m", "unknown --type 'q4_k_m'"},
       {"convert -m " + model + " -o " + testing::TempDir() + "/no/such/dir.gguf --type f16",
        "cannot create"},
   };

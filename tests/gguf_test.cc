@@ -555,12 +555,13 @@ TEST_F(ModelFileTest, TensorOfWrongShapeOrType) {
   EXPECT_TRUE(HasAll(
       ModelError(EditedModel(*stories_, {.drop_tensor = "blk.1.attn_k.weight", .extra = k_quant})),
       {"tensor 'blk.1.attn_k.weight' has shape [256, 8], expected [64, 32]"}));
-  auto q4_1 = [](GgufWriter& w) {
-    w.AddTensor("blk.1.attn_k.weight", GgmlType::kQ4_1, {64, 32}, std::vector<uint8_t>(64 * 20));
+  // Q8_1 is a GGML type (an activation format) but never a weight kvserve computes with.
+  auto q8_1 = [](GgufWriter& w) {
+    w.AddTensor("blk.1.attn_k.weight", GgmlType::kQ8_1, {64, 32}, std::vector<uint8_t>(64 * 36));
   };
   EXPECT_TRUE(HasAll(
-      ModelError(EditedModel(*stories_, {.drop_tensor = "blk.1.attn_k.weight", .extra = q4_1})),
-      {"tensor 'blk.1.attn_k.weight' has type Q4_1, which kvserve cannot compute with"}));
+      ModelError(EditedModel(*stories_, {.drop_tensor = "blk.1.attn_k.weight", .extra = q8_1})),
+      {"tensor 'blk.1.attn_k.weight' has type Q8_1, which kvserve cannot compute with"}));
 }
 
 TEST_F(ModelFileTest, UnsupportedArchitecture) {

@@ -218,7 +218,7 @@ TEST(SynthTest, BadShapesNameTheField) {
   s.n_kv_heads = 16;
   expect_error(s, "head size 3");
   auto bad_type =
-      SyntheticModel::Create({.shape = TinyShape("llama"), .type = GgmlType::kQ6_K}, *vocab);
+      SyntheticModel::Create({.shape = TinyShape("llama"), .type = GgmlType::kQ8_K}, *vocab);
   EXPECT_FALSE(bad_type.ok());
   // A file without a vocabulary.
   GgufWriter writer;
@@ -257,7 +257,7 @@ TEST(SynthCommandTest, BadFlagsFailClearly) {
       {"synth" + o, "missing --preset NAME or --arch"},
       {"synth" + o + " --arch mamba --embd 8", "'mamba' is not one of gpt2, llama"},
       {"synth" + o + " --arch llama --embd 64 --layers 1 --heads 4", "missing --ff"},
-      {"synth" + o + " --preset gpt2-124m --type q5_k", "flag --type: 'q5_k'"},
+      {"synth" + o + " --preset gpt2-124m --type q8_k", "flag --type: 'q8_k'"},
       {"synth" + o + " --preset gpt2-124m --arch llama", "contradicts --preset"},
       {"synth" + o + " --preset gpt2-124m --layers x", "--layers"},
       {"synth" + o + " --preset gpt2-124m --heads 5", "--embd 768 is not a multiple of --heads 5"},

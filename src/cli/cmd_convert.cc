@@ -1,4 +1,5 @@
-// `kvserve convert -m IN.gguf -o OUT.gguf --type f32|f16|bf16|q8_0|q4_0`: rewrites a model's
+// `kvserve convert -m IN.gguf -o OUT.gguf --type TYPE` (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0,
+// q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k): rewrites a model's
 // weight matrices in another type (rules in model/gguf_converter.h).
 #include <cstdio>
 
@@ -12,7 +13,8 @@ namespace kvserve {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: kvserve convert -m IN.gguf|HF_FOLDER -o OUT.gguf --type f32|f16|bf16|q8_0|q4_0";
+    "usage: kvserve convert -m IN.gguf|HF_FOLDER -o OUT.gguf --type "
+    "f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|q2_k..q6_k";
 
 int Fail(const std::string& message, int code) {
   std::fprintf(stderr, "kvserve convert: %s\n", message.c_str());
@@ -35,7 +37,8 @@ FlagTable ConvertFlagTable() {
                        {.name = "--type",
                         .alias = "-t",
                         .value_name = "TYPE",
-                        .help = "weight type: f32, f16, bf16, q8_0, q4_0 (required)"}}}}};
+                        .help = "weight type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
+                                "iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k (required)"}}}}};
 }
 
 int RunConvert(const std::vector<std::string>& argv) {
@@ -50,7 +53,10 @@ int RunConvert(const std::vector<std::string>& argv) {
   if (in_path.empty() || out_path.empty() || type_name.empty()) return Fail(kUsage, 2);
   const auto type = ParseGgmlType(type_name);
   if (!type || !LlamaFileType(*type).ok()) {
-    return Fail("unknown --type '" + type_name + "' (supported: f32, f16, bf16, q8_0, q4_0)", 2);
+    return Fail("unknown --type '" + type_name +
+                    "' (supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, "
+                    "q3_k, q4_k, q5_k, q6_k)",
+                2);
   }
 
   auto source = HfFolder::IsFolder(in_path) ? HfFolder::Open(in_path) : GgufFile::Open(in_path);

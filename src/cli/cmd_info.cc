@@ -1,5 +1,7 @@
 // `kvserve info MODEL`: what a model file holds and what its KV cache costs.
+#include <algorithm>
 #include <cstdio>
+#include <vector>
 
 #include "cli/args.h"
 #include "cli/cli_backend.h"
@@ -85,6 +87,32 @@ int RunInfo(const std::vector<std::string>& argv) {
   }
   std::printf("parameters:    %llu (%.2f M)\n", static_cast<unsigned long long>(n_params),
               n_params / 1e6);
+  // Per tensor type, in order of first appearance: count, bytes and bits per weight.
+  struct TypeTotal {
+    GgmlType type;
+    int count = 0;
+    uint64_t bytes = 0, elements = 0;
+  };
+  std::vector<TypeTotal> totals;
+  uint64_t all_bytes = 0;
+  for (const TensorInfo& t : file.tensors()) {
+    auto it = std::find_if(totals.begin(), totals.end(),
+                           [&](const TypeTotal& total) { return total.type == t.type; });
+    if (it == totals.end()) it = totals.insert(totals.end(), TypeTotal{.type = t.type});
+    ++it->count;
+    it->bytes += t.n_bytes;
+    it->elements += t.n_elements;
+    all_bytes += t.n_bytes;
+  }
+  std::printf("tensor types:\n");
+  for (const TypeTotal& total : totals) {
+    std::printf("  %-7s %4d tensors  %10s  %.2f bits/weight\n", GgmlTypeName(total.type),
+                total.count, HumanBytes(static_cast<double>(total.bytes)).c_str(),
+                8.0 * static_cast<double>(total.bytes) / static_cast<double>(total.elements));
+  }
+  std::printf(
+      "bits/weight:   %.2f over all tensors\n",
+      n_params == 0 ? 0.0 : 8.0 * static_cast<double>(all_bytes) / static_cast<double>(n_params));
   for (KvType type : {KvType::kF32, KvType::kF16}) {
     const uint64_t per_token = (*model)->kv_spec().BytesPerToken(type);
     std::printf("KV cache %s:  %llu bytes/token, %s at context %d\n", KvTypeName(type),

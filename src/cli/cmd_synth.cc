@@ -19,7 +19,8 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: kvserve synth -o OUT.gguf (--preset NAME | --arch gpt2|llama --embd N --layers N "
-    "--heads N [--kv-heads N] --ff N --ctx N) --type f32|f16|bf16|q8_0|q4_0 [--vocab VOCAB.gguf] "
+    "--heads N [--kv-heads N] --ff N --ctx N) --type "
+    "f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|q2_k..q6_k [--vocab VOCAB.gguf] "
     "[--vocab-size N] [--seed S] [--threads N] [--norm-eps E] [--rope-base B] [--tied-output] "
     "[--name NAME]";
 
@@ -123,7 +124,8 @@ FlagTable SynthFlagTable() {
                        {.name = "--type",
                         .value_name = "TYPE",
                         .default_text = "f32",
-                        .help = "weight type: f32, f16, bf16, q8_0, q4_0"},
+                        .help = "weight type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
+                                "iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k"},
                        {.name = "--seed",
                         .value_name = "N",
                         .default_text = "1",
@@ -182,7 +184,10 @@ int RunSynth(const std::vector<std::string>& argv) {
   const std::string type_name = args->GetOr("--type", "f32");
   const auto type = ParseGgmlType(type_name);
   if (!type || !LlamaFileType(*type).ok()) {
-    return Fail("flag --type: '" + type_name + "' is not one of f32, f16, bf16, q8_0, q4_0", 2);
+    return Fail("flag --type: '" + type_name +
+                    "' is not one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, "
+                    "q3_k, q4_k, q5_k, q6_k",
+                2);
   }
   options.type = *type;
   auto seed = args->GetInt("--seed", 1);

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/ggml_blocks.h"
+#include "kernels/quantize_ggml.h"
 #include "util/half.h"
 
 namespace kvserve {
@@ -86,6 +88,39 @@ void QuantizeRow(GgmlType type, const float* x, int64_t n, uint8_t* out) {
     case GgmlType::kQ4_0:
       QuantizeQ4_0(x, n, reinterpret_cast<BlockQ4_0*>(out));
       break;
+    case GgmlType::kQ4_1:
+      ggml_encode::Q4_1(x, n, out);
+      break;
+    case GgmlType::kQ5_0:
+      ggml_encode::Q5_0(x, n, out);
+      break;
+    case GgmlType::kQ5_1:
+      ggml_encode::Q5_1(x, n, out);
+      break;
+    case GgmlType::kIQ4_NL:
+      ggml_encode::Iq4Nl(x, n, out);
+      break;
+    case GgmlType::kQ2_K:
+      ggml_encode::Q2_K(x, n, out);
+      break;
+    case GgmlType::kQ3_K:
+      ggml_encode::Q3_K(x, n, out);
+      break;
+    case GgmlType::kQ4_K:
+      ggml_encode::Q4_K(x, n, out);
+      break;
+    case GgmlType::kQ5_K:
+      ggml_encode::Q5_K(x, n, out);
+      break;
+    case GgmlType::kQ6_K:
+      ggml_encode::Q6_K(x, n, out);
+      break;
+    case GgmlType::kQ8_1:
+      ggml_encode::Q8_1(x, n, out);
+      break;
+    case GgmlType::kQ8_K:
+      ggml_encode::Q8_K(x, n, out);
+      break;
     default:
       assert(false && "QuantizeRow: unsupported type");
   }
@@ -129,8 +164,40 @@ void DequantizeRow(GgmlType type, const uint8_t* data, int64_t n, float* out) {
       }
       break;
     }
+    case GgmlType::kQ8_1:
+      for (int64_t b = 0; b < n / 32; ++b) {
+        const auto block = LoadBlock<BlockQ8_1>(data + b * sizeof(BlockQ8_1));
+        const float d = Fp16ToFloat(block.d);
+        for (int j = 0; j < 32; ++j) out[b * 32 + j] = d * block.quants[j];
+      }
+      break;
+    case GgmlType::kQ8_K:
+      for (int64_t b = 0; b < n / 256; ++b) {
+        const auto block = LoadBlock<BlockQ8_K>(data + b * sizeof(BlockQ8_K));
+        for (int j = 0; j < 256; ++j) out[b * 256 + j] = block.d * block.quants[j];
+      }
+      break;
     default:
-      assert(false && "DequantizeRow: unsupported type");
+      if (const Unpack32Fn unpack = Unpack32For(type)) {
+        const size_t block_bytes = TraitsOf(type).block_bytes;
+        Unpacked32 u;
+        for (int64_t b = 0; b < n / 32; ++b) {
+          unpack(data + b * block_bytes, u);
+          for (int j = 0; j < 32; ++j) out[b * 32 + j] = u.d * u.q[j] + u.m;
+        }
+      } else if (const UnpackKFn unpack_k = UnpackKFor(type)) {
+        const size_t block_bytes = TraitsOf(type).block_bytes;
+        UnpackedK u;
+        for (int64_t b = 0; b < n / 256; ++b) {
+          unpack_k(data + b * block_bytes, u);
+          for (int e = 0; e < 256; ++e) {
+            const int s = e / u.sub;
+            out[b * 256 + e] = (u.d * u.scales[s]) * u.q[e] - u.dmin * u.mins[s];
+          }
+        }
+      } else {
+        assert(false && "DequantizeRow: unsupported type");
+      }
   }
 }
 

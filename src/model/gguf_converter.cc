@@ -9,7 +9,8 @@ namespace kvserve {
 
 namespace {
 
-constexpr const char* kTargetTypes = "f32, f16, bf16, q8_0, q4_0";
+constexpr const char* kTargetTypes =
+    "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k";
 constexpr uint32_t kQuantizationVersion = 2;  // GGML_QNT_VERSION
 
 bool IsBlockType(GgmlType type) { return TraitsOf(type).block_elements > 1; }
@@ -28,6 +29,25 @@ Result<uint32_t> LlamaFileType(GgmlType type) {
       return 7u;
     case GgmlType::kBF16:
       return 32u;
+    // llama_ftype: one type for every matrix is closest to the _S recipes.
+    case GgmlType::kQ4_1:
+      return 3u;
+    case GgmlType::kQ5_0:
+      return 8u;
+    case GgmlType::kQ5_1:
+      return 9u;
+    case GgmlType::kQ2_K:
+      return 10u;
+    case GgmlType::kQ3_K:
+      return 11u;  // Q3_K_S
+    case GgmlType::kQ4_K:
+      return 14u;  // Q4_K_S
+    case GgmlType::kQ5_K:
+      return 16u;  // Q5_K_S
+    case GgmlType::kQ6_K:
+      return 18u;
+    case GgmlType::kIQ4_NL:
+      return 25u;
     default:
       return Status::InvalidArgument(std::string("cannot convert to type ") + GgmlTypeName(type) +
                                      " (supported: " + kTargetTypes + ")");
@@ -41,7 +61,8 @@ Result<GgufConverter> GgufConverter::Create(const GgufFile& source, GgmlType typ
     if (!TraitsOf(tensor.type).supported) {
       return Status::InvalidArgument(source.path() + ": tensor '" + tensor.name + "' has type " +
                                      GgmlTypeName(tensor.type) + ", which kvserve cannot decode " +
-                                     "(supported: F32, F16, BF16, Q8_0, Q4_0)");
+                                     "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, " +
+                                     "IQ4_NL, Q2_K..Q6_K)");
     }
     TensorPlan plan{.source = &tensor, .type = type};
     if (tensor.dims.size() == 1) {

@@ -67,6 +67,27 @@ const KernelTable& KernelsFor(std::string_view want) {
   return ScalarKernels();
 }
 
+GgmlType ActivationTypeFor(GgmlType weight) {
+  switch (weight) {
+    case GgmlType::kQ8_0:
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ5_0:
+    case GgmlType::kIQ4_NL:
+      return GgmlType::kQ8_0;
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ5_1:
+      return GgmlType::kQ8_1;
+    case GgmlType::kQ2_K:
+    case GgmlType::kQ3_K:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
+    case GgmlType::kQ6_K:
+      return GgmlType::kQ8_K;
+    default:
+      return GgmlType::kF32;
+  }
+}
+
 MatmulTileFn MatmulFor(const KernelTable& table, GgmlType type) {
   switch (type) {
     case GgmlType::kF32:
@@ -79,6 +100,24 @@ MatmulTileFn MatmulFor(const KernelTable& table, GgmlType type) {
       return table.matmul_q8_0;
     case GgmlType::kQ4_0:
       return table.matmul_q4_0;
+    case GgmlType::kQ4_1:
+      return table.matmul_q4_1;
+    case GgmlType::kQ5_0:
+      return table.matmul_q5_0;
+    case GgmlType::kQ5_1:
+      return table.matmul_q5_1;
+    case GgmlType::kIQ4_NL:
+      return table.matmul_iq4_nl;
+    case GgmlType::kQ2_K:
+      return table.matmul_q2_k;
+    case GgmlType::kQ3_K:
+      return table.matmul_q3_k;
+    case GgmlType::kQ4_K:
+      return table.matmul_q4_k;
+    case GgmlType::kQ5_K:
+      return table.matmul_q5_k;
+    case GgmlType::kQ6_K:
+      return table.matmul_q6_k;
     default:
       return nullptr;
   }

@@ -20,9 +20,10 @@ namespace kvserve {
 
 // One call of a matmul tile: y[i * ldy + j] = sum_k W[j][k] * X[i][k]
 // for i in [0, m) and j in [n_begin, n_end).
-// W rows are `w_row_bytes` apart, in the weight's stored type (F32, F16, BF16, Q8_0 or Q4_0
-// blocks). X rows are `x_row_bytes` apart: float32 for F32/F16/BF16 weights, Q8_0 blocks for
-// Q8_0/Q4_0. k is the row length in elements (a multiple of 32 for the block types).
+// W rows are `w_row_bytes` apart, in the weight's stored type (F32, F16, BF16 or GGML blocks).
+// X rows are `x_row_bytes` apart: float32 for F32/F16/BF16 weights, else blocks of the weight
+// type's activation format (ActivationTypeFor). k is the row length in elements (a multiple of the
+// weight type's block size).
 struct TileScratch;  // scratch_buffer.h
 
 struct MatmulTile {
@@ -83,6 +84,17 @@ struct KernelTable {
   // matrices are not packed for it.
   MatmulTileFn matmul_q8_0_x16;
   MatmulTileFn matmul_q4_0_x16;
+  // The other GGML weight types, X in ActivationTypeFor's format. Every table holds the scalar
+  // tiles of quant_tiles_scalar.h for these (same bits everywhere); SIMD versions come later.
+  MatmulTileFn matmul_q4_1;
+  MatmulTileFn matmul_q5_0;
+  MatmulTileFn matmul_q5_1;
+  MatmulTileFn matmul_iq4_nl;
+  MatmulTileFn matmul_q2_k;
+  MatmulTileFn matmul_q3_k;
+  MatmulTileFn matmul_q4_k;
+  MatmulTileFn matmul_q5_k;
+  MatmulTileFn matmul_q6_k;
   // Quantizes a float row of length k (multiple of 32) to Q8_0 blocks, for the activations.
   void (*quantize_row_q8_0)(const float* x, int k, BlockQ8_0* out);
   // Dot product of two float vectors of length n.
@@ -113,6 +125,10 @@ bool CpuSupportsAvx2();
 bool CpuSupportsAvxVnni();
 bool CpuSupportsAvx512();
 
+// The format a weight type's tiles take their activations in, as GGML's CPU backend quantizes
+// them: F32 for F32/F16/BF16 weights, Q8_0 for Q8_0/Q4_0/Q5_0/IQ4_NL, Q8_1 for Q4_1/Q5_1, Q8_K
+// for Q2_K..Q6_K.
+GgmlType ActivationTypeFor(GgmlType weight);
 // Picks the tile function for a weight type; nullptr if the type has no kernel.
 MatmulTileFn MatmulFor(const KernelTable& table, GgmlType type);
 // The same for a matrix in the packed x16 layout; nullptr if the table has no such kernel.

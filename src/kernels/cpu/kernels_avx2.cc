@@ -20,6 +20,7 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/kv_exp_avx2.h"
 #include "kernels/cpu/quant_matmul.h"
+#include "kernels/cpu/quant_tiles_scalar.h"
 #include "kernels/cpu/tile_walk.h"
 
 namespace kvserve {
@@ -252,6 +253,15 @@ constexpr KernelTable kAvx2 = {
     .matmul_q4_0 = avx2::MatmulQ4_0,
     .matmul_q8_0_x16 = avx2::MatmulQ8_0x16,
     .matmul_q4_0_x16 = avx2::MatmulQ4_0x16,
+    .matmul_q4_1 = scalar::MatmulQ4_1,
+    .matmul_q5_0 = scalar::MatmulQ5_0,
+    .matmul_q5_1 = scalar::MatmulQ5_1,
+    .matmul_iq4_nl = scalar::MatmulIq4Nl,
+    .matmul_q2_k = scalar::MatmulQ2_K,
+    .matmul_q3_k = scalar::MatmulQ3_K,
+    .matmul_q4_k = scalar::MatmulQ4_K,
+    .matmul_q5_k = scalar::MatmulQ5_K,
+    .matmul_q6_k = scalar::MatmulQ6_K,
     .quantize_row_q8_0 = QuantizeRowQ8_0,
     .dot_f32 = DotF32,
     .attend_head = avx2::AttendHead,

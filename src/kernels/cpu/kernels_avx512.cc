@@ -16,6 +16,7 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/kv_exp_avx512.h"
 #include "kernels/cpu/quant_matmul.h"
+#include "kernels/cpu/quant_tiles_scalar.h"
 
 namespace kvserve {
 
@@ -114,6 +115,15 @@ constexpr KernelTable kAvx512 = {
     .matmul_q4_0 = avx512::MatmulQ4_0,
     .matmul_q8_0_x16 = avx512::MatmulQ8_0x16,
     .matmul_q4_0_x16 = avx512::MatmulQ4_0x16,
+    .matmul_q4_1 = scalar::MatmulQ4_1,
+    .matmul_q5_0 = scalar::MatmulQ5_0,
+    .matmul_q5_1 = scalar::MatmulQ5_1,
+    .matmul_iq4_nl = scalar::MatmulIq4Nl,
+    .matmul_q2_k = scalar::MatmulQ2_K,
+    .matmul_q3_k = scalar::MatmulQ3_K,
+    .matmul_q4_k = scalar::MatmulQ4_K,
+    .matmul_q5_k = scalar::MatmulQ5_K,
+    .matmul_q6_k = scalar::MatmulQ6_K,
     .quantize_row_q8_0 = QuantizeRowQ8_0,
     .dot_f32 = DotF32,
     .attend_head = avx512::AttendHead,

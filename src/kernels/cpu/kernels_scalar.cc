@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/attend_head.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/quant_tiles_scalar.h"
 #include "util/half.h"
 
 namespace kvserve {
@@ -133,6 +134,15 @@ constexpr KernelTable kScalar = {
     .matmul_q4_0 = MatmulQ4_0,
     .matmul_q8_0_x16 = nullptr,
     .matmul_q4_0_x16 = nullptr,
+    .matmul_q4_1 = scalar::MatmulQ4_1,
+    .matmul_q5_0 = scalar::MatmulQ5_0,
+    .matmul_q5_1 = scalar::MatmulQ5_1,
+    .matmul_iq4_nl = scalar::MatmulIq4Nl,
+    .matmul_q2_k = scalar::MatmulQ2_K,
+    .matmul_q3_k = scalar::MatmulQ3_K,
+    .matmul_q4_k = scalar::MatmulQ4_K,
+    .matmul_q5_k = scalar::MatmulQ5_K,
+    .matmul_q6_k = scalar::MatmulQ6_K,
     .quantize_row_q8_0 = QuantizeRowQ8_0,
     .dot_f32 = DotF32,
     .attend_head = scalar::AttendHead,

@@ -4,6 +4,7 @@
 #include <cassert>
 
 #include "kernels/cpu/packed_weights.h"
+#include "kernels/quantize.h"
 
 namespace kvserve {
 
@@ -12,9 +13,6 @@ namespace {
 constexpr int64_t kRowGrain = 16;
 static_assert(kRowGrain % kPackRows == 0, "packed kernels start at a 16-row group");
 
-bool QuantizesActivations(GgmlType type) {
-  return type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0;
-}
 }  // namespace
 
 void Matmul(const KernelTable& kernels, const WeightMatrix& w, const float* x, int m, float* y,
@@ -32,21 +30,28 @@ void Matmul(const KernelTable& kernels, const WeightMatrix& w, const float* x, i
   const int k = static_cast<int>(w.n_in);
   const uint8_t* x_bytes = reinterpret_cast<const uint8_t*>(x);
   size_t x_row_bytes = sizeof(float) * k;
-  if (QuantizesActivations(w.type)) {
-    const int blocks_per_row = k / 32;
-    const size_t needed = static_cast<size_t>(m) * blocks_per_row;
-    if (scratch.x_q8.size() < needed) scratch.x_q8.resize(needed);
-    BlockQ8_0* xq = scratch.x_q8.data();
+  const GgmlType x_type = ActivationTypeFor(w.type);
+  if (x_type != GgmlType::kF32) {
+    // Q8_0 through the table (SIMD, same bits as the scalar one); Q8_1 and Q8_K with the scalar
+    // encoders of quantize.h for now.
+    x_row_bytes = RowBytes(x_type, k);
+    const size_t needed = static_cast<size_t>(m) * x_row_bytes;
+    if (scratch.x_quant.size() < needed) scratch.x_quant.resize(needed);
+    uint8_t* xq = scratch.x_quant.data();
     pool.ParallelFor(
         m,
         [&](int64_t begin, int64_t end) {
           for (int64_t i = begin; i < end; ++i) {
-            kernels.quantize_row_q8_0(x + i * k, k, xq + i * blocks_per_row);
+            uint8_t* row = xq + i * x_row_bytes;
+            if (x_type == GgmlType::kQ8_0) {
+              kernels.quantize_row_q8_0(x + i * k, k, reinterpret_cast<BlockQ8_0*>(row));
+            } else {
+              QuantizeRow(x_type, x + i * k, k, row);
+            }
           }
         },
         static_cast<int64_t>(m) * k * 4);
-    x_bytes = reinterpret_cast<const uint8_t*>(xq);
-    x_row_bytes = sizeof(BlockQ8_0) * blocks_per_row;
+    x_bytes = xq;
   }
   const int64_t n_chunks = (w.n_out + kRowGrain - 1) / kRowGrain;
   pool.ParallelFor(

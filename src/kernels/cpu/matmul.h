@@ -15,11 +15,11 @@
 
 namespace kvserve {
 
-// Reusable buffers: quantized activations (grow, never shrink) and one tile scratch per thread of
-// the pool the matmul runs on. One per runner.
+// Reusable buffers: quantized activations (ActivationTypeFor's format) (grow, never shrink) and one
+// tile scratch per thread of the pool the matmul runs on. One per runner.
 struct MatmulScratch {
   explicit MatmulScratch(int n_threads) : tiles(std::make_unique<TileScratch[]>(n_threads)) {}
-  std::vector<BlockQ8_0> x_q8;
+  std::vector<uint8_t> x_quant;          // [m rows of the activation format]
   std::unique_ptr<TileScratch[]> tiles;  // [pool size]
 };
 

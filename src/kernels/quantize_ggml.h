@@ -1,0 +1,33 @@
+// The encoders of the GGML block types beyond Q8_0/Q4_0 (quantize_ggml.cc), behind QuantizeRow.
+// Weight encoders are plain, non-optimizing ones: per block (or sub-block) the scale and offset
+// come from the minimum and maximum, and every value rounds to the nearest level. The activation
+// encoders (Q8_1, Q8_K) round exactly as llama.cpp's CPU backend does, so that the integer dot
+// products see the same activations.
+#pragma once
+
+#include <cstdint>
+
+namespace kvserve::ggml_encode {
+
+// Each encodes n floats (n a multiple of the type's block size) into blocks at `out`.
+void Q4_1(const float* x, int64_t n, uint8_t* out);
+void Q5_0(const float* x, int64_t n, uint8_t* out);
+void Q5_1(const float* x, int64_t n, uint8_t* out);
+void Iq4Nl(const float* x, int64_t n, uint8_t* out);
+void Q2_K(const float* x, int64_t n, uint8_t* out);
+void Q3_K(const float* x, int64_t n, uint8_t* out);
+void Q4_K(const float* x, int64_t n, uint8_t* out);
+void Q5_K(const float* x, int64_t n, uint8_t* out);
+void Q6_K(const float* x, int64_t n, uint8_t* out);
+// Activations: d = max|x| / 127, q = round-to-nearest-even(x * (127 / max|x|)), d stored as f16,
+// s = f16(d * sum(q)) with d in f32.
+void Q8_1(const float* x, int64_t n, uint8_t* out);
+// Activations: m = the element of largest magnitude (the first one on ties) with its sign,
+// q = min(127, round-to-nearest-even(x * (-127 / m))), d = 1 / (-127 / m) in f32, bsums per 16.
+void Q8_K(const float* x, int64_t n, uint8_t* out);
+
+// float -> integer in [lo, hi] rounding toward zero, without undefined behaviour: NaN becomes 0,
+// out-of-range values clamp (only non-finite or denormal-scaled blocks can produce them).
+int ClampToInt(float v, int lo, int hi);
+
+}  // namespace kvserve::ggml_encode
