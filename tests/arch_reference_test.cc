@@ -1,4 +1,4 @@
-// The model families of ../shared/models/arch (Llama 3) against llama.cpp's
+// The model families of ../shared/models/arch (Llama 3, Qwen 2, Qwen 3, Phi-3) against llama.cpp's
 // references (../shared/reference/arch, see its README): logits teacher-forced on prompt +
 // greedy[:-1] in batch, incremental and no-cache modes (the three bit-identical), and greedy
 // generation through the serving engine, alone and 16 requests at once. Also the RoPE scaling keys
@@ -84,7 +84,9 @@ std::vector<float> Logits(const Model& model, const std::vector<int32_t>& tokens
   return out;
 }
 
-std::vector<std::string> CaseNames() { return {"llama3-f32"}; }
+std::vector<std::string> CaseNames() {
+  return {"llama3-f32", "qwen2-f32", "qwen3-f32", "qwen3-f16", "phi3-f32", "phi3-f16"};
+}
 
 class ArchReferenceTest : public ::testing::TestWithParam<std::string> {};
 
