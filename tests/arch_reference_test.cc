@@ -171,7 +171,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, ArchReferenceTest, ::testing::ValuesIn(CaseNames
                            return name;
                          });
 
-// ---- RoPE scaling keys ---------------------------------------------------------------------
+// ---- Metadata ------------------------------------------------------------------------------
 
 // A copy of a model file, without `drop_tensor`, with `extra` applied after the copied metadata.
 struct Edited {
@@ -239,7 +239,8 @@ TEST(RopeScaling, UnsupportedKeysAreRefusedByName) {
 }
 
 // Linear scaling by 4 divides every pair's angle by 4, as rope_freqs of 4 everywhere does; with a
-// power of two both are exact, so the logits are the same bits. And the factor changes them.
+// power of two both are exact, so the logits are the same bits. The older rope.scale_linear key
+// means the same; and the factor does change the logits.
 TEST(RopeScaling, LinearFactorDividesPositions) {
   const std::vector<int32_t> tokens = {1, 307, 83, 450, 262, 119, 498, 37, 221};
   Edited linear = LoadEdited("arch/llama3-f32.gguf", "rope_freqs.weight", [](GgufWriter& w) {
@@ -257,9 +258,36 @@ TEST(RopeScaling, LinearFactorDividesPositions) {
   ASSERT_TRUE(divisors.model.ok()) << divisors.model.message();
   Edited plain = LoadEdited("arch/llama3-f32.gguf", "rope_freqs.weight", nullptr);
   ASSERT_TRUE(plain.model.ok()) << plain.model.message();
+  Edited old_key = LoadEdited("arch/llama3-f32.gguf", "rope_freqs.weight",
+                              [](GgufWriter& w) { w.SetFloat32("llama.rope.scale_linear", 4.0f); });
+  ASSERT_TRUE(old_key.model.ok()) << old_key.model.message();
   const std::vector<float> scaled = Logits(**linear.model, tokens, Mode::kBatch);
   EXPECT_TRUE(scaled == Logits(**divisors.model, tokens, Mode::kBatch));
+  EXPECT_TRUE(scaled == Logits(**old_key.model, tokens, Mode::kBatch));
   EXPECT_FALSE(scaled == Logits(**plain.model, tokens, Mode::kBatch));
+}
+
+// attention.key_length sets head_dim even where n_embd / n_heads would not (here 3 heads of 64 in a
+// 256-wide model): the q projection must then have 3 * 64 rows. value_length must agree.
+TEST(HeadDim, KeyLengthSetsTheHeadWidth) {
+  Edited three_heads = LoadEdited("arch/llama3-f32.gguf", "", [](GgufWriter& w) {
+    w.SetUint32("llama.attention.head_count", 3);
+    w.SetUint32("llama.attention.head_count_kv", 1);
+    w.SetUint32("llama.attention.key_length", 64);
+  });
+  ASSERT_FALSE(three_heads.model.ok());
+  EXPECT_NE(three_heads.model.message().find(
+                "tensor 'blk.0.attn_q.weight' has shape [256, 256], expected [256, 192]"),
+            std::string::npos)
+      << three_heads.model.message();
+  Edited mismatched = LoadEdited("arch/qwen3-f32.gguf", "", [](GgufWriter& w) {
+    w.SetUint32("qwen3.attention.value_length", 32);
+  });
+  ASSERT_FALSE(mismatched.model.ok());
+  EXPECT_NE(mismatched.model.message().find(
+                "'qwen3.attention.value_length' = 32 differs from key_length 64"),
+            std::string::npos)
+      << mismatched.model.message();
 }
 
 }  // namespace

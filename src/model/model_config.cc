@@ -147,18 +147,23 @@ Status ModelConfig::ReadRopeScaling(const GgufFile& file) {
     type = std::string(*name);
     if (type != "none" && type != "linear") return unsupported(prefix + "type", *value);
   }
+  // The factor, or the older "<arch>.rope.scale_linear" that llama.cpp still reads in its place.
   rope_position_scale = 1.0f;
-  if (const GgufValue* value = file.Find(prefix + "factor")) {
-    auto factor = file.GetFloat(prefix + "factor");
+  std::string factor_key = prefix + "factor";
+  if (!file.Find(factor_key) && file.Find(arch + ".rope.scale_linear")) {
+    factor_key = arch + ".rope.scale_linear";
+  }
+  if (const GgufValue* value = file.Find(factor_key)) {
+    auto factor = file.GetFloat(factor_key);
     if (!factor.ok()) return factor.status();
     if (!(*factor > 0.0)) {
-      return Status::InvalidArgument(file.path() + ": metadata key '" + prefix +
-                                     "factor' = " + std::to_string(*factor) + " must be positive");
+      return Status::InvalidArgument(file.path() + ": metadata key '" + factor_key +
+                                     "' = " + std::to_string(*factor) + " must be positive");
     }
     if (type == "none" && *factor != 1.0) {
-      return Status::InvalidArgument(file.path() + ": RoPE scaling '" + prefix +
-                                     "factor' = " + ValueString(*value) + " contradicts '" +
-                                     prefix + "type' = 'none'");
+      return Status::InvalidArgument(file.path() + ": RoPE scaling '" + factor_key +
+                                     "' = " + ValueString(*value) + " contradicts '" + prefix +
+                                     "type' = 'none'");
     }
     // As llama.cpp: a factor without a type is linear scaling, in float.
     rope_position_scale = 1.0f / static_cast<float>(*factor);

@@ -31,9 +31,10 @@ struct ModelConfig {
   // Sets norm_eps from "<arch>.<key>": each architecture names the key its norm uses
   // (attention.layer_norm_rms_epsilon, attention.layer_norm_epsilon).
   Status ReadNormEps(const GgufFile& file, const std::string& key);
-  // Sets rope_position_scale from "<arch>.rope.scaling.*": type none or linear (with factor) is
-  // supported; any other type, and YaRN's keys, are refused with the key and its value, so a model
-  // is never run with a RoPE it does not have. (Llama 3 scaling is the rope_freqs tensor, no key.)
+  // Sets rope_position_scale from "<arch>.rope.scaling.*" (or rope.scale_linear): type none or
+  // linear (with factor) is supported; any other type, and YaRN's keys, are refused with the key
+  // and its value, so a model is never run with a RoPE it does not have. (Llama 3 scaling is the
+  // rope_freqs tensor, no key.)
   Status ReadRopeScaling(const GgufFile& file);
 };
 
