@@ -43,6 +43,20 @@ class Workspace {
   virtual float* Floats(int id, size_t n) = 0;
 };
 
+// How RoPE pairs a head's first rope_dims values and how fast each pair turns: pair i turns by
+// pos * position_scale * freq_base^(-2i / rope_dims) / freq_factors[i].
+enum class RopeMode {
+  kInterleaved,  // pairs (2i, 2i+1): GGML "normal" (llama)
+  kSplitHalves,  // pairs (i, i + rope_dims/2): GGML "neox" (qwen2, qwen3, phi3, gemma)
+};
+struct RopeParams {
+  int rope_dims = 0;
+  float freq_base = 10000.0f;
+  RopeMode mode = RopeMode::kInterleaved;
+  const float* freq_factors = nullptr;  // [rope_dims / 2] divisors (Llama 3 rope_freqs), or none
+  float position_scale = 1.0f;          // 1 / rope.scaling.factor for linear scaling
+};
+
 struct WorkspaceOptions {
   int n_threads = 0;  // 0 = one per core
 };
@@ -83,9 +97,9 @@ class Backend {
   // out = (x - mean) / sqrt(var + eps) * weight + bias, per row.
   virtual void LayerNorm(const float* x, const float* weight, const float* bias, int n_rows,
                          int width, float eps, float* out, Workspace& ws) const = 0;
-  // Rotary embedding, GGML "normal" mode, of row i at positions[i].  x: [n_rows, n_heads, head_dim]
+  // Rotary embedding of row i at positions[i] (see RopeParams).  x: [n_rows, n_heads, head_dim]
   virtual void Rope(float* x, std::span<const int32_t> positions, int n_heads, int head_dim,
-                    int rope_dims, float freq_base, Workspace& ws) const = 0;
+                    const RopeParams& rope, Workspace& ws) const = 0;
   // gate = silu(gate) * up, per row.
   virtual void SwiGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const = 0;
   // GELU (tanh form, through GGML's f16 table), in place.

@@ -1,15 +1,18 @@
 // Blocks that decoder architectures share, built from Backend operations: token (and learned
 // position) embedding, paged self-attention over the KV cache, and the final norm + output
 // projection of the rows that need logits. An architecture's file composes these with its own
-// norms, projections and feed-forward.
+// norms, projections and feed-forward, or, for the llama family, states its LlamaStyle options.
 #pragma once
 
 #include <functional>
+#include <memory>
 
 #include "kernels/backend.h"
 #include "kernels/weight_matrix.h"
 #include "kv/kv_layer_view.h"
 #include "model/forward_batch.h"
+#include "model/model.h"
+#include "model/model_config.h"
 
 namespace kvserve {
 
@@ -32,5 +35,23 @@ void SelfAttention(const Backend& backend, const ForwardBatch& batch, const KvLa
 using RowNorm = std::function<void(const float* in, int n_rows, float* out)>;
 void ProjectLogits(const Backend& backend, const ForwardBatch& batch, const float* x, int n_embd,
                    const RowNorm& norm, const WeightMatrix& output, float* logits, Workspace& ws);
+
+// The pre-norm decoder of llama and its descendants: per layer x += wo · attention(rope(q),
+// rope(k), v) of RMSNorm(x), then x += w_down · (silu(gate) * up) of RMSNorm(x); final RMSNorm and
+// output (token_embd when the file has no output.weight). What an architecture changes is stated
+// here and becomes per-layer data at load (a bias, a norm, a fused matrix is there or not), not
+// branches on the architecture's name. Tensor names are llama.cpp's: blk.N.attn_q.weight, ...
+struct LlamaStyleOptions {
+  RopeMode rope_mode = RopeMode::kInterleaved;
+  bool qkv_bias = false;       // attn_q.bias, attn_k.bias, attn_v.bias added after the projections
+  bool qk_norm = false;        // attn_q_norm, attn_k_norm: RMSNorm of each head of q, k before RoPE
+  bool fused_qkv = false;      // one attn_qkv.weight, rows q, then k, then v
+  bool fused_gate_up = false;  // one ffn_up.weight of 2 * n_ff rows: gate, then up
+};
+// Reads the RMS epsilon, the RoPE scaling keys (refusing what kvserve does not implement) and the
+// optional rope_freqs.weight (Llama 3: rope_dims / 2 frequency divisors), then every tensor.
+Result<std::unique_ptr<Model>> LoadLlamaStyle(GgufFile file, ModelConfig config,
+                                              const Backend& backend,
+                                              const LlamaStyleOptions& options);
 
 }  // namespace kvserve

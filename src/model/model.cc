@@ -15,8 +15,8 @@ struct Architecture {
 };
 
 constexpr Architecture kArchitectures[] = {
-    {"llama", LoadLlama},
-    {"gpt2", LoadGpt2},
+    {"llama", LoadLlama}, {"gpt2", LoadGpt2}, {"qwen2", LoadQwen2},
+    {"qwen3", LoadQwen3}, {"phi3", LoadPhi3},
 };
 
 }  // namespace

@@ -43,7 +43,20 @@ Result<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
     KVSERVE_RETURN_IF_ERROR(
         ReadCount(file, prefix + "attention.head_count_kv", 4096, &config.n_kv_heads));
   }
-  if (config.n_embd % config.n_heads != 0) {
+  const std::string key_length = prefix + "attention.key_length";
+  if (file.Find(key_length)) {
+    KVSERVE_RETURN_IF_ERROR(ReadCount(file, key_length, 1 << 16, &config.head_dim));
+    const std::string value_length = prefix + "attention.value_length";
+    int v_dim = config.head_dim;
+    if (file.Find(value_length)) {
+      KVSERVE_RETURN_IF_ERROR(ReadCount(file, value_length, 1 << 16, &v_dim));
+    }
+    if (v_dim != config.head_dim) {
+      return Status::InvalidArgument(file.path() + ": metadata key '" + value_length +
+                                     "' = " + std::to_string(v_dim) + " differs from key_length " +
+                                     std::to_string(config.head_dim) + " (not supported)");
+    }
+  } else if (config.n_embd % config.n_heads != 0) {
     return Status::InvalidArgument(
         file.path() + ": embedding_length " + std::to_string(config.n_embd) +
         " is not a multiple of head_count " + std::to_string(config.n_heads));
@@ -53,7 +66,7 @@ Result<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
                                    " is not a multiple of head_count_kv " +
                                    std::to_string(config.n_kv_heads));
   }
-  config.head_dim = config.n_embd / config.n_heads;
+  if (config.head_dim == 0) config.head_dim = config.n_embd / config.n_heads;
   {
     auto base = file.GetFloatOr(prefix + "rope.freq_base", 10000.0);
     if (!base.ok()) return base.status();
@@ -93,6 +106,79 @@ Status ModelConfig::ReadNormEps(const GgufFile& file, const std::string& key) {
   if (!(norm_eps > 0.0f) || norm_eps > 1.0f) {
     return Status::InvalidArgument(file.path() + ": metadata key '" + arch + "." + key +
                                    "' = " + std::to_string(norm_eps) + " is out of range (0, 1]");
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+std::string ValueString(const GgufValue& v) {
+  switch (v.type) {
+    case GgufValueType::kString:
+      return "'" + std::string(v.str) + "'";
+    case GgufValueType::kFloat32:
+    case GgufValueType::kFloat64:
+      return std::to_string(v.f);
+    case GgufValueType::kInt8:
+    case GgufValueType::kInt16:
+    case GgufValueType::kInt32:
+    case GgufValueType::kInt64:
+      return std::to_string(v.i);
+    case GgufValueType::kArray:
+      return "an array";
+    default:
+      return std::to_string(v.u);
+  }
+}
+
+}  // namespace
+
+Status ModelConfig::ReadRopeScaling(const GgufFile& file) {
+  const std::string prefix = arch + ".rope.scaling.";
+  auto unsupported = [&](const std::string& key, const GgufValue& value) {
+    return Status::InvalidArgument(file.path() + ": RoPE scaling '" + key +
+                                   "' = " + ValueString(value) +
+                                   " is not supported (kvserve implements none and linear)");
+  };
+  std::string type;  // "" when the file has no type key
+  if (const GgufValue* value = file.Find(prefix + "type")) {
+    auto name = file.GetString(prefix + "type");
+    if (!name.ok()) return name.status();
+    type = std::string(*name);
+    if (type != "none" && type != "linear") return unsupported(prefix + "type", *value);
+  }
+  // The factor, or the older "<arch>.rope.scale_linear" that llama.cpp still reads in its place.
+  rope_position_scale = 1.0f;
+  std::string factor_key = prefix + "factor";
+  if (!file.Find(factor_key) && file.Find(arch + ".rope.scale_linear")) {
+    factor_key = arch + ".rope.scale_linear";
+  }
+  if (const GgufValue* value = file.Find(factor_key)) {
+    auto factor = file.GetFloat(factor_key);
+    if (!factor.ok()) return factor.status();
+    if (!(*factor > 0.0)) {
+      return Status::InvalidArgument(file.path() + ": metadata key '" + factor_key +
+                                     "' = " + std::to_string(*factor) + " must be positive");
+    }
+    if (type == "none" && *factor != 1.0) {
+      return Status::InvalidArgument(file.path() + ": RoPE scaling '" + factor_key +
+                                     "' = " + ValueString(*value) + " contradicts '" + prefix +
+                                     "type' = 'none'");
+    }
+    // As llama.cpp: a factor without a type is linear scaling, in float.
+    rope_position_scale = 1.0f / static_cast<float>(*factor);
+  }
+  // What only YaRN (or another method) reads; original_context_length and finetuned are
+  // informational without such a type (phi3 files carry original_context_length).
+  for (const auto& [key, value] : file.metadata()) {
+    if (key.rfind(prefix, 0) != 0) continue;
+    const std::string_view rest = std::string_view(key).substr(prefix.size());
+    if (rest == "type" || rest == "factor" || rest == "original_context_length" ||
+        rest == "finetuned") {
+      continue;
+    }
+    if (rest == "attn_factor" && value.type == GgufValueType::kFloat32 && value.f == 1.0) continue;
+    return unsupported(key, value);
   }
   return Status::Ok();
 }

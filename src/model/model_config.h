@@ -17,19 +17,25 @@ struct ModelConfig {
   int n_layers = 0;
   int n_heads = 0;
   int n_kv_heads = 0;
-  int head_dim = 0;
+  int head_dim = 0;  // <arch>.attention.key_length where present, else n_embd / n_heads
   int n_ff = 0;
   int n_ctx_train = 0;
   float norm_eps = 1e-5f;
-  float rope_freq_base = 10000.0f;  // <arch>.rope.freq_base, where the architecture uses RoPE
-  int rope_dims = 0;                // <arch>.rope.dimension_count (default head_dim)
-  bool tied_output = false;         // output matrix shares the token embedding
+  float rope_freq_base = 10000.0f;   // <arch>.rope.freq_base, where the architecture uses RoPE
+  int rope_dims = 0;                 // <arch>.rope.dimension_count (default head_dim)
+  float rope_position_scale = 1.0f;  // 1 / rope.scaling.factor for linear scaling, else 1
+  bool tied_output = false;          // output matrix shares the token embedding
 
   // The hyper-parameters every decoder has; which of them an architecture uses is its business.
   static Result<ModelConfig> FromGguf(const GgufFile& file);
   // Sets norm_eps from "<arch>.<key>": each architecture names the key its norm uses
   // (attention.layer_norm_rms_epsilon, attention.layer_norm_epsilon).
   Status ReadNormEps(const GgufFile& file, const std::string& key);
+  // Sets rope_position_scale from "<arch>.rope.scaling.*" (or rope.scale_linear): type none or
+  // linear (with factor) is supported; any other type, and YaRN's keys, are refused with the key
+  // and its value, so a model is never run with a RoPE it does not have. (Llama 3 scaling is the
+  // rope_freqs tensor, no key.)
+  Status ReadRopeScaling(const GgufFile& file);
 };
 
 }  // namespace kvserve

@@ -54,22 +54,37 @@ std::vector<float> ReadFloats(const std::string& path) {
   return out;
 }
 
-ReferenceCase LoadReferenceCase(const std::string& name) {
+namespace {
+
+// Reads <files>.json, .logits.f32 and .gen.logits.f32 under reference/.
+ReferenceCase ReadCase(const std::string& name, const std::string& model,
+                       const std::string& files) {
   ReferenceCase c;
   c.name = name;
-  c.model = name.rfind("gpt2", 0) == 0 ? "gpt2-tiny-f32.gguf" : "stories260K.gguf";
-  const std::string json = ReadText(ReferencePath(name + ".json"));
+  c.model = model;
+  const std::string json = ReadText(ReferencePath(files + ".json"));
   std::smatch match;
   if (std::regex_search(json, match, std::regex("\"n_vocab\"\\s*:\\s*([0-9]+)"))) {
     c.n_vocab = std::stoi(match[1]);
   }
   c.prompt_tokens = IntArray(json, "prompt_tokens");
   c.greedy_tokens = IntArray(json, "greedy_tokens");
-  c.prompt_logits = ReadFloats(ReferencePath(name + ".logits.f32"));
-  c.gen_logits = ReadFloats(ReferencePath(name + ".gen.logits.f32"));
+  c.prompt_logits = ReadFloats(ReferencePath(files + ".logits.f32"));
+  c.gen_logits = ReadFloats(ReferencePath(files + ".gen.logits.f32"));
   EXPECT_EQ(c.prompt_logits.size(), c.prompt_tokens.size() * c.n_vocab);
   EXPECT_EQ(c.gen_logits.size(), c.greedy_tokens.size() * c.n_vocab);
   return c;
+}
+
+}  // namespace
+
+ReferenceCase LoadReferenceCase(const std::string& name) {
+  const bool gpt2 = name.rfind("gpt2", 0) == 0;
+  return ReadCase(name, gpt2 ? "gpt2-tiny-f32.gguf" : "stories260K.gguf", name);
+}
+
+ReferenceCase LoadArchReferenceCase(const std::string& name) {
+  return ReadCase(name, "arch/" + name + ".gguf", "arch/" + name);
 }
 
 double RelativeRowError(std::span<const float> ours, std::span<const float> ref) {

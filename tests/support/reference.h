@@ -21,6 +21,8 @@ struct ReferenceCase {
 // The three shared cases: gpt2-tiny-a, gpt2-tiny-b (gpt2-tiny-f32.gguf), stories260K-a.
 std::vector<std::string> ReferenceCaseNames();
 ReferenceCase LoadReferenceCase(const std::string& name);
+// A case of reference/arch (its README): `name` like "qwen2-f32", model "arch/<name>.gguf".
+ReferenceCase LoadArchReferenceCase(const std::string& name);
 
 std::vector<float> ReadFloats(const std::string& path);
 // max |a - b| over the row / max |ref| over the row.

@@ -174,11 +174,10 @@ void CpuBackend::LayerNorm(const float* x, const float* weight, const float* bia
 }
 
 void CpuBackend::Rope(float* x, std::span<const int32_t> positions, int n_heads, int head_dim,
-                      int rope_dims, float freq_base, Workspace& ws) const {
+                      const RopeParams& rope, Workspace& ws) const {
   const int width = n_heads * head_dim;
-  ForRows(ws, static_cast<int>(positions.size()), width, [&](int64_t i) {
-    RopeInPlace(x + i * width, n_heads, head_dim, rope_dims, positions[i], freq_base);
-  });
+  ForRows(ws, static_cast<int>(positions.size()), width,
+          [&](int64_t i) { RopeInPlace(x + i * width, n_heads, head_dim, rope, positions[i]); });
 }
 
 void CpuBackend::SwiGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const {

@@ -47,8 +47,8 @@ class CpuBackend final : public Backend {
                Workspace& ws) const override;
   void LayerNorm(const float* x, const float* weight, const float* bias, int n_rows, int width,
                  float eps, float* out, Workspace& ws) const override;
-  void Rope(float* x, std::span<const int32_t> positions, int n_heads, int head_dim, int rope_dims,
-            float freq_base, Workspace& ws) const override;
+  void Rope(float* x, std::span<const int32_t> positions, int n_heads, int head_dim,
+            const RopeParams& rope, Workspace& ws) const override;
   void SwiGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const override;
   void Gelu(float* x, int n_rows, int width, Workspace& ws) const override;
   void StoreKv(const KvLayerView& kv, std::span<const int64_t> slots, const float* k,

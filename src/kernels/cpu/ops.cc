@@ -65,18 +65,25 @@ void AddInPlace(float* x, const float* y, int n) {
   for (int i = 0; i < n; ++i) x[i] += y[i];
 }
 
-void RopeInPlace(float* x, int n_heads, int head_dim, int rope_dims, int32_t pos, float freq_base) {
-  const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(rope_dims));
+void RopeInPlace(float* x, int n_heads, int head_dim, const RopeParams& rope, int32_t pos) {
+  const int rope_dims = rope.rope_dims;
+  const float theta_scale = std::pow(rope.freq_base, -2.0f / static_cast<float>(rope_dims));
+  // Offset of a pair's second value from its first, and of pair i's first value from 2i.
+  const bool split = rope.mode == RopeMode::kSplitHalves;
+  const int second = split ? rope_dims / 2 : 1;
   for (int h = 0; h < n_heads; ++h) {
     float* head = x + h * head_dim;
     float theta = static_cast<float>(pos);
     for (int i = 0; i < rope_dims; i += 2) {
-      const float cos_theta = std::cos(theta);
-      const float sin_theta = std::sin(theta);
-      const float x0 = head[i];
-      const float x1 = head[i + 1];
-      head[i] = x0 * cos_theta - x1 * sin_theta;
-      head[i + 1] = x0 * sin_theta + x1 * cos_theta;
+      const float factor = rope.freq_factors != nullptr ? rope.freq_factors[i / 2] : 1.0f;
+      const float angle = rope.position_scale * (theta / factor);
+      const float cos_theta = std::cos(angle);
+      const float sin_theta = std::sin(angle);
+      const int first = split ? i / 2 : i;
+      const float x0 = head[first];
+      const float x1 = head[first + second];
+      head[first] = x0 * cos_theta - x1 * sin_theta;
+      head[first + second] = x0 * sin_theta + x1 * cos_theta;
       theta *= theta_scale;
     }
   }

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "kernels/backend.h"
 #include "kernels/cpu/kernels.h"
 
 namespace kvserve {
@@ -24,8 +25,12 @@ const uint16_t* GeluF16Table();
 void SwiGluInPlace(const KernelTable& kernels, float* gate, const float* up, int n);
 // x += y.  [n]
 void AddInPlace(float* x, const float* y, int n);
-// Rotary embedding, GGML "normal" mode: pairs (2i, 2i+1) of the first rope_dims of each head
-// rotate by pos * base^(-2i / rope_dims).  x: [n_heads, head_dim]
-void RopeInPlace(float* x, int n_heads, int head_dim, int rope_dims, int32_t pos, float freq_base);
+// Rotary embedding as GGML computes it (ggml_rope_cache_init, without YaRN): the pairs of the
+// first rope_dims of each head (interleaved or split halves, see RopeMode) rotate by
+// theta_i = position_scale * (pos * base^(-2i / rope_dims) / freq_factors[i]), where
+// pos * base^(-2i / rope_dims) is a running float product, as in GGML. With no factors and scale 1
+// both extra operations are exact, so the plain rotation is unchanged. The values past rope_dims
+// pass through.  x: [n_heads, head_dim]
+void RopeInPlace(float* x, int n_heads, int head_dim, const RopeParams& rope, int32_t pos);
 
 }  // namespace kvserve

@@ -1,0 +1,294 @@
+// The model families of ../shared/models/arch (Llama 3, Qwen 2, Qwen 3, Phi-3) against llama.cpp's
+// references (../shared/reference/arch, see its README): logits teacher-forced on prompt +
+// greedy[:-1] in batch, incremental and no-cache modes (the three bit-identical), and greedy
+// generation through the serving engine, alone and 16 requests at once. Also the RoPE scaling keys
+// kvserve refuses, and linear scaling.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/sequence_runner.h"
+#include "io/gguf_writer.h"
+#include "model/model.h"
+#include "support/paths.h"
+#include "support/reference.h"
+#include "support/test_backend.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvserve {
+namespace {
+
+using testing::LoadArchReferenceCase;
+using testing::ModelPath;
+using testing::ReferenceCase;
+using testing::RelativeRowError;
+
+// The README's tolerances, relative to each row's max |ref|: F32 files differ from llama.cpp only
+// in summation order (its `exact` column: ~1.3e-6); F16 files also in where llama.cpp rounds the
+// activations to f16 before each product (`exact`: up to 1.7e-3).
+double Tolerance(const std::string& name) { return name.ends_with("-f16") ? 3e-3 : 1e-4; }
+
+std::unique_ptr<Model> LoadOrDie(const std::string& model) {
+  auto loaded = LoadModel(ModelPath(model), TestBackend());
+  EXPECT_TRUE(loaded.ok()) << loaded.message();
+  return loaded.ok() ? std::move(loaded).value() : nullptr;
+}
+
+std::span<const float> Row(const std::vector<float>& all, size_t row, int n_vocab) {
+  return std::span<const float>(all.data() + row * n_vocab, n_vocab);
+}
+
+// prompt + greedy[:-1], and the reference's logits at each of its positions: the prompt rows,
+// then gen row i (after greedy[i]).
+struct TeacherForced {
+  std::vector<int32_t> tokens;
+  std::vector<float> logits;  // [tokens.size(), n_vocab]
+};
+
+TeacherForced Sequence(const ReferenceCase& c) {
+  TeacherForced t;
+  t.tokens = c.prompt_tokens;
+  t.tokens.insert(t.tokens.end(), c.greedy_tokens.begin(), c.greedy_tokens.end() - 1);
+  t.logits = c.prompt_logits;
+  t.logits.insert(t.logits.end(), c.gen_logits.begin(),
+                  c.gen_logits.begin() + (c.greedy_tokens.size() - 1) * c.n_vocab);
+  return t;
+}
+
+enum class Mode { kBatch, kIncremental, kNoCache };
+const char* ModeName(Mode m) {
+  return m == Mode::kBatch ? "batch" : m == Mode::kIncremental ? "incremental" : "no-cache";
+}
+
+std::vector<float> Logits(const Model& model, const std::vector<int32_t>& tokens, Mode mode) {
+  SequenceRunner runner(model, KvType::kF32, model.config().n_ctx_train, 2);
+  std::vector<float> out;
+  if (mode == Mode::kBatch) {
+    auto logits = runner.Append(tokens, true);
+    EXPECT_TRUE(logits.ok()) << logits.message();
+    if (logits.ok()) out.assign(logits->begin(), logits->end());
+    return out;
+  }
+  for (int32_t token : tokens) {
+    auto logits = mode == Mode::kIncremental ? runner.Append(std::span(&token, 1))
+                                             : runner.AppendRecompute(std::span(&token, 1));
+    EXPECT_TRUE(logits.ok()) << logits.message();
+    if (logits.ok()) out.insert(out.end(), logits->begin(), logits->end());
+  }
+  return out;
+}
+
+std::vector<std::string> CaseNames() {
+  return {"llama3-f32", "qwen2-f32", "qwen3-f32", "qwen3-f16", "phi3-f32", "phi3-f16"};
+}
+
+class ArchReferenceTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ArchReferenceTest, TeacherForcedLogitsMatchLlamaCppInEveryMode) {
+  const ReferenceCase c = LoadArchReferenceCase(GetParam());
+  auto model = LoadOrDie(c.model);
+  ASSERT_NE(model, nullptr);
+  ASSERT_EQ(model->config().n_vocab, c.n_vocab);
+  const TeacherForced t = Sequence(c);
+  const std::vector<float> batch = Logits(*model, t.tokens, Mode::kBatch);
+  for (Mode mode : {Mode::kBatch, Mode::kIncremental, Mode::kNoCache}) {
+    const std::vector<float> ours = mode == Mode::kBatch ? batch : Logits(*model, t.tokens, mode);
+    ASSERT_EQ(ours.size(), t.logits.size());
+    double worst = 0.0;
+    for (size_t i = 0; i < t.tokens.size(); ++i) {
+      const double error = RelativeRowError(Row(ours, i, c.n_vocab), Row(t.logits, i, c.n_vocab));
+      worst = std::max(worst, error);
+      EXPECT_LE(error, Tolerance(c.name)) << "row " << i << " mode " << ModeName(mode);
+    }
+    std::printf("%s %s: max relative error %.2e over %zu rows\n", c.name.c_str(), ModeName(mode),
+                worst, t.tokens.size());
+    // The cache contract: every mode adds the same numbers in the same order.
+    EXPECT_TRUE(ours == batch) << ModeName(mode) << " differs from batch";
+  }
+}
+
+struct Output {
+  std::vector<int32_t> tokens;
+  FinishReason finish_reason = FinishReason::kNone;
+};
+
+Output Collect(RequestStream& stream) {
+  Output out;
+  for (;;) {
+    auto event = stream.Next(std::chrono::seconds(60));
+    EXPECT_TRUE(event.has_value()) << "no event within 60 s";
+    if (!event) return out;
+    if (event->kind == RequestEvent::Kind::kFinish) {
+      out.finish_reason = event->finish_reason;
+      return out;
+    }
+    out.tokens.push_back(event->token);
+  }
+}
+
+TEST_P(ArchReferenceTest, EngineGreedyMatchesAloneAndSixteenAtOnce) {
+  const ReferenceCase c = LoadArchReferenceCase(GetParam());
+  auto model = LoadOrDie(c.model);
+  ASSERT_NE(model, nullptr);
+  auto tokenizer = Tokenizer::FromGguf(model->file());
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.message();
+  Request request;
+  request.prompt = c.prompt_tokens;
+  request.max_tokens = static_cast<int>(c.greedy_tokens.size());
+  request.ignore_eos = true;
+  request.sampling.temperature = 0.0f;
+  auto engine =
+      Engine::Create(*model, **tokenizer, {.n_threads = 2, .n_ctx = 64, .max_batched_tokens = 64});
+  ASSERT_TRUE(engine.ok()) << engine.message();
+  {
+    auto stream = (*engine)->Submit(request);
+    ASSERT_TRUE(stream.ok()) << stream.message();
+    const Output alone = Collect(**stream);
+    EXPECT_EQ(alone.tokens, c.greedy_tokens) << "alone";
+    EXPECT_EQ(alone.finish_reason, FinishReason::kLength);
+  }
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 16; ++i) {
+    auto stream = (*engine)->Submit(request);
+    ASSERT_TRUE(stream.ok()) << stream.message();
+    streams.push_back(*stream);
+  }
+  for (size_t i = 0; i < streams.size(); ++i) {
+    EXPECT_EQ(Collect(*streams[i]).tokens, c.greedy_tokens) << "request " << i << " of 16";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, ArchReferenceTest, ::testing::ValuesIn(CaseNames()),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+// ---- Metadata ------------------------------------------------------------------------------
+
+// A copy of a model file, without `drop_tensor`, with `extra` applied after the copied metadata.
+struct Edited {
+  std::unique_ptr<uint8_t[]> bytes;  // the image the GgufFile views; outlives the model
+  Result<std::unique_ptr<Model>> model = Status::Internal("not loaded");
+};
+
+Edited LoadEdited(const std::string& model, const std::string& drop_tensor,
+                  const std::function<void(GgufWriter&)>& extra) {
+  auto source = GgufFile::Open(ModelPath(model));
+  EXPECT_TRUE(source.ok()) << source.message();
+  GgufWriter writer(source->alignment());
+  for (const auto& [key, value] : source->metadata()) writer.CopyValue(key, value);
+  for (const TensorInfo& t : source->tensors()) {
+    if (t.name == drop_tensor) continue;
+    writer.AddTensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+  }
+  if (extra) extra(writer);
+  const std::vector<uint8_t> image = writer.Serialize();
+  Edited e;
+  e.bytes.reset(new uint8_t[image.size()]);
+  std::memcpy(e.bytes.get(), image.data(), image.size());
+  auto file = GgufFile::Parse(e.bytes.get(), image.size(), "edited.gguf");
+  EXPECT_TRUE(file.ok()) << file.message();
+  if (file.ok()) e.model = LoadModel(std::move(file).value(), TestBackend());
+  return e;
+}
+
+TEST(RopeScaling, UnsupportedKeysAreRefusedByName) {
+  struct Case {
+    std::function<void(GgufWriter&)> edit;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {[](GgufWriter& w) { w.SetString("llama.rope.scaling.type", "yarn"); },
+       "edited.gguf: RoPE scaling 'llama.rope.scaling.type' = 'yarn' is not supported"},
+      {[](GgufWriter& w) { w.SetString("llama.rope.scaling.type", "longrope"); },
+       "'llama.rope.scaling.type' = 'longrope' is not supported"},
+      {[](GgufWriter& w) { w.SetFloat32("llama.rope.scaling.yarn_beta_fast", 32.0f); },
+       "'llama.rope.scaling.yarn_beta_fast' = 32.000000 is not supported"},
+      {[](GgufWriter& w) { w.SetFloat32("llama.rope.scaling.attn_factor", 0.5f); },
+       "'llama.rope.scaling.attn_factor' = 0.500000 is not supported"},
+      {[](GgufWriter& w) {
+         w.SetString("llama.rope.scaling.type", "linear");
+         w.SetFloat32("llama.rope.scaling.factor", -2.0f);
+       },
+       "'llama.rope.scaling.factor' = -2.000000 must be positive"},
+      {[](GgufWriter& w) {
+         w.SetString("llama.rope.scaling.type", "none");
+         w.SetFloat32("llama.rope.scaling.factor", 8.0f);
+       },
+       "'llama.rope.scaling.factor' = 8.000000 contradicts 'llama.rope.scaling.type' = 'none'"},
+  };
+  for (const Case& c : cases) {
+    Edited e = LoadEdited("arch/llama3-f32.gguf", "", c.edit);
+    ASSERT_FALSE(e.model.ok()) << "loaded; expected: " << c.expected;
+    EXPECT_NE(e.model.message().find(c.expected), std::string::npos) << e.model.message();
+  }
+  // What is harmless without a YaRN type loads (phi3 files carry original_context_length).
+  Edited ok = LoadEdited("arch/llama3-f32.gguf", "", [](GgufWriter& w) {
+    w.SetString("llama.rope.scaling.type", "none");
+    w.SetUint32("llama.rope.scaling.original_context_length", 256);
+  });
+  EXPECT_TRUE(ok.model.ok()) << ok.model.message();
+}
+
+// Linear scaling by 4 divides every pair's angle by 4, as rope_freqs of 4 everywhere does; with a
+// power of two both are exact, so the logits are the same bits. The older rope.scale_linear key
+// means the same; and the factor does change the logits.
+TEST(RopeScaling, LinearFactorDividesPositions) {
+  const std::vector<int32_t> tokens = {1, 307, 83, 450, 262, 119, 498, 37, 221};
+  Edited linear = LoadEdited("arch/llama3-f32.gguf", "rope_freqs.weight", [](GgufWriter& w) {
+    w.SetString("llama.rope.scaling.type", "linear");
+    w.SetFloat32("llama.rope.scaling.factor", 4.0f);
+  });
+  ASSERT_TRUE(linear.model.ok()) << linear.model.message();
+  const int n_pairs = (*linear.model)->config().rope_dims / 2;
+  Edited divisors = LoadEdited("arch/llama3-f32.gguf", "rope_freqs.weight", [&](GgufWriter& w) {
+    const std::vector<float> fours(n_pairs, 4.0f);
+    std::vector<uint8_t> bytes(fours.size() * sizeof(float));
+    std::memcpy(bytes.data(), fours.data(), bytes.size());
+    w.AddTensor("rope_freqs.weight", GgmlType::kF32, {n_pairs}, bytes);
+  });
+  ASSERT_TRUE(divisors.model.ok()) << divisors.model.message();
+  Edited plain = LoadEdited("arch/llama3-f32.gguf", "rope_freqs.weight", nullptr);
+  ASSERT_TRUE(plain.model.ok()) << plain.model.message();
+  Edited old_key = LoadEdited("arch/llama3-f32.gguf", "rope_freqs.weight",
+                              [](GgufWriter& w) { w.SetFloat32("llama.rope.scale_linear", 4.0f); });
+  ASSERT_TRUE(old_key.model.ok()) << old_key.model.message();
+  const std::vector<float> scaled = Logits(**linear.model, tokens, Mode::kBatch);
+  EXPECT_TRUE(scaled == Logits(**divisors.model, tokens, Mode::kBatch));
+  EXPECT_TRUE(scaled == Logits(**old_key.model, tokens, Mode::kBatch));
+  EXPECT_FALSE(scaled == Logits(**plain.model, tokens, Mode::kBatch));
+}
+
+// attention.key_length sets head_dim even where n_embd / n_heads would not (here 3 heads of 64 in a
+// 256-wide model): the q projection must then have 3 * 64 rows. value_length must agree.
+TEST(HeadDim, KeyLengthSetsTheHeadWidth) {
+  Edited three_heads = LoadEdited("arch/llama3-f32.gguf", "", [](GgufWriter& w) {
+    w.SetUint32("llama.attention.head_count", 3);
+    w.SetUint32("llama.attention.head_count_kv", 1);
+    w.SetUint32("llama.attention.key_length", 64);
+  });
+  ASSERT_FALSE(three_heads.model.ok());
+  EXPECT_NE(three_heads.model.message().find(
+                "tensor 'blk.0.attn_q.weight' has shape [256, 256], expected [256, 192]"),
+            std::string::npos)
+      << three_heads.model.message();
+  Edited mismatched = LoadEdited("arch/qwen3-f32.gguf", "", [](GgufWriter& w) {
+    w.SetUint32("qwen3.attention.value_length", 32);
+  });
+  ASSERT_FALSE(mismatched.model.ok());
+  EXPECT_NE(mismatched.model.message().find(
+                "'qwen3.attention.value_length' = 32 differs from key_length 64"),
+            std::string::npos)
+      << mismatched.model.message();
+}
+
+}  // namespace
+}  // namespace kvserve
