@@ -384,7 +384,7 @@ TEST(ConvertCommandTest, ErrorsAreOneLineAndNonZero) {
       {"convert -m " + testing::TempDir() + "/missing.gguf -o " + out_path + " --type f16",
        "cannot open '" + testing::TempDir() + "/missing.gguf'"},
       {"convert -m " + model + " -o " + out_path + " --type q8_k", "unknown --type 'q8_k'"},
-      {"convert -m " + model + " -o " + out_path + " --type q4_k_m", "unknown --type 'q4_k_m'"},
+      {"convert -m " + model + " -o " + out_path + " --type iq2_xxs", "unknown --type 'iq2_xxs'"},
       {"convert -m " + model + " -o " + testing::TempDir() + "/no/such/dir.gguf --type f16",
        "cannot create"},
   };

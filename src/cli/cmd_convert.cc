@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "model/gguf_converter.h"
 #include "model/hf_folder.h"
+#include "model/quant_recipe.h"
 
 namespace kvserve {
 
@@ -37,8 +38,9 @@ FlagTable ConvertFlagTable() {
                        {.name = "--type",
                         .alias = "-t",
                         .value_name = "TYPE",
-                        .help = "weight type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
-                                "iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k (required)"}}}}};
+                        .help = "weight type or llama.cpp recipe: f32, f16, bf16, q8_0, q4_0, "
+                                "q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k_m, q4_k_m, q5_k_m, q6_k, "
+                                "or every matrix in one K type: q3_k, q4_k, q5_k (required)"}}}}};
 }
 
 int RunConvert(const std::vector<std::string>& argv) {
@@ -51,17 +53,12 @@ int RunConvert(const std::vector<std::string>& argv) {
   const std::string out_path = args->GetOr("--output", "");
   const std::string type_name = args->GetOr("--type", "");
   if (in_path.empty() || out_path.empty() || type_name.empty()) return Fail(kUsage, 2);
-  const auto type = ParseGgmlType(type_name);
-  if (!type || !LlamaFileType(*type).ok()) {
-    return Fail("unknown --type '" + type_name +
-                    "' (supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, "
-                    "q3_k, q4_k, q5_k, q6_k)",
-                2);
-  }
+  const auto recipe = QuantRecipe::Find(type_name);
+  if (!recipe.ok()) return Fail(recipe.message(), 2);
 
   auto source = HfFolder::IsFolder(in_path) ? HfFolder::Open(in_path) : GgufFile::Open(in_path);
   if (!source.ok()) return Fail(source.message(), 1);
-  auto converter = GgufConverter::Create(*source, *type);
+  auto converter = GgufConverter::Create(*source, *recipe);
   if (!converter.ok()) return Fail(converter.message(), 1);
   for (const std::string& note : converter->Notes()) {
     std::fprintf(stderr, "kvserve convert: %s\n", note.c_str());
@@ -71,8 +68,8 @@ int RunConvert(const std::vector<std::string>& argv) {
 
   uint64_t in_bytes = 0;
   for (const TensorInfo& tensor : source->tensors()) in_bytes += tensor.n_bytes;
-  std::printf("%s -> %s (%s): %zu tensors, weights %.2f MiB -> %.2f MiB, %zu kept in F16\n",
-              in_path.c_str(), out_path.c_str(), GgmlTypeName(*type), converter->plan().size(),
+  std::printf("%s -> %s (%s): %zu tensors, weights %.2f MiB -> %.2f MiB, %zu in a fallback type\n",
+              in_path.c_str(), out_path.c_str(), recipe->name().c_str(), converter->plan().size(),
               in_bytes / 1048576.0, converter->OutputTensorBytes() / 1048576.0,
               converter->Notes().size());
   return 0;

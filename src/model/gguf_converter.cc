@@ -56,7 +56,17 @@ Result<uint32_t> LlamaFileType(GgmlType type) {
 
 Result<GgufConverter> GgufConverter::Create(const GgufFile& source, GgmlType type) {
   KVSERVE_RETURN_IF_ERROR(LlamaFileType(type));
-  GgufConverter converter(source, type);
+  return Create(source, QuantRecipe::Uniform(type));
+}
+
+Result<GgufConverter> GgufConverter::Create(const GgufFile& source, const QuantRecipe& recipe) {
+  GgufConverter converter(source, recipe);
+  int n_layers = 0;
+  if (auto arch = source.GetString("general.architecture"); arch.ok()) {
+    auto blocks = source.GetUintOr(std::string(*arch) + ".block_count", 0);
+    if (blocks.ok()) n_layers = static_cast<int>(std::min<uint64_t>(*blocks, 1 << 16));
+  }
+  const bool tied = source.FindTensor("output.weight") == nullptr;
   for (const TensorInfo& tensor : source.tensors()) {
     if (!TraitsOf(tensor.type).supported) {
       return Status::InvalidArgument(source.path() + ": tensor '" + tensor.name + "' has type " +
@@ -64,12 +74,20 @@ Result<GgufConverter> GgufConverter::Create(const GgufFile& source, GgmlType typ
                                      "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, " +
                                      "IQ4_NL, Q2_K..Q6_K)");
     }
-    TensorPlan plan{.source = &tensor, .type = type};
+    const bool is_output =
+        tensor.name == "output.weight" || (tied && tensor.name == "token_embd.weight");
+    TensorPlan plan{.source = &tensor, .type = recipe.TypeOf(tensor.name, n_layers, is_output)};
     if (tensor.dims.size() == 1) {
       plan.type = GgmlType::kF32;
-    } else if (IsBlockType(type) && tensor.dims[0] % TraitsOf(type).block_elements != 0) {
-      plan.type = GgmlType::kF16;
-      plan.fallback = true;
+    } else {
+      const GgmlType wanted = plan.wanted = plan.type;
+      if (tensor.dims[0] % TraitsOf(plan.type).block_elements != 0) {
+        plan.type = SuperBlockFallback(plan.type);
+      }
+      if (IsBlockType(plan.type) && tensor.dims[0] % TraitsOf(plan.type).block_elements != 0) {
+        plan.type = GgmlType::kF16;
+      }
+      plan.fallback = plan.type != wanted;
     }
     converter.plan_.push_back(plan);
   }
@@ -82,8 +100,9 @@ std::vector<std::string> GgufConverter::Notes() const {
     if (!plan.fallback) continue;
     notes.push_back("tensor '" + plan.source->name + "' " + plan.source->ShapeString() +
                     ": row length " + std::to_string(plan.source->dims[0]) +
-                    " is not a multiple of the " + GgmlTypeName(type_) + " block size " +
-                    std::to_string(TraitsOf(type_).block_elements) + "; stored as F16");
+                    " is not a multiple of the " + GgmlTypeName(plan.wanted) + " block size " +
+                    std::to_string(TraitsOf(plan.wanted).block_elements) + "; stored as " +
+                    GgmlTypeName(plan.type));
   }
   return notes;
 }
@@ -99,7 +118,7 @@ uint64_t GgufConverter::OutputTensorBytes() const {
 void GgufConverter::AddTo(GgufWriter& writer) const {
   const bool quantized = IsBlockType(type_);
   for (const auto& [key, value] : source_->metadata()) writer.CopyValue(key, value);
-  writer.SetUint32("general.file_type", LlamaFileType(type_).value());
+  writer.SetUint32("general.file_type", file_type_);
   if (quantized) writer.SetUint32("general.quantization_version", kQuantizationVersion);
   for (const TensorPlan& plan : plan_) {
     writer.AddTensor(plan.source->name, plan.type, plan.source->dims,

@@ -2,8 +2,10 @@
 //
 // Rules (as llama.cpp's quantizer applies them):
 // - every tensor of 2 or more dimensions (matrices, the token and position embeddings) is stored
-//   in the target type; one whose row length (dims[0]) is not a multiple of the 32-element block
-//   cannot be block-quantized and falls back to F16 for q8_0 / q4_0;
+//   in the type its recipe gives it (model/quant_recipe.h: the main type, or a higher one for the
+//   output and, in the _M mixes, some attention-value and down projections); a row length that is
+//   not a multiple of a K type's 256-element super-block takes llama.cpp's fallback type
+//   (SuperBlockFallback), and one that is not a multiple of the 32-element block falls back to F16;
 // - 1-D tensors (norm weights, biases) are stored as F32;
 // - a tensor already in its output type is copied byte for byte, so f32 -> f32 is lossless;
 // - all metadata is copied; general.file_type is set to llama.cpp's LLAMA_FTYPE of the target
@@ -19,6 +21,7 @@
 #include "io/ggml_type.h"
 #include "io/gguf_reader.h"
 #include "io/gguf_writer.h"
+#include "model/quant_recipe.h"
 #include "util/status.h"
 
 namespace kvserve {
@@ -35,17 +38,19 @@ class GgufConverter {
   struct TensorPlan {
     const TensorInfo* source;  // borrowed from the GgufFile given to Create
     GgmlType type;             // output type
-    bool fallback = false;     // wanted a block type, row length forced F16
+    bool fallback = false;     // the row length did not fit `wanted`'s block: stored as `type`
+    GgmlType wanted = GgmlType::kF32;  // the recipe's type
   };
 
-  // Plans the conversion of every tensor of `source` to `type` (f32, f16, bf16, q8_0 or q4_0).
+  // Plans the conversion of every tensor of `source` by `recipe`, or with every matrix in `type`.
   // Errors name an unsupported target type, or a tensor whose stored type cannot be decoded.
   // `source` is borrowed and must outlive the converter and any writer it fills.
+  static Result<GgufConverter> Create(const GgufFile& source, const QuantRecipe& recipe);
   static Result<GgufConverter> Create(const GgufFile& source, GgmlType type);
 
   GgmlType type() const { return type_; }
   const std::vector<TensorPlan>& plan() const { return plan_; }
-  // One line per tensor that fell back to F16, naming it and its row length.
+  // One line per tensor whose row length made it fall back to another type, naming it.
   std::vector<std::string> Notes() const;
   uint64_t OutputTensorBytes() const;
 
@@ -55,12 +60,14 @@ class GgufConverter {
   Status WriteFile(const std::string& path) const;
 
  private:
-  GgufConverter(const GgufFile& source, GgmlType type) : source_(&source), type_(type) {}
+  GgufConverter(const GgufFile& source, const QuantRecipe& recipe)
+      : source_(&source), type_(recipe.main_type()), file_type_(recipe.file_type()) {}
   // Decodes `plan.source` and re-encodes it in plan.type, kChunkElements at a time, into `sink`.
   static Status Produce(const TensorPlan& plan, const ByteSink& sink);
 
   const GgufFile* source_;
   GgmlType type_;
+  uint32_t file_type_;
   std::vector<TensorPlan> plan_;
 };
 

@@ -1,0 +1,113 @@
+#include "model/quant_recipe.h"
+
+#include <charconv>
+
+namespace kvserve {
+
+namespace {
+
+struct Entry {
+  const char* name;
+  GgmlType main;
+  uint32_t file_type;
+  int mix;  // QuantRecipe::Mix, as an int to keep the table plain
+};
+
+// LLAMA_FTYPE values: F32 0, F16 1, Q4_0 2, Q4_1 3, Q8_0 7, Q5_0 8, Q5_1 9, Q2_K 10, Q3_K_S 11,
+// Q3_K_M 12, Q4_K_S 14, Q4_K_M 15, Q5_K_S 16, Q5_K_M 17, Q6_K 18, IQ4_NL 25, BF16 32.
+constexpr int kUniform = 0, kOutputQ6K = 1, kQ2K = 2, kQ3KM = 3, kQ4KM = 4, kQ5KM = 5;
+constexpr Entry kRecipes[] = {
+    {"f32", GgmlType::kF32, 0, kUniform},        {"f16", GgmlType::kF16, 1, kUniform},
+    {"bf16", GgmlType::kBF16, 32, kUniform},     {"q8_0", GgmlType::kQ8_0, 7, kUniform},
+    {"q4_0", GgmlType::kQ4_0, 2, kUniform},    {"q4_1", GgmlType::kQ4_1, 3, kOutputQ6K},
+    {"q5_0", GgmlType::kQ5_0, 8, kOutputQ6K},    {"q5_1", GgmlType::kQ5_1, 9, kOutputQ6K},
+    {"iq4_nl", GgmlType::kIQ4_NL, 25, kOutputQ6K}, {"q2_k", GgmlType::kQ2_K, 10, kQ2K},
+    {"q3_k_m", GgmlType::kQ3_K, 12, kQ3KM},      {"q4_k_m", GgmlType::kQ4_K, 15, kQ4KM},
+    {"q5_k_m", GgmlType::kQ5_K, 17, kQ5KM},      {"q6_k", GgmlType::kQ6_K, 18, kUniform},
+    // Every matrix in one K type: no llama.cpp recipe, labelled as the nearest _S file type.
+    {"q3_k", GgmlType::kQ3_K, 11, kUniform},     {"q4_k", GgmlType::kQ4_K, 14, kUniform},
+    {"q5_k", GgmlType::kQ5_K, 16, kUniform},
+};
+
+// The layer index of "blk.N.…", or -1.
+int LayerOf(std::string_view tensor) {
+  if (!tensor.starts_with("blk.")) return -1;
+  int layer = -1;
+  const char* begin = tensor.data() + 4;
+  auto [end, error] = std::from_chars(begin, tensor.data() + tensor.size(), layer);
+  return error == std::errc() && end != begin ? layer : -1;
+}
+
+// llama.cpp's choice of the layers that get more bits: the first and last eighth, and every
+// third one between.
+bool UseMoreBits(int layer, int n_layers) {
+  return layer < n_layers / 8 || layer >= 7 * n_layers / 8 || (layer - n_layers / 8) % 3 == 2;
+}
+
+}  // namespace
+
+Result<QuantRecipe> QuantRecipe::Find(const std::string& name) {
+  for (const Entry& e : kRecipes) {
+    if (name == e.name) return QuantRecipe(e.name, e.main, e.file_type, static_cast<Mix>(e.mix));
+  }
+  return Status::InvalidArgument("unknown --type '" + name + "' (supported: " +
+                                 QuantRecipeNames() + ")");
+}
+
+QuantRecipe QuantRecipe::Uniform(GgmlType type) {
+  for (const Entry& e : kRecipes) {
+    if (e.main == type) return QuantRecipe(e.name, type, e.file_type, Mix::kUniform);
+  }
+  return QuantRecipe(GgmlTypeName(type), type, 0, Mix::kUniform);
+}
+
+std::string QuantRecipeNames() {
+  std::string names;
+  for (const Entry& e : kRecipes) names += (names.empty() ? "" : ", ") + std::string(e.name);
+  return names;
+}
+
+GgmlType QuantRecipe::TypeOf(std::string_view tensor, int n_layers, bool is_output) const {
+  // A mixture-of-experts router is small and decides which experts run: never quantized.
+  if (tensor.ends_with(".ffn_gate_inp.weight")) return GgmlType::kF32;
+  if (mix_ == Mix::kUniform) return main_;
+  if (is_output) return GgmlType::kQ6_K;
+  if (mix_ == Mix::kOutputQ6K) return main_;
+  const int layer = LayerOf(tensor);
+  const bool value = tensor.ends_with(".attn_v.weight") || tensor.ends_with(".attn_qkv.weight");
+  const bool down = tensor.ends_with(".ffn_down.weight") || tensor.ends_with(".ffn_down_exps.weight");
+  const bool attn_output = tensor.ends_with(".attn_output.weight");
+  switch (mix_) {
+    case Mix::kQ2K:
+      return value || down || attn_output ? GgmlType::kQ3_K : main_;
+    case Mix::kQ3KM:
+      if (value) return layer < 2 ? GgmlType::kQ5_K : GgmlType::kQ4_K;
+      if (down) return layer < n_layers / 16 ? GgmlType::kQ5_K : GgmlType::kQ4_K;
+      return attn_output ? GgmlType::kQ4_K : main_;
+    case Mix::kQ4KM:
+    case Mix::kQ5KM:
+      return (value || down) && UseMoreBits(layer, n_layers) ? GgmlType::kQ6_K : main_;
+    case Mix::kUniform:
+    case Mix::kOutputQ6K:
+      break;
+  }
+  return main_;
+}
+
+GgmlType SuperBlockFallback(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ2_K:
+    case GgmlType::kQ3_K:
+      return GgmlType::kIQ4_NL;
+    case GgmlType::kQ4_K:
+      return GgmlType::kQ5_0;
+    case GgmlType::kQ5_K:
+      return GgmlType::kQ5_1;
+    case GgmlType::kQ6_K:
+      return GgmlType::kQ8_0;
+    default:
+      return type;
+  }
+}
+
+}  // namespace kvserve

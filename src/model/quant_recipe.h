@@ -1,0 +1,51 @@
+// Quantization recipes: which type each tensor of a model gets when `kvserve convert --type NAME`
+// writes it. The llama.cpp file types (llama_ftype) are mixes: most matrices in the main type, the
+// ones that hurt most in a higher one: the output matrix (or the tied token embedding) in Q6_K,
+// and for the _M recipes and Q2_K the attention value (or fused QKV) and feed-forward down
+// projections of some layers. kvserve applies the same rules, so a q4_k_m file has the tensor types
+// llama.cpp's `llama-quantize ... Q4_K_M` gives it (tested against ../shared/models/arch). The
+// plain names of types that are no llama.cpp recipe (q3_k, q4_k, q5_k) and f32/f16/bf16/q8_0/q4_0
+// (as kvserve always wrote them) put every matrix in that one type. A mixture-of-experts router (ffn_gate_inp) stays F32, as
+// llama.cpp keeps it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "io/ggml_type.h"
+#include "util/status.h"
+
+namespace kvserve {
+
+class QuantRecipe {
+ public:
+  // "q4_k_m", "q8_0", ... (QuantRecipeNames lists them); an error names the value and the choices.
+  static Result<QuantRecipe> Find(const std::string& name);
+  // Every matrix in `type` (f32, f16, bf16 or a block type kvserve can encode).
+  static QuantRecipe Uniform(GgmlType type);
+
+  const std::string& name() const { return name_; }
+  GgmlType main_type() const { return main_; }
+  uint32_t file_type() const { return file_type_; }  // general.file_type (LLAMA_FTYPE)
+  // The type of the 2-D tensor `tensor` of a model of n_layers blocks; `is_output` says it computes
+  // the logits (output.weight, or token_embd.weight when there is no output.weight).
+  GgmlType TypeOf(std::string_view tensor, int n_layers, bool is_output) const;
+
+ private:
+  enum class Mix : uint8_t { kUniform, kOutputQ6K, kQ2K, kQ3KM, kQ4KM, kQ5KM };
+  QuantRecipe(std::string name, GgmlType main, uint32_t file_type, Mix mix)
+      : name_(std::move(name)), main_(main), file_type_(file_type), mix_(mix) {}
+  std::string name_;
+  GgmlType main_;
+  uint32_t file_type_;
+  Mix mix_;
+};
+
+// "f32, f16, bf16, q8_0, q4_0, q4_1, ...": the names QuantRecipe::Find accepts.
+std::string QuantRecipeNames();
+// The type llama.cpp falls back to when a row length is not a multiple of `type`'s 256-element
+// super-block (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K/Q3_K -> IQ4_NL); `type` otherwise.
+GgmlType SuperBlockFallback(GgmlType type);
+
+}  // namespace kvserve

@@ -1,0 +1,83 @@
+// The quantization recipes (model/quant_recipe.h) give every tensor the type llama.cpp's
+// `llama-quantize` gives it: the plan of converting each F32 file of ../shared/models/arch is
+// compared, tensor by tensor, with the quantized files llama.cpp made from it.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "io/gguf_reader.h"
+#include "model/gguf_converter.h"
+#include "model/quant_recipe.h"
+#include "support/paths.h"
+
+namespace kvserve {
+namespace {
+
+std::map<std::string, GgmlType> TypesOf(const GgufFile& file) {
+  std::map<std::string, GgmlType> types;
+  for (const TensorInfo& t : file.tensors()) types[t.name] = t.type;
+  return types;
+}
+
+struct Case {
+  std::string arch;    // file prefix in ../shared/models/arch
+  std::string recipe;  // --type, and the quantized file's suffix
+};
+
+class QuantRecipeTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(QuantRecipeTest, EveryTensorGetsLlamaCppsType) {
+  const Case& c = GetParam();
+  auto source = GgufFile::Open(testing::ModelPath("arch/" + c.arch + "-f32.gguf"));
+  ASSERT_TRUE(source.ok()) << source.message();
+  auto reference = GgufFile::Open(testing::ModelPath("arch/" + c.arch + "-" + c.recipe + ".gguf"));
+  ASSERT_TRUE(reference.ok()) << reference.message();
+  auto recipe = QuantRecipe::Find(c.recipe);
+  ASSERT_TRUE(recipe.ok()) << recipe.message();
+  auto converter = GgufConverter::Create(*source, *recipe);
+  ASSERT_TRUE(converter.ok()) << converter.message();
+  const std::map<std::string, GgmlType> want = TypesOf(*reference);
+  ASSERT_EQ(converter->plan().size(), want.size());
+  for (const GgufConverter::TensorPlan& plan : converter->plan()) {
+    auto it = want.find(plan.source->name);
+    ASSERT_NE(it, want.end()) << plan.source->name;
+    EXPECT_EQ(plan.type, it->second) << plan.source->name << ": " << GgmlTypeName(plan.type)
+                                     << " instead of " << GgmlTypeName(it->second);
+  }
+}
+
+std::vector<Case> Cases() {
+  std::vector<Case> cases;
+  for (const char* arch : {"llama3", "qwen2"}) {
+    for (const char* recipe :
+         {"q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k", "q4_1", "q5_0", "q5_1", "iq4_nl"}) {
+      cases.push_back({arch, recipe});
+    }
+  }
+  for (const char* arch : {"qwen3", "phi3", "gemma2", "gemma3", "qwen3moe"}) {
+    cases.push_back({arch, "q4_k_m"});
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Files, QuantRecipeTest, ::testing::ValuesIn(Cases()),
+                         [](const auto& info) { return info.param.arch + "_" + info.param.recipe; });
+
+TEST(QuantRecipe, UnknownNamesAreRefusedWithTheChoices) {
+  auto recipe = QuantRecipe::Find("iq2_xxs");
+  ASSERT_FALSE(recipe.ok());
+  EXPECT_NE(recipe.message().find("'iq2_xxs'"), std::string::npos) << recipe.message();
+  EXPECT_NE(recipe.message().find("q4_k_m"), std::string::npos) << recipe.message();
+}
+
+TEST(QuantRecipe, RowsOffTheSuperBlockTakeLlamaCppsFallback) {
+  EXPECT_EQ(SuperBlockFallback(GgmlType::kQ4_K), GgmlType::kQ5_0);
+  EXPECT_EQ(SuperBlockFallback(GgmlType::kQ5_K), GgmlType::kQ5_1);
+  EXPECT_EQ(SuperBlockFallback(GgmlType::kQ6_K), GgmlType::kQ8_0);
+  EXPECT_EQ(SuperBlockFallback(GgmlType::kQ2_K), GgmlType::kIQ4_NL);
+  EXPECT_EQ(SuperBlockFallback(GgmlType::kQ8_0), GgmlType::kQ8_0);
+}
+
+}  // namespace
+}  // namespace kvserve
