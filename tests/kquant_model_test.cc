@@ -48,8 +48,13 @@ class KquantModelTest : public ::testing::Test {
     auto vocab = GgufFile::Open(testing::ModelPath("stories260K.gguf"));
     ASSERT_TRUE(vocab.ok()) << vocab.message();
     SyntheticOptions options{
-        .shape = {.arch = "llama", .n_embd = 256, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2,
-                  .n_ff = 512, .n_ctx = 64},
+        .shape = {.arch = "llama",
+                  .n_embd = 256,
+                  .n_layers = 2,
+                  .n_heads = 4,
+                  .n_kv_heads = 2,
+                  .n_ff = 512,
+                  .n_ctx = 64},
         .type = GgmlType::kF32,
         .seed = 1,
         .n_threads = 2,
