@@ -23,8 +23,9 @@ seeds="$build/fuzz-seeds"
 corpus="$build/fuzz-corpus"
 mkdir -p "$seeds" "$corpus"
 python3 "$root/fuzz/make_seeds.py" "$seeds"
-for model in "$shared"/models/*.gguf; do
-  # Small files only (stories260K, the llama vocabulary): a big seed slows every run of it.
+for model in "$shared"/models/*.gguf "$shared"/models/arch/*.gguf; do
+  # Small files only (stories260K, the llama vocabulary, the quantized family files: every GGML
+  # weight type and architecture): a big seed slows every run of it.
   if [ -f "$model" ] && [ "$(stat -c %s "$model")" -le $((1200 * 1024)) ]; then
     cp "$model" "$seeds/"
   fi
