@@ -36,8 +36,8 @@ Result<std::unique_ptr<Model>> LoadGemma3(GgufFile file, ModelConfig config,
   const int n = static_cast<int>(*pattern);
   for (int i = 0; i < config.n_layers; ++i) {
     const bool is_global = i % n == n - 1;
-    options.layers.push_back({.window = is_global ? 0 : static_cast<int>(*window),
-                              .rope = is_global ? global : local});
+    options.layers.push_back(
+        {.window = is_global ? 0 : static_cast<int>(*window), .rope = is_global ? global : local});
   }
   return LoadGemma(std::move(file), std::move(config), backend, std::move(options));
 }

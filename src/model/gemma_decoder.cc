@@ -106,8 +106,7 @@ class GemmaModel final : public Model {
               .gate = ws.Floats(kGate, n * c.n_ff),
               .up = ws.Floats(kUp, n * c.n_ff)};
     EmbedTokens(backend_, batch, token_embd_, b.x, ws);
-    backend_.Scale(b.x, static_cast<int>(n), c.n_embd, std::sqrt(static_cast<float>(c.n_embd)),
-                   ws);
+    backend_.Scale(b.x, static_cast<int>(n), c.n_embd, std::sqrt(static_cast<float>(c.n_embd)), ws);
     for (int il = 0; il < c.n_layers; ++il) {
       Layer(layers_[il], options_.layers[il], batch, kv.layer(il), b, ws);
     }
@@ -167,8 +166,8 @@ class GemmaModel final : public Model {
 
 Result<std::unique_ptr<Model>> LoadGemma(GgufFile file, ModelConfig config, const Backend& backend,
                                          GemmaOptions options) {
-  auto model = std::make_unique<GemmaModel>(std::move(file), std::move(config), backend,
-                                            std::move(options));
+  auto model =
+      std::make_unique<GemmaModel>(std::move(file), std::move(config), backend, std::move(options));
   KVSERVE_RETURN_IF_ERROR(model->Load());
   return std::unique_ptr<Model>(std::move(model));
 }
