@@ -1,12 +1,13 @@
 // Gemma 2 and Gemma 3 (../shared/models/arch) against llama.cpp's references
 // (../shared/reference/arch, see its README): logits teacher-forced on prompt + greedy[:-1] in
 // batch, incremental and no-cache modes (the three bit-identical; 27 positions, so the window of 8
-// slides), greedy generation through the serving engine alone and 16 requests at once, and the
-// KvSpec groups of the local and global layers.
+// slides), greedy generation through the serving engine alone and 16 requests at once, the
+// KvSpec groups of the local and global layers, and the window metadata keys.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -14,6 +15,7 @@
 
 #include "engine/engine.h"
 #include "engine/sequence_runner.h"
+#include "io/gguf_writer.h"
 #include "model/model.h"
 #include "support/paths.h"
 #include "support/reference.h"
@@ -198,6 +200,51 @@ TEST(GemmaKvSpec, LocalAndGlobalLayersAreGroups) {
     EXPECT_EQ(spec.groups[1].window, 8);
     EXPECT_EQ(spec.groups[1].layers, local);
   }
+}
+
+// ---- Metadata ------------------------------------------------------------------------------
+
+// A copy of a model file without the metadata key `drop_key` (the image outlives the model).
+struct Edited {
+  std::unique_ptr<uint8_t[]> bytes;
+  Result<std::unique_ptr<Model>> model = Status::Internal("not loaded");
+};
+
+Edited LoadWithoutKey(const std::string& model, const std::string& drop_key) {
+  auto source = GgufFile::Open(ModelPath(model));
+  EXPECT_TRUE(source.ok()) << source.message();
+  GgufWriter writer(source->alignment());
+  for (const auto& [key, value] : source->metadata()) {
+    if (key != drop_key) writer.CopyValue(key, value);
+  }
+  for (const TensorInfo& t : source->tensors()) {
+    writer.AddTensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+  }
+  const std::vector<uint8_t> image = writer.Serialize();
+  Edited e;
+  e.bytes.reset(new uint8_t[image.size()]);
+  std::memcpy(e.bytes.get(), image.data(), image.size());
+  auto file = GgufFile::Parse(e.bytes.get(), image.size(), "edited.gguf");
+  EXPECT_TRUE(file.ok()) << file.message();
+  if (file.ok()) e.model = LoadModel(std::move(file).value(), TestBackend());
+  return e;
+}
+
+// Released Gemma 3 files omit the pattern and mean 6: in 4 layers no i % 6 == 5, so all are local.
+TEST(GemmaMetadata, Gemma3PatternDefaultsToSix) {
+  Edited e = LoadWithoutKey("arch/gemma3-f32.gguf", "gemma3.attention.sliding_window_pattern");
+  ASSERT_TRUE(e.model.ok()) << e.model.message();
+  const KvSpec spec = (*e.model)->kv_spec();
+  ASSERT_EQ(spec.groups.size(), 1u);
+  EXPECT_EQ(spec.groups[0].kind, KvGroupKind::kSlidingWindow);
+  EXPECT_EQ(spec.groups[0].layers, (std::vector<int>{0, 1, 2, 3}));
+}
+
+TEST(GemmaMetadata, Gemma3WithoutAWindowIsRefusedByKey) {
+  Edited e = LoadWithoutKey("arch/gemma3-f32.gguf", "gemma3.attention.sliding_window");
+  ASSERT_FALSE(e.model.ok());
+  EXPECT_NE(e.model.message().find("'gemma3.attention.sliding_window'"), std::string::npos)
+      << e.model.message();
 }
 
 }  // namespace
