@@ -110,13 +110,15 @@ TEST_P(GemmaReferenceTest, TeacherForcedLogitsMatchLlamaCppInEveryMode) {
     const std::vector<float> ours = mode == Mode::kBatch ? batch : Logits(*model, t.tokens, mode);
     ASSERT_EQ(ours.size(), t.logits.size());
     double worst = 0.0;
+    size_t worst_row = 0;
     for (size_t i = 0; i < t.tokens.size(); ++i) {
       const double error = RelativeRowError(Row(ours, i, c.n_vocab), Row(t.logits, i, c.n_vocab));
+      if (error > worst) worst_row = i;
       worst = std::max(worst, error);
       EXPECT_LE(error, Tolerance(c.name)) << "row " << i << " mode " << ModeName(mode);
     }
-    std::printf("%s %s: max relative error %.2e over %zu rows\n", c.name.c_str(), ModeName(mode),
-                worst, t.tokens.size());
+    std::printf("%s %s: max relative error %.2e (row %zu) over %zu rows\n", c.name.c_str(),
+                ModeName(mode), worst, worst_row, t.tokens.size());
     // The cache contract: every mode adds the same numbers in the same order.
     EXPECT_TRUE(ours == batch) << ModeName(mode) << " differs from batch";
   }
