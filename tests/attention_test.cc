@@ -3,7 +3,10 @@
 // - the scalar reference against a double-precision softmax attention;
 // - every SIMD table bit-identical to the scalar one, over head sizes, key counts, block sizes,
 //   shuffled block tables and K/V element types, never writing past head_dim;
-// - AttendHead (attention.h) computing the same as the kernel on a KvLayerView.
+// - AttendHead (attention.h) computing the same as the kernel on a KvLayerView;
+// - sliding windows (AttendJob::first_key) and score soft-caps: the scalar kernel against a
+//   double-precision reference, every SIMD table bit-identical to it, and no key outside the
+//   window read.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -214,6 +217,134 @@ TEST(AttendHeadTest, AttentionViewCallsTheKernel) {
   AttendHead(TestBackend().kernels(), view, q.data(), 2, pool.block_table.data(), pool.n_keys,
              scale, got.data(), scratch.data());
   EXPECT_EQ(std::memcmp(got.data(), want.data(), sizeof(float) * 64), 0);
+}
+
+// ---- Sliding window and soft-cap -------------------------------------------------------------
+
+// As RunAttend, with keys first_key .. n_keys - 1 and a soft-cap.
+std::vector<float> RunAttendLimited(AttendHeadFn fn, const Pool& pool, const std::vector<float>& q,
+                                    int head, int first_key, float soft_cap) {
+  std::vector<float> scores(AttentionScratchFloats(pool.n_keys - first_key, pool.head_dim));
+  std::vector<float> out(pool.head_dim + 16, 7.0f);
+  AttendJob job = pool.Job(q.data(), head, scores.data(), out.data());
+  job.first_key = first_key;
+  job.soft_cap = soft_cap;
+  fn(job);
+  for (int d = pool.head_dim; d < pool.head_dim + 16; ++d) {
+    EXPECT_EQ(out[d], 7.0f) << "wrote past head_dim at " << d;
+  }
+  out.resize(pool.head_dim);
+  return out;
+}
+
+TEST(AttendHeadWindowTest, ScalarMatchesDoubleSoftmax) {
+  std::mt19937 rng(21);
+  for (KvType type : kKvTypes) {
+    for (int n_keys : {1, 9, 40}) {
+      for (int window : {1, 8, 17, 64}) {
+        for (float soft_cap : {0.0f, 2.0f, 50.0f}) {
+          const int first = std::max(0, n_keys - window);
+          SCOPED_TRACE(std::string(KvTypeName(type)) + " n_keys=" + std::to_string(n_keys) +
+                       " window=" + std::to_string(window) +
+                       " soft_cap=" + std::to_string(soft_cap));
+          const int head_dim = 64;
+          const Pool pool(type, head_dim, 2, 5, n_keys, rng);
+          const std::vector<float> q = RandomQuery(head_dim, 2.0f, rng);
+          const std::vector<float> got =
+              RunAttendLimited(scalar::AttendHead, pool, q, 1, first, soft_cap);
+          std::vector<double> p(n_keys - first);
+          double max_score = -INFINITY;
+          for (int j = first; j < n_keys; ++j) {
+            double s = 0.0;
+            for (int d = 0; d < head_dim; ++d) s += double{q[d]} * pool.Load(pool.k, j, 1, d);
+            s /= std::sqrt(static_cast<double>(head_dim));
+            if (soft_cap > 0.0f) s = std::tanh(s / soft_cap) * soft_cap;
+            p[j - first] = s;
+            max_score = std::max(max_score, s);
+          }
+          double sum = 0.0;
+          for (double& x : p) sum += (x = std::exp(x - max_score));
+          for (int d = 0; d < head_dim; ++d) {
+            double want = 0.0;
+            double magnitude = 0.0;
+            for (int j = first; j < n_keys; ++j) {
+              want += p[j - first] / sum * pool.Load(pool.v, j, 1, d);
+              magnitude += p[j - first] / sum * std::fabs(pool.Load(pool.v, j, 1, d));
+            }
+            // As above: the scores' roundings (and tanh's, below 1 ulp) bound the weights' error.
+            EXPECT_NEAR(got[d], want, 1e-4 * magnitude + 1e-6) << "d=" << d;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(AttendHeadWindowTest, SimdMatchesScalarBitwise) {
+  const auto tables = FastTables();
+  if (tables.empty()) GTEST_SKIP() << "no SIMD table for this CPU";
+  std::mt19937 rng(23);
+  for (KvType type : kKvTypes) {
+    for (int head_dim : {8, 15, 64, 80, 256}) {
+      for (int block_size : {16, 5}) {
+        for (int n_keys : {1, 16, 17, 33, 129}) {
+          const Pool pool(type, head_dim, 2, block_size, n_keys, rng);
+          for (int window : {0, 1, 7, 16, 17, 40}) {
+            const int first = window == 0 ? 0 : std::max(0, n_keys - window);
+            for (float soft_cap : {0.0f, 1.5f, 50.0f}) {
+              const std::vector<float> q = RandomQuery(head_dim, 4.0f, rng);
+              const std::vector<float> want =
+                  RunAttendLimited(scalar::AttendHead, pool, q, 1, first, soft_cap);
+              for (const KernelTable* t : tables) {
+                SCOPED_TRACE(std::string(t->isa) + " " + KvTypeName(type) +
+                             " head_dim=" + std::to_string(head_dim) + " block_size=" +
+                             std::to_string(block_size) + " n_keys=" + std::to_string(n_keys) +
+                             " first=" + std::to_string(first) +
+                             " soft_cap=" + std::to_string(soft_cap));
+                const std::vector<float> got =
+                    RunAttendLimited(t->attend_head, pool, q, 1, first, soft_cap);
+                ASSERT_EQ(std::memcmp(got.data(), want.data(), sizeof(float) * head_dim), 0)
+                    << "first values " << got[0] << " vs " << want[0];
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Keys before the window are never read: filling their K and V with NaN changes no bit, in any
+// table (a read would turn the output into NaN).
+TEST(AttendHeadWindowTest, ReadsOnlyTheWindow) {
+  std::mt19937 rng(29);
+  std::vector<const KernelTable*> tables = FastTables();
+  tables.push_back(&ScalarKernels());
+  const int n_keys = 45;
+  const int first = 37;  // a window of 8, starting inside a block of 5
+  Pool pool(KvType::kF32, 64, 2, 5, n_keys, rng);
+  const std::vector<float> q = RandomQuery(64, 1.0f, rng);
+  std::vector<std::vector<float>> clean;
+  for (const KernelTable* t : tables) {
+    clean.push_back(RunAttendLimited(t->attend_head, pool, q, 1, first, 50.0f));
+  }
+  for (int position = 0; position < first; ++position) {
+    const size_t slot =
+        static_cast<size_t>(pool.block_table[position / pool.block_size]) * pool.block_size +
+        position % pool.block_size;
+    for (size_t i = 0; i < pool.slot_bytes() / sizeof(float); ++i) {
+      for (auto* bytes : {&pool.k, &pool.v}) {
+        pool.Store(bytes->data(), slot * pool.slot_bytes() / sizeof(float) + i, NAN);
+      }
+    }
+  }
+  for (size_t i = 0; i < tables.size(); ++i) {
+    SCOPED_TRACE(tables[i]->isa);
+    const std::vector<float> got =
+        RunAttendLimited(tables[i]->attend_head, pool, q, 1, first, 50.0f);
+    EXPECT_EQ(std::memcmp(got.data(), clean[i].data(), sizeof(float) * 64), 0);
+    EXPECT_FALSE(std::isnan(got[0]));
+  }
 }
 
 }  // namespace

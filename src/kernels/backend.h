@@ -57,6 +57,14 @@ struct RopeParams {
   float position_scale = 1.0f;          // 1 / rope.scaling.factor for linear scaling
 };
 
+// How a query attends to its keys: scores = scale * q · k, then optionally soft-capped, over the
+// last `window` positions (a sliding window) or all of them.
+struct AttentionParams {
+  float scale = 1.0f;
+  int window = 0;         // keys pos - window + 1 .. pos (those >= 0); 0 = keys 0 .. pos
+  float soft_cap = 0.0f;  // scores s -> tanh(s / soft_cap) * soft_cap before the softmax; 0 = none
+};
+
 struct WorkspaceOptions {
   int n_threads = 0;  // 0 = one per core
 };
@@ -104,14 +112,22 @@ class Backend {
   virtual void SwiGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const = 0;
   // GELU (tanh form, through GGML's f16 table), in place.
   virtual void Gelu(float* x, int n_rows, int width, Workspace& ws) const = 0;
+  // gate = Gelu(gate) * up, per row (GeGLU, gemma's gated feed-forward).
+  virtual void GeGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const = 0;
+  // x *= factor, per row (gemma's embedding scale).
+  virtual void Scale(float* x, int n_rows, int width, float factor, Workspace& ws) const = 0;
+  // x = tanh(x * (1 / cap)) * cap, per row (gemma2's final logit soft-capping).
+  virtual void SoftCap(float* x, int n_rows, int width, float cap, Workspace& ws) const = 0;
   // Writes token i's K and V rows (n_kv_heads * head_dim floats, rows `stride` floats apart) to
   // slots[i] of `kv`, rounding to the KV type.
   virtual void StoreKv(const KvLayerView& kv, std::span<const int64_t> slots, const float* k,
                        const float* v, size_t stride, Workspace& ws) const = 0;
   // out row i = causal attention of query row i (n_heads heads of head_dim) over positions
-  // 0..positions[i] of its sequence in `kv`, with KV head h / (n_heads / n_kv_heads).
+  // 0..positions[i] of its sequence in `kv` (the last params.window of them with a window), with
+  // KV head h / (n_heads / n_kv_heads). A window reads only the window's keys.
   virtual void PagedAttention(const KvLayerView& kv, const AttentionBatch& batch, const float* q,
-                              int n_heads, float scale, float* out, Workspace& ws) const = 0;
+                              int n_heads, const AttentionParams& params, float* out,
+                              Workspace& ws) const = 0;
 };
 
 }  // namespace kvserve

@@ -24,8 +24,13 @@ namespace {
 // slots are `slot_bytes` apart: KvSlot(p) * slot_bytes without a division per position.
 class KvSlotWalk {
  public:
-  KvSlotWalk(const int32_t* block_table, int block_size, size_t slot_bytes)
-      : block_table_(block_table), block_size_(block_size), slot_bytes_(slot_bytes) {}
+  // Starts at position `first` (a sliding window's first key; 0 = the sequence's first).
+  KvSlotWalk(const int32_t* block_table, int block_size, size_t slot_bytes, int first = 0)
+      : block_table_(block_table),
+        block_size_(block_size),
+        slot_bytes_(slot_bytes),
+        block_(first / block_size),
+        in_block_(first % block_size) {}
   size_t Next() {
     const size_t offset =
         (static_cast<size_t>(block_table_[block_]) * block_size_ + in_block_) * slot_bytes_;

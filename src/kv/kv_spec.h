@@ -3,10 +3,11 @@
 // attention its cache serves and the shape of one token's K/V row. The element format is chosen
 // per group by the user (KvCache's constructor), within what the group's kind allows.
 //
-// Today every group is kFullCausal (every key of the sequence, in position order). Where the
-// coming kinds plug in: kSlidingWindow (reads the last `window` keys; blocks that slide out of
-// every window of a sequence return to the pool), kSinks (the first sink tokens plus a window),
-// kCross (an encoder's keys, filled once at admission). The engine asks the spec, never the model.
+// Kinds: kFullCausal (every key of the sequence, in position order) and kSlidingWindow (a query
+// at position p reads the keys max(0, p - window + 1) .. p; gemma's local layers). Blocks that
+// slid out of every window of a sequence are still kept today (returning them to the pool is
+// next). Where the coming kinds plug in: kSinks (the first sink tokens plus a window), kCross (an
+// encoder's keys, filled once at admission). The engine asks the spec, never the model.
 #pragma once
 
 #include <cstdint>
@@ -16,10 +17,11 @@
 
 namespace kvserve {
 
-enum class KvGroupKind : uint8_t { kFullCausal };
+enum class KvGroupKind : uint8_t { kFullCausal, kSlidingWindow };
 
 struct KvGroupSpec {
   KvGroupKind kind = KvGroupKind::kFullCausal;
+  int window = 0;           // kSlidingWindow: keys per query (the query's own included)
   std::vector<int> layers;  // model layer indices, ascending
   int n_kv_heads = 0;
   int head_dim = 0;

@@ -21,5 +21,9 @@ Result<std::unique_ptr<Model>> LoadQwen2(GgufFile file, ModelConfig config, cons
 Result<std::unique_ptr<Model>> LoadQwen3(GgufFile file, ModelConfig config, const Backend& backend);
 Result<std::unique_ptr<Model>> LoadPhi3(GgufFile file, ModelConfig config, const Backend& backend);
 Result<std::unique_ptr<Model>> LoadGpt2(GgufFile file, ModelConfig config, const Backend& backend);
+Result<std::unique_ptr<Model>> LoadGemma2(GgufFile file, ModelConfig config,
+                                          const Backend& backend);
+Result<std::unique_ptr<Model>> LoadGemma3(GgufFile file, ModelConfig config,
+                                          const Backend& backend);
 
 }  // namespace kvserve

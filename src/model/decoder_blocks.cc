@@ -16,10 +16,12 @@ void EmbedTokens(const Backend& backend, const ForwardBatch& batch, const Weight
 
 void SelfAttention(const Backend& backend, const ForwardBatch& batch, const KvLayerView& kv,
                    const float* q, const float* k, const float* v, size_t kv_stride, int n_heads,
-                   float* attn, Workspace& ws) {
+                   float* attn, Workspace& ws, const SelfAttentionOptions& options) {
   backend.StoreKv(kv, batch.slots, k, v, kv_stride, ws);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(kv.head_dim));
-  backend.PagedAttention(kv, batch.attention(), q, n_heads, scale, attn, ws);
+  const AttentionParams params{.scale = 1.0f / std::sqrt(static_cast<float>(kv.head_dim)),
+                               .window = options.window,
+                               .soft_cap = options.soft_cap};
+  backend.PagedAttention(kv, batch.attention(), q, n_heads, params, attn, ws);
 }
 
 void ProjectLogits(const Backend& backend, const ForwardBatch& batch, const float* x, int n_embd,

@@ -25,10 +25,15 @@ void EmbedTokens(const Backend& backend, const ForwardBatch& batch, const Weight
 
 // Stores each token's K and V rows (n_kv_heads * head_dim floats, `kv_stride` floats apart) at its
 // slot, then attn = causal softmax(q · Kᵀ / sqrt(head_dim)) · V per head, over the sequence's keys
-// in the cache (this batch's included).  q, attn: [n_tokens, n_heads * head_dim]
+// in the cache (this batch's included; the last `window` of them with a sliding window, the scores
+// soft-capped with a soft_cap).  q, attn: [n_tokens, n_heads * head_dim]
+struct SelfAttentionOptions {
+  int window = 0;         // 0 = every key
+  float soft_cap = 0.0f;  // 0 = none
+};
 void SelfAttention(const Backend& backend, const ForwardBatch& batch, const KvLayerView& kv,
                    const float* q, const float* k, const float* v, size_t kv_stride, int n_heads,
-                   float* attn, Workspace& ws);
+                   float* attn, Workspace& ws, const SelfAttentionOptions& options = {});
 
 // logits = output · norm(x row) for each of batch.logit_rows; `norm(in, n_rows, out)` is the
 // architecture's final norm.  x: [n_tokens, n_embd]; logits: [logit_rows.size(), n_vocab]

@@ -33,6 +33,9 @@ namespace scalar {
 void AttendHead(const AttendJob& job);
 // The reference KvExp above.
 float KvExp(float x);
+// scores[j] = tanh(scores[j] * (1 / cap)) * cap for j < n, one at a time; returns their maximum
+// (NaN skipped, as std::fmax). Every table's attend_head calls this one function for a soft-cap.
+float SoftCapScores(float* scores, int n, float cap);
 }  // namespace scalar
 
 namespace avx2 {

@@ -107,6 +107,7 @@ inline float MaxLane(__m256 v) {
 // rounded up; chunks past head_dim hold zeros in q and K, as the contract's padding.
 template <KvType T, int kVec>
 float ScoreKeys(const AttendJob& job, Tail tail) {
+  const int count = job.n_keys - job.first_key;  // keys in the window
   __m256 q[2 * kVec];  // q[2v]: lanes 0-7 of accumulator vector v, q[2v + 1]: lanes 8-15
   for (int c = 0; c < 2 * kVec; ++c) {
     q[c] = _mm256_maskload_ps(job.q + kLanes * c, LaneMask(ChunkLength<kVec>(c, tail)));
@@ -114,9 +115,9 @@ float ScoreKeys(const AttendJob& job, Tail tail) {
   const __m256 scale = _mm256_set1_ps(job.scale);
   const __m256 minus_infinity = _mm256_set1_ps(-INFINITY);
   __m256 max = minus_infinity;
-  KvSlotWalk walk(job.block_table, job.block_size, job.slot_bytes);
-  for (int p0 = 0; p0 < job.n_keys; p0 += kKeysPerStep) {
-    const int n = job.n_keys - p0 < kKeysPerStep ? job.n_keys - p0 : kKeysPerStep;
+  KvSlotWalk walk(job.block_table, job.block_size, job.slot_bytes, job.first_key);
+  for (int p0 = 0; p0 < count; p0 += kKeysPerStep) {
+    const int n = count - p0 < kKeysPerStep ? count - p0 : kKeysPerStep;
     __m256 halves_added[kKeysPerStep];
 #pragma GCC unroll 8
     for (int i = 0; i < kKeysPerStep; ++i) {
@@ -148,12 +149,13 @@ float ScoreKeys(const AttendJob& job, Tail tail) {
 // job.scores[p] = KvExp(score - max); returns their 16-lane sum (lane p mod 16) reduced by HSum's
 // tree.
 float ExpScores(const AttendJob& job, float max_score) {
+  const int count = job.n_keys - job.first_key;  // keys in the window
   const __m256 max = _mm256_set1_ps(max_score);
   __m256 sums[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};  // lanes 0-7, lanes 8-15
-  for (int p0 = 0; p0 < job.n_keys; p0 += kAccLanes) {
+  for (int p0 = 0; p0 < count; p0 += kAccLanes) {
     for (int half = 0; half < 2; ++half) {
       float* at = job.scores + p0 + kLanes * half;
-      const __m256i live = LaneMask(job.n_keys - p0 - kLanes * half);
+      const __m256i live = LaneMask(count - p0 - kLanes * half);
       const __m256 e = _mm256_and_ps(_mm256_castsi256_ps(live),
                                      KvExp(_mm256_sub_ps(_mm256_maskload_ps(at, live), max)));
       _mm256_maskstore_ps(at, live, e);
@@ -165,12 +167,13 @@ float ExpScores(const AttendJob& job, float max_score) {
 
 template <KvType T, int kVec>
 void AccumulateValues(const AttendJob& job, float inv_sum, Tail tail) {
+  const int count = job.n_keys - job.first_key;  // keys in the window
   // The last chunk may lie wholly past head_dim; it is then neither computed nor stored.
   const int n_chunks = tail.hi > 0 ? 2 * kVec : 2 * kVec - 1;
   __m256 out[2 * kVec];
   for (int c = 0; c < 2 * kVec; ++c) out[c] = _mm256_setzero_ps();
-  KvSlotWalk walk(job.block_table, job.block_size, job.slot_bytes);
-  for (int p = 0; p < job.n_keys; ++p) {
+  KvSlotWalk walk(job.block_table, job.block_size, job.slot_bytes, job.first_key);
+  for (int p = 0; p < count; ++p) {
     const __m256 weight = _mm256_set1_ps(job.scores[p] * inv_sum);
     const uint8_t* row = job.v + walk.Next();
 #pragma GCC unroll 32
@@ -189,7 +192,10 @@ template <KvType T, int kVec>
 void AttendTyped(const AttendJob& job) {
   const int rest = job.head_dim - kAccLanes * (kVec - 1);  // 1 .. 16
   const Tail tail = {.lo = rest < kLanes ? rest : kLanes, .hi = rest > kLanes ? rest - kLanes : 0};
-  const float max_score = ScoreKeys<T, kVec>(job, tail);
+  float max_score = ScoreKeys<T, kVec>(job, tail);
+  if (job.soft_cap > 0.0f) {
+    max_score = scalar::SoftCapScores(job.scores, job.n_keys - job.first_key, job.soft_cap);
+  }
   const float inv_sum = 1.0f / ExpScores(job, max_score);
   AccumulateValues<T, kVec>(job, inv_sum, tail);
 }
@@ -206,7 +212,8 @@ void AttendWidth(const AttendJob& job, int n_vec) {
 }  // namespace
 
 void AttendHead(const AttendJob& job) {
-  assert(job.head_dim > 0 && job.head_dim <= kMaxAttendHeadDim && job.n_keys > 0);
+  assert(job.head_dim > 0 && job.head_dim <= kMaxAttendHeadDim);
+  assert(job.first_key >= 0 && job.first_key < job.n_keys);
   const int n_vec = (job.head_dim + kAccLanes - 1) / kAccLanes;
   switch (job.type) {
     case KvType::kF32:

@@ -75,15 +75,16 @@ inline float HSum(__m512 v) {
 // rounded up; the last vector of q and of every K row is masked to head_dim.
 template <KvType T, int kVec>
 float ScoreKeys(const AttendJob& job, __mmask16 tail) {
+  const int count = job.n_keys - job.first_key;  // keys in the window
   __m512 q[kVec];
   for (int v = 0; v < kVec; ++v) {
     q[v] = _mm512_maskz_loadu_ps(v + 1 == kVec ? tail : 0xffff, job.q + kLanes * v);
   }
   const __m512 scale = _mm512_set1_ps(job.scale);
   __m512 max = _mm512_set1_ps(-INFINITY);
-  KvSlotWalk walk(job.block_table, job.block_size, job.slot_bytes);
-  for (int p0 = 0; p0 < job.n_keys; p0 += kLanes) {
-    const int n = job.n_keys - p0 < kLanes ? job.n_keys - p0 : kLanes;
+  KvSlotWalk walk(job.block_table, job.block_size, job.slot_bytes, job.first_key);
+  for (int p0 = 0; p0 < count; p0 += kLanes) {
+    const int n = count - p0 < kLanes ? count - p0 : kLanes;
     __m512 acc[kLanes];
 #pragma GCC unroll 16
     for (int i = 0; i < kLanes; ++i) {
@@ -105,10 +106,11 @@ float ScoreKeys(const AttendJob& job, __mmask16 tail) {
 
 // job.scores[p] = KvExp(score - max); returns the 16-lane sum reduced by HSum's tree.
 float ExpScores(const AttendJob& job, float max_score) {
+  const int count = job.n_keys - job.first_key;  // keys in the window
   const __m512 max = _mm512_set1_ps(max_score);
   __m512 sums = _mm512_setzero_ps();
-  for (int p0 = 0; p0 < job.n_keys; p0 += kLanes) {
-    const __mmask16 live = LaneMask(job.n_keys - p0);
+  for (int p0 = 0; p0 < count; p0 += kLanes) {
+    const __mmask16 live = LaneMask(count - p0);
     const __m512 e = KvExp(_mm512_sub_ps(_mm512_maskz_loadu_ps(live, job.scores + p0), max));
     _mm512_mask_storeu_ps(job.scores + p0, live, e);
     sums = _mm512_mask_add_ps(sums, live, sums, e);
@@ -118,10 +120,11 @@ float ExpScores(const AttendJob& job, float max_score) {
 
 template <KvType T, int kVec>
 void AccumulateValues(const AttendJob& job, float inv_sum, __mmask16 tail) {
+  const int count = job.n_keys - job.first_key;  // keys in the window
   __m512 out[kVec];
   for (int v = 0; v < kVec; ++v) out[v] = _mm512_setzero_ps();
-  KvSlotWalk walk(job.block_table, job.block_size, job.slot_bytes);
-  for (int p = 0; p < job.n_keys; ++p) {
+  KvSlotWalk walk(job.block_table, job.block_size, job.slot_bytes, job.first_key);
+  for (int p = 0; p < count; ++p) {
     const __m512 weight = _mm512_set1_ps(job.scores[p] * inv_sum);
     const uint8_t* row = job.v + walk.Next();
     for (int v = 0; v < kVec; ++v) {
@@ -138,7 +141,10 @@ template <KvType T, int kVec>
 void AttendTyped(const AttendJob& job) {
   const int rest = job.head_dim - kLanes * (kVec - 1);
   const __mmask16 tail = LaneMask(rest);
-  const float max_score = ScoreKeys<T, kVec>(job, tail);
+  float max_score = ScoreKeys<T, kVec>(job, tail);
+  if (job.soft_cap > 0.0f) {
+    max_score = scalar::SoftCapScores(job.scores, job.n_keys - job.first_key, job.soft_cap);
+  }
   const float inv_sum = 1.0f / ExpScores(job, max_score);
   AccumulateValues<T, kVec>(job, inv_sum, tail);
 }
@@ -155,7 +161,8 @@ void AttendWidth(const AttendJob& job, int n_vec) {
 }  // namespace
 
 void AttendHead(const AttendJob& job) {
-  assert(job.head_dim > 0 && job.head_dim <= kMaxAttendHeadDim && job.n_keys > 0);
+  assert(job.head_dim > 0 && job.head_dim <= kMaxAttendHeadDim);
+  assert(job.first_key >= 0 && job.first_key < job.n_keys);
   const int n_vec = (job.head_dim + kLanes - 1) / kLanes;
   switch (job.type) {
     case KvType::kF32:

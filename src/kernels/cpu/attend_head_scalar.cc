@@ -60,26 +60,41 @@ float KvExp(float x) {
   return p * two_n;
 }
 
+float SoftCapScores(float* scores, int n, float cap) {
+  const float inv_cap = 1.0f / cap;
+  float max_score = -INFINITY;
+  for (int j = 0; j < n; ++j) {
+    scores[j] = std::tanh(scores[j] * inv_cap) * cap;
+    max_score = std::fmax(max_score, scores[j]);
+  }
+  return max_score;
+}
+
+// Key j of the job is position first_key + j.
 void AttendHead(const AttendJob& job) {
-  assert(job.head_dim > 0 && job.head_dim <= kMaxAttendHeadDim && job.n_keys > 0);
-  auto slot_offset = [&](int p) {
-    return static_cast<size_t>(KvSlot(job.block_table, job.block_size, p)) * job.slot_bytes;
+  assert(job.head_dim > 0 && job.head_dim <= kMaxAttendHeadDim);
+  assert(job.first_key >= 0 && job.first_key < job.n_keys);
+  const int n = job.n_keys - job.first_key;
+  auto slot_offset = [&](int j) {
+    return static_cast<size_t>(KvSlot(job.block_table, job.block_size, job.first_key + j)) *
+           job.slot_bytes;
   };
   float max_score = -INFINITY;
-  for (int p = 0; p < job.n_keys; ++p) {
-    job.scores[p] = Score(job, job.k + slot_offset(p));
-    max_score = std::fmax(max_score, job.scores[p]);
+  for (int j = 0; j < n; ++j) {
+    job.scores[j] = Score(job, job.k + slot_offset(j));
+    max_score = std::fmax(max_score, job.scores[j]);
   }
+  if (job.soft_cap > 0.0f) max_score = SoftCapScores(job.scores, n, job.soft_cap);
   float sums[kLanes] = {};
-  for (int p = 0; p < job.n_keys; ++p) {
-    job.scores[p] = KvExp(job.scores[p] - max_score);
-    sums[p % kLanes] = sums[p % kLanes] + job.scores[p];
+  for (int j = 0; j < n; ++j) {
+    job.scores[j] = KvExp(job.scores[j] - max_score);
+    sums[j % kLanes] = sums[j % kLanes] + job.scores[j];
   }
   const float inv_sum = 1.0f / HalvingSum(sums);
   for (int d = 0; d < job.head_dim; ++d) job.out[d] = 0.0f;
-  for (int p = 0; p < job.n_keys; ++p) {
-    const float weight = job.scores[p] * inv_sum;
-    const uint8_t* v_row = job.v + slot_offset(p);
+  for (int j = 0; j < n; ++j) {
+    const float weight = job.scores[j] * inv_sum;
+    const uint8_t* v_row = job.v + slot_offset(j);
     for (int d = 0; d < job.head_dim; ++d) {
       job.out[d] = std::fma(weight, LoadElement(job.type, v_row, d), job.out[d]);
     }

@@ -37,7 +37,8 @@ size_t AttentionScratchFloats(int n_keys, int /*head_dim*/) {
 }
 
 void AttendHead(const KernelTable& kernels, const KvLayerView& kv, const float* q, int kv_head,
-                const int32_t* block_table, int n_keys, float scale, float* out, float* scratch) {
+                const int32_t* block_table, int n_keys, float scale, float* out, float* scratch,
+                const AttendLimits& limits) {
   const size_t elem = KvTypeBytes(kv.type);
   const size_t head_offset = static_cast<size_t>(kv_head) * kv.head_dim * elem;
   kernels.attend_head(AttendJob{
@@ -53,6 +54,8 @@ void AttendHead(const KernelTable& kernels, const KvLayerView& kv, const float* 
       .scale = scale,
       .scores = scratch,
       .out = out,
+      .first_key = limits.first_key,
+      .soft_cap = limits.soft_cap,
   });
 }
 

@@ -16,12 +16,20 @@ namespace kvserve {
 // `slot` = block * block_size + offset, rounding to the KV type.
 void StoreKv(const KvLayerView& kv, int64_t slot, const float* k, const float* v);
 
+// A window and a soft-cap of AttendHead (AttendJob's first_key and soft_cap).
+struct AttendLimits {
+  int first_key = 0;      // the first key read; 0 = every key
+  float soft_cap = 0.0f;  // 0 = none
+};
+
 // One query head of a token at position n_keys - 1:
-// out = softmax(q · K[0..n_keys)ᵀ · scale) · V[0..n_keys), with K and V of KV head `kv_head`.
-// q, out: [head_dim]. block_table: physical block of each logical block of the sequence.
-// scratch: at least AttentionScratchFloats(n_keys, head_dim) floats.
+// out = softmax(q · K[first..n_keys)ᵀ · scale) · V[first..n_keys), with K and V of KV head
+// `kv_head` (scores soft-capped where limits say so). q, out: [head_dim]. block_table: physical
+// block of each logical block of the sequence. scratch: at least
+// AttentionScratchFloats(n_keys - first, head_dim) floats.
 void AttendHead(const KernelTable& kernels, const KvLayerView& kv, const float* q, int kv_head,
-                const int32_t* block_table, int n_keys, float scale, float* out, float* scratch);
+                const int32_t* block_table, int n_keys, float scale, float* out, float* scratch,
+                const AttendLimits& limits = {});
 size_t AttentionScratchFloats(int n_keys, int head_dim);
 
 }  // namespace kvserve

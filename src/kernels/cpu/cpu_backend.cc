@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cassert>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -189,6 +190,30 @@ void CpuBackend::Gelu(float* x, int n_rows, int width, Workspace& ws) const {
   ForRows(ws, n_rows, width, [&](int64_t i) { GeluInPlace(kernels_, x + i * width, width); });
 }
 
+void CpuBackend::GeGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const {
+  ForRows(ws, n_rows, width, [&](int64_t i) {
+    float* g = gate + i * width;
+    const float* u = up + i * width;
+    GeluInPlace(kernels_, g, width);
+    for (int j = 0; j < width; ++j) g[j] *= u[j];
+  });
+}
+
+void CpuBackend::Scale(float* x, int n_rows, int width, float factor, Workspace& ws) const {
+  ForRows(ws, n_rows, width, [&](int64_t i) {
+    float* row = x + i * width;
+    for (int j = 0; j < width; ++j) row[j] *= factor;
+  });
+}
+
+void CpuBackend::SoftCap(float* x, int n_rows, int width, float cap, Workspace& ws) const {
+  const float inv_cap = 1.0f / cap;
+  ForRows(ws, n_rows, width, [&](int64_t i) {
+    float* row = x + i * width;
+    for (int j = 0; j < width; ++j) row[j] = std::tanh(row[j] * inv_cap) * cap;
+  });
+}
+
 void CpuBackend::StoreKv(const KvLayerView& kv, std::span<const int64_t> slots, const float* k,
                          const float* v, size_t stride, Workspace& ws) const {
   ForRows(ws, static_cast<int>(slots.size()), static_cast<int>(kv.row_elements()),
@@ -200,17 +225,23 @@ void CpuBackend::StoreKv(const KvLayerView& kv, std::span<const int64_t> slots, 
 // every thread gets whole heads of the same cost. Within a head, a prompt's later tokens attend
 // over more keys, so tokens are dealt in the order 0, n-1, 1, n-2, ...: a head split between two
 // threads still splits evenly.
+// A window's first key is max(0, pos - window + 1).
 void CpuBackend::PagedAttention(const KvLayerView& kv, const AttentionBatch& batch, const float* q,
-                                int n_heads, float scale, float* out, Workspace& ws) const {
+                                int n_heads, const AttentionParams& params, float* out,
+                                Workspace& ws) const {
   CpuWorkspace& cpu = Cpu(ws);
   const int head_dim = kv.head_dim;
   const int group = n_heads / kv.n_kv_heads;
   const int n_tokens = static_cast<int>(batch.positions.size());
+  auto first_key = [&](int32_t pos) {
+    return params.window > 0 ? std::max(0, pos - params.window + 1) : 0;
+  };
   int max_keys = 0;
   int64_t cost = 0;
   for (int32_t pos : batch.positions) {
-    max_keys = std::max(max_keys, pos + 1);
-    cost += static_cast<int64_t>(pos + 1) * head_dim * n_heads * 2;
+    const int n_keys = pos + 1 - first_key(pos);
+    max_keys = std::max(max_keys, n_keys);
+    cost += static_cast<int64_t>(n_keys) * head_dim * n_heads * 2;
   }
   const size_t per_thread = AttentionScratchFloats(max_keys, head_dim);
   if (cpu.attention.size() < per_thread * cpu.pool.size()) {
@@ -226,9 +257,11 @@ void CpuBackend::PagedAttention(const KvLayerView& kv, const AttentionBatch& bat
           const int dealt = static_cast<int>(unit % n_tokens);
           const int i = dealt % 2 == 0 ? dealt / 2 : n_tokens - 1 - dealt / 2;
           const size_t offset = (static_cast<size_t>(i) * n_heads + h) * head_dim;
+          const int32_t pos = batch.positions[i];
           AttendHead(kernels_, kv, q + offset, h / group,
-                     batch.block_tables[batch.seq_index[i]].data(), batch.positions[i] + 1, scale,
-                     out + offset, scratch);
+                     batch.block_tables[batch.seq_index[i]].data(), pos + 1, params.scale,
+                     out + offset, scratch,
+                     {.first_key = first_key(pos), .soft_cap = params.soft_cap});
         }
       },
       cost);

@@ -51,10 +51,14 @@ class CpuBackend final : public Backend {
             const RopeParams& rope, Workspace& ws) const override;
   void SwiGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const override;
   void Gelu(float* x, int n_rows, int width, Workspace& ws) const override;
+  void GeGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const override;
+  void Scale(float* x, int n_rows, int width, float factor, Workspace& ws) const override;
+  void SoftCap(float* x, int n_rows, int width, float cap, Workspace& ws) const override;
   void StoreKv(const KvLayerView& kv, std::span<const int64_t> slots, const float* k,
                const float* v, size_t stride, Workspace& ws) const override;
   void PagedAttention(const KvLayerView& kv, const AttentionBatch& batch, const float* q,
-                      int n_heads, float scale, float* out, Workspace& ws) const override;
+                      int n_heads, const AttentionParams& params, float* out,
+                      Workspace& ws) const override;
 
  private:
   const KernelTable& kernels_;

@@ -54,6 +54,10 @@ using MatmulTileFn = void (*)(const MatmulTile& tile);
 // - e_p = KvExp(score_p - max score), a polynomial exp shared by all tables;
 // - sum: 16 lanes, lane l adding e_p for p = l, l + 16, ... in order, then the halving tree;
 // - out[d]: FMA chain over p in increasing order of (e_p * (1 / sum)) * V_p[d], from 0.
+// A sliding window (first_key > 0) reads only the keys first_key .. n_keys - 1 (key j of the
+// window is p = first_key + j, and j takes p's place above: scores[j], sum lane j mod 16). A
+// soft-cap c > 0 replaces every score s by tanh(s * (1 / c)) * c (std::tanh, one key at a time:
+// SoftCapScores of attend_head.h, called by every table) before the max.
 struct AttendJob {
   const float* q;  // [head_dim]
   const uint8_t* k;
@@ -65,8 +69,10 @@ struct AttendJob {
   int n_keys;
   int head_dim;  // at most kMaxAttendHeadDim
   float scale;
-  float* scores;  // scratch, at least n_keys rounded up to 16 floats
-  float* out;     // [head_dim]
+  float* scores;          // scratch, at least n_keys - first_key rounded up to 16 floats
+  float* out;             // [head_dim]
+  int first_key = 0;      // the window's first position; 0 = every key
+  float soft_cap = 0.0f;  // attention logit soft-cap; 0 = none
 };
 constexpr int kMaxAttendHeadDim = 256;
 

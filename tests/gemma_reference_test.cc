@@ -1,0 +1,254 @@
+// Gemma 2 and Gemma 3 (../shared/models/arch) against llama.cpp's references
+// (../shared/reference/arch, see its README): logits teacher-forced on prompt + greedy[:-1] in
+// batch, incremental and no-cache modes (the three bit-identical; 27 positions, so the window of 8
+// slides), greedy generation through the serving engine alone and 16 requests at once, the
+// KvSpec groups of the local and global layers, and the window metadata keys.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/sequence_runner.h"
+#include "io/gguf_writer.h"
+#include "model/model.h"
+#include "support/paths.h"
+#include "support/reference.h"
+#include "support/test_backend.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvserve {
+namespace {
+
+using testing::LoadArchReferenceCase;
+using testing::ModelPath;
+using testing::ReferenceCase;
+using testing::RelativeRowError;
+
+// The README's tolerances for gemma, relative to each row's max |ref|, with the f16-table GELU
+// (kvserve's, as llama.cpp's): F32 5e-4 (an f16 rounding of a GELU input on the other side moves
+// the logits by ~1e-4), F16 3e-3, Q4_K_M 5e-2 (activations rounded to Q8_K as llama.cpp does).
+double Tolerance(const std::string& name) {
+  if (name.ends_with("-f16")) return 3e-3;
+  if (name.ends_with("-q4_k_m")) return 5e-2;
+  return 5e-4;
+}
+
+std::unique_ptr<Model> LoadOrDie(const std::string& model) {
+  auto loaded = LoadModel(ModelPath(model), TestBackend());
+  EXPECT_TRUE(loaded.ok()) << loaded.message();
+  return loaded.ok() ? std::move(loaded).value() : nullptr;
+}
+
+std::span<const float> Row(const std::vector<float>& all, size_t row, int n_vocab) {
+  return std::span<const float>(all.data() + row * n_vocab, n_vocab);
+}
+
+// prompt + greedy[:-1], and the reference's logits at each of its positions: the prompt rows,
+// then gen row i (after greedy[i]).
+struct TeacherForced {
+  std::vector<int32_t> tokens;
+  std::vector<float> logits;  // [tokens.size(), n_vocab]
+};
+
+TeacherForced Sequence(const ReferenceCase& c) {
+  TeacherForced t;
+  t.tokens = c.prompt_tokens;
+  t.tokens.insert(t.tokens.end(), c.greedy_tokens.begin(), c.greedy_tokens.end() - 1);
+  t.logits = c.prompt_logits;
+  t.logits.insert(t.logits.end(), c.gen_logits.begin(),
+                  c.gen_logits.begin() + (c.greedy_tokens.size() - 1) * c.n_vocab);
+  return t;
+}
+
+enum class Mode { kBatch, kIncremental, kNoCache };
+const char* ModeName(Mode m) {
+  return m == Mode::kBatch ? "batch" : m == Mode::kIncremental ? "incremental" : "no-cache";
+}
+
+std::vector<float> Logits(const Model& model, const std::vector<int32_t>& tokens, Mode mode) {
+  SequenceRunner runner(model, KvType::kF32, model.config().n_ctx_train, 2);
+  std::vector<float> out;
+  if (mode == Mode::kBatch) {
+    auto logits = runner.Append(tokens, true);
+    EXPECT_TRUE(logits.ok()) << logits.message();
+    if (logits.ok()) out.assign(logits->begin(), logits->end());
+    return out;
+  }
+  for (int32_t token : tokens) {
+    auto logits = mode == Mode::kIncremental ? runner.Append(std::span(&token, 1))
+                                             : runner.AppendRecompute(std::span(&token, 1));
+    EXPECT_TRUE(logits.ok()) << logits.message();
+    if (logits.ok()) out.insert(out.end(), logits->begin(), logits->end());
+  }
+  return out;
+}
+
+std::vector<std::string> CaseNames() {
+  return {"gemma2-f32", "gemma2-f16", "gemma2-q4_k_m", "gemma3-f32", "gemma3-q4_k_m"};
+}
+// Greedy tokens of every file. The README allows a quantized file's token to differ by rounding
+// (its logits are compared teacher-forced above); kvserve rounds the activations as llama.cpp
+// does, and both Q4_K_M files' tokens agree.
+std::vector<std::string> GreedyCaseNames() { return CaseNames(); }
+
+class GemmaReferenceTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GemmaReferenceTest, TeacherForcedLogitsMatchLlamaCppInEveryMode) {
+  const ReferenceCase c = LoadArchReferenceCase(GetParam());
+  auto model = LoadOrDie(c.model);
+  ASSERT_NE(model, nullptr);
+  ASSERT_EQ(model->config().n_vocab, c.n_vocab);
+  const TeacherForced t = Sequence(c);
+  const std::vector<float> batch = Logits(*model, t.tokens, Mode::kBatch);
+  for (Mode mode : {Mode::kBatch, Mode::kIncremental, Mode::kNoCache}) {
+    const std::vector<float> ours = mode == Mode::kBatch ? batch : Logits(*model, t.tokens, mode);
+    ASSERT_EQ(ours.size(), t.logits.size());
+    double worst = 0.0;
+    size_t worst_row = 0;
+    for (size_t i = 0; i < t.tokens.size(); ++i) {
+      const double error = RelativeRowError(Row(ours, i, c.n_vocab), Row(t.logits, i, c.n_vocab));
+      if (error > worst) worst_row = i;
+      worst = std::max(worst, error);
+      EXPECT_LE(error, Tolerance(c.name)) << "row " << i << " mode " << ModeName(mode);
+    }
+    std::printf("%s %s: max relative error %.2e (row %zu) over %zu rows\n", c.name.c_str(),
+                ModeName(mode), worst, worst_row, t.tokens.size());
+    // The cache contract: every mode adds the same numbers in the same order.
+    EXPECT_TRUE(ours == batch) << ModeName(mode) << " differs from batch";
+  }
+}
+
+struct Output {
+  std::vector<int32_t> tokens;
+  FinishReason finish_reason = FinishReason::kNone;
+};
+
+Output Collect(RequestStream& stream) {
+  Output out;
+  for (;;) {
+    auto event = stream.Next(std::chrono::seconds(60));
+    EXPECT_TRUE(event.has_value()) << "no event within 60 s";
+    if (!event) return out;
+    if (event->kind == RequestEvent::Kind::kFinish) {
+      out.finish_reason = event->finish_reason;
+      return out;
+    }
+    out.tokens.push_back(event->token);
+  }
+}
+
+class GemmaGreedyTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GemmaGreedyTest, EngineGreedyMatchesAloneAndSixteenAtOnce) {
+  const ReferenceCase c = LoadArchReferenceCase(GetParam());
+  auto model = LoadOrDie(c.model);
+  ASSERT_NE(model, nullptr);
+  auto tokenizer = Tokenizer::FromGguf(model->file());
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.message();
+  Request request;
+  request.prompt = c.prompt_tokens;
+  request.max_tokens = static_cast<int>(c.greedy_tokens.size());
+  request.ignore_eos = true;
+  request.sampling.temperature = 0.0f;
+  auto engine =
+      Engine::Create(*model, **tokenizer, {.n_threads = 2, .n_ctx = 64, .max_batched_tokens = 64});
+  ASSERT_TRUE(engine.ok()) << engine.message();
+  {
+    auto stream = (*engine)->Submit(request);
+    ASSERT_TRUE(stream.ok()) << stream.message();
+    const Output alone = Collect(**stream);
+    EXPECT_EQ(alone.tokens, c.greedy_tokens) << "alone";
+    EXPECT_EQ(alone.finish_reason, FinishReason::kLength);
+  }
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 16; ++i) {
+    auto stream = (*engine)->Submit(request);
+    ASSERT_TRUE(stream.ok()) << stream.message();
+    streams.push_back(*stream);
+  }
+  for (size_t i = 0; i < streams.size(); ++i) {
+    EXPECT_EQ(Collect(*streams[i]).tokens, c.greedy_tokens) << "request " << i << " of 16";
+  }
+}
+
+std::string ParamName(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param;
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+INSTANTIATE_TEST_SUITE_P(Cases, GemmaReferenceTest, ::testing::ValuesIn(CaseNames()), ParamName);
+INSTANTIATE_TEST_SUITE_P(Cases, GemmaGreedyTest, ::testing::ValuesIn(GreedyCaseNames()), ParamName);
+
+// The model declares its layers' kinds: gemma2 local/global, gemma3 local x3 then global, each
+// local group with the file's window (8).
+TEST(GemmaKvSpec, LocalAndGlobalLayersAreGroups) {
+  auto gemma2 = LoadOrDie("arch/gemma2-f32.gguf");
+  auto gemma3 = LoadOrDie("arch/gemma3-f32.gguf");
+  ASSERT_NE(gemma2, nullptr);
+  ASSERT_NE(gemma3, nullptr);
+  for (const auto& [model, local, global] :
+       {std::tuple{gemma2.get(), std::vector<int>{0}, std::vector<int>{1}},
+        std::tuple{gemma3.get(), std::vector<int>{0, 1, 2}, std::vector<int>{3}}}) {
+    const KvSpec spec = model->kv_spec();
+    ASSERT_EQ(spec.groups.size(), 2u);
+    EXPECT_EQ(spec.groups[0].kind, KvGroupKind::kFullCausal);
+    EXPECT_EQ(spec.groups[0].layers, global);
+    EXPECT_EQ(spec.groups[1].kind, KvGroupKind::kSlidingWindow);
+    EXPECT_EQ(spec.groups[1].window, 8);
+    EXPECT_EQ(spec.groups[1].layers, local);
+  }
+}
+
+// ---- Metadata ------------------------------------------------------------------------------
+
+// A copy of a model file without the metadata key `drop_key` (the image outlives the model).
+struct Edited {
+  std::unique_ptr<uint8_t[]> bytes;
+  Result<std::unique_ptr<Model>> model = Status::Internal("not loaded");
+};
+
+Edited LoadWithoutKey(const std::string& model, const std::string& drop_key) {
+  auto source = GgufFile::Open(ModelPath(model));
+  EXPECT_TRUE(source.ok()) << source.message();
+  GgufWriter writer(source->alignment());
+  for (const auto& [key, value] : source->metadata()) {
+    if (key != drop_key) writer.CopyValue(key, value);
+  }
+  for (const TensorInfo& t : source->tensors()) {
+    writer.AddTensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+  }
+  const std::vector<uint8_t> image = writer.Serialize();
+  Edited e;
+  e.bytes.reset(new uint8_t[image.size()]);
+  std::memcpy(e.bytes.get(), image.data(), image.size());
+  auto file = GgufFile::Parse(e.bytes.get(), image.size(), "edited.gguf");
+  EXPECT_TRUE(file.ok()) << file.message();
+  if (file.ok()) e.model = LoadModel(std::move(file).value(), TestBackend());
+  return e;
+}
+
+// Released Gemma 3 files omit the pattern and mean 6: in 4 layers no i % 6 == 5, so all are local.
+TEST(GemmaMetadata, Gemma3PatternDefaultsToSix) {
+  Edited e = LoadWithoutKey("arch/gemma3-f32.gguf", "gemma3.attention.sliding_window_pattern");
+  ASSERT_TRUE(e.model.ok()) << e.model.message();
+  const KvSpec spec = (*e.model)->kv_spec();
+  ASSERT_EQ(spec.groups.size(), 1u);
+  EXPECT_EQ(spec.groups[0].kind, KvGroupKind::kSlidingWindow);
+  EXPECT_EQ(spec.groups[0].layers, (std::vector<int>{0, 1, 2, 3}));
+}
+
+TEST(GemmaMetadata, Gemma3WithoutAWindowIsRefusedByKey) {
+  Edited e = LoadWithoutKey("arch/gemma3-f32.gguf", "gemma3.attention.sliding_window");
+  ASSERT_FALSE(e.model.ok());
+  EXPECT_NE(e.model.message().find("'gemma3.attention.sliding_window'"), std::string::npos)
+      << e.model.message();
+}
+
+}  // namespace
+}  // namespace kvserve
