@@ -62,7 +62,9 @@ std::vector<Case> Cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Files, QuantRecipeTest, ::testing::ValuesIn(Cases()),
-                         [](const auto& info) { return info.param.arch + "_" + info.param.recipe; });
+                         [](const auto& info) {
+                           return info.param.arch + "_" + info.param.recipe;
+                         });
 
 TEST(QuantRecipe, UnknownNamesAreRefusedWithTheChoices) {
   auto recipe = QuantRecipe::Find("iq2_xxs");

@@ -17,15 +17,23 @@ struct Entry {
 // Q3_K_M 12, Q4_K_S 14, Q4_K_M 15, Q5_K_S 16, Q5_K_M 17, Q6_K 18, IQ4_NL 25, BF16 32.
 constexpr int kUniform = 0, kOutputQ6K = 1, kQ2K = 2, kQ3KM = 3, kQ4KM = 4, kQ5KM = 5;
 constexpr Entry kRecipes[] = {
-    {"f32", GgmlType::kF32, 0, kUniform},        {"f16", GgmlType::kF16, 1, kUniform},
-    {"bf16", GgmlType::kBF16, 32, kUniform},     {"q8_0", GgmlType::kQ8_0, 7, kUniform},
-    {"q4_0", GgmlType::kQ4_0, 2, kUniform},    {"q4_1", GgmlType::kQ4_1, 3, kOutputQ6K},
-    {"q5_0", GgmlType::kQ5_0, 8, kOutputQ6K},    {"q5_1", GgmlType::kQ5_1, 9, kOutputQ6K},
-    {"iq4_nl", GgmlType::kIQ4_NL, 25, kOutputQ6K}, {"q2_k", GgmlType::kQ2_K, 10, kQ2K},
-    {"q3_k_m", GgmlType::kQ3_K, 12, kQ3KM},      {"q4_k_m", GgmlType::kQ4_K, 15, kQ4KM},
-    {"q5_k_m", GgmlType::kQ5_K, 17, kQ5KM},      {"q6_k", GgmlType::kQ6_K, 18, kUniform},
+    {"f32", GgmlType::kF32, 0, kUniform},
+    {"f16", GgmlType::kF16, 1, kUniform},
+    {"bf16", GgmlType::kBF16, 32, kUniform},
+    {"q8_0", GgmlType::kQ8_0, 7, kUniform},
+    {"q4_0", GgmlType::kQ4_0, 2, kUniform},
+    {"q4_1", GgmlType::kQ4_1, 3, kOutputQ6K},
+    {"q5_0", GgmlType::kQ5_0, 8, kOutputQ6K},
+    {"q5_1", GgmlType::kQ5_1, 9, kOutputQ6K},
+    {"iq4_nl", GgmlType::kIQ4_NL, 25, kOutputQ6K},
+    {"q2_k", GgmlType::kQ2_K, 10, kQ2K},
+    {"q3_k_m", GgmlType::kQ3_K, 12, kQ3KM},
+    {"q4_k_m", GgmlType::kQ4_K, 15, kQ4KM},
+    {"q5_k_m", GgmlType::kQ5_K, 17, kQ5KM},
+    {"q6_k", GgmlType::kQ6_K, 18, kUniform},
     // Every matrix in one K type: no llama.cpp recipe, labelled as the nearest _S file type.
-    {"q3_k", GgmlType::kQ3_K, 11, kUniform},     {"q4_k", GgmlType::kQ4_K, 14, kUniform},
+    {"q3_k", GgmlType::kQ3_K, 11, kUniform},
+    {"q4_k", GgmlType::kQ4_K, 14, kUniform},
     {"q5_k", GgmlType::kQ5_K, 16, kUniform},
 };
 
@@ -50,8 +58,8 @@ Result<QuantRecipe> QuantRecipe::Find(const std::string& name) {
   for (const Entry& e : kRecipes) {
     if (name == e.name) return QuantRecipe(e.name, e.main, e.file_type, static_cast<Mix>(e.mix));
   }
-  return Status::InvalidArgument("unknown --type '" + name + "' (supported: " +
-                                 QuantRecipeNames() + ")");
+  return Status::InvalidArgument("unknown --type '" + name + "' (supported: " + QuantRecipeNames() +
+                                 ")");
 }
 
 QuantRecipe QuantRecipe::Uniform(GgmlType type) {
@@ -75,7 +83,8 @@ GgmlType QuantRecipe::TypeOf(std::string_view tensor, int n_layers, bool is_outp
   if (mix_ == Mix::kOutputQ6K) return main_;
   const int layer = LayerOf(tensor);
   const bool value = tensor.ends_with(".attn_v.weight") || tensor.ends_with(".attn_qkv.weight");
-  const bool down = tensor.ends_with(".ffn_down.weight") || tensor.ends_with(".ffn_down_exps.weight");
+  const bool down =
+      tensor.ends_with(".ffn_down.weight") || tensor.ends_with(".ffn_down_exps.weight");
   const bool attn_output = tensor.ends_with(".attn_output.weight");
   switch (mix_) {
     case Mix::kQ2K:

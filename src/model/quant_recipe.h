@@ -5,8 +5,8 @@
 // projections of some layers. kvserve applies the same rules, so a q4_k_m file has the tensor types
 // llama.cpp's `llama-quantize ... Q4_K_M` gives it (tested against ../shared/models/arch). The
 // plain names of types that are no llama.cpp recipe (q3_k, q4_k, q5_k) and f32/f16/bf16/q8_0/q4_0
-// (as kvserve always wrote them) put every matrix in that one type. A mixture-of-experts router (ffn_gate_inp) stays F32, as
-// llama.cpp keeps it.
+// (as kvserve always wrote them) put every matrix in that one type. A mixture-of-experts router
+// (ffn_gate_inp) stays F32, as llama.cpp keeps it.
 #pragma once
 
 #include <cstdint>
