@@ -18,6 +18,7 @@
 
 #include "kernels/cpu/attend_head.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/kquant_tiles.h"
 #include "kernels/cpu/kv_exp_avx2.h"
 #include "kernels/cpu/quant_matmul.h"
 #include "kernels/cpu/quant_tiles_scalar.h"
@@ -259,9 +260,9 @@ constexpr KernelTable kAvx2 = {
     .matmul_iq4_nl = scalar::MatmulIq4Nl,
     .matmul_q2_k = scalar::MatmulQ2_K,
     .matmul_q3_k = scalar::MatmulQ3_K,
-    .matmul_q4_k = scalar::MatmulQ4_K,
-    .matmul_q5_k = scalar::MatmulQ5_K,
-    .matmul_q6_k = scalar::MatmulQ6_K,
+    .matmul_q4_k = avx2::MatmulQ4_K,
+    .matmul_q5_k = avx2::MatmulQ5_K,
+    .matmul_q6_k = avx2::MatmulQ6_K,
     .quantize_row_q8_0 = QuantizeRowQ8_0,
     .dot_f32 = DotF32,
     .attend_head = avx2::AttendHead,
