@@ -16,7 +16,7 @@ struct Architecture {
 
 constexpr Architecture kArchitectures[] = {
     {"llama", LoadLlama}, {"gpt2", LoadGpt2}, {"qwen2", LoadQwen2},
-    {"qwen3", LoadQwen3}, {"phi3", LoadPhi3},
+    {"qwen3", LoadQwen3}, {"phi3", LoadPhi3}, {"qwen3moe", LoadQwen3Moe},
 };
 
 }  // namespace
