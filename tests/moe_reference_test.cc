@@ -19,6 +19,7 @@
 #include "engine/sequence_runner.h"
 #include "io/gguf_writer.h"
 #include "model/model.h"
+#include "model/synthetic_model.h"
 #include "support/paths.h"
 #include "support/reference.h"
 #include "support/test_backend.h"
@@ -283,6 +284,43 @@ TEST(MoeMetadata, EveryExpertMatrixIsDeclared) {
   auto model = LoadOrDie("arch/qwen3moe-f32.gguf");
   ASSERT_NE(model, nullptr);
   EXPECT_EQ(model->matrices().size(), 1u + 2 * (5 + 4 * 3));
+}
+
+// ---- Many experts ----------------------------------------------------------------------------
+
+// `kvserve synth --arch qwen3moe`'s model: 16 experts of which 4 are used, Q8_0 (each expert's
+// slice packed on its own). A 27-token batch routes several tokens to most experts; the logits are
+// still the same bits as one token at a time and as recomputing.
+TEST(MoeSynthetic, ManyExpertsQ8AreBatchInvariant) {
+  auto vocab = GgufFile::Open(ModelPath("stories260K.gguf"));
+  ASSERT_TRUE(vocab.ok()) << vocab.message();
+  SyntheticOptions options{.shape = {.arch = "qwen3moe",
+                                     .n_embd = 256,
+                                     .n_layers = 2,
+                                     .n_heads = 4,
+                                     .n_kv_heads = 2,
+                                     .n_ff = 128,
+                                     .n_ctx = 64,
+                                     .n_expert = 16,
+                                     .n_expert_used = 4},
+                           .type = GgmlType::kQ8_0,
+                           .seed = 3,
+                           .stddev = 0.05f,
+                           .n_threads = 2};
+  auto synth = SyntheticModel::Create(options, *vocab);
+  ASSERT_TRUE(synth.ok()) << synth.message();
+  const std::string path = testing::TempDir() + "/moe-synth-q8_0.gguf";
+  ASSERT_TRUE(synth->WriteFile(path).ok());
+  auto model = LoadModel(path, TestBackend());
+  ASSERT_TRUE(model.ok()) << model.message();
+  EXPECT_EQ((*model)->matrices().size(), 1u + 2 * (5 + 16 * 3));
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 27; ++i) tokens.push_back((i * 131 + 7) % 512);
+  const std::vector<float> batch = Logits(**model, tokens, Mode::kBatch);
+  ASSERT_EQ(batch.size(), tokens.size() * 512);
+  EXPECT_TRUE(std::all_of(batch.begin(), batch.end(), [](float v) { return std::isfinite(v); }));
+  EXPECT_TRUE(Logits(**model, tokens, Mode::kIncremental) == batch);
+  EXPECT_TRUE(Logits(**model, tokens, Mode::kNoCache) == batch);
 }
 
 }  // namespace
