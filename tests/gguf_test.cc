@@ -566,9 +566,9 @@ TEST_F(ModelFileTest, TensorOfWrongShapeOrType) {
 
 TEST_F(ModelFileTest, UnsupportedArchitecture) {
   auto mamba = [](GgufWriter& w) { w.SetString("general.architecture", "mamba"); };
-  EXPECT_TRUE(
-      HasAll(ModelError(EditedModel(*stories_, {.extra = mamba})),
-             {"unsupported architecture 'mamba'", "(supported: llama, gpt2, qwen2, qwen3, phi3)"}));
+  EXPECT_TRUE(HasAll(ModelError(EditedModel(*stories_, {.extra = mamba})),
+                     {"unsupported architecture 'mamba'",
+                      "(supported: llama, gpt2, qwen2, qwen3, phi3, qwen3moe)"}));
 }
 
 TEST_F(ModelFileTest, InfoCommandRefusesABadFileWithOneLine) {
