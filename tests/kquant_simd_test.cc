@@ -19,8 +19,8 @@
 namespace kvserve {
 namespace {
 
-constexpr GgmlType kKTypes[] = {GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K,
-                                GgmlType::kQ5_K, GgmlType::kQ6_K};
+constexpr GgmlType kKTypes[] = {GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K,
+                                GgmlType::kQ6_K};
 
 // Byte offsets of a K-quant block's f16 fields (d, and dmin where the type has one).
 std::vector<size_t> F16Fields(GgmlType type) {

@@ -18,8 +18,8 @@ namespace kvserve {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: kvserve synth -o OUT.gguf (--preset NAME | --arch gpt2|llama --embd N --layers N "
-    "--heads N [--kv-heads N] --ff N --ctx N) --type "
+    "usage: kvserve synth -o OUT.gguf (--preset NAME | --arch gpt2|llama|qwen3moe --embd N "
+    "--layers N --heads N [--kv-heads N] --ff N --ctx N [--experts N --experts-used K]) --type "
     "f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|q2_k..q6_k [--vocab VOCAB.gguf] "
     "[--vocab-size N] [--seed S] [--threads N] [--norm-eps E] [--rope-base B] [--tied-output] "
     "[--name NAME]";
@@ -77,12 +77,18 @@ Result<SyntheticShape> ReadShape(const Args& args) {
   } else {
     if (arch == "gpt2") {
       shape.arch = "gpt2";
-    } else if (arch == "llama") {
-      shape.arch = "llama";
+    } else if (arch == "llama" || arch == "qwen3moe") {
+      shape.arch = arch;
     } else if (arch.empty()) {
-      return Status::InvalidArgument("missing --preset NAME or --arch gpt2|llama");
+      return Status::InvalidArgument("missing --preset NAME or --arch gpt2|llama|qwen3moe");
     } else {
-      return Status::InvalidArgument("flag --arch: '" + arch + "' is not one of gpt2, llama");
+      return Status::InvalidArgument("flag --arch: '" + arch +
+                                     "' is not one of gpt2, llama, qwen3moe");
+    }
+    if (arch == "qwen3moe") {
+      for (const char* flag : {"--experts", "--experts-used"}) {
+        if (!args.Has(flag)) return Status::InvalidArgument(std::string("missing ") + flag);
+      }
     }
     for (const char* flag : {"--embd", "--layers", "--heads", "--ff", "--ctx"}) {
       if (!args.Has(flag))
@@ -96,6 +102,8 @@ Result<SyntheticShape> ReadShape(const Args& args) {
   KVSERVE_RETURN_IF_ERROR(ReadIntFlag(args, "--kv-heads", &shape.n_kv_heads));
   KVSERVE_RETURN_IF_ERROR(ReadIntFlag(args, "--ff", &shape.n_ff));
   KVSERVE_RETURN_IF_ERROR(ReadIntFlag(args, "--ctx", &shape.n_ctx));
+  KVSERVE_RETURN_IF_ERROR(ReadIntFlag(args, "--experts", &shape.n_expert));
+  KVSERVE_RETURN_IF_ERROR(ReadIntFlag(args, "--experts-used", &shape.n_expert_used));
   auto eps = args.GetDouble("--norm-eps", shape.norm_eps);
   if (!eps.ok()) return eps.status();
   shape.norm_eps = static_cast<float>(*eps);
@@ -147,7 +155,7 @@ FlagTable SynthFlagTable() {
                         .default_text = "the preset's",
                         .help = "general.name of the model"}}},
                      {"shape (instead of, or over, --preset)",
-                      {{.name = "--arch", .value_name = "ARCH", .help = "gpt2 or llama"},
+                      {{.name = "--arch", .value_name = "ARCH", .help = "gpt2, llama or qwen3moe"},
                        dimension("--embd", "embedding width"),
                        dimension("--layers", "layers"),
                        dimension("--heads", "attention heads"),
@@ -155,7 +163,9 @@ FlagTable SynthFlagTable() {
                         .value_name = "N",
                         .default_text = "--heads",
                         .help = "key/value heads (llama)"},
-                       dimension("--ff", "feed-forward width"),
+                       dimension("--ff", "feed-forward width (qwen3moe: of each expert)"),
+                       dimension("--experts", "qwen3moe: experts per layer"),
+                       dimension("--experts-used", "qwen3moe: experts per token"),
                        dimension("--ctx", "training context in tokens"),
                        {.name = "--norm-eps",
                         .value_name = "E",

@@ -128,6 +128,21 @@ class Backend {
   virtual void PagedAttention(const KvLayerView& kv, const AttentionBatch& batch, const float* q,
                               int n_heads, const AttentionParams& params, float* out,
                               Workspace& ws) const = 0;
+
+  // Mixture of experts. Routing, per row: softmax over its n_expert logits, its k most probable
+  // experts by decreasing probability (lowest index first on equal probability), their
+  // probabilities divided by their sum. ids and weights are host memory (the model groups the
+  // tokens by expert).  logits: [n_rows, n_expert]; ids, weights: [n_rows, k]
+  virtual void RouteTopK(const float* logits, int n_rows, int n_expert, int k, int32_t* ids,
+                         float* weights, Workspace& ws) const = 0;
+  // dst row rows[i] = src row i.  src contiguous; dst rows `dst_stride` floats apart.
+  virtual void ScatterRows(const float* src, int width, std::span<const int32_t> rows,
+                           size_t dst_stride, float* dst) const = 0;
+  // x row i += Σ_j weights[i * k + j] · src row (i * k + j), the k products summed in j order,
+  // then added (a row's sum never depends on the batch). weights: host memory, [n_rows, k];
+  // src: [n_rows * k, width]
+  virtual void AddWeightedRows(float* x, const float* src, const float* weights, int n_rows, int k,
+                               int width, Workspace& ws) const = 0;
 };
 
 }  // namespace kvserve

@@ -19,6 +19,8 @@ using ModelLoader = Result<std::unique_ptr<Model>> (*)(GgufFile file, ModelConfi
 Result<std::unique_ptr<Model>> LoadLlama(GgufFile file, ModelConfig config, const Backend& backend);
 Result<std::unique_ptr<Model>> LoadQwen2(GgufFile file, ModelConfig config, const Backend& backend);
 Result<std::unique_ptr<Model>> LoadQwen3(GgufFile file, ModelConfig config, const Backend& backend);
+Result<std::unique_ptr<Model>> LoadQwen3Moe(GgufFile file, ModelConfig config,
+                                            const Backend& backend);
 Result<std::unique_ptr<Model>> LoadPhi3(GgufFile file, ModelConfig config, const Backend& backend);
 Result<std::unique_ptr<Model>> LoadGpt2(GgufFile file, ModelConfig config, const Backend& backend);
 Result<std::unique_ptr<Model>> LoadGemma2(GgufFile file, ModelConfig config,

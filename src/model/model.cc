@@ -15,8 +15,9 @@ struct Architecture {
 };
 
 constexpr Architecture kArchitectures[] = {
-    {"llama", LoadLlama}, {"gpt2", LoadGpt2},     {"qwen2", LoadQwen2},   {"qwen3", LoadQwen3},
-    {"phi3", LoadPhi3},   {"gemma2", LoadGemma2}, {"gemma3", LoadGemma3},
+    {"llama", LoadLlama},   {"gpt2", LoadGpt2},         {"qwen2", LoadQwen2},
+    {"qwen3", LoadQwen3},   {"phi3", LoadPhi3},         {"gemma2", LoadGemma2},
+    {"gemma3", LoadGemma3}, {"qwen3moe", LoadQwen3Moe},
 };
 
 }  // namespace

@@ -89,6 +89,13 @@ void FillNormalRow(uint64_t state, float stddev, float* out, int64_t n) {
   }
 }
 
+// Rows of dims[0] elements in a tensor: the product of its other dimensions.
+int64_t Rows(const SyntheticModel::TensorPlan& t) {
+  int64_t rows = 1;
+  for (size_t i = 1; i < t.dims.size(); ++i) rows *= t.dims[i];
+  return rows;
+}
+
 Status CheckRange(const char* field, int64_t value, int64_t min, int64_t max) {
   if (value < min || value > max) {
     return Status::InvalidArgument(std::string(field) + " " + std::to_string(value) +
@@ -119,7 +126,11 @@ Status CheckShape(const SyntheticShape& s) {
                                    " must equal --heads " + std::to_string(s.n_heads) +
                                    " for gpt2");
   }
-  if (s.arch == "llama" && (s.n_embd / s.n_heads) % 2 != 0) {
+  if (s.arch == "qwen3moe") {
+    KVSERVE_RETURN_IF_ERROR(CheckRange("--experts", s.n_expert, 1, 1024));
+    KVSERVE_RETURN_IF_ERROR(CheckRange("--experts-used", s.n_expert_used, 1, s.n_expert));
+  }
+  if (s.arch != "gpt2" && (s.n_embd / s.n_heads) % 2 != 0) {
     return Status::InvalidArgument("head size " + std::to_string(s.n_embd / s.n_heads) +
                                    " (--embd / --heads) must be even for llama's rotary embedding");
   }
@@ -196,6 +207,12 @@ void SyntheticModel::AddMatrix(const std::string& name, int64_t n_in, int64_t n_
   plan_.push_back({name, type, {n_in, n_out}, TensorPlan::Fill::kRandom});
 }
 
+void SyntheticModel::AddExperts(const std::string& name, int64_t n_in, int64_t n_out,
+                                int64_t n_expert) {
+  AddMatrix(name, n_in, n_out);
+  plan_.back().dims.push_back(n_expert);
+}
+
 void SyntheticModel::AddVector(const std::string& name, int64_t n, TensorPlan::Fill fill) {
   plan_.push_back({name, GgmlType::kF32, {n}, fill});
 }
@@ -230,6 +247,19 @@ void SyntheticModel::PlanTensors() {
       AddVector(p + "ffn_up.bias", s.n_ff, Fill::kZeros);
       AddMatrix(p + "ffn_down.weight", s.n_ff, embd);
       AddVector(p + "ffn_down.bias", embd, Fill::kZeros);
+    } else if (s.arch == "qwen3moe") {
+      AddMatrix(p + "attn_q.weight", embd, embd);
+      AddMatrix(p + "attn_k.weight", embd, kv_dim);
+      AddMatrix(p + "attn_v.weight", embd, kv_dim);
+      AddVector(p + "attn_q_norm.weight", head_dim, Fill::kOnes);
+      AddVector(p + "attn_k_norm.weight", head_dim, Fill::kOnes);
+      AddMatrix(p + "attn_output.weight", embd, embd);
+      AddVector(p + "ffn_norm.weight", embd, Fill::kOnes);
+      plan_.push_back(
+          {p + "ffn_gate_inp.weight", GgmlType::kF32, {embd, s.n_expert}, Fill::kRandom});
+      AddExperts(p + "ffn_gate_exps.weight", embd, s.n_ff, s.n_expert);
+      AddExperts(p + "ffn_up_exps.weight", embd, s.n_ff, s.n_expert);
+      AddExperts(p + "ffn_down_exps.weight", s.n_ff, embd, s.n_expert);
     } else {
       AddMatrix(p + "attn_q.weight", embd, embd);
       AddMatrix(p + "attn_k.weight", embd, kv_dim);
@@ -256,8 +286,7 @@ uint64_t SyntheticModel::ParameterCount() const {
 uint64_t SyntheticModel::TensorBytes() const {
   uint64_t n = 0;
   for (const TensorPlan& t : plan_) {
-    const int64_t rows = t.dims.size() > 1 ? t.dims[1] : 1;
-    n += RowBytes(t.type, t.dims[0]) * static_cast<uint64_t>(rows);
+    n += RowBytes(t.type, t.dims[0]) * static_cast<uint64_t>(Rows(t));
   }
   return n;
 }
@@ -287,6 +316,11 @@ void SyntheticModel::AddTo(GgufWriter& writer) const {
     writer.SetFloat32(p + "rope.freq_base", s.rope_freq_base);
     writer.SetUint32(p + "vocab_size", n_vocab_);
   }
+  if (s.arch == "qwen3moe") {
+    writer.SetUint32(p + "expert_count", s.n_expert);
+    writer.SetUint32(p + "expert_used_count", s.n_expert_used);
+    writer.SetUint32(p + "expert_feed_forward_length", s.n_ff);
+  }
   for (const auto& [key, value] : vocab_->metadata()) {
     if (key.starts_with("tokenizer.")) writer.CopyValue(key, value);
   }
@@ -305,7 +339,7 @@ Status SyntheticModel::WriteFile(const std::string& path) const {
 Status SyntheticModel::Produce(size_t index, const ByteSink& sink) const {
   const TensorPlan& t = plan_[index];
   const int64_t n_in = t.dims[0];
-  const int64_t n_rows = t.dims.size() > 1 ? t.dims[1] : 1;
+  const int64_t n_rows = Rows(t);
   const size_t row_bytes = RowBytes(t.type, n_in);
   if (t.fill != TensorPlan::Fill::kRandom) {
     const std::vector<float> row(n_in, t.fill == TensorPlan::Fill::kOnes ? 1.0f : 0.0f);

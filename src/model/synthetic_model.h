@@ -25,7 +25,7 @@ namespace kvserve {
 
 // The shape of a model to synthesize. n_vocab comes from the vocabulary file.
 struct SyntheticShape {
-  std::string arch = "llama";  // general.architecture: llama or gpt2
+  std::string arch = "llama";  // general.architecture: llama, gpt2 or qwen3moe
   int n_embd = 0;
   int n_layers = 0;
   int n_heads = 0;
@@ -35,6 +35,10 @@ struct SyntheticShape {
   float norm_eps = 1e-5f;
   float rope_freq_base = 10000.0f;  // llama only
   bool tied_output = false;         // llama: no output.weight; gpt2 is always tied
+  // qwen3moe: n_expert SwiGLU experts of width n_ff, n_expert_used of them per token (the router,
+  // ffn_gate_inp, is F32 as in llama.cpp's files).
+  int n_expert = 0;
+  int n_expert_used = 0;
 };
 
 // The named shapes: gpt2-124m, tinyllama-1.1b, stories-15m, stories-260k (see the .cc for values).
@@ -86,6 +90,8 @@ class SyntheticModel {
   void PlanTensors();
   void AddMatrix(const std::string& name, int64_t n_in, int64_t n_out);
   void AddVector(const std::string& name, int64_t n, TensorPlan::Fill fill);
+  // n_expert matrices of n_out rows of n_in in one 3-D tensor (dims [n_in, n_out, n_expert]).
+  void AddExperts(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_expert);
   // Generates tensor `index` of the plan into `sink`, kChunkBytes at a time.
   Status Produce(size_t index, const ByteSink& sink) const;
 

@@ -39,6 +39,37 @@ Status WeightLoader::Vector(const std::string& name, int64_t n, std::vector<floa
   return Status::Ok();
 }
 
+Status WeightLoader::ExpertMatrices(const std::string& name, int64_t n_expert, int64_t n_out,
+                                    int64_t n_in, std::vector<WeightMatrix>* out) const {
+  const TensorInfo* t = file_.FindTensor(name);
+  if (t == nullptr) return Missing(name);
+  if (t->dims.size() != 3 || t->dims[0] != n_in || t->dims[1] != n_out || t->dims[2] != n_expert) {
+    return WrongShape(*t, "[" + std::to_string(n_in) + ", " + std::to_string(n_out) + ", " +
+                              std::to_string(n_expert) + "]");
+  }
+  if (!TraitsOf(t->type).supported) {
+    return Status::InvalidArgument(file_.path() + ": tensor '" + name + "' has type " +
+                                   GgmlTypeName(t->type) + ", which kvserve cannot compute with");
+  }
+  const size_t row_bytes = RowBytes(t->type, n_in);
+  const size_t expert_bytes = row_bytes * static_cast<size_t>(n_out);
+  if (expert_bytes * static_cast<size_t>(n_expert) != t->n_bytes) {
+    return Status::InvalidArgument(file_.path() + ": tensor '" + name + "' holds " +
+                                   std::to_string(t->n_bytes) + " bytes, expected " +
+                                   std::to_string(n_expert) + " experts of " +
+                                   std::to_string(expert_bytes));
+  }
+  out->assign(n_expert, WeightMatrix{});
+  for (int64_t e = 0; e < n_expert; ++e) {
+    (*out)[e] = WeightMatrix{.type = t->type,
+                             .data = t->data + static_cast<size_t>(e) * expert_bytes,
+                             .n_out = n_out,
+                             .n_in = n_in,
+                             .row_bytes = row_bytes};
+  }
+  return Status::Ok();
+}
+
 Status WeightLoader::Missing(const std::string& name) const {
   return Status::InvalidArgument(file_.path() + ": missing required tensor '" + name + "'");
 }

@@ -23,6 +23,11 @@ class WeightLoader {
   // A 1-D vector of n elements, decoded to float32.
   Status Vector(const std::string& name, int64_t n, std::vector<float>* out) const;
   bool Has(const std::string& name) const { return file_.FindTensor(name) != nullptr; }
+  // A 3-D tensor of n_expert matrices of n_out rows of n_in elements (GGUF dims [n_in, n_out,
+  // n_expert]; a mixture of experts' ffn_*_exps), as one view per expert into the mapped tensor:
+  // expert e starts e * n_out * RowBytes(type, n_in) bytes in.  out: [n_expert]
+  Status ExpertMatrices(const std::string& name, int64_t n_expert, int64_t n_out, int64_t n_in,
+                        std::vector<WeightMatrix>* out) const;
 
  private:
   Status Missing(const std::string& name) const;

@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/moe_ops.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/packed_weights.h"
 #include "kernels/quantize.h"
@@ -265,6 +266,31 @@ void CpuBackend::PagedAttention(const KvLayerView& kv, const AttentionBatch& bat
         }
       },
       cost);
+}
+
+// Routing is a few exps per expert and row: inline, one probability scratch for all the rows.
+void CpuBackend::RouteTopK(const float* logits, int n_rows, int n_expert, int k, int32_t* ids,
+                           float* weights, Workspace&) const {
+  std::vector<double> probs(n_expert);
+  for (int i = 0; i < n_rows; ++i) {
+    const size_t row = static_cast<size_t>(i);
+    kvserve::RouteTopK(logits + row * n_expert, n_expert, k, probs.data(), ids + row * k,
+                       weights + row * k);
+  }
+}
+
+void CpuBackend::ScatterRows(const float* src, int width, std::span<const int32_t> rows,
+                             size_t dst_stride, float* dst) const {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::memcpy(dst + rows[i] * dst_stride, src + i * width, sizeof(float) * width);
+  }
+}
+
+void CpuBackend::AddWeightedRows(float* x, const float* src, const float* weights, int n_rows,
+                                 int k, int width, Workspace& ws) const {
+  ForRows(ws, n_rows, width * k, [&](int64_t i) {
+    AddWeightedSum(x + i * width, src + i * k * width, weights + i * k, k, width);
+  });
 }
 
 }  // namespace kvserve

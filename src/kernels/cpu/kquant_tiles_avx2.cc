@@ -102,8 +102,8 @@ inline void UnpackQ6_K(const uint8_t* p, WBlock& w) {
   const int8_t* scales = reinterpret_cast<const int8_t*>(p + offsetof(BlockQ6_K, scales));
   for (int v = 0; v < 8; ++v) {
     const int n = v / 4, j = v % 4;
-    const __m256i low = _mm256_and_si256(ShiftRight16(Load256(ql + 64 * n + 32 * (j & 1)), 4 * (j / 2)),
-                                         _mm256_set1_epi8(0x0f));
+    const __m256i low = _mm256_and_si256(
+        ShiftRight16(Load256(ql + 64 * n + 32 * (j & 1)), 4 * (j / 2)), _mm256_set1_epi8(0x0f));
     const __m256i high =
         _mm256_and_si256(ShiftRight16(Load256(qh + 32 * n), 2 * j), _mm256_set1_epi8(3));
     w.q[v] = _mm256_or_si256(low, _mm256_slli_epi16(high, 4));

@@ -109,10 +109,10 @@ inline void UnpackQ6_K(const uint8_t* p, WBlock& w) {
     __m512i low = _mm512_loadu_si512(ql + 64 * n);
     if (h == 1) low = _mm512_srli_epi16(low, 4);
     low = _mm512_and_si512(low, _mm512_set1_epi8(0x0f));
-    const __m512i high = _mm512_and_si512(
-        _mm512_srlv_epi16(_mm512_broadcast_i64x4(Load256(qh + 32 * n)),
-                          TwoHalves16(4 * h, 4 * h + 2)),
-        _mm512_set1_epi8(3));
+    const __m512i high =
+        _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(Load256(qh + 32 * n)),
+                                           TwoHalves16(4 * h, 4 * h + 2)),
+                         _mm512_set1_epi8(3));
     w.q[v] = _mm512_or_si512(low, _mm512_slli_epi16(high, 4));
     w.scale[v] = _mm512_permutexvar_epi16(_mm512_add_epi16(sub_of_pair, _mm512_set1_epi16(4 * v)),
                                           _mm512_zextsi256_si512(sc16));

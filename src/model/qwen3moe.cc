@@ -1,0 +1,251 @@
+// The qwen3moe architecture (Qwen 3 mixture of experts, e.g. 30B-A3B): qwen3's attention (per-head
+// q/k RMSNorm before split-half RoPE, no biases) and a mixture-of-experts feed-forward. A router
+// (ffn_gate_inp, [n_expert, n_embd]) scores the experts; each token takes its expert_used_count
+// most probable ones (softmax over all, renormalised over the chosen) and adds their SwiGLU
+// outputs, weighted, to its residual. Experts are the 3-D tensors ffn_gate_exps, ffn_up_exps
+// ([n_expert, n_ff_exp, n_embd]) and ffn_down_exps ([n_expert, n_embd, n_ff_exp]).
+//
+// Batching: per layer the tokens are grouped by expert, and each expert's three matrices are
+// multiplied once for all the tokens routed to it (a step reads each routed expert once). Each
+// expert output row lands in the token's slot for that expert (its place in the token's top-k
+// list), and the slots are summed per token in that order: a token's result does not depend on
+// which other tokens share the batch (matmul rows are independent).
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "model/architectures.h"
+#include "model/decoder_blocks.h"
+#include "model/weight_loader.h"
+
+namespace kvserve {
+
+namespace {
+
+// Buffer ids past the shared decoder's (decoder_blocks.h).
+enum MoeBuffer : int {
+  kRouterLogits = kLogitsIn + 1,  // [n_tokens, n_expert]
+  kExpertIn,                      // [tokens of one expert, n_embd]
+  kExpertGate,                    // [tokens of one expert, n_ff_exp]
+  kExpertUp,                      // [tokens of one expert, n_ff_exp]
+  kExpertOut,                     // [tokens of one expert, n_embd]
+  kSlots,                         // [n_tokens * n_used, n_embd]: each token's expert outputs
+};
+
+struct MoeLayer {
+  std::vector<float> attn_norm, ffn_norm;  // [n_embd]
+  WeightMatrix wq;                         // [q_dim, n_embd]
+  WeightMatrix wk, wv;                     // [kv_dim, n_embd]
+  std::vector<float> q_norm, k_norm;       // [head_dim]
+  WeightMatrix wo;                         // [n_embd, q_dim]
+  WeightMatrix router;                     // [n_expert, n_embd]
+  std::vector<WeightMatrix> gate, up;      // [n_expert] of [n_ff_exp, n_embd]
+  std::vector<WeightMatrix> down;          // [n_expert] of [n_embd, n_ff_exp]
+};
+
+// Which tokens each expert serves this step: expert e's tokens are rows[begin[e] .. begin[e+1])
+// (ascending), and slots[] the same entries' places token * n_used + j in the slot buffer.
+struct ExpertGroups {
+  std::vector<int32_t> ids;     // [n_tokens * n_used], RouteTopK's
+  std::vector<float> weights;   // [n_tokens * n_used]
+  std::vector<int32_t> begin;   // [n_expert + 1]
+  std::vector<int32_t> rows;    // [n_tokens * n_used]
+  std::vector<int32_t> slots;   // [n_tokens * n_used]
+  std::vector<int32_t> cursor;  // [n_expert], scratch
+
+  void Group(int n_tokens, int n_used, int n_expert) {
+    const size_t n = static_cast<size_t>(n_tokens) * n_used;
+    begin.assign(n_expert + 1, 0);
+    for (size_t i = 0; i < n; ++i) ++begin[ids[i] + 1];
+    for (int e = 0; e < n_expert; ++e) begin[e + 1] += begin[e];
+    cursor.assign(begin.begin(), begin.end() - 1);
+    rows.resize(n);
+    slots.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const int32_t at = cursor[ids[i]]++;
+      rows[at] = static_cast<int32_t>(i / n_used);
+      slots[at] = static_cast<int32_t>(i);
+    }
+  }
+};
+
+class Qwen3MoeModel final : public Model {
+ public:
+  Qwen3MoeModel(GgufFile file, ModelConfig config, const Backend& backend)
+      : Model(std::move(file), std::move(config), backend) {}
+
+  Status Load() {
+    KVSERVE_RETURN_IF_ERROR(config_.ReadNormEps(file_, "attention.layer_norm_rms_epsilon"));
+    KVSERVE_RETURN_IF_ERROR(config_.ReadRopeScaling(file_));
+    KVSERVE_RETURN_IF_ERROR(ReadExpertKeys());
+    const ModelConfig& c = config_;
+    const WeightLoader r(file_);
+    rope_ = RopeParams{.rope_dims = c.rope_dims,
+                       .freq_base = c.rope_freq_base,
+                       .mode = RopeMode::kSplitHalves,
+                       .position_scale = c.rope_position_scale};
+    const int64_t q_dim = static_cast<int64_t>(c.n_heads) * c.head_dim;
+    const int64_t kv_dim = static_cast<int64_t>(c.n_kv_heads) * c.head_dim;
+    KVSERVE_RETURN_IF_ERROR(r.Matrix("token_embd.weight", c.n_vocab, c.n_embd, &token_embd_));
+    KVSERVE_RETURN_IF_ERROR(r.Vector("output_norm.weight", c.n_embd, &output_norm_));
+    output_ = &token_embd_;
+    if (!c.tied_output) {
+      KVSERVE_RETURN_IF_ERROR(r.Matrix("output.weight", c.n_vocab, c.n_embd, &own_output_));
+      output_ = &own_output_;
+    }
+    layers_.resize(c.n_layers);
+    std::vector<WeightMatrix*> matrices = {output_};
+    for (int i = 0; i < c.n_layers; ++i) {
+      const std::string p = "blk." + std::to_string(i) + ".";
+      MoeLayer& l = layers_[i];
+      KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_norm.weight", c.n_embd, &l.attn_norm));
+      KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "attn_q.weight", q_dim, c.n_embd, &l.wq));
+      KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "attn_k.weight", kv_dim, c.n_embd, &l.wk));
+      KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "attn_v.weight", kv_dim, c.n_embd, &l.wv));
+      KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_q_norm.weight", c.head_dim, &l.q_norm));
+      KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_k_norm.weight", c.head_dim, &l.k_norm));
+      KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "attn_output.weight", c.n_embd, q_dim, &l.wo));
+      KVSERVE_RETURN_IF_ERROR(r.Vector(p + "ffn_norm.weight", c.n_embd, &l.ffn_norm));
+      KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "ffn_gate_inp.weight", n_expert_, c.n_embd, &l.router));
+      KVSERVE_RETURN_IF_ERROR(
+          r.ExpertMatrices(p + "ffn_gate_exps.weight", n_expert_, n_ff_exp_, c.n_embd, &l.gate));
+      KVSERVE_RETURN_IF_ERROR(
+          r.ExpertMatrices(p + "ffn_up_exps.weight", n_expert_, n_ff_exp_, c.n_embd, &l.up));
+      KVSERVE_RETURN_IF_ERROR(
+          r.ExpertMatrices(p + "ffn_down_exps.weight", n_expert_, c.n_embd, n_ff_exp_, &l.down));
+      matrices.insert(matrices.end(), {&l.wq, &l.wk, &l.wv, &l.wo, &l.router});
+      for (int e = 0; e < n_expert_; ++e) {
+        matrices.insert(matrices.end(), {&l.gate[e], &l.up[e], &l.down[e]});
+      }
+    }
+    DeclareMatrices(matrices);
+    return Status::Ok();
+  }
+
+  void Forward(const ForwardBatch& batch, KvCache& kv, Workspace& ws,
+               float* logits) const override {
+    const ModelConfig& c = config_;
+    const size_t n = batch.n_tokens();
+    const size_t q_dim = static_cast<size_t>(c.n_heads) * c.head_dim;
+    const size_t kv_dim = static_cast<size_t>(c.n_kv_heads) * c.head_dim;
+    Buffers b{.x = ws.Floats(kX, n * c.n_embd),
+              .xn = ws.Floats(kXn, n * c.n_embd),
+              .proj = ws.Floats(kProj, n * c.n_embd),
+              .q = ws.Floats(kQ, n * q_dim),
+              .attn = ws.Floats(kAttn, n * q_dim),
+              .k = ws.Floats(kK, n * kv_dim),
+              .v = ws.Floats(kV, n * kv_dim),
+              .router = ws.Floats(kRouterLogits, n * n_expert_),
+              .slots = ws.Floats(kSlots, n * n_used_ * c.n_embd)};
+    ExpertGroups groups;
+    groups.ids.resize(n * n_used_);
+    groups.weights.resize(n * n_used_);
+    EmbedTokens(backend_, batch, token_embd_, b.x, ws);
+    for (int il = 0; il < c.n_layers; ++il) {
+      Attention(layers_[il], batch, kv.layer(il), b, ws);
+      Experts(layers_[il], static_cast<int>(n), b, groups, ws);
+    }
+    auto norm = [&](const float* in, int n_rows, float* out) {
+      backend_.RmsNorm(in, output_norm_.data(), n_rows, c.n_embd, c.norm_eps, out, ws);
+    };
+    ProjectLogits(backend_, batch, b.x, c.n_embd, norm, *output_, logits, ws);
+  }
+
+ private:
+  struct Buffers {
+    float *x, *xn, *proj, *q, *attn, *k, *v, *router, *slots;
+  };
+
+  // Reads <arch>.expert_count, .expert_used_count and .expert_feed_forward_length.
+  Status ReadExpertKeys() {
+    constexpr uint64_t kMaxExperts = 1024;
+    const std::string prefix = config_.arch + ".";
+    auto read = [&](const std::string& key, uint64_t max, const std::string& bound, int* out) {
+      auto value = file_.GetUint(prefix + key);
+      if (!value.ok()) return value.status();
+      if (*value == 0 || *value > max) {
+        return Status::InvalidArgument(file_.path() + ": metadata key '" + prefix + key +
+                                       "' = " + std::to_string(*value) + " is out of range (1 to " +
+                                       bound + ")");
+      }
+      *out = static_cast<int>(*value);
+      return Status::Ok();
+    };
+    KVSERVE_RETURN_IF_ERROR(
+        read("expert_count", kMaxExperts, std::to_string(kMaxExperts), &n_expert_));
+    KVSERVE_RETURN_IF_ERROR(read("expert_used_count", n_expert_,
+                                 "expert_count " + std::to_string(n_expert_), &n_used_));
+    return read("expert_feed_forward_length", 1 << 20, std::to_string(1 << 20), &n_ff_exp_);
+  }
+
+  void Attention(const MoeLayer& w, const ForwardBatch& batch, const KvLayerView& kv,
+                 const Buffers& b, Workspace& ws) const {
+    const ModelConfig& c = config_;
+    const Backend& be = backend_;
+    const int n = batch.n_tokens();
+    be.RmsNorm(b.x, w.attn_norm.data(), n, c.n_embd, c.norm_eps, b.xn, ws);
+    be.Matmul(w.wq, b.xn, n, b.q, ws);
+    be.Matmul(w.wk, b.xn, n, b.k, ws);
+    be.Matmul(w.wv, b.xn, n, b.v, ws);
+    // Each head is a row of head_dim; RmsNorm may work in place.
+    be.RmsNorm(b.q, w.q_norm.data(), n * c.n_heads, c.head_dim, c.norm_eps, b.q, ws);
+    be.RmsNorm(b.k, w.k_norm.data(), n * c.n_kv_heads, c.head_dim, c.norm_eps, b.k, ws);
+    be.Rope(b.q, batch.positions, c.n_heads, c.head_dim, rope_, ws);
+    be.Rope(b.k, batch.positions, c.n_kv_heads, c.head_dim, rope_, ws);
+    SelfAttention(be, batch, kv, b.q, b.k, b.v, kv.row_elements(), c.n_heads, b.attn, ws);
+    be.Matmul(w.wo, b.attn, n, b.proj, ws);
+    be.Add(b.x, b.proj, n, c.n_embd, ws);
+  }
+
+  // x += Σ over each token's chosen experts of weight · down(silu(gate(xn)) * up(xn)), xn the
+  // RMSNorm of x; one pass of each expert's matrices over all its tokens.
+  void Experts(const MoeLayer& w, int n, const Buffers& b, ExpertGroups& g, Workspace& ws) const {
+    const ModelConfig& c = config_;
+    const Backend& be = backend_;
+    be.RmsNorm(b.x, w.ffn_norm.data(), n, c.n_embd, c.norm_eps, b.xn, ws);
+    be.Matmul(w.router, b.xn, n, b.router, ws);
+    be.RouteTopK(b.router, n, n_expert_, n_used_, g.ids.data(), g.weights.data(), ws);
+    g.Group(n, n_used_, n_expert_);
+    int most = 0;
+    for (int e = 0; e < n_expert_; ++e) most = std::max(most, g.begin[e + 1] - g.begin[e]);
+    const size_t rows = static_cast<size_t>(most);
+    float* in = ws.Floats(kExpertIn, rows * c.n_embd);
+    float* gate = ws.Floats(kExpertGate, rows * n_ff_exp_);
+    float* up = ws.Floats(kExpertUp, rows * n_ff_exp_);
+    float* out = ws.Floats(kExpertOut, rows * c.n_embd);
+    for (int e = 0; e < n_expert_; ++e) {
+      const int m = g.begin[e + 1] - g.begin[e];
+      if (m == 0) continue;
+      const std::span<const int32_t> tokens(g.rows.data() + g.begin[e], m);
+      const std::span<const int32_t> slots(g.slots.data() + g.begin[e], m);
+      be.GatherRows(b.xn, c.n_embd, tokens, c.n_embd, in);
+      be.Matmul(w.gate[e], in, m, gate, ws);
+      be.Matmul(w.up[e], in, m, up, ws);
+      be.SwiGlu(gate, up, m, n_ff_exp_, ws);
+      be.Matmul(w.down[e], gate, m, out, ws);
+      be.ScatterRows(out, c.n_embd, slots, c.n_embd, b.slots);
+    }
+    be.AddWeightedRows(b.x, b.slots, g.weights.data(), n, n_used_, c.n_embd, ws);
+  }
+
+  int n_expert_ = 0;  // <arch>.expert_count
+  int n_used_ = 0;    // <arch>.expert_used_count: experts per token
+  int n_ff_exp_ = 0;  // <arch>.expert_feed_forward_length: an expert's hidden width
+  RopeParams rope_;
+  WeightMatrix token_embd_;         // [n_vocab, n_embd]
+  WeightMatrix own_output_;         // [n_vocab, n_embd], unless tied
+  WeightMatrix* output_ = nullptr;  // own_output_ or token_embd_
+  std::vector<float> output_norm_;  // [n_embd]
+  std::vector<MoeLayer> layers_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> LoadQwen3Moe(GgufFile file, ModelConfig config,
+                                            const Backend& backend) {
+  auto model = std::make_unique<Qwen3MoeModel>(std::move(file), std::move(config), backend);
+  KVSERVE_RETURN_IF_ERROR(model->Load());
+  return std::unique_ptr<Model>(std::move(model));
+}
+
+}  // namespace kvserve

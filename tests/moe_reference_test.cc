@@ -1,0 +1,327 @@
+// The qwen3moe architecture (mixture of experts) against llama.cpp's references in
+// ../shared/reference/arch (see its README): logits teacher-forced on prompt + greedy[:-1] in
+// batch, incremental and no-cache modes (the three bit-identical), greedy generation through the
+// engine alone and 16 requests at once; the routing (top-k, ties, renormalisation) on hand-made
+// router logits; and the expert keys' range checks.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/sequence_runner.h"
+#include "io/gguf_writer.h"
+#include "model/model.h"
+#include "model/synthetic_model.h"
+#include "support/paths.h"
+#include "support/reference.h"
+#include "support/test_backend.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvserve {
+namespace {
+
+using testing::LoadArchReferenceCase;
+using testing::ModelPath;
+using testing::ReferenceCase;
+using testing::RelativeRowError;
+
+// The README's tolerances: F32 differs from llama.cpp in summation order only (`exact`: 1.4e-6);
+// K-quant files also in how the activations are rounded before each product.
+double Tolerance(const std::string& name) { return name.ends_with("-f32") ? 1e-4 : 5e-2; }
+
+std::unique_ptr<Model> LoadOrDie(const std::string& model) {
+  auto loaded = LoadModel(ModelPath(model), TestBackend());
+  EXPECT_TRUE(loaded.ok()) << loaded.message();
+  return loaded.ok() ? std::move(loaded).value() : nullptr;
+}
+
+std::span<const float> Row(const std::vector<float>& all, size_t row, int n_vocab) {
+  return std::span<const float>(all.data() + row * n_vocab, n_vocab);
+}
+
+enum class Mode { kBatch, kIncremental, kNoCache };
+const char* ModeName(Mode m) {
+  return m == Mode::kBatch ? "batch" : m == Mode::kIncremental ? "incremental" : "no-cache";
+}
+
+std::vector<float> Logits(const Model& model, const std::vector<int32_t>& tokens, Mode mode) {
+  SequenceRunner runner(model, KvType::kF32, model.config().n_ctx_train, 2);
+  std::vector<float> out;
+  if (mode == Mode::kBatch) {
+    auto logits = runner.Append(tokens, true);
+    EXPECT_TRUE(logits.ok()) << logits.message();
+    if (logits.ok()) out.assign(logits->begin(), logits->end());
+    return out;
+  }
+  for (int32_t token : tokens) {
+    auto logits = mode == Mode::kIncremental ? runner.Append(std::span(&token, 1))
+                                             : runner.AppendRecompute(std::span(&token, 1));
+    EXPECT_TRUE(logits.ok()) << logits.message();
+    if (logits.ok()) out.insert(out.end(), logits->begin(), logits->end());
+  }
+  return out;
+}
+
+class MoeReferenceTest : public ::testing::TestWithParam<std::string> {};
+
+// prompt + greedy[:-1] against the prompt rows, then gen row i (after greedy[i]).
+TEST_P(MoeReferenceTest, TeacherForcedLogitsMatchLlamaCppInEveryMode) {
+  const ReferenceCase c = LoadArchReferenceCase(GetParam());
+  auto model = LoadOrDie(c.model);
+  ASSERT_NE(model, nullptr);
+  ASSERT_EQ(model->config().n_vocab, c.n_vocab);
+  std::vector<int32_t> tokens = c.prompt_tokens;
+  tokens.insert(tokens.end(), c.greedy_tokens.begin(), c.greedy_tokens.end() - 1);
+  std::vector<float> ref = c.prompt_logits;
+  ref.insert(ref.end(), c.gen_logits.begin(),
+             c.gen_logits.begin() + (c.greedy_tokens.size() - 1) * c.n_vocab);
+  const std::vector<float> batch = Logits(*model, tokens, Mode::kBatch);
+  for (Mode mode : {Mode::kBatch, Mode::kIncremental, Mode::kNoCache}) {
+    const std::vector<float> ours = mode == Mode::kBatch ? batch : Logits(*model, tokens, mode);
+    ASSERT_EQ(ours.size(), ref.size());
+    double worst = 0.0;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      const double error = RelativeRowError(Row(ours, i, c.n_vocab), Row(ref, i, c.n_vocab));
+      worst = std::max(worst, error);
+      EXPECT_LE(error, Tolerance(c.name)) << "row " << i << " mode " << ModeName(mode);
+    }
+    std::printf("%s %s: max relative error %.2e over %zu rows\n", c.name.c_str(), ModeName(mode),
+                worst, tokens.size());
+    // A token's experts and their sums do not depend on the batch it is in.
+    EXPECT_TRUE(ours == batch) << ModeName(mode) << " differs from batch";
+  }
+}
+
+std::vector<int32_t> Collect(RequestStream& stream) {
+  std::vector<int32_t> tokens;
+  for (;;) {
+    auto event = stream.Next(std::chrono::seconds(60));
+    EXPECT_TRUE(event.has_value()) << "no event within 60 s";
+    if (!event || event->kind == RequestEvent::Kind::kFinish) return tokens;
+    tokens.push_back(event->token);
+  }
+}
+
+// Greedy tokens are only demanded of the F32 file (the README: a quantized file's differing token
+// is judged by its step's gap); 16 at once must equal alone for every file.
+TEST_P(MoeReferenceTest, EngineGreedyMatchesAloneAndSixteenAtOnce) {
+  const ReferenceCase c = LoadArchReferenceCase(GetParam());
+  auto model = LoadOrDie(c.model);
+  ASSERT_NE(model, nullptr);
+  auto tokenizer = Tokenizer::FromGguf(model->file());
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.message();
+  Request request;
+  request.prompt = c.prompt_tokens;
+  request.max_tokens = static_cast<int>(c.greedy_tokens.size());
+  request.ignore_eos = true;
+  request.sampling.temperature = 0.0f;
+  auto engine =
+      Engine::Create(*model, **tokenizer, {.n_threads = 2, .n_ctx = 64, .max_batched_tokens = 64});
+  ASSERT_TRUE(engine.ok()) << engine.message();
+  auto stream = (*engine)->Submit(request);
+  ASSERT_TRUE(stream.ok()) << stream.message();
+  const std::vector<int32_t> alone = Collect(**stream);
+  if (c.name.ends_with("-f32")) {
+    EXPECT_EQ(alone, c.greedy_tokens) << "alone";
+  }
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 16; ++i) {
+    auto s = (*engine)->Submit(request);
+    ASSERT_TRUE(s.ok()) << s.message();
+    streams.push_back(*s);
+  }
+  for (size_t i = 0; i < streams.size(); ++i) {
+    EXPECT_EQ(Collect(*streams[i]), alone) << "request " << i << " of 16";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, MoeReferenceTest,
+                         ::testing::Values("qwen3moe-f32", "qwen3moe-q4_k_m"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+// ---- Routing ---------------------------------------------------------------------------------
+
+struct Routed {
+  std::vector<int32_t> ids;
+  std::vector<float> weights;
+};
+
+Routed Route(const std::vector<float>& logits, int n_expert, int k) {
+  const int n_rows = static_cast<int>(logits.size()) / n_expert;
+  Routed r{std::vector<int32_t>(n_rows * k, -7), std::vector<float>(n_rows * k, -7.0f)};
+  auto ws = TestBackend().NewWorkspace({.n_threads = 1});
+  TestBackend().RouteTopK(logits.data(), n_rows, n_expert, k, r.ids.data(), r.weights.data(), *ws);
+  return r;
+}
+
+TEST(MoeRouting, TopKByProbabilityRenormalised) {
+  const Routed r = Route({0.1f, 3.0f, -1.0f, 2.0f}, 4, 2);
+  EXPECT_EQ(r.ids, (std::vector<int32_t>{1, 3}));
+  // softmax over all four, then the two chosen divided by their sum = softmax over the two.
+  const double w1 = 1.0 / (1.0 + std::exp(-1.0));
+  EXPECT_NEAR(r.weights[0], w1, 1e-7);
+  EXPECT_NEAR(r.weights[1], 1.0 - w1, 1e-7);
+  EXPECT_GT(r.weights[0], r.weights[1]);
+}
+
+TEST(MoeRouting, TiesGoToTheLowestIndex) {
+  EXPECT_EQ(Route({1.0f, 2.0f, 2.0f, 0.0f}, 4, 2).ids, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(Route({0.0f, 0.0f, 0.0f, 0.0f}, 4, 3).ids, (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(Route({-5.0f, 4.0f, 1.0f, 4.0f, 1.0f}, 5, 3).ids, (std::vector<int32_t>{1, 3, 2}));
+  const Routed equal = Route({0.0f, 0.0f, 0.0f, 0.0f}, 4, 3);
+  for (float w : equal.weights) EXPECT_FLOAT_EQ(w, 1.0f / 3.0f);
+}
+
+TEST(MoeRouting, OneExpertWeighsOneAndAllExpertsAreTheSoftmax) {
+  const Routed one = Route({0.5f, -2.0f, 7.0f}, 3, 1);
+  EXPECT_EQ(one.ids, (std::vector<int32_t>{2}));
+  EXPECT_EQ(one.weights[0], 1.0f);
+  const Routed all = Route({1.0f, 2.0f, 3.0f}, 3, 3);
+  EXPECT_EQ(all.ids, (std::vector<int32_t>{2, 1, 0}));
+  const double z = std::exp(1.0) + std::exp(2.0) + std::exp(3.0);
+  EXPECT_NEAR(all.weights[0], std::exp(3.0) / z, 1e-7);
+  EXPECT_NEAR(all.weights[2], std::exp(1.0) / z, 1e-7);
+}
+
+// Rows are routed independently: a row's choice and weights are the same bits alone or batched.
+TEST(MoeRouting, RowsAreIndependent) {
+  const std::vector<float> a = {0.3f, -1.2f, 2.5f, 2.4f, 0.0f, 1.1f, -0.7f, 0.9f};
+  const std::vector<float> b = {4.0f, 4.0f, -3.0f, 0.5f, 0.25f, 0.125f, 9.0f, -9.0f};
+  std::vector<float> both = a;
+  both.insert(both.end(), b.begin(), b.end());
+  const Routed batched = Route(both, 8, 3);
+  const Routed ra = Route(a, 8, 3), rb = Route(b, 8, 3);
+  EXPECT_EQ(std::vector<int32_t>(batched.ids.begin(), batched.ids.begin() + 3), ra.ids);
+  EXPECT_EQ(std::vector<int32_t>(batched.ids.begin() + 3, batched.ids.end()), rb.ids);
+  EXPECT_EQ(std::vector<float>(batched.weights.begin(), batched.weights.begin() + 3), ra.weights);
+  EXPECT_EQ(std::vector<float>(batched.weights.begin() + 3, batched.weights.end()), rb.weights);
+  EXPECT_EQ(rb.ids, (std::vector<int32_t>{6, 0, 1}));
+}
+
+// x row i += Σ_j w[i, j] · slot (i, j), and ScatterRows places rows by index.
+TEST(MoeRouting, ScatterAndWeightedSum) {
+  const CpuBackend& be = TestBackend();
+  auto ws = be.NewWorkspace({.n_threads = 1});
+  const std::vector<float> src = {1, 2, 3, 4, 5, 6};  // 3 rows of 2
+  std::vector<float> slots(8, 0.0f);                  // 4 rows of 2
+  const std::vector<int32_t> where = {3, 0, 2};
+  be.ScatterRows(src.data(), 2, where, 2, slots.data());
+  EXPECT_EQ(slots, (std::vector<float>{3, 4, 0, 0, 5, 6, 1, 2}));
+  std::vector<float> x = {10, 20, 30, 40};  // 2 rows of 2, k = 2
+  const std::vector<float> weights = {0.5f, 0.25f, 1.0f, 2.0f};
+  be.AddWeightedRows(x.data(), slots.data(), weights.data(), 2, 2, 2, *ws);
+  EXPECT_EQ(x, (std::vector<float>{10 + 1.5f, 20 + 2.0f, 30 + 5 + 2, 40 + 6 + 4}));
+}
+
+// ---- Metadata --------------------------------------------------------------------------------
+
+// The F32 file with `edit` applied after its metadata, loaded from memory.
+struct Edited {
+  std::unique_ptr<uint8_t[]> bytes;  // the image the GgufFile views; outlives the model
+  Result<std::unique_ptr<Model>> model = Status::Internal("not loaded");
+};
+
+Edited LoadEdited(const std::function<void(GgufWriter&)>& edit) {
+  auto source = GgufFile::Open(ModelPath("arch/qwen3moe-f32.gguf"));
+  EXPECT_TRUE(source.ok()) << source.message();
+  GgufWriter writer(source->alignment());
+  for (const auto& [key, value] : source->metadata()) writer.CopyValue(key, value);
+  for (const TensorInfo& t : source->tensors()) {
+    writer.AddTensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+  }
+  edit(writer);
+  const std::vector<uint8_t> image = writer.Serialize();
+  Edited e;
+  e.bytes.reset(new uint8_t[image.size()]);
+  std::memcpy(e.bytes.get(), image.data(), image.size());
+  auto file = GgufFile::Parse(e.bytes.get(), image.size(), "edited.gguf");
+  EXPECT_TRUE(file.ok()) << file.message();
+  if (file.ok()) e.model = LoadModel(std::move(file).value(), TestBackend());
+  return e;
+}
+
+TEST(MoeMetadata, ExpertKeysAreRangeChecked) {
+  struct Case {
+    std::function<void(GgufWriter&)> edit;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {[](GgufWriter& w) { w.SetUint32("qwen3moe.expert_used_count", 5); },
+       "edited.gguf: metadata key 'qwen3moe.expert_used_count' = 5 is out of range (1 to "
+       "expert_count 4)"},
+      {[](GgufWriter& w) { w.SetUint32("qwen3moe.expert_used_count", 0); },
+       "'qwen3moe.expert_used_count' = 0 is out of range"},
+      {[](GgufWriter& w) { w.SetUint32("qwen3moe.expert_count", 0); },
+       "'qwen3moe.expert_count' = 0 is out of range (1 to 1024)"},
+      // The tensors hold 4 experts of 256.
+      {[](GgufWriter& w) { w.SetUint32("qwen3moe.expert_count", 8); },
+       "tensor 'blk.0.ffn_gate_inp.weight' has shape [256, 4], expected [256, 8]"},
+      {[](GgufWriter& w) { w.SetUint32("qwen3moe.expert_feed_forward_length", 512); },
+       "tensor 'blk.0.ffn_gate_exps.weight' has shape [256, 256, 4], expected [256, 512, 4]"},
+  };
+  for (const Case& c : cases) {
+    Edited e = LoadEdited(c.edit);
+    ASSERT_FALSE(e.model.ok()) << "loaded; expected: " << c.expected;
+    EXPECT_NE(e.model.message().find(c.expected), std::string::npos) << e.model.message();
+  }
+}
+
+// Every expert matrix is declared (packing and bench walk them): 2 layers of 4 q/k/v/o + router,
+// 4 experts x 3, and the output.
+TEST(MoeMetadata, EveryExpertMatrixIsDeclared) {
+  auto model = LoadOrDie("arch/qwen3moe-f32.gguf");
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(model->matrices().size(), 1u + 2 * (5 + 4 * 3));
+}
+
+// ---- Many experts ----------------------------------------------------------------------------
+
+// `kvserve synth --arch qwen3moe`'s model: 16 experts of which 4 are used, Q8_0 (each expert's
+// slice packed on its own). A 27-token batch routes several tokens to most experts; the logits are
+// still the same bits as one token at a time and as recomputing.
+TEST(MoeSynthetic, ManyExpertsQ8AreBatchInvariant) {
+  auto vocab = GgufFile::Open(ModelPath("stories260K.gguf"));
+  ASSERT_TRUE(vocab.ok()) << vocab.message();
+  SyntheticOptions options{.shape = {.arch = "qwen3moe",
+                                     .n_embd = 256,
+                                     .n_layers = 2,
+                                     .n_heads = 4,
+                                     .n_kv_heads = 2,
+                                     .n_ff = 128,
+                                     .n_ctx = 64,
+                                     .n_expert = 16,
+                                     .n_expert_used = 4},
+                           .type = GgmlType::kQ8_0,
+                           .seed = 3,
+                           .stddev = 0.05f,
+                           .n_threads = 2};
+  auto synth = SyntheticModel::Create(options, *vocab);
+  ASSERT_TRUE(synth.ok()) << synth.message();
+  const std::string path = testing::TempDir() + "/moe-synth-q8_0.gguf";
+  ASSERT_TRUE(synth->WriteFile(path).ok());
+  auto model = LoadModel(path, TestBackend());
+  ASSERT_TRUE(model.ok()) << model.message();
+  EXPECT_EQ((*model)->matrices().size(), 1u + 2 * (5 + 16 * 3));
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 27; ++i) tokens.push_back((i * 131 + 7) % 512);
+  const std::vector<float> batch = Logits(**model, tokens, Mode::kBatch);
+  ASSERT_EQ(batch.size(), tokens.size() * 512);
+  EXPECT_TRUE(std::all_of(batch.begin(), batch.end(), [](float v) { return std::isfinite(v); }));
+  EXPECT_TRUE(Logits(**model, tokens, Mode::kIncremental) == batch);
+  EXPECT_TRUE(Logits(**model, tokens, Mode::kNoCache) == batch);
+}
+
+}  // namespace
+}  // namespace kvserve
