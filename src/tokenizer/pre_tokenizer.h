@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,24 +17,29 @@ namespace kvserve {
 
 class PreTokenizer {
  public:
-  // `pre` is the value of tokenizer.ggml.pre: "gpt-2" and "default" (GPT-2's pattern),
-  // "llama-bpe"/"llama3" (Llama 3), "qwen2". Others are an error naming the value.
+  // `pre` is the value of tokenizer.ggml.pre: "gpt-2", "default", "mpt", "gpt-neox" (GPT-2's
+  // pattern), "llama-bpe"/"llama3" (Llama 3), "qwen2", and the staged splits "deepseek-llm",
+  // "deepseek-coder", "falcon", "starcoder"/"refact"/"smollm"/"command-r". Others are an error
+  // naming the value.
   static Result<PreTokenizer> ForName(std::string_view pre);
   // Compiles an arbitrary pattern (tests, future vocabularies).
   static Result<PreTokenizer> FromPattern(std::string_view pattern);
+  // Stages applied in turn: each splits every piece of the previous stage (matches and the text
+  // between them both become pieces), as a Hugging Face Sequence of Split pre-tokenizers.
+  static Result<PreTokenizer> FromStages(std::span<const std::string_view> stages);
 
   // Splits `text` into consecutive pieces (views into `text`), in order.
   std::vector<std::string_view> Split(std::string_view text) const;
 
-  const std::string& pattern() const { return pattern_; }
+  const std::vector<std::string>& patterns() const { return patterns_; }  // one per stage
 
  private:
   struct Code;
-  PreTokenizer(std::string pattern, std::shared_ptr<const Code> code)
-      : pattern_(std::move(pattern)), code_(std::move(code)) {}
+  PreTokenizer(std::vector<std::string> patterns, std::shared_ptr<const Code> code)
+      : patterns_(std::move(patterns)), code_(std::move(code)) {}
 
-  std::string pattern_;
-  std::shared_ptr<const Code> code_;  // the compiled pcre2_code, freed with the last copy
+  std::vector<std::string> patterns_;
+  std::shared_ptr<const Code> code_;  // the compiled pcre2_code per stage, freed with the last copy
 };
 
 }  // namespace kvserve
