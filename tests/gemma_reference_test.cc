@@ -19,6 +19,7 @@
 #include "model/model.h"
 #include "support/paths.h"
 #include "support/reference.h"
+#include "support/reference_runs.h"
 #include "support/test_backend.h"
 #include "tokenizer/tokenizer.h"
 
@@ -26,9 +27,16 @@ namespace kvserve {
 namespace {
 
 using testing::LoadArchReferenceCase;
+using testing::LoadOrDie;
+using testing::Logits;
+using testing::Mode;
 using testing::ModelPath;
+using testing::ModeName;
 using testing::ReferenceCase;
 using testing::RelativeRowError;
+using testing::Row;
+using testing::Sequence;
+using testing::TeacherForced;
 
 // The README's tolerances for gemma, relative to each row's max |ref|, with the f16-table GELU
 // (kvserve's, as llama.cpp's): F32 5e-4 (an f16 rounding of a GELU input on the other side moves
@@ -37,56 +45,6 @@ double Tolerance(const std::string& name) {
   if (name.ends_with("-f16")) return 3e-3;
   if (name.ends_with("-q4_k_m")) return 5e-2;
   return 5e-4;
-}
-
-std::unique_ptr<Model> LoadOrDie(const std::string& model) {
-  auto loaded = LoadModel(ModelPath(model), TestBackend());
-  EXPECT_TRUE(loaded.ok()) << loaded.message();
-  return loaded.ok() ? std::move(loaded).value() : nullptr;
-}
-
-std::span<const float> Row(const std::vector<float>& all, size_t row, int n_vocab) {
-  return std::span<const float>(all.data() + row * n_vocab, n_vocab);
-}
-
-// prompt + greedy[:-1], and the reference's logits at each of its positions: the prompt rows,
-// then gen row i (after greedy[i]).
-struct TeacherForced {
-  std::vector<int32_t> tokens;
-  std::vector<float> logits;  // [tokens.size(), n_vocab]
-};
-
-TeacherForced Sequence(const ReferenceCase& c) {
-  TeacherForced t;
-  t.tokens = c.prompt_tokens;
-  t.tokens.insert(t.tokens.end(), c.greedy_tokens.begin(), c.greedy_tokens.end() - 1);
-  t.logits = c.prompt_logits;
-  t.logits.insert(t.logits.end(), c.gen_logits.begin(),
-                  c.gen_logits.begin() + (c.greedy_tokens.size() - 1) * c.n_vocab);
-  return t;
-}
-
-enum class Mode { kBatch, kIncremental, kNoCache };
-const char* ModeName(Mode m) {
-  return m == Mode::kBatch ? "batch" : m == Mode::kIncremental ? "incremental" : "no-cache";
-}
-
-std::vector<float> Logits(const Model& model, const std::vector<int32_t>& tokens, Mode mode) {
-  SequenceRunner runner(model, KvType::kF32, model.config().n_ctx_train, 2);
-  std::vector<float> out;
-  if (mode == Mode::kBatch) {
-    auto logits = runner.Append(tokens, true);
-    EXPECT_TRUE(logits.ok()) << logits.message();
-    if (logits.ok()) out.assign(logits->begin(), logits->end());
-    return out;
-  }
-  for (int32_t token : tokens) {
-    auto logits = mode == Mode::kIncremental ? runner.Append(std::span(&token, 1))
-                                             : runner.AppendRecompute(std::span(&token, 1));
-    EXPECT_TRUE(logits.ok()) << logits.message();
-    if (logits.ok()) out.insert(out.end(), logits->begin(), logits->end());
-  }
-  return out;
 }
 
 std::vector<std::string> CaseNames() {

@@ -22,6 +22,7 @@
 #include "model/synthetic_model.h"
 #include "support/paths.h"
 #include "support/reference.h"
+#include "support/reference_runs.h"
 #include "support/test_backend.h"
 #include "tokenizer/tokenizer.h"
 
@@ -29,46 +30,18 @@ namespace kvserve {
 namespace {
 
 using testing::LoadArchReferenceCase;
+using testing::LoadOrDie;
+using testing::Logits;
+using testing::Mode;
 using testing::ModelPath;
+using testing::ModeName;
 using testing::ReferenceCase;
 using testing::RelativeRowError;
+using testing::Row;
 
 // The README's tolerances: F32 differs from llama.cpp in summation order only (`exact`: 1.4e-6);
 // K-quant files also in how the activations are rounded before each product.
 double Tolerance(const std::string& name) { return name.ends_with("-f32") ? 1e-4 : 5e-2; }
-
-std::unique_ptr<Model> LoadOrDie(const std::string& model) {
-  auto loaded = LoadModel(ModelPath(model), TestBackend());
-  EXPECT_TRUE(loaded.ok()) << loaded.message();
-  return loaded.ok() ? std::move(loaded).value() : nullptr;
-}
-
-std::span<const float> Row(const std::vector<float>& all, size_t row, int n_vocab) {
-  return std::span<const float>(all.data() + row * n_vocab, n_vocab);
-}
-
-enum class Mode { kBatch, kIncremental, kNoCache };
-const char* ModeName(Mode m) {
-  return m == Mode::kBatch ? "batch" : m == Mode::kIncremental ? "incremental" : "no-cache";
-}
-
-std::vector<float> Logits(const Model& model, const std::vector<int32_t>& tokens, Mode mode) {
-  SequenceRunner runner(model, KvType::kF32, model.config().n_ctx_train, 2);
-  std::vector<float> out;
-  if (mode == Mode::kBatch) {
-    auto logits = runner.Append(tokens, true);
-    EXPECT_TRUE(logits.ok()) << logits.message();
-    if (logits.ok()) out.assign(logits->begin(), logits->end());
-    return out;
-  }
-  for (int32_t token : tokens) {
-    auto logits = mode == Mode::kIncremental ? runner.Append(std::span(&token, 1))
-                                             : runner.AppendRecompute(std::span(&token, 1));
-    EXPECT_TRUE(logits.ok()) << logits.message();
-    if (logits.ok()) out.insert(out.end(), logits->begin(), logits->end());
-  }
-  return out;
-}
 
 class MoeReferenceTest : public ::testing::TestWithParam<std::string> {};
 

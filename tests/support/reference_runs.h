@@ -1,0 +1,39 @@
+// Running a model on a reference case (support/reference.h): the teacher-forced sequence and its
+// reference logits, and the logits of a token sequence in each cache mode. Shared by the family
+// reference tests (arch_reference_test, gemma_reference_test, moe_reference_test).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "support/reference.h"
+
+namespace kvserve::testing {
+
+// Loads a model file (relative to ../shared/models) on the test backend; nullptr, with a test
+// failure, when it does not load.
+std::unique_ptr<Model> LoadOrDie(const std::string& model);
+
+// Row `row` of a [rows, n_vocab] logits array.
+std::span<const float> Row(const std::vector<float>& all, size_t row, int n_vocab);
+
+// prompt + greedy[:-1], and the reference's logits at each of its positions: the prompt rows,
+// then gen row i (after greedy[i]).
+struct TeacherForced {
+  std::vector<int32_t> tokens;
+  std::vector<float> logits;  // [tokens.size(), n_vocab]
+};
+TeacherForced Sequence(const ReferenceCase& c);
+
+enum class Mode { kBatch, kIncremental, kNoCache };
+const char* ModeName(Mode m);
+// Every position's logits of `tokens` on a fresh SequenceRunner (f32 KV, 2 threads): one pass
+// (batch), one token at a time (incremental), or recomputing everything for each token (no-cache).
+// [tokens.size(), n_vocab]
+std::vector<float> Logits(const Model& model, const std::vector<int32_t>& tokens, Mode mode);
+
+}  // namespace kvserve::testing
