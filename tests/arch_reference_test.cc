@@ -27,6 +27,7 @@
 namespace kvserve {
 namespace {
 
+using testing::GreedyRuns;
 using testing::LoadArchReferenceCase;
 using testing::LoadOrDie;
 using testing::Logits;
@@ -36,6 +37,7 @@ using testing::ModeName;
 using testing::ReferenceCase;
 using testing::RelativeRowError;
 using testing::Row;
+using testing::RunGreedy;
 using testing::Sequence;
 using testing::TeacherForced;
 
@@ -111,51 +113,20 @@ TEST_P(ArchReferenceTest, TeacherForcedLogitsMatchLlamaCppInEveryMode) {
   }
 }
 
-struct Output {
-  std::vector<int32_t> tokens;
-  FinishReason finish_reason = FinishReason::kNone;
-};
-
-Output Collect(RequestStream& stream) {
-  Output out;
-  for (;;) {
-    auto event = stream.Next(std::chrono::seconds(60));
-    EXPECT_TRUE(event.has_value()) << "no event within 60 s";
-    if (!event) return out;
-    if (event->kind == RequestEvent::Kind::kFinish) {
-      out.finish_reason = event->finish_reason;
-      return out;
-    }
-    out.tokens.push_back(event->token);
-  }
-}
-
 TEST_P(ArchReferenceTest, EngineGreedyMatchesAloneAndSixteenAtOnce) {
   const ReferenceCase c = LoadArchReferenceCase(GetParam());
   auto model = LoadOrDie(c.model);
   ASSERT_NE(model, nullptr);
-  auto tokenizer = Tokenizer::FromGguf(model->file());
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.message();
-  Request request;
-  request.prompt = c.prompt_tokens;
-  request.max_tokens = static_cast<int>(c.greedy_tokens.size());
-  request.ignore_eos = true;
-  request.sampling.temperature = 0.0f;
-  auto engine =
-      Engine::Create(*model, **tokenizer, {.n_threads = 2, .n_ctx = 64, .max_batched_tokens = 64});
-  ASSERT_TRUE(engine.ok()) << engine.message();
-  auto first = (*engine)->Submit(request);
-  ASSERT_TRUE(first.ok()) << first.message();
-  const Output alone = Collect(**first);
-  EXPECT_EQ(alone.finish_reason, FinishReason::kLength);
-  ASSERT_EQ(alone.tokens.size(), c.greedy_tokens.size());
-  const auto mismatch =
-      std::mismatch(alone.tokens.begin(), alone.tokens.end(), c.greedy_tokens.begin());
-  if (IsFloat(c.name) || mismatch.first == alone.tokens.end()) {
-    EXPECT_EQ(alone.tokens, c.greedy_tokens) << "alone";
+  const GreedyRuns runs = RunGreedy(*model, c);
+  const std::vector<int32_t>& alone = runs.alone;
+  EXPECT_EQ(runs.alone_finish, FinishReason::kLength);
+  ASSERT_EQ(alone.size(), c.greedy_tokens.size());
+  const auto mismatch = std::mismatch(alone.begin(), alone.end(), c.greedy_tokens.begin());
+  if (IsFloat(c.name) || mismatch.first == alone.end()) {
+    EXPECT_EQ(alone, c.greedy_tokens) << "alone";
   } else {
     // Past a differing step the two sequences diverge: judge that step only, teacher-forced.
-    const size_t step = mismatch.first - alone.tokens.begin();
+    const size_t step = mismatch.first - alone.begin();
     const TeacherForced t = Sequence(c);
     const std::vector<float> ours = Logits(*model, t.tokens, Mode::kBatch);
     const size_t row = c.prompt_tokens.size() - 1 + step;
@@ -163,14 +134,9 @@ TEST_P(ArchReferenceTest, EngineGreedyMatchesAloneAndSixteenAtOnce) {
         << "greedy token " << step << " differs (" << *mismatch.first << " vs " << *mismatch.second
         << ") and the reference row is no rounding tie";
   }
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  for (int i = 0; i < 16; ++i) {
-    auto stream = (*engine)->Submit(request);
-    ASSERT_TRUE(stream.ok()) << stream.message();
-    streams.push_back(*stream);
-  }
-  for (size_t i = 0; i < streams.size(); ++i) {
-    EXPECT_EQ(Collect(*streams[i]).tokens, alone.tokens) << "request " << i << " of 16";
+  ASSERT_EQ(runs.together.size(), 16u);
+  for (size_t i = 0; i < runs.together.size(); ++i) {
+    EXPECT_EQ(runs.together[i], alone) << "request " << i << " of 16";
   }
 }
 

@@ -26,6 +26,7 @@
 namespace kvserve {
 namespace {
 
+using testing::GreedyRuns;
 using testing::LoadArchReferenceCase;
 using testing::LoadOrDie;
 using testing::Logits;
@@ -35,6 +36,7 @@ using testing::ModeName;
 using testing::ReferenceCase;
 using testing::RelativeRowError;
 using testing::Row;
+using testing::RunGreedy;
 using testing::Sequence;
 using testing::TeacherForced;
 
@@ -82,56 +84,18 @@ TEST_P(GemmaReferenceTest, TeacherForcedLogitsMatchLlamaCppInEveryMode) {
   }
 }
 
-struct Output {
-  std::vector<int32_t> tokens;
-  FinishReason finish_reason = FinishReason::kNone;
-};
-
-Output Collect(RequestStream& stream) {
-  Output out;
-  for (;;) {
-    auto event = stream.Next(std::chrono::seconds(60));
-    EXPECT_TRUE(event.has_value()) << "no event within 60 s";
-    if (!event) return out;
-    if (event->kind == RequestEvent::Kind::kFinish) {
-      out.finish_reason = event->finish_reason;
-      return out;
-    }
-    out.tokens.push_back(event->token);
-  }
-}
-
 class GemmaGreedyTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GemmaGreedyTest, EngineGreedyMatchesAloneAndSixteenAtOnce) {
   const ReferenceCase c = LoadArchReferenceCase(GetParam());
   auto model = LoadOrDie(c.model);
   ASSERT_NE(model, nullptr);
-  auto tokenizer = Tokenizer::FromGguf(model->file());
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.message();
-  Request request;
-  request.prompt = c.prompt_tokens;
-  request.max_tokens = static_cast<int>(c.greedy_tokens.size());
-  request.ignore_eos = true;
-  request.sampling.temperature = 0.0f;
-  auto engine =
-      Engine::Create(*model, **tokenizer, {.n_threads = 2, .n_ctx = 64, .max_batched_tokens = 64});
-  ASSERT_TRUE(engine.ok()) << engine.message();
-  {
-    auto stream = (*engine)->Submit(request);
-    ASSERT_TRUE(stream.ok()) << stream.message();
-    const Output alone = Collect(**stream);
-    EXPECT_EQ(alone.tokens, c.greedy_tokens) << "alone";
-    EXPECT_EQ(alone.finish_reason, FinishReason::kLength);
-  }
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  for (int i = 0; i < 16; ++i) {
-    auto stream = (*engine)->Submit(request);
-    ASSERT_TRUE(stream.ok()) << stream.message();
-    streams.push_back(*stream);
-  }
-  for (size_t i = 0; i < streams.size(); ++i) {
-    EXPECT_EQ(Collect(*streams[i]).tokens, c.greedy_tokens) << "request " << i << " of 16";
+  const GreedyRuns runs = RunGreedy(*model, c);
+  EXPECT_EQ(runs.alone, c.greedy_tokens) << "alone";
+  EXPECT_EQ(runs.alone_finish, FinishReason::kLength);
+  ASSERT_EQ(runs.together.size(), 16u);
+  for (size_t i = 0; i < runs.together.size(); ++i) {
+    EXPECT_EQ(runs.together[i], c.greedy_tokens) << "request " << i << " of 16";
   }
 }
 

@@ -29,6 +29,7 @@
 namespace kvserve {
 namespace {
 
+using testing::GreedyRuns;
 using testing::LoadArchReferenceCase;
 using testing::LoadOrDie;
 using testing::Logits;
@@ -38,6 +39,7 @@ using testing::ModeName;
 using testing::ReferenceCase;
 using testing::RelativeRowError;
 using testing::Row;
+using testing::RunGreedy;
 
 // The README's tolerances: F32 differs from llama.cpp in summation order only (`exact`: 1.4e-6);
 // K-quant files also in how the activations are rounded before each product.
@@ -73,46 +75,19 @@ TEST_P(MoeReferenceTest, TeacherForcedLogitsMatchLlamaCppInEveryMode) {
   }
 }
 
-std::vector<int32_t> Collect(RequestStream& stream) {
-  std::vector<int32_t> tokens;
-  for (;;) {
-    auto event = stream.Next(std::chrono::seconds(60));
-    EXPECT_TRUE(event.has_value()) << "no event within 60 s";
-    if (!event || event->kind == RequestEvent::Kind::kFinish) return tokens;
-    tokens.push_back(event->token);
-  }
-}
-
 // Greedy tokens are only demanded of the F32 file (the README: a quantized file's differing token
 // is judged by its step's gap); 16 at once must equal alone for every file.
 TEST_P(MoeReferenceTest, EngineGreedyMatchesAloneAndSixteenAtOnce) {
   const ReferenceCase c = LoadArchReferenceCase(GetParam());
   auto model = LoadOrDie(c.model);
   ASSERT_NE(model, nullptr);
-  auto tokenizer = Tokenizer::FromGguf(model->file());
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.message();
-  Request request;
-  request.prompt = c.prompt_tokens;
-  request.max_tokens = static_cast<int>(c.greedy_tokens.size());
-  request.ignore_eos = true;
-  request.sampling.temperature = 0.0f;
-  auto engine =
-      Engine::Create(*model, **tokenizer, {.n_threads = 2, .n_ctx = 64, .max_batched_tokens = 64});
-  ASSERT_TRUE(engine.ok()) << engine.message();
-  auto stream = (*engine)->Submit(request);
-  ASSERT_TRUE(stream.ok()) << stream.message();
-  const std::vector<int32_t> alone = Collect(**stream);
+  const GreedyRuns runs = RunGreedy(*model, c);
   if (c.name.ends_with("-f32")) {
-    EXPECT_EQ(alone, c.greedy_tokens) << "alone";
+    EXPECT_EQ(runs.alone, c.greedy_tokens) << "alone";
   }
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  for (int i = 0; i < 16; ++i) {
-    auto s = (*engine)->Submit(request);
-    ASSERT_TRUE(s.ok()) << s.message();
-    streams.push_back(*s);
-  }
-  for (size_t i = 0; i < streams.size(); ++i) {
-    EXPECT_EQ(Collect(*streams[i]), alone) << "request " << i << " of 16";
+  ASSERT_EQ(runs.together.size(), 16u);
+  for (size_t i = 0; i < runs.together.size(); ++i) {
+    EXPECT_EQ(runs.together[i], runs.alone) << "request " << i << " of 16";
   }
 }
 

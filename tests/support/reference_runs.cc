@@ -2,9 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <tuple>
+
+#include "engine/engine.h"
 #include "engine/sequence_runner.h"
 #include "support/paths.h"
 #include "support/test_backend.h"
+#include "tokenizer/tokenizer.h"
 
 namespace kvserve::testing {
 
@@ -48,6 +53,50 @@ std::vector<float> Logits(const Model& model, const std::vector<int32_t>& tokens
     if (logits.ok()) out.insert(out.end(), logits->begin(), logits->end());
   }
   return out;
+}
+
+namespace {
+
+// A request's tokens and finish reason, read to its end.
+std::pair<std::vector<int32_t>, FinishReason> Collect(RequestStream& stream) {
+  std::vector<int32_t> tokens;
+  for (;;) {
+    auto event = stream.Next(std::chrono::seconds(60));
+    EXPECT_TRUE(event.has_value()) << "no event within 60 s";
+    if (!event) return {tokens, FinishReason::kNone};
+    if (event->kind == RequestEvent::Kind::kFinish) return {tokens, event->finish_reason};
+    tokens.push_back(event->token);
+  }
+}
+
+}  // namespace
+
+GreedyRuns RunGreedy(const Model& model, const ReferenceCase& c) {
+  GreedyRuns runs;
+  auto tokenizer = Tokenizer::FromGguf(model.file());
+  EXPECT_TRUE(tokenizer.ok()) << tokenizer.message();
+  if (!tokenizer.ok()) return runs;
+  Request request;
+  request.prompt = c.prompt_tokens;
+  request.max_tokens = static_cast<int>(c.greedy_tokens.size());
+  request.ignore_eos = true;
+  request.sampling.temperature = 0.0f;
+  auto engine =
+      Engine::Create(model, **tokenizer, {.n_threads = 2, .n_ctx = 64, .max_batched_tokens = 64});
+  EXPECT_TRUE(engine.ok()) << engine.message();
+  if (!engine.ok()) return runs;
+  auto first = (*engine)->Submit(request);
+  EXPECT_TRUE(first.ok()) << first.message();
+  if (!first.ok()) return runs;
+  std::tie(runs.alone, runs.alone_finish) = Collect(**first);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 16; ++i) {
+    auto stream = (*engine)->Submit(request);
+    EXPECT_TRUE(stream.ok()) << stream.message();
+    if (stream.ok()) streams.push_back(*stream);
+  }
+  for (const auto& stream : streams) runs.together.push_back(Collect(*stream).first);
+  return runs;
 }
 
 }  // namespace kvserve::testing

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/finish_reason.h"
 #include "model/model.h"
 #include "support/reference.h"
 
@@ -35,5 +36,14 @@ const char* ModeName(Mode m);
 // (batch), one token at a time (incremental), or recomputing everything for each token (no-cache).
 // [tokens.size(), n_vocab]
 std::vector<float> Logits(const Model& model, const std::vector<int32_t>& tokens, Mode mode);
+
+// The reference prompt through the serving engine, greedy, as many tokens as the reference's
+// greedy run, past end-of-generation: one request alone, then 16 submitted together.
+struct GreedyRuns {
+  std::vector<int32_t> alone;
+  FinishReason alone_finish = FinishReason::kNone;
+  std::vector<std::vector<int32_t>> together;  // [16]
+};
+GreedyRuns RunGreedy(const Model& model, const ReferenceCase& c);
 
 }  // namespace kvserve::testing
