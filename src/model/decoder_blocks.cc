@@ -24,6 +24,19 @@ void SelfAttention(const Backend& backend, const ForwardBatch& batch, const KvLa
   backend.PagedAttention(kv, batch.attention(), q, n_heads, params, attn, ws);
 }
 
+Status OutputHead::Load(const WeightLoader& loader, const ModelConfig& config) {
+  KVSERVE_RETURN_IF_ERROR(
+      loader.Matrix("token_embd.weight", config.n_vocab, config.n_embd, &token_embd));
+  KVSERVE_RETURN_IF_ERROR(loader.Vector("output_norm.weight", config.n_embd, &norm));
+  output = &token_embd;
+  if (!config.tied_output) {
+    KVSERVE_RETURN_IF_ERROR(
+        loader.Matrix("output.weight", config.n_vocab, config.n_embd, &own_output));
+    output = &own_output;
+  }
+  return Status::Ok();
+}
+
 void ProjectLogits(const Backend& backend, const ForwardBatch& batch, const float* x, int n_embd,
                    const RowNorm& norm, const WeightMatrix& output, float* logits, Workspace& ws) {
   const int n_out = static_cast<int>(batch.logit_rows.size());
@@ -78,15 +91,9 @@ class LlamaStyleModel final : public Model {
     }
     const int64_t q_dim = static_cast<int64_t>(c.n_heads) * c.head_dim;
     const int64_t kv_dim = static_cast<int64_t>(c.n_kv_heads) * c.head_dim;
-    KVSERVE_RETURN_IF_ERROR(r.Matrix("token_embd.weight", c.n_vocab, c.n_embd, &token_embd_));
-    KVSERVE_RETURN_IF_ERROR(r.Vector("output_norm.weight", c.n_embd, &output_norm_));
-    output_ = &token_embd_;
-    if (!c.tied_output) {
-      KVSERVE_RETURN_IF_ERROR(r.Matrix("output.weight", c.n_vocab, c.n_embd, &own_output_));
-      output_ = &own_output_;
-    }
+    KVSERVE_RETURN_IF_ERROR(head_.Load(r, c));
     layers_.resize(c.n_layers);
-    std::vector<WeightMatrix*> matrices = {output_};
+    std::vector<WeightMatrix*> matrices = {head_.output};
     for (int i = 0; i < c.n_layers; ++i) {
       const std::string p = "blk." + std::to_string(i) + ".";
       LlamaStyleLayer& l = layers_[i];
@@ -148,12 +155,12 @@ class LlamaStyleModel final : public Model {
               .up = ws.Floats(kUp, n * c.n_ff),
               .fused = options_.fused_qkv || options_.fused_gate_up ? ws.Floats(kQkv, n * fused)
                                                                     : nullptr};
-    EmbedTokens(backend_, batch, token_embd_, b.x, ws);
+    EmbedTokens(backend_, batch, head_.token_embd, b.x, ws);
     for (int il = 0; il < c.n_layers; ++il) Layer(layers_[il], batch, kv.layer(il), b, ws);
     auto norm = [&](const float* in, int n_rows, float* out) {
-      backend_.RmsNorm(in, output_norm_.data(), n_rows, c.n_embd, c.norm_eps, out, ws);
+      backend_.RmsNorm(in, head_.norm.data(), n_rows, c.n_embd, c.norm_eps, out, ws);
     };
-    ProjectLogits(backend_, batch, b.x, c.n_embd, norm, *output_, logits, ws);
+    ProjectLogits(backend_, batch, b.x, c.n_embd, norm, *head_.output, logits, ws);
   }
 
  private:
@@ -209,12 +216,9 @@ class LlamaStyleModel final : public Model {
   }
 
   LlamaStyleOptions options_;
-  RopeParams rope_;                 // freq_factors points into rope_freqs_
-  std::vector<float> rope_freqs_;   // [rope_dims / 2], Llama 3; empty otherwise
-  WeightMatrix token_embd_;         // [n_vocab, n_embd]
-  WeightMatrix own_output_;         // [n_vocab, n_embd], unless tied
-  WeightMatrix* output_ = nullptr;  // own_output_ or token_embd_
-  std::vector<float> output_norm_;
+  RopeParams rope_;                // freq_factors points into rope_freqs_
+  std::vector<float> rope_freqs_;  // [rope_dims / 2], Llama 3; empty otherwise
+  OutputHead head_;
   std::vector<LlamaStyleLayer> layers_;
 };
 

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "kernels/backend.h"
 #include "kernels/weight_matrix.h"
@@ -13,6 +14,7 @@
 #include "model/forward_batch.h"
 #include "model/model.h"
 #include "model/model_config.h"
+#include "model/weight_loader.h"
 
 namespace kvserve {
 
@@ -37,6 +39,21 @@ void SelfAttention(const Backend& backend, const ForwardBatch& batch, const KvLa
 
 // logits = output · norm(x row) for each of batch.logit_rows; `norm(in, n_rows, out)` is the
 // architecture's final norm.  x: [n_tokens, n_embd]; logits: [logit_rows.size(), n_vocab]
+// The token embedding, the final norm's weight and the output matrix (the embedding itself when the
+// file has no output.weight). Holds a pointer into itself: loaded in place, never copied.
+struct OutputHead {
+  OutputHead() = default;
+  OutputHead(const OutputHead&) = delete;
+  OutputHead& operator=(const OutputHead&) = delete;
+  // token_embd.weight [n_vocab, n_embd], output_norm.weight [n_embd], output.weight unless tied.
+  Status Load(const WeightLoader& loader, const ModelConfig& config);
+
+  WeightMatrix token_embd;         // [n_vocab, n_embd]
+  WeightMatrix own_output;         // [n_vocab, n_embd], unless tied
+  WeightMatrix* output = nullptr;  // own_output or token_embd
+  std::vector<float> norm;         // [n_embd]
+};
+
 using RowNorm = std::function<void(const float* in, int n_rows, float* out)>;
 void ProjectLogits(const Backend& backend, const ForwardBatch& batch, const float* x, int n_embd,
                    const RowNorm& norm, const WeightMatrix& output, float* logits, Workspace& ws);

@@ -37,15 +37,9 @@ class GemmaModel final : public Model {
     const WeightLoader r(file_);
     const int64_t q_dim = static_cast<int64_t>(c.n_heads) * c.head_dim;
     const int64_t kv_dim = static_cast<int64_t>(c.n_kv_heads) * c.head_dim;
-    KVSERVE_RETURN_IF_ERROR(r.Matrix("token_embd.weight", c.n_vocab, c.n_embd, &token_embd_));
-    KVSERVE_RETURN_IF_ERROR(r.Vector("output_norm.weight", c.n_embd, &output_norm_));
-    output_ = &token_embd_;
-    if (!c.tied_output) {
-      KVSERVE_RETURN_IF_ERROR(r.Matrix("output.weight", c.n_vocab, c.n_embd, &own_output_));
-      output_ = &own_output_;
-    }
+    KVSERVE_RETURN_IF_ERROR(head_.Load(r, c));
     layers_.resize(c.n_layers);
-    std::vector<WeightMatrix*> matrices = {output_};
+    std::vector<WeightMatrix*> matrices = {head_.output};
     for (int i = 0; i < c.n_layers; ++i) {
       const std::string p = "blk." + std::to_string(i) + ".";
       GemmaLayer& l = layers_[i];
@@ -105,15 +99,15 @@ class GemmaModel final : public Model {
               .v = ws.Floats(kV, n * kv_dim),
               .gate = ws.Floats(kGate, n * c.n_ff),
               .up = ws.Floats(kUp, n * c.n_ff)};
-    EmbedTokens(backend_, batch, token_embd_, b.x, ws);
+    EmbedTokens(backend_, batch, head_.token_embd, b.x, ws);
     backend_.Scale(b.x, static_cast<int>(n), c.n_embd, std::sqrt(static_cast<float>(c.n_embd)), ws);
     for (int il = 0; il < c.n_layers; ++il) {
       Layer(layers_[il], options_.layers[il], batch, kv.layer(il), b, ws);
     }
     auto norm = [&](const float* in, int n_rows, float* out) {
-      backend_.RmsNorm(in, output_norm_.data(), n_rows, c.n_embd, c.norm_eps, out, ws);
+      backend_.RmsNorm(in, head_.norm.data(), n_rows, c.n_embd, c.norm_eps, out, ws);
     };
-    ProjectLogits(backend_, batch, b.x, c.n_embd, norm, *output_, logits, ws);
+    ProjectLogits(backend_, batch, b.x, c.n_embd, norm, *head_.output, logits, ws);
     if (options_.final_soft_cap > 0.0f) {
       backend_.SoftCap(logits, static_cast<int>(batch.logit_rows.size()), c.n_vocab,
                        options_.final_soft_cap, ws);
@@ -155,10 +149,7 @@ class GemmaModel final : public Model {
   }
 
   GemmaOptions options_;
-  WeightMatrix token_embd_;         // [n_vocab, n_embd]
-  WeightMatrix own_output_;         // [n_vocab, n_embd], unless tied
-  WeightMatrix* output_ = nullptr;  // own_output_ or token_embd_
-  std::vector<float> output_norm_;
+  OutputHead head_;
   std::vector<GemmaLayer> layers_;
 };
 

@@ -37,17 +37,11 @@ class Gpt2Model final : public Model {
     const ModelConfig& c = config_;
     const WeightLoader r(file_);
     const int e = c.n_embd;
-    KVSERVE_RETURN_IF_ERROR(r.Matrix("token_embd.weight", c.n_vocab, e, &token_embd_));
+    KVSERVE_RETURN_IF_ERROR(head_.Load(r, c));
     KVSERVE_RETURN_IF_ERROR(r.Matrix("position_embd.weight", c.n_ctx_train, e, &position_embd_));
-    KVSERVE_RETURN_IF_ERROR(r.Vector("output_norm.weight", e, &output_norm_));
     KVSERVE_RETURN_IF_ERROR(r.Vector("output_norm.bias", e, &output_norm_bias_));
-    output_ = &token_embd_;
-    if (!c.tied_output) {
-      KVSERVE_RETURN_IF_ERROR(r.Matrix("output.weight", c.n_vocab, e, &own_output_));
-      output_ = &own_output_;
-    }
     layers_.resize(c.n_layers);
-    std::vector<WeightMatrix*> matrices = {output_};
+    std::vector<WeightMatrix*> matrices = {head_.output};
     for (int i = 0; i < c.n_layers; ++i) {
       const std::string p = "blk." + std::to_string(i) + ".";
       Gpt2Layer& l = layers_[i];
@@ -81,16 +75,16 @@ class Gpt2Model final : public Model {
               .attn = ws.Floats(kAttn, n * e),
               .qkv = ws.Floats(kQkv, n * 3 * e),
               .up = ws.Floats(kUp, n * c.n_ff)};
-    EmbedTokens(backend_, batch, token_embd_, b.x, ws);
+    EmbedTokens(backend_, batch, head_.token_embd, b.x, ws);
     float* pos = ws.Floats(kTmp, n * e);
     backend_.GetRows(position_embd_, batch.positions, pos, ws);
     backend_.Add(b.x, pos, static_cast<int>(n), c.n_embd, ws);
     for (int il = 0; il < c.n_layers; ++il) Layer(layers_[il], batch, kv.layer(il), b, ws);
     auto norm = [&](const float* in, int n_rows, float* out) {
-      backend_.LayerNorm(in, output_norm_.data(), output_norm_bias_.data(), n_rows, c.n_embd,
+      backend_.LayerNorm(in, head_.norm.data(), output_norm_bias_.data(), n_rows, c.n_embd,
                          c.norm_eps, out, ws);
     };
-    ProjectLogits(backend_, batch, b.x, c.n_embd, norm, *output_, logits, ws);
+    ProjectLogits(backend_, batch, b.x, c.n_embd, norm, *head_.output, logits, ws);
   }
 
  private:
@@ -121,11 +115,9 @@ class Gpt2Model final : public Model {
     be.Add(b.x, b.proj, n, e, ws);
   }
 
-  WeightMatrix token_embd_;     // [n_vocab, n_embd]
+  OutputHead head_;
   WeightMatrix position_embd_;  // [n_ctx_train, n_embd]
-  WeightMatrix own_output_;     // [n_vocab, n_embd], unless tied
-  WeightMatrix* output_ = nullptr;
-  std::vector<float> output_norm_, output_norm_bias_;
+  std::vector<float> output_norm_bias_;
   std::vector<Gpt2Layer> layers_;
 };
 

@@ -86,15 +86,9 @@ class Qwen3MoeModel final : public Model {
                        .position_scale = c.rope_position_scale};
     const int64_t q_dim = static_cast<int64_t>(c.n_heads) * c.head_dim;
     const int64_t kv_dim = static_cast<int64_t>(c.n_kv_heads) * c.head_dim;
-    KVSERVE_RETURN_IF_ERROR(r.Matrix("token_embd.weight", c.n_vocab, c.n_embd, &token_embd_));
-    KVSERVE_RETURN_IF_ERROR(r.Vector("output_norm.weight", c.n_embd, &output_norm_));
-    output_ = &token_embd_;
-    if (!c.tied_output) {
-      KVSERVE_RETURN_IF_ERROR(r.Matrix("output.weight", c.n_vocab, c.n_embd, &own_output_));
-      output_ = &own_output_;
-    }
+    KVSERVE_RETURN_IF_ERROR(head_.Load(r, c));
     layers_.resize(c.n_layers);
-    std::vector<WeightMatrix*> matrices = {output_};
+    std::vector<WeightMatrix*> matrices = {head_.output};
     for (int i = 0; i < c.n_layers; ++i) {
       const std::string p = "blk." + std::to_string(i) + ".";
       MoeLayer& l = layers_[i];
@@ -140,15 +134,15 @@ class Qwen3MoeModel final : public Model {
     ExpertGroups groups;
     groups.ids.resize(n * n_used_);
     groups.weights.resize(n * n_used_);
-    EmbedTokens(backend_, batch, token_embd_, b.x, ws);
+    EmbedTokens(backend_, batch, head_.token_embd, b.x, ws);
     for (int il = 0; il < c.n_layers; ++il) {
       Attention(layers_[il], batch, kv.layer(il), b, ws);
       Experts(layers_[il], static_cast<int>(n), b, groups, ws);
     }
     auto norm = [&](const float* in, int n_rows, float* out) {
-      backend_.RmsNorm(in, output_norm_.data(), n_rows, c.n_embd, c.norm_eps, out, ws);
+      backend_.RmsNorm(in, head_.norm.data(), n_rows, c.n_embd, c.norm_eps, out, ws);
     };
-    ProjectLogits(backend_, batch, b.x, c.n_embd, norm, *output_, logits, ws);
+    ProjectLogits(backend_, batch, b.x, c.n_embd, norm, *head_.output, logits, ws);
   }
 
  private:
@@ -232,10 +226,7 @@ class Qwen3MoeModel final : public Model {
   int n_used_ = 0;    // <arch>.expert_used_count: experts per token
   int n_ff_exp_ = 0;  // <arch>.expert_feed_forward_length: an expert's hidden width
   RopeParams rope_;
-  WeightMatrix token_embd_;         // [n_vocab, n_embd]
-  WeightMatrix own_output_;         // [n_vocab, n_embd], unless tied
-  WeightMatrix* output_ = nullptr;  // own_output_ or token_embd_
-  std::vector<float> output_norm_;  // [n_embd]
+  OutputHead head_;
   std::vector<MoeLayer> layers_;
 };
 
