@@ -1,7 +1,9 @@
 // The SIMD K-quant tiles (kquant_tiles.h) against the scalar tiles, bit for bit: raw random
 // super-blocks (any bit pattern of quants, scales and mins, extreme quants, zero, negative and
 // subnormal f16 scales) against Q8_K activation blocks with extreme quants (-128 included) and
-// zero or negative scales, on every table, every m = 1..17, odd output ranges and misaligned rows.
+// zero or negative scales, on every table, every m = 1..17, odd output ranges and misaligned rows;
+// and the x16 layout of Q4_K and Q6_K (packed_kquants.h): packing gives every stored row back byte
+// for byte, and the packed tiles give the scalar tiles' bits for every m and 16-aligned range.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 
 #include "io/ggml_type.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/packed_weights.h"
 #include "kernels/cpu/scratch_buffer.h"
 #include "support/kernel_tables.h"
 #include "util/half.h"
@@ -94,12 +97,21 @@ struct RawProblem {
     }
   }
 
+  // The x16 layout of w (HasPackedLayout types only).
+  std::vector<uint8_t> Packed() const {
+    std::vector<uint8_t> packed(PackedMatrixBytes(type, n, k));
+    PackGroups(type, w.data() + 1, w_row, n, k, 0, (n + 15) / 16, packed.data());
+    return packed;
+  }
+
+  // y rows [i0, i0 + rows), outputs [n_begin, n_end), with the table's stored-layout tile, or with
+  // its packed tile on `packed` when given.
   void Run(const KernelTable& table, int i0, int rows, int n_begin, int n_end,
-           std::vector<float>& y) const {
+           std::vector<float>& y, const std::vector<uint8_t>* packed = nullptr) const {
     TileScratch scratch;
     const MatmulTile tile{
-        .w = w.data() + 1,
-        .w_row_bytes = w_row,
+        .w = packed != nullptr ? packed->data() : w.data() + 1,
+        .w_row_bytes = packed != nullptr ? PackedGroupBytes(type, k) : w_row,
         .x = x.data() + 1 + x_row * i0,
         .x_row_bytes = x_row,
         .m = rows,
@@ -110,7 +122,7 @@ struct RawProblem {
         .ldy = n,
         .scratch = &scratch,
     };
-    MatmulFor(table, type)(tile);
+    (packed != nullptr ? PackedMatmulFor(table, type) : MatmulFor(table, type))(tile);
   }
 };
 
@@ -144,6 +156,52 @@ TEST(KquantSimdTest, RawBlocksGiveScalarBitsOnEveryTable) {
       }
     }
   }
+}
+
+TEST(KquantSimdTest, PackingGivesBackEveryStoredRow) {
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    ASSERT_TRUE(HasPackedLayout(type));
+    const RawProblem p(type, 1, 37, 768, 99 + static_cast<int>(type));
+    const std::vector<uint8_t> packed = p.Packed();
+    std::vector<uint8_t> row(p.w_row);
+    for (int j = 0; j < p.n; ++j) {
+      UnpackRow(type, packed.data(), p.k, j, row.data());
+      ASSERT_EQ(0, std::memcmp(row.data(), p.w.data() + 1 + p.w_row * j, p.w_row))
+          << GgmlTypeName(type) << " row " << j;
+    }
+  }
+}
+
+TEST(KquantSimdTest, PackedTilesGiveScalarBits) {
+  int tested = 0;
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    SCOPED_TRACE(GgmlTypeName(type));
+    for (int k : {256, 1024}) {
+      const RawProblem p(type, 17, 53, k, 2000 + k + static_cast<int>(type));
+      const std::vector<uint8_t> packed = p.Packed();
+      std::vector<float> want(static_cast<size_t>(p.m) * p.n);
+      p.Run(ScalarKernels(), 0, p.m, 0, p.n, want);
+      for (const KernelTable* table : testing::FastTables()) {
+        if (PackedMatmulFor(*table, type) == nullptr) continue;
+        SCOPED_TRACE(table->isa);
+        ++tested;
+        for (int m = 1; m <= 17; ++m) {
+          std::vector<float> got(want.size(), -1.0f);
+          for (int i0 = 0; i0 < p.m; i0 += m) {
+            const int rows = std::min(m, p.m - i0);
+            p.Run(*table, i0, rows, 0, 16, got, &packed);
+            p.Run(*table, i0, rows, 16, 48, got, &packed);
+            p.Run(*table, i0, rows, 48, p.n, got, &packed);
+          }
+          for (size_t e = 0; e < want.size(); ++e) {
+            ASSERT_TRUE(SameBits(got[e], want[e])) << "k " << k << " m " << m << " element " << e
+                                                   << ": " << got[e] << " vs " << want[e];
+          }
+        }
+      }
+    }
+  }
+  if (tested == 0) GTEST_SKIP() << "no table with packed K-quant tiles on this CPU";
 }
 
 // The test can fail: the scalar results are not all zero (the blocks reach the outputs).

@@ -260,5 +260,22 @@ TEST(PackedWeightsTest, ModelLogitsAreTheSameBitsPackedOrNot) {
   }
 }
 
+// The K-quant files of every family (Q4_K_M mixes Q4_K and Q6_K; the MoE file packs its experts).
+TEST(PackedWeightsTest, KquantFilesGiveTheSameLogitsBitsPackedOrNot) {
+  const bool can_pack = PackedMatmulFor(TestBackend().kernels(), GgmlType::kQ4_K) != nullptr;
+  for (const char* name : {"llama3-q4_k_m", "llama3-q6_k", "gemma3-q4_k_m", "qwen3moe-q4_k_m"}) {
+    SCOPED_TRACE(name);
+    const std::string path = testing::ModelPath(std::string("arch/") + name + ".gguf");
+    bool stored_packed = true, packed = false;
+    const std::vector<float> stored = Logits(path, false, &stored_packed);
+    const std::vector<float> repacked = Logits(path, true, &packed);
+    EXPECT_FALSE(stored_packed);
+    EXPECT_EQ(packed, can_pack);
+    ASSERT_EQ(stored.size(), repacked.size());
+    ASSERT_FALSE(stored.empty());
+    EXPECT_EQ(std::memcmp(stored.data(), repacked.data(), sizeof(float) * stored.size()), 0);
+  }
+}
+
 }  // namespace
 }  // namespace kvserve

@@ -129,6 +129,10 @@ MatmulTileFn PackedMatmulFor(const KernelTable& table, GgmlType type) {
       return table.matmul_q8_0_x16;
     case GgmlType::kQ4_0:
       return table.matmul_q4_0_x16;
+    case GgmlType::kQ4_K:
+      return table.matmul_q4_k_x16;
+    case GgmlType::kQ6_K:
+      return table.matmul_q6_k_x16;
     default:
       return nullptr;
   }

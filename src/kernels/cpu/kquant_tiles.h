@@ -24,6 +24,9 @@ namespace avx512 {
 void MatmulQ4_K(const MatmulTile& t);
 void MatmulQ5_K(const MatmulTile& t);
 void MatmulQ6_K(const MatmulTile& t);
+// The same on matrices in the x16 layout of packed_kquants.h (kquant_x16_avx512.cc; VNNI).
+void MatmulQ4_Kx16(const MatmulTile& t);
+void MatmulQ6_Kx16(const MatmulTile& t);
 }  // namespace avx512
 
 }  // namespace kvserve
