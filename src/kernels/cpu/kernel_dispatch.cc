@@ -3,6 +3,7 @@
 #include <string_view>
 
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/kquant_tiles.h"
 #include "kernels/cpu/quant_matmul.h"
 
 namespace kvserve {
@@ -38,6 +39,8 @@ const KernelTable* AvxVnniKernels() {
     t.matmul_q4_0 = avxvnni::MatmulQ4_0;
     t.matmul_q8_0_x16 = avxvnni::MatmulQ8_0x16;
     t.matmul_q4_0_x16 = avxvnni::MatmulQ4_0x16;
+    t.matmul_q4_k_x16 = avxvnni::MatmulQ4_Kx16;
+    t.matmul_q6_k_x16 = avxvnni::MatmulQ6_Kx16;
     return t;
   }();
   return &table;

@@ -17,7 +17,16 @@ namespace avx2 {
 void MatmulQ4_K(const MatmulTile& t);
 void MatmulQ5_K(const MatmulTile& t);
 void MatmulQ6_K(const MatmulTile& t);
+// x16 layout (packed_kquants.h; kquant_x16_avx2.cc).
+void MatmulQ4_Kx16(const MatmulTile& t);
+void MatmulQ6_Kx16(const MatmulTile& t);
 }  // namespace avx2
+
+// AVX-VNNI on the x16 layout (kquant_x16_avxvnni.cc).
+namespace avxvnni {
+void MatmulQ4_Kx16(const MatmulTile& t);
+void MatmulQ6_Kx16(const MatmulTile& t);
+}  // namespace avxvnni
 
 // AVX-512 (vpmaddubsw + vpdpwssd).
 namespace avx512 {

@@ -1,0 +1,277 @@
+// The x16 Q4_K and Q6_K tiles of the AVX2-class tables (packed_kquants.h layout, Q8_K
+// activations): included by kquant_x16_avx2.cc (AVX2: vpmaddubsw) and kquant_x16_avxvnni.cc (AVX2 +
+// AVX-VNNI: vpdpbusd on 256 bits), and by nothing else; everything is in an anonymous namespace so
+// each translation unit gets its own copy compiled for its own instruction set.
+//
+// The arithmetic is the AVX-512 tiles' (kquant_x16_avx512.cc) with 8 rows per vector, half h of a
+// 16-row group (rows 8h .. 8h + 7, bytes 32h .. 32h + 31 of every 64-byte dword vector): exact
+// integer sub-block dots weighed by the lane's scales, the offset or min term from the bsums, and
+// the scalar tile's float expression per lane, so every table gives the scalar tile's bits.
+// Exact integer dots without VNNI: vpmaddubsw's int16 pairs cannot saturate here. Q4_K: nibbles
+// 0 .. 15, a pair at most 2 * 15 * 128 = 3840, so a sub-block's 8 dwords add up in int16 (<= 30720)
+// before one vpmaddwd widens them; Q6_K: values 0 .. 63, a pair at most 16128, two dwords at a
+// time.
+#pragma once
+
+#if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
+#error "kquant_x16_avx2.h is for the AVX2-class translation units only"
+#endif
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "io/ggml_type.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/packed_kquants.h"
+
+namespace kvserve {
+namespace {
+
+#if defined(__AVXVNNI__)
+constexpr bool kVnni = true;
+#else
+constexpr bool kVnni = false;
+#endif
+
+constexpr int kHalfLanes = 8;
+constexpr int kGroupRows = 16;
+constexpr int kMr = 4;  // activation rows per pass over a half-group's super-block
+
+inline __m256 Rounded(__m256 v) {
+  asm("" : "+x"(v));
+  return v;
+}
+
+inline __m256i Bcast32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return _mm256_set1_epi32(v);
+}
+
+inline __m256i Load(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+// 8 bytes at p widened to int32 lanes (unsigned or signed).
+inline __m256i LoadU8x8(const uint8_t* p) {
+  return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256i LoadI8x8(const uint8_t* p) {
+  return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+
+inline __m256 LoadF16x8(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// Σ over dwords i < N of the lane's 4 unsigned weight bytes w[i] times the activation dword at
+// xq + 4i, exact, in int32 lanes (N = 8: Q4_K nibbles; N = 4: Q6_K values).
+template <int N>
+inline __m256i DotDwords(const __m256i* w, const int8_t* xq) {
+  if constexpr (kVnni) {
+    __m256i s = _mm256_setzero_si256();
+    for (int i = 0; i < N; ++i) s = _mm256_dpbusd_avx_epi32(s, w[i], Bcast32(xq + 4 * i));
+    return s;
+  } else {
+    const __m256i ones = _mm256_set1_epi16(1);
+    constexpr int kPerWiden = N == 8 ? 8 : 2;  // int16 pairs that cannot overflow when added
+    __m256i total = _mm256_setzero_si256();
+    for (int i0 = 0; i0 < N; i0 += kPerWiden) {
+      __m256i pairs = _mm256_maddubs_epi16(w[i0], Bcast32(xq + 4 * i0));
+      for (int i = i0 + 1; i < i0 + kPerWiden; ++i) {
+        pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(w[i], Bcast32(xq + 4 * i)));
+      }
+      total = _mm256_add_epi32(total, _mm256_madd_epi16(pairs, ones));
+    }
+    return total;
+  }
+}
+
+// acc + Σ_k pairs[k] · (the int16 pair at p + 4k), exact (vpmaddwd / vpdpwssd).
+inline __m256i DotPairs(__m256i acc, const __m256i* pairs, int n, const uint8_t* p) {
+  for (int k = 0; k < n; ++k) {
+    if constexpr (kVnni) {
+      acc = _mm256_dpwssd_avx_epi32(acc, pairs[k], Bcast32(p + 4 * k));
+    } else {
+      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs[k], Bcast32(p + 4 * k)));
+    }
+  }
+  return acc;
+}
+
+template <int MR>
+struct HalfRows {
+  const uint8_t* x[MR];
+  float* y[MR];  // row r's 8 outputs of this half
+};
+
+inline const int8_t* Quants(const uint8_t* x_row, int b) {
+  return reinterpret_cast<const int8_t*>(x_row + sizeof(BlockQ8_K) * b +
+                                         offsetof(BlockQ8_K, quants));
+}
+inline const uint8_t* Bsums(const uint8_t* x_row, int b) {
+  return x_row + sizeof(BlockQ8_K) * b + offsetof(BlockQ8_K, bsums);
+}
+inline float Dx(const uint8_t* x_row, int b) {
+  float d;
+  std::memcpy(&d, x_row + sizeof(BlockQ8_K) * b + offsetof(BlockQ8_K, d), sizeof(d));
+  return d;
+}
+
+inline void StoreHalf(float* y, __m256 v, int valid) {
+  if (valid >= kHalfLanes) {
+    _mm256_storeu_ps(y, v);
+    return;
+  }
+  alignas(32) float tmp[kHalfLanes];
+  _mm256_store_ps(tmp, v);
+  for (int l = 0; l < valid; ++l) y[l] = tmp[l];
+}
+
+template <int MR>
+void Q4KHalf(const uint8_t* group, int n_sb, int h, const HalfRows<MR>& rows, int valid) {
+  const __m256i low = _mm256_set1_epi8(0x0f);
+  __m256 acc[MR];
+  for (int r = 0; r < MR; ++r) acc[r] = _mm256_setzero_ps();
+  for (int b = 0; b < n_sb; ++b) {
+    const uint8_t* quant = group + kQ4KStride * static_cast<size_t>(b) + 32 * h;
+    const uint8_t* side = group + kQ4KStride * static_cast<size_t>(b) + kQ4KQuantPart;
+    __m256i isum[MR];
+    for (int r = 0; r < MR; ++r) isum[r] = _mm256_setzero_si256();
+    for (int s = 0; s < 8; ++s) {  // sub-block s: the low (s even) or high nibbles of pair s / 2
+      const int p = s / 2;
+      __m256i w[8];
+      for (int i = 0; i < 8; ++i) {
+        const __m256i g = Load(quant + 64 * (8 * p + i));
+        w[i] = _mm256_and_si256(s % 2 == 0 ? g : _mm256_srli_epi16(g, 4), low);
+      }
+      const __m256i sc = LoadU8x8(side + kQ4KScales + 16 * s + 8 * h);
+      for (int r = 0; r < MR; ++r) {
+        const __m256i dot = DotDwords<8>(w, Quants(rows.x[r], b) + 64 * p + 32 * (s % 2));
+        isum[r] = _mm256_add_epi32(isum[r], _mm256_mullo_epi32(dot, sc));
+      }
+    }
+    __m256i min_pairs[8];
+    for (int s = 0; s < 8; ++s) {
+      const __m256i m = LoadU8x8(side + kQ4KMins + 16 * s + 8 * h);
+      min_pairs[s] = _mm256_or_si256(m, _mm256_slli_epi32(m, 16));
+    }
+    const __m256 d = LoadF16x8(side + kQ4KD + 16 * h);
+    const __m256 dmin = LoadF16x8(side + kQ4KDmin + 16 * h);
+    for (int r = 0; r < MR; ++r) {
+      const __m256i msum = DotPairs(_mm256_setzero_si256(), min_pairs, 8, Bsums(rows.x[r], b));
+      const __m256 dx = _mm256_set1_ps(Dx(rows.x[r], b));
+      __m256 block =
+          Rounded(_mm256_mul_ps(_mm256_cvtepi32_ps(isum[r]), Rounded(_mm256_mul_ps(d, dx))));
+      block = Rounded(_mm256_sub_ps(
+          block,
+          Rounded(_mm256_mul_ps(_mm256_cvtepi32_ps(msum), Rounded(_mm256_mul_ps(dmin, dx))))));
+      acc[r] = Rounded(_mm256_add_ps(acc[r], block));
+    }
+  }
+  for (int r = 0; r < MR; ++r) StoreHalf(rows.y[r], acc[r], valid);
+}
+
+template <int MR>
+void Q6KHalf(const uint8_t* group, int n_sb, int h, const HalfRows<MR>& rows, int valid) {
+  const __m256i low = _mm256_set1_epi8(0x0f);
+  const __m256i two = _mm256_set1_epi8(0x30);
+  __m256 acc[MR];
+  for (int r = 0; r < MR; ++r) acc[r] = _mm256_setzero_ps();
+  for (int b = 0; b < n_sb; ++b) {
+    const uint8_t* quant = group + kQ6KStride * static_cast<size_t>(b) + 32 * h;
+    const uint8_t* side = group + kQ6KStride * static_cast<size_t>(b) + kQ6KQuantPart;
+    __m256i isum[MR];
+    for (int r = 0; r < MR; ++r) isum[r] = _mm256_setzero_si256();
+    for (int n = 0; n < 2; ++n) {
+      for (int q = 0; q < 2; ++q) {
+        for (int k = 0; k < 4; ++k) {  // elements 128n + 32k + 16q + [0, 16): sub 8n + 2k + q
+          __m256i e[4];
+          for (int ii = 0; ii < 4; ++ii) {
+            const uint8_t* v = quant + 3 * 64 * (8 * n + 4 * q + ii);
+            const __m256i ql = Load(v + 64 * (k % 2));  // k even: ql bytes 64n + 4i, odd: + 32
+            const __m256i qh = Load(v + 128);
+            const __m256i nib = _mm256_and_si256(k < 2 ? ql : _mm256_srli_epi16(ql, 4), low);
+            const __m256i hb = k == 0   ? _mm256_slli_epi16(qh, 4)
+                               : k == 1 ? _mm256_slli_epi16(qh, 2)
+                               : k == 2 ? qh
+                                        : _mm256_srli_epi16(qh, 2);
+            e[ii] = _mm256_or_si256(nib, _mm256_and_si256(hb, two));
+          }
+          const __m256i sc = LoadI8x8(side + kQ6KScales + 16 * (8 * n + 2 * k + q) + 8 * h);
+          for (int r = 0; r < MR; ++r) {
+            const __m256i dot = DotDwords<4>(e, Quants(rows.x[r], b) + 128 * n + 32 * k + 16 * q);
+            isum[r] = _mm256_add_epi32(isum[r], _mm256_mullo_epi32(dot, sc));
+          }
+        }
+      }
+    }
+    __m256i scale_pairs[8];
+    for (int k = 0; k < 8; ++k) {
+      const __m256i even = LoadI8x8(side + kQ6KScales + 16 * (2 * k) + 8 * h);
+      const __m256i odd = LoadI8x8(side + kQ6KScales + 16 * (2 * k + 1) + 8 * h);
+      scale_pairs[k] = _mm256_or_si256(_mm256_and_si256(even, _mm256_set1_epi32(0xffff)),
+                                       _mm256_slli_epi32(odd, 16));
+    }
+    const __m256 d = LoadF16x8(side + kQ6KD + 16 * h);
+    for (int r = 0; r < MR; ++r) {
+      const __m256i offset = DotPairs(_mm256_setzero_si256(), scale_pairs, 8, Bsums(rows.x[r], b));
+      const __m256i total = _mm256_sub_epi32(isum[r], _mm256_slli_epi32(offset, 5));
+      const __m256 dx = _mm256_set1_ps(Dx(rows.x[r], b));
+      const __m256 block =
+          Rounded(_mm256_mul_ps(_mm256_cvtepi32_ps(total), Rounded(_mm256_mul_ps(d, dx))));
+      acc[r] = Rounded(_mm256_add_ps(acc[r], block));
+    }
+  }
+  for (int r = 0; r < MR; ++r) StoreHalf(rows.y[r], acc[r], valid);
+}
+
+template <bool kQ6, int MR>
+void HalfGroupRows(const MatmulTile& t, const uint8_t* group, int i0, int j0, int h) {
+  HalfRows<MR> rows;
+  for (int r = 0; r < MR; ++r) {
+    rows.x[r] = t.x + static_cast<size_t>(i0 + r) * t.x_row_bytes;
+    rows.y[r] = t.y + static_cast<size_t>(i0 + r) * t.ldy + j0 + kHalfLanes * h;
+  }
+  const int valid = t.n_end - (j0 + kHalfLanes * h);
+  if constexpr (kQ6) {
+    Q6KHalf<MR>(group, t.k / 256, h, rows, valid);
+  } else {
+    Q4KHalf<MR>(group, t.k / 256, h, rows, valid);
+  }
+}
+
+template <bool kQ6, int MR = 1>
+void HalfGroupRowsOf(int mr, const MatmulTile& t, const uint8_t* group, int i0, int j0, int h) {
+  if constexpr (MR <= kMr) {
+    if (mr == MR) return HalfGroupRows<kQ6, MR>(t, group, i0, j0, h);
+    HalfGroupRowsOf<kQ6, MR + 1>(mr, t, group, i0, j0, h);
+  }
+}
+
+template <bool kQ6>
+void MatmulKx16(const MatmulTile& t) {
+  assert(t.k % 256 == 0 && t.n_begin % kGroupRows == 0 && t.n_begin <= t.n_end);
+  if (t.k == 0) {
+    for (int i = 0; i < t.m; ++i) {
+      for (int j = t.n_begin; j < t.n_end; ++j) t.y[static_cast<size_t>(i) * t.ldy + j] = 0.0f;
+    }
+    return;
+  }
+  for (int j0 = t.n_begin; j0 < t.n_end; j0 += kGroupRows) {
+    const uint8_t* group = t.w + static_cast<size_t>(j0 / kGroupRows) * t.w_row_bytes;
+    for (int h = 0; h < 2 && j0 + kHalfLanes * h < t.n_end; ++h) {
+      for (int i0 = 0; i0 < t.m; i0 += kMr) {
+        HalfGroupRowsOf<kQ6>(std::min(kMr, t.m - i0), t, group, i0, j0, h);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvserve

@@ -1,0 +1,16 @@
+// AVX-VNNI x16 Q4_K / Q6_K tiles: kquant_x16_avx2.h compiled for AVX2 + AVX-VNNI (vpdpbusd and
+// vpdpwssd on 256 bits).
+#include "kernels/cpu/kquant_x16_avx2.h"
+
+#include "kernels/cpu/kquant_tiles.h"
+
+#if !defined(__AVXVNNI__)
+#error "kquant_x16_avxvnni.cc needs -mavxvnni"
+#endif
+
+namespace kvserve::avxvnni {
+
+void MatmulQ4_Kx16(const MatmulTile& t) { MatmulKx16<false>(t); }
+void MatmulQ6_Kx16(const MatmulTile& t) { MatmulKx16<true>(t); }
+
+}  // namespace kvserve::avxvnni
