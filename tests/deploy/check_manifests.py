@@ -7,7 +7,7 @@
   - readiness and startup probe /health on the container's port, liveness does not (draining
     answers 503 there and must not restart the pod); the scrape annotations name that port;
   - terminationGracePeriodSeconds covers preStop + --shutdown-timeout + 5 s of stream writes;
-  - the memory limit covers --kv-memory, the request is within the limit;
+  - the memory limit covers --kv-memory, the request is within the limit; the CPU request is --threads;
   - the container's command line starts the kvserve built here: its args, with $(VAR) from the
     pod's env, the model path, the API key file from the rendered Secret, a free loopback port and
     --kv-memory cut to 16MiB (the rest as written), turn /health 200; the API then refuses a call
@@ -121,6 +121,9 @@ def main():
     request = size_bytes(container["resources"]["requests"]["memory"])
     check(limit >= kv + (256 << 20) and request <= limit,
           f"memory limit {limit / 2**30:.2f} GiB >= --kv-memory {kv / 2**30:.2f} GiB + 256 MiB, request within it")
+
+    cpu = str(container["resources"]["requests"]["cpu"])
+    check(flag(args, "--threads") == cpu, f"CPU request {cpu} = --threads {flag(args, '--threads')}")
 
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
     secret_name = volumes["api-keys"]["secret"]["secretName"]

@@ -302,17 +302,20 @@ def main():
                 return 1
             routers[kind] = port
 
-        # 1. Affinity: consistent hashing vs round robin, the same conversations.
-        hashed = conversations(routers["hash"], "h", args.sessions, args.turns, 16, 6)
-        rr = conversations(routers["round-robin"], "r", args.sessions, args.turns, 16, 6)
+        # 1. Affinity: consistent hashing vs round robin, the same conversations, one after the
+        # other (so that round robin's order, and its hit rate, is the same in every run).
+        hashed = conversations(routers["hash"], "h", args.sessions, args.turns, 16, 1)
+        rr = conversations(routers["round-robin"], "r", args.sessions, args.turns, 16, 1)
         for label, sessions in (("hash", hashed), ("round-robin", rr)):
             statuses = [e["status"] for s in sessions for e in s.log]
             checks.check(statuses == [200] * (args.sessions * args.turns),
                          f"{label}: {len(statuses)} requests all 200")
         sticky = [len({e["replica"] for e in s.log}) == 1 for s in hashed]
         checks.check(all(sticky), f"hash: each of {len(hashed)} sessions stayed on one replica")
-        spread = {s.log[0]["replica"] for s in hashed}
-        checks.check(len(spread) == 3, f"hash: sessions spread over the 3 replicas ({sorted(spread)})")
+        spread = {}
+        for s in hashed:
+            spread[s.log[0]["replica"]] = spread.get(s.log[0]["replica"], 0) + 1
+        checks.check(len(spread) == 3, f"hash: sessions spread over the 3 replicas ({dict(sorted(spread.items()))})")
         later = [e["cached"] for s in hashed for e in s.log[1:]]
         checks.check(all(c > 0 for c in later), f"hash: all {len(later)} later turns had cached tokens > 0")
         h_rate, r_rate = hit_rate(hashed), hit_rate(rr)
@@ -322,6 +325,23 @@ def main():
               f"later turns to another replica")
         checks.check(h_rate > 0.5 and r_rate < 0.6 * h_rate,
                      f"hash hit rate {h_rate:.3f} > 0.5 and round robin's {r_rate:.3f} < 0.6 x it")
+        # SSE through the router: passed on event by event (proxy_buffering off), same text.
+        s0 = hashed[0]
+        body = {"prompt": s0.prompt, "max_tokens": 12, "temperature": 0}
+        whole = http(routers["hash"], "/v1/completions", body, headers={"X-Session-Id": s0.id})[2]
+        request = urllib.request.Request(f"http://{HOST}:{routers['hash']}/v1/completions",
+                                         data=json.dumps({**body, "stream": True}).encode(),
+                                         headers={"Content-Type": "application/json", "X-Session-Id": s0.id})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            kind, replica = response.headers.get("Content-Type", ""), response.headers.get("X-Kvserve-Replica")
+            lines = [l.decode().strip() for l in response if l.strip()]
+        events = [json.loads(l[6:]) for l in lines if l.startswith("data: {")]
+        streamed = "".join(e["choices"][0]["text"] for e in events)
+        checks.check(kind.startswith("text/event-stream") and lines[-1] == "data: [DONE]" and len(events) > 1
+                     and streamed == whole["choices"][0]["text"] and replica == s0.log[0]["replica"],
+                     f"SSE through nginx: {len(events)} events, [DONE], the same text as the whole answer, "
+                     f"from the session's replica")
+
         figures["affinity"] = {"sessions": args.sessions, "turns": args.turns, "hash_hit_rate": h_rate,
                                "round_robin_hit_rate": r_rate, "round_robin_moved_turns": rr_moves}
 
@@ -367,6 +387,21 @@ def main():
         ready_at = time.monotonic()
         rejoined = wait_until(lambda: any(e["replica"] == victim and e["start"] > ready_at
                                           for s in sessions for e in list(s.log)), 30, 0.2)
+        # A drain (SIGTERM, as a rolling update or a scale-down stops a pod) mid-traffic: the
+        # replica answers 503 to new requests, which nginx retries on the others; it exits 0.
+        drained = next(n for n in names if n != victim)
+        drained_proc = stack.replicas[drained]["proc"]
+        t_term = time.monotonic()
+        drained_proc.send_signal(signal.SIGTERM)
+        try:
+            drain_code = drained_proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            drain_code = None
+        t_stopped = time.monotonic()
+        time.sleep(1.0)
+        checks.check(stack.start_replica(drained, stack.replicas[drained]["port"]),
+                     f"{drained} restarted after its drain")
+        time.sleep(1.0)
         done.set()
         for f in futures:
             f.result(timeout=60)
@@ -386,6 +421,10 @@ def main():
                      f"failover: {len(after)} requests started after the kill, {len(failed_after)} failed")
         checks.check(len(retried) > 0, f"failover: {len(retried)} of them reached the dead replica first "
                      "and were retried on another by nginx (X-Kvserve-Upstream lists both)")
+        during_drain = [e for e in entries if t_term <= e["start"] <= t_stopped]
+        checks.check(drain_code == 0 and all(e["status"] == 200 for e in during_drain),
+                     f"drain: {drained} exited {drain_code} after {t_stopped - t_term:.2f} s; the "
+                     f"{len(during_drain)} requests started meanwhile all answered 200")
         moved = [s for s in sessions if home[s.id] == victim]
         moved_ok = True
         recomputed = 0
@@ -407,8 +446,9 @@ def main():
                      f"the {len(moved)} sessions of {victim} moved to the others while it was down, "
                      f"{recomputed} recomputed their prompt once there, then hit the cache again")
         stayed = [s for s in sessions if home[s.id] != victim]
-        steady = all(e["replica"] == home[s.id] for s in stayed for e in s.log if e["status"] == 200)
-        checks.check(steady, f"the {len(stayed)} sessions of the other replicas never moved")
+        steady = all(e["replica"] == home[s.id] for s in stayed for e in s.log
+                     if e["status"] == 200 and e["end"] < t_term)
+        checks.check(steady, f"the {len(stayed)} sessions of the other replicas did not move (until the drain)")
         figures["failover"] = {"sessions": len(sessions), "requests_after_kill": len(after),
                                "failed_after_kill": len(failed_after), "in_flight_at_kill": len(in_flight),
                                "in_flight_failed": sum(e["status"] != 200 for e in in_flight),
@@ -416,6 +456,8 @@ def main():
                                "down_s": round(restart_at - t_kill, 1),
                                "retried_by_nginx": len(retried), "moved_sessions": len(moved),
                                "alert_firing_after_s": round(down_s, 1),
+                               "drain_s": round(t_stopped - t_term, 2), "requests_during_drain": len(during_drain),
+                               "retried_during_drain": sum("," in e["upstream"] for e in during_drain),
                                "rejoined_after_ready_s": round(first_back - ready_at, 1) if first_back else None}
         print("failover figures: " + json.dumps(figures["failover"]))
 
