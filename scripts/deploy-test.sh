@@ -2,12 +2,13 @@
 # The deployment files, tested on loopback (docs/deploy.md): Prometheus rules and config (promtool),
 # the Kubernetes manifests (kustomize renders them; schema validation offline with the
 # kubernetes-models package; tests/deploy/check_manifests.py runs their command line), the
-# Dockerfile (scripts/image.sh check: no container engine runs here), and the scale-out test: three
+# Dockerfile (dockerfile-utils' lint; scripts/image.sh check: no container engine runs here), and
+# the scale-out test: three
 # replicas behind nginx with Prometheus (tests/deploy/scale_out_test.py). Needs build/kvserve;
 # installs nginx, prometheus and the npm validator where missing. Ends with 'N passed, N failed'.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-kvserve=build/kvserve
+kvserve=${KVSERVE_BUILD_DIR:-build}/kvserve
 model=$(scripts/get-model.sh)
 if [ ! -x "$kvserve" ]; then
   echo "deploy-test: $kvserve not built (scripts/build.sh)" >&2
@@ -30,8 +31,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   # policy-rc.d or not, the packages' own services are not needed: the tests start their own.
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-(cd tests/deploy/k8s_validate && { [ -d node_modules/kubernetes-models ] ||
-  npm ci --no-audit --no-fund --loglevel=error; })
+# The npm validators, as package-lock.json pins them (reinstalled when a version differs).
+(cd tests/deploy/validators && node -e '
+  const lock = require("./package-lock.json").packages;
+  for (const name of Object.keys(require("./package.json").dependencies)) {
+    if (require(`./node_modules/${name}/package.json`).version !== lock[`node_modules/${name}`].version)
+      process.exit(1);
+  }' 2>/dev/null || npm ci --no-audit --no-fund --loglevel=error)
 
 passed=0
 failed=0
@@ -61,13 +67,14 @@ print("ok")' deploy/prometheus/prometheus-k8s.yml deploy/prometheus/adapter-rule
 for dir in base overlays/example; do
   out="$tmp/$(basename "$dir").yaml"
   step "kubectl kustomize deploy/k8s/$dir" bash -c "kubectl kustomize deploy/k8s/$dir > $out"
-  step "schemas of deploy/k8s/$dir" bash -c "node tests/deploy/k8s_validate/validate.mjs < $out"
+  step "schemas of deploy/k8s/$dir" bash -c "node tests/deploy/validators/k8s_validate.mjs < $out"
 done
 step "manifest checks (base)" python3 tests/deploy/check_manifests.py --kvserve "$kvserve" \
   --model "$model" "$tmp/base.yaml"
 step "manifest checks (overlay, its command line run)" python3 tests/deploy/check_manifests.py \
   --kvserve "$kvserve" --model "$model" --complete "$tmp/example.yaml"
-step "image checks (scripts/image.sh check)" scripts/image.sh check
+step "Dockerfile lint (dockerfile-utils)" node tests/deploy/validators/dockerfile_lint.mjs Dockerfile
+step "image checks (scripts/image.sh check)" scripts/image.sh check "$kvserve"
 step "scale-out: 3 replicas, nginx, Prometheus" python3 tests/deploy/scale_out_test.py \
   --kvserve "$kvserve" --model "$model" ${DEPLOY_FIGURES:+--figures "$DEPLOY_FIGURES"}
 

@@ -4,7 +4,7 @@
 #                                  test it: /health turns 200 and a completion is answered, with
 #                                  stories260K mounted at /models. Where no engine can run, says why
 #                                  and runs `check` instead.
-#   scripts/image.sh check         the checks that need no engine (tests/deploy/image_check.py):
+#   scripts/image.sh check [BIN]   the checks that need no engine (tests/deploy/image_check.py):
 #                                  pins, the runtime's package list against ldd build/kvserve, and
 #                                  the binary run in a chroot of exactly the runtime's files.
 #   scripts/image.sh pins          the installed versions of the Dockerfile's packages, as pins.
@@ -32,7 +32,7 @@ case "$action" in
       done
     ;;
   check)
-    exec python3 tests/deploy/image_check.py build/kvserve "$model"
+    exec python3 tests/deploy/image_check.py "${2:-build/kvserve}" "$model"
     ;;
   build)
     engine=$(engine_that_runs)
