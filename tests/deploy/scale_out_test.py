@@ -98,7 +98,7 @@ class Stack:
         log = open(os.path.join(self.tmp, f"{name}.log"), "ab")
         proc = subprocess.Popen(
             [self.args.kvserve, "serve", "-m", self.args.model, "--host", HOST, "--port", str(port),
-             "--replica-name", name, "-c", "512", "--session-ttl", "600", "--max-num-seqs", "8",
+             "--replica-name", name, "-c", "512", "--kv-memory", "64MiB", "--session-ttl", "600", "--max-num-seqs", "8",
              "--shutdown-timeout", "5", "--http-threads", "64"],
             stdout=log, stderr=log, start_new_session=True)
         self.replicas[name] = {"port": port, "proc": proc}
@@ -323,9 +323,9 @@ def main():
         print(f"hit rate (cached / prompt tokens, turns 2..{args.turns}): consistent hash {h_rate:.3f}, "
               f"round robin {r_rate:.3f}; round robin moved {rr_moves} of {len(rr) * (args.turns - 1)} "
               f"later turns to another replica")
-        checks.check(h_rate > 0.5 and r_rate < 0.6 * h_rate,
-                     f"hash hit rate {h_rate:.3f} > 0.5 and round robin's {r_rate:.3f} < 0.6 x it")
-        # SSE through the router: passed on event by event (proxy_buffering off), same text.
+        checks.check(h_rate > 0.5 and r_rate < h_rate / 3,
+                     f"hash hit rate {h_rate:.3f} > 0.5, round robin's {r_rate:.3f} < a third of it")
+        # SSE through the router (proxy_buffering off): the events, [DONE], the same text.
         s0 = hashed[0]
         body = {"prompt": s0.prompt, "max_tokens": 12, "temperature": 0}
         whole = http(routers["hash"], "/v1/completions", body, headers={"X-Session-Id": s0.id})[2]
@@ -490,7 +490,7 @@ def main():
             shutil.rmtree(tmp, ignore_errors=True)
         else:
             print(f"logs kept in {tmp}")
-    print(f"{checks.passed} passed, {checks.failed} failed")
+        print(f"{checks.passed} passed, {checks.failed} failed")
     return 0 if checks.failed == 0 else 1
 
 
