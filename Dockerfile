@@ -5,13 +5,14 @@
 #   docker run --rm -p 8080:8080 -v "$PWD/models:/models:ro" kvserve:latest \
 #       -m /models/stories260K.gguf --host 0.0.0.0 --port 8080
 #
-# Pinned: the Debian release (a dated tag of bookworm; pin its digest too where the registry is
-# reachable: FROM debian:bookworm-20250520-slim@sha256:...) and every package's version, the
-# versions the tests of this commit ran with (`scripts/image.sh pins` prints them from dpkg).
+# Pinned: the base image by a dated bookworm tag and its digest (the multi-platform index digest
+# docker-library's repo-info records for that tag), and every package's version: the versions the
+# tests of this commit ran with (`scripts/image.sh pins` prints them from dpkg). Debian replaces
+# superseded versions in its archive: when a pin no longer installs, take the new pins and retest.
 # The runtime stage holds the binary and the packages of its shared libraries, nothing else;
 # `scripts/image.sh check` checks that list against `ldd build/kvserve` and runs the binary in a
 # root made of exactly those files.
-ARG DEBIAN_IMAGE=debian:bookworm-20250520-slim
+ARG DEBIAN_IMAGE=debian:bookworm-20260918-slim@sha256:3783cc01769c7b2b1b83a5c5ad96c815348e28ed7da68e2e3687004faa906251
 
 FROM ${DEBIAN_IMAGE} AS build
 # build packages (pins)

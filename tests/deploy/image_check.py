@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks the Dockerfile without a container engine (scripts/image.sh check):
 
-  1. every pinned package version is the one installed here (the build the tests ran with);
+  1. the base image is a dated Debian tag pinned by digest; every pinned package version is the
+     one installed here (the build the tests ran with);
   2. the runtime stage's packages are exactly the packages of `ldd build/kvserve`'s libraries
      (libc6 comes with the base image): none missing, none extra;
   3. the runtime stage: a non-root USER, a HEALTHCHECK on /health, ENTRYPOINT kvserve serve,
@@ -134,6 +135,13 @@ def main():
     names = [n for n, _ in stages]
     check(names == ["build", "runtime"], f"Dockerfile stages {names} are build, runtime")
     build, runtime = dict(stages)["build"], dict(stages)["runtime"]
+    with open(os.path.join(ROOT, "Dockerfile")) as f:
+        text = f.read()
+    bases = re.findall(r"^FROM\s+(\S+)", text, re.M)
+    global_args = dict(re.findall(r"^ARG\s+(\w+)=(\S+)", text.split("\nFROM", 1)[0], re.M))
+    resolved = [re.sub(r"\$\{(\w+)\}", lambda m: global_args.get(m.group(1), "?"), b) for b in bases]
+    check(all(re.fullmatch(r"debian:bookworm-\d{8}-slim@sha256:[0-9a-f]{64}", b) for b in resolved),
+          f"both stages start from a dated Debian tag pinned by digest ({sorted(set(resolved))})")
 
     # 1. pins
     all_pins = {**pins(build), **pins(runtime)}
