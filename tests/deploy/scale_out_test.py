@@ -4,10 +4,11 @@ Prometheus server scraping them with deploy/prometheus/rules.yml, and multi-turn
 
   1. consistent hashing on X-Session-Id: every session stays on one replica and every later turn
      reuses its cache (cached_tokens > 0); the same traffic through a round-robin copy of the
-     config hits far less (both hit rates printed);
+     config hits far less (both hit rates printed); SSE passes through nginx;
   2. failover: one replica is killed (SIGKILL) mid-traffic; no request started after the kill
      fails (nginx retries on the next replica), its sessions move and recompute once, the alert
-     KvserveReplicaDown fires, the replica restarted on its port serves again;
+     KvserveReplicaDown fires, the replica restarted on its port serves again; another replica is
+     drained (SIGTERM) mid-traffic: it exits 0 and every request started meanwhile answers 200;
   3. every PromQL expression of deploy/grafana/kvserve.json returns data from that Prometheus.
 
 Loopback only, free ports, bounded loops, every process stopped at the end. Prints one line per
