@@ -148,7 +148,9 @@ TEST(ServerCliTest, BadFlagsExitTwoWithAMessage) {
   for (std::vector<std::string> flags : {std::vector<std::string>{"--kv-memory", "2XB"},
                                          {"--port", "70000"},
                                          {"--api-key", "a", "--api-key-file", "f"},
-                                         {"--max-body", "-1"}}) {
+                                         {"--max-body", "-1"},
+                                         {"--replica-name", "'a b'"},
+                                         {"--replica-name", "''"}}) {
     std::string command = KvserveBinary() + " serve -m " + ModelPath("stories260K.gguf");
     for (const std::string& flag : flags) command += " " + flag;
     command += " 2>" + TempDir() + "/cli.err";

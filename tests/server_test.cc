@@ -15,7 +15,9 @@ class ServerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     signal(SIGPIPE, SIG_IGN);
-    server_ = ServeProcess::Start({"--max-body", "64KiB", "--session-ttl", "120"}).release();
+    server_ = ServeProcess::Start(
+                  {"--max-body", "64KiB", "--session-ttl", "120", "--replica-name", "replica-a"})
+                  .release();
   }
   static void TearDownTestSuite() {
     if (server_) {
@@ -432,6 +434,29 @@ TEST_F(ServerTest, MetricsAfterTraffic) {
         "kvserve:num_preemptions_total", "kvserve:inter_token_latency_seconds_sum"}) {
     EXPECT_GE(Metric(text, name), 0) << name;
   }
+}
+
+TEST_F(ServerTest, EveryResponseNamesItsReplica) {
+  const std::string body =
+      json{{"prompt", "Once upon a time"}, {"max_tokens", 2}, {"temperature", 0}}.dump();
+  std::vector<httplib::Result> results;
+  results.push_back(client_->Get("/health"));
+  results.push_back(client_->Get("/v1/models"));
+  results.push_back(client_->Get("/no/such/route"));
+  results.push_back(client_->Post("/v1/completions", body, "application/json"));
+  results.push_back(client_->Post("/v1/completions", "{not json", "application/json"));
+  results.push_back(client_->Post(
+      "/v1/completions", json{{"prompt", "Once"}, {"max_tokens", 2}, {"stream", true}}.dump(),
+      "application/json"));
+  results.push_back(client_->Get("/metrics"));
+  std::vector<int> statuses;
+  for (const auto& result : results) {
+    ASSERT_TRUE(result);
+    statuses.push_back(result->status);
+    EXPECT_EQ(result->get_header_value("X-Kvserve-Replica"), "replica-a") << result->status;
+  }
+  EXPECT_EQ(statuses, (std::vector<int>{200, 200, 404, 200, 400, 200, 200}));
+  EXPECT_EQ(Metric(results.back()->body, "kvserve:replica_info{replica=\"replica-a\"}"), 1);
 }
 
 }  // namespace

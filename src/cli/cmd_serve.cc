@@ -4,6 +4,9 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <unistd.h>
+
+#include <cctype>
 #include <cstdio>
 #include <ctime>
 #include <thread>
@@ -36,6 +39,10 @@ FlagTable ServeFlagTable() {
              .value_name = "NAME",
              .default_text = "the file name without .gguf",
              .help = "model id that clients pass as \"model\""},
+            {.name = "--replica-name",
+             .value_name = "NAME",
+             .default_text = "the host name",
+             .help = "sent as X-Kvserve-Replica on every response and as kvserve:replica_info"},
             {.name = "--api-key", .value_name = "KEY", .help = "require Authorization: Bearer KEY"},
             {.name = "--api-key-file",
              .value_name = "FILE",
@@ -97,6 +104,26 @@ Result<double> SecondsFlag(const Args& args, const std::string& flag, double fal
   return *value;
 }
 
+// The host name (a pod's name under Kubernetes), or "kvserve" where it cannot be read.
+std::string HostName() {
+  char buffer[256] = {};
+  if (gethostname(buffer, sizeof(buffer) - 1) != 0 || buffer[0] == '\0') return "kvserve";
+  return buffer;
+}
+
+// A replica name goes into an HTTP header and a Prometheus label: 1..253 bytes of [A-Za-z0-9._:-].
+Status CheckReplicaName(const std::string& name) {
+  const bool ok_size = !name.empty() && name.size() <= 253;
+  bool ok_chars = true;
+  for (char c : name) {
+    ok_chars = ok_chars && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' ||
+                            c == ':' || c == '-');
+  }
+  if (ok_size && ok_chars) return Status::Ok();
+  return Status::InvalidArgument("flag --replica-name: '" + name +
+                                 "' must be 1 to 253 characters of A-Z a-z 0-9 . _ : -");
+}
+
 struct ServeOptions {
   HttpServerOptions http;
   EngineOptions engine;
@@ -127,6 +154,8 @@ Result<ServeOptions> ReadServeOptions(const Args& args, const ModelOptions& mode
   o.http.read_timeout_s = *read_timeout;
   o.http.routes.request_timeout_s = *request_timeout;
   o.http.metrics_auth = args.Has("--metrics-auth");
+  o.http.replica_name = args.GetOr("--replica-name", HostName());
+  if (Status s = CheckReplicaName(o.http.replica_name); !s.ok()) return s;
   // One thread per open connection: room for every running and some waiting streams.
   o.http.threads = *http_threads > 0 ? *http_threads : std::max(16, 2 * o.engine.max_num_seqs + 8);
   o.http.max_body_bytes = 4u << 20;
@@ -220,10 +249,11 @@ int RunServe(const std::vector<std::string>& argv) {
   const EngineStats stats = (*engine)->Stats();
   std::fprintf(stderr,
                "kvserve serve: ready: model '%s', context %d, %d KV blocks of %d tokens, chat "
-               "template %s, %s\n",
+               "template %s, %s, replica %s\n",
                model_id.c_str(), (*engine)->n_ctx(), stats.blocks_total, (*engine)->block_size(),
                std::string(chat->name()).c_str(),
-               options->http.api_keys.enabled() ? "API key required" : "no API key");
+               options->http.api_keys.enabled() ? "API key required" : "no API key",
+               options->http.replica_name.c_str());
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);

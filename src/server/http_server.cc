@@ -19,7 +19,10 @@ bool ReadsBodyWithLimit(const httplib::Request& request) {
 
 }  // namespace
 
-HttpServer::HttpServer(HttpServerOptions options) : options_(std::move(options)) { Install(); }
+HttpServer::HttpServer(HttpServerOptions options)
+    : options_(std::move(options)), metrics_(options_.replica_name) {
+  Install();
+}
 
 HttpServer::~HttpServer() { Stop(); }
 
@@ -79,6 +82,10 @@ void HttpServer::Install() {
   server_.set_write_timeout(options_.write_timeout_s, 0);
   server_.set_keep_alive_timeout(options_.keep_alive_timeout_s);
   server_.set_keep_alive_max_count(100);
+  // Copied into every response, errors and streams included, so a proxy's routing can be seen.
+  if (!options_.replica_name.empty()) {
+    server_.set_default_headers({{"X-Kvserve-Replica", options_.replica_name}});
+  }
 
   server_.set_pre_routing_handler(
       [this](const httplib::Request& request, httplib::Response& response) {

@@ -38,6 +38,7 @@ struct HttpServerOptions {
   int read_timeout_s = 10;           // a client that sends nothing for this long is cut off
   int write_timeout_s = 10;          // a client that reads nothing for this long is cut off
   int keep_alive_timeout_s = 5;
+  std::string replica_name;  // non-empty: every response carries X-Kvserve-Replica
   RouteOptions routes;
 };
 

@@ -25,6 +25,20 @@ void Header(std::string_view name, std::string_view type, std::string_view help,
   out.append("# TYPE ").append(name).append(" ").append(type).append("\n");
 }
 
+// A label value in the exposition format: backslash, double quote and newline escaped.
+std::string LabelValue(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\\' || c == '"') out.push_back('\\');
+    if (c == '\n') {
+      out.append("\\n");
+      continue;
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
 void Sample(std::string_view name, std::string_view labels, double value, std::string& out) {
   out.append(name);
   if (!labels.empty()) out.append("{").append(labels).append("}");
@@ -106,8 +120,9 @@ ProcessStats ReadProcessStats() {
   return stats;
 }
 
-ServerMetrics::ServerMetrics()
-    : time_to_first_token_(kTtftBuckets),
+ServerMetrics::ServerMetrics(std::string replica)
+    : replica_(LabelValue(replica)),
+      time_to_first_token_(kTtftBuckets),
       inter_token_latency_(kItlBuckets),
       e2e_latency_(kE2eBuckets) {}
 
@@ -146,6 +161,10 @@ std::string ServerMetrics::Render(const EngineStats& stats) const {
     Header(name, "counter", help, out);
     Sample(name, "", value, out);
   };
+  if (!replica_.empty()) {
+    Header("kvserve:replica_info", "gauge", "1, labelled with this replica's --replica-name.", out);
+    Sample("kvserve:replica_info", "replica=\"" + replica_ + "\"", 1, out);
+  }
   gauge("kvserve:num_requests_running", "Requests in the running batch.", stats.running);
   gauge("kvserve:num_requests_waiting", "Requests waiting to be scheduled.", stats.waiting);
   gauge("kvserve:kv_cache_usage_perc", "Fraction of KV blocks in use (1 = full).",

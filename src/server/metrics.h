@@ -44,7 +44,8 @@ ProcessStats ReadProcessStats();
 
 class ServerMetrics {
  public:
-  ServerMetrics();
+  // `replica` non-empty: Render adds kvserve:replica_info{replica="..."} 1.
+  explicit ServerMetrics(std::string replica = "");
 
   void ObserveTimeToFirstToken(double seconds);
   void ObserveInterTokenLatency(double seconds);
@@ -55,6 +56,7 @@ class ServerMetrics {
   std::string Render(const EngineStats& stats) const;
 
  private:
+  std::string replica_;  // label value, escaped for the exposition format
   mutable std::mutex mutex_;
   Histogram time_to_first_token_;
   Histogram inter_token_latency_;
