@@ -2,8 +2,8 @@
 // super-blocks (any bit pattern of quants, scales and mins, extreme quants, zero, negative and
 // subnormal f16 scales) against Q8_K activation blocks with extreme quants (-128 included) and
 // zero or negative scales, on every table, every m = 1..17, odd output ranges and misaligned rows;
-// and the x16 layout of Q4_K and Q6_K (packed_kquants.h): packing gives every stored row back byte
-// for byte, and the packed tiles give the scalar tiles' bits for every m and 16-aligned range.
+// and the x16 layout of Q4_K, Q5_K and Q6_K (packed_kquants.h): packing gives every stored row back
+// byte for byte, and the packed tiles give the scalar tiles' bits for every m and 16-aligned range.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -159,7 +159,7 @@ TEST(KquantSimdTest, RawBlocksGiveScalarBitsOnEveryTable) {
 }
 
 TEST(KquantSimdTest, PackingGivesBackEveryStoredRow) {
-  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
     ASSERT_TRUE(HasPackedLayout(type));
     const RawProblem p(type, 1, 37, 768, 99 + static_cast<int>(type));
     const std::vector<uint8_t> packed = p.Packed();
@@ -174,7 +174,7 @@ TEST(KquantSimdTest, PackingGivesBackEveryStoredRow) {
 
 TEST(KquantSimdTest, PackedTilesGiveScalarBits) {
   int tested = 0;
-  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
     SCOPED_TRACE(GgmlTypeName(type));
     for (int k : {256, 1024}) {
       const RawProblem p(type, 17, 53, k, 2000 + k + static_cast<int>(type));

@@ -263,7 +263,8 @@ TEST(PackedWeightsTest, ModelLogitsAreTheSameBitsPackedOrNot) {
 // The K-quant files of every family (Q4_K_M mixes Q4_K and Q6_K; the MoE file packs its experts).
 TEST(PackedWeightsTest, KquantFilesGiveTheSameLogitsBitsPackedOrNot) {
   const bool can_pack = PackedMatmulFor(TestBackend().kernels(), GgmlType::kQ4_K) != nullptr;
-  for (const char* name : {"llama3-q4_k_m", "llama3-q6_k", "gemma3-q4_k_m", "qwen3moe-q4_k_m"}) {
+  for (const char* name :
+       {"llama3-q4_k_m", "llama3-q5_k_m", "llama3-q6_k", "gemma3-q4_k_m", "qwen3moe-q4_k_m"}) {
     SCOPED_TRACE(name);
     const std::string path = testing::ModelPath(std::string("arch/") + name + ".gguf");
     bool stored_packed = true, packed = false;

@@ -40,6 +40,7 @@ const KernelTable* AvxVnniKernels() {
     t.matmul_q8_0_x16 = avxvnni::MatmulQ8_0x16;
     t.matmul_q4_0_x16 = avxvnni::MatmulQ4_0x16;
     t.matmul_q4_k_x16 = avxvnni::MatmulQ4_Kx16;
+    t.matmul_q5_k_x16 = avxvnni::MatmulQ5_Kx16;
     t.matmul_q6_k_x16 = avxvnni::MatmulQ6_Kx16;
     return t;
   }();
@@ -134,6 +135,8 @@ MatmulTileFn PackedMatmulFor(const KernelTable& table, GgmlType type) {
       return table.matmul_q4_0_x16;
     case GgmlType::kQ4_K:
       return table.matmul_q4_k_x16;
+    case GgmlType::kQ5_K:
+      return table.matmul_q5_k_x16;
     case GgmlType::kQ6_K:
       return table.matmul_q6_k_x16;
     default:

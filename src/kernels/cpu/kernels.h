@@ -91,6 +91,7 @@ struct KernelTable {
   MatmulTileFn matmul_q8_0_x16;
   MatmulTileFn matmul_q4_0_x16;
   MatmulTileFn matmul_q4_k_x16;  // packed_kquants.h; X in Q8_K
+  MatmulTileFn matmul_q5_k_x16;
   MatmulTileFn matmul_q6_k_x16;
   // The other GGML weight types, X in ActivationTypeFor's format. Every table holds the scalar
   // tiles of quant_tiles_scalar.h for these (same bits everywhere); SIMD versions come later.

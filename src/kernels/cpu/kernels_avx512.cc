@@ -117,6 +117,7 @@ constexpr KernelTable kAvx512 = {
     .matmul_q8_0_x16 = avx512::MatmulQ8_0x16,
     .matmul_q4_0_x16 = avx512::MatmulQ4_0x16,
     .matmul_q4_k_x16 = avx512::MatmulQ4_Kx16,
+    .matmul_q5_k_x16 = avx512::MatmulQ5_Kx16,
     .matmul_q6_k_x16 = avx512::MatmulQ6_Kx16,
     .matmul_q4_1 = scalar::MatmulQ4_1,
     .matmul_q5_0 = scalar::MatmulQ5_0,

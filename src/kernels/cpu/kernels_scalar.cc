@@ -135,6 +135,7 @@ constexpr KernelTable kScalar = {
     .matmul_q8_0_x16 = nullptr,
     .matmul_q4_0_x16 = nullptr,
     .matmul_q4_k_x16 = nullptr,
+    .matmul_q5_k_x16 = nullptr,
     .matmul_q6_k_x16 = nullptr,
     .matmul_q4_1 = scalar::MatmulQ4_1,
     .matmul_q5_0 = scalar::MatmulQ5_0,

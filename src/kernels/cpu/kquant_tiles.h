@@ -19,12 +19,14 @@ void MatmulQ5_K(const MatmulTile& t);
 void MatmulQ6_K(const MatmulTile& t);
 // x16 layout (packed_kquants.h; kquant_x16_avx2.cc).
 void MatmulQ4_Kx16(const MatmulTile& t);
+void MatmulQ5_Kx16(const MatmulTile& t);
 void MatmulQ6_Kx16(const MatmulTile& t);
 }  // namespace avx2
 
 // AVX-VNNI on the x16 layout (kquant_x16_avxvnni.cc).
 namespace avxvnni {
 void MatmulQ4_Kx16(const MatmulTile& t);
+void MatmulQ5_Kx16(const MatmulTile& t);
 void MatmulQ6_Kx16(const MatmulTile& t);
 }  // namespace avxvnni
 
@@ -35,6 +37,7 @@ void MatmulQ5_K(const MatmulTile& t);
 void MatmulQ6_K(const MatmulTile& t);
 // The same on matrices in the x16 layout of packed_kquants.h (kquant_x16_avx512.cc; VNNI).
 void MatmulQ4_Kx16(const MatmulTile& t);
+void MatmulQ5_Kx16(const MatmulTile& t);
 void MatmulQ6_Kx16(const MatmulTile& t);
 }  // namespace avx512
 

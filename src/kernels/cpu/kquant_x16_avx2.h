@@ -1,4 +1,4 @@
-// The x16 Q4_K and Q6_K tiles of the AVX2-class tables (packed_kquants.h layout, Q8_K
+// The x16 Q4_K, Q5_K and Q6_K tiles of the AVX2-class tables (packed_kquants.h layout, Q8_K
 // activations): included by kquant_x16_avx2.cc (AVX2: vpmaddubsw) and kquant_x16_avxvnni.cc (AVX2 +
 // AVX-VNNI: vpdpbusd on 256 bits), and by nothing else; everything is in an anonymous namespace so
 // each translation unit gets its own copy compiled for its own instruction set.
@@ -70,8 +70,9 @@ inline __m256 LoadF16x8(const uint8_t* p) {
 }
 
 // Σ over dwords i < N of the lane's 4 unsigned weight bytes w[i] times the activation dword at
-// xq + 4i, exact, in int32 lanes (N = 8: Q4_K nibbles; N = 4: Q6_K values).
-template <int N>
+// xq + 4i, exact, in int32 lanes. kPerWiden: dwords whose int16 pairs can be added before they
+// are widened (weights below 16: 8; below 32: 4; below 64: 2).
+template <int N, int kPerWiden>
 inline __m256i DotDwords(const __m256i* w, const int8_t* xq) {
   if constexpr (kVnni) {
     __m256i s = _mm256_setzero_si256();
@@ -79,7 +80,6 @@ inline __m256i DotDwords(const __m256i* w, const int8_t* xq) {
     return s;
   } else {
     const __m256i ones = _mm256_set1_epi16(1);
-    constexpr int kPerWiden = N == 8 ? 8 : 2;  // int16 pairs that cannot overflow when added
     __m256i total = _mm256_setzero_si256();
     for (int i0 = 0; i0 < N; i0 += kPerWiden) {
       __m256i pairs = _mm256_maddubs_epi16(w[i0], Bcast32(xq + 4 * i0));
@@ -133,14 +133,24 @@ inline void StoreHalf(float* y, __m256 v, int valid) {
   for (int l = 0; l < valid; ++l) y[l] = tmp[l];
 }
 
-template <int MR>
-void Q4KHalf(const uint8_t* group, int n_sb, int h, const HalfRows<MR>& rows, int valid) {
+// Bit `pos` of every byte of h moved to bit 4 (the other bits are not cleared).
+inline __m256i BitToFour(__m256i h, int pos) {
+  if (pos < 4) return _mm256_slli_epi16(h, 4 - pos);
+  if (pos > 4) return _mm256_srli_epi16(h, pos - 4);
+  return h;
+}
+
+template <bool kQ5, int MR>
+void K4Half(const uint8_t* group, int n_sb, int h, const HalfRows<MR>& rows, int valid) {
+  constexpr size_t kStride = kQ5 ? kQ5KStride : kQ4KStride;
+  constexpr size_t kQuantPart = kQ5 ? kQ5KQuantPart : kQ4KQuantPart;
   const __m256i low = _mm256_set1_epi8(0x0f);
+  const __m256i four = _mm256_set1_epi8(0x10);
   __m256 acc[MR];
   for (int r = 0; r < MR; ++r) acc[r] = _mm256_setzero_ps();
   for (int b = 0; b < n_sb; ++b) {
-    const uint8_t* quant = group + kQ4KStride * static_cast<size_t>(b) + 32 * h;
-    const uint8_t* side = group + kQ4KStride * static_cast<size_t>(b) + kQ4KQuantPart;
+    const uint8_t* quant = group + kStride * static_cast<size_t>(b) + 32 * h;
+    const uint8_t* side = group + kStride * static_cast<size_t>(b) + kQuantPart;
     __m256i isum[MR];
     for (int r = 0; r < MR; ++r) isum[r] = _mm256_setzero_si256();
     for (int s = 0; s < 8; ++s) {  // sub-block s: the low (s even) or high nibbles of pair s / 2
@@ -149,10 +159,15 @@ void Q4KHalf(const uint8_t* group, int n_sb, int h, const HalfRows<MR>& rows, in
       for (int i = 0; i < 8; ++i) {
         const __m256i g = Load(quant + 64 * (8 * p + i));
         w[i] = _mm256_and_si256(s % 2 == 0 ? g : _mm256_srli_epi16(g, 4), low);
+        if constexpr (kQ5) {
+          const __m256i qh = Load(quant + kQ5KQh + 64 * i);
+          w[i] = _mm256_or_si256(w[i], _mm256_and_si256(BitToFour(qh, s), four));
+        }
       }
       const __m256i sc = LoadU8x8(side + kQ4KScales + 16 * s + 8 * h);
       for (int r = 0; r < MR; ++r) {
-        const __m256i dot = DotDwords<8>(w, Quants(rows.x[r], b) + 64 * p + 32 * (s % 2));
+        const __m256i dot = DotDwords < 8,
+                      kQ5 ? 4 : 8 > (w, Quants(rows.x[r], b) + 64 * p + 32 * (s % 2));
         isum[r] = _mm256_add_epi32(isum[r], _mm256_mullo_epi32(dot, sc));
       }
     }
@@ -205,7 +220,8 @@ void Q6KHalf(const uint8_t* group, int n_sb, int h, const HalfRows<MR>& rows, in
           }
           const __m256i sc = LoadI8x8(side + kQ6KScales + 16 * (8 * n + 2 * k + q) + 8 * h);
           for (int r = 0; r < MR; ++r) {
-            const __m256i dot = DotDwords<4>(e, Quants(rows.x[r], b) + 128 * n + 32 * k + 16 * q);
+            const __m256i dot =
+                DotDwords<4, 2>(e, Quants(rows.x[r], b) + 128 * n + 32 * k + 16 * q);
             isum[r] = _mm256_add_epi32(isum[r], _mm256_mullo_epi32(dot, sc));
           }
         }
@@ -231,7 +247,7 @@ void Q6KHalf(const uint8_t* group, int n_sb, int h, const HalfRows<MR>& rows, in
   for (int r = 0; r < MR; ++r) StoreHalf(rows.y[r], acc[r], valid);
 }
 
-template <bool kQ6, int MR>
+template <GgmlType T, int MR>
 void HalfGroupRows(const MatmulTile& t, const uint8_t* group, int i0, int j0, int h) {
   HalfRows<MR> rows;
   for (int r = 0; r < MR; ++r) {
@@ -239,22 +255,22 @@ void HalfGroupRows(const MatmulTile& t, const uint8_t* group, int i0, int j0, in
     rows.y[r] = t.y + static_cast<size_t>(i0 + r) * t.ldy + j0 + kHalfLanes * h;
   }
   const int valid = t.n_end - (j0 + kHalfLanes * h);
-  if constexpr (kQ6) {
+  if constexpr (T == GgmlType::kQ6_K) {
     Q6KHalf<MR>(group, t.k / 256, h, rows, valid);
   } else {
-    Q4KHalf<MR>(group, t.k / 256, h, rows, valid);
+    K4Half<T == GgmlType::kQ5_K, MR>(group, t.k / 256, h, rows, valid);
   }
 }
 
-template <bool kQ6, int MR = 1>
+template <GgmlType T, int MR = 1>
 void HalfGroupRowsOf(int mr, const MatmulTile& t, const uint8_t* group, int i0, int j0, int h) {
   if constexpr (MR <= kMr) {
-    if (mr == MR) return HalfGroupRows<kQ6, MR>(t, group, i0, j0, h);
-    HalfGroupRowsOf<kQ6, MR + 1>(mr, t, group, i0, j0, h);
+    if (mr == MR) return HalfGroupRows<T, MR>(t, group, i0, j0, h);
+    HalfGroupRowsOf<T, MR + 1>(mr, t, group, i0, j0, h);
   }
 }
 
-template <bool kQ6>
+template <GgmlType T>
 void MatmulKx16(const MatmulTile& t) {
   assert(t.k % 256 == 0 && t.n_begin % kGroupRows == 0 && t.n_begin <= t.n_end);
   if (t.k == 0) {
@@ -267,7 +283,7 @@ void MatmulKx16(const MatmulTile& t) {
     const uint8_t* group = t.w + static_cast<size_t>(j0 / kGroupRows) * t.w_row_bytes;
     for (int h = 0; h < 2 && j0 + kHalfLanes * h < t.n_end; ++h) {
       for (int i0 = 0; i0 < t.m; i0 += kMr) {
-        HalfGroupRowsOf<kQ6>(std::min(kMr, t.m - i0), t, group, i0, j0, h);
+        HalfGroupRowsOf<T>(std::min(kMr, t.m - i0), t, group, i0, j0, h);
       }
     }
   }

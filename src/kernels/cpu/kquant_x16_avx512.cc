@@ -1,5 +1,5 @@
-// AVX-512 VNNI tiles of Q4_K and Q6_K matrices in the x16 layout (packed_kquants.h) against Q8_K
-// activations: the scalar tiles' bits, for every m and 16-aligned output range.
+// AVX-512 VNNI tiles of Q4_K, Q5_K and Q6_K matrices in the x16 layout (packed_kquants.h) against
+// Q8_K activations: the scalar tiles' bits, for every m and 16-aligned output range.
 //
 // Lane l of every vector is weight row j0 + l. Per super-block and activation row, vpdpbusd of the
 // unsigned weight dwords against broadcast activation dwords gives each sub-block's exact integer
@@ -7,8 +7,8 @@
 // the scale (or min) pairs against the activation's bsums gives the offset term; all exact, so the
 // integer isum (and Q4_K's msum) equal the scalar tile's. The float part is the scalar tile's
 // expression, operation for operation, with one lane per row:
-//   Q4_K: block = float(isum) * (d * dx); block = block - float(msum) * (dmin * dx); sum += block;
-//   Q6_K: sum = sum + float(isum) * (d * dx);
+//   Q4_K, Q5_K: block = float(isum) * (d * dx); block = block - float(msum) * (dmin * dx); sum +=
+//   block; Q6_K: sum = sum + float(isum) * (d * dx);
 // over the super-blocks in increasing order from sum = 0.
 #include <algorithm>
 #include <cassert>
@@ -78,19 +78,37 @@ inline float Dx(const uint8_t* x_row, int b) {
   return d;
 }
 
-// ---- Q4_K ----
+// ---- Q4_K and Q5_K ----
+
+// Bit `pos` of every byte of h moved to bit 4 (the other bits are not cleared).
+inline __m512i BitToFour(__m512i h, int pos) {
+  if (pos < 4) return _mm512_slli_epi16(h, static_cast<unsigned>(4 - pos));
+  if (pos > 4) return _mm512_srli_epi16(h, static_cast<unsigned>(pos - 4));
+  return h;
+}
 
 // isum[r] += the scale-weighted dots of sub-blocks 2p and 2p + 1 of super-block b.
-template <int MR>
-inline void Q4KPair(const uint8_t* quant, const uint8_t* side, int p, int b, const Rows<MR>& rows,
-                    __m512i* isum) {
+template <bool kQ5, int MR>
+inline void K4Pair(const uint8_t* quant, const uint8_t* side, int p, int b, const Rows<MR>& rows,
+                   __m512i* isum) {
   const __m512i low = _mm512_set1_epi8(0x0f);
   const __m512i high = _mm512_set1_epi8(static_cast<char>(0xf0));
-  __m512i wl[8], wh[8];  // dword 8p + i: low nibbles (sub-block 2p), 16 x high ones (2p + 1)
+  const __m512i four = _mm512_set1_epi8(0x10);
+  // dword 8p + i: sub-block 2p's weights; sub-block 2p + 1's, times 16 for Q4_K (the nibble in
+  // place), as values for Q5_K (bit 4 of element l of sub-block s is bit s of qh[l]).
+  __m512i wl[8], wh[8];
   for (int i = 0; i < 8; ++i) {
     const __m512i g = Load(quant + 64 * (8 * p + i));
-    wl[i] = _mm512_and_si512(g, low);
-    wh[i] = _mm512_and_si512(g, high);
+    if constexpr (kQ5) {
+      const __m512i h = Load(quant + kQ5KQh + 64 * i);
+      wl[i] =
+          _mm512_or_si512(_mm512_and_si512(g, low), _mm512_and_si512(BitToFour(h, 2 * p), four));
+      wh[i] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(g, 4), low),
+                              _mm512_and_si512(BitToFour(h, 2 * p + 1), four));
+    } else {
+      wl[i] = _mm512_and_si512(g, low);
+      wh[i] = _mm512_and_si512(g, high);
+    }
   }
   const __m512i sc_lo = _mm512_cvtepu8_epi32(Load128(side + kQ4KScales + 16 * (2 * p)));
   const __m512i sc_hi = _mm512_cvtepu8_epi32(Load128(side + kQ4KScales + 16 * (2 * p + 1)));
@@ -102,23 +120,25 @@ inline void Q4KPair(const uint8_t* quant, const uint8_t* side, int p, int b, con
       s_lo = _mm512_dpbusd_epi32(s_lo, wl[i], Bcast32(xq + 4 * i));
       s_hi16 = _mm512_dpbusd_epi32(s_hi16, wh[i], Bcast32(xq + 32 + 4 * i));
     }
-    // Every product of s_hi16 is 16 x nibble x quant: the shift is exact.
-    const __m512i s_hi = _mm512_srai_epi32(s_hi16, 4);
+    // Q4_K: every product of s_hi16 is 16 x nibble x quant, so the shift is exact.
+    const __m512i s_hi = kQ5 ? s_hi16 : _mm512_srai_epi32(s_hi16, 4);
     isum[r] = _mm512_add_epi32(isum[r], _mm512_add_epi32(_mm512_mullo_epi32(s_lo, sc_lo),
                                                          _mm512_mullo_epi32(s_hi, sc_hi)));
   }
 }
 
-template <int MR>
-void Q4KGroup(const uint8_t* group, int n_sb, const Rows<MR>& rows, __mmask16 mask) {
+template <bool kQ5, int MR>
+void K4Group(const uint8_t* group, int n_sb, const Rows<MR>& rows, __mmask16 mask) {
+  constexpr size_t kStride = kQ5 ? kQ5KStride : kQ4KStride;
+  constexpr size_t kQuantPart = kQ5 ? kQ5KQuantPart : kQ4KQuantPart;
   __m512 acc[MR];
   for (int r = 0; r < MR; ++r) acc[r] = _mm512_setzero_ps();
   for (int b = 0; b < n_sb; ++b) {
-    const uint8_t* quant = group + kQ4KStride * static_cast<size_t>(b);
-    const uint8_t* side = quant + kQ4KQuantPart;
+    const uint8_t* quant = group + kStride * static_cast<size_t>(b);
+    const uint8_t* side = quant + kQuantPart;
     __m512i isum[MR];
     for (int r = 0; r < MR; ++r) isum[r] = _mm512_setzero_si512();
-    for (int p = 0; p < 4; ++p) Q4KPair<MR>(quant, side, p, b, rows, isum);
+    for (int p = 0; p < 4; ++p) K4Pair<kQ5, MR>(quant, side, p, b, rows, isum);
     // Lane l of min_pairs[s]: (min_s, min_s) of row l as int16, against (bsums[2s], bsums[2s+1]).
     __m512i min_pairs[8];
     for (int s = 0; s < 8; ++s) {
@@ -224,30 +244,30 @@ void Q6KGroup(const uint8_t* group, int n_sb, const Rows<MR>& rows, __mmask16 ma
 
 // ---- the tile ----
 
-template <bool kQ6, int MR>
+template <GgmlType T, int MR>
 void GroupRows(const MatmulTile& t, const uint8_t* group, int i0, int j0) {
   Rows<MR> rows;
   for (int r = 0; r < MR; ++r) {
     rows.x[r] = t.x + static_cast<size_t>(i0 + r) * t.x_row_bytes;
     rows.y[r] = t.y + static_cast<size_t>(i0 + r) * t.ldy + j0;
   }
-  if constexpr (kQ6) {
+  if constexpr (T == GgmlType::kQ6_K) {
     Q6KGroup<MR>(group, t.k / 256, rows, StoreMask(j0, t.n_end));
   } else {
-    Q4KGroup<MR>(group, t.k / 256, rows, StoreMask(j0, t.n_end));
+    K4Group<T == GgmlType::kQ5_K, MR>(group, t.k / 256, rows, StoreMask(j0, t.n_end));
   }
 }
 
 // Rows [i0, i0 + mr) with mr (1 .. kMr) fixed at compile time.
-template <bool kQ6, int MR = 1>
+template <GgmlType T, int MR = 1>
 void GroupRowsOf(int mr, const MatmulTile& t, const uint8_t* group, int i0, int j0) {
   if constexpr (MR <= kMr) {
-    if (mr == MR) return GroupRows<kQ6, MR>(t, group, i0, j0);
-    GroupRowsOf<kQ6, MR + 1>(mr, t, group, i0, j0);
+    if (mr == MR) return GroupRows<T, MR>(t, group, i0, j0);
+    GroupRowsOf<T, MR + 1>(mr, t, group, i0, j0);
   }
 }
 
-template <bool kQ6>
+template <GgmlType T>
 void MatmulKx16(const MatmulTile& t) {
   assert(t.k % 256 == 0 && t.n_begin % kLanes == 0 && t.n_begin <= t.n_end);
   if (t.k == 0) {
@@ -259,14 +279,15 @@ void MatmulKx16(const MatmulTile& t) {
   for (int j0 = t.n_begin; j0 < t.n_end; j0 += kLanes) {
     const uint8_t* group = t.w + static_cast<size_t>(j0 / kLanes) * t.w_row_bytes;
     for (int i0 = 0; i0 < t.m; i0 += kMr) {
-      GroupRowsOf<kQ6>(std::min(kMr, t.m - i0), t, group, i0, j0);
+      GroupRowsOf<T>(std::min(kMr, t.m - i0), t, group, i0, j0);
     }
   }
 }
 
 }  // namespace
 
-void MatmulQ4_Kx16(const MatmulTile& t) { MatmulKx16<false>(t); }
-void MatmulQ6_Kx16(const MatmulTile& t) { MatmulKx16<true>(t); }
+void MatmulQ4_Kx16(const MatmulTile& t) { MatmulKx16<GgmlType::kQ4_K>(t); }
+void MatmulQ5_Kx16(const MatmulTile& t) { MatmulKx16<GgmlType::kQ5_K>(t); }
+void MatmulQ6_Kx16(const MatmulTile& t) { MatmulKx16<GgmlType::kQ6_K>(t); }
 
 }  // namespace kvserve::avx512

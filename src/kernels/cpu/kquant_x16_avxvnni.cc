@@ -1,5 +1,5 @@
-// AVX-VNNI x16 Q4_K / Q6_K tiles: kquant_x16_avx2.h compiled for AVX2 + AVX-VNNI (vpdpbusd and
-// vpdpwssd on 256 bits).
+// AVX-VNNI x16 Q4_K / Q5_K / Q6_K tiles: kquant_x16_avx2.h compiled for AVX2 + AVX-VNNI (vpdpbusd
+// and vpdpwssd on 256 bits).
 #include "kernels/cpu/kquant_x16_avx2.h"
 
 #include "kernels/cpu/kquant_tiles.h"
@@ -10,7 +10,8 @@
 
 namespace kvserve::avxvnni {
 
-void MatmulQ4_Kx16(const MatmulTile& t) { MatmulKx16<false>(t); }
-void MatmulQ6_Kx16(const MatmulTile& t) { MatmulKx16<true>(t); }
+void MatmulQ4_Kx16(const MatmulTile& t) { MatmulKx16<GgmlType::kQ4_K>(t); }
+void MatmulQ5_Kx16(const MatmulTile& t) { MatmulKx16<GgmlType::kQ5_K>(t); }
+void MatmulQ6_Kx16(const MatmulTile& t) { MatmulKx16<GgmlType::kQ6_K>(t); }
 
 }  // namespace kvserve::avxvnni

@@ -2,6 +2,7 @@
 
 #include <cassert>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/ggml_blocks.h"
 
@@ -12,9 +13,15 @@ namespace {
 constexpr int kLanes = 16;
 constexpr int kSuper = 256;
 
-size_t QuantPart(bool q6) { return q6 ? kQ6KQuantPart : kQ4KQuantPart; }
-size_t Stride(bool q6) { return q6 ? kQ6KStride : kQ4KStride; }
-size_t StoredBlock(bool q6) { return q6 ? sizeof(BlockQ6_K) : sizeof(BlockQ4_K); }
+size_t QuantPart(GgmlType type) {
+  return type == GgmlType::kQ6_K   ? kQ6KQuantPart
+         : type == GgmlType::kQ5_K ? kQ5KQuantPart
+                                   : kQ4KQuantPart;
+}
+size_t Stride(GgmlType type) {
+  return type == GgmlType::kQ6_K ? kQ6KStride : type == GgmlType::kQ5_K ? kQ5KStride : kQ4KStride;
+}
+size_t StoredBlock(GgmlType type) { return TraitsOf(type).block_bytes; }
 
 // Copies `n_dwords` dwords of row `lane` between a stored byte array and a packed dword array.
 void PackDwords(const uint8_t* stored, int n_dwords, int lane, uint8_t* packed) {
@@ -34,28 +41,37 @@ void EncodeScaleMinK4(const uint8_t sc[8], const uint8_t mn[8], uint8_t out[12])
   }
 }
 
-void PackQ4K(const uint8_t* block, int lane, uint8_t* quant, uint8_t* side) {
-  PackDwords(block + offsetof(BlockQ4_K, quants), 32, lane, quant);
+// Q4_K and Q5_K (Block: BlockQ4_K or BlockQ5_K; Q5_K adds qh after the quants).
+template <typename Block>
+void PackK4(const uint8_t* block, int lane, uint8_t* quant, uint8_t* side) {
+  PackDwords(block + offsetof(Block, quants), 32, lane, quant);
+  if constexpr (std::is_same_v<Block, BlockQ5_K>) {
+    PackDwords(block + offsetof(BlockQ5_K, qh), 8, lane, quant + kQ5KQh);
+  }
   for (int s = 0; s < 8; ++s) {
     int8_t sc, mn;
-    ScaleMinK4(block + offsetof(BlockQ4_K, scales), s, &sc, &mn);
+    ScaleMinK4(block + offsetof(Block, scales), s, &sc, &mn);
     side[kQ4KScales + 16 * s + lane] = static_cast<uint8_t>(sc);
     side[kQ4KMins + 16 * s + lane] = static_cast<uint8_t>(mn);
   }
-  std::memcpy(side + kQ4KD + 2 * lane, block + offsetof(BlockQ4_K, d), 2);
-  std::memcpy(side + kQ4KDmin + 2 * lane, block + offsetof(BlockQ4_K, dmin), 2);
+  std::memcpy(side + kQ4KD + 2 * lane, block + offsetof(Block, d), 2);
+  std::memcpy(side + kQ4KDmin + 2 * lane, block + offsetof(Block, dmin), 2);
 }
 
-void UnpackQ4K(const uint8_t* quant, const uint8_t* side, int lane, uint8_t* block) {
-  UnpackDwords(quant, 32, lane, block + offsetof(BlockQ4_K, quants));
+template <typename Block>
+void UnpackK4(const uint8_t* quant, const uint8_t* side, int lane, uint8_t* block) {
+  UnpackDwords(quant, 32, lane, block + offsetof(Block, quants));
+  if constexpr (std::is_same_v<Block, BlockQ5_K>) {
+    UnpackDwords(quant + kQ5KQh, 8, lane, block + offsetof(BlockQ5_K, qh));
+  }
   uint8_t sc[8], mn[8];
   for (int s = 0; s < 8; ++s) {
     sc[s] = side[kQ4KScales + 16 * s + lane];
     mn[s] = side[kQ4KMins + 16 * s + lane];
   }
-  EncodeScaleMinK4(sc, mn, block + offsetof(BlockQ4_K, scales));
-  std::memcpy(block + offsetof(BlockQ4_K, d), side + kQ4KD + 2 * lane, 2);
-  std::memcpy(block + offsetof(BlockQ4_K, dmin), side + kQ4KDmin + 2 * lane, 2);
+  EncodeScaleMinK4(sc, mn, block + offsetof(Block, scales));
+  std::memcpy(block + offsetof(Block, d), side + kQ4KD + 2 * lane, 2);
+  std::memcpy(block + offsetof(Block, dmin), side + kQ4KDmin + 2 * lane, 2);
 }
 
 // The vector of a Q6_K quant part that holds ql dword d (ql_dword) or qh dword d (the kernel's
@@ -85,15 +101,19 @@ void UnpackQ6K(const uint8_t* quant, const uint8_t* side, int lane, uint8_t* blo
 
 }  // namespace
 
-size_t PackedKGroupBytes(bool q6, int64_t n_in) {
-  return static_cast<size_t>(n_in / kSuper) * Stride(q6);
+bool HasPackedKLayout(GgmlType type) {
+  return type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kQ6_K;
 }
 
-void PackKGroups(bool q6, const uint8_t* src, size_t src_row_bytes, int64_t n_out, int64_t n_in,
-                 int64_t group_begin, int64_t group_end, uint8_t* dst) {
-  assert(n_in % kSuper == 0);
+size_t PackedKGroupBytes(GgmlType type, int64_t n_in) {
+  return static_cast<size_t>(n_in / kSuper) * Stride(type);
+}
+
+void PackKGroups(GgmlType type, const uint8_t* src, size_t src_row_bytes, int64_t n_out,
+                 int64_t n_in, int64_t group_begin, int64_t group_end, uint8_t* dst) {
+  assert(HasPackedKLayout(type) && n_in % kSuper == 0);
   const int64_t n_sb = n_in / kSuper;
-  const size_t group_bytes = PackedKGroupBytes(q6, n_in);
+  const size_t group_bytes = PackedKGroupBytes(type, n_in);
   for (int64_t g = group_begin; g < group_end; ++g) {
     uint8_t* group = dst + static_cast<size_t>(g) * group_bytes;
     std::memset(group, 0, group_bytes);
@@ -102,32 +122,36 @@ void PackKGroups(bool q6, const uint8_t* src, size_t src_row_bytes, int64_t n_ou
       if (row >= n_out) continue;
       for (int64_t b = 0; b < n_sb; ++b) {
         const uint8_t* block = src + src_row_bytes * static_cast<size_t>(row) +
-                               StoredBlock(q6) * static_cast<size_t>(b);
-        uint8_t* quant = group + Stride(q6) * static_cast<size_t>(b);
-        uint8_t* side = quant + QuantPart(q6);
-        if (q6) {
+                               StoredBlock(type) * static_cast<size_t>(b);
+        uint8_t* quant = group + Stride(type) * static_cast<size_t>(b);
+        uint8_t* side = quant + QuantPart(type);
+        if (type == GgmlType::kQ6_K) {
           PackQ6K(block, lane, quant, side);
+        } else if (type == GgmlType::kQ5_K) {
+          PackK4<BlockQ5_K>(block, lane, quant, side);
         } else {
-          PackQ4K(block, lane, quant, side);
+          PackK4<BlockQ4_K>(block, lane, quant, side);
         }
       }
     }
   }
 }
 
-void UnpackKRow(bool q6, const uint8_t* packed, int64_t n_in, int64_t row, uint8_t* out) {
-  assert(n_in % kSuper == 0);
+void UnpackKRow(GgmlType type, const uint8_t* packed, int64_t n_in, int64_t row, uint8_t* out) {
+  assert(HasPackedKLayout(type) && n_in % kSuper == 0);
   const int64_t n_sb = n_in / kSuper;
-  const uint8_t* group = packed + static_cast<size_t>(row / kLanes) * PackedKGroupBytes(q6, n_in);
+  const uint8_t* group = packed + static_cast<size_t>(row / kLanes) * PackedKGroupBytes(type, n_in);
   const int lane = static_cast<int>(row % kLanes);
   for (int64_t b = 0; b < n_sb; ++b) {
-    uint8_t* block = out + StoredBlock(q6) * static_cast<size_t>(b);
-    const uint8_t* quant = group + Stride(q6) * static_cast<size_t>(b);
-    const uint8_t* side = quant + QuantPart(q6);
-    if (q6) {
+    uint8_t* block = out + StoredBlock(type) * static_cast<size_t>(b);
+    const uint8_t* quant = group + Stride(type) * static_cast<size_t>(b);
+    const uint8_t* side = quant + QuantPart(type);
+    if (type == GgmlType::kQ6_K) {
       UnpackQ6K(quant, side, lane, block);
+    } else if (type == GgmlType::kQ5_K) {
+      UnpackK4<BlockQ5_K>(quant, side, lane, block);
     } else {
-      UnpackQ4K(quant, side, lane, block);
+      UnpackK4<BlockQ4_K>(quant, side, lane, block);
     }
   }
 }

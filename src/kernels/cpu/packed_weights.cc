@@ -15,7 +15,7 @@ size_t StoredBlockBytes(GgmlType type) {
   return type == GgmlType::kQ8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
 }
 
-bool IsK(GgmlType type) { return type == GgmlType::kQ4_K || type == GgmlType::kQ6_K; }
+bool IsK(GgmlType type) { return HasPackedKLayout(type); }
 }  // namespace
 
 bool HasPackedLayout(GgmlType type) {
@@ -28,7 +28,7 @@ size_t PackedQuantBytes(GgmlType type) {
 }
 
 size_t PackedGroupBytes(GgmlType type, int64_t n_in) {
-  if (IsK(type)) return PackedKGroupBytes(type == GgmlType::kQ6_K, n_in);
+  if (IsK(type)) return PackedKGroupBytes(type, n_in);
   const size_t n_blocks = static_cast<size_t>(n_in / kBlock);
   const size_t bytes = n_blocks * (PackedQuantBytes(type) + kScaleBytes);
   return (bytes + 63) / 64 * 64;
@@ -42,8 +42,7 @@ size_t PackedMatrixBytes(GgmlType type, int64_t n_out, int64_t n_in) {
 void PackGroups(GgmlType type, const uint8_t* src, size_t src_row_bytes, int64_t n_out,
                 int64_t n_in, int64_t group_begin, int64_t group_end, uint8_t* dst) {
   if (IsK(type)) {
-    return PackKGroups(type == GgmlType::kQ6_K, src, src_row_bytes, n_out, n_in, group_begin,
-                       group_end, dst);
+    return PackKGroups(type, src, src_row_bytes, n_out, n_in, group_begin, group_end, dst);
   }
   assert(HasPackedLayout(type) && n_in % kBlock == 0);
   const bool q8 = type == GgmlType::kQ8_0;
@@ -81,7 +80,7 @@ void PackGroups(GgmlType type, const uint8_t* src, size_t src_row_bytes, int64_t
 }
 
 void UnpackRow(GgmlType type, const uint8_t* packed, int64_t n_in, int64_t row, uint8_t* out) {
-  if (IsK(type)) return UnpackKRow(type == GgmlType::kQ6_K, packed, n_in, row, out);
+  if (IsK(type)) return UnpackKRow(type, packed, n_in, row, out);
   assert(HasPackedLayout(type) && n_in % kBlock == 0);
   const bool q8 = type == GgmlType::kQ8_0;
   const int64_t n_blocks = n_in / kBlock;
