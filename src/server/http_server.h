@@ -39,6 +39,7 @@ struct HttpServerOptions {
   int write_timeout_s = 10;          // a client that reads nothing for this long is cut off
   int keep_alive_timeout_s = 5;
   RouteOptions routes;
+  bool webui = true;  // the page at / and /v1/kv-map (server/webui_routes.h)
 };
 
 class HttpServer {
