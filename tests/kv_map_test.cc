@@ -18,6 +18,7 @@
 #include "kv/block_manager.h"
 #include "server/kv_map.h"
 #include "server/webui_assets.h"
+#include "server/webui_routes.h"
 #include "support/fake_model.h"
 #include "support/serve_process.h"
 #include "support/test_backend.h"
@@ -357,6 +358,32 @@ TEST(WebUiRoutes, ThePageIsOpenTheMapNeedsTheKeyNoWebuiRemovesBoth) {
     return received.find("\n\n") == std::string::npos;  // stop after one event
   });
   EXPECT_EQ(received.rfind("event: kvmap\ndata: {", 0), 0u) << received;
+
+  // kMaxKvMapStreams open streams (each has had its first event): one more gets 429.
+  std::vector<std::unique_ptr<httplib::Client>> clients;
+  std::vector<std::thread> streams;
+  std::atomic<int> open{0};
+  for (int i = 0; i < kMaxKvMapStreams; ++i) {
+    clients.push_back(std::make_unique<httplib::Client>("127.0.0.1", server->port()));
+    streams.emplace_back([&, c = clients.back().get()] {
+      bool first = true;
+      c->Get("/v1/kv-map/stream", key, [&](const char*, size_t) {
+        if (first) ++open;
+        first = false;
+        return true;
+      });
+    });
+  }
+  for (int i = 0; i < 1000 && open.load() < kMaxKvMapStreams; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(open.load(), kMaxKvMapStreams);
+  auto refused = client.Get("/v1/kv-map/stream", key);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 429);
+  EXPECT_EQ(refused->get_header_value("Retry-After"), "5");
+  for (auto& c : clients) c->stop();
+  for (auto& t : streams) t.join();
 
   EXPECT_EQ(server->Terminate(), 0) << server->log();
 

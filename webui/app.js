@@ -442,6 +442,7 @@ function setConnection(state, text) {
   const pill = $('connection');
   pill.dataset.state = state;
   pill.textContent = text;
+  pill.title = `map: ${text}`;
 }
 
 async function streamMap() {

@@ -288,6 +288,7 @@ export class KvMapView {
     const tip = this.e.tooltip;
     tip.textContent = this.describeBlock(id).join('\n');
     tip.hidden = false;
+    tip.style.left = '0px';  // measured at full width, then placed
     const { size, gap, cols } = this.geometry;
     const box = this.e.canvas.parentElement.clientWidth;
     const x = (id % cols) * (size + gap);
