@@ -288,12 +288,15 @@ export class KvMapView {
     const tip = this.e.tooltip;
     tip.textContent = this.describeBlock(id).join('\n');
     tip.hidden = false;
-    tip.style.left = '0px';  // measured at full width, then placed
+    tip.style.left = '0px';  // measured at full width, then placed at that width
+    tip.style.width = '';
+    const width = Math.ceil(tip.getBoundingClientRect().width) + 1;
+    tip.style.width = `${width}px`;
     const { size, gap, cols } = this.geometry;
     const box = this.e.canvas.parentElement.clientWidth;
     const x = (id % cols) * (size + gap);
     const y = Math.floor(id / cols) * (size + gap);
-    const left = Math.min(Math.max(0, x - 20), Math.max(0, box - tip.offsetWidth));
+    const left = Math.min(Math.max(0, x - 20), Math.max(0, box - width));
     tip.style.left = `${left}px`;
     tip.style.top = `${y + size + 6}px`;
   }

@@ -70,6 +70,7 @@ Engine::~Engine() {
     stop_ = true;
   }
   wake_.notify_all();
+  block_map_ready_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
