@@ -50,7 +50,8 @@ function askKey(message) {
     const finish = (ok) => {
       $('key-form').removeEventListener('submit', onSubmit);
       $('key-cancel').removeEventListener('click', onCancel);
-      dialog.close();
+      dialog.removeEventListener('close', onCancel);
+      if (dialog.open) dialog.close();
       keyPrompt = null;
       resolve(ok);
     };
@@ -59,9 +60,10 @@ function askKey(message) {
       setKey($('key-input').value.trim(), $('key-remember').checked);
       finish(true);
     };
-    const onCancel = () => finish(false);
+    const onCancel = () => finish(false);  // the Cancel button, or Escape
     $('key-form').addEventListener('submit', onSubmit);
     $('key-cancel').addEventListener('click', onCancel);
+    dialog.addEventListener('close', onCancel);
     dialog.showModal();
     $('key-input').focus();
   });
