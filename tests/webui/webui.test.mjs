@@ -84,8 +84,9 @@ async function apiJson(pathname, options = {}) {
 
 async function metrics() {
   const text = await (await fetch(`${baseUrl}/metrics`)).text();
-  const value = (name) => {
+  const value = (name, fallback) => {
     const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+    if (!line && fallback !== undefined) return fallback;
     assert.ok(line, `no ${name} in /metrics`);
     return Number(line.slice(name.length + 1));
   };
@@ -100,6 +101,7 @@ async function metrics() {
     queries: value('kvserve:prefix_cache_queries_total'),
     hits: value('kvserve:prefix_cache_hits_total'),
     generated: value('kvserve:generation_tokens_total'),
+    aborted: value('kvserve:request_success_total{finished_reason="abort"}', 0),
   };
 }
 
@@ -234,7 +236,7 @@ test('stop ends a long reply; the map shows its blocks in use while it runs, cac
     const body = JSON.parse(route.request().postData());
     route.continue({ postData: JSON.stringify({ ...body, ignore_eos: true }) });
   });
-  const generatedBefore = (await metrics()).generated;
+  const { generated: generatedBefore, aborted: abortedBefore } = await metrics();
   await page.fill('#input', 'Tell me the longest story you know.');
   await page.press('#input', 'Enter');
   await page.waitForSelector('#stop:not([hidden])', wait);
@@ -271,6 +273,7 @@ test('stop ends a long reply; the map shows its blocks in use while it runs, cac
   const m = await metrics();
   assert.equal(m.running, 0);
   assert.ok(m.generated - generatedBefore < 6000, `${m.generated - generatedBefore} tokens generated`);
+  assert.equal(m.aborted, abortedBefore + 1, 'the server counts the request as aborted');
 });
 
 test('two conversations with the same long system prompt share blocks', async (t) => {
@@ -341,6 +344,30 @@ test('model output with <script> and other HTML is shown as text', async (t) => 
   assert.ok(seen.text.includes('<img src=x onerror="window.__pwned = 4">'));
   assert.equal(seen.strong, 'bold');
   assert.deepEqual(seen.code, ['<b>code</b>', '<script>alert(1)</script>']);
+});
+
+test('Markdown: lists, headings, code, quotes and only safe links', async (t) => {
+  const page = await openPage(t);
+  const html = await page.evaluate(() => {
+    const box = document.createElement('div');
+    box.append(window.kvserveUi.renderMarkdown([
+      '# Title', '', 'Some *em* and **strong** and ~~old~~ and `x < y`.', 'Second line.', '',
+      '- one', '- two [site](https://example.org/a?b=1)', '', '3. three', '4. four', '',
+      '> quoted', '', '```js', 'if (a < b) { run("<b>"); }', '```', '', '---',
+      '[bad](javascript:alert(1)) [data](data:text/html,x) snake_case_name',
+    ].join('\n')));
+    return box.innerHTML;
+  });
+  assert.equal(html, [
+    '<h3>Title</h3>',
+    '<p>Some <em>em</em> and <strong>strong</strong> and <del>old</del> and <code>x &lt; y</code>.<br>Second line.</p>',
+    '<ul><li>one</li><li>two <a href="https://example.org/a?b=1" target="_blank" rel="noopener noreferrer nofollow">site</a></li></ul>',
+    '<ol start="3"><li>three</li><li>four</li></ol>',
+    '<blockquote><p>quoted</p></blockquote>',
+    '<pre><code class="language-js">if (a &lt; b) { run("&lt;b&gt;"); }</code></pre>',
+    '<hr>',
+    '<p>[bad](javascript:alert(1)) [data](data:text/html,x) snake_case_name</p>',
+  ].join(''));
 });
 
 test("the map's numbers agree with /metrics", async (t) => {
