@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages kvserve needs to build and test, only those that are missing.
+# --browser adds Chromium and a font for the web UI's browser tests (scripts/webui-test.sh).
 set -euo pipefail
 
 packages=(
@@ -11,6 +12,10 @@ packages=(
   clang libclang-rt-14-dev         # libFuzzer harnesses and sanitizer runtime
   clang-format                     # scripts/format.sh --check (CI)
 )
+
+if [ "${1:-}" = "--browser" ]; then
+  packages+=(chromium fonts-dejavu-core)
+fi
 
 missing=()
 for package in "${packages[@]}"; do

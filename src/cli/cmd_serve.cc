@@ -48,6 +48,7 @@ FlagTable ServeFlagTable() {
              .value_name = "FILE",
              .help = "require one of the keys in FILE (one per line, # comments)"},
             {.name = "--metrics-auth", .help = "/metrics needs the key too"},
+            {.name = "--no-webui", .help = "no web page at / and no KV map at /v1/kv-map"},
             {.name = "--max-queue",
              .value_name = "N",
              .default_text = "1024",
@@ -156,6 +157,7 @@ Result<ServeOptions> ReadServeOptions(const Args& args, const ModelOptions& mode
   o.http.metrics_auth = args.Has("--metrics-auth");
   o.http.replica_name = args.GetOr("--replica-name", HostName());
   if (Status s = CheckReplicaName(o.http.replica_name); !s.ok()) return s;
+  o.http.webui = !args.Has("--no-webui");
   // One thread per open connection: room for every running and some waiting streams.
   o.http.threads = *http_threads > 0 ? *http_threads : std::max(16, 2 * o.engine.max_num_seqs + 8);
   o.http.max_body_bytes = 4u << 20;
@@ -254,6 +256,10 @@ int RunServe(const std::vector<std::string>& argv) {
                std::string(chat->name()).c_str(),
                options->http.api_keys.enabled() ? "API key required" : "no API key",
                options->http.replica_name.c_str());
+  if (options->http.webui) {
+    std::fprintf(stderr, "kvserve serve: web UI at http://%s:%d/\n", options->http.host.c_str(),
+                 server.port());
+  }
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "engine/block_map.h"
 #include "engine/engine_core.h"
 
 namespace kvserve {
@@ -69,6 +70,7 @@ Engine::~Engine() {
     stop_ = true;
   }
   wake_.notify_all();
+  block_map_ready_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -137,6 +139,18 @@ EngineStats Engine::Stats() const {
   return stats;
 }
 
+std::shared_ptr<const BlockMap> Engine::SnapshotBlocks(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const uint64_t serial = block_map_serial_;
+  block_map_wanted_.store(true);
+  wake_.notify_all();
+  if (!block_map_ready_.wait_for(lock, timeout,
+                                 [&] { return stop_ || block_map_serial_ != serial; })) {
+    return nullptr;
+  }
+  return block_map_serial_ != serial ? block_map_ : nullptr;
+}
+
 void Engine::Drain(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
   draining_ = true;
@@ -170,7 +184,8 @@ void Engine::Loop() {
     if (!worked) {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait_for(lock, std::chrono::milliseconds(100), [&] {
-        return stop_ || !inbox_.empty() || !aborts_.empty() || !releases_.empty() || abort_all_;
+        return stop_ || !inbox_.empty() || !aborts_.empty() || !releases_.empty() || abort_all_ ||
+               block_map_wanted_.load();
       });
     }
   }
@@ -183,8 +198,19 @@ void Engine::PublishStats() {
   EngineStats stats;
   core_->FillStats(stats);
   std::vector<std::string> finished = core_->TakeFinishedIds();
+  std::shared_ptr<BlockMap> map;
+  if (block_map_wanted_.exchange(false)) {
+    map = std::make_shared<BlockMap>();
+    core_->FillBlockMap(*map);
+    map->stats = stats;
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   stats_ = stats;
+  if (map) {
+    block_map_ = std::move(map);
+    ++block_map_serial_;
+    block_map_ready_.notify_all();
+  }
   for (const std::string& id : finished) {
     live_ids_.erase(id);
     --live_requests_;

@@ -61,6 +61,7 @@ struct EngineStats {
 };
 
 class EngineCore;  // the step loop's state; lives on the engine thread
+struct BlockMap;   // engine/block_map.h
 
 class Engine {
  public:
@@ -80,6 +81,9 @@ class Engine {
   // Releases a session's pinned blocks now; false if there was no such session.
   bool ReleaseSession(const std::string& session_id);
   EngineStats Stats() const;
+  // The block pool with each block's owners and the stats of that moment, taken by the engine
+  // thread after its next step (or idle turn); waits up to `timeout`, nullptr after that.
+  std::shared_ptr<const BlockMap> SnapshotBlocks(std::chrono::milliseconds timeout);
   const EngineOptions& options() const { return options_; }
   int n_ctx() const { return options_.n_ctx; }
   int block_size() const { return options_.block_size; }
@@ -104,6 +108,10 @@ class Engine {
   std::vector<std::string> aborts_;
   std::vector<std::string> releases_;
   EngineStats stats_;
+  std::atomic<bool> block_map_wanted_{false};  // set by SnapshotBlocks, taken by PublishStats
+  std::shared_ptr<const BlockMap> block_map_;
+  uint64_t block_map_serial_ = 0;  // counts the maps published
+  std::condition_variable block_map_ready_;
   int live_requests_ = 0;  // submitted and not yet finished
   std::set<std::string> live_ids_;
   std::set<std::string> session_ids_;  // mirror of the core's pinned sessions

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "engine/block_map.h"
+
 namespace kvserve {
 
 EngineCore::EngineCore(const Model& model, const Tokenizer& tokenizer, const EngineOptions& options,
@@ -201,6 +203,27 @@ void EngineCore::FillStats(EngineStats& stats) const {
   stats.prompt_tokens = prompt_tokens_;
   stats.generation_tokens = generation_tokens_;
   stats.steps = steps_;
+}
+
+void EngineCore::FillBlockMap(BlockMap& map) const {
+  map.block_size = blocks_.block_size();
+  map.blocks = blocks_.Snapshot();
+  for (const auto& seq : scheduler_.running()) {
+    map.AddOwner(BlockOwner{.kind = BlockOwner::Kind::kRequest,
+                            .id = seq->request.id,
+                            .session_id = seq->request.session_id,
+                            .cache_salt = seq->request.cache_salt,
+                            .n_tokens = seq->n_computed},
+                 seq->blocks);
+  }
+  for (const auto& [id, session] : sessions_) {
+    map.AddOwner(BlockOwner{.kind = BlockOwner::Kind::kSession,
+                            .id = id,
+                            .session_id = id,
+                            .n_tokens = static_cast<int>(session.pinned.blocks.size()) *
+                                        blocks_.block_size()},
+                 session.pinned);
+  }
 }
 
 }  // namespace kvserve

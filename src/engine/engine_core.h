@@ -39,6 +39,8 @@ class EngineCore {
   std::vector<std::string> TakeFinishedIds();
   std::vector<std::string> SessionIds() const;
   void FillStats(EngineStats& stats) const;
+  // Every block's state and owners (running requests, then pinned sessions); not map.stats.
+  void FillBlockMap(BlockMap& map) const;
 
  private:
   struct Session {

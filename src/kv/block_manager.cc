@@ -19,7 +19,9 @@ BlockManager::BlockManager(int n_blocks, int block_size, bool prefix_caching)
       has_key_(n_blocks, false),
       key_of_(n_blocks),
       lru_pos_(n_blocks),
-      in_lru_(n_blocks, false) {
+      in_lru_(n_blocks, false),
+      chain_index_(n_blocks, -1),
+      hits_of_(n_blocks, 0) {
   free_.reserve(n_blocks);
   for (int32_t b = n_blocks - 1; b >= 0; --b) free_.push_back(b);  // hand out 0, 1, 2, ... first
 }
@@ -79,6 +81,7 @@ int BlockManager::AllocatePrefix(BlockTable& table, std::span<const int32_t> tok
     auto it = cached_.find(key);
     if (it == cached_.end()) break;
     Reference(it->second);
+    ++hits_of_[it->second];
     table.blocks.push_back(it->second);
     table.keys.push_back(key);
   }
@@ -128,6 +131,8 @@ void BlockManager::Commit(BlockTable& table, std::span<const int32_t> tokens, in
     if (cached_.emplace(key, block).second) {
       has_key_[block] = true;
       key_of_[block] = key;
+      chain_index_[block] = static_cast<int32_t>(b);
+      hits_of_[block] = 0;
     }
   }
 }
@@ -160,6 +165,24 @@ void BlockManager::Free(BlockTable& table) {
   }
   table.blocks.clear();
   table.keys.clear();
+}
+
+std::vector<BlockSnapshot> BlockManager::Snapshot() const {
+  std::vector<BlockSnapshot> out(refs_.size());
+  for (size_t b = 0; b < refs_.size(); ++b) {
+    BlockSnapshot& s = out[b];
+    s.refs = refs_[b];
+    s.state = refs_[b] > 0 ? BlockSnapshot::State::kUsed
+              : in_lru_[b] ? BlockSnapshot::State::kCached
+                           : BlockSnapshot::State::kFree;
+    if (has_key_[b]) {
+      s.chain_index = chain_index_[b];
+      s.hits = hits_of_[b];
+    }
+  }
+  int32_t rank = 0;
+  for (int32_t b : lru_) out[b].lru_rank = rank++;
+  return out;
 }
 
 Status BlockManager::CheckInvariants() const {

@@ -41,6 +41,16 @@ struct BlockManagerStats {
   uint64_t prefix_hits_tokens = 0;     // of those, found cached
 };
 
+// One block of the pool as BlockManager::Snapshot() sees it (the web UI's block map).
+struct BlockSnapshot {
+  enum class State : uint8_t { kFree, kCached, kUsed };
+  State state = State::kFree;
+  int32_t refs = 0;
+  int32_t lru_rank = -1;     // cached: 0 = evicted next, 1 = after it, ...; otherwise -1
+  int32_t chain_index = -1;  // keyed: logical block i of its prefix chain (tokens [i*bs, (i+1)*bs))
+  uint32_t hits = 0;         // prefix-cache reuses since its content was registered
+};
+
 class BlockManager {
  public:
   BlockManager(int n_blocks, int block_size, bool prefix_caching);
@@ -86,6 +96,9 @@ class BlockManager {
   // freed last), others free. Leaves the table empty.
   void Free(BlockTable& table);
 
+  // Every block's state, indexed by block id; O(n_blocks), changes nothing.
+  std::vector<BlockSnapshot> Snapshot() const;
+
   // Checks every invariant (states, counts, lists, map); for tests.
   Status CheckInvariants() const;
 
@@ -106,6 +119,8 @@ class BlockManager {
   std::vector<int32_t> free_;  // stack of free blocks
   std::list<int32_t> lru_;     // cached blocks, least recently used first
   std::unordered_map<BlockKey, int32_t, KeyHash> cached_;  // key -> block (used or cached)
+  std::vector<int32_t> chain_index_;                       // valid while the block has a key
+  std::vector<uint32_t> hits_of_;  // AllocatePrefix reuses since the key was set
   uint64_t queries_ = 0;
   uint64_t hits_ = 0;
 };

@@ -2,12 +2,15 @@
 
 #include <thread>
 
+#include "server/webui_routes.h"
+
 namespace kvserve {
 
 namespace {
 
-bool IsOpenPath(const std::string& path, bool metrics_auth) {
-  return path == "/health" || (!metrics_auth && path == "/metrics");
+bool IsOpenPath(const std::string& path, bool metrics_auth, bool webui) {
+  return path == "/health" || (!metrics_auth && path == "/metrics") ||
+         (webui && IsWebUiPagePath(path));
 }
 
 // Routes that read their body through ReadBody (and so within --max-body even when chunked).
@@ -98,7 +101,7 @@ void HttpServer::Install() {
                                           request.method + " " + request.path));
           return httplib::Server::HandlerResponse::Handled;
         }
-        if (IsOpenPath(request.path, options_.metrics_auth)) {
+        if (IsOpenPath(request.path, options_.metrics_auth, options_.webui)) {
           return httplib::Server::HandlerResponse::Unhandled;
         }
         if (!Authorize(request, response)) return httplib::Server::HandlerResponse::Handled;
@@ -198,6 +201,19 @@ void HttpServer::Install() {
                      routes->DeleteSession(request.matches[1].str(), *tenant, response);
                    }
                  });
+  if (options_.webui) {
+    InstallWebUiRoutes(
+        server_,
+        WebUiHooks{.ready = [this](httplib::Response& response) -> Engine* {
+                     OpenAiRoutes* routes = Ready(response);
+                     return routes ? routes->model().engine : nullptr;
+                   },
+                   .authorize =
+                       [this](const httplib::Request& request, httplib::Response& response) {
+                         return Authorize(request, response);
+                       },
+                   .serving = [this] { return state_.load() == State::kReady; }});
+  }
 }
 
 Status HttpServer::Bind() {

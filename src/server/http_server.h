@@ -40,6 +40,7 @@ struct HttpServerOptions {
   int keep_alive_timeout_s = 5;
   std::string replica_name;  // non-empty: every response carries X-Kvserve-Replica
   RouteOptions routes;
+  bool webui = true;  // the page at / and /v1/kv-map (server/webui_routes.h)
 };
 
 class HttpServer {
