@@ -1,8 +1,8 @@
-// SIMD matmul tiles of the K-quant weight types Q4_K, Q5_K and Q6_K against Q8_K activations, one
-// set per ISA (kquant_tiles_avx2.cc, kquant_tiles_avx512.cc), put in that ISA's KernelTable. They
-// give the bits of the scalar tiles (quant_tiles_scalar.h) for every m and output range: the
-// integer part of each super-block is exact (so its order cannot matter), and the float part is the
-// scalar tile's expression, operation for operation:
+// SIMD matmul tiles of the K-quant weight types Q2_K, Q3_K, Q4_K, Q5_K and Q6_K against Q8_K
+// activations, one set per ISA (kquant_tiles_avx2.cc, kquant_tiles_avx512.cc), put in that ISA's
+// KernelTable. They give the bits of the scalar tiles (quant_tiles_scalar.h) for every m and output
+// range: the integer part of each super-block is exact (so its order cannot matter), and the float
+// part is the scalar tile's expression, operation for operation:
 //   block = float(isum) * (d_w * d_x);  block = block - float(msum) * (dmin_w * d_x) (with mins);
 //   sum = sum + block, over the super-blocks in increasing order from sum = 0.
 // Call them only through the table, on a CPU that has the ISA.
@@ -14,6 +14,8 @@ namespace kvserve {
 
 // AVX2 (vpmaddubsw + vpmaddwd); the AVX-VNNI table uses these too.
 namespace avx2 {
+void MatmulQ2_K(const MatmulTile& t);
+void MatmulQ3_K(const MatmulTile& t);
 void MatmulQ4_K(const MatmulTile& t);
 void MatmulQ5_K(const MatmulTile& t);
 void MatmulQ6_K(const MatmulTile& t);
@@ -32,6 +34,8 @@ void MatmulQ6_Kx16(const MatmulTile& t);
 
 // AVX-512 (vpmaddubsw + vpdpwssd).
 namespace avx512 {
+void MatmulQ2_K(const MatmulTile& t);
+void MatmulQ3_K(const MatmulTile& t);
 void MatmulQ4_K(const MatmulTile& t);
 void MatmulQ5_K(const MatmulTile& t);
 void MatmulQ6_K(const MatmulTile& t);

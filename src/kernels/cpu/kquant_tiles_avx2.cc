@@ -1,14 +1,16 @@
-// AVX2 tiles of Q4_K, Q5_K and Q6_K weights against Q8_K activations (kquant_tiles.h): the scalar
-// tiles' bits, for every m and output range. The AVX-VNNI table uses them too.
+// AVX2 tiles of Q2_K, Q3_K, Q4_K, Q5_K and Q6_K weights against Q8_K activations (kquant_tiles.h):
+// the scalar tiles' bits, for every m and output range. The AVX-VNNI table uses them too.
 //
 // The scheme of kquant_tiles_avx512.cc on 256 bits: per weight row and super-block, the 256
-// weights are unpacked once into eight vectors of 32 unsigned bytes in element order (Q4_K: the
-// nibble, 0 .. 15; Q5_K: 0 .. 31; Q6_K: the stored 6-bit value q + 32, 0 .. 63) and eight vectors
+// weights are unpacked once into eight vectors of 32 unsigned bytes in element order (Q2_K: 0 .. 3;
+// Q3_K: q + 4, 0 .. 7; Q4_K: the nibble, 0 .. 15; Q5_K: 0 .. 31; Q6_K: the stored 6-bit value
+// q + 32, 0 .. 63) and eight vectors
 // of int16 sub-block scales, one per element pair. Per activation row and vector, vpmaddubsw
 // (int16 pairs of at most 2 * 63 * 128 = 16128, none saturates) and vpmaddwd with the scales give
-// exact int32 sums. Q6_K's offset comes back as -32 * Σ_s scale_s * bsum_s, Q4_K's and Q5_K's min
-// term as msum = Σ_s min_s * bsum_s, by vpmaddwd on the activation's bsums. One horizontal sum per
-// super-block gives the exact isum; the float part is the scalar tile's.
+// exact int32 sums. Q6_K's offset comes back as -32 * Σ_s scale_s * bsum_s (Q3_K's as -4 * ...),
+// the min term of Q2_K, Q4_K and Q5_K as msum = Σ_s min_s * bsum_s, by vpmaddwd on the activation's
+// bsums. One horizontal sum per super-block gives the exact isum; the float part is the scalar
+// tile's.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -28,12 +30,17 @@ namespace {
 // Activation rows per pass over a weight row: each super-block is unpacked once per pass.
 constexpr int kMr = 8;
 
-enum class KType { kQ4_K, kQ5_K, kQ6_K };
+enum class KType { kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K };
 
 template <KType T>
-constexpr size_t kBlockBytes = T == KType::kQ4_K   ? sizeof(BlockQ4_K)
+constexpr size_t kBlockBytes = T == KType::kQ2_K   ? sizeof(BlockQ2_K)
+                               : T == KType::kQ3_K ? sizeof(BlockQ3_K)
+                               : T == KType::kQ4_K ? sizeof(BlockQ4_K)
                                : T == KType::kQ5_K ? sizeof(BlockQ5_K)
                                                    : sizeof(BlockQ6_K);
+// Types whose weights are stored with an offset (Q3_K: q + 4, Q6_K: q + 32) rather than a min.
+template <KType T>
+constexpr bool kOffsetType = T == KType::kQ3_K || T == KType::kQ6_K;
 
 // One unpacked weight super-block.
 struct WBlock {
@@ -116,10 +123,59 @@ inline void UnpackQ6_K(const uint8_t* p, WBlock& w) {
   w.dmin = 0.0f;
 }
 
+// Q2_K and Q3_K: sub-blocks of 16; vector v = 4c + j (elements 128c + 32j + [0, 32)) is bits 2j,
+// 2j + 1 of quants[32c ..], and Q3_K's third bit is bit v of hmask[l]. sc: the 16 scales.
+template <KType T>
+inline void UnpackK16(const uint8_t* p, const int16_t sc[16], WBlock& w) {
+  using Block = std::conditional_t<T == KType::kQ2_K, BlockQ2_K, BlockQ3_K>;
+  const uint8_t* quants = p + offsetof(Block, quants);
+  for (int v = 0; v < 8; ++v) {
+    __m256i q = _mm256_and_si256(ShiftRight16(Load256(quants + 32 * (v / 4)), 2 * (v % 4)),
+                                 _mm256_set1_epi8(3));
+    if constexpr (T == KType::kQ3_K) {
+      const __m256i bit = _mm256_and_si256(ShiftRight16(Load256(p + offsetof(BlockQ3_K, hmask)), v),
+                                           _mm256_set1_epi8(1));
+      q = _mm256_or_si256(q, _mm256_slli_epi16(bit, 2));
+    }
+    w.q[v] = q;
+    w.scale[v] = _mm256_set_m128i(_mm_set1_epi16(sc[2 * v + 1]), _mm_set1_epi16(sc[2 * v]));
+  }
+}
+
+inline void UnpackQ2_K(const uint8_t* p, WBlock& w) {
+  const uint8_t* scales = p + offsetof(BlockQ2_K, scales);
+  int16_t sc[16];
+  for (int s = 0; s < 16; ++s) sc[s] = static_cast<int16_t>(scales[s] & 0x0f);
+  UnpackK16<KType::kQ2_K>(p, sc, w);
+  w.bsum_w = _mm256_srli_epi16(
+      _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales))), 4);
+  w.d = Fp16ToFloat(LoadU16(p + offsetof(BlockQ2_K, d)));
+  w.dmin = Fp16ToFloat(LoadU16(p + offsetof(BlockQ2_K, dmin)));
+}
+
+inline void UnpackQ3_K(const uint8_t* p, WBlock& w) {
+  const uint8_t* scales = p + offsetof(BlockQ3_K, scales);
+  alignas(32) int16_t sc[16];
+  for (int s = 0; s < 16; ++s) {
+    const int low = s < 8 ? scales[s] & 0x0f : scales[s - 8] >> 4;
+    const int high = (scales[8 + s % 4] >> (2 * (s / 4))) & 3;
+    sc[s] = static_cast<int16_t>((low | high << 4) - 32);
+  }
+  UnpackK16<KType::kQ3_K>(p, sc, w);
+  const __m256i sc16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(sc));
+  w.bsum_w = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 2));
+  w.d = Fp16ToFloat(LoadU16(p + offsetof(BlockQ3_K, d)));
+  w.dmin = 0.0f;
+}
+
 template <KType T>
 inline void Unpack(const uint8_t* p, WBlock& w) {
   if constexpr (T == KType::kQ6_K) {
     UnpackQ6_K(p, w);
+  } else if constexpr (T == KType::kQ2_K) {
+    UnpackQ2_K(p, w);
+  } else if constexpr (T == KType::kQ3_K) {
+    UnpackQ3_K(p, w);
   } else {
     UnpackK4<T>(p, w);
   }
@@ -144,7 +200,7 @@ inline float BlockStep(float sum, const WBlock& w, const uint8_t* xb) {
   const __m256i bterm = _mm256_madd_epi16(Load256(xb + offsetof(BlockQ8_K, bsums)), w.bsum_w);
   float dx;
   std::memcpy(&dx, xb + offsetof(BlockQ8_K, d), sizeof(dx));
-  if constexpr (T == KType::kQ6_K) {
+  if constexpr (kOffsetType<T>) {
     const int isum = ReduceAdd256(_mm256_add_epi32(acc, bterm));
     return sum + Rounded(static_cast<float>(isum) * Rounded(w.d * dx));
   } else {
@@ -178,6 +234,8 @@ void MatmulK(const MatmulTile& t) {
 
 }  // namespace
 
+void MatmulQ2_K(const MatmulTile& t) { MatmulK<KType::kQ2_K>(t); }
+void MatmulQ3_K(const MatmulTile& t) { MatmulK<KType::kQ3_K>(t); }
 void MatmulQ4_K(const MatmulTile& t) { MatmulK<KType::kQ4_K>(t); }
 void MatmulQ5_K(const MatmulTile& t) { MatmulK<KType::kQ5_K>(t); }
 void MatmulQ6_K(const MatmulTile& t) { MatmulK<KType::kQ6_K>(t); }

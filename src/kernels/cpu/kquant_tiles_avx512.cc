@@ -1,14 +1,15 @@
-// AVX-512 tiles of Q4_K, Q5_K and Q6_K weights against Q8_K activations (kquant_tiles.h): the
-// scalar tiles' bits, for every m and output range.
+// AVX-512 tiles of Q2_K, Q3_K, Q4_K, Q5_K and Q6_K weights against Q8_K activations
+// (kquant_tiles.h): the scalar tiles' bits, for every m and output range.
 //
 // Per weight row and super-block, the 256 weights are unpacked once into four vectors of 64
-// unsigned bytes in element order (Q4_K: the nibble, 0 .. 15; Q5_K: 0 .. 31; Q6_K: the stored
-// 6-bit value q + 32, 0 .. 63) and four vectors of int16 sub-block scales, one per element pair.
-// Each activation row of the tile then takes, per vector, vpmaddubsw (unsigned weight times signed
-// activation, in int16 pairs of at most 2 * 63 * 128 = 16128, so none saturates) and vpdpwssd with
-// the scales (exact int32 sums). Q6_K's offset comes back as -32 * Σ_s scale_s * bsum_s, Q4_K's
-// and Q5_K's min term as msum = Σ_s min_s * bsum_s, both by vpmaddwd on the activation's bsums.
-// One horizontal sum per super-block gives the exact isum; the float part is the scalar tile's.
+// unsigned bytes in element order (Q2_K: 0 .. 3; Q3_K: the value q + 4, 0 .. 7; Q4_K: the nibble,
+// 0 .. 15; Q5_K: 0 .. 31; Q6_K: the stored 6-bit value q + 32, 0 .. 63) and four vectors of int16
+// sub-block scales, one per element pair. Each activation row of the tile then takes, per vector,
+// vpmaddubsw (unsigned weight times signed activation, in int16 pairs of at most 2 * 63 * 128 =
+// 16128, so none saturates) and vpdpwssd with the scales (exact int32 sums). Q6_K's offset comes
+// back as -32 * Σ_s scale_s * bsum_s (Q3_K's as -4 * ...), the min term of Q2_K, Q4_K and Q5_K as
+// msum = Σ_s min_s * bsum_s, both by vpmaddwd on the activation's bsums. One horizontal sum per
+// super-block gives the exact isum; the float part is the scalar tile's.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -27,12 +28,17 @@ namespace {
 // Activation rows per pass over a weight row: each super-block is unpacked once per pass.
 constexpr int kMr = 8;
 
-enum class KType { kQ4_K, kQ5_K, kQ6_K };
+enum class KType { kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K };
 
 template <KType T>
-constexpr size_t kBlockBytes = T == KType::kQ4_K   ? sizeof(BlockQ4_K)
+constexpr size_t kBlockBytes = T == KType::kQ2_K   ? sizeof(BlockQ2_K)
+                               : T == KType::kQ3_K ? sizeof(BlockQ3_K)
+                               : T == KType::kQ4_K ? sizeof(BlockQ4_K)
                                : T == KType::kQ5_K ? sizeof(BlockQ5_K)
                                                    : sizeof(BlockQ6_K);
+// Types whose weights are stored with an offset (Q3_K: q + 4, Q6_K: q + 32) rather than a min.
+template <KType T>
+constexpr bool kOffsetType = T == KType::kQ3_K || T == KType::kQ6_K;
 
 // One unpacked weight super-block.
 struct WBlock {
@@ -122,10 +128,67 @@ inline void UnpackQ6_K(const uint8_t* p, WBlock& w) {
   w.dmin = 0.0f;
 }
 
+// Q2_K and Q3_K: sub-blocks of 16; the 2-bit part of element 128c + 32j + l is bits 2j, 2j + 1
+// of quants[32c + l], so vector v (elements 64v .. 64v + 63) takes quants[32(v / 2) ..] shifted by
+// 4(v % 2) (lower half) and 4(v % 2) + 2 (upper half). Q3_K's third bit of that element is bit
+// 4c + j of hmask[l]: bit 2v (lower half), 2v + 1 (upper) for vector v. sc16: the 16 sub-block
+// scales as int16.
+template <KType T>
+inline void UnpackK16(const uint8_t* p, __m256i sc16, WBlock& w) {
+  using Block = std::conditional_t<T == KType::kQ2_K, BlockQ2_K, BlockQ3_K>;
+  const uint8_t* quants = p + offsetof(Block, quants);
+  alignas(64) static constexpr int16_t kSubOfPair[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1,
+                                                         1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2,
+                                                         2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
+  const __m512i sub_of_pair = _mm512_load_si512(kSubOfPair);
+  for (int v = 0; v < 4; ++v) {
+    const __m512i bytes = _mm512_broadcast_i64x4(Load256(quants + 32 * (v / 2)));
+    __m512i q = _mm512_and_si512(
+        _mm512_srlv_epi16(bytes, TwoHalves16(4 * (v % 2), 4 * (v % 2) + 2)), _mm512_set1_epi8(3));
+    if constexpr (T == KType::kQ3_K) {
+      const __m512i hmask = _mm512_broadcast_i64x4(Load256(p + offsetof(BlockQ3_K, hmask)));
+      const __m512i bit = _mm512_and_si512(_mm512_srlv_epi16(hmask, TwoHalves16(2 * v, 2 * v + 1)),
+                                           _mm512_set1_epi8(1));
+      q = _mm512_or_si512(q, _mm512_slli_epi16(bit, 2));
+    }
+    w.q[v] = q;
+    w.scale[v] = _mm512_permutexvar_epi16(_mm512_add_epi16(sub_of_pair, _mm512_set1_epi16(4 * v)),
+                                          _mm512_zextsi256_si512(sc16));
+  }
+}
+
+inline void UnpackQ2_K(const uint8_t* p, WBlock& w) {
+  const __m256i packed = _mm256_cvtepu8_epi16(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + offsetof(BlockQ2_K, scales))));
+  UnpackK16<KType::kQ2_K>(p, _mm256_and_si256(packed, _mm256_set1_epi16(0x0f)), w);
+  w.bsum_w = _mm256_srli_epi16(packed, 4);  // the mins
+  w.d = Fp16ToFloat(LoadU16(p + offsetof(BlockQ2_K, d)));
+  w.dmin = Fp16ToFloat(LoadU16(p + offsetof(BlockQ2_K, dmin)));
+}
+
+inline void UnpackQ3_K(const uint8_t* p, WBlock& w) {
+  const uint8_t* scales = p + offsetof(BlockQ3_K, scales);
+  alignas(32) int16_t sc[16];
+  for (int s = 0; s < 16; ++s) {
+    const int low = s < 8 ? scales[s] & 0x0f : scales[s - 8] >> 4;
+    const int high = (scales[8 + s % 4] >> (2 * (s / 4))) & 3;
+    sc[s] = static_cast<int16_t>((low | high << 4) - 32);
+  }
+  const __m256i sc16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(sc));
+  UnpackK16<KType::kQ3_K>(p, sc16, w);
+  w.bsum_w = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 2));
+  w.d = Fp16ToFloat(LoadU16(p + offsetof(BlockQ3_K, d)));
+  w.dmin = 0.0f;
+}
+
 template <KType T>
 inline void Unpack(const uint8_t* p, WBlock& w) {
   if constexpr (T == KType::kQ6_K) {
     UnpackQ6_K(p, w);
+  } else if constexpr (T == KType::kQ2_K) {
+    UnpackQ2_K(p, w);
+  } else if constexpr (T == KType::kQ3_K) {
+    UnpackQ3_K(p, w);
   } else {
     UnpackK4<T>(p, w);
   }
@@ -150,7 +213,7 @@ inline float BlockStep(float sum, const WBlock& w, const uint8_t* xb) {
   const __m256i bterm = _mm256_madd_epi16(Load256(xb + offsetof(BlockQ8_K, bsums)), w.bsum_w);
   float dx;
   std::memcpy(&dx, xb + offsetof(BlockQ8_K, d), sizeof(dx));
-  if constexpr (T == KType::kQ6_K) {
+  if constexpr (kOffsetType<T>) {
     const int isum = _mm512_reduce_add_epi32(_mm512_add_epi32(acc, _mm512_zextsi256_si512(bterm)));
     return sum + Rounded(static_cast<float>(isum) * Rounded(w.d * dx));
   } else {
@@ -184,6 +247,8 @@ void MatmulK(const MatmulTile& t) {
 
 }  // namespace
 
+void MatmulQ2_K(const MatmulTile& t) { MatmulK<KType::kQ2_K>(t); }
+void MatmulQ3_K(const MatmulTile& t) { MatmulK<KType::kQ3_K>(t); }
 void MatmulQ4_K(const MatmulTile& t) { MatmulK<KType::kQ4_K>(t); }
 void MatmulQ5_K(const MatmulTile& t) { MatmulK<KType::kQ5_K>(t); }
 void MatmulQ6_K(const MatmulTile& t) { MatmulK<KType::kQ6_K>(t); }
