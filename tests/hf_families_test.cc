@@ -29,6 +29,7 @@
 #include "support/safetensors_builder.h"
 #include "support/spm_tokenizer_json.h"
 #include "support/test_backend.h"
+#include "util/half.h"
 
 namespace kvserve {
 namespace {
@@ -570,6 +571,70 @@ TEST(HfFamiliesTest, MissingExpertIsNamed) {
   fs::remove_all(dir);
   ASSERT_FALSE(view.ok());
   EXPECT_THAT(view.message(), HasSubstr("expert 6 of 'blk.1.ffn_up_exps.weight' is missing"));
+}
+
+std::vector<uint8_t> HalfBytes(const std::vector<float>& values, bool bf16) {
+  std::vector<uint8_t> out(values.size() * 2);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const uint16_t h = bf16 ? FloatToBf16(values[i]) : FloatToFp16(values[i]);
+    std::memcpy(out.data() + 2 * i, &h, 2);
+  }
+  return out;
+}
+
+// F16 and BF16 folders (what most checkpoints hold): vectors and norms become F32 as the
+// converter stores them, Gemma's +1 is added in f16 for f16 data (as torch adds f16 tensors) and
+// in f32 for BF16 data (which the converter widens first), and matrices keep their type.
+TEST(HfFamiliesTest, HalfPrecisionNormsAndVectorsBecomeF32) {
+  for (const char* arch : {"Gemma2ForCausalLM", "Qwen2ForCausalLM"}) {
+    const bool gemma = std::string(arch) == "Gemma2ForCausalLM";
+    const std::string dir = testing::TempDir() + "/hf-family-half";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    auto config = nlohmann::json::parse(kQwen3Moe);
+    config["architectures"] = {arch};
+    config["vocab_size"] = 512;
+    config["hidden_activation"] = "gelu_pytorch_tanh";
+    config["attn_logit_softcapping"] = 50.0;
+    config["final_logit_softcapping"] = 30.0;
+    config["sliding_window"] = 8;
+    ASSERT_TRUE(testing::WriteText(dir + "/config.json", config.dump()));
+    fs::copy_file(FolderOf(kCases[0]) + "/tokenizer.json", dir + "/tokenizer.json");
+    // 1e-4 + 1 is 1 in f16 (its step at 1 is 2^-10) but not in f32.
+    const std::vector<float> values(64, 1e-4f);
+    testing::SafetensorsBuilder weights;
+    weights.Add("model.norm.weight", "F16", {64}, HalfBytes(values, false));
+    weights.Add("model.layers.0.input_layernorm.weight", "BF16", {64}, HalfBytes(values, true));
+    weights.Add("model.layers.0.self_attn.q_proj.weight", "BF16", {64, 64},
+                HalfBytes(std::vector<float>(64 * 64, 0.25f), true));
+    if (!gemma)
+      weights.Add("model.layers.0.self_attn.q_proj.bias", "F16", {64}, HalfBytes(values, false));
+    ASSERT_TRUE(weights.WriteFile(dir + "/model.safetensors"));
+    auto view = HfFolder::Open(dir);
+    ASSERT_TRUE(view.ok()) << view.message();
+    auto first = [&](const char* name) {
+      const TensorInfo* t = view->FindTensor(name);
+      EXPECT_NE(t, nullptr) << name;
+      EXPECT_EQ(t ? t->type : GgmlType::kF16, GgmlType::kF32) << name;
+      float v = 0;
+      if (t) std::memcpy(&v, t->data, 4);
+      return v;
+    };
+    const float f16_value = Fp16ToFloat(FloatToFp16(1e-4f));
+    const float bf16_value = Bf16ToFloat(FloatToBf16(1e-4f));
+    EXPECT_EQ(first("output_norm.weight"), gemma ? 1.0f : f16_value) << arch;
+    EXPECT_EQ(first("blk.0.attn_norm.weight"), gemma ? bf16_value + 1.0f : bf16_value) << arch;
+    if (gemma) {
+      EXPECT_NE(bf16_value + 1.0f, 1.0f);
+    } else {
+      EXPECT_EQ(first("blk.0.attn_q.bias"), f16_value);
+    }
+    const TensorInfo* q = view->FindTensor("blk.0.attn_q.weight");
+    ASSERT_NE(q, nullptr);
+    EXPECT_EQ(q->type, GgmlType::kBF16);
+    EXPECT_EQ(q->dims, (std::vector<int64_t>{64, 64}));
+    fs::remove_all(dir);
+  }
 }
 
 class RemoveFolders : public ::testing::Environment {
