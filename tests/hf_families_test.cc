@@ -53,6 +53,11 @@ struct FamilyCase {
   const char* architecture;  // config.json "architectures"
   const char* model_type;
   const char* convert_type;  // kvserve convert --type
+  enum Layout {
+    kPlain,
+    kFusedExperts,  // transformers 5's mlp.experts.gate_up_proj / down_proj
+    kMultimodal,    // Gemma3ForConditionalGeneration: text_config, language_model. names
+  } layout = kPlain;
 };
 
 const FamilyCase kCases[] = {
@@ -69,6 +74,10 @@ const FamilyCase kCases[] = {
     {"Gemma2F16", "arch/gemma2-f16.gguf", "arch/gemma2-f16", "Gemma2ForCausalLM", "gemma2", "f16"},
     {"Gemma3", "arch/gemma3-f32.gguf", "arch/gemma3-f32", "Gemma3ForCausalLM", "gemma3_text",
      "f32"},
+    {"Qwen3MoeFused", "arch/qwen3moe-f32.gguf", "arch/qwen3moe-f32", "Qwen3MoeForCausalLM",
+     "qwen3_moe", "f32", FamilyCase::kFusedExperts},
+    {"Gemma3Multimodal", "arch/gemma3-f32.gguf", "arch/gemma3-f32",
+     "Gemma3ForConditionalGeneration", "gemma3_text", "f32", FamilyCase::kMultimodal},
 };
 
 void PrintTo(const FamilyCase& c, std::ostream* os) { *os << c.name; }
@@ -139,6 +148,17 @@ void WriteWeights(const FamilyCase& c, const GgufFile& gguf, const std::string& 
     shards[shard].Add(name, DtypeName(t.type), shape, std::move(bytes));
     weight_map[name] = kShardNames[shard];
   };
+  // The multimodal layout's names, both spellings transformers has used.
+  const bool multimodal = c.layout == FamilyCase::kMultimodal;
+  const std::string global = multimodal ? "model.language_model." : "model.";
+  const std::string layers = multimodal ? "language_model.model.layers." : "model.layers.";
+  if (multimodal) {  // towers the text model leaves out
+    add(0, "vision_tower.vision_model.post_layernorm.weight", gguf.tensors()[1], {8},
+        std::vector<uint8_t>(32, 0));
+    add(0, "multi_modal_projector.mm_soft_emb_norm.weight", gguf.tensors()[1], {8},
+        std::vector<uint8_t>(32, 0));
+  }
+  std::map<std::string, std::vector<uint8_t>> pending_gate;  // fused: layer -> gate bytes
   for (const TensorInfo& t : gguf.tensors()) {
     std::vector<int64_t> shape(t.dims.rbegin(), t.dims.rend());
     std::vector<uint8_t> bytes(t.data, t.data + t.n_bytes);
@@ -150,11 +170,11 @@ void WriteWeights(const FamilyCase& c, const GgufFile& gguf, const std::string& 
       for (uint64_t i = 0; i < t.n_elements; ++i) v[i] = MinusOne(v[i]);
     }
     if (t.name == "token_embd.weight") {
-      add(0, "model.embed_tokens.weight", t, shape, bytes);
+      add(0, global + "embed_tokens.weight", t, shape, bytes);
       continue;
     }
     if (t.name == "output_norm.weight") {
-      add(0, "model.norm.weight", t, shape, bytes);
+      add(0, global + "norm.weight", t, shape, bytes);
       continue;
     }
     if (t.name == "output.weight") {
@@ -164,8 +184,30 @@ void WriteWeights(const FamilyCase& c, const GgufFile& gguf, const std::string& 
     ASSERT_EQ(t.name.rfind("blk.", 0), 0u) << t.name;
     const size_t dot = t.name.find('.', 4);
     const std::string layer = t.name.substr(4, dot - 4), suffix = t.name.substr(dot + 1);
-    const std::string prefix = "model.layers." + layer + ".";
+    const std::string prefix = layers + layer + ".";
     const int shard = layer == "0" ? 0 : 1;
+    if (suffix.ends_with("_exps.weight") && c.layout == FamilyCase::kFusedExperts) {
+      const std::string w = suffix.substr(4, suffix.find('_', 4) - 4);  // gate, up, down
+      if (w == "down") {
+        add(shard, prefix + "mlp.experts.down_proj", t, shape, std::move(bytes));
+      } else if (w == "gate") {
+        pending_gate[layer] = std::move(bytes);
+      } else {  // [n_expert, 2 n_ff, n_embd]: each expert's gate rows, then its up rows
+        ASSERT_EQ(pending_gate.count(layer), 1u) << "gate before up in the fixture";
+        const std::vector<uint8_t>& gate = pending_gate[layer];
+        const uint64_t per_expert = t.n_bytes / static_cast<uint64_t>(t.dims[2]);
+        std::vector<uint8_t> fused;
+        for (int64_t e = 0; e < t.dims[2]; ++e) {
+          fused.insert(fused.end(), gate.begin() + e * per_expert,
+                       gate.begin() + (e + 1) * per_expert);
+          fused.insert(fused.end(), bytes.begin() + e * per_expert,
+                       bytes.begin() + (e + 1) * per_expert);
+        }
+        add(shard, prefix + "mlp.experts.gate_up_proj", t, {t.dims[2], 2 * t.dims[1], t.dims[0]},
+            std::move(fused));
+      }
+      continue;
+    }
     if (suffix.ends_with("_exps.weight")) {  // [n_expert, rows, cols] -> one matrix per expert
       const std::string w = suffix.substr(4, suffix.find('_', 4) - 4);  // gate, up, down
       const uint64_t per_expert = t.n_bytes / static_cast<uint64_t>(t.dims[2]);
@@ -287,7 +329,22 @@ const std::string& FolderOf(const FamilyCase& c) {
   auto gguf = GgufFile::Open(ModelPath(c.gguf));
   EXPECT_TRUE(gguf.ok()) << gguf.message();
   const ordered_json config = ConfigOf(c, *gguf);
-  EXPECT_TRUE(testing::WriteText(dir + "/config.json", config.dump(2)));
+  if (c.layout == FamilyCase::kMultimodal) {
+    // The text model's keys under text_config, as Gemma 3 4B-27B configs have them.
+    ordered_json text = config;
+    text.erase("architectures");
+    text["model_type"] = "gemma3_text";
+    const ordered_json outer = {
+        {"architectures", {c.architecture}},
+        {"model_type", "gemma3"},
+        {"text_config", text},
+        {"vision_config", {{"model_type", "siglip_vision_model"}, {"hidden_size", 8}}},
+        {"mm_tokens_per_image", 256},
+    };
+    EXPECT_TRUE(testing::WriteText(dir + "/config.json", outer.dump(2)));
+  } else {
+    EXPECT_TRUE(testing::WriteText(dir + "/config.json", config.dump(2)));
+  }
   WriteWeights(c, *gguf, dir, config["num_attention_heads"].get<int>(),
                config["num_key_value_heads"].get<int>());
   EXPECT_TRUE(testing::WriteText(dir + "/tokenizer.json", testing::SpmTokenizerJson(*gguf).dump()));

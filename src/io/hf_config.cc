@@ -107,6 +107,7 @@ constexpr Family kFamilies[] = {
     {"Phi3ForCausalLM", "phi3", HfArchitecture::kPhi3},
     {"Gemma2ForCausalLM", "gemma2", HfArchitecture::kGemma2},
     {"Gemma3ForCausalLM", "gemma3_text", HfArchitecture::kGemma3},
+    {"Gemma3ForConditionalGeneration", "gemma3", HfArchitecture::kGemma3},  // its text part
 };
 
 Status Unsupported(const std::string& source, const std::string& key, const json& value,
@@ -279,6 +280,14 @@ Result<HfConfig> HfConfig::Parse(std::string_view json_text, const std::string& 
   std::string model_type;
   if (auto it = root.find("model_type"); it != root.end() && it->is_string()) {
     model_type = it->get<std::string>();
+  }
+  // A multimodal config's text_config is read as top-level keys (the converter merges it so).
+  if (auto it = root.find("text_config"); it != root.end() && it->is_object()) {
+    json text = *it;
+    root.erase("text_config");
+    for (auto& [key, value] : text.items()) {
+      if (key != "architectures" && key != "model_type") root[key] = value;
+    }
   }
   if (auto it = root.find("architectures");
       it != root.end() && it->is_array() && !it->empty() && (*it)[0].is_string()) {

@@ -129,7 +129,41 @@ bool MapExpert(const std::string& rest, const HfConfig& c, int layer, HfMapping*
   return true;
 }
 
-Result<HfMapping> MapDecoder(std::string_view name, const HfConfig& c) {
+// transformers 5's fused experts: "mlp.experts.gate_up_proj" [n_expert, 2 n_ff, n_embd] (gate
+// rows, then up rows, per expert) and "mlp.experts.down_proj" [n_expert, n_embd, n_ff], with or
+// without ".weight".
+bool MapFusedExperts(std::string rest, int layer, HfMapping* out) {
+  if (rest.ends_with(".weight")) rest.resize(rest.size() - 7);
+  if (rest == "mlp.experts.gate_up_proj") {
+    *out = HfMapping{.name = Block(layer, "ffn_gate_exps.weight"),
+                     .transform = HfTransform::kSplitGateUp};
+    return true;
+  }
+  if (rest == "mlp.experts.down_proj") {
+    *out = HfMapping{.name = Block(layer, "ffn_down_exps.weight")};
+    return true;
+  }
+  return false;
+}
+
+// What the converter leaves out of a text model: vision and audio towers, projectors.
+bool IsMultimodal(std::string_view name) {
+  for (std::string_view part : {"vision_", "vision.", "projector.", "audio_", "audio."}) {
+    if (name.find(part) != std::string_view::npos) return true;
+  }
+  return false;
+}
+
+Result<HfMapping> MapDecoder(std::string_view hf_name, const HfConfig& c) {
+  // A multimodal checkpoint's text weights: "language_model." is dropped wherever it is (as
+  // the converter does: "model.language_model.X" and "language_model.model.X" are "model.X").
+  std::string stripped(hf_name);
+  if (size_t at = stripped.find("language_model."); at != std::string::npos) {
+    stripped.erase(at, 15);
+  } else if (IsMultimodal(stripped)) {
+    return HfMapping{};
+  }
+  const std::string_view name = stripped;
   const HfTransform norm = c.is_gemma() ? HfTransform::kPlusOne : HfTransform::kNone;
   if (name == "model.embed_tokens.weight") return HfMapping{.name = "token_embd.weight"};
   if (name == "model.norm.weight")
@@ -153,7 +187,10 @@ Result<HfMapping> MapDecoder(std::string_view name, const HfConfig& c) {
   if (SplitLayer(name, "model.layers.", &layer, &rest) && layer < c.n_layers) {
     if (EndsWith(rest, "rotary_emb.inv_freq")) return HfMapping{};  // recomputed from rope_theta
     HfMapping expert;
-    if (c.arch == HfArchitecture::kQwen3Moe && MapExpert(rest, c, layer, &expert)) return expert;
+    if (c.arch == HfArchitecture::kQwen3Moe &&
+        (MapExpert(rest, c, layer, &expert) || MapFusedExperts(rest, layer, &expert))) {
+      return expert;
+    }
     const auto& table = kTables.at(c.arch);
     if (auto it = table.find(rest); it != table.end()) {
       HfMapping m{.name = Block(layer, it->second)};
@@ -166,7 +203,7 @@ Result<HfMapping> MapDecoder(std::string_view name, const HfConfig& c) {
       return m;
     }
   }
-  return Status::InvalidArgument("tensor '" + std::string(name) + "' is not part of a " +
+  return Status::InvalidArgument("tensor '" + std::string(hf_name) + "' is not part of a " +
                                  std::to_string(c.n_layers) + "-layer " + c.architecture);
 }
 

@@ -18,6 +18,7 @@ enum class HfTransform {
   kTranspose,     // GPT-2 Conv1D [in, out] -> [out, in] rows
   kPermuteHeads,  // llama q/k rows: rotate-half -> interleaved pairs, per head
   kPlusOne,       // Gemma RMSNorm weight w -> 1 + w (in f16 for f16 data, else in f32)
+  kSplitGateUp,   // fused experts [n_expert, 2 n_ff, n_embd] -> ffn_gate_exps and ffn_up_exps
 };
 
 struct HfMapping {

@@ -122,6 +122,32 @@ Result<TensorInfo> MakeTensor(const SafetensorsTensor& t, const HfMapping& m, St
   return info;
 }
 
+// transformers 5's fused gate_up experts [n_expert, 2 n_ff, n_embd] as the converter splits
+// them: ffn_gate_exps (each expert's first n_ff rows) and ffn_up_exps (its last n_ff rows).
+Status SplitGateUp(const SafetensorsTensor& t, const HfMapping& m, Storage& storage,
+                   const std::string& source, std::vector<TensorInfo>& out) {
+  if (t.shape.size() != 3 || t.shape[1] % 2 != 0) {
+    return Status::InvalidArgument(source + ": tensor '" + t.name +
+                                   "' is not [n_expert, 2 x n_ff, n_embd]");
+  }
+  const int64_t n_expert = t.shape[0], n_ff = t.shape[1] / 2, n_embd = t.shape[2];
+  const uint64_t half = static_cast<uint64_t>(n_ff * n_embd) * ElementBytes(t.type);
+  std::string up_name = m.name;
+  up_name.replace(up_name.find("ffn_gate_exps"), 13, "ffn_up_exps");
+  for (int part = 0; part < 2; ++part) {
+    std::vector<uint8_t> buffer(half * static_cast<uint64_t>(n_expert));
+    for (int64_t e = 0; e < n_expert; ++e) {
+      std::memcpy(buffer.data() + e * half, t.data + (2 * e + part) * half, half);
+    }
+    out.push_back(TensorInfo{.name = part == 0 ? m.name : up_name,
+                             .type = t.type,
+                             .dims = {n_embd, n_ff, n_expert},
+                             .data = buffer.data()});
+    storage.buffers.push_back(std::move(buffer));
+  }
+  return Status::Ok();
+}
+
 // One expert-stacked tensor being gathered: expert e's [rows, cols] matrix at slot e.
 struct ExpertStack {
   std::vector<const SafetensorsTensor*> experts;
@@ -197,6 +223,10 @@ Result<GgufFile> HfFolder::Open(const std::string& folder) {
       ExpertStack& stack = stacks[mapping->name];
       stack.experts.resize(static_cast<size_t>(config->n_experts), nullptr);
       stack.experts[static_cast<size_t>(mapping->expert)] = t;
+      continue;
+    }
+    if (mapping->transform == HfTransform::kSplitGateUp) {
+      KVSERVE_RETURN_IF_ERROR(SplitGateUp(*t, *mapping, *storage, folder, tensors));
       continue;
     }
     auto tensor = MakeTensor(*t, *mapping, *storage, folder);
