@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/gguf_reader.h"
+#include "io/gguf_writer.h"
 #include "io/hf_config.h"
 #include "model/hf_families.h"
 #include "model/hf_folder.h"
@@ -605,6 +606,47 @@ TEST(HfFamiliesTest, FamilyKeysAsTheConverterWritesThem) {
   ASSERT_TRUE(c.ok()) << c.message();
   EXPECT_EQ(c->rope_theta, 1e6);
   EXPECT_EQ(c->rope_scaling, HfRopeScaling::kNone);
+}
+
+// Metadata of keys the fixtures do not carry: Mistral's window, Phi-3's 0 window (what the
+// converter writes when the config has none), Llama's linear scaling.
+TEST(HfFamiliesTest, WindowAndScalingKeys) {
+  auto metadata = [](const nlohmann::json& j, std::vector<uint8_t>* image) {
+    auto c = HfConfig::Parse(j.dump(), "config.json");
+    EXPECT_TRUE(c.ok()) << c.message();
+    GgufWriter w;
+    if (c.ok()) AddHfHyperParameters(*c, "m", w);
+    *image = w.Serialize();
+    auto file = GgufFile::Parse(image->data(), image->size(), "m");
+    EXPECT_TRUE(file.ok()) << file.message();
+    return std::move(file).value();
+  };
+  std::vector<uint8_t> image;
+  auto j = nlohmann::json::parse(kQwen3Moe);
+  j["architectures"] = {"MistralForCausalLM"};
+  j["sliding_window"] = 4096;
+  GgufFile mistral = metadata(j, &image);
+  EXPECT_EQ(mistral.GetString("general.architecture").value(), "llama");
+  EXPECT_EQ(mistral.GetUint("llama.attention.sliding_window").value(), 4096u);
+  EXPECT_EQ(mistral.GetUint("llama.attention.key_length").value(), 16u);
+  EXPECT_EQ(mistral.GetUint("llama.rope.dimension_count").value(), 16u);
+  EXPECT_EQ(mistral.GetUint("llama.vocab_size").value(), 10u);
+  EXPECT_EQ(mistral.Find("llama.expert_count"), nullptr);
+  j["sliding_window"] = nullptr;  // Mistral 7B v0.2+: no window, no key
+  GgufFile mistral2 = metadata(j, &image);
+  EXPECT_EQ(mistral2.Find("llama.attention.sliding_window"), nullptr);
+  j["architectures"] = {"LlamaForCausalLM"};
+  j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 4.0}};
+  GgufFile linear = metadata(j, &image);
+  EXPECT_EQ(linear.GetString("llama.rope.scaling.type").value(), "linear");
+  EXPECT_EQ(linear.GetFloat("llama.rope.scaling.factor").value(), 4.0);
+  j.erase("rope_scaling");
+  j["architectures"] = {"Phi3ForCausalLM"};
+  j["original_max_position_embeddings"] = 32;
+  j.erase("sliding_window");
+  GgufFile phi3 = metadata(j, &image);
+  EXPECT_EQ(phi3.GetUint("phi3.attention.sliding_window").value(), 0u);
+  EXPECT_EQ(phi3.GetUint("phi3.rope.scaling.original_context_length").value(), 32u);
 }
 
 // A Qwen 3 MoE folder missing one expert's matrix names the stacked tensor and the expert.
