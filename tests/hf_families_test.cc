@@ -593,6 +593,19 @@ TEST(HfFamiliesTest, FamilyKeysAsTheConverterWritesThem) {
   EXPECT_EQ(c->sliding_window, 4096);
   EXPECT_EQ(c->sliding_window_pattern, 6);
   EXPECT_TRUE(c->tie_word_embeddings);
+  // transformers 5 writes rope_parameters per layer type.
+  gemma3["rope_parameters"] = {
+      {"full_attention", {{"rope_type", "linear"}, {"factor", 8.0}, {"rope_theta", 2e6}}},
+      {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 20000.0}}}};
+  c = HfConfig::Parse(gemma3.dump(), "config.json");
+  ASSERT_TRUE(c.ok()) << c.message();
+  EXPECT_EQ(c->rope_theta, 2e6);
+  EXPECT_EQ(c->rope_local_theta, 20000.0);
+  EXPECT_EQ(c->rope_scaling, HfRopeScaling::kLinear);
+  EXPECT_EQ(c->rope_factor, 8.0);
+  gemma3["rope_parameters"]["sliding_attention"]["rope_type"] = "yarn";
+  EXPECT_THAT(HfConfig::Parse(gemma3.dump(), "config.json").message(),
+              HasSubstr("'rope_parameters.sliding_attention.rope_type' = \"yarn\""));
   auto mistral = moe;
   mistral["architectures"] = {"MistralForCausalLM"};
   mistral["sliding_window"] = 4096;

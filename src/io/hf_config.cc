@@ -140,8 +140,29 @@ Status ReadRope(const json& root, const std::string& source, HfConfig& c) {
   }
   if (it == root.end() || it->is_null()) return Status::Ok();
   if (!it->is_object()) return Unsupported(source, key, *it, "not an object");
-  const json& rope = *it;
-  const std::string k = key;
+  std::string k = key;
+  const json* chosen = &*it;
+  // transformers 5 per layer type: {"full_attention": {...}, "sliding_attention": {...}}; the
+  // local layers take only a base (Gemma 3: rope_local_base_freq).
+  if (auto local = it->find("sliding_attention"); local != it->end() && local->is_object()) {
+    const std::string lk = k + ".sliding_attention";
+    if (auto t = local->find("rope_type"); t != local->end() && *t != "default") {
+      return Unsupported(source, lk + ".rope_type", *t, "local layers use plain RoPE");
+    }
+    if (auto theta = local->find("rope_theta"); theta != local->end()) {
+      if (!theta->is_number() || !(theta->get<double>() > 0)) {
+        return Unsupported(source, lk + ".rope_theta", *theta, "not a positive number");
+      }
+      c.rope_local_theta = theta->get<double>();
+    }
+  }
+  if (auto full = it->find("full_attention"); full != it->end() && full->is_object()) {
+    chosen = &*full;
+    k += ".full_attention";
+  } else if (it->contains("sliding_attention")) {
+    return Status::Ok();  // only local layers described
+  }
+  const json& rope = *chosen;
   if (auto theta = rope.find("rope_theta"); theta != rope.end() && !theta->is_null()) {
     if (!theta->is_number() || !(theta->get<double>() > 0)) {
       return Unsupported(source, k + ".rope_theta", *theta, "not a positive number");
@@ -407,7 +428,7 @@ Result<HfConfig> HfConfig::Parse(std::string_view json_text, const std::string& 
             return Unsupported(source, "attn_logit_softcapping", *it, "Gemma 3 has none");
           }
           KVSERVE_RETURN_IF_ERROR(r.Float("final_logit_softcapping", &config.final_softcap, false));
-          config.rope_local_theta = 10000.0;
+          if (config.rope_local_theta == 0) config.rope_local_theta = 10000.0;
           KVSERVE_RETURN_IF_ERROR(r.Float("rope_local_base_freq", &config.rope_local_theta, false));
           KVSERVE_RETURN_IF_ERROR(ReadGemma3Pattern(root, source, config));
         } else {
