@@ -464,6 +464,29 @@ TEST_P(HfFamilyTest, ConvertedFolderGivesTheSameLogits) {
   fs::remove(out);  // the mapping stays valid until `converted` is destroyed
 }
 
+// Through the engine (`kvserve run`): the folder's greedy tokens are the fixture's.
+TEST_P(HfFamilyTest, RunCommandGeneratesTheGgufTokens) {
+  std::string tokens;
+  for (int32_t t : PromptTokens(GetParam().reference)) {
+    tokens += (tokens.empty() ? "" : ",") + std::to_string(t);
+  }
+  auto run = [&](const std::string& model) {
+    const std::string out = testing::TempDir() + "/hf-family-run.json";
+    const std::string command =
+        testing::KvserveBinary() + " run -m '" + model + "' --prompt-tokens " + tokens +
+        " -n 6 --temp 0 --ignore-eos --output-format json >'" + out + "' 2>/dev/null";
+    EXPECT_EQ(std::system(command.c_str()), 0) << command;
+    auto json = nlohmann::json::parse(ReadText(out), nullptr, false);
+    fs::remove(out);
+    EXPECT_TRUE(json.is_object() && json.contains("tokens")) << command;
+    return json.is_object() && json.contains("tokens") ? json["tokens"].get<std::vector<int32_t>>()
+                                                       : std::vector<int32_t>();
+  };
+  const std::vector<int32_t> from_folder = run(FolderOf(GetParam()));
+  EXPECT_EQ(from_folder.size(), 6u);
+  EXPECT_EQ(from_folder, run(ModelPath(GetParam().gguf)));
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, HfFamilyTest, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return std::string(info.param.name); });
 
