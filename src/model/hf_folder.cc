@@ -73,10 +73,11 @@ std::vector<uint8_t> ToF32(const SafetensorsTensor& t, bool plus_one) {
   return out;
 }
 
-// llama.cpp's converter stores vectors, norms and the MoE router in F32.
+// llama.cpp's converter stores vectors, norms, the MoE router and learned positions in F32.
 bool KeptInF32(const std::string& gguf_name, size_t n_dims) {
   const std::string_view n = gguf_name;
-  return n_dims <= 1 || n.ends_with("_norm.weight") || n.ends_with("ffn_gate_inp.weight");
+  return n_dims <= 1 || n.ends_with("_norm.weight") || n.ends_with("ffn_gate_inp.weight") ||
+         n == "position_embd.weight";
 }
 
 Result<TensorInfo> MakeTensor(const SafetensorsTensor& t, const HfMapping& m, Storage& storage,
