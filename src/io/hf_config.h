@@ -14,6 +14,7 @@
 //   Gemma3ForCausalLM    head_dim), hidden_activation gelu_pytorch_tanh; Gemma 2 the soft-caps,
 //                        Gemma 3 rope_local_base_freq and sliding_window_pattern (or
 //                        layer_types); Gemma 3 text defaults as its config class has them.
+//                        Gemma3ForConditionalGeneration: its text_config keys, read as above.
 // What kvserve cannot compute exactly (YaRN, LongRoPE, biases on llama, a Qwen sliding window,
 // MoE without top-k renormalisation, ...) is refused naming the key.
 // Errors name the file, the key and the bad value.
