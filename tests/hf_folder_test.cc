@@ -31,6 +31,7 @@
 #include "support/forward.h"
 #include "support/paths.h"
 #include "support/safetensors_builder.h"
+#include "support/spm_tokenizer_json.h"
 #include "support/test_backend.h"
 #include "tokenizer/tokenizer.h"
 #include "util/thread_pool.h"
@@ -204,68 +205,6 @@ const std::string& Gpt2Folder() {
   return dir;
 }
 
-// UTF-8 code point boundaries of `text` (0 and size excluded).
-std::vector<size_t> CharBoundaries(const std::string& text) {
-  std::vector<size_t> out;
-  for (size_t i = 1; i < text.size(); ++i) {
-    if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) out.push_back(i);
-  }
-  return out;
-}
-
-// tokenizer.json for a SentencePiece vocabulary (what HF's converter writes for Llama): the vocab
-// by id, merges listed by the merged token's score (best first), control tokens as added_tokens.
-ordered_json SpmTokenizerJson(const GgufFile& gguf) {
-  const auto tokens = gguf.GetStringArray("tokenizer.ggml.tokens").value();
-  const auto scores = gguf.GetFloatArray("tokenizer.ggml.scores").value();
-  const auto types = gguf.GetIntArray("tokenizer.ggml.token_type").value();
-  std::map<std::string, int> ids;
-  ordered_json vocab = ordered_json::object();
-  ordered_json added = ordered_json::array();
-  for (size_t id = 0; id < tokens.size(); ++id) {
-    const std::string text(tokens[id]);
-    vocab[text] = id;
-    ids[text] = static_cast<int>(id);
-    if (types[id] == 2 || types[id] == 3) {
-      added.push_back({{"id", id}, {"content", text}, {"special", true}});
-    }
-  }
-  std::vector<size_t> order;
-  for (size_t id = 0; id < tokens.size(); ++id) {
-    if (types[id] == 1) order.push_back(id);
-  }
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return scores[a] > scores[b]; });
-  ordered_json merges = ordered_json::array();
-  for (size_t id : order) {
-    const std::string text(tokens[id]);
-    for (size_t cut : CharBoundaries(text)) {
-      const std::string left = text.substr(0, cut), right = text.substr(cut);
-      if (ids.count(left) && ids.count(right)) merges.push_back(left + " " + right);
-    }
-  }
-  return {
-      {"version", "1.0"},
-      {"truncation", {{"max_length", 8}}},  // must be ignored
-      {"padding", nullptr},
-      {"added_tokens", added},
-      {"normalizer",
-       {{"type", "Sequence"},
-        {"normalizers",
-         {{{"type", "Prepend"}, {"prepend", "\xE2\x96\x81"}},
-          {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\xE2\x96\x81"}}}}}},
-      {"pre_tokenizer", nullptr},
-      {"decoder",
-       {{"type", "Sequence"}, {"decoders", {{{"type", "ByteFallback"}}, {{"type", "Fuse"}}}}}},
-      {"model",
-       {{"type", "BPE"},
-        {"unk_token", "<unk>"},
-        {"byte_fallback", true},
-        {"vocab", vocab},
-        {"merges", merges}}},
-  };
-}
-
 // A LlamaForCausalLM folder made from stories260K.gguf (built once per test process).
 const std::string& LlamaFolder() {
   static const std::string dir = [] {
@@ -309,7 +248,8 @@ const std::string& LlamaFolder() {
         {"ffn_down.weight", "mlp.down_proj.weight", Layout::kSame},
     };
     WriteWeights(*gguf, out, "model.layers.", rules, n_heads, n_kv_heads, /*shards=*/false);
-    EXPECT_TRUE(testing::WriteText(out + "/tokenizer.json", SpmTokenizerJson(*gguf).dump()));
+    EXPECT_TRUE(
+        testing::WriteText(out + "/tokenizer.json", testing::SpmTokenizerJson(*gguf).dump()));
     const ordered_json tokenizer_config = {
         {"bos_token", "<s>"},    {"eos_token", "</s>"},    {"unk_token", "<unk>"},
         {"add_bos_token", true}, {"add_eos_token", false}, {"chat_template", "{{ messages }}"}};
@@ -603,11 +543,14 @@ TEST(HfFolderTest, LlamaConfigLimits) {
   auto json = nlohmann::json::parse(base);
   json["num_key_value_heads"] = 4;
   EXPECT_TRUE(HfConfig::Parse(json.dump(), "c.json").ok());
-  json["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
-  EXPECT_THAT(HfConfig::Parse(json.dump(), "c.json").message(), HasSubstr("'rope_scaling'"));
+  json["rope_scaling"] = {{"type", "yarn"}, {"factor", 2.0}};
+  EXPECT_THAT(HfConfig::Parse(json.dump(), "c.json").message(),
+              HasSubstr("'rope_scaling.type' = \"yarn\" is not supported"));
+  json["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};  // kvserve implements linear
+  EXPECT_EQ(HfConfig::Parse(json.dump(), "c.json")->rope_factor, 2.0);
   json.erase("rope_scaling");
-  json["head_dim"] = 16;
-  EXPECT_THAT(HfConfig::Parse(json.dump(), "c.json").message(), HasSubstr("'head_dim' = 16"));
+  json["head_dim"] = 7;  // an explicit head_dim is key_length; RoPE needs it even
+  EXPECT_THAT(HfConfig::Parse(json.dump(), "c.json").message(), HasSubstr("head dimension 7"));
   json.erase("head_dim");
   json.erase("rms_norm_eps");
   EXPECT_THAT(HfConfig::Parse(json.dump(), "c.json").message(),

@@ -4,116 +4,18 @@
 
 #include <cstring>
 #include <map>
+#include <memory>
 
 #include "io/gguf_writer.h"
 #include "io/hf_config.h"
 #include "io/hf_tokenizer.h"
 #include "io/safetensors.h"
+#include "model/hf_families.h"
+#include "util/half.h"
 
 namespace kvserve {
 
 namespace {
-
-enum class Transform { kNone, kTranspose, kPermuteHeads };
-
-struct Mapping {
-  std::string name;  // GGUF name; empty: the tensor is skipped
-  Transform transform = Transform::kNone;
-  int n_heads = 0;  // kPermuteHeads
-};
-
-// Splits "<prefix>N.<rest>" into N and rest; false when `name` does not have that form.
-bool SplitLayer(std::string_view name, std::string_view prefix, int* layer, std::string* rest) {
-  if (name.substr(0, prefix.size()) != prefix) return false;
-  size_t i = prefix.size();
-  int value = 0;
-  const size_t digits_begin = i;
-  while (i < name.size() && name[i] >= '0' && name[i] <= '9' && i - digits_begin < 6) {
-    value = value * 10 + (name[i++] - '0');
-  }
-  if (i == digits_begin || i >= name.size() || name[i] != '.') return false;
-  *layer = value;
-  *rest = std::string(name.substr(i + 1));
-  return true;
-}
-
-bool EndsWith(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
-// The GGUF name and transform of a GPT2LMHeadModel tensor, or an error naming it.
-Result<Mapping> MapGpt2(std::string_view hf_name, const HfConfig& c) {
-  std::string_view name = hf_name;
-  if (name.substr(0, 12) == "transformer.") name.remove_prefix(12);
-  static const std::map<std::string_view, std::string_view> kGlobal = {
-      {"wte.weight", "token_embd.weight"},   {"wpe.weight", "position_embd.weight"},
-      {"ln_f.weight", "output_norm.weight"}, {"ln_f.bias", "output_norm.bias"},
-      {"lm_head.weight", "output.weight"},
-  };
-  if (auto it = kGlobal.find(name); it != kGlobal.end()) {
-    if (name == "lm_head.weight" && c.tie_word_embeddings) return Mapping{};
-    return Mapping{.name = std::string(it->second)};
-  }
-  static const std::map<std::string_view, std::pair<std::string_view, Transform>> kLayer = {
-      {"ln_1.weight", {"attn_norm.weight", Transform::kNone}},
-      {"ln_1.bias", {"attn_norm.bias", Transform::kNone}},
-      {"attn.c_attn.weight", {"attn_qkv.weight", Transform::kTranspose}},
-      {"attn.c_attn.bias", {"attn_qkv.bias", Transform::kNone}},
-      {"attn.c_proj.weight", {"attn_output.weight", Transform::kTranspose}},
-      {"attn.c_proj.bias", {"attn_output.bias", Transform::kNone}},
-      {"ln_2.weight", {"ffn_norm.weight", Transform::kNone}},
-      {"ln_2.bias", {"ffn_norm.bias", Transform::kNone}},
-      {"mlp.c_fc.weight", {"ffn_up.weight", Transform::kTranspose}},
-      {"mlp.c_fc.bias", {"ffn_up.bias", Transform::kNone}},
-      {"mlp.c_proj.weight", {"ffn_down.weight", Transform::kTranspose}},
-      {"mlp.c_proj.bias", {"ffn_down.bias", Transform::kNone}},
-  };
-  int layer = 0;
-  std::string rest;
-  if (SplitLayer(name, "h.", &layer, &rest) && layer < c.n_layers) {
-    if (rest == "attn.bias" || rest == "attn.masked_bias") return Mapping{};  // causal-mask buffers
-    if (auto it = kLayer.find(rest); it != kLayer.end()) {
-      return Mapping{.name = "blk." + std::to_string(layer) + "." + std::string(it->second.first),
-                     .transform = it->second.second};
-    }
-  }
-  return Status::InvalidArgument("tensor '" + std::string(hf_name) + "' is not part of a " +
-                                 std::to_string(c.n_layers) + "-layer GPT2LMHeadModel");
-}
-
-Result<Mapping> MapLlama(std::string_view name, const HfConfig& c) {
-  if (name == "model.embed_tokens.weight") return Mapping{.name = "token_embd.weight"};
-  if (name == "model.norm.weight") return Mapping{.name = "output_norm.weight"};
-  if (name == "lm_head.weight") {
-    return c.tie_word_embeddings ? Mapping{} : Mapping{.name = "output.weight"};
-  }
-  static const std::map<std::string_view, std::string_view> kLayer = {
-      {"input_layernorm.weight", "attn_norm.weight"},
-      {"self_attn.q_proj.weight", "attn_q.weight"},
-      {"self_attn.k_proj.weight", "attn_k.weight"},
-      {"self_attn.v_proj.weight", "attn_v.weight"},
-      {"self_attn.o_proj.weight", "attn_output.weight"},
-      {"post_attention_layernorm.weight", "ffn_norm.weight"},
-      {"mlp.gate_proj.weight", "ffn_gate.weight"},
-      {"mlp.up_proj.weight", "ffn_up.weight"},
-      {"mlp.down_proj.weight", "ffn_down.weight"},
-  };
-  int layer = 0;
-  std::string rest;
-  if (SplitLayer(name, "model.layers.", &layer, &rest) && layer < c.n_layers) {
-    if (EndsWith(rest, "rotary_emb.inv_freq")) return Mapping{};  // recomputed from rope_theta
-    if (auto it = kLayer.find(rest); it != kLayer.end()) {
-      Mapping m{.name = "blk." + std::to_string(layer) + "." + std::string(it->second)};
-      if (rest == "self_attn.q_proj.weight" || rest == "self_attn.k_proj.weight") {
-        m.transform = Transform::kPermuteHeads;
-        m.n_heads = rest[10] == 'q' ? c.n_heads : c.n_kv_heads;
-      }
-      return m;
-    }
-  }
-  return Status::InvalidArgument("tensor '" + std::string(name) + "' is not part of a " +
-                                 std::to_string(c.n_layers) + "-layer LlamaForCausalLM");
-}
 
 uint64_t ElementBytes(GgmlType type) { return type == GgmlType::kF32 ? 4 : 2; }
 
@@ -146,7 +48,39 @@ void PermuteHeads(const uint8_t* in, int64_t rows, uint64_t row_bytes, int n_hea
   }
 }
 
-Result<TensorInfo> MakeTensor(const SafetensorsTensor& t, const Mapping& m, Storage& storage,
+// The tensor's elements as f32, Gemma's +1 applied (in f16 for f16 data, as torch adds).
+std::vector<uint8_t> ToF32(const SafetensorsTensor& t, bool plus_one) {
+  std::vector<uint8_t> out(t.n_elements * sizeof(float));
+  auto* o = reinterpret_cast<float*>(out.data());
+  for (uint64_t i = 0; i < t.n_elements; ++i) {
+    float v;
+    if (t.type == GgmlType::kF32) {
+      std::memcpy(&v, t.data + i * 4, 4);
+      if (plus_one) v += 1.0f;
+    } else {
+      uint16_t h;
+      std::memcpy(&h, t.data + i * 2, 2);
+      if (t.type == GgmlType::kF16) {
+        v = Fp16ToFloat(h);
+        if (plus_one) v = Fp16ToFloat(FloatToFp16(v + 1.0f));
+      } else {
+        v = Bf16ToFloat(h);  // the converter widens BF16 to f32 before adding
+        if (plus_one) v += 1.0f;
+      }
+    }
+    o[i] = v;
+  }
+  return out;
+}
+
+// llama.cpp's converter stores vectors, norms, the MoE router and learned positions in F32.
+bool KeptInF32(const std::string& gguf_name, size_t n_dims) {
+  const std::string_view n = gguf_name;
+  return n_dims <= 1 || n.ends_with("_norm.weight") || n.ends_with("ffn_gate_inp.weight") ||
+         n == "position_embd.weight";
+}
+
+Result<TensorInfo> MakeTensor(const SafetensorsTensor& t, const HfMapping& m, Storage& storage,
                               const std::string& source) {
   const std::string what = source + ": tensor '" + t.name + "' (" + m.name + ")";
   if (t.shape.empty() || t.shape.size() > 4 || t.n_elements == 0) {
@@ -158,14 +92,20 @@ Result<TensorInfo> MakeTensor(const SafetensorsTensor& t, const Mapping& m, Stor
   info.dims.assign(t.shape.rbegin(), t.shape.rend());  // row-major [.., a, b] is GGML [b, a, ..]
   const uint64_t size = ElementBytes(t.type);
   const bool misaligned = reinterpret_cast<uintptr_t>(t.data) % size != 0;
-  if (m.transform == Transform::kNone && !misaligned) return info;
-  std::vector<uint8_t> buffer(t.n_bytes);
-  if (m.transform == Transform::kNone) {
-    std::memcpy(buffer.data(), t.data, t.n_bytes);
+  const bool plus_one = m.transform == HfTransform::kPlusOne;
+  const bool widen = KeptInF32(m.name, t.shape.size()) && t.type != GgmlType::kF32;
+  if (m.transform == HfTransform::kNone && !misaligned && !widen) return info;
+  std::vector<uint8_t> buffer;
+  if (plus_one || widen) {
+    buffer = ToF32(t, plus_one);
+    info.type = GgmlType::kF32;
+  } else if (m.transform == HfTransform::kNone) {
+    buffer.assign(t.data, t.data + t.n_bytes);
   } else if (t.shape.size() != 2) {
     return Status::InvalidArgument(what + " must be a matrix, has " +
                                    std::to_string(t.shape.size()) + " dimensions");
-  } else if (m.transform == Transform::kTranspose) {
+  } else if (m.transform == HfTransform::kTranspose) {
+    buffer.resize(t.n_bytes);
     // Conv1D [in, out] -> GGML [in, out] (n_out rows of n_in): the stored shape, not reversed.
     Transpose(t.data, t.shape[1], t.shape[0], size, buffer.data());
     info.dims = {t.shape[0], t.shape[1]};
@@ -175,6 +115,7 @@ Result<TensorInfo> MakeTensor(const SafetensorsTensor& t, const Mapping& m, Stor
                                      " rows, not a multiple " + "of 2 x " +
                                      std::to_string(m.n_heads) + " heads");
     }
+    buffer.resize(t.n_bytes);
     PermuteHeads(t.data, t.shape[0], t.shape[1] * size, m.n_heads, buffer.data());
   }
   info.data = buffer.data();
@@ -182,27 +123,60 @@ Result<TensorInfo> MakeTensor(const SafetensorsTensor& t, const Mapping& m, Stor
   return info;
 }
 
-void AddHyperParameters(const HfConfig& c, const std::string& folder, GgufWriter& w) {
-  const bool gpt2 = c.arch == HfArchitecture::kGpt2;
-  const std::string arch = gpt2 ? "gpt2" : "llama";
-  w.SetString("general.architecture", arch);
-  const size_t slash = folder.find_last_not_of('/');
-  const std::string trimmed = folder.substr(0, slash == std::string::npos ? 0 : slash + 1);
-  w.SetString("general.name", trimmed.substr(trimmed.find_last_of('/') + 1));
-  w.SetUint32(arch + ".context_length", static_cast<uint32_t>(c.n_ctx));
-  w.SetUint32(arch + ".embedding_length", static_cast<uint32_t>(c.n_embd));
-  w.SetUint32(arch + ".block_count", static_cast<uint32_t>(c.n_layers));
-  w.SetUint32(arch + ".feed_forward_length", static_cast<uint32_t>(c.n_ff));
-  w.SetUint32(arch + ".attention.head_count", static_cast<uint32_t>(c.n_heads));
-  if (gpt2) {
-    w.SetFloat32(arch + ".attention.layer_norm_epsilon", static_cast<float>(c.norm_eps));
-    return;
+// transformers 5's fused gate_up experts [n_expert, 2 n_ff, n_embd] as the converter splits
+// them: ffn_gate_exps (each expert's first n_ff rows) and ffn_up_exps (its last n_ff rows).
+Status SplitGateUp(const SafetensorsTensor& t, const HfMapping& m, Storage& storage,
+                   const std::string& source, std::vector<TensorInfo>& out) {
+  if (t.shape.size() != 3 || t.shape[1] % 2 != 0) {
+    return Status::InvalidArgument(source + ": tensor '" + t.name +
+                                   "' is not [n_expert, 2 x n_ff, n_embd]");
   }
-  w.SetUint32(arch + ".attention.head_count_kv", static_cast<uint32_t>(c.n_kv_heads));
-  w.SetFloat32(arch + ".attention.layer_norm_rms_epsilon", static_cast<float>(c.norm_eps));
-  w.SetFloat32(arch + ".rope.freq_base", static_cast<float>(c.rope_theta));
-  w.SetUint32(arch + ".rope.dimension_count", static_cast<uint32_t>(c.n_embd / c.n_heads));
-  w.SetUint32(arch + ".vocab_size", static_cast<uint32_t>(c.n_vocab));
+  const int64_t n_expert = t.shape[0], n_ff = t.shape[1] / 2, n_embd = t.shape[2];
+  const uint64_t half = static_cast<uint64_t>(n_ff * n_embd) * ElementBytes(t.type);
+  std::string up_name = m.name;
+  up_name.replace(up_name.find("ffn_gate_exps"), 13, "ffn_up_exps");
+  for (int part = 0; part < 2; ++part) {
+    std::vector<uint8_t> buffer(half * static_cast<uint64_t>(n_expert));
+    for (int64_t e = 0; e < n_expert; ++e) {
+      std::memcpy(buffer.data() + e * half, t.data + (2 * e + part) * half, half);
+    }
+    out.push_back(TensorInfo{.name = part == 0 ? m.name : up_name,
+                             .type = t.type,
+                             .dims = {n_embd, n_ff, n_expert},
+                             .data = buffer.data()});
+    storage.buffers.push_back(std::move(buffer));
+  }
+  return Status::Ok();
+}
+
+// One expert-stacked tensor being gathered: expert e's [rows, cols] matrix at slot e.
+struct ExpertStack {
+  std::vector<const SafetensorsTensor*> experts;
+};
+
+// The [n_expert, rows, cols] tensor (GGML [cols, rows, n_expert]) of the gathered experts.
+Result<TensorInfo> StackExperts(const std::string& name, const ExpertStack& stack, Storage& storage,
+                                const std::string& source) {
+  const SafetensorsTensor* first = stack.experts[0];
+  for (size_t e = 0; e < stack.experts.size(); ++e) {
+    const SafetensorsTensor* t = stack.experts[e];
+    if (t == nullptr) {
+      return Status::InvalidArgument(source + ": expert " + std::to_string(e) + " of '" + name +
+                                     "' is missing");
+    }
+    if (t->shape.size() != 2 || t->shape != first->shape || t->type != first->type) {
+      return Status::InvalidArgument(source + ": tensor '" + t->name +
+                                     "' differs in shape or type from '" + first->name + "'");
+    }
+  }
+  std::vector<uint8_t> buffer(first->n_bytes * stack.experts.size());
+  for (size_t e = 0; e < stack.experts.size(); ++e) {
+    std::memcpy(buffer.data() + e * first->n_bytes, stack.experts[e]->data, first->n_bytes);
+  }
+  TensorInfo info{.name = name, .type = first->type, .data = buffer.data()};
+  info.dims = {first->shape[1], first->shape[0], static_cast<int64_t>(stack.experts.size())};
+  storage.buffers.push_back(std::move(buffer));
+  return info;
 }
 
 }  // namespace
@@ -223,18 +197,45 @@ Result<GgufFile> HfFolder::Open(const std::string& folder) {
   if (!shards.ok()) return shards.status();
 
   GgufWriter writer;
-  AddHyperParameters(*config, folder, writer);
+  const size_t slash = folder.find_last_not_of('/');
+  const std::string trimmed = folder.substr(0, slash == std::string::npos ? 0 : slash + 1);
+  AddHfHyperParameters(*config, trimmed.substr(trimmed.find_last_of('/') + 1), writer);
   tokenizer->AddTo(writer);
 
   auto storage = std::make_shared<Storage>();
   storage->shards = shards->keep_alive();
   std::vector<TensorInfo> tensors;
+  if (config->rope_scaling == HfRopeScaling::kLlama3) {
+    const std::vector<float> freqs = Llama3RopeFreqs(*config);
+    std::vector<uint8_t> bytes(freqs.size() * sizeof(float));
+    std::memcpy(bytes.data(), freqs.data(), bytes.size());
+    tensors.push_back(TensorInfo{.name = "rope_freqs.weight",
+                                 .type = GgmlType::kF32,
+                                 .dims = {static_cast<int64_t>(freqs.size())},
+                                 .data = bytes.data()});
+    storage->buffers.push_back(std::move(bytes));
+  }
+  std::map<std::string, ExpertStack> stacks;  // by GGUF name, in name order
   for (const SafetensorsTensor* t : shards->tensors()) {
-    auto mapping = config->arch == HfArchitecture::kGpt2 ? MapGpt2(t->name, *config)
-                                                         : MapLlama(t->name, *config);
+    auto mapping = MapHfTensor(t->name, *config);
     if (!mapping.ok()) return Status::InvalidArgument(folder + ": " + mapping.message());
     if (mapping->name.empty()) continue;
+    if (mapping->expert >= 0) {
+      ExpertStack& stack = stacks[mapping->name];
+      stack.experts.resize(static_cast<size_t>(config->n_experts), nullptr);
+      stack.experts[static_cast<size_t>(mapping->expert)] = t;
+      continue;
+    }
+    if (mapping->transform == HfTransform::kSplitGateUp) {
+      KVSERVE_RETURN_IF_ERROR(SplitGateUp(*t, *mapping, *storage, folder, tensors));
+      continue;
+    }
     auto tensor = MakeTensor(*t, *mapping, *storage, folder);
+    if (!tensor.ok()) return tensor.status();
+    tensors.push_back(std::move(tensor).value());
+  }
+  for (const auto& [name, stack] : stacks) {
+    auto tensor = StackExperts(name, stack, *storage, folder);
     if (!tensor.ok()) return tensor.status();
     tensors.push_back(std::move(tensor).value());
   }
