@@ -1,6 +1,7 @@
 #include "model/decoder_blocks.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -73,6 +74,16 @@ class LlamaStyleModel final : public Model {
   Status Load() {
     KVSERVE_RETURN_IF_ERROR(config_.ReadNormEps(file_, "attention.layer_norm_rms_epsilon"));
     KVSERVE_RETURN_IF_ERROR(config_.ReadRopeScaling(file_));
+    if (options_.sliding_window) {
+      auto window = file_.GetUintOr(config_.arch + ".attention.sliding_window", 0);
+      if (!window.ok()) return window.status();
+      if (*window > static_cast<uint64_t>(INT32_MAX)) {
+        return Status::InvalidArgument(file_.path() + ": key '" + config_.arch +
+                                       ".attention.sliding_window' = " + std::to_string(*window) +
+                                       " is too large");
+      }
+      window_ = static_cast<int>(*window);
+    }
     const ModelConfig& c = config_;
     const WeightLoader r(file_);
     for (const char* name : {"rope_factors_long.weight", "rope_factors_short.weight"}) {
@@ -134,6 +145,15 @@ class LlamaStyleModel final : public Model {
     }
     DeclareMatrices(matrices);
     return Status::Ok();
+  }
+
+  KvSpec kv_spec() const override {
+    KvSpec spec = Model::kv_spec();
+    if (window_ > 0) {
+      spec.groups[0].kind = KvGroupKind::kSlidingWindow;
+      spec.groups[0].window = window_;
+    }
+    return spec;
   }
 
   void Forward(const ForwardBatch& batch, KvCache& kv, Workspace& ws,
@@ -198,7 +218,8 @@ class LlamaStyleModel final : public Model {
     }
     be.Rope(b.q, batch.positions, c.n_heads, c.head_dim, rope_, ws);
     be.Rope(b.k, batch.positions, c.n_kv_heads, c.head_dim, rope_, ws);
-    SelfAttention(be, batch, kv, b.q, b.k, b.v, kv.row_elements(), c.n_heads, b.attn, ws);
+    SelfAttention(be, batch, kv, b.q, b.k, b.v, kv.row_elements(), c.n_heads, b.attn, ws,
+                  {.window = window_});
     be.Matmul(w.wo, b.attn, n, b.proj, ws);
     be.Add(b.x, b.proj, n, c.n_embd, ws);
     be.RmsNorm(b.x, w.ffn_norm.data(), n, c.n_embd, c.norm_eps, b.xn, ws);
@@ -216,6 +237,7 @@ class LlamaStyleModel final : public Model {
   }
 
   LlamaStyleOptions options_;
+  int window_ = 0;                 // sliding window of every layer; 0 = none
   RopeParams rope_;                // freq_factors points into rope_freqs_
   std::vector<float> rope_freqs_;  // [rope_dims / 2], Llama 3; empty otherwise
   OutputHead head_;

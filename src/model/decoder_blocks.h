@@ -69,6 +69,9 @@ struct LlamaStyleOptions {
   bool qk_norm = false;        // attn_q_norm, attn_k_norm: RMSNorm of each head of q, k before RoPE
   bool fused_qkv = false;      // one attn_qkv.weight, rows q, then k, then v
   bool fused_gate_up = false;  // one ffn_up.weight of 2 * n_ff rows: gate, then up
+  // Read <arch>.attention.sliding_window (Mistral's files): where it is set and positive, every
+  // layer attends over that many most recent keys and the cache is one kSlidingWindow group.
+  bool sliding_window = false;
 };
 // Reads the RMS epsilon, the RoPE scaling keys (refusing what kvserve does not implement) and the
 // optional rope_freqs.weight (Llama 3: rope_dims / 2 frequency divisors), then every tensor.
