@@ -1,6 +1,8 @@
 // The phi3 architecture (Phi-3, Phi-3.5 mini at its trained context): llama's layer with one fused
 // q/k/v projection (attn_qkv: rows q, k, v), one fused gate/up projection (ffn_up: 2 * n_ff rows,
 // gate then up) and RoPE on split halves. LongRoPE files (rope_factors_long/short) are refused.
+// phi3.attention.sliding_window is read by neither kvserve nor llama.cpp (which disables Phi's
+// window because converted files carry a wrong value): attention is global, as llama.cpp's.
 #include "model/architectures.h"
 #include "model/decoder_blocks.h"
 
