@@ -139,6 +139,14 @@ MatmulTileFn PackedMatmulFor(const KernelTable& table, GgmlType type) {
       return table.matmul_q5_k_x16;
     case GgmlType::kQ6_K:
       return table.matmul_q6_k_x16;
+    case GgmlType::kQ4_1:
+      return table.matmul_q4_1_x16;
+    case GgmlType::kQ5_0:
+      return table.matmul_q5_0_x16;
+    case GgmlType::kQ5_1:
+      return table.matmul_q5_1_x16;
+    case GgmlType::kIQ4_NL:
+      return table.matmul_iq4_nl_x16;
     default:
       return nullptr;
   }

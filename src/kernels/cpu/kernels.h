@@ -93,6 +93,10 @@ struct KernelTable {
   MatmulTileFn matmul_q4_k_x16;  // packed_kquants.h; X in Q8_K
   MatmulTileFn matmul_q5_k_x16;
   MatmulTileFn matmul_q6_k_x16;
+  MatmulTileFn matmul_q4_1_x16;  // packed_blocks32.h; X as for the stored layout
+  MatmulTileFn matmul_q5_0_x16;
+  MatmulTileFn matmul_q5_1_x16;
+  MatmulTileFn matmul_iq4_nl_x16;
   // The other GGML weight types, X in ActivationTypeFor's format. Every table holds the scalar
   // tiles of quant_tiles_scalar.h for these (same bits everywhere); SIMD versions come later.
   MatmulTileFn matmul_q4_1;

@@ -3,6 +3,7 @@
 #include <cassert>
 #include <cstring>
 
+#include "kernels/cpu/packed_blocks32.h"
 #include "kernels/cpu/packed_kquants.h"
 
 namespace kvserve {
@@ -19,7 +20,7 @@ bool IsK(GgmlType type) { return HasPackedKLayout(type); }
 }  // namespace
 
 bool HasPackedLayout(GgmlType type) {
-  return type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0 || IsK(type);
+  return type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0 || IsK(type) || HasPacked32Layout(type);
 }
 
 size_t PackedQuantBytes(GgmlType type) {
@@ -29,6 +30,7 @@ size_t PackedQuantBytes(GgmlType type) {
 
 size_t PackedGroupBytes(GgmlType type, int64_t n_in) {
   if (IsK(type)) return PackedKGroupBytes(type, n_in);
+  if (HasPacked32Layout(type)) return Packed32GroupBytes(type, n_in);
   const size_t n_blocks = static_cast<size_t>(n_in / kBlock);
   const size_t bytes = n_blocks * (PackedQuantBytes(type) + kScaleBytes);
   return (bytes + 63) / 64 * 64;
@@ -41,6 +43,9 @@ size_t PackedMatrixBytes(GgmlType type, int64_t n_out, int64_t n_in) {
 
 void PackGroups(GgmlType type, const uint8_t* src, size_t src_row_bytes, int64_t n_out,
                 int64_t n_in, int64_t group_begin, int64_t group_end, uint8_t* dst) {
+  if (HasPacked32Layout(type)) {
+    return Pack32Groups(type, src, src_row_bytes, n_out, n_in, group_begin, group_end, dst);
+  }
   if (IsK(type)) {
     return PackKGroups(type, src, src_row_bytes, n_out, n_in, group_begin, group_end, dst);
   }
@@ -81,6 +86,7 @@ void PackGroups(GgmlType type, const uint8_t* src, size_t src_row_bytes, int64_t
 
 void UnpackRow(GgmlType type, const uint8_t* packed, int64_t n_in, int64_t row, uint8_t* out) {
   if (IsK(type)) return UnpackKRow(type, packed, n_in, row, out);
+  if (HasPacked32Layout(type)) return Unpack32Row(type, packed, n_in, row, out);
   assert(HasPackedLayout(type) && n_in % kBlock == 0);
   const bool q8 = type == GgmlType::kQ8_0;
   const int64_t n_blocks = n_in / kBlock;

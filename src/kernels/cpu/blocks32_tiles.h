@@ -1,0 +1,36 @@
+// SIMD matmul tiles of Q4_1, Q5_0, Q5_1 and IQ4_NL matrices in the x16 layout of
+// packed_blocks32.h, one set per ISA (blocks32_x16_avx512.cc; the AVX2-class tables have none yet),
+// put in that ISA's KernelTable. They give the bits of the scalar tiles for every m and 16-aligned
+// output range. Call them only through the table, on a CPU that has the ISA.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/kernels.h"
+
+namespace kvserve {
+
+// sums[i * n_blocks + b] = Σ of the 32 quants of block b of activation row i (rows x_row_bytes
+// apart, blocks block_bytes apart, quants at quants_offset in a block).
+inline void ActivationBlockSums(const uint8_t* x, size_t x_row_bytes, size_t block_bytes,
+                                size_t quants_offset, int m, int n_blocks, int32_t* sums) {
+  for (int i = 0; i < m; ++i) {
+    for (int b = 0; b < n_blocks; ++b) {
+      const int8_t* q = reinterpret_cast<const int8_t*>(x + static_cast<size_t>(i) * x_row_bytes +
+                                                        block_bytes * b + quants_offset);
+      int32_t s = 0;
+      for (int e = 0; e < 32; ++e) s += q[e];
+      sums[static_cast<size_t>(i) * n_blocks + b] = s;
+    }
+  }
+}
+
+namespace avx512 {
+void MatmulQ4_1x16(const MatmulTile& t);
+void MatmulQ5_0x16(const MatmulTile& t);
+void MatmulQ5_1x16(const MatmulTile& t);
+void MatmulIq4Nlx16(const MatmulTile& t);
+}  // namespace avx512
+
+}  // namespace kvserve

@@ -1,0 +1,34 @@
+// The x16 layouts of Q4_1, Q5_0, Q5_1 and IQ4_NL matrices (32-element blocks; packed_weights.h has
+// Q8_0/Q4_0's, packed_kquants.h the K-quants'): 16 rows side by side, row l in lane l, so a SIMD
+// kernel reads a group as one forward stream and its float steps run one lane per row. The numbers
+// are the stored ones: the kernels compute exactly what the scalar tiles compute, bit for bit.
+//
+// A 16-row group of n_blocks = n_in / 32 blocks holds the blocks' quant parts, then their side
+// parts, then zero padding to a multiple of 64 bytes. "Dword d" is 64 bytes: bytes 4l .. 4l + 3
+// are row l's stored bytes 4d .. 4d + 3 of that array.
+//   quant part: dwords 0 .. 3 of quants[16] (256 bytes); Q5_0 and Q5_1 add one dword vector of
+//     the lane's qh bits, permuted so that one shift puts each element's bit 4 in place: bit
+//     8k + j of lane l's word is qh bit 16h + 4d + k of row l, for j = d + 4h (d, k in 0 .. 3,
+//     h in 0 .. 1): the bit of element 4d + k (h = 0) or 16 + 4d + k (h = 1), byte k of dword d.
+//   side part: d[16] (f16, lane = row); Q4_1 and Q5_1 then m[16].
+// Rows past n_out in the last group are zero.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "io/ggml_type.h"
+
+namespace kvserve {
+
+// True for Q4_1, Q5_0, Q5_1 and IQ4_NL.
+bool HasPacked32Layout(GgmlType type);
+// Bytes of one block's quant part and side part in a group.
+size_t Packed32QuantBytes(GgmlType type);
+size_t Packed32SideBytes(GgmlType type);
+size_t Packed32GroupBytes(GgmlType type, int64_t n_in);
+void Pack32Groups(GgmlType type, const uint8_t* src, size_t src_row_bytes, int64_t n_out,
+                  int64_t n_in, int64_t group_begin, int64_t group_end, uint8_t* dst);
+void Unpack32Row(GgmlType type, const uint8_t* packed, int64_t n_in, int64_t row, uint8_t* out);
+
+}  // namespace kvserve
