@@ -1,7 +1,8 @@
 // SIMD matmul tiles of Q4_1, Q5_0, Q5_1 and IQ4_NL matrices in the x16 layout of
-// packed_blocks32.h, one set per ISA (blocks32_x16_avx512.cc; the AVX2-class tables have none yet),
-// put in that ISA's KernelTable. They give the bits of the scalar tiles for every m and 16-aligned
-// output range. Call them only through the table, on a CPU that has the ISA.
+// packed_blocks32.h, one set per ISA (blocks32_x16_avx512.cc, blocks32_x16_avx2.cc,
+// blocks32_x16_avxvnni.cc), put in that ISA's KernelTable. They give the bits of the scalar tiles
+// for every m and 16-aligned output range. Call them only through the table, on a CPU that has the
+// ISA.
 #pragma once
 
 #include <cstddef>
@@ -25,6 +26,20 @@ inline void ActivationBlockSums(const uint8_t* x, size_t x_row_bytes, size_t blo
     }
   }
 }
+
+namespace avx2 {  // blocks32_x16_avx2.cc
+void MatmulQ4_1x16(const MatmulTile& t);
+void MatmulQ5_0x16(const MatmulTile& t);
+void MatmulQ5_1x16(const MatmulTile& t);
+void MatmulIq4Nlx16(const MatmulTile& t);
+}  // namespace avx2
+
+namespace avxvnni {  // blocks32_x16_avxvnni.cc
+void MatmulQ4_1x16(const MatmulTile& t);
+void MatmulQ5_0x16(const MatmulTile& t);
+void MatmulQ5_1x16(const MatmulTile& t);
+void MatmulIq4Nlx16(const MatmulTile& t);
+}  // namespace avxvnni
 
 namespace avx512 {
 void MatmulQ4_1x16(const MatmulTile& t);

@@ -2,6 +2,7 @@
 
 #include <string_view>
 
+#include "kernels/cpu/blocks32_tiles.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/kquant_tiles.h"
 #include "kernels/cpu/quant_matmul.h"
@@ -41,6 +42,10 @@ const KernelTable* AvxVnniKernels() {
     t.matmul_q4_0_x16 = avxvnni::MatmulQ4_0x16;
     t.matmul_q4_k_x16 = avxvnni::MatmulQ4_Kx16;
     t.matmul_q5_k_x16 = avxvnni::MatmulQ5_Kx16;
+    t.matmul_q4_1_x16 = avxvnni::MatmulQ4_1x16;
+    t.matmul_q5_0_x16 = avxvnni::MatmulQ5_0x16;
+    t.matmul_q5_1_x16 = avxvnni::MatmulQ5_1x16;
+    t.matmul_iq4_nl_x16 = avxvnni::MatmulIq4Nlx16;
     t.matmul_q6_k_x16 = avxvnni::MatmulQ6_Kx16;
     return t;
   }();

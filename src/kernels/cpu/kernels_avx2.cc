@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "kernels/cpu/attend_head.h"
+#include "kernels/cpu/blocks32_tiles.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/kquant_tiles.h"
 #include "kernels/cpu/kv_exp_avx2.h"
@@ -257,10 +258,10 @@ constexpr KernelTable kAvx2 = {
     .matmul_q4_k_x16 = avx2::MatmulQ4_Kx16,
     .matmul_q5_k_x16 = avx2::MatmulQ5_Kx16,
     .matmul_q6_k_x16 = avx2::MatmulQ6_Kx16,
-    .matmul_q4_1_x16 = nullptr,
-    .matmul_q5_0_x16 = nullptr,
-    .matmul_q5_1_x16 = nullptr,
-    .matmul_iq4_nl_x16 = nullptr,
+    .matmul_q4_1_x16 = avx2::MatmulQ4_1x16,
+    .matmul_q5_0_x16 = avx2::MatmulQ5_0x16,
+    .matmul_q5_1_x16 = avx2::MatmulQ5_1x16,
+    .matmul_iq4_nl_x16 = avx2::MatmulIq4Nlx16,
     .matmul_q4_1 = scalar::MatmulQ4_1,
     .matmul_q5_0 = scalar::MatmulQ5_0,
     .matmul_q5_1 = scalar::MatmulQ5_1,

@@ -1,0 +1,11 @@
+// AVX2 x16 Q4_1 / Q5_0 / Q5_1 / IQ4_NL tiles: blocks32_x16_avx2.h compiled for AVX2.
+#include "kernels/cpu/blocks32_x16_avx2.h"
+
+namespace kvserve::avx2 {
+
+void MatmulQ4_1x16(const MatmulTile& t) { MatmulX16<GgmlType::kQ4_1>(t); }
+void MatmulQ5_0x16(const MatmulTile& t) { MatmulX16<GgmlType::kQ5_0>(t); }
+void MatmulQ5_1x16(const MatmulTile& t) { MatmulX16<GgmlType::kQ5_1>(t); }
+void MatmulIq4Nlx16(const MatmulTile& t) { MatmulX16<GgmlType::kIQ4_NL>(t); }
+
+}  // namespace kvserve::avx2
