@@ -16,6 +16,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
+#include "support/cli.h"
 #include "support/kernel_tables.h"
 #include "support/paths.h"
 #include "support/reference.h"
@@ -289,6 +290,43 @@ TEST(KvQuant, PerGroupFormat) {
   EXPECT_TRUE(Logits(*model, tokens, Mode::kNoCache, format) == batch);
   EXPECT_FALSE(batch == Logits(*model, tokens, Mode::kBatch, KvType::kQ4_0));
   EXPECT_FALSE(batch == Logits(*model, tokens, Mode::kBatch, KvType::kF16));
+}
+
+// ---- The command line ---------------------------------------------------------------------------
+
+TEST(KvQuantCli, InfoAndRunTakeTheQuantizedTypes) {
+  const std::string stories = " " + testing::ModelPath("stories260K.gguf");
+  std::string out, err;
+  ASSERT_EQ(testing::RunKvserve("info" + stories, &out, &err), 0) << err;
+  // 2 x 5 layers x 4 kv heads x (8 codes + one 2-byte scale) = 400; 4-bit: 4 + 2 bytes a head.
+  EXPECT_NE(out.find("KV cache q8_0: 400 bytes/token"), std::string::npos) << out;
+  EXPECT_NE(out.find("0.625 x f16"), std::string::npos) << out;
+  EXPECT_NE(out.find("KV cache q4_0: 240 bytes/token"), std::string::npos) << out;
+  EXPECT_NE(out.find("(lossy)"), std::string::npos) << out;
+  EXPECT_NE(out.find("KV group 0:    full causal, layers 0-4, 4 kv heads x 8"), std::string::npos)
+      << out;
+  std::string cached, uncached;
+  ASSERT_EQ(testing::RunKvserve("run -m" + stories + " -p 'Once upon a time' -n 24 --temp 0 " +
+                                    "--kv-type q8_0 --output-format json",
+                                &cached, &err),
+            0)
+      << err;
+  ASSERT_EQ(testing::RunKvserve("run -m" + stories + " -p 'Once upon a time' -n 24 --temp 0 " +
+                                    "--kv-type q8_0 --no-cache --output-format json",
+                                &uncached, &err),
+            0)
+      << err;
+  const auto tokens = [](const std::string& json) { return json.substr(json.find("\"tokens\"")); };
+  EXPECT_EQ(tokens(cached), tokens(uncached));
+  // One type per group: stories260K has one group.
+  EXPECT_NE(testing::RunKvserve("run -m" + stories + " -p hi -n 2 --kv-type q8_0,f16", &out, &err),
+            0);
+  EXPECT_NE(err.find("flag --kv-type: KV type 'q8_0,f16' names 2 types, but the model has 1 KV "
+                     "layer group"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(testing::RunKvserve("run -m" + stories + " -p hi -n 2 --kv-type q3_0", &out, &err), 0);
+  EXPECT_NE(err.find("'q3_0' is not one of f32, f16, bf16, q8_0, q4_0"), std::string::npos) << err;
 }
 
 }  // namespace

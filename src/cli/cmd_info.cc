@@ -123,8 +123,16 @@ int RunInfo(const std::vector<std::string>& argv) {
     const std::string kind = group.kind == KvGroupKind::kSlidingWindow
                                  ? "sliding window " + std::to_string(group.window)
                                  : "full causal";
-    std::string layers;
-    for (int layer : group.layers) layers += (layers.empty() ? "" : ",") + std::to_string(layer);
+    std::string layers;  // runs of consecutive layers as "a-b"
+    for (size_t i = 0; i < group.layers.size(); ++i) {
+      size_t last = i;
+      while (last + 1 < group.layers.size() && group.layers[last + 1] == group.layers[last] + 1) {
+        ++last;
+      }
+      layers += (layers.empty() ? "" : ",") + std::to_string(group.layers[i]);
+      if (last > i) layers += "-" + std::to_string(group.layers[last]);
+      i = last;
+    }
     std::printf("KV group %zu:    %s, layers %s, %d kv heads x %d\n", g, kind.c_str(),
                 layers.c_str(), group.n_kv_heads, group.head_dim);
   }
