@@ -98,6 +98,7 @@ int32_t BlockManager::TakeFreshBlock() {
   } else {
     assert(!lru_.empty());
     block = lru_.front();
+    if (on_evict_) on_evict_(block, key_of_[block]);
     lru_.pop_front();
     in_lru_[block] = false;
     cached_.erase(key_of_[block]);

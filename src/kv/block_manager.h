@@ -11,10 +11,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "util/sha256.h"
@@ -89,6 +91,12 @@ class BlockManager {
   // Checks every invariant (states, counts, lists, map); for tests.
   Status CheckInvariants() const;
 
+  // Called with a cached block and its key just before the block is evicted for reuse, while its
+  // K/V still holds the key's content (the disk tier's write). Empty: none.
+  void SetEvictionHook(std::function<void(int32_t block, const BlockKey& key)> hook) {
+    on_evict_ = std::move(hook);
+  }
+
  private:
   struct KeyHash {
     size_t operator()(const BlockKey& key) const;
@@ -108,6 +116,7 @@ class BlockManager {
   std::unordered_map<BlockKey, int32_t, KeyHash> cached_;  // key -> block (used or cached)
   uint64_t queries_ = 0;
   uint64_t hits_ = 0;
+  std::function<void(int32_t, const BlockKey&)> on_evict_;
 };
 
 }  // namespace kvserve

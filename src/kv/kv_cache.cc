@@ -1,6 +1,7 @@
 #include "kv/kv_cache.h"
 
 #include <cassert>
+#include <cstring>
 
 namespace kvserve {
 
@@ -40,6 +41,34 @@ KvCache::KvCache(const KvSpec& spec, const KvFormat& format, int block_size, int
       view.head_dim = group.head_dim;
     }
   }
+}
+
+void KvCache::CopyBlockOut(int block, std::span<uint8_t> out) const {
+  assert(block >= 0 && block < n_blocks_);
+  size_t at = 0;
+  for (const KvLayerView& view : views_) {
+    const size_t bytes = view.slot_bytes() * block_size_;
+    for (const uint8_t* pool : {view.k, view.v}) {
+      assert(at + bytes <= out.size());
+      std::memcpy(out.data() + at, pool + static_cast<size_t>(block) * bytes, bytes);
+      at += bytes;
+    }
+  }
+  assert(at == out.size());
+}
+
+void KvCache::CopyBlockIn(int block, std::span<const uint8_t> in) {
+  assert(block >= 0 && block < n_blocks_);
+  size_t at = 0;
+  for (const KvLayerView& view : views_) {
+    const size_t bytes = view.slot_bytes() * block_size_;
+    for (uint8_t* pool : {view.k, view.v}) {
+      assert(at + bytes <= in.size());
+      std::memcpy(pool + static_cast<size_t>(block) * bytes, in.data() + at, bytes);
+      at += bytes;
+    }
+  }
+  assert(at == in.size());
 }
 
 }  // namespace kvserve

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "kv/kv_format.h"
@@ -33,6 +34,10 @@ class KvCache {
   uint64_t bytes() const { return memory_.size(); }
   // Bytes of K+V for one block across all layers.
   static uint64_t BytesPerBlock(const KvSpec& spec, const KvFormat& format, int block_size);
+  // One block's K and V of every layer, as one byte string (layer order, K then V; the disk
+  // tier's payload), and back.  out, in: [BytesPerBlock]
+  void CopyBlockOut(int block, std::span<uint8_t> out) const;
+  void CopyBlockIn(int block, std::span<const uint8_t> in);
 
  private:
   KvFormat format_;
