@@ -13,6 +13,7 @@
 // magnitude per element (docs/kv-cache.md has the measured cost).
 #pragma once
 
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -54,8 +55,10 @@ class KvFormat {
   // "q8_0" (every group) or "f16,q8_0" (one per group); an error names the bad part.
   static Result<KvFormat> Parse(const std::string& text);
 
+  // The type of group `index` (below the group count when per group).
   KvType group(size_t index) const {
-    return per_group_.empty() ? all_ : per_group_[index < per_group_.size() ? index : 0];
+    assert(per_group_.empty() || index < per_group_.size());
+    return per_group_.empty() ? all_ : per_group_[index];
   }
   bool uniform() const { return per_group_.empty(); }
   std::span<const KvType> per_group() const { return per_group_; }
