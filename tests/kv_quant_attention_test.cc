@@ -351,6 +351,45 @@ TEST(KvQuantAttention, SimdMatchesScalarBitwiseWithWindowAndSoftCap) {
   }
 }
 
+// Keys before the window are never read: giving their rows NaN scales (every element NaN when
+// dequantized) changes no bit, in any table.
+TEST(KvQuantAttention, ReadsOnlyTheWindow) {
+  std::mt19937 rng(29);
+  std::vector<const KernelTable*> tables = FastTables();
+  tables.push_back(&ScalarKernels());
+  for (KvType type : kQuantTypes) {
+    SCOPED_TRACE(KvTypeName(type));
+    const int n_keys = 45, first = 37, head_dim = 64;  // a window of 8 from inside a block of 5
+    QuantPool pool(type, head_dim, 2, 5, n_keys, rng);
+    const std::vector<float> q = RandomRow(head_dim, 1.0f, rng);
+    std::vector<std::vector<float>> clean;
+    for (const KernelTable* t : tables) {
+      clean.push_back(RunAttend(t->attend_head, pool, q, 1, first, 50.0f));
+    }
+    const uint16_t nan = 0x7e00;  // f16 NaN
+    const size_t scales = KvCodeBytes(type, head_dim);
+    for (int position = 0; position < first; ++position) {
+      const size_t slot =
+          static_cast<size_t>(pool.block_table[position / pool.block_size]) * pool.block_size +
+          position % pool.block_size;
+      for (int h = 0; h < pool.n_kv_heads; ++h) {
+        for (auto* bytes : {&pool.k, &pool.v}) {
+          uint8_t* row = bytes->data() + slot * pool.slot_bytes() + h * pool.head_bytes();
+          for (int g = 0; g < head_dim / kKvQuantGroup; ++g)
+            std::memcpy(row + scales + 2 * g, &nan, 2);
+        }
+      }
+    }
+    EXPECT_TRUE(std::isnan(pool.Load(pool.k, 0, 1, 0)));
+    for (size_t i = 0; i < tables.size(); ++i) {
+      SCOPED_TRACE(tables[i]->isa);
+      const std::vector<float> got = RunAttend(tables[i]->attend_head, pool, q, 1, first, 50.0f);
+      EXPECT_EQ(std::memcmp(got.data(), clean[i].data(), sizeof(float) * head_dim), 0);
+      EXPECT_FALSE(std::isnan(got[0]));
+    }
+  }
+}
+
 // StoreKv quantizes each head row of a token alone, into the slot's place; AttendHead on the view
 // reads what the kernel reads from the same bytes.
 TEST(KvQuantAttention, StoreKvAndTheViewAgreeWithTheKernel) {
