@@ -17,6 +17,7 @@
 #include "kv/block_manager.h"
 #include "kv/disk_tier.h"
 #include "kv/kv_cache.h"
+#include "kv/kv_disk_spill.h"
 #include "kv/kv_spec.h"
 #include "support/paths.h"
 #include "util/buffer.h"
@@ -290,6 +291,100 @@ TEST(DiskTierHooks, BlockManagerCallsTheEvictionHookWithTheKey) {
   const std::vector<std::pair<int32_t, BlockKey>> want = {{blocks[1], second}, {blocks[0], first}};
   EXPECT_EQ(evicted, want);
   EXPECT_TRUE(manager.CheckInvariants().ok());
+}
+
+// ---- Memory and disk together ------------------------------------------------------------------
+
+// A pool of 4 blocks of 2 tokens; the prompt's 3 full blocks get K/V bytes and keys, are freed
+// (cached), then evicted by another sequence: each is written to disk once. A fresh manager and
+// cache on the same directory (a restart) read them back: the prompt's prefix is found again, with
+// the same bytes. A corrupted file ends the chain there; another salt finds nothing.
+TEST(KvDiskSpill, EvictedBlocksComeBackAfterARestart) {
+  const std::string dir = FreshDir("spill");
+  const KvSpec spec = KvSpec::Uniform(2, 1, 8);
+  const KvFormat format = KvType::kQ8_0;
+  const uint64_t block_bytes = KvCache::BytesPerBlock(spec, format, 2);
+  HostAllocator allocator;
+  const std::vector<int32_t> prompt = {1, 5, 6, 7, 8, 9, 10};  // 3 full blocks + the last token
+  std::vector<std::vector<uint8_t>> contents;
+  {
+    auto tier = DiskTier::Open(dir, 1 << 20, "stories;q8_0;2", block_bytes);
+    ASSERT_TRUE(tier.ok()) << tier.message();
+    KvCache cache(spec, format, 2, 4, allocator);
+    BlockManager manager(4, 2, true);
+    KvDiskSpill spill(manager, cache, **tier);
+    BlockTable table;
+    ASSERT_TRUE(manager.Grow(table, 7));
+    for (int32_t block : table.blocks) {
+      std::vector<uint8_t> bytes = Payload(block);
+      bytes.resize(block_bytes);
+      cache.CopyBlockIn(block, bytes);
+      contents.push_back(bytes);
+    }
+    manager.Commit(table, prompt, 7, "");
+    manager.Free(table);
+    EXPECT_EQ((*tier)->Stats().writes, 0u);
+    BlockTable other;
+    ASSERT_TRUE(manager.Grow(other, 8));  // all four blocks: the three cached ones are evicted
+    EXPECT_EQ((*tier)->Stats().writes, 3u);
+    EXPECT_EQ(spill.write_failures(), 0u);
+    manager.Free(other);
+  }
+  auto tier = DiskTier::Open(dir, 1 << 20, "stories;q8_0;2", block_bytes);
+  ASSERT_TRUE(tier.ok());
+  KvCache cache(spec, format, 2, 4, allocator);
+  BlockManager manager(4, 2, true);
+  KvDiskSpill spill(manager, cache, **tier);
+  EXPECT_EQ(manager.CachedPrefixTokens(prompt, ""), 0);
+  EXPECT_EQ(spill.Restore(prompt, "tenant-b", 4), 0);  // salts apply on disk too
+  EXPECT_EQ(spill.Restore(prompt, "", 4), 3);
+  EXPECT_EQ(spill.Restore(prompt, "", 4), 0);  // in memory now
+  EXPECT_TRUE(manager.CheckInvariants().ok());
+  BlockTable table;
+  ASSERT_EQ(manager.AllocatePrefix(table, prompt, ""), 6);
+  std::vector<uint8_t> bytes(block_bytes);
+  for (size_t i = 0; i < table.blocks.size(); ++i) {
+    cache.CopyBlockOut(table.blocks[i], bytes);
+    EXPECT_EQ(bytes, contents[i]) << "block " << i;
+  }
+  manager.Free(table);
+
+  // Corrupt the second block's file: a fresh manager reads the first block only.
+  const BlockKey first = BlockManager::KeyOf(nullptr, "", std::span(prompt).first(2));
+  const BlockKey second = BlockManager::KeyOf(&first, "", std::span(prompt).subspan(2, 2));
+  Poke((*tier)->PathOf(second), -1, 0);
+  Poke((*tier)->PathOf(second), -2, 0);
+  BlockManager fresh(4, 2, true);
+  KvDiskSpill again(fresh, cache, **tier);
+  EXPECT_EQ(again.Restore(prompt, "", 4), 1);
+  EXPECT_EQ(fresh.CachedPrefixTokens(prompt, ""), 2);
+  EXPECT_TRUE(fresh.CheckInvariants().ok());
+}
+
+// An unusable directory: evictions go on (the blocks are simply not kept), counted and warned.
+TEST(KvDiskSpill, WriteFailuresNeverStopEviction) {
+  const std::string dir = FreshDir("spill-broken");
+  const KvSpec spec = KvSpec::Uniform(1, 1, 8);
+  const uint64_t block_bytes = KvCache::BytesPerBlock(spec, KvType::kF32, 2);
+  auto tier = DiskTier::Open(dir, 1 << 20, "x", block_bytes);
+  ASSERT_TRUE(tier.ok());
+  fs::remove_all(dir);
+  { std::ofstream(dir) << "not a directory"; }
+  HostAllocator allocator;
+  KvCache cache(spec, KvType::kF32, 2, 2, allocator);
+  BlockManager manager(2, 2, true);
+  KvDiskSpill spill(manager, cache, **tier);
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5};
+  BlockTable table;
+  ASSERT_TRUE(manager.Grow(table, 4));
+  manager.Commit(table, prompt, 4, "");
+  manager.Free(table);
+  BlockTable other;
+  ASSERT_TRUE(manager.Grow(other, 4));
+  EXPECT_EQ(spill.write_failures(), 2u);
+  EXPECT_EQ(spill.Restore(prompt, "", 2), 0);
+  EXPECT_TRUE(manager.CheckInvariants().ok());
+  fs::remove(dir);
 }
 
 }  // namespace

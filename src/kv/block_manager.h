@@ -96,6 +96,11 @@ class BlockManager {
   void SetEvictionHook(std::function<void(int32_t block, const BlockKey& key)> hook) {
     on_evict_ = std::move(hook);
   }
+  // The disk tier's read: whether a block of `key` is in memory (used or cached), and taking a
+  // fresh block that `fill` loads with the key's K/V, kept as a cached block of `key` (the most
+  // recently used) when `fill` returns true, else freed. False when no block is available.
+  bool HasKey(const BlockKey& key) const { return cached_.count(key) != 0; }
+  bool AdoptCached(const BlockKey& key, const std::function<bool(int32_t block)>& fill);
 
  private:
   struct KeyHash {
