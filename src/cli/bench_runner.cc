@@ -199,8 +199,8 @@ Result<BenchResult> RunConcurrentDecode(const Model& model, const Tokenizer& tok
 }
 
 Result<CacheCompareRow> CompareCache(const Model& model, const Tokenizer& tokenizer,
-                                     std::span<const int32_t> prompt, int length, KvType kv_type,
-                                     ThreadPool& pool) {
+                                     std::span<const int32_t> prompt, int length,
+                                     const KvFormat& kv_type, ThreadPool& pool) {
   if (length < 1)
     return Status::InvalidArgument("length " + std::to_string(length) + " must be positive");
   // The last generated token is never fed back, so the context holds prompt + length - 1.

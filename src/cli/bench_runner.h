@@ -33,7 +33,7 @@ struct BenchTest {
   int n_gen = 0;     // tg test when > 0 (exactly one of the two is set)
   int depth = 0;     // tokens already in the context before the timed part
   int repeats = 5;
-  KvType kv_type = KvType::kF32;
+  KvFormat kv_type = KvType::kF32;
   uint64_t seed = 1;  // of the random token ids
 
   std::string Name() const;  // "pp512", "tg128", "tg128 @ d512"
@@ -85,7 +85,7 @@ struct CacheCompareRow {
   double SavedFraction() const { return uncached_s > 0 ? 1.0 - cached_s / uncached_s : 0; }
 };
 Result<CacheCompareRow> CompareCache(const Model& model, const Tokenizer& tokenizer,
-                                     std::span<const int32_t> prompt, int length, KvType kv_type,
-                                     ThreadPool& pool);
+                                     std::span<const int32_t> prompt, int length,
+                                     const KvFormat& kv_type, ThreadPool& pool);
 
 }  // namespace kvserve

@@ -84,7 +84,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: kvserve bench -m MODEL [-p 512[,N...]] [-n 128[,N...]] [-r 5] [-t N] [--depth D] "
-    "[--kv-type f32|f16|bf16] [--concurrency N[,N...]] [--bandwidth-mib 1024] "
+    "[--kv-type f32|f16|bf16|q8_0|q4_0] [--concurrency N[,N...]] [--bandwidth-mib 1024] "
     "[--output-format md|csv|json]\n"
     "       kvserve bench --cache-compare -m MODEL --lengths 64,128,... [--prompt TEXT] "
     "[--plot FILE.svg] [--output-format md|json]";
@@ -355,6 +355,9 @@ int RunBench(const std::vector<std::string>& argv) {
   const ModelConfig& config = (*model)->config();
   const std::string name = config.name.empty() ? config.arch : config.name;
   const std::string type = GgmlTypeName(cost.main_type);
+  const KvFormat& kv_format = model_options->kv_type;
+  const uint64_t kv_per_token = (*model)->kv_spec().BytesPerToken(kv_format);
+  const uint64_t kv_f16_per_token = (*model)->kv_spec().BytesPerToken(KvType::kF16);
   if (flags->format == "json") {
     nlohmann::json list = nlohmann::json::array();
     for (size_t i = 0; i < results.size(); ++i) {
@@ -374,6 +377,8 @@ int RunBench(const std::vector<std::string>& argv) {
                       {"matmul_gflop_s", flops.best / 1e9},
                       {"weight_bytes_per_token", cost.weight_bytes},
                       {"kv_bytes", r.kv_bytes},
+                      {"kv_type", kv_format.Name()},
+                      {"kv_bytes_per_token", kv_per_token},
                       {"model_file_bytes", memory.file_bytes},
                       {"peak_resident_bytes", memory.peak_bytes},
                       {"peak_over_file_plus_kv", memory.fraction}});
@@ -406,6 +411,9 @@ int RunBench(const std::vector<std::string>& argv) {
       "pp = %.1f GFLOP/s (%s matmul, m=64) / (2 x %.2f M multiplied weights)\n",
       bandwidth.best / 1e9, cost.weight_bytes / 1048576.0, flops.best / 1e9, type.c_str(),
       cost.matmul_params / 1e6);
+  std::printf("kv cache: %s, %llu bytes/token (%.3f x f16)\n", kv_format.Name().c_str(),
+              static_cast<unsigned long long>(kv_per_token),
+              static_cast<double>(kv_per_token) / static_cast<double>(kv_f16_per_token));
   if (memory.peak_bytes > 0) {
     std::printf(
         "memory: peak resident %.1f MiB (loading and the tests); "

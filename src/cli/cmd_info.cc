@@ -1,12 +1,15 @@
 // `kvserve info MODEL`: what a model file holds and what its KV cache costs.
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "cli/args.h"
 #include "cli/cli_backend.h"
 #include "cli/commands.h"
 #include "kv/kv_format.h"
+#include "kv/kv_spec.h"
 #include "model/hf_folder.h"
 #include "model/model.h"
 
@@ -113,11 +116,35 @@ int RunInfo(const std::vector<std::string>& argv) {
   std::printf(
       "bits/weight:   %.2f over all tensors\n",
       n_params == 0 ? 0.0 : 8.0 * static_cast<double>(all_bytes) / static_cast<double>(n_params));
-  for (KvType type : {KvType::kF32, KvType::kF16}) {
-    const uint64_t per_token = (*model)->kv_spec().BytesPerToken(type);
-    std::printf("KV cache %s:  %llu bytes/token, %s at context %d\n", KvTypeName(type),
-                static_cast<unsigned long long>(per_token),
-                HumanBytes(static_cast<double>(per_token) * c.n_ctx_train).c_str(), c.n_ctx_train);
+  // The KV layer groups (the order of a per-group --kv-type) and each type's cost per token.
+  const KvSpec& spec = (*model)->kv_spec();
+  for (size_t g = 0; g < spec.groups.size(); ++g) {
+    const KvGroupSpec& group = spec.groups[g];
+    const std::string kind = group.kind == KvGroupKind::kSlidingWindow
+                                 ? "sliding window " + std::to_string(group.window)
+                                 : "full causal";
+    std::string layers;  // runs of consecutive layers as "a-b"
+    for (size_t i = 0; i < group.layers.size(); ++i) {
+      size_t last = i;
+      while (last + 1 < group.layers.size() && group.layers[last + 1] == group.layers[last] + 1) {
+        ++last;
+      }
+      layers += (layers.empty() ? "" : ",") + std::to_string(group.layers[i]);
+      if (last > i) layers += "-" + std::to_string(group.layers[last]);
+      i = last;
+    }
+    std::printf("KV group %zu:    %s, layers %s, %d kv heads x %d\n", g, kind.c_str(),
+                layers.c_str(), group.n_kv_heads, group.head_dim);
+  }
+  const uint64_t f16_per_token = spec.BytesPerToken(KvType::kF16);
+  for (KvType type : kAllKvTypes) {
+    const uint64_t per_token = spec.BytesPerToken(type);
+    const int pad = 5 - static_cast<int>(std::strlen(KvTypeName(type)));
+    std::printf("KV cache %s:%*s%llu bytes/token, %s at context %d, %.3f x f16%s\n",
+                KvTypeName(type), pad, "", static_cast<unsigned long long>(per_token),
+                HumanBytes(static_cast<double>(per_token) * c.n_ctx_train).c_str(), c.n_ctx_train,
+                static_cast<double>(per_token) / static_cast<double>(f16_per_token),
+                type == KvType::kQ4_0 ? " (lossy)" : "");
   }
   return 0;
 }

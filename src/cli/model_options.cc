@@ -23,7 +23,9 @@ FlagGroup ModelFlags() {
            {.name = "--kv-type",
             .value_name = "TYPE",
             .default_text = "f32",
-            .help = "KV cache element type: f32, f16, bf16"}}};
+            .help = "KV cache element type: f32, f16, bf16, q8_0 or q4_0 (q4_0 is lossy, see "
+                    "docs/kv-cache.md); one for every layer group, or one per group in the order "
+                    "`kvserve info` lists them (f16,q8_0)"}}};
 }
 
 Result<ModelOptions> ReadModelOptions(const Args& args) {
@@ -44,8 +46,8 @@ Result<ModelOptions> ReadModelOptions(const Args& args) {
                                                  " is out of range");
   }
   options.n_ctx = static_cast<int>(*ctx);
-  auto kv_type = ParseKvType(args.GetOr("--kv-type", "f32"));
-  if (!kv_type.ok()) return kv_type.status();
+  auto kv_type = KvFormat::Parse(args.GetOr("--kv-type", "f32"));
+  if (!kv_type.ok()) return Status::InvalidArgument("flag --kv-type: " + kv_type.message());
   options.kv_type = *kv_type;
   return options;
 }
@@ -56,6 +58,8 @@ Result<std::unique_ptr<Model>> OpenModel(ModelOptions& options) {
   if (options.n_ctx == 0) options.n_ctx = (*model)->config().n_ctx_train;
   Status fits = (*model)->CheckContextSize(options.n_ctx);
   if (!fits.ok()) return Status::InvalidArgument("flag -c: " + fits.message());
+  Status format = (*model)->kv_spec().CheckFormat(options.kv_type);
+  if (!format.ok()) return Status::InvalidArgument("flag --kv-type: " + format.message());
   return model;
 }
 

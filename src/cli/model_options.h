@@ -13,16 +13,17 @@ namespace kvserve {
 
 struct ModelOptions {
   std::string model_path;
-  int n_threads = 0;  // 0 = one per core
-  int n_ctx = 0;      // 0 = the model's training context
-  KvType kv_type = KvType::kF32;
+  int n_threads = 0;                // 0 = one per core
+  int n_ctx = 0;                    // 0 = the model's training context
+  KvFormat kv_type = KvType::kF32;  // --kv-type: one type, or one per KV layer group
 };
 
 // -m, -t, -c, --kv-type, for a command's FlagTable.
 FlagGroup ModelFlags();
 Result<ModelOptions> ReadModelOptions(const Args& args);
 
-// Loads the model on CliBackend() and resolves n_ctx against it (Model::CheckContextSize).
+// Loads the model on CliBackend(), resolves n_ctx against it (Model::CheckContextSize) and checks
+// --kv-type against its KV layer groups (KvSpec::CheckFormat).
 Result<std::unique_ptr<Model>> OpenModel(ModelOptions& options);
 
 }  // namespace kvserve

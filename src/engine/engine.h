@@ -29,7 +29,7 @@ namespace kvserve {
 struct EngineOptions {
   int n_threads = 0;  // 0 = one per core
   int n_ctx = 0;      // most tokens per sequence; 0 = the model's training context
-  KvType kv_type = KvType::kF32;
+  KvFormat kv_type = KvType::kF32;
   int block_size = 16;           // tokens per KV block
   uint64_t kv_memory_bytes = 0;  // KV pool size; 0 = enough for max_num_seqs full contexts
   int max_num_seqs = 16;         // running sequences at most

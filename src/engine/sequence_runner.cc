@@ -9,7 +9,8 @@ namespace {
 constexpr int kBlockSize = 16;
 }
 
-SequenceRunner::SequenceRunner(const Model& model, KvType kv_type, int n_ctx, int n_threads)
+SequenceRunner::SequenceRunner(const Model& model, const KvFormat& kv_type, int n_ctx,
+                               int n_threads)
     : model_(model),
       n_ctx_(n_ctx),
       kv_(model.kv_spec(), kv_type, kBlockSize, (n_ctx + kBlockSize - 1) / kBlockSize,

@@ -18,7 +18,7 @@ namespace kvserve {
 class SequenceRunner {
  public:
   // n_ctx: the most tokens the sequence may hold (KV storage is sized for it).
-  SequenceRunner(const Model& model, KvType kv_type, int n_ctx, int n_threads);
+  SequenceRunner(const Model& model, const KvFormat& kv_type, int n_ctx, int n_threads);
 
   int n_ctx() const { return n_ctx_; }
   uint64_t kv_bytes() const { return kv_.bytes(); }

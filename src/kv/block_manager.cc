@@ -101,6 +101,7 @@ int32_t BlockManager::TakeFreshBlock() {
   } else {
     assert(!lru_.empty());
     block = lru_.front();
+    if (on_evict_) on_evict_(block, key_of_[block]);
     lru_.pop_front();
     in_lru_[block] = false;
     cached_.erase(key_of_[block]);
@@ -108,6 +109,24 @@ int32_t BlockManager::TakeFreshBlock() {
   }
   refs_[block] = 1;
   return block;
+}
+
+bool BlockManager::AdoptCached(const BlockKey& key,
+                               const std::function<bool(int32_t block)>& fill) {
+  if (!prefix_caching_ || available() == 0 || HasKey(key)) return false;
+  const int32_t block = TakeFreshBlock();
+  refs_[block] = 0;
+  if (!fill(block)) {
+    free_.push_back(block);
+    return false;
+  }
+  has_key_[block] = true;
+  key_of_[block] = key;
+  cached_[key] = block;
+  lru_.push_back(block);
+  lru_pos_[block] = std::prev(lru_.end());
+  in_lru_[block] = true;
+  return true;
 }
 
 bool BlockManager::Grow(BlockTable& table, int n_tokens) {

@@ -11,10 +11,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "util/sha256.h"
@@ -102,6 +104,17 @@ class BlockManager {
   // Checks every invariant (states, counts, lists, map); for tests.
   Status CheckInvariants() const;
 
+  // Called with a cached block and its key just before the block is evicted for reuse, while its
+  // K/V still holds the key's content (the disk tier's write). Empty: none.
+  void SetEvictionHook(std::function<void(int32_t block, const BlockKey& key)> hook) {
+    on_evict_ = std::move(hook);
+  }
+  // The disk tier's read: whether a block of `key` is in memory (used or cached), and taking a
+  // fresh block that `fill` loads with the key's K/V, kept as a cached block of `key` (the most
+  // recently used) when `fill` returns true, else freed. False when no block is available.
+  bool HasKey(const BlockKey& key) const { return cached_.count(key) != 0; }
+  bool AdoptCached(const BlockKey& key, const std::function<bool(int32_t block)>& fill);
+
  private:
   struct KeyHash {
     size_t operator()(const BlockKey& key) const;
@@ -123,6 +136,7 @@ class BlockManager {
   std::vector<uint32_t> hits_of_;  // AllocatePrefix reuses since the key was set
   uint64_t queries_ = 0;
   uint64_t hits_ = 0;
+  std::function<void(int32_t, const BlockKey&)> on_evict_;
 };
 
 }  // namespace kvserve

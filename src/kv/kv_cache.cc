@@ -1,40 +1,74 @@
 #include "kv/kv_cache.h"
 
 #include <cassert>
+#include <cstring>
 
 namespace kvserve {
 
-uint64_t KvCache::BytesPerBlock(const KvSpec& spec, KvType type, int block_size) {
-  return spec.BytesPerToken(type) * static_cast<uint64_t>(block_size);
+uint64_t KvCache::BytesPerBlock(const KvSpec& spec, const KvFormat& format, int block_size) {
+  return spec.BytesPerToken(format) * static_cast<uint64_t>(block_size);
 }
 
-KvCache::KvCache(const KvSpec& spec, KvType type, int block_size, int n_blocks,
+KvCache::KvCache(const KvSpec& spec, const KvFormat& format, int block_size, int n_blocks,
                  BufferAllocator& allocator)
-    : type_(type), block_size_(block_size), n_blocks_(n_blocks) {
-  auto pool_bytes = [&](const KvGroupSpec& group) {
-    const uint64_t row_bytes = group.row_elements() * KvTypeBytes(type);
+    : format_(format), block_size_(block_size), n_blocks_(n_blocks) {
+  assert(spec.CheckFormat(format).ok());
+  auto pool_bytes = [&](size_t g) {
+    const KvGroupSpec& group = spec.groups[g];
+    const uint64_t row_bytes = group.n_kv_heads * KvHeadBytes(format.group(g), group.head_dim);
     return (row_bytes * block_size * n_blocks + 63) / 64 * 64;
   };
   uint64_t total = 0;
-  for (const KvGroupSpec& group : spec.groups) total += pool_bytes(group) * 2 * group.layers.size();
+  for (size_t g = 0; g < spec.groups.size(); ++g) {
+    total += pool_bytes(g) * 2 * spec.groups[g].layers.size();
+  }
   // Zeroed so that a slot read before it is written (a bug) gives zeros, not stale data.
   memory_ = allocator.AllocateZeroed(total);
   views_.resize(spec.n_layers());
   uint8_t* next = memory_.data();
-  for (const KvGroupSpec& group : spec.groups) {
-    const uint64_t bytes = pool_bytes(group);
+  for (size_t g = 0; g < spec.groups.size(); ++g) {
+    const KvGroupSpec& group = spec.groups[g];
+    const uint64_t bytes = pool_bytes(g);
     for (int layer : group.layers) {
       assert(layer >= 0 && layer < static_cast<int>(views_.size()));
       KvLayerView& view = views_[layer];
       view.k = next;
       view.v = next + bytes;
       next += 2 * bytes;
-      view.type = type;
+      view.type = format.group(g);
       view.block_size = block_size;
       view.n_kv_heads = group.n_kv_heads;
       view.head_dim = group.head_dim;
     }
   }
+}
+
+void KvCache::CopyBlockOut(int block, std::span<uint8_t> out) const {
+  assert(block >= 0 && block < n_blocks_);
+  size_t at = 0;
+  for (const KvLayerView& view : views_) {
+    const size_t bytes = view.slot_bytes() * block_size_;
+    for (const uint8_t* pool : {view.k, view.v}) {
+      assert(at + bytes <= out.size());
+      std::memcpy(out.data() + at, pool + static_cast<size_t>(block) * bytes, bytes);
+      at += bytes;
+    }
+  }
+  assert(at == out.size());
+}
+
+void KvCache::CopyBlockIn(int block, std::span<const uint8_t> in) {
+  assert(block >= 0 && block < n_blocks_);
+  size_t at = 0;
+  for (const KvLayerView& view : views_) {
+    const size_t bytes = view.slot_bytes() * block_size_;
+    for (uint8_t* pool : {view.k, view.v}) {
+      assert(at + bytes <= in.size());
+      std::memcpy(pool + static_cast<size_t>(block) * bytes, in.data() + at, bytes);
+      at += bytes;
+    }
+  }
+  assert(at == in.size());
 }
 
 }  // namespace kvserve

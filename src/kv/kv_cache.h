@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "kv/kv_format.h"
@@ -18,7 +19,8 @@ namespace kvserve {
 class KvCache {
  public:
   // Throws std::bad_alloc when the allocator has no room (sizes are checked by the caller).
-  KvCache(const KvSpec& spec, KvType type, int block_size, int n_blocks,
+  // `format` must fit `spec` (KvSpec::CheckFormat).
+  KvCache(const KvSpec& spec, const KvFormat& format, int block_size, int n_blocks,
           BufferAllocator& allocator);
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
@@ -26,15 +28,19 @@ class KvCache {
   // The view of model layer `layer` (any group). Writing K/V through it needs a mutable cache.
   const KvLayerView& layer(int layer) { return views_[layer]; }
   int n_layers() const { return static_cast<int>(views_.size()); }
-  KvType type() const { return type_; }
+  const KvFormat& format() const { return format_; }
   int block_size() const { return block_size_; }
   int n_blocks() const { return n_blocks_; }
   uint64_t bytes() const { return memory_.size(); }
   // Bytes of K+V for one block across all layers.
-  static uint64_t BytesPerBlock(const KvSpec& spec, KvType type, int block_size);
+  static uint64_t BytesPerBlock(const KvSpec& spec, const KvFormat& format, int block_size);
+  // One block's K and V of every layer, as one byte string (layer order, K then V; the disk
+  // tier's payload), and back.  out, in: [BytesPerBlock]
+  void CopyBlockOut(int block, std::span<uint8_t> out) const;
+  void CopyBlockIn(int block, std::span<const uint8_t> in);
 
  private:
-  KvType type_;
+  KvFormat format_;
   int block_size_;
   int n_blocks_;
   Buffer memory_;  // zeroed; K and V of every layer, each pool 64-byte aligned

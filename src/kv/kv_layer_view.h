@@ -1,7 +1,8 @@
 // One layer's K and V pools as the kernels see them, and the slot formula: the one place that
-// says where position p of a sequence lives. Pools are [n_blocks, block_size, n_kv_heads,
-// head_dim] elements of `type`; a sequence's block table maps its logical block i to a physical
-// block. Views are handed out by KvCache (the owner of the bytes) to the forward pass.
+// says where position p of a sequence lives. Pools are [n_blocks, block_size, n_kv_heads] head
+// rows of head_dim elements in `type` (KvHeadBytes each, kv_format.h); a sequence's block table
+// maps its logical block i to a physical block. Views are handed out by KvCache (the owner of the
+// bytes) to the forward pass.
 #pragma once
 
 #include <cstddef>
@@ -52,7 +53,7 @@ class KvSlotWalk {
 }  // namespace
 
 struct KvLayerView {
-  uint8_t* k = nullptr;  // [n_blocks, block_size, n_kv_heads, head_dim] elements of `type`
+  uint8_t* k = nullptr;  // [n_blocks, block_size, n_kv_heads] head rows of `type`
   uint8_t* v = nullptr;  // same layout
   KvType type = KvType::kF32;
   int block_size = 16;
@@ -60,7 +61,8 @@ struct KvLayerView {
   int head_dim = 0;
 
   size_t row_elements() const { return static_cast<size_t>(n_kv_heads) * head_dim; }
-  size_t slot_bytes() const { return row_elements() * KvTypeBytes(type); }
+  size_t head_bytes() const { return KvHeadBytes(type, head_dim); }
+  size_t slot_bytes() const { return static_cast<size_t>(n_kv_heads) * head_bytes(); }
 };
 
 }  // namespace kvserve

@@ -1,6 +1,7 @@
 #include "kv/kv_spec.h"
 
 #include <numeric>
+#include <string>
 
 namespace kvserve {
 
@@ -19,13 +20,22 @@ int KvSpec::n_layers() const {
   return n;
 }
 
-uint64_t KvSpec::BytesPerToken(KvType type) const {
+uint64_t KvSpec::BytesPerToken(const KvFormat& format) const {
   uint64_t bytes = 0;
-  for (const KvGroupSpec& group : groups) {
-    bytes +=
-        2 * group.layers.size() * static_cast<uint64_t>(group.row_elements()) * KvTypeBytes(type);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const KvGroupSpec& group = groups[g];
+    bytes += 2 * group.layers.size() * static_cast<uint64_t>(group.n_kv_heads) *
+             KvHeadBytes(format.group(g), group.head_dim);
   }
   return bytes;
+}
+
+Status KvSpec::CheckFormat(const KvFormat& format) const {
+  if (format.uniform() || format.per_group().size() == groups.size()) return Status::Ok();
+  return Status::InvalidArgument(
+      "KV type '" + format.Name() + "' names " + std::to_string(format.per_group().size()) +
+      " types, but the model has " + std::to_string(groups.size()) + " KV layer group" +
+      (groups.size() == 1 ? "" : "s") + " (give one type, or one per group)");
 }
 
 }  // namespace kvserve

@@ -36,8 +36,10 @@ struct KvSpec {
   // One group of every layer, all of one shape.
   static KvSpec Uniform(int n_layers, int n_kv_heads, int head_dim);
   int n_layers() const;
-  // Bytes of K and V per token of context, over every layer, in `type`.
-  uint64_t BytesPerToken(KvType type) const;
+  // Bytes of K and V per token of context, over every layer, each group in its format's type.
+  uint64_t BytesPerToken(const KvFormat& format) const;
+  // OK when `format` names one type, or one per group (its message names both counts).
+  Status CheckFormat(const KvFormat& format) const;
 };
 
 }  // namespace kvserve

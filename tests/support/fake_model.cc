@@ -37,28 +37,6 @@ float Unit(uint64_t hash, int32_t v) {
   return static_cast<float>(Mix(hash, static_cast<uint64_t>(v)) >> 40) * (1.0f / 16777216.0f);
 }
 
-// Element i of a row stored in `type`.
-float ReadElement(const uint8_t* row, KvType type, size_t i) {
-  switch (type) {
-    case KvType::kF32: {
-      float f;
-      std::memcpy(&f, row + 4 * i, 4);
-      return f;
-    }
-    case KvType::kF16: {
-      uint16_t h;
-      std::memcpy(&h, row + 2 * i, 2);
-      return Fp16ToFloat(h);
-    }
-    case KvType::kBF16: {
-      uint16_t b;
-      std::memcpy(&b, row + 2 * i, 2);
-      return Bf16ToFloat(b);
-    }
-  }
-  return NAN;
-}
-
 }  // namespace
 
 std::string FakePiece(int32_t token) {
@@ -217,10 +195,8 @@ void FakeModel::Forward(const ForwardBatch& batch, KvCache& kv, Workspace& ws,
         const KvLayerView& view = kv.layer(layer);
         const size_t offset = static_cast<size_t>(slot) * view.slot_bytes();
         float k_row[kFakeHeadDim], v_row[kFakeHeadDim];
-        for (int i = 0; i < kFakeHeadDim; ++i) {
-          k_row[i] = ReadElement(view.k + offset, view.type, i);
-          v_row[i] = ReadElement(view.v + offset, view.type, i);
-        }
+        DecodeKvHead(view.type, view.k + offset, kFakeHeadDim, k_row);
+        DecodeKvHead(view.type, view.v + offset, kFakeHeadDim, v_row);
         hash = FakeFoldRows(hash, k_row, v_row);
         if (pos == p && layer == 0) last = static_cast<int32_t>(std::lrint(k_row[0]));
       }

@@ -1,6 +1,8 @@
 // The attend_head kernels of kernels.h (AttendJob), one per ISA, each in its own translation unit:
-// attend_head_scalar.cc (the reference), attend_head_avx2.cc and attend_head_avx512.cc.
-// Call them through the KernelTable.
+// attend_head_scalar.cc (the reference), attend_head_avx2.cc and attend_head_avx512.cc; each
+// hands the quantized KV types (q8_0, q4_0) to its ISA's AttendHeadQuant
+// (attend_head_quant_<isa>.cc), which dequantizes every K and V element exactly (kv_format.h)
+// and then does the same arithmetic. Call them through the KernelTable.
 //
 // KvExp(x), the exp of the softmax, is the same sequence of IEEE operations in every table, so
 // all of them give the same bits:
@@ -31,6 +33,8 @@ constexpr float kExpMax = 88.0f;
 
 namespace scalar {
 void AttendHead(const AttendJob& job);
+// job.type q8_0 or q4_0.
+void AttendHeadQuant(const AttendJob& job);
 // The reference KvExp above.
 float KvExp(float x);
 // scores[j] = tanh(scores[j] * (1 / cap)) * cap for j < n, one at a time; returns their maximum
@@ -40,10 +44,14 @@ float SoftCapScores(float* scores, int n, float cap);
 
 namespace avx2 {
 void AttendHead(const AttendJob& job);
+// job.type q8_0 or q4_0.
+void AttendHeadQuant(const AttendJob& job);
 }  // namespace avx2
 
 namespace avx512 {
 void AttendHead(const AttendJob& job);
+// job.type q8_0 or q4_0.
+void AttendHeadQuant(const AttendJob& job);
 }  // namespace avx512
 
 }  // namespace kvserve

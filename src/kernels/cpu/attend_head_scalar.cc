@@ -30,6 +30,9 @@ float LoadElement(KvType type, const uint8_t* row, int d) {
       return Fp16ToFloat(reinterpret_cast<const uint16_t*>(row)[d]);
     case KvType::kBF16:
       return Bf16ToFloat(reinterpret_cast<const uint16_t*>(row)[d]);
+    case KvType::kQ8_0:
+    case KvType::kQ4_0:
+      break;  // AttendHeadQuant
   }
   return 0.0f;
 }
@@ -74,6 +77,7 @@ float SoftCapScores(float* scores, int n, float cap) {
 void AttendHead(const AttendJob& job) {
   assert(job.head_dim > 0 && job.head_dim <= kMaxAttendHeadDim);
   assert(job.first_key >= 0 && job.first_key < job.n_keys);
+  if (KvTypeIsQuantized(job.type)) return AttendHeadQuant(job);
   const int n = job.n_keys - job.first_key;
   auto slot_offset = [&](int j) {
     return static_cast<size_t>(KvSlot(job.block_table, job.block_size, job.first_key + j)) *

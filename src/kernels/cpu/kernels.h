@@ -44,8 +44,10 @@ using MatmulTileFn = void (*)(const MatmulTile& tile);
 
 // One query head attending over a sequence's keys and values in a paged K/V pool:
 // out = softmax(scale * q · K[0..n_keys)ᵀ) · V[0..n_keys).
-// Position p's K row (head_dim elements of `type`) is at k + slot(p) * slot_bytes, where
-// slot(p) = block_table[p / block_size] * block_size + p % block_size; V likewise from v.
+// Position p's K row (one head row of head_dim elements in `type`, laid out as kv_format.h says)
+// is at k + slot(p) * slot_bytes, where slot(p) = block_table[p / block_size] * block_size +
+// p % block_size; V likewise from v. Quantized rows (q8_0, q4_0) are dequantized exactly (scale *
+// code) and their elements are then K_p[d] and V_p[d] below.
 //
 // Arithmetic (every table, bit for bit; attend_head.h has the details):
 // - score_p: a 16-lane accumulator, lane l summing q[d] * K_p[d] for d = l, l + 16, ... in

@@ -1,0 +1,88 @@
+// A directory of KV blocks (`--kv-disk DIR --kv-disk-size SIZE`): the bytes of a block that leaves
+// the in-memory prefix cache are written to one file named by its prefix-cache key and a
+// fingerprint of what produced them (model file, KV format, block size), so a later request with
+// that prefix, or a restarted server, can read them back instead of recomputing.
+//
+// Every file: a header (magic "KVSDISK1", version, SHA-256 of the fingerprint, the block key, the
+// payload size, SHA-256 of the payload), then the payload. Writes go to a temporary file in the
+// directory, then rename() over the final name: a reader sees a whole file or none. A file that
+// fails any check (short, another magic or version, another fingerprint or key, another size, a
+// checksum mismatch) is never used: it is deleted and counted. The directory's size is kept under
+// its limit by deleting the least recently used files (by modification time; a read touches the
+// file) before each write; several processes may share a directory (each rescans it when it
+// needs room). Nothing here throws or aborts on a disk error: Put returns the error (the caller
+// warns and goes on without the copy), Get returns false (the caller recomputes).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+
+#include "util/sha256.h"
+#include "util/status.h"
+
+namespace kvserve {
+
+struct DiskTierStats {
+  uint64_t hits = 0;         // Get found a valid file
+  uint64_t misses = 0;       // Get found none, or only an invalid one
+  uint64_t read_bytes = 0;   // payload bytes of the hits
+  uint64_t writes = 0;       // files written
+  uint64_t write_bytes = 0;  // payload bytes written
+  uint64_t write_failures = 0;
+  uint64_t rejected = 0;          // invalid files found (and deleted)
+  uint64_t deleted_for_room = 0;  // files deleted to keep the size limit
+  uint64_t bytes_used = 0;        // the directory's block files, as last counted
+};
+
+class DiskTier {
+ public:
+  // What a block's bytes depend on besides its key: the model file's identity (e.g. its SHA-256 or
+  // path, size and modification time), the KV format's name and the block size.
+  static std::string Fingerprint(const std::string& model_identity, const std::string& kv_format,
+                                 int block_size);
+
+  // Creates `dir` if needed and counts the block files in it. block_bytes: the payload size of
+  // every block (KvCache::BytesPerBlock). Fails (naming the path) when the directory cannot be
+  // created or read, or max_bytes cannot hold one block.
+  static Result<std::unique_ptr<DiskTier>> Open(const std::string& dir, uint64_t max_bytes,
+                                                const std::string& fingerprint,
+                                                uint64_t block_bytes);
+
+  // Writes `payload` (block_bytes long) as the file of `key`, replacing an older one, after
+  // deleting least recently used files until it fits. The error names the path and the reason.
+  Status Put(const Sha256Digest& key, std::span<const uint8_t> payload);
+  // Fills `out` (block_bytes long) from the file of `key`; false when there is none or it is
+  // invalid (then deleted), and `out` may then hold anything.
+  bool Get(const Sha256Digest& key, std::span<uint8_t> out);
+  bool Contains(const Sha256Digest& key) const;
+
+  DiskTierStats Stats() const;
+  const std::string& dir() const { return dir_; }
+  uint64_t max_bytes() const { return max_bytes_; }
+  uint64_t block_bytes() const { return block_bytes_; }
+  // Bytes of one block's file: header + payload.
+  uint64_t file_bytes() const;
+  // The file that holds `key`.
+  std::string PathOf(const Sha256Digest& key) const;
+
+ private:
+  DiskTier(std::string dir, uint64_t max_bytes, const std::string& fingerprint,
+           uint64_t block_bytes);
+  uint64_t CountBytes();             // rescans the directory; sets stats_.bytes_used
+  void MakeRoom(uint64_t incoming);  // deletes least recently used files until incoming fits
+  void Reject(const std::string& path);
+
+  std::string dir_;
+  uint64_t max_bytes_;
+  Sha256Digest fingerprint_;
+  uint64_t block_bytes_;
+  mutable std::mutex mutex_;  // guards stats_ and temp_counter_
+  DiskTierStats stats_;
+  uint64_t temp_counter_ = 0;
+  uint64_t nonce_;  // random: temporary names of two instances in one process never collide
+};
+
+}  // namespace kvserve
