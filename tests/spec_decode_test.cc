@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -18,9 +19,15 @@
 #include "engine/engine.h"
 #include "engine/proposer.h"
 #include "engine/proposer_ngram.h"
+#include "engine/sequence_runner.h"
 #include "kv/block_manager.h"
 #include "kv/kv_cache.h"
+#include "server/completion_request.h"
+#include "server/completion_response.h"
+#include "server/metrics.h"
+#include "support/cli.h"
 #include "support/fake_model.h"
+#include "support/paths.h"
 #include "support/reference_runs.h"
 #include "support/test_backend.h"
 #include "tokenizer/tokenizer.h"
@@ -467,6 +474,29 @@ class SpecDecodeStories : public ::testing::Test {
   std::unique_ptr<Tokenizer> tokenizer_;
 };
 
+// Batch invariance, which the whole guarantee rests on: the logits of k tokens verified in one
+// forward equal, bit for bit, those of k single decode steps.
+TEST_F(SpecDecodeStories, VerifyRowsEqualSingleStepsBitForBit) {
+  const std::vector<int32_t> prompt =
+      tokenizer_->Encode("Once upon a time, there was", true, false);
+  const std::vector<int32_t> next = {300, 17, 99, 250, 4, 123, 8};
+  const int n_vocab = model_->config().n_vocab;
+  SequenceRunner batched(*model_, KvType::kF32, 128, 2);
+  SequenceRunner single(*model_, KvType::kF32, 128, 1);
+  ASSERT_TRUE(batched.Append(prompt).ok());
+  ASSERT_TRUE(single.Append(prompt).ok());
+  auto rows = batched.Append(next, /*all_logits=*/true);
+  ASSERT_TRUE(rows.ok()) << rows.message();
+  const std::vector<float> all(rows->begin(), rows->end());
+  ASSERT_EQ(all.size(), next.size() * n_vocab);
+  for (size_t i = 0; i < next.size(); ++i) {
+    auto row = single.Append(std::span<const int32_t>(&next[i], 1));
+    ASSERT_TRUE(row.ok()) << row.message();
+    EXPECT_EQ(std::memcmp(row->data(), all.data() + i * n_vocab, n_vocab * sizeof(float)), 0)
+        << "row " << i;
+  }
+}
+
 TEST_F(SpecDecodeStories, NgramAndSelfDraftChangeNothing) {
   for (bool sampled : {false, true}) {
     const std::vector<Request> requests = Requests(sampled);
@@ -499,6 +529,66 @@ TEST_F(SpecDecodeStories, NgramAndSelfDraftChangeNothing) {
     SpecDecode::ExpectSame(Run(draft, requests, &draft_stats), plain);
     EXPECT_GT(draft_stats.preemptions, 0u) << sampled;
   }
+}
+
+// The server's side: the `speculative` request field, the usage figures, the Prometheus counters.
+TEST(SpecServerFields, RequestUsageAndMetrics) {
+  CompletionRequest r;
+  EXPECT_FALSE(ParseCompletionRequest({{"prompt", "a"}}, CompletionKind::kText, 64, r));
+  EXPECT_TRUE(r.speculative);
+  EXPECT_FALSE(ParseCompletionRequest({{"prompt", "a"}, {"speculative", false}},
+                                      CompletionKind::kText, 64, r));
+  EXPECT_FALSE(r.speculative);
+  auto error =
+      ParseCompletionRequest({{"prompt", "a"}, {"speculative", 3}}, CompletionKind::kText, 64, r);
+  ASSERT_TRUE(error.has_value());
+  EXPECT_NE(error->message.find("speculative"), std::string::npos) << error->message;
+
+  const nlohmann::json plain = ResponseShaper::UsageJson(UsageTotals{.prompt_tokens = 3});
+  EXPECT_FALSE(plain.contains("drafted_tokens"));
+  const nlohmann::json spec = ResponseShaper::UsageJson(
+      UsageTotals{.prompt_tokens = 3, .drafted_tokens = 10, .accepted_tokens = 7});
+  EXPECT_EQ(spec["drafted_tokens"], 10);
+  EXPECT_EQ(spec["accepted_tokens"], 7);
+
+  EngineStats stats;
+  stats.spec_drafts = 4;
+  stats.spec_draft_tokens = 10;
+  stats.spec_accepted_tokens = 7;
+  stats.spec_accepted_by_position = {4, 3};
+  const std::string text = ServerMetrics().Render(stats);
+  EXPECT_NE(text.find("kvserve:spec_decode_num_drafts_total 4"), std::string::npos) << text;
+  EXPECT_NE(text.find("kvserve:spec_decode_num_draft_tokens_total 10"), std::string::npos);
+  EXPECT_NE(text.find("kvserve:spec_decode_num_accepted_tokens_total 7"), std::string::npos);
+  EXPECT_NE(text.find("kvserve:spec_decode_num_accepted_tokens_per_pos{position=\"1\"} 3"),
+            std::string::npos);
+}
+
+// `kvserve run --spec`: the same tokens as without, and the acceptance rate on stderr.
+TEST(SpecRunCommand, SameTokensAndAcceptanceOnStderr) {
+  const std::string stories = testing::ModelPath("stories260K.gguf");
+  const std::string base = "run -m " + stories +
+                           " -p 'Once upon a time' -n 48 --temp 0.8 --seed 5 -t 1 "
+                           "--output-format json";
+  std::string plain, spec, err;
+  ASSERT_EQ(testing::RunKvserve(base, &plain, &err), 0) << err;
+  ASSERT_EQ(testing::RunKvserve(base + " --spec draft --model-draft " + stories, &spec, &err), 0)
+      << err;
+  const auto a = nlohmann::json::parse(plain);
+  const auto b = nlohmann::json::parse(spec);
+  EXPECT_EQ(a["tokens"], b["tokens"]);
+  EXPECT_EQ(a["drafted_tokens"], 0);
+  EXPECT_GT(b["drafted_tokens"].get<int>(), 0);
+  std::string out;
+  ASSERT_EQ(testing::RunKvserve("run -m " + stories +
+                                    " -p 'Once upon a time' -n 40 --temp 0 -t 1 --spec draft "
+                                    "--model-draft " +
+                                    stories,
+                                &out, &err),
+            0);
+  EXPECT_NE(err.find("drafted tokens accepted (100.0%)"), std::string::npos) << err;
+  EXPECT_NE(testing::RunKvserve("run -m " + stories + " -p x --spec draft", &out, &err), 0);
+  EXPECT_NE(err.find("--spec draft needs --model-draft"), std::string::npos) << err;
 }
 
 TEST(NgramLookup, ProposesWhatFollowedTheMostRecentMatch) {

@@ -80,6 +80,8 @@ int RunBatchFile(const Args& args, const ModelOptions& model_options, const Mode
     if (request->id.empty()) request->id = "line-" + std::to_string(number);
     requests.push_back(std::move(request).value());
   }
+  auto draft = OpenDraftModel(args, engine_options->spec);
+  if (!draft.ok()) return fail(draft.message(), 1);
   auto engine = Engine::Create(model, **tokenizer, *engine_options);
   if (!engine.ok()) return fail(engine.message(), 1);
   const auto start = std::chrono::steady_clock::now();
@@ -98,6 +100,8 @@ int RunBatchFile(const Args& args, const ModelOptions& model_options, const Mode
                       {"text", done->text},
                       {"finish_reason", FinishReasonName(done->finish_reason)},
                       {"cached_tokens", done->usage.cached_tokens},
+                      {"drafted_tokens", done->usage.drafted_tokens},
+                      {"accepted_tokens", done->usage.accepted_tokens},
                       {"timings",
                        {{"prompt_ms", done->prompt_ms},
                         {"decode_ms", done->decode_ms},
