@@ -591,6 +591,34 @@ TEST(SpecRunCommand, SameTokensAndAcceptanceOnStderr) {
   EXPECT_NE(err.find("--spec draft needs --model-draft"), std::string::npos) << err;
 }
 
+// `kvserve bench --spec`: plain and speculative rows, the same output checked in each.
+TEST(SpecBenchCommand, RowsWithTheSameOutput) {
+  const std::string stories = testing::ModelPath("stories260K.gguf");
+  for (const std::string& method :
+       {std::string("--spec ngram"), "--spec draft --model-draft " + stories,
+        std::string("--spec-replay 0,1")}) {
+    std::string out, err;
+    ASSERT_EQ(testing::RunKvserve("bench -m " + stories + " " + method +
+                                      " -n 24 -r 1 -t 1 --spec-streams 1,4 -o json",
+                                  &out, &err),
+              0)
+        << method << ": " << err;
+    const auto rows = nlohmann::json::parse(out);
+    const size_t variants = method.find("replay") != std::string::npos ? 2 : 1;
+    ASSERT_EQ(rows.size(), 2 * 2 * variants) << out;  // 2 tasks x 2 stream counts
+    for (const auto& row : rows) {
+      EXPECT_TRUE(row["same_output"].get<bool>()) << row.dump();
+      if (row["method"] == "replay@1.00" || row["method"] == "draft") {
+        EXPECT_EQ(row["accepted_tokens"], row["drafted_tokens"]) << row.dump();
+        EXPECT_GT(row["drafted_tokens"].get<int>(), 0) << row.dump();
+      }
+      if (row["method"] == "replay@0.00") {
+        EXPECT_EQ(row["accepted_tokens"], 0) << row.dump();
+      }
+    }
+  }
+}
+
 TEST(NgramLookup, ProposesWhatFollowedTheMostRecentMatch) {
   const std::vector<int32_t> tokens = {5, 6, 7, 8, 9, 5, 6, 7, 1, 2, 6, 7};
   // "6 7" last occurred at 5..6, followed by 1 2 6 7.
