@@ -525,7 +525,7 @@ TEST_F(SpecDecodeStories, NgramAndSelfDraftChangeNothing) {
 
     // The draft's own pool under pressure: a shared budget so small that drafts often lack room.
     draft.kv_memory_bytes =
-        60 * KvCache::BytesPerBlock(model_->kv_spec(), draft.kv_type, draft.block_size);
+        40 * KvCache::BytesPerBlock(model_->kv_spec(), draft.kv_type, draft.block_size);
     SpecDecode::ExpectSame(Run(draft, requests, &draft_stats), plain);
     EXPECT_GT(draft_stats.preemptions, 0u) << sampled;
   }

@@ -20,7 +20,8 @@ EngineCore::EngineCore(const Model& model, const Tokenizer& tokenizer, const Eng
       scheduler_(blocks_,
                  SchedulerOptions{.max_num_seqs = options.max_num_seqs,
                                   .max_batched_tokens = options.max_batched_tokens,
-                                  .recompute = options.recompute},
+                                  .recompute = options.recompute,
+                                  .share_in_batch = options.prefix_caching},
                  [this] { return ReleaseOldestSession(); }),
       on_sessions_changed_(std::move(on_sessions_changed)) {
   const SpecOptions& spec = options_.spec;

@@ -45,14 +45,52 @@ void Scheduler::ScheduleRunning(StepPlan& plan, int& budget) {
   }
 }
 
+const std::vector<BlockKey>& Scheduler::PromptKeys(Sequence& seq) {
+  if (!seq.prompt_keys_set) {
+    seq.prompt_keys_set = true;
+    const int bs = blocks_.block_size();
+    // As the prefix cache counts them: the last prompt token is always computed.
+    const int n_blocks = seq.n_prompt > 0 ? (seq.n_prompt - 1) / bs : 0;
+    const std::span<const int32_t> tokens(seq.tokens);
+    for (int b = 0; b < n_blocks; ++b) {
+      seq.prompt_keys.push_back(BlockManager::KeyOf(b ? &seq.prompt_keys.back() : nullptr,
+                                                    seq.request.cache_salt,
+                                                    tokens.subspan(b * bs, bs)));
+    }
+  }
+  return seq.prompt_keys;
+}
+
+void Scheduler::AddInFlight(Sequence& seq, std::set<BlockKey>& in_flight) {
+  const std::vector<BlockKey>& keys = PromptKeys(seq);
+  for (size_t b = seq.n_computed / blocks_.block_size(); b < keys.size(); ++b) {
+    in_flight.insert(keys[b]);
+  }
+}
+
 // Waiting sequences, first come first served: each takes its cached prefix, then blocks for its
-// first chunk. The first one that does not fit stops admission (no overtaking).
+// first chunk. The first one that does not fit stops admission (no overtaking); one that waits
+// for a shared block in flight (share_in_batch) is passed over this step.
 void Scheduler::AdmitWaiting(StepPlan& plan, int& budget) {
-  while (!waiting_.empty() && budget > 0 &&
+  std::set<BlockKey> in_flight;
+  if (options_.share_in_batch && !waiting_.empty()) {
+    for (const auto& running : running_) AddInFlight(*running, in_flight);
+  }
+  size_t i = 0;
+  while (i < waiting_.size() && budget > 0 &&
          static_cast<int>(running_.size()) < options_.max_num_seqs) {
-    Sequence* seq = waiting_.front().get();
+    Sequence* seq = waiting_[i].get();
     assert(seq->blocks.empty());
     const int cached = blocks_.AllocatePrefix(seq->blocks, seq->tokens, seq->request.cache_salt);
+    if (options_.share_in_batch && !in_flight.empty()) {
+      const std::vector<BlockKey>& keys = PromptKeys(*seq);
+      const size_t next_block = cached / blocks_.block_size();
+      if (next_block < keys.size() && in_flight.count(keys[next_block])) {
+        blocks_.Free(seq->blocks);
+        ++i;
+        continue;
+      }
+    }
     seq->n_computed = cached;
     const int n = std::min(seq->n_pending(), budget);
     if (!blocks_.Grow(seq->blocks, seq->n_computed + n)) {
@@ -69,8 +107,9 @@ void Scheduler::AdmitWaiting(StepPlan& plan, int& budget) {
     plan.chunks.push_back({seq, n, seq->n_computed + n == static_cast<int>(seq->tokens.size())});
     plan.n_tokens += n;
     budget -= n;
-    running_.push_back(std::move(waiting_.front()));
-    waiting_.pop_front();
+    if (options_.share_in_batch) AddInFlight(*seq, in_flight);
+    running_.push_back(std::move(waiting_[i]));
+    waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
   }
 }
 

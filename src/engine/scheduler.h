@@ -8,6 +8,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <set>
 #include <span>
 #include <vector>
 
@@ -22,6 +23,10 @@ struct SchedulerOptions {
   // No-cache baseline: after every sampled token a sequence's K/V counts as gone, so the next step
   // recomputes it from position 0 (into the same blocks). Needs the prefix cache off.
   bool recompute = false;
+  // In-batch prefix sharing (with the prefix cache on): a waiting sequence whose next uncached
+  // full prompt block is still being computed by a running sequence waits for it (others may be
+  // admitted meanwhile), then finds it in the prefix cache: a shared prefix is computed once.
+  bool share_in_batch = false;
 };
 
 // One sequence's share of a step: compute tokens [n_computed, n_computed + n_tokens). With
@@ -80,6 +85,10 @@ class Scheduler {
  private:
   void ScheduleRunning(StepPlan& plan, int& budget);
   void AdmitWaiting(StepPlan& plan, int& budget);
+  // Keys of the full prompt blocks of `seq` (as the prefix cache names them), computed once.
+  const std::vector<BlockKey>& PromptKeys(Sequence& seq);
+  // Adds the keys of seq's prompt blocks not yet computed to `in_flight`.
+  void AddInFlight(Sequence& seq, std::set<BlockKey>& in_flight);
   // Extends decode chunks with their sequences' drafts, with the budget and blocks left.
   void AddDrafts(StepPlan& plan, int& budget);
   void Preempt(size_t running_index);

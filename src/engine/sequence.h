@@ -44,6 +44,9 @@ struct Sequence {
   int spec_depth = 0;
   int n_drafted = 0;
   int n_accepted = 0;
+  // Keys of the full prompt blocks (in-batch prefix sharing); filled by the scheduler once.
+  std::vector<BlockKey> prompt_keys;
+  bool prompt_keys_set = false;
 
   int n_generated() const { return static_cast<int>(tokens.size()) - n_prompt; }
   // Tokens still to compute before the next sample.
