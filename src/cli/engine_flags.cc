@@ -56,7 +56,7 @@ FlagGroup SpecFlags() {
            {.name = "--spec-batch-tokens",
             .value_name = "N",
             .default_text = "16",
-            .help = "decode plus drafted tokens per step at most: fewer drafts as more run"},
+            .help = "back-off: with n live sequences each drafts at most (N - n) / n tokens"},
            {.name = "--model-draft",
             .value_name = "FILE",
             .help = "draft: the GGUF of a smaller model with the same vocabulary"}}};

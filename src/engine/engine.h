@@ -38,8 +38,9 @@ struct SpecOptions {
   int min_tokens = 1;  // shorter drafts are not verified; the depth's floor
   int ngram_min = 1;   // kNgram: the shortest suffix looked up
   int ngram_max = 3;   // kNgram: the longest suffix looked up (tried first)
-  // Back-off: decode plus drafted tokens per step at most; each of n decoding sequences drafts at
-  // most (batch_tokens - n) / n, so from batch_tokens / 2 sequences on nothing is drafted.
+  // Back-off: decode plus drafted tokens per step at most; with n sequences live (running or
+  // waiting) each decoding one drafts at most (batch_tokens - n) / n, so from batch_tokens / 2
+  // live sequences on nothing is drafted.
   int batch_tokens = 16;
   const Model* draft_model = nullptr;  // kDraft: borrowed, same vocabulary as the target
   // Overrides `method` when set (tests; the bench's replay proposer).

@@ -166,7 +166,9 @@ void EngineCore::Propose() {
   }
   if (n_decoding == 0 || options_.recompute) return;
   const SpecOptions& spec = options_.spec;
-  const int share = (spec.batch_tokens - n_decoding) / n_decoding;
+  // Back-off: every live sequence (prefilling or waiting ones soon decode too) counts as load.
+  const int n_live = static_cast<int>(scheduler_.running().size() + scheduler_.waiting().size());
+  const int share = (spec.batch_tokens - n_live) / n_live;
   const int floor = std::max(1, spec.min_tokens);
   if (share < floor) return;
   std::vector<Sequence*> seqs;
