@@ -10,8 +10,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -577,7 +579,7 @@ TEST(SpecRunCommand, SameTokensAndAcceptanceOnStderr) {
   const auto a = nlohmann::json::parse(plain);
   const auto b = nlohmann::json::parse(spec);
   EXPECT_EQ(a["tokens"], b["tokens"]);
-  EXPECT_EQ(a["drafted_tokens"], 0);
+  EXPECT_FALSE(a.contains("drafted_tokens"));  // only with --spec
   EXPECT_GT(b["drafted_tokens"].get<int>(), 0);
   std::string out;
   ASSERT_EQ(testing::RunKvserve("run -m " + stories +
@@ -617,6 +619,45 @@ TEST(SpecBenchCommand, RowsWithTheSameOutput) {
       }
     }
   }
+}
+
+// `kvserve run --batch-file` with a draft model: the same lines (tokens, text, finish) as without,
+// plus the drafted and accepted counts.
+TEST(SpecRunCommand, BatchFileWithADraftModel) {
+  const std::string stories = testing::ModelPath("stories260K.gguf");
+  const std::string file = testing::TempDir() + "/spec-requests.jsonl";
+  {
+    std::ofstream out(file);
+    for (int i = 0; i < 8; ++i) {
+      nlohmann::json r = {{"id", "r" + std::to_string(i)},
+                          {"prompt", i % 2 ? "Once upon a time" : "The dog"},
+                          {"max_tokens", 20 + 3 * i}};
+      if (i % 3)
+        r.update({{"temperature", 0.9}, {"seed", 10 + i}});
+      else
+        r["temperature"] = 0;
+      out << r.dump() << "\n";
+    }
+  }
+  const std::string base = "run -m " + stories + " -t 1 --batch-file " + file;
+  std::string plain, spec, err;
+  ASSERT_EQ(testing::RunKvserve(base, &plain, &err), 0) << err;
+  ASSERT_EQ(testing::RunKvserve(base + " --spec draft --model-draft " + stories, &spec, &err), 0)
+      << err;
+  std::istringstream a(plain), b(spec);
+  std::string la, lb;
+  int lines = 0, drafted = 0;
+  while (std::getline(a, la) && std::getline(b, lb)) {
+    const auto ja = nlohmann::json::parse(la), jb = nlohmann::json::parse(lb);
+    for (const char* key : {"id", "tokens", "text", "finish_reason"}) {
+      EXPECT_EQ(ja[key], jb[key]) << key << " of " << ja["id"];
+    }
+    EXPECT_FALSE(ja.contains("drafted_tokens"));
+    drafted += jb["drafted_tokens"].get<int>();
+    ++lines;
+  }
+  EXPECT_EQ(lines, 8);
+  EXPECT_GT(drafted, 0);
 }
 
 TEST(NgramLookup, ProposesWhatFollowedTheMostRecentMatch) {

@@ -174,14 +174,16 @@ int RunGenerate(const std::vector<std::string>& argv) {
       {"tokens", result->tokens},
       {"text", result->text},
       {"finish_reason", finish},
-      {"drafted_tokens", result->usage.drafted_tokens},
-      {"accepted_tokens", result->usage.accepted_tokens},
       {"timings",
        {{"prompt_ms", result->prompt_ms},
         {"decode_ms", result->decode_ms},
         {"prompt_tokens_per_s", result->prompt_tokens_per_s()},
         {"decode_tokens_per_s", result->decode_tokens_per_s()}}},
   };
+  if (engine_options.spec.enabled()) {
+    out["drafted_tokens"] = result->usage.drafted_tokens;
+    out["accepted_tokens"] = result->usage.accepted_tokens;
+  }
   std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   return 0;
 }

@@ -94,19 +94,21 @@ int RunBatchFile(const Args& args, const ModelOptions& model_options, const Mode
   for (size_t i = 0; i < requests.size(); ++i) {
     auto done = Complete(*streams[i], start);
     if (!done.ok()) return fail("request '" + requests[i].id + "': " + done.message(), 1);
-    const json out = {{"id", requests[i].id},
-                      {"prompt_tokens", requests[i].prompt},
-                      {"tokens", done->tokens},
-                      {"text", done->text},
-                      {"finish_reason", FinishReasonName(done->finish_reason)},
-                      {"cached_tokens", done->usage.cached_tokens},
-                      {"drafted_tokens", done->usage.drafted_tokens},
-                      {"accepted_tokens", done->usage.accepted_tokens},
-                      {"timings",
-                       {{"prompt_ms", done->prompt_ms},
-                        {"decode_ms", done->decode_ms},
-                        {"prompt_tokens_per_s", done->prompt_tokens_per_s()},
-                        {"decode_tokens_per_s", done->decode_tokens_per_s()}}}};
+    json out = {{"id", requests[i].id},
+                {"prompt_tokens", requests[i].prompt},
+                {"tokens", done->tokens},
+                {"text", done->text},
+                {"finish_reason", FinishReasonName(done->finish_reason)},
+                {"cached_tokens", done->usage.cached_tokens},
+                {"timings",
+                 {{"prompt_ms", done->prompt_ms},
+                  {"decode_ms", done->decode_ms},
+                  {"prompt_tokens_per_s", done->prompt_tokens_per_s()},
+                  {"decode_tokens_per_s", done->decode_tokens_per_s()}}}};
+    if (engine_options->spec.enabled()) {
+      out["drafted_tokens"] = done->usage.drafted_tokens;
+      out["accepted_tokens"] = done->usage.accepted_tokens;
+    }
     std::printf("%s\n", out.dump(-1, ' ', false, json::error_handler_t::replace).c_str());
   }
   return 0;
