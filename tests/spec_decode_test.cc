@@ -20,6 +20,7 @@
 
 #include "engine/engine.h"
 #include "engine/proposer.h"
+#include "engine/proposer_draft.h"
 #include "engine/proposer_ngram.h"
 #include "engine/sequence_runner.h"
 #include "kv/block_manager.h"
@@ -475,6 +476,24 @@ class SpecDecodeStories : public ::testing::Test {
   std::unique_ptr<Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
 };
+
+// The draft model's own pool: its blocks are all given back when the requests end, also when
+// the pool is too small for every sequence (drafts then skip sequences, outputs unchanged).
+TEST_F(SpecDecodeStories, DraftPoolLeaksNoBlock) {
+  const std::vector<Request> requests = Requests(true);
+  const std::vector<Output> plain = Run(Options(), requests, nullptr);
+  for (int n_blocks : {256, 12}) {
+    auto proposer = std::make_shared<DraftProposer>(*model_, KvType::kF32, 16, n_blocks, 1);
+    EngineOptions o = Options();
+    o.spec.proposer = proposer;
+    o.spec.batch_tokens = 1 << 16;
+    EngineStats stats;
+    SpecDecode::ExpectSame(Run(o, requests, &stats), plain);
+    EXPECT_GT(stats.spec_draft_tokens, 0u) << n_blocks;
+    EXPECT_GT(proposer->forwards(), 0);
+    EXPECT_EQ(proposer->blocks_used(), 0) << n_blocks;
+  }
+}
 
 // Batch invariance, which the whole guarantee rests on: the logits of k tokens verified in one
 // forward equal, bit for bit, those of k single decode steps.

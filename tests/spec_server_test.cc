@@ -24,9 +24,12 @@ TEST(SpecServerTest, SameCompletionsWithUsageAndMetrics) {
   ASSERT_NE(spec, nullptr);
   auto plain_client = plain->Client();
   auto spec_client = spec->Client();
-  const json request = {{"prompt", "Once upon a time"}, {"max_tokens", 40},
-                        {"temperature", 0.8},           {"seed", 11},
-                        {"logprobs", 2},                {"stop", {"Lily"}}};
+  const json request = {{"prompt", "Once upon a time"},
+                        {"max_tokens", 40},
+                        {"temperature", 0.8},
+                        {"seed", 11},
+                        {"logprobs", 2},
+                        {"stop", {"Lily"}}};
   const json a = Completion(*plain_client, request);
   const json b = Completion(*spec_client, request);
   ASSERT_TRUE(a.contains("choices") && b.contains("choices"));
@@ -60,10 +63,11 @@ TEST(SpecServerTest, BadSpecFlagsStopTheServer) {
                        &err),
             2);
   EXPECT_NE(err.find("--spec draft needs --model-draft"), std::string::npos) << err;
-  EXPECT_NE(RunKvserve("serve -m " + ModelPath("stories260K.gguf") +
-                           " --port 0 --spec draft --model-draft " + ModelPath("gpt2-tiny-f32.gguf"),
-                       &out, &err),
-            0);
+  EXPECT_NE(
+      RunKvserve("serve -m " + ModelPath("stories260K.gguf") +
+                     " --port 0 --spec draft --model-draft " + ModelPath("gpt2-tiny-f32.gguf"),
+                 &out, &err),
+      0);
   EXPECT_NE(err.find("draft model vocabulary"), std::string::npos) << err;
 }
 

@@ -47,6 +47,7 @@ Result<Request> ParseRequestLine(const std::string& line, int line_number, const
     s.seed = j.value("seed", uint64_t{0xC0FFEE});
     r.ignore_eos = j.value("ignore_eos", false);
     r.cache_salt = j.value("cache_salt", std::string());
+    r.speculative = j.value("speculative", true);
     if (j.contains("stop")) {
       r.stop = j["stop"].is_string() ? std::vector<std::string>{j["stop"].get<std::string>()}
                                      : j["stop"].get<std::vector<std::string>>();

@@ -27,15 +27,16 @@ class DraftProposer final : public Proposer {
   void Propose(std::span<Sequence* const> seqs, std::span<const int> max_tokens) override;
   void Forget(const Sequence& seq) override;
 
-  // Draft forwards so far (catch-up and drafting), for tests.
+  // Draft forwards so far (catch-up and drafting), and blocks of its pool in use, for tests.
   int forwards() const { return forwards_; }
+  int blocks_used() const { return blocks_.Stats().used; }
 
  private:
   struct State {
     BlockTable table;
     std::vector<int32_t> computed;  // the tokens whose K/V the draft pool holds, in order
   };
-  // The sequences' states, made to hold `tokens` plus `extra` more; false when blocks ran out.
+  // Grows the state's table to hold n_tokens; false when blocks ran out.
   bool Reserve(State& state, int n_tokens);
   void FreeOthers(std::span<Sequence* const> keep);
 
