@@ -73,8 +73,10 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokeniz
   if (o.max_batched_tokens < 1)
     return Status::InvalidArgument("max_batched_tokens must be at least 1");
   KVSERVE_RETURN_IF_ERROR(ValidateSpec(o.spec, model));
-  if (o.spec.method == SpecMethod::kDraft && o.spec.proposer == nullptr)
-    KVSERVE_RETURN_IF_ERROR(o.spec.draft_model->CheckContextSize(o.n_ctx));
+  if (o.spec.method == SpecMethod::kDraft && o.spec.proposer == nullptr) {
+    const Status fits = o.spec.draft_model->CheckContextSize(o.n_ctx);
+    if (!fits.ok()) return Status::InvalidArgument("draft model: " + fits.message());
+  }
   const uint64_t block_bytes = KvCache::BytesPerBlock(model.kv_spec(), o.kv_type, o.block_size);
   const int blocks_per_seq = (o.n_ctx + o.block_size - 1) / o.block_size;
   uint64_t target_bytes = o.kv_memory_bytes;
