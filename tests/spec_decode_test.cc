@@ -720,5 +720,25 @@ TEST(BlockManagerTruncate, ReleasesTheBlocksPastTheKeptTokens) {
   EXPECT_TRUE(m.CheckInvariants().ok()) << m.CheckInvariants().message();
 }
 
+// Drafts grow tables without evicting: only free blocks count then.
+TEST(BlockManagerTruncate, GrowWithoutEvictionTakesOnlyFreeBlocks) {
+  BlockManager m(3, 2, true);
+  BlockTable cached;
+  const std::vector<int32_t> tokens = {1, 2, 3, 4, 5};
+  ASSERT_TRUE(m.Grow(cached, 5));
+  m.Commit(cached, tokens, 4, "");
+  m.Free(cached);  // two keyed blocks cached, one free
+  EXPECT_EQ(m.Stats().cached, 2);
+  BlockTable t;
+  EXPECT_FALSE(m.Grow(t, 4, /*evict=*/false));
+  EXPECT_TRUE(t.empty());
+  EXPECT_TRUE(m.Grow(t, 2, /*evict=*/false));
+  EXPECT_EQ(m.Stats().cached, 2);
+  EXPECT_TRUE(m.Grow(t, 4));  // evicting is allowed by default
+  EXPECT_EQ(m.Stats().cached, 1);
+  m.Free(t);
+  EXPECT_TRUE(m.CheckInvariants().ok()) << m.CheckInvariants().message();
+}
+
 }  // namespace
 }  // namespace kvserve

@@ -114,14 +114,14 @@ void Scheduler::AdmitWaiting(StepPlan& plan, int& budget) {
 }
 
 // Drafts only take what plain decoding and admission left: they never preempt a sequence, hold
-// back an admission or shorten a prefill chunk.
+// back an admission, shorten a prefill chunk or evict a cached prefix block.
 void Scheduler::AddDrafts(StepPlan& plan, int& budget) {
   for (ScheduledChunk& chunk : plan.chunks) {
     Sequence* seq = chunk.seq;
     if (budget <= 0) break;
     if (seq->draft.empty() || !chunk.sample || chunk.n_tokens != 1) continue;
     const int n_draft = std::min(static_cast<int>(seq->draft.size()), budget);
-    if (!blocks_.Grow(seq->blocks, seq->n_computed + 1 + n_draft)) continue;
+    if (!blocks_.Grow(seq->blocks, seq->n_computed + 1 + n_draft, /*evict=*/false)) continue;
     chunk.n_tokens += n_draft;
     chunk.n_draft = n_draft;
     plan.n_tokens += n_draft;

@@ -107,9 +107,9 @@ int32_t BlockManager::TakeFreshBlock() {
   return block;
 }
 
-bool BlockManager::Grow(BlockTable& table, int n_tokens) {
+bool BlockManager::Grow(BlockTable& table, int n_tokens, bool evict) {
   const int needed = BlocksToHold(table, n_tokens);
-  if (needed > available()) return false;
+  if (needed > (evict ? available() : static_cast<int>(free_.size()))) return false;
   for (int i = 0; i < needed; ++i) table.blocks.push_back(TakeFreshBlock());
   return true;
 }

@@ -72,8 +72,9 @@ class BlockManager {
 
   // Fresh blocks needed so the table can hold n_tokens tokens.
   int BlocksToHold(const BlockTable& table, int n_tokens) const;
-  // Grows the table to hold n_tokens tokens; false (and no change) when blocks run out.
-  bool Grow(BlockTable& table, int n_tokens);
+  // Grows the table to hold n_tokens tokens; false (and no change) when blocks run out. With
+  // evict false only free blocks are taken (speculative drafts must not evict cached prefixes).
+  bool Grow(BlockTable& table, int n_tokens, bool evict = true);
 
   // Registers the table's full blocks among tokens[0..n_computed) in the prefix cache.
   void Commit(BlockTable& table, std::span<const int32_t> tokens, int n_computed,
