@@ -7,6 +7,7 @@
 //   [--output-format]
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -18,6 +19,7 @@
 #include "cli/engine_flags.h"
 #include "cli/machine_probe.h"
 #include "cli/model_options.h"
+#include "cli/spec_bench.h"
 #include "cli/svg_plot.h"
 #include "util/resident_memory.h"
 
@@ -76,7 +78,20 @@ FlagTable BenchFlagTable() {
              .default_text = "Once",
              .help = "the prompt generation starts from"},
             {.name = "--plot", .value_name = "FILE", .help = "write an SVG plot of the times"}}},
+          {"speculative bench (with --spec ngram|draft, or --spec-replay)",
+           {{.name = "--spec-streams",
+             .value_name = "N[,N...]",
+             .default_text = "1,16",
+             .help = "concurrent requests per row, plain and speculative"},
+            {.name = "--spec-task",
+             .value_name = "TASK",
+             .default_text = "both",
+             .help = "grounded (the answer repeats the prompt), free, or both"},
+            {.name = "--spec-replay",
+             .value_name = "P[,P...]",
+             .help = "draft the plain output, each token right with probability P, per P"}}},
           ModelFlags(),
+          SpecFlags(),
           std::move(engine)}};
 }
 
@@ -276,6 +291,53 @@ MemoryCheck CheckMemory(const Model& model, const std::vector<BenchResult>& resu
 
 }  // namespace
 
+// --spec / --spec-replay: plain against speculative decoding, same output checked per row.
+int RunSpecBenchCommand(const Args& args, const Model& model, const ModelOptions& model_options,
+                        const BenchFlags& flags) {
+  auto engine = ReadEngineOptions(args, model_options);
+  if (!engine.ok()) return Fail(engine.message(), 2);
+  SpecBenchOptions o{.engine = *engine};
+  o.engine.n_threads = model_options.n_threads;
+  if (args.Has("--spec-replay")) {
+    if (o.engine.spec.method != SpecMethod::kNone)
+      return Fail("flag --spec-replay does not go with --spec", 2);
+    const std::string text = *args.Get("--spec-replay");
+    size_t start = 0;
+    while (start <= text.size()) {
+      const size_t comma = std::min(text.find(',', start), text.size());
+      const std::string item = text.substr(start, comma - start);
+      char* end = nullptr;
+      const double p = std::strtod(item.c_str(), &end);
+      if (item.empty() || *end != '\0' || !(p >= 0 && p <= 1))
+        return Fail("flag --spec-replay: '" + item + "' is not a probability in [0, 1]", 2);
+      o.accept.push_back(p);
+      start = comma + 1;
+    }
+  }
+  auto streams = ReadCounts(args, "--spec-streams", "1,16", 1, 4096);
+  if (!streams.ok()) return Fail(streams.message(), 2);
+  o.streams.assign(streams->begin(), streams->end());
+  const std::string task = args.GetOr("--spec-task", "both");
+  if (task == "both") {
+    o.tasks = {"grounded", "free"};
+  } else if (task == "grounded" || task == "free") {
+    o.tasks = {task};
+  } else {
+    return Fail("flag --spec-task: '" + task + "' is not one of grounded, free, both", 2);
+  }
+  o.n_gen = flags.n_gen.empty() || flags.n_gen[0] == 0 ? 128 : flags.n_gen[0];
+  o.repeats = flags.repeats;
+  if (flags.format == "csv") return Fail("flag --output-format: csv does not go with --spec", 2);
+  auto draft = OpenDraftModel(args, o.engine.spec);
+  if (!draft.ok()) return Fail(draft.message(), 1);
+  auto tokenizer = Tokenizer::FromGguf(model.file());
+  if (!tokenizer.ok()) return Fail(tokenizer.message(), 1);
+  auto rows = RunSpecBench(model, **tokenizer, o);
+  if (!rows.ok()) return Fail(rows.message(), 1);
+  std::fputs(FormatSpecBench(*rows, flags.format).c_str(), stdout);
+  return 0;
+}
+
 int RunBench(const std::vector<std::string>& argv) {
   auto args = Args::Parse(argv, BenchFlagTable());
   if (!args.ok()) return Fail(args.message() + "\n" + kUsage, 2);
@@ -291,6 +353,8 @@ int RunBench(const std::vector<std::string>& argv) {
   const std::optional<uint64_t> load_peak = PeakResidentBytes();
   ThreadPool pool(model_options->n_threads);
   if (flags->cache_compare) return RunCacheCompare(**model, *model_options, *flags, pool);
+  if (args->GetOr("--spec", "none") != "none" || args->Has("--spec-replay"))
+    return RunSpecBenchCommand(*args, **model, *model_options, *flags);
 
   // The ceilings: decode reads every multiplied weight once per token; prefill does
   // 2 FLOP per multiplied weight per token at the measured matmul rate of the model's type.

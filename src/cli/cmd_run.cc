@@ -44,6 +44,7 @@ FlagTable RunFlagTable() {
                 {.name = "--ignore-eos", .help = "keep generating past end-of-generation tokens"}}},
               ModelFlags(),
               SamplingFlags(),
+              SpecFlags(),
               std::move(engine)}};
 }
 
@@ -128,8 +129,12 @@ int RunGenerate(const std::vector<std::string>& argv) {
   request.prompt = prompt;
   // Generation ends where the context does (finish reason "length").
   request.max_tokens = std::min(request.max_tokens, n_ctx - static_cast<int>(prompt.size()) + 1);
-  auto engine = Engine::Create(**model, tok,
-                               SingleStreamEngineOptions(*model_options, 16, options->no_cache));
+  EngineOptions engine_options = SingleStreamEngineOptions(*model_options, 16, options->no_cache);
+  Status spec = ReadSpecOptions(*args, engine_options.spec);
+  if (!spec.ok()) return fail(spec.message(), 2);
+  auto draft = OpenDraftModel(*args, engine_options.spec);
+  if (!draft.ok()) return fail(draft.message(), 1);
+  auto engine = Engine::Create(**model, tok, engine_options);
   if (!engine.ok()) return fail(engine.message(), 1);
   const bool text = options->output_format == "text";
   if (text) {
@@ -156,6 +161,12 @@ int RunGenerate(const std::vector<std::string>& argv) {
                  prompt.size(), result->prompt_ms, result->prompt_tokens_per_s(), n_generated,
                  result->decode_ms, result->decode_tokens_per_s(),
                  options->no_cache ? " [no cache]" : "", finish);
+    if (engine_options.spec.enabled()) {
+      const Usage& u = result->usage;
+      std::fprintf(stderr, "speculative: %d of %d drafted tokens accepted (%.1f%%)\n",
+                   u.accepted_tokens, u.drafted_tokens,
+                   u.drafted_tokens > 0 ? 100.0 * u.accepted_tokens / u.drafted_tokens : 0.0);
+    }
     return 0;
   }
   nlohmann::json out = {
@@ -169,6 +180,10 @@ int RunGenerate(const std::vector<std::string>& argv) {
         {"prompt_tokens_per_s", result->prompt_tokens_per_s()},
         {"decode_tokens_per_s", result->decode_tokens_per_s()}}},
   };
+  if (engine_options.spec.enabled()) {
+    out["drafted_tokens"] = result->usage.drafted_tokens;
+    out["accepted_tokens"] = result->usage.accepted_tokens;
+  }
   std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   return 0;
 }

@@ -47,6 +47,7 @@ Result<Request> ParseRequestLine(const std::string& line, int line_number, const
     s.seed = j.value("seed", uint64_t{0xC0FFEE});
     r.ignore_eos = j.value("ignore_eos", false);
     r.cache_salt = j.value("cache_salt", std::string());
+    r.speculative = j.value("speculative", true);
     if (j.contains("stop")) {
       r.stop = j["stop"].is_string() ? std::vector<std::string>{j["stop"].get<std::string>()}
                                      : j["stop"].get<std::vector<std::string>>();
@@ -80,6 +81,8 @@ int RunBatchFile(const Args& args, const ModelOptions& model_options, const Mode
     if (request->id.empty()) request->id = "line-" + std::to_string(number);
     requests.push_back(std::move(request).value());
   }
+  auto draft = OpenDraftModel(args, engine_options->spec);
+  if (!draft.ok()) return fail(draft.message(), 1);
   auto engine = Engine::Create(model, **tokenizer, *engine_options);
   if (!engine.ok()) return fail(engine.message(), 1);
   const auto start = std::chrono::steady_clock::now();
@@ -92,17 +95,21 @@ int RunBatchFile(const Args& args, const ModelOptions& model_options, const Mode
   for (size_t i = 0; i < requests.size(); ++i) {
     auto done = Complete(*streams[i], start);
     if (!done.ok()) return fail("request '" + requests[i].id + "': " + done.message(), 1);
-    const json out = {{"id", requests[i].id},
-                      {"prompt_tokens", requests[i].prompt},
-                      {"tokens", done->tokens},
-                      {"text", done->text},
-                      {"finish_reason", FinishReasonName(done->finish_reason)},
-                      {"cached_tokens", done->usage.cached_tokens},
-                      {"timings",
-                       {{"prompt_ms", done->prompt_ms},
-                        {"decode_ms", done->decode_ms},
-                        {"prompt_tokens_per_s", done->prompt_tokens_per_s()},
-                        {"decode_tokens_per_s", done->decode_tokens_per_s()}}}};
+    json out = {{"id", requests[i].id},
+                {"prompt_tokens", requests[i].prompt},
+                {"tokens", done->tokens},
+                {"text", done->text},
+                {"finish_reason", FinishReasonName(done->finish_reason)},
+                {"cached_tokens", done->usage.cached_tokens},
+                {"timings",
+                 {{"prompt_ms", done->prompt_ms},
+                  {"decode_ms", done->decode_ms},
+                  {"prompt_tokens_per_s", done->prompt_tokens_per_s()},
+                  {"decode_tokens_per_s", done->decode_tokens_per_s()}}}};
+    if (engine_options->spec.enabled()) {
+      out["drafted_tokens"] = done->usage.drafted_tokens;
+      out["accepted_tokens"] = done->usage.accepted_tokens;
+    }
     std::printf("%s\n", out.dump(-1, ' ', false, json::error_handler_t::replace).c_str());
   }
   return 0;

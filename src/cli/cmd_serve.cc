@@ -79,7 +79,8 @@ FlagTable ServeFlagTable() {
              .default_text = "30",
              .help = "on SIGTERM/SIGINT, how long running requests may take to finish"}}},
           ModelFlags(),
-          EngineFlags()}};
+          EngineFlags(),
+          SpecFlags()}};
 }
 
 namespace {
@@ -238,6 +239,8 @@ int RunServe(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "kvserve serve: %s\n", chat->warning().c_str());
   EngineOptions engine_options = options->engine;
   engine_options.n_ctx = model_options->n_ctx;  // as LoadModel resolved it
+  auto draft = OpenDraftModel(*args, engine_options.spec);
+  if (!draft.ok()) return stop_with(draft.message());
   auto engine = Engine::Create(**model, **tokenizer, engine_options);
   if (!engine.ok()) return stop_with(engine.message());
 

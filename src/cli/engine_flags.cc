@@ -1,5 +1,8 @@
 #include "cli/engine_flags.h"
 
+#include "cli/cli_backend.h"
+
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -26,6 +29,37 @@ FlagGroup EngineFlags() {
             .help = "tokens per engine step, decode tokens and prefill chunks together"},
            {.name = "--no-prefix-cache",
             .help = "do not share the KV blocks of a common prompt prefix between requests"}}};
+}
+
+FlagGroup SpecFlags() {
+  return {"speculative decoding (never changes a token)",
+          {{.name = "--spec",
+            .value_name = "METHOD",
+            .default_text = "none",
+            .help = "none, ngram (prompt lookup) or draft (--model-draft)"},
+           {.name = "--spec-max",
+            .value_name = "N",
+            .default_text = "5",
+            .help = "drafted tokens per sequence and step at most (the adaptive depth's ceiling)"},
+           {.name = "--spec-min",
+            .value_name = "N",
+            .default_text = "1",
+            .help = "shorter drafts are not verified (the depth's floor)"},
+           {.name = "--spec-ngram-min",
+            .value_name = "N",
+            .default_text = "1",
+            .help = "ngram: shortest suffix looked up in the sequence's own tokens"},
+           {.name = "--spec-ngram-max",
+            .value_name = "N",
+            .default_text = "3",
+            .help = "ngram: longest suffix looked up (tried first)"},
+           {.name = "--spec-batch-tokens",
+            .value_name = "N",
+            .default_text = "16",
+            .help = "back-off: with n live sequences each drafts at most (N - n) / n tokens"},
+           {.name = "--model-draft",
+            .value_name = "FILE",
+            .help = "draft: the GGUF of a smaller model with the same vocabulary"}}};
 }
 
 uint64_t AvailableMemoryBytes() {
@@ -98,6 +132,41 @@ Status ReadBounded(const Args& args, const std::string& flag, int64_t fallback, 
 }
 }  // namespace
 
+Status ReadSpecOptions(const Args& args, SpecOptions& spec) {
+  const std::string method = args.GetOr("--spec", "none");
+  if (method == "none") {
+    spec.method = SpecMethod::kNone;
+  } else if (method == "ngram") {
+    spec.method = SpecMethod::kNgram;
+  } else if (method == "draft") {
+    spec.method = SpecMethod::kDraft;
+  } else {
+    return Status::InvalidArgument("flag --spec: '" + method +
+                                   "' is not one of none, ngram, draft");
+  }
+  KVSERVE_RETURN_IF_ERROR(ReadBounded(args, "--spec-max", 5, 1, 64, &spec.max_tokens));
+  KVSERVE_RETURN_IF_ERROR(ReadBounded(args, "--spec-min", 1, 0, spec.max_tokens, &spec.min_tokens));
+  KVSERVE_RETURN_IF_ERROR(ReadBounded(args, "--spec-ngram-min", 1, 1, 64, &spec.ngram_min));
+  KVSERVE_RETURN_IF_ERROR(ReadBounded(args, "--spec-ngram-max", std::max(3, spec.ngram_min),
+                                      spec.ngram_min, 64, &spec.ngram_max));
+  KVSERVE_RETURN_IF_ERROR(
+      ReadBounded(args, "--spec-batch-tokens", 16, 1, 1 << 20, &spec.batch_tokens));
+  const std::string draft_path = args.GetOr("--model-draft", "");
+  if (spec.method == SpecMethod::kDraft && draft_path.empty())
+    return Status::InvalidArgument("flag --spec draft needs --model-draft FILE");
+  if (spec.method != SpecMethod::kDraft && !draft_path.empty())
+    return Status::InvalidArgument("flag --model-draft is used only with --spec draft");
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Model>> OpenDraftModel(const Args& args, SpecOptions& spec) {
+  if (spec.method != SpecMethod::kDraft) return std::unique_ptr<Model>();
+  auto model = LoadModel(args.GetOr("--model-draft", ""), CliBackend());
+  if (!model.ok()) return Status::InvalidArgument("flag --model-draft: " + model.message());
+  spec.draft_model = model->get();
+  return model;
+}
+
 Result<EngineOptions> ReadEngineOptions(const Args& args, const ModelOptions& model) {
   EngineOptions o;
   o.n_threads = model.n_threads;
@@ -113,6 +182,7 @@ Result<EngineOptions> ReadEngineOptions(const Args& args, const ModelOptions& mo
     if (!size.ok()) return size.status();
     o.kv_memory_bytes = *size;
   }
+  KVSERVE_RETURN_IF_ERROR(ReadSpecOptions(args, o.spec));
   return o;
 }
 

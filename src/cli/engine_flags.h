@@ -1,9 +1,12 @@
 // Flags that configure the serving engine, shared by `run --batch-file`, `bench --concurrency`
 // and `serve`: --kv-memory, --block-size, --max-num-seqs, --max-batched-tokens,
-// --no-prefix-cache (and the model flags' -t, -c, --kv-type).
+// --no-prefix-cache (and the model flags' -t, -c, --kv-type); and speculative decoding's
+// (SpecFlags, also for plain `run` and `bench`): --spec, --spec-max, --spec-min,
+// --spec-ngram-min, --spec-ngram-max, --spec-batch-tokens, --model-draft.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "cli/args.h"
@@ -14,6 +17,12 @@
 namespace kvserve {
 
 FlagGroup EngineFlags();
+FlagGroup SpecFlags();
+// Reads the --spec flags (draft_model left null; ReadEngineOptions calls it too).
+Status ReadSpecOptions(const Args& args, SpecOptions& spec);
+// With --spec draft: loads --model-draft (on the CLI backend) and points spec.draft_model at it;
+// the returned model must outlive the engine. Null (and no error) for the other methods.
+Result<std::unique_ptr<Model>> OpenDraftModel(const Args& args, SpecOptions& spec);
 // Reads the engine flags; threads, context and KV type come from the resolved model options.
 Result<EngineOptions> ReadEngineOptions(const Args& args, const ModelOptions& model);
 

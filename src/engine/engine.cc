@@ -25,6 +25,40 @@ void RequestStream::Push(RequestEvent event) {
   ready_.notify_all();
 }
 
+namespace {
+
+Status ValidateSpec(const SpecOptions& spec, const Model& model) {
+  if (!spec.enabled()) return Status::Ok();
+  auto range = [](const char* name, int value, int lo, int hi) {
+    if (value >= lo && value <= hi) return Status::Ok();
+    return Status::InvalidArgument(std::string(name) + " " + std::to_string(value) +
+                                   " is out of range (" + std::to_string(lo) + " to " +
+                                   std::to_string(hi) + ")");
+  };
+  KVSERVE_RETURN_IF_ERROR(range("spec max tokens", spec.max_tokens, 1, 64));
+  KVSERVE_RETURN_IF_ERROR(range("spec min tokens", spec.min_tokens, 0, spec.max_tokens));
+  KVSERVE_RETURN_IF_ERROR(range("spec batch tokens", spec.batch_tokens, 1, 1 << 20));
+  if (spec.method == SpecMethod::kNgram) {
+    KVSERVE_RETURN_IF_ERROR(range("spec ngram min", spec.ngram_min, 1, 64));
+    KVSERVE_RETURN_IF_ERROR(range("spec ngram max", spec.ngram_max, spec.ngram_min, 64));
+  }
+  if (spec.method == SpecMethod::kDraft && spec.proposer == nullptr) {
+    if (spec.draft_model == nullptr)
+      return Status::InvalidArgument("spec method draft needs a draft model");
+    const int n_draft = spec.draft_model->config().n_vocab;
+    const int n_target = model.config().n_vocab;
+    if (n_draft != n_target) {
+      return Status::InvalidArgument("draft model vocabulary " + std::to_string(n_draft) +
+                                     " differs from the target's " + std::to_string(n_target));
+    }
+    if (&spec.draft_model->backend() != &model.backend())
+      return Status::InvalidArgument("the draft model is on another backend than the target");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokenizer& tokenizer,
                                                const EngineOptions& options) {
   EngineOptions o = options;
@@ -39,11 +73,34 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokeniz
   if (o.max_num_seqs < 1) return Status::InvalidArgument("max_num_seqs must be at least 1");
   if (o.max_batched_tokens < 1)
     return Status::InvalidArgument("max_batched_tokens must be at least 1");
+  KVSERVE_RETURN_IF_ERROR(ValidateSpec(o.spec, model));
+  if (o.spec.method == SpecMethod::kDraft && o.spec.proposer == nullptr) {
+    const Status fits = o.spec.draft_model->CheckContextSize(o.n_ctx);
+    if (!fits.ok()) return Status::InvalidArgument("draft model: " + fits.message());
+  }
   const uint64_t block_bytes = KvCache::BytesPerBlock(model.kv_spec(), o.kv_type, o.block_size);
   const int blocks_per_seq = (o.n_ctx + o.block_size - 1) / o.block_size;
-  uint64_t n_blocks = o.kv_memory_bytes > 0
-                          ? o.kv_memory_bytes / block_bytes
-                          : static_cast<uint64_t>(blocks_per_seq) * o.max_num_seqs;
+  uint64_t target_bytes = o.kv_memory_bytes;
+  int n_draft_blocks = 0;
+  if (o.spec.method == SpecMethod::kDraft && o.spec.proposer == nullptr) {
+    // The draft's pool: room for every sequence's context plus its drafts; with --kv-memory, the
+    // budget is split between the two pools by their bytes per token.
+    const uint64_t draft_block_bytes =
+        KvCache::BytesPerBlock(o.spec.draft_model->kv_spec(), o.kv_type, o.block_size);
+    const int draft_blocks_per_seq =
+        (o.n_ctx + o.spec.max_tokens + o.block_size - 1) / o.block_size;
+    uint64_t draft_blocks = static_cast<uint64_t>(draft_blocks_per_seq) * o.max_num_seqs;
+    if (o.kv_memory_bytes > 0) {
+      const uint64_t draft_bytes = static_cast<uint64_t>(
+          static_cast<double>(o.kv_memory_bytes) * static_cast<double>(draft_block_bytes) /
+          static_cast<double>(draft_block_bytes + block_bytes));
+      draft_blocks = std::min<uint64_t>(draft_blocks, draft_bytes / draft_block_bytes);
+      target_bytes = o.kv_memory_bytes - draft_blocks * draft_block_bytes;
+    }
+    n_draft_blocks = static_cast<int>(std::min<uint64_t>(draft_blocks, 1u << 30));
+  }
+  uint64_t n_blocks = target_bytes > 0 ? target_bytes / block_bytes
+                                       : static_cast<uint64_t>(blocks_per_seq) * o.max_num_seqs;
   if (n_blocks < 1) {
     return Status::InvalidArgument("KV memory " + std::to_string(o.kv_memory_bytes) +
                                    " bytes holds no block (one block takes " +
@@ -54,11 +111,12 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokeniz
   engine->options_ = o;
   engine->n_vocab_ = c.n_vocab;
   Engine* e = engine.get();
-  engine->core_ = std::make_unique<EngineCore>(
-      model, tokenizer, o, static_cast<int>(n_blocks), [e](std::vector<std::string> ids) {
-        std::lock_guard<std::mutex> lock(e->mutex_);
-        e->session_ids_ = std::set<std::string>(ids.begin(), ids.end());
-      });
+  engine->core_ = std::make_unique<EngineCore>(model, tokenizer, o, static_cast<int>(n_blocks),
+                                               n_draft_blocks, [e](std::vector<std::string> ids) {
+                                                 std::lock_guard<std::mutex> lock(e->mutex_);
+                                                 e->session_ids_ =
+                                                     std::set<std::string>(ids.begin(), ids.end());
+                                               });
   engine->core_->FillStats(engine->stats_);
   engine->thread_ = std::thread([e = engine.get()] { e->Loop(); });
   return engine;

@@ -26,6 +26,28 @@
 
 namespace kvserve {
 
+class Proposer;  // engine/proposer.h
+
+enum class SpecMethod { kNone, kNgram, kDraft };
+
+// Speculative decoding (`--spec`): drafted tokens are verified in the step's batched forward by
+// replaying each request's own sampler, so the output is exactly that of plain decoding.
+struct SpecOptions {
+  SpecMethod method = SpecMethod::kNone;
+  int max_tokens = 5;  // drafted tokens per sequence and step at most (the depth's ceiling)
+  int min_tokens = 1;  // shorter drafts are not verified; the depth's floor
+  int ngram_min = 1;   // kNgram: the shortest suffix looked up
+  int ngram_max = 3;   // kNgram: the longest suffix looked up (tried first)
+  // Back-off: decode plus drafted tokens per step at most; with n sequences live (running or
+  // waiting) each decoding one drafts at most (batch_tokens - n) / n, so from batch_tokens / 2
+  // live sequences on nothing is drafted.
+  int batch_tokens = 16;
+  const Model* draft_model = nullptr;  // kDraft: borrowed, same vocabulary as the target
+  // Overrides `method` when set (tests; the bench's replay proposer).
+  std::shared_ptr<Proposer> proposer;
+  bool enabled() const { return method != SpecMethod::kNone || proposer != nullptr; }
+};
+
 struct EngineOptions {
   int n_threads = 0;  // 0 = one per core
   int n_ctx = 0;      // most tokens per sequence; 0 = the model's training context
@@ -42,6 +64,7 @@ struct EngineOptions {
   double session_ttl_s = 300;  // how long a finished session's blocks stay pinned
   double max_pinned_fraction =
       0.5;  // pinned session blocks may hold at most this share of the pool
+  SpecOptions spec;
 };
 
 struct EngineStats {
@@ -58,6 +81,12 @@ struct EngineStats {
   uint64_t prompt_tokens = 0;      // prompt tokens computed (not served from cache)
   uint64_t generation_tokens = 0;  // tokens sampled
   uint64_t steps = 0;
+  // Speculative decoding: verifies with drafts, drafted tokens, accepted tokens, and accepted
+  // tokens by draft position (index 0 = the first drafted token of a verify).
+  uint64_t spec_drafts = 0;
+  uint64_t spec_draft_tokens = 0;
+  uint64_t spec_accepted_tokens = 0;
+  std::vector<uint64_t> spec_accepted_by_position;
 };
 
 class EngineCore;  // the step loop's state; lives on the engine thread

@@ -3,11 +3,13 @@
 #include <algorithm>
 
 #include "engine/block_map.h"
+#include "engine/proposer_draft.h"
+#include "engine/proposer_ngram.h"
 
 namespace kvserve {
 
 EngineCore::EngineCore(const Model& model, const Tokenizer& tokenizer, const EngineOptions& options,
-                       int n_blocks,
+                       int n_blocks, int n_draft_blocks,
                        std::function<void(std::vector<std::string>)> on_sessions_changed)
     : model_(model),
       tokenizer_(tokenizer),
@@ -19,9 +21,22 @@ EngineCore::EngineCore(const Model& model, const Tokenizer& tokenizer, const Eng
       scheduler_(blocks_,
                  SchedulerOptions{.max_num_seqs = options.max_num_seqs,
                                   .max_batched_tokens = options.max_batched_tokens,
-                                  .recompute = options.recompute},
+                                  .recompute = options.recompute,
+                                  .share_in_batch = options.prefix_caching},
                  [this] { return ReleaseOldestSession(); }),
-      on_sessions_changed_(std::move(on_sessions_changed)) {}
+      on_sessions_changed_(std::move(on_sessions_changed)) {
+  const SpecOptions& spec = options_.spec;
+  if (spec.proposer) {
+    proposer_ = spec.proposer;
+  } else if (spec.method == SpecMethod::kNgram) {
+    proposer_ = std::make_shared<NgramProposer>(spec.ngram_min, spec.ngram_max);
+  } else if (spec.method == SpecMethod::kDraft && spec.draft_model != nullptr) {
+    // The draft model's cache: the target's type where uniform, else its first group's.
+    proposer_ = std::make_shared<DraftProposer>(*spec.draft_model, options.kv_type.group(0),
+                                                options.block_size, std::max(1, n_draft_blocks),
+                                                options.n_threads);
+  }
+}
 
 void EngineCore::Add(Request request, std::shared_ptr<RequestStream> stream) {
   auto seq = std::make_unique<Sequence>(std::move(request), std::move(stream), tokenizer_,
@@ -45,6 +60,9 @@ void EngineCore::Finish(Sequence* seq, FinishReason reason, const std::string& t
   event.usage.prompt_tokens = seq->n_prompt;
   event.usage.completion_tokens = seq->n_generated();
   event.usage.cached_tokens = std::max(0, seq->n_cached_prompt);
+  event.usage.drafted_tokens = seq->n_drafted;
+  event.usage.accepted_tokens = seq->n_accepted;
+  if (proposer_) proposer_->Forget(*seq);
   const bool completed = reason == FinishReason::kStop || reason == FinishReason::kLength;
   if (!seq->request.session_id.empty() && completed) Pin(*seq);
   std::unique_ptr<Sequence> owned = scheduler_.Remove(seq);
@@ -129,13 +147,53 @@ void EngineCore::ReleaseSessionsAbove(int max_blocks) {
 }
 
 bool EngineCore::Step() {
+  Propose();
   const StepPlan plan = scheduler_.Schedule();
   if (plan.empty()) return false;
   CountPromptTokens(plan);
   const StepLogits logits = runner_.Run(plan);
   const std::vector<SampleResult> sampled = Sample(plan, logits);
-  Deliver(scheduler_.Postprocess(plan, sampled));
+  const std::vector<SequenceOutput> outputs = scheduler_.Postprocess(plan, sampled);
+  generation_tokens_ += outputs.size();
+  Deliver(outputs);
   return true;
+}
+
+void EngineCore::Propose() {
+  if (!proposer_) return;
+  int n_decoding = 0;
+  for (const auto& seq : scheduler_.running()) {
+    seq->draft.clear();
+    if (seq->n_pending() == 1) ++n_decoding;
+  }
+  if (n_decoding == 0 || options_.recompute) return;
+  const SpecOptions& spec = options_.spec;
+  // Back-off: every live sequence (prefilling or waiting ones soon decode too) counts as load.
+  const int n_live = static_cast<int>(scheduler_.running().size() + scheduler_.waiting().size());
+  const int share = (spec.batch_tokens - n_live) / n_live;
+  const int floor = std::max(1, spec.min_tokens);
+  if (share < floor) return;
+  std::vector<Sequence*> seqs;
+  std::vector<int> max_tokens;
+  for (const auto& owned : scheduler_.running()) {
+    Sequence* seq = owned.get();
+    if (seq->n_pending() != 1 || !seq->request.speculative) continue;
+    if (seq->spec_depth == 0) seq->spec_depth = spec.max_tokens;
+    // Drafts past max_tokens or the context would only follow a finish.
+    const int k = std::min({seq->spec_depth, share, spec.max_tokens,
+                            seq->request.max_tokens - seq->n_generated() - 1,
+                            options_.n_ctx - 1 - seq->n_computed});
+    if (k < floor) continue;
+    seqs.push_back(seq);
+    max_tokens.push_back(k);
+  }
+  if (seqs.empty()) return;
+  proposer_->Propose(seqs, max_tokens);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    std::vector<int32_t>& draft = seqs[i]->draft;
+    if (static_cast<int>(draft.size()) > max_tokens[i]) draft.resize(max_tokens[i]);
+    if (static_cast<int>(draft.size()) < floor) draft.clear();
+  }
 }
 
 void EngineCore::CountPromptTokens(const StepPlan& plan) {
@@ -150,11 +208,26 @@ void EngineCore::CountPromptTokens(const StepPlan& plan) {
 
 std::vector<SampleResult> EngineCore::Sample(const StepPlan& plan, const StepLogits& logits) {
   std::vector<SampleResult> sampled;
+  size_t row = 0;
   for (const ScheduledChunk& chunk : plan.chunks) {
     if (!chunk.sample) continue;
-    sampled.push_back(chunk.seq->sampler.Sample(logits.row(sampled.size()), chunk.seq->tokens));
+    Sequence& seq = *chunk.seq;
+    // Position by position, as plain decoding would: the history grows by each accepted token.
+    const size_t n_tokens = seq.tokens.size();
+    int n_accepted = 0;
+    for (;;) {
+      sampled.push_back(seq.sampler.Sample(logits.row(row + n_accepted), seq.tokens));
+      if (n_accepted >= chunk.n_draft || sampled.back().token != seq.draft[n_accepted]) break;
+      seq.tokens.push_back(sampled.back().token);
+      ++n_accepted;
+    }
+    seq.tokens.resize(n_tokens);
+    row += chunk.n_draft + 1;
+    if (chunk.n_draft > 0) {
+      seq.spec_depth = NextSpecDepth(seq.spec_depth, chunk.n_draft, n_accepted,
+                                     options_.spec.min_tokens, options_.spec.max_tokens);
+    }
   }
-  generation_tokens_ += sampled.size();
   return sampled;
 }
 
@@ -203,6 +276,10 @@ void EngineCore::FillStats(EngineStats& stats) const {
   stats.prompt_tokens = prompt_tokens_;
   stats.generation_tokens = generation_tokens_;
   stats.steps = steps_;
+  stats.spec_drafts = scheduler_.spec_drafts();
+  stats.spec_draft_tokens = scheduler_.spec_draft_tokens();
+  stats.spec_accepted_tokens = scheduler_.spec_accepted_tokens();
+  stats.spec_accepted_by_position = scheduler_.spec_accepted_by_position();
 }
 
 void EngineCore::FillBlockMap(BlockMap& map) const {

@@ -12,6 +12,7 @@
 
 #include "engine/engine.h"
 #include "engine/model_runner.h"
+#include "engine/proposer.h"
 #include "engine/scheduler.h"
 #include "kv/block_manager.h"
 #include "kv/kv_cache.h"
@@ -22,8 +23,10 @@ class EngineCore {
  public:
   // on_sessions_changed is called (on the engine thread) with the live session ids whenever a
   // session is pinned or released, before the request that pinned it reports its finish.
+  // n_draft_blocks: the draft model's KV pool (options.spec.method kDraft).
   EngineCore(const Model& model, const Tokenizer& tokenizer, const EngineOptions& options,
-             int n_blocks, std::function<void(std::vector<std::string>)> on_sessions_changed);
+             int n_blocks, int n_draft_blocks,
+             std::function<void(std::vector<std::string>)> on_sessions_changed);
 
   void Add(Request request, std::shared_ptr<RequestStream> stream);
   void Abort(const std::string& id);
@@ -49,7 +52,11 @@ class EngineCore {
   };
   void Finish(Sequence* seq, FinishReason reason, const std::string& tail = "");
   void CountPromptTokens(const StepPlan& plan);
-  // One token per chunk that samples, in plan order, each from its own sequence's sampler.
+  // Speculative decoding: clears every running sequence's draft, then asks the proposer for the
+  // decoding ones (depth, remaining max_tokens, context and the back-off budget permitting).
+  void Propose();
+  // Per chunk that samples, in plan order, from its own sequence's sampler: one token, or for a
+  // chunk with drafts the replay (while the sampled token equals the draft, the next row).
   std::vector<SampleResult> Sample(const StepPlan& plan, const StepLogits& logits);
   // Sends each output's token event and finishes the sequences whose stop rules said so.
   void Deliver(const std::vector<SequenceOutput>& outputs);
@@ -62,6 +69,7 @@ class EngineCore {
   EngineOptions options_;
   KvCache kv_;
   ModelRunner runner_;
+  std::shared_ptr<Proposer> proposer_;  // null: no speculative decoding
   BlockManager blocks_;
   Scheduler scheduler_;
   std::map<std::string, Session> sessions_;

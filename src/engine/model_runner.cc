@@ -9,20 +9,20 @@ ModelRunner::ModelRunner(const Model& model, KvCache& kv, int n_threads)
       kv_(kv),
       workspace_(model.backend().NewWorkspace(WorkspaceOptions{.n_threads = n_threads})) {}
 
-void ModelRunner::AddChunk(std::span<const int32_t> tokens, int first, int n,
-                           const std::vector<int32_t>& block_table, bool last_logits,
-                           bool all_logits) {
+void ModelRunner::AddChunk(std::span<const int32_t> chunk, int first,
+                           const std::vector<int32_t>& block_table, int n_logit_rows) {
   const int seq_index = static_cast<int>(batch_.block_tables.size());
   batch_.block_tables.push_back(block_table);
   const int block_size = kv_.block_size();
-  for (int pos = first; pos < first + n; ++pos) {
-    batch_.tokens.push_back(tokens[pos]);
+  const int n = static_cast<int>(chunk.size());
+  for (int i = 0; i < n; ++i) {
+    const int pos = first + i;
+    batch_.tokens.push_back(chunk[i]);
     batch_.positions.push_back(pos);
     batch_.seq_index.push_back(seq_index);
     batch_.slots.push_back(KvSlot(block_table.data(), block_size, pos));
-    if (all_logits) batch_.logit_rows.push_back(batch_.n_tokens() - 1);
+    if (i >= n - n_logit_rows) batch_.logit_rows.push_back(batch_.n_tokens() - 1);
   }
-  if (last_logits && !all_logits) batch_.logit_rows.push_back(batch_.n_tokens() - 1);
 }
 
 StepLogits ModelRunner::Forward() {
@@ -36,15 +36,31 @@ StepLogits ModelRunner::Run(const StepPlan& plan) {
   batch_.Clear();
   for (const ScheduledChunk& chunk : plan.chunks) {
     const Sequence& seq = *chunk.seq;
-    AddChunk(seq.tokens, seq.n_computed, chunk.n_tokens, seq.blocks.blocks, chunk.sample, false);
+    std::span<const int32_t> tokens = std::span<const int32_t>(seq.tokens).subspan(seq.n_computed);
+    if (chunk.n_draft == 0) {
+      AddChunk(tokens.first(chunk.n_tokens), seq.n_computed, seq.blocks.blocks,
+               chunk.sample ? 1 : 0);
+      continue;
+    }
+    const int n_pending = chunk.n_tokens - chunk.n_draft;
+    fed_.assign(tokens.begin(), tokens.begin() + n_pending);
+    fed_.insert(fed_.end(), seq.draft.begin(), seq.draft.begin() + chunk.n_draft);
+    AddChunk(fed_, seq.n_computed, seq.blocks.blocks, chunk.n_draft + 1);
   }
+  return Forward();
+}
+
+StepLogits ModelRunner::RunChunks(std::span<const RunnerChunk> chunks) {
+  batch_.Clear();
+  for (const RunnerChunk& c : chunks) AddChunk(c.tokens, c.first, *c.block_table, c.n_logit_rows);
   return Forward();
 }
 
 StepLogits ModelRunner::RunSequence(std::span<const int32_t> tokens, int first,
                                     const std::vector<int32_t>& block_table, bool all_logits) {
   batch_.Clear();
-  AddChunk(tokens, first, static_cast<int>(tokens.size()) - first, block_table, true, all_logits);
+  const int n = static_cast<int>(tokens.size()) - first;
+  AddChunk(tokens.subspan(first), first, block_table, all_logits ? n : 1);
   return Forward();
 }
 

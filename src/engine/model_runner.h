@@ -24,12 +24,24 @@ struct StepLogits {
   size_t n_rows() const { return n_vocab == 0 ? 0 : data.size() / n_vocab; }
 };
 
+// One sequence's tokens for RunChunks: `tokens` at positions first, first + 1, ..., their K/V at
+// the slots of `block_table` (borrowed); a logits row for each of the last n_logit_rows.
+struct RunnerChunk {
+  std::span<const int32_t> tokens;
+  int first = 0;
+  const std::vector<int32_t>* block_table = nullptr;
+  int n_logit_rows = 1;
+};
+
 class ModelRunner {
  public:
   ModelRunner(const Model& model, KvCache& kv, int n_threads);
 
-  // One forward over every chunk of `plan`; a row of logits for each chunk that samples.
+  // One forward over every chunk of `plan`; a row of logits for each chunk that samples (n_draft
+  // + 1 rows for a chunk with drafts: after its pending token and after each draft).
   StepLogits Run(const StepPlan& plan);
+  // Any sequences' chunks in one forward (the draft model's batches); rows in chunk order.
+  StepLogits RunChunks(std::span<const RunnerChunk> chunks);
   // One sequence: tokens[first, tokens.size()) at positions first..., its K/V at the slots of
   // `block_table`; logits of the last token, or of every new token when all_logits is set.
   StepLogits RunSequence(std::span<const int32_t> tokens, int first,
@@ -38,10 +50,10 @@ class ModelRunner {
   const Model& model() const { return model_; }
 
  private:
-  // Appends tokens[first, first + n) of one sequence to the batch; a logits row for the last one
-  // (or for each one when all_logits).
-  void AddChunk(std::span<const int32_t> tokens, int first, int n,
-                const std::vector<int32_t>& block_table, bool last_logits, bool all_logits);
+  // Appends `chunk` (the tokens at positions first, first + 1, ...) of one sequence to the batch;
+  // a logits row for each of its last n_logit_rows tokens.
+  void AddChunk(std::span<const int32_t> chunk, int first, const std::vector<int32_t>& block_table,
+                int n_logit_rows);
   StepLogits Forward();
 
   const Model& model_;
@@ -49,6 +61,7 @@ class ModelRunner {
   std::unique_ptr<Workspace> workspace_;
   ForwardBatch batch_;
   std::vector<float> logits_;
+  std::vector<int32_t> fed_;  // a chunk's pending tokens followed by its drafts
 };
 
 }  // namespace kvserve

@@ -32,6 +32,9 @@ struct Request {
   // EngineOptions::session_ttl_s).
   std::string session_id;
   double timeout_s = 0;  // 0 = none; FinishReason::kTimeout when exceeded
+  // Let the engine's proposer draft tokens for this request (when the engine has one). Never
+  // changes a token or a logprob: drafts are verified by replaying this request's sampler.
+  bool speculative = true;
   // How tokens become text: `chat` renders special tokens and continues after the prompt (a
   // leading space is real); the default strips SentencePiece's prefix space from the first token.
   StreamingDecoder::Options decode;
@@ -40,7 +43,9 @@ struct Request {
 struct Usage {
   int prompt_tokens = 0;
   int completion_tokens = 0;
-  int cached_tokens = 0;  // prompt tokens served from the prefix cache
+  int cached_tokens = 0;    // prompt tokens served from the prefix cache
+  int drafted_tokens = 0;   // tokens proposed by speculative decoding and verified
+  int accepted_tokens = 0;  // of those, emitted (equal to what the sampler chose)
 };
 
 struct RequestEvent {

@@ -19,6 +19,7 @@ void Scheduler::Preempt(size_t running_index) {
   running_.erase(running_.begin() + running_index);
   blocks_.Free(seq->blocks);
   seq->n_computed = 0;
+  seq->draft.clear();
   ++preemptions_;
   waiting_.push_front(std::move(seq));
 }
@@ -44,14 +45,52 @@ void Scheduler::ScheduleRunning(StepPlan& plan, int& budget) {
   }
 }
 
+const std::vector<BlockKey>& Scheduler::PromptKeys(Sequence& seq) {
+  if (!seq.prompt_keys_set) {
+    seq.prompt_keys_set = true;
+    const int bs = blocks_.block_size();
+    // As the prefix cache counts them: the last prompt token is always computed.
+    const int n_blocks = seq.n_prompt > 0 ? (seq.n_prompt - 1) / bs : 0;
+    const std::span<const int32_t> tokens(seq.tokens);
+    for (int b = 0; b < n_blocks; ++b) {
+      seq.prompt_keys.push_back(BlockManager::KeyOf(b ? &seq.prompt_keys.back() : nullptr,
+                                                    seq.request.cache_salt,
+                                                    tokens.subspan(b * bs, bs)));
+    }
+  }
+  return seq.prompt_keys;
+}
+
+void Scheduler::AddInFlight(Sequence& seq, std::set<BlockKey>& in_flight) {
+  const std::vector<BlockKey>& keys = PromptKeys(seq);
+  for (size_t b = seq.n_computed / blocks_.block_size(); b < keys.size(); ++b) {
+    in_flight.insert(keys[b]);
+  }
+}
+
 // Waiting sequences, first come first served: each takes its cached prefix, then blocks for its
-// first chunk. The first one that does not fit stops admission (no overtaking).
+// first chunk. The first one that does not fit stops admission (no overtaking); one that waits
+// for a shared block in flight (share_in_batch) is passed over this step.
 void Scheduler::AdmitWaiting(StepPlan& plan, int& budget) {
-  while (!waiting_.empty() && budget > 0 &&
+  std::set<BlockKey> in_flight;
+  if (options_.share_in_batch && !waiting_.empty()) {
+    for (const auto& running : running_) AddInFlight(*running, in_flight);
+  }
+  size_t i = 0;
+  while (i < waiting_.size() && budget > 0 &&
          static_cast<int>(running_.size()) < options_.max_num_seqs) {
-    Sequence* seq = waiting_.front().get();
+    Sequence* seq = waiting_[i].get();
     assert(seq->blocks.empty());
     const int cached = blocks_.AllocatePrefix(seq->blocks, seq->tokens, seq->request.cache_salt);
+    if (options_.share_in_batch && !in_flight.empty()) {
+      const std::vector<BlockKey>& keys = PromptKeys(*seq);
+      const size_t next_block = cached / blocks_.block_size();
+      if (next_block < keys.size() && in_flight.count(keys[next_block])) {
+        blocks_.Free(seq->blocks);
+        ++i;
+        continue;
+      }
+    }
     seq->n_computed = cached;
     const int n = std::min(seq->n_pending(), budget);
     if (!blocks_.Grow(seq->blocks, seq->n_computed + n)) {
@@ -68,8 +107,25 @@ void Scheduler::AdmitWaiting(StepPlan& plan, int& budget) {
     plan.chunks.push_back({seq, n, seq->n_computed + n == static_cast<int>(seq->tokens.size())});
     plan.n_tokens += n;
     budget -= n;
-    running_.push_back(std::move(waiting_.front()));
-    waiting_.pop_front();
+    if (options_.share_in_batch) AddInFlight(*seq, in_flight);
+    running_.push_back(std::move(waiting_[i]));
+    waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+}
+
+// Drafts only take what plain decoding and admission left: they never preempt a sequence, hold
+// back an admission, shorten a prefill chunk or evict a cached prefix block.
+void Scheduler::AddDrafts(StepPlan& plan, int& budget) {
+  for (ScheduledChunk& chunk : plan.chunks) {
+    Sequence* seq = chunk.seq;
+    if (budget <= 0) break;
+    if (seq->draft.empty() || !chunk.sample || chunk.n_tokens != 1) continue;
+    const int n_draft = std::min(static_cast<int>(seq->draft.size()), budget);
+    if (!blocks_.Grow(seq->blocks, seq->n_computed + 1 + n_draft, /*evict=*/false)) continue;
+    chunk.n_tokens += n_draft;
+    chunk.n_draft = n_draft;
+    plan.n_tokens += n_draft;
+    budget -= n_draft;
   }
 }
 
@@ -78,6 +134,7 @@ StepPlan Scheduler::Schedule() {
   int budget = options_.max_batched_tokens;
   ScheduleRunning(plan, budget);
   AdmitWaiting(plan, budget);
+  if (!options_.recompute) AddDrafts(plan, budget);
   return plan;
 }
 
@@ -87,17 +144,51 @@ std::vector<SequenceOutput> Scheduler::Postprocess(const StepPlan& plan,
   size_t next = 0;
   for (const ScheduledChunk& chunk : plan.chunks) {
     Sequence* seq = chunk.seq;
-    seq->n_computed += chunk.n_tokens;
+    if (!chunk.sample) {
+      seq->n_computed += chunk.n_tokens;
+      blocks_.Commit(seq->blocks, seq->tokens, seq->n_computed, seq->request.cache_salt);
+      continue;
+    }
+    // The replayed samples of this chunk: each one that equals its draft is followed by the next.
+    size_t n_samples = 1;
+    while (static_cast<int>(n_samples) <= chunk.n_draft && next + n_samples - 1 < sampled.size() &&
+           sampled[next + n_samples - 1].token == seq->draft[n_samples - 1]) {
+      ++n_samples;
+    }
+    assert(next + n_samples <= sampled.size());
+    // Fed tokens before the drafts are computed; so is each draft that the next sample confirms.
+    seq->n_computed += chunk.n_tokens - chunk.n_draft;
+    int n_accepted = 0;
+    for (size_t j = 0; j < n_samples; ++j) {
+      const SampleResult& sample = sampled[next + j];
+      if (j > 0) {
+        ++seq->n_computed;  // draft j - 1 was sample j - 1: its K/V are verified
+        ++n_accepted;
+      }
+      SequenceOutput out{.seq = seq, .sample = sample};
+      out.outcome =
+          seq->stop.Push(sample.token, seq->n_generated(), static_cast<int>(seq->tokens.size()));
+      if (out.outcome.append) seq->tokens.push_back(sample.token);
+      const bool finished = out.outcome.finish != FinishReason::kNone;
+      outputs.push_back(std::move(out));
+      if (finished) break;
+    }
+    next += n_samples;
+    if (chunk.n_draft > 0) {
+      ++spec_drafts_;
+      spec_draft_tokens_ += chunk.n_draft;
+      spec_accepted_tokens_ += n_accepted;
+      if (spec_accepted_by_pos_.size() < static_cast<size_t>(chunk.n_draft))
+        spec_accepted_by_pos_.resize(chunk.n_draft);
+      for (int j = 0; j < n_accepted; ++j) ++spec_accepted_by_pos_[j];
+      seq->n_drafted += chunk.n_draft;
+      seq->n_accepted += n_accepted;
+      // The rejected drafts' slots: only blocks for the tokens the sequence holds stay.
+      blocks_.Truncate(seq->blocks, static_cast<int>(seq->tokens.size()));
+    }
+    seq->draft.clear();
     blocks_.Commit(seq->blocks, seq->tokens, seq->n_computed, seq->request.cache_salt);
-    if (!chunk.sample) continue;
-    assert(next < sampled.size());
-    const SampleResult& sample = sampled[next++];
-    SequenceOutput out{.seq = seq, .sample = sample};
-    out.outcome =
-        seq->stop.Push(sample.token, seq->n_generated(), static_cast<int>(seq->tokens.size()));
-    if (out.outcome.append) seq->tokens.push_back(sample.token);
     if (options_.recompute) seq->n_computed = 0;
-    outputs.push_back(std::move(out));
   }
   assert(next == sampled.size());
   return outputs;

@@ -8,6 +8,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <set>
 #include <span>
 #include <vector>
 
@@ -22,13 +23,20 @@ struct SchedulerOptions {
   // No-cache baseline: after every sampled token a sequence's K/V counts as gone, so the next step
   // recomputes it from position 0 (into the same blocks). Needs the prefix cache off.
   bool recompute = false;
+  // In-batch prefix sharing (with the prefix cache on): a waiting sequence whose next uncached
+  // full prompt block is still being computed by a running sequence waits for it (others may be
+  // admitted meanwhile), then finds it in the prefix cache: a shared prefix is computed once.
+  bool share_in_batch = false;
 };
 
-// One sequence's share of a step: compute tokens [n_computed, n_computed + n_tokens).
+// One sequence's share of a step: compute tokens [n_computed, n_computed + n_tokens). With
+// n_draft > 0 (a decode chunk only) the last n_draft of them are seq->draft[0, n_draft), fed after
+// the sequence's pending token, and each of the n_draft + 1 fed tokens gets a logits row.
 struct ScheduledChunk {
   Sequence* seq;
   int n_tokens;
   bool sample;  // the chunk reaches the end of the sequence: sample the next token
+  int n_draft = 0;
 };
 
 struct StepPlan {
@@ -54,8 +62,11 @@ class Scheduler {
   void Add(std::unique_ptr<Sequence> seq);  // to the back of the queue
   StepPlan Schedule();
   // Marks the plan's tokens computed, registers full blocks in the prefix cache, and passes each
-  // sampled token (`sampled`: one per chunk that samples, in plan order) through its sequence's
-  // stop rules, appending it where they say so. Finished sequences stay until Remove.
+  // sampled token (`sampled`: per chunk that samples, in plan order, one token, or for a chunk
+  // with drafts the replayed tokens: while sampled == draft, then the first that differs or the
+  // one after the last draft) through its sequence's stop rules, appending it where they say
+  // so. Only verified tokens count as computed; the blocks of rejected drafts are released.
+  // Clears every draft. Finished sequences stay until Remove.
   std::vector<SequenceOutput> Postprocess(const StepPlan& plan,
                                           std::span<const SampleResult> sampled);
   // Removes a sequence (finished or aborted), frees its blocks, and returns it.
@@ -64,10 +75,22 @@ class Scheduler {
   const std::vector<std::unique_ptr<Sequence>>& running() const { return running_; }
   const std::deque<std::unique_ptr<Sequence>>& waiting() const { return waiting_; }
   uint64_t preemptions() const { return preemptions_; }
+  // Speculative decoding totals: chunks verified with drafts, drafted tokens, accepted ones, and
+  // accepted ones by draft position (index 0 = the first drafted token).
+  uint64_t spec_drafts() const { return spec_drafts_; }
+  uint64_t spec_draft_tokens() const { return spec_draft_tokens_; }
+  uint64_t spec_accepted_tokens() const { return spec_accepted_tokens_; }
+  const std::vector<uint64_t>& spec_accepted_by_position() const { return spec_accepted_by_pos_; }
 
  private:
   void ScheduleRunning(StepPlan& plan, int& budget);
   void AdmitWaiting(StepPlan& plan, int& budget);
+  // Keys of the full prompt blocks of `seq` (as the prefix cache names them), computed once.
+  const std::vector<BlockKey>& PromptKeys(Sequence& seq);
+  // Adds the keys of seq's prompt blocks not yet computed to `in_flight`.
+  void AddInFlight(Sequence& seq, std::set<BlockKey>& in_flight);
+  // Extends decode chunks with their sequences' drafts, with the budget and blocks left.
+  void AddDrafts(StepPlan& plan, int& budget);
   void Preempt(size_t running_index);
 
   BlockManager& blocks_;
@@ -77,6 +100,10 @@ class Scheduler {
   std::deque<std::unique_ptr<Sequence>> waiting_;
   uint64_t next_arrival_ = 0;
   uint64_t preemptions_ = 0;
+  uint64_t spec_drafts_ = 0;
+  uint64_t spec_draft_tokens_ = 0;
+  uint64_t spec_accepted_tokens_ = 0;
+  std::vector<uint64_t> spec_accepted_by_pos_;
 };
 
 }  // namespace kvserve

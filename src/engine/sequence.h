@@ -38,6 +38,15 @@ struct Sequence {
   Sampler sampler;
   StopChecker stop;  // stop rules and the emitted text
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // Speculative decoding: tokens proposed to follow `tokens` this step (cleared by Postprocess),
+  // the current depth (most tokens to propose; 0 = not yet set), and the running totals.
+  std::vector<int32_t> draft;
+  int spec_depth = 0;
+  int n_drafted = 0;
+  int n_accepted = 0;
+  // Keys of the full prompt blocks (in-batch prefix sharing); filled by the scheduler once.
+  std::vector<BlockKey> prompt_keys;
+  bool prompt_keys_set = false;
 
   int n_generated() const { return static_cast<int>(tokens.size()) - n_prompt; }
   // Tokens still to compute before the next sample.

@@ -129,9 +129,9 @@ bool BlockManager::AdoptCached(const BlockKey& key,
   return true;
 }
 
-bool BlockManager::Grow(BlockTable& table, int n_tokens) {
+bool BlockManager::Grow(BlockTable& table, int n_tokens, bool evict) {
   const int needed = BlocksToHold(table, n_tokens);
-  if (needed > available()) return false;
+  if (needed > (evict ? available() : static_cast<int>(free_.size()))) return false;
   for (int i = 0; i < needed; ++i) table.blocks.push_back(TakeFreshBlock());
   return true;
 }
@@ -167,21 +167,22 @@ BlockTable BlockManager::Share(const BlockTable& table, int n_blocks) {
   return shared;
 }
 
+void BlockManager::Release(int32_t block) {
+  assert(refs_[block] > 0);
+  if (--refs_[block] > 0) return;
+  if (has_key_[block]) {
+    lru_.push_back(block);
+    lru_pos_[block] = std::prev(lru_.end());
+    in_lru_[block] = true;
+  } else {
+    free_.push_back(block);
+  }
+}
+
 void BlockManager::Free(BlockTable& table) {
   // Release the tail first so that, under LRU eviction, a sequence's early (most shareable)
   // blocks are evicted last.
-  for (auto it = table.blocks.rbegin(); it != table.blocks.rend(); ++it) {
-    const int32_t block = *it;
-    assert(refs_[block] > 0);
-    if (--refs_[block] > 0) continue;
-    if (has_key_[block]) {
-      lru_.push_back(block);
-      lru_pos_[block] = std::prev(lru_.end());
-      in_lru_[block] = true;
-    } else {
-      free_.push_back(block);
-    }
-  }
+  for (auto it = table.blocks.rbegin(); it != table.blocks.rend(); ++it) Release(*it);
   table.blocks.clear();
   table.keys.clear();
 }
@@ -202,6 +203,15 @@ std::vector<BlockSnapshot> BlockManager::Snapshot() const {
   int32_t rank = 0;
   for (int32_t b : lru_) out[b].lru_rank = rank++;
   return out;
+}
+
+void BlockManager::Truncate(BlockTable& table, int n_tokens) {
+  const size_t keep = static_cast<size_t>((std::max(n_tokens, 0) + block_size_ - 1) / block_size_);
+  while (table.blocks.size() > keep) {
+    Release(table.blocks.back());
+    table.blocks.pop_back();
+  }
+  if (table.keys.size() > keep) table.keys.resize(keep);
 }
 
 Status BlockManager::CheckInvariants() const {

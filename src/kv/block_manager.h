@@ -84,12 +84,18 @@ class BlockManager {
 
   // Fresh blocks needed so the table can hold n_tokens tokens.
   int BlocksToHold(const BlockTable& table, int n_tokens) const;
-  // Grows the table to hold n_tokens tokens; false (and no change) when blocks run out.
-  bool Grow(BlockTable& table, int n_tokens);
+  // Grows the table to hold n_tokens tokens; false (and no change) when blocks run out. With
+  // evict false only free blocks are taken (speculative drafts must not evict cached prefixes).
+  bool Grow(BlockTable& table, int n_tokens, bool evict = true);
 
   // Registers the table's full blocks among tokens[0..n_computed) in the prefix cache.
   void Commit(BlockTable& table, std::span<const int32_t> tokens, int n_computed,
               const std::string& salt);
+
+  // Shrinks the table to the blocks that hold n_tokens tokens (speculative tokens rejected):
+  // the blocks past them lose this reference; their keys (only full computed blocks have keys)
+  // are kept only for blocks that stay.
+  void Truncate(BlockTable& table, int n_tokens);
 
   // A second reference to the table's first n_blocks blocks (a pinned session).
   BlockTable Share(const BlockTable& table, int n_blocks);
@@ -121,6 +127,7 @@ class BlockManager {
   };
   int32_t TakeFreshBlock();  // from the free list, else evicts the least recently used cached
   void Reference(int32_t block);
+  void Release(int32_t block);  // drops one reference
 
   int block_size_;
   bool prefix_caching_;

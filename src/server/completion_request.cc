@@ -347,6 +347,7 @@ std::optional<ApiError> ParseCompletionRequest(const json& body, CompletionKind 
     }
   }
   if (auto e = ReadBool(body, "ignore_eos", out.ignore_eos)) return e;
+  if (auto e = ReadBool(body, "speculative", out.speculative)) return e;
   if (auto e = ReadString(body, "user", kMaxIdBytes, out.user)) return e;
   if (auto e = ReadString(body, "session_id", kMaxIdBytes, out.session_id)) return e;
   if (auto e = ReadString(body, "cache_salt", kMaxIdBytes, out.cache_salt)) return e;

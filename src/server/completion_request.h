@@ -45,8 +45,9 @@ struct CompletionRequest {
   bool include_usage = false;  // stream_options.include_usage
   bool ignore_eos = false;     // extension (as in vLLM): keep going past end-of-generation tokens
   std::string user;
-  std::string session_id;  // extension: pin this conversation's KV blocks
-  std::string cache_salt;  // extension: separates prefix-cache tenants
+  std::string session_id;   // extension: pin this conversation's KV blocks
+  std::string cache_salt;   // extension: separates prefix-cache tenants
+  bool speculative = true;  // extension: let the engine's speculative decoding draft (no change)
 };
 
 // Fills `out` from `body`; returns the first problem found.

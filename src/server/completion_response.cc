@@ -20,10 +20,15 @@ json ResponseShaper::Base(const char* object) const {
 }
 
 json ResponseShaper::UsageJson(const UsageTotals& usage) {
-  return {{"prompt_tokens", usage.prompt_tokens},
-          {"completion_tokens", usage.completion_tokens},
-          {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}};
+  json out = {{"prompt_tokens", usage.prompt_tokens},
+              {"completion_tokens", usage.completion_tokens},
+              {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}};
+  if (usage.drafted_tokens > 0) {
+    out["drafted_tokens"] = usage.drafted_tokens;
+    out["accepted_tokens"] = usage.accepted_tokens;
+  }
+  return out;
 }
 
 json ResponseShaper::Logprobs(const std::vector<LogprobEntry>& entries) const {

@@ -38,6 +38,8 @@ struct UsageTotals {
   int prompt_tokens = 0;
   int completion_tokens = 0;
   int cached_tokens = 0;
+  int drafted_tokens = 0;  // speculative decoding (reported when any were drafted)
+  int accepted_tokens = 0;
 };
 
 // One piece of a streamed choice.

@@ -187,6 +187,19 @@ std::string ServerMetrics::Render(const EngineStats& stats) const {
   counter("kvserve:generation_tokens_total", "Tokens generated.",
           static_cast<double>(stats.generation_tokens));
   counter("kvserve:engine_steps_total", "Engine steps run.", static_cast<double>(stats.steps));
+  counter("kvserve:spec_decode_num_drafts_total", "Verifies of drafted tokens.",
+          static_cast<double>(stats.spec_drafts));
+  counter("kvserve:spec_decode_num_draft_tokens_total", "Tokens drafted by speculative decoding.",
+          static_cast<double>(stats.spec_draft_tokens));
+  counter("kvserve:spec_decode_num_accepted_tokens_total", "Drafted tokens accepted.",
+          static_cast<double>(stats.spec_accepted_tokens));
+  Header("kvserve:spec_decode_num_accepted_tokens_per_pos", "counter",
+         "Drafted tokens accepted, by position in the draft (0 = first).", out);
+  for (size_t pos = 0; pos < stats.spec_accepted_by_position.size(); ++pos) {
+    Sample("kvserve:spec_decode_num_accepted_tokens_per_pos",
+           "position=\"" + std::to_string(pos) + "\"",
+           static_cast<double>(stats.spec_accepted_by_position[pos]), out);
+  }
 
   {
     std::lock_guard lock(mutex_);

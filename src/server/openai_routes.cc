@@ -63,6 +63,8 @@ UsageTotals SumUsage(const std::vector<Usage>& usages, int n) {
       totals.cached_tokens += usages[i].cached_tokens;
     }
     totals.completion_tokens += usages[i].completion_tokens;
+    totals.drafted_tokens += usages[i].drafted_tokens;
+    totals.accepted_tokens += usages[i].accepted_tokens;
   }
   return totals;
 }
@@ -272,6 +274,7 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
           request.seeded ? request.sampling.seed + static_cast<uint64_t>(j) : RandomSeed();
       r.stop = stop;
       r.ignore_eos = request.ignore_eos;
+      r.speculative = request.speculative;
       r.logprobs = request.logprobs;
       r.cache_salt = tenant + "/" + request.cache_salt;
       if (!request.session_id.empty()) r.session_id = tenant + "/" + request.session_id;

@@ -1,0 +1,34 @@
+// Speculative decoding's source of drafts: a Proposer guesses the tokens that follow each
+// decoding sequence; the engine feeds them to the target model in the step's batched forward and
+// keeps those its own sampler would have chosen (scheduler Postprocess), so a proposer can only
+// change speed, never a token. Implementations: NgramProposer (prompt lookup), DraftProposer (a
+// smaller model with its own paged KV), ReplayProposer (bench only: a known output with errors at
+// a set rate). Called on the engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "engine/sequence.h"
+
+namespace kvserve {
+
+class Proposer {
+ public:
+  virtual ~Proposer() = default;
+  // seqs[i] is decoding (one pending token, tokens = prompt + output so far) and wants at most
+  // max_tokens[i] >= 1 tokens to follow its tokens: writes them to seqs[i]->draft (left empty
+  // when there is no guess).
+  virtual void Propose(std::span<Sequence* const> seqs, std::span<const int> max_tokens) = 0;
+  // The sequence leaves the engine (finished or aborted): drop whatever is kept for it.
+  virtual void Forget(const Sequence& seq) { (void)seq; }
+};
+
+// The per-sequence depth rule: after a verify of n_draft drafts of which n_accepted were
+// accepted, the next depth (most tokens to propose) within [floor, max]: one more after a full
+// acceptance, else one past what was accepted.
+int NextSpecDepth(int depth, int n_draft, int n_accepted, int floor, int max);
+
+}  // namespace kvserve
