@@ -60,7 +60,12 @@ FlagTable ServeFlagTable() {
             {.name = "--read-timeout",
              .value_name = "SECONDS",
              .default_text = "10",
-             .help = "a client that sends nothing for this long is disconnected"},
+             .help = "a request must arrive (head, and body) within this of its first byte; "
+                     "then 408"},
+            {.name = "--max-connections",
+             .value_name = "N",
+             .default_text = "512",
+             .help = "open connections at most; beyond it 503 (idle ones hold no thread)"},
             {.name = "--http-threads",
              .value_name = "N",
              .default_text = "0, max(16, 2 * --max-num-seqs + 8)",
@@ -115,16 +120,18 @@ Result<ServeOptions> ReadServeOptions(const Args& args, const ModelOptions& mode
   auto queue = IntFlag(args, "--max-queue", 1024, 1, 1 << 20);
   auto http_threads = IntFlag(args, "--http-threads", 0, 0, 4096);
   auto read_timeout = IntFlag(args, "--read-timeout", 10, 1, 3600);
+  auto max_connections = IntFlag(args, "--max-connections", 512, 1, 1 << 16);
   auto request_timeout = SecondsFlag(args, "--request-timeout", 0);
   auto session_ttl = SecondsFlag(args, "--session-ttl", 300);
   auto shutdown = SecondsFlag(args, "--shutdown-timeout", 30);
-  for (const Status& s :
-       {port.status(), queue.status(), http_threads.status(), read_timeout.status(),
-        request_timeout.status(), session_ttl.status(), shutdown.status()}) {
+  for (const Status& s : {port.status(), queue.status(), http_threads.status(),
+                          read_timeout.status(), max_connections.status(), request_timeout.status(),
+                          session_ttl.status(), shutdown.status()}) {
     if (!s.ok()) return s;
   }
   o.http.port = *port;
   o.http.read_timeout_s = *read_timeout;
+  o.http.max_connections = *max_connections;
   o.http.routes.request_timeout_s = *request_timeout;
   o.http.metrics_auth = args.Has("--metrics-auth");
   // One thread per open connection: room for every running and some waiting streams.

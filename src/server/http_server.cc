@@ -1,5 +1,6 @@
 #include "server/http_server.h"
 
+#include <algorithm>
 #include <thread>
 
 namespace kvserve {
@@ -19,7 +20,18 @@ bool ReadsBodyWithLimit(const httplib::Request& request) {
 
 }  // namespace
 
-HttpServer::HttpServer(HttpServerOptions options) : options_(std::move(options)) { Install(); }
+HttpServer::HttpServer(HttpServerOptions options)
+    : options_(std::move(options)),
+      server_(ListenerOptions{
+          .workers = std::max(2, options_.threads),
+          .max_connections = std::max(1, options_.max_connections),
+          .request_timeout_s = static_cast<double>(options_.read_timeout_s),
+          .idle_timeout_s = static_cast<double>(options_.keep_alive_timeout_s),
+          .write_timeout_s = static_cast<double>(options_.write_timeout_s),
+          .max_body_bytes = options_.max_body_bytes,
+          .on_refused = [this](int status) { metrics_.CountHttpResponse(status); }}) {
+  Install();
+}
 
 HttpServer::~HttpServer() { Stop(); }
 
@@ -72,13 +84,7 @@ OpenAiRoutes* HttpServer::Ready(httplib::Response& response) {
 }
 
 void HttpServer::Install() {
-  const int threads = std::max(2, options_.threads);
-  server_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  server_.set_payload_max_length(options_.max_body_bytes);
-  server_.set_read_timeout(options_.read_timeout_s, 0);
-  server_.set_write_timeout(options_.write_timeout_s, 0);
-  server_.set_keep_alive_timeout(options_.keep_alive_timeout_s);
-  server_.set_keep_alive_max_count(100);
+  server_.set_payload_max_length(options_.max_body_bytes);  // timeouts: ListenerOptions
 
   server_.set_pre_routing_handler(
       [this](const httplib::Request& request, httplib::Response& response) {
@@ -198,22 +204,13 @@ Status HttpServer::Bind() {
     return Status::InvalidArgument("--port " + std::to_string(options_.port) +
                                    " is not in [0, 65535]");
   }
-  if (options_.port == 0) {
-    port_ = server_.bind_to_any_port(options_.host);
-    if (port_ < 0)
-      return Status::InvalidArgument("cannot bind to " + options_.host + " on any port");
-  } else {
-    if (!server_.bind_to_port(options_.host, options_.port)) {
-      return Status::InvalidArgument("cannot bind to " + options_.host + ":" +
-                                     std::to_string(options_.port) +
-                                     " (in use, or not a local address)");
-    }
-    port_ = options_.port;
-  }
+  auto port = server_.Bind(options_.host, options_.port);
+  if (!port.ok()) return port.status();
+  port_ = *port;
   return Status::Ok();
 }
 
-bool HttpServer::Run() { return server_.listen_after_bind(); }
+bool HttpServer::Run() { return server_.Serve(); }
 
 void HttpServer::SetModel(ServedModel model) {
   routes_ = std::make_unique<OpenAiRoutes>(std::move(model), options_.routes, metrics_,
@@ -232,8 +229,6 @@ bool HttpServer::WaitForStreams(std::chrono::milliseconds timeout) {
   return true;
 }
 
-void HttpServer::Stop() {
-  if (server_.is_running()) server_.stop();
-}
+void HttpServer::Stop() { server_.Halt(); }
 
 }  // namespace kvserve

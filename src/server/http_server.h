@@ -22,6 +22,7 @@
 
 #include "server/api_error.h"
 #include "server/auth.h"
+#include "server/http_listener.h"
 #include "server/metrics.h"
 #include "server/openai_routes.h"
 #include "util/status.h"
@@ -34,10 +35,11 @@ struct HttpServerOptions {
   ApiKeys api_keys;                  // none: no auth
   bool metrics_auth = false;         // /metrics needs the key too
   size_t max_body_bytes = 4u << 20;  // larger bodies get 413
-  int threads = 32;                  // HTTP worker threads (one per open connection)
-  int read_timeout_s = 10;           // a client that sends nothing for this long is cut off
+  int threads = 32;                  // HTTP worker threads (one per request being answered)
+  int max_connections = 512;         // open at once; beyond it 503 and closed
+  int read_timeout_s = 10;           // a request must arrive within this from its first byte
   int write_timeout_s = 10;          // a client that reads nothing for this long is cut off
-  int keep_alive_timeout_s = 5;
+  int keep_alive_timeout_s = 5;      // an idle connection is closed after this
   RouteOptions routes;
 };
 
@@ -79,7 +81,7 @@ class HttpServer {
   OpenAiRoutes* Ready(httplib::Response& response);
 
   HttpServerOptions options_;
-  httplib::Server server_;
+  HttpListener server_;  // httplib's routes over our sockets (idle and slow clients hold no thread)
   ServerMetrics metrics_;
   std::atomic<int> in_flight_streams_{0};
   std::atomic<State> state_{State::kLoading};
