@@ -62,6 +62,10 @@ FlagTable ServeFlagTable() {
              .default_text = "10",
              .help = "a request must arrive (head, and body) within this of its first byte; "
                      "then 408"},
+            {.name = "--write-timeout",
+             .value_name = "SECONDS",
+             .default_text = "10",
+             .help = "a client that reads nothing of its answer for this long is cut off"},
             {.name = "--max-connections",
              .value_name = "N",
              .default_text = "512",
@@ -121,6 +125,7 @@ Result<ServeOptions> ReadServeOptions(const Args& args, const ModelOptions& mode
   auto http_threads = IntFlag(args, "--http-threads", 0, 0, 4096);
   auto read_timeout = IntFlag(args, "--read-timeout", 10, 1, 3600);
   auto max_connections = IntFlag(args, "--max-connections", 512, 1, 1 << 16);
+  auto write_timeout = IntFlag(args, "--write-timeout", 10, 1, 3600);
   auto request_timeout = SecondsFlag(args, "--request-timeout", 0);
   auto session_ttl = SecondsFlag(args, "--session-ttl", 300);
   auto shutdown = SecondsFlag(args, "--shutdown-timeout", 30);
@@ -132,6 +137,7 @@ Result<ServeOptions> ReadServeOptions(const Args& args, const ModelOptions& mode
   o.http.port = *port;
   o.http.read_timeout_s = *read_timeout;
   o.http.max_connections = *max_connections;
+  o.http.write_timeout_s = *write_timeout;
   o.http.routes.request_timeout_s = *request_timeout;
   o.http.metrics_auth = args.Has("--metrics-auth");
   // One thread per open connection: room for every running and some waiting streams.

@@ -303,6 +303,10 @@ void HttpListener::AcceptAll(Clock::time_point now) {
       continue;
     }
     open_.fetch_add(1);
+    if (options_.send_buffer_bytes > 0) {
+      setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &options_.send_buffer_bytes,
+                 sizeof(options_.send_buffer_bytes));
+    }
     auto connection = std::make_unique<Connection>();
     connection->fd = fd;
     Address(address, connection->remote_ip, connection->remote_port);
@@ -356,6 +360,10 @@ void HttpListener::TryDispatch(std::unique_ptr<Connection>& connection, Clock::t
     const HeadScan scan = ScanRequestHead(c.in);
     if (scan.error) return Refuse(c, *scan.error, now);
     if (scan.end == 0) return;
+    if (scan.bad_length) {
+      return Refuse(c, ApiError::BadRequest("the Content-Length header is not a decimal number"),
+                    now);
+    }
     c.head_end = scan.end;
     c.chunked = scan.chunked;
     c.content_length = scan.content_length.value_or(0);
@@ -399,8 +407,16 @@ void HttpListener::Work(std::unique_ptr<Connection> connection) {
   const bool reusable = ok && !last && !closed_by_client && !stream.failed() && !c.chunked &&
                         stream.consumed() == c.head_end + c.content_length;
   stream.Compact();
-  if (!reusable || stopping_.load()) return Close(std::move(connection));
-  c.phase = Connection::Phase::kIdle;
+  if (stopping_.load()) return Close(std::move(connection));
+  if (reusable) {
+    c.phase = Connection::Phase::kIdle;
+  } else {
+    // Unread input may remain (a body the handler refused unread): closing now would reset the
+    // connection and could destroy the answer before the client reads it, so linger in the loop.
+    shutdown(c.fd, SHUT_WR);
+    c.phase = Connection::Phase::kClosing;
+    c.in.clear();
+  }
   {
     std::lock_guard lock(returned_mutex_);
     returned_.push_back(std::move(connection));
@@ -415,6 +431,11 @@ void HttpListener::TakeReturned(Clock::time_point now) {
     returned.swap(returned_);
   }
   for (auto& connection : returned) {
+    if (connection->phase == Connection::Phase::kClosing) {
+      connection->deadline = now + kLinger;
+      waiting_.push_back(std::move(connection));
+      continue;
+    }
     connection->deadline = now + Seconds(options_.idle_timeout_s);
     if (!connection->in.empty()) {  // pipelined: the next request is (partly) here already
       connection->StartRequest(now, options_.request_timeout_s);

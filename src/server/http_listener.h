@@ -42,7 +42,10 @@ struct ListenerOptions {
   double idle_timeout_s = 5;         // keep-alive: a connection with no new request is closed
   double write_timeout_s = 10;       // a client that reads nothing for this long is cut off
   size_t max_body_bytes = 4u << 20;  // Content-Length bodies up to this are read by the loop
-  int max_requests_per_connection = 100;       // then "Connection: close"
+  int max_requests_per_connection = 100;  // then "Connection: close"
+  // The kernel's send buffer per connection (SO_SNDBUF; it would grow to 4 MiB): bounds the
+  // memory a client that never reads can pin, and makes its writes stall into write_timeout_s.
+  int send_buffer_bytes = 256 * 1024;
   std::function<void(int status)> on_refused;  // each 408/431/503 the loop answers itself
 };
 
