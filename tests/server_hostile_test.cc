@@ -86,11 +86,11 @@ Reply ParseRaw(const std::string& text) {
 
 class HostileTest : public ::testing::Test {
  protected:
-  void Start(const std::vector<std::string>& flags = {}) {
+  void Start(const std::vector<std::string>& flags = {}, const std::string& key = "") {
     signal(SIGPIPE, SIG_IGN);
     server_ = ServeProcess::Start(flags);
     ASSERT_NE(server_, nullptr);
-    client_ = server_->Client();
+    client_ = server_->Client(key);
     Reply reply = Post(*client_, "/v1/completions", kNormal);
     ASSERT_EQ(reply.status, 200) << reply.text;
     normal_text_ = reply.body["choices"][0]["text"];
@@ -569,6 +569,91 @@ TEST_F(HostileTest, RequestsAfterShutdownStartsGet503) {
   }
   terminate.join();
   close(unread);
+}
+
+}  // namespace
+}  // namespace kvserve
+
+namespace kvserve {
+namespace {
+
+using namespace ::kvserve::testing;  // NOLINT: test helpers
+
+TEST_F(HostileTest, PerKeyConcurrencyGets429WithRetryAfter) {
+  const std::string key_file = TempDir() + "/hostile-keys.txt";
+  std::ofstream(key_file) << "key-alpha-0123\nkey-beta-4567\n";
+  Start({"--api-key-file", key_file, "--max-concurrent-per-key", "1", "--write-timeout", "30"},
+        "key-beta-4567");
+  auto alpha = server_->Client("key-alpha-0123");
+  auto beta = server_->Client("key-beta-4567");
+  Reply first = Post(*alpha, "/v1/completions", kNormal);
+  ASSERT_EQ(first.status, 200) << first.text;
+  // Alpha's only place is held by a stream it never reads (its writer stalls; --write-timeout is
+  // long), so alpha's next request is refused while beta's is served.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  const int small = 4096;
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(server_->port()));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  const std::string body =
+      json{{"prompt", "Once upon a time"}, {"max_tokens", 100}, {"n", 16}, {"logprobs", 20},
+           {"ignore_eos", true},           {"stream", true}}
+          .dump();
+  SendAll(fd,
+          "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer key-alpha-0123\r\n"
+          "Content-Type: application/json\r\nContent-Length: " +
+              std::to_string(body.size()) + "\r\n\r\n" + body);
+  // Bounded wait until the stream holds the place (its request has reached the engine).
+  Reply refused;
+  for (int i = 0; i < 200 && refused.status != 429; ++i) {
+    refused = Post(*alpha, "/v1/completions", kNormal);
+    if (refused.status != 429) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ExpectError(refused, 429);
+  EXPECT_EQ(refused.body["error"]["code"], "too_many_concurrent_requests") << refused.text;
+  EXPECT_EQ(refused.retry_after, "1");
+  ExpectError(Post(*alpha, "/v1/chat/completions",
+                   json{{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"max_tokens", 2}}),
+              429);
+  Reply other = Post(*beta, "/v1/completions", kNormal);
+  EXPECT_EQ(other.status, 200) << other.text;
+  EXPECT_EQ(other.body["choices"][0]["text"], first.body["choices"][0]["text"]);
+  // The client leaves: the stream ends, the place is free again (bounded retries).
+  close(fd);
+  Reply again;
+  for (int i = 0; i < 300 && again.status != 200; ++i) {
+    again = Post(*alpha, "/v1/completions", kNormal);
+    if (again.status != 200) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(again.status, 200) << again.text;
+  // Keys never reach the log, right or wrong.
+  auto wrong = server_->Client("key-gamma-89ab");
+  ExpectError(Post(*wrong, "/v1/completions", kNormal), 401);
+  EXPECT_EQ(server_->Terminate(), 0);
+  const std::string log = server_->log();
+  for (const char* key : {"key-alpha-0123", "key-beta-4567", "key-gamma-89ab"}) {
+    EXPECT_EQ(log.find(key), std::string::npos) << log;
+  }
+}
+
+TEST_F(HostileTest, MaxPromptTokens) {
+  Start({"--max-prompt-tokens", "8"});
+  ExpectError(Post(*client_, "/v1/completions",
+                   json{{"prompt", "Once upon a time there was a little girl named Lily who"},
+                        {"max_tokens", 1}}),
+              400, "prompt");
+  ExpectError(Post(*client_, "/v1/completions", json{{"prompt", {1, 2, 3, 4, 5, 6, 7, 8, 9}}}), 400,
+              "prompt");
+  EXPECT_EQ(Post(*client_, "/v1/completions", json{{"prompt", {1, 2, 3, 4, 5, 6, 7, 8}}}).status,
+            200);
+  ExpectError(Post(*client_, "/v1/chat/completions",
+                   json{{"messages",
+                         {{{"role", "user"}, {"content", "Once upon a time there was a girl"}}}}}),
+              400, "messages");
+  ExpectStillServing();
 }
 
 }  // namespace

@@ -46,9 +46,18 @@ FlagTable ServeFlagTable() {
              .default_text = "1024",
              .help = "requests waiting at most; beyond it 429"},
             {.name = "--request-timeout",
+             .alias = "--timeout",
              .value_name = "SECONDS",
              .default_text = "0, none",
              .help = "a request running longer ends with finish_reason length"},
+            {.name = "--max-prompt-tokens",
+             .value_name = "N",
+             .default_text = "0, the context",
+             .help = "longer prompts get 400"},
+            {.name = "--max-concurrent-per-key",
+             .value_name = "N",
+             .default_text = "0, no limit",
+             .help = "requests in flight per API key (all clients when no keys); beyond it 429"},
             {.name = "--session-ttl",
              .value_name = "SECONDS",
              .default_text = "300",
@@ -126,6 +135,8 @@ Result<ServeOptions> ReadServeOptions(const Args& args, const ModelOptions& mode
   auto read_timeout = IntFlag(args, "--read-timeout", 10, 1, 3600);
   auto max_connections = IntFlag(args, "--max-connections", 512, 1, 1 << 16);
   auto write_timeout = IntFlag(args, "--write-timeout", 10, 1, 3600);
+  auto max_prompt_tokens = IntFlag(args, "--max-prompt-tokens", 0, 0, 1 << 24);
+  auto per_key = IntFlag(args, "--max-concurrent-per-key", 0, 0, 1 << 20);
   auto request_timeout = SecondsFlag(args, "--request-timeout", 0);
   auto session_ttl = SecondsFlag(args, "--session-ttl", 300);
   auto shutdown = SecondsFlag(args, "--shutdown-timeout", 30);
@@ -138,6 +149,8 @@ Result<ServeOptions> ReadServeOptions(const Args& args, const ModelOptions& mode
   o.http.read_timeout_s = *read_timeout;
   o.http.max_connections = *max_connections;
   o.http.write_timeout_s = *write_timeout;
+  o.http.routes.max_prompt_tokens = *max_prompt_tokens;
+  o.http.max_concurrent_per_key = *per_key;
   o.http.routes.request_timeout_s = *request_timeout;
   o.http.metrics_auth = args.Has("--metrics-auth");
   // One thread per open connection: room for every running and some waiting streams.

@@ -29,7 +29,8 @@ HttpServer::HttpServer(HttpServerOptions options)
           .idle_timeout_s = static_cast<double>(options_.keep_alive_timeout_s),
           .write_timeout_s = static_cast<double>(options_.write_timeout_s),
           .max_body_bytes = options_.max_body_bytes,
-          .on_refused = [this](int status) { metrics_.CountHttpResponse(status); }}) {
+          .on_refused = [this](int status) { metrics_.CountHttpResponse(status); }}),
+      limiter_(options_.max_concurrent_per_key) {
   Install();
 }
 
@@ -172,7 +173,25 @@ void HttpServer::Install() {
       OpenAiRoutes* routes = Ready(response);
       if (!routes) return;
       auto tenant = Authorize(request, response);
-      if (tenant) routes->Completions(request, body, response, kind, *tenant);
+      if (!tenant) return;
+      std::shared_ptr<TenantLimiter::Lease> lease = limiter_.Acquire(*tenant);
+      if (!lease) {
+        ApiError error = ApiError::TooManyRequests(
+            "this API key already has " + std::to_string(limiter_.limit()) +
+                " requests in flight (--max-concurrent-per-key); retry when one has finished",
+            1);
+        error.code = "too_many_concurrent_requests";
+        return ReplyError(response, error);
+      }
+      routes->Completions(request, body, response, kind, *tenant);
+      // A streamed answer outlives this call: the lease goes with the stream's resources, which
+      // httplib releases when the response is done (written, or the client gone).
+      if (response.content_provider_) {
+        auto release = std::move(response.content_provider_resource_releaser_);
+        response.content_provider_resource_releaser_ = [lease, release](bool success) {
+          if (release) release(success);
+        };
+      }
     };
   };
   server_.Post("/v1/completions", completions(CompletionKind::kText));

@@ -25,6 +25,7 @@
 #include "server/http_listener.h"
 #include "server/metrics.h"
 #include "server/openai_routes.h"
+#include "server/tenant_limiter.h"
 #include "util/status.h"
 
 namespace kvserve {
@@ -35,6 +36,7 @@ struct HttpServerOptions {
   ApiKeys api_keys;                  // none: no auth
   bool metrics_auth = false;         // /metrics needs the key too
   size_t max_body_bytes = 4u << 20;  // larger bodies get 413
+  int max_concurrent_per_key = 0;    // completions in flight per tenant; beyond it 429; 0 = any
   int threads = 32;                  // HTTP worker threads (one per request being answered)
   int max_connections = 512;         // open at once; beyond it 503 and closed
   int read_timeout_s = 10;           // a request must arrive within this from its first byte
@@ -83,6 +85,7 @@ class HttpServer {
   HttpServerOptions options_;
   HttpListener server_;  // httplib's routes over our sockets (idle and slow clients hold no thread)
   ServerMetrics metrics_;
+  TenantLimiter limiter_;  // --max-concurrent-per-key
   std::atomic<int> in_flight_streams_{0};
   std::atomic<State> state_{State::kLoading};
   std::unique_ptr<OpenAiRoutes> routes_;  // set once by SetModel before state_ turns kReady
