@@ -658,3 +658,75 @@ TEST_F(HostileTest, MaxPromptTokens) {
 
 }  // namespace
 }  // namespace kvserve
+
+namespace kvserve {
+namespace {
+
+using namespace ::kvserve::testing;  // NOLINT: test helpers
+
+TEST_F(HostileTest, HttpsWithASelfSignedCertificate) {
+  const std::string cert = TempDir() + "/hostile-cert.pem";
+  const std::string key = TempDir() + "/hostile-key.pem";
+  const std::string make =
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 "
+      "-addext subjectAltName=IP:127.0.0.1 -keyout " +
+      key + " -out " + cert + " >/dev/null 2>&1";
+  if (std::system(make.c_str()) != 0) GTEST_SKIP() << "openssl cannot make a certificate";
+  signal(SIGPIPE, SIG_IGN);
+  server_ = ServeProcess::Start({"--ssl-cert", cert, "--ssl-key", key, "--read-timeout", "1"});
+  ASSERT_NE(server_, nullptr);
+  EXPECT_NE(server_->log().find("https://127.0.0.1:"), std::string::npos) << server_->log();
+  // A verifying client (the certificate is its CA) gets the same answers as over plain HTTP.
+  httplib::Client tls("https://127.0.0.1:" + std::to_string(server_->port()));
+  tls.set_ca_cert_path(cert.c_str());
+  tls.enable_server_certificate_verification(true);
+  tls.set_read_timeout(60, 0);
+  Reply first = Post(tls, "/v1/completions", kNormal);
+  ASSERT_EQ(first.status, 200) << first.text;
+  json streamed = kNormal;
+  streamed["stream"] = true;
+  auto stream = tls.Post("/v1/completions", streamed.dump(), "application/json");
+  ASSERT_TRUE(stream);
+  EXPECT_EQ(StreamText(ParseSse(stream->body), 0), first.body["choices"][0]["text"]);
+  ExpectError(Post(tls, "/v1/completions", std::string("{\"prompt\":")), 400);
+  // Plain HTTP on the HTTPS port is closed unanswered; a handshake that stalls is cut off.
+  {
+    const int fd = ConnectTo(server_->port());
+    SendAll(fd, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+    EXPECT_EQ(ReadUntilClosed(fd, 20000).find("HTTP/1.1 200"), std::string::npos);
+    close(fd);
+  }
+  {
+    const int fd = ConnectTo(server_->port());
+    SendAll(fd, std::string("\x16\x03\x01", 3));  // the start of a ClientHello, then nothing
+    pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+    ASSERT_EQ(poll(&p, 1, 20000), 1) << "the stalled handshake was never cut off";
+    char byte;
+    EXPECT_LE(recv(fd, &byte, 1, 0), 0);
+    close(fd);
+  }
+  // Many requests on one kept-alive TLS connection, and the server still serves after all this.
+  for (int i = 0; i < 5; ++i) {
+    Reply again = Post(tls, "/v1/completions", kNormal);
+    EXPECT_EQ(again.status, 200) << again.text;
+    EXPECT_EQ(again.body["choices"][0]["text"], first.body["choices"][0]["text"]);
+  }
+  EXPECT_EQ(server_->Terminate(), 0) << server_->log();
+}
+
+TEST(ServeTlsFlagsTest, CertificateProblemsExitWithAMessage) {
+  const std::string missing = TempDir() + "/no-such-cert.pem";
+  for (std::vector<std::string> flags : {std::vector<std::string>{"--ssl-cert", missing},
+                                         {"--ssl-cert", missing, "--ssl-key", missing}}) {
+    std::string command = KvserveBinary() + " serve --port 0 -m " + ModelPath("stories260K.gguf");
+    for (const std::string& flag : flags) command += " " + flag;
+    command += " 2>" + TempDir() + "/tls.err";
+    const int status = std::system(command.c_str());
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << command;
+    EXPECT_NE(ReadAll(TempDir() + "/tls.err").find("ssl"), std::string::npos)
+        << ReadAll(TempDir() + "/tls.err");
+  }
+}
+
+}  // namespace
+}  // namespace kvserve

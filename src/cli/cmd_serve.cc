@@ -41,6 +41,12 @@ FlagTable ServeFlagTable() {
              .value_name = "FILE",
              .help = "require one of the keys in FILE (one per line, # comments)"},
             {.name = "--metrics-auth", .help = "/metrics needs the key too"},
+            {.name = "--ssl-cert",
+             .value_name = "FILE",
+             .help = "serve HTTPS with this PEM certificate (chain); needs --ssl-key"},
+            {.name = "--ssl-key",
+             .value_name = "FILE",
+             .help = "the PEM private key of --ssl-cert"},
             {.name = "--max-queue",
              .value_name = "N",
              .default_text = "1024",
@@ -161,6 +167,11 @@ Result<ServeOptions> ReadServeOptions(const Args& args, const ModelOptions& mode
     if (!size.ok()) return size.status();
     o.http.max_body_bytes = *size;
   }
+  o.http.tls_cert_file = args.GetOr("--ssl-cert", "");
+  o.http.tls_key_file = args.GetOr("--ssl-key", "");
+  if (o.http.tls_cert_file.empty() != o.http.tls_key_file.empty()) {
+    return Result<ServeOptions>::InvalidArgument("give --ssl-cert and --ssl-key together");
+  }
   if (args.Has("--api-key") && args.Has("--api-key-file")) {
     return Result<ServeOptions>::InvalidArgument("give --api-key or --api-key-file, not both");
   }
@@ -213,8 +224,9 @@ int RunServe(const std::vector<std::string>& argv) {
   HttpServer server(options->http);
   if (Status bound = server.Bind(); !bound.ok()) return fail(bound.message(), 1);
   std::thread http_thread([&server] { server.Run(); });
-  std::fprintf(stderr, "kvserve serve: listening on http://%s:%d (loading %s)\n",
-               options->http.host.c_str(), server.port(), model_options->model_path.c_str());
+  std::fprintf(stderr, "kvserve serve: listening on %s://%s:%d (loading %s)\n",
+               options->http.tls_cert_file.empty() ? "http" : "https", options->http.host.c_str(),
+               server.port(), model_options->model_path.c_str());
   auto stop_with = [&](const std::string& message) {
     server.Stop();
     http_thread.join();

@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -87,10 +89,86 @@ std::string CannedResponse(const ApiError& error) {
 
 }  // namespace
 
+namespace {
+
+// One read or write of at most `n` bytes without blocking, in the clear or through TLS: > 0 bytes,
+// 0 the end of the stream, kWouldBlock (then `*wait` says for what), kFailed.
+constexpr ssize_t kWouldBlock = -1, kFailed = -2;
+
+ssize_t TlsResult(SSL* ssl, int r, short* wait) {
+  if (r > 0) return r;
+  switch (SSL_get_error(ssl, r)) {
+    case SSL_ERROR_WANT_READ:
+      *wait = POLLIN;
+      return kWouldBlock;
+    case SSL_ERROR_WANT_WRITE:
+      *wait = POLLOUT;
+      return kWouldBlock;
+    case SSL_ERROR_ZERO_RETURN:
+      return 0;
+    default:
+      return kFailed;
+  }
+}
+
+ssize_t RecvSome(int fd, SSL* ssl, char* buffer, size_t n, short* wait) {
+  if (ssl != nullptr) {
+    ERR_clear_error();
+    return TlsResult(ssl, SSL_read(ssl, buffer, static_cast<int>(std::min<size_t>(n, 1 << 30))),
+                     wait);
+  }
+  for (;;) {
+    const ssize_t r = recv(fd, buffer, n, MSG_DONTWAIT);
+    if (r >= 0) return r;
+    if (errno == EINTR) continue;
+    *wait = POLLIN;
+    return errno == EAGAIN || errno == EWOULDBLOCK ? kWouldBlock : kFailed;
+  }
+}
+
+ssize_t SendSome(int fd, SSL* ssl, const char* data, size_t n, short* wait) {
+  if (ssl != nullptr) {
+    ERR_clear_error();
+    return TlsResult(ssl, SSL_write(ssl, data, static_cast<int>(std::min<size_t>(n, 1 << 30))),
+                     wait);
+  }
+  for (;;) {
+    const ssize_t r = send(fd, data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (r >= 0) return r;
+    if (errno == EINTR) continue;
+    *wait = POLLOUT;
+    return errno == EAGAIN || errno == EWOULDBLOCK ? kWouldBlock : kFailed;
+  }
+}
+
+// Stops sending: close_notify first under TLS (best effort, without blocking), then FIN.
+void ShutdownWrite(int fd, SSL* ssl) {
+  if (ssl != nullptr) {
+    ERR_clear_error();
+    SSL_shutdown(ssl);
+  }
+  shutdown(fd, SHUT_WR);
+}
+
+std::string TlsErrors() {
+  std::string text;
+  while (const unsigned long code = ERR_get_error()) {
+    char line[256];
+    ERR_error_string_n(code, line, sizeof(line));
+    if (!text.empty()) text += "; ";
+    text += line;
+  }
+  return text.empty() ? "unknown TLS error" : text;
+}
+
+}  // namespace
+
 struct HttpListener::Connection {
-  enum class Phase { kIdle, kArriving, kClosing };
+  enum class Phase { kHandshake, kIdle, kArriving, kClosing };
 
   int fd = -1;
+  SSL* ssl = nullptr;       // HTTPS: the TLS session over fd; plain HTTP: null
+  short wait_for = POLLIN;  // what the last read or handshake waits for (TLS may need POLLOUT)
   std::string remote_ip, local_ip;
   int remote_port = 0, local_port = 0;
   std::string in;  // received and not yet read by a request
@@ -120,7 +198,7 @@ class HttpListener::ConnectionStream : public httplib::Stream {
       : c_(connection), write_timeout_ms_(Millis(Seconds(options.write_timeout_s))) {}
 
   bool is_readable() const override {
-    return pos_ < c_.in.size() ||
+    return pos_ < c_.in.size() || (c_.ssl != nullptr && SSL_pending(c_.ssl) > 0) ||
            WaitFor(c_.fd, POLLIN, Millis(c_.request_deadline - Clock::now()));
   }
   bool is_writable() const override {
@@ -141,11 +219,10 @@ class HttpListener::ConnectionStream : public httplib::Stream {
   ssize_t write(const char* ptr, size_t size) override {
     const auto deadline = Clock::now() + std::chrono::milliseconds(write_timeout_ms_);
     for (;;) {
-      const ssize_t n = send(c_.fd, ptr, size, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n >= 0) return n;
-      if (errno == EINTR) continue;
-      if ((errno != EAGAIN && errno != EWOULDBLOCK) ||
-          !WaitFor(c_.fd, POLLOUT, Millis(deadline - Clock::now()))) {
+      short wait = POLLOUT;
+      const ssize_t n = SendSome(c_.fd, c_.ssl, ptr, size, &wait);
+      if (n > 0) return n;
+      if (n != kWouldBlock || !WaitFor(c_.fd, wait, Millis(deadline - Clock::now()))) {
         failed_ = true;
         return -1;
       }
@@ -176,16 +253,15 @@ class HttpListener::ConnectionStream : public httplib::Stream {
     Compact();
     char buffer[kReadChunk];
     for (;;) {
-      const ssize_t n = recv(c_.fd, buffer, sizeof(buffer), MSG_DONTWAIT);
+      short wait = POLLIN;
+      const ssize_t n = RecvSome(c_.fd, c_.ssl, buffer, sizeof(buffer), &wait);
       if (n > 0) {
         c_.in.append(buffer, static_cast<size_t>(n));
         return true;
       }
       if (n == 0) return false;
-      if (errno == EINTR) continue;
       const int left_ms = Millis(c_.request_deadline - Clock::now());
-      if ((errno != EAGAIN && errno != EWOULDBLOCK) || left_ms <= 0 ||
-          !WaitFor(c_.fd, POLLIN, left_ms)) {
+      if (n != kWouldBlock || left_ms <= 0 || !WaitFor(c_.fd, wait, left_ms)) {
         failed_ = true;
         return false;
       }
@@ -206,9 +282,34 @@ HttpListener::~HttpListener() {
   Halt();
   if (listen_fd_ >= 0) close(listen_fd_);
   if (wake_fd_ >= 0) close(wake_fd_);
+  if (tls_ != nullptr) SSL_CTX_free(tls_);
+}
+
+Status HttpListener::LoadTls() {
+  if (options_.tls_cert_file.empty() && options_.tls_key_file.empty()) return Status::Ok();
+  if (options_.tls_cert_file.empty() || options_.tls_key_file.empty()) {
+    return Status::InvalidArgument("HTTPS needs both --ssl-cert and --ssl-key");
+  }
+  ERR_clear_error();
+  tls_ = SSL_CTX_new(TLS_server_method());
+  if (tls_ == nullptr) return Status::Internal("cannot create a TLS context: " + TlsErrors());
+  SSL_CTX_set_min_proto_version(tls_, TLS1_2_VERSION);
+  SSL_CTX_set_mode(tls_, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  if (SSL_CTX_use_certificate_chain_file(tls_, options_.tls_cert_file.c_str()) != 1) {
+    return Status::InvalidArgument("--ssl-cert '" + options_.tls_cert_file + "': " + TlsErrors());
+  }
+  if (SSL_CTX_use_PrivateKey_file(tls_, options_.tls_key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
+    return Status::InvalidArgument("--ssl-key '" + options_.tls_key_file + "': " + TlsErrors());
+  }
+  if (SSL_CTX_check_private_key(tls_) != 1) {
+    return Status::InvalidArgument("--ssl-key '" + options_.tls_key_file +
+                                   "' does not match --ssl-cert '" + options_.tls_cert_file + "'");
+  }
+  return Status::Ok();
 }
 
 Result<int> HttpListener::Bind(const std::string& host, int port) {
+  if (Status tls = LoadTls(); !tls.ok()) return tls;
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -259,16 +360,19 @@ void HttpListener::Halt() {
 
 void HttpListener::Close(std::unique_ptr<Connection> connection) {
   if (!connection) return;
+  if (connection->ssl != nullptr) SSL_free(connection->ssl);
   close(connection->fd);
   open_.fetch_sub(1);
 }
 
 void HttpListener::Refuse(Connection& connection, const ApiError& error, Clock::time_point now) {
   const std::string text = CannedResponse(error);
+  short wait = POLLOUT;
   [[maybe_unused]] const ssize_t n =
-      send(connection.fd, text.data(), text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-  shutdown(connection.fd, SHUT_WR);
+      SendSome(connection.fd, connection.ssl, text.data(), text.size(), &wait);
+  ShutdownWrite(connection.fd, connection.ssl);
   connection.phase = Connection::Phase::kClosing;
+  connection.wait_for = POLLIN;
   connection.deadline = now + kLinger;
   connection.in.clear();
   if (options_.on_refused) options_.on_refused(error.http_status);
@@ -295,9 +399,11 @@ void HttpListener::AcceptAll(Clock::time_point now) {
                            .type = "service_unavailable",
                            .code = "too_many_connections",
                            .retry_after_s = 1};
-      const std::string text = CannedResponse(error);
-      [[maybe_unused]] const ssize_t n =
-          send(fd, text.data(), text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (tls_ == nullptr) {  // under TLS there is no session to answer in: only the close
+        const std::string text = CannedResponse(error);
+        [[maybe_unused]] const ssize_t n =
+            send(fd, text.data(), text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      }
       close(fd);
       if (options_.on_refused) options_.on_refused(503);
       continue;
@@ -315,17 +421,40 @@ void HttpListener::AcceptAll(Clock::time_point now) {
     getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length);
     Address(local, connection->local_ip, connection->local_port);
     connection->deadline = now + Seconds(options_.idle_timeout_s);
+    if (tls_ != nullptr) {
+      connection->ssl = SSL_new(tls_);
+      if (connection->ssl == nullptr || SSL_set_fd(connection->ssl, fd) != 1) {
+        Close(std::move(connection));
+        continue;
+      }
+      SSL_set_accept_state(connection->ssl);
+      connection->phase = Connection::Phase::kHandshake;
+      connection->deadline = now + Seconds(options_.request_timeout_s);
+    }
     waiting_.push_back(std::move(connection));
   }
 }
 
 bool HttpListener::OnReadable(std::unique_ptr<Connection>& connection, Clock::time_point now) {
   Connection& c = *connection;
+  if (c.phase == Connection::Phase::kHandshake) {
+    ERR_clear_error();
+    const ssize_t r = TlsResult(c.ssl, SSL_do_handshake(c.ssl), &c.wait_for);
+    if (r == kWouldBlock) return true;
+    if (r <= 0) {  // not TLS (plain HTTP on an HTTPS port), or a failed handshake
+      Close(std::move(connection));
+      return false;
+    }
+    c.phase = Connection::Phase::kIdle;
+    c.deadline = now + Seconds(options_.idle_timeout_s);
+    // The request may have come with the handshake's last flight: read on.
+  }
   const size_t cap = kMaxHeaderBytes + options_.max_body_bytes + kReadChunk;
   char buffer[kReadChunk];
   bool peer_closed = false;
+  c.wait_for = POLLIN;
   while (c.phase == Connection::Phase::kClosing || c.in.size() < cap) {
-    const ssize_t n = recv(c.fd, buffer, sizeof(buffer), MSG_DONTWAIT);
+    const ssize_t n = RecvSome(c.fd, c.ssl, buffer, sizeof(buffer), &c.wait_for);
     if (n > 0) {
       if (c.phase == Connection::Phase::kClosing) {
         c.discarded += static_cast<size_t>(n);
@@ -337,8 +466,7 @@ bool HttpListener::OnReadable(std::unique_ptr<Connection>& connection, Clock::ti
       c.in.append(buffer, static_cast<size_t>(n));
       continue;
     }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n == kWouldBlock) break;
     peer_closed = true;  // end of stream or an error
     break;
   }
@@ -381,6 +509,7 @@ void HttpListener::TryDispatch(std::unique_ptr<Connection>& connection, Clock::t
 
 void HttpListener::OnDeadline(std::unique_ptr<Connection>& connection) {
   Connection& c = *connection;
+  if (c.phase == Connection::Phase::kHandshake) return Close(std::move(connection));
   if (c.phase == Connection::Phase::kArriving) {
     char seconds[32];
     std::snprintf(seconds, sizeof(seconds), "%g", options_.request_timeout_s);
@@ -413,8 +542,9 @@ void HttpListener::Work(std::unique_ptr<Connection> connection) {
   } else {
     // Unread input may remain (a body the handler refused unread): closing now would reset the
     // connection and could destroy the answer before the client reads it, so linger in the loop.
-    shutdown(c.fd, SHUT_WR);
+    ShutdownWrite(c.fd, c.ssl);
     c.phase = Connection::Phase::kClosing;
+    c.wait_for = POLLIN;
     c.in.clear();
   }
   {
@@ -437,6 +567,7 @@ void HttpListener::TakeReturned(Clock::time_point now) {
       continue;
     }
     connection->deadline = now + Seconds(options_.idle_timeout_s);
+    connection->wait_for = POLLIN;
     if (!connection->in.empty()) {  // pipelined: the next request is (partly) here already
       connection->StartRequest(now, options_.request_timeout_s);
       TryDispatch(connection, now);
@@ -460,7 +591,7 @@ bool HttpListener::Serve() {
     fds.push_back({.fd = accepting ? listen_fd_ : -1, .events = POLLIN, .revents = 0});
     Clock::time_point next = now + std::chrono::seconds(1);
     for (const auto& connection : waiting_) {
-      fds.push_back({.fd = connection->fd, .events = POLLIN, .revents = 0});
+      fds.push_back({.fd = connection->fd, .events = connection->wait_for, .revents = 0});
       next = std::min(next, connection->deadline);
     }
     if (!accepting) next = std::min(next, accept_paused_until_);
@@ -474,7 +605,7 @@ bool HttpListener::Serve() {
     const size_t polled = fds.size() - 2;  // waiting_[0, polled) were in this poll
     for (size_t i = 0; i < polled; ++i) {
       auto& connection = waiting_[i];
-      if ((fds[i + 2].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+      if ((fds[i + 2].revents & (POLLIN | POLLOUT | POLLHUP | POLLERR)) != 0) {
         OnReadable(connection, now);
       }
       if (connection && now >= connection->deadline) OnDeadline(connection);

@@ -33,6 +33,8 @@
 #include "server/api_error.h"
 #include "util/status.h"
 
+struct ssl_ctx_st;  // OpenSSL's SSL_CTX
+
 namespace kvserve {
 
 struct ListenerOptions {
@@ -47,6 +49,10 @@ struct ListenerOptions {
   // memory a client that never reads can pin, and makes its writes stall into write_timeout_s.
   int send_buffer_bytes = 256 * 1024;
   std::function<void(int status)> on_refused;  // each 408/431/503 the loop answers itself
+  // HTTPS when both are set (PEM files; the certificate file may hold the chain): every
+  // connection is TLS 1.2 or later, its handshake within request_timeout_s, and the loop and the
+  // workers read and write through it; plain HTTP on the port is closed unanswered.
+  std::string tls_cert_file, tls_key_file;
 };
 
 class HttpListener : public httplib::Server {
@@ -56,7 +62,8 @@ class HttpListener : public httplib::Server {
   HttpListener(const HttpListener&) = delete;
   HttpListener& operator=(const HttpListener&) = delete;
 
-  // Creates the listening socket; the port bound (the free one chosen when `port` is 0).
+  // Loads the TLS certificate and key when set, then creates the listening socket; the port
+  // bound (the free one chosen when `port` is 0).
   Result<int> Bind(const std::string& host, int port);
   // Serves until Halt(); false if Bind did not succeed. Returns after the workers finished.
   bool Serve();
@@ -84,10 +91,12 @@ class HttpListener : public httplib::Server {
   void Close(std::unique_ptr<Connection> connection);
   void TakeReturned(Clock::time_point now);
   void Wake();
+  Status LoadTls();
 
   ListenerOptions options_;
   int listen_fd_ = -1;
-  int wake_fd_ = -1;  // eventfd: a worker returned a connection, or Halt()
+  int wake_fd_ = -1;           // eventfd: a worker returned a connection, or Halt()
+  ssl_ctx_st* tls_ = nullptr;  // owned; null: plain HTTP
   std::atomic<bool> stopping_{false};
   std::atomic<bool> serving_{false};
   std::atomic<int> open_{0};

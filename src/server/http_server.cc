@@ -22,14 +22,16 @@ bool ReadsBodyWithLimit(const httplib::Request& request) {
 
 HttpServer::HttpServer(HttpServerOptions options)
     : options_(std::move(options)),
-      server_(ListenerOptions{
-          .workers = std::max(2, options_.threads),
-          .max_connections = std::max(1, options_.max_connections),
-          .request_timeout_s = static_cast<double>(options_.read_timeout_s),
-          .idle_timeout_s = static_cast<double>(options_.keep_alive_timeout_s),
-          .write_timeout_s = static_cast<double>(options_.write_timeout_s),
-          .max_body_bytes = options_.max_body_bytes,
-          .on_refused = [this](int status) { metrics_.CountHttpResponse(status); }}),
+      server_(
+          ListenerOptions{.workers = std::max(2, options_.threads),
+                          .max_connections = std::max(1, options_.max_connections),
+                          .request_timeout_s = static_cast<double>(options_.read_timeout_s),
+                          .idle_timeout_s = static_cast<double>(options_.keep_alive_timeout_s),
+                          .write_timeout_s = static_cast<double>(options_.write_timeout_s),
+                          .max_body_bytes = options_.max_body_bytes,
+                          .on_refused = [this](int status) { metrics_.CountHttpResponse(status); },
+                          .tls_cert_file = options_.tls_cert_file,
+                          .tls_key_file = options_.tls_key_file}),
       limiter_(options_.max_concurrent_per_key) {
   Install();
 }

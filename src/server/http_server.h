@@ -42,6 +42,8 @@ struct HttpServerOptions {
   int read_timeout_s = 10;           // a request must arrive within this from its first byte
   int write_timeout_s = 10;          // a client that reads nothing for this long is cut off
   int keep_alive_timeout_s = 5;      // an idle connection is closed after this
+  std::string tls_cert_file;         // HTTPS when both are set (PEM)
+  std::string tls_key_file;
   RouteOptions routes;
 };
 
