@@ -568,7 +568,9 @@ void HttpListener::TakeReturned(Clock::time_point now) {
     }
     connection->deadline = now + Seconds(options_.idle_timeout_s);
     connection->wait_for = POLLIN;
-    if (!connection->in.empty()) {  // pipelined: the next request is (partly) here already
+    if (connection->ssl != nullptr && SSL_pending(connection->ssl) > 0) {
+      OnReadable(connection, now);  // decrypted bytes the socket's readiness will not announce
+    } else if (!connection->in.empty()) {  // pipelined: the next request is (partly) here
       connection->StartRequest(now, options_.request_timeout_s);
       TryDispatch(connection, now);
     }
