@@ -730,3 +730,27 @@ TEST(ServeTlsFlagsTest, CertificateProblemsExitWithAMessage) {
 
 }  // namespace
 }  // namespace kvserve
+
+namespace kvserve {
+namespace {
+
+using namespace ::kvserve::testing;  // NOLINT: test helpers
+
+TEST_F(HostileTest, TimeoutCutsARequestThatRunsLonger) {
+  // --timeout (another name of --request-timeout) of a microsecond: past it before the second
+  // step, so a request for 100 tokens ends early with finish_reason "length".
+  signal(SIGPIPE, SIG_IGN);
+  server_ = ServeProcess::Start({"--timeout", "0.000001"});
+  ASSERT_NE(server_, nullptr);
+  client_ = server_->Client();
+  Reply reply =
+      Post(*client_, "/v1/completions",
+           json{{"prompt", "Once upon a time"}, {"max_tokens", 100}, {"ignore_eos", true}});
+  ASSERT_EQ(reply.status, 200) << reply.text;
+  EXPECT_EQ(reply.body["choices"][0]["finish_reason"], "length");
+  EXPECT_LT(reply.body["usage"]["completion_tokens"].get<int>(), 100) << reply.text;
+  EXPECT_TRUE(EngineIdle()) << Metrics();
+}
+
+}  // namespace
+}  // namespace kvserve
