@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Fuzzes the GGUF reader and model loader (fuzz/gguf_fuzz.cc), then the safetensors reader and
-# config.json parser (fuzz/safetensors_fuzz.cc), for N seconds each (default 60).
+# Fuzzes the GGUF reader and model loader (fuzz/gguf_fuzz.cc), the safetensors reader and
+# config.json parser (fuzz/safetensors_fuzz.cc), then the server's request parsing (head, JSON
+# body, completion request, tokenizing and chat templates; fuzz/request_fuzz.cc), for N seconds
+# each (default 60).
 #   scripts/fuzz.sh [SECONDS]
 # Configures a clang build in build-fuzz/ (override with KVSERVE_FUZZ_BUILD), builds gguf_fuzz with
 # libFuzzer + ASan + UBSan, seeds a corpus from the small shared models and crafted files
@@ -17,7 +19,7 @@ jobs="${KVSERVE_FUZZ_BUILD_JOBS:-2}"
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release \
   -DKVSERVE_BUILD_FUZZERS=ON -DKVSERVE_BUILD_TESTS=OFF >/dev/null
-ninja -C "$build" -j "$jobs" gguf_fuzz safetensors_fuzz
+ninja -C "$build" -j "$jobs" gguf_fuzz safetensors_fuzz request_fuzz
 
 seeds="$build/fuzz-seeds"
 corpus="$build/fuzz-corpus"
@@ -61,3 +63,30 @@ write(sys.argv[1] + "/two.safetensors", {"a": ("F16", [3], b"\0" * 6), "b": ("BF
 PY
 "$build/fuzz/safetensors_fuzz" "$st_corpus" "$st_seeds" -max_total_time="$seconds" -timeout=10 \
   -max_len=65536 -rss_limit_mb=2048 -malloc_limit_mb=512 -print_final_stats=1
+
+# Requests: seeds are bodies of every route's shape (and one HTTP head); the dictionary holds the
+# field names. The tokenizer and chat templates run on stories260K's vocabulary.
+rq_seeds="$build/fuzz-seeds-request"
+rq_corpus="$build/fuzz-corpus-request"
+mkdir -p "$rq_seeds" "$rq_corpus"
+python3 - "$rq_seeds" <<'PY'
+import json, sys
+bodies = [
+    {"prompt": "Once upon a time", "max_tokens": 16, "temperature": 0},
+    {"prompt": [1, 2, 3], "n": 2, "logprobs": 3, "stop": ["\n", "The"], "seed": 7},
+    {"prompt": ["a", [1, 2]], "logit_bias": {"5": -100}, "top_k": 40, "top_p": 0.9},
+    {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+     "stream": True, "stream_options": {"include_usage": True}, "logprobs": True, "top_logprobs": 2},
+    {"messages": [{"role": "user", "content": [{"type": "text", "text": "x"}]}],
+     "session_id": "s1", "cache_salt": "t", "max_completion_tokens": 5},
+]
+for i, body in enumerate(bodies):
+    open(f"{sys.argv[1]}/body{i}.json", "w").write(json.dumps(body))
+open(f"{sys.argv[1]}/head.txt", "w").write(
+    "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+PY
+model="${KVSERVE_FUZZ_MODEL:-$shared/models/stories260K.gguf}"
+[ -f "$model" ] || model=""  # without it: parsing only
+KVSERVE_FUZZ_MODEL="$model" "$build/fuzz/request_fuzz" "$rq_corpus" "$rq_seeds" -dict="$root/fuzz/request.dict" \
+  -max_total_time="$seconds" -timeout=10 -max_len=65536 -rss_limit_mb=2048 -malloc_limit_mb=512 \
+  -print_final_stats=1

@@ -9,6 +9,7 @@ packages=(
   libpcre2-dev                     # tokenizer pre-split regexes (Unicode classes)
   nlohmann-json3-dev               # JSON (CLI output, server)
   libcpp-httplib-dev               # HTTP server
+  libssl-dev openssl               # HTTPS (--ssl-cert); the test makes its certificate with openssl
   clang libclang-rt-14-dev         # libFuzzer harnesses and sanitizer runtime
   clang-format                     # scripts/format.sh --check (CI)
 )

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Builds kvserve with AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/) and runs the
-# tests that exercise untrusted input, the cache bookkeeping and the engine under them.
+# tests that exercise untrusted input, the cache bookkeeping and the engine under them (the server
+# tests' `kvserve serve` children are the sanitized binary too, so hostile requests run under it).
 # Any report fails the run (-fno-sanitize-recover, halt_on_error).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${KVSERVE_ASAN_BUILD:-build-asan}"
 tests=(gguf_test safetensors_test block_manager_test engine_test tokenizer_test reference_test
-       kernels_test attention_test packed_weights_test hf_folder_test args_test cli_help_test)
+       kernels_test attention_test packed_weights_test hf_folder_test args_test cli_help_test
+       request_limits_test tenant_limiter_test server_limits_test server_hostile_test)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
   -DKVSERVE_SANITIZE=ON >/dev/null
 ninja -C "$build" -j "$(nproc)" kvserve "${tests[@]}"

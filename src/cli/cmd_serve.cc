@@ -49,14 +49,29 @@ FlagTable ServeFlagTable() {
              .help = "require one of the keys in FILE (one per line, # comments)"},
             {.name = "--metrics-auth", .help = "/metrics needs the key too"},
             {.name = "--no-webui", .help = "no web page at / and no KV map at /v1/kv-map"},
+            {.name = "--ssl-cert",
+             .value_name = "FILE",
+             .help = "serve HTTPS with this PEM certificate (chain); needs --ssl-key"},
+            {.name = "--ssl-key",
+             .value_name = "FILE",
+             .help = "the PEM private key of --ssl-cert"},
             {.name = "--max-queue",
              .value_name = "N",
              .default_text = "1024",
              .help = "requests waiting at most; beyond it 429"},
             {.name = "--request-timeout",
+             .alias = "--timeout",
              .value_name = "SECONDS",
              .default_text = "0, none",
              .help = "a request running longer ends with finish_reason length"},
+            {.name = "--max-prompt-tokens",
+             .value_name = "N",
+             .default_text = "0, the context",
+             .help = "longer prompts get 400"},
+            {.name = "--max-concurrent-per-key",
+             .value_name = "N",
+             .default_text = "0, no limit",
+             .help = "requests in flight per API key (all clients when no keys); beyond it 429"},
             {.name = "--session-ttl",
              .value_name = "SECONDS",
              .default_text = "300",
@@ -68,7 +83,16 @@ FlagTable ServeFlagTable() {
             {.name = "--read-timeout",
              .value_name = "SECONDS",
              .default_text = "10",
-             .help = "a client that sends nothing for this long is disconnected"},
+             .help = "a request must arrive (head, and body) within this of its first byte; "
+                     "then 408"},
+            {.name = "--write-timeout",
+             .value_name = "SECONDS",
+             .default_text = "10",
+             .help = "a client that reads nothing of its answer for this long is cut off"},
+            {.name = "--max-connections",
+             .value_name = "N",
+             .default_text = "512",
+             .help = "open connections at most; beyond it 503 (idle ones hold no thread)"},
             {.name = "--http-threads",
              .value_name = "N",
              .default_text = "0, max(16, 2 * --max-num-seqs + 8)",
@@ -144,16 +168,24 @@ Result<ServeOptions> ReadServeOptions(const Args& args, const ModelOptions& mode
   auto queue = IntFlag(args, "--max-queue", 1024, 1, 1 << 20);
   auto http_threads = IntFlag(args, "--http-threads", 0, 0, 4096);
   auto read_timeout = IntFlag(args, "--read-timeout", 10, 1, 3600);
+  auto max_connections = IntFlag(args, "--max-connections", 512, 1, 1 << 16);
+  auto write_timeout = IntFlag(args, "--write-timeout", 10, 1, 3600);
+  auto max_prompt_tokens = IntFlag(args, "--max-prompt-tokens", 0, 0, 1 << 24);
+  auto per_key = IntFlag(args, "--max-concurrent-per-key", 0, 0, 1 << 20);
   auto request_timeout = SecondsFlag(args, "--request-timeout", 0);
   auto session_ttl = SecondsFlag(args, "--session-ttl", 300);
   auto shutdown = SecondsFlag(args, "--shutdown-timeout", 30);
-  for (const Status& s :
-       {port.status(), queue.status(), http_threads.status(), read_timeout.status(),
-        request_timeout.status(), session_ttl.status(), shutdown.status()}) {
+  for (const Status& s : {port.status(), queue.status(), http_threads.status(),
+                          read_timeout.status(), max_connections.status(), request_timeout.status(),
+                          session_ttl.status(), shutdown.status()}) {
     if (!s.ok()) return s;
   }
   o.http.port = *port;
   o.http.read_timeout_s = *read_timeout;
+  o.http.max_connections = *max_connections;
+  o.http.write_timeout_s = *write_timeout;
+  o.http.routes.max_prompt_tokens = *max_prompt_tokens;
+  o.http.max_concurrent_per_key = *per_key;
   o.http.routes.request_timeout_s = *request_timeout;
   o.http.metrics_auth = args.Has("--metrics-auth");
   o.http.replica_name = args.GetOr("--replica-name", HostName());
@@ -166,6 +198,11 @@ Result<ServeOptions> ReadServeOptions(const Args& args, const ModelOptions& mode
     auto size = ParseSize("--max-body", *text);
     if (!size.ok()) return size.status();
     o.http.max_body_bytes = *size;
+  }
+  o.http.tls_cert_file = args.GetOr("--ssl-cert", "");
+  o.http.tls_key_file = args.GetOr("--ssl-key", "");
+  if (o.http.tls_cert_file.empty() != o.http.tls_key_file.empty()) {
+    return Result<ServeOptions>::InvalidArgument("give --ssl-cert and --ssl-key together");
   }
   if (args.Has("--api-key") && args.Has("--api-key-file")) {
     return Result<ServeOptions>::InvalidArgument("give --api-key or --api-key-file, not both");
@@ -219,8 +256,9 @@ int RunServe(const std::vector<std::string>& argv) {
   HttpServer server(options->http);
   if (Status bound = server.Bind(); !bound.ok()) return fail(bound.message(), 1);
   std::thread http_thread([&server] { server.Run(); });
-  std::fprintf(stderr, "kvserve serve: listening on http://%s:%d (loading %s)\n",
-               options->http.host.c_str(), server.port(), model_options->model_path.c_str());
+  std::fprintf(stderr, "kvserve serve: listening on %s://%s:%d (loading %s)\n",
+               options->http.tls_cert_file.empty() ? "http" : "https", options->http.host.c_str(),
+               server.port(), model_options->model_path.c_str());
   auto stop_with = [&](const std::string& message) {
     server.Stop();
     http_thread.join();

@@ -1,5 +1,7 @@
 #include "server/api_error.h"
 
+#include "server/request_limits.h"
+
 namespace kvserve {
 
 ApiError ApiError::BadRequest(std::string message, std::string param) {
@@ -58,11 +60,17 @@ std::string ApiError::Body() const { return DumpJson(ToJson()); }
 
 std::optional<ApiError> ParseJsonBody(const std::string& body, nlohmann::json& out) {
   if (body.empty()) return ApiError::BadRequest("request body is empty; expected a JSON object");
+  if (auto error = CheckJsonDepth(body, kMaxJsonDepth)) return error;
   try {
     out = nlohmann::json::parse(body);
   } catch (const nlohmann::json::parse_error& e) {
     return ApiError::BadRequest("request body is not valid JSON: parse error at byte " +
                                 std::to_string(e.byte));
+  } catch (const nlohmann::json::exception& e) {
+    // out_of_range 406: a number beyond double ("max_tokens": 1e400).
+    std::string what = e.what();
+    if (what.size() > 200) what = what.substr(0, 197) + "...";
+    return ApiError::BadRequest("request body is not valid JSON: " + what);
   }
   if (!out.is_object()) {
     return ApiError::BadRequest(std::string("request body must be a JSON object, not ") +

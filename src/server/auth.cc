@@ -2,8 +2,6 @@
 
 #include <fstream>
 
-#include "util/sha256.h"
-
 namespace kvserve {
 
 bool ConstantTimeEquals(std::string_view presented, std::string_view secret) {
@@ -32,8 +30,9 @@ Result<ApiKeys> ApiKeys::FromList(std::vector<std::string> keys) {
                                                 " holds whitespace or a control character");
       }
     }
-    out.tags_.push_back(TenantTag(key));
-    out.keys_.push_back(key);
+    const Sha256Digest digest = Sha256::Hash(key.data(), key.size());
+    out.tags_.push_back(Sha256::Hex(digest).substr(0, 16));
+    out.digests_.push_back(digest);
   }
   return out;
 }
@@ -64,17 +63,21 @@ Result<ApiKeys> ApiKeys::FromFile(const std::string& path) {
 }
 
 std::optional<std::string> ApiKeys::Check(std::string_view authorization) const {
-  if (keys_.empty()) return std::string("anon");
+  if (digests_.empty()) return std::string("anon");
   constexpr std::string_view kBearer = "Bearer ";
   if (authorization.size() <= kBearer.size() ||
       authorization.substr(0, kBearer.size()) != kBearer) {
     return std::nullopt;
   }
   const std::string_view presented = authorization.substr(kBearer.size());
+  const Sha256Digest digest = Sha256::Hash(presented.data(), presented.size());
+  const std::string_view mine(reinterpret_cast<const char*>(digest.data()), digest.size());
   // Compare against every key (no early exit) so the time does not tell which one matched.
   int match = -1;
-  for (size_t i = 0; i < keys_.size(); ++i) {
-    if (ConstantTimeEquals(presented, keys_[i])) match = static_cast<int>(i);
+  for (size_t i = 0; i < digests_.size(); ++i) {
+    const std::string_view theirs(reinterpret_cast<const char*>(digests_[i].data()),
+                                  digests_[i].size());
+    if (ConstantTimeEquals(mine, theirs)) match = static_cast<int>(i);
   }
   if (match < 0) return std::nullopt;
   return tags_[match];

@@ -1,5 +1,6 @@
 #include "server/http_server.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "server/webui_routes.h"
@@ -23,7 +24,19 @@ bool ReadsBodyWithLimit(const httplib::Request& request) {
 }  // namespace
 
 HttpServer::HttpServer(HttpServerOptions options)
-    : options_(std::move(options)), metrics_(options_.replica_name) {
+    : options_(std::move(options)),
+      server_(
+          ListenerOptions{.workers = std::max(2, options_.threads),
+                          .max_connections = std::max(1, options_.max_connections),
+                          .request_timeout_s = static_cast<double>(options_.read_timeout_s),
+                          .idle_timeout_s = static_cast<double>(options_.keep_alive_timeout_s),
+                          .write_timeout_s = static_cast<double>(options_.write_timeout_s),
+                          .max_body_bytes = options_.max_body_bytes,
+                          .on_refused = [this](int status) { metrics_.CountHttpResponse(status); },
+                          .tls_cert_file = options_.tls_cert_file,
+                          .tls_key_file = options_.tls_key_file}),
+      metrics_(options_.replica_name),
+      limiter_(options_.max_concurrent_per_key) {
   Install();
 }
 
@@ -78,13 +91,7 @@ OpenAiRoutes* HttpServer::Ready(httplib::Response& response) {
 }
 
 void HttpServer::Install() {
-  const int threads = std::max(2, options_.threads);
-  server_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  server_.set_payload_max_length(options_.max_body_bytes);
-  server_.set_read_timeout(options_.read_timeout_s, 0);
-  server_.set_write_timeout(options_.write_timeout_s, 0);
-  server_.set_keep_alive_timeout(options_.keep_alive_timeout_s);
-  server_.set_keep_alive_max_count(100);
+  server_.set_payload_max_length(options_.max_body_bytes);  // timeouts: ListenerOptions
   // Copied into every response, errors and streams included, so a proxy's routing can be seen.
   if (!options_.replica_name.empty()) {
     server_.set_default_headers({{"X-Kvserve-Replica", options_.replica_name}});
@@ -176,7 +183,25 @@ void HttpServer::Install() {
       OpenAiRoutes* routes = Ready(response);
       if (!routes) return;
       auto tenant = Authorize(request, response);
-      if (tenant) routes->Completions(request, body, response, kind, *tenant);
+      if (!tenant) return;
+      std::shared_ptr<TenantLimiter::Lease> lease = limiter_.Acquire(*tenant);
+      if (!lease) {
+        ApiError error = ApiError::TooManyRequests(
+            "this API key already has " + std::to_string(limiter_.limit()) +
+                " requests in flight (--max-concurrent-per-key); retry when one has finished",
+            1);
+        error.code = "too_many_concurrent_requests";
+        return ReplyError(response, error);
+      }
+      routes->Completions(request, body, response, kind, *tenant);
+      // A streamed answer outlives this call: the lease goes with the stream's resources, which
+      // httplib releases when the response is done (written, or the client gone).
+      if (response.content_provider_) {
+        auto release = std::move(response.content_provider_resource_releaser_);
+        response.content_provider_resource_releaser_ = [lease, release](bool success) {
+          if (release) release(success);
+        };
+      }
     };
   };
   server_.Post("/v1/completions", completions(CompletionKind::kText));
@@ -221,22 +246,13 @@ Status HttpServer::Bind() {
     return Status::InvalidArgument("--port " + std::to_string(options_.port) +
                                    " is not in [0, 65535]");
   }
-  if (options_.port == 0) {
-    port_ = server_.bind_to_any_port(options_.host);
-    if (port_ < 0)
-      return Status::InvalidArgument("cannot bind to " + options_.host + " on any port");
-  } else {
-    if (!server_.bind_to_port(options_.host, options_.port)) {
-      return Status::InvalidArgument("cannot bind to " + options_.host + ":" +
-                                     std::to_string(options_.port) +
-                                     " (in use, or not a local address)");
-    }
-    port_ = options_.port;
-  }
+  auto port = server_.Bind(options_.host, options_.port);
+  if (!port.ok()) return port.status();
+  port_ = *port;
   return Status::Ok();
 }
 
-bool HttpServer::Run() { return server_.listen_after_bind(); }
+bool HttpServer::Run() { return server_.Serve(); }
 
 void HttpServer::SetModel(ServedModel model) {
   routes_ = std::make_unique<OpenAiRoutes>(std::move(model), options_.routes, metrics_,
@@ -255,8 +271,6 @@ bool HttpServer::WaitForStreams(std::chrono::milliseconds timeout) {
   return true;
 }
 
-void HttpServer::Stop() {
-  if (server_.is_running()) server_.stop();
-}
+void HttpServer::Stop() { server_.Halt(); }
 
 }  // namespace kvserve

@@ -22,8 +22,10 @@
 
 #include "server/api_error.h"
 #include "server/auth.h"
+#include "server/http_listener.h"
 #include "server/metrics.h"
 #include "server/openai_routes.h"
+#include "server/tenant_limiter.h"
 #include "util/status.h"
 
 namespace kvserve {
@@ -34,11 +36,15 @@ struct HttpServerOptions {
   ApiKeys api_keys;                  // none: no auth
   bool metrics_auth = false;         // /metrics needs the key too
   size_t max_body_bytes = 4u << 20;  // larger bodies get 413
-  int threads = 32;                  // HTTP worker threads (one per open connection)
-  int read_timeout_s = 10;           // a client that sends nothing for this long is cut off
+  int max_concurrent_per_key = 0;    // completions in flight per tenant; beyond it 429; 0 = any
+  int threads = 32;                  // HTTP worker threads (one per request being answered)
+  int max_connections = 512;         // open at once; beyond it 503 and closed
+  int read_timeout_s = 10;           // a request must arrive within this from its first byte
   int write_timeout_s = 10;          // a client that reads nothing for this long is cut off
-  int keep_alive_timeout_s = 5;
-  std::string replica_name;  // non-empty: every response carries X-Kvserve-Replica
+  int keep_alive_timeout_s = 5;      // an idle connection is closed after this
+  std::string tls_cert_file;         // HTTPS when both are set (PEM)
+  std::string tls_key_file;
+  std::string replica_name;          // non-empty: every response carries X-Kvserve-Replica
   RouteOptions routes;
   bool webui = true;  // the page at / and /v1/kv-map (server/webui_routes.h)
 };
@@ -81,8 +87,9 @@ class HttpServer {
   OpenAiRoutes* Ready(httplib::Response& response);
 
   HttpServerOptions options_;
-  httplib::Server server_;
+  HttpListener server_;  // httplib's routes over our sockets (idle and slow clients hold no thread)
   ServerMetrics metrics_;
+  TenantLimiter limiter_;  // --max-concurrent-per-key
   std::atomic<int> in_flight_streams_{0};
   std::atomic<State> state_{State::kLoading};
   std::unique_ptr<OpenAiRoutes> routes_;  // set once by SetModel before state_ turns kReady

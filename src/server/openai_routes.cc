@@ -244,6 +244,14 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
       return ReplyError(response,
                         ApiError::BadRequest("'" + where + "' is empty (0 tokens)", prompt_param));
     }
+    if (options_.max_prompt_tokens > 0 && n_prompt > options_.max_prompt_tokens) {
+      return ReplyError(response,
+                        ApiError::BadRequest("'" + where + "' is " + std::to_string(n_prompt) +
+                                                 " tokens; this server takes at most " +
+                                                 std::to_string(options_.max_prompt_tokens) +
+                                                 " (--max-prompt-tokens)",
+                                             prompt_param));
+    }
     if (n_prompt >= n_ctx) {
       return ReplyError(
           response,

@@ -32,6 +32,7 @@ struct ServedModel {
 
 struct RouteOptions {
   double request_timeout_s = 0;  // 0 = none; Request::timeout_s of every request
+  int max_prompt_tokens = 0;     // 0 = the context; a longer prompt is a 400
 };
 
 class OpenAiRoutes {

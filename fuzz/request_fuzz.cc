@@ -1,0 +1,151 @@
+// libFuzzer harness for what the server does with a request before the engine sees it. For any
+// input bytes:
+// - ScanRequestHead (the HTTP head) ends inside the input, within its limits, or refuses with 431;
+// - ParseJsonBody either refuses them with a 4xx whose body is valid JSON, or gives an object;
+// - ParseCompletionRequest of that object, as /v1/completions and as /v1/chat/completions, either
+//   refuses it (a 4xx naming a parameter in valid JSON) or gives a request within every limit
+//   (choices, prompts, stop strings, logprobs, sampling ranges, token ids inside the vocabulary);
+// - with KVSERVE_FUZZ_MODEL set to a GGUF file, the accepted prompts are tokenized (text) or
+//   rendered by every chat template and tokenized (chat), and every id is inside the vocabulary.
+// Any violation aborts. Build: scripts/fuzz.sh configures build-fuzz/; then
+//   ninja -C build-fuzz request_fuzz && build-fuzz/fuzz/request_fuzz -max_total_time=60
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "io/gguf_reader.h"
+#include "server/completion_request.h"
+#include "server/request_limits.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace {
+
+using kvserve::ApiError;
+using kvserve::CompletionKind;
+using kvserve::CompletionRequest;
+
+void Check(bool ok, const char* what, const std::string& detail = "") {
+  if (ok) return;
+  std::fprintf(stderr, "request_fuzz: invariant broken: %s: %s\n", what, detail.c_str());
+  std::abort();
+}
+
+void CheckError(const ApiError& error) {
+  Check(error.http_status >= 400 && error.http_status < 500, "a 4xx",
+        std::to_string(error.http_status));
+  Check(!error.message.empty(), "a message");
+  const auto body = nlohmann::json::parse(error.Body(), nullptr, /*allow_exceptions=*/false);
+  Check(body.is_object() && body.contains("error") && body["error"]["message"].is_string(),
+        "error body is OpenAI-shaped JSON", error.Body().substr(0, 200));
+}
+
+struct Vocabulary {
+  std::unique_ptr<kvserve::GgufFile> file;
+  std::unique_ptr<kvserve::Tokenizer> tokenizer;
+  std::vector<kvserve::ChatTemplate> templates;
+  int n_vocab = 512;
+};
+
+const Vocabulary& Vocab() {
+  static const Vocabulary* vocab = [] {
+    auto* v = new Vocabulary;
+    const char* path = std::getenv("KVSERVE_FUZZ_MODEL");
+    if (path != nullptr && *path != '\0') {
+      auto file = kvserve::GgufFile::Open(path);
+      Check(file.ok(), "KVSERVE_FUZZ_MODEL opens", path);
+      v->file = std::make_unique<kvserve::GgufFile>(std::move(file).value());
+      auto tokenizer = kvserve::Tokenizer::FromGguf(*v->file);
+      Check(tokenizer.ok(), "KVSERVE_FUZZ_MODEL has a tokenizer", path);
+      v->tokenizer = std::move(tokenizer).value();
+      v->n_vocab = v->tokenizer->n_vocab();
+      for (std::string_view name : kvserve::ChatTemplate::kNames) {
+        auto chat = kvserve::ChatTemplate::ByName(name);
+        if (chat.ok()) v->templates.push_back(std::move(chat).value());
+      }
+    }
+    return v;
+  }();
+  return *vocab;
+}
+
+void CheckAccepted(const CompletionRequest& r, CompletionKind kind, const Vocabulary& vocab) {
+  Check(r.n >= 1 && r.n <= kvserve::kMaxChoices, "n in range", std::to_string(r.n));
+  Check(!r.max_tokens || *r.max_tokens >= 1, "max_tokens positive");
+  Check(r.stop.size() <= static_cast<size_t>(kvserve::kMaxStopStrings), "stop count");
+  for (const std::string& s : r.stop) Check(!s.empty() && s.size() <= 1024, "stop length");
+  Check(r.sampling.top_logprobs >= 0 && r.sampling.top_logprobs <= kvserve::kMaxTopLogprobs,
+        "top_logprobs in range");
+  Check(r.sampling.temperature >= 0 && r.sampling.temperature <= 2, "temperature in range");
+  Check(r.sampling.top_p > 0 && r.sampling.top_p <= 1, "top_p in range");
+  Check(r.sampling.top_k >= 0 && r.sampling.top_k <= vocab.n_vocab, "top_k in range");
+  Check(std::isfinite(r.sampling.presence_penalty) && std::isfinite(r.sampling.frequency_penalty),
+        "penalties finite");
+  const kvserve::Status engine_check = r.sampling.Validate(vocab.n_vocab);
+  Check(engine_check.ok(), "the engine accepts the sampling parameters", engine_check.message());
+  for (const auto& [id, bias] : r.sampling.logit_bias) {
+    Check(id >= 0 && id < vocab.n_vocab && bias >= -100 && bias <= 100, "logit_bias in range");
+  }
+  for (const std::string* id : {&r.user, &r.session_id, &r.cache_salt, &r.model}) {
+    Check(id->size() <= kvserve::kMaxIdBytes, "id length");
+  }
+  auto check_ids = [&](const std::vector<int32_t>& ids) {
+    for (int32_t id : ids) Check(id >= 0 && id < vocab.n_vocab, "token id in vocabulary");
+  };
+  if (kind == CompletionKind::kText) {
+    Check(!r.prompts.empty() && r.prompts.size() <= static_cast<size_t>(kvserve::kMaxPrompts),
+          "prompt count");
+    for (const kvserve::PromptInput& p : r.prompts) {
+      if (p.is_tokens) {
+        Check(!p.tokens.empty(), "token prompt not empty");
+        check_ids(p.tokens);
+      } else if (vocab.tokenizer) {
+        check_ids(vocab.tokenizer->Encode(p.text, /*add_special=*/true, /*parse_special=*/true));
+      }
+    }
+  } else {
+    Check(!r.messages.empty(), "messages not empty");
+    if (vocab.tokenizer) {
+      for (const kvserve::ChatTemplate& chat : vocab.templates) {
+        check_ids(chat.EncodePrompt(*vocab.tokenizer, chat.Render(r.messages, true)));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const Vocabulary& vocab = Vocab();
+  const std::string text(reinterpret_cast<const char*>(data), size);
+
+  const kvserve::HeadScan head = kvserve::ScanRequestHead(text);
+  Check(head.end <= size, "head ends inside the input");
+  Check(head.lines <= kvserve::kMaxHeaderCount + 1, "header lines counted within the limit");
+  if (head.error) {
+    Check(head.error->http_status == 431 && head.end == 0, "a refused head is 431");
+  } else {
+    Check(head.end <= kvserve::kMaxHeaderBytes, "an accepted head is within the byte limit");
+  }
+
+  nlohmann::json body;
+  if (auto error = kvserve::ParseJsonBody(text, body)) {
+    CheckError(*error);
+    return 0;
+  }
+  Check(body.is_object(), "an accepted body is an object");
+  for (CompletionKind kind : {CompletionKind::kText, CompletionKind::kChat}) {
+    CompletionRequest request;
+    if (auto error = kvserve::ParseCompletionRequest(body, kind, vocab.n_vocab, request)) {
+      CheckError(*error);
+    } else {
+      CheckAccepted(request, kind, vocab);
+    }
+  }
+  return 0;
+}

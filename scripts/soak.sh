@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Soak of `kvserve serve` (issue 17): many concurrent streams with mixed lengths, shared prefixes,
+# sessions, 10% cancelled mid-stream or by DELETE, idle gaps, and a KV budget small enough to
+# force preemption; every request that was not cancelled must give the tokens it gives alone, no
+# block may stay referenced, resident memory may not grow in the second half, the only errors
+# allowed are 429s. The client is scripts/soak.py (python3, standard library); it prints the
+# figures.
+#   scripts/soak.sh            # CI form: 60 s of load
+#   scripts/soak.sh --long     # by hand: an hour
+#   scripts/soak.sh SECONDS    # any length
+# Uses build/kvserve (KVSERVE_BUILD_DIR), building it when missing, and stories260K.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+build="${KVSERVE_BUILD_DIR:-$root/build}"
+seconds=60
+case "${1:-}" in
+  --long) seconds=3600 ;;
+  "") ;;
+  *) seconds="$1" ;;
+esac
+[ -x "$build/kvserve" ] || "$root/scripts/build.sh"
+model="$("$root/scripts/get-model.sh")"
+log="$(mktemp -t kvserve-soak.XXXXXX)"
+# 900 KiB of KV is ~42 blocks of 16 tokens for stories260K: a request fits alone (at most 8
+# blocks), eight running at once do not, so the scheduler preempts.
+"$build/kvserve" serve -m "$model" --host 127.0.0.1 --port 0 -t 2 --kv-memory 900KiB \
+  --max-num-seqs 8 --max-queue 12 --session-ttl 600 >"$log" 2>&1 &
+pid=$!
+trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -f "$log"' EXIT
+port=""
+for _ in $(seq 1 500); do
+  if grep -q "ready:" "$log"; then
+    port="$(sed -n 's/.*127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log" | head -1)"
+    break
+  fi
+  kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; exit 1; }
+  sleep 0.02
+done
+[ -n "$port" ] || { echo "soak: the server did not get ready" >&2; cat "$log" >&2; exit 1; }
+status=0
+python3 "$root/scripts/soak.py" --port "$port" --pid "$pid" --seconds "$seconds" || status=$?
+kill -TERM "$pid"
+wait "$pid" || { echo "soak: the server did not exit 0" >&2; cat "$log" >&2; status=1; }
+exit "$status"
