@@ -44,7 +44,7 @@ struct HttpServerOptions {
   int keep_alive_timeout_s = 5;      // an idle connection is closed after this
   std::string tls_cert_file;         // HTTPS when both are set (PEM)
   std::string tls_key_file;
-  std::string replica_name;          // non-empty: every response carries X-Kvserve-Replica
+  std::string replica_name;  // non-empty: every response carries X-Kvserve-Replica
   RouteOptions routes;
   bool webui = true;  // the page at / and /v1/kv-map (server/webui_routes.h)
 };
