@@ -21,6 +21,8 @@ constexpr int64_t kMaxVocab = 1 << 24;
 // The Split patterns of byte-level vocabularies whose pre-tokenizer kvserve knows.
 constexpr const char* kLlama3Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 constexpr const char* kQwen2Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
@@ -187,23 +189,56 @@ class HfTokenizerReader {
                            " is neither ByteLevel nor SentencePiece (Metaspace / byte_fallback)");
   }
 
+  // The byte-level pre-tokenizer: a known one by name (tokenizer.ggml.pre), else the file's own
+  // stages (tokenizer.kvserve.pre_stages): its Split regexes (behavior Isolated) and individual
+  // Digits, in order, then GPT-2's split where ByteLevel has use_regex. Anything else is refused
+  // by name rather than tokenized differently.
   Status ChoosePre(const std::string& file, const json& pre) {
-    const json* split = FindComponent(pre, "Split");
-    if (split == nullptr) {
+    std::vector<std::string> stages;
+    const json* byte_level = FindComponent(pre, "ByteLevel");
+    const std::vector<const json*> parts =
+        pre.value("type", std::string()) == "Sequence" && pre.contains("pretokenizers") &&
+                pre["pretokenizers"].is_array()
+            ? [&] {
+                std::vector<const json*> v;
+                for (const json& child : pre["pretokenizers"]) v.push_back(&child);
+                return v;
+              }()
+            : std::vector<const json*>{&pre};
+    for (const json* part : parts) {
+      const std::string type = part->value("type", std::string());
+      if (type == "ByteLevel") continue;
+      if (type == "Split") {
+        std::string pattern;
+        if (part->contains("pattern") && (*part)["pattern"].is_object()) {
+          pattern = (*part)["pattern"].value("Regex", std::string());
+        }
+        const std::string behavior = part->value("behavior", std::string("Isolated"));
+        if (pattern.empty() || behavior != "Isolated" || part->value("invert", false)) {
+          return Error(file, "pre_tokenizer Split " + part->dump() +
+                                 " is not supported (a Regex pattern, behavior Isolated, not "
+                                 "inverted)");
+        }
+        stages.push_back(pattern);
+      } else if (type == "Digits" && part->value("individual_digits", false)) {
+        stages.push_back("\\p{N}");
+      } else {
+        return Error(file, "pre_tokenizer '" + type + "' is not supported");
+      }
+    }
+    const bool byte_level_regex = byte_level != nullptr && byte_level->value("use_regex", true);
+    if (byte_level_regex) stages.push_back(kGpt2Pattern);
+    if (stages.size() == 1 && stages[0] == kGpt2Pattern) {
       out_.pre_ = "gpt-2";
-      return Status::Ok();
-    }
-    std::string pattern;
-    if (split->contains("pattern") && (*split)["pattern"].is_object()) {
-      pattern = (*split)["pattern"].value("Regex", std::string());
-    }
-    if (pattern == kLlama3Pattern) {
+    } else if (stages.size() == 1 && stages[0] == kLlama3Pattern) {
       out_.pre_ = "llama-bpe";
-    } else if (pattern == kQwen2Pattern) {
+    } else if (stages.size() == 1 && stages[0] == kQwen2Pattern) {
       out_.pre_ = "qwen2";
+    } else if (stages.empty()) {
+      return Error(file, "pre_tokenizer " + pre.dump() + " splits nothing");
     } else {
-      return Error(file, "pre_tokenizer Split pattern '" + pattern +
-                             "' is not supported (known: GPT-2, Llama 3, Qwen2)");
+      out_.pre_ = "kvserve-stages";
+      out_.pre_stages_ = std::move(stages);
     }
     return Status::Ok();
   }
@@ -382,6 +417,7 @@ Result<HfTokenizer> HfTokenizer::LoadFolder(const std::string& folder, const Opt
 void HfTokenizer::AddTo(GgufWriter& writer) const {
   writer.SetString("tokenizer.ggml.model", model_);
   writer.SetString("tokenizer.ggml.pre", pre_);
+  if (!pre_stages_.empty()) writer.SetStringArray("tokenizer.kvserve.pre_stages", pre_stages_);
   writer.SetStringArray("tokenizer.ggml.tokens", tokens_);
   writer.SetInt32Array("tokenizer.ggml.token_type", types_);
   if (!scores_.empty()) writer.SetFloat32Array("tokenizer.ggml.scores", scores_);

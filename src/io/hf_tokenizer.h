@@ -54,10 +54,11 @@ class HfTokenizer {
 
   std::string model_ = "gpt2";
   std::string pre_ = "gpt-2";
-  std::vector<std::string> tokens_;  // [n_vocab] by id
-  std::vector<int32_t> types_;       // [n_vocab] TokenType values
-  std::vector<float> scores_;        // [n_vocab] llama only
-  std::vector<std::string> merges_;  // "left right", by rank; gpt2 only
+  std::vector<std::string> pre_stages_;  // the file's own split regexes (pre_ "kvserve-stages")
+  std::vector<std::string> tokens_;      // [n_vocab] by id
+  std::vector<int32_t> types_;           // [n_vocab] TokenType values
+  std::vector<float> scores_;            // [n_vocab] llama only
+  std::vector<std::string> merges_;      // "left right", by rank; gpt2 only
   int32_t bos_ = -1, eos_ = -1, unk_ = -1, pad_ = -1;
   std::optional<bool> add_bos_, add_eos_, add_space_prefix_;
   std::string chat_template_;

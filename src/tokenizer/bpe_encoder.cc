@@ -91,7 +91,8 @@ std::string BpeEncoder::UnmapBytes(std::string_view text) {
 }
 
 Result<BpeEncoder> BpeEncoder::Create(const GgufFile& file, const Vocab& vocab) {
-  auto pre = PreTokenizer::ForName(vocab.pre());
+  std::vector<std::string_view> stages(vocab.pre_stages().begin(), vocab.pre_stages().end());
+  auto pre = stages.empty() ? PreTokenizer::ForName(vocab.pre()) : PreTokenizer::FromStages(stages);
   if (!pre.ok()) return pre.status();
   BpeEncoder encoder(vocab, std::move(*pre));
   encoder.ignore_merges_ = vocab.pre() == "llama-bpe" || vocab.pre() == "llama3";

@@ -48,6 +48,14 @@ Result<Vocab> Vocab::FromGguf(const GgufFile& file) {
     if (!pre.ok()) return pre.status();
     vocab.pre_ = std::string(*pre);
   }
+  if (vocab.pre_ == "kvserve-stages") {
+    auto stages = file.GetStringArray("tokenizer.kvserve.pre_stages");
+    if (!stages.ok()) return stages.status();
+    if (stages->empty()) {
+      return Result<Vocab>::InvalidArgument("tokenizer.kvserve.pre_stages: the array is empty");
+    }
+    vocab.pre_stages_.assign(stages->begin(), stages->end());
+  }
 
   auto texts = file.GetStringArray(kTokensKey);
   if (!texts.ok()) return texts.status();

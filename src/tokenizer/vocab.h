@@ -69,6 +69,9 @@ class Vocab {
   bool add_space_prefix() const { return add_space_prefix_; }
   // tokenizer.ggml.pre ("default" when absent).
   const std::string& pre() const { return pre_; }
+  // tokenizer.kvserve.pre_stages: the regex stages of a Hugging Face tokenizer.json whose
+  // pre-tokenizer has no llama.cpp name (pre() is then "kvserve-stages"); empty otherwise.
+  const std::vector<std::string>& pre_stages() const { return pre_stages_; }
 
  private:
   Vocab() = default;
@@ -86,6 +89,7 @@ class Vocab {
   bool add_eos_ = false;
   bool add_space_prefix_ = false;
   std::string pre_ = "default";
+  std::vector<std::string> pre_stages_;
 };
 
 }  // namespace kvserve
