@@ -111,6 +111,7 @@ class ServeProcess {
     return client;
   }
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
   std::string log() const { return ReadAll(log_path_); }
 
  private:
