@@ -19,6 +19,7 @@
 #include "server/http_server.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
+#include "util/crash_handler.h"
 
 namespace kvserve {
 
@@ -251,6 +252,7 @@ int RunServe(const std::vector<std::string>& argv) {
   if (!model_options.ok()) return fail(model_options.message(), 2);
   auto options = ReadServeOptions(*args, *model_options);
   if (!options.ok()) return fail(options.message(), 2);
+  InstallCrashHandler("kvserve serve");  // a crash prints its stack to the log
 
   // Every thread started from here on inherits this mask; the main thread waits for the signals.
   sigset_t signals;

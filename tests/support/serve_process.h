@@ -112,6 +112,8 @@ class ServeProcess {
   }
   int port() const { return port_; }
   pid_t pid() const { return pid_; }
+  // The caller reaped the process (waitpid); the destructor leaves it alone.
+  void Forget() { pid_ = -1; }
   std::string log() const { return ReadAll(log_path_); }
 
  private:
