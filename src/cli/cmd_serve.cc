@@ -19,6 +19,7 @@
 #include "server/http_server.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
+#include "util/crash_handler.h"
 
 namespace kvserve {
 
@@ -97,6 +98,11 @@ FlagTable ServeFlagTable() {
              .value_name = "N",
              .default_text = "0, max(16, 2 * --max-num-seqs + 8)",
              .help = "HTTP worker threads, one per open connection"},
+            {.name = "--watchdog-s",
+             .value_name = "SECONDS",
+             .default_text = "30",
+             .help = "/health says 503 when the engine made no step for this long with work "
+                     "pending; 0 = off"},
             ChatTemplateFlag(),
             {.name = "--shutdown-timeout",
              .value_name = "SECONDS",
@@ -175,12 +181,14 @@ Result<ServeOptions> ReadServeOptions(const Args& args, const ModelOptions& mode
   auto request_timeout = SecondsFlag(args, "--request-timeout", 0);
   auto session_ttl = SecondsFlag(args, "--session-ttl", 300);
   auto shutdown = SecondsFlag(args, "--shutdown-timeout", 30);
+  auto watchdog = SecondsFlag(args, "--watchdog-s", 30);
   for (const Status& s : {port.status(), queue.status(), http_threads.status(),
                           read_timeout.status(), max_connections.status(), request_timeout.status(),
-                          session_ttl.status(), shutdown.status()}) {
+                          session_ttl.status(), shutdown.status(), watchdog.status()}) {
     if (!s.ok()) return s;
   }
   o.http.port = *port;
+  o.http.watchdog_s = *watchdog;
   o.http.read_timeout_s = *read_timeout;
   o.http.max_connections = *max_connections;
   o.http.write_timeout_s = *write_timeout;
@@ -244,6 +252,7 @@ int RunServe(const std::vector<std::string>& argv) {
   if (!model_options.ok()) return fail(model_options.message(), 2);
   auto options = ReadServeOptions(*args, *model_options);
   if (!options.ok()) return fail(options.message(), 2);
+  InstallCrashHandler("kvserve serve");  // a crash prints its stack to the log
 
   // Every thread started from here on inherits this mask; the main thread waits for the signals.
   sigset_t signals;

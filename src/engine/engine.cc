@@ -1,5 +1,7 @@
 #include "engine/engine.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 
@@ -119,6 +121,8 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokeniz
                                                });
   engine->core_->FillStats(engine->stats_);
   engine->thread_ = std::thread([e = engine.get()] { e->Loop(); });
+  // Named so that tools (and the /health watchdog test) can find the step loop in /proc.
+  pthread_setname_np(engine->thread_.native_handle(), "kvserve-engine");
   return engine;
 }
 

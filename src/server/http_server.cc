@@ -36,7 +36,8 @@ HttpServer::HttpServer(HttpServerOptions options)
                           .tls_cert_file = options_.tls_cert_file,
                           .tls_key_file = options_.tls_key_file}),
       metrics_(options_.replica_name),
-      limiter_(options_.max_concurrent_per_key) {
+      limiter_(options_.max_concurrent_per_key),
+      watchdog_(options_.watchdog_s) {
   Install();
 }
 
@@ -153,8 +154,20 @@ void HttpServer::Install() {
 
   server_.Get("/health", [this](const httplib::Request&, httplib::Response& response) {
     switch (state_.load()) {
-      case State::kReady:
+      case State::kReady: {
+        Engine* engine = routes_->model().engine;
+        const EngineStats stats = engine ? engine->Stats() : EngineStats{};
+        const StepWatchdog::Verdict verdict = watchdog_.Observe(
+            stats.steps, stats.running + stats.waiting > 0, StepWatchdog::Clock::now());
+        if (verdict.stuck) {
+          return ReplyJson(response, 503,
+                           {{"status", "stuck"},
+                            {"stalled_s", verdict.stalled_s},
+                            {"running", stats.running},
+                            {"waiting", stats.waiting}});
+        }
         return ReplyJson(response, 200, {{"status", "ok"}});
+      }
       case State::kLoading:
         return ReplyJson(response, 503, {{"status", "loading"}});
       case State::kDraining:

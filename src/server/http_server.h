@@ -25,6 +25,7 @@
 #include "server/http_listener.h"
 #include "server/metrics.h"
 #include "server/openai_routes.h"
+#include "server/step_watchdog.h"
 #include "server/tenant_limiter.h"
 #include "util/status.h"
 
@@ -44,6 +45,8 @@ struct HttpServerOptions {
   int keep_alive_timeout_s = 5;      // an idle connection is closed after this
   std::string tls_cert_file;         // HTTPS when both are set (PEM)
   std::string tls_key_file;
+  // /health says 503 "stuck" when the engine made no step for this long with work pending; 0 = off
+  double watchdog_s = 30;
   std::string replica_name;  // non-empty: every response carries X-Kvserve-Replica
   RouteOptions routes;
   bool webui = true;  // the page at / and /v1/kv-map (server/webui_routes.h)
@@ -90,6 +93,7 @@ class HttpServer {
   HttpListener server_;  // httplib's routes over our sockets (idle and slow clients hold no thread)
   ServerMetrics metrics_;
   TenantLimiter limiter_;  // --max-concurrent-per-key
+  StepWatchdog watchdog_;  // --watchdog-s, fed by /health
   std::atomic<int> in_flight_streams_{0};
   std::atomic<State> state_{State::kLoading};
   std::unique_ptr<OpenAiRoutes> routes_;  // set once by SetModel before state_ turns kReady

@@ -111,6 +111,9 @@ class ServeProcess {
     return client;
   }
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
+  // The caller reaped the process (waitpid); the destructor leaves it alone.
+  void Forget() { pid_ = -1; }
   std::string log() const { return ReadAll(log_path_); }
 
  private:
