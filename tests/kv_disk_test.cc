@@ -14,6 +14,7 @@
 
 #include "engine/engine.h"
 #include "model/model.h"
+#include "support/cli.h"
 #include "support/paths.h"
 #include "support/serve_process.h"
 #include "support/test_backend.h"
@@ -360,6 +361,35 @@ TEST(KvDiskServerTest, RestartedServerServesThePromptFromDisk) {
   EXPECT_GE(Metric(metrics_c, "kvserve:kv_disk_rejected_total"), 1);
   client.reset();
   EXPECT_EQ(third->Terminate(), 0) << third->log();
+}
+
+// `kvserve run --kv-disk`: the second run of a prompt prints the same text; size flags checked.
+TEST(KvDiskCliTest, RunTwiceGivesTheSameTextAndBadFlagsAreRefused) {
+  const std::string dir = testing::TempDir() + "/cli-disk";
+  const std::string model = testing::ModelPath("stories260K.gguf");
+  const std::string run = "run -m " + model +
+                          " -t 1 -n 16 --temp 0 --output-format json -p 'Once upon a time there "
+                          "was a little girl named Lily. She loved to play outside in the park' "
+                          "--kv-disk " +
+                          dir + " --kv-disk-size 8MiB";
+  std::string out1, out2, err;
+  ASSERT_EQ(testing::RunKvserve(run, &out1, &err), 0) << err;
+  ASSERT_EQ(testing::RunKvserve(run, &out2, &err), 0) << err;
+  const auto a = nlohmann::json::parse(out1, nullptr, false);
+  const auto b = nlohmann::json::parse(out2, nullptr, false);
+  ASSERT_FALSE(a.is_discarded()) << out1;
+  ASSERT_FALSE(b.is_discarded()) << out2;
+  EXPECT_EQ(a["tokens"], b["tokens"]);
+  EXPECT_EQ(a["text"], b["text"]);
+  EXPECT_FALSE(fs::is_empty(dir));
+
+  std::string out;
+  EXPECT_EQ(testing::RunKvserve("run -m " + model + " -p hi --kv-disk-size 1MiB", &out, &err), 2);
+  EXPECT_NE(err.find("--kv-disk-size needs --kv-disk DIR"), std::string::npos) << err;
+  EXPECT_EQ(testing::RunKvserve(
+                "run -m " + model + " -p hi --kv-disk " + dir + " --kv-disk-size 12XB", &out, &err),
+            2);
+  EXPECT_NE(err.find("--kv-disk-size"), std::string::npos) << err;
 }
 
 }  // namespace
