@@ -10,6 +10,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/engine.h"
@@ -208,6 +209,82 @@ TEST_F(KvDiskEngineTest, EvictedBlocksAreReadBackInTheSameEngine) {
   EXPECT_EQ(again.usage.cached_tokens, full_blocks * 16);
   const EngineStats after = (*engine)->Stats();
   EXPECT_GE(after.kv_disk_hits, static_cast<uint64_t>(full_blocks));
+}
+
+// A session's conversation across a restart: turn 1 (session_id set, its blocks pinned) in one
+// engine; turn 2 (turn 1's prompt and answer, then more) in the next finds turn 1's computed full
+// blocks on disk and answers as an engine that never stopped.
+TEST_F(KvDiskEngineTest, ASessionsNextTurnAfterARestartReadsItsBlocksBack) {
+  const std::string dir = testing::TempDir() + "/session";
+  Request turn1 = Greedy();
+  turn1.session_id = "chat-1";
+  const Output first = Serve(Options(dir), turn1);
+  ASSERT_EQ(first.tokens.size(), 24u);
+  Request turn2 = turn1;
+  turn2.prompt.insert(turn2.prompt.end(), first.tokens.begin(), first.tokens.end());
+  const std::vector<int32_t> more = tokenizer_->Encode(" Then they went home.", false, false);
+  turn2.prompt.insert(turn2.prompt.end(), more.begin(), more.end());
+  // K/V was stored for every token of turn 1 but its last sampled one.
+  const int stored = static_cast<int>(turn1.prompt.size() + first.tokens.size()) - 1;
+  const int expect_cached = stored / 16 * 16;
+  ASSERT_GT(expect_cached, (static_cast<int>(turn1.prompt.size()) - 1) / 16 * 16);
+  const Output plain = Serve(Options(""), turn2);
+  EngineStats stats;
+  const Output second = Serve(Options(dir), turn2, &stats);
+  ExpectSame(second, plain);
+  EXPECT_EQ(second.usage.cached_tokens, expect_cached);
+  EXPECT_EQ(stats.kv_disk_hits, static_cast<uint64_t>(expect_cached / 16));
+}
+
+// Two engines alive at once over one directory (two servers sharing it), each serving the same
+// prompts, written by both at shutdown: a third finds only whole, valid files and reads both
+// prompts back.
+TEST_F(KvDiskEngineTest, TwoEnginesSharingADirectoryLeaveItValid) {
+  const std::string dir = testing::TempDir() + "/shared";
+  Request a = Greedy();
+  Request b = Greedy();
+  b.prompt = tokenizer_->Encode(
+      "The little dog ran to the big tree in the park and barked at the cat. The cat jumped "
+      "down and ran away, and the dog was happy and went home to sleep",
+      /*add_special=*/true, /*parse_special=*/false);
+  const Output plain_a = Serve(Options(""), a);
+  const Output plain_b = Serve(Options(""), b);
+  {
+    auto one = Engine::Create(*model_, *tokenizer_, Options(dir));
+    auto two = Engine::Create(*model_, *tokenizer_, Options(dir));
+    ASSERT_TRUE(one.ok() && two.ok());
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (Engine* engine : {one->get(), two->get()}) {
+      for (const Request* r : {&a, &b}) {
+        Request copy = *r;
+        copy.id = "";
+        auto stream = engine->Submit(copy);
+        ASSERT_TRUE(stream.ok()) << stream.message();
+        streams.push_back(*stream);
+      }
+    }
+    for (auto& stream : streams) {
+      for (;;) {
+        auto event = stream->Next(std::chrono::seconds(60));
+        ASSERT_TRUE(event.has_value());
+        if (event->kind == RequestEvent::Kind::kFinish) break;
+      }
+    }
+    std::thread close_one([&] { one->reset(); });
+    two->reset();
+    close_one.join();
+  }
+  for (const fs::path& file : BlockFiles(dir)) {
+    EXPECT_EQ(fs::file_size(file), fs::file_size(BlockFiles(dir).front())) << file;
+  }
+  EngineStats stats;
+  const Output again_a = Serve(Options(dir), a, &stats);
+  ExpectSame(again_a, plain_a);
+  EXPECT_EQ(again_a.usage.cached_tokens, (static_cast<int>(a.prompt.size()) - 1) / 16 * 16);
+  const Output again_b = Serve(Options(dir), b, &stats);
+  ExpectSame(again_b, plain_b);
+  EXPECT_EQ(again_b.usage.cached_tokens, (static_cast<int>(b.prompt.size()) - 1) / 16 * 16);
+  EXPECT_EQ(stats.kv_disk_rejected, 0u);
 }
 
 TEST_F(KvDiskEngineTest, AnotherBlockSizeOrKvTypeFindsNothing) {
