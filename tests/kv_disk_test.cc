@@ -26,6 +26,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// An empty directory of this test process (emptied when a repeated run finds it).
+std::string FreshDir(const std::string& name) {
+  const std::string dir = testing::TempDir() + "/" + name;
+  fs::remove_all(dir);
+  return dir;
+}
+
 struct Output {
   std::vector<int32_t> tokens;
   std::vector<float> logprobs;
@@ -128,8 +135,7 @@ void ExpectSame(const Output& a, const Output& b) {
 
 TEST_F(KvDiskEngineTest, RestartedEngineReadsThePrefixBackWithTheSameOutput) {
   for (const Request& request : {Greedy(), Seeded()}) {
-    const std::string dir =
-        testing::TempDir() + "/restart-" + std::to_string(request.sampling.seed);
+    const std::string dir = FreshDir("restart-" + std::to_string(request.sampling.seed));
     const int n_prompt = static_cast<int>(request.prompt.size());
     ASSERT_GE(n_prompt, 33) << "the prompt must span two full blocks";
     const int full_blocks = (n_prompt - 1) / 16;
@@ -166,7 +172,7 @@ TEST_F(KvDiskEngineTest, RestartedEngineReadsThePrefixBackWithTheSameOutput) {
 // Within one engine: a pool of 6 blocks, so a second prompt evicts the first one's prefix (written
 // then); the first prompt again reads it back from disk.
 TEST_F(KvDiskEngineTest, EvictedBlocksAreReadBackInTheSameEngine) {
-  const std::string dir = testing::TempDir() + "/evicted";
+  const std::string dir = FreshDir("evicted");
   EngineOptions o = Options(dir);
   o.max_num_seqs = 1;
   o.kv_memory_bytes = 6 * KvCache::BytesPerBlock(model_->kv_spec(), KvType::kF32, 16);
@@ -215,7 +221,7 @@ TEST_F(KvDiskEngineTest, EvictedBlocksAreReadBackInTheSameEngine) {
 // engine; turn 2 (turn 1's prompt and answer, then more) in the next finds turn 1's computed full
 // blocks on disk and answers as an engine that never stopped.
 TEST_F(KvDiskEngineTest, ASessionsNextTurnAfterARestartReadsItsBlocksBack) {
-  const std::string dir = testing::TempDir() + "/session";
+  const std::string dir = FreshDir("session");
   Request turn1 = Greedy();
   turn1.session_id = "chat-1";
   const Output first = Serve(Options(dir), turn1);
@@ -240,7 +246,7 @@ TEST_F(KvDiskEngineTest, ASessionsNextTurnAfterARestartReadsItsBlocksBack) {
 // prompts, written by both at shutdown: a third finds only whole, valid files and reads both
 // prompts back.
 TEST_F(KvDiskEngineTest, TwoEnginesSharingADirectoryLeaveItValid) {
-  const std::string dir = testing::TempDir() + "/shared";
+  const std::string dir = FreshDir("shared");
   Request a = Greedy();
   Request b = Greedy();
   b.prompt = tokenizer_->Encode(
@@ -288,7 +294,7 @@ TEST_F(KvDiskEngineTest, TwoEnginesSharingADirectoryLeaveItValid) {
 }
 
 TEST_F(KvDiskEngineTest, AnotherBlockSizeOrKvTypeFindsNothing) {
-  const std::string dir = testing::TempDir() + "/foreign";
+  const std::string dir = FreshDir("foreign");
   const Request request = Greedy();
   Serve(Options(dir), request);
   EngineOptions other_type = Options(dir);
@@ -313,7 +319,7 @@ TEST_F(KvDiskEngineTest, CorruptedAndTruncatedFilesAreRecomputedWithTheSameOutpu
   const Request request = Greedy();
   const Output plain = Serve(Options(""), request);
   for (const bool truncate : {false, true}) {
-    const std::string dir = testing::TempDir() + (truncate ? "/truncated" : "/corrupted");
+    const std::string dir = FreshDir(truncate ? "truncated" : "corrupted");
     Serve(Options(dir), request);
     const std::vector<fs::path> files = BlockFiles(dir);
     ASSERT_FALSE(files.empty());
@@ -340,19 +346,19 @@ TEST_F(KvDiskEngineTest, UnusableDirectoryOrTinyLimitNeverFailsARequest) {
   const Request request = Greedy();
   const Output plain = Serve(Options(""), request);
   // A path under a regular file cannot be a directory: the tier is off, the request is served.
-  const std::string file = testing::TempDir() + "/not-a-dir";
+  const std::string file = FreshDir("not-a-dir");
   std::ofstream(file) << "x";
   EngineStats stats;
   ExpectSame(Serve(Options(file + "/kv"), request, &stats), plain);
   EXPECT_FALSE(stats.kv_disk);
   // A limit below one block: refused at open, served without the tier.
-  EngineOptions tiny = Options(testing::TempDir() + "/tiny");
+  EngineOptions tiny = Options(FreshDir("tiny"));
   tiny.kv_disk_bytes = 100;
   ExpectSame(Serve(tiny, request, &stats), plain);
   EXPECT_FALSE(stats.kv_disk);
   // A directory made read-only after opening (writes fail at shutdown): no request fails, the
   // next engine finds nothing. (Root ignores permissions; then the files are written.)
-  const std::string ro = testing::TempDir() + "/read-only";
+  const std::string ro = FreshDir("read-only");
   fs::create_directories(ro);
   auto engine = Engine::Create(*model_, *tokenizer_, Options(ro));
   ASSERT_TRUE(engine.ok()) << engine.message();
@@ -379,7 +385,7 @@ TEST(KvDiskServerTest, RestartedServerServesThePromptFromDisk) {
   using testing::Get;
   using testing::Metric;
   using testing::Post;
-  const std::string dir = testing::TempDir() + "/serve-disk";
+  const std::string dir = FreshDir("serve-disk");
   const nlohmann::json body = {
       {"prompt",
        "Once upon a time there was a little girl named Lily. She loved to play outside in the "
@@ -442,7 +448,7 @@ TEST(KvDiskServerTest, RestartedServerServesThePromptFromDisk) {
 
 // `kvserve run --kv-disk`: the second run of a prompt prints the same text; size flags checked.
 TEST(KvDiskCliTest, RunTwiceGivesTheSameTextAndBadFlagsAreRefused) {
-  const std::string dir = testing::TempDir() + "/cli-disk";
+  const std::string dir = FreshDir("cli-disk");
   const std::string model = testing::ModelPath("stories260K.gguf");
   const std::string run = "run -m " + model +
                           " -t 1 -n 16 --temp 0 --output-format json -p 'Once upon a time there "
