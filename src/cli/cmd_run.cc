@@ -45,7 +45,8 @@ FlagTable RunFlagTable() {
               ModelFlags(),
               SamplingFlags(),
               SpecFlags(),
-              std::move(engine)}};
+              std::move(engine),
+              KvDiskFlags()}};
 }
 
 namespace {
@@ -132,6 +133,8 @@ int RunGenerate(const std::vector<std::string>& argv) {
   EngineOptions engine_options = SingleStreamEngineOptions(*model_options, 16, options->no_cache);
   Status spec = ReadSpecOptions(*args, engine_options.spec);
   if (!spec.ok()) return fail(spec.message(), 2);
+  Status disk = ReadKvDiskOptions(*args, engine_options);
+  if (!disk.ok()) return fail(disk.message(), 2);
   auto draft = OpenDraftModel(*args, engine_options.spec);
   if (!draft.ok()) return fail(draft.message(), 1);
   auto engine = Engine::Create(**model, tok, engine_options);

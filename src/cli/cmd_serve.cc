@@ -110,6 +110,7 @@ FlagTable ServeFlagTable() {
              .help = "on SIGTERM/SIGINT, how long running requests may take to finish"}}},
           ModelFlags(),
           EngineFlags(),
+          KvDiskFlags(),
           SpecFlags()}};
 }
 

@@ -31,6 +31,39 @@ FlagGroup EngineFlags() {
             .help = "do not share the KV blocks of a common prompt prefix between requests"}}};
 }
 
+FlagGroup KvDiskFlags() {
+  return {"KV disk tier (docs/kv-cache.md)",
+          {{.name = "--kv-disk",
+            .value_name = "DIR",
+            .help = "keep KV blocks that leave memory (and, at exit, those still there) in DIR; "
+                    "a later prompt with that prefix, or a restarted server, reads them back"},
+           {.name = "--kv-disk-size",
+            .value_name = "SIZE",
+            .default_text = "1GiB",
+            .help = "DIR's size limit, like 512MiB or 2GiB (least recently used files go)"}}};
+}
+
+Status ReadKvDiskOptions(const Args& args, EngineOptions& o) {
+  const std::string dir = args.GetOr("--kv-disk", "");
+  const auto size_text = args.Get("--kv-disk-size");
+  if (dir.empty()) {
+    if (size_text) return Status::InvalidArgument("flag --kv-disk-size needs --kv-disk DIR");
+    return Status::Ok();
+  }
+  o.kv_disk_dir = dir;
+  if (size_text) {
+    if (size_text->find_first_not_of("0123456789.") == std::string::npos &&
+        std::stod("0" + *size_text) < 1) {
+      return Status::InvalidArgument("flag --kv-disk-size: '" + *size_text +
+                                     "' must be a size like 512MiB or 2GiB");
+    }
+    auto size = ParseSize("--kv-disk-size", *size_text);
+    if (!size.ok()) return size.status();
+    o.kv_disk_bytes = *size;
+  }
+  return Status::Ok();
+}
+
 FlagGroup SpecFlags() {
   return {"speculative decoding (never changes a token)",
           {{.name = "--spec",
@@ -183,6 +216,7 @@ Result<EngineOptions> ReadEngineOptions(const Args& args, const ModelOptions& mo
     o.kv_memory_bytes = *size;
   }
   KVSERVE_RETURN_IF_ERROR(ReadSpecOptions(args, o.spec));
+  KVSERVE_RETURN_IF_ERROR(ReadKvDiskOptions(args, o));
   return o;
 }
 

@@ -18,6 +18,9 @@ namespace kvserve {
 
 FlagGroup EngineFlags();
 FlagGroup SpecFlags();
+// --kv-disk DIR, --kv-disk-size SIZE (`run` and `serve`; ReadEngineOptions reads them too).
+FlagGroup KvDiskFlags();
+Status ReadKvDiskOptions(const Args& args, EngineOptions& options);
 // Reads the --spec flags (draft_model left null; ReadEngineOptions calls it too).
 Status ReadSpecOptions(const Args& args, SpecOptions& spec);
 // With --spec draft: loads --model-draft (on the CLI backend) and points spec.draft_model at it;

@@ -65,6 +65,14 @@ struct EngineOptions {
   double max_pinned_fraction =
       0.5;  // pinned session blocks may hold at most this share of the pool
   SpecOptions spec;
+  // The KV disk tier (`--kv-disk DIR --kv-disk-size SIZE`): blocks leaving the prefix cache, and
+  // at shutdown every prefix block still in memory, are written to files in kv_disk_dir, read
+  // back by a later prompt with that prefix (or a restarted engine). Empty: no disk tier. An
+  // unusable directory or a full disk is one warning on stderr; prompts are then recomputed.
+  std::string kv_disk_dir;
+  uint64_t kv_disk_bytes = uint64_t{1} << 30;  // the directory's size limit (LRU deletion)
+  // What names the model in the files' fingerprint; empty: its file's path, size and mtime.
+  std::string kv_disk_model_id;
 };
 
 struct EngineStats {
@@ -87,6 +95,19 @@ struct EngineStats {
   uint64_t spec_draft_tokens = 0;
   uint64_t spec_accepted_tokens = 0;
   std::vector<uint64_t> spec_accepted_by_position;
+  // The KV disk tier (all 0 without one): block reads that found a valid file (hits) or none
+  // (misses), payload bytes read, files written and their payload bytes, failed writes, invalid
+  // files found (deleted), the directory's block files' bytes; prompt tokens restored from disk.
+  bool kv_disk = false;
+  uint64_t kv_disk_hits = 0;
+  uint64_t kv_disk_misses = 0;
+  uint64_t kv_disk_read_bytes = 0;
+  uint64_t kv_disk_writes = 0;
+  uint64_t kv_disk_write_bytes = 0;
+  uint64_t kv_disk_write_failures = 0;
+  uint64_t kv_disk_rejected = 0;
+  uint64_t kv_disk_bytes_used = 0;
+  uint64_t kv_disk_restored_tokens = 0;
 };
 
 class EngineCore;  // the step loop's state; lives on the engine thread

@@ -1,6 +1,9 @@
 #include "engine/engine_core.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <system_error>
 
 #include "engine/block_map.h"
 #include "engine/proposer_draft.h"
@@ -36,6 +39,47 @@ EngineCore::EngineCore(const Model& model, const Tokenizer& tokenizer, const Eng
                                                 options.block_size, std::max(1, n_draft_blocks),
                                                 options.n_threads);
   }
+  if (!options_.kv_disk_dir.empty()) OpenDiskTier();
+}
+
+EngineCore::~EngineCore() {
+  if (spill_) spill_->Flush();
+}
+
+void EngineCore::OpenDiskTier() {
+  auto warn = [&](const std::string& why) {
+    std::fprintf(stderr, "kvserve: warning: KV disk tier off: %s (prompts are recomputed)\n",
+                 why.c_str());
+  };
+  if (!options_.prefix_caching) {
+    warn("--kv-disk needs the prefix cache (not --no-prefix-cache or --no-cache)");
+    return;
+  }
+  std::string model_id = options_.kv_disk_model_id;
+  if (model_id.empty()) {
+    const GgufFile& file = model_.file();
+    std::error_code error;
+    const auto path = std::filesystem::weakly_canonical(file.path(), error);
+    const auto mtime = std::filesystem::last_write_time(file.path(), error);
+    model_id = (path.empty() ? file.path() : path.string()) + "|" +
+               std::to_string(file.file_size()) + "|" +
+               std::to_string(error ? 0 : mtime.time_since_epoch().count());
+  }
+  const std::string fingerprint =
+      DiskTier::Fingerprint(model_id, options_.kv_type.Name(), options_.block_size);
+  auto tier = DiskTier::Open(
+      options_.kv_disk_dir, options_.kv_disk_bytes, fingerprint,
+      KvCache::BytesPerBlock(model_.kv_spec(), options_.kv_type, options_.block_size));
+  if (!tier.ok()) {
+    warn(tier.message());
+    return;
+  }
+  disk_ = std::move(tier).value();
+  spill_ = std::make_unique<KvDiskSpill>(blocks_, kv_, *disk_);
+  scheduler_.SetPrefixRestore([this](std::span<const int32_t> tokens, const std::string& salt) {
+    const int restored = spill_->Restore(tokens, salt, blocks_.available());
+    disk_restored_tokens_ += static_cast<uint64_t>(restored) * blocks_.block_size();
+  });
 }
 
 void EngineCore::Add(Request request, std::shared_ptr<RequestStream> stream) {
@@ -280,6 +324,19 @@ void EngineCore::FillStats(EngineStats& stats) const {
   stats.spec_draft_tokens = scheduler_.spec_draft_tokens();
   stats.spec_accepted_tokens = scheduler_.spec_accepted_tokens();
   stats.spec_accepted_by_position = scheduler_.spec_accepted_by_position();
+  if (disk_) {
+    const DiskTierStats d = disk_->Stats();
+    stats.kv_disk = true;
+    stats.kv_disk_hits = d.hits;
+    stats.kv_disk_misses = d.misses;
+    stats.kv_disk_read_bytes = d.read_bytes;
+    stats.kv_disk_writes = d.writes;
+    stats.kv_disk_write_bytes = d.write_bytes;
+    stats.kv_disk_write_failures = d.write_failures;
+    stats.kv_disk_rejected = d.rejected;
+    stats.kv_disk_bytes_used = d.bytes_used;
+    stats.kv_disk_restored_tokens = disk_restored_tokens_;
+  }
 }
 
 void EngineCore::FillBlockMap(BlockMap& map) const {

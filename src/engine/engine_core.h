@@ -15,7 +15,9 @@
 #include "engine/proposer.h"
 #include "engine/scheduler.h"
 #include "kv/block_manager.h"
+#include "kv/disk_tier.h"
 #include "kv/kv_cache.h"
+#include "kv/kv_disk_spill.h"
 
 namespace kvserve {
 
@@ -27,6 +29,10 @@ class EngineCore {
   EngineCore(const Model& model, const Tokenizer& tokenizer, const EngineOptions& options,
              int n_blocks, int n_draft_blocks,
              std::function<void(std::vector<std::string>)> on_sessions_changed);
+  // With a disk tier: writes the prefix blocks still in memory to it (they survive a restart).
+  ~EngineCore();
+  EngineCore(const EngineCore&) = delete;
+  EngineCore& operator=(const EngineCore&) = delete;
 
   void Add(Request request, std::shared_ptr<RequestStream> stream);
   void Abort(const std::string& id);
@@ -63,6 +69,8 @@ class EngineCore {
   void Pin(Sequence& seq);
   bool ReleaseOldestSession();
   void ReleaseSessionsAbove(int max_blocks);
+  // Opens options_.kv_disk_dir (a warning and no disk tier when it cannot be used).
+  void OpenDiskTier();
 
   const Model& model_;
   const Tokenizer& tokenizer_;
@@ -79,6 +87,10 @@ class EngineCore {
   uint64_t prompt_tokens_ = 0;
   uint64_t generation_tokens_ = 0;
   uint64_t steps_ = 0;
+  // The disk tier (null without one); spill_ borrows kv_, blocks_ and disk_.
+  std::unique_ptr<DiskTier> disk_;
+  std::unique_ptr<KvDiskSpill> spill_;
+  uint64_t disk_restored_tokens_ = 0;
 };
 
 }  // namespace kvserve

@@ -81,6 +81,7 @@ void Scheduler::AdmitWaiting(StepPlan& plan, int& budget) {
          static_cast<int>(running_.size()) < options_.max_num_seqs) {
     Sequence* seq = waiting_[i].get();
     assert(seq->blocks.empty());
+    if (restore_) restore_(seq->tokens, seq->request.cache_salt);
     const int cached = blocks_.AllocatePrefix(seq->blocks, seq->tokens, seq->request.cache_salt);
     if (options_.share_in_batch && !in_flight.empty()) {
       const std::vector<BlockKey>& keys = PromptKeys(*seq);

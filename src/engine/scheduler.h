@@ -60,6 +60,12 @@ class Scheduler {
   Scheduler(BlockManager& blocks, const SchedulerOptions& options, std::function<bool()> reclaim);
 
   void Add(std::unique_ptr<Sequence> seq);  // to the back of the queue
+  // Called with a waiting sequence's tokens and salt just before it takes its cached prefix
+  // (the disk tier reads missing prefix blocks back into the prefix cache). Empty: none.
+  void SetPrefixRestore(
+      std::function<void(std::span<const int32_t> tokens, const std::string& salt)> restore) {
+    restore_ = std::move(restore);
+  }
   StepPlan Schedule();
   // Marks the plan's tokens computed, registers full blocks in the prefix cache, and passes each
   // sampled token (`sampled`: per chunk that samples, in plan order, one token, or for a chunk
@@ -96,6 +102,7 @@ class Scheduler {
   BlockManager& blocks_;
   SchedulerOptions options_;
   std::function<bool()> reclaim_;
+  std::function<void(std::span<const int32_t>, const std::string&)> restore_;
   std::vector<std::unique_ptr<Sequence>> running_;  // admission order, oldest first
   std::deque<std::unique_ptr<Sequence>> waiting_;
   uint64_t next_arrival_ = 0;

@@ -187,6 +187,14 @@ void BlockManager::Free(BlockTable& table) {
   table.keys.clear();
 }
 
+std::vector<std::pair<int32_t, BlockKey>> BlockManager::KeyedBlocks() const {
+  std::vector<std::pair<int32_t, BlockKey>> out;
+  for (size_t b = 0; b < refs_.size(); ++b) {
+    if (has_key_[b]) out.emplace_back(static_cast<int32_t>(b), key_of_[b]);
+  }
+  return out;
+}
+
 std::vector<BlockSnapshot> BlockManager::Snapshot() const {
   std::vector<BlockSnapshot> out(refs_.size());
   for (size_t b = 0; b < refs_.size(); ++b) {

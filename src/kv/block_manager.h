@@ -120,6 +120,9 @@ class BlockManager {
   // recently used) when `fill` returns true, else freed. False when no block is available.
   bool HasKey(const BlockKey& key) const { return cached_.count(key) != 0; }
   bool AdoptCached(const BlockKey& key, const std::function<bool(int32_t block)>& fill);
+  // Every block that has a key (used or cached) with its key, by block id (the disk tier's
+  // write at shutdown).
+  std::vector<std::pair<int32_t, BlockKey>> KeyedBlocks() const;
 
  private:
   struct KeyHash {

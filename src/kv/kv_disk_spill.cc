@@ -12,17 +12,24 @@ KvDiskSpill::KvDiskSpill(BlockManager& manager, KvCache& cache, DiskTier& tier)
 
 KvDiskSpill::~KvDiskSpill() { manager_.SetEvictionHook(nullptr); }
 
-void KvDiskSpill::OnEvict(int32_t block, const BlockKey& key) {
-  if (tier_.Contains(key)) return;  // already there (read back earlier, or another process)
+bool KvDiskSpill::OnEvict(int32_t block, const BlockKey& key) {
+  if (tier_.Contains(key)) return false;  // already there (read back earlier, or another process)
   cache_.CopyBlockOut(block, buffer_);
   const Status written = tier_.Put(key, buffer_);
-  if (written.ok()) return;
+  if (written.ok()) return true;
   ++write_failures_;
   if (!warned_) {
     std::fprintf(stderr, "kvserve: warning: KV disk tier: %s (blocks are recomputed instead)\n",
                  written.message().c_str());
     warned_ = true;
   }
+  return false;
+}
+
+int KvDiskSpill::Flush() {
+  int written = 0;
+  for (const auto& [block, key] : manager_.KeyedBlocks()) written += OnEvict(block, key) ? 1 : 0;
+  return written;
 }
 
 int KvDiskSpill::Restore(std::span<const int32_t> tokens, const std::string& salt, int max_blocks) {

@@ -30,10 +30,14 @@ class KvDiskSpill {
   // is on neither; at most `max_blocks` of them. Returns how many were read.
   int Restore(std::span<const int32_t> tokens, const std::string& salt, int max_blocks);
 
+  // Writes every keyed block still in memory (used or cached) that the tier lacks, as eviction
+  // would (a shutdown: what survives a restart). Returns how many were written.
+  int Flush();
+
   uint64_t write_failures() const { return write_failures_; }
 
  private:
-  void OnEvict(int32_t block, const BlockKey& key);
+  bool OnEvict(int32_t block, const BlockKey& key);  // true when written
 
   BlockManager& manager_;
   KvCache& cache_;

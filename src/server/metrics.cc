@@ -187,6 +187,30 @@ std::string ServerMetrics::Render(const EngineStats& stats) const {
   counter("kvserve:generation_tokens_total", "Tokens generated.",
           static_cast<double>(stats.generation_tokens));
   counter("kvserve:engine_steps_total", "Engine steps run.", static_cast<double>(stats.steps));
+  if (stats.kv_disk) {
+    counter("kvserve:kv_disk_hits_total", "KV disk tier block reads that found a valid file.",
+            static_cast<double>(stats.kv_disk_hits));
+    counter("kvserve:kv_disk_misses_total", "KV disk tier block reads that found none.",
+            static_cast<double>(stats.kv_disk_misses));
+    counter("kvserve:kv_disk_reads_total", "KV blocks read back from the disk tier.",
+            static_cast<double>(stats.kv_disk_hits));
+    counter("kvserve:kv_disk_read_bytes_total", "KV block bytes read from the disk tier.",
+            static_cast<double>(stats.kv_disk_read_bytes));
+    counter("kvserve:kv_disk_writes_total", "KV blocks written to the disk tier.",
+            static_cast<double>(stats.kv_disk_writes));
+    counter("kvserve:kv_disk_write_bytes_total", "KV block bytes written to the disk tier.",
+            static_cast<double>(stats.kv_disk_write_bytes));
+    counter("kvserve:kv_disk_write_failures_total",
+            "KV disk tier writes that failed (full disk, unwritable directory).",
+            static_cast<double>(stats.kv_disk_write_failures));
+    counter("kvserve:kv_disk_rejected_total",
+            "KV disk tier files found invalid (checksum, size, version) and deleted.",
+            static_cast<double>(stats.kv_disk_rejected));
+    counter("kvserve:kv_disk_restored_tokens_total", "Prompt tokens read back from the disk tier.",
+            static_cast<double>(stats.kv_disk_restored_tokens));
+    gauge("kvserve:kv_disk_bytes_used", "Bytes of the KV disk tier's block files.",
+          static_cast<double>(stats.kv_disk_bytes_used));
+  }
   counter("kvserve:spec_decode_num_drafts_total", "Verifies of drafted tokens.",
           static_cast<double>(stats.spec_drafts));
   counter("kvserve:spec_decode_num_draft_tokens_total", "Tokens drafted by speculative decoding.",
