@@ -150,7 +150,10 @@ TEST(ServerCliTest, BadFlagsExitTwoWithAMessage) {
                                          {"--api-key", "a", "--api-key-file", "f"},
                                          {"--max-body", "-1"},
                                          {"--replica-name", "'a b'"},
-                                         {"--replica-name", "''"}}) {
+                                         {"--replica-name", "''"},
+                                         {"--write-timeout", "0"},
+                                         {"--max-prompt-tokens", "-1"},
+                                         {"--max-concurrent-per-key", "x"}}) {
     std::string command = KvserveBinary() + " serve -m " + ModelPath("stories260K.gguf");
     for (const std::string& flag : flags) command += " " + flag;
     command += " 2>" + TempDir() + "/cli.err";

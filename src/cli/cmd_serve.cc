@@ -183,9 +183,10 @@ Result<ServeOptions> ReadServeOptions(const Args& args, const ModelOptions& mode
   auto session_ttl = SecondsFlag(args, "--session-ttl", 300);
   auto shutdown = SecondsFlag(args, "--shutdown-timeout", 30);
   auto watchdog = SecondsFlag(args, "--watchdog-s", 30);
-  for (const Status& s : {port.status(), queue.status(), http_threads.status(),
-                          read_timeout.status(), max_connections.status(), request_timeout.status(),
-                          session_ttl.status(), shutdown.status(), watchdog.status()}) {
+  for (const Status& s :
+       {port.status(), queue.status(), http_threads.status(), read_timeout.status(),
+        max_connections.status(), request_timeout.status(), session_ttl.status(), shutdown.status(),
+        watchdog.status(), write_timeout.status(), max_prompt_tokens.status(), per_key.status()}) {
     if (!s.ok()) return s;
   }
   o.http.port = *port;
