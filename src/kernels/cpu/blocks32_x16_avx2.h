@@ -28,6 +28,7 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/packed_blocks32.h"
 #include "kernels/cpu/scratch_buffer.h"
+#include "kernels/cpu/x16_helpers_avx2.h"
 
 namespace kvserve {
 namespace {
@@ -38,35 +39,12 @@ constexpr bool kVnni = true;
 constexpr bool kVnni = false;
 #endif
 
-constexpr int kHalfLanes = 8;
-constexpr int kGroupRows = 16;
 constexpr int kMr = 4;
-
-inline __m256 Rounded(__m256 v) {
-  asm("" : "+x"(v));
-  return v;
-}
-
-inline __m256i Bcast32(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return _mm256_set1_epi32(v);
-}
-
-inline __m256i Load(const uint8_t* p) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-}
 
 inline float F16(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, sizeof(h));
   return _cvtsh_ss(h);
-}
-
-inline __m256i BitToFour(__m256i h, int pos) {
-  if (pos < 4) return _mm256_slli_epi16(h, 4 - pos);
-  if (pos > 4) return _mm256_srli_epi16(h, pos - 4);
-  return h;
 }
 
 template <GgmlType T>
@@ -135,16 +113,6 @@ inline __m256i Dot4(const __m256i* w, const int8_t* xq) {
     }
     return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
   }
-}
-
-inline void StoreHalf(float* y, __m256 v, int valid) {
-  if (valid >= kHalfLanes) {
-    _mm256_storeu_ps(y, v);
-    return;
-  }
-  alignas(32) float tmp[kHalfLanes];
-  _mm256_store_ps(tmp, v);
-  for (int l = 0; l < valid; ++l) y[l] = tmp[l];
 }
 
 template <GgmlType T, int MR>

@@ -20,42 +20,19 @@
 #include "kernels/cpu/immintrin_avx512.h"
 #include "kernels/cpu/packed_blocks32.h"
 #include "kernels/cpu/scratch_buffer.h"
+#include "kernels/cpu/x16_helpers_avx512.h"
 
 namespace kvserve::avx512 {
 
 namespace {
 
-constexpr int kLanes = 16;
+constexpr int kLanes = kX16Lanes;
 constexpr int kMr = 8;  // activation rows per pass over a group's block
-
-inline __m512 Rounded(__m512 v) {
-  asm("" : "+v"(v));
-  return v;
-}
-
-inline __m512i Bcast32(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return _mm512_set1_epi32(v);
-}
 
 inline float F16(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, sizeof(h));
   return _cvtsh_ss(h);
-}
-
-inline __mmask16 StoreMask(int j0, int n_end) {
-  const int valid = n_end - j0;
-  return valid >= kLanes ? static_cast<__mmask16>(0xffff)
-                         : static_cast<__mmask16>((1u << valid) - 1u);
-}
-
-// Bit `pos` of every byte of h moved to bit 4 (the other bits are not cleared).
-inline __m512i BitToFour(__m512i h, int pos) {
-  if (pos < 4) return _mm512_slli_epi16(h, static_cast<unsigned>(4 - pos));
-  if (pos > 4) return _mm512_srli_epi16(h, static_cast<unsigned>(pos - 4));
-  return h;
 }
 
 // The activation format of a weight type: block bytes and field offsets.

@@ -28,6 +28,7 @@
 #include "io/ggml_type.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/packed_kquants.h"
+#include "kernels/cpu/x16_helpers_avx2.h"
 
 namespace kvserve {
 namespace {
@@ -38,24 +39,7 @@ constexpr bool kVnni = true;
 constexpr bool kVnni = false;
 #endif
 
-constexpr int kHalfLanes = 8;
-constexpr int kGroupRows = 16;
 constexpr int kMr = 4;  // activation rows per pass over a half-group's super-block
-
-inline __m256 Rounded(__m256 v) {
-  asm("" : "+x"(v));
-  return v;
-}
-
-inline __m256i Bcast32(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return _mm256_set1_epi32(v);
-}
-
-inline __m256i Load(const uint8_t* p) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-}
 
 // 8 bytes at p widened to int32 lanes (unsigned or signed).
 inline __m256i LoadU8x8(const uint8_t* p) {
@@ -121,23 +105,6 @@ inline float Dx(const uint8_t* x_row, int b) {
   float d;
   std::memcpy(&d, x_row + sizeof(BlockQ8_K) * b + offsetof(BlockQ8_K, d), sizeof(d));
   return d;
-}
-
-inline void StoreHalf(float* y, __m256 v, int valid) {
-  if (valid >= kHalfLanes) {
-    _mm256_storeu_ps(y, v);
-    return;
-  }
-  alignas(32) float tmp[kHalfLanes];
-  _mm256_store_ps(tmp, v);
-  for (int l = 0; l < valid; ++l) y[l] = tmp[l];
-}
-
-// Bit `pos` of every byte of h moved to bit 4 (the other bits are not cleared).
-inline __m256i BitToFour(__m256i h, int pos) {
-  if (pos < 4) return _mm256_slli_epi16(h, 4 - pos);
-  if (pos > 4) return _mm256_srli_epi16(h, pos - 4);
-  return h;
 }
 
 template <bool kQ5, int MR>

@@ -19,31 +19,19 @@
 #include "kernels/cpu/immintrin_avx512.h"
 #include "kernels/cpu/kquant_tiles.h"
 #include "kernels/cpu/packed_kquants.h"
+#include "kernels/cpu/x16_helpers_avx512.h"
 #include "kernels/ggml_blocks.h"
 
 namespace kvserve::avx512 {
 
 namespace {
 
-constexpr int kLanes = 16;
+constexpr int kLanes = kX16Lanes;
 // Activation rows per pass over a group's super-block: its weights are unpacked once per pass.
 constexpr int kMr = 8;
 // Bytes ahead of the weight vector being read that are prefetched into L1 (the hardware
 // prefetcher alone left single-thread Q4_K decode about 20% behind llama.cpp's on this machine).
 constexpr int kPrefetchAhead = 2048;
-
-// v as rounded floats: C++ compiles with -ffp-contract=fast, and GCC would fuse a product and a
-// sum into an FMA where the scalar tile rounds the product.
-inline __m512 Rounded(__m512 v) {
-  asm("" : "+v"(v));
-  return v;
-}
-
-inline __m512i Bcast32(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return _mm512_set1_epi32(v);
-}
 
 inline __m512i Load(const uint8_t* p) { return _mm512_loadu_si512(p); }
 
@@ -53,12 +41,6 @@ inline __m128i Load128(const uint8_t* p) {
 
 inline __m512 LoadF16(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-
-inline __mmask16 StoreMask(int j0, int n_end) {
-  const int valid = n_end - j0;
-  return valid >= kLanes ? static_cast<__mmask16>(0xffff)
-                         : static_cast<__mmask16>((1u << valid) - 1u);
 }
 
 // The activation rows of one pass and where their outputs go.
@@ -82,13 +64,6 @@ inline float Dx(const uint8_t* x_row, int b) {
 }
 
 // ---- Q4_K and Q5_K ----
-
-// Bit `pos` of every byte of h moved to bit 4 (the other bits are not cleared).
-inline __m512i BitToFour(__m512i h, int pos) {
-  if (pos < 4) return _mm512_slli_epi16(h, static_cast<unsigned>(4 - pos));
-  if (pos > 4) return _mm512_srli_epi16(h, static_cast<unsigned>(pos - 4));
-  return h;
-}
 
 // isum[r] += the scale-weighted dots of sub-blocks 2p and 2p + 1 of super-block b.
 template <bool kQ5, int MR>
