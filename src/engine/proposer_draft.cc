@@ -6,8 +6,7 @@ namespace kvserve {
 
 DraftProposer::DraftProposer(const Model& model, KvType kv_type, int block_size, int n_blocks,
                              int n_threads)
-    : model_(model),
-      kv_(model.kv_spec(), kv_type, block_size, n_blocks, model.backend().allocator()),
+    : kv_(model.kv_spec(), kv_type, block_size, n_blocks, model.backend().allocator()),
       blocks_(n_blocks, block_size, /*prefix_caching=*/false),
       runner_(model, kv_, n_threads) {}
 

@@ -40,7 +40,6 @@ class DraftProposer final : public Proposer {
   bool Reserve(State& state, int n_tokens);
   void FreeOthers(std::span<Sequence* const> keep);
 
-  const Model& model_;
   KvCache kv_;
   BlockManager blocks_;
   ModelRunner runner_;

@@ -20,10 +20,11 @@
 namespace kvserve {
 namespace {
 
-constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+[[maybe_unused]] constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 constexpr int kMaxFrames = 64;
 const char* g_program = "kvserve";
-alignas(16) char g_alt_stack[64 * 1024];  // the main thread's stack for the handler
+// The main thread's stack for the handler (unused in sanitized builds, which keep their own).
+[[maybe_unused]] alignas(16) char g_alt_stack[64 * 1024];
 
 void Write(const char* text) {
   size_t left = strlen(text);
