@@ -100,6 +100,13 @@ inline void UnpackQ2_K(const uint8_t* p, UnpackedK& u) {
   }
 }
 
+// The signed 6-bit scale (-32 .. 31) of sub-block s (0..15) of a Q3_K block.
+inline int ScaleQ3_K(const uint8_t scales[12], int s) {
+  const int low = s < 8 ? scales[s] & 0x0f : scales[s - 8] >> 4;
+  const int high = (scales[8 + s % 4] >> (2 * (s / 4))) & 3;
+  return (low | high << 4) - 32;
+}
+
 inline void UnpackQ3_K(const uint8_t* p, UnpackedK& u) {
   const auto b = LoadBlock<BlockQ3_K>(p);
   u.d = Fp16ToFloat(b.d);
@@ -107,9 +114,7 @@ inline void UnpackQ3_K(const uint8_t* p, UnpackedK& u) {
   u.sub = 16;
   u.has_mins = false;
   for (int s = 0; s < 16; ++s) {
-    const int low = s < 8 ? b.scales[s] & 0x0f : b.scales[s - 8] >> 4;
-    const int high = (b.scales[8 + s % 4] >> (2 * (s / 4))) & 3;
-    u.scales[s] = static_cast<int8_t>((low | high << 4) - 32);
+    u.scales[s] = static_cast<int8_t>(ScaleQ3_K(b.scales, s));
     u.mins[s] = 0;
   }
   for (int e = 0; e < 256; ++e) {

@@ -169,11 +169,7 @@ inline void UnpackQ2_K(const uint8_t* p, WBlock& w) {
 inline void UnpackQ3_K(const uint8_t* p, WBlock& w) {
   const uint8_t* scales = p + offsetof(BlockQ3_K, scales);
   alignas(32) int16_t sc[16];
-  for (int s = 0; s < 16; ++s) {
-    const int low = s < 8 ? scales[s] & 0x0f : scales[s - 8] >> 4;
-    const int high = (scales[8 + s % 4] >> (2 * (s / 4))) & 3;
-    sc[s] = static_cast<int16_t>((low | high << 4) - 32);
-  }
+  for (int s = 0; s < 16; ++s) sc[s] = static_cast<int16_t>(ScaleQ3_K(scales, s));
   const __m256i sc16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(sc));
   UnpackK16<KType::kQ3_K>(p, sc16, w);
   w.bsum_w = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 2));
