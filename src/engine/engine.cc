@@ -7,6 +7,7 @@
 
 #include "engine/block_map.h"
 #include "engine/engine_core.h"
+#include "util/crash_handler.h"
 
 namespace kvserve {
 
@@ -224,6 +225,7 @@ void Engine::Drain(std::chrono::milliseconds timeout) {
 }
 
 void Engine::Loop() {
+  ArmThreadForCrashReports();
   for (;;) {
     std::deque<std::pair<Request, std::shared_ptr<RequestStream>>> inbox;
     std::vector<std::string> aborts, releases;
