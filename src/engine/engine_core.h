@@ -58,6 +58,9 @@ class EngineCore {
   };
   void Finish(Sequence* seq, FinishReason reason, const std::string& tail = "");
   void CountPromptTokens(const StepPlan& plan);
+  // ContextOverflow::kShift: cuts a sequence that holds more tokens than the context
+  // (engine/context_shift.h) and counts it; nothing for the others.
+  void ShiftIfOverflowing(Sequence& seq);
   // Speculative decoding: clears every running sequence's draft, then asks the proposer for the
   // decoding ones (depth, remaining max_tokens, context and the back-off budget permitting).
   void Propose();
@@ -87,6 +90,10 @@ class EngineCore {
   uint64_t prompt_tokens_ = 0;
   uint64_t generation_tokens_ = 0;
   uint64_t steps_ = 0;
+  uint64_t shifted_requests_ = 0;
+  uint64_t shift_dropped_tokens_ = 0;
+  uint64_t context_shifts_ = 0;
+  uint64_t shift_recomputed_tokens_ = 0;
   // The disk tier (null without one); spill_ borrows kv_, blocks_ and disk_.
   std::unique_ptr<DiskTier> disk_;
   std::unique_ptr<KvDiskSpill> spill_;
