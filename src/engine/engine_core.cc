@@ -226,6 +226,7 @@ bool EngineCore::Step() {
   if (plan.empty()) return false;
   CountPromptTokens(plan);
   const StepLogits logits = runner_.Run(plan);
+  if (step_observer_) step_observer_(plan, logits);
   const std::vector<SampleResult> sampled = Sample(plan, logits);
   const std::vector<SequenceOutput> outputs = scheduler_.Postprocess(plan, sampled);
   generation_tokens_ += outputs.size();

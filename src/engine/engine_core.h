@@ -51,6 +51,14 @@ class EngineCore {
   // Every block's state and owners (running requests, then pinned sessions); not map.stats.
   void FillBlockMap(BlockMap& map) const;
 
+  // For tests and tools: called after each step's forward with its plan and logits (before
+  // sampling); the running and waiting sequences; the block pool's invariants.
+  void SetStepObserver(std::function<void(const StepPlan&, const StepLogits&)> observer) {
+    step_observer_ = std::move(observer);
+  }
+  const Scheduler& scheduler() const { return scheduler_; }
+  Status CheckBlockInvariants() const { return blocks_.CheckInvariants(); }
+
  private:
   struct Session {
     BlockTable pinned;
@@ -86,6 +94,7 @@ class EngineCore {
   std::map<std::string, Session> sessions_;
   std::vector<std::string> finished_ids_;
   std::function<void(std::vector<std::string>)> on_sessions_changed_;
+  std::function<void(const StepPlan&, const StepLogits&)> step_observer_;
   int pinned_blocks_ = 0;
   uint64_t prompt_tokens_ = 0;
   uint64_t generation_tokens_ = 0;
