@@ -68,6 +68,24 @@ TEST(RunCommand, ContextShiftGeneratesPastTheContext) {
   EXPECT_GE(s["context_shifts"].get<int>(), 6);
   for (size_t i = 0; i < 124; ++i) EXPECT_EQ(s["tokens"][i], p["tokens"][i]) << i;
   EXPECT_EQ(r["tokens"], s["tokens"]);
+  // The same request in a batch file, next to one that does not shift.
+  const std::string path = testing::TempDir() + "/shift.jsonl";
+  std::ofstream(path) << R"({"id":"s","prompt":"Once upon a time","max_tokens":512,)"
+                      << R"("temperature":0,"ignore_eos":true,"context_overflow":"shift"})"
+                      << "\n"
+                      << R"({"id":"p","prompt":"Once upon a time","max_tokens":16,)"
+                      << R"("temperature":0})"
+                      << "\n";
+  const Output batch =
+      Shell(Kvserve() + " run -m " + Stories() + " --batch-file " + path + " -t 1 2>/dev/null");
+  ASSERT_EQ(batch.status, 0) << batch.out;
+  const auto lines = batch.out.find('\n');
+  const auto first = nlohmann::json::parse(batch.out.substr(0, lines));
+  const auto second = nlohmann::json::parse(batch.out.substr(lines + 1));
+  EXPECT_EQ(first["tokens"], s["tokens"]);
+  EXPECT_EQ(first["truncated"], true);
+  EXPECT_EQ(first["dropped_tokens"], s["dropped_tokens"]);
+  EXPECT_FALSE(second.contains("truncated"));
   // A prompt longer than the context: refused, or cut to its head and end.
   std::string ids = "1";
   for (int i = 0; i < 200; ++i) ids += "," + std::to_string(100 + i);
