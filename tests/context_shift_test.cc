@@ -17,6 +17,7 @@
 #include "engine/context_shift.h"
 #include "engine/engine.h"
 #include "engine/engine_core.h"
+#include "engine/sequence_runner.h"
 #include "model/model.h"
 #include "support/forward.h"
 #include "support/paths.h"
@@ -95,8 +96,8 @@ EngineOptions CoreOptions() {
 
 // The engine's core driven step by step (so the tests can look at its sequences and pool).
 struct Core {
-  explicit Core(const EngineOptions& options, int n_blocks)
-      : core(*Stories().model, *Stories().tokenizer, options, n_blocks, 0, {}) {}
+  Core(const EngineOptions& options, int n_blocks, const Loaded& loaded = Stories())
+      : core(*loaded.model, *loaded.tokenizer, options, n_blocks, 0, {}) {}
   // Adds the requests, steps until nothing is left (checking the pool after every step), and
   // returns their outputs in order.
   std::vector<Output> Run(const std::vector<Request>& requests) {
@@ -144,6 +145,15 @@ Request ShiftRequest(std::vector<int32_t> prompt, int max_tokens) {
   r.logprobs = true;
   r.context_overflow = ContextOverflow::kShift;
   return r;
+}
+
+// The last token's logits of a fresh runner (its own new cache) over `tokens` at 0, 1, ...
+std::vector<float> FreshLastLogits(const Model& model, const std::vector<int32_t>& tokens) {
+  SequenceRunner runner(model, KvType::kF32, static_cast<int>(tokens.size()), 1);
+  auto logits = runner.Append(tokens);
+  EXPECT_TRUE(logits.ok()) << logits.message();
+  if (!logits.ok()) return {};
+  return std::vector<float>(logits->begin(), logits->end());
 }
 
 const char kStory[] = "Once upon a time, there was a little girl named Lily. She loved to play";
@@ -295,6 +305,44 @@ TEST(ContextShiftTest, LogitsAfterAShiftEqualAFreshForwardOverTheKeptTokens) {
       text.push_back(o.tokens[i]);
     }
     EXPECT_TRUE(kept_differs);
+  }
+}
+
+// The same on other position schemes, with a context of 64 (2 shifts per 64 tokens): gpt2's
+// learned positions (which no key rotation could move), gemma2's sliding-window layers (window 8)
+// and soft-caps, qwen2's split-half RoPE with biases, llama3.
+TEST(ContextShiftTest, LogitsAfterShiftsEqualAFreshForwardOnOtherArchitectures) {
+  for (const std::string name : {"gpt2-tiny-f32.gguf", "arch/gemma2-f32.gguf",
+                                 "arch/qwen2-f32.gguf", "arch/llama3-f32.gguf"}) {
+    SCOPED_TRACE(name);
+    Loaded loaded;
+    auto model = LoadModel(testing::ModelPath(name), TestBackend());
+    ASSERT_TRUE(model.ok()) << model.message();
+    loaded.model = std::move(model).value();
+    auto tokenizer = Tokenizer::FromGguf(loaded.model->file());
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.message();
+    loaded.tokenizer = std::move(tokenizer).value();
+    EngineOptions options = CoreOptions();
+    options.n_ctx = 64;
+    Core core(options, 8, loaded);
+    std::vector<int32_t> prompt;
+    if (loaded.tokenizer->bos() >= 0) prompt.push_back(loaded.tokenizer->bos());
+    for (int32_t t = 0; t < 20; ++t) prompt.push_back(100 + 7 * t);
+    const int n_vocab = loaded.model->config().n_vocab;
+    int n_after_shift = 0;
+    core.core.SetStepObserver([&](const StepPlan& plan, const StepLogits& logits) {
+      const Sequence& seq = *plan.chunks[0].seq;
+      if (!plan.chunks[0].sample) return;
+      const std::vector<float> fresh = FreshLastLogits(*loaded.model, seq.tokens);
+      ASSERT_EQ(fresh.size(), static_cast<size_t>(n_vocab));
+      EXPECT_EQ(0, std::memcmp(logits.row(0).data(), fresh.data(), n_vocab * sizeof(float)))
+          << "after " << seq.n_shifts << " shifts, " << seq.tokens.size() << " tokens held";
+      n_after_shift += seq.n_shifts > 0;
+    });
+    const Output o = core.Run({ShiftRequest(prompt, 3 * 64)})[0];
+    EXPECT_EQ(o.tokens.size(), 3u * 64);
+    EXPECT_GE(o.usage.context_shifts, 5);
+    EXPECT_GT(n_after_shift, 2 * 64);
   }
 }
 
