@@ -79,10 +79,9 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokeniz
     return Status::InvalidArgument("max_batched_tokens must be at least 1");
   KVSERVE_RETURN_IF_ERROR(ValidateSpec(o.spec, model));
   if (o.context_overflow == ContextOverflow::kDefault) o.context_overflow = ContextOverflow::kError;
-  if (o.sink_tokens < 0 || o.sink_tokens > o.n_ctx) {
+  if (o.sink_tokens < 0) {
     return Status::InvalidArgument("sink tokens " + std::to_string(o.sink_tokens) +
-                                   " is out of range (0 to the context, " +
-                                   std::to_string(o.n_ctx) + ")");
+                                   " must not be negative");
   }
   if (o.context_overflow == ContextOverflow::kShift) {
     KVSERVE_RETURN_IF_ERROR(CheckContextShiftHead(ContextShiftHead(o.sink_tokens, 0, o.block_size),
