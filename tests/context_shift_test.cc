@@ -447,6 +447,28 @@ TEST(ContextShiftTest, PrefixCacheAcrossAShiftChangesNoToken) {
   EXPECT_GT((*cached)->Stats().context_shifts, 0u);
 }
 
+// The same request again on one engine core: after each cut it takes the blocks the first run
+// recomputed for the kept tokens (ExtendPrefix), so it recomputes less, with the same answer.
+TEST(ContextShiftTest, ARepeatedRequestTakesTheRecomputedBlocksFromThePrefixCache) {
+  Core core(CoreOptions(), 32);
+  const Request r = ShiftRequest(Encode(kStory), 300);
+  EngineStats before, after_first, after_second;
+  core.core.FillStats(before);
+  const Output first = core.Run({r})[0];
+  core.core.FillStats(after_first);
+  const Output second = core.Run({r})[0];
+  core.core.FillStats(after_second);
+  ExpectSame(first, second, "again");
+  const uint64_t first_recompute =
+      after_first.shift_recomputed_tokens - before.shift_recomputed_tokens;
+  const uint64_t second_recompute =
+      after_second.shift_recomputed_tokens - after_first.shift_recomputed_tokens;
+  EXPECT_GT(first_recompute, 0u);
+  EXPECT_LT(second_recompute, first_recompute / 4);
+  EXPECT_EQ(after_second.context_shifts - after_first.context_shifts,
+            after_first.context_shifts - before.context_shifts);
+}
+
 // Speculative decoding (prompt lookup, and a draft model: stories260K drafting for itself)
 // verifies drafts across shifts without changing a token or a logprob.
 TEST(ContextShiftTest, SpeculativeDecodingAcrossShiftsChangesNoToken) {
