@@ -88,6 +88,26 @@ int BlockManager::AllocatePrefix(BlockTable& table, std::span<const int32_t> tok
   return static_cast<int>(table.blocks.size()) * block_size_;
 }
 
+int BlockManager::ExtendPrefix(BlockTable& table, std::span<const int32_t> tokens,
+                               const std::string& salt) {
+  const size_t held = table.blocks.size();
+  if (!prefix_caching_ || tokens.empty() || table.keys.size() != held) {
+    return static_cast<int>(held) * block_size_;
+  }
+  const size_t max_blocks = (tokens.size() - 1) / block_size_;
+  for (size_t b = held; b < max_blocks; ++b) {
+    const BlockKey key =
+        KeyOf(b ? &table.keys.back() : nullptr, salt, tokens.subspan(b * block_size_, block_size_));
+    auto it = cached_.find(key);
+    if (it == cached_.end()) break;
+    Reference(it->second);
+    ++hits_of_[it->second];
+    table.blocks.push_back(it->second);
+    table.keys.push_back(key);
+  }
+  return static_cast<int>(table.blocks.size()) * block_size_;
+}
+
 int BlockManager::BlocksToHold(const BlockTable& table, int n_tokens) const {
   const int needed = (n_tokens + block_size_ - 1) / block_size_;
   return std::max(0, needed - static_cast<int>(table.blocks.size()));

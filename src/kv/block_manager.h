@@ -76,6 +76,12 @@ class BlockManager {
   // returns how many tokens they hold. (RecordQuery counts the lookup, once per request.)
   int AllocatePrefix(BlockTable& table, std::span<const int32_t> tokens, const std::string& salt);
 
+  // For a table whose blocks all have keys (e.g. the head kept by a context shift): appends the
+  // cached blocks that continue its chain over `tokens` (at most floor((tokens.size() - 1) /
+  // block_size) blocks in all, as AllocatePrefix) and returns how many tokens the table holds
+  // then. Counts no lookup. A table with an unkeyed block, or no prefix cache, is left as it is.
+  int ExtendPrefix(BlockTable& table, std::span<const int32_t> tokens, const std::string& salt);
+
   // Counts a prefix-cache lookup of n_queried prompt tokens of which n_hit were cached.
   void RecordQuery(int n_queried, int n_hit) {
     queries_ += n_queried;
