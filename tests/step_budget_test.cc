@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli/args.h"
+#include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "cli/flag_table.h"
 #include "engine/engine.h"
@@ -370,6 +371,26 @@ TEST(StepBudgetFlag, ReadsTheTargetAndNamesTheFlagAndValueInErrors) {
   EXPECT_EQ(FlagError({"--max-step-ms", "nan"}),
             "flag --max-step-ms: 'nan' is out of range (0 to 10000000 ms)");
   EXPECT_EQ(FlagError({"--max-step-ms"}), "flag --max-step-ms needs a value (MS)");
+}
+
+// `serve` shows and uses its own default (on); the other commands' is off.
+TEST(StepBudgetFlag, ServeDefaultsToItsTargetTheOthersToOff) {
+  const FlagTable serve = ServeFlagTable();
+  ASSERT_NE(serve.Find("--max-step-ms"), nullptr);
+  EXPECT_EQ(serve.Find("--max-step-ms")->default_text, "500");
+  auto args = Args::Parse({"-m", "x.gguf"}, serve);
+  ASSERT_TRUE(args.ok()) << args.message();
+  auto on = ReadEngineOptions(*args, ModelOptions{}, kServeMaxStepMs);
+  ASSERT_TRUE(on.ok()) << on.message();
+  EXPECT_EQ(on->max_step_ms, 500.0);
+  auto off = ReadEngineOptions(*Args::Parse({"-m", "x.gguf", "--max-step-ms", "0"}, serve),
+                               ModelOptions{}, kServeMaxStepMs);
+  ASSERT_TRUE(off.ok()) << off.message();
+  EXPECT_EQ(off->max_step_ms, 0.0);
+  for (const FlagTable& table : {RunFlagTable(), BenchFlagTable()}) {
+    ASSERT_NE(table.Find("--max-step-ms"), nullptr);
+    EXPECT_EQ(table.Find("--max-step-ms")->default_text, "0");
+  }
 }
 
 }  // namespace
