@@ -43,10 +43,10 @@ void Scheduler::ScheduleRunning(StepPlan& plan, int& budget) {
       if (preempted_self) break;
     }
     if (preempted_self) break;
+    if (seq->n_pending() > 1) prefill_left_ -= n;
     plan.chunks.push_back({seq, n, seq->n_computed + n == static_cast<int>(seq->tokens.size())});
     plan.n_tokens += n;
     budget -= n;
-    if (n > 1) prefill_left_ -= n;
     ++i;
   }
 }
@@ -111,10 +111,10 @@ void Scheduler::AdmitWaiting(StepPlan& plan, int& budget) {
       seq->n_cached_prompt = std::min(cached, seq->n_prompt);
       blocks_.RecordQuery(seq->n_prompt, seq->n_cached_prompt);
     }
+    if (seq->n_pending() > 1) prefill_left_ -= n;
     plan.chunks.push_back({seq, n, seq->n_computed + n == static_cast<int>(seq->tokens.size())});
     plan.n_tokens += n;
     budget -= n;
-    if (n > 1) prefill_left_ -= n;
     if (options_.share_in_batch) AddInFlight(*seq, in_flight);
     running_.push_back(std::move(waiting_[i]));
     waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
@@ -140,7 +140,7 @@ void Scheduler::AddDrafts(StepPlan& plan, int& budget) {
 
 int Scheduler::ChunkTokens(const Sequence& seq, int budget) const {
   const int n = std::min(seq.n_pending(), budget);
-  return n > 1 ? std::min(n, prefill_left_) : n;
+  return seq.n_pending() > 1 ? std::min(n, prefill_left_) : n;
 }
 
 int Scheduler::PrefillAllowance() const {

@@ -109,8 +109,8 @@ class Scheduler {
   // Extends decode chunks with their sequences' drafts, with the budget and blocks left.
   void AddDrafts(StepPlan& plan, int& budget);
   void Preempt(size_t running_index);
-  // Tokens of seq's next chunk: its pending ones within the budget and, for a prefill chunk,
-  // within prefill_left_.
+  // Tokens of seq's next chunk: its pending ones within the budget and, for a prefill chunk
+  // (more than one token pending), within prefill_left_ (which that chunk then spends).
   int ChunkTokens(const Sequence& seq, int budget) const;
 
   BlockManager& blocks_;
