@@ -4,12 +4,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <limits>
 
 namespace kvserve {
 
-FlagGroup EngineFlags() {
+FlagGroup EngineFlags(double max_step_ms) {
+  char shown[32];
+  std::snprintf(shown, sizeof shown, "%g", max_step_ms);
   return {"engine",
           {{.name = "--kv-memory",
             .value_name = "SIZE",
@@ -27,6 +30,12 @@ FlagGroup EngineFlags() {
             .value_name = "TOKENS",
             .default_text = "512",
             .help = "tokens per engine step, decode tokens and prefill chunks together"},
+           {.name = "--max-step-ms",
+            .value_name = "MS",
+            .default_text = shown,
+            .help = "per-step time target while streams decode: prefill chunks are sized from "
+                    "the measured step cost to stay under it, so a long prompt does not stall "
+                    "running streams (at least 16 prompt tokens a step); 0 = off"},
            {.name = "--no-prefix-cache",
             .help = "do not share the KV blocks of a common prompt prefix between requests"}}};
 }
@@ -239,7 +248,8 @@ Result<std::unique_ptr<Model>> OpenDraftModel(const Args& args, SpecOptions& spe
   return model;
 }
 
-Result<EngineOptions> ReadEngineOptions(const Args& args, const ModelOptions& model) {
+Result<EngineOptions> ReadEngineOptions(const Args& args, const ModelOptions& model,
+                                        double max_step_ms_default) {
   EngineOptions o;
   o.n_threads = model.n_threads;
   o.n_ctx = model.n_ctx;
@@ -248,6 +258,13 @@ Result<EngineOptions> ReadEngineOptions(const Args& args, const ModelOptions& mo
   KVSERVE_RETURN_IF_ERROR(ReadBounded(args, "--max-num-seqs", 16, 1, 4096, &o.max_num_seqs));
   KVSERVE_RETURN_IF_ERROR(
       ReadBounded(args, "--max-batched-tokens", 512, 1, 1 << 20, &o.max_batched_tokens));
+  auto max_step_ms = args.GetDouble("--max-step-ms", max_step_ms_default);
+  if (!max_step_ms.ok()) return max_step_ms.status();
+  if (!(*max_step_ms >= 0) || *max_step_ms > 1e7) {
+    return Status::InvalidArgument("flag --max-step-ms: '" + *args.Get("--max-step-ms") +
+                                   "' is out of range (0 to 10000000 ms)");
+  }
+  o.max_step_ms = *max_step_ms;
   o.prefix_caching = !args.Has("--no-prefix-cache");
   if (auto text = args.Get("--kv-memory")) {
     auto size = ParseSize("--kv-memory", *text);

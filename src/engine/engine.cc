@@ -78,6 +78,10 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokeniz
   if (o.max_num_seqs < 1) return Status::InvalidArgument("max_num_seqs must be at least 1");
   if (o.max_batched_tokens < 1)
     return Status::InvalidArgument("max_batched_tokens must be at least 1");
+  if (!(o.max_step_ms >= 0) || o.max_step_ms > 1e7) {
+    return Status::InvalidArgument("max_step_ms " + std::to_string(o.max_step_ms) +
+                                   " is out of range (0 to 1e7)");
+  }
   KVSERVE_RETURN_IF_ERROR(ValidateSpec(o.spec, model));
   if (o.context_overflow == ContextOverflow::kDefault) o.context_overflow = ContextOverflow::kError;
   if (o.sink_tokens < 0) {

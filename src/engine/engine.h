@@ -56,6 +56,10 @@ struct EngineOptions {
   uint64_t kv_memory_bytes = 0;  // KV pool size; 0 = enough for max_num_seqs full contexts
   int max_num_seqs = 16;         // running sequences at most
   int max_batched_tokens = 512;  // tokens per step at most (decode + prefill chunks)
+  // Per-step time target in ms (`--max-step-ms`; 0 = off): while sequences decode, prefill
+  // chunks are sized from the measured step cost so that a step stays under it (at least
+  // max(16, block_size) prefill tokens a step). Never changes a token.
+  double max_step_ms = 0;
   bool prefix_caching = true;
   // No-cache baseline (`--no-cache`): every step recomputes each sequence from position 0. Turns
   // the prefix cache off. Same tokens, O(n²) work.

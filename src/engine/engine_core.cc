@@ -27,7 +27,8 @@ EngineCore::EngineCore(const Model& model, const Tokenizer& tokenizer, const Eng
                  SchedulerOptions{.max_num_seqs = options.max_num_seqs,
                                   .max_batched_tokens = options.max_batched_tokens,
                                   .recompute = options.recompute,
-                                  .share_in_batch = options.prefix_caching},
+                                  .share_in_batch = options.prefix_caching,
+                                  .max_step_ms = options.max_step_ms},
                  [this] { return ReleaseOldestSession(); }),
       on_sessions_changed_(std::move(on_sessions_changed)) {
   const SpecOptions& spec = options_.spec;
@@ -225,9 +226,15 @@ bool EngineCore::Step() {
   const StepPlan plan = scheduler_.Schedule();
   if (plan.empty()) return false;
   CountPromptTokens(plan);
+  const auto start = std::chrono::steady_clock::now();
   const StepLogits logits = runner_.Run(plan);
   if (step_observer_) step_observer_(plan, logits);
   const std::vector<SampleResult> sampled = Sample(plan, logits);
+  if (options_.max_step_ms > 0) {
+    const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
+    step_cost_.Observe(plan.n_tokens, ms.count());
+    scheduler_.SetStepCost(step_cost_.cost());
+  }
   const std::vector<SequenceOutput> outputs = scheduler_.Postprocess(plan, sampled);
   generation_tokens_ += outputs.size();
   Deliver(outputs);

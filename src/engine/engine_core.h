@@ -14,6 +14,7 @@
 #include "engine/model_runner.h"
 #include "engine/proposer.h"
 #include "engine/scheduler.h"
+#include "engine/step_cost.h"
 #include "kv/block_manager.h"
 #include "kv/disk_tier.h"
 #include "kv/kv_cache.h"
@@ -91,6 +92,7 @@ class EngineCore {
   std::shared_ptr<Proposer> proposer_;  // null: no speculative decoding
   BlockManager blocks_;
   Scheduler scheduler_;
+  StepCostModel step_cost_;  // fitted from timed steps when options_.max_step_ms > 0
   std::map<std::string, Session> sessions_;
   std::vector<std::string> finished_ids_;
   std::function<void(std::vector<std::string>)> on_sessions_changed_;

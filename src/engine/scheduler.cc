@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 
 namespace kvserve {
 
@@ -29,7 +30,11 @@ void Scheduler::Preempt(size_t running_index) {
 void Scheduler::ScheduleRunning(StepPlan& plan, int& budget) {
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* seq = running_[i].get();
-    const int n = std::min(seq->n_pending(), budget);
+    const int n = ChunkTokens(*seq, budget);
+    if (n == 0) {  // a prefill chunk with no allowance left this step
+      ++i;
+      continue;
+    }
     bool preempted_self = false;
     while (!blocks_.Grow(seq->blocks, seq->n_computed + n)) {
       const size_t victim = running_.size() - 1;
@@ -38,6 +43,7 @@ void Scheduler::ScheduleRunning(StepPlan& plan, int& budget) {
       if (preempted_self) break;
     }
     if (preempted_self) break;
+    if (seq->n_pending() > 1) prefill_left_ -= n;
     plan.chunks.push_back({seq, n, seq->n_computed + n == static_cast<int>(seq->tokens.size())});
     plan.n_tokens += n;
     budget -= n;
@@ -77,7 +83,7 @@ void Scheduler::AdmitWaiting(StepPlan& plan, int& budget) {
     for (const auto& running : running_) AddInFlight(*running, in_flight);
   }
   size_t i = 0;
-  while (i < waiting_.size() && budget > 0 &&
+  while (i < waiting_.size() && budget > 0 && prefill_left_ > 0 &&
          static_cast<int>(running_.size()) < options_.max_num_seqs) {
     Sequence* seq = waiting_[i].get();
     assert(seq->blocks.empty());
@@ -93,7 +99,7 @@ void Scheduler::AdmitWaiting(StepPlan& plan, int& budget) {
       }
     }
     seq->n_computed = cached;
-    const int n = std::min(seq->n_pending(), budget);
+    const int n = ChunkTokens(*seq, budget);
     if (!blocks_.Grow(seq->blocks, seq->n_computed + n)) {
       blocks_.Free(seq->blocks);
       seq->n_computed = 0;
@@ -105,6 +111,7 @@ void Scheduler::AdmitWaiting(StepPlan& plan, int& budget) {
       seq->n_cached_prompt = std::min(cached, seq->n_prompt);
       blocks_.RecordQuery(seq->n_prompt, seq->n_cached_prompt);
     }
+    if (seq->n_pending() > 1) prefill_left_ -= n;
     plan.chunks.push_back({seq, n, seq->n_computed + n == static_cast<int>(seq->tokens.size())});
     plan.n_tokens += n;
     budget -= n;
@@ -119,20 +126,40 @@ void Scheduler::AdmitWaiting(StepPlan& plan, int& budget) {
 void Scheduler::AddDrafts(StepPlan& plan, int& budget) {
   for (ScheduledChunk& chunk : plan.chunks) {
     Sequence* seq = chunk.seq;
-    if (budget <= 0) break;
+    if (budget <= 0 || prefill_left_ <= 0) break;
     if (seq->draft.empty() || !chunk.sample || chunk.n_tokens != 1) continue;
-    const int n_draft = std::min(static_cast<int>(seq->draft.size()), budget);
+    const int n_draft = std::min({static_cast<int>(seq->draft.size()), budget, prefill_left_});
     if (!blocks_.Grow(seq->blocks, seq->n_computed + 1 + n_draft, /*evict=*/false)) continue;
     chunk.n_tokens += n_draft;
     chunk.n_draft = n_draft;
     plan.n_tokens += n_draft;
     budget -= n_draft;
+    prefill_left_ -= n_draft;
   }
+}
+
+int Scheduler::ChunkTokens(const Sequence& seq, int budget) const {
+  const int n = std::min(seq.n_pending(), budget);
+  return seq.n_pending() > 1 ? std::min(n, prefill_left_) : n;
+}
+
+int Scheduler::PrefillAllowance() const {
+  const int budget = options_.max_batched_tokens;
+  if (options_.max_step_ms <= 0 || !cost_.known()) return budget;
+  int n_decoding = 0;
+  for (const auto& seq : running_) n_decoding += seq->n_pending() == 1;
+  if (n_decoding == 0) return budget;  // no stream to stall: prefill at full speed
+  const int floor = std::min(budget, std::max(options_.min_prefill_tokens, blocks_.block_size()));
+  const double room =
+      std::floor((options_.max_step_ms - cost_.fixed_ms) / cost_.ms_per_token) - n_decoding;
+  if (!(room > floor)) return floor;
+  return room < budget ? static_cast<int>(room) : budget;
 }
 
 StepPlan Scheduler::Schedule() {
   StepPlan plan;
   int budget = options_.max_batched_tokens;
+  prefill_left_ = PrefillAllowance();
   ScheduleRunning(plan, budget);
   AdmitWaiting(plan, budget);
   if (!options_.recompute) AddDrafts(plan, budget);

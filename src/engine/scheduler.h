@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/sequence.h"
+#include "engine/step_cost.h"
 #include "kv/block_manager.h"
 
 namespace kvserve {
@@ -27,6 +28,11 @@ struct SchedulerOptions {
   // full prompt block is still being computed by a running sequence waits for it (others may be
   // admitted meanwhile), then finds it in the prefix cache: a shared prefix is computed once.
   bool share_in_batch = false;
+  // Per-step time target in milliseconds (0 = off). While a running sequence decodes and the
+  // step cost is known (SetStepCost), prefill and draft tokens are cut so that the step's
+  // predicted time stays under it, but never below max(min_prefill_tokens, block size) of them.
+  double max_step_ms = 0;
+  int min_prefill_tokens = 16;
 };
 
 // One sequence's share of a step: compute tokens [n_computed, n_computed + n_tokens). With
@@ -66,6 +72,11 @@ class Scheduler {
       std::function<void(std::span<const int32_t> tokens, const std::string& salt)> restore) {
     restore_ = std::move(restore);
   }
+  // The measured step cost behind max_step_ms (the engine loop's fit; any numbers in tests).
+  void SetStepCost(const StepCost& cost) { cost_ = cost; }
+  // Prefill and draft tokens the next step may carry beyond one decode token per decoding
+  // sequence: the token budget, or under max_step_ms what the target leaves (at least the floor).
+  int PrefillAllowance() const;
   StepPlan Schedule();
   // Marks the plan's tokens computed, registers full blocks in the prefix cache, and passes each
   // sampled token (`sampled`: per chunk that samples, in plan order, one token, or for a chunk
@@ -98,11 +109,16 @@ class Scheduler {
   // Extends decode chunks with their sequences' drafts, with the budget and blocks left.
   void AddDrafts(StepPlan& plan, int& budget);
   void Preempt(size_t running_index);
+  // Tokens of seq's next chunk: its pending ones within the budget and, for a prefill chunk
+  // (more than one token pending), within prefill_left_ (which that chunk then spends).
+  int ChunkTokens(const Sequence& seq, int budget) const;
 
   BlockManager& blocks_;
   SchedulerOptions options_;
   std::function<bool()> reclaim_;
   std::function<void(std::span<const int32_t>, const std::string&)> restore_;
+  StepCost cost_;
+  int prefill_left_ = 0;  // this step's prefill and draft tokens still allowed
   std::vector<std::unique_ptr<Sequence>> running_;  // admission order, oldest first
   std::deque<std::unique_ptr<Sequence>> waiting_;
   uint64_t next_arrival_ = 0;
