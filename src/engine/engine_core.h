@@ -25,9 +25,10 @@ class EngineCore {
  public:
   // on_sessions_changed is called (on the engine thread) with the live session ids whenever a
   // session is pinned or released, before the request that pinned it reports its finish.
-  // n_draft_blocks: the draft model's KV pool (options.spec.method kDraft).
+  // n_blocks: the KV pool of each layer group (the model's KvSpec::groups order); n_draft_blocks:
+  // the draft model's KV pool (options.spec.method kDraft).
   EngineCore(const Model& model, const Tokenizer& tokenizer, const EngineOptions& options,
-             int n_blocks, int n_draft_blocks,
+             std::vector<int> n_blocks, int n_draft_blocks,
              std::function<void(std::vector<std::string>)> on_sessions_changed);
   // With a disk tier: writes the prefix blocks still in memory to it (they survive a restart).
   ~EngineCore();
@@ -48,6 +49,8 @@ class EngineCore {
   std::vector<std::string> TakeFinishedIds();
   std::vector<std::string> SessionIds() const;
   void FillStats(EngineStats& stats) const;
+  // The block pools' invariants (BlockManager::CheckInvariants); for tests.
+  Status CheckBlocks() const { return blocks_.CheckInvariants(); }
   // Every block's state and owners (running requests, then pinned sessions); not map.stats.
   void FillBlockMap(BlockMap& map) const;
 
