@@ -9,12 +9,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "engine/engine_core.h"
+#include "engine/proposer_replay.h"
 #include "engine/sampler.h"
 #include "engine/sequence_runner.h"
 #include "io/gguf_reader.h"
@@ -385,6 +387,54 @@ TEST_P(KvWindowEngineTest, SixteenAtOnceUnderPreemptionLeakNothing) {
   }
 }
 
+// Speculative decoding: drafts of the right answer, each right with probability 0.7, so rejected
+// drafts truncate the window rows too; 8 requests at once, pinned sessions between their turns.
+TEST_P(KvWindowEngineTest, DraftsAndSessionsKeepTheAnswerAndLeakNothing) {
+  Loaded l = LoadCase(GetParam());
+  ASSERT_TRUE(l.model && l.tokenizer);
+  const KvSpec spec = l.model->kv_spec();
+  const int n_vocab = l.model->config().n_vocab;
+  std::mt19937 rng(21);
+  std::vector<Request> requests;
+  std::map<std::string, std::vector<int32_t>> reference;
+  std::vector<Output> want;
+  for (int i = 0; i < 8; ++i) {
+    Request r = Sampled(RandomPrompt(rng, 12 + static_cast<int>(rng() % 20), n_vocab), 40, 30 + i);
+    r.session_id = "s" + std::to_string(i % 4);
+    want.push_back(Unfreed(*l.model, r, 256));
+    std::vector<int32_t> all = r.prompt;
+    all.insert(all.end(), want.back().tokens.begin(), want.back().tokens.end());
+    reference[r.id] = all;
+    requests.push_back(r);
+  }
+  EngineOptions options = Options(true);
+  options.spec.proposer = std::make_shared<ReplayProposer>(reference, 0.7, n_vocab, 3);
+  options.spec.max_tokens = 4;
+  options.spec.batch_tokens = 64;
+  EngineCore core(*l.model, *l.tokenizer, options, Pools(spec, 160, 64), 0, nullptr);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const Request& r : requests) {
+    streams.push_back(std::make_shared<RequestStream>());
+    core.Add(r, streams.back());
+  }
+  while (core.Step()) ASSERT_TRUE(core.CheckBlocks().ok()) << core.CheckBlocks().message();
+  EngineStats stats;
+  core.FillStats(stats);
+  EXPECT_GT(stats.spec_draft_tokens, stats.spec_accepted_tokens);
+  EXPECT_GT(stats.spec_accepted_tokens, 0u);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const Output got = Drain(*streams[i]);
+    EXPECT_EQ(got.tokens, want[i].tokens) << "request " << i;
+    EXPECT_EQ(got.logprobs, want[i].logprobs) << "request " << i;
+  }
+  // The four sessions hold their last turns' blocks; released, nothing stays referenced.
+  EXPECT_EQ(core.SessionIds().size(), 4u);
+  for (const std::string& id : core.SessionIds()) EXPECT_TRUE(core.ReleaseSession(id));
+  ASSERT_TRUE(core.CheckBlocks().ok()) << core.CheckBlocks().message();
+  core.FillStats(stats);
+  for (int used : stats.group_blocks_used) EXPECT_EQ(used, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Files, KvWindowEngineTest,
                          ::testing::Values("gemma2-f32", "gemma3-f32", "llama-window"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
@@ -392,6 +442,26 @@ INSTANTIATE_TEST_SUITE_P(Files, KvWindowEngineTest,
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;
                          });
+
+// The disk tier stores one block id's K/V of every layer; a model with a window group has one
+// block id per group, so the tier stays off (with a warning) and the engine still serves.
+TEST(KvWindowDiskTier, IsOffForAModelWithSeveralGroups) {
+  Loaded l = LoadCase("gemma2-f32");
+  ASSERT_TRUE(l.model && l.tokenizer);
+  EngineOptions options = Options(true);
+  options.kv_disk_dir = testing::TempDir() + "/kv-window-disk";
+  EngineCore core(*l.model, *l.tokenizer, options, Pools(l.model->kv_spec(), 64, 16), 0, nullptr);
+  EngineStats stats;
+  core.FillStats(stats);
+  EXPECT_FALSE(stats.kv_disk);
+  std::mt19937 rng(2);
+  const Request r = Sampled(RandomPrompt(rng, 20, l.model->config().n_vocab), 10, 0);
+  auto stream = std::make_shared<RequestStream>();
+  core.Add(r, stream);
+  while (core.Step()) {
+  }
+  EXPECT_EQ(Drain(*stream).tokens, Unfreed(*l.model, r, 256).tokens);
+}
 
 }  // namespace
 }  // namespace kvserve
