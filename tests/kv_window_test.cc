@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/block_map.h"
+#include "engine/engine.h"
 #include "engine/engine_core.h"
 #include "engine/proposer_replay.h"
 #include "engine/sampler.h"
@@ -289,6 +291,12 @@ TEST_P(KvWindowEngineTest, LongSequenceHoldsOnlyTheWindowInItsWindowGroup) {
       EXPECT_LE(stats.group_blocks_used[window], n_window_blocks) << n_computed;
     }
     max_window = std::max(max_window, stats.group_blocks_used[window]);
+    // The web UI's block map (group 0's pool): one use per reference, none for released entries.
+    BlockMap map;
+    core.FillBlockMap(map);
+    for (size_t b = 0; b < map.blocks.size(); ++b) {
+      ASSERT_EQ(map.UsesOf(static_cast<int32_t>(b)), map.blocks[b].refs) << "block " << b;
+    }
   }
   core.FillStats(stats);
   EXPECT_EQ(stats.preemptions, 0u);
@@ -301,6 +309,29 @@ TEST_P(KvWindowEngineTest, LongSequenceHoldsOnlyTheWindowInItsWindowGroup) {
   const Output want = Unfreed(*l.model, r, 256);
   EXPECT_EQ(got.tokens, want.tokens);
   EXPECT_EQ(got.logprobs, want.logprobs);
+}
+
+// The engine's other ways to run the same request: the whole prompt in one step, and the
+// no-cache baseline (recomputes from position 0 every step, so it keeps its window blocks).
+TEST_P(KvWindowEngineTest, WholePromptAndNoCacheGiveTheUnfreedAnswer) {
+  Loaded l = LoadCase(GetParam());
+  ASSERT_TRUE(l.model && l.tokenizer);
+  const KvSpec spec = l.model->kv_spec();
+  std::mt19937 rng(17);
+  const Request r = Sampled(RandomPrompt(rng, 50, l.model->config().n_vocab), 30, 4);
+  const Output want = Unfreed(*l.model, r, 256);
+  for (bool recompute : {false, true}) {
+    EngineOptions options = Options(false);
+    options.max_batched_tokens = 256;
+    options.recompute = recompute;
+    EngineCore core(*l.model, *l.tokenizer, options, Pools(spec, 64, 64), 0, nullptr);
+    auto stream = std::make_shared<RequestStream>();
+    core.Add(r, stream);
+    while (core.Step()) ASSERT_TRUE(core.CheckBlocks().ok()) << core.CheckBlocks().message();
+    const Output got = Drain(*stream);
+    EXPECT_EQ(got.tokens, want.tokens) << "recompute " << recompute;
+    EXPECT_EQ(got.logprobs, want.logprobs) << "recompute " << recompute;
+  }
 }
 
 // Prefix caching: a second turn (the first turn's prompt and answer, then more) hits the cache
@@ -442,6 +473,27 @@ INSTANTIATE_TEST_SUITE_P(Files, KvWindowEngineTest,
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;
                          });
+
+// Engine::Create sizes each group's pool by its need: a full group n_ctx / block_size blocks per
+// sequence, a window group BlocksPerSequence per sequence plus the prefill chunks' blocks; a
+// byte budget is split between them by that need in bytes.
+TEST(KvWindowPools, EngineSizesEachGroupByItsNeed) {
+  Loaded l = LoadCase("gemma2-f32");
+  ASSERT_TRUE(l.model && l.tokenizer);
+  EngineOptions options{
+      .n_threads = 1, .n_ctx = 256, .block_size = 16, .max_num_seqs = 4, .max_batched_tokens = 64};
+  auto engine = Engine::Create(*l.model, *l.tokenizer, options);
+  ASSERT_TRUE(engine.ok()) << engine.message();
+  // Full: 16 blocks x 4; window 8: (ceil(7 / 16) + 1) x 4 + 64 / 16 + 4.
+  EXPECT_EQ((*engine)->Stats().group_blocks_total, (std::vector<int>{64, 16}));
+  EXPECT_EQ((*engine)->Stats().kv_bytes, 80u * 16 * 1024);  // f32: 1024 bytes/token per group
+  options.kv_memory_bytes = 1 << 20;
+  auto budget = Engine::Create(*l.model, *l.tokenizer, options);
+  ASSERT_TRUE(budget.ok()) << budget.message();
+  // 2^20 bytes x 64 / 80 and x 16 / 80, in blocks of 16 KiB.
+  EXPECT_EQ((*budget)->Stats().group_blocks_total, (std::vector<int>{51, 12}));
+  EXPECT_LE((*budget)->Stats().kv_bytes, uint64_t{1} << 20);
+}
 
 // The disk tier stores one block id's K/V of every layer; a model with a window group has one
 // block id per group, so the tier stays off (with a warning) and the engine still serves.
