@@ -219,10 +219,12 @@ void BlockManager::SlideWindows(BlockTable& table, int next_position) {
   for (size_t g = 0; g < pools_.size(); ++g) {
     if (pools_[g].window == 0) continue;
     std::vector<int32_t>& row = table.group(g);
-    // Kept entries are contiguous: walk down from the first kept one to the last released.
+    // The window of the last block boundary stays: a prefix hit on this sequence's blocks (a
+    // whole number of blocks, a session's next turn) needs it. Kept entries are contiguous: walk
+    // down from the first kept one to the last released.
+    const int boundary = next_position / block_size_ * block_size_;
     int b =
-        std::min(FirstLiveBlock(static_cast<int>(g), next_position), static_cast<int>(row.size())) -
-        1;
+        std::min(FirstLiveBlock(static_cast<int>(g), boundary), static_cast<int>(row.size())) - 1;
     for (; b >= 0 && row[b] != kNoBlock; --b) {
       Release(pools_[g], row[b]);
       row[b] = kNoBlock;

@@ -6,7 +6,8 @@
 // Layer groups: a sequence's BlockTable holds one row of block ids per group, all indexed by the
 // same logical block (tokens [i * block_size, (i + 1) * block_size)). A full group's row holds
 // every block of the sequence; a sliding-window group's row releases the blocks wholly before
-// the window of the next position to compute (SlideWindows): those entries become kNoBlock,
+// the window of the next position to compute (SlideWindows, at block granularity): those entries
+// become kNoBlock,
 // which attention never reads, and the pool gets the block back (cached while it has a key).
 // Prefix keys are per token chain and the same in every group; a prefix hit (AllocatePrefix)
 // needs every full group's blocks of the whole prefix and every window group's blocks of the
@@ -125,10 +126,13 @@ class BlockManager {
   // prefixes).
   bool Grow(BlockTable& table, int n_tokens, bool evict = true);
 
-  // Window groups: releases the table's blocks wholly before the window of position
-  // `next_position` (the next token to compute): logical blocks below
-  // max(0, next_position - window + 1) / block_size become kNoBlock. Full groups: no change.
-  // Positions below next_position are never recomputed into this table afterwards.
+  // Window groups: releases the table's blocks wholly before the window of the last block
+  // boundary at or before `next_position` (the next token to compute; B = next_position rounded
+  // down to a multiple of block_size): logical blocks below max(0, B - window + 1) / block_size
+  // become kNoBlock. Keeping B's window (not next_position's) costs no block at the bound
+  // (KvGroupSpec::BlocksPerSequence) and leaves a prefix hit of this sequence's whole blocks its
+  // window. Full groups: no change. Positions below next_position are never recomputed into this
+  // table afterwards.
   void SlideWindows(BlockTable& table, int next_position);
   // First logical block a window group keeps for a sequence whose next position is
   // `next_position` (0 for a full group).
