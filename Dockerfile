@@ -23,6 +23,7 @@ RUN apt-get update \
       ninja-build=1.11.1-2~deb12u1 \
       pkg-config=1.8.1-1 \
       libpcre2-dev=10.42-1+deb12u2 \
+      libicu-dev=72.1-3+deb12u1 \
       nlohmann-json3-dev=3.11.2-2 \
       libcpp-httplib-dev=0.11.4+ds-1+deb12u1 \
  && rm -rf /var/lib/apt/lists/*
@@ -43,6 +44,7 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       libcpp-httplib0.11=0.11.4+ds-1+deb12u1 \
       libpcre2-8-0=10.42-1+deb12u2 \
+      libicu72=72.1-3+deb12u1 \
       libstdc++6=12.2.0-14+deb12u1 \
       libgcc-s1=12.2.0-14+deb12u1 \
       libssl3=3.0.19-1~deb12u2 \

@@ -7,6 +7,7 @@ packages=(
   g++ cmake ninja-build pkg-config git
   libgtest-dev libgmock-dev        # tests
   libpcre2-dev                     # tokenizer pre-split regexes (Unicode classes)
+  libicu-dev                       # tokenizer.json normalizers (NFC/NFKC, lowercase)
   nlohmann-json3-dev               # JSON (CLI output, server)
   libcpp-httplib-dev               # HTTP server
   libssl-dev openssl               # HTTPS (--ssl-cert); the test makes its certificate with openssl

@@ -153,6 +153,37 @@ TEST(ChatCliTest, ExitCommandEndsAndSystemPromptCounts) {
   EXPECT_GT(reports[0].n_prompt, plain[0].n_prompt);  // "system: Be kind.\n" was rendered
 }
 
+// Twenty turns on a context of 128: the oldest turns are dropped (the system message and the
+// latest turn stay), replies longer than the context shift, and the chat keeps going. With
+// --context-overflow error it stops as it used to.
+TEST(ChatCliTest, TwentyTurnsKeepGoingPastTheContext) {
+  const std::string model_path = ModelPath("stories260K.gguf");
+  std::string input;
+  for (int i = 1; i <= 20; ++i)
+    input += "Tell me what Lily did on day " + std::to_string(i) + ".\n";
+  const std::string flags =
+      "-m '" + model_path + "' --temp 0 -n 100 -t 1 --system 'You tell short stories.'";
+  const CliRun run = RunChat(flags, input);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::vector<Report> reports = Reports(run.err);
+  ASSERT_EQ(reports.size(), 20u) << run.err;
+  for (size_t i = 0; i < reports.size(); ++i) {
+    // Old turns go so that the prompt leaves min(-n, half the context) for the reply.
+    EXPECT_LE(reports[i].n_prompt, 128 - 64) << "turn " << i;
+    // The system message stays first: the cache always has at least it.
+    if (i > 0) {
+      EXPECT_GE(reports[i].n_reused, 8) << "turn " << i;
+    }
+  }
+  EXPECT_NE(run.err.find("oldest messages dropped"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("tokens shifted out"), std::string::npos) << run.err;
+
+  const CliRun strict = RunChat(flags + " --context-overflow error", input);
+  EXPECT_EQ(strict.exit_code, 1);
+  EXPECT_NE(strict.err.find("exceeds the context size 128"), std::string::npos) << strict.err;
+  EXPECT_LT(Reports(strict.err).size(), 20u);
+}
+
 TEST(ChatCliTest, BadFlagsAreErrors) {
   const std::string model_path = ModelPath("stories260K.gguf");
   const CliRun bad_template = RunChat("-m '" + model_path + "' --chat-template vicuna", "");

@@ -302,7 +302,7 @@ TEST_P(KvWindowEngineTest, LongSequenceHoldsOnlyTheWindowInItsWindowGroup) {
   int max_full = 0, max_window = 0;
   EngineStats stats;
   while (core.Step()) {
-    ASSERT_TRUE(core.CheckBlocks().ok()) << core.CheckBlocks().message();
+    ASSERT_TRUE(core.CheckBlockInvariants().ok()) << core.CheckBlockInvariants().message();
     core.FillStats(stats);
     if (stats.running == 0) break;
     const int n_computed = static_cast<int>(stats.prompt_tokens) +
@@ -351,7 +351,8 @@ TEST_P(KvWindowEngineTest, WholePromptAndNoCacheGiveTheUnfreedAnswer) {
     EngineCore core(*l.model, *l.tokenizer, options, Pools(spec, 64, 64), 0, nullptr);
     auto stream = std::make_shared<RequestStream>();
     core.Add(r, stream);
-    while (core.Step()) ASSERT_TRUE(core.CheckBlocks().ok()) << core.CheckBlocks().message();
+    while (core.Step())
+      ASSERT_TRUE(core.CheckBlockInvariants().ok()) << core.CheckBlockInvariants().message();
     const Output got = Drain(*stream);
     EXPECT_EQ(got.tokens, want.tokens) << "recompute " << recompute;
     EXPECT_EQ(got.logprobs, want.logprobs) << "recompute " << recompute;
@@ -371,7 +372,8 @@ TEST_P(KvWindowEngineTest, PrefixHitsGiveTheUncachedAnswer) {
   auto run = [&](const Request& r) {
     auto stream = std::make_shared<RequestStream>();
     core.Add(r, stream);
-    while (core.Step()) EXPECT_TRUE(core.CheckBlocks().ok()) << core.CheckBlocks().message();
+    while (core.Step())
+      EXPECT_TRUE(core.CheckBlockInvariants().ok()) << core.CheckBlockInvariants().message();
     return Drain(*stream);
   };
   const Request first = Sampled(RandomPrompt(rng, 40, n_vocab), 30, 1);
@@ -429,7 +431,8 @@ TEST_P(KvWindowEngineTest, SixteenAtOnceUnderPreemptionLeakNothing) {
     streams.push_back(std::make_shared<RequestStream>());
     core.Add(r, streams.back());
   }
-  while (core.Step()) ASSERT_TRUE(core.CheckBlocks().ok()) << core.CheckBlocks().message();
+  while (core.Step())
+    ASSERT_TRUE(core.CheckBlockInvariants().ok()) << core.CheckBlockInvariants().message();
   EngineStats stats;
   core.FillStats(stats);
   EXPECT_GT(stats.preemptions, 0u);
@@ -473,7 +476,8 @@ TEST_P(KvWindowEngineTest, DraftsAndSessionsKeepTheAnswerAndLeakNothing) {
     streams.push_back(std::make_shared<RequestStream>());
     core.Add(r, streams.back());
   }
-  while (core.Step()) ASSERT_TRUE(core.CheckBlocks().ok()) << core.CheckBlocks().message();
+  while (core.Step())
+    ASSERT_TRUE(core.CheckBlockInvariants().ok()) << core.CheckBlockInvariants().message();
   EngineStats stats;
   core.FillStats(stats);
   EXPECT_GT(stats.spec_draft_tokens, stats.spec_accepted_tokens);
@@ -486,7 +490,7 @@ TEST_P(KvWindowEngineTest, DraftsAndSessionsKeepTheAnswerAndLeakNothing) {
   // The four sessions hold their last turns' blocks; released, nothing stays referenced.
   EXPECT_EQ(core.SessionIds().size(), 4u);
   for (const std::string& id : core.SessionIds()) EXPECT_TRUE(core.ReleaseSession(id));
-  ASSERT_TRUE(core.CheckBlocks().ok()) << core.CheckBlocks().message();
+  ASSERT_TRUE(core.CheckBlockInvariants().ok()) << core.CheckBlockInvariants().message();
   core.FillStats(stats);
   for (int used : stats.group_blocks_used) EXPECT_EQ(used, 0);
 }

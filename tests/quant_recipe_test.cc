@@ -66,6 +66,63 @@ INSTANTIATE_TEST_SUITE_P(Files, QuantRecipeTest, ::testing::ValuesIn(Cases()),
                            return info.param.arch + "_" + info.param.recipe;
                          });
 
+// The recipes the fixtures do not cover (the _S and _L ones, grouped-query and 8-expert models),
+// against llama.cpp's llama_tensor_get_type rules written out per tensor. (Checked on this
+// machine against llama-quantize's output for a 32-layer GQA-4, a 17-layer MHA and a 9-layer
+// 8-expert model: every tensor of every recipe the same type.)
+GgmlType TypeIn(const char* recipe, const std::string& tensor, const QuantModelShape& shape) {
+  auto r = QuantRecipe::Find(recipe);
+  EXPECT_TRUE(r.ok()) << r.message();
+  return r.ok() ? r->TypeOf(tensor, shape, tensor == "output.weight") : GgmlType::kF32;
+}
+
+std::string Blk(int layer, const char* tensor) {
+  return "blk." + std::to_string(layer) + "." + tensor + ".weight";
+}
+
+TEST(QuantRecipe, SmallAndLargeRecipesFollowLlamaCppsRules) {
+  const QuantModelShape gqa4{.n_layers = 32, .n_gqa = 4};
+  using T = GgmlType;
+  for (const char* r : {"q3_k_s", "q3_k_l", "q4_k_s", "q5_k_s"}) {
+    EXPECT_EQ(TypeIn(r, "output.weight", gqa4), T::kQ6_K) << r;
+  }
+  for (int layer : {0, 3, 4, 31}) {
+    EXPECT_EQ(TypeIn("q3_k_s", Blk(layer, "attn_v"), gqa4), T::kQ3_K);
+    EXPECT_EQ(TypeIn("q3_k_s", Blk(layer, "ffn_down"), gqa4), T::kQ3_K);
+    EXPECT_EQ(TypeIn("q3_k_s", Blk(layer, "attn_output"), gqa4), T::kQ3_K);
+    EXPECT_EQ(TypeIn("q3_k_l", Blk(layer, "attn_v"), gqa4), T::kQ5_K);
+    EXPECT_EQ(TypeIn("q3_k_l", Blk(layer, "ffn_down"), gqa4), T::kQ5_K);
+    EXPECT_EQ(TypeIn("q3_k_l", Blk(layer, "attn_output"), gqa4), T::kQ5_K);
+    EXPECT_EQ(TypeIn("q3_k_l", Blk(layer, "ffn_up"), gqa4), T::kQ3_K);
+    EXPECT_EQ(TypeIn("q4_k_s", Blk(layer, "attn_v"), gqa4), layer < 4 ? T::kQ5_K : T::kQ4_K);
+    EXPECT_EQ(TypeIn("q4_k_s", Blk(layer, "ffn_down"), gqa4), layer < 4 ? T::kQ5_K : T::kQ4_K);
+    EXPECT_EQ(TypeIn("q4_k_s", Blk(layer, "attn_q"), gqa4), T::kQ4_K);
+    EXPECT_EQ(TypeIn("q5_k_s", Blk(layer, "attn_v"), gqa4), T::kQ5_K);
+    EXPECT_EQ(TypeIn("q5_k_s", Blk(layer, "ffn_down"), gqa4), T::kQ5_K);
+    // Four or more heads per key/value head: larger value projections for q2_k and iq4_nl.
+    EXPECT_EQ(TypeIn("q2_k", Blk(layer, "attn_v"), gqa4), T::kQ4_K);
+    EXPECT_EQ(TypeIn("q2_k", Blk(layer, "attn_v"), {.n_layers = 32, .n_gqa = 2}), T::kQ3_K);
+    EXPECT_EQ(TypeIn("iq4_nl", Blk(layer, "attn_v"), gqa4), T::kQ5_K);
+    EXPECT_EQ(TypeIn("iq4_nl", Blk(layer, "ffn_down"), gqa4), layer < 4 ? T::kQ5_K : T::kIQ4_NL);
+  }
+}
+
+TEST(QuantRecipe, EightExpertModelsKeepAttentionInMoreBits) {
+  const QuantModelShape moe{.n_layers = 9, .n_gqa = 4, .n_expert = 8};
+  using T = GgmlType;
+  for (const char* r : {"q2_k", "q3_k_m", "q4_k_m", "q5_k_s", "q6_k", "iq4_nl", "q4_1", "q5_0"}) {
+    EXPECT_EQ(TypeIn(r, Blk(1, "attn_v"), moe), T::kQ8_0) << r;
+    EXPECT_EQ(TypeIn(r, Blk(1, "attn_k"), moe), T::kQ8_0) << r;
+  }
+  for (const char* r : {"q2_k", "q3_k_s", "q3_k_m", "q4_k_s", "q4_k_m", "iq4_nl"}) {
+    EXPECT_EQ(TypeIn(r, Blk(1, "attn_output"), moe), T::kQ5_K) << r;
+  }
+  EXPECT_EQ(TypeIn("q3_k_l", Blk(1, "attn_output"), moe), T::kQ3_K);
+  EXPECT_EQ(TypeIn("q5_1", Blk(1, "attn_output"), moe), T::kQ5_1);
+  EXPECT_EQ(TypeIn("q4_k_m", Blk(1, "attn_k"), {.n_layers = 9, .n_expert = 64}), T::kQ4_K);
+  EXPECT_EQ(TypeIn("q4_k_m", Blk(1, "ffn_gate_inp"), moe), T::kF32);
+}
+
 TEST(QuantRecipe, UnknownNamesAreRefusedWithTheChoices) {
   auto recipe = QuantRecipe::Find("iq2_xxs");
   ASSERT_FALSE(recipe.ok());

@@ -43,6 +43,62 @@ TEST(RunCommand, TextModePrintsTheStoryLlamaCppPrints) {
       << o.out;
 }
 
+// --context-overflow shift: 4x the context of stories260K (128), the same tokens as plain
+// generation until the context fills, and --no-cache (recomputing everything each step) gives
+// the same tokens across the shifts.
+TEST(RunCommand, ContextShiftGeneratesPastTheContext) {
+  const std::string base = Kvserve() + " run -m " + Stories() +
+                           " -p 'Once upon a time' --temp 0 --ignore-eos -t 1 "
+                           "--output-format json";
+  const Output plain = Shell(base + " -n 512 2>/dev/null");
+  const Output shifted = Shell(base + " -n 512 --context-overflow shift 2>/dev/null");
+  const Output recomputed = Shell(base + " -n 512 --context-overflow shift --no-cache 2>/dev/null");
+  ASSERT_EQ(plain.status, 0);
+  ASSERT_EQ(shifted.status, 0) << shifted.out;
+  ASSERT_EQ(recomputed.status, 0) << recomputed.out;
+  const auto p = nlohmann::json::parse(plain.out);
+  const auto s = nlohmann::json::parse(shifted.out);
+  const auto r = nlohmann::json::parse(recomputed.out);
+  ASSERT_EQ(p["tokens"].size(), 124u);  // 128 - 5 prompt tokens + 1
+  EXPECT_FALSE(p.contains("truncated"));
+  ASSERT_EQ(s["tokens"].size(), 512u);
+  EXPECT_EQ(s["finish_reason"], "length");
+  EXPECT_EQ(s["truncated"], true);
+  EXPECT_GT(s["dropped_tokens"].get<int>(), 3 * 128);
+  EXPECT_GE(s["context_shifts"].get<int>(), 6);
+  for (size_t i = 0; i < 124; ++i) EXPECT_EQ(s["tokens"][i], p["tokens"][i]) << i;
+  EXPECT_EQ(r["tokens"], s["tokens"]);
+  // The same request in a batch file, next to one that does not shift.
+  const std::string path = testing::TempDir() + "/shift.jsonl";
+  std::ofstream(path) << R"({"id":"s","prompt":"Once upon a time","max_tokens":512,)"
+                      << R"("temperature":0,"ignore_eos":true,"context_overflow":"shift"})"
+                      << "\n"
+                      << R"({"id":"p","prompt":"Once upon a time","max_tokens":16,)"
+                      << R"("temperature":0})"
+                      << "\n";
+  const Output batch =
+      Shell(Kvserve() + " run -m " + Stories() + " --batch-file " + path + " -t 1 2>/dev/null");
+  ASSERT_EQ(batch.status, 0) << batch.out;
+  const auto lines = batch.out.find('\n');
+  const auto first = nlohmann::json::parse(batch.out.substr(0, lines));
+  const auto second = nlohmann::json::parse(batch.out.substr(lines + 1));
+  EXPECT_EQ(first["tokens"], s["tokens"]);
+  EXPECT_EQ(first["truncated"], true);
+  EXPECT_EQ(first["dropped_tokens"], s["dropped_tokens"]);
+  EXPECT_FALSE(second.contains("truncated"));
+  // A prompt longer than the context: refused, or cut to its head and end.
+  std::string ids = "1";
+  for (int i = 0; i < 200; ++i) ids += "," + std::to_string(100 + i);
+  const Output refused =
+      Shell(Kvserve() + " run -m " + Stories() + " --prompt-tokens " + ids + " -n 4 --temp 0 2>&1");
+  EXPECT_NE(refused.status, 0);
+  EXPECT_NE(refused.out.find("exceeds the context size 128"), std::string::npos) << refused.out;
+  const Output cut = Shell(Kvserve() + " run -m " + Stories() + " --prompt-tokens " + ids +
+                           " -n 4 --temp 0 --context-overflow shift --output-format json");
+  ASSERT_EQ(cut.status, 0) << cut.out;
+  EXPECT_EQ(nlohmann::json::parse(cut.out)["tokens"].size(), 4u);
+}
+
 TEST(RunCommand, JsonModeAndNoCacheGiveTheSameTokens) {
   const std::string base = Kvserve() + " run -m " + Stories() +
                            " -p 'Once upon a time' -n 48 --temp 0.8 --seed 3 -t 2 "

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,7 +45,8 @@ FlagTable ChatFlagTable() {
                         .default_text = "256",
                         .help = "tokens per reply at most"}}},
                      ModelFlags(),
-                     SamplingFlags()}};
+                     SamplingFlags(),
+                     ContextOverflowFlags("shift")}};
 }
 
 namespace {
@@ -52,7 +54,8 @@ namespace {
 struct ChatOptions {
   std::string template_name;  // empty: from the model
   std::string system;
-  Request request;  // max_tokens and sampling of every reply
+  Request request;    // max_tokens and sampling of every reply
+  bool shift = true;  // --context-overflow shift: drop old turns, shift long replies
 };
 
 Result<ChatOptions> ReadChatOptions(const Args& args) {
@@ -69,26 +72,41 @@ Result<ChatOptions> ReadChatOptions(const Args& args) {
   }
   o.request.max_tokens = static_cast<int>(*n);
   o.request.sampling = *sampling;
+  const std::string overflow = args.GetOr("--context-overflow", "shift");
+  if (overflow != "shift" && overflow != "error") {
+    return Result<ChatOptions>::InvalidArgument("flag --context-overflow: '" + overflow +
+                                                "' is not one of error, shift");
+  }
+  o.shift = overflow == "shift";
   return o;
 }
 
 struct Turn {
   std::string text;  // the reply, stop string excluded
   int n_prompt = 0;
-  int n_reused = 0;  // prompt tokens served by the cache
+  int n_reused = 0;   // prompt tokens served by the cache
+  int n_dropped = 0;  // tokens the engine's context shifts dropped
 };
 
 // Generates one reply to the rendered conversation `prompt` (token ids) as one engine request of
 // the conversation's session, streaming it to stdout. The engine ends it at end-of-generation
-// tokens, the template's stop strings (never shown), -n, or the context.
+// tokens, the template's stop strings (never shown), -n, or (without `shift`) the context; with
+// `shift` the engine keeps the first n_pinned tokens (the system message) and drops the oldest
+// after them where the prompt or the reply outgrows the context.
 Result<Turn> Reply(Engine& engine, const ChatTemplate& tmpl, Request request,
-                   const std::vector<int32_t>& prompt, int n_ctx) {
-  if (static_cast<int>(prompt.size()) > n_ctx) {
+                   const std::vector<int32_t>& prompt, int n_ctx, bool shift, int n_pinned) {
+  if (!shift && static_cast<int>(prompt.size()) > n_ctx) {
     return Status::InvalidArgument("prompt of " + std::to_string(prompt.size()) +
                                    " tokens exceeds the context size " + std::to_string(n_ctx));
   }
   request.prompt = prompt;
-  request.max_tokens = std::min(request.max_tokens, n_ctx - static_cast<int>(prompt.size()) + 1);
+  if (shift) {
+    request.context_overflow = ContextOverflow::kShift;
+    request.pinned_prefix_tokens = n_pinned;
+  } else {
+    request.context_overflow = ContextOverflow::kError;
+    request.max_tokens = std::min(request.max_tokens, n_ctx - static_cast<int>(prompt.size()) + 1);
+  }
   request.stop = tmpl.stop_strings();
   request.session_id = "chat";
   request.decode = {.render_special = true, .at_text_start = false};
@@ -102,7 +120,40 @@ Result<Turn> Reply(Engine& engine, const ChatTemplate& tmpl, Request request,
   if (!done.ok()) return done.status();
   return Turn{.text = done->text,
               .n_prompt = done->usage.prompt_tokens,
-              .n_reused = done->usage.cached_tokens};
+              .n_reused = done->usage.cached_tokens,
+              .n_dropped = done->usage.dropped_tokens};
+}
+
+// The chat-level policy (with shift): while the rendered conversation leaves less than `reserve`
+// tokens of the context for the reply, the oldest turn after the system message (a user message
+// and the reply to it) goes; the latest user message always stays. Returns the messages dropped.
+int DropOldestTurns(const ChatTemplate& tmpl, const Tokenizer& tok,
+                    std::vector<ChatMessage>& messages, int n_ctx, int reserve) {
+  const size_t first = !messages.empty() && messages.front().role == "system" ? 1 : 0;
+  int dropped = 0;
+  while (messages.size() > first + 1) {
+    const size_t n_prompt = tmpl.EncodePrompt(tok, tmpl.Render(messages, true)).size();
+    if (static_cast<int>(n_prompt) + reserve <= n_ctx) break;
+    size_t end = first + 1;  // the oldest turn: up to the next user message
+    while (end < messages.size() - 1 && messages[end].role != "user") ++end;
+    dropped += static_cast<int>(end - first);
+    messages.erase(messages.begin() + static_cast<std::ptrdiff_t>(first),
+                   messages.begin() + static_cast<std::ptrdiff_t>(end));
+  }
+  return dropped;
+}
+
+// The prompt tokens of the rendered system message (the prefix it shares with `prompt`); 0 when
+// the conversation has none.
+int SystemPrefixTokens(const ChatTemplate& tmpl, const Tokenizer& tok,
+                       const std::vector<ChatMessage>& messages,
+                       const std::vector<int32_t>& prompt) {
+  if (messages.empty() || messages.front().role != "system") return 0;
+  const std::vector<int32_t> system =
+      tmpl.EncodePrompt(tok, tmpl.Render(std::span(messages).first(1), false));
+  return static_cast<int>(
+      std::mismatch(system.begin(), system.end(), prompt.begin(), prompt.end()).first -
+      system.begin());
 }
 
 std::string_view Strip(std::string_view s) {
@@ -146,7 +197,10 @@ int RunChat(const std::vector<std::string>& argv) {
   }
   // Block size 1: the prefix cache then reuses every token the conversation shares with the
   // previous turn, as far as the tokens agree, not only whole blocks of 16.
-  auto engine = Engine::Create(**model, tok, SingleStreamEngineOptions(*model_options, 1, false));
+  EngineOptions engine_options = SingleStreamEngineOptions(*model_options, 1, false);
+  Status overflow = ReadContextOverflowOptions(*args, engine_options, ContextOverflow::kShift);
+  if (!overflow.ok()) return fail(overflow.message(), 2);
+  auto engine = Engine::Create(**model, tok, engine_options);
   if (!engine.ok()) return fail(engine.message(), 1);
   std::vector<ChatMessage> messages;
   if (!options->system.empty()) messages.push_back({"system", options->system});
@@ -162,8 +216,15 @@ int RunChat(const std::vector<std::string>& argv) {
     if (line == "/exit") break;
     if (Strip(line).empty()) continue;
     messages.push_back({"user", line});
+    const int n_ctx = model_options->n_ctx;
+    int n_dropped_messages = 0;
+    if (options->shift) {
+      n_dropped_messages =
+          DropOldestTurns(*tmpl, tok, messages, n_ctx, std::min(request.max_tokens, n_ctx / 2));
+    }
     const std::vector<int32_t> prompt = tmpl->EncodePrompt(tok, tmpl->Render(messages, true));
-    auto turn = Reply(**engine, *tmpl, request, prompt, model_options->n_ctx);
+    auto turn = Reply(**engine, *tmpl, request, prompt, n_ctx, options->shift,
+                      SystemPrefixTokens(*tmpl, tok, messages, prompt));
     ++request.sampling.seed;  // each turn draws from its own random stream
     if (!turn.ok()) {
       std::fputs("\n", stdout);
@@ -174,6 +235,10 @@ int RunChat(const std::vector<std::string>& argv) {
     messages.push_back({"assistant", std::string(Strip(turn->text))});
     std::fprintf(stderr, "[prompt: %d tokens, %d reused from cache, %d computed]\n", turn->n_prompt,
                  turn->n_reused, turn->n_prompt - turn->n_reused);
+    if (n_dropped_messages > 0 || turn->n_dropped > 0) {
+      std::fprintf(stderr, "[context: %d oldest messages dropped, %d tokens shifted out]\n",
+                   n_dropped_messages, turn->n_dropped);
+    }
   }
   return 0;
 }

@@ -39,7 +39,8 @@ FlagTable ConvertFlagTable() {
                         .alias = "-t",
                         .value_name = "TYPE",
                         .help = "weight type or llama.cpp recipe: f32, f16, bf16, q8_0, q4_0, "
-                                "q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k_m, q4_k_m, q5_k_m, q6_k, "
+                                "q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k_s, q3_k_m, q3_k_l, q4_k_s, "
+                                "q4_k_m, q5_k_s, q5_k_m, q6_k, "
                                 "or every matrix in one K type: q3_k, q4_k, q5_k (required)"}}}}};
 }
 

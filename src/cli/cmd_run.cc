@@ -46,7 +46,8 @@ FlagTable RunFlagTable() {
               SamplingFlags(),
               SpecFlags(),
               std::move(engine),
-              KvDiskFlags()}};
+              KvDiskFlags(),
+              ContextOverflowFlags()}};
 }
 
 namespace {
@@ -120,17 +121,22 @@ int RunGenerate(const std::vector<std::string>& argv) {
   if (!options->has_prompt_tokens) {
     prompt = tok.Encode(options->prompt, /*add_special=*/true, /*parse_special=*/false);
   }
+  EngineOptions engine_options = SingleStreamEngineOptions(*model_options, 16, options->no_cache);
+  Status overflow = ReadContextOverflowOptions(*args, engine_options);
+  if (!overflow.ok()) return fail(overflow.message(), 2);
+  const bool shift = engine_options.context_overflow == ContextOverflow::kShift;
   const int n_ctx = model_options->n_ctx;
-  if (static_cast<int>(prompt.size()) > n_ctx) {
+  if (!shift && static_cast<int>(prompt.size()) > n_ctx) {
     return fail("prompt of " + std::to_string(prompt.size()) + " tokens exceeds the context size " +
-                    std::to_string(n_ctx),
+                    std::to_string(n_ctx) + " (--context-overflow shift keeps its head and end)",
                 1);
   }
   Request request = options->request;
   request.prompt = prompt;
-  // Generation ends where the context does (finish reason "length").
-  request.max_tokens = std::min(request.max_tokens, n_ctx - static_cast<int>(prompt.size()) + 1);
-  EngineOptions engine_options = SingleStreamEngineOptions(*model_options, 16, options->no_cache);
+  // Generation ends where the context does (finish reason "length"), unless it shifts.
+  if (!shift) {
+    request.max_tokens = std::min(request.max_tokens, n_ctx - static_cast<int>(prompt.size()) + 1);
+  }
   Status spec = ReadSpecOptions(*args, engine_options.spec);
   if (!spec.ok()) return fail(spec.message(), 2);
   Status disk = ReadKvDiskOptions(*args, engine_options);
@@ -164,6 +170,11 @@ int RunGenerate(const std::vector<std::string>& argv) {
                  prompt.size(), result->prompt_ms, result->prompt_tokens_per_s(), n_generated,
                  result->decode_ms, result->decode_tokens_per_s(),
                  options->no_cache ? " [no cache]" : "", finish);
+    if (result->usage.dropped_tokens > 0) {
+      std::fprintf(stderr, "context: %d shifts dropped %d tokens (context %d, sinks %d)\n",
+                   result->usage.context_shifts, result->usage.dropped_tokens, n_ctx,
+                   engine_options.sink_tokens);
+    }
     if (engine_options.spec.enabled()) {
       const Usage& u = result->usage;
       std::fprintf(stderr, "speculative: %d of %d drafted tokens accepted (%.1f%%)\n",
@@ -183,6 +194,11 @@ int RunGenerate(const std::vector<std::string>& argv) {
         {"prompt_tokens_per_s", result->prompt_tokens_per_s()},
         {"decode_tokens_per_s", result->decode_tokens_per_s()}}},
   };
+  if (result->usage.dropped_tokens > 0) {
+    out["truncated"] = true;
+    out["dropped_tokens"] = result->usage.dropped_tokens;
+    out["context_shifts"] = result->usage.context_shifts;
+  }
   if (engine_options.spec.enabled()) {
     out["drafted_tokens"] = result->usage.drafted_tokens;
     out["accepted_tokens"] = result->usage.accepted_tokens;

@@ -48,6 +48,16 @@ Result<Request> ParseRequestLine(const std::string& line, int line_number, const
     r.ignore_eos = j.value("ignore_eos", false);
     r.cache_salt = j.value("cache_salt", std::string());
     r.speculative = j.value("speculative", true);
+    if (j.contains("context_overflow")) {
+      const auto policy = ParseContextOverflow(j["context_overflow"].get<std::string>());
+      if (!policy) {
+        return Result<Request>::InvalidArgument(where +
+                                                "\"context_overflow\" must be \"error\" or "
+                                                "\"shift\"");
+      }
+      r.context_overflow = *policy;
+    }
+    r.pinned_prefix_tokens = j.value("pinned_prefix_tokens", 0);
     if (j.contains("stop")) {
       r.stop = j["stop"].is_string() ? std::vector<std::string>{j["stop"].get<std::string>()}
                                      : j["stop"].get<std::vector<std::string>>();
@@ -106,6 +116,10 @@ int RunBatchFile(const Args& args, const ModelOptions& model_options, const Mode
                   {"decode_ms", done->decode_ms},
                   {"prompt_tokens_per_s", done->prompt_tokens_per_s()},
                   {"decode_tokens_per_s", done->decode_tokens_per_s()}}}};
+    if (done->usage.dropped_tokens > 0) {
+      out["truncated"] = true;
+      out["dropped_tokens"] = done->usage.dropped_tokens;
+    }
     if (engine_options->spec.enabled()) {
       out["drafted_tokens"] = done->usage.drafted_tokens;
       out["accepted_tokens"] = done->usage.accepted_tokens;

@@ -111,6 +111,7 @@ FlagTable ServeFlagTable() {
           ModelFlags(),
           EngineFlags(),
           KvDiskFlags(),
+          ContextOverflowFlags(),
           SpecFlags()}};
 }
 

@@ -64,6 +64,45 @@ Status ReadKvDiskOptions(const Args& args, EngineOptions& o) {
   return Status::Ok();
 }
 
+FlagGroup ContextOverflowFlags(const char* fallback) {
+  return {"context overflow (docs/kv-cache.md#context-overflow)",
+          {{.name = "--context-overflow",
+            .value_name = "POLICY",
+            .default_text = fallback,
+            .help = "error: refuse what cannot fit, stop at the context; shift: keep the sink "
+                    "tokens, drop the oldest tokens after them and go on"},
+           {.name = "--sink-tokens",
+            .value_name = "N",
+            .default_text = "4",
+            .help = "shift: leading tokens always kept (rounded up to whole KV blocks)"}}};
+}
+
+std::optional<ContextOverflow> ParseContextOverflow(const std::string& text) {
+  if (text == "error") return ContextOverflow::kError;
+  if (text == "shift") return ContextOverflow::kShift;
+  return std::nullopt;
+}
+
+Status ReadContextOverflowOptions(const Args& args, EngineOptions& o, ContextOverflow fallback) {
+  o.context_overflow = fallback;
+  if (auto text = args.Get("--context-overflow")) {
+    auto policy = ParseContextOverflow(*text);
+    if (!policy) {
+      return Status::InvalidArgument("flag --context-overflow: '" + *text +
+                                     "' is not one of error, shift");
+    }
+    o.context_overflow = *policy;
+  }
+  auto sinks = args.GetInt("--sink-tokens", 4);
+  if (!sinks.ok()) return sinks.status();
+  if (*sinks < 0 || *sinks > (1 << 20)) {
+    return Status::InvalidArgument("flag --sink-tokens: " + std::to_string(*sinks) +
+                                   " is out of range (0 to 1048576)");
+  }
+  o.sink_tokens = static_cast<int>(*sinks);
+  return Status::Ok();
+}
+
 FlagGroup SpecFlags() {
   return {"speculative decoding (never changes a token)",
           {{.name = "--spec",
@@ -217,6 +256,7 @@ Result<EngineOptions> ReadEngineOptions(const Args& args, const ModelOptions& mo
   }
   KVSERVE_RETURN_IF_ERROR(ReadSpecOptions(args, o.spec));
   KVSERVE_RETURN_IF_ERROR(ReadKvDiskOptions(args, o));
+  KVSERVE_RETURN_IF_ERROR(ReadContextOverflowOptions(args, o));
   return o;
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "cli/args.h"
@@ -21,6 +22,13 @@ FlagGroup SpecFlags();
 // --kv-disk DIR, --kv-disk-size SIZE (`run` and `serve`; ReadEngineOptions reads them too).
 FlagGroup KvDiskFlags();
 Status ReadKvDiskOptions(const Args& args, EngineOptions& options);
+// --context-overflow error|shift, --sink-tokens N (`run`, `chat`, `serve`, batch files;
+// ReadEngineOptions reads them too). `fallback` is the policy when the flag is absent.
+FlagGroup ContextOverflowFlags(const char* fallback = "error");
+Status ReadContextOverflowOptions(const Args& args, EngineOptions& options,
+                                  ContextOverflow fallback = ContextOverflow::kError);
+// "error" | "shift" (the request field and the flag); nullopt for anything else.
+std::optional<ContextOverflow> ParseContextOverflow(const std::string& text);
 // Reads the --spec flags (draft_model left null; ReadEngineOptions calls it too).
 Status ReadSpecOptions(const Args& args, SpecOptions& spec);
 // With --spec draft: loads --model-draft (on the CLI backend) and points spec.draft_model at it;

@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 
 #include "engine/block_map.h"
+#include "engine/context_shift.h"
 #include "engine/engine_core.h"
+#include "util/crash_handler.h"
 
 namespace kvserve {
 
@@ -117,6 +120,15 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokeniz
   if (o.max_batched_tokens < 1)
     return Status::InvalidArgument("max_batched_tokens must be at least 1");
   KVSERVE_RETURN_IF_ERROR(ValidateSpec(o.spec, model));
+  if (o.context_overflow == ContextOverflow::kDefault) o.context_overflow = ContextOverflow::kError;
+  if (o.sink_tokens < 0) {
+    return Status::InvalidArgument("sink tokens " + std::to_string(o.sink_tokens) +
+                                   " must not be negative");
+  }
+  if (o.context_overflow == ContextOverflow::kShift) {
+    KVSERVE_RETURN_IF_ERROR(CheckContextShiftHead(ContextShiftHead(o.sink_tokens, 0, o.block_size),
+                                                  o.n_ctx, o.block_size));
+  }
   if (o.spec.method == SpecMethod::kDraft && o.spec.proposer == nullptr) {
     const Status fits = o.spec.draft_model->CheckContextSize(o.n_ctx);
     if (!fits.ok()) return Status::InvalidArgument("draft model: " + fits.message());
@@ -185,9 +197,29 @@ Result<std::shared_ptr<RequestStream>> Engine::Submit(Request request) {
   }
   Status sampling = request.sampling.Validate(n_vocab_);
   if (!sampling.ok()) return sampling;
+  if (request.context_overflow == ContextOverflow::kDefault)
+    request.context_overflow = options_.context_overflow;
+  const bool shift = request.context_overflow == ContextOverflow::kShift;
+  if (request.pinned_prefix_tokens < 0) {
+    return R::InvalidArgument("pinned_prefix_tokens " +
+                              std::to_string(request.pinned_prefix_tokens) +
+                              " must not be negative");
+  }
+  if (shift) {
+    const int pinned =
+        std::min(request.pinned_prefix_tokens, static_cast<int>(request.prompt.size()));
+    Status room =
+        CheckContextShiftHead(ContextShiftHead(options_.sink_tokens, pinned, options_.block_size),
+                              options_.n_ctx, options_.block_size);
+    if (!room.ok()) return room;
+  }
   // K/V is stored for every token but the last one sampled, which is never fed back (as in
-  // llama.cpp, a full context still yields one more token).
-  const int stored = static_cast<int>(request.prompt.size()) + std::max(0, request.max_tokens - 1);
+  // llama.cpp, a full context still yields one more token). A shifting sequence holds at most
+  // the context.
+  int stored = static_cast<int>(std::min<int64_t>(
+      static_cast<int64_t>(request.prompt.size()) + std::max(0, request.max_tokens - 1),
+      INT32_MAX));
+  if (shift) stored = std::min(stored, options_.n_ctx);
   if (stored > options_.n_ctx) {
     return R::InvalidArgument("prompt of " + std::to_string(request.prompt.size()) +
                               " tokens plus max_tokens " + std::to_string(request.max_tokens) +
@@ -258,6 +290,7 @@ void Engine::Drain(std::chrono::milliseconds timeout) {
 }
 
 void Engine::Loop() {
+  ArmThreadForCrashReports();
   for (;;) {
     std::deque<std::pair<Request, std::shared_ptr<RequestStream>>> inbox;
     std::vector<std::string> aborts, releases;

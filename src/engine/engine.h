@@ -65,6 +65,13 @@ struct EngineOptions {
   double max_pinned_fraction =
       0.5;  // pinned session blocks may hold at most this share of the pool
   SpecOptions spec;
+  // A sequence that outgrows n_ctx (`--context-overflow`): kError refuses what cannot fit and
+  // ends generation at the context; kShift keeps the first sink_tokens (and the request's pinned
+  // prefix), rounded up to whole blocks, drops the oldest tokens after them in whole blocks (about
+  // half of what follows the head) and recomputes the kept tail at its new positions
+  // (engine/context_shift.h). A request may choose for itself (Request::context_overflow).
+  ContextOverflow context_overflow = ContextOverflow::kError;
+  int sink_tokens = 4;
   // The KV disk tier (`--kv-disk DIR --kv-disk-size SIZE`): blocks leaving the prefix cache, and
   // at shutdown every prefix block still in memory, are written to files in kv_disk_dir, read
   // back by a later prompt with that prefix (or a restarted engine). Empty: no disk tier. An
@@ -99,6 +106,13 @@ struct EngineStats {
   uint64_t spec_draft_tokens = 0;
   uint64_t spec_accepted_tokens = 0;
   std::vector<uint64_t> spec_accepted_by_position;
+  // Context overflow (kShift): requests that dropped tokens, tokens dropped, cuts made (prompt
+  // cuts at admission and shifts during generation), and tokens recomputed after shifts (the kept
+  // tails, less the one token a plain decode step would have computed anyway).
+  uint64_t shifted_requests = 0;
+  uint64_t shift_dropped_tokens = 0;
+  uint64_t context_shifts = 0;
+  uint64_t shift_recomputed_tokens = 0;
   // The KV disk tier (all 0 without one): block reads that found a valid file (hits) or none
   // (misses), payload bytes read, files written and their payload bytes, failed writes, invalid
   // files found (deleted), the directory's block files' bytes; prompt tokens restored from disk.

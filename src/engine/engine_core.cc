@@ -1,11 +1,13 @@
 #include "engine/engine_core.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <filesystem>
 #include <system_error>
 
 #include "engine/block_map.h"
+#include "engine/context_shift.h"
 #include "engine/proposer_draft.h"
 #include "engine/proposer_ngram.h"
 
@@ -106,8 +108,17 @@ void EngineCore::OpenDiskTier() {
 }
 
 void EngineCore::Add(Request request, std::shared_ptr<RequestStream> stream) {
+  // Engine::Submit resolved the policy; a shifting sequence has no context stop.
+  const bool shift = request.context_overflow == ContextOverflow::kShift;
   auto seq = std::make_unique<Sequence>(std::move(request), std::move(stream), tokenizer_,
-                                        model_.config().n_vocab, options_.n_ctx);
+                                        model_.config().n_vocab, shift ? INT_MAX : options_.n_ctx);
+  if (shift) {
+    seq->shift = true;
+    seq->n_head = ContextShiftHead(options_.sink_tokens,
+                                   std::min(seq->request.pinned_prefix_tokens, seq->n_prompt),
+                                   options_.block_size);
+    ShiftIfOverflowing(*seq);  // a prompt longer than the context: head + latest tokens
+  }
   if (seq->request.timeout_s > 0) {
     seq->deadline = std::chrono::steady_clock::now() +
                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -129,6 +140,8 @@ void EngineCore::Finish(Sequence* seq, FinishReason reason, const std::string& t
   event.usage.cached_tokens = std::max(0, seq->n_cached_prompt);
   event.usage.drafted_tokens = seq->n_drafted;
   event.usage.accepted_tokens = seq->n_accepted;
+  event.usage.dropped_tokens = seq->n_dropped();
+  event.usage.context_shifts = seq->n_shifts;
   if (proposer_) proposer_->Forget(*seq);
   const bool completed = reason == FinishReason::kStop || reason == FinishReason::kLength;
   if (!seq->request.session_id.empty() && completed) Pin(*seq);
@@ -213,12 +226,30 @@ void EngineCore::ReleaseSessionsAbove(int max_blocks) {
   }
 }
 
+void EngineCore::ShiftIfOverflowing(Sequence& seq) {
+  if (!seq.shift || static_cast<int>(seq.tokens.size()) <= options_.n_ctx) return;
+  const bool generating = seq.n_generated() > 0;
+  if (seq.n_dropped() == 0) ++shifted_requests_;
+  const ContextShiftResult r =
+      ApplyContextShift(seq,
+                        PlanContextShift(static_cast<int>(seq.tokens.size()), options_.n_ctx,
+                                         seq.n_head, options_.block_size),
+                        blocks_);
+  ++context_shifts_;
+  shift_dropped_tokens_ += static_cast<uint64_t>(r.n_dropped);
+  // The pending token would have been computed by a plain decode step anyway.
+  if (generating && r.n_recompute > 1) shift_recomputed_tokens_ += r.n_recompute - 1;
+}
+
 bool EngineCore::Step() {
+  // A token sampled into the last position of the context: shift before the next forward.
+  for (const auto& seq : scheduler_.running()) ShiftIfOverflowing(*seq);
   Propose();
   const StepPlan plan = scheduler_.Schedule();
   if (plan.empty()) return false;
   CountPromptTokens(plan);
   const StepLogits logits = runner_.Run(plan);
+  if (step_observer_) step_observer_(plan, logits);
   const std::vector<SampleResult> sampled = Sample(plan, logits);
   const std::vector<SequenceOutput> outputs = scheduler_.Postprocess(plan, sampled);
   generation_tokens_ += outputs.size();
@@ -267,8 +298,13 @@ void EngineCore::CountPromptTokens(const StepPlan& plan) {
   ++steps_;
   for (const ScheduledChunk& chunk : plan.chunks) {
     const Sequence& seq = *chunk.seq;
-    if (seq.n_computed < seq.n_prompt) {
-      prompt_tokens_ += std::min(seq.n_computed + chunk.n_tokens, seq.n_prompt) - seq.n_computed;
+    // Prompt tokens at the front of seq.tokens: the kept prompt until the first token is
+    // generated; after a shift during generation the recompute counts as shift_recomputed_tokens.
+    const int n_prompt = seq.n_dropped() == 0     ? seq.n_prompt
+                         : seq.n_generated() == 0 ? static_cast<int>(seq.tokens.size())
+                                                  : 0;
+    if (seq.n_computed < n_prompt) {
+      prompt_tokens_ += std::min(seq.n_computed + chunk.n_tokens, n_prompt) - seq.n_computed;
     }
   }
 }
@@ -283,7 +319,7 @@ std::vector<SampleResult> EngineCore::Sample(const StepPlan& plan, const StepLog
     const size_t n_tokens = seq.tokens.size();
     int n_accepted = 0;
     for (;;) {
-      sampled.push_back(seq.sampler.Sample(logits.row(row + n_accepted), seq.tokens));
+      sampled.push_back(seq.sampler.Sample(logits.row(row + n_accepted), seq.tokens, seq.dropped));
       if (n_accepted >= chunk.n_draft || sampled.back().token != seq.draft[n_accepted]) break;
       seq.tokens.push_back(sampled.back().token);
       ++n_accepted;
@@ -355,6 +391,10 @@ void EngineCore::FillStats(EngineStats& stats) const {
   stats.spec_draft_tokens = scheduler_.spec_draft_tokens();
   stats.spec_accepted_tokens = scheduler_.spec_accepted_tokens();
   stats.spec_accepted_by_position = scheduler_.spec_accepted_by_position();
+  stats.shifted_requests = shifted_requests_;
+  stats.shift_dropped_tokens = shift_dropped_tokens_;
+  stats.context_shifts = context_shifts_;
+  stats.shift_recomputed_tokens = shift_recomputed_tokens_;
   if (disk_) {
     const DiskTierStats d = disk_->Stats();
     stats.kv_disk = true;

@@ -49,10 +49,16 @@ class EngineCore {
   std::vector<std::string> TakeFinishedIds();
   std::vector<std::string> SessionIds() const;
   void FillStats(EngineStats& stats) const;
-  // The block pools' invariants (BlockManager::CheckInvariants); for tests.
-  Status CheckBlocks() const { return blocks_.CheckInvariants(); }
   // Every block's state and owners (running requests, then pinned sessions); not map.stats.
   void FillBlockMap(BlockMap& map) const;
+
+  // For tests and tools: called after each step's forward with its plan and logits (before
+  // sampling); the running and waiting sequences; every block pool's invariants.
+  void SetStepObserver(std::function<void(const StepPlan&, const StepLogits&)> observer) {
+    step_observer_ = std::move(observer);
+  }
+  const Scheduler& scheduler() const { return scheduler_; }
+  Status CheckBlockInvariants() const { return blocks_.CheckInvariants(); }
 
  private:
   struct Session {
@@ -61,6 +67,9 @@ class EngineCore {
   };
   void Finish(Sequence* seq, FinishReason reason, const std::string& tail = "");
   void CountPromptTokens(const StepPlan& plan);
+  // ContextOverflow::kShift: cuts a sequence that holds more tokens than the context
+  // (engine/context_shift.h) and counts it; nothing for the others.
+  void ShiftIfOverflowing(Sequence& seq);
   // Speculative decoding: clears every running sequence's draft, then asks the proposer for the
   // decoding ones (depth, remaining max_tokens, context and the back-off budget permitting).
   void Propose();
@@ -86,10 +95,15 @@ class EngineCore {
   std::map<std::string, Session> sessions_;
   std::vector<std::string> finished_ids_;
   std::function<void(std::vector<std::string>)> on_sessions_changed_;
+  std::function<void(const StepPlan&, const StepLogits&)> step_observer_;
   int pinned_blocks_ = 0;
   uint64_t prompt_tokens_ = 0;
   uint64_t generation_tokens_ = 0;
   uint64_t steps_ = 0;
+  uint64_t shifted_requests_ = 0;
+  uint64_t shift_dropped_tokens_ = 0;
+  uint64_t context_shifts_ = 0;
+  uint64_t shift_recomputed_tokens_ = 0;
   // The disk tier (null without one); spill_ borrows kv_, blocks_ and disk_.
   std::unique_ptr<DiskTier> disk_;
   std::unique_ptr<KvDiskSpill> spill_;

@@ -17,6 +17,13 @@
 
 namespace kvserve {
 
+// What happens when a sequence outgrows the context (docs/kv-cache.md, "Context overflow").
+enum class ContextOverflow : uint8_t {
+  kDefault,  // the engine's EngineOptions::context_overflow
+  kError,    // a prompt plus max_tokens that cannot fit is refused; generation ends at the context
+  kShift,    // keep the sinks (and a pinned prefix), drop the oldest tokens after them, go on
+};
+
 struct Request {
   std::string id;               // caller's id; unique among live requests (empty: engine assigns)
   std::vector<int32_t> prompt;  // token ids, BOS included if the model wants one
@@ -35,6 +42,10 @@ struct Request {
   // Let the engine's proposer draft tokens for this request (when the engine has one). Never
   // changes a token or a logprob: drafts are verified by replaying this request's sampler.
   bool speculative = true;
+  ContextOverflow context_overflow = ContextOverflow::kDefault;
+  // kShift: leading prompt tokens kept through every shift besides the engine's sink tokens
+  // (e.g. a system prompt); clamped to the prompt.
+  int pinned_prefix_tokens = 0;
   // How tokens become text: `chat` renders special tokens and continues after the prompt (a
   // leading space is real); the default strips SentencePiece's prefix space from the first token.
   StreamingDecoder::Options decode;
@@ -46,6 +57,10 @@ struct Usage {
   int cached_tokens = 0;    // prompt tokens served from the prefix cache
   int drafted_tokens = 0;   // tokens proposed by speculative decoding and verified
   int accepted_tokens = 0;  // of those, emitted (equal to what the sampler chose)
+  // Context overflow (kShift): tokens dropped from the sequence (prompt tokens cut at admission
+  // and older tokens cut by shifts during generation) and the number of cuts. 0: not truncated.
+  int dropped_tokens = 0;
+  int context_shifts = 0;
 };
 
 struct RequestEvent {

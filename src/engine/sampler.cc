@@ -61,17 +61,20 @@ int32_t ArgMax(std::span<const float> x) {
 
 }  // namespace
 
-SampleResult Sampler::Sample(std::span<const float> logits, std::span<const int32_t> history) {
+SampleResult Sampler::Sample(std::span<const float> logits, std::span<const int32_t> history,
+                             std::span<const int32_t> earlier) {
   SampleResult result;
   std::vector<float>& w = work_;
   w.assign(logits.begin(), logits.end());
   for (const auto& [token, bias] : params_.logit_bias) w[token] += bias;
   const bool penalize = params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f ||
                         params_.frequency_penalty != 0.0f;
-  if (penalize && !history.empty()) {
+  if (penalize && !(history.empty() && earlier.empty())) {
     counts_.assign(n_vocab_, 0);
-    for (int32_t token : history) {
-      if (token >= 0 && token < n_vocab_) ++counts_[token];
+    for (std::span<const int32_t> part : {earlier, history}) {
+      for (int32_t token : part) {
+        if (token >= 0 && token < n_vocab_) ++counts_[token];
+      }
     }
     for (int32_t token = 0; token < n_vocab_; ++token) {
       if (counts_[token] == 0) continue;

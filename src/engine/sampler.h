@@ -46,8 +46,11 @@ class Sampler {
   Sampler(const SamplingParams& params, int n_vocab);
 
   // Samples from logits [n_vocab]; `history` is the tokens seen so far (prompt and output), used
-  // by the penalties. Does not modify `logits`.
-  SampleResult Sample(std::span<const float> logits, std::span<const int32_t> history);
+  // by the penalties, and `earlier` more of them that the sequence no longer holds (dropped by a
+  // context shift; the penalties count tokens, so their order does not matter). Does not modify
+  // `logits`.
+  SampleResult Sample(std::span<const float> logits, std::span<const int32_t> history,
+                      std::span<const int32_t> earlier = {});
 
  private:
   SamplingParams params_;

@@ -47,8 +47,18 @@ struct Sequence {
   // Keys of the full prompt blocks (in-batch prefix sharing); filled by the scheduler once.
   std::vector<BlockKey> prompt_keys;
   bool prompt_keys_set = false;
+  // Context overflow (engine/context_shift.h): whether the sequence shifts (kShift) instead of
+  // ending at the context, the leading tokens no shift drops (sinks and pinned prefix, rounded up
+  // to whole blocks), the tokens dropped so far in their order (the penalties still count them,
+  // as if the text had just continued), and the cuts made.
+  bool shift = false;
+  int n_head = 0;
+  std::vector<int32_t> dropped;
+  int n_shifts = 0;
 
-  int n_generated() const { return static_cast<int>(tokens.size()) - n_prompt; }
+  int n_dropped() const { return static_cast<int>(dropped.size()); }
+  // Tokens generated so far, the dropped ones included.
+  int n_generated() const { return static_cast<int>(tokens.size() + dropped.size()) - n_prompt; }
   // Tokens still to compute before the next sample.
   int n_pending() const { return static_cast<int>(tokens.size()) - n_computed; }
 };

@@ -1,5 +1,6 @@
 #include "io/hf_tokenizer.h"
 
+#include <cctype>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -60,6 +61,23 @@ const json* FindComponent(const json& node, const std::string& type) {
   }
   return nullptr;
 }
+
+// The stages of a normalizer, Sequences flattened, in order (null: none).
+void FlattenNormalizer(const json& node, std::vector<const json*>& out) {
+  if (node.is_null()) return;
+  if (!node.is_object()) {
+    out.push_back(&node);  // refused by ChooseNormalizer, naming it
+    return;
+  }
+  if (node.value("type", std::string()) == "Sequence" && node.contains("normalizers") &&
+      node["normalizers"].is_array()) {
+    for (const json& child : node["normalizers"]) FlattenNormalizer(child, out);
+    return;
+  }
+  out.push_back(&node);
+}
+
+constexpr const char* kSpmSpace = "\xE2\x96\x81";  // ▁
 
 // "bos_token": "<s>" or {"content": "<s>", ...}.
 std::string TokenText(const json& value) {
@@ -171,22 +189,86 @@ class HfTokenizerReader {
     }
     if (FindComponent(pre, "ByteLevel") != nullptr) {
       out_.model_ = "gpt2";
+      KVSERVE_RETURN_IF_ERROR(ChooseNormalizer(file, normalizer, /*spm=*/false));
       return ChoosePre(file, pre);
     }
     if (byte_fallback || FindComponent(pre, "Metaspace") || FindComponent(decoder, "Metaspace") ||
         FindComponent(decoder, "ByteFallback")) {
       out_.model_ = "llama";
       out_.pre_ = "default";
-      bool prefix = FindComponent(normalizer, "Prepend") != nullptr;
+      const json* prepend = FindComponent(normalizer, "Prepend");
+      bool prefix = prepend != nullptr && prepend->value("prepend", std::string()) == kSpmSpace;
       if (const json* meta = FindComponent(pre, "Metaspace")) {
         const std::string scheme = meta->value("prepend_scheme", std::string("always"));
         prefix = meta->value("add_prefix_space", scheme != "never");
       }
       out_.add_space_prefix_ = prefix;
-      return Status::Ok();
+      return ChooseNormalizer(file, normalizer, /*spm=*/true);
     }
     return Error(file, "cannot tell the tokenizer style: pre_tokenizer " + pre.dump() +
                            " is neither ByteLevel nor SentencePiece (Metaspace / byte_fallback)");
+  }
+
+  // The normalizer's stages as tokenizer.kvserve.normalizer triples (tokenizer/normalizer.h).
+  // SentencePiece style (spm): Prepend("▁") and Replace(" " -> "▁") are the encoder's own space
+  // handling and are dropped; other stages must come before them. A stage kvserve cannot apply
+  // exactly is refused by name.
+  Status ChooseNormalizer(const std::string& file, const json& normalizer, bool spm) {
+    std::vector<const json*> stages;
+    FlattenNormalizer(normalizer, stages);
+    bool escaping_seen = false;
+    for (const json* stage : stages) {
+      if (!stage->is_object() || !stage->contains("type") || !(*stage)["type"].is_string()) {
+        return Error(file, "normalizer stage " + stage->dump() + " is not an object with a type");
+      }
+      const std::string type = (*stage)["type"].get<std::string>();
+      std::string pattern, regex;
+      if (type == "Replace" && stage->contains("pattern") && (*stage)["pattern"].is_object()) {
+        pattern = (*stage)["pattern"].value("String", std::string());
+        regex = (*stage)["pattern"].value("Regex", std::string());
+      }
+      const std::string content = stage->value("content", std::string());
+      if (spm && ((type == "Prepend" && stage->value("prepend", std::string()) == kSpmSpace) ||
+                  (type == "Replace" && pattern == " " && content == kSpmSpace))) {
+        escaping_seen = true;
+        continue;
+      }
+      if (escaping_seen) {
+        return Error(file, "normalizer stage " + stage->dump() +
+                               " after the SentencePiece space escaping is not supported");
+      }
+      std::vector<std::string>& out = out_.normalizer_;
+      const auto add = [&out](std::string name, std::string a, std::string b) {
+        out.insert(out.end(), {std::move(name), std::move(a), std::move(b)});
+      };
+      if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") {
+        std::string name = type;
+        for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        add(name, "", "");
+      } else if (type == "Lowercase") {
+        add("lowercase", "", "");
+      } else if (type == "StripAccents") {
+        add("strip_accents", "", "");
+      } else if (type == "Strip") {
+        add("strip", stage->value("strip_left", true) ? "1" : "0",
+            stage->value("strip_right", true) ? "1" : "0");
+      } else if (type == "Replace" && !pattern.empty()) {
+        add("replace", pattern, content);
+      } else if (type == "Replace" && !regex.empty()) {
+        add("replace_regex", regex, content);
+      } else if (type == "Prepend" && stage->contains("prepend") &&
+                 (*stage)["prepend"].is_string()) {
+        add("prepend", (*stage)["prepend"].get<std::string>(), "");
+      } else if (type == "Precompiled" && (!stage->contains("precompiled_charsmap") ||
+                                           (*stage)["precompiled_charsmap"].is_null())) {
+        continue;  // an empty SentencePiece character map changes nothing
+      } else {
+        return Error(file, "normalizer '" + type + "' is not supported (" + stage->dump() +
+                               "; supported: NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, Strip, "
+                               "Replace, Prepend, Sequence)");
+      }
+    }
+    return Status::Ok();
   }
 
   // The byte-level pre-tokenizer: a known one by name (tokenizer.ggml.pre), else the file's own
@@ -411,13 +493,19 @@ class HfTokenizerReader {
 };
 
 Result<HfTokenizer> HfTokenizer::LoadFolder(const std::string& folder, const Options& options) {
-  return HfTokenizerReader(folder, options).Read();
+  try {
+    return HfTokenizerReader(folder, options).Read();
+  } catch (const json::exception& e) {
+    // A field of an unexpected JSON type somewhere the reader did not check it by hand.
+    return Status::InvalidArgument(folder + ": tokenizer files: " + e.what());
+  }
 }
 
 void HfTokenizer::AddTo(GgufWriter& writer) const {
   writer.SetString("tokenizer.ggml.model", model_);
   writer.SetString("tokenizer.ggml.pre", pre_);
   if (!pre_stages_.empty()) writer.SetStringArray("tokenizer.kvserve.pre_stages", pre_stages_);
+  if (!normalizer_.empty()) writer.SetStringArray("tokenizer.kvserve.normalizer", normalizer_);
   writer.SetStringArray("tokenizer.ggml.tokens", tokens_);
   writer.SetInt32Array("tokenizer.ggml.token_type", types_);
   if (!scores_.empty()) writer.SetFloat32Array("tokenizer.ggml.scores", scores_);

@@ -11,6 +11,9 @@
 //       -(n_merges + 1 + id): the SentencePiece encoder, which merges the best-scoring pair,
 //       then prefers the same merges the ranks do. add_space_prefix follows the Prepend("▁")
 //       normalizer or the Metaspace prepend_scheme.
+//     - the normalizer (NFC/NFD/NFKC/NFKD, Lowercase, StripAccents, Strip, Replace, Prepend, in
+//       Sequences) becomes tokenizer.kvserve.normalizer (see tokenizer/normalizer.h), which
+//       llama.cpp would drop; another normalizer is refused by name.
 //   vocab.json + merges.txt   byte-level, as above.
 // added_tokens become CONTROL (special) or USER_DEFINED tokens; ids missing from the vocabulary
 // up to config vocab_size are filled with "[PAD<id>]" UNUSED tokens. Special ids come from
@@ -55,6 +58,7 @@ class HfTokenizer {
   std::string model_ = "gpt2";
   std::string pre_ = "gpt-2";
   std::vector<std::string> pre_stages_;  // the file's own split regexes (pre_ "kvserve-stages")
+  std::vector<std::string> normalizer_;  // (stage, a, b) triples; tokenizer/normalizer.h
   std::vector<std::string> tokens_;      // [n_vocab] by id
   std::vector<int32_t> types_;           // [n_vocab] TokenType values
   std::vector<float> scores_;            // [n_vocab] llama only

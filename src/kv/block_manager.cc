@@ -159,6 +159,70 @@ int BlockManager::AllocatePrefix(BlockTable& table, std::span<const int32_t> tok
   return n * block_size_;
 }
 
+int BlockManager::ExtendPrefix(BlockTable& table, std::span<const int32_t> tokens,
+                               const std::string& salt) {
+  table.more_groups.resize(pools_.size() - 1);
+  // Window rows may have released blocks inside the window before the table's end (a shift's
+  // head): keep only the leading blocks whose window is still held.
+  auto window_held = [&](int n, auto&& has) {
+    for (int g = 0; g < n_groups(); ++g) {
+      if (pools_[g].window == 0) continue;
+      for (int b = FirstLiveBlock(g, n * block_size_); b < n; ++b) {
+        if (!has(g, b)) return false;
+      }
+    }
+    return true;
+  };
+  int held = static_cast<int>(table.blocks.size());
+  while (held > 0 &&
+         !window_held(held, [&](int g, int b) { return table.group(g)[b] != kNoBlock; })) {
+    --held;
+  }
+  Truncate(table, held * block_size_);
+  if (!prefix_caching_ || tokens.empty() || table.keys.size() != table.blocks.size()) {
+    return held * block_size_;
+  }
+  // Keys continuing the chain while every full group has them.
+  std::vector<BlockKey> keys(table.keys);
+  const int max_blocks = static_cast<int>((tokens.size() - 1) / block_size_);
+  for (int b = held; b < max_blocks; ++b) {
+    const BlockKey key =
+        KeyOf(b ? &keys.back() : nullptr, salt, tokens.subspan(b * block_size_, block_size_));
+    const bool in_full_groups = std::all_of(pools_.begin(), pools_.end(), [&](const Pool& pool) {
+      return pool.window > 0 || pool.cached.count(key) != 0;
+    });
+    if (!in_full_groups) break;
+    keys.push_back(key);
+  }
+  auto has = [&](int g, int b) {
+    return b < held ? table.group(g)[b] != kNoBlock : pools_[g].cached.count(keys[b]) != 0;
+  };
+  int n = static_cast<int>(keys.size());
+  while (n > held && !window_held(n, has)) --n;
+  for (size_t g = 0; g < pools_.size(); ++g) {
+    Pool& pool = pools_[g];
+    std::vector<int32_t>& row = table.group(g);
+    const int first = FirstLiveBlock(static_cast<int>(g), n * block_size_);
+    for (int b = 0; b < std::min(first, held); ++b) {  // no longer in the window: released
+      if (row[b] != kNoBlock) Release(pool, row[b]);
+      row[b] = kNoBlock;
+    }
+    for (int b = held; b < n; ++b) {
+      if (b < first) {
+        row.push_back(kNoBlock);
+        continue;
+      }
+      const int32_t block = pool.cached.at(keys[b]);
+      Reference(pool, block);
+      ++pool.hits_of[block];
+      row.push_back(block);
+    }
+  }
+  keys.resize(n);
+  table.keys = std::move(keys);
+  return n * block_size_;
+}
+
 int BlockManager::BlocksToHold(const BlockTable& table, int n_tokens) const {
   const int needed = (n_tokens + block_size_ - 1) / block_size_;
   return std::max(0, needed - static_cast<int>(table.blocks.size()));

@@ -113,6 +113,14 @@ class BlockManager {
   // returns how many tokens they hold. (RecordQuery counts the lookup, once per request.)
   int AllocatePrefix(BlockTable& table, std::span<const int32_t> tokens, const std::string& salt);
 
+  // For a table cut to a head (a context shift): first shrinks it to its leading blocks whose
+  // window every window group still holds (a window may have slid past the head), then, where
+  // all its blocks have keys and the prefix cache is on, appends the cached blocks that continue
+  // its chain over `tokens` (at most floor((tokens.size() - 1) / block_size) blocks in all, the
+  // window groups' within the last window, as AllocatePrefix). Returns how many tokens the table
+  // holds then. Counts no lookup.
+  int ExtendPrefix(BlockTable& table, std::span<const int32_t> tokens, const std::string& salt);
+
   // Counts a prefix-cache lookup of n_queried prompt tokens of which n_hit were cached.
   void RecordQuery(int n_queried, int n_hit) {
     queries_ += n_queried;

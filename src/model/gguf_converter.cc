@@ -9,6 +9,25 @@ namespace kvserve {
 
 namespace {
 
+// The recipes' view of a model: layers, heads per key/value head and experts, from the
+// architecture's keys (a missing or unreadable key leaves the default).
+QuantModelShape ShapeOf(const GgufFile& source) {
+  QuantModelShape shape;
+  auto arch = source.GetString("general.architecture");
+  if (!arch.ok()) return shape;
+  const std::string p = std::string(*arch) + ".";
+  const auto get = [&](const std::string& key, uint64_t fallback) {
+    auto value = source.GetUintOr(p + key, fallback);
+    return static_cast<int>(std::min<uint64_t>(value.ok() ? *value : fallback, 1 << 16));
+  };
+  shape.n_layers = get("block_count", 0);
+  const int n_heads = get("attention.head_count", 0);
+  const int n_kv_heads = get("attention.head_count_kv", static_cast<uint64_t>(n_heads));
+  if (n_heads > 0 && n_kv_heads > 0) shape.n_gqa = n_heads / n_kv_heads;
+  shape.n_expert = get("expert_count", 0);
+  return shape;
+}
+
 constexpr const char* kTargetTypes =
     "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k";
 constexpr uint32_t kQuantizationVersion = 2;  // GGML_QNT_VERSION
@@ -61,11 +80,7 @@ Result<GgufConverter> GgufConverter::Create(const GgufFile& source, GgmlType typ
 
 Result<GgufConverter> GgufConverter::Create(const GgufFile& source, const QuantRecipe& recipe) {
   GgufConverter converter(source, recipe);
-  int n_layers = 0;
-  if (auto arch = source.GetString("general.architecture"); arch.ok()) {
-    auto blocks = source.GetUintOr(std::string(*arch) + ".block_count", 0);
-    if (blocks.ok()) n_layers = static_cast<int>(std::min<uint64_t>(*blocks, 1 << 16));
-  }
+  const QuantModelShape shape = ShapeOf(source);
   const bool tied = source.FindTensor("output.weight") == nullptr;
   for (const TensorInfo& tensor : source.tensors()) {
     if (!TraitsOf(tensor.type).supported) {
@@ -76,7 +91,7 @@ Result<GgufConverter> GgufConverter::Create(const GgufFile& source, const QuantR
     }
     const bool is_output =
         tensor.name == "output.weight" || (tied && tensor.name == "token_embd.weight");
-    TensorPlan plan{.source = &tensor, .type = recipe.TypeOf(tensor.name, n_layers, is_output)};
+    TensorPlan plan{.source = &tensor, .type = recipe.TypeOf(tensor.name, shape, is_output)};
     if (tensor.dims.size() == 1) {
       plan.type = GgmlType::kF32;
     } else {

@@ -14,8 +14,10 @@ struct Entry {
 };
 
 // LLAMA_FTYPE values: F32 0, F16 1, Q4_0 2, Q4_1 3, Q8_0 7, Q5_0 8, Q5_1 9, Q2_K 10, Q3_K_S 11,
-// Q3_K_M 12, Q4_K_S 14, Q4_K_M 15, Q5_K_S 16, Q5_K_M 17, Q6_K 18, IQ4_NL 25, BF16 32.
-constexpr int kUniform = 0, kOutputQ6K = 1, kQ2K = 2, kQ3KM = 3, kQ4KM = 4, kQ5KM = 5;
+// Q3_K_M 12, Q3_K_L 13, Q4_K_S 14, Q4_K_M 15, Q5_K_S 16, Q5_K_M 17, Q6_K 18, IQ4_NL 25, BF16 32.
+// (Q2_K_S needs an importance matrix in llama.cpp, which kvserve does not compute: not offered.)
+constexpr int kUniform = 0, kOutputQ6K = 1, kIQ4NL = 2, kQ2K = 3, kQ3KS = 4, kQ3KM = 5, kQ3KL = 6,
+              kQ4KS = 7, kQ4KM = 8, kQ5KS = 9, kQ5KM = 10, kQ6K = 11;
 constexpr Entry kRecipes[] = {
     {"f32", GgmlType::kF32, 0, kUniform},
     {"f16", GgmlType::kF16, 1, kUniform},
@@ -25,12 +27,16 @@ constexpr Entry kRecipes[] = {
     {"q4_1", GgmlType::kQ4_1, 3, kOutputQ6K},
     {"q5_0", GgmlType::kQ5_0, 8, kOutputQ6K},
     {"q5_1", GgmlType::kQ5_1, 9, kOutputQ6K},
-    {"iq4_nl", GgmlType::kIQ4_NL, 25, kOutputQ6K},
+    {"iq4_nl", GgmlType::kIQ4_NL, 25, kIQ4NL},
     {"q2_k", GgmlType::kQ2_K, 10, kQ2K},
+    {"q3_k_s", GgmlType::kQ3_K, 11, kQ3KS},
     {"q3_k_m", GgmlType::kQ3_K, 12, kQ3KM},
+    {"q3_k_l", GgmlType::kQ3_K, 13, kQ3KL},
+    {"q4_k_s", GgmlType::kQ4_K, 14, kQ4KS},
     {"q4_k_m", GgmlType::kQ4_K, 15, kQ4KM},
+    {"q5_k_s", GgmlType::kQ5_K, 16, kQ5KS},
     {"q5_k_m", GgmlType::kQ5_K, 17, kQ5KM},
-    {"q6_k", GgmlType::kQ6_K, 18, kUniform},
+    {"q6_k", GgmlType::kQ6_K, 18, kQ6K},
     // Every matrix in one K type: no llama.cpp recipe, labelled as the nearest _S file type.
     {"q3_k", GgmlType::kQ3_K, 11, kUniform},
     {"q4_k", GgmlType::kQ4_K, 14, kUniform},
@@ -75,32 +81,92 @@ std::string QuantRecipeNames() {
   return names;
 }
 
-GgmlType QuantRecipe::TypeOf(std::string_view tensor, int n_layers, bool is_output) const {
+GgmlType QuantRecipe::TypeOf(std::string_view tensor, const QuantModelShape& shape,
+                             bool is_output) const {
   // A mixture-of-experts router is small and decides which experts run: never quantized.
   if (tensor.ends_with(".ffn_gate_inp.weight")) return GgmlType::kF32;
   if (mix_ == Mix::kUniform) return main_;
   if (is_output) return GgmlType::kQ6_K;
-  if (mix_ == Mix::kOutputQ6K) return main_;
   const int layer = LayerOf(tensor);
-  const bool value = tensor.ends_with(".attn_v.weight") || tensor.ends_with(".attn_qkv.weight");
-  const bool down =
-      tensor.ends_with(".ffn_down.weight") || tensor.ends_with(".ffn_down_exps.weight");
-  const bool attn_output = tensor.ends_with(".attn_output.weight");
+  if (tensor.ends_with(".attn_v.weight") || tensor.ends_with(".attn_qkv.weight")) {
+    return ValueType(layer, shape);
+  }
+  if (tensor.ends_with(".attn_k.weight")) {
+    return shape.n_expert == 8 ? GgmlType::kQ8_0 : main_;
+  }
+  if (tensor.ends_with(".ffn_down.weight") || tensor.ends_with(".ffn_down_exps.weight")) {
+    return DownType(layer, shape);
+  }
+  if (tensor.ends_with(".attn_output.weight")) return AttentionOutputType(shape);
+  return main_;
+}
+
+GgmlType QuantRecipe::ValueType(int layer, const QuantModelShape& shape) const {
+  // An 8-expert model's value projections are small next to its experts: Q8_0 in every recipe.
+  if (shape.n_expert == 8) return GgmlType::kQ8_0;
   switch (mix_) {
     case Mix::kQ2K:
-      return value || down || attn_output ? GgmlType::kQ3_K : main_;
+      return shape.n_gqa >= 4 ? GgmlType::kQ4_K : GgmlType::kQ3_K;
     case Mix::kQ3KM:
-      if (value) return layer < 2 ? GgmlType::kQ5_K : GgmlType::kQ4_K;
-      if (down) return layer < n_layers / 16 ? GgmlType::kQ5_K : GgmlType::kQ4_K;
-      return attn_output ? GgmlType::kQ4_K : main_;
+      return layer < 2 ? GgmlType::kQ5_K : GgmlType::kQ4_K;
+    case Mix::kQ3KL:
+      return GgmlType::kQ5_K;
+    case Mix::kIQ4NL:
+      return shape.n_gqa >= 4 ? GgmlType::kQ5_K : main_;
     case Mix::kQ4KM:
     case Mix::kQ5KM:
-      return (value || down) && UseMoreBits(layer, n_layers) ? GgmlType::kQ6_K : main_;
-    case Mix::kUniform:
-    case Mix::kOutputQ6K:
-      break;
+      return UseMoreBits(layer, shape.n_layers) ? GgmlType::kQ6_K : main_;
+    case Mix::kQ4KS:
+      return layer < 4 ? GgmlType::kQ5_K : main_;
+    default:
+      return main_;
   }
-  return main_;
+}
+
+GgmlType QuantRecipe::DownType(int layer, const QuantModelShape& shape) const {
+  const int n = shape.n_layers;
+  switch (mix_) {
+    case Mix::kQ2K:
+      return GgmlType::kQ3_K;
+    case Mix::kQ3KM:
+      return layer < n / 16 ? GgmlType::kQ5_K : GgmlType::kQ4_K;
+    case Mix::kQ3KL:
+      return GgmlType::kQ5_K;
+    case Mix::kQ4KM:
+    case Mix::kQ5KM:
+      return UseMoreBits(layer, n) ? GgmlType::kQ6_K : main_;
+    case Mix::kIQ4NL:
+    case Mix::kQ4KS:
+      return layer < n / 8 ? GgmlType::kQ5_K : main_;
+    default:
+      return main_;
+  }
+}
+
+GgmlType QuantRecipe::AttentionOutputType(const QuantModelShape& shape) const {
+  if (shape.n_expert == 8) {
+    switch (mix_) {
+      case Mix::kQ2K:
+      case Mix::kQ3KS:
+      case Mix::kQ3KM:
+      case Mix::kIQ4NL:
+      case Mix::kQ4KS:
+      case Mix::kQ4KM:
+        return GgmlType::kQ5_K;
+      default:
+        return main_;
+    }
+  }
+  switch (mix_) {
+    case Mix::kQ2K:
+      return GgmlType::kQ3_K;
+    case Mix::kQ3KM:
+      return GgmlType::kQ4_K;
+    case Mix::kQ3KL:
+      return GgmlType::kQ5_K;
+    default:
+      return main_;
+  }
 }
 
 GgmlType SuperBlockFallback(GgmlType type) {

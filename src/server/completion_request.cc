@@ -351,6 +351,20 @@ std::optional<ApiError> ParseCompletionRequest(const json& body, CompletionKind 
   if (auto e = ReadString(body, "user", kMaxIdBytes, out.user)) return e;
   if (auto e = ReadString(body, "session_id", kMaxIdBytes, out.session_id)) return e;
   if (auto e = ReadString(body, "cache_salt", kMaxIdBytes, out.cache_salt)) return e;
+  if (const json* overflow = Field(body, "context_overflow")) {
+    if (*overflow == "error") {
+      out.context_overflow = ContextOverflow::kError;
+    } else if (*overflow == "shift") {
+      out.context_overflow = ContextOverflow::kShift;
+    } else {
+      return ApiError::BadRequest(
+          "'context_overflow' must be \"error\" or \"shift\", got " + Shown(*overflow),
+          "context_overflow");
+    }
+  }
+  std::optional<int64_t> pinned;
+  if (auto e = ReadInt(body, "pinned_prefix_tokens", 0, kMaxTokensLimit, pinned)) return e;
+  if (pinned) out.pinned_prefix_tokens = static_cast<int>(*pinned);
 
   // Parameters of OpenAI's API that we do not implement: refuse rather than silently ignore.
   std::optional<int64_t> best_of;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/request.h"
 #include "engine/sampler.h"
 #include "server/api_error.h"
 #include "tokenizer/chat_template.h"
@@ -48,6 +49,11 @@ struct CompletionRequest {
   std::string session_id;   // extension: pin this conversation's KV blocks
   std::string cache_salt;   // extension: separates prefix-cache tenants
   bool speculative = true;  // extension: let the engine's speculative decoding draft (no change)
+  // Extensions (docs/api.md, "Context overflow"): "error" | "shift" (absent: the server's
+  // --context-overflow), and for shift the leading prompt tokens kept through every shift (absent:
+  // none for completions, the rendered system message for chat).
+  std::optional<ContextOverflow> context_overflow;
+  std::optional<int> pinned_prefix_tokens;
 };
 
 // Fills `out` from `body`; returns the first problem found.

@@ -28,6 +28,7 @@ json ResponseShaper::UsageJson(const UsageTotals& usage) {
     out["drafted_tokens"] = usage.drafted_tokens;
     out["accepted_tokens"] = usage.accepted_tokens;
   }
+  if (usage.dropped_tokens > 0) out["dropped_tokens"] = usage.dropped_tokens;
   return out;
 }
 
@@ -82,6 +83,10 @@ json ResponseShaper::Whole(const std::vector<ChoiceResult>& choices,
     }
     item["logprobs"] = Logprobs(choice.logprobs);
     item["finish_reason"] = choice.finish_reason;
+    if (choice.dropped_tokens > 0) {
+      item["truncated"] = true;
+      item["dropped_tokens"] = choice.dropped_tokens;
+    }
     list.push_back(std::move(item));
   }
   out["choices"] = std::move(list);
@@ -103,6 +108,10 @@ json ResponseShaper::Chunk(const ChoiceDelta& delta, bool usage_null) const {
   }
   item["logprobs"] = delta.logprobs.empty() ? json(nullptr) : Logprobs(delta.logprobs);
   item["finish_reason"] = delta.finish_reason.empty() ? json(nullptr) : json(delta.finish_reason);
+  if (delta.dropped_tokens > 0) {
+    item["truncated"] = true;
+    item["dropped_tokens"] = delta.dropped_tokens;
+  }
   out["choices"] = json::array({std::move(item)});
   if (usage_null) out["usage"] = nullptr;
   return out;

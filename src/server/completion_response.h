@@ -31,6 +31,7 @@ struct ChoiceResult {
   std::string text;
   std::string finish_reason;  // "stop" | "length"
   std::vector<LogprobEntry> logprobs;
+  int dropped_tokens = 0;  // > 0: context shifts dropped them ("truncated": true)
 };
 
 // Sums over the prompts of a request (a prompt counts once, whatever n is).
@@ -40,6 +41,7 @@ struct UsageTotals {
   int cached_tokens = 0;
   int drafted_tokens = 0;  // speculative decoding (reported when any were drafted)
   int accepted_tokens = 0;
+  int dropped_tokens = 0;  // by context shifts, over every choice (reported when any)
 };
 
 // One piece of a streamed choice.
@@ -49,6 +51,7 @@ struct ChoiceDelta {
   std::string text;
   std::vector<LogprobEntry> logprobs;
   std::string finish_reason;  // "" while the choice goes on
+  int dropped_tokens = 0;     // with the finish: > 0 when context shifts dropped tokens
 };
 
 class ResponseShaper {

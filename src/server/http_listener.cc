@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "server/request_limits.h"
+#include "util/crash_handler.h"
 
 namespace kvserve {
 
@@ -525,6 +526,7 @@ void HttpListener::OnDeadline(std::unique_ptr<Connection>& connection) {
 }
 
 void HttpListener::Work(std::unique_ptr<Connection> connection) {
+  ArmThreadForCrashReports();
   Connection& c = *connection;
   ConnectionStream stream(c, options_);
   const bool last = c.served + 1 >= options_.max_requests_per_connection || stopping_.load();
@@ -579,6 +581,7 @@ void HttpListener::TakeReturned(Clock::time_point now) {
 }
 
 bool HttpListener::Serve() {
+  ArmThreadForCrashReports();
   if (listen_fd_ < 0 || wake_fd_ < 0) return false;
   serving_.store(true);
   workers_ =

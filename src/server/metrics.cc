@@ -187,6 +187,17 @@ std::string ServerMetrics::Render(const EngineStats& stats) const {
   counter("kvserve:generation_tokens_total", "Tokens generated.",
           static_cast<double>(stats.generation_tokens));
   counter("kvserve:engine_steps_total", "Engine steps run.", static_cast<double>(stats.steps));
+  counter("kvserve:context_shift_requests_total",
+          "Requests that dropped tokens to stay within the context (--context-overflow shift).",
+          static_cast<double>(stats.shifted_requests));
+  counter("kvserve:context_shift_dropped_tokens_total", "Tokens dropped by context shifts.",
+          static_cast<double>(stats.shift_dropped_tokens));
+  counter("kvserve:context_shifts_total",
+          "Context shifts (prompt cuts at admission and cuts during generation).",
+          static_cast<double>(stats.context_shifts));
+  counter("kvserve:context_shift_recomputed_tokens_total",
+          "Kept tokens recomputed at their new positions after context shifts.",
+          static_cast<double>(stats.shift_recomputed_tokens));
   if (stats.kv_disk) {
     counter("kvserve:kv_disk_hits_total", "KV disk tier block reads that found a valid file.",
             static_cast<double>(stats.kv_disk_hits));

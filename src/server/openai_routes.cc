@@ -37,6 +37,7 @@ struct ChoiceProgress {
   std::string text;
   std::vector<LogprobEntry> logprobs;
   std::string finish_reason;
+  int dropped_tokens = 0;  // context shifts (reported as "truncated")
   bool sent_first = false;
 };
 
@@ -65,6 +66,7 @@ UsageTotals SumUsage(const std::vector<Usage>& usages, int n) {
     totals.completion_tokens += usages[i].completion_tokens;
     totals.drafted_tokens += usages[i].drafted_tokens;
     totals.accepted_tokens += usages[i].accepted_tokens;
+    totals.dropped_tokens += usages[i].dropped_tokens;
   }
   return totals;
 }
@@ -138,6 +140,7 @@ bool PumpStream(StreamState& state, httplib::DataSink& sink) {
   delta.text = event.text;
   choice.text += event.text;
   delta.finish_reason = ClientFinishReason(event.finish_reason);
+  delta.dropped_tokens = event.usage.dropped_tokens;
   return write(Sse(state.shaper->Chunk(delta, usage_null)));
 }
 
@@ -213,6 +216,9 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
   }
 
   // Prompts -> token ids.
+  const bool shift = request.context_overflow.value_or(model_.engine->options().context_overflow) ==
+                     ContextOverflow::kShift;
+  int pinned = request.pinned_prefix_tokens.value_or(0);
   std::vector<std::string> stop = request.stop;
   const char* prompt_param = kind == CompletionKind::kText ? "prompt" : "messages";
   if (kind == CompletionKind::kText) {
@@ -226,6 +232,15 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
     const ChatTemplate& chat = *model_.chat_template;
     const std::string rendered = chat.Render(request.messages, /*add_generation_prompt=*/true);
     prepared.prompt_tokens.push_back(chat.EncodePrompt(tokenizer, rendered));
+    if (shift && !request.pinned_prefix_tokens && request.messages.front().role == "system") {
+      // Pinned by default: the tokens the rendered system message shares with the prompt.
+      const std::vector<int32_t> system =
+          chat.EncodePrompt(tokenizer, chat.Render(std::span(request.messages).first(1), false));
+      const std::vector<int32_t>& prompt = prepared.prompt_tokens.back();
+      pinned = static_cast<int>(
+          std::mismatch(system.begin(), system.end(), prompt.begin(), prompt.end()).first -
+          system.begin());
+    }
     for (std::string& s : chat.stop_strings()) {
       if (std::find(stop.begin(), stop.end(), s) == stop.end()) stop.push_back(std::move(s));
     }
@@ -252,7 +267,7 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
                                                  " (--max-prompt-tokens)",
                                              prompt_param));
     }
-    if (n_prompt >= n_ctx) {
+    if (n_prompt >= n_ctx && !shift) {
       return ReplyError(
           response,
           ApiError::BadRequest("'" + where + "' is " + std::to_string(n_prompt) +
@@ -262,7 +277,9 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
     }
     int max_tokens = request.max_tokens.value_or(text_kind ? 16 : n_ctx - n_prompt);
     if (!request.max_tokens) max_tokens = std::min(max_tokens, n_ctx - n_prompt);
-    if (n_prompt + max_tokens > n_ctx) {
+    // Shifting, the context bounds no answer; chat's default is at least half a context.
+    if (shift && !request.max_tokens && !text_kind) max_tokens = std::max(max_tokens, n_ctx / 2);
+    if (n_prompt + max_tokens > n_ctx && !shift) {
       return ReplyError(
           response,
           ApiError::BadRequest("this model's maximum context length is " + std::to_string(n_ctx) +
@@ -283,6 +300,8 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
       r.stop = stop;
       r.ignore_eos = request.ignore_eos;
       r.speculative = request.speculative;
+      r.context_overflow = shift ? ContextOverflow::kShift : ContextOverflow::kError;
+      r.pinned_prefix_tokens = pinned;
       r.logprobs = request.logprobs;
       r.cache_salt = tenant + "/" + request.cache_salt;
       if (!request.session_id.empty()) r.session_id = tenant + "/" + request.session_id;
@@ -314,6 +333,7 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
       }
       choice.text += event.text;
       choice.finish_reason = ClientFinishReason(event.finish_reason);
+      choice.dropped_tokens = event.usage.dropped_tokens;
       usages[next->choice] = event.usage;
     }
     std::vector<ChoiceResult> results;
@@ -321,7 +341,8 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
       results.push_back(ChoiceResult{.index = static_cast<int>(i),
                                      .text = std::move(prepared.choices[i].text),
                                      .finish_reason = prepared.choices[i].finish_reason,
-                                     .logprobs = std::move(prepared.choices[i].logprobs)});
+                                     .logprobs = std::move(prepared.choices[i].logprobs),
+                                     .dropped_tokens = prepared.choices[i].dropped_tokens});
     }
     return ReplyJson(response, 200, shaper->Whole(results, SumUsage(usages, request.n)));
   }

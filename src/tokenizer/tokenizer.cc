@@ -37,6 +37,15 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& file) {
     tokenizer->bpe_ = std::make_unique<BpeEncoder>(std::move(*bpe));
   }
 
+  if (file.Find("tokenizer.kvserve.normalizer") != nullptr) {
+    auto triples = file.GetStringArray("tokenizer.kvserve.normalizer");
+    if (!triples.ok()) return triples.status();
+    const std::vector<std::string> strings(triples->begin(), triples->end());
+    auto normalizer = Normalizer::FromTriples(strings);
+    if (!normalizer.ok()) return normalizer.status();
+    tokenizer->normalizer_ = std::move(*normalizer);
+  }
+
   const int32_t n_vocab = v.size();
   tokenizer->pieces_.resize(static_cast<size_t>(n_vocab));
   tokenizer->end_of_generation_.assign(static_cast<size_t>(n_vocab), false);
@@ -103,8 +112,11 @@ bool Tokenizer::IsControl(int32_t id) const {
   return vocab_.Contains(id) && vocab_.type(id) == TokenType::kControl;
 }
 
-void Tokenizer::EncodeFragment(std::string_view text, bool after_special,
+void Tokenizer::EncodeFragment(std::string_view raw, bool after_special,
                                std::vector<int32_t>& out) const {
+  std::string normalized;
+  if (!normalizer_.empty()) normalized = normalizer_.Apply(raw);
+  const std::string_view text = normalizer_.empty() ? raw : std::string_view(normalized);
   if (bpe_) {
     bpe_->Encode(text, out);
     return;

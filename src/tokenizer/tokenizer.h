@@ -8,7 +8,8 @@
 // Two models, as in llama.cpp: "gpt2" (byte-level BPE with merge ranks, see bpe_encoder.h) and
 // "llama" (SentencePiece BPE over scores with byte fallback, see spm_encoder.h). Encoding first
 // cuts the text at special tokens (user-defined tokens always, control and unknown tokens only
-// with parse_special; longest token text first), then encodes each plain-text fragment.
+// with parse_special; longest token text first), then normalizes (a Hugging Face folder's
+// normalizer, see normalizer.h; none for llama.cpp's files) and encodes each plain-text fragment.
 //
 // Decoding differs from llama.cpp's detokenize in two deliberate ways: no "clean up tokenization
 // spaces" pass (so decode(encode(x)) == x and streaming equals whole decoding), and the
@@ -27,6 +28,7 @@
 
 #include "io/gguf_reader.h"
 #include "tokenizer/bpe_encoder.h"
+#include "tokenizer/normalizer.h"
 #include "tokenizer/spm_encoder.h"
 #include "tokenizer/vocab.h"
 #include "util/status.h"
@@ -80,6 +82,7 @@ class Tokenizer {
   Vocab vocab_;
   std::unique_ptr<BpeEncoder> bpe_;      // gpt2 model
   std::unique_ptr<SpmEncoder> spm_;      // llama model
+  Normalizer normalizer_;                // tokenizer.kvserve.normalizer; empty for most files
   std::vector<std::string> pieces_;      // [n_vocab] TokenPiece(id, false)
   std::vector<int32_t> specials_;        // control/user-defined/unknown ids, longest text first
   std::vector<bool> end_of_generation_;  // [n_vocab]

@@ -3,6 +3,7 @@
 #include <execinfo.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -25,6 +26,38 @@ constexpr int kMaxFrames = 64;
 const char* g_program = "kvserve";
 // The main thread's stack for the handler (unused in sanitized builds, which keep their own).
 [[maybe_unused]] alignas(16) char g_alt_stack[64 * 1024];
+
+// A thread's own alternate signal stack: mapped on first use, unmapped when the thread exits
+// (after the signal stack is switched off, so no handler can be running on it).
+class ThreadAltStack {
+ public:
+  static constexpr size_t kBytes = 64 * 1024;
+  ThreadAltStack() {
+    void* memory =
+        mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (memory == MAP_FAILED) return;
+    stack_t stack{};
+    stack.ss_sp = memory;
+    stack.ss_size = kBytes;
+    if (sigaltstack(&stack, nullptr) != 0) {
+      munmap(memory, kBytes);
+      return;
+    }
+    memory_ = memory;
+  }
+  ~ThreadAltStack() {
+    if (memory_ == nullptr) return;
+    stack_t off{};
+    off.ss_flags = SS_DISABLE;
+    sigaltstack(&off, nullptr);
+    munmap(memory_, kBytes);
+  }
+  ThreadAltStack(const ThreadAltStack&) = delete;
+  ThreadAltStack& operator=(const ThreadAltStack&) = delete;
+
+ private:
+  void* memory_ = nullptr;
+};
 
 void Write(const char* text) {
   size_t left = strlen(text);
@@ -135,6 +168,15 @@ bool InstallCrashHandler(const char* program) {
   sigemptyset(&action.sa_mask);
   for (int sig : kSignals) sigaction(sig, &action, nullptr);
   return true;
+#endif
+}
+
+void ArmThreadForCrashReports() {
+#ifndef KVSERVE_SANITIZED
+  // The main thread has the static stack already (InstallCrashHandler); others get their own.
+  if (syscall(SYS_gettid) == getpid()) return;
+  thread_local ThreadAltStack stack;
+  (void)stack;
 #endif
 }
 

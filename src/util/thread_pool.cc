@@ -2,6 +2,8 @@
 
 #include <immintrin.h>
 
+#include "util/crash_handler.h"
+
 namespace kvserve {
 
 namespace {
@@ -55,6 +57,7 @@ void ThreadPool::RunErased(void* ctx, JobFn fn) {
 }
 
 void ThreadPool::WorkerLoop(int thread) {
+  ArmThreadForCrashReports();
   uint64_t seen = 0;
   for (;;) {
     int spins = 0;
