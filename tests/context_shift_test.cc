@@ -97,7 +97,8 @@ EngineOptions CoreOptions() {
 // The engine's core driven step by step (so the tests can look at its sequences and pool).
 struct Core {
   Core(const EngineOptions& options, int n_blocks, const Loaded& loaded = Stories())
-      : core(*loaded.model, *loaded.tokenizer, options, n_blocks, 0, {}) {}
+      : core(*loaded.model, *loaded.tokenizer, options,
+             std::vector<int>(loaded.model->kv_spec().groups.size(), n_blocks), 0, {}) {}
   // Adds the requests, steps until nothing is left (checking the pool after every step), and
   // returns their outputs in order.
   std::vector<Output> Run(const std::vector<Request>& requests) {

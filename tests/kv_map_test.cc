@@ -141,7 +141,7 @@ class BlockMapTest : public ::testing::Test {
 // blocks and the rest are cached-free.
 TEST_F(BlockMapTest, OwnersAndUsesFollowTheRunningRequestsAndSessions) {
   EngineOptions options{.n_threads = 1, .n_ctx = 128, .block_size = 4};
-  EngineCore core(*model_, *tokenizer_, options, 64, 0, nullptr);
+  EngineCore core(*model_, *tokenizer_, options, {64}, 0, nullptr);
   Request a = Greedy(Prompt(17, 1), 6);
   a.id = "a";
   a.cache_salt = "t/";

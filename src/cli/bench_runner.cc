@@ -171,8 +171,7 @@ Result<double> RunConcurrentOnce(const Model& model, const Tokenizer& tokenizer,
   }
   const double seconds = SecondsSince(start);
   // The engine publishes its counters every step; every stream has finished, so they are current.
-  *kv_bytes = static_cast<uint64_t>((*engine)->Stats().blocks_total) *
-              KvCache::BytesPerBlock(model.kv_spec(), options.kv_type, options.block_size);
+  *kv_bytes = (*engine)->Stats().kv_bytes;
   return generated / seconds;
 }
 

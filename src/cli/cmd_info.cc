@@ -146,6 +146,19 @@ int RunInfo(const std::vector<std::string>& argv) {
                 static_cast<double>(per_token) / static_cast<double>(f16_per_token),
                 type == KvType::kQ4_0 ? " (lossy)" : "");
   }
+  // Window groups give back the blocks that slid out of the window (docs/kv-cache.md).
+  const bool windowed = std::any_of(spec.groups.begin(), spec.groups.end(), [](const auto& g) {
+    return g.kind == KvGroupKind::kSlidingWindow && g.window > 0;
+  });
+  if (windowed) {
+    constexpr int kBlockSize = 16;  // the engine's default
+    const uint64_t held = spec.BytesHeld(KvType::kF16, c.n_ctx_train, kBlockSize);
+    std::printf(
+        "KV held f16:   %s by one sequence at context %d, %.1f bytes/token (window "
+        "groups keep their window, blocks of %d)\n",
+        HumanBytes(static_cast<double>(held)).c_str(), c.n_ctx_train,
+        static_cast<double>(held) / c.n_ctx_train, kBlockSize);
+  }
   return 0;
 }
 

@@ -33,12 +33,13 @@ struct BlockUse {
 
 struct BlockMap {
   int block_size = 0;                 // tokens per block
-  std::vector<BlockSnapshot> blocks;  // [n_blocks], by physical id
+  std::vector<BlockSnapshot> blocks;  // [n_blocks], by physical id, of layer group 0's pool
   std::vector<BlockOwner> owners;     // running requests (admission order), then sessions
   std::vector<BlockUse> uses;         // every (owner, block) reference, owner by owner
   EngineStats stats;                  // FillStats at the same moment
 
-  // Appends `owner` (n_blocks set from the table) and one use per block of `table`.
+  // Appends `owner` (n_blocks set from the table) and one use per block of `table` in group 0's
+  // pool (the pool the map shows; a window group's released entries are not uses).
   void AddOwner(BlockOwner owner, const BlockTable& table);
   // How many uses name `block`; equals blocks[block].refs when the map is whole.
   int UsesOf(int32_t block) const;

@@ -62,6 +62,47 @@ Status ValidateSpec(const SpecOptions& spec, const Model& model) {
   return Status::Ok();
 }
 
+// Blocks of each layer group's pool. A group's need per sequence is its BlocksPerSequence (a
+// window group: about window / block_size + 1); a window group also gets the blocks that the
+// step's prefill chunks may hold beyond their windows (max_batched_tokens / block_size, plus one
+// per sequence). With a byte budget, it is split between the groups by their need in bytes; one
+// group takes the whole budget.
+Result<std::vector<int>> PoolBlocks(const KvSpec& spec, const EngineOptions& o, int blocks_per_seq,
+                                    uint64_t budget_bytes) {
+  const size_t n_groups = spec.groups.size();
+  std::vector<uint64_t> need(n_groups);
+  std::vector<uint64_t> block_bytes(n_groups);
+  double need_bytes = 0;
+  for (size_t g = 0; g < n_groups; ++g) {
+    const int per_seq = spec.groups[g].BlocksPerSequence(o.n_ctx, o.block_size);
+    const uint64_t full = static_cast<uint64_t>(blocks_per_seq) * o.max_num_seqs;
+    need[g] = static_cast<uint64_t>(per_seq) * o.max_num_seqs;
+    if (per_seq < blocks_per_seq) {
+      need[g] = std::min(full, need[g] + (o.max_batched_tokens + o.block_size - 1) / o.block_size +
+                                   o.max_num_seqs);
+    }
+    block_bytes[g] = KvCache::BytesPerBlock(spec, o.kv_type, o.block_size, static_cast<int>(g));
+    need_bytes += static_cast<double>(need[g] * block_bytes[g]);
+  }
+  std::vector<int> n_blocks(n_groups);
+  for (size_t g = 0; g < n_groups; ++g) {
+    uint64_t n = need[g];
+    if (budget_bytes > 0) {
+      n = n_groups == 1 ? budget_bytes / block_bytes[g]
+                        : static_cast<uint64_t>(static_cast<double>(budget_bytes) *
+                                                static_cast<double>(need[g]) / need_bytes);
+    }
+    if (n < 1) {
+      return Status::InvalidArgument(
+          "KV memory " + std::to_string(o.kv_memory_bytes) + " bytes holds no block" +
+          (n_groups == 1 ? "" : " of layer group " + std::to_string(g)) + " (one block takes " +
+          std::to_string(block_bytes[g]) + " bytes)");
+    }
+    n_blocks[g] = static_cast<int>(std::min<uint64_t>(n, 1u << 30));
+  }
+  return n_blocks;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokenizer& tokenizer,
@@ -117,24 +158,17 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokeniz
     }
     n_draft_blocks = static_cast<int>(std::min<uint64_t>(draft_blocks, 1u << 30));
   }
-  uint64_t n_blocks = target_bytes > 0 ? target_bytes / block_bytes
-                                       : static_cast<uint64_t>(blocks_per_seq) * o.max_num_seqs;
-  if (n_blocks < 1) {
-    return Status::InvalidArgument("KV memory " + std::to_string(o.kv_memory_bytes) +
-                                   " bytes holds no block (one block takes " +
-                                   std::to_string(block_bytes) + " bytes)");
-  }
-  n_blocks = std::min<uint64_t>(n_blocks, 1u << 30);
+  auto n_blocks = PoolBlocks(model.kv_spec(), o, blocks_per_seq, target_bytes);
+  if (!n_blocks.ok()) return n_blocks.status();
   std::unique_ptr<Engine> engine(new Engine());
   engine->options_ = o;
   engine->n_vocab_ = c.n_vocab;
   Engine* e = engine.get();
-  engine->core_ = std::make_unique<EngineCore>(model, tokenizer, o, static_cast<int>(n_blocks),
-                                               n_draft_blocks, [e](std::vector<std::string> ids) {
-                                                 std::lock_guard<std::mutex> lock(e->mutex_);
-                                                 e->session_ids_ =
-                                                     std::set<std::string>(ids.begin(), ids.end());
-                                               });
+  engine->core_ = std::make_unique<EngineCore>(
+      model, tokenizer, o, *std::move(n_blocks), n_draft_blocks, [e](std::vector<std::string> ids) {
+        std::lock_guard<std::mutex> lock(e->mutex_);
+        e->session_ids_ = std::set<std::string>(ids.begin(), ids.end());
+      });
   engine->core_->FillStats(engine->stats_);
   engine->thread_ = std::thread([e = engine.get()] { e->Loop(); });
   // Named so that tools (and the /health watchdog test) can find the step loop in /proc.

@@ -89,7 +89,11 @@ struct EngineOptions {
 struct EngineStats {
   int running = 0;
   int waiting = 0;
-  int blocks_total = 0;
+  int blocks_total = 0;   // over every layer group's pool (kv_spec.h)
+  uint64_t kv_bytes = 0;  // bytes of the KV pools
+  // Per layer group (KvSpec::groups order): its pool's blocks, and those referenced.
+  std::vector<int> group_blocks_total;
+  std::vector<int> group_blocks_used;
   int blocks_used = 0;    // referenced by a sequence or a pinned session
   int blocks_cached = 0;  // unreferenced but holding reusable prefix content
   int blocks_free = 0;    // neither

@@ -13,8 +13,24 @@
 
 namespace kvserve {
 
+namespace {
+
+// Each group's pool: its blocks and, for a sliding-window group, its window.
+std::vector<BlockPoolSpec> PoolSpecs(const KvSpec& spec, const std::vector<int>& n_blocks) {
+  std::vector<BlockPoolSpec> pools;
+  for (size_t g = 0; g < spec.groups.size(); ++g) {
+    const KvGroupSpec& group = spec.groups[g];
+    pools.push_back(
+        {.n_blocks = n_blocks[g],
+         .window = group.kind == KvGroupKind::kSlidingWindow ? std::max(0, group.window) : 0});
+  }
+  return pools;
+}
+
+}  // namespace
+
 EngineCore::EngineCore(const Model& model, const Tokenizer& tokenizer, const EngineOptions& options,
-                       int n_blocks, int n_draft_blocks,
+                       std::vector<int> n_blocks, int n_draft_blocks,
                        std::function<void(std::vector<std::string>)> on_sessions_changed)
     : model_(model),
       tokenizer_(tokenizer),
@@ -22,7 +38,7 @@ EngineCore::EngineCore(const Model& model, const Tokenizer& tokenizer, const Eng
       kv_(model.kv_spec(), options.kv_type, options.block_size, n_blocks,
           model.backend().allocator()),
       runner_(model, kv_, options.n_threads),
-      blocks_(n_blocks, options.block_size, options.prefix_caching),
+      blocks_(PoolSpecs(model.kv_spec(), n_blocks), options.block_size, options.prefix_caching),
       scheduler_(blocks_,
                  SchedulerOptions{.max_num_seqs = options.max_num_seqs,
                                   .max_batched_tokens = options.max_batched_tokens,
@@ -56,6 +72,13 @@ void EngineCore::OpenDiskTier() {
   };
   if (!options_.prefix_caching) {
     warn("--kv-disk needs the prefix cache (not --no-prefix-cache or --no-cache)");
+    return;
+  }
+  // A block file holds one block id's K/V of every layer; with several layer groups a block id
+  // names a different block in each group's pool.
+  if (blocks_.n_groups() != 1) {
+    warn("the model has " + std::to_string(blocks_.n_groups()) +
+         " KV layer groups (sliding-window layers); the disk tier serves models of one group");
     return;
   }
   std::string model_id = options_.kv_disk_model_id;
@@ -156,7 +179,7 @@ void EngineCore::Expire(std::chrono::steady_clock::time_point now) {
   for (Sequence* seq : late) Finish(seq, FinishReason::kTimeout);
   for (auto it = sessions_.begin(); it != sessions_.end();) {
     if (it->second.expires <= now) {
-      pinned_blocks_ -= static_cast<int>(it->second.pinned.blocks.size());
+      pinned_blocks_ -= it->second.pinned.held();
       blocks_.Free(it->second.pinned);
       it = sessions_.erase(it);
       if (on_sessions_changed_) on_sessions_changed_(SessionIds());
@@ -175,7 +198,7 @@ void EngineCore::Pin(Sequence& seq) {
   session.expires = std::chrono::steady_clock::now() +
                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                         std::chrono::duration<double>(options_.session_ttl_s));
-  pinned_blocks_ += static_cast<int>(session.pinned.blocks.size());
+  pinned_blocks_ += session.pinned.held();
   sessions_[seq.request.session_id] = std::move(session);
   ReleaseSessionsAbove(static_cast<int>(options_.max_pinned_fraction * blocks_.n_blocks()));
   if (on_sessions_changed_) on_sessions_changed_(SessionIds());
@@ -184,7 +207,7 @@ void EngineCore::Pin(Sequence& seq) {
 bool EngineCore::ReleaseSession(const std::string& session_id) {
   auto it = sessions_.find(session_id);
   if (it == sessions_.end()) return false;
-  pinned_blocks_ -= static_cast<int>(it->second.pinned.blocks.size());
+  pinned_blocks_ -= it->second.pinned.held();
   blocks_.Free(it->second.pinned);
   sessions_.erase(it);
   if (on_sessions_changed_) on_sessions_changed_(SessionIds());
@@ -353,6 +376,14 @@ void EngineCore::FillStats(EngineStats& stats) const {
   stats.running = static_cast<int>(scheduler_.running().size());
   stats.waiting = static_cast<int>(scheduler_.waiting().size());
   stats.blocks_total = b.total;
+  stats.kv_bytes = kv_.bytes();
+  stats.group_blocks_total.clear();
+  stats.group_blocks_used.clear();
+  for (int g = 0; g < blocks_.n_groups(); ++g) {
+    const BlockManagerStats group = blocks_.Stats(g);
+    stats.group_blocks_total.push_back(group.total);
+    stats.group_blocks_used.push_back(group.used);
+  }
   stats.blocks_used = b.used;
   stats.blocks_cached = b.cached;
   stats.blocks_free = b.free;

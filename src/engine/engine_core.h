@@ -26,9 +26,10 @@ class EngineCore {
  public:
   // on_sessions_changed is called (on the engine thread) with the live session ids whenever a
   // session is pinned or released, before the request that pinned it reports its finish.
-  // n_draft_blocks: the draft model's KV pool (options.spec.method kDraft).
+  // n_blocks: the KV pool of each layer group (the model's KvSpec::groups order); n_draft_blocks:
+  // the draft model's KV pool (options.spec.method kDraft).
   EngineCore(const Model& model, const Tokenizer& tokenizer, const EngineOptions& options,
-             int n_blocks, int n_draft_blocks,
+             std::vector<int> n_blocks, int n_draft_blocks,
              std::function<void(std::vector<std::string>)> on_sessions_changed);
   // With a disk tier: writes the prefix blocks still in memory to it (they survive a restart).
   ~EngineCore();
@@ -53,7 +54,7 @@ class EngineCore {
   void FillBlockMap(BlockMap& map) const;
 
   // For tests and tools: called after each step's forward with its plan and logits (before
-  // sampling); the running and waiting sequences; the block pool's invariants.
+  // sampling); the running and waiting sequences; every block pool's invariants.
   void SetStepObserver(std::function<void(const StepPlan&, const StepLogits&)> observer) {
     step_observer_ = std::move(observer);
   }

@@ -9,20 +9,34 @@ ModelRunner::ModelRunner(const Model& model, KvCache& kv, int n_threads)
       kv_(kv),
       workspace_(model.backend().NewWorkspace(WorkspaceOptions{.n_threads = n_threads})) {}
 
-void ModelRunner::AddChunk(std::span<const int32_t> chunk, int first,
-                           const std::vector<int32_t>& block_table, int n_logit_rows) {
-  const int seq_index = static_cast<int>(batch_.block_tables.size());
-  batch_.block_tables.push_back(block_table);
-  const int block_size = kv_.block_size();
+void ModelRunner::AddPositions(std::span<const int32_t> chunk, int first, int n_logit_rows) {
+  const int seq_index = static_cast<int>(batch_.kv_groups[0].block_tables.size()) - 1;
   const int n = static_cast<int>(chunk.size());
   for (int i = 0; i < n; ++i) {
-    const int pos = first + i;
     batch_.tokens.push_back(chunk[i]);
-    batch_.positions.push_back(pos);
+    batch_.positions.push_back(first + i);
     batch_.seq_index.push_back(seq_index);
-    batch_.slots.push_back(KvSlot(block_table.data(), block_size, pos));
     if (i >= n - n_logit_rows) batch_.logit_rows.push_back(batch_.n_tokens() - 1);
   }
+  const int block_size = kv_.block_size();
+  for (KvGroupBatch& group : batch_.kv_groups) {
+    const int32_t* table = group.block_tables.back().data();
+    for (int i = 0; i < n; ++i) group.slots.push_back(KvSlot(table, block_size, first + i));
+  }
+}
+
+void ModelRunner::AddChunk(std::span<const int32_t> chunk, int first, const BlockTable& table,
+                           int n_logit_rows) {
+  for (size_t g = 0; g < batch_.kv_groups.size(); ++g) {
+    batch_.kv_groups[g].block_tables.push_back(table.group(g));
+  }
+  AddPositions(chunk, first, n_logit_rows);
+}
+
+void ModelRunner::AddChunk(std::span<const int32_t> chunk, int first,
+                           const std::vector<int32_t>& block_table, int n_logit_rows) {
+  for (KvGroupBatch& group : batch_.kv_groups) group.block_tables.push_back(block_table);
+  AddPositions(chunk, first, n_logit_rows);
 }
 
 StepLogits ModelRunner::Forward() {
@@ -33,32 +47,31 @@ StepLogits ModelRunner::Forward() {
 }
 
 StepLogits ModelRunner::Run(const StepPlan& plan) {
-  batch_.Clear();
+  batch_.Clear(kv_.n_groups());
   for (const ScheduledChunk& chunk : plan.chunks) {
     const Sequence& seq = *chunk.seq;
     std::span<const int32_t> tokens = std::span<const int32_t>(seq.tokens).subspan(seq.n_computed);
     if (chunk.n_draft == 0) {
-      AddChunk(tokens.first(chunk.n_tokens), seq.n_computed, seq.blocks.blocks,
-               chunk.sample ? 1 : 0);
+      AddChunk(tokens.first(chunk.n_tokens), seq.n_computed, seq.blocks, chunk.sample ? 1 : 0);
       continue;
     }
     const int n_pending = chunk.n_tokens - chunk.n_draft;
     fed_.assign(tokens.begin(), tokens.begin() + n_pending);
     fed_.insert(fed_.end(), seq.draft.begin(), seq.draft.begin() + chunk.n_draft);
-    AddChunk(fed_, seq.n_computed, seq.blocks.blocks, chunk.n_draft + 1);
+    AddChunk(fed_, seq.n_computed, seq.blocks, chunk.n_draft + 1);
   }
   return Forward();
 }
 
 StepLogits ModelRunner::RunChunks(std::span<const RunnerChunk> chunks) {
-  batch_.Clear();
+  batch_.Clear(kv_.n_groups());
   for (const RunnerChunk& c : chunks) AddChunk(c.tokens, c.first, *c.block_table, c.n_logit_rows);
   return Forward();
 }
 
 StepLogits ModelRunner::RunSequence(std::span<const int32_t> tokens, int first,
                                     const std::vector<int32_t>& block_table, bool all_logits) {
-  batch_.Clear();
+  batch_.Clear(kv_.n_groups());
   const int n = static_cast<int>(tokens.size()) - first;
   AddChunk(tokens.subspan(first), first, block_table, all_logits ? n : 1);
   return Forward();

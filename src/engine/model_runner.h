@@ -25,7 +25,8 @@ struct StepLogits {
 };
 
 // One sequence's tokens for RunChunks: `tokens` at positions first, first + 1, ..., their K/V at
-// the slots of `block_table` (borrowed); a logits row for each of the last n_logit_rows.
+// the slots of `block_table` (borrowed; the same block ids in every layer group's pools); a logits
+// row for each of the last n_logit_rows.
 struct RunnerChunk {
   std::span<const int32_t> tokens;
   int first = 0;
@@ -50,10 +51,15 @@ class ModelRunner {
   const Model& model() const { return model_; }
 
  private:
-  // Appends `chunk` (the tokens at positions first, first + 1, ...) of one sequence to the batch;
-  // a logits row for each of its last n_logit_rows tokens.
+  // Appends `chunk` (the tokens at positions first, first + 1, ...) of one sequence to the batch,
+  // its K/V in group g at the slots of table.group(g); a logits row for each of its last
+  // n_logit_rows tokens.
+  void AddChunk(std::span<const int32_t> chunk, int first, const BlockTable& table,
+                int n_logit_rows);
+  // As AddChunk, with one block table for every group.
   void AddChunk(std::span<const int32_t> chunk, int first, const std::vector<int32_t>& block_table,
                 int n_logit_rows);
+  void AddPositions(std::span<const int32_t> chunk, int first, int n_logit_rows);
   StepLogits Forward();
 
   const Model& model_;

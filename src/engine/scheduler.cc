@@ -175,6 +175,7 @@ std::vector<SequenceOutput> Scheduler::Postprocess(const StepPlan& plan,
     if (!chunk.sample) {
       seq->n_computed += chunk.n_tokens;
       blocks_.Commit(seq->blocks, seq->tokens, seq->n_computed, seq->request.cache_salt);
+      if (!options_.recompute) blocks_.SlideWindows(seq->blocks, seq->n_computed);
       continue;
     }
     // The replayed samples of this chunk: each one that equals its draft is followed by the next.
@@ -216,7 +217,13 @@ std::vector<SequenceOutput> Scheduler::Postprocess(const StepPlan& plan,
     }
     seq->draft.clear();
     blocks_.Commit(seq->blocks, seq->tokens, seq->n_computed, seq->request.cache_salt);
-    if (options_.recompute) seq->n_computed = 0;
+    // Window groups give back what no later query reads (the no-cache baseline rewrites every
+    // position, so it keeps its blocks).
+    if (options_.recompute) {
+      seq->n_computed = 0;
+    } else {
+      blocks_.SlideWindows(seq->blocks, seq->n_computed);
+    }
   }
   assert(next == sampled.size());
   return outputs;

@@ -78,8 +78,9 @@ class Scheduler {
   // sequence: the token budget, or under max_step_ms what the target leaves (at least the floor).
   int PrefillAllowance() const;
   StepPlan Schedule();
-  // Marks the plan's tokens computed, registers full blocks in the prefix cache, and passes each
-  // sampled token (`sampled`: per chunk that samples, in plan order, one token, or for a chunk
+  // Marks the plan's tokens computed, registers full blocks in the prefix cache, releases the
+  // window groups' blocks that slid out of every window (BlockManager::SlideWindows), and passes
+  // each sampled token (`sampled`: per chunk that samples, in plan order, one token, or for a chunk
   // with drafts the replayed tokens: while sampled == draft, then the first that differs or the
   // one after the last draft) through its sequence's stop rules, appending it where they say
   // so. Only verified tokens count as computed; the blocks of rejected drafts are released.

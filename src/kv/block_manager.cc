@@ -6,34 +6,70 @@
 
 namespace kvserve {
 
+int BlockTable::held() const {
+  int n = 0;
+  for (size_t g = 0; g <= more_groups.size(); ++g) {
+    for (int32_t block : group(g)) n += block != kNoBlock;
+  }
+  return n;
+}
+
 size_t BlockManager::KeyHash::operator()(const BlockKey& key) const {
   size_t h;
   std::memcpy(&h, key.data(), sizeof(h));
   return h;
 }
 
-BlockManager::BlockManager(int n_blocks, int block_size, bool prefix_caching)
-    : block_size_(block_size),
-      prefix_caching_(prefix_caching),
-      refs_(n_blocks, 0),
-      has_key_(n_blocks, false),
-      key_of_(n_blocks),
-      lru_pos_(n_blocks),
-      in_lru_(n_blocks, false),
-      chain_index_(n_blocks, -1),
-      hits_of_(n_blocks, 0) {
-  free_.reserve(n_blocks);
-  for (int32_t b = n_blocks - 1; b >= 0; --b) free_.push_back(b);  // hand out 0, 1, 2, ... first
+BlockManager::Pool::Pool(const BlockPoolSpec& spec)
+    : window(spec.window),
+      refs(spec.n_blocks, 0),
+      has_key(spec.n_blocks, false),
+      key_of(spec.n_blocks),
+      lru_pos(spec.n_blocks),
+      in_lru(spec.n_blocks, false),
+      chain_index(spec.n_blocks, -1),
+      hits_of(spec.n_blocks, 0) {
+  free.reserve(spec.n_blocks);
+  for (int32_t b = spec.n_blocks - 1; b >= 0; --b) free.push_back(b);  // hand out 0, 1, 2, ...
 }
 
-BlockManagerStats BlockManager::Stats() const {
+BlockManager::BlockManager(int n_blocks, int block_size, bool prefix_caching)
+    : BlockManager(std::vector<BlockPoolSpec>{{.n_blocks = n_blocks}}, block_size, prefix_caching) {
+}
+
+BlockManager::BlockManager(std::vector<BlockPoolSpec> pools, int block_size, bool prefix_caching)
+    : block_size_(block_size), prefix_caching_(prefix_caching) {
+  assert(!pools.empty());
+  for (const BlockPoolSpec& spec : pools) pools_.emplace_back(spec);
+}
+
+int BlockManager::n_blocks() const {
+  int n = 0;
+  for (const Pool& pool : pools_) n += static_cast<int>(pool.refs.size());
+  return n;
+}
+
+BlockManagerStats BlockManager::Stats(int group) const {
+  const Pool& pool = pools_[group];
   BlockManagerStats s;
-  s.total = n_blocks();
-  s.free = static_cast<int>(free_.size());
-  s.cached = static_cast<int>(lru_.size());
+  s.total = static_cast<int>(pool.refs.size());
+  s.free = static_cast<int>(pool.free.size());
+  s.cached = static_cast<int>(pool.lru.size());
   s.used = s.total - s.free - s.cached;
   s.prefix_queries_tokens = queries_;
   s.prefix_hits_tokens = hits_;
+  return s;
+}
+
+BlockManagerStats BlockManager::Stats() const {
+  BlockManagerStats s = Stats(0);
+  for (int g = 1; g < n_groups(); ++g) {
+    const BlockManagerStats p = Stats(g);
+    s.total += p.total;
+    s.free += p.free;
+    s.cached += p.cached;
+    s.used += p.used;
+  }
   return s;
 }
 
@@ -50,62 +86,141 @@ BlockKey BlockManager::KeyOf(const BlockKey* parent, const std::string& salt,
   return hasher.Finish();
 }
 
-int BlockManager::CachedPrefixTokens(std::span<const int32_t> tokens,
-                                     const std::string& salt) const {
-  if (!prefix_caching_ || tokens.empty()) return 0;
-  const size_t max_blocks = (tokens.size() - 1) / block_size_;
-  BlockKey key{};
-  for (size_t b = 0; b < max_blocks; ++b) {
-    key = KeyOf(b ? &key : nullptr, salt, tokens.subspan(b * block_size_, block_size_));
-    if (!cached_.count(key)) return static_cast<int>(b * block_size_);
-  }
-  return static_cast<int>(max_blocks * block_size_);
+int BlockManager::FirstLiveBlock(int group, int next_position) const {
+  const int window = pools_[group].window;
+  return window > 0 ? std::max(0, next_position - window + 1) / block_size_ : 0;
 }
 
-void BlockManager::Reference(int32_t block) {
-  if (in_lru_[block]) {
-    lru_.erase(lru_pos_[block]);
-    in_lru_[block] = false;
+// The full groups bound the hit: their blocks must hold the whole prefix. Window groups need
+// only the blocks of the window before the hit's end, so a shorter hit may succeed where a
+// longer one does not (the longer one's window slid past blocks that were evicted).
+int BlockManager::PrefixHitBlocks(std::span<const int32_t> tokens, const std::string& salt,
+                                  std::vector<BlockKey>& keys) const {
+  keys.clear();
+  if (!prefix_caching_ || tokens.empty()) return 0;
+  const size_t max_blocks = (tokens.size() - 1) / block_size_;
+  for (size_t b = 0; b < max_blocks; ++b) {
+    const BlockKey key =
+        KeyOf(b ? &keys.back() : nullptr, salt, tokens.subspan(b * block_size_, block_size_));
+    const bool in_full_groups = std::all_of(pools_.begin(), pools_.end(), [&](const Pool& pool) {
+      return pool.window > 0 || pool.cached.count(key) != 0;
+    });
+    if (!in_full_groups) break;
+    keys.push_back(key);
   }
-  ++refs_[block];
+  for (int n = static_cast<int>(keys.size()); n > 0; --n) {
+    bool whole = true;
+    for (int g = 0; g < n_groups() && whole; ++g) {
+      if (pools_[g].window == 0) continue;
+      for (int b = FirstLiveBlock(g, n * block_size_); b < n && whole; ++b) {
+        whole = pools_[g].cached.count(keys[b]) != 0;
+      }
+    }
+    if (whole) return n;
+  }
+  return 0;
+}
+
+int BlockManager::CachedPrefixTokens(std::span<const int32_t> tokens,
+                                     const std::string& salt) const {
+  std::vector<BlockKey> keys;
+  return PrefixHitBlocks(tokens, salt, keys) * block_size_;
+}
+
+void BlockManager::Reference(Pool& pool, int32_t block) {
+  if (pool.in_lru[block]) {
+    pool.lru.erase(pool.lru_pos[block]);
+    pool.in_lru[block] = false;
+  }
+  ++pool.refs[block];
 }
 
 int BlockManager::AllocatePrefix(BlockTable& table, std::span<const int32_t> tokens,
                                  const std::string& salt) {
   assert(table.empty());
-  if (!prefix_caching_ || tokens.empty()) return 0;
-  const size_t max_blocks = (tokens.size() - 1) / block_size_;
-  for (size_t b = 0; b < max_blocks; ++b) {
-    const BlockKey key =
-        KeyOf(b ? &table.keys.back() : nullptr, salt, tokens.subspan(b * block_size_, block_size_));
-    auto it = cached_.find(key);
-    if (it == cached_.end()) break;
-    Reference(it->second);
-    ++hits_of_[it->second];
-    table.blocks.push_back(it->second);
-    table.keys.push_back(key);
+  table.more_groups.resize(pools_.size() - 1);
+  std::vector<BlockKey> keys;
+  const int n = PrefixHitBlocks(tokens, salt, keys);
+  if (n == 0) return 0;
+  keys.resize(n);
+  for (size_t g = 0; g < pools_.size(); ++g) {
+    Pool& pool = pools_[g];
+    std::vector<int32_t>& row = table.group(g);
+    const int first = FirstLiveBlock(static_cast<int>(g), n * block_size_);
+    row.assign(first, kNoBlock);
+    for (int b = first; b < n; ++b) {
+      const int32_t block = pool.cached.at(keys[b]);
+      Reference(pool, block);
+      ++pool.hits_of[block];
+      row.push_back(block);
+    }
   }
-  return static_cast<int>(table.blocks.size()) * block_size_;
+  table.keys = std::move(keys);
+  return n * block_size_;
 }
 
 int BlockManager::ExtendPrefix(BlockTable& table, std::span<const int32_t> tokens,
                                const std::string& salt) {
-  const size_t held = table.blocks.size();
-  if (!prefix_caching_ || tokens.empty() || table.keys.size() != held) {
-    return static_cast<int>(held) * block_size_;
+  table.more_groups.resize(pools_.size() - 1);
+  // Window rows may have released blocks inside the window before the table's end (a shift's
+  // head): keep only the leading blocks whose window is still held.
+  auto window_held = [&](int n, auto&& has) {
+    for (int g = 0; g < n_groups(); ++g) {
+      if (pools_[g].window == 0) continue;
+      for (int b = FirstLiveBlock(g, n * block_size_); b < n; ++b) {
+        if (!has(g, b)) return false;
+      }
+    }
+    return true;
+  };
+  int held = static_cast<int>(table.blocks.size());
+  while (held > 0 &&
+         !window_held(held, [&](int g, int b) { return table.group(g)[b] != kNoBlock; })) {
+    --held;
   }
-  const size_t max_blocks = (tokens.size() - 1) / block_size_;
-  for (size_t b = held; b < max_blocks; ++b) {
+  Truncate(table, held * block_size_);
+  if (!prefix_caching_ || tokens.empty() || table.keys.size() != table.blocks.size()) {
+    return held * block_size_;
+  }
+  // Keys continuing the chain while every full group has them.
+  std::vector<BlockKey> keys(table.keys);
+  const int max_blocks = static_cast<int>((tokens.size() - 1) / block_size_);
+  for (int b = held; b < max_blocks; ++b) {
     const BlockKey key =
-        KeyOf(b ? &table.keys.back() : nullptr, salt, tokens.subspan(b * block_size_, block_size_));
-    auto it = cached_.find(key);
-    if (it == cached_.end()) break;
-    Reference(it->second);
-    ++hits_of_[it->second];
-    table.blocks.push_back(it->second);
-    table.keys.push_back(key);
+        KeyOf(b ? &keys.back() : nullptr, salt, tokens.subspan(b * block_size_, block_size_));
+    const bool in_full_groups = std::all_of(pools_.begin(), pools_.end(), [&](const Pool& pool) {
+      return pool.window > 0 || pool.cached.count(key) != 0;
+    });
+    if (!in_full_groups) break;
+    keys.push_back(key);
   }
-  return static_cast<int>(table.blocks.size()) * block_size_;
+  auto has = [&](int g, int b) {
+    return b < held ? table.group(g)[b] != kNoBlock : pools_[g].cached.count(keys[b]) != 0;
+  };
+  int n = static_cast<int>(keys.size());
+  while (n > held && !window_held(n, has)) --n;
+  for (size_t g = 0; g < pools_.size(); ++g) {
+    Pool& pool = pools_[g];
+    std::vector<int32_t>& row = table.group(g);
+    const int first = FirstLiveBlock(static_cast<int>(g), n * block_size_);
+    for (int b = 0; b < std::min(first, held); ++b) {  // no longer in the window: released
+      if (row[b] != kNoBlock) Release(pool, row[b]);
+      row[b] = kNoBlock;
+    }
+    for (int b = held; b < n; ++b) {
+      if (b < first) {
+        row.push_back(kNoBlock);
+        continue;
+      }
+      const int32_t block = pool.cached.at(keys[b]);
+      Reference(pool, block);
+      ++pool.hits_of[block];
+      row.push_back(block);
+    }
+  }
+  keys.resize(n);
+  table.keys = std::move(keys);
+  return n * block_size_;
 }
 
 int BlockManager::BlocksToHold(const BlockTable& table, int n_tokens) const {
@@ -113,47 +228,72 @@ int BlockManager::BlocksToHold(const BlockTable& table, int n_tokens) const {
   return std::max(0, needed - static_cast<int>(table.blocks.size()));
 }
 
-int32_t BlockManager::TakeFreshBlock() {
+int32_t BlockManager::TakeFreshBlock(size_t group) {
+  Pool& pool = pools_[group];
   int32_t block;
-  if (!free_.empty()) {
-    block = free_.back();
-    free_.pop_back();
+  if (!pool.free.empty()) {
+    block = pool.free.back();
+    pool.free.pop_back();
   } else {
-    assert(!lru_.empty());
-    block = lru_.front();
-    if (on_evict_) on_evict_(block, key_of_[block]);
-    lru_.pop_front();
-    in_lru_[block] = false;
-    cached_.erase(key_of_[block]);
-    has_key_[block] = false;
+    assert(!pool.lru.empty());
+    block = pool.lru.front();
+    if (on_evict_ && group == 0) on_evict_(block, pool.key_of[block]);
+    pool.lru.pop_front();
+    pool.in_lru[block] = false;
+    pool.cached.erase(pool.key_of[block]);
+    pool.has_key[block] = false;
   }
-  refs_[block] = 1;
+  pool.refs[block] = 1;
   return block;
 }
 
 bool BlockManager::AdoptCached(const BlockKey& key,
                                const std::function<bool(int32_t block)>& fill) {
-  if (!prefix_caching_ || available() == 0 || HasKey(key)) return false;
-  const int32_t block = TakeFreshBlock();
-  refs_[block] = 0;
+  Pool& pool = pools_[0];
+  if (!prefix_caching_ || pool.available() == 0 || HasKey(key)) return false;
+  const int32_t block = TakeFreshBlock(0);
+  pool.refs[block] = 0;
   if (!fill(block)) {
-    free_.push_back(block);
+    pool.free.push_back(block);
     return false;
   }
-  has_key_[block] = true;
-  key_of_[block] = key;
-  cached_[key] = block;
-  lru_.push_back(block);
-  lru_pos_[block] = std::prev(lru_.end());
-  in_lru_[block] = true;
+  pool.has_key[block] = true;
+  pool.key_of[block] = key;
+  pool.cached[key] = block;
+  pool.lru.push_back(block);
+  pool.lru_pos[block] = std::prev(pool.lru.end());
+  pool.in_lru[block] = true;
   return true;
 }
 
 bool BlockManager::Grow(BlockTable& table, int n_tokens, bool evict) {
   const int needed = BlocksToHold(table, n_tokens);
-  if (needed > (evict ? available() : static_cast<int>(free_.size()))) return false;
-  for (int i = 0; i < needed; ++i) table.blocks.push_back(TakeFreshBlock());
+  if (needed == 0) return true;
+  for (const Pool& pool : pools_) {
+    if (needed > (evict ? pool.available() : static_cast<int>(pool.free.size()))) return false;
+  }
+  table.more_groups.resize(pools_.size() - 1);
+  for (size_t g = 0; g < pools_.size(); ++g) {
+    for (int i = 0; i < needed; ++i) table.group(g).push_back(TakeFreshBlock(g));
+  }
   return true;
+}
+
+void BlockManager::SlideWindows(BlockTable& table, int next_position) {
+  for (size_t g = 0; g < pools_.size(); ++g) {
+    if (pools_[g].window == 0) continue;
+    std::vector<int32_t>& row = table.group(g);
+    // The window of the last block boundary stays: a prefix hit on this sequence's blocks (a
+    // whole number of blocks, a session's next turn) needs it. Kept entries are contiguous: walk
+    // down from the first kept one to the last released.
+    const int boundary = next_position / block_size_ * block_size_;
+    int b =
+        std::min(FirstLiveBlock(static_cast<int>(g), boundary), static_cast<int>(row.size())) - 1;
+    for (; b >= 0 && row[b] != kNoBlock; --b) {
+      Release(pools_[g], row[b]);
+      row[b] = kNoBlock;
+    }
+  }
 }
 
 void BlockManager::Commit(BlockTable& table, std::span<const int32_t> tokens, int n_computed,
@@ -164,126 +304,158 @@ void BlockManager::Commit(BlockTable& table, std::span<const int32_t> tokens, in
     const BlockKey key =
         KeyOf(b ? &table.keys.back() : nullptr, salt, tokens.subspan(b * block_size_, block_size_));
     table.keys.push_back(key);
-    const int32_t block = table.blocks[b];
-    if (has_key_[block]) continue;  // (only blocks taken from the cache have keys already)
-    // Another sequence may have registered the same content first; keep that one in the map.
-    if (cached_.emplace(key, block).second) {
-      has_key_[block] = true;
-      key_of_[block] = key;
-      chain_index_[block] = static_cast<int32_t>(b);
-      hits_of_[block] = 0;
+    for (size_t g = 0; g < pools_.size(); ++g) {
+      Pool& pool = pools_[g];
+      const int32_t block = table.group(g)[b];
+      // (Only blocks taken from the cache have keys already; a window may have slid past it.)
+      if (block == kNoBlock || pool.has_key[block]) continue;
+      // Another sequence may have registered the same content first; keep that one in the map.
+      if (pool.cached.emplace(key, block).second) {
+        pool.has_key[block] = true;
+        pool.key_of[block] = key;
+        pool.chain_index[block] = static_cast<int32_t>(b);
+        pool.hits_of[block] = 0;
+      }
     }
   }
 }
 
 BlockTable BlockManager::Share(const BlockTable& table, int n_blocks) {
   BlockTable shared;
+  shared.more_groups.resize(table.more_groups.size());
   n_blocks = std::min<int>(n_blocks, static_cast<int>(table.blocks.size()));
-  for (int b = 0; b < n_blocks; ++b) {
-    Reference(table.blocks[b]);
-    shared.blocks.push_back(table.blocks[b]);
-    if (b < static_cast<int>(table.keys.size())) shared.keys.push_back(table.keys[b]);
+  for (size_t g = 0; g <= table.more_groups.size(); ++g) {
+    for (int b = 0; b < n_blocks; ++b) {
+      const int32_t block = table.group(g)[b];
+      if (block != kNoBlock) Reference(pools_[g], block);
+      shared.group(g).push_back(block);
+    }
   }
+  shared.keys.assign(table.keys.begin(),
+                     table.keys.begin() + std::min<size_t>(n_blocks, table.keys.size()));
   return shared;
 }
 
-void BlockManager::Release(int32_t block) {
-  assert(refs_[block] > 0);
-  if (--refs_[block] > 0) return;
-  if (has_key_[block]) {
-    lru_.push_back(block);
-    lru_pos_[block] = std::prev(lru_.end());
-    in_lru_[block] = true;
+void BlockManager::Release(Pool& pool, int32_t block) {
+  assert(pool.refs[block] > 0);
+  if (--pool.refs[block] > 0) return;
+  if (pool.has_key[block]) {
+    pool.lru.push_back(block);
+    pool.lru_pos[block] = std::prev(pool.lru.end());
+    pool.in_lru[block] = true;
   } else {
-    free_.push_back(block);
+    pool.free.push_back(block);
   }
 }
 
 void BlockManager::Free(BlockTable& table) {
   // Release the tail first so that, under LRU eviction, a sequence's early (most shareable)
   // blocks are evicted last.
-  for (auto it = table.blocks.rbegin(); it != table.blocks.rend(); ++it) Release(*it);
-  table.blocks.clear();
+  for (size_t g = 0; g <= table.more_groups.size(); ++g) {
+    std::vector<int32_t>& row = table.group(g);
+    for (auto it = row.rbegin(); it != row.rend(); ++it) {
+      if (*it != kNoBlock) Release(pools_[g], *it);
+    }
+    row.clear();
+  }
   table.keys.clear();
 }
 
 std::vector<std::pair<int32_t, BlockKey>> BlockManager::KeyedBlocks() const {
+  const Pool& pool = pools_[0];
   std::vector<std::pair<int32_t, BlockKey>> out;
-  for (size_t b = 0; b < refs_.size(); ++b) {
-    if (has_key_[b]) out.emplace_back(static_cast<int32_t>(b), key_of_[b]);
+  for (size_t b = 0; b < pool.refs.size(); ++b) {
+    if (pool.has_key[b]) out.emplace_back(static_cast<int32_t>(b), pool.key_of[b]);
   }
   return out;
 }
 
-std::vector<BlockSnapshot> BlockManager::Snapshot() const {
-  std::vector<BlockSnapshot> out(refs_.size());
-  for (size_t b = 0; b < refs_.size(); ++b) {
+std::vector<BlockSnapshot> BlockManager::Snapshot(int group) const {
+  const Pool& pool = pools_[group];
+  std::vector<BlockSnapshot> out(pool.refs.size());
+  for (size_t b = 0; b < pool.refs.size(); ++b) {
     BlockSnapshot& s = out[b];
-    s.refs = refs_[b];
-    s.state = refs_[b] > 0 ? BlockSnapshot::State::kUsed
-              : in_lru_[b] ? BlockSnapshot::State::kCached
-                           : BlockSnapshot::State::kFree;
-    if (has_key_[b]) {
-      s.chain_index = chain_index_[b];
-      s.hits = hits_of_[b];
+    s.refs = pool.refs[b];
+    s.state = pool.refs[b] > 0 ? BlockSnapshot::State::kUsed
+              : pool.in_lru[b] ? BlockSnapshot::State::kCached
+                               : BlockSnapshot::State::kFree;
+    if (pool.has_key[b]) {
+      s.chain_index = pool.chain_index[b];
+      s.hits = pool.hits_of[b];
     }
   }
   int32_t rank = 0;
-  for (int32_t b : lru_) out[b].lru_rank = rank++;
+  for (int32_t b : pool.lru) out[b].lru_rank = rank++;
   return out;
 }
 
 void BlockManager::Truncate(BlockTable& table, int n_tokens) {
   const size_t keep = static_cast<size_t>((std::max(n_tokens, 0) + block_size_ - 1) / block_size_);
-  while (table.blocks.size() > keep) {
-    Release(table.blocks.back());
-    table.blocks.pop_back();
+  for (size_t g = 0; g <= table.more_groups.size(); ++g) {
+    std::vector<int32_t>& row = table.group(g);
+    while (row.size() > keep) {
+      if (row.back() != kNoBlock) Release(pools_[g], row.back());
+      row.pop_back();
+    }
   }
   if (table.keys.size() > keep) table.keys.resize(keep);
 }
 
 Status BlockManager::CheckInvariants() const {
-  const int n = n_blocks();
+  for (size_t g = 0; g < pools_.size(); ++g) {
+    Status status = CheckPool(g);
+    if (!status.ok()) {
+      return pools_.size() == 1 ? status
+                                : Status::FailedPrecondition("group " + std::to_string(g) + ": " +
+                                                             status.message());
+    }
+  }
+  return Status::Ok();
+}
+
+Status BlockManager::CheckPool(size_t group) const {
+  const Pool& pool = pools_[group];
+  const int n = static_cast<int>(pool.refs.size());
   std::vector<int> seen(n, 0);
-  for (int32_t b : free_) {
+  for (int32_t b : pool.free) {
     if (b < 0 || b >= n || seen[b]++)
       return Status::FailedPrecondition("free list corrupt at " + std::to_string(b));
-    if (refs_[b] != 0 || has_key_[b])
+    if (pool.refs[b] != 0 || pool.has_key[b])
       return Status::FailedPrecondition("free block " + std::to_string(b) +
                                         " is referenced or keyed");
   }
-  for (int32_t b : lru_) {
+  for (int32_t b : pool.lru) {
     if (b < 0 || b >= n || seen[b]++)
       return Status::FailedPrecondition("LRU list corrupt at " + std::to_string(b));
-    if (refs_[b] != 0 || !has_key_[b] || !in_lru_[b]) {
+    if (pool.refs[b] != 0 || !pool.has_key[b] || !pool.in_lru[b]) {
       return Status::FailedPrecondition("cached block " + std::to_string(b) +
                                         " is referenced or has no key");
     }
   }
   for (int b = 0; b < n; ++b) {
-    if (refs_[b] < 0)
+    if (pool.refs[b] < 0)
       return Status::FailedPrecondition("negative ref count on block " + std::to_string(b));
-    if (!seen[b] && refs_[b] == 0) {
+    if (!seen[b] && pool.refs[b] == 0) {
       return Status::FailedPrecondition("block " + std::to_string(b) +
                                         " is neither free, cached nor used");
     }
-    if (seen[b] && refs_[b] > 0)
+    if (seen[b] && pool.refs[b] > 0)
       return Status::FailedPrecondition("listed block " + std::to_string(b) + " is used");
-    if (in_lru_[b] != (seen[b] && has_key_[b] && refs_[b] == 0)) {
+    if (pool.in_lru[b] != (seen[b] && pool.has_key[b] && pool.refs[b] == 0)) {
       return Status::FailedPrecondition("LRU flag wrong on block " + std::to_string(b));
     }
   }
   size_t keyed = 0;
-  for (int b = 0; b < n; ++b) keyed += has_key_[b];
-  if (keyed != cached_.size())
+  for (int b = 0; b < n; ++b) keyed += pool.has_key[b];
+  if (keyed != pool.cached.size())
     return Status::FailedPrecondition("key map size differs from keyed blocks");
-  for (const auto& [key, block] : cached_) {
-    if (!has_key_[block] || key_of_[block] != key) {
+  for (const auto& [key, block] : pool.cached) {
+    if (!pool.has_key[block] || pool.key_of[block] != key) {
       return Status::FailedPrecondition("key map points to block " + std::to_string(block) +
                                         " with another key");
     }
   }
-  const BlockManagerStats s = Stats();
+  const BlockManagerStats s = Stats(static_cast<int>(group));
   if (s.free + s.cached + s.used != s.total)
     return Status::FailedPrecondition("free + cached + used != total");
   return Status::Ok();

@@ -1,8 +1,19 @@
-// Which KV block belongs to whom. Owns reference counts, the free list and the prefix cache
-// (block key -> block, plus an LRU of unreferenced blocks that still hold reusable content).
-// Never touches tensors: it hands out block ids; the model writes K/V into them.
+// Which KV block belongs to whom. Owns, per KV layer group (kv_spec.h), one pool of blocks with
+// its reference counts, free list and prefix cache (block key -> block, plus an LRU of
+// unreferenced blocks that still hold reusable content). Never touches tensors: it hands out
+// block ids; the model writes K/V into them.
 //
-// A block is in exactly one state:
+// Layer groups: a sequence's BlockTable holds one row of block ids per group, all indexed by the
+// same logical block (tokens [i * block_size, (i + 1) * block_size)). A full group's row holds
+// every block of the sequence; a sliding-window group's row releases the blocks wholly before
+// the window of the next position to compute (SlideWindows, at block granularity): those entries
+// become kNoBlock,
+// which attention never reads, and the pool gets the block back (cached while it has a key).
+// Prefix keys are per token chain and the same in every group; a prefix hit (AllocatePrefix)
+// needs every full group's blocks of the whole prefix and every window group's blocks of the
+// last window before the first token it leaves to compute.
+//
+// A block of a pool is in exactly one state:
 //   free   - ref 0, no key, on the free list;
 //   cached - ref 0, has a key, on the LRU list (content kept until evicted);
 //   used   - ref > 0 (may have a key, then other sequences can share it).
@@ -26,12 +37,28 @@ namespace kvserve {
 
 using BlockKey = Sha256Digest;
 
-// A sequence's logical-to-physical block map. Owned by the sequence; changed only through
-// BlockManager.
+// An entry of a window group's row whose block slid out of the window (never read).
+inline constexpr int32_t kNoBlock = -1;
+
+// A sequence's logical-to-physical block map, one row per layer group. Owned by the sequence;
+// changed only through BlockManager.
 struct BlockTable {
-  std::vector<int32_t> blocks;  // physical block of logical block i
+  std::vector<int32_t> blocks;  // group 0: physical block of logical block i (or kNoBlock)
   std::vector<BlockKey> keys;   // keys of the leading full blocks already registered
+  std::vector<std::vector<int32_t>> more_groups;  // groups 1..n-1, as `blocks`; [n_groups - 1]
+
   bool empty() const { return blocks.empty(); }
+  const std::vector<int32_t>& group(size_t g) const { return g == 0 ? blocks : more_groups[g - 1]; }
+  std::vector<int32_t>& group(size_t g) { return g == 0 ? blocks : more_groups[g - 1]; }
+  // Blocks referenced, over every group (kNoBlock entries not counted).
+  int held() const;
+};
+
+// One group's pool: how many blocks, and the group's window (0: a full group, which keeps every
+// block of a sequence).
+struct BlockPoolSpec {
+  int n_blocks = 0;
+  int window = 0;  // keys per query, the query's own included (KvGroupSpec::window)
 };
 
 struct BlockManagerStats {
@@ -55,13 +82,23 @@ struct BlockSnapshot {
 
 class BlockManager {
  public:
+  // One full group of n_blocks blocks.
   BlockManager(int n_blocks, int block_size, bool prefix_caching);
+  // One pool per layer group, in KvSpec::groups order.
+  BlockManager(std::vector<BlockPoolSpec> pools, int block_size, bool prefix_caching);
 
   int block_size() const { return block_size_; }
-  int n_blocks() const { return static_cast<int>(refs_.size()); }
-  // Blocks that can be handed out now (free + evictable cached).
-  int available() const { return static_cast<int>(free_.size() + lru_.size()); }
+  int n_groups() const { return static_cast<int>(pools_.size()); }
+  int window(int group) const { return pools_[group].window; }
+  // Blocks of every pool together; of one group's pool.
+  int n_blocks() const;
+  int n_blocks(int group) const { return static_cast<int>(pools_[group].refs.size()); }
+  // Blocks of group 0's pool that can be handed out now (free + evictable cached); the disk
+  // tier's bound (it serves models of one group).
+  int available() const { return pools_[0].available(); }
+  // Counts over every pool; of one group's pool.
   BlockManagerStats Stats() const;
+  BlockManagerStats Stats(int group) const;
 
   // Key of a full block: SHA-256 over (parent key, salt, the block's token ids).
   static BlockKey KeyOf(const BlockKey* parent, const std::string& salt,
@@ -76,10 +113,12 @@ class BlockManager {
   // returns how many tokens they hold. (RecordQuery counts the lookup, once per request.)
   int AllocatePrefix(BlockTable& table, std::span<const int32_t> tokens, const std::string& salt);
 
-  // For a table whose blocks all have keys (e.g. the head kept by a context shift): appends the
-  // cached blocks that continue its chain over `tokens` (at most floor((tokens.size() - 1) /
-  // block_size) blocks in all, as AllocatePrefix) and returns how many tokens the table holds
-  // then. Counts no lookup. A table with an unkeyed block, or no prefix cache, is left as it is.
+  // For a table cut to a head (a context shift): first shrinks it to its leading blocks whose
+  // window every window group still holds (a window may have slid past the head), then, where
+  // all its blocks have keys and the prefix cache is on, appends the cached blocks that continue
+  // its chain over `tokens` (at most floor((tokens.size() - 1) / block_size) blocks in all, the
+  // window groups' within the last window, as AllocatePrefix). Returns how many tokens the table
+  // holds then. Counts no lookup.
   int ExtendPrefix(BlockTable& table, std::span<const int32_t> tokens, const std::string& salt);
 
   // Counts a prefix-cache lookup of n_queried prompt tokens of which n_hit were cached.
@@ -88,11 +127,24 @@ class BlockManager {
     hits_ += n_hit;
   }
 
-  // Fresh blocks needed so the table can hold n_tokens tokens.
+  // Fresh blocks needed (in each group) so the table can hold n_tokens tokens.
   int BlocksToHold(const BlockTable& table, int n_tokens) const;
-  // Grows the table to hold n_tokens tokens; false (and no change) when blocks run out. With
-  // evict false only free blocks are taken (speculative drafts must not evict cached prefixes).
+  // Grows the table to hold n_tokens tokens; false (and no change) when some group's blocks run
+  // out. With evict false only free blocks are taken (speculative drafts must not evict cached
+  // prefixes).
   bool Grow(BlockTable& table, int n_tokens, bool evict = true);
+
+  // Window groups: releases the table's blocks wholly before the window of the last block
+  // boundary at or before `next_position` (the next token to compute; B = next_position rounded
+  // down to a multiple of block_size): logical blocks below max(0, B - window + 1) / block_size
+  // become kNoBlock. Keeping B's window (not next_position's) costs no block at the bound
+  // (KvGroupSpec::BlocksPerSequence) and leaves a prefix hit of this sequence's whole blocks its
+  // window. Full groups: no change. Positions below next_position are never recomputed into this
+  // table afterwards.
+  void SlideWindows(BlockTable& table, int next_position);
+  // First logical block a window group keeps for a sequence whose next position is
+  // `next_position` (0 for a full group).
+  int FirstLiveBlock(int group, int next_position) const;
 
   // Registers the table's full blocks among tokens[0..n_computed) in the prefix cache.
   void Commit(BlockTable& table, std::span<const int32_t> tokens, int n_computed,
@@ -103,19 +155,21 @@ class BlockManager {
   // are kept only for blocks that stay.
   void Truncate(BlockTable& table, int n_tokens);
 
-  // A second reference to the table's first n_blocks blocks (a pinned session).
+  // A second reference to the table's first n_blocks logical blocks, in every group (a pinned
+  // session; released window entries stay kNoBlock).
   BlockTable Share(const BlockTable& table, int n_blocks);
 
   // Drops the table's references: unreferenced keyed blocks become cached (LRU, most recently
   // freed last), others free. Leaves the table empty.
   void Free(BlockTable& table);
 
-  // Every block's state, indexed by block id; O(n_blocks), changes nothing.
-  std::vector<BlockSnapshot> Snapshot() const;
+  // Every block's state in one group's pool, indexed by block id; O(n_blocks), changes nothing.
+  std::vector<BlockSnapshot> Snapshot(int group = 0) const;
 
-  // Checks every invariant (states, counts, lists, map); for tests.
+  // Checks every invariant of every pool (states, counts, lists, map); for tests.
   Status CheckInvariants() const;
 
+  // The disk tier's hooks, on group 0's pool (the tier serves models of one layer group):
   // Called with a cached block and its key just before the block is evicted for reuse, while its
   // K/V still holds the key's content (the disk tier's write). Empty: none.
   void SetEvictionHook(std::function<void(int32_t block, const BlockKey& key)> hook) {
@@ -124,7 +178,7 @@ class BlockManager {
   // The disk tier's read: whether a block of `key` is in memory (used or cached), and taking a
   // fresh block that `fill` loads with the key's K/V, kept as a cached block of `key` (the most
   // recently used) when `fill` returns true, else freed. False when no block is available.
-  bool HasKey(const BlockKey& key) const { return cached_.count(key) != 0; }
+  bool HasKey(const BlockKey& key) const { return pools_[0].cached.count(key) != 0; }
   bool AdoptCached(const BlockKey& key, const std::function<bool(int32_t block)>& fill);
   // Every block that has a key (used or cached) with its key, by block id (the disk tier's
   // write at shutdown).
@@ -134,22 +188,35 @@ class BlockManager {
   struct KeyHash {
     size_t operator()(const BlockKey& key) const;
   };
-  int32_t TakeFreshBlock();  // from the free list, else evicts the least recently used cached
-  void Reference(int32_t block);
-  void Release(int32_t block);  // drops one reference
+  // One group's blocks: states, lists and its part of the prefix cache.
+  struct Pool {
+    explicit Pool(const BlockPoolSpec& spec);
+    int available() const { return static_cast<int>(free.size() + lru.size()); }
+    int window;
+    std::vector<int32_t> refs;
+    std::vector<bool> has_key;
+    std::vector<BlockKey> key_of;
+    std::vector<std::list<int32_t>::iterator> lru_pos;  // valid while the block is cached
+    std::vector<bool> in_lru;
+    std::vector<int32_t> free;  // stack of free blocks
+    std::list<int32_t> lru;     // cached blocks, least recently used first
+    std::unordered_map<BlockKey, int32_t, KeyHash> cached;  // key -> block (used or cached)
+    std::vector<int32_t> chain_index;                       // valid while the block has a key
+    std::vector<uint32_t> hits_of;  // AllocatePrefix reuses since the key was set
+  };
+  // From the pool's free list, else evicts its least recently used cached block.
+  int32_t TakeFreshBlock(size_t group);
+  void Reference(Pool& pool, int32_t block);
+  void Release(Pool& pool, int32_t block);  // drops one reference
+  // Keys of the leading full blocks of `tokens` that may count as a prefix hit, and of those the
+  // most blocks that every group holds as a hit needs them (see the header comment).
+  int PrefixHitBlocks(std::span<const int32_t> tokens, const std::string& salt,
+                      std::vector<BlockKey>& keys) const;
+  Status CheckPool(size_t group) const;
 
   int block_size_;
   bool prefix_caching_;
-  std::vector<int32_t> refs_;
-  std::vector<bool> has_key_;
-  std::vector<BlockKey> key_of_;
-  std::vector<std::list<int32_t>::iterator> lru_pos_;  // valid while the block is cached
-  std::vector<bool> in_lru_;
-  std::vector<int32_t> free_;  // stack of free blocks
-  std::list<int32_t> lru_;     // cached blocks, least recently used first
-  std::unordered_map<BlockKey, int32_t, KeyHash> cached_;  // key -> block (used or cached)
-  std::vector<int32_t> chain_index_;                       // valid while the block has a key
-  std::vector<uint32_t> hits_of_;  // AllocatePrefix reuses since the key was set
+  std::vector<Pool> pools_;  // [n_groups]
   uint64_t queries_ = 0;
   uint64_t hits_ = 0;
   std::function<void(int32_t, const BlockKey&)> on_evict_;

@@ -1,5 +1,6 @@
 #include "kv/kv_cache.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cstring>
 
@@ -9,14 +10,22 @@ uint64_t KvCache::BytesPerBlock(const KvSpec& spec, const KvFormat& format, int 
   return spec.BytesPerToken(format) * static_cast<uint64_t>(block_size);
 }
 
-KvCache::KvCache(const KvSpec& spec, const KvFormat& format, int block_size, int n_blocks,
-                 BufferAllocator& allocator)
-    : format_(format), block_size_(block_size), n_blocks_(n_blocks) {
+uint64_t KvCache::BytesPerBlock(const KvSpec& spec, const KvFormat& format, int block_size,
+                                int group) {
+  const KvGroupSpec& g = spec.groups[group];
+  return 2 * g.layers.size() * static_cast<uint64_t>(g.n_kv_heads) *
+         KvHeadBytes(format.group(group), g.head_dim) * static_cast<uint64_t>(block_size);
+}
+
+KvCache::KvCache(const KvSpec& spec, const KvFormat& format, int block_size,
+                 std::vector<int> n_blocks, BufferAllocator& allocator)
+    : format_(format), block_size_(block_size), n_blocks_(std::move(n_blocks)) {
   assert(spec.CheckFormat(format).ok());
+  assert(n_blocks_.size() == spec.groups.size());
   auto pool_bytes = [&](size_t g) {
     const KvGroupSpec& group = spec.groups[g];
     const uint64_t row_bytes = group.n_kv_heads * KvHeadBytes(format.group(g), group.head_dim);
-    return (row_bytes * block_size * n_blocks + 63) / 64 * 64;
+    return (row_bytes * block_size * static_cast<uint64_t>(n_blocks_[g]) + 63) / 64 * 64;
   };
   uint64_t total = 0;
   for (size_t g = 0; g < spec.groups.size(); ++g) {
@@ -37,6 +46,7 @@ KvCache::KvCache(const KvSpec& spec, const KvFormat& format, int block_size, int
       next += 2 * bytes;
       view.type = format.group(g);
       view.block_size = block_size;
+      view.group = static_cast<int>(g);
       view.n_kv_heads = group.n_kv_heads;
       view.head_dim = group.head_dim;
     }
@@ -44,7 +54,7 @@ KvCache::KvCache(const KvSpec& spec, const KvFormat& format, int block_size, int
 }
 
 void KvCache::CopyBlockOut(int block, std::span<uint8_t> out) const {
-  assert(block >= 0 && block < n_blocks_);
+  assert(block >= 0 && block < *std::min_element(n_blocks_.begin(), n_blocks_.end()));
   size_t at = 0;
   for (const KvLayerView& view : views_) {
     const size_t bytes = view.slot_bytes() * block_size_;
@@ -58,7 +68,7 @@ void KvCache::CopyBlockOut(int block, std::span<uint8_t> out) const {
 }
 
 void KvCache::CopyBlockIn(int block, std::span<const uint8_t> in) {
-  assert(block >= 0 && block < n_blocks_);
+  assert(block >= 0 && block < *std::min_element(n_blocks_.begin(), n_blocks_.end()));
   size_t at = 0;
   for (const KvLayerView& view : views_) {
     const size_t bytes = view.slot_bytes() * block_size_;

@@ -1,5 +1,6 @@
 // The memory behind the KV cache: for every layer of every group of a KvSpec, a K pool and a V
-// pool of n_blocks blocks of block_size token slots each. Owns the bytes (from the backend's
+// pool of block_size token slots per block, n_blocks(group) blocks (each group's block ids are
+// its own: BlockManager's pool of that group). Owns the bytes (from the backend's
 // allocator, so a GPU backend can place them in device memory); hands the forward pass mutable
 // per-layer views. Which sequence owns which block is decided elsewhere (BlockManager); this
 // class never looks.
@@ -20,8 +21,13 @@ class KvCache {
  public:
   // Throws std::bad_alloc when the allocator has no room (sizes are checked by the caller).
   // `format` must fit `spec` (KvSpec::CheckFormat).
-  KvCache(const KvSpec& spec, const KvFormat& format, int block_size, int n_blocks,
+  // n_blocks: per group, in KvSpec::groups order; the int form gives every group n_blocks.
+  KvCache(const KvSpec& spec, const KvFormat& format, int block_size, std::vector<int> n_blocks,
           BufferAllocator& allocator);
+  KvCache(const KvSpec& spec, const KvFormat& format, int block_size, int n_blocks,
+          BufferAllocator& allocator)
+      : KvCache(spec, format, block_size, std::vector<int>(spec.groups.size(), n_blocks),
+                allocator) {}
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
 
@@ -30,20 +36,26 @@ class KvCache {
   int n_layers() const { return static_cast<int>(views_.size()); }
   const KvFormat& format() const { return format_; }
   int block_size() const { return block_size_; }
-  int n_blocks() const { return n_blocks_; }
+  int n_groups() const { return static_cast<int>(n_blocks_.size()); }
+  // Blocks of group 0's pools; of one group's.
+  int n_blocks() const { return n_blocks_[0]; }
+  int n_blocks(int group) const { return n_blocks_[group]; }
   uint64_t bytes() const { return memory_.size(); }
-  // Bytes of K+V for one block across all layers.
+  // Bytes of K+V for one block across all layers; across one group's layers.
   static uint64_t BytesPerBlock(const KvSpec& spec, const KvFormat& format, int block_size);
+  static uint64_t BytesPerBlock(const KvSpec& spec, const KvFormat& format, int block_size,
+                                int group);
   // One block's K and V of every layer, as one byte string (layer order, K then V; the disk
-  // tier's payload), and back.  out, in: [BytesPerBlock]
+  // tier's payload), and back. Only where every group has this block id: one block of each
+  // group's pools (the engine's disk tier serves models of one group).  out, in: [BytesPerBlock]
   void CopyBlockOut(int block, std::span<uint8_t> out) const;
   void CopyBlockIn(int block, std::span<const uint8_t> in);
 
  private:
   KvFormat format_;
   int block_size_;
-  int n_blocks_;
-  Buffer memory_;  // zeroed; K and V of every layer, each pool 64-byte aligned
+  std::vector<int> n_blocks_;  // [n_groups]
+  Buffer memory_;              // zeroed; K and V of every layer, each pool 64-byte aligned
   std::vector<KvLayerView> views_;
 };
 

@@ -57,6 +57,7 @@ struct KvLayerView {
   uint8_t* v = nullptr;  // same layout
   KvType type = KvType::kF32;
   int block_size = 16;
+  int group = 0;  // the layer's KV group (KvSpec::groups index): which block tables address it
   int n_kv_heads = 0;
   int head_dim = 0;
 

@@ -1,5 +1,6 @@
 #include "kv/kv_spec.h"
 
+#include <algorithm>
 #include <numeric>
 #include <string>
 
@@ -14,6 +15,12 @@ KvSpec KvSpec::Uniform(int n_layers, int n_kv_heads, int head_dim) {
   return KvSpec{.groups = {group}};
 }
 
+int KvGroupSpec::BlocksPerSequence(int n_ctx, int block_size) const {
+  const int full = (n_ctx + block_size - 1) / block_size;
+  if (kind != KvGroupKind::kSlidingWindow || window <= 0) return full;
+  return std::min(full, (window - 1 + block_size - 1) / block_size + 1);
+}
+
 int KvSpec::n_layers() const {
   int n = 0;
   for (const KvGroupSpec& group : groups) n += static_cast<int>(group.layers.size());
@@ -26,6 +33,17 @@ uint64_t KvSpec::BytesPerToken(const KvFormat& format) const {
     const KvGroupSpec& group = groups[g];
     bytes += 2 * group.layers.size() * static_cast<uint64_t>(group.n_kv_heads) *
              KvHeadBytes(format.group(g), group.head_dim);
+  }
+  return bytes;
+}
+
+uint64_t KvSpec::BytesHeld(const KvFormat& format, int n_tokens, int block_size) const {
+  uint64_t bytes = 0;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const KvGroupSpec& group = groups[g];
+    const uint64_t per_token = 2 * group.layers.size() * static_cast<uint64_t>(group.n_kv_heads) *
+                               KvHeadBytes(format.group(g), group.head_dim);
+    bytes += per_token * block_size * group.BlocksPerSequence(n_tokens, block_size);
   }
   return bytes;
 }

@@ -18,11 +18,11 @@ void EmbedTokens(const Backend& backend, const ForwardBatch& batch, const Weight
 void SelfAttention(const Backend& backend, const ForwardBatch& batch, const KvLayerView& kv,
                    const float* q, const float* k, const float* v, size_t kv_stride, int n_heads,
                    float* attn, Workspace& ws, const SelfAttentionOptions& options) {
-  backend.StoreKv(kv, batch.slots, k, v, kv_stride, ws);
+  backend.StoreKv(kv, batch.slots(kv.group), k, v, kv_stride, ws);
   const AttentionParams params{.scale = 1.0f / std::sqrt(static_cast<float>(kv.head_dim)),
                                .window = options.window,
                                .soft_cap = options.soft_cap};
-  backend.PagedAttention(kv, batch.attention(), q, n_heads, params, attn, ws);
+  backend.PagedAttention(kv, batch.attention(kv.group), q, n_heads, params, attn, ws);
 }
 
 Status OutputHead::Load(const WeightLoader& loader, const ModelConfig& config) {

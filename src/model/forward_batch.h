@@ -10,26 +10,39 @@
 
 namespace kvserve {
 
-struct ForwardBatch {
-  std::vector<int32_t> tokens;     // [n_tokens]
-  std::vector<int32_t> positions;  // [n_tokens], position of each token in its sequence
-  std::vector<int32_t> seq_index;  // [n_tokens], index into block_tables
-  std::vector<int64_t> slots;      // [n_tokens], physical KV slot (kv/kv_layer_view.h KvSlot)
-  // Per sequence, the physical block of each logical block; must cover positions 0..max position.
+// Where one KV layer group's K/V go and are read: each group has its own block ids (kv_spec.h,
+// BlockManager), so its own slots and block tables.
+struct KvGroupBatch {
+  std::vector<int64_t> slots;  // [n_tokens], physical KV slot (kv/kv_layer_view.h KvSlot)
+  // Per sequence, the physical block of each logical block; must cover the positions attention
+  // reads (a window group's entries before the window may be kNoBlock, never read).
   std::vector<std::vector<int32_t>> block_tables;
-  std::vector<int32_t> logit_rows;  // token indices whose logits are wanted, in output order
+};
+
+struct ForwardBatch {
+  std::vector<int32_t> tokens;          // [n_tokens]
+  std::vector<int32_t> positions;       // [n_tokens], position of each token in its sequence
+  std::vector<int32_t> seq_index;       // [n_tokens], index into each group's block_tables
+  std::vector<KvGroupBatch> kv_groups;  // [n_groups], KvSpec::groups order
+  std::vector<int32_t> logit_rows;      // token indices whose logits are wanted, in output order
 
   int n_tokens() const { return static_cast<int>(tokens.size()); }
-  AttentionBatch attention() const {
-    return AttentionBatch{
-        .positions = positions, .seq_index = seq_index, .block_tables = block_tables};
+  const std::vector<int64_t>& slots(int group) const { return kv_groups[group].slots; }
+  AttentionBatch attention(int group) const {
+    return AttentionBatch{.positions = positions,
+                          .seq_index = seq_index,
+                          .block_tables = kv_groups[group].block_tables};
   }
-  void Clear() {
+  // Empties the batch, keeping n_groups (empty) groups.
+  void Clear(int n_groups) {
     tokens.clear();
     positions.clear();
     seq_index.clear();
-    slots.clear();
-    block_tables.clear();
+    kv_groups.resize(n_groups);
+    for (KvGroupBatch& group : kv_groups) {
+      group.slots.clear();
+      group.block_tables.clear();
+    }
     logit_rows.clear();
   }
 };

@@ -173,13 +173,14 @@ void FakeModel::Forward(const ForwardBatch& batch, KvCache& kv, Workspace& ws,
       FakeKvRows(batch.tokens[i], batch.positions[i], layer, k + i * kFakeHeadDim,
                  v + i * kFakeHeadDim);
     }
-    backend_.StoreKv(kv.layer(layer), batch.slots, k, v, kFakeHeadDim, ws);
+    backend_.StoreKv(kv.layer(layer), batch.slots(kv.layer(layer).group), k, v, kFakeHeadDim, ws);
   }
 
   // Read back every position of the row's sequence through its block table (host memory).
   for (size_t r = 0; r < batch.logit_rows.size(); ++r) {
     const int t = batch.logit_rows[r];
-    const std::vector<int32_t>& table = batch.block_tables[batch.seq_index[t]];
+    // (The fake model's KV spec has one group.)
+    const std::vector<int32_t>& table = batch.kv_groups[0].block_tables[batch.seq_index[t]];
     const int32_t p = batch.positions[t];
     uint64_t hash = kHashSeed;
     int32_t last = -1;

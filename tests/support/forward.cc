@@ -14,13 +14,16 @@ std::vector<float> AllPositionLogits(const Model& model, const std::vector<int32
   const int n_blocks = (n + kBlockSize - 1) / kBlockSize;
   KvCache kv(model.kv_spec(), KvType::kF32, kBlockSize, n_blocks, model.backend().allocator());
   ForwardBatch batch;
+  batch.Clear(kv.n_groups());
   batch.tokens = tokens;
-  batch.block_tables.emplace_back(n_blocks);
-  std::iota(batch.block_tables[0].begin(), batch.block_tables[0].end(), 0);
+  for (KvGroupBatch& group : batch.kv_groups) {
+    group.block_tables.emplace_back(n_blocks);
+    std::iota(group.block_tables[0].begin(), group.block_tables[0].end(), 0);
+  }
   for (int i = 0; i < n; ++i) {
     batch.positions.push_back(i);
     batch.seq_index.push_back(0);
-    batch.slots.push_back(i);
+    for (KvGroupBatch& group : batch.kv_groups) group.slots.push_back(i);
     batch.logit_rows.push_back(i);
   }
   auto workspace = model.backend().NewWorkspace(WorkspaceOptions{.n_threads = 1});
