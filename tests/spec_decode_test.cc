@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/engine_core.h"
 #include "engine/proposer.h"
 #include "engine/proposer_draft.h"
 #include "engine/proposer_ngram.h"
@@ -388,20 +389,38 @@ TEST_F(SpecDecode, PerRequestSwitchAndBackOff) {
   }
   {
     // The default back-off (16 decode + draft tokens a step): 16 decoding sequences draft nothing.
+    // Stepped by hand so that all 16 are admitted in the same step (through Engine, the first
+    // ones could start decoding, and drafting, before the last were submitted).
     EngineOptions o = WithSpec(Options(), proposer);
     o.spec.batch_tokens = 16;
-    auto engine = MakeEngine(o);
-    ASSERT_NE(engine, nullptr);
+    const int n_blocks = o.max_num_seqs * (o.n_ctx / o.block_size);
+    EngineCore core(*model_, *tokenizer_, o, {n_blocks}, 0, nullptr);
     std::vector<Request> requests = RandomRequests(16, 29, false);
+    std::vector<std::shared_ptr<RequestStream>> streams;
     for (Request& r : requests) {
       r.prompt.resize(4);
       r.max_tokens = 30;
+      streams.push_back(std::make_shared<RequestStream>());
+      core.Add(r, streams.back());
     }
-    const std::vector<Output> out = RunAll(*engine, requests);
-    ASSERT_EQ(out.size(), 16u);
+    while (core.Step()) {
+    }
     int drafted = 0;
-    for (const Output& o : out) drafted += o.usage.drafted_tokens;
+    for (auto& stream : streams) drafted += Collect(*stream).usage.drafted_tokens;
     EXPECT_EQ(drafted, 0);
+    // The same 16 with the back-off widened do draft: the 0 above is the back-off's doing.
+    o.spec.batch_tokens = 1 << 16;
+    EngineCore wide(*model_, *tokenizer_, o, {n_blocks}, 0, nullptr);
+    streams.clear();
+    for (const Request& r : requests) {
+      streams.push_back(std::make_shared<RequestStream>());
+      wide.Add(r, streams.back());
+    }
+    while (wide.Step()) {
+    }
+    drafted = 0;
+    for (auto& stream : streams) drafted += Collect(*stream).usage.drafted_tokens;
+    EXPECT_GT(drafted, 0);
   }
 }
 

@@ -105,6 +105,17 @@ TEST(ServerWatchdogTest, StoppedStepLoopTurnsHealthUnhealthy) {
   ASSERT_NE(server, nullptr);
   auto client = server->Client();
   EXPECT_EQ(Post(*client, "/v1/completions", kRequest).status, 200);
+  // The engine counts the finished request out after it has answered: wait until its step loop
+  // has, or a stop in between would leave it counted below.
+  for (int i = 0; i < 500; ++i) {
+    const std::string metrics = Get(*client, "/metrics").text;
+    if (Metric(metrics, "kvserve:num_requests_running") +
+            Metric(metrics, "kvserve:num_requests_waiting") ==
+        0) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   const pid_t engine = EngineThread(server->pid());
   ASSERT_GT(engine, 0) << "no kvserve-engine thread";
   // Stop only the engine thread (the HTTP threads go on): it is the parent's child, so ptrace
