@@ -91,6 +91,20 @@ int BlockManager::FirstLiveBlock(int group, int next_position) const {
   return window > 0 ? std::max(0, next_position - window + 1) / block_size_ : 0;
 }
 
+void BlockManager::ExtendKeyChain(std::span<const int32_t> tokens, const std::string& salt,
+                                  std::vector<BlockKey>& keys) const {
+  const size_t max_blocks = (tokens.size() - 1) / block_size_;
+  for (size_t b = keys.size(); b < max_blocks; ++b) {
+    const BlockKey key =
+        KeyOf(b ? &keys.back() : nullptr, salt, tokens.subspan(b * block_size_, block_size_));
+    const bool in_full_groups = std::all_of(pools_.begin(), pools_.end(), [&](const Pool& pool) {
+      return pool.window > 0 || pool.cached.count(key) != 0;
+    });
+    if (!in_full_groups) return;
+    keys.push_back(key);
+  }
+}
+
 // The full groups bound the hit: their blocks must hold the whole prefix. Window groups need
 // only the blocks of the window before the hit's end, so a shorter hit may succeed where a
 // longer one does not (the longer one's window slid past blocks that were evicted).
@@ -98,16 +112,7 @@ int BlockManager::PrefixHitBlocks(std::span<const int32_t> tokens, const std::st
                                   std::vector<BlockKey>& keys) const {
   keys.clear();
   if (!prefix_caching_ || tokens.empty()) return 0;
-  const size_t max_blocks = (tokens.size() - 1) / block_size_;
-  for (size_t b = 0; b < max_blocks; ++b) {
-    const BlockKey key =
-        KeyOf(b ? &keys.back() : nullptr, salt, tokens.subspan(b * block_size_, block_size_));
-    const bool in_full_groups = std::all_of(pools_.begin(), pools_.end(), [&](const Pool& pool) {
-      return pool.window > 0 || pool.cached.count(key) != 0;
-    });
-    if (!in_full_groups) break;
-    keys.push_back(key);
-  }
+  ExtendKeyChain(tokens, salt, keys);
   for (int n = static_cast<int>(keys.size()); n > 0; --n) {
     bool whole = true;
     for (int g = 0; g < n_groups() && whole; ++g) {
@@ -182,18 +187,8 @@ int BlockManager::ExtendPrefix(BlockTable& table, std::span<const int32_t> token
   if (!prefix_caching_ || tokens.empty() || table.keys.size() != table.blocks.size()) {
     return held * block_size_;
   }
-  // Keys continuing the chain while every full group has them.
   std::vector<BlockKey> keys(table.keys);
-  const int max_blocks = static_cast<int>((tokens.size() - 1) / block_size_);
-  for (int b = held; b < max_blocks; ++b) {
-    const BlockKey key =
-        KeyOf(b ? &keys.back() : nullptr, salt, tokens.subspan(b * block_size_, block_size_));
-    const bool in_full_groups = std::all_of(pools_.begin(), pools_.end(), [&](const Pool& pool) {
-      return pool.window > 0 || pool.cached.count(key) != 0;
-    });
-    if (!in_full_groups) break;
-    keys.push_back(key);
-  }
+  ExtendKeyChain(tokens, salt, keys);
   auto has = [&](int g, int b) {
     return b < held ? table.group(g)[b] != kNoBlock : pools_[g].cached.count(keys[b]) != 0;
   };

@@ -208,6 +208,11 @@ class BlockManager {
   int32_t TakeFreshBlock(size_t group);
   void Reference(Pool& pool, int32_t block);
   void Release(Pool& pool, int32_t block);  // drops one reference
+  // Appends to `keys` (the keys of tokens' leading blocks so far) the keys of the blocks that
+  // follow while every full group caches them, up to floor((tokens.size() - 1) / block_size).
+  // tokens: not empty.
+  void ExtendKeyChain(std::span<const int32_t> tokens, const std::string& salt,
+                      std::vector<BlockKey>& keys) const;
   // Keys of the leading full blocks of `tokens` that may count as a prefix hit, and of those the
   // most blocks that every group holds as a hit needs them (see the header comment).
   int PrefixHitBlocks(std::span<const int32_t> tokens, const std::string& salt,
