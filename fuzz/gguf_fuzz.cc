@@ -125,11 +125,13 @@ void RunForward(const kvserve::Model& model) {
   kvserve::ForwardBatch batch;
   batch.tokens = {0, c.n_vocab - 1};
   batch.tokens.resize(n);
-  batch.block_tables = {{0}};
+  // Every layer group's pool has one block: block 0 of each, slots 0 .. n - 1.
+  batch.kv_groups.resize(spec.groups.size());
+  for (kvserve::KvGroupBatch& group : batch.kv_groups) group.block_tables = {{0}};
   for (int i = 0; i < n; ++i) {
     batch.positions.push_back(i);
     batch.seq_index.push_back(0);
-    batch.slots.push_back(i);
+    for (kvserve::KvGroupBatch& group : batch.kv_groups) group.slots.push_back(i);
     batch.logit_rows.push_back(i);
   }
   auto workspace = model.backend().NewWorkspace(kvserve::WorkspaceOptions{.n_threads = 1});
