@@ -364,6 +364,54 @@ TEST(KernelsTest, QuantizeRowMatchesScalarBitwise) {
   }
 }
 
+// Q8_K activation rows (the K-quants'): every table gives the scalar encoder's bytes, on random
+// blocks of every scale and on blocks made to hit each rule: the first of two opposite-sign
+// maxima, halves once the scale is exactly 1, zeros, a subnormal maximum (an infinite iscale),
+// huge values, NaN and infinities.
+TEST(KernelsTest, QuantizeRowQ8KMatchesScalarBitwise) {
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  constexpr int kBlocks = 12;
+  const int k = 256 * kBlocks;
+  std::vector<float> x(k + 1);
+  for (int trial = 0; trial < 40; ++trial) {
+    for (int b = 0; b < kBlocks; ++b) {
+      const float scale = std::ldexp(1.0f, static_cast<int>(rng() % 60) - 30);
+      for (int j = 0; j < 256; ++j) x[1 + 256 * b + j] = dist(rng) * scale;
+    }
+    float* row = x.data() + 1;  // misaligned by one float
+    row[3] = -5.0f;             // block 0: -5 first, then +5: max is -5
+    row[200] = 5.0f;
+    for (int j = 0; j < 256; ++j) row[256 + j] = static_cast<float>(j % 253 - 126) + 0.5f;
+    row[256 + 7] = -127.0f;  // block 1: iscale exactly 1, every other value a tie
+    std::fill(row + 512, row + 768, trial % 2 ? 0.0f : -0.0f);  // block 2: zeros
+    std::fill(row + 768, row + 1024, 0.0f);                     // block 3: a subnormal maximum
+    row[768 + 9] = 1e-45f;
+    row[768 + 10] = -1e-45f;
+    row[1024 + 17] = 3e38f;                                             // block 4: huge
+    row[1280 + trial % 256] = std::numeric_limits<float>::quiet_NaN();  // block 5: NaN
+    row[1536 + 5] = std::numeric_limits<float>::infinity();             // block 6: infinities
+    row[1536 + 6] = -std::numeric_limits<float>::infinity();
+    std::vector<BlockQ8_K> want(kBlocks), got(kBlocks);
+    std::memset(want.data(), 0xcd, sizeof(BlockQ8_K) * kBlocks);
+    ScalarKernels().quantize_row_q8_k(row, k, want.data());
+    for (const KernelTable* t : AllTables()) {
+      SCOPED_TRACE(std::string(t->isa) + " trial " + std::to_string(trial));
+      std::memset(got.data(), 0xab, sizeof(BlockQ8_K) * kBlocks);
+      t->quantize_row_q8_k(row, k, got.data());
+      for (int b = 0; b < kBlocks; ++b) {
+        EXPECT_EQ(std::memcmp(&want[b], &got[b], sizeof(BlockQ8_K)), 0) << "block " << b;
+      }
+    }
+  }
+  // The rules themselves, on the scalar encoder: block 0's scale comes from -5, block 1's is 1.
+  std::vector<BlockQ8_K> blocks(kBlocks);
+  ScalarKernels().quantize_row_q8_k(x.data() + 1, k, blocks.data());
+  EXPECT_EQ(blocks[0].d, 1.0f / (-127.0f / -5.0f));
+  EXPECT_EQ(blocks[1].d, 1.0f);
+  EXPECT_EQ(blocks[2].d, 0.0f);
+}
+
 TEST(KernelsTest, DotMatchesScalar) {
   const auto tables = FastTables();
   if (tables.empty()) GTEST_SKIP() << "no SIMD table for this CPU";

@@ -7,10 +7,16 @@
 
 #include "kernels/cpu/attend_head.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/kquant_tiles.h"
 #include "kernels/cpu/quant_tiles_scalar.h"
+#include "kernels/quantize_ggml.h"
 #include "util/half.h"
 
 namespace kvserve {
+
+void scalar::QuantizeRowQ8_K(const float* x, int k, BlockQ8_K* out) {
+  ggml_encode::Q8_K(x, k, reinterpret_cast<uint8_t*>(out));
+}
 
 namespace {
 
@@ -151,6 +157,7 @@ constexpr KernelTable kScalar = {
     .matmul_q5_k = scalar::MatmulQ5_K,
     .matmul_q6_k = scalar::MatmulQ6_K,
     .quantize_row_q8_0 = QuantizeRowQ8_0,
+    .quantize_row_q8_k = scalar::QuantizeRowQ8_K,
     .dot_f32 = DotF32,
     .attend_head = scalar::AttendHead,
     .gelu_f16_table = GeluF16Table,

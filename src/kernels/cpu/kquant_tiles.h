@@ -13,6 +13,15 @@
 namespace kvserve {
 
 // AVX2 (vpmaddubsw + vpmaddwd); the AVX-VNNI table uses these too.
+// Q8_K activation rows (KernelTable::quantize_row_q8_k): the scalar encoder and its AVX-512 twin
+// (same bits). AVX2 and AVX-VNNI tables use the scalar one.
+namespace scalar {
+void QuantizeRowQ8_K(const float* x, int k, BlockQ8_K* out);
+}  // namespace scalar
+namespace avx512 {
+void QuantizeRowQ8_K(const float* x, int k, BlockQ8_K* out);
+}  // namespace avx512
+
 namespace avx2 {
 void MatmulQ2_K(const MatmulTile& t);
 void MatmulQ3_K(const MatmulTile& t);
