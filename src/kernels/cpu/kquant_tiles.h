@@ -13,11 +13,14 @@
 namespace kvserve {
 
 // AVX2 (vpmaddubsw + vpmaddwd); the AVX-VNNI table uses these too.
-// Q8_K activation rows (KernelTable::quantize_row_q8_k): the scalar encoder and its AVX-512 twin
-// (same bits). AVX2 and AVX-VNNI tables use the scalar one.
+// Q8_K activation rows (KernelTable::quantize_row_q8_k): the scalar encoder and its AVX2 (also
+// the AVX-VNNI table's) and AVX-512 twins (same bits).
 namespace scalar {
 void QuantizeRowQ8_K(const float* x, int k, BlockQ8_K* out);
 }  // namespace scalar
+namespace avx2 {
+void QuantizeRowQ8_K(const float* x, int k, BlockQ8_K* out);
+}  // namespace avx2
 namespace avx512 {
 void QuantizeRowQ8_K(const float* x, int k, BlockQ8_K* out);
 }  // namespace avx512
