@@ -18,6 +18,7 @@
 #include "engine/sequence.h"
 #include "kv/block_manager.h"
 #include "support/fake_model.h"
+#include "support/stream_output.h"
 #include "support/test_backend.h"
 #include "tokenizer/tokenizer.h"
 
@@ -31,26 +32,9 @@ using testing::kFakeNormalTokens;
 
 constexpr auto kEventTimeout = std::chrono::seconds(20);
 
-struct Output {
-  std::vector<int32_t> tokens;
-  std::vector<float> logprobs;
-  Usage usage;
-};
+using Output = testing::StreamOutput;
 
-Output Collect(RequestStream& stream) {
-  Output out;
-  for (;;) {
-    auto event = stream.Next(kEventTimeout);
-    EXPECT_TRUE(event.has_value());
-    if (!event) return out;
-    if (event->kind == RequestEvent::Kind::kFinish) {
-      out.usage = event->usage;
-      return out;
-    }
-    out.tokens.push_back(event->token);
-    out.logprobs.push_back(event->logprob);
-  }
-}
+Output Collect(RequestStream& stream) { return testing::CollectStream(stream, kEventTimeout); }
 
 // A shared 40-token "system prompt" (10 blocks of 4) and a different tail per request.
 std::vector<Request> SharedPrefixRequests(int n, int shared, uint64_t seed) {

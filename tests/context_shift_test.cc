@@ -21,6 +21,7 @@
 #include "model/model.h"
 #include "support/forward.h"
 #include "support/paths.h"
+#include "support/stream_output.h"
 #include "support/test_backend.h"
 #include "tokenizer/tokenizer.h"
 
@@ -50,29 +51,10 @@ const Loaded& Stories() {
   return *loaded;
 }
 
-struct Output {
-  std::vector<int32_t> tokens;
-  std::vector<float> logprobs;
-  std::string text;
-  FinishReason finish_reason = FinishReason::kNone;
-  Usage usage;
-};
+using Output = testing::StreamOutput;
 
 Output Collect(RequestStream& stream, std::chrono::milliseconds wait) {
-  Output out;
-  for (;;) {
-    auto event = stream.Next(wait);
-    EXPECT_TRUE(event.has_value()) << "the request did not finish";
-    if (!event) return out;
-    out.text += event->text;
-    if (event->kind == RequestEvent::Kind::kFinish) {
-      out.finish_reason = event->finish_reason;
-      out.usage = event->usage;
-      return out;
-    }
-    out.tokens.push_back(event->token);
-    out.logprobs.push_back(event->logprob);
-  }
+  return testing::CollectStream(stream, wait);
 }
 
 void ExpectSame(const Output& a, const Output& b, const std::string& what) {

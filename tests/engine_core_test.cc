@@ -20,6 +20,7 @@
 #include "engine/sampler.h"
 #include "kv/kv_cache.h"
 #include "support/fake_model.h"
+#include "support/stream_output.h"
 #include "support/test_backend.h"
 #include "tokenizer/tokenizer.h"
 
@@ -40,32 +41,9 @@ using testing::kFakeVocab;
 
 constexpr auto kEventTimeout = std::chrono::seconds(20);
 
-struct Output {
-  std::vector<int32_t> tokens;
-  std::vector<float> logprobs;
-  std::string text;
-  FinishReason finish_reason = FinishReason::kNone;
-  Usage usage;
-  std::chrono::steady_clock::time_point finish_time;
-};
+using Output = testing::StreamOutput;
 
-Output Collect(RequestStream& stream) {
-  Output out;
-  for (;;) {
-    auto event = stream.Next(kEventTimeout);
-    EXPECT_TRUE(event.has_value()) << "no event within " << kEventTimeout.count() << " s";
-    if (!event) return out;
-    out.text += event->text;
-    if (event->kind == RequestEvent::Kind::kFinish) {
-      out.finish_reason = event->finish_reason;
-      out.usage = event->usage;
-      out.finish_time = event->time;
-      return out;
-    }
-    out.tokens.push_back(event->token);
-    out.logprobs.push_back(event->logprob);
-  }
-}
+Output Collect(RequestStream& stream) { return testing::CollectStream(stream, kEventTimeout); }
 
 std::vector<Output> RunAll(Engine& engine, const std::vector<Request>& requests) {
   std::vector<std::shared_ptr<RequestStream>> streams;

@@ -11,6 +11,7 @@
 #include "model/model.h"
 #include "support/forward.h"
 #include "support/paths.h"
+#include "support/stream_output.h"
 #include "support/test_backend.h"
 #include "tokenizer/tokenizer.h"
 
@@ -33,29 +34,10 @@ Loaded Load(const std::string& name) {
   return l;
 }
 
-struct Output {
-  std::vector<int32_t> tokens;
-  std::vector<float> logprobs;
-  std::string text;
-  FinishReason finish_reason = FinishReason::kNone;
-  Usage usage;
-};
+using Output = testing::StreamOutput;
 
 Output Collect(RequestStream& stream) {
-  Output out;
-  for (;;) {
-    auto event = stream.Next(std::chrono::seconds(60));
-    EXPECT_TRUE(event.has_value()) << "no event within 60 s";
-    if (!event) return out;
-    out.text += event->text;
-    if (event->kind == RequestEvent::Kind::kFinish) {
-      out.finish_reason = event->finish_reason;
-      out.usage = event->usage;
-      return out;
-    }
-    out.tokens.push_back(event->token);
-    out.logprobs.push_back(event->logprob);
-  }
+  return testing::CollectStream(stream, std::chrono::seconds(60));
 }
 
 std::vector<Output> RunAll(Engine& engine, const std::vector<Request>& requests) {

@@ -21,6 +21,7 @@
 #include "support/paths.h"
 #include "support/reference.h"
 #include "support/reference_runs.h"
+#include "support/stream_output.h"
 #include "support/test_backend.h"
 #include "tokenizer/tokenizer.h"
 
@@ -128,25 +129,10 @@ TEST(KvQuant, EveryKernelTableGivesTheSameBits) {
 
 // ---- Through the serving engine ----------------------------------------------------------------
 
-struct Output {
-  std::vector<int32_t> tokens;
-  std::vector<float> logprobs;
-  Usage usage;
-};
+using Output = testing::StreamOutput;
 
 Output Collect(RequestStream& stream) {
-  Output out;
-  for (;;) {
-    auto event = stream.Next(std::chrono::seconds(60));
-    EXPECT_TRUE(event.has_value()) << "no event within 60 s";
-    if (!event) return out;
-    if (event->kind == RequestEvent::Kind::kFinish) {
-      out.usage = event->usage;
-      return out;
-    }
-    out.tokens.push_back(event->token);
-    out.logprobs.push_back(event->logprob);
-  }
+  return testing::CollectStream(stream, std::chrono::seconds(60));
 }
 
 std::vector<Output> RunAll(Engine& engine, const std::vector<Request>& requests) {

@@ -33,6 +33,7 @@
 #include "support/fake_model.h"
 #include "support/paths.h"
 #include "support/reference_runs.h"
+#include "support/stream_output.h"
 #include "support/test_backend.h"
 #include "tokenizer/tokenizer.h"
 
@@ -48,32 +49,9 @@ using testing::kFakeNormalTokens;
 constexpr auto kEventTimeout = std::chrono::seconds(20);
 constexpr int kLayers = 2;
 
-struct Output {
-  std::vector<int32_t> tokens;
-  std::vector<float> logprobs;
-  std::vector<std::vector<TokenLogprob>> top;
-  std::string text;
-  FinishReason finish_reason = FinishReason::kNone;
-  Usage usage;
-};
+using Output = testing::StreamOutput;
 
-Output Collect(RequestStream& stream) {
-  Output out;
-  for (;;) {
-    auto event = stream.Next(kEventTimeout);
-    EXPECT_TRUE(event.has_value()) << "no event within " << kEventTimeout.count() << " s";
-    if (!event) return out;
-    out.text += event->text;
-    if (event->kind == RequestEvent::Kind::kFinish) {
-      out.finish_reason = event->finish_reason;
-      out.usage = event->usage;
-      return out;
-    }
-    out.tokens.push_back(event->token);
-    out.logprobs.push_back(event->logprob);
-    out.top.push_back(event->top_logprobs);
-  }
-}
+Output Collect(RequestStream& stream) { return testing::CollectStream(stream, kEventTimeout); }
 
 std::vector<Output> RunAll(Engine& engine, const std::vector<Request>& requests) {
   std::vector<std::shared_ptr<RequestStream>> streams;

@@ -173,7 +173,11 @@ bool InstallCrashHandler(const char* program) {
 
 void ArmThreadForCrashReports() {
 #ifndef KVSERVE_SANITIZED
-  // The main thread has the static stack already (InstallCrashHandler); others get their own.
+  // Once per thread (the HTTP workers call this per connection). The main thread has the static
+  // stack already (InstallCrashHandler); others get their own.
+  thread_local bool armed = false;
+  if (armed) return;
+  armed = true;
   if (syscall(SYS_gettid) == getpid()) return;
   thread_local ThreadAltStack stack;
   (void)stack;
