@@ -1,8 +1,9 @@
 #include "util/buffer.h"
 
-#include <cstdlib>
 #include <cstring>
 #include <new>
+
+#include "util/large_memory.h"
 
 namespace kvserve {
 
@@ -24,13 +25,14 @@ void Buffer::Reset() {
 }
 
 Buffer HostAllocator::AllocateZeroed(size_t bytes) {
-  const size_t rounded = (bytes + 63) / 64 * 64;
-  void* memory = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  // The 64-byte tail too, as full-width kernel loads may read it.
+  const size_t rounded = bytes == 0 ? 64 : (bytes + 63) / 64 * 64;
+  void* memory = AllocateLarge(rounded);
   if (memory == nullptr) throw std::bad_alloc();
-  std::memset(memory, 0, rounded == 0 ? 64 : rounded);
+  std::memset(memory, 0, rounded);
   return Buffer(static_cast<uint8_t*>(memory), bytes, this);
 }
 
-void HostAllocator::Free(uint8_t* data, size_t /*bytes*/) { std::free(data); }
+void HostAllocator::Free(uint8_t* data, size_t /*bytes*/) { FreeLarge(data); }
 
 }  // namespace kvserve

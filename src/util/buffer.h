@@ -40,7 +40,7 @@ class BufferAllocator {
   virtual void Free(uint8_t* data, size_t bytes) = 0;
 };
 
-// Host memory from aligned_alloc.
+// Host memory from AllocateLarge (large_memory.h): huge pages for the big KV pools.
 class HostAllocator final : public BufferAllocator {
  public:
   Buffer AllocateZeroed(size_t bytes) override;

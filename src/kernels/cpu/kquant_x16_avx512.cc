@@ -40,9 +40,13 @@ constexpr int kLanes = kX16Lanes;
 constexpr int kPassRows = 16;
 // Activation rows per chunk: a super-block's weights are unpacked once per chunk.
 constexpr int kMr = 8;
-// Bytes ahead of the weight vector being read that are prefetched into L1 (the hardware
-// prefetcher alone left single-thread Q4_K decode about 20% behind llama.cpp's on this machine).
-constexpr int kPrefetchAhead = 2048;
+// Chunks of at most this many rows take Q6KQuarter, larger ones Q6KSubBlock.
+constexpr int kQ6KFewRows = 5;
+// Bytes ahead of the weight vector being read that are prefetched into L1. Far enough to cover
+// memory latency while 16 rows compute on a super-block (at 2 KiB, a 16-stream step waited on
+// memory: Q6_K 242 → 285 t/s, Q4_K_M 331 → 355 t/s with 12 KiB); the hardware prefetcher alone
+// had left single-thread Q4_K decode about 20% behind llama.cpp's on this machine.
+constexpr int kPrefetchAhead = 12288;
 
 inline __m512i Load(const uint8_t* p) { return _mm512_loadu_si512(p); }
 
@@ -103,6 +107,12 @@ inline void K4SubBlock(const uint8_t* quant, const uint8_t* side, const int8_t* 
   for (int r = 0; r < MR; ++r) isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(dot[r], sc));
 }
 
+template <bool kQ5, int MR, int... kS>
+inline void K4SubBlocks(const uint8_t* quant, const uint8_t* side, const int8_t* const* xq,
+                        bool prefetch, __m512i* isum, std::integer_sequence<int, kS...>) {
+  (K4SubBlock<kQ5, MR, kS>(quant, side, xq, prefetch, isum), ...);
+}
+
 // acc[r] += super-block `quant`'s sum for rows x[0 .. MR) (block b of each row).
 template <bool kQ5, int MR>
 void K4SuperBlock(const uint8_t* quant, int b, const uint8_t* const* x, bool prefetch,
@@ -112,10 +122,7 @@ void K4SuperBlock(const uint8_t* quant, int b, const uint8_t* const* x, bool pre
   for (int r = 0; r < MR; ++r) isum[r] = _mm512_setzero_si512();
   const int8_t* xq[MR];
   for (int r = 0; r < MR; ++r) xq[r] = Quants(x[r], b);
-  [&]<int... kS>(std::integer_sequence<int, kS...>) {
-    (K4SubBlock<kQ5, MR, kS>(quant, side, xq, prefetch, isum), ...);
-  }
-  (std::make_integer_sequence<int, 8>());
+  K4SubBlocks<kQ5, MR>(quant, side, xq, prefetch, isum, std::make_integer_sequence<int, 8>());
   // Lane l of min_pairs[s]: (min_s, min_s) of row l as int16, against (bsums[2s], bsums[2s+1]).
   __m512i min_pairs[8];
   for (int s = 0; s < 8; ++s) {
@@ -145,7 +152,8 @@ void K4SuperBlock(const uint8_t* quant, int b, const uint8_t* const* x, bool pre
 // ---- Q6_K ----
 
 // isum[r] += the scale-weighted dots (of the stored values q + 32) of quarter q of half n of
-// super-block b: elements 128n + 32k + 16q + [0, 16) for k = 0..3, sub-block 8n + 2k + q.
+// super-block b: elements 128n + 32k + 16q + [0, 16) for k = 0..3, sub-block 8n + 2k + q. The
+// quarter's 16 vectors are unpacked once for all rows: the faster form for few rows (decode).
 template <int MR>
 inline void Q6KQuarter(const uint8_t* quant, const uint8_t* side, int n, int q, int b,
                        const uint8_t* const* x, bool prefetch, __m512i* isum) {
@@ -184,6 +192,60 @@ inline void Q6KQuarter(const uint8_t* quant, const uint8_t* side, int n, int q, 
   }
 }
 
+// isum[r] += the scale-weighted dot (of the stored values q + 32) of sub-block 8n + 2k + q of
+// super-block b: elements 128n + 32k + 16q + [0, 16), the rows' vpdpbusd chains interleaved.
+template <int MR, int kN, int kQ, int kK>
+inline void Q6KSubBlock(const uint8_t* quant, const uint8_t* side, const int8_t* const* xq,
+                        bool prefetch, __m512i* isum) {
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  const __m512i two = _mm512_set1_epi8(0x30);
+  __m512i e[4];  // elements 128n + 32k + 16q + 4ii .. + 3, values 0 .. 63
+  for (int ii = 0; ii < 4; ++ii) {
+    const uint8_t* v = quant + 3 * 64 * (8 * kN + 4 * kQ + ii);
+    if (kK == 0 && prefetch) {
+      for (int line = 0; line < 3; ++line) {
+        _mm_prefetch(reinterpret_cast<const char*>(v + 64 * line + kPrefetchAhead), _MM_HINT_T0);
+      }
+    }
+    // v: ql bytes 64n + 4i, then ql bytes 64n + 32 + 4i, then qh bytes 32n + 4i (i = 4q + ii).
+    const __m512i l = Load(v + (kK % 2 == 0 ? 0 : 64));
+    const __m512i h = Load(v + 128);
+    const __m512i lo = kK < 2 ? l : _mm512_srli_epi16(l, 4);
+    const __m512i hi = kK == 0   ? _mm512_slli_epi16(h, 4)
+                       : kK == 1 ? _mm512_slli_epi16(h, 2)
+                       : kK == 2 ? h
+                                 : _mm512_srli_epi16(h, 2);
+    e[ii] = _mm512_or_si512(_mm512_and_si512(lo, low), _mm512_and_si512(hi, two));
+  }
+  constexpr int kOffset = 128 * kN + 32 * kK + 16 * kQ;
+  __m512i dot[MR];
+  for (int r = 0; r < MR; ++r) dot[r] = _mm512_setzero_si512();
+  for (int ii = 0; ii < 4; ++ii) {
+    for (int r = 0; r < MR; ++r) {
+      dot[r] = _mm512_dpbusd_epi32(dot[r], e[ii], Bcast32(xq[r] + kOffset + 4 * ii));
+    }
+  }
+  const __m512i sc = _mm512_cvtepi8_epi32(Load128(side + kQ6KScales + 16 * (8 * kN + 2 * kK + kQ)));
+  for (int r = 0; r < MR; ++r) isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(dot[r], sc));
+}
+
+// Sub-block t = 8n + 4q + k of Q6KSubBlock (n: half, q: quarter of the half, k: 32-element run).
+template <int MR, int... kT>
+inline void Q6KSubBlocks(const uint8_t* quant, const uint8_t* side, const int8_t* const* xq,
+                         bool prefetch, __m512i* isum, std::integer_sequence<int, kT...>) {
+  (Q6KSubBlock<MR, kT / 8, kT / 4 % 2, kT % 4>(quant, side, xq, prefetch, isum), ...);
+}
+
+// The quarters for few rows. Kept out of line: inlined next to the many-row form, it made GCC
+// compile the 8-row form slower (16-stream decode 7% slower, alternating runs).
+template <int MR>
+[[gnu::noinline]] void Q6KFewRowsDots(const uint8_t* quant, const uint8_t* side, int b,
+                                      const uint8_t* const* x, bool prefetch, __m512i* isum) {
+  for (int n = 0; n < 2; ++n) {
+    for (int q = 0; q < 2; ++q) Q6KQuarter<MR>(quant, side, n, q, b, x, prefetch, isum);
+  }
+}
+
 // acc[r] += super-block `quant`'s sum for rows x[0 .. MR) (block b of each row).
 template <int MR>
 void Q6KSuperBlock(const uint8_t* quant, int b, const uint8_t* const* x, bool prefetch,
@@ -191,8 +253,12 @@ void Q6KSuperBlock(const uint8_t* quant, int b, const uint8_t* const* x, bool pr
   const uint8_t* side = quant + kQ6KQuantPart;
   __m512i isum[MR];
   for (int r = 0; r < MR; ++r) isum[r] = _mm512_setzero_si512();
-  for (int n = 0; n < 2; ++n) {
-    for (int q = 0; q < 2; ++q) Q6KQuarter<MR>(quant, side, n, q, b, x, prefetch, isum);
+  if constexpr (MR <= kQ6KFewRows) {
+    Q6KFewRowsDots<MR>(quant, side, b, x, prefetch, isum);
+  } else {
+    const int8_t* xq[MR];
+    for (int r = 0; r < MR; ++r) xq[r] = Quants(x[r], b);
+    Q6KSubBlocks<MR>(quant, side, xq, prefetch, isum, std::make_integer_sequence<int, 16>());
   }
   // Lane l of scale_pairs[k]: (scale_2k, scale_2k+1) of row l as int16, against
   // (bsums[2k], bsums[2k+1]): the offset term Σ_s scale_s * bsum_s of the stored q + 32.
