@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Compares two kvserve binaries output for output: logits of the reference token sequences in the
-# batch, incremental and no-cache modes (f32, f16, q8_0 and q4_0 weights; f32 and f16 KV), generated
-# text (greedy, seeded, no-cache), and the serving engine's tokens for 16 requests at once, with
-# prefix-cache hits, chunked prefill and preemption under a small KV pool. Every output must be the
+# batch, incremental and no-cache modes (f32, f16, q8_0 and q4_0 weights, and llama.cpp's Q4_K_M,
+# Q5_K_M and Q6_K files; f32 and f16 KV), generated text (greedy, seeded, no-cache), and the serving
+# engine's tokens for 16 requests at once, with prefix-cache hits, chunked prefill and preemption
+# under a small KV pool. Every output must be the
 # same bytes. Use it around a refactor that must not change a number:
 #   git stash; scripts/build.sh; cp build/kvserve /tmp/kvserve-old; git stash pop; scripts/build.sh
 #   scripts/same-bits.sh /tmp/kvserve-old build/kvserve
@@ -60,6 +61,13 @@ for m in "$gpt2" "$work/gpt2-q8_0.gguf"; do
   done
 done
 add logits -m "$stories" --tokens "$stories_tokens" --mode incremental --kv-type f16 --out @OUT@
+# K-quant files made by llama.cpp (the packed x16 tiles; Q4_K_M mixes Q4_K and Q6_K).
+arch_tokens=$(tokens_of "$ref/arch/llama3-q4_k_m.json")
+for q in q4_k_m q5_k_m q6_k; do
+  for mode in batch incremental no-cache; do
+    add logits -m "$models/arch/llama3-$q.gguf" --tokens "$arch_tokens" --mode $mode --out @OUT@
+  done
+done
 for m in "$stories" "$work/stories-q4_0.gguf"; do
   add run -m "$m" -p "Once upon a time" -n 48 --temp 0
   add run -m "$m" -p "Once upon a time" -n 48 --temp 0.8 --seed 7
