@@ -39,7 +39,13 @@ constexpr bool kVnni = true;
 constexpr bool kVnni = false;
 #endif
 
-constexpr int kMr = 4;  // activation rows per pass over a half-group's super-block
+// Activation rows that visit each super-block of a group in one pass, both halves and kMr rows at
+// a time: the group's weights stream in from memory once per kPassRows rows, and the later
+// chunks and the second half find the super-block in L1.
+constexpr int kPassRows = 16;
+constexpr int kMr = 4;  // activation rows per chunk: the weights are unpacked once per chunk
+// Bytes ahead of the weight vector being read that are prefetched into L1 (as the AVX-512 tiles).
+constexpr int kPrefetchAhead = 12288;
 
 // 8 bytes at p widened to int32 lanes (unsigned or signed).
 inline __m256i LoadU8x8(const uint8_t* p) {
@@ -88,12 +94,6 @@ inline __m256i DotPairs(__m256i acc, const __m256i* pairs, int n, const uint8_t*
   return acc;
 }
 
-template <int MR>
-struct HalfRows {
-  const uint8_t* x[MR];
-  float* y[MR];  // row r's 8 outputs of this half
-};
-
 inline const int8_t* Quants(const uint8_t* x_row, int b) {
   return reinterpret_cast<const int8_t*>(x_row + sizeof(BlockQ8_K) * b +
                                          offsetof(BlockQ8_K, quants));
@@ -107,133 +107,157 @@ inline float Dx(const uint8_t* x_row, int b) {
   return d;
 }
 
+// acc[r] (the 8 lanes of half h) += super-block sb's sum for rows x[0 .. MR) (block b of each).
 template <bool kQ5, int MR>
-void K4Half(const uint8_t* group, int n_sb, int h, const HalfRows<MR>& rows, int valid) {
-  constexpr size_t kStride = kQ5 ? kQ5KStride : kQ4KStride;
-  constexpr size_t kQuantPart = kQ5 ? kQ5KQuantPart : kQ4KQuantPart;
+void K4SuperBlockHalf(const uint8_t* sb, int b, int h, const uint8_t* const* x, bool prefetch,
+                      float (*acc)[kHalfLanes]) {
+  const uint8_t* quant = sb + 32 * h;
+  const uint8_t* side = sb + (kQ5 ? kQ5KQuantPart : kQ4KQuantPart);
   const __m256i low = _mm256_set1_epi8(0x0f);
   const __m256i four = _mm256_set1_epi8(0x10);
-  __m256 acc[MR];
-  for (int r = 0; r < MR; ++r) acc[r] = _mm256_setzero_ps();
-  for (int b = 0; b < n_sb; ++b) {
-    const uint8_t* quant = group + kStride * static_cast<size_t>(b) + 32 * h;
-    const uint8_t* side = group + kStride * static_cast<size_t>(b) + kQuantPart;
-    __m256i isum[MR];
-    for (int r = 0; r < MR; ++r) isum[r] = _mm256_setzero_si256();
-    for (int s = 0; s < 8; ++s) {  // sub-block s: the low (s even) or high nibbles of pair s / 2
-      const int p = s / 2;
-      __m256i w[8];
-      for (int i = 0; i < 8; ++i) {
-        const __m256i g = Load(quant + 64 * (8 * p + i));
-        w[i] = _mm256_and_si256(s % 2 == 0 ? g : _mm256_srli_epi16(g, 4), low);
-        if constexpr (kQ5) {
-          const __m256i qh = Load(quant + kQ5KQh + 64 * i);
-          w[i] = _mm256_or_si256(w[i], _mm256_and_si256(BitToFour(qh, s), four));
-        }
+  __m256i isum[MR];
+  for (int r = 0; r < MR; ++r) isum[r] = _mm256_setzero_si256();
+  for (int s = 0; s < 8; ++s) {  // sub-block s: the low (s even) or high nibbles of pair s / 2
+    const int p = s / 2;
+    __m256i w[8];
+    for (int i = 0; i < 8; ++i) {
+      const uint8_t* v = sb + 64 * (8 * p + i);
+      if (s % 2 == 0 && prefetch) {
+        _mm_prefetch(reinterpret_cast<const char*>(v + kPrefetchAhead), _MM_HINT_T0);
       }
-      const __m256i sc = LoadU8x8(side + kQ4KScales + 16 * s + 8 * h);
-      for (int r = 0; r < MR; ++r) {
-        const __m256i dot = DotDwords < 8,
-                      kQ5 ? 4 : 8 > (w, Quants(rows.x[r], b) + 64 * p + 32 * (s % 2));
-        isum[r] = _mm256_add_epi32(isum[r], _mm256_mullo_epi32(dot, sc));
+      const __m256i g = Load(v + 32 * h);
+      w[i] = _mm256_and_si256(s % 2 == 0 ? g : _mm256_srli_epi16(g, 4), low);
+      if constexpr (kQ5) {
+        const __m256i qh = Load(quant + kQ5KQh + 64 * i);
+        w[i] = _mm256_or_si256(w[i], _mm256_and_si256(BitToFour(qh, s), four));
       }
     }
-    __m256i min_pairs[8];
-    for (int s = 0; s < 8; ++s) {
-      const __m256i m = LoadU8x8(side + kQ4KMins + 16 * s + 8 * h);
-      min_pairs[s] = _mm256_or_si256(m, _mm256_slli_epi32(m, 16));
-    }
-    const __m256 d = LoadF16x8(side + kQ4KD + 16 * h);
-    const __m256 dmin = LoadF16x8(side + kQ4KDmin + 16 * h);
+    const __m256i sc = LoadU8x8(side + kQ4KScales + 16 * s + 8 * h);
     for (int r = 0; r < MR; ++r) {
-      const __m256i msum = DotPairs(_mm256_setzero_si256(), min_pairs, 8, Bsums(rows.x[r], b));
-      const __m256 dx = _mm256_set1_ps(Dx(rows.x[r], b));
-      __m256 block =
-          Rounded(_mm256_mul_ps(_mm256_cvtepi32_ps(isum[r]), Rounded(_mm256_mul_ps(d, dx))));
-      block = Rounded(_mm256_sub_ps(
-          block,
-          Rounded(_mm256_mul_ps(_mm256_cvtepi32_ps(msum), Rounded(_mm256_mul_ps(dmin, dx))))));
-      acc[r] = Rounded(_mm256_add_ps(acc[r], block));
+      const __m256i dot = DotDwords < 8, kQ5 ? 4 : 8 > (w, Quants(x[r], b) + 64 * p + 32 * (s % 2));
+      isum[r] = _mm256_add_epi32(isum[r], _mm256_mullo_epi32(dot, sc));
     }
   }
-  for (int r = 0; r < MR; ++r) StoreHalf(rows.y[r], acc[r], valid);
+  __m256i min_pairs[8];
+  for (int s = 0; s < 8; ++s) {
+    const __m256i m = LoadU8x8(side + kQ4KMins + 16 * s + 8 * h);
+    min_pairs[s] = _mm256_or_si256(m, _mm256_slli_epi32(m, 16));
+  }
+  const __m256 d = LoadF16x8(side + kQ4KD + 16 * h);
+  const __m256 dmin = LoadF16x8(side + kQ4KDmin + 16 * h);
+  for (int r = 0; r < MR; ++r) {
+    const __m256i msum = DotPairs(_mm256_setzero_si256(), min_pairs, 8, Bsums(x[r], b));
+    const __m256 dx = _mm256_set1_ps(Dx(x[r], b));
+    __m256 block =
+        Rounded(_mm256_mul_ps(_mm256_cvtepi32_ps(isum[r]), Rounded(_mm256_mul_ps(d, dx))));
+    block = Rounded(_mm256_sub_ps(
+        block, Rounded(_mm256_mul_ps(_mm256_cvtepi32_ps(msum), Rounded(_mm256_mul_ps(dmin, dx))))));
+    _mm256_store_ps(acc[r], Rounded(_mm256_add_ps(_mm256_load_ps(acc[r]), block)));
+  }
 }
 
+// acc[r] (the 8 lanes of half h) += super-block sb's sum for rows x[0 .. MR) (block b of each).
 template <int MR>
-void Q6KHalf(const uint8_t* group, int n_sb, int h, const HalfRows<MR>& rows, int valid) {
+void Q6KSuperBlockHalf(const uint8_t* sb, int b, int h, const uint8_t* const* x, bool prefetch,
+                       float (*acc)[kHalfLanes]) {
+  const uint8_t* side = sb + kQ6KQuantPart;
   const __m256i low = _mm256_set1_epi8(0x0f);
   const __m256i two = _mm256_set1_epi8(0x30);
-  __m256 acc[MR];
-  for (int r = 0; r < MR; ++r) acc[r] = _mm256_setzero_ps();
-  for (int b = 0; b < n_sb; ++b) {
-    const uint8_t* quant = group + kQ6KStride * static_cast<size_t>(b) + 32 * h;
-    const uint8_t* side = group + kQ6KStride * static_cast<size_t>(b) + kQ6KQuantPart;
-    __m256i isum[MR];
-    for (int r = 0; r < MR; ++r) isum[r] = _mm256_setzero_si256();
-    for (int n = 0; n < 2; ++n) {
-      for (int q = 0; q < 2; ++q) {
-        for (int k = 0; k < 4; ++k) {  // elements 128n + 32k + 16q + [0, 16): sub 8n + 2k + q
-          __m256i e[4];
-          for (int ii = 0; ii < 4; ++ii) {
-            const uint8_t* v = quant + 3 * 64 * (8 * n + 4 * q + ii);
-            const __m256i ql = Load(v + 64 * (k % 2));  // k even: ql bytes 64n + 4i, odd: + 32
-            const __m256i qh = Load(v + 128);
-            const __m256i nib = _mm256_and_si256(k < 2 ? ql : _mm256_srli_epi16(ql, 4), low);
-            const __m256i hb = k == 0   ? _mm256_slli_epi16(qh, 4)
-                               : k == 1 ? _mm256_slli_epi16(qh, 2)
-                               : k == 2 ? qh
-                                        : _mm256_srli_epi16(qh, 2);
-            e[ii] = _mm256_or_si256(nib, _mm256_and_si256(hb, two));
+  __m256i isum[MR];
+  for (int r = 0; r < MR; ++r) isum[r] = _mm256_setzero_si256();
+  for (int n = 0; n < 2; ++n) {
+    for (int q = 0; q < 2; ++q) {
+      for (int k = 0; k < 4; ++k) {  // elements 128n + 32k + 16q + [0, 16): sub 8n + 2k + q
+        __m256i e[4];
+        for (int ii = 0; ii < 4; ++ii) {
+          const uint8_t* v = sb + 3 * 64 * (8 * n + 4 * q + ii);
+          if (k == 0 && prefetch) {
+            for (int line = 0; line < 3; ++line) {
+              _mm_prefetch(reinterpret_cast<const char*>(v + 64 * line + kPrefetchAhead),
+                           _MM_HINT_T0);
+            }
           }
-          const __m256i sc = LoadI8x8(side + kQ6KScales + 16 * (8 * n + 2 * k + q) + 8 * h);
-          for (int r = 0; r < MR; ++r) {
-            const __m256i dot =
-                DotDwords<4, 2>(e, Quants(rows.x[r], b) + 128 * n + 32 * k + 16 * q);
-            isum[r] = _mm256_add_epi32(isum[r], _mm256_mullo_epi32(dot, sc));
-          }
+          const __m256i ql =
+              Load(v + 32 * h + 64 * (k % 2));  // k even: ql bytes 64n + 4i, odd: + 32
+          const __m256i qh = Load(v + 32 * h + 128);
+          const __m256i nib = _mm256_and_si256(k < 2 ? ql : _mm256_srli_epi16(ql, 4), low);
+          const __m256i hb = k == 0   ? _mm256_slli_epi16(qh, 4)
+                             : k == 1 ? _mm256_slli_epi16(qh, 2)
+                             : k == 2 ? qh
+                                      : _mm256_srli_epi16(qh, 2);
+          e[ii] = _mm256_or_si256(nib, _mm256_and_si256(hb, two));
+        }
+        const __m256i sc = LoadI8x8(side + kQ6KScales + 16 * (8 * n + 2 * k + q) + 8 * h);
+        for (int r = 0; r < MR; ++r) {
+          const __m256i dot = DotDwords<4, 2>(e, Quants(x[r], b) + 128 * n + 32 * k + 16 * q);
+          isum[r] = _mm256_add_epi32(isum[r], _mm256_mullo_epi32(dot, sc));
         }
       }
     }
-    __m256i scale_pairs[8];
-    for (int k = 0; k < 8; ++k) {
-      const __m256i even = LoadI8x8(side + kQ6KScales + 16 * (2 * k) + 8 * h);
-      const __m256i odd = LoadI8x8(side + kQ6KScales + 16 * (2 * k + 1) + 8 * h);
-      scale_pairs[k] = _mm256_or_si256(_mm256_and_si256(even, _mm256_set1_epi32(0xffff)),
-                                       _mm256_slli_epi32(odd, 16));
-    }
-    const __m256 d = LoadF16x8(side + kQ6KD + 16 * h);
-    for (int r = 0; r < MR; ++r) {
-      const __m256i offset = DotPairs(_mm256_setzero_si256(), scale_pairs, 8, Bsums(rows.x[r], b));
-      const __m256i total = _mm256_sub_epi32(isum[r], _mm256_slli_epi32(offset, 5));
-      const __m256 dx = _mm256_set1_ps(Dx(rows.x[r], b));
-      const __m256 block =
-          Rounded(_mm256_mul_ps(_mm256_cvtepi32_ps(total), Rounded(_mm256_mul_ps(d, dx))));
-      acc[r] = Rounded(_mm256_add_ps(acc[r], block));
-    }
   }
-  for (int r = 0; r < MR; ++r) StoreHalf(rows.y[r], acc[r], valid);
+  __m256i scale_pairs[8];
+  for (int k = 0; k < 8; ++k) {
+    const __m256i even = LoadI8x8(side + kQ6KScales + 16 * (2 * k) + 8 * h);
+    const __m256i odd = LoadI8x8(side + kQ6KScales + 16 * (2 * k + 1) + 8 * h);
+    scale_pairs[k] = _mm256_or_si256(_mm256_and_si256(even, _mm256_set1_epi32(0xffff)),
+                                     _mm256_slli_epi32(odd, 16));
+  }
+  const __m256 d = LoadF16x8(side + kQ6KD + 16 * h);
+  for (int r = 0; r < MR; ++r) {
+    const __m256i offset = DotPairs(_mm256_setzero_si256(), scale_pairs, 8, Bsums(x[r], b));
+    const __m256i total = _mm256_sub_epi32(isum[r], _mm256_slli_epi32(offset, 5));
+    const __m256 dx = _mm256_set1_ps(Dx(x[r], b));
+    const __m256 block =
+        Rounded(_mm256_mul_ps(_mm256_cvtepi32_ps(total), Rounded(_mm256_mul_ps(d, dx))));
+    _mm256_store_ps(acc[r], Rounded(_mm256_add_ps(_mm256_load_ps(acc[r]), block)));
+  }
 }
 
 template <GgmlType T, int MR>
-void HalfGroupRows(const MatmulTile& t, const uint8_t* group, int i0, int j0, int h) {
-  HalfRows<MR> rows;
-  for (int r = 0; r < MR; ++r) {
-    rows.x[r] = t.x + static_cast<size_t>(i0 + r) * t.x_row_bytes;
-    rows.y[r] = t.y + static_cast<size_t>(i0 + r) * t.ldy + j0 + kHalfLanes * h;
-  }
-  const int valid = t.n_end - (j0 + kHalfLanes * h);
+void SuperBlockHalfRows(const uint8_t* sb, int b, int h, const uint8_t* const* x, bool prefetch,
+                        float (*acc)[kHalfLanes]) {
   if constexpr (T == GgmlType::kQ6_K) {
-    Q6KHalf<MR>(group, t.k / 256, h, rows, valid);
+    Q6KSuperBlockHalf<MR>(sb, b, h, x, prefetch, acc);
   } else {
-    K4Half<T == GgmlType::kQ5_K, MR>(group, t.k / 256, h, rows, valid);
+    K4SuperBlockHalf<T == GgmlType::kQ5_K, MR>(sb, b, h, x, prefetch, acc);
   }
 }
 
+// Rows x[0 .. mr) with mr (1 .. kMr) fixed at compile time.
 template <GgmlType T, int MR = 1>
-void HalfGroupRowsOf(int mr, const MatmulTile& t, const uint8_t* group, int i0, int j0, int h) {
+void SuperBlockHalfRowsOf(int mr, const uint8_t* sb, int b, int h, const uint8_t* const* x,
+                          bool prefetch, float (*acc)[kHalfLanes]) {
   if constexpr (MR <= kMr) {
-    if (mr == MR) return HalfGroupRows<T, MR>(t, group, i0, j0, h);
-    HalfGroupRowsOf<T, MR + 1>(mr, t, group, i0, j0, h);
+    if (mr == MR) return SuperBlockHalfRows<T, MR>(sb, b, h, x, prefetch, acc);
+    SuperBlockHalfRowsOf<T, MR + 1>(mr, sb, b, h, x, prefetch, acc);
+  }
+}
+
+// Rows [i0, i0 + n_rows) (n_rows <= kPassRows) of the outputs j0 .. j0 + 15 of one group.
+template <GgmlType T>
+void GroupPass(const MatmulTile& t, const uint8_t* group, int i0, int n_rows, int j0) {
+  constexpr size_t kStride = T == GgmlType::kQ6_K   ? kQ6KStride
+                             : T == GgmlType::kQ5_K ? kQ5KStride
+                                                    : kQ4KStride;
+  const uint8_t* x[kPassRows];
+  for (int r = 0; r < n_rows; ++r) x[r] = t.x + static_cast<size_t>(i0 + r) * t.x_row_bytes;
+  alignas(32) float acc[2][kPassRows][kHalfLanes] = {};
+  const int halves = j0 + kHalfLanes < t.n_end ? 2 : 1;
+  for (int b = 0; b < t.k / 256; ++b) {
+    const uint8_t* sb = group + kStride * static_cast<size_t>(b);
+    for (int h = 0; h < halves; ++h) {
+      for (int c = 0; c < n_rows; c += kMr) {
+        SuperBlockHalfRowsOf<T>(std::min(kMr, n_rows - c), sb, b, h, x + c, h == 0 && c == 0,
+                                acc[h] + c);
+      }
+    }
+  }
+  for (int h = 0; h < halves; ++h) {
+    const int valid = t.n_end - (j0 + kHalfLanes * h);
+    for (int r = 0; r < n_rows; ++r) {
+      StoreHalf(t.y + static_cast<size_t>(i0 + r) * t.ldy + j0 + kHalfLanes * h,
+                _mm256_load_ps(acc[h][r]), valid);
+    }
   }
 }
 
@@ -248,10 +272,8 @@ void MatmulKx16(const MatmulTile& t) {
   }
   for (int j0 = t.n_begin; j0 < t.n_end; j0 += kGroupRows) {
     const uint8_t* group = t.w + static_cast<size_t>(j0 / kGroupRows) * t.w_row_bytes;
-    for (int h = 0; h < 2 && j0 + kHalfLanes * h < t.n_end; ++h) {
-      for (int i0 = 0; i0 < t.m; i0 += kMr) {
-        HalfGroupRowsOf<T>(std::min(kMr, t.m - i0), t, group, i0, j0, h);
-      }
+    for (int i0 = 0; i0 < t.m; i0 += kPassRows) {
+      GroupPass<T>(t, group, i0, std::min(kPassRows, t.m - i0), j0);
     }
   }
 }
