@@ -27,6 +27,7 @@
 #include "kernels/cpu/blocks32_tiles.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/packed_blocks32.h"
+#include "kernels/cpu/prefetch_ahead.h"
 #include "kernels/cpu/scratch_buffer.h"
 #include "kernels/cpu/x16_helpers_avx2.h"
 
@@ -112,20 +113,6 @@ inline __m256i Dot4(const __m256i* w, const int8_t* xq) {
       pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(w[d], Bcast32(xq + 4 * d)));
     }
     return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
-  }
-}
-
-// The quants kPrefetchAhead bytes ahead of block b's, and the side data as many blocks ahead, into
-// L1: the hardware prefetcher alone streams a group's two arrays slowly (as in quant_matmul).
-constexpr size_t kPrefetchAhead = 12288;
-inline void PrefetchBlockAhead(const uint8_t* quants, size_t quant_bytes, const uint8_t* side,
-                               size_t side_bytes, int b) {
-  for (size_t line = 0; line < quant_bytes; line += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(quants + kPrefetchAhead + line), _MM_HINT_T0);
-  }
-  if (side_bytes * static_cast<size_t>(b) % 64 < side_bytes) {  // the block that starts a line
-    _mm_prefetch(reinterpret_cast<const char*>(side + side_bytes * (kPrefetchAhead / quant_bytes)),
-                 _MM_HINT_T0);
   }
 }
 

@@ -19,6 +19,7 @@
 #include "kernels/cpu/blocks32_tiles.h"
 #include "kernels/cpu/immintrin_avx512.h"
 #include "kernels/cpu/packed_blocks32.h"
+#include "kernels/cpu/prefetch_ahead.h"
 #include "kernels/cpu/scratch_buffer.h"
 #include "kernels/cpu/x16_helpers_avx512.h"
 
@@ -75,20 +76,6 @@ template <GgmlType T>
 constexpr int kOffset = T == GgmlType::kQ5_0     ? 16
                         : T == GgmlType::kIQ4_NL ? 128
                                                  : 0;
-
-// The quants kPrefetchAhead bytes ahead of block b's, and the side data as many blocks ahead, into
-// L1: the hardware prefetcher alone streams a group's two arrays slowly (as in quant_matmul).
-constexpr size_t kPrefetchAhead = 12288;
-inline void PrefetchBlockAhead(const uint8_t* quants, size_t quant_bytes, const uint8_t* side,
-                               size_t side_bytes, int b) {
-  for (size_t line = 0; line < quant_bytes; line += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(quants + kPrefetchAhead + line), _MM_HINT_T0);
-  }
-  if (side_bytes * static_cast<size_t>(b) % 64 < side_bytes) {  // the block that starts a line
-    _mm_prefetch(reinterpret_cast<const char*>(side + side_bytes * (kPrefetchAhead / quant_bytes)),
-                 _MM_HINT_T0);
-  }
-}
 
 template <GgmlType T, int MR>
 void GroupTile(const MatmulTile& t, const uint8_t* group, const int32_t* x_sums, int i0, int j0) {

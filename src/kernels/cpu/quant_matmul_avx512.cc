@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/prefetch_ahead.h"
 #include "kernels/cpu/quant_matmul.h"
 #include "kernels/cpu/scratch_buffer.h"
 
@@ -237,20 +238,6 @@ void TransposeGroup(const MatmulTile& t, int j0, uint8_t* out) {
 
 // The 8 unsigned weight dwords of block `quants` of a packed group, lane = row: wq[d] holds
 // elements 4d .. 4d + 3 of every row.
-// The quants kPrefetchAhead bytes ahead of block b's, and the scales as many blocks ahead, into
-// L1: the hardware prefetcher alone streamed the two arrays of a group more slowly.
-constexpr size_t kPrefetchAhead = 12288;
-template <QType Q>
-inline void PrefetchBlockAhead(const uint8_t* quants, const uint8_t* scales, int b) {
-  for (size_t line = 0; line < kQuantBytes<Q>; line += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(quants + kPrefetchAhead + line), _MM_HINT_T0);
-  }
-  constexpr size_t kBlocksAhead = kPrefetchAhead / kQuantBytes<Q>;
-  if (b % 2 == 0) {  // two blocks' scales to a line
-    _mm_prefetch(reinterpret_cast<const char*>(scales + kScaleBytes * kBlocksAhead), _MM_HINT_T0);
-  }
-}
-
 template <QType Q>
 inline void LoadPackedBlock(const uint8_t* quants, __m512i wq[8]) {
   if constexpr (Q == QType::kQ8_0) {
@@ -283,7 +270,7 @@ inline void Q4DecodeTile(const uint8_t* group, int n_blocks, const XPair* x, flo
     const int8_t* xq = xp.q + 32 * (b % 2);
     __m512i s_low = _mm512_set1_epi32(xp.block_corr[b % 2]);
     __m512i s_high16 = _mm512_setzero_si512();
-    PrefetchBlockAhead<QType::kQ4_0>(quants, scales + kScaleBytes * b, b);
+    PrefetchBlockAhead(quants, kQuantBytes<QType::kQ4_0>, scales + kScaleBytes * b, kScaleBytes, b);
     for (int d = 0; d < 4; ++d) {
       const __m512i g = _mm512_load_si512(quants + 64 * d);
       s_low = _mm512_dpbusd_epi32(s_low, _mm512_and_si512(g, low),
@@ -308,8 +295,8 @@ void GroupTile(const uint8_t* group, int n_blocks, const XPair* const* x, float*
   for (int r = 0; r < MR; ++r) acc[r] = _mm512_setzero_ps();
   for (int b = 0; b < n_blocks; ++b) {
     __m512i wq[8];
-    PrefetchBlockAhead<Q>(group + kQuantBytes<Q> * static_cast<size_t>(b), scales + kScaleBytes * b,
-                          b);
+    PrefetchBlockAhead(group + kQuantBytes<Q> * static_cast<size_t>(b), kQuantBytes<Q>,
+                       scales + kScaleBytes * b, kScaleBytes, b);
     LoadPackedBlock<Q>(group + kQuantBytes<Q> * static_cast<size_t>(b), wq);
     const __m512 dw = _mm512_cvtph_ps(
         _mm256_load_si256(reinterpret_cast<const __m256i*>(scales + kScaleBytes * b)));

@@ -38,6 +38,7 @@
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/packed_weights.h"
+#include "kernels/cpu/prefetch_ahead.h"
 #include "kernels/cpu/scratch_buffer.h"
 
 namespace kvserve {
@@ -146,20 +147,6 @@ inline __m256i AddDword(__m256i sum, __m256i unsigned_w, __m256i signed_w, __m25
 #endif
 }
 
-// The quants kPrefetchAhead bytes ahead of block b's, and the scales as many blocks ahead, into
-// L1 (as the AVX-512 tiles): the hardware prefetcher alone streamed a group's two arrays slowly.
-constexpr size_t kPrefetchAhead = 12288;
-template <QType Q>
-inline void PrefetchBlockAhead(const uint8_t* quants, const uint8_t* scales, int b) {
-  for (size_t line = 0; line < kQuantBytes<Q>; line += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(quants + kPrefetchAhead + line), _MM_HINT_T0);
-  }
-  constexpr size_t kBlocksAhead = kPrefetchAhead / kQuantBytes<Q>;
-  if (b % 2 == 0) {  // two blocks' scales to a line
-    _mm_prefetch(reinterpret_cast<const char*>(scales + kScaleBytes * kBlocksAhead), _MM_HINT_T0);
-  }
-}
-
 // Activation rows x[0 .. MR) (Q8_0 rows, with their XInfo) against halves [h0, h0 + NH) of one
 // packed group; y[r] + 8 h gets half h's outputs, its first valid[h] lanes only.
 template <QType Q, int MR, int NH>
@@ -173,7 +160,8 @@ void GroupTile(const uint8_t* group, int n_blocks, int h0, const uint8_t* const*
   }
   for (int b = 0; b < n_blocks; ++b) {
     const uint8_t* quants = group + kQuantBytes<Q> * static_cast<size_t>(b);
-    if (h0 == 0) PrefetchBlockAhead<Q>(quants, scales + kScaleBytes * b, b);
+    if (h0 == 0)
+      PrefetchBlockAhead(quants, kQuantBytes<Q>, scales + kScaleBytes * b, kScaleBytes, b);
     __m256i sums[NH][MR];  // AddDword's sums; with VNNI they start from the correction
     for (int h = 0; h < NH; ++h) {
       for (int r = 0; r < MR; ++r) {

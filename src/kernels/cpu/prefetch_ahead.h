@@ -1,0 +1,37 @@
+// Software prefetch of the packed 32-element weight streams (quant_matmul_avx512.cc,
+// quant_tiles_avx2.h, blocks32_x16_*), in an anonymous namespace: each translation unit gets its
+// own copy, compiled for its own instruction set.
+//
+// A packed group keeps its blocks' quants in one array and their scales (and mins) in another, and
+// the hardware prefetcher alone streamed the two slowly: without this, decode of a tinyllama Q8_0
+// ran at 26.8 instead of 34.5 tokens/s, 16 streams at 97 instead of 183 (2 threads, AVX-512).
+#pragma once
+
+#include <xmmintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kvserve {
+namespace {
+
+// Bytes of quants ahead of the block being read that are prefetched into L1.
+constexpr size_t kBlockPrefetchAhead = 12288;
+
+// Prefetches the quants kBlockPrefetchAhead bytes ahead of block b's (quant_bytes of them, at
+// `quants`), and the side data (side_bytes per block, block b's at `side`) as many blocks ahead,
+// once per 64-byte line.
+inline void PrefetchBlockAhead(const uint8_t* quants, size_t quant_bytes, const uint8_t* side,
+                               size_t side_bytes, int b) {
+  for (size_t line = 0; line < quant_bytes; line += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(quants + kBlockPrefetchAhead + line), _MM_HINT_T0);
+  }
+  if (side_bytes * static_cast<size_t>(b) % 64 < side_bytes) {  // the block that starts a line
+    _mm_prefetch(
+        reinterpret_cast<const char*>(side + side_bytes * (kBlockPrefetchAhead / quant_bytes)),
+        _MM_HINT_T0);
+  }
+}
+
+}  // namespace
+}  // namespace kvserve
