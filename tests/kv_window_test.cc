@@ -234,6 +234,24 @@ Output Drain(RequestStream& stream) {
   return out;
 }
 
+// Runs the requests to the end in `core`, checking the block invariants after every step (the
+// first broken one fails the test and stops the run), and returns each request's output.
+std::vector<Output> RunChecked(EngineCore& core, const std::vector<Request>& requests) {
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const Request& r : requests) {
+    streams.push_back(std::make_shared<RequestStream>());
+    core.Add(r, streams.back());
+  }
+  while (core.Step()) {
+    const Status invariants = core.CheckBlockInvariants();
+    EXPECT_TRUE(invariants.ok()) << invariants.message();
+    if (!invariants.ok()) break;
+  }
+  std::vector<Output> outputs;
+  for (const auto& stream : streams) outputs.push_back(Drain(*stream));
+  return outputs;
+}
+
 Request Sampled(std::vector<int32_t> prompt, int max_tokens, int i) {
   Request r;
   r.id = "r" + std::to_string(i);
@@ -349,11 +367,7 @@ TEST_P(KvWindowEngineTest, WholePromptAndNoCacheGiveTheUnfreedAnswer) {
     options.max_batched_tokens = 256;
     options.recompute = recompute;
     EngineCore core(*l.model, *l.tokenizer, options, Pools(spec, 64, 64), 0, nullptr);
-    auto stream = std::make_shared<RequestStream>();
-    core.Add(r, stream);
-    while (core.Step())
-      ASSERT_TRUE(core.CheckBlockInvariants().ok()) << core.CheckBlockInvariants().message();
-    const Output got = Drain(*stream);
+    const Output got = RunChecked(core, {r})[0];
     EXPECT_EQ(got.tokens, want.tokens) << "recompute " << recompute;
     EXPECT_EQ(got.logprobs, want.logprobs) << "recompute " << recompute;
   }
@@ -369,13 +383,7 @@ TEST_P(KvWindowEngineTest, PrefixHitsGiveTheUncachedAnswer) {
   const int n_vocab = l.model->config().n_vocab;
   std::mt19937 rng(9);
   EngineCore core(*l.model, *l.tokenizer, Options(true), Pools(spec, 64, 8), 0, nullptr);
-  auto run = [&](const Request& r) {
-    auto stream = std::make_shared<RequestStream>();
-    core.Add(r, stream);
-    while (core.Step())
-      EXPECT_TRUE(core.CheckBlockInvariants().ok()) << core.CheckBlockInvariants().message();
-    return Drain(*stream);
-  };
+  auto run = [&](const Request& r) { return RunChecked(core, {r})[0]; };
   const Request first = Sampled(RandomPrompt(rng, 40, n_vocab), 30, 1);
   const Output a = run(first);
   EXPECT_EQ(a.tokens, Unfreed(*l.model, first, 256).tokens);
@@ -426,23 +434,16 @@ TEST_P(KvWindowEngineTest, SixteenAtOnceUnderPreemptionLeakNothing) {
     requests.push_back(Sampled(prompt, 20 + static_cast<int>(rng() % 31), 10 + i));
   }
   EngineCore core(*l.model, *l.tokenizer, Options(true), Pools(spec, 48, 24), 0, nullptr);
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  for (const Request& r : requests) {
-    streams.push_back(std::make_shared<RequestStream>());
-    core.Add(r, streams.back());
-  }
-  while (core.Step())
-    ASSERT_TRUE(core.CheckBlockInvariants().ok()) << core.CheckBlockInvariants().message();
+  const std::vector<Output> outputs = RunChecked(core, requests);
   EngineStats stats;
   core.FillStats(stats);
   EXPECT_GT(stats.preemptions, 0u);
   EXPECT_EQ(stats.running + stats.waiting, 0);
   for (int used : stats.group_blocks_used) EXPECT_EQ(used, 0);
   for (size_t i = 0; i < requests.size(); ++i) {
-    const Output got = Drain(*streams[i]);
     const Output want = Unfreed(*l.model, requests[i], 256);
-    EXPECT_EQ(got.tokens, want.tokens) << "request " << i;
-    EXPECT_EQ(got.logprobs, want.logprobs) << "request " << i;
+    EXPECT_EQ(outputs[i].tokens, want.tokens) << "request " << i;
+    EXPECT_EQ(outputs[i].logprobs, want.logprobs) << "request " << i;
   }
 }
 
@@ -471,21 +472,14 @@ TEST_P(KvWindowEngineTest, DraftsAndSessionsKeepTheAnswerAndLeakNothing) {
   options.spec.max_tokens = 4;
   options.spec.batch_tokens = 64;
   EngineCore core(*l.model, *l.tokenizer, options, Pools(spec, 160, 64), 0, nullptr);
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  for (const Request& r : requests) {
-    streams.push_back(std::make_shared<RequestStream>());
-    core.Add(r, streams.back());
-  }
-  while (core.Step())
-    ASSERT_TRUE(core.CheckBlockInvariants().ok()) << core.CheckBlockInvariants().message();
+  const std::vector<Output> outputs = RunChecked(core, requests);
   EngineStats stats;
   core.FillStats(stats);
   EXPECT_GT(stats.spec_draft_tokens, stats.spec_accepted_tokens);
   EXPECT_GT(stats.spec_accepted_tokens, 0u);
   for (size_t i = 0; i < requests.size(); ++i) {
-    const Output got = Drain(*streams[i]);
-    EXPECT_EQ(got.tokens, want[i].tokens) << "request " << i;
-    EXPECT_EQ(got.logprobs, want[i].logprobs) << "request " << i;
+    EXPECT_EQ(outputs[i].tokens, want[i].tokens) << "request " << i;
+    EXPECT_EQ(outputs[i].logprobs, want[i].logprobs) << "request " << i;
   }
   // The four sessions hold their last turns' blocks; released, nothing stays referenced.
   EXPECT_EQ(core.SessionIds().size(), 4u);

@@ -10,27 +10,10 @@ namespace {
 
 using namespace ::kvserve::testing;  // NOLINT: test helpers
 
-class ServerShiftTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    signal(SIGPIPE, SIG_IGN);
-    server_ = ServeProcess::Start({}).release();
-  }
-  static void TearDownTestSuite() {
-    if (server_) {
-      EXPECT_EQ(server_->Terminate(), 0) << server_->log();
-    }
-    delete server_;
-    server_ = nullptr;
-  }
-  void SetUp() override {
-    ASSERT_NE(server_, nullptr);
-    client_ = server_->Client();
-  }
-  static ServeProcess* server_;
-  std::unique_ptr<httplib::Client> client_;
+class ServerShiftTest : public SharedServeTest<ServerShiftTest> {
+ public:
+  static std::vector<std::string> ServeFlags() { return {}; }
 };
-ServeProcess* ServerShiftTest::server_ = nullptr;
 
 json LongCompletion(int max_tokens) {
   return {{"prompt", "Once upon a time"},

@@ -11,29 +11,12 @@ using namespace ::kvserve::testing;  // NOLINT: test helpers
 
 const char kLily[] = ", there was a little girl named Lily";
 
-class ServerTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    signal(SIGPIPE, SIG_IGN);
-    server_ = ServeProcess::Start(
-                  {"--max-body", "64KiB", "--session-ttl", "120", "--replica-name", "replica-a"})
-                  .release();
+class ServerTest : public SharedServeTest<ServerTest> {
+ public:
+  static std::vector<std::string> ServeFlags() {
+    return {"--max-body", "64KiB", "--session-ttl", "120", "--replica-name", "replica-a"};
   }
-  static void TearDownTestSuite() {
-    if (server_) {
-      EXPECT_EQ(server_->Terminate(), 0) << server_->log();
-    }
-    delete server_;
-    server_ = nullptr;
-  }
-  void SetUp() override {
-    ASSERT_NE(server_, nullptr);
-    client_ = server_->Client();
-  }
-  static ServeProcess* server_;
-  std::unique_ptr<httplib::Client> client_;
 };
-ServeProcess* ServerTest::server_ = nullptr;
 
 TEST_F(ServerTest, HealthAndModels) {
   Reply health = Get(*client_, "/health");

@@ -222,4 +222,29 @@ inline void ExpectError(const Reply& reply, int status, const std::string& param
   }
 }
 
+// A fixture whose tests share one `kvserve serve`, started once for the suite with
+// Derived::ServeFlags() (extra flags after the defaults of ServeProcess::Start) and terminated at
+// its end, which must exit 0. Each test gets its own client.
+template <typename Derived>
+class SharedServeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    signal(SIGPIPE, SIG_IGN);
+    server_ = ServeProcess::Start(Derived::ServeFlags()).release();
+  }
+  static void TearDownTestSuite() {
+    if (server_) {
+      EXPECT_EQ(server_->Terminate(), 0) << server_->log();
+    }
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_NE(server_, nullptr);
+    client_ = server_->Client();
+  }
+  static inline ServeProcess* server_ = nullptr;
+  std::unique_ptr<httplib::Client> client_;
+};
+
 }  // namespace kvserve::testing
