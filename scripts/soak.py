@@ -3,14 +3,20 @@
 
 1. Reference: every request of a fixed, seeded pool is sent alone, one after another; its text
    and tokens are what it must give later under any load.
-2. Load, for --seconds: --clients threads send requests of the pool (mixed prompt and output
-   lengths, shared prefixes, streamed or not, some in sessions), with idle gaps; --cancel of them
-   are cancelled at a random point (the client disconnects mid-stream, or its session is
-   DELETEd). The server's KV budget is small, so sequences are preempted.
+2. Load: --clients threads send requests of the pool (mixed prompt and output lengths, shared
+   prefixes, streamed or not, some in sessions), with idle gaps; --cancel of them are cancelled at
+   a random point (the client disconnects mid-stream, or its session is DELETEd). The server's KV
+   budget is small, so sequences are preempted. --warmup seconds of it, an idle point, then
+   --seconds of it, and a second idle point. At an idle point every client parks before its next
+   request, every session is DELETEd and the engine runs nothing.
 3. Checks: every request that was not cancelled gives exactly its reference text and tokens; the
-   only error status is 429 (a full queue); at the end no block is referenced (/metrics), and
-   resident memory grew by at most --max-rss-growth between the start and the end of the second
-   half of the load. Prints the figures; exits 1 on any failure.
+   only error status is 429 (a full queue); at the end no block is referenced (/metrics). Between
+   the two idle points resident memory grows by at most --max-rss-growth, and the bytes the
+   allocator has handed out (kvserve:heap_in_use_bytes) by at most --max-heap-growth per request.
+   The warm-up is there because both keep high-water marks that are not leaks: resident memory
+   the allocator's fragmentation, the heap the forward pass's workspace, which grows to the
+   largest step yet seen (0.3 MiB between 30 s and 90 s of this load). Prints the figures; exits
+   1 on any failure.
 """
 import argparse
 import http.client
@@ -37,6 +43,43 @@ def metrics(port):
         if m:
             out[m.group(1)] = float(m.group(2))
     return out
+
+
+class Gate:
+    """Lets the sampler stop the load at a point: close() returns once every live client is
+    parked before its next request; open() lets them go on."""
+
+    def __init__(self, clients):
+        self.cv = threading.Condition()
+        self.closed = False
+        self.parked = 0
+        self.live = clients
+
+    def park(self):
+        with self.cv:
+            if not self.closed:
+                return
+            self.parked += 1
+            self.cv.notify_all()
+            while self.closed:
+                self.cv.wait()
+            self.parked -= 1
+
+    def leave(self):
+        with self.cv:
+            self.live -= 1
+            self.cv.notify_all()
+
+    def close(self):
+        with self.cv:
+            self.closed = True
+            while self.parked < self.live:
+                self.cv.wait()
+
+    def open(self):
+        with self.cv:
+            self.closed = False
+            self.cv.notify_all()
 
 
 def make_pool(count, rng):
@@ -112,11 +155,13 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--pid", type=int, required=True, help="the server, for its memory")
-    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--seconds", type=float, default=60, help="the measured window")
+    parser.add_argument("--warmup", type=float, default=60, help="load before the window")
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--pool", type=int, default=48)
     parser.add_argument("--cancel", type=float, default=0.10)
     parser.add_argument("--max-rss-growth", type=float, default=0.01)
+    parser.add_argument("--max-heap-growth", type=float, default=1.0, help="bytes per request")
     parser.add_argument("--seed", type=int, default=17)
     args = parser.parse_args()
     rng = random.Random(args.seed)
@@ -136,19 +181,27 @@ def main():
     figures = {"requests": 0, "tokens": 0, "cancelled": 0, "session_deletes": 0, "429": 0,
                "streamed": 0, "mismatches": 0, "errors": 0}
     failures = []
-    rss = {}
+    rss, heap, counts = {}, {}, {}
 
     def rss_now():
         with open(f"/proc/{args.pid}/statm") as f:
             return int(f.read().split()[1]) * 4096
 
     start = time.time()
-    end = start + args.seconds
-    half = start + args.seconds / 2
+    clock = {"end": start + args.warmup + args.seconds}  # moved on by the idle point's length
+    window_start = start + args.warmup
+    gate = Gate(args.clients)
 
     def client(index):
         crng = random.Random(args.seed * 1000 + index)
-        while time.time() < end:
+        try:
+            load(crng, index)
+        finally:
+            gate.leave()
+
+    def load(crng, index):
+        while time.time() < clock["end"]:
+            gate.park()
             i = crng.randrange(len(pool))
             stream = crng.random() < 0.6
             cancel = stream and crng.random() < args.cancel / 0.6  # --cancel of all requests
@@ -185,13 +238,35 @@ def main():
             if crng.random() < 0.05:
                 time.sleep(crng.uniform(0.1, 0.5))  # an idle gap
 
+    def release_sessions():
+        for index in range(args.clients):
+            for i in range(len(pool)):
+                delete_session(args.port, f"soak-{index}-{i}")
+
+    def idle_figures():
+        """Once the engine is idle with no session pinned: (metrics, resident bytes)."""
+        m = {}
+        for _ in range(400):
+            m = metrics(args.port)
+            if (m.get("kvserve:num_requests_running") == 0 and
+                    m.get("kvserve:num_requests_waiting") == 0 and
+                    m.get('kvserve:kv_cache_blocks{state="used"}') == 0):
+                break
+            time.sleep(0.05)
+        return m, rss_now()
+
     def sampler():
-        while time.time() < half:
+        while time.time() < window_start:
             time.sleep(0.05)
-        rss["second_half_start"] = rss_now()
-        while time.time() < end:
-            time.sleep(0.05)
-        rss["second_half_end"] = rss_now()
+        paused = time.time()
+        gate.close()
+        release_sessions()
+        m, rss["start"] = idle_figures()
+        heap["start"] = int(m.get("kvserve:heap_in_use_bytes", -1))
+        with lock:
+            counts["start"] = figures["requests"]
+        clock["end"] += time.time() - paused
+        gate.open()
 
     threads = [threading.Thread(target=client, args=(k,)) for k in range(args.clients)]
     threads.append(threading.Thread(target=sampler))
@@ -200,30 +275,28 @@ def main():
         t.start()
     for t in threads:
         t.join()
-    # Sessions left pinned by clients that kept them: release them, then the engine must be idle.
-    for index in range(args.clients):
-        for i in range(len(pool)):
-            delete_session(args.port, f"soak-{index}-{i}")
-    m_end = {}
-    for _ in range(200):
-        m_end = metrics(args.port)
-        if (m_end.get("kvserve:num_requests_running") == 0 and
-                m_end.get("kvserve:num_requests_waiting") == 0 and
-                m_end.get('kvserve:kv_cache_blocks{state="used"}') == 0):
-            break
-        time.sleep(0.05)
+    # The second idle point: sessions left pinned by clients that kept them go too.
+    release_sessions()
+    m_end, rss["end"] = idle_figures()
+    heap["end"] = int(m_end.get("kvserve:heap_in_use_bytes", -1))
+    window_requests = figures["requests"] - counts["start"]
     preemptions = m_end.get("kvserve:num_preemptions_total", 0) - \
         m_start.get("kvserve:num_preemptions_total", 0)
     used = m_end.get('kvserve:kv_cache_blocks{state="used"}', -1)
-    growth = rss["second_half_end"] / rss["second_half_start"] - 1
+    growth = rss["end"] / rss["start"] - 1
+    heap_growth = heap["end"] - heap["start"]
+    heap_per_request = heap_growth / max(1, window_requests)
 
-    print(f"soak: {args.seconds:.0f} s, {args.clients} clients: {figures['requests']} requests "
-          f"({figures['streamed']} streamed), {figures['tokens']} tokens checked, "
-          f"{figures['cancelled']} cancelled mid-stream, {figures['session_deletes']} session "
-          f"deletes, {figures['429']} answered 429, {int(preemptions)} preemptions")
-    print(f"soak: blocks referenced at the end: {int(used)}; resident memory "
-          f"{rss['second_half_start'] / 2**20:.1f} MiB -> {rss['second_half_end'] / 2**20:.1f} MiB "
-          f"over the second half ({growth * 100:+.2f}%)")
+    print(f"soak: {args.warmup:.0f} s + {args.seconds:.0f} s, {args.clients} clients: "
+          f"{figures['requests']} requests ({figures['streamed']} streamed), {figures['tokens']} "
+          f"tokens checked, {figures['cancelled']} cancelled mid-stream, "
+          f"{figures['session_deletes']} session deletes, {figures['429']} answered 429, "
+          f"{int(preemptions)} preemptions")
+    print(f"soak: blocks referenced at the end: {int(used)}; over the window's "
+          f"{window_requests} requests, idle to idle: resident memory "
+          f"{rss['start'] / 2**20:.2f} MiB -> {rss['end'] / 2**20:.2f} MiB ({growth * 100:+.2f}%), "
+          f"heap in use {heap['start'] / 2**20:.3f} MiB -> {heap['end'] / 2**20:.3f} MiB "
+          f"({heap_growth:+d} bytes, {heap_per_request:+.2f} per request)")
     ok = True
     if failures:
         ok = False
@@ -243,6 +316,13 @@ def main():
         ok = False
         print(f"soak: FAIL: resident memory grew {growth * 100:.2f}% "
               f"(limit {args.max_rss_growth * 100:.1f}%)")
+    if heap["start"] < 0 or heap["end"] < 0:
+        ok = False
+        print("soak: FAIL: no kvserve:heap_in_use_bytes in /metrics")
+    elif heap_per_request > args.max_heap_growth:
+        ok = False
+        print(f"soak: FAIL: the heap grew {heap_per_request:.2f} bytes per request "
+              f"(limit {args.max_heap_growth:.1f})")
     print("soak: " + ("PASS" if ok else "FAIL"))
     return 0 if ok else 1
 

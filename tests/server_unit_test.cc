@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
+#include <vector>
 
 #include "io/gguf_reader.h"
 #include "server/api_error.h"
@@ -474,6 +476,25 @@ TEST(MetricsTest, ProcessStats) {
   EXPECT_GT(stats.open_fds, 2);
   EXPECT_GT(stats.start_time_s, 1.6e9);
 }
+
+#if defined(__GLIBC__)
+// The soak's leak check reads this gauge at idle points: it must follow live allocations, both
+// ways, to the byte range of what was allocated.
+TEST(MetricsTest, HeapInUseFollowsAllocations) {
+  constexpr size_t kChunk = 4096;
+  constexpr int kChunks = 256;  // 1 MiB in chunks below the mmap threshold: arena memory
+  const int64_t before = ReadProcessStats().heap_in_use_bytes;
+  ASSERT_GT(before, 0);
+  std::vector<std::unique_ptr<char[]>> chunks;
+  for (int i = 0; i < kChunks; ++i) chunks.push_back(std::make_unique<char[]>(kChunk));
+  const int64_t held = ReadProcessStats().heap_in_use_bytes;
+  EXPECT_GE(held - before, int64_t{kChunk} * kChunks);
+  EXPECT_LT(held - before, int64_t{kChunk} * kChunks + (64 << 10));
+  chunks.clear();
+  const int64_t after = ReadProcessStats().heap_in_use_bytes;
+  EXPECT_LT(after - before, 64 << 10);
+}
+#endif
 
 }  // namespace
 }  // namespace kvserve

@@ -1,6 +1,7 @@
 #include "server/metrics.h"
 
 #include <dirent.h>
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cinttypes>
@@ -117,6 +118,10 @@ ProcessStats ReadProcessStats() {
     closedir(dir);
     --stats.open_fds;  // the one opendir holds
   }
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+  const struct mallinfo2 heap = mallinfo2();
+  stats.heap_in_use_bytes = static_cast<int64_t>(heap.uordblks + heap.hblkhd);
+#endif
   return stats;
 }
 
@@ -270,6 +275,10 @@ std::string ServerMetrics::Render(const EngineStats& stats) const {
   gauge("process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
         process.start_time_s);
   gauge("process_open_fds", "Number of open file descriptors.", process.open_fds);
+  if (process.heap_in_use_bytes >= 0)
+    gauge("kvserve:heap_in_use_bytes",
+          "Bytes the C allocator has handed out and not had back (glibc mallinfo2).",
+          static_cast<double>(process.heap_in_use_bytes));
   return out;
 }
 

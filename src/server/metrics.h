@@ -37,9 +37,14 @@ struct ProcessStats {
   double cpu_seconds = 0;   // user + system
   double start_time_s = 0;  // since the Unix epoch
   int open_fds = 0;
+  // Bytes the C allocator has handed out and not had back (glibc's mallinfo2: arena chunks in
+  // use, thread caches included, plus mmapped chunks); -1 without glibc. Unlike resident memory
+  // it does not keep the high-water mark of the allocator's fragmentation.
+  int64_t heap_in_use_bytes = -1;
 };
 
-// Reads /proc/self/stat, /proc/self/statm and /proc/self/fd; zeros where unavailable.
+// Reads /proc/self/stat, /proc/self/statm, /proc/self/fd and the allocator; zeros (heap: -1)
+// where unavailable.
 ProcessStats ReadProcessStats();
 
 class ServerMetrics {
