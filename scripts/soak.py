@@ -297,32 +297,26 @@ def main():
           f"{rss['start'] / 2**20:.2f} MiB -> {rss['end'] / 2**20:.2f} MiB ({growth * 100:+.2f}%), "
           f"heap in use {heap['start'] / 2**20:.3f} MiB -> {heap['end'] / 2**20:.3f} MiB "
           f"({heap_growth:+d} bytes, {heap_per_request:+.2f} per request)")
-    ok = True
+    problems = []
     if failures:
-        ok = False
-        print(f"soak: FAIL: {len(failures)} requests went wrong, e.g.:")
-        for f in failures[:10]:
-            print("  " + f)
-    if used != 0:
-        ok = False
-        print(f"soak: FAIL: {int(used)} blocks still referenced")
-    if preemptions <= 0:
-        ok = False
-        print("soak: FAIL: no preemption: the KV budget did not press")
-    if figures["cancelled"] == 0:
-        ok = False
-        print("soak: FAIL: no request was cancelled mid-stream")
-    if growth > args.max_rss_growth:
-        ok = False
-        print(f"soak: FAIL: resident memory grew {growth * 100:.2f}% "
-              f"(limit {args.max_rss_growth * 100:.1f}%)")
-    if heap["start"] < 0 or heap["end"] < 0:
-        ok = False
-        print("soak: FAIL: no kvserve:heap_in_use_bytes in /metrics")
-    elif heap_per_request > args.max_heap_growth:
-        ok = False
-        print(f"soak: FAIL: the heap grew {heap_per_request:.2f} bytes per request "
-              f"(limit {args.max_heap_growth:.1f})")
+        problems.append(f"{len(failures)} requests went wrong, e.g.:\n" +
+                        "\n".join("  " + f for f in failures[:10]))
+    no_heap = heap["start"] < 0 or heap["end"] < 0
+    checks = [
+        (used != 0, f"{int(used)} blocks still referenced"),
+        (preemptions <= 0, "no preemption: the KV budget did not press"),
+        (figures["cancelled"] == 0, "no request was cancelled mid-stream"),
+        (growth > args.max_rss_growth, f"resident memory grew {growth * 100:.2f}% "
+                                       f"(limit {args.max_rss_growth * 100:.1f}%)"),
+        (no_heap, "no kvserve:heap_in_use_bytes in /metrics"),
+        (not no_heap and heap_per_request > args.max_heap_growth,
+         f"the heap grew {heap_per_request:.2f} bytes per request "
+         f"(limit {args.max_heap_growth:.1f})"),
+    ]
+    problems += [message for failed, message in checks if failed]
+    for problem in problems:
+        print("soak: FAIL: " + problem)
+    ok = not problems
     print("soak: " + ("PASS" if ok else "FAIL"))
     return 0 if ok else 1
 

@@ -122,6 +122,16 @@ class HostileTest : public ::testing::Test {
     return false;
   }
 
+  // True once the engine has generated at least `tokens` tokens in all (a request sent on a raw
+  // socket may not have reached the engine when EngineIdle first looks).
+  bool GeneratedAtLeast(double tokens) {
+    for (int i = 0; i < 600; ++i) {
+      if (Metric(Metrics(), "kvserve:generation_tokens_total") >= tokens) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
   std::unique_ptr<ServeProcess> server_;
   std::unique_ptr<httplib::Client> client_;
   std::string normal_text_;
@@ -550,6 +560,9 @@ TEST_F(HostileTest, RequestsAfterShutdownStartsGet503) {
   // A stream that is never read holds the server in its drain (it waits up to 5 s for streams
   // being written), which leaves a window in which the listener is open but draining.
   const int unread = OpenUnreadStream(server_->port());
+  // 16 choices of 100 tokens. EngineIdle alone passed before the request had reached the engine,
+  // and then nothing held the drain (a CI run under ASan: the listener was gone at the POST).
+  EXPECT_TRUE(GeneratedAtLeast(16 * 100)) << Metrics();
   EXPECT_TRUE(EngineIdle()) << "the unread stream's tokens are all generated";
   std::thread terminate([&] { EXPECT_EQ(server_->Terminate(), 0) << server_->log(); });
   bool draining = false;
