@@ -30,6 +30,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from http.client import HTTPException
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HOST = "127.0.0.1"
@@ -68,7 +69,10 @@ def http(port, path, body=None, headers=None, timeout=30):
             status, raw, hdrs = response.status, response.read(), response.headers
     except urllib.error.HTTPError as error:
         status, raw, hdrs = error.code, error.read(), error.headers
-    except (urllib.error.URLError, ConnectionError, socket.timeout, OSError):
+    except (urllib.error.URLError, ConnectionError, socket.timeout, OSError,
+            HTTPException):
+        # HTTPException: e.g. IncompleteRead, the headers came and the body was cut off (a
+        # replica killed mid-answer). The callers' checks decide whether that request may fail.
         return 0, {}, None
     hdrs = {k.lower(): v for k, v in hdrs.items()}
     try:
