@@ -19,6 +19,7 @@
 #include "engine/engine_core.h"
 #include "engine/sequence_runner.h"
 #include "model/model.h"
+#include "support/core_run.h"
 #include "support/forward.h"
 #include "support/paths.h"
 #include "support/stream_output.h"
@@ -84,18 +85,7 @@ struct Core {
   // Adds the requests, steps until nothing is left (checking the pool after every step), and
   // returns their outputs in order.
   std::vector<Output> Run(const std::vector<Request>& requests) {
-    std::vector<std::shared_ptr<RequestStream>> streams;
-    for (const Request& r : requests) {
-      streams.push_back(std::make_shared<RequestStream>());
-      core.Add(r, streams.back());
-    }
-    while (core.Step()) {
-      const Status invariants = core.CheckBlockInvariants();
-      EXPECT_TRUE(invariants.ok()) << invariants.message();
-      if (!invariants.ok()) break;
-    }
-    std::vector<Output> out;
-    for (auto& stream : streams) out.push_back(Collect(*stream, std::chrono::milliseconds(0)));
+    std::vector<Output> out = testing::RunCoreChecked(core, requests);
     EngineStats stats;
     core.FillStats(stats);
     EXPECT_EQ(stats.blocks_used, 0);

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <random>
@@ -26,6 +27,7 @@
 #include "kv/block_manager.h"
 #include "model/model.h"
 #include "model/synthetic_model.h"
+#include "support/core_run.h"
 #include "support/paths.h"
 #include "support/reference_runs.h"
 #include "support/test_backend.h"
@@ -197,11 +199,7 @@ Loaded LoadCase(const std::string& name) {
   return l;
 }
 
-struct Output {
-  std::vector<int32_t> tokens;
-  std::vector<float> logprobs;
-  int cached_tokens = 0;
-};
+using Output = testing::StreamOutput;
 
 // The request alone on a SequenceRunner (f32 KV, every position kept), sampled as the engine
 // samples: the request's own Sampler over prompt + generated.
@@ -219,37 +217,6 @@ Output Unfreed(const Model& model, const Request& r, int n_ctx) {
   }
   EXPECT_TRUE(logits.ok()) << logits.message();
   return out;
-}
-
-Output Drain(RequestStream& stream) {
-  Output out;
-  while (auto event = stream.Next(std::chrono::milliseconds(0))) {
-    if (event->kind == RequestEvent::Kind::kFinish) {
-      out.cached_tokens = event->usage.cached_tokens;
-      break;
-    }
-    out.tokens.push_back(event->token);
-    out.logprobs.push_back(event->logprob);
-  }
-  return out;
-}
-
-// Runs the requests to the end in `core`, checking the block invariants after every step (the
-// first broken one fails the test and stops the run), and returns each request's output.
-std::vector<Output> RunChecked(EngineCore& core, const std::vector<Request>& requests) {
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  for (const Request& r : requests) {
-    streams.push_back(std::make_shared<RequestStream>());
-    core.Add(r, streams.back());
-  }
-  while (core.Step()) {
-    const Status invariants = core.CheckBlockInvariants();
-    EXPECT_TRUE(invariants.ok()) << invariants.message();
-    if (!invariants.ok()) break;
-  }
-  std::vector<Output> outputs;
-  for (const auto& stream : streams) outputs.push_back(Drain(*stream));
-  return outputs;
 }
 
 Request Sampled(std::vector<int32_t> prompt, int max_tokens, int i) {
@@ -347,7 +314,7 @@ TEST_P(KvWindowEngineTest, LongSequenceHoldsOnlyTheWindowInItsWindowGroup) {
   }
   EXPECT_LE(max_window, 7);
   for (int used : stats.group_blocks_used) EXPECT_EQ(used, 0);
-  const Output got = Drain(*stream);
+  const Output got = testing::CollectStream(*stream, std::chrono::milliseconds(0));
   const Output want = Unfreed(*l.model, r, 256);
   EXPECT_EQ(got.tokens, want.tokens);
   EXPECT_EQ(got.logprobs, want.logprobs);
@@ -367,7 +334,7 @@ TEST_P(KvWindowEngineTest, WholePromptAndNoCacheGiveTheUnfreedAnswer) {
     options.max_batched_tokens = 256;
     options.recompute = recompute;
     EngineCore core(*l.model, *l.tokenizer, options, Pools(spec, 64, 64), 0, nullptr);
-    const Output got = RunChecked(core, {r})[0];
+    const Output got = testing::RunCoreChecked(core, {r})[0];
     EXPECT_EQ(got.tokens, want.tokens) << "recompute " << recompute;
     EXPECT_EQ(got.logprobs, want.logprobs) << "recompute " << recompute;
   }
@@ -383,7 +350,7 @@ TEST_P(KvWindowEngineTest, PrefixHitsGiveTheUncachedAnswer) {
   const int n_vocab = l.model->config().n_vocab;
   std::mt19937 rng(9);
   EngineCore core(*l.model, *l.tokenizer, Options(true), Pools(spec, 64, 8), 0, nullptr);
-  auto run = [&](const Request& r) { return RunChecked(core, {r})[0]; };
+  auto run = [&](const Request& r) { return testing::RunCoreChecked(core, {r})[0]; };
   const Request first = Sampled(RandomPrompt(rng, 40, n_vocab), 30, 1);
   const Output a = run(first);
   EXPECT_EQ(a.tokens, Unfreed(*l.model, first, 256).tokens);
@@ -394,7 +361,7 @@ TEST_P(KvWindowEngineTest, PrefixHitsGiveTheUncachedAnswer) {
   const Request second = Sampled(turn, 20, 2);
   const Output b = run(second);
   // Every committed block of the first turn (68 of its 69 computed tokens).
-  EXPECT_EQ(b.cached_tokens, 68);
+  EXPECT_EQ(b.usage.cached_tokens, 68);
   const Output b_want = Unfreed(*l.model, second, 256);
   EXPECT_EQ(b.tokens, b_want.tokens);
   EXPECT_EQ(b.logprobs, b_want.logprobs);
@@ -405,7 +372,7 @@ TEST_P(KvWindowEngineTest, PrefixHitsGiveTheUncachedAnswer) {
   const Request third = Sampled(head, 20, 3);
   const Output c = run(third);
   if (Groups(spec).first >= 0) {
-    EXPECT_EQ(c.cached_tokens, 0);
+    EXPECT_EQ(c.usage.cached_tokens, 0);
   }
   const Output c_want = Unfreed(*l.model, third, 256);
   EXPECT_EQ(c.tokens, c_want.tokens);
@@ -434,7 +401,7 @@ TEST_P(KvWindowEngineTest, SixteenAtOnceUnderPreemptionLeakNothing) {
     requests.push_back(Sampled(prompt, 20 + static_cast<int>(rng() % 31), 10 + i));
   }
   EngineCore core(*l.model, *l.tokenizer, Options(true), Pools(spec, 48, 24), 0, nullptr);
-  const std::vector<Output> outputs = RunChecked(core, requests);
+  const std::vector<Output> outputs = testing::RunCoreChecked(core, requests);
   EngineStats stats;
   core.FillStats(stats);
   EXPECT_GT(stats.preemptions, 0u);
@@ -472,7 +439,7 @@ TEST_P(KvWindowEngineTest, DraftsAndSessionsKeepTheAnswerAndLeakNothing) {
   options.spec.max_tokens = 4;
   options.spec.batch_tokens = 64;
   EngineCore core(*l.model, *l.tokenizer, options, Pools(spec, 160, 64), 0, nullptr);
-  const std::vector<Output> outputs = RunChecked(core, requests);
+  const std::vector<Output> outputs = testing::RunCoreChecked(core, requests);
   EngineStats stats;
   core.FillStats(stats);
   EXPECT_GT(stats.spec_draft_tokens, stats.spec_accepted_tokens);
@@ -535,7 +502,8 @@ TEST(KvWindowDiskTier, IsOffForAModelWithSeveralGroups) {
   core.Add(r, stream);
   while (core.Step()) {
   }
-  EXPECT_EQ(Drain(*stream).tokens, Unfreed(*l.model, r, 256).tokens);
+  EXPECT_EQ(testing::CollectStream(*stream, std::chrono::milliseconds(0)).tokens,
+            Unfreed(*l.model, r, 256).tokens);
 }
 
 }  // namespace
