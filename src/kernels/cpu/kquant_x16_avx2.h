@@ -28,6 +28,7 @@
 #include "io/ggml_type.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/packed_kquants.h"
+#include "kernels/cpu/prefetch_ahead.h"
 #include "kernels/cpu/x16_helpers_avx2.h"
 
 namespace kvserve {
@@ -46,15 +47,6 @@ constexpr int kPassRows = 16;
 constexpr int kMr = 4;  // activation rows per chunk: the weights are unpacked once per chunk
 // Bytes ahead of the weight vector being read that are prefetched into L1 (as the AVX-512 tiles).
 constexpr int kPrefetchAhead = 12288;
-// Chunks of at most this many rows also prefetch each super-block's scales and minimums (and
-// Q5_K's high bits), as the AVX-512 tiles do.
-constexpr int kSidePrefetchRows = 4;
-
-inline void PrefetchSide(const uint8_t* part, size_t bytes) {
-  for (size_t line = 0; line < bytes; line += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(part + line + kPrefetchAhead), _MM_HINT_T0);
-  }
-}
 
 // 8 bytes at p widened to int32 lanes (unsigned or signed).
 inline __m256i LoadU8x8(const uint8_t* p) {
@@ -125,8 +117,8 @@ void K4SuperBlockHalf(const uint8_t* sb, int b, int h, const uint8_t* const* x, 
   const __m256i low = _mm256_set1_epi8(0x0f);
   const __m256i four = _mm256_set1_epi8(0x10);
   if (prefetch && MR <= kSidePrefetchRows) {
-    PrefetchSide(side, kQ4KSidePart);
-    if constexpr (kQ5) PrefetchSide(sb + kQ5KQh, kQ5KQuantPart - kQ5KQh);
+    PrefetchLinesAhead(side, kQ4KSidePart);
+    if constexpr (kQ5) PrefetchLinesAhead(sb + kQ5KQh, kQ5KQuantPart - kQ5KQh);
   }
   __m256i isum[MR];
   for (int r = 0; r < MR; ++r) isum[r] = _mm256_setzero_si256();
@@ -174,7 +166,7 @@ template <int MR>
 void Q6KSuperBlockHalf(const uint8_t* sb, int b, int h, const uint8_t* const* x, bool prefetch,
                        float (*acc)[kHalfLanes]) {
   const uint8_t* side = sb + kQ6KQuantPart;
-  if (prefetch && MR <= kSidePrefetchRows) PrefetchSide(side, kQ6KSidePart);
+  if (prefetch && MR <= kSidePrefetchRows) PrefetchLinesAhead(side, kQ6KSidePart);
   const __m256i low = _mm256_set1_epi8(0x0f);
   const __m256i two = _mm256_set1_epi8(0x30);
   __m256i isum[MR];

@@ -26,6 +26,7 @@
 #include "kernels/cpu/immintrin_avx512.h"
 #include "kernels/cpu/kquant_tiles.h"
 #include "kernels/cpu/packed_kquants.h"
+#include "kernels/cpu/prefetch_ahead.h"
 #include "kernels/cpu/x16_helpers_avx512.h"
 #include "kernels/ggml_blocks.h"
 
@@ -54,21 +55,6 @@ constexpr int kPrefetchAhead = 12288;
 constexpr int kFarPrefetchAhead = 3 * kPrefetchAhead;
 
 inline __m512i Load(const uint8_t* p) { return _mm512_loadu_si512(p); }
-
-// Chunks of at most this many rows also prefetch each super-block's scales and minimums (and
-// Q5_K's high bits), which the sub-blocks' prefetches of the quants they read do not cover, so
-// that those lines no longer come from memory on demand (single-thread Q4_K tile at m = 1, from
-// memory: 197 → 168 cycles per row-super-block; Q5_K 342 → 218). Larger chunks run long enough
-// per super-block for the hardware prefetcher, and the extra lines in L1 cost them (Q4_K m = 16:
-// 63 → 69 when every chunk prefetched them).
-constexpr int kSidePrefetchRows = 4;
-
-// The lines of `bytes` at `part`, kPrefetchAhead further on.
-inline void PrefetchSide(const uint8_t* part, size_t bytes) {
-  for (size_t line = 0; line < bytes; line += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(part + line + kPrefetchAhead), _MM_HINT_T0);
-  }
-}
 
 inline __m128i Load128(const uint8_t* p) {
   return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
@@ -150,8 +136,8 @@ void K4SuperBlock(const uint8_t* quant, int b, const uint8_t* const* x, bool pre
                   float (*acc)[kLanes]) {
   const uint8_t* side = quant + (kQ5 ? kQ5KQuantPart : kQ4KQuantPart);
   if (prefetch && MR <= kSidePrefetchRows) {
-    PrefetchSide(side, kQ4KSidePart);
-    if constexpr (kQ5) PrefetchSide(quant + kQ5KQh, kQ5KQuantPart - kQ5KQh);
+    PrefetchLinesAhead(side, kQ4KSidePart);
+    if constexpr (kQ5) PrefetchLinesAhead(quant + kQ5KQh, kQ5KQuantPart - kQ5KQh);
   }
   __m512i isum[MR];
   for (int r = 0; r < MR; ++r) isum[r] = _mm512_setzero_si512();
@@ -286,7 +272,7 @@ template <int MR>
 void Q6KSuperBlock(const uint8_t* quant, int b, const uint8_t* const* x, bool prefetch,
                    float (*acc)[kLanes]) {
   const uint8_t* side = quant + kQ6KQuantPart;
-  if (prefetch && MR <= kSidePrefetchRows) PrefetchSide(side, kQ6KSidePart);
+  if (prefetch && MR <= kSidePrefetchRows) PrefetchLinesAhead(side, kQ6KSidePart);
   __m512i isum[MR];
   for (int r = 0; r < MR; ++r) isum[r] = _mm512_setzero_si512();
   if constexpr (MR <= kQ6KFewRows) {
