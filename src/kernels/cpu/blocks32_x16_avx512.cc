@@ -96,8 +96,8 @@ void GroupTile(const MatmulTile& t, const uint8_t* group, const int32_t* x_sums,
       const uint8_t* xq = xb + Act<T>::kQuants;
       __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
       for (int d = 0; d < 4; ++d) {
-        s0 = _mm512_dpbusd_epi32(s0, w[d], Bcast32(xq + 4 * d));
-        s1 = _mm512_dpbusd_epi32(s1, w[4 + d], Bcast32(xq + 16 + 4 * d));
+        s0 = DpbusdBcast(s0, w[d], xq + 4 * d);
+        s1 = DpbusdBcast(s1, w[4 + d], xq + 16 + 4 * d);
       }
       __m512i isum = _mm512_add_epi32(s0, s1);
       if constexpr (kOffset<T> != 0) {

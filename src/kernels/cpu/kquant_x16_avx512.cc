@@ -113,7 +113,7 @@ inline void K4SubBlock(const uint8_t* quant, const uint8_t* side, const int8_t* 
   for (int i = 0; i < 8; ++i) {
     for (int r = 0; r < MR; ++r) {
       __m512i& chain = dot[r][i % kChains];
-      chain = _mm512_dpbusd_epi32(chain, w[i], Bcast32(xq[r] + 32 * s + 4 * i));
+      chain = DpbusdBcast(chain, w[i], xq[r] + 32 * s + 4 * i);
     }
   }
   const __m512i sc = _mm512_cvtepu8_epi32(Load128(side + kQ4KScales + 16 * s));
@@ -155,7 +155,7 @@ void K4SuperBlock(const uint8_t* quant, int b, const uint8_t* const* x, bool pre
   for (int r = 0; r < MR; ++r) msum[r] = _mm512_setzero_si512();
   for (int s = 0; s < 8; ++s) {
     for (int r = 0; r < MR; ++r) {
-      msum[r] = _mm512_dpwssd_epi32(msum[r], min_pairs[s], Bcast32(Bsums(x[r], b) + 4 * s));
+      msum[r] = DpwssdBcast(msum[r], min_pairs[s], Bsums(x[r], b) + 4 * s);
     }
   }
   const __m512 d = LoadF16(side + kQ4KD);
@@ -206,8 +206,7 @@ inline void Q6KQuarter(const uint8_t* quant, const uint8_t* side, int n, int q, 
     const int8_t* xq = Quants(x[r], b) + 128 * n + 16 * q;
     for (int k = 0; k < 4; ++k) {
       __m512i s = _mm512_setzero_si512();
-      for (int ii = 0; ii < 4; ++ii)
-        s = _mm512_dpbusd_epi32(s, e[k][ii], Bcast32(xq + 32 * k + 4 * ii));
+      for (int ii = 0; ii < 4; ++ii) s = DpbusdBcast(s, e[k][ii], xq + 32 * k + 4 * ii);
       isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(s, sc[k]));
     }
   }
@@ -243,7 +242,7 @@ inline void Q6KSubBlock(const uint8_t* quant, const uint8_t* side, const int8_t*
   for (int r = 0; r < MR; ++r) dot[r] = _mm512_setzero_si512();
   for (int ii = 0; ii < 4; ++ii) {
     for (int r = 0; r < MR; ++r) {
-      dot[r] = _mm512_dpbusd_epi32(dot[r], e[ii], Bcast32(xq[r] + kOffset + 4 * ii));
+      dot[r] = DpbusdBcast(dot[r], e[ii], xq[r] + kOffset + 4 * ii);
     }
   }
   const __m512i sc = _mm512_cvtepi8_epi32(Load128(side + kQ6KScales + 16 * (8 * kN + 2 * kK + kQ)));
@@ -296,7 +295,7 @@ void Q6KSuperBlock(const uint8_t* quant, int b, const uint8_t* const* x, bool pr
     const uint8_t* bsums = Bsums(x[r], b);
     __m512i offset = _mm512_setzero_si512();
     for (int k = 0; k < 8; ++k) {
-      offset = _mm512_dpwssd_epi32(offset, scale_pairs[k], Bcast32(bsums + 4 * k));
+      offset = DpwssdBcast(offset, scale_pairs[k], bsums + 4 * k);
     }
     const __m512i total = _mm512_sub_epi32(isum[r], _mm512_slli_epi32(offset, 5));
     const __m512 dx = _mm512_set1_ps(Dx(x[r], b));

@@ -30,12 +30,13 @@
 #include "kernels/cpu/prefetch_ahead.h"
 #include "kernels/cpu/quant_matmul.h"
 #include "kernels/cpu/scratch_buffer.h"
+#include "kernels/cpu/x16_helpers_avx512.h"
 
 namespace kvserve::avx512 {
 
 namespace {
 
-constexpr int kLanes = 16;  // weight rows per vector
+constexpr int kLanes = kX16Lanes;  // weight rows per vector
 // Activation rows per register tile (m > 1): 16 accumulators and 8 weight dwords fit the 32
 // registers, and 16 concurrent streams (or a 16-token chunk) read each group's weights once, which
 // made a 16-stream tinyllama Q4_0 decode step ~11% faster than tiles of 8 rows.
@@ -59,12 +60,6 @@ inline float F16ToF32(const uint8_t* p) {
   uint16_t s;
   std::memcpy(&s, p, sizeof(s));
   return _cvtsh_ss(s);
-}
-
-inline int32_t LoadI32(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
 }
 
 enum class QType { kQ8_0, kQ4_0 };
@@ -117,12 +112,6 @@ inline __m512i RowOffsets(int j0, int n_end, size_t row_bytes) {
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512i rows = _mm512_min_epi32(lane, _mm512_set1_epi32(n_end - 1 - j0));
   return _mm512_mullo_epi32(rows, _mm512_set1_epi32(static_cast<int>(row_bytes)));
-}
-
-inline __mmask16 StoreMask(int j0, int n_end) {
-  const int valid = n_end - j0;
-  return valid >= kLanes ? static_cast<__mmask16>(0xffff)
-                         : static_cast<__mmask16>((1u << valid) - 1u);
 }
 
 // ---- m == 1 ----
@@ -273,10 +262,8 @@ inline void Q4DecodeTile(const uint8_t* group, int n_blocks, const XPair* x, flo
     PrefetchBlockAhead(quants, kQuantBytes<QType::kQ4_0>, scales + kScaleBytes * b, kScaleBytes, b);
     for (int d = 0; d < 4; ++d) {
       const __m512i g = _mm512_load_si512(quants + 64 * d);
-      s_low = _mm512_dpbusd_epi32(s_low, _mm512_and_si512(g, low),
-                                  _mm512_set1_epi32(LoadI32(xq + 4 * d)));
-      s_high16 = _mm512_dpbusd_epi32(s_high16, _mm512_and_si512(g, high),
-                                     _mm512_set1_epi32(LoadI32(xq + 16 + 4 * d)));
+      s_low = DpbusdBcast(s_low, _mm512_and_si512(g, low), xq + 4 * d);
+      s_high16 = DpbusdBcast(s_high16, _mm512_and_si512(g, high), xq + 16 + 4 * d);
     }
     const __m512i isum = _mm512_add_epi32(s_low, _mm512_srai_epi32(s_high16, 4));
     acc = BlockStep(isum, dw, xp.dx[b % 2], acc);
@@ -307,8 +294,8 @@ void GroupTile(const uint8_t* group, int n_blocks, const XPair* const* x, float*
       __m512i s0 = _mm512_set1_epi32(xp.block_corr[h]);
       __m512i s1 = _mm512_setzero_si512();
       for (int d = 0; d < 4; ++d) {
-        s0 = _mm512_dpbusd_epi32(s0, wq[d], _mm512_set1_epi32(LoadI32(xq + 4 * d)));
-        s1 = _mm512_dpbusd_epi32(s1, wq[4 + d], _mm512_set1_epi32(LoadI32(xq + 16 + 4 * d)));
+        s0 = DpbusdBcast(s0, wq[d], xq + 4 * d);
+        s1 = DpbusdBcast(s1, wq[4 + d], xq + 16 + 4 * d);
       }
       acc[r] = BlockStep(_mm512_add_epi32(s0, s1), dw, xp.dx[h], acc[r]);
     }
