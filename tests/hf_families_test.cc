@@ -444,12 +444,18 @@ TEST_P(HfFamilyTest, FolderGivesTheGgufLogitsBitForBit) {
                  testing::AllPositionLogits(*gguf, tokens));
 }
 
+// `kvserve convert -m in -o <temp>/<name>.gguf --type type`; the output's path.
+std::string ConvertWithCli(const std::string& in, const char* type, const std::string& name) {
+  const std::string out = testing::TempDir() + "/" + name + ".gguf";
+  const std::string command = testing::KvserveBinary() + " convert -m '" + in + "' -o '" + out +
+                              "' --type " + type + " >/dev/null 2>&1";
+  EXPECT_EQ(std::system(command.c_str()), 0) << command;
+  return out;
+}
+
 TEST_P(HfFamilyTest, ConvertedFolderGivesTheSameLogits) {
-  const std::string out = testing::TempDir() + "/hf-family-" + GetParam().name + ".gguf";
-  const std::string command = testing::KvserveBinary() + " convert -m '" + FolderOf(GetParam()) +
-                              "' -o '" + out + "' --type " + GetParam().convert_type +
-                              " >/dev/null 2>&1";
-  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  const std::string out = ConvertWithCli(FolderOf(GetParam()), GetParam().convert_type,
+                                         std::string("hf-family-") + GetParam().name);
   auto converted_file = GgufFile::Open(out);
   auto fixture = GgufFile::Open(ModelPath(GetParam().gguf));
   ASSERT_TRUE(converted_file.ok() && fixture.ok()) << converted_file.message();
@@ -462,6 +468,16 @@ TEST_P(HfFamilyTest, ConvertedFolderGivesTheSameLogits) {
   ExpectSameBits(testing::AllPositionLogits(*converted, tokens),
                  testing::AllPositionLogits(*gguf, tokens));
   fs::remove(out);  // the mapping stays valid until `converted` is destroyed
+}
+
+// A K-quant mix of the folder is the same mix of the GGUF fixture, byte for byte.
+TEST_P(HfFamilyTest, QuantizedFolderIsTheQuantizedGguf) {
+  const std::string name = GetParam().name;
+  auto from_folder = GgufFile::Open(ConvertWithCli(FolderOf(GetParam()), "q4_k_m", name + "-hf"));
+  auto from_gguf = GgufFile::Open(ConvertWithCli(ModelPath(GetParam().gguf), "q4_k_m", name));
+  ASSERT_TRUE(from_folder.ok() && from_gguf.ok()) << from_folder.message();
+  ExpectSameTensors(*from_folder, *from_gguf);
+  EXPECT_EQ(from_folder->GetInt("general.file_type").value(), 15);  // LLAMA_FTYPE Q4_K_M
 }
 
 // Through the engine (`kvserve run`): the folder's greedy tokens are the fixture's.
