@@ -8,7 +8,6 @@
 #endif
 
 #include <cstdint>
-#include <cstring>
 
 #include "kernels/cpu/immintrin_avx512.h"
 
@@ -24,16 +23,11 @@ inline __m512 Rounded(__m512 v) {
   return v;
 }
 
-inline __m512i Bcast32(const void* p) {
-  int32_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return _mm512_set1_epi32(v);
-}
-
 // vpdpbusd / vpdpwssd of w against the dword at p broadcast, the broadcast folded into the
 // instruction's memory operand ({1to16}), which GCC does not do for these intrinsics: one
 // instruction where vpbroadcastd + vpdpbusd were two (the x16 Q4_K tile at m = 8, weights from
-// memory: 69.4 → 58.5 cycles per row-super-block).
+// memory: 69.4 → 58.5 cycles per row-super-block). AT&T syntax (GCC's and Clang's default); p needs
+// no alignment.
 inline __m512i DpbusdBcast(__m512i acc, __m512i w, const void* p) {
   asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*static_cast<const int32_t*>(p)));
   return acc;
