@@ -13,18 +13,18 @@
 // (CoarserTypeBreaksTheBound).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <memory>
+#include <map>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "io/gguf_reader.h"
-#include "model/gguf_converter.h"
 #include "model/model.h"
 #include "model/quant_recipe.h"
+#include "support/converted.h"
 #include "support/forward.h"
 #include "support/paths.h"
 #include "support/reference.h"
@@ -50,49 +50,65 @@ constexpr Case kCases[] = {
     {"gemma2", "q4_k_m"}, {"gemma3", "q4_k_m"}, {"qwen3moe", "q4_k_m"},
 };
 
-// llama.cpp's figure for `name` (e.g. "llama3-q4_k_m"): its quantized file against its F32 file.
+// The manifest of ../shared/reference/arch: the prompt, and llama.cpp's figure per case name (e.g.
+// "llama3-q4_k_m"): its quantized file against its F32 file.
+struct Manifest {
+  std::vector<int32_t> prompt_tokens;
+  std::map<std::string, double> vs_f32;
+};
+
+const Manifest& ReferenceManifest() {
+  static const Manifest manifest = [] {
+    Manifest m;
+    std::ifstream in(testing::ReferencePath("arch/manifest.json"));
+    const nlohmann::json json = nlohmann::json::parse(in, nullptr, false);
+    EXPECT_FALSE(json.is_discarded()) << "arch/manifest.json is not JSON";
+    if (json.is_discarded()) return m;
+    m.prompt_tokens = json["prompt_tokens"].get<std::vector<int32_t>>();
+    for (const nlohmann::json& file : json["files"]) {
+      if (file.contains("vs_f32_reference") && file["vs_f32_reference"].is_object()) {
+        m.vs_f32[file["name"].get<std::string>()] =
+            file["vs_f32_reference"]["prompt"].get<double>();
+      }
+    }
+    return m;
+  }();
+  return manifest;
+}
+
 double LlamaCppError(const std::string& name) {
-  std::ifstream in(testing::ReferencePath("arch/manifest.json"));
-  const nlohmann::json manifest = nlohmann::json::parse(in, nullptr, false);
-  if (manifest.is_discarded()) return -1;
-  for (const nlohmann::json& file : manifest["files"]) {
-    if (file["name"] == name) return file["vs_f32_reference"]["prompt"].get<double>();
-  }
-  return -1;
+  const auto it = ReferenceManifest().vs_f32.find(name);
+  return it == ReferenceManifest().vs_f32.end() ? -1 : it->second;
 }
 
-std::string Convert(const std::string& source_path, const QuantRecipe& recipe,
-                    const std::string& out_name) {
-  const std::string out = testing::TempDir() + "/" + out_name + ".gguf";
-  auto source = GgufFile::Open(source_path);
-  EXPECT_TRUE(source.ok()) << source.message();
-  if (!source.ok()) return out;
-  auto converter = GgufConverter::Create(*source, recipe);
-  EXPECT_TRUE(converter.ok()) << converter.message();
-  if (!converter.ok()) return out;
-  const Status written = converter->WriteFile(out);
-  EXPECT_TRUE(written.ok()) << written.message();
-  return out;
+std::string SourceOf(const std::string& arch) {
+  return testing::ModelPath("arch/" + arch + "-f32.gguf");
 }
 
-// Max over the prompt rows of the relative error of `path`'s logits against `source`'s.
-double PromptError(const std::string& path, const std::string& source) {
+// The prompt's logits of the model at `path`, [n_prompt, n_vocab]; empty if it does not load.
+std::vector<float> PromptLogits(const std::string& path) {
   auto model = LoadModel(path, TestBackend());
-  auto reference = LoadModel(source, TestBackend());
   EXPECT_TRUE(model.ok()) << model.message();
-  EXPECT_TRUE(reference.ok()) << reference.message();
-  if (!model.ok() || !reference.ok()) return INFINITY;
-  const std::vector<int32_t> tokens = testing::LoadArchReferenceCase("llama3-f32").prompt_tokens;
-  const std::vector<float> ours = testing::AllPositionLogits(**model, tokens);
-  const std::vector<float> ref = testing::AllPositionLogits(**reference, tokens);
-  const size_t n_vocab = (*reference)->config().n_vocab;
-  double worst = 0;
-  for (size_t row = 0; row < tokens.size(); ++row) {
-    worst =
-        std::max(worst, testing::RelativeRowError(std::span(ours).subspan(row * n_vocab, n_vocab),
-                                                  std::span(ref).subspan(row * n_vocab, n_vocab)));
-  }
-  return worst;
+  if (!model.ok()) return {};
+  return testing::AllPositionLogits(**model, ReferenceManifest().prompt_tokens);
+}
+
+// The F32 source's prompt logits, computed once per architecture.
+const std::vector<float>& SourceLogits(const std::string& arch) {
+  static std::map<std::string, std::vector<float>> cache;
+  auto it = cache.find(arch);
+  if (it == cache.end()) it = cache.emplace(arch, PromptLogits(SourceOf(arch))).first;
+  return it->second;
+}
+
+// Max over the prompt rows of the relative error of the converted file's logits against the
+// F32 source's.
+double PromptError(const std::string& path, const std::string& arch) {
+  const std::vector<float> ours = PromptLogits(path);
+  const std::vector<float>& ref = SourceLogits(arch);
+  const size_t n_rows = ReferenceManifest().prompt_tokens.size();
+  if (ours.empty() || ref.empty() || n_rows == 0) return INFINITY;
+  return testing::MaxRelativeRowError(ours, ref, static_cast<int>(ref.size() / n_rows));
 }
 
 TEST(ConvertRoundTripTest, EveryRecipeMovesTheLogitsAsLlamaCppsQuantizerDoes) {
@@ -101,8 +117,8 @@ TEST(ConvertRoundTripTest, EveryRecipeMovesTheLogitsAsLlamaCppsQuantizerDoes) {
     SCOPED_TRACE(name);
     auto recipe = QuantRecipe::Find(c.recipe);
     ASSERT_TRUE(recipe.ok()) << recipe.message();
-    const std::string source = testing::ModelPath(std::string("arch/") + c.arch + "-f32.gguf");
-    const double ours = PromptError(Convert(source, *recipe, "roundtrip-" + name), source);
+    const double ours =
+        PromptError(testing::ConvertToTemp(SourceOf(c.arch), *recipe, "roundtrip-" + name), c.arch);
     const double theirs = LlamaCppError(name);
     ASSERT_GT(theirs, 0.0) << "no vs_f32_reference figure in the manifest";
     std::printf("[ measured ] %-16s kvserve %.3e  llama.cpp %.3e  ratio %.2f\n", name.c_str(), ours,
@@ -116,10 +132,10 @@ TEST(ConvertRoundTripTest, EveryRecipeMovesTheLogitsAsLlamaCppsQuantizerDoes) {
 TEST(ConvertRoundTripTest, CoarserTypeBreaksTheBound) {
   for (const char* arch : {"llama3", "qwen2"}) {
     SCOPED_TRACE(arch);
-    const std::string source = testing::ModelPath(std::string("arch/") + arch + "-f32.gguf");
-    const double q4 = PromptError(
-        Convert(source, QuantRecipe::Uniform(GgmlType::kQ4_K), std::string("uniform-q4_k-") + arch),
-        source);
+    const double q4 =
+        PromptError(testing::ConvertToTemp(SourceOf(arch), QuantRecipe::Uniform(GgmlType::kQ4_K),
+                                           std::string("uniform-q4_k-") + arch),
+                    arch);
     const double q6_bound = kMaxOverLlamaCpp * LlamaCppError(std::string(arch) + "-q6_k");
     std::printf("[ measured ] %-8s all Q4_K %.3e against the q6_k bound %.3e\n", arch, q4,
                 q6_bound);

@@ -22,8 +22,10 @@
 #include "model/gguf_converter.h"
 #include "model/model.h"
 #include "support/cli.h"
+#include "support/converted.h"
 #include "support/forward.h"
 #include "support/paths.h"
+#include "support/reference.h"
 #include "support/test_backend.h"
 #include "util/thread_pool.h"
 
@@ -89,30 +91,9 @@ std::vector<int32_t> PromptTokens(const std::string& reference) {
   return tokens;
 }
 
-// Max over rows of max |a - ref| / max |ref|.
-double MaxRelativeError(const std::vector<float>& a, const std::vector<float>& ref, int n_vocab) {
-  double worst = 0;
-  for (size_t row = 0; row < ref.size() / n_vocab; ++row) {
-    double diff = 0, scale = 0;
-    for (int j = 0; j < n_vocab; ++j) {
-      const size_t k = row * n_vocab + j;
-      diff = std::max(diff, std::fabs(static_cast<double>(a[k]) - ref[k]));
-      scale = std::max(scale, std::fabs(static_cast<double>(ref[k])));
-    }
-    worst = std::max(worst, diff / scale);
-  }
-  return worst;
-}
-
 std::string Converted(const std::string& model, GgmlType type) {
-  const std::string out = testing::TempDir() + "/" + model + "." + GgmlTypeName(type) + ".gguf";
-  auto source = GgufFile::Open(testing::ModelPath(model));
-  EXPECT_TRUE(source.ok()) << source.message();
-  auto converter = GgufConverter::Create(*source, type);
-  EXPECT_TRUE(converter.ok()) << converter.message();
-  const Status written = converter->WriteFile(out);
-  EXPECT_TRUE(written.ok()) << written.message();
-  return out;
+  return testing::ConvertToTemp(testing::ModelPath(model), QuantRecipe::Uniform(type),
+                                model + "." + GgmlTypeName(type));
 }
 
 std::unique_ptr<Model> LoadOrDie(const std::string& path) {
@@ -127,9 +108,9 @@ double ErrorOf(const Case& c, const std::string& path) {
   auto model = LoadOrDie(path);
   if (!reference || !model) return INFINITY;
   const std::vector<int32_t> tokens = PromptTokens(c.reference);
-  return MaxRelativeError(testing::AllPositionLogits(*model, tokens),
-                          testing::AllPositionLogits(*reference, tokens),
-                          reference->config().n_vocab);
+  return testing::MaxRelativeRowError(testing::AllPositionLogits(*model, tokens),
+                                      testing::AllPositionLogits(*reference, tokens),
+                                      reference->config().n_vocab);
 }
 
 TEST(ConvertTest, F32ToF32IsBitExact) {

@@ -22,25 +22,13 @@
 #include "model/synthetic_model.h"
 #include "support/forward.h"
 #include "support/paths.h"
+#include "support/reference.h"
 #include "support/test_backend.h"
 
 namespace kvserve {
 namespace {
 
 const std::vector<int32_t> kPrompt = {1, 307, 83, 450, 262, 119, 498, 37, 221, 376, 145, 290};
-
-double MaxRelativeError(const std::vector<float>& a, const std::vector<float>& ref, int n_vocab) {
-  double worst = 0;
-  for (size_t row = 0; row + n_vocab <= ref.size(); row += n_vocab) {
-    double diff = 0, scale = 0;
-    for (int k = 0; k < n_vocab; ++k) {
-      diff = std::max(diff, std::fabs(static_cast<double>(a[row + k]) - ref[row + k]));
-      scale = std::max(scale, std::fabs(static_cast<double>(ref[row + k])));
-    }
-    worst = std::max(worst, diff / scale);
-  }
-  return worst;
-}
 
 class KquantModelTest : public ::testing::Test {
  protected:
@@ -106,7 +94,7 @@ TEST_F(KquantModelTest, ConvertedModelsLoadAndStayNearF32) {
     const std::vector<float> got = testing::AllPositionLogits(**model, kPrompt);
     ASSERT_EQ(got.size(), want.size());
     for (float v : got) ASSERT_TRUE(std::isfinite(v));
-    const double error = MaxRelativeError(got, want, n_vocab);
+    const double error = testing::MaxRelativeRowError(got, want, n_vocab);
     std::printf("[ measured ] %-7s max relative logit error vs F32 %.3e (bound %.2f)\n",
                 GgmlTypeName(c.type), error, c.bound);
     EXPECT_LT(error, c.bound);

@@ -41,13 +41,10 @@ std::vector<float> BatchLogits(const Model& model, const std::vector<int32_t>& t
   return logits.ok() ? std::vector<float>(logits->begin(), logits->end()) : std::vector<float>{};
 }
 
+// Over the first `rows` rows of n_vocab values.
 double WorstRowError(const std::vector<float>& ours, const std::vector<float>& ref, size_t rows,
                      int n_vocab) {
-  double worst = 0.0;
-  for (size_t i = 0; i < rows; ++i) {
-    worst = std::max(worst, RelativeRowError(Row(ours, i, n_vocab), Row(ref, i, n_vocab)));
-  }
-  return worst;
+  return testing::MaxRelativeRowError(ours, std::span(ref).first(rows * n_vocab), n_vocab);
 }
 
 ReferenceCase CaseFor(const std::string& name) {

@@ -96,4 +96,13 @@ double RelativeRowError(std::span<const float> ours, std::span<const float> ref)
   return max_ref > 0 ? max_diff / max_ref : max_diff;
 }
 
+double MaxRelativeRowError(std::span<const float> ours, std::span<const float> ref, int n_vocab) {
+  double worst = 0.0;
+  for (size_t row = 0; (row + 1) * n_vocab <= ref.size(); ++row) {
+    worst = std::max(worst, RelativeRowError(ours.subspan(row * n_vocab, n_vocab),
+                                             ref.subspan(row * n_vocab, n_vocab)));
+  }
+  return worst;
+}
+
 }  // namespace kvserve::testing

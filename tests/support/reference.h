@@ -27,5 +27,8 @@ ReferenceCase LoadArchReferenceCase(const std::string& name);
 std::vector<float> ReadFloats(const std::string& path);
 // max |a - b| over the row / max |ref| over the row.
 double RelativeRowError(std::span<const float> ours, std::span<const float> ref);
+// The largest RelativeRowError over the rows of n_vocab values in `ref` (ours has at least as
+// many).
+double MaxRelativeRowError(std::span<const float> ours, std::span<const float> ref, int n_vocab);
 
 }  // namespace kvserve::testing
