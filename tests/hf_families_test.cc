@@ -447,9 +447,9 @@ TEST_P(HfFamilyTest, FolderGivesTheGgufLogitsBitForBit) {
 // `kvserve convert -m in -o <temp>/<name>.gguf --type type`; the output's path.
 std::string ConvertWithCli(const std::string& in, const char* type, const std::string& name) {
   const std::string out = testing::TempDir() + "/" + name + ".gguf";
-  const std::string command = testing::KvserveBinary() + " convert -m '" + in + "' -o '" + out +
-                              "' --type " + type + " >/dev/null 2>&1";
-  EXPECT_EQ(std::system(command.c_str()), 0) << command;
+  const std::string args = "convert -m '" + in + "' -o '" + out + "' --type " + type;
+  std::string printed, errors;
+  EXPECT_EQ(testing::RunKvserve(args, &printed, &errors), 0) << args << ": " << errors;
   return out;
 }
 
