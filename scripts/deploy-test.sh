@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The deployment files, tested on loopback (docs/deploy.md): Prometheus rules and config (promtool),
-# the Kubernetes manifests (kustomize renders them; schema validation offline with the
-# kubernetes-models package; tests/deploy/check_manifests.py runs their command line), the
-# Dockerfile (dockerfile-utils' lint; scripts/image.sh check: no container engine runs here), and
-# the scale-out test: three
-# replicas behind nginx with Prometheus (tests/deploy/scale_out_test.py). Needs build/kvserve;
-# installs nginx, prometheus and the npm validator where missing. Ends with 'N passed, N failed'.
+# the Kubernetes manifests (kustomize renders them; strict schema validation offline with the
+# kubernetes-validate package, tests/deploy/k8s_validate.py; tests/deploy/check_manifests.py runs
+# their command line), the Dockerfile (hadolint; scripts/image.sh check: no container engine runs
+# here), and the scale-out test: three replicas behind nginx with Prometheus
+# (tests/deploy/scale_out_test.py). Needs build/kvserve; installs nginx and prometheus where
+# missing, and the Python tools into .venv (scripts/venv.sh). Ends with 'N passed, N failed'.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 kvserve=${KVSERVE_BUILD_DIR:-build}/kvserve
@@ -31,13 +31,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   # policy-rc.d or not, the packages' own services are not needed: the tests start their own.
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-# The npm validators, as package-lock.json pins them (reinstalled when a version differs).
-(cd tests/deploy/validators && node -e '
-  const lock = require("./package-lock.json").packages;
-  for (const name of Object.keys(require("./package.json").dependencies)) {
-    if (require(`./node_modules/${name}/package.json`).version !== lock[`node_modules/${name}`].version)
-      process.exit(1);
-  }' 2>/dev/null || npm ci --no-audit --no-fund --loglevel=error)
+scripts/venv.sh || exit 1  # kubernetes-validate, hadolint, pyyaml
+python=.venv/bin/python
 
 passed=0
 failed=0
@@ -58,7 +53,7 @@ trap 'rm -rf "$tmp"' EXIT
 step "promtool check rules" promtool check rules deploy/prometheus/rules.yml
 step "promtool test rules" bash -c 'cd deploy/prometheus && promtool test rules rules_test.yml'
 step "promtool check config" promtool check config deploy/prometheus/prometheus.yml
-step "YAML of the Kubernetes scrape config and the adapter rules" python3 -c '
+step "YAML of the Kubernetes scrape config and the adapter rules" "$python" -c '
 import sys, yaml
 for path in sys.argv[1:]:
     doc = yaml.safe_load(open(path))
@@ -67,15 +62,15 @@ print("ok")' deploy/prometheus/prometheus-k8s.yml deploy/prometheus/adapter-rule
 for dir in base overlays/example; do
   out="$tmp/$(basename "$dir").yaml"
   step "kubectl kustomize deploy/k8s/$dir" bash -c "kubectl kustomize deploy/k8s/$dir > $out"
-  step "schemas of deploy/k8s/$dir" bash -c "node tests/deploy/validators/k8s_validate.mjs < $out"
+  step "schemas of deploy/k8s/$dir" bash -c "$python tests/deploy/k8s_validate.py < $out"
 done
-step "manifest checks (base)" python3 tests/deploy/check_manifests.py --kvserve "$kvserve" \
+step "manifest checks (base)" "$python" tests/deploy/check_manifests.py --kvserve "$kvserve" \
   --model "$model" "$tmp/base.yaml"
-step "manifest checks (overlay, its command line run)" python3 tests/deploy/check_manifests.py \
+step "manifest checks (overlay, its command line run)" "$python" tests/deploy/check_manifests.py \
   --kvserve "$kvserve" --model "$model" --complete "$tmp/example.yaml"
-step "Dockerfile lint (dockerfile-utils)" node tests/deploy/validators/dockerfile_lint.mjs Dockerfile
+step "Dockerfile lint (hadolint)" .venv/bin/hadolint --failure-threshold info Dockerfile
 step "image checks (scripts/image.sh check)" scripts/image.sh check "$kvserve"
-step "scale-out: 3 replicas, nginx, Prometheus" python3 tests/deploy/scale_out_test.py \
+step "scale-out: 3 replicas, nginx, Prometheus" "$python" tests/deploy/scale_out_test.py \
   --kvserve "$kvserve" --model "$model" ${DEPLOY_FIGURES:+--figures "$DEPLOY_FIGURES"}
 
 echo "deploy-test: $passed passed, $failed failed"
