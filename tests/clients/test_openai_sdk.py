@@ -1,0 +1,105 @@
+"""The official `openai` Python SDK against `kvserve serve` on SmolLM2-135M-Instruct.
+
+Models, completions and chat, whole and streamed (the stream must equal the whole answer at
+temperature 0), the SDK's stream helper, and errors as the SDK's own exception classes (400 naming
+the parameter, 401, 404). A real client that nobody here wrote; its version is pinned in
+requirements/tools.txt.
+"""
+import openai
+import pytest
+
+from conftest import API_KEY
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server.base_url, api_key=API_KEY, max_retries=0, timeout=120)
+
+
+def test_models_list_names_the_served_model(client, server):
+    assert [m.id for m in client.models.list()] == [server.model]
+
+
+def test_chat_answers_a_question(client, server):
+    """SmolLM2-135M-Instruct knows the capital of France: the chat template is applied right."""
+    reply = client.chat.completions.create(
+        model=server.model, temperature=0, max_tokens=24,
+        messages=[{"role": "user", "content": "What is the capital of France?"}])
+    choice = reply.choices[0]
+    assert "Paris" in choice.message.content, choice.message.content
+    assert choice.finish_reason in ("stop", "length")
+
+
+def test_completions_whole_and_streamed_agree(client, server):
+    params = dict(model=server.model, prompt="The three primary colors are", max_tokens=16,
+                  temperature=0)
+    whole = client.completions.create(**params)
+    assert whole.object == "text_completion"
+    assert len(whole.choices) == 1
+    assert whole.choices[0].text.strip(), whole
+    assert whole.choices[0].finish_reason == "length"
+    assert whole.usage.completion_tokens == 16
+
+    text, finish = "", None
+    for chunk in client.completions.create(**params, stream=True):
+        for choice in chunk.choices:
+            text += choice.text
+            finish = choice.finish_reason or finish
+    assert text == whole.choices[0].text
+    assert finish == "length"
+
+
+def test_chat_whole_and_streamed_with_usage_agree(client, server):
+    params = dict(model=server.model, temperature=0, seed=7, max_completion_tokens=12,
+                  messages=[{"role": "system", "content": "You are a helpful assistant."},
+                            {"role": "user", "content": "Name a fruit that is yellow."}])
+    whole = client.chat.completions.create(**params)
+    assert whole.object == "chat.completion"
+    message = whole.choices[0].message
+    assert message.role == "assistant"
+    assert message.content
+    assert whole.usage.completion_tokens <= 12
+    assert whole.usage.total_tokens == whole.usage.prompt_tokens + whole.usage.completion_tokens
+
+    content, role, usage = "", None, None
+    for chunk in client.chat.completions.create(**params, stream=True,
+                                                stream_options={"include_usage": True}):
+        assert chunk.object == "chat.completion.chunk"
+        for choice in chunk.choices:
+            role = choice.delta.role or role
+            content += choice.delta.content or ""
+        usage = chunk.usage or usage
+    assert role == "assistant"
+    assert content == message.content
+    assert usage is not None, "the last chunk carries usage"
+    assert usage.completion_tokens == whole.usage.completion_tokens
+
+
+def test_stream_helper_collects_the_final_message(client, server):
+    with client.chat.completions.stream(
+            model=server.model, temperature=0, max_tokens=8,
+            messages=[{"role": "user", "content": "Tell me a story"}]) as stream:
+        final = stream.get_final_completion()
+    assert final.choices[0].message.role == "assistant"
+    assert final.choices[0].finish_reason == "length"
+    assert final.choices[0].message.content
+
+
+def test_bad_parameter_is_a_bad_request_naming_it(client, server):
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.completions.create(model=server.model, prompt="x", temperature=7)
+    assert caught.value.status_code == 400
+    assert caught.value.param == "temperature"
+
+
+def test_unknown_model_is_not_found(client):
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "x"}])
+    assert caught.value.status_code == 404
+
+
+def test_wrong_key_is_an_authentication_error(server):
+    stranger = openai.OpenAI(base_url=server.base_url, api_key="not-the-key", max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as caught:
+        stranger.completions.create(model=server.model, prompt="x", max_tokens=1)
+    assert caught.value.status_code == 401
