@@ -37,11 +37,12 @@ class Server:
         args = [binary, "serve", "-m", self.model_file, "--host", "127.0.0.1", "--port", "0",
                 "--api-key", API_KEY, "-t", "2", *extra_args]
         self.process = subprocess.Popen(args, stdout=self.log_file, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 120  # "listening on" comes first, "ready:" once loaded
         port = None
         while port is None:
-            match = re.search(r"ready: .*?127\.0\.0\.1:(\d+)", self.log())
-            if match:
+            log = self.log()
+            match = re.search(r"listening on http://127\.0\.0\.1:(\d+)", log)
+            if match and "ready:" in log:
                 port = int(match.group(1))
             elif self.process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"kvserve serve did not start:\n{self.log()}")
