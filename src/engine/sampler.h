@@ -43,7 +43,9 @@ struct SampleResult {
 
 class Sampler {
  public:
-  Sampler(const SamplingParams& params, int n_vocab);
+  // compute_logprob: fill SampleResult::logprob (a softmax over the whole vocabulary, a few
+  // milliseconds on a 262k vocabulary); the engine asks for it only when the request does.
+  Sampler(const SamplingParams& params, int n_vocab, bool compute_logprob = true);
 
   // Samples from logits [n_vocab]; `history` is the tokens seen so far (prompt and output), used
   // by the penalties, and `earlier` more of them that the sequence no longer holds (dropped by a
@@ -53,14 +55,50 @@ class Sampler {
                       std::span<const int32_t> earlier = {});
 
  private:
+  // The candidates in the sampler's order (larger logit first, then lower id) as 64-bit keys,
+  // ordered lazily: only the head that top-k, top-p, min-p and the draw reach is sorted, not the
+  // whole vocabulary (a draw usually ends in the first few hundred of 262,144 candidates).
+  class CandidateOrder {
+   public:
+    // A new order over logits (which must outlive it). The logits at or above head_floor are a
+    // prefix of the order: they are collected and sorted first, the rest only when a walk
+    // reaches them.
+    void Reset(std::span<const float> logits, float head_floor);
+    // Keeps only the k first candidates (top-k).
+    void Truncate(size_t k);
+    size_t size() const { return size_; }
+    int32_t at(size_t i);  // the i-th candidate's id; sorts further when i is past the head
+
+   private:
+    void AddTail();  // the keys below head_floor_, once a walk goes past the head
+
+    std::span<const float> logits_;
+    float head_floor_ = 0.0f;
+    std::vector<uint64_t> keys_;
+    size_t size_ = 0;    // candidates in the order: the vocabulary, or k after Truncate
+    size_t sorted_ = 0;  // keys_[0, sorted_) are the largest keys, in descending order
+    bool has_tail_ = false;
+  };
+
+  // The logits after logit_bias and the penalties: `logits` itself when neither applies, else
+  // work_.
+  std::span<const float> Adjusted(std::span<const float> logits, std::span<const int32_t> history,
+                                  std::span<const int32_t> earlier);
+  int32_t SampleWithTemperature(std::span<const float> w);
+  // The candidate position where min-p, then top-p, end the list (at most `keep`).
+  size_t CutOff(size_t keep, double sum);
+  void FillLogprobs(std::span<const float> logits, SampleResult& result);
+
   SamplingParams params_;
   int n_vocab_;
+  bool compute_logprob_;
   std::mt19937_64 rng_;
   // Reused working memory (no allocation per token after the first).
-  std::vector<float> work_;
+  std::vector<float> work_;   // [n_vocab] logits after bias and penalties
+  std::vector<float> probs_;  // [n_vocab] exp((logit - max) / temperature), by token id
+  CandidateOrder order_;
   std::vector<int32_t> candidates_;
   std::vector<int32_t> counts_;
-  std::vector<float> probs_;
   std::vector<float> logprobs_;
 };
 

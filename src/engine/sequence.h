@@ -24,7 +24,7 @@ struct Sequence {
         stream(std::move(s)),
         tokens(request.prompt),
         n_prompt(static_cast<int>(request.prompt.size())),
-        sampler(request.sampling, n_vocab),
+        sampler(request.sampling, n_vocab, request.logprobs),
         stop(request, tokenizer, n_ctx) {}
 
   Request request;
