@@ -1,18 +1,8 @@
 #!/usr/bin/env bash
 # Installs the npm packages the tests use (the official `openai` client in tests/openai_client),
-# exactly as package-lock.json pins them. Skips, with a note, where npm is missing.
-#   scripts/install-npm.sh webui   instead installs playwright-core for the web UI's browser tests
-#                                  (tests/webui) and fails when it cannot
+# exactly as package-lock.json pins them. Skips, with a note, where npm is missing. (The web UI's
+# browser tests use the Python playwright package from .venv: scripts/webui-test.sh.)
 set -euo pipefail
-if [ "${1:-}" = "webui" ]; then
-  cd "$(dirname "$0")/../tests/webui"
-  wanted=$(node -p 'require("./package-lock.json").packages["node_modules/playwright-core"].version')
-  installed=$(node -p 'try { require("./node_modules/playwright-core/package.json").version } catch { "" }')
-  if [ "$wanted" = "$installed" ]; then exit 0; fi
-  # playwright-core downloads no browser; the tests drive Debian's /usr/bin/chromium.
-  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error
-  exit 0
-fi
 cd "$(dirname "$0")/../tests/openai_client"
 if ! command -v npm >/dev/null; then
   echo "install-npm: npm not found; the openai client test will be skipped" >&2
