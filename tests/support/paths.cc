@@ -14,6 +14,9 @@ std::string SharedDir() {
 
 std::string ModelPath(const std::string& name) { return SharedDir() + "/models/" + name; }
 std::string ReferencePath(const std::string& name) { return SharedDir() + "/reference/" + name; }
+std::string TestDataPath(const std::string& name) {
+  return std::string(KVSERVE_TEST_DATA_DIR) + "/" + name;
+}
 std::string KvserveBinary() { return KVSERVE_BINARY; }
 
 std::string TempDir() {
