@@ -243,5 +243,11 @@ TEST(LlamaCppTokensTest, DigitRunsMatchLlamaCpp) {
   EXPECT_EQ(ExpectLlamaCppIds("digits", false).size(), 13u);
 }
 
+// Without special-token parsing, control-token texts are plain text, also those stored as
+// user-defined or ordinary tokens that llama.cpp treats as control (Phi-3's "</s>").
+TEST(LlamaCppTokensTest, SpecialTokenTextsWithoutParseSpecialMatchLlamaCpp) {
+  EXPECT_EQ(ExpectLlamaCppIds("special", false).size(), 13u);
+}
+
 }  // namespace
 }  // namespace kvserve
