@@ -246,6 +246,25 @@ TEST(TokenizerTest, ControlLookingTokensNeedParseSpecial) {
   EXPECT_EQ(coder->Encode("<|EOT|>", false, false), (Ids{32021}));
 }
 
+// Phi-3 (general.name "Phi3") drops the whitespace after its special tokens, except after <unk>,
+// <s> and <|endoftext|>, as llama.cpp and Phi-3's Hugging Face tokenizer do. The ids are
+// llama.cpp's (3f545becc, llama-tokenize --ids --no-bos --no-escape).
+TEST(TokenizerTest, Phi3SpecialTokensDropTheWhitespaceAfterThem) {
+  auto phi3 = Load("vocab/ggml-vocab-phi-3.gguf");
+  ASSERT_NE(phi3, nullptr);
+  using Ids = std::vector<int32_t>;
+  // A chat prompt: <|user|> "▁Hello" <|end|> <|assistant|>, no newline tokens.
+  EXPECT_EQ(phi3->Encode("<|user|>\nHello<|end|>\n<|assistant|>\n", false, true),
+            (Ids{32010, 15043, 32007, 32001}));
+  EXPECT_EQ(phi3->Encode("</s>\t\n Hi", false, true), (Ids{2, 6324}));
+  EXPECT_EQ(phi3->Encode("<s>\nHi", false, true), (Ids{1, 29871, 13, 18567}));
+  EXPECT_EQ(phi3->Encode("<|endoftext|> Hi", false, true), (Ids{32000, 29871, 6324}));
+  // Other vocabularies keep it: Llama SentencePiece's "</s>\nHi".
+  auto spm = Load("ggml-vocab-llama-spm.gguf");
+  ASSERT_NE(spm, nullptr);
+  EXPECT_EQ(spm->Encode("</s>\nHi", false, true), (Ids{2, 29871, 13, 18567}));
+}
+
 TEST(TokenizerTest, PreTokenizerPatterns) {
   auto gpt2 = PreTokenizer::ForName("gpt-2");
   auto llama3 = PreTokenizer::ForName("llama-bpe");

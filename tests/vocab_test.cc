@@ -249,5 +249,11 @@ TEST(LlamaCppTokensTest, SpecialTokenTextsWithoutParseSpecialMatchLlamaCpp) {
   EXPECT_EQ(ExpectLlamaCppIds("special", false).size(), 13u);
 }
 
+// With it, they become the tokens; Qwen 2's ordinary "</s>" too, as llama.cpp reads it as control,
+// and Phi-3 drops the whitespace after most of its special tokens.
+TEST(LlamaCppTokensTest, SpecialTokenTextsWithParseSpecialMatchLlamaCpp) {
+  EXPECT_EQ(ExpectLlamaCppIds("special", true).size(), 13u);
+}
+
 }  // namespace
 }  // namespace kvserve

@@ -1,6 +1,7 @@
 #include "tokenizer/special_tokens.h"
 
 #include <algorithm>
+#include <cctype>
 
 namespace kvserve {
 
@@ -27,23 +28,39 @@ constexpr std::string_view kControlLookingTexts[] = {
     "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", "<|fim_repo|>", "<|repo_name|>",
     "<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>"};
 
-bool IsControlLooking(std::string_view text) {
-  return std::find(std::begin(kControlLookingTexts), std::end(kControlLookingTexts), text) !=
-         std::end(kControlLookingTexts);
+// Phi-3's special tokens that keep the whitespace after them (llama.cpp's list).
+constexpr std::string_view kPhi3KeepsWhitespace[] = {"<unk>", "<s>", "<|endoftext|>"};
+
+template <size_t N>
+bool IsOneOf(std::string_view text, const std::string_view (&texts)[N]) {
+  return std::find(std::begin(texts), std::end(texts), text) != std::end(texts);
 }
+
+bool IsPhi3(std::string_view model_name) {
+  std::string lower(model_name);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower.find("phi-3") != std::string::npos || lower.find("phi3") != std::string::npos;
+}
+
+// isspace() in the C locale, what llama.cpp strips: space, \t, \n, \v, \f, \r.
+bool IsAsciiSpace(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
 }  // namespace
 
-SpecialTokens SpecialTokens::FromVocab(const Vocab& vocab) {
+SpecialTokens SpecialTokens::FromVocab(const Vocab& vocab, std::string_view model_name) {
+  const bool phi3 = IsPhi3(model_name);
   SpecialTokens out;
   for (int32_t id = 0; id < vocab.size(); ++id) {
     const TokenData& token = vocab.token(id);
     if (token.text.empty()) continue;
-    const bool control = token.type == TokenType::kControl || IsControlLooking(token.text);
+    const bool control =
+        token.type == TokenType::kControl || IsOneOf(token.text, kControlLookingTexts);
     const bool unknown = token.type == TokenType::kUnknown;
     if (!control && !unknown && token.type != TokenType::kUserDefined) continue;
-    out.entries_.push_back(
-        Entry{.id = id, .text = token.text, .needs_parse_special = control || unknown});
+    out.entries_.push_back(Entry{.id = id,
+                                 .text = token.text,
+                                 .needs_parse_special = control || unknown,
+                                 .rstrip = phi3 && !IsOneOf(token.text, kPhi3KeepsWhitespace)});
   }
   std::stable_sort(out.entries_.begin(), out.entries_.end(),
                    [](const Entry& a, const Entry& b) { return a.text.size() > b.text.size(); });
@@ -62,6 +79,9 @@ bool SpecialTokens::Cut(const Entry& entry, std::string_view text, const Fragmen
     if (hit > begin) out.push_back(Fragment{kNoToken, begin, hit - begin});
     out.push_back(Fragment{entry.id, 0, 0});
     begin = hit + entry.text.size();
+    if (entry.rstrip) {
+      while (begin < end && IsAsciiSpace(text[begin])) ++begin;
+    }
   }
   if (begin < end) out.push_back(Fragment{kNoToken, begin, end - begin});
   return found;

@@ -10,6 +10,10 @@
 // and Qwen 2's "</s>" as an ordinary token; all three are read out of text only with
 // parse_special. The file's types still decide decoding (tokenizer.h).
 //
+// Phi-3 files (general.name containing "phi-3" or "phi3", as llama.cpp checks) drop the ASCII
+// whitespace that follows a special token other than <unk>, <s> and <|endoftext|> ("rstrip" in
+// Phi-3's Hugging Face tokenizer, and in llama.cpp): "<|user|>\nHi" is <|user|> then "Hi".
+//
 // Immutable after FromVocab; Split is const and safe to call from many threads.
 #pragma once
 
@@ -32,7 +36,8 @@ class SpecialTokens {
     size_t length;
   };
 
-  static SpecialTokens FromVocab(const Vocab& vocab);
+  // `model_name` is general.name ("" when the file has none); it only selects Phi-3's rstrip.
+  static SpecialTokens FromVocab(const Vocab& vocab, std::string_view model_name);
 
   // `text` in order as fragments: every occurrence of a special token (control and unknown ones
   // only with parse_special) becomes that token, the text between stays plain. Empty text gives
@@ -44,6 +49,7 @@ class SpecialTokens {
     int32_t id;
     std::string text;
     bool needs_parse_special;
+    bool rstrip;  // drops the whitespace after it
   };
 
   // Cuts one plain fragment at every occurrence of `entry`, appending the pieces to `out`.

@@ -81,7 +81,13 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& file) {
   for (int32_t id : {v.eos(), v.eot(), v.eom()}) {
     if (id != kNoToken) tokenizer->end_of_generation_[static_cast<size_t>(id)] = true;
   }
-  tokenizer->special_tokens_ = SpecialTokens::FromVocab(v);
+  std::string model_name;  // general.name: Phi-3's special tokens strip the whitespace after them
+  if (file.Find("general.name") != nullptr) {
+    auto name = file.GetString("general.name");
+    if (!name.ok()) return name.status();
+    model_name = std::string(*name);
+  }
+  tokenizer->special_tokens_ = SpecialTokens::FromVocab(v, model_name);
   return tokenizer;
 }
 
