@@ -217,6 +217,54 @@ TEST(TokenizerTest, SpecialTokenParsing) {
   EXPECT_EQ(spm->Decode(spm_parsed, true), "<s> Hello</s>");
 }
 
+// Texts that llama.cpp treats as control tokens whatever the file's type are read out of the text
+// only with parse_special. The ids are llama.cpp's (3f545becc, llama-tokenize --ids --no-bos
+// --no-escape, with and without --no-parse-special).
+TEST(TokenizerTest, ControlLookingTokensNeedParseSpecial) {
+  auto phi3 = Load("vocab/ggml-vocab-phi-3.gguf");
+  auto coder = Load("vocab/ggml-vocab-deepseek-coder.gguf");
+  auto qwen2 = Load("vocab/ggml-vocab-qwen2.gguf");
+  ASSERT_NE(phi3, nullptr);
+  ASSERT_NE(coder, nullptr);
+  ASSERT_NE(qwen2, nullptr);
+  using Ids = std::vector<int32_t>;
+  // Phi-3 stores its end-of-sequence text "</s>" (id 2) as user-defined.
+  EXPECT_EQ(phi3->Encode("</s>", false, false), (Ids{1533, 29879, 29958}));  // "▁</" "s" ">"
+  EXPECT_EQ(phi3->Encode("</s>", false, true), (Ids{2}));
+  EXPECT_EQ(phi3->Decode(phi3->Encode("Hi</s>", false, false)), "Hi</s>");
+  // DeepSeek-Coder's fill-in-the-middle markers are user-defined too.
+  const std::string fim_begin = "<｜fim▁begin｜>";
+  EXPECT_EQ(coder->Encode(fim_begin, false, false),
+            (Ids{27, 169, 121, 237, 69, 308, 11028, 210, 946, 169, 121, 237, 29}));
+  EXPECT_EQ(coder->Encode(fim_begin, false, true), (Ids{32016}));
+  // Qwen 2's "</s>" is an ordinary token (128247) that llama.cpp reads as control.
+  EXPECT_EQ(qwen2->Encode("</s>", false, false), (Ids{522, 82, 29}));
+  EXPECT_EQ(qwen2->Encode("</s>", false, true), (Ids{128247}));
+  // User-defined tokens that do not look like control are read out of any text, as in llama.cpp
+  // and Hugging Face.
+  EXPECT_EQ(qwen2->Encode("<tool_call>", false, false), (Ids{151657}));
+  EXPECT_EQ(coder->Encode("<|EOT|>", false, false), (Ids{32021}));
+}
+
+// Phi-3 (general.name "Phi3") drops the whitespace after its special tokens, except after <unk>,
+// <s> and <|endoftext|>, as llama.cpp and Phi-3's Hugging Face tokenizer do. The ids are
+// llama.cpp's (3f545becc, llama-tokenize --ids --no-bos --no-escape).
+TEST(TokenizerTest, Phi3SpecialTokensDropTheWhitespaceAfterThem) {
+  auto phi3 = Load("vocab/ggml-vocab-phi-3.gguf");
+  ASSERT_NE(phi3, nullptr);
+  using Ids = std::vector<int32_t>;
+  // A chat prompt: <|user|> "▁Hello" <|end|> <|assistant|>, no newline tokens.
+  EXPECT_EQ(phi3->Encode("<|user|>\nHello<|end|>\n<|assistant|>\n", false, true),
+            (Ids{32010, 15043, 32007, 32001}));
+  EXPECT_EQ(phi3->Encode("</s>\t\n Hi", false, true), (Ids{2, 6324}));
+  EXPECT_EQ(phi3->Encode("<s>\nHi", false, true), (Ids{1, 29871, 13, 18567}));
+  EXPECT_EQ(phi3->Encode("<|endoftext|> Hi", false, true), (Ids{32000, 29871, 6324}));
+  // Other vocabularies keep it: Llama SentencePiece's "</s>\nHi".
+  auto spm = Load("ggml-vocab-llama-spm.gguf");
+  ASSERT_NE(spm, nullptr);
+  EXPECT_EQ(spm->Encode("</s>\nHi", false, true), (Ids{2, 29871, 13, 18567}));
+}
+
 TEST(TokenizerTest, PreTokenizerPatterns) {
   auto gpt2 = PreTokenizer::ForName("gpt-2");
   auto llama3 = PreTokenizer::ForName("llama-bpe");

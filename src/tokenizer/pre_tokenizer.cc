@@ -74,6 +74,18 @@ constexpr std::string_view kFalconStages[] = {
 // StarCoder, Refact, SmolLM, Command-R: every digit alone, then GPT-2's split.
 constexpr std::string_view kStarcoderStages[] = {"\\p{N}", kGpt2Stage};
 
+// llama.cpp's "default" BPE split, used for tokenizer.ggml.pre "default" and for files without
+// the key (older conversions such as GPT-NeoX-20B): runs of punctuation and math symbols first,
+// then GPT-2's split, then digit runs cut out of their pieces (" 12345" -> " ", "12345") and
+// ASCII digits grouped in threes from the left ("12345" -> "123", "45"). [0-9], not \d: with
+// PCRE2_UCP \d would also group other scripts' digits, which llama.cpp leaves whole.
+constexpr std::string_view kDefaultStages[] = {
+    R"([\p{P}\$\+<=>\^~\|]+)",
+    kGpt2Stage,
+    "\\p{N}+",
+    "[0-9][0-9][0-9]",
+};
+
 }  // namespace
 
 struct PreTokenizer::Code {
@@ -84,9 +96,8 @@ struct PreTokenizer::Code {
 };
 
 Result<PreTokenizer> PreTokenizer::ForName(std::string_view pre) {
-  if (pre == "gpt-2" || pre == "default" || pre.empty() || pre == "mpt" || pre == "gpt-neox") {
-    return FromPattern(kGpt2Pattern);
-  }
+  if (pre == "gpt-2" || pre == "mpt" || pre == "gpt-neox") return FromPattern(kGpt2Pattern);
+  if (pre == "default" || pre.empty()) return FromStages(kDefaultStages);
   if (pre == "llama-bpe" || pre == "llama3") return FromPattern(kLlama3Pattern);
   if (pre == "qwen2") return FromPattern(kQwen2Pattern);
   if (pre == "deepseek-llm") return FromStages(kDeepseekLlmStages);

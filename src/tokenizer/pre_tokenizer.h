@@ -17,10 +17,11 @@ namespace kvserve {
 
 class PreTokenizer {
  public:
-  // `pre` is the value of tokenizer.ggml.pre: "gpt-2", "default", "mpt", "gpt-neox" (GPT-2's
-  // pattern), "llama-bpe"/"llama3" (Llama 3), "qwen2", and the staged splits "deepseek-llm",
-  // "deepseek-coder", "falcon", "starcoder"/"refact"/"smollm"/"command-r". Others are an error
-  // naming the value.
+  // `pre` is the value of tokenizer.ggml.pre: "gpt-2", "mpt", "gpt-neox" (GPT-2's pattern;
+  // "gpt-neox" is kvserve's name for Hugging Face's GPT-NeoX split, unknown to llama.cpp),
+  // "llama-bpe"/"llama3" (Llama 3), "qwen2", and the staged splits "default" (also "", a file
+  // without the key, as llama.cpp does), "deepseek-llm", "deepseek-coder", "falcon",
+  // "starcoder"/"refact"/"smollm"/"command-r". Others are an error naming the value.
   static Result<PreTokenizer> ForName(std::string_view pre);
   // Compiles an arbitrary pattern (tests, future vocabularies).
   static Result<PreTokenizer> FromPattern(std::string_view pattern);

@@ -1,7 +1,5 @@
 #include "tokenizer/tokenizer.h"
 
-#include <algorithm>
-
 namespace kvserve {
 
 namespace {
@@ -12,13 +10,6 @@ constexpr std::string_view kUnknownPiece = "\xE2\x96\x85";  // ▅ U+2585, llama
 constexpr std::string_view kEndOfGenerationTexts[] = {
     "<|endoftext|>", "<|eot_id|>",    "<|eom_id|>",      "<|im_end|>",
     "<|end|>",       "<end_of_turn>", "<|end_of_text|>", "<EOT>",
-};
-
-// A run of the input during special-token partitioning: either a special token or plain text.
-struct Fragment {
-  int32_t token;  // kNoToken for plain text
-  size_t begin;   // plain text: bytes [begin, begin + length) of the input
-  size_t length;
 };
 
 }  // namespace
@@ -81,10 +72,6 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& file) {
       case TokenType::kUnused:
         break;
     }
-    if (token.type == TokenType::kControl || token.type == TokenType::kUserDefined ||
-        token.type == TokenType::kUnknown) {
-      if (!token.text.empty()) tokenizer->specials_.push_back(id);
-    }
     if (token.type == TokenType::kControl || token.type == TokenType::kUserDefined) {
       for (std::string_view text : kEndOfGenerationTexts) {
         if (token.text == text) tokenizer->end_of_generation_[static_cast<size_t>(id)] = true;
@@ -94,9 +81,13 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& file) {
   for (int32_t id : {v.eos(), v.eot(), v.eom()}) {
     if (id != kNoToken) tokenizer->end_of_generation_[static_cast<size_t>(id)] = true;
   }
-  std::stable_sort(
-      tokenizer->specials_.begin(), tokenizer->specials_.end(),
-      [&v](int32_t a, int32_t b) { return v.token(a).text.size() > v.token(b).text.size(); });
+  std::string model_name;  // general.name: Phi-3's special tokens strip the whitespace after them
+  if (file.Find("general.name") != nullptr) {
+    auto name = file.GetString("general.name");
+    if (!name.ok()) return name.status();
+    model_name = std::string(*name);
+  }
+  tokenizer->special_tokens_ = SpecialTokens::FromVocab(v, model_name);
   return tokenizer;
 }
 
@@ -133,42 +124,12 @@ void Tokenizer::EncodeFragment(std::string_view raw, bool after_special,
 
 std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special,
                                        bool parse_special) const {
-  std::vector<Fragment> fragments;
-  if (!text.empty()) fragments.push_back(Fragment{kNoToken, 0, text.size()});
-
-  // Cut plain-text fragments at every occurrence of each special token, longest texts first.
-  std::vector<Fragment> next;
-  for (int32_t id : specials_) {
-    if (!parse_special && vocab_.type(id) != TokenType::kUserDefined) continue;
-    const std::string& special = vocab_.token(id).text;
-    next.clear();
-    bool found = false;
-    for (const Fragment& fragment : fragments) {
-      if (fragment.token != kNoToken) {
-        next.push_back(fragment);
-        continue;
-      }
-      const std::string_view span = text.substr(fragment.begin, fragment.length);
-      size_t begin = 0;
-      for (size_t hit = span.find(special); hit != std::string_view::npos;
-           hit = span.find(special, begin)) {
-        found = true;
-        if (hit > begin) next.push_back(Fragment{kNoToken, fragment.begin + begin, hit - begin});
-        next.push_back(Fragment{id, 0, 0});
-        begin = hit + special.size();
-      }
-      if (begin < span.size()) {
-        next.push_back(Fragment{kNoToken, fragment.begin + begin, span.size() - begin});
-      }
-    }
-    if (found) fragments.swap(next);
-  }
-
+  const std::vector<SpecialTokens::Fragment> fragments = special_tokens_.Split(text, parse_special);
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 2);
   if (add_special && vocab_.add_bos() && vocab_.bos() != kNoToken) ids.push_back(vocab_.bos());
   bool after_special = true;
-  for (const Fragment& fragment : fragments) {
+  for (const SpecialTokens::Fragment& fragment : fragments) {
     if (fragment.token != kNoToken) {
       ids.push_back(fragment.token);
       after_special = true;

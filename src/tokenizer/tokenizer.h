@@ -8,7 +8,7 @@
 // Two models, as in llama.cpp: "gpt2" (byte-level BPE with merge ranks, see bpe_encoder.h) and
 // "llama" (SentencePiece BPE over scores with byte fallback, see spm_encoder.h). Encoding first
 // cuts the text at special tokens (user-defined tokens always, control and unknown tokens only
-// with parse_special; longest token text first), then normalizes (a Hugging Face folder's
+// with parse_special; see special_tokens.h), then normalizes (a Hugging Face folder's
 // normalizer, see normalizer.h; none for llama.cpp's files) and encodes each plain-text fragment.
 //
 // Decoding differs from llama.cpp's detokenize in two deliberate ways: no "clean up tokenization
@@ -29,6 +29,7 @@
 #include "io/gguf_reader.h"
 #include "tokenizer/bpe_encoder.h"
 #include "tokenizer/normalizer.h"
+#include "tokenizer/special_tokens.h"
 #include "tokenizer/spm_encoder.h"
 #include "tokenizer/vocab.h"
 #include "util/status.h"
@@ -45,7 +46,8 @@ class Tokenizer {
 
   // add_special: BOS/EOS as tokenizer.ggml.add_bos_token / add_eos_token say (defaults: llama adds
   // BOS, gpt2 adds nothing). parse_special: control tokens written in the text ("<s>",
-  // "<|endoftext|>") become their ids instead of being spelled out.
+  // "<|endoftext|>", and texts llama.cpp treats as control such as Phi-3's user-defined "</s>")
+  // become their ids instead of being spelled out; without it they are plain text.
   std::vector<int32_t> Encode(std::string_view text, bool add_special, bool parse_special) const;
 
   // The bytes token `id` stands for (not necessarily complete UTF-8): byte-level characters mapped
@@ -84,7 +86,7 @@ class Tokenizer {
   std::unique_ptr<SpmEncoder> spm_;      // llama model
   Normalizer normalizer_;                // tokenizer.kvserve.normalizer; empty for most files
   std::vector<std::string> pieces_;      // [n_vocab] TokenPiece(id, false)
-  std::vector<int32_t> specials_;        // control/user-defined/unknown ids, longest text first
+  SpecialTokens special_tokens_;         // what Encode cuts out of the text first
   std::vector<bool> end_of_generation_;  // [n_vocab]
 };
 

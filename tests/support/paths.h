@@ -1,5 +1,6 @@
-// Where tests find the shared, read-only fixtures (../shared beside the checkout) and the kvserve
-// binary. KVSERVE_SHARED overrides the fixture folder.
+// Where tests find the shared, read-only fixtures (../shared beside the checkout), the test data
+// committed with them (tests/data) and the kvserve binary. KVSERVE_SHARED overrides the fixture
+// folder.
 #pragma once
 
 #include <string>

@@ -1,0 +1,111 @@
+#include "tokenizer/special_tokens.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace kvserve {
+
+namespace {
+
+// The texts llama.cpp (llama-vocab.cpp at 3f545becc) treats as control tokens whatever their
+// stored type: its end-of-turn, end-of-message, end-of-generation and fill-in-the-middle
+// (prefix, suffix, middle, pad, repository, file separator) markers. llama.cpp skips a FIM
+// category when the file names its id (tokenizer.ggml.fim_*_token_id); kvserve does not, so a
+// FIM marker is never read out of plain text.
+constexpr std::string_view kControlLookingTexts[] = {
+    // end of turn / message / generation
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+    "<｜end▁of▁sentence｜>", "[e~[",
+    // fill in the middle: prefix, suffix, middle
+    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>",
+    "<|code_prefix|>", "<|prefix|>", "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
+    "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>", "<|fim_middle|>",
+    "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>",
+    "<|middle|>",
+    // fill in the middle: pad, repository, file separator
+    "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", "<|fim_repo|>", "<|repo_name|>",
+    "<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>"};
+
+// Phi-3's special tokens that keep the whitespace after them (llama.cpp's list).
+constexpr std::string_view kPhi3KeepsWhitespace[] = {"<unk>", "<s>", "<|endoftext|>"};
+
+template <size_t N>
+bool IsOneOf(std::string_view text, const std::string_view (&texts)[N]) {
+  return std::find(std::begin(texts), std::end(texts), text) != std::end(texts);
+}
+
+bool IsPhi3(std::string_view model_name) {
+  std::string lower(model_name);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower.find("phi-3") != std::string::npos || lower.find("phi3") != std::string::npos;
+}
+
+// isspace() in the C locale, what llama.cpp strips: space, \t, \n, \v, \f, \r.
+bool IsAsciiSpace(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+}  // namespace
+
+SpecialTokens SpecialTokens::FromVocab(const Vocab& vocab, std::string_view model_name) {
+  const bool phi3 = IsPhi3(model_name);
+  SpecialTokens out;
+  for (int32_t id = 0; id < vocab.size(); ++id) {
+    const TokenData& token = vocab.token(id);
+    if (token.text.empty()) continue;
+    const bool control =
+        token.type == TokenType::kControl || IsOneOf(token.text, kControlLookingTexts);
+    const bool unknown = token.type == TokenType::kUnknown;
+    if (!control && !unknown && token.type != TokenType::kUserDefined) continue;
+    out.entries_.push_back(Entry{.id = id,
+                                 .text = token.text,
+                                 .needs_parse_special = control || unknown,
+                                 .rstrip = phi3 && !IsOneOf(token.text, kPhi3KeepsWhitespace)});
+  }
+  std::stable_sort(out.entries_.begin(), out.entries_.end(),
+                   [](const Entry& a, const Entry& b) { return a.text.size() > b.text.size(); });
+  return out;
+}
+
+bool SpecialTokens::Cut(const Entry& entry, std::string_view text, const Fragment& fragment,
+                        std::vector<Fragment>& out) {
+  const size_t end = fragment.begin + fragment.length;
+  const std::string_view searched = text.substr(0, end);  // finds stay inside the fragment
+  size_t begin = fragment.begin;
+  bool found = false;
+  for (size_t hit = searched.find(entry.text, begin); hit != std::string_view::npos;
+       hit = searched.find(entry.text, begin)) {
+    found = true;
+    if (hit > begin) out.push_back(Fragment{kNoToken, begin, hit - begin});
+    out.push_back(Fragment{entry.id, 0, 0});
+    begin = hit + entry.text.size();
+    if (entry.rstrip) {
+      while (begin < end && IsAsciiSpace(text[begin])) ++begin;
+    }
+  }
+  if (begin < end) out.push_back(Fragment{kNoToken, begin, end - begin});
+  return found;
+}
+
+std::vector<SpecialTokens::Fragment> SpecialTokens::Split(std::string_view text,
+                                                          bool parse_special) const {
+  std::vector<Fragment> fragments;
+  if (!text.empty()) fragments.push_back(Fragment{kNoToken, 0, text.size()});
+  std::vector<Fragment> next;
+  for (const Entry& entry : entries_) {
+    if (entry.needs_parse_special && !parse_special) continue;
+    next.clear();
+    bool found = false;
+    for (const Fragment& fragment : fragments) {
+      if (fragment.token != kNoToken) {
+        next.push_back(fragment);
+      } else {
+        found |= Cut(entry, text, fragment, next);
+      }
+    }
+    if (found) fragments.swap(next);
+  }
+  return fragments;
+}
+
+}  // namespace kvserve
