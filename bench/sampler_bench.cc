@@ -6,10 +6,10 @@
 //   g++ -std=c++20 -O3 -Isrc bench/sampler_bench.cc build/libkvserve_engine.a \
 //       build/libkvserve_util.a -o /tmp/sampler_bench
 //   /tmp/sampler_bench [n_vocab]
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
 #include <random>
 #include <vector>
 
