@@ -126,9 +126,9 @@ constexpr double kNearTieGap = 0.5;
 
 struct CaseResult {
   std::vector<double> row_errors;
-  int greedy_matched = 0;   // leading greedy tokens equal to llama.cpp's
-  bool near_tie = false;    // stopped at a token where llama.cpp's top two were within the bound
-  std::string divergence;   // why it stopped early, if it did
+  int greedy_matched = 0;  // leading greedy tokens equal to llama.cpp's
+  bool near_tie = false;   // stopped at a token where llama.cpp's top two were within the bound
+  std::string divergence;  // why it stopped early, if it did
 };
 
 // The prompt in chunks of 64 with every row's logits (the stored rows compared), then greedy
@@ -165,8 +165,8 @@ CaseResult RunCase(const Model& model, const ReferenceCase& rc) {
       const double gap = chooser->top[0].second - chooser->top[1].second;
       result.near_tie = ours == chooser->top[1].first && gap <= kNearTieGap;
       result.divergence = "token " + std::to_string(g) + ": kvserve " + std::to_string(ours) +
-                          ", llama.cpp " + std::to_string(rc.greedy[g]) + ", llama.cpp's top-two gap " +
-                          std::to_string(gap);
+                          ", llama.cpp " + std::to_string(rc.greedy[g]) +
+                          ", llama.cpp's top-two gap " + std::to_string(gap);
       return result;
     }
     ++result.greedy_matched;
@@ -209,8 +209,8 @@ TEST_P(RealModelReference, TokensLogitsAndGreedyMatchLlamaCpp) {
   }
   std::sort(all_errors.begin(), all_errors.end());
   std::printf("%s: %zu rows, logit error median %.2e, max %.2e (bound %.1e); %d near-ties\n",
-              name.c_str(), all_errors.size(), all_errors[all_errors.size() / 2],
-              all_errors.back(), bound, near_ties);
+              name.c_str(), all_errors.size(), all_errors[all_errors.size() / 2], all_errors.back(),
+              bound, near_ties);
 }
 
 // One prompt's logits computed as one batch, token by token with the cache, and recomputed
@@ -232,10 +232,12 @@ TEST_P(RealModelReference, BatchIncrementalAndNoCacheAreTheSameBits) {
     auto step = incremental.Append(std::span(&tokens[i], 1));
     ASSERT_TRUE(step.ok());
     const std::span<const float> expected(batched.data() + i * n_vocab, n_vocab);
-    ASSERT_TRUE(std::equal(step->begin(), step->end(), expected.begin())) << "incremental, row " << i;
+    ASSERT_TRUE(std::equal(step->begin(), step->end(), expected.begin()))
+        << "incremental, row " << i;
     auto again = no_cache.AppendRecompute(std::span(&tokens[i], 1));
     ASSERT_TRUE(again.ok());
-    ASSERT_TRUE(std::equal(again->begin(), again->end(), expected.begin())) << "no-cache, row " << i;
+    ASSERT_TRUE(std::equal(again->begin(), again->end(), expected.begin()))
+        << "no-cache, row " << i;
   }
 }
 
@@ -257,8 +259,11 @@ TEST_P(RealModelReference, SixteenAtOnceEqualEachAlone) {
     r.sampling.temperature = 0.0f;
     requests.push_back(std::move(r));
   }
-  const EngineOptions options{.n_threads = 2, .n_ctx = 256, .max_num_seqs = 16,
-                              .max_batched_tokens = 128, .prefix_caching = false};
+  const EngineOptions options{.n_threads = 2,
+                              .n_ctx = 256,
+                              .max_num_seqs = 16,
+                              .max_batched_tokens = 128,
+                              .prefix_caching = false};
   auto run = [&](const std::vector<Request>& batch) {
     auto engine = Engine::Create(*l.model, *l.tokenizer, options);
     EXPECT_TRUE(engine.ok()) << engine.message();
