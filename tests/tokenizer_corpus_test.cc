@@ -1,5 +1,5 @@
-// Tokenization of a varied 250 KB corpus (tests/data/tokenizer-corpus: English legal text, Python
-// and C source, 25 languages in their own scripts, CJK test texts, and synthetic strings of
+// Tokenization of a varied 247 KB corpus (tests/data/tokenizer-corpus: English legal text, Python
+// and C source, 26 languages in their own scripts, CJK test texts, and synthetic strings of
 // digits, whitespace runs, contractions, control-token texts, JSON and URLs) with the two real
 // vocabularies, SmolLM2's byte-level BPE (49,152 tokens, smollm pre-tokenizer) and Gemma 3's
 // SentencePiece (262,144 tokens), against the ids of llama.cpp's llama-tokenize at 3f545becc

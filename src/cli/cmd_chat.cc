@@ -132,7 +132,7 @@ int DropOldestTurns(const ChatTemplate& tmpl, const Tokenizer& tok,
   const size_t first = !messages.empty() && messages.front().role == "system" ? 1 : 0;
   int dropped = 0;
   while (messages.size() > first + 1) {
-    const size_t n_prompt = tmpl.EncodePrompt(tok, tmpl.Render(messages, true)).size();
+    const size_t n_prompt = tmpl.EncodeConversation(tok, messages, true).size();
     if (static_cast<int>(n_prompt) + reserve <= n_ctx) break;
     size_t end = first + 1;  // the oldest turn: up to the next user message
     while (end < messages.size() - 1 && messages[end].role != "user") ++end;
@@ -150,7 +150,7 @@ int SystemPrefixTokens(const ChatTemplate& tmpl, const Tokenizer& tok,
                        const std::vector<int32_t>& prompt) {
   if (messages.empty() || messages.front().role != "system") return 0;
   const std::vector<int32_t> system =
-      tmpl.EncodePrompt(tok, tmpl.Render(std::span(messages).first(1), false));
+      tmpl.EncodeConversation(tok, std::span(messages).first(1), false);
   return static_cast<int>(
       std::mismatch(system.begin(), system.end(), prompt.begin(), prompt.end()).first -
       system.begin());
@@ -184,10 +184,8 @@ int RunChat(const std::vector<std::string>& argv) {
   auto tokenizer = Tokenizer::FromGguf((*model)->file());
   if (!tokenizer.ok()) return fail(tokenizer.message(), 1);
   const Tokenizer& tok = **tokenizer;
-  auto tmpl = ChatTemplate::ForModel((*model)->file(), options->template_name);
+  auto tmpl = ChatTemplate::ForModel((*model)->file(), tok, options->template_name);
   if (!tmpl.ok()) return fail(tmpl.message(), 2);
-  tmpl->set_special_tokens(tok.bos() >= 0 ? tok.TokenPiece(tok.bos(), true) : "",
-                           tok.eos() >= 0 ? tok.TokenPiece(tok.eos(), true) : "");
   if (!tmpl->warning().empty()) std::fprintf(stderr, "kvserve chat: %s\n", tmpl->warning().c_str());
 
   const bool interactive = isatty(fileno(stdin)) != 0;
@@ -222,7 +220,7 @@ int RunChat(const std::vector<std::string>& argv) {
       n_dropped_messages =
           DropOldestTurns(*tmpl, tok, messages, n_ctx, std::min(request.max_tokens, n_ctx / 2));
     }
-    const std::vector<int32_t> prompt = tmpl->EncodePrompt(tok, tmpl->Render(messages, true));
+    const std::vector<int32_t> prompt = tmpl->EncodeConversation(tok, messages, true);
     auto turn = Reply(**engine, *tmpl, request, prompt, n_ctx, options->shift,
                       SystemPrefixTokens(*tmpl, tok, messages, prompt));
     ++request.sampling.seed;  // each turn draws from its own random stream

@@ -281,10 +281,8 @@ int RunServe(const std::vector<std::string>& argv) {
   if (!model.ok()) return stop_with(model.message());
   auto tokenizer = Tokenizer::FromGguf((*model)->file());
   if (!tokenizer.ok()) return stop_with(tokenizer.message());
-  auto chat = ChatTemplate::ForModel((*model)->file(), options->chat_template);
+  auto chat = ChatTemplate::ForModel((*model)->file(), **tokenizer, options->chat_template);
   if (!chat.ok()) return stop_with(chat.message());
-  chat->set_special_tokens((*tokenizer)->TokenPiece((*tokenizer)->bos(), true),
-                           (*tokenizer)->TokenPiece((*tokenizer)->eos(), true));
   if (!chat->warning().empty())
     std::fprintf(stderr, "kvserve serve: %s\n", chat->warning().c_str());
   EngineOptions engine_options = options->engine;

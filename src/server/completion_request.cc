@@ -388,4 +388,9 @@ std::optional<ApiError> ParseCompletionRequest(const json& body, CompletionKind 
   return std::nullopt;
 }
 
+std::optional<ApiError> ParseChatMessages(const json& body, std::vector<ChatMessage>& out) {
+  if (!body.is_object()) return WrongType("body", "a JSON object", body);
+  return ReadMessages(body, out);
+}
+
 }  // namespace kvserve

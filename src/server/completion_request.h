@@ -67,4 +67,8 @@ inline constexpr int kMaxStopStrings = 16;  // OpenAI allows 4; we are more leni
 inline constexpr int kMaxTopLogprobs = 20;
 inline constexpr size_t kMaxIdBytes = 256;  // session_id, cache_salt, user
 
+// The "messages" array of a chat request (also read by /apply-template): roles and text.
+std::optional<ApiError> ParseChatMessages(const nlohmann::json& body,
+                                          std::vector<ChatMessage>& out);
+
 }  // namespace kvserve

@@ -18,7 +18,8 @@ bool IsOpenPath(const std::string& path, bool metrics_auth, bool webui) {
 bool ReadsBodyWithLimit(const httplib::Request& request) {
   return request.method == "POST" &&
          (request.path == "/v1/completions" || request.path == "/v1/chat/completions" ||
-          request.path == "/tokenize" || request.path == "/detokenize");
+          request.path == "/tokenize" || request.path == "/detokenize" ||
+          request.path == "/apply-template");
 }
 
 }  // namespace
@@ -230,6 +231,12 @@ void HttpServer::Install() {
     std::string body;
     if (!ReadBody(reader, body, response)) return;
     if (OpenAiRoutes* routes = Ready(response)) routes->Detokenize(body, response);
+  });
+  server_.Post("/apply-template", [this](const httplib::Request&, httplib::Response& response,
+                                         const httplib::ContentReader& reader) {
+    std::string body;
+    if (!ReadBody(reader, body, response)) return;
+    if (OpenAiRoutes* routes = Ready(response)) routes->ApplyTemplate(body, response);
   });
   server_.Delete(R"(/v1/sessions/([^/]+))",
                  [this](const httplib::Request& request, httplib::Response& response) {

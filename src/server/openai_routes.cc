@@ -230,12 +230,12 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
     }
   } else {
     const ChatTemplate& chat = *model_.chat_template;
-    const std::string rendered = chat.Render(request.messages, /*add_generation_prompt=*/true);
-    prepared.prompt_tokens.push_back(chat.EncodePrompt(tokenizer, rendered));
+    prepared.prompt_tokens.push_back(
+        chat.EncodeConversation(tokenizer, request.messages, /*add_generation_prompt=*/true));
     if (shift && !request.pinned_prefix_tokens && request.messages.front().role == "system") {
       // Pinned by default: the tokens the rendered system message shares with the prompt.
       const std::vector<int32_t> system =
-          chat.EncodePrompt(tokenizer, chat.Render(std::span(request.messages).first(1), false));
+          chat.EncodeConversation(tokenizer, std::span(request.messages).first(1), false);
       const std::vector<int32_t>& prompt = prepared.prompt_tokens.back();
       pinned = static_cast<int>(
           std::mismatch(system.begin(), system.end(), prompt.begin(), prompt.end()).first -
@@ -436,6 +436,16 @@ void OpenAiRoutes::Detokenize(const std::string& text, httplib::Response& respon
     ids.push_back(static_cast<int32_t>(item.get<int64_t>()));
   }
   ReplyJson(response, 200, {{"content", model_.tokenizer->Decode(ids)}});
+}
+
+void OpenAiRoutes::ApplyTemplate(const std::string& text, httplib::Response& response) const {
+  json body;
+  if (auto error = ParseJsonBody(text, body)) return ReplyError(response, *error);
+  std::vector<ChatMessage> messages;
+  if (auto error = ParseChatMessages(body, messages)) return ReplyError(response, *error);
+  ReplyJson(response, 200,
+            {{"prompt", model_.chat_template->PromptText(messages, /*add_generation_prompt=*/true,
+                                                         *model_.tokenizer)}});
 }
 
 void OpenAiRoutes::DeleteSession(const std::string& session_id, const std::string& tenant,

@@ -50,6 +50,9 @@ class OpenAiRoutes {
   void Model(const std::string& id, httplib::Response& response) const;
   void Tokenize(const std::string& body, httplib::Response& response) const;
   void Detokenize(const std::string& body, httplib::Response& response) const;
+  // llama-server's POST /apply-template: {"messages": [...]} -> {"prompt": rendered text with the
+  // generation cue}, nothing generated.
+  void ApplyTemplate(const std::string& body, httplib::Response& response) const;
   void DeleteSession(const std::string& session_id, const std::string& tenant,
                      httplib::Response& response);
 

@@ -138,8 +138,22 @@ std::optional<std::string> LiteralAfter(std::string_view source, std::string_vie
   return ReadLiteral(source, quote, end);
 }
 
-void AppendAll(std::string& out, std::initializer_list<std::string_view> parts) {
-  for (std::string_view part : parts) out.append(part);
+using Piece = ChatText::Piece;
+
+// `pieces` as Strip() of their concatenation: the whitespace at its start and end removed, each
+// piece keeping its kind (markup or message text).
+std::vector<Piece> StripPieces(std::initializer_list<Piece> pieces) {
+  std::vector<Piece> out(pieces);
+  for (size_t i = 0; i < out.size(); ++i) {  // leading: through pieces that are all whitespace
+    const size_t first = out[i].text.find_first_not_of(kWhitespace);
+    out[i].text.remove_prefix(first == std::string_view::npos ? out[i].text.size() : first);
+    if (!out[i].text.empty()) break;
+  }
+  for (size_t i = out.size(); i-- > 0;) {
+    out[i].text = RStrip(out[i].text);
+    if (!out[i].text.empty()) break;
+  }
+  return out;
 }
 
 }  // namespace
@@ -301,6 +315,15 @@ std::string_view ChatTemplate::name() const {
   return "plain";
 }
 
+Result<ChatTemplate> ChatTemplate::ForModel(const GgufFile& file, const Tokenizer& tokenizer,
+                                            std::string_view override_name) {
+  auto chat = ForModel(file, override_name);
+  if (!chat.ok()) return chat;
+  chat->set_special_tokens(tokenizer.bos() >= 0 ? tokenizer.TokenPiece(tokenizer.bos(), true) : "",
+                           tokenizer.eos() >= 0 ? tokenizer.TokenPiece(tokenizer.eos(), true) : "");
+  return chat;
+}
+
 void ChatTemplate::set_special_tokens(std::string bos_text, std::string eos_text) {
   if (!bos_text.empty()) bos_text_ = std::move(bos_text);
   if (!eos_text.empty()) eos_text_ = std::move(eos_text);
@@ -369,7 +392,34 @@ std::vector<int32_t> ChatTemplate::EncodePrompt(const Tokenizer& tokenizer,
 
 std::string ChatTemplate::Render(std::span<const ChatMessage> messages,
                                  bool add_generation_prompt) const {
-  std::string out;
+  return RenderText(messages, add_generation_prompt).text();
+}
+
+std::string ChatTemplate::PromptText(std::span<const ChatMessage> messages,
+                                     bool add_generation_prompt, const Tokenizer& tokenizer) const {
+  std::string text = Render(messages, add_generation_prompt);
+  if (renders_bos_ && tokenizer.add_bos() && StartsWith(text, bos_text_)) {
+    text.erase(0, bos_text_.size());
+  }
+  return text;
+}
+
+std::vector<int32_t> ChatTemplate::EncodeConversation(const Tokenizer& tokenizer,
+                                                      std::span<const ChatMessage> messages,
+                                                      bool add_generation_prompt) const {
+  const ChatText rendered = RenderText(messages, add_generation_prompt);
+  std::vector<int32_t> ids;
+  const bool has_bos = renders_bos_ && StartsWith(rendered.text(), bos_text_);
+  if (!has_bos && tokenizer.add_bos() && tokenizer.bos() >= 0) ids.push_back(tokenizer.bos());
+  const std::vector<int32_t> text =
+      tokenizer.Encode(rendered.text(), /*add_special=*/false, rendered.message_ranges());
+  ids.insert(ids.end(), text.begin(), text.end());
+  return ids;
+}
+
+ChatText ChatTemplate::RenderText(std::span<const ChatMessage> messages,
+                                  bool add_generation_prompt) const {
+  ChatText out;
   switch (family_) {
     case ChatFamily::kPlain:
       RenderPlain(messages, add_generation_prompt, out);
@@ -410,24 +460,27 @@ std::string ChatTemplate::Render(std::span<const ChatMessage> messages,
 }
 
 void ChatTemplate::RenderPlain(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                               std::string& out) const {
-  for (const ChatMessage& m : messages) AppendAll(out, {m.role, ": ", m.content, "\n"});
+                               ChatText& out) const {
+  for (const ChatMessage& m : messages) {
+    out.AppendAll({MessageText(m.role), ": ", MessageText(m.content), "\n"});
+  }
   if (add_generation_prompt) out += "assistant:";
 }
 
 void ChatTemplate::RenderChatMl(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                                std::string& out) const {
+                                ChatText& out) const {
   if (!default_system_.empty() && (messages.empty() || messages[0].role != "system")) {
-    AppendAll(out, {"<|im_start|>system\n", default_system_, "<|im_end|>\n"});
+    out.AppendAll({"<|im_start|>system\n", default_system_, "<|im_end|>\n"});
   }
   for (const ChatMessage& m : messages) {
-    AppendAll(out, {"<|im_start|>", m.role, "\n", m.content, "<|im_end|>\n"});
+    out.AppendAll(
+        {"<|im_start|>", MessageText(m.role), "\n", MessageText(m.content), "<|im_end|>\n"});
   }
   if (add_generation_prompt) out += "<|im_start|>assistant\n";
 }
 
 void ChatTemplate::RenderSmolLm3(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                                 std::string& out) const {
+                                 ChatText& out) const {
   bool think = true;  // enable_thinking defaults to true
   std::string custom;
   if (!messages.empty() && messages[0].role == "system") {
@@ -439,10 +492,10 @@ void ChatTemplate::RenderSmolLm3(std::span<const ChatMessage> messages, bool add
     }
     custom = RStrip(ReplaceAll(ReplaceAll(system, "/no_think", ""), "/think", ""));
   }
-  AppendAll(out, {"<|im_start|>system\n", "## Metadata\n\n", cutoff_line_, "Reasoning Mode: ",
-                  think ? "/think" : "/no_think", "\n\n", "## Custom Instructions\n\n"});
+  out.AppendAll({"<|im_start|>system\n", "## Metadata\n\n", cutoff_line_, "Reasoning Mode: ",
+                 think ? "/think" : "/no_think", "\n\n", "## Custom Instructions\n\n"});
   if (!custom.empty()) {
-    AppendAll(out, {custom, "\n\n"});
+    out.AppendAll({MessageText(custom), "\n\n"});
   } else {
     out += think ? think_instructions_ : no_think_instructions_;
   }
@@ -450,39 +503,43 @@ void ChatTemplate::RenderSmolLm3(std::span<const ChatMessage> messages, bool add
   constexpr std::string_view kEmptyThought = "<think>\n\n</think>\n";
   for (const ChatMessage& m : messages) {
     if (m.role == "user" || m.role == "tool") {
-      AppendAll(out, {"<|im_start|>user\n", m.content, "<|im_end|>\n"});
+      out.AppendAll({"<|im_start|>user\n", MessageText(m.content), "<|im_end|>\n"});
     } else if (m.role == "assistant") {
-      AppendAll(out, {"<|im_start|>assistant\n", think ? "" : kEmptyThought,
-                      LStripNewlines(m.content), "<|im_end|>\n"});
+      out.AppendAll({"<|im_start|>assistant\n", think ? "" : kEmptyThought,
+                     MessageText(LStripNewlines(m.content)), "<|im_end|>\n"});
     }
   }
   if (add_generation_prompt) {
-    AppendAll(out, {"<|im_start|>assistant\n", think ? "" : kEmptyThought});
+    out.AppendAll({"<|im_start|>assistant\n", think ? "" : kEmptyThought});
   }
 }
 
-void ChatTemplate::RenderLlama2(std::span<const ChatMessage> messages, std::string& out) const {
-  std::string system;
-  bool has_system = false;
+void ChatTemplate::RenderLlama2(std::span<const ChatMessage> messages, ChatText& out) const {
+  std::optional<std::string_view> system;
   if (!messages.empty() && messages[0].role == "system") {
     system = messages[0].content;
-    has_system = true;
     messages = messages.subspan(1);
   }
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
-    std::string content = m.content;
-    if (i == 0 && has_system) content = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + content;
+    const std::vector<Piece> content = i == 0 && system
+                                           ? StripPieces({"<<SYS>>\n", MessageText(*system),
+                                                          "\n<</SYS>>\n\n", MessageText(m.content)})
+                                           : StripPieces({MessageText(m.content)});
     if (m.role == "user") {
-      AppendAll(out, {bos_text_, "[INST] ", Strip(content), " [/INST]"});
+      out.AppendAll({bos_text_, "[INST] "});
+      out.AppendAll(content);
+      out += " [/INST]";
     } else if (m.role == "assistant") {
-      AppendAll(out, {" ", Strip(content), " ", eos_text_});
+      out += " ";
+      out.AppendAll(content);
+      out.AppendAll({" ", eos_text_});
     }
   }
 }
 
 void ChatTemplate::RenderLlama3(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                                std::string& out) const {
+                                ChatText& out) const {
   out += bos_text_;
   if (!knowledge_line_.empty()) {
     // 3.1/3.2: the system block is always there; the system message goes at its end.
@@ -491,28 +548,28 @@ void ChatTemplate::RenderLlama3(std::span<const ChatMessage> messages, bool add_
       system = Strip(messages[0].content);
       messages = messages.subspan(1);
     }
-    AppendAll(out, {"<|start_header_id|>system<|end_header_id|>\n\n", knowledge_line_,
-                    "Today Date: ", Date(), "\n\n", system, "<|eot_id|>"});
+    out.AppendAll({"<|start_header_id|>system<|end_header_id|>\n\n", knowledge_line_,
+                   "Today Date: ", Date(), "\n\n", MessageText(system), "<|eot_id|>"});
   }
   for (const ChatMessage& m : messages) {
-    AppendAll(out, {"<|start_header_id|>", m.role, "<|end_header_id|>\n\n", Strip(m.content),
-                    "<|eot_id|>"});
+    out.AppendAll({"<|start_header_id|>", MessageText(m.role), "<|end_header_id|>\n\n",
+                   MessageText(Strip(m.content)), "<|eot_id|>"});
   }
   if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
 }
 
 void ChatTemplate::RenderZephyr(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                                std::string& out) const {
+                                ChatText& out) const {
   for (const ChatMessage& m : messages) {
     if (m.role == "user" || m.role == "system" || m.role == "assistant") {
-      AppendAll(out, {"<|", m.role, "|>\n", m.content, eos_text_, "\n"});
+      out.AppendAll({"<|", m.role, "|>\n", MessageText(m.content), eos_text_, "\n"});
     }
   }
   // The template writes the cue inside its loop, after the last message.
   if (add_generation_prompt && !messages.empty()) out += "<|assistant|>\n";
 }
 
-void ChatTemplate::RenderMistral(std::span<const ChatMessage> messages, std::string& out) const {
+void ChatTemplate::RenderMistral(std::span<const ChatMessage> messages, ChatText& out) const {
   std::optional<std::string_view> system;
   if (!messages.empty() && messages[0].role == "system") {
     system = messages[0].content;
@@ -524,64 +581,63 @@ void ChatTemplate::RenderMistral(std::span<const ChatMessage> messages, std::str
     if (m.role == "user") {
       // Nemo puts the system text into the last message only, when that is a user turn.
       if (i + 1 == messages.size() && system) {
-        AppendAll(out, {"[INST]", *system, "\n\n", m.content, "[/INST]"});
+        out.AppendAll({"[INST]", MessageText(*system), "\n\n", MessageText(m.content), "[/INST]"});
       } else {
-        AppendAll(out, {"[INST]", m.content, "[/INST]"});
+        out.AppendAll({"[INST]", MessageText(m.content), "[/INST]"});
       }
     } else if (m.role == "assistant") {
-      AppendAll(out, {m.content, eos_text_});
+      out.AppendAll({MessageText(m.content), eos_text_});
     }
   }
 }
 
 void ChatTemplate::RenderGemma(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                               std::string& out) const {
+                               ChatText& out) const {
   out += bos_text_;
   std::string pending_system;
   for (const ChatMessage& m : messages) {
-    if (m.role == "system") {
-      pending_system += m.content;
+    if (m.role == "system") {  // trimmed, then put before the next user turn (as llama.cpp)
+      pending_system += Strip(m.content);
       continue;
     }
     const bool model = m.role == "assistant";
-    std::string content = m.content;
+    out.AppendAll({"<start_of_turn>", model ? Piece("model") : Piece(MessageText(m.role)), "\n"});
     if (!model && !pending_system.empty()) {
-      content = pending_system + "\n\n" + content;
+      out.AppendAll({MessageText(pending_system), "\n\n"});
       pending_system.clear();
     }
-    AppendAll(out, {"<start_of_turn>", model ? "model" : m.role, "\n", Strip(content),
-                    "<end_of_turn>\n"});
+    out.AppendAll({MessageText(Strip(m.content)), "<end_of_turn>\n"});
   }
   if (add_generation_prompt) out += "<start_of_turn>model\n";
 }
 
 void ChatTemplate::RenderPhi3(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                              std::string& out) const {
+                              ChatText& out) const {
   for (const ChatMessage& m : messages) {
     if (m.role == "system" && m.content.empty()) continue;
     if (m.role == "system" || m.role == "user" || m.role == "assistant") {
-      AppendAll(out, {"<|", m.role, "|>\n", m.content, "<|end|>\n"});
+      out.AppendAll({"<|", m.role, "|>\n", MessageText(m.content), "<|end|>\n"});
     }
   }
   out += add_generation_prompt ? std::string_view("<|assistant|>\n") : eos_text_;
 }
 
 void ChatTemplate::RenderDeepSeekR1(std::span<const ChatMessage> messages,
-                                    bool add_generation_prompt, std::string& out) const {
+                                    bool add_generation_prompt, ChatText& out) const {
   std::string_view system;  // the template keeps the last system message
   for (const ChatMessage& m : messages) {
     if (m.role == "system") system = m.content;
   }
-  AppendAll(out, {bos_text_, system});
+  out.AppendAll({bos_text_, MessageText(system)});
   for (const ChatMessage& m : messages) {
     if (m.role == "user") {
-      AppendAll(out, {"<｜User｜>", m.content});
+      out.AppendAll({"<｜User｜>", MessageText(m.content)});
     } else if (m.role == "assistant") {
       // Earlier reasoning is dropped: only the text after the last </think> is kept.
       std::string_view content = m.content;
       const size_t think_end = content.rfind("</think>");
       if (think_end != std::string_view::npos) content = content.substr(think_end + 8);
-      AppendAll(out, {"<｜Assistant｜>", content, eos_text_});
+      out.AppendAll({"<｜Assistant｜>", MessageText(content), eos_text_});
     }
   }
   if (add_generation_prompt) out += "<｜Assistant｜><think>\n";

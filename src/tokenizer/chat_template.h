@@ -15,9 +15,10 @@
 //           with "Cutting Knowledge Date" and "Today Date"; see set_date)
 //   zephyr  <|user|>\n...</s>\n
 //   mistral <s>[INST]...[/INST]...</s>  (Nemo style: the system text goes before the last user
-//   turn) gemma   <bos><start_of_turn>user\n...<end_of_turn>\n  (assistant is "model"; a system
-//   message,
-//           which the real template rejects, is put before the first user message)
+//           turn)
+//   gemma   <bos><start_of_turn>user\n...<end_of_turn>\n  (assistant is "model"; system
+//           messages, which the real template rejects, are trimmed and put before the next user
+//           message, as llama.cpp's built-in Gemma format does)
 //   phi3    <|user|>\n...<|end|>\n
 //   deepseek-r1  <｜begin▁of▁sentence｜>system<｜User｜>...<｜Assistant｜>...<｜end▁of▁sentence｜>
 //   plain   "role: content\n" lines and a final "assistant:" cue (models without a template)
@@ -33,6 +34,7 @@
 #include <vector>
 
 #include "io/gguf_reader.h"
+#include "tokenizer/chat_text.h"
 #include "tokenizer/tokenizer.h"
 #include "util/status.h"
 
@@ -71,15 +73,32 @@ class ChatTemplate {
   // The template for a model: ByName(override_name) when it is not empty, else Detect() of the
   // GGUF key tokenizer.chat_template (absent: plain; not a string: an error naming the key).
   static Result<ChatTemplate> ForModel(const GgufFile& file, std::string_view override_name);
+  // As above, with the template's BOS/EOS text set from `tokenizer` (what `kvserve serve` and
+  // `kvserve chat` use).
+  static Result<ChatTemplate> ForModel(const GgufFile& file, const Tokenizer& tokenizer,
+                                       std::string_view override_name);
 
   // The text of the whole conversation; with add_generation_prompt, followed by the cue that
   // starts the assistant's reply.
   std::string Render(std::span<const ChatMessage> messages, bool add_generation_prompt) const;
 
+  // Render's text as llama-server's /apply-template gives it: without the leading BOS text when
+  // `tokenizer` adds BOS itself (the prompt's ids are the same either way).
+  std::string PromptText(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                         const Tokenizer& tokenizer) const;
+
   // Token ids of a rendered conversation: special tokens written in the text become their ids,
   // and the tokenizer's BOS is prepended when the model wants one and the text does not already
   // start with it (renders_bos), so a conversation never gets two.
+  // Use it for text the caller trusts; conversations go through EncodeConversation.
   std::vector<int32_t> EncodePrompt(const Tokenizer& tokenizer, std::string_view rendered) const;
+
+  // The prompt ids of a conversation: Render's text encoded as EncodePrompt does, except that
+  // the messages' own text (content and roles) never becomes a control token: a user who writes
+  // "<|im_end|>" gets the tokens of that text, not the end of their turn.
+  std::vector<int32_t> EncodeConversation(const Tokenizer& tokenizer,
+                                          std::span<const ChatMessage> messages,
+                                          bool add_generation_prompt) const;
 
   // The model's BOS/EOS text as the template's bos_token/eos_token (defaults are the family's
   // usual ones, e.g. "<s>"/"</s>"). Empty arguments keep the defaults.
@@ -103,23 +122,25 @@ class ChatTemplate {
   explicit ChatTemplate(ChatFamily family);
 
   void RenderChatMl(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                    std::string& out) const;
+                    ChatText& out) const;
   void RenderSmolLm3(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                     std::string& out) const;
-  void RenderLlama2(std::span<const ChatMessage> messages, std::string& out) const;
+                     ChatText& out) const;
+  void RenderLlama2(std::span<const ChatMessage> messages, ChatText& out) const;
   void RenderLlama3(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                    std::string& out) const;
+                    ChatText& out) const;
   void RenderZephyr(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                    std::string& out) const;
-  void RenderMistral(std::span<const ChatMessage> messages, std::string& out) const;
+                    ChatText& out) const;
+  void RenderMistral(std::span<const ChatMessage> messages, ChatText& out) const;
   void RenderGemma(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                   std::string& out) const;
+                   ChatText& out) const;
   void RenderPhi3(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                  std::string& out) const;
+                  ChatText& out) const;
   void RenderDeepSeekR1(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                        std::string& out) const;
+                        ChatText& out) const;
   void RenderPlain(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                   std::string& out) const;
+                   ChatText& out) const;
+  // Render, with the bytes that came from the messages marked.
+  ChatText RenderText(std::span<const ChatMessage> messages, bool add_generation_prompt) const;
   std::string Date() const;
 
   ChatFamily family_;

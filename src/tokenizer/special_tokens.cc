@@ -45,6 +45,18 @@ bool IsPhi3(std::string_view model_name) {
 // isspace() in the C locale, what llama.cpp strips: space, \t, \n, \v, \f, \r.
 bool IsAsciiSpace(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
+constexpr std::span<const TextRange> kNoRanges;
+
+// Whether bytes [begin, begin + length) share a byte with one of `ranges` (sorted by begin).
+bool Overlaps(std::span<const TextRange> ranges, size_t begin, size_t length) {
+  const auto after =
+      std::upper_bound(ranges.begin(), ranges.end(), begin + length,
+                       [](size_t end, const TextRange& range) { return end <= range.begin; });
+  if (after == ranges.begin()) return false;
+  const TextRange& last = *(after - 1);  // the last range that starts before our end
+  return last.begin + last.length > begin;
+}
+
 }  // namespace
 
 SpecialTokens SpecialTokens::FromVocab(const Vocab& vocab, std::string_view model_name) {
@@ -68,13 +80,18 @@ SpecialTokens SpecialTokens::FromVocab(const Vocab& vocab, std::string_view mode
 }
 
 bool SpecialTokens::Cut(const Entry& entry, std::string_view text, const Fragment& fragment,
-                        std::vector<Fragment>& out) {
+                        std::span<const TextRange> plain, std::vector<Fragment>& out) {
   const size_t end = fragment.begin + fragment.length;
   const std::string_view searched = text.substr(0, end);  // finds stay inside the fragment
   size_t begin = fragment.begin;
+  size_t from = begin;  // where the next search starts (past skipped occurrences)
   bool found = false;
-  for (size_t hit = searched.find(entry.text, begin); hit != std::string_view::npos;
-       hit = searched.find(entry.text, begin)) {
+  for (size_t hit = searched.find(entry.text, from); hit != std::string_view::npos;
+       hit = searched.find(entry.text, from)) {
+    if (Overlaps(plain, hit, entry.text.size())) {
+      from = hit + 1;
+      continue;
+    }
     found = true;
     if (hit > begin) out.push_back(Fragment{kNoToken, begin, hit - begin});
     out.push_back(Fragment{entry.id, 0, 0});
@@ -82,13 +99,14 @@ bool SpecialTokens::Cut(const Entry& entry, std::string_view text, const Fragmen
     if (entry.rstrip) {
       while (begin < end && IsAsciiSpace(text[begin])) ++begin;
     }
+    from = begin;
   }
   if (begin < end) out.push_back(Fragment{kNoToken, begin, end - begin});
   return found;
 }
 
-std::vector<SpecialTokens::Fragment> SpecialTokens::Split(std::string_view text,
-                                                          bool parse_special) const {
+std::vector<SpecialTokens::Fragment> SpecialTokens::Split(std::string_view text, bool parse_special,
+                                                          std::span<const TextRange> plain) const {
   std::vector<Fragment> fragments;
   if (!text.empty()) fragments.push_back(Fragment{kNoToken, 0, text.size()});
   std::vector<Fragment> next;
@@ -100,7 +118,7 @@ std::vector<SpecialTokens::Fragment> SpecialTokens::Split(std::string_view text,
       if (fragment.token != kNoToken) {
         next.push_back(fragment);
       } else {
-        found |= Cut(entry, text, fragment, next);
+        found |= Cut(entry, text, fragment, entry.needs_parse_special ? plain : kNoRanges, next);
       }
     }
     if (found) fragments.swap(next);

@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +27,12 @@
 #include "tokenizer/vocab.h"
 
 namespace kvserve {
+
+// Bytes [begin, begin + length) of a text.
+struct TextRange {
+  size_t begin;
+  size_t length;
+};
 
 class SpecialTokens {
  public:
@@ -41,8 +48,11 @@ class SpecialTokens {
 
   // `text` in order as fragments: every occurrence of a special token (control and unknown ones
   // only with parse_special) becomes that token, the text between stays plain. Empty text gives
-  // no fragments.
-  std::vector<Fragment> Split(std::string_view text, bool parse_special) const;
+  // no fragments. Control and unknown tokens are never read out of the `plain` ranges (sorted,
+  // not overlapping; for a chat, the messages' own text): an occurrence that overlaps one of
+  // them stays text, as without parse_special. User-defined tokens are cut out everywhere.
+  std::vector<Fragment> Split(std::string_view text, bool parse_special,
+                              std::span<const TextRange> plain = {}) const;
 
  private:
   struct Entry {
@@ -53,8 +63,9 @@ class SpecialTokens {
   };
 
   // Cuts one plain fragment at every occurrence of `entry`, appending the pieces to `out`.
+  // Occurrences that overlap a `plain` range are skipped (given only for control entries).
   static bool Cut(const Entry& entry, std::string_view text, const Fragment& fragment,
-                  std::vector<Fragment>& out);
+                  std::span<const TextRange> plain, std::vector<Fragment>& out);
 
   std::vector<Entry> entries_;  // longest text first
 };

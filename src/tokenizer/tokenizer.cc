@@ -124,7 +124,18 @@ void Tokenizer::EncodeFragment(std::string_view raw, bool after_special,
 
 std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special,
                                        bool parse_special) const {
-  const std::vector<SpecialTokens::Fragment> fragments = special_tokens_.Split(text, parse_special);
+  return EncodeFragments(text, special_tokens_.Split(text, parse_special), add_special);
+}
+
+std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special,
+                                       std::span<const TextRange> plain) const {
+  return EncodeFragments(text, special_tokens_.Split(text, /*parse_special=*/true, plain),
+                         add_special);
+}
+
+std::vector<int32_t> Tokenizer::EncodeFragments(
+    std::string_view text, const std::vector<SpecialTokens::Fragment>& fragments,
+    bool add_special) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 2);
   if (add_special && vocab_.add_bos() && vocab_.bos() != kNoToken) ids.push_back(vocab_.bos());

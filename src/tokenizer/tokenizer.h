@@ -49,6 +49,10 @@ class Tokenizer {
   // "<|endoftext|>", and texts llama.cpp treats as control such as Phi-3's user-defined "</s>")
   // become their ids instead of being spelled out; without it they are plain text.
   std::vector<int32_t> Encode(std::string_view text, bool add_special, bool parse_special) const;
+  // As above with parse_special, except inside the `plain` byte ranges (sorted, disjoint): text
+  // there never becomes a control token. A chat template's markup is parsed, its messages are not.
+  std::vector<int32_t> Encode(std::string_view text, bool add_special,
+                              std::span<const TextRange> plain) const;
 
   // The bytes token `id` stands for (not necessarily complete UTF-8): byte-level characters mapped
   // back to bytes, ▁ -> space, <0xNN> -> that byte. Control tokens give "" unless render_special
@@ -80,6 +84,10 @@ class Tokenizer {
   explicit Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {}
 
   void EncodeFragment(std::string_view text, bool after_special, std::vector<int32_t>& out) const;
+  // Encode after the split: special fragments give their ids, plain ones are encoded.
+  std::vector<int32_t> EncodeFragments(std::string_view text,
+                                       const std::vector<SpecialTokens::Fragment>& fragments,
+                                       bool add_special) const;
 
   Vocab vocab_;
   std::unique_ptr<BpeEncoder> bpe_;      // gpt2 model
