@@ -39,12 +39,13 @@ struct Conversation {
 };
 
 std::vector<Conversation> Conversations() {
-  const auto root = nlohmann::json::parse(
-      testing::ReadWholeFile(testing::TestDataPath("real-models/apply-template/conversations.json")));
+  const auto root = nlohmann::json::parse(testing::ReadWholeFile(
+      testing::TestDataPath("real-models/apply-template/conversations.json")));
   std::vector<Conversation> out;
   for (const auto& c : root.at("conversations")) {
     Conversation conversation{.name = c.at("name")};
-    for (const auto& m : c.at("messages")) conversation.messages.push_back({m.at("role"), m.at("content")});
+    for (const auto& m : c.at("messages"))
+      conversation.messages.push_back({m.at("role"), m.at("content")});
     out.push_back(std::move(conversation));
   }
   return out;
@@ -122,7 +123,8 @@ TEST_P(RealModelChat, MessageTextNeverBecomesAControlToken) {
     const std::vector<int32_t> all_parsed = m.chat->EncodePrompt(*m.tokenizer, rendered);
     // One end-of-turn token per marker the template wrote, none from the messages' text.
     long in_messages = 0;
-    for (const ChatMessage& message : c.messages) in_messages += Occurrences(message.content, end.text);
+    for (const ChatMessage& message : c.messages)
+      in_messages += Occurrences(message.content, end.text);
     const long written = Occurrences(rendered, end.text) - in_messages;
     EXPECT_GE(written, static_cast<long>(c.messages.size()) - 1) << c.name;
     EXPECT_EQ(std::count(safe.begin(), safe.end(), end.id), written) << c.name;
@@ -168,10 +170,9 @@ TEST(RealModelChatSmolLm2, GreedyReplyEndsOnImEnd) {
   // The token the engine stopped on: the plain decode loop, told not to stop, one token further.
   SamplingParams greedy;
   greedy.temperature = 0.0f;
-  const std::vector<int32_t> longer =
-      testing::ReferenceGenerate(*m.model, *m.tokenizer, request.prompt,
-                                 static_cast<int>(reply.tokens.size()) + 1, greedy,
-                                 /*ignore_eos=*/true, 512);
+  const std::vector<int32_t> longer = testing::ReferenceGenerate(
+      *m.model, *m.tokenizer, request.prompt, static_cast<int>(reply.tokens.size()) + 1, greedy,
+      /*ignore_eos=*/true, 512);
   ASSERT_EQ(longer.size(), reply.tokens.size() + 1);
   EXPECT_TRUE(std::equal(reply.tokens.begin(), reply.tokens.end(), longer.begin()));
   EXPECT_EQ(longer.back(), 2) << "reply: " << reply.text;  // <|im_end|>

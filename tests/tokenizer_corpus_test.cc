@@ -64,7 +64,8 @@ TEST_P(TokenizerCorpusTest, EveryFileEncodesToLlamaCppIds) {
   const auto expected = nlohmann::json::parse(testing::ReadWholeFile(expected_path));
   size_t bytes = 0, ids = 0;
   for (const auto& [name, reference] : expected.at("files").items()) {
-    const std::string text = testing::ReadWholeFile(testing::TestDataPath("tokenizer-corpus/" + name));
+    const std::string text =
+        testing::ReadWholeFile(testing::TestDataPath("tokenizer-corpus/" + name));
     bytes += text.size();
     const auto theirs = reference.get<std::vector<int32_t>>();
     ids += theirs.size();
@@ -81,8 +82,7 @@ TEST_P(TokenizerCorpusTest, EveryFileEncodesToLlamaCppIds) {
 }
 
 INSTANTIATE_TEST_SUITE_P(RealVocabularies, TokenizerCorpusTest,
-                         ::testing::Values("smollm2-135m", "gemma3-270m"),
-                         [](const auto& info) {
+                         ::testing::Values("smollm2-135m", "gemma3-270m"), [](const auto& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;

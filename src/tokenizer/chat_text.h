@@ -29,9 +29,9 @@ class ChatText {
  public:
   // One piece of AppendAll: markup (implicit from any string) or MessageText.
   struct Piece {
-    Piece(std::string_view text) : text(text) {}          // NOLINT: implicit by design
-    Piece(const char* text) : text(text) {}               // NOLINT
-    Piece(const std::string& text) : text(text) {}        // NOLINT
+    Piece(std::string_view text) : text(text) {}    // NOLINT: implicit by design
+    Piece(const char* text) : text(text) {}         // NOLINT
+    Piece(const std::string& text) : text(text) {}  // NOLINT
     Piece(MessageText message) : text(message.text), from_message(true) {}  // NOLINT
     std::string_view text;
     bool from_message = false;
