@@ -178,6 +178,45 @@ TEST_F(StepBudget, PrefillChunksKeepThePredictedStepUnderTheTarget) {
   EXPECT_EQ(m.Stats().used, 0);
 }
 
+// With max_step_decodes 3 on a fast model (10 ms + 1 ms a token), a step next to n decoding
+// streams takes at most 3 of their decode-only steps, 3 * (10 + n) ms, far under the 100 ms
+// target: 20 + 2n prefill tokens. On a slow model (10 ms a token) the 100 ms target is the lower
+// one and decides, as without max_step_decodes.
+TEST_F(StepBudget, AtMostThreeDecodeStepsOnAFastModel) {
+  BlockManager m(512, 4, true);
+  Scheduler s(
+      m, {.max_num_seqs = 8, .max_batched_tokens = 512, .max_step_ms = 100, .max_step_decodes = 3},
+      nullptr);
+  const StepCost cost{.fixed_ms = 10, .ms_per_token = 1};
+  s.SetStepCost(cost);
+  for (int i = 0; i < 4; ++i) s.Add(MakeSequence(3, 60));
+  EXPECT_EQ(Step(s, m).allowance, 512);  // nothing decodes yet
+  s.Add(MakeSequence(300, 4));
+  int checked = 0;
+  for (int steps = 0; !Done(s); ++steps) {
+    ASSERT_LT(steps, 200);
+    const StepSummary step = Step(s, m);
+    if (step.n_decoding_before == 0) continue;
+    EXPECT_EQ(step.allowance, 20 + 2 * step.n_decoding_before) << "step " << steps;
+    EXPECT_LE(cost.Predict(step.n_tokens), 3 * cost.Predict(step.n_decoding_before))
+        << "step " << steps;
+    EXPECT_GE(step.n_decode, step.n_decoding_before) << "step " << steps;
+    ++checked;
+  }
+  EXPECT_GT(checked, 10);
+  EXPECT_EQ(m.Stats().used, 0);
+
+  BlockManager slow_blocks(512, 4, true);
+  Scheduler slow(
+      slow_blocks,
+      {.max_num_seqs = 8, .max_batched_tokens = 512, .max_step_ms = 100, .max_step_decodes = 3},
+      nullptr);
+  slow.SetStepCost({.fixed_ms = 10, .ms_per_token = 10});
+  slow.Add(MakeSequence(3, 60));
+  Step(slow, slow_blocks);
+  EXPECT_EQ(slow.PrefillAllowance(), 16);  // (100 - 10) / 10 - 1 = 8: the floor
+}
+
 // A target the fixed part alone exceeds still lets max(min_prefill_tokens, block size) prompt
 // tokens through each step: prefill always progresses.
 TEST_F(StepBudget, ATargetBelowTheFixedCostStillPrefillsTheFloor) {
@@ -371,6 +410,13 @@ TEST(StepBudgetFlag, ReadsTheTargetAndNamesTheFlagAndValueInErrors) {
   EXPECT_EQ(FlagError({"--max-step-ms", "nan"}),
             "flag --max-step-ms: 'nan' is out of range (0 to 10000000 ms)");
   EXPECT_EQ(FlagError({"--max-step-ms"}), "flag --max-step-ms needs a value (MS)");
+  EXPECT_EQ(off->max_step_decodes, 0.0);
+  auto decodes =
+      ReadEngineOptions(*Args::Parse({"--max-step-decodes", "2.5"}, table), ModelOptions{});
+  ASSERT_TRUE(decodes.ok()) << decodes.message();
+  EXPECT_EQ(decodes->max_step_decodes, 2.5);
+  EXPECT_EQ(FlagError({"--max-step-decodes", "-1"}),
+            "flag --max-step-decodes: '-1' is out of range (0 to 1000000)");
 }
 
 // `serve` shows and uses its own default (on); the other commands' is off.
@@ -380,9 +426,11 @@ TEST(StepBudgetFlag, ServeDefaultsToItsTargetTheOthersToOff) {
   EXPECT_EQ(serve.Find("--max-step-ms")->default_text, "500");
   auto args = Args::Parse({"-m", "x.gguf"}, serve);
   ASSERT_TRUE(args.ok()) << args.message();
-  auto on = ReadEngineOptions(*args, ModelOptions{}, kServeMaxStepMs);
+  auto on = ReadEngineOptions(*args, ModelOptions{}, kServeMaxStepMs, kServeMaxStepDecodes);
   ASSERT_TRUE(on.ok()) << on.message();
   EXPECT_EQ(on->max_step_ms, 500.0);
+  EXPECT_EQ(on->max_step_decodes, 3.0);
+  EXPECT_EQ(serve.Find("--max-step-decodes")->default_text, "3");
   auto off = ReadEngineOptions(*Args::Parse({"-m", "x.gguf", "--max-step-ms", "0"}, serve),
                                ModelOptions{}, kServeMaxStepMs);
   ASSERT_TRUE(off.ok()) << off.message();
@@ -390,6 +438,7 @@ TEST(StepBudgetFlag, ServeDefaultsToItsTargetTheOthersToOff) {
   for (const FlagTable& table : {RunFlagTable(), BenchFlagTable()}) {
     ASSERT_NE(table.Find("--max-step-ms"), nullptr);
     EXPECT_EQ(table.Find("--max-step-ms")->default_text, "0");
+    EXPECT_EQ(table.Find("--max-step-decodes")->default_text, "0");
   }
 }
 

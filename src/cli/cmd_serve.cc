@@ -109,7 +109,7 @@ FlagTable ServeFlagTable() {
              .default_text = "30",
              .help = "on SIGTERM/SIGINT, how long running requests may take to finish"}}},
           ModelFlags(),
-          EngineFlags(kServeMaxStepMs),
+          EngineFlags(kServeMaxStepMs, kServeMaxStepDecodes),
           KvDiskFlags(),
           ContextOverflowFlags(),
           SpecFlags()}};
@@ -168,7 +168,7 @@ struct ServeOptions {
 
 Result<ServeOptions> ReadServeOptions(const Args& args, const ModelOptions& model) {
   ServeOptions o;
-  auto engine = ReadEngineOptions(args, model, kServeMaxStepMs);
+  auto engine = ReadEngineOptions(args, model, kServeMaxStepMs, kServeMaxStepDecodes);
   if (!engine.ok()) return engine.status();
   o.engine = *engine;
   o.http.host = args.GetOr("--host", "127.0.0.1");

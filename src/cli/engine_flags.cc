@@ -10,9 +10,11 @@
 
 namespace kvserve {
 
-FlagGroup EngineFlags(double max_step_ms) {
+FlagGroup EngineFlags(double max_step_ms, double max_step_decodes) {
   char shown[32];
   std::snprintf(shown, sizeof shown, "%g", max_step_ms);
+  char shown_decodes[32];
+  std::snprintf(shown_decodes, sizeof shown_decodes, "%g", max_step_decodes);
   return {"engine",
           {{.name = "--kv-memory",
             .value_name = "SIZE",
@@ -36,6 +38,12 @@ FlagGroup EngineFlags(double max_step_ms) {
             .help = "per-step time target while streams decode: prefill chunks are sized from "
                     "the measured step cost to stay under it, so a long prompt does not stall "
                     "running streams (at least 16 prompt tokens a step); 0 = off"},
+           {.name = "--max-step-decodes",
+            .value_name = "N",
+            .default_text = shown_decodes,
+            .help = "with --max-step-ms, a step while streams decode also takes at most N "
+                    "decode-only steps (a small model's prompts then stall its streams for a few "
+                    "of their own steps); 0 = --max-step-ms alone"},
            {.name = "--no-prefix-cache",
             .help = "do not share the KV blocks of a common prompt prefix between requests"}}};
 }
@@ -249,7 +257,8 @@ Result<std::unique_ptr<Model>> OpenDraftModel(const Args& args, SpecOptions& spe
 }
 
 Result<EngineOptions> ReadEngineOptions(const Args& args, const ModelOptions& model,
-                                        double max_step_ms_default) {
+                                        double max_step_ms_default,
+                                        double max_step_decodes_default) {
   EngineOptions o;
   o.n_threads = model.n_threads;
   o.n_ctx = model.n_ctx;
@@ -265,6 +274,13 @@ Result<EngineOptions> ReadEngineOptions(const Args& args, const ModelOptions& mo
                                    "' is out of range (0 to 10000000 ms)");
   }
   o.max_step_ms = *max_step_ms;
+  auto max_step_decodes = args.GetDouble("--max-step-decodes", max_step_decodes_default);
+  if (!max_step_decodes.ok()) return max_step_decodes.status();
+  if (!(*max_step_decodes >= 0) || *max_step_decodes > 1e6) {
+    return Status::InvalidArgument("flag --max-step-decodes: '" + *args.Get("--max-step-decodes") +
+                                   "' is out of range (0 to 1000000)");
+  }
+  o.max_step_decodes = *max_step_decodes;
   o.prefix_caching = !args.Has("--no-prefix-cache");
   if (auto text = args.Get("--kv-memory")) {
     auto size = ParseSize("--kv-memory", *text);

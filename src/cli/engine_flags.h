@@ -1,7 +1,8 @@
 // Flags that configure the serving engine, shared by `run --batch-file`, `bench --concurrency`
 // and `serve`: --kv-memory, --block-size, --max-num-seqs, --max-batched-tokens,
-// --max-step-ms, --no-prefix-cache (and the model flags' -t, -c, --kv-type); and speculative
-// decoding's (SpecFlags, also for plain `run` and `bench`): --spec, --spec-max, --spec-min,
+// --max-step-ms, --max-step-decodes, --no-prefix-cache (and the model flags' -t, -c, --kv-type);
+// and speculative decoding's (SpecFlags, also for plain `run` and `bench`): --spec, --spec-max,
+// --spec-min,
 // --spec-ngram-min, --spec-ngram-max, --spec-batch-tokens, --model-draft.
 #pragma once
 
@@ -20,8 +21,12 @@ namespace kvserve {
 // `serve`'s default per-step time target (docs/benchmarks.md, "Latency under load"): streams
 // keep their pace while prompts arrive. `run`, batch files and `bench` default to off (0).
 inline constexpr double kServeMaxStepMs = 500;
-// max_step_ms: --max-step-ms's default for the command (serve: kServeMaxStepMs; others: off).
-FlagGroup EngineFlags(double max_step_ms = 0);
+// ... and at most this many decode-only steps, which on small fast models is far less than
+// kServeMaxStepMs (docs/benchmarks.md, "Real models against llama.cpp").
+inline constexpr double kServeMaxStepDecodes = 3;
+// max_step_ms, max_step_decodes: --max-step-ms's and --max-step-decodes' defaults for the command
+// (serve: kServeMaxStepMs and kServeMaxStepDecodes; others: off).
+FlagGroup EngineFlags(double max_step_ms = 0, double max_step_decodes = 0);
 FlagGroup SpecFlags();
 // --kv-disk DIR, --kv-disk-size SIZE (`run` and `serve`; ReadEngineOptions reads them too).
 FlagGroup KvDiskFlags();
@@ -39,9 +44,10 @@ Status ReadSpecOptions(const Args& args, SpecOptions& spec);
 // the returned model must outlive the engine. Null (and no error) for the other methods.
 Result<std::unique_ptr<Model>> OpenDraftModel(const Args& args, SpecOptions& spec);
 // Reads the engine flags; threads, context and KV type come from the resolved model options.
-// max_step_ms: the value without --max-step-ms (the one EngineFlags showed).
+// max_step_ms, max_step_decodes: the values without --max-step-ms and --max-step-decodes (the
+// ones EngineFlags showed).
 Result<EngineOptions> ReadEngineOptions(const Args& args, const ModelOptions& model,
-                                        double max_step_ms = 0);
+                                        double max_step_ms = 0, double max_step_decodes = 0);
 
 // One sequence at a time, prefilled in one pass (max_batched_tokens = the context): the engine
 // behind `run` and `chat`. block_size 1 makes prefix reuse token-exact (chat); `recompute` is

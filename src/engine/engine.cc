@@ -123,6 +123,10 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokeniz
     return Status::InvalidArgument("max_step_ms " + std::to_string(o.max_step_ms) +
                                    " is out of range (0 to 1e7)");
   }
+  if (!(o.max_step_decodes >= 0) || o.max_step_decodes > 1e6) {
+    return Status::InvalidArgument("max_step_decodes " + std::to_string(o.max_step_decodes) +
+                                   " is out of range (0 to 1e6)");
+  }
   KVSERVE_RETURN_IF_ERROR(ValidateSpec(o.spec, model));
   if (o.context_overflow == ContextOverflow::kDefault) o.context_overflow = ContextOverflow::kError;
   if (o.sink_tokens < 0) {

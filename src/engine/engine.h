@@ -60,6 +60,9 @@ struct EngineOptions {
   // chunks are sized from the measured step cost so that a step stays under it (at least
   // max(16, block_size) prefill tokens a step). Never changes a token.
   double max_step_ms = 0;
+  // With max_step_ms: the target is also at most this many decode-only steps
+  // (`--max-step-decodes`; 0 = max_step_ms alone).
+  double max_step_decodes = 0;
   bool prefix_caching = true;
   // No-cache baseline (`--no-cache`): every step recomputes each sequence from position 0. Turns
   // the prefix cache off. Same tokens, O(n²) work.

@@ -44,7 +44,8 @@ EngineCore::EngineCore(const Model& model, const Tokenizer& tokenizer, const Eng
                                   .max_batched_tokens = options.max_batched_tokens,
                                   .recompute = options.recompute,
                                   .share_in_batch = options.prefix_caching,
-                                  .max_step_ms = options.max_step_ms},
+                                  .max_step_ms = options.max_step_ms,
+                                  .max_step_decodes = options.max_step_decodes},
                  [this] { return ReleaseOldestSession(); }),
       on_sessions_changed_(std::move(on_sessions_changed)) {
   const SpecOptions& spec = options_.spec;

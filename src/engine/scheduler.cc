@@ -150,8 +150,11 @@ int Scheduler::PrefillAllowance() const {
   for (const auto& seq : running_) n_decoding += seq->n_pending() == 1;
   if (n_decoding == 0) return budget;  // no stream to stall: prefill at full speed
   const int floor = std::min(budget, std::max(options_.min_prefill_tokens, blocks_.block_size()));
-  const double room =
-      std::floor((options_.max_step_ms - cost_.fixed_ms) / cost_.ms_per_token) - n_decoding;
+  double target = options_.max_step_ms;
+  if (options_.max_step_decodes > 0) {
+    target = std::min(target, options_.max_step_decodes * cost_.Predict(n_decoding));
+  }
+  const double room = std::floor((target - cost_.fixed_ms) / cost_.ms_per_token) - n_decoding;
   if (!(room > floor)) return floor;
   return room < budget ? static_cast<int>(room) : budget;
 }

@@ -32,6 +32,10 @@ struct SchedulerOptions {
   // step cost is known (SetStepCost), prefill and draft tokens are cut so that the step's
   // predicted time stays under it, but never below max(min_prefill_tokens, block size) of them.
   double max_step_ms = 0;
+  // With max_step_ms: the target is also at most this many decode-only steps (the predicted cost
+  // of the decoding sequences' own tokens), so that on a fast model a prompt stalls the streams
+  // for a few of their steps, not for max_step_ms. 0 = max_step_ms alone.
+  double max_step_decodes = 0;
   int min_prefill_tokens = 16;
 };
 
