@@ -49,6 +49,17 @@ Sampler::Sampler(const SamplingParams& params, int n_vocab, bool compute_logprob
 
 namespace {
 
+// The loops over the whole vocabulary (the maximum, the exponentials, the head's keys), compiled
+// for AVX-512, AVX2 and the x86-64 baseline and chosen when the program loads by what the CPU has
+// (GCC's target_clones). The file is built with -ffp-contract=off, so no clone fuses a multiply
+// and an add that another rounds twice: every clone gives the same bits.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define KVSERVE_VOCAB_LOOP \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define KVSERVE_VOCAB_LOOP
+#endif
+
 // log(softmax(x))[i] for every i, computed in double for the normaliser.
 void LogSoftmax(std::span<const float> x, std::vector<float>& out) {
   const float max = *std::max_element(x.begin(), x.end());
@@ -72,7 +83,7 @@ int32_t KeyId(uint64_t key) {
 }
 
 // The largest of x (not empty), in 8 lanes so that the compiler vectorizes it (maxps).
-float MaxOf(std::span<const float> x) {
+KVSERVE_VOCAB_LOOP float MaxOf(std::span<const float> x) {
   std::array<float, 8> lane;
   lane.fill(x[0]);
   size_t i = 0;
@@ -93,7 +104,8 @@ int32_t ArgMax(std::span<const float> x) {
 
 // out[i] = exp((logits[i] - max_logit) / temperature) for every i, and returns their sum in double,
 // added in 8 interleaved partial sums (a fixed order, so the same logits give the same bits).
-double ExpSum(std::span<const float> logits, float max_logit, float temperature, float* out) {
+KVSERVE_VOCAB_LOOP double ExpSum(std::span<const float> logits, float max_logit, float temperature,
+                                 float* out) {
   const float* in = logits.data();
   const size_t n = logits.size();
   for (size_t i = 0; i < n; ++i) out[i] = ExpNonPositive((in[i] - max_logit) / temperature);
@@ -123,15 +135,33 @@ float HeadFloor(std::span<const float> logits, float lowest) {
   return std::max(samples[kRank - 1], lowest);
 }
 
+// Appends the keys of the logits at or above `floor`, in id order. About 0.4% of them are (the
+// head), so blocks of 16 are first tested at once (a vectorized compare) and most are skipped.
+KVSERVE_VOCAB_LOOP void AppendKeysAbove(std::span<const float> logits, float floor,
+                                        std::vector<uint64_t>& keys) {
+  constexpr size_t kBlock = 16;
+  const size_t n = logits.size();
+  size_t begin = 0;
+  for (; begin + kBlock <= n; begin += kBlock) {
+    bool any = false;
+    for (size_t j = 0; j < kBlock; ++j) any |= logits[begin + j] >= floor;
+    if (!any) continue;
+    for (size_t i = begin; i < begin + kBlock; ++i) {
+      if (logits[i] >= floor) keys.push_back(OrderKey(logits[i], static_cast<int32_t>(i)));
+    }
+  }
+  for (size_t i = begin; i < n; ++i) {
+    if (logits[i] >= floor) keys.push_back(OrderKey(logits[i], static_cast<int32_t>(i)));
+  }
+}
+
 }  // namespace
 
 void Sampler::CandidateOrder::Reset(std::span<const float> logits, float head_floor) {
   logits_ = logits;
   head_floor_ = head_floor;
   keys_.clear();
-  for (size_t i = 0; i < logits.size(); ++i) {
-    if (logits[i] >= head_floor) keys_.push_back(OrderKey(logits[i], static_cast<int32_t>(i)));
-  }
+  AppendKeysAbove(logits, head_floor, keys_);
   std::sort(keys_.begin(), keys_.end(), std::greater<>());
   size_ = logits.size();
   sorted_ = keys_.size();
