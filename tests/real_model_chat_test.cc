@@ -25,8 +25,8 @@
 #include "support/forward.h"
 #include "support/paths.h"
 #include "support/read_file.h"
+#include "support/real_model.h"
 #include "support/stream_output.h"
-#include "support/test_backend.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -52,24 +52,15 @@ std::vector<Conversation> Conversations() {
 }
 
 struct ChatModel {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;
+  testing::LoadedModel loaded;
   std::unique_ptr<ChatTemplate> chat;
 };
 
 ChatModel Load(const std::string& name, const std::string& template_name) {
-  ChatModel out;
-  const std::string path = testing::RealModelPath(name);
-  if (path.empty()) return out;
-  auto model = LoadModel(path, TestBackend());
-  EXPECT_TRUE(model.ok()) << model.message();
-  if (!model.ok()) return out;
-  out.model = std::move(model).value();
-  auto tokenizer = Tokenizer::FromGguf(out.model->file());
-  EXPECT_TRUE(tokenizer.ok()) << tokenizer.message();
-  if (!tokenizer.ok()) return out;
-  out.tokenizer = std::move(tokenizer).value();
-  auto chat = ChatTemplate::ForModel(out.model->file(), *out.tokenizer, template_name);
+  ChatModel out{.loaded = testing::LoadRealModel(name)};
+  if (!out.loaded.tokenizer) return out;
+  auto chat =
+      ChatTemplate::ForModel(out.loaded.model->file(), *out.loaded.tokenizer, template_name);
   EXPECT_TRUE(chat.ok()) << chat.message();
   if (chat.ok()) out.chat = std::make_unique<ChatTemplate>(std::move(chat).value());
   return out;
@@ -104,7 +95,7 @@ TEST_P(RealModelChat, RendersAsLlamaServer) {
     const ChatModel m = Load(GetParam(), template_name);
     ASSERT_TRUE(m.chat);
     for (const Conversation& c : conversations) {
-      EXPECT_EQ(m.chat->PromptText(c.messages, /*add_generation_prompt=*/true, *m.tokenizer),
+      EXPECT_EQ(m.chat->PromptText(c.messages, /*add_generation_prompt=*/true, *m.loaded.tokenizer),
                 tmpl.at("prompts").at(c.name).get<std::string>())
           << c.name << " with --chat-template '" << template_name << "'";
     }
@@ -115,12 +106,13 @@ TEST_P(RealModelChat, MessageTextNeverBecomesAControlToken) {
   const TurnEnd end = TurnEndOf(GetParam());
   const ChatModel m = Load(GetParam(), end.template_name);
   ASSERT_TRUE(m.chat);
-  ASSERT_EQ(m.tokenizer->Encode(end.text, false, /*parse_special=*/true),
+  ASSERT_EQ(m.loaded.tokenizer->Encode(end.text, false, /*parse_special=*/true),
             std::vector<int32_t>{end.id});
   for (const Conversation& c : Conversations()) {
     const std::string rendered = m.chat->Render(c.messages, true);
-    const std::vector<int32_t> safe = m.chat->EncodeConversation(*m.tokenizer, c.messages, true);
-    const std::vector<int32_t> all_parsed = m.chat->EncodePrompt(*m.tokenizer, rendered);
+    const std::vector<int32_t> safe =
+        m.chat->EncodeConversation(*m.loaded.tokenizer, c.messages, true);
+    const std::vector<int32_t> all_parsed = m.chat->EncodePrompt(*m.loaded.tokenizer, rendered);
     // One end-of-turn token per marker the template wrote, none from the messages' text.
     long in_messages = 0;
     for (const ChatMessage& message : c.messages)
@@ -132,7 +124,7 @@ TEST_P(RealModelChat, MessageTextNeverBecomesAControlToken) {
       // Parsing everything (llama-server's way) reads the user's marker as the control token;
       // kvserve keeps it text.
       EXPECT_EQ(std::count(all_parsed.begin(), all_parsed.end(), end.id), written + in_messages);
-      EXPECT_NE(m.tokenizer->Decode(safe).find(end.text), std::string::npos) << c.name;
+      EXPECT_NE(m.loaded.tokenizer->Decode(safe).find(end.text), std::string::npos) << c.name;
     } else {
       EXPECT_EQ(safe, all_parsed) << c.name;  // nothing to protect: the same ids
     }
@@ -143,8 +135,8 @@ TEST_P(RealModelChat, TurnEndMarkerIsOneEndOfGenerationToken) {
   const TurnEnd end = TurnEndOf(GetParam());
   const ChatModel m = Load(GetParam(), end.template_name);
   ASSERT_TRUE(m.chat);
-  EXPECT_TRUE(m.tokenizer->IsEndOfGeneration(end.id));
-  EXPECT_EQ(m.tokenizer->TokenPiece(end.id, /*render_special=*/true), end.text);
+  EXPECT_TRUE(m.loaded.tokenizer->IsEndOfGeneration(end.id));
+  EXPECT_EQ(m.loaded.tokenizer->TokenPiece(end.id, /*render_special=*/true), end.text);
   const std::vector<std::string> stops = m.chat->stop_strings();
   EXPECT_NE(std::find(stops.begin(), stops.end(), end.text), stops.end());
 }
@@ -157,10 +149,11 @@ TEST(RealModelChatSmolLm2, GreedyReplyEndsOnImEnd) {
       {"system", "You are a concise assistant. Answer in one sentence."},
       {"user", "What is the capital of Japan?"}};
   Request request;
-  request.prompt = m.chat->EncodeConversation(*m.tokenizer, messages, true);
+  request.prompt = m.chat->EncodeConversation(*m.loaded.tokenizer, messages, true);
   request.max_tokens = 96;
   request.sampling.temperature = 0.0f;
-  auto engine = Engine::Create(*m.model, *m.tokenizer, EngineOptions{.n_threads = 2, .n_ctx = 512});
+  auto engine = Engine::Create(*m.loaded.model, *m.loaded.tokenizer,
+                               EngineOptions{.n_threads = 2, .n_ctx = 512});
   ASSERT_TRUE(engine.ok()) << engine.message();
   auto stream = (*engine)->Submit(request);
   ASSERT_TRUE(stream.ok()) << stream.message();
@@ -170,9 +163,10 @@ TEST(RealModelChatSmolLm2, GreedyReplyEndsOnImEnd) {
   // The token the engine stopped on: the plain decode loop, told not to stop, one token further.
   SamplingParams greedy;
   greedy.temperature = 0.0f;
-  const std::vector<int32_t> longer = testing::ReferenceGenerate(
-      *m.model, *m.tokenizer, request.prompt, static_cast<int>(reply.tokens.size()) + 1, greedy,
-      /*ignore_eos=*/true, 512);
+  const std::vector<int32_t> longer =
+      testing::ReferenceGenerate(*m.loaded.model, *m.loaded.tokenizer, request.prompt,
+                                 static_cast<int>(reply.tokens.size()) + 1, greedy,
+                                 /*ignore_eos=*/true, 512);
   ASSERT_EQ(longer.size(), reply.tokens.size() + 1);
   EXPECT_TRUE(std::equal(reply.tokens.begin(), reply.tokens.end(), longer.begin()));
   EXPECT_EQ(longer.back(), 2) << "reply: " << reply.text;  // <|im_end|>

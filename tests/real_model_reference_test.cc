@@ -21,8 +21,8 @@
 #include "model/model.h"
 #include "support/forward.h"
 #include "support/paths.h"
+#include "support/real_model.h"
 #include "support/stream_output.h"
-#include "support/test_backend.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvserve {
@@ -71,25 +71,6 @@ std::vector<ReferenceCase> LoadCases(const std::string& model_name) {
     cases.push_back(std::move(rc));
   }
   return cases;
-}
-
-struct Loaded {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;
-};
-
-Loaded Load(const std::string& name) {
-  Loaded l;
-  const std::string path = testing::RealModelPath(name);
-  if (path.empty()) return l;
-  auto model = LoadModel(path, TestBackend());
-  EXPECT_TRUE(model.ok()) << model.message();
-  if (!model.ok()) return l;
-  l.model = std::move(model).value();
-  auto tokenizer = Tokenizer::FromGguf(l.model->file());
-  EXPECT_TRUE(tokenizer.ok()) << tokenizer.message();
-  if (tokenizer.ok()) l.tokenizer = std::move(tokenizer).value();
-  return l;
 }
 
 int32_t ArgMax(std::span<const float> row) {
@@ -183,7 +164,7 @@ class RealModelReference : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(RealModelReference, TokensLogitsAndGreedyMatchLlamaCpp) {
   const std::string name = GetParam();
-  Loaded l = Load(name);
+  const testing::LoadedModel l = testing::LoadRealModel(name);
   ASSERT_TRUE(l.model && l.tokenizer);
   const std::vector<ReferenceCase> cases = LoadCases(name);
   ASSERT_EQ(cases.size(), 13u);
@@ -217,7 +198,7 @@ TEST_P(RealModelReference, TokensLogitsAndGreedyMatchLlamaCpp) {
 // without the cache at every step: the same bits.
 TEST_P(RealModelReference, BatchIncrementalAndNoCacheAreTheSameBits) {
   const std::string name = GetParam();
-  Loaded l = Load(name);
+  const testing::LoadedModel l = testing::LoadRealModel(name);
   ASSERT_TRUE(l.model);
   const std::vector<ReferenceCase> cases = LoadCases(name);
   const std::vector<int32_t>& tokens = cases[7].prompt_tokens;  // digits: 69-70 tokens
@@ -246,7 +227,7 @@ TEST_P(RealModelReference, BatchIncrementalAndNoCacheAreTheSameBits) {
 // plain decode loop's output (support/forward.h); greedy, 32 tokens.
 TEST_P(RealModelReference, SixteenAtOnceEqualEachAlone) {
   const std::string name = GetParam();
-  Loaded l = Load(name);
+  const testing::LoadedModel l = testing::LoadRealModel(name);
   ASSERT_TRUE(l.model && l.tokenizer);
   const std::vector<ReferenceCase> cases = LoadCases(name);
   std::vector<Request> requests;

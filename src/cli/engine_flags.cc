@@ -219,6 +219,19 @@ Status ReadBounded(const Args& args, const std::string& flag, int64_t fallback, 
   *out = static_cast<int>(*value);
   return Status::Ok();
 }
+
+// A number flag in [0, hi]; `range` is how the error writes the range ("0 to 10000000 ms").
+Status ReadNonNegative(const Args& args, const std::string& flag, double fallback, double hi,
+                       const std::string& range, double* out) {
+  auto value = args.GetDouble(flag, fallback);
+  if (!value.ok()) return value.status();
+  if (!(*value >= 0) || *value > hi) {
+    return Status::InvalidArgument("flag " + flag + ": '" + *args.Get(flag) +
+                                   "' is out of range (" + range + ")");
+  }
+  *out = *value;
+  return Status::Ok();
+}
 }  // namespace
 
 Status ReadSpecOptions(const Args& args, SpecOptions& spec) {
@@ -267,20 +280,10 @@ Result<EngineOptions> ReadEngineOptions(const Args& args, const ModelOptions& mo
   KVSERVE_RETURN_IF_ERROR(ReadBounded(args, "--max-num-seqs", 16, 1, 4096, &o.max_num_seqs));
   KVSERVE_RETURN_IF_ERROR(
       ReadBounded(args, "--max-batched-tokens", 512, 1, 1 << 20, &o.max_batched_tokens));
-  auto max_step_ms = args.GetDouble("--max-step-ms", max_step_ms_default);
-  if (!max_step_ms.ok()) return max_step_ms.status();
-  if (!(*max_step_ms >= 0) || *max_step_ms > 1e7) {
-    return Status::InvalidArgument("flag --max-step-ms: '" + *args.Get("--max-step-ms") +
-                                   "' is out of range (0 to 10000000 ms)");
-  }
-  o.max_step_ms = *max_step_ms;
-  auto max_step_decodes = args.GetDouble("--max-step-decodes", max_step_decodes_default);
-  if (!max_step_decodes.ok()) return max_step_decodes.status();
-  if (!(*max_step_decodes >= 0) || *max_step_decodes > 1e6) {
-    return Status::InvalidArgument("flag --max-step-decodes: '" + *args.Get("--max-step-decodes") +
-                                   "' is out of range (0 to 1000000)");
-  }
-  o.max_step_decodes = *max_step_decodes;
+  KVSERVE_RETURN_IF_ERROR(ReadNonNegative(args, "--max-step-ms", max_step_ms_default, 1e7,
+                                          "0 to 10000000 ms", &o.max_step_ms));
+  KVSERVE_RETURN_IF_ERROR(ReadNonNegative(args, "--max-step-decodes", max_step_decodes_default, 1e6,
+                                          "0 to 1000000", &o.max_step_decodes));
   o.prefix_caching = !args.Has("--no-prefix-cache");
   if (auto text = args.Get("--kv-memory")) {
     auto size = ParseSize("--kv-memory", *text);

@@ -1,0 +1,21 @@
+// A real model of scripts/get-model.sh loaded for a test, with its tokenizer.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvserve::testing {
+
+struct LoadedModel {
+  std::unique_ptr<Model> model;          // on TestBackend()
+  std::unique_ptr<Tokenizer> tokenizer;  // from the model's file
+};
+
+// `name` as RealModelPath takes it ("smollm2-135m", "gemma3-270m"). A missing file or a load
+// error fails the calling test and leaves the members null.
+LoadedModel LoadRealModel(const std::string& name);
+
+}  // namespace kvserve::testing
