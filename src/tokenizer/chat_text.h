@@ -22,6 +22,7 @@ namespace kvserve {
 
 // Text that came from a message, to be appended to a ChatText as such.
 struct MessageText {
+  explicit MessageText(std::string_view message_text) : text(message_text) {}
   std::string_view text;
 };
 
