@@ -52,8 +52,10 @@ namespace {
 // The loops over the whole vocabulary (the maximum, the exponentials, the head's keys), compiled
 // for AVX-512, AVX2 and the x86-64 baseline and chosen when the program loads by what the CPU has
 // (GCC's target_clones). The file is built with -ffp-contract=off, so no clone fuses a multiply
-// and an add that another rounds twice: every clone gives the same bits.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// and an add that another rounds twice: every clone gives the same bits. Not under ThreadSanitizer:
+// GCC instruments the clones' resolver, which the loader runs before TSan's runtime has started,
+// and the program dies in the loader.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define KVSERVE_VOCAB_LOOP \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
