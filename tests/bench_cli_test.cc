@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -58,6 +59,11 @@ TEST(DoctorTest, JsonHasEveryFieldAndTheCheckPasses) {
   EXPECT_GE(j["hardware_threads"].get<int>(), 1);
   EXPECT_EQ(j["threads"].get<int>(), 1);
   EXPECT_EQ(j["gpu"], "none (built without GPU support)");
+  // The CPU's vendor, family, model and stepping, as /proc/cpuinfo gives them (the per-CPU tables
+  // of docs/benchmarks.md are keyed by them).
+  EXPECT_TRUE(std::regex_match(j["cpu_id"].get<std::string>(),
+                               std::regex(R"(\S+ family \d+ model \d+ stepping \d+)")))
+      << j["cpu_id"];
   // Five matmul types, the activation quantizer, attention and GELU.
   ASSERT_EQ(j["kernel_checks"].size(), 9u);
   for (const auto& check : j["kernel_checks"]) {
@@ -104,6 +110,40 @@ TEST(BenchTest, JsonHasOneEntryPerTest) {
     const double mean = (r["runs"][0].get<double>() + r["runs"][1].get<double>()) / 2;
     EXPECT_NEAR(r["tokens_per_s"].get<double>(), mean, 1e-9 * mean);
   }
+}
+
+// --profile: per-token op totals of the timed runs only; every matrix multiplied once per
+// decoded token, so the matmuls' bytes per token are the model's weight bytes per token.
+TEST(BenchTest, ProfileAccountsForEveryMatmul) {
+  std::string out, err;
+  ASSERT_EQ(testing::RunKvserve(
+                "bench" + kStories + " -p 0 -n 4 -r 2 -t 2 --profile -o json" + kQuick, &out, &err),
+            0)
+      << err;
+  const auto j = nlohmann::json::parse(out);
+  ASSERT_EQ(j["results"].size(), 1u);
+  ASSERT_EQ(j["profiles"].size(), 1u);
+  const auto& profile = j["profiles"][0];
+  EXPECT_EQ(profile["test"], "tg4");
+  EXPECT_EQ(profile["tokens"].get<double>(), 8.0);
+  double matmul_bytes = 0, attention_calls = 0;
+  for (const auto& op : profile["ops"]) {
+    if (op["op"].get<std::string>().rfind("matmul ", 0) == 0) {
+      matmul_bytes += op["weight_bytes_per_token"].get<double>();
+    }
+    if (op["op"] == "attention") attention_calls = op["calls_per_token"].get<double>();
+    EXPECT_GE(op["us_per_token"].get<double>(), op["wait_us_per_token"].get<double>()) << op;
+  }
+  EXPECT_EQ(matmul_bytes, j["results"][0]["weight_bytes_per_token"].get<double>());
+  EXPECT_EQ(attention_calls, 5.0);  // stories260K's layers
+
+  ASSERT_EQ(testing::RunKvserve("bench" + kStories + " -p 4 -n 2 -r 1 -t 1 --profile" + kQuick,
+                                &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(Count(out, "profile of pp4"), 1u) << out;
+  EXPECT_EQ(Count(out, "profile of tg2"), 1u) << out;
+  EXPECT_EQ(Count(out, "| all ops |"), 2u) << out;
 }
 
 TEST(BenchTest, DepthMarkdownAndCsv) {
@@ -204,6 +244,8 @@ TEST(BenchTest, BadFlagsNameTheFlag) {
       {"bench" + kStories + " -p 0 -n 4 -r 1 --concurrency 2 --kv-memory 12parsecs", "--kv-memory"},
       {"bench" + kStories + " --cache-compare --lengths 8 --concurrency 2", "--concurrency"},
       {"bench" + kStories + " -p 0 -n 0", "nothing to run"},
+      {"bench" + kStories + " --profile -o csv", "--profile: its tables come as md or json"},
+      {"bench" + kStories + " --profile --cache-compare --lengths 8", "--profile does not go"},
   };
   for (const auto& [args, needle] : cases) {
     std::string out, err;

@@ -124,6 +124,7 @@ Result<BenchResult> RunBenchTest(const Model& model, const BenchTest& test, Thre
   KVSERVE_RETURN_IF_ERROR(RunOnce(runner, warmup, config.n_vocab, rng));
 
   BenchResult result{.test = test.Name(), .kv_bytes = runner.kv_bytes()};
+  if (test.before_timed_runs) test.before_timed_runs();
   for (int r = 0; r < test.repeats; ++r) {
     auto rate = RunOnce(runner, test, config.n_vocab, rng);
     if (!rate.ok()) return rate.status();

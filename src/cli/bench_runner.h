@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -35,6 +36,8 @@ struct BenchTest {
   int repeats = 5;
   KvFormat kv_type = KvType::kF32;
   uint64_t seed = 1;  // of the random token ids
+  // Called after the warm-up, right before the timed runs (a profile starts there).
+  std::function<void()> before_timed_runs;
 
   std::string Name() const;  // "pp512", "tg128", "tg128 @ d512"
 };

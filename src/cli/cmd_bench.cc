@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "cli/args.h"
+#include "cli/bench_profile.h"
 #include "cli/bench_runner.h"
 #include "cli/cli_backend.h"
 #include "cli/commands.h"
@@ -66,7 +67,10 @@ FlagTable BenchFlagTable() {
             {.name = "--seed",
              .value_name = "N",
              .default_text = "1",
-             .help = "seed of the random prompt token ids"}}},
+             .help = "seed of the random prompt token ids"},
+            {.name = "--profile",
+             .help = "time every operation of the pp and tg tests and print where a token's "
+                     "time goes (adds about 0.1 µs per operation)"}}},
           {"cache compare",
            {{.name = "--cache-compare",
              .help = "time generation with the KV cache against recomputing every step"},
@@ -121,6 +125,7 @@ struct BenchFlags {
   std::string prompt = "Once";
   std::string plot_path;
   std::vector<int32_t> concurrency;  // aggregate decode through the serving engine, per count
+  bool profile = false;
 };
 
 // A list of counts, each in [min, max].
@@ -152,11 +157,18 @@ Result<int> ReadCount(const Args& args, const std::string& flag, int fallback, i
 Result<BenchFlags> ReadBenchFlags(const Args& args) {
   BenchFlags f;
   f.cache_compare = args.Has("--cache-compare");
+  f.profile = args.Has("--profile");
+  if (f.profile && f.cache_compare) {
+    return Status::InvalidArgument("flag --profile does not go with --cache-compare");
+  }
   f.format = args.GetOr("--output-format", "md");
   const bool csv_ok = !f.cache_compare;
   if (f.format != "md" && f.format != "json" && !(csv_ok && f.format == "csv")) {
     return Status::InvalidArgument("flag --output-format: '" + f.format + "' is not one of md, " +
                                    (csv_ok ? "csv, " : "") + "json");
+  }
+  if (f.profile && f.format == "csv") {
+    return Status::InvalidArgument("flag --profile: its tables come as md or json, not csv");
   }
   if (args.Has("--concurrency")) {
     if (f.cache_compare)
@@ -348,7 +360,11 @@ int RunBench(const std::vector<std::string>& argv) {
   if (!model_options.ok()) return Fail(model_options.message() + "\n" + kUsage, 2);
   auto flags = ReadBenchFlags(*args);
   if (!flags.ok()) return Fail(flags.message() + "\n" + kUsage, 2);
-  auto model = OpenModel(*model_options);
+  // --profile: the model runs on a ProfilingBackend around the CLI's (declared first, so that it
+  // outlives the model).
+  std::optional<ProfilingBackend> profiler;
+  if (flags->profile) profiler.emplace(CliBackend());
+  auto model = profiler ? OpenModel(*model_options, *profiler) : OpenModel(*model_options);
   if (!model.ok()) return Fail(model.message(), 1);
   const std::optional<uint64_t> load_peak = PeakResidentBytes();
   ThreadPool pool(model_options->n_threads);
@@ -380,12 +396,21 @@ int RunBench(const std::vector<std::string>& argv) {
     return Fail("nothing to run: every -p and -n is 0", 2);
   }
   std::vector<BenchResult> results;
+  std::vector<BenchProfile> profiles;
   for (BenchTest& test : tests) {
     test.repeats = flags->repeats;
     test.kv_type = model_options->kv_type;
     test.seed = flags->seed;
+    if (profiler) test.before_timed_runs = [&] { profiler->Reset(); };
     auto result = RunBenchTest(**model, test, pool);
     if (!result.ok()) return Fail(result.message(), 1);
+    if (profiler) {
+      profiles.push_back({.test = result->test,
+                          .ops = profiler->totals(),
+                          .tokens = static_cast<double>(test.repeats) *
+                                    (test.n_prompt > 0 ? test.n_prompt : test.n_gen),
+                          .token_seconds = result->mean > 0 ? 1.0 / result->mean : 0.0});
+    }
     result->ceiling_tokens_per_s = test.n_prompt > 0 ? prefill_ceiling : decode_ceiling;
     result->ceiling_fraction = result->mean / result->ceiling_tokens_per_s;
     results.push_back(*result);
@@ -447,6 +472,11 @@ int RunBench(const std::vector<std::string>& argv) {
                       {"peak_resident_bytes", memory.peak_bytes},
                       {"peak_over_file_plus_kv", memory.fraction}});
     }
+    if (profiler) {
+      nlohmann::json with_profiles = {{"results", list}, {"profiles", nlohmann::json::array()}};
+      for (const BenchProfile& p : profiles) with_profiles["profiles"].push_back(ProfileJson(p));
+      list = with_profiles;
+    }
     std::printf("%s\n", list.dump(2).c_str());
     return 0;
   }
@@ -485,6 +515,7 @@ int RunBench(const std::vector<std::string>& argv) {
         memory.peak_bytes / 1048576.0, memory.file_bytes / 1048576.0, memory.kv_bytes / 1048576.0,
         (memory.file_bytes + memory.kv_bytes) / 1048576.0, memory.fraction);
   }
+  for (const BenchProfile& p : profiles) std::printf("%s", FormatProfile(p).c_str());
   return 0;
 }
 

@@ -103,6 +103,7 @@ int RunDoctor(const std::vector<std::string>& argv) {
     }
     const nlohmann::json out = {
         {"cpu", info.cpu_model},
+        {"cpu_id", info.cpu_id},
         {"isa", info.isa},
         {"cores", info.cores},
         {"hardware_threads", info.hardware_threads},
@@ -125,7 +126,8 @@ int RunDoctor(const std::vector<std::string>& argv) {
     std::printf("%s\n", out.dump(2).c_str());
     return all_ok ? 0 : 1;
   }
-  std::printf("cpu:        %s\n", info.cpu_model.c_str());
+  std::printf("cpu:        %s%s%s%s\n", info.cpu_model.c_str(), info.cpu_id.empty() ? "" : " (",
+              info.cpu_id.c_str(), info.cpu_id.empty() ? "" : ")");
   std::printf("isa:        %s (avx2 %s, avxvnni %s, avx512 %s)\n", info.isa.c_str(),
               CpuSupportsAvx2() ? "yes" : "no", CpuSupportsAvxVnni() ? "yes" : "no",
               CpuSupportsAvx512() ? "yes" : "no");

@@ -40,7 +40,8 @@ std::string ProcField(const std::string& path, const std::string& key) {
   while (std::getline(in, line)) {
     if (line.compare(0, key.size(), key) != 0) continue;
     const size_t colon = line.find(':');
-    if (colon == std::string::npos) continue;
+    // The whole key: "model" is not "model name".
+    if (colon == std::string::npos || line.find_first_not_of(" \t", key.size()) != colon) continue;
     const size_t start = line.find_first_not_of(" \t", colon + 1);
     return start == std::string::npos ? "" : line.substr(start);
   }
@@ -244,6 +245,12 @@ MachineInfo ReadMachineInfo() {
   MachineInfo info;
   info.cpu_model = ProcField("/proc/cpuinfo", "model name");
   if (info.cpu_model.empty()) info.cpu_model = "unknown";
+  const std::string vendor = ProcField("/proc/cpuinfo", "vendor_id");
+  if (!vendor.empty()) {
+    info.cpu_id = vendor + " family " + ProcField("/proc/cpuinfo", "cpu family") + " model " +
+                  ProcField("/proc/cpuinfo", "model") + " stepping " +
+                  ProcField("/proc/cpuinfo", "stepping");
+  }
   info.isa = CliBackend().kernels().isa;
   info.hardware_threads = HardwareThreads();
   info.cores = std::atoi(ProcField("/proc/cpuinfo", "cpu cores").c_str());

@@ -15,6 +15,7 @@ namespace kvserve {
 
 struct MachineInfo {
   std::string cpu_model;         // /proc/cpuinfo "model name", or "unknown"
+  std::string cpu_id;            // "GenuineIntel family 6 model 143 stepping 8", or ""
   std::string isa;               // CliBackend().kernels().isa
   int hardware_threads = 0;      // logical CPUs this process may use
   int cores = 0;                 // physical cores (cpuinfo "cpu cores"), 0 if unknown

@@ -53,7 +53,11 @@ Result<ModelOptions> ReadModelOptions(const Args& args) {
 }
 
 Result<std::unique_ptr<Model>> OpenModel(ModelOptions& options) {
-  auto model = LoadModel(options.model_path, CliBackend());
+  return OpenModel(options, CliBackend());
+}
+
+Result<std::unique_ptr<Model>> OpenModel(ModelOptions& options, const Backend& backend) {
+  auto model = LoadModel(options.model_path, backend);
   if (!model.ok()) return model.status();
   if (options.n_ctx == 0) options.n_ctx = (*model)->config().n_ctx_train;
   Status fits = (*model)->CheckContextSize(options.n_ctx);

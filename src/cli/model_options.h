@@ -22,8 +22,10 @@ struct ModelOptions {
 FlagGroup ModelFlags();
 Result<ModelOptions> ReadModelOptions(const Args& args);
 
-// Loads the model on CliBackend(), resolves n_ctx against it (Model::CheckContextSize) and checks
-// --kv-type against its KV layer groups (KvSpec::CheckFormat).
+// Loads the model on `backend` (CliBackend() unless a caller wraps it; it must outlive the model),
+// resolves n_ctx against it (Model::CheckContextSize) and checks --kv-type against its KV layer
+// groups (KvSpec::CheckFormat).
+Result<std::unique_ptr<Model>> OpenModel(ModelOptions& options, const Backend& backend);
 Result<std::unique_ptr<Model>> OpenModel(ModelOptions& options);
 
 }  // namespace kvserve

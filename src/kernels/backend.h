@@ -41,6 +41,15 @@ class Workspace {
   // At least n floats for buffer `id` (a small index chosen by the model), 64-byte aligned; the
   // contents survive until the next call with a larger n for that id.
   virtual float* Floats(int id, size_t n) = 0;
+
+  // What the workspace's threads have done since it was made, for profiles (zeros for a backend
+  // without worker threads).
+  struct Counters {
+    uint64_t parallel_jobs = 0;  // jobs handed to worker threads
+    double wait_seconds = 0;     // the calling thread's wait for the workers after its own part
+    uint64_t worker_sleeps = 0;  // times a worker found no job while it spun and went to sleep
+  };
+  virtual Counters counters() const { return {}; }
 };
 
 // How RoPE pairs a head's first rope_dims values and how fast each pair turns: pair i turns by

@@ -1,16 +1,50 @@
 #include "util/thread_pool.h"
 
 #include <immintrin.h>
+#include <x86intrin.h>
+
+#include <chrono>
 
 #include "util/crash_handler.h"
 
 namespace kvserve {
 
 namespace {
-// Spin iterations before a worker goes to sleep: long enough to bridge the gap between the jobs of
-// one forward pass, short enough that an idle pool costs nothing.
-constexpr int kSpinIterations = 2000;
+
+// Pauses between two reads of the clock while spinning (a read costs about 20 ns).
+constexpr int kPausesPerClockRead = 16;
+
+// Spins (pause) until done() or ThreadPool::kSpinNanoseconds have passed; true if done() came
+// first. Long enough to bridge the gap between the jobs of one forward pass, short enough that
+// an idle pool costs nothing.
+template <typename Done>
+bool SpinUntil(Done&& done) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline =
+      Clock::now() + std::chrono::nanoseconds(ThreadPool::kSpinNanoseconds);
+  for (;;) {
+    for (int i = 0; i < kPausesPerClockRead; ++i) {
+      if (done()) return true;
+      _mm_pause();
+    }
+    if (Clock::now() >= deadline) return done();
+  }
+}
+
 }  // namespace
+
+double ThreadPool::TicksToSeconds(uint64_t ticks) {
+  static const double seconds_per_tick = [] {
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point t0 = Clock::now();
+    const uint64_t c0 = __rdtsc();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const uint64_t c1 = __rdtsc();
+    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    return c1 > c0 ? seconds / static_cast<double>(c1 - c0) : 0.0;
+  }();
+  return static_cast<double>(ticks) * seconds_per_tick;
+}
 
 int HardwareThreads() {
   const unsigned n = std::thread::hardware_concurrency();
@@ -45,27 +79,25 @@ void ThreadPool::RunErased(void* ctx, JobFn fn) {
   }
   wake_.notify_all();
   fn(ctx, 0);
-  // Wait for the workers; yield now and then so that a descheduled worker on a busy machine can
+  // Wait for the workers; after the spin, yield so that a descheduled worker on a busy machine can
   // run instead of this thread burning its time slice.
-  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
-    if (spins < kSpinIterations) {
-      _mm_pause();
-    } else {
-      std::this_thread::yield();
-    }
+  const uint64_t wait_start = __rdtsc();
+  auto finished = [&] { return pending_.load(std::memory_order_acquire) == 0; };
+  if (!SpinUntil(finished)) {
+    while (!finished()) std::this_thread::yield();
   }
+  counters_.wait_ticks += __rdtsc() - wait_start;
+  ++counters_.jobs;
 }
 
 void ThreadPool::WorkerLoop(int thread) {
   ArmThreadForCrashReports();
   uint64_t seen = 0;
   for (;;) {
-    int spins = 0;
-    while (generation_.load(std::memory_order_acquire) == seen && spins < kSpinIterations) {
-      _mm_pause();
-      ++spins;
-    }
-    if (generation_.load(std::memory_order_acquire) == seen) {
+    const bool woken =
+        SpinUntil([&] { return generation_.load(std::memory_order_acquire) != seen; });
+    if (!woken) {
+      worker_sleeps_.fetch_add(1, std::memory_order_relaxed);
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, [&] { return generation_.load() != seen; });
     }

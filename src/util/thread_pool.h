@@ -1,6 +1,9 @@
 // A persistent pool of worker threads for the heavy loops (matmuls, attention). The calling thread
-// takes part as worker 0, so a pool of size 1 runs everything inline. Workers spin briefly between
-// jobs (a decode step issues hundreds of short jobs) and then sleep on a condition variable.
+// takes part as worker 0, so a pool of size 1 runs everything inline. Workers spin for a fixed time
+// between jobs (a decode step issues hundreds of short jobs) and then sleep on a condition
+// variable. The spin is timed, not counted: one `pause` takes 10x longer on some CPUs than on
+// others, so a count of pauses bridged the gaps of a decode step on one CPU and slept through
+// them on another.
 //
 // Thread rules: Run/ParallelFor may be called from one thread at a time (the thread that owns the
 // pool); the job must not call back into the same pool.
@@ -62,6 +65,24 @@ class ThreadPool {
   // Work (multiply-adds) below which a ParallelFor runs inline; about 10 µs of one core.
   static constexpr int64_t kInlineCost = 1 << 16;
 
+  // How long an idle worker spins before it sleeps, and the caller before it yields.
+  static constexpr int64_t kSpinNanoseconds = 200'000;
+
+  // Running totals since construction, for profiles (`kvserve bench --profile`). Read them from
+  // the owning thread between jobs.
+  struct Counters {
+    uint64_t jobs = 0;           // Run calls that used the workers
+    uint64_t wait_ticks = 0;     // TSC ticks the caller spent waiting for workers after its part
+    uint64_t worker_sleeps = 0;  // times a worker found no job within the spin and slept
+  };
+  Counters counters() const {
+    Counters c = counters_;
+    c.worker_sleeps = worker_sleeps_.load(std::memory_order_relaxed);
+    return c;
+  }
+  // Seconds of `ticks` TSC ticks (the rate is measured once, over 20 ms, at the first call).
+  static double TicksToSeconds(uint64_t ticks);
+
  private:
   using JobFn = void (*)(void* ctx, int thread);
   void RunErased(void* ctx, JobFn fn);
@@ -74,6 +95,8 @@ class ThreadPool {
   std::atomic<uint64_t> generation_{0};  // bumped once per job
   std::atomic<int> pending_{0};          // workers still running the current job
   std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> worker_sleeps_{0};
+  Counters counters_;  // jobs and wait_ticks: written by the owning thread only
   void* job_ctx_ = nullptr;
   JobFn job_fn_ = nullptr;
 };

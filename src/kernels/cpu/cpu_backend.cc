@@ -34,6 +34,12 @@ class CpuWorkspace final : public Workspace {
     if (buffers_[id].size() < n) buffers_[id].resize(n);
     return buffers_[id].data();
   }
+  Counters counters() const override {
+    const ThreadPool::Counters c = pool.counters();
+    return {.parallel_jobs = c.jobs,
+            .wait_seconds = ThreadPool::TicksToSeconds(c.wait_ticks),
+            .worker_sleeps = c.worker_sleeps};
+  }
 
   ThreadPool pool;
   MatmulScratch matmul;

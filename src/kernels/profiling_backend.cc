@@ -1,0 +1,139 @@
+#include "kernels/profiling_backend.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace kvserve {
+
+template <typename Fn>
+void ProfilingBackend::Timed(const std::string& name, Workspace* ws, uint64_t weight_bytes,
+                             Fn&& fn) const {
+  using Clock = std::chrono::steady_clock;
+  const Workspace::Counters before = ws != nullptr ? ws->counters() : Workspace::Counters{};
+  const Clock::time_point start = Clock::now();
+  fn();
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const Workspace::Counters after = ws != nullptr ? ws->counters() : Workspace::Counters{};
+  OpTotals& op = ops_[name];
+  op.calls += 1;
+  op.seconds += seconds;
+  op.wait_seconds += after.wait_seconds - before.wait_seconds;
+  op.parallel_jobs += after.parallel_jobs - before.parallel_jobs;
+  op.worker_sleeps += after.worker_sleeps - before.worker_sleeps;
+  op.weight_bytes += weight_bytes;
+}
+
+std::vector<ProfilingBackend::OpTotals> ProfilingBackend::totals() const {
+  std::vector<OpTotals> out;
+  for (const auto& [name, op] : ops_) {
+    out.push_back(op);
+    out.back().name = name;
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const OpTotals& a, const OpTotals& b) { return a.seconds > b.seconds; });
+  return out;
+}
+
+void ProfilingBackend::Matmul(const WeightMatrix& w, const float* x, int n_rows, float* y,
+                              Workspace& ws) const {
+  const std::string name = std::string("matmul ") + GgmlTypeName(w.type) + " " + std::to_string(w.n_out) +
+                           "x" + std::to_string(w.n_in);
+  Timed(name, &ws, w.row_bytes * static_cast<uint64_t>(w.n_out),
+        [&] { inner_.Matmul(w, x, n_rows, y, ws); });
+}
+
+void ProfilingBackend::GetRows(const WeightMatrix& table, std::span<const int32_t> rows,
+                               float* out, Workspace& ws) const {
+  Timed("get_rows", &ws, 0, [&] { inner_.GetRows(table, rows, out, ws); });
+}
+
+void ProfilingBackend::GatherRows(const float* src, size_t src_stride,
+                                  std::span<const int32_t> rows, int width, float* dst) const {
+  Timed("gather_rows", nullptr, 0, [&] { inner_.GatherRows(src, src_stride, rows, width, dst); });
+}
+
+void ProfilingBackend::CopyRows(const float* src, size_t src_stride, int n_rows, int width,
+                                float* dst) const {
+  Timed("copy_rows", nullptr, 0, [&] { inner_.CopyRows(src, src_stride, n_rows, width, dst); });
+}
+
+void ProfilingBackend::Add(float* x, const float* y, int n_rows, int width, Workspace& ws) const {
+  Timed("add", &ws, 0, [&] { inner_.Add(x, y, n_rows, width, ws); });
+}
+
+void ProfilingBackend::AddBias(float* x, size_t stride, const float* bias, int n_rows, int width,
+                               Workspace& ws) const {
+  Timed("add_bias", &ws, 0, [&] { inner_.AddBias(x, stride, bias, n_rows, width, ws); });
+}
+
+void ProfilingBackend::RmsNorm(const float* x, const float* weight, int n_rows, int width,
+                               float eps, float* out, Workspace& ws) const {
+  Timed("rms_norm", &ws, 0, [&] { inner_.RmsNorm(x, weight, n_rows, width, eps, out, ws); });
+}
+
+void ProfilingBackend::LayerNorm(const float* x, const float* weight, const float* bias,
+                                 int n_rows, int width, float eps, float* out,
+                                 Workspace& ws) const {
+  Timed("layer_norm", &ws, 0,
+        [&] { inner_.LayerNorm(x, weight, bias, n_rows, width, eps, out, ws); });
+}
+
+void ProfilingBackend::Rope(float* x, std::span<const int32_t> positions, int n_heads,
+                            int head_dim, const RopeParams& rope, Workspace& ws) const {
+  Timed("rope", &ws, 0, [&] { inner_.Rope(x, positions, n_heads, head_dim, rope, ws); });
+}
+
+void ProfilingBackend::SwiGlu(float* gate, const float* up, int n_rows, int width,
+                              Workspace& ws) const {
+  Timed("swiglu", &ws, 0, [&] { inner_.SwiGlu(gate, up, n_rows, width, ws); });
+}
+
+void ProfilingBackend::Gelu(float* x, int n_rows, int width, Workspace& ws) const {
+  Timed("gelu", &ws, 0, [&] { inner_.Gelu(x, n_rows, width, ws); });
+}
+
+void ProfilingBackend::GeGlu(float* gate, const float* up, int n_rows, int width,
+                             Workspace& ws) const {
+  Timed("geglu", &ws, 0, [&] { inner_.GeGlu(gate, up, n_rows, width, ws); });
+}
+
+void ProfilingBackend::Scale(float* x, int n_rows, int width, float factor, Workspace& ws) const {
+  Timed("scale", &ws, 0, [&] { inner_.Scale(x, n_rows, width, factor, ws); });
+}
+
+void ProfilingBackend::SoftCap(float* x, int n_rows, int width, float cap, Workspace& ws) const {
+  Timed("soft_cap", &ws, 0, [&] { inner_.SoftCap(x, n_rows, width, cap, ws); });
+}
+
+void ProfilingBackend::StoreKv(const KvLayerView& kv, std::span<const int64_t> slots,
+                               const float* k, const float* v, size_t stride,
+                               Workspace& ws) const {
+  Timed("store_kv", &ws, 0, [&] { inner_.StoreKv(kv, slots, k, v, stride, ws); });
+}
+
+void ProfilingBackend::PagedAttention(const KvLayerView& kv, const AttentionBatch& batch,
+                                      const float* q, int n_heads, const AttentionParams& params,
+                                      float* out, Workspace& ws) const {
+  Timed("attention", &ws, 0,
+        [&] { inner_.PagedAttention(kv, batch, q, n_heads, params, out, ws); });
+}
+
+void ProfilingBackend::RouteTopK(const float* logits, int n_rows, int n_expert, int k,
+                                 int32_t* ids, float* weights, Workspace& ws) const {
+  Timed("route_top_k", &ws, 0,
+        [&] { inner_.RouteTopK(logits, n_rows, n_expert, k, ids, weights, ws); });
+}
+
+void ProfilingBackend::ScatterRows(const float* src, int width, std::span<const int32_t> rows,
+                                   size_t dst_stride, float* dst) const {
+  Timed("scatter_rows", nullptr, 0,
+        [&] { inner_.ScatterRows(src, width, rows, dst_stride, dst); });
+}
+
+void ProfilingBackend::AddWeightedRows(float* x, const float* src, const float* weights,
+                                       int n_rows, int k, int width, Workspace& ws) const {
+  Timed("add_weighted_rows", &ws, 0,
+        [&] { inner_.AddWeightedRows(x, src, weights, n_rows, k, width, ws); });
+}
+
+}  // namespace kvserve

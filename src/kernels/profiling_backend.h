@@ -1,0 +1,90 @@
+// A Backend that runs every operation on another one and keeps, per operation, how many times it
+// ran, how long it took on the calling thread (wall time, including the hand-offs to worker
+// threads), how long the caller then waited for its workers, and for matmuls the weight bytes
+// read. Behind `kvserve bench --profile`: a decode step's time, op by op.
+//
+// Matmuls are kept apart by weight type and shape ("matmul q4_K 2048x5632"), the rest by name.
+// Thread rules: as a Backend (one forward pass at a time per workspace); totals() and Reset()
+// between passes, from the thread that runs them.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+
+namespace kvserve {
+
+class ProfilingBackend final : public Backend {
+ public:
+  explicit ProfilingBackend(const Backend& inner) : inner_(inner) {}
+
+  struct OpTotals {
+    std::string name;
+    uint64_t calls = 0;
+    double seconds = 0;       // wall time on the calling thread
+    double wait_seconds = 0;  // of which the caller waited for workers after its own part
+    uint64_t parallel_jobs = 0;
+    uint64_t worker_sleeps = 0;
+    uint64_t weight_bytes = 0;  // matmuls: stored bytes of the weights read
+  };
+  // Every op seen since the last Reset, the slowest first.
+  std::vector<OpTotals> totals() const;
+  void Reset() { ops_.clear(); }
+
+  std::string name() const override { return inner_.name(); }
+  BufferAllocator& allocator() const override { return inner_.allocator(); }
+  std::unique_ptr<Workspace> NewWorkspace(const WorkspaceOptions& options) const override {
+    return inner_.NewWorkspace(options);
+  }
+  size_t PrepareWeights(std::span<WeightMatrix* const> matrices, const GgufFile& file,
+                        std::shared_ptr<uint8_t>& storage) const override {
+    return inner_.PrepareWeights(matrices, file, storage);
+  }
+
+  void Matmul(const WeightMatrix& w, const float* x, int n_rows, float* y,
+              Workspace& ws) const override;
+  void GetRows(const WeightMatrix& table, std::span<const int32_t> rows, float* out,
+               Workspace& ws) const override;
+  void GatherRows(const float* src, size_t src_stride, std::span<const int32_t> rows, int width,
+                  float* dst) const override;
+  void CopyRows(const float* src, size_t src_stride, int n_rows, int width,
+                float* dst) const override;
+  void Add(float* x, const float* y, int n_rows, int width, Workspace& ws) const override;
+  void AddBias(float* x, size_t stride, const float* bias, int n_rows, int width,
+               Workspace& ws) const override;
+  void RmsNorm(const float* x, const float* weight, int n_rows, int width, float eps, float* out,
+               Workspace& ws) const override;
+  void LayerNorm(const float* x, const float* weight, const float* bias, int n_rows, int width,
+                 float eps, float* out, Workspace& ws) const override;
+  void Rope(float* x, std::span<const int32_t> positions, int n_heads, int head_dim,
+            const RopeParams& rope, Workspace& ws) const override;
+  void SwiGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const override;
+  void Gelu(float* x, int n_rows, int width, Workspace& ws) const override;
+  void GeGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const override;
+  void Scale(float* x, int n_rows, int width, float factor, Workspace& ws) const override;
+  void SoftCap(float* x, int n_rows, int width, float cap, Workspace& ws) const override;
+  void StoreKv(const KvLayerView& kv, std::span<const int64_t> slots, const float* k,
+               const float* v, size_t stride, Workspace& ws) const override;
+  void PagedAttention(const KvLayerView& kv, const AttentionBatch& batch, const float* q,
+                      int n_heads, const AttentionParams& params, float* out,
+                      Workspace& ws) const override;
+  void RouteTopK(const float* logits, int n_rows, int n_expert, int k, int32_t* ids,
+                 float* weights, Workspace& ws) const override;
+  void ScatterRows(const float* src, int width, std::span<const int32_t> rows, size_t dst_stride,
+                   float* dst) const override;
+  void AddWeightedRows(float* x, const float* src, const float* weights, int n_rows, int k,
+                       int width, Workspace& ws) const override;
+
+ private:
+  // Runs fn() and adds its time (and, with a workspace, its workers' counters) to op `name`.
+  template <typename Fn>
+  void Timed(const std::string& name, Workspace* ws, uint64_t weight_bytes, Fn&& fn) const;
+
+  const Backend& inner_;
+  // Written by the const operations: a profile is state of the run, not of the backend.
+  mutable std::map<std::string, OpTotals> ops_;
+};
+
+}  // namespace kvserve
