@@ -1,16 +1,12 @@
 // profiling_backend_test: the ProfilingBackend of `kvserve bench --profile` changes no result and
-// accounts for every operation of a forward pass; the thread pool's counters count.
+// accounts for every operation of a forward pass.
 #include "kernels/profiling_backend.h"
-
-#include <chrono>
-#include <thread>
 
 #include <gtest/gtest.h>
 
 #include "cli/cli_backend.h"
 #include "support/forward.h"
 #include "support/paths.h"
-#include "util/thread_pool.h"
 
 namespace kvserve {
 namespace {
@@ -57,31 +53,6 @@ TEST(ProfilingBackend, SameLogitsAndEveryMatmulCounted) {
 
   profiler.Reset();
   EXPECT_TRUE(profiler.totals().empty());
-}
-
-TEST(ThreadPoolCounters, JobsWaitsAndSleeps) {
-  ThreadPool pool(2);
-  ThreadPool::Counters before = pool.counters();
-  EXPECT_EQ(before.jobs, 0u);
-  // Worker 1 is slow: the caller waits for it.
-  pool.Run([](int thread) {
-    if (thread == 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  });
-  ThreadPool::Counters after = pool.counters();
-  EXPECT_EQ(after.jobs, 1u);
-  EXPECT_GE(ThreadPool::TicksToSeconds(after.wait_ticks), 0.010);
-  // Idle for far longer than the spin: the worker goes to sleep (and is woken by the next job).
-  std::this_thread::sleep_for(std::chrono::nanoseconds(ThreadPool::kSpinNanoseconds * 20));
-  EXPECT_GE(pool.counters().worker_sleeps, 1u);
-  int ran = 0;
-  pool.Run([&](int thread) {
-    if (thread == 1) ran = 1;
-  });
-  EXPECT_EQ(ran, 1);
-  EXPECT_EQ(pool.counters().jobs, 2u);
-  // An inline ParallelFor (below kInlineCost) hands nothing to the workers.
-  pool.ParallelFor(4, [](int64_t, int64_t) {}, 1);
-  EXPECT_EQ(pool.counters().jobs, 2u);
 }
 
 }  // namespace

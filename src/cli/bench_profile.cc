@@ -26,18 +26,18 @@ std::string FormatProfile(const BenchProfile& p) {
   for (const ProfilingBackend::OpTotals& op : p.ops) {
     const double us = op.seconds * per_token * 1e6;
     ops_us += us;
-    const std::string gb_s =
-        op.weight_bytes > 0 && op.seconds > 0 ? Line("%.1f", op.weight_bytes / op.seconds / 1e9)
-                                              : "";
+    const std::string gb_s = op.weight_bytes > 0 && op.seconds > 0
+                                 ? Line("%.1f", op.weight_bytes / op.seconds / 1e9)
+                                 : "";
     out += Line("| %s | %.1f | %.1f | %.1f%% | %s | %.1f | %.2f |\n", op.name.c_str(),
-                op.calls * per_token, us, token_us > 0 ? 100.0 * us / token_us : 0.0,
-                gb_s.c_str(), op.wait_seconds * per_token * 1e6, op.worker_sleeps * per_token);
+                op.calls * per_token, us, token_us > 0 ? 100.0 * us / token_us : 0.0, gb_s.c_str(),
+                op.wait_seconds * per_token * 1e6, op.worker_sleeps * per_token);
   }
   out += Line("| all ops | | %.1f | %.1f%% | | | |\n", ops_us,
               token_us > 0 ? 100.0 * ops_us / token_us : 0.0);
   out += Line("| outside the ops | | %.1f | %.1f%% | | | |\n", token_us - ops_us,
               token_us > 0 ? 100.0 * (token_us - ops_us) / token_us : 0.0);
-  out += Line("| token (the test's mean) | | %.1f | 100%% | | | |\n", token_us);
+  out += Line("| token (the timed runs) | | %.1f | 100%% | | | |\n", token_us);
   return out;
 }
 
@@ -52,8 +52,8 @@ nlohmann::json ProfileJson(const BenchProfile& p) {
                    {"worker_sleeps_per_token", op.worker_sleeps * per_token},
                    {"weight_bytes_per_token", op.weight_bytes * per_token}});
   }
-  return {{"test", p.test}, {"tokens", p.tokens}, {"token_us", p.token_seconds * 1e6},
-          {"ops", ops}};
+  return {
+      {"test", p.test}, {"tokens", p.tokens}, {"token_us", p.token_seconds * 1e6}, {"ops", ops}};
 }
 
 }  // namespace kvserve

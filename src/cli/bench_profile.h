@@ -11,10 +11,10 @@
 namespace kvserve {
 
 struct BenchProfile {
-  std::string test;                                // "tg128"
-  std::vector<ProfilingBackend::OpTotals> ops;     // the slowest first
-  double tokens = 0;                               // tokens the totals cover
-  double token_seconds = 0;                        // the test's mean time per token
+  std::string test;                             // "tg128"
+  std::vector<ProfilingBackend::OpTotals> ops;  // the slowest first
+  double tokens = 0;                            // tokens the totals cover
+  double token_seconds = 0;                     // the timed runs' seconds per token
 };
 
 // A markdown table per token: op, calls, µs, share of the token, GB/s of weights (matmuls), the

@@ -211,6 +211,13 @@ Result<BenchFlags> ReadBenchFlags(const Args& args) {
   return f;
 }
 
+// The timed runs' seconds per token (every run has the same tokens: the mean of 1 / rate).
+double MeanSecondsPerToken(const BenchResult& result) {
+  double sum = 0;
+  for (double rate : result.tokens_per_s) sum += rate > 0 ? 1.0 / rate : 0.0;
+  return result.tokens_per_s.empty() ? 0.0 : sum / static_cast<double>(result.tokens_per_s.size());
+}
+
 std::string Percent(double fraction) {
   char buffer[32];
   std::snprintf(buffer, sizeof(buffer), "%.1f%%", 100 * fraction);
@@ -409,7 +416,7 @@ int RunBench(const std::vector<std::string>& argv) {
                           .ops = profiler->totals(),
                           .tokens = static_cast<double>(test.repeats) *
                                     (test.n_prompt > 0 ? test.n_prompt : test.n_gen),
-                          .token_seconds = result->mean > 0 ? 1.0 / result->mean : 0.0});
+                          .token_seconds = MeanSecondsPerToken(*result)});
     }
     result->ceiling_tokens_per_s = test.n_prompt > 0 ? prefill_ceiling : decode_ceiling;
     result->ceiling_fraction = result->mean / result->ceiling_tokens_per_s;

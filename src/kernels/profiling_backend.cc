@@ -36,14 +36,14 @@ std::vector<ProfilingBackend::OpTotals> ProfilingBackend::totals() const {
 
 void ProfilingBackend::Matmul(const WeightMatrix& w, const float* x, int n_rows, float* y,
                               Workspace& ws) const {
-  const std::string name = std::string("matmul ") + GgmlTypeName(w.type) + " " + std::to_string(w.n_out) +
-                           "x" + std::to_string(w.n_in);
+  const std::string name = std::string("matmul ") + GgmlTypeName(w.type) + " " +
+                           std::to_string(w.n_out) + "x" + std::to_string(w.n_in);
   Timed(name, &ws, w.row_bytes * static_cast<uint64_t>(w.n_out),
         [&] { inner_.Matmul(w, x, n_rows, y, ws); });
 }
 
-void ProfilingBackend::GetRows(const WeightMatrix& table, std::span<const int32_t> rows,
-                               float* out, Workspace& ws) const {
+void ProfilingBackend::GetRows(const WeightMatrix& table, std::span<const int32_t> rows, float* out,
+                               Workspace& ws) const {
   Timed("get_rows", &ws, 0, [&] { inner_.GetRows(table, rows, out, ws); });
 }
 
@@ -71,15 +71,14 @@ void ProfilingBackend::RmsNorm(const float* x, const float* weight, int n_rows, 
   Timed("rms_norm", &ws, 0, [&] { inner_.RmsNorm(x, weight, n_rows, width, eps, out, ws); });
 }
 
-void ProfilingBackend::LayerNorm(const float* x, const float* weight, const float* bias,
-                                 int n_rows, int width, float eps, float* out,
-                                 Workspace& ws) const {
+void ProfilingBackend::LayerNorm(const float* x, const float* weight, const float* bias, int n_rows,
+                                 int width, float eps, float* out, Workspace& ws) const {
   Timed("layer_norm", &ws, 0,
         [&] { inner_.LayerNorm(x, weight, bias, n_rows, width, eps, out, ws); });
 }
 
-void ProfilingBackend::Rope(float* x, std::span<const int32_t> positions, int n_heads,
-                            int head_dim, const RopeParams& rope, Workspace& ws) const {
+void ProfilingBackend::Rope(float* x, std::span<const int32_t> positions, int n_heads, int head_dim,
+                            const RopeParams& rope, Workspace& ws) const {
   Timed("rope", &ws, 0, [&] { inner_.Rope(x, positions, n_heads, head_dim, rope, ws); });
 }
 
@@ -106,8 +105,7 @@ void ProfilingBackend::SoftCap(float* x, int n_rows, int width, float cap, Works
 }
 
 void ProfilingBackend::StoreKv(const KvLayerView& kv, std::span<const int64_t> slots,
-                               const float* k, const float* v, size_t stride,
-                               Workspace& ws) const {
+                               const float* k, const float* v, size_t stride, Workspace& ws) const {
   Timed("store_kv", &ws, 0, [&] { inner_.StoreKv(kv, slots, k, v, stride, ws); });
 }
 
@@ -118,20 +116,19 @@ void ProfilingBackend::PagedAttention(const KvLayerView& kv, const AttentionBatc
         [&] { inner_.PagedAttention(kv, batch, q, n_heads, params, out, ws); });
 }
 
-void ProfilingBackend::RouteTopK(const float* logits, int n_rows, int n_expert, int k,
-                                 int32_t* ids, float* weights, Workspace& ws) const {
+void ProfilingBackend::RouteTopK(const float* logits, int n_rows, int n_expert, int k, int32_t* ids,
+                                 float* weights, Workspace& ws) const {
   Timed("route_top_k", &ws, 0,
         [&] { inner_.RouteTopK(logits, n_rows, n_expert, k, ids, weights, ws); });
 }
 
 void ProfilingBackend::ScatterRows(const float* src, int width, std::span<const int32_t> rows,
                                    size_t dst_stride, float* dst) const {
-  Timed("scatter_rows", nullptr, 0,
-        [&] { inner_.ScatterRows(src, width, rows, dst_stride, dst); });
+  Timed("scatter_rows", nullptr, 0, [&] { inner_.ScatterRows(src, width, rows, dst_stride, dst); });
 }
 
-void ProfilingBackend::AddWeightedRows(float* x, const float* src, const float* weights,
-                                       int n_rows, int k, int width, Workspace& ws) const {
+void ProfilingBackend::AddWeightedRows(float* x, const float* src, const float* weights, int n_rows,
+                                       int k, int width, Workspace& ws) const {
   Timed("add_weighted_rows", &ws, 0,
         [&] { inner_.AddWeightedRows(x, src, weights, n_rows, k, width, ws); });
 }

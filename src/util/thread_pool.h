@@ -9,6 +9,7 @@
 // pool); the job must not call back into the same pool.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <condition_variable>
@@ -59,6 +60,26 @@ class ThreadPool {
       const int64_t begin = n * thread / parts;
       const int64_t end = n * (thread + 1) / parts;
       if (begin < end) call(begin, end, thread);
+    });
+  }
+
+  // As ParallelFor with a thread index, but [0, n) is cut into `chunk`-sized pieces that the
+  // threads take in turn as they finish (fn(begin, end, thread) per piece): a thread slowed by
+  // the machine (another tenant, a later wake-up, a farther memory node) does fewer pieces
+  // instead of holding up the rest. Which thread runs a piece changes from call to call, so fn
+  // must give the same result on any thread.
+  template <typename Fn>
+  void ParallelChunks(int64_t n, int64_t chunk, Fn&& fn, int64_t cost = INT64_MAX) {
+    if (n_threads_ == 1 || n <= chunk || cost < kInlineCost) {
+      if (n > 0) fn(int64_t{0}, n, 0);
+      return;
+    }
+    std::atomic<int64_t> next{0};
+    Run([&](int thread) {
+      for (int64_t begin = next.fetch_add(chunk, std::memory_order_relaxed); begin < n;
+           begin = next.fetch_add(chunk, std::memory_order_relaxed)) {
+        fn(begin, std::min(begin + chunk, n), thread);
+      }
     });
   }
 

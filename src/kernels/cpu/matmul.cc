@@ -12,6 +12,13 @@ namespace {
 // Output rows are handed to threads in multiples of this, so tiles stay SIMD-friendly.
 constexpr int64_t kRowGrain = 16;
 static_assert(kRowGrain % kPackRows == 0, "packed kernels start at a 16-row group");
+// Up to this many activation rows (decode steps), a matmul streams its weights from memory once and
+// its rows are handed out in pieces, kPiecesPerThread per thread, to whichever thread is free: on
+// a shared or noisy machine one thread often runs 10-30% slower than the other, and an even
+// static split then waits for it. More rows reuse the weights from cache, and keep the static
+// split (each thread's rows stay in its own caches across the row tiles).
+constexpr int kMaxDynamicRows = 4;
+constexpr int64_t kPiecesPerThread = 8;
 
 }  // namespace
 
@@ -56,25 +63,30 @@ void Matmul(const KernelTable& kernels, const WeightMatrix& w, const float* x, i
     x_bytes = xq;
   }
   const int64_t n_chunks = (w.n_out + kRowGrain - 1) / kRowGrain;
-  pool.ParallelFor(
-      n_chunks,
-      [&](int64_t begin, int64_t end, int thread) {
-        MatmulTile tile{
-            .w = w_bytes,
-            .w_row_bytes = w_row_bytes,
-            .x = x_bytes,
-            .x_row_bytes = x_row_bytes,
-            .m = m,
-            .k = k,
-            .n_begin = static_cast<int>(begin * kRowGrain),
-            .n_end = static_cast<int>(std::min(end * kRowGrain, w.n_out)),
-            .y = y,
-            .ldy = static_cast<int>(w.n_out),
-            .scratch = &scratch.tiles[thread],
-        };
-        tile_fn(tile);
-      },
-      static_cast<int64_t>(m) * k * w.n_out);
+  auto run_tile = [&](int64_t begin, int64_t end, int thread) {
+    MatmulTile tile{
+        .w = w_bytes,
+        .w_row_bytes = w_row_bytes,
+        .x = x_bytes,
+        .x_row_bytes = x_row_bytes,
+        .m = m,
+        .k = k,
+        .n_begin = static_cast<int>(begin * kRowGrain),
+        .n_end = static_cast<int>(std::min(end * kRowGrain, w.n_out)),
+        .y = y,
+        .ldy = static_cast<int>(w.n_out),
+        .scratch = &scratch.tiles[thread],
+    };
+    tile_fn(tile);
+  };
+  const int64_t cost = static_cast<int64_t>(m) * k * w.n_out;
+  if (m <= kMaxDynamicRows) {
+    // Memory bound: the threads take pieces as they finish (ThreadPool::ParallelChunks).
+    const int64_t pieces = static_cast<int64_t>(pool.size()) * kPiecesPerThread;
+    pool.ParallelChunks(n_chunks, std::max<int64_t>(1, n_chunks / pieces), run_tile, cost);
+  } else {
+    pool.ParallelFor(n_chunks, run_tile, cost);
+  }
 }
 
 }  // namespace kvserve

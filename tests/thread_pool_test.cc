@@ -1,0 +1,70 @@
+// thread_pool_test: ParallelChunks hands every index to exactly one thread; the counters behind
+// `kvserve bench --profile` count jobs, the caller's waits and the workers' sleeps.
+#include "util/thread_pool.h"
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace kvserve {
+namespace {
+
+TEST(ThreadPool, ParallelChunksCoverEveryIndexOnce) {
+  ThreadPool pool(3);
+  for (int64_t n : {1, 7, 64, 1000}) {
+    for (int64_t chunk : {1, 3, 64, 5000}) {
+      std::vector<std::atomic<int>> hits(n);
+      std::atomic<int> bad_thread{0};
+      pool.ParallelChunks(n, chunk, [&](int64_t begin, int64_t end, int thread) {
+        if (thread < 0 || thread >= pool.size() || end - begin > chunk) ++bad_thread;
+        for (int64_t i = begin; i < end; ++i) ++hits[i];
+      });
+      EXPECT_EQ(bad_thread.load(), 0) << n << " " << chunk;
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << n << " " << chunk << " " << i;
+    }
+  }
+}
+
+// A slow thread takes fewer pieces: the others do the rest.
+TEST(ThreadPool, ParallelChunksGoToTheFreeThreads) {
+  ThreadPool pool(2);
+  std::vector<int> pieces(2, 0);
+  pool.ParallelChunks(40, 1, [&](int64_t, int64_t, int thread) {
+    ++pieces[thread];
+    if (thread == 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  });
+  EXPECT_EQ(pieces[0] + pieces[1], 40);
+  EXPECT_GT(pieces[0], pieces[1]);
+}
+
+TEST(ThreadPoolCounters, JobsWaitsAndSleeps) {
+  ThreadPool pool(2);
+  ThreadPool::Counters before = pool.counters();
+  EXPECT_EQ(before.jobs, 0u);
+  // Worker 1 is slow: the caller waits for it.
+  pool.Run([](int thread) {
+    if (thread == 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  });
+  ThreadPool::Counters after = pool.counters();
+  EXPECT_EQ(after.jobs, 1u);
+  EXPECT_GE(ThreadPool::TicksToSeconds(after.wait_ticks), 0.010);
+  // Idle for far longer than the spin: the worker goes to sleep (and is woken by the next job).
+  std::this_thread::sleep_for(std::chrono::nanoseconds(ThreadPool::kSpinNanoseconds * 20));
+  EXPECT_GE(pool.counters().worker_sleeps, 1u);
+  int ran = 0;
+  pool.Run([&](int thread) {
+    if (thread == 1) ran = 1;
+  });
+  EXPECT_EQ(ran, 1);
+  EXPECT_EQ(pool.counters().jobs, 2u);
+  // An inline ParallelFor (below kInlineCost) hands nothing to the workers.
+  pool.ParallelFor(
+      4, [](int64_t, int64_t) {}, 1);
+  EXPECT_EQ(pool.counters().jobs, 2u);
+}
+
+}  // namespace
+}  // namespace kvserve
