@@ -62,7 +62,6 @@ namespace {
 #define KVSERVE_VOCAB_LOOP
 #endif
 
-
 // A key whose descending order is the candidates' order: the larger logit first and, between
 // equal logits, the lower id. The float's bits are made unsigned-monotone (-0 counts as +0).
 uint64_t OrderKey(float logit, int32_t id) {
