@@ -99,8 +99,11 @@ struct KernelTable {
   MatmulTileFn matmul_q5_0_x16;
   MatmulTileFn matmul_q5_1_x16;
   MatmulTileFn matmul_iq4_nl_x16;
-  // The other GGML weight types, X in ActivationTypeFor's format. Every table holds the scalar
-  // tiles of quant_tiles_scalar.h for these (same bits everywhere); SIMD versions come later.
+  // The other GGML weight types in their stored layout, X in ActivationTypeFor's format. Q2_K ..
+  // Q6_K have SIMD tiles on the AVX2 and AVX-512 tables (kquant_tiles_*.cc; Q4_K .. Q6_K run
+  // them only when a matrix is not packed, e.g. KVSERVE_PACK=0); Q4_1, Q5_0, Q5_1 and IQ4_NL keep
+  // the scalar tiles of quant_tiles_scalar.h on every table, since their matrices are packed at
+  // load and run the x16 tiles above. Every tile gives the scalar tile's bits.
   MatmulTileFn matmul_q4_1;
   MatmulTileFn matmul_q5_0;
   MatmulTileFn matmul_q5_1;
