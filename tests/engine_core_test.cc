@@ -45,17 +45,29 @@ using Output = testing::StreamOutput;
 
 Output Collect(RequestStream& stream) { return testing::CollectStream(stream, kEventTimeout); }
 
-std::vector<Output> RunAll(Engine& engine, const std::vector<Request>& requests) {
+// Submits every request; a refusal fails the test and the streams stop at it.
+std::vector<std::shared_ptr<RequestStream>> SubmitAll(Engine& engine,
+                                                      const std::vector<Request>& requests) {
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (const Request& r : requests) {
     auto stream = engine.Submit(r);
     EXPECT_TRUE(stream.ok()) << stream.message();
-    if (!stream.ok()) return {};
+    if (!stream.ok()) break;
     streams.push_back(*stream);
   }
+  return streams;
+}
+
+std::vector<Output> CollectAll(const std::vector<std::shared_ptr<RequestStream>>& streams) {
   std::vector<Output> outputs;
-  for (auto& stream : streams) outputs.push_back(Collect(*stream));
+  for (const auto& stream : streams) outputs.push_back(Collect(*stream));
   return outputs;
+}
+
+std::vector<Output> RunAll(Engine& engine, const std::vector<Request>& requests) {
+  const auto streams = SubmitAll(engine, requests);
+  if (streams.size() != requests.size()) return {};
+  return CollectAll(streams);
 }
 
 Output RunOne(Engine& engine, const Request& request) {
@@ -265,16 +277,11 @@ TEST_P(EngineCoreBatching, SixteenAtOnceEqualOneByOneEqualTheRule) {
   auto blocked = engine->Submit(Greedy({kFakeBos, 9}, 1));
   ASSERT_TRUE(blocked.ok()) << blocked.message();
   ASSERT_TRUE(gate.WaitHeld());
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  for (const Request& r : requests) {
-    auto stream = engine->Submit(r);
-    ASSERT_TRUE(stream.ok()) << stream.message();
-    streams.push_back(*stream);
-  }
+  const auto streams = SubmitAll(*engine, requests);
   gate.Open();
+  ASSERT_EQ(streams.size(), requests.size());
   EXPECT_EQ(Collect(**blocked).tokens.size(), 1u);
-  std::vector<Output> together;
-  for (auto& stream : streams) together.push_back(Collect(*stream));
+  const std::vector<Output> together = CollectAll(streams);
   int stopped_at_eos = 0;
   for (size_t i = 0; i < requests.size(); ++i) {
     const Output expected = Expected(requests[i], options.n_ctx);
