@@ -49,6 +49,21 @@ std::string ReadUntilClosed(int fd, int wait_ms) {
   return text;
 }
 
+// The first line the server sends (without its CRLF), or what came before `wait_ms` passed without
+// a byte; reads at most one buffer past it.
+std::string ReadFirstLine(int fd, int wait_ms) {
+  std::string text;
+  char buffer[256];
+  while (text.find("\r\n") == std::string::npos) {
+    pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+    if (poll(&p, 1, wait_ms) <= 0) break;
+    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+    if (n <= 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  return text.substr(0, text.find("\r\n"));
+}
+
 // One response: until its head and Content-Length body are in, the server closes, or `wait_ms`
 // passes without a byte.
 std::string ReadResponse(int fd, int wait_ms) {
@@ -619,12 +634,12 @@ TEST_F(HostileTest, PerKeyConcurrencyGets429WithRetryAfter) {
           "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer key-alpha-0123\r\n"
           "Content-Type: application/json\r\nContent-Length: " +
               std::to_string(body.size()) + "\r\n\r\n" + body);
-  // Bounded wait until the stream holds the place (its request has reached the engine).
-  Reply refused;
-  for (int i = 0; i < 200 && refused.status != 429; ++i) {
-    refused = Post(*alpha, "/v1/completions", kNormal);
-    if (refused.status != 429) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  // The stream's status line means it holds the place (the lease is taken before the answer
+  // starts). Retrying a request until it was refused raced the stream for the one place: when the
+  // retry reached the server first, the stream itself was refused and every retry then succeeded
+  // (CI under ASan, 2026-12-04).
+  ASSERT_EQ(ReadFirstLine(fd, 20000), "HTTP/1.1 200 OK");
+  const Reply refused = Post(*alpha, "/v1/completions", kNormal);
   ExpectError(refused, 429);
   EXPECT_EQ(refused.body["error"]["code"], "too_many_concurrent_requests") << refused.text;
   EXPECT_EQ(refused.retry_after, "1");
