@@ -1,8 +1,8 @@
 // Runs one sequence through the model with its own KV cache, outside the serving engine: the
 // simple path used by `kvserve logits` and `kvserve bench`'s single-stream tests (`kvserve run`
-// and `kvserve chat` go through the engine). Blocks are assigned
-// in order (logical block i = physical block i). The batch is built by the same ModelRunner the
-// serving engine uses; only the block table differs.
+// and `kvserve chat` go through the engine). Blocks are assigned in order (logical block i =
+// physical block i). The batch is built by the same ModelRunner the serving engine uses; only the
+// block table differs.
 #pragma once
 
 #include <cstdint>
