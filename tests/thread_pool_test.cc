@@ -2,8 +2,10 @@
 // `kvserve bench --profile` count jobs, the caller's waits and the workers' sleeps.
 #include "util/thread_pool.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -38,6 +40,43 @@ TEST(ThreadPool, ParallelChunksGoToTheFreeThreads) {
   });
   EXPECT_EQ(pieces[0] + pieces[1], 40);
   EXPECT_GT(pieces[0], pieces[1]);
+}
+
+TEST(ThreadPool, ShrinkingChunksCoverEveryIndexOnceAndShrink) {
+  ThreadPool pool(3);
+  for (int64_t n : {1, 7, 64, 1000}) {
+    for (int64_t min_chunk : {1, 3, 64, 5000}) {
+      std::vector<std::atomic<int>> hits(n);
+      std::mutex mutex;
+      std::vector<std::pair<int64_t, int64_t>> pieces;
+      std::atomic<int> bad_thread{0};
+      pool.ParallelShrinkingChunks(n, min_chunk, [&](int64_t begin, int64_t end, int thread) {
+        if (thread < 0 || thread >= pool.size()) ++bad_thread;
+        for (int64_t i = begin; i < end; ++i) ++hits[i];
+        std::lock_guard<std::mutex> lock(mutex);
+        pieces.emplace_back(begin, end);
+      });
+      EXPECT_EQ(bad_thread.load(), 0) << n << " " << min_chunk;
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << n << " " << min_chunk;
+      std::sort(pieces.begin(), pieces.end());
+      for (size_t p = 0; p < pieces.size(); ++p) {
+        const int64_t size = pieces[p].second - pieces[p].first;
+        // Every piece but the last is at least min_chunk; none is larger than the one before it
+        // by more than rounding (each is a fraction of what was left when it was taken).
+        if (p + 1 < pieces.size()) {
+          EXPECT_GE(size, std::min(min_chunk, n)) << n << " " << p;
+        }
+        if (p > 0 && size > min_chunk) {
+          EXPECT_LE(size, pieces[p - 1].second - pieces[p - 1].first) << n << " " << p;
+        }
+      }
+      if (n == 1000 && min_chunk == 1) {
+        // 1000 / 9 first, then smaller and smaller down to single indices.
+        EXPECT_EQ(pieces.front().second - pieces.front().first, 112);
+        EXPECT_EQ(pieces.back().second - pieces.back().first, 1);
+      }
+    }
+  }
 }
 
 TEST(ThreadPoolCounters, JobsWaitsAndSleeps) {
