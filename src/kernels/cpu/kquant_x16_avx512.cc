@@ -130,11 +130,12 @@ inline void K4SubBlocks(const uint8_t* quant, const uint8_t* side, const int8_t*
   (K4SubBlock<kQ5, MR, kS>(quant, side, xq, prefetch, isum), ...);
 }
 
-// acc[r] += super-block `quant`'s sum for rows x[0 .. MR) (block b of each row).
+// acc[r] += the sum of the super-block whose quant part is at `quant` (its side part is the
+// kKSideBytes before it) for rows x[0 .. MR) (block b of each row).
 template <bool kQ5, int MR>
 void K4SuperBlock(const uint8_t* quant, int b, const uint8_t* const* x, bool prefetch,
                   float (*acc)[kLanes]) {
-  const uint8_t* side = quant + (kQ5 ? kQ5KQuantPart : kQ4KQuantPart);
+  const uint8_t* side = quant - kKSideBytes;
   if (prefetch && MR <= kSidePrefetchRows) {
     PrefetchLinesAhead(side, kQ4KSidePart);
     if constexpr (kQ5) PrefetchLinesAhead(quant + kQ5KQh, kQ5KQuantPart - kQ5KQh);
@@ -266,11 +267,12 @@ template <int MR>
   }
 }
 
-// acc[r] += super-block `quant`'s sum for rows x[0 .. MR) (block b of each row).
+// acc[r] += the sum of the super-block whose quant part is at `quant` (its side part is the
+// kKSideBytes before it) for rows x[0 .. MR) (block b of each row).
 template <int MR>
 void Q6KSuperBlock(const uint8_t* quant, int b, const uint8_t* const* x, bool prefetch,
                    float (*acc)[kLanes]) {
-  const uint8_t* side = quant + kQ6KQuantPart;
+  const uint8_t* side = quant - kKSideBytes;
   if (prefetch && MR <= kSidePrefetchRows) PrefetchLinesAhead(side, kQ6KSidePart);
   __m512i isum[MR];
   for (int r = 0; r < MR; ++r) isum[r] = _mm512_setzero_si512();
@@ -337,7 +339,7 @@ void GroupPass(const MatmulTile& t, const uint8_t* group, int i0, int n_rows, in
   for (int r = 0; r < n_rows; ++r) x[r] = t.x + static_cast<size_t>(i0 + r) * t.x_row_bytes;
   alignas(64) float acc[kPassRows][kLanes] = {};
   for (int b = 0; b < t.k / 256; ++b) {
-    const uint8_t* quant = group + kStride * static_cast<size_t>(b);
+    const uint8_t* quant = group + kStride * static_cast<size_t>(b) + kKSideBytes;
     for (int c = 0; c < n_rows; c += kMr) {
       SuperBlockRowsOf<T>(std::min(kMr, n_rows - c), quant, b, x + c, c == 0, acc + c);
     }

@@ -13,11 +13,10 @@ namespace {
 constexpr int kLanes = 16;
 constexpr int kSuper = 256;
 
-size_t QuantPart(GgmlType type) {
-  return type == GgmlType::kQ6_K   ? kQ6KQuantPart
-         : type == GgmlType::kQ5_K ? kQ5KQuantPart
-                                   : kQ4KQuantPart;
-}
+static_assert(kKSideBytes >= kQ4KSidePart && kKSideBytes >= kQ6KSidePart && kKSideBytes % 64 == 0);
+static_assert(kQ4KStride == kKSideBytes + kQ4KQuantPart &&
+              kQ5KStride == kKSideBytes + kQ5KQuantPart &&
+              kQ6KStride == kKSideBytes + kQ6KQuantPart);
 size_t Stride(GgmlType type) {
   return type == GgmlType::kQ6_K ? kQ6KStride : type == GgmlType::kQ5_K ? kQ5KStride : kQ4KStride;
 }
@@ -123,8 +122,8 @@ void PackKGroups(GgmlType type, const uint8_t* src, size_t src_row_bytes, int64_
       for (int64_t b = 0; b < n_sb; ++b) {
         const uint8_t* block = src + src_row_bytes * static_cast<size_t>(row) +
                                StoredBlock(type) * static_cast<size_t>(b);
-        uint8_t* quant = group + Stride(type) * static_cast<size_t>(b);
-        uint8_t* side = quant + QuantPart(type);
+        uint8_t* side = group + Stride(type) * static_cast<size_t>(b);
+        uint8_t* quant = side + kKSideBytes;
         if (type == GgmlType::kQ6_K) {
           PackQ6K(block, lane, quant, side);
         } else if (type == GgmlType::kQ5_K) {
@@ -144,8 +143,8 @@ void UnpackKRow(GgmlType type, const uint8_t* packed, int64_t n_in, int64_t row,
   const int lane = static_cast<int>(row % kLanes);
   for (int64_t b = 0; b < n_sb; ++b) {
     uint8_t* block = out + StoredBlock(type) * static_cast<size_t>(b);
-    const uint8_t* quant = group + Stride(type) * static_cast<size_t>(b);
-    const uint8_t* side = quant + QuantPart(type);
+    const uint8_t* side = group + Stride(type) * static_cast<size_t>(b);
+    const uint8_t* quant = side + kKSideBytes;
     if (type == GgmlType::kQ6_K) {
       UnpackQ6K(quant, side, lane, block);
     } else if (type == GgmlType::kQ5_K) {

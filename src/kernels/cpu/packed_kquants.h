@@ -4,9 +4,13 @@
 // ones: the kernels compute exactly what the scalar tiles compute on the stored layout, bit for
 // bit.
 //
-// A 16-row group holds n_sb = n_in / 256 super-blocks, super-block b at b * stride: its quant part,
-// then its side part, then zero padding to the stride (a multiple of 64 bytes), so that a kernel
-// reads the group as one forward stream. "Dword d" is 64 bytes: bytes 4l .. 4l + 3 are
+// A 16-row group holds n_sb = n_in / 256 super-blocks, super-block b at b * stride: its side part,
+// zero-padded to kKSideBytes (320: 5 cache lines), then its quant part, which fills the rest of
+// the stride (a multiple of 64 bytes), so that a kernel reads the group as one forward stream.
+// The side part comes first because a super-block's scales are read as its first quants are:
+// with them at its end, the decode tiles jumped 32-48 lines ahead and back in every super-block,
+// and on a Zen 3 VM the hardware prefetchers then kept fewer lines in flight (Q6_K at m = 1 read
+// 15% faster side first; docs/benchmarks.md). "Dword d" is 64 bytes: bytes 4l .. 4l + 3 are
 // row l's stored bytes 4d .. 4d + 3 of that array, as stored.
 //   Q4_K quant part (2048 bytes): dwords 0 .. 31 of quants[128].
 //   Q5_K quant part (2560 bytes): Q4_K's, then dwords 0 .. 7 of qh[32].
@@ -27,6 +31,7 @@
 
 namespace kvserve {
 
+constexpr size_t kKSideBytes = 320;  // the side part of every type, padded; the quant part follows
 constexpr size_t kQ4KQuantPart = 2048;
 constexpr size_t kQ4KSidePart = 320;
 constexpr size_t kQ4KScales = 0, kQ4KMins = 128, kQ4KD = 256, kQ4KDmin = 288;  // in the side part
@@ -35,7 +40,7 @@ constexpr size_t kQ5KQh = 2048;  // in the quant part
 constexpr size_t kQ5KQuantPart = 2560;
 constexpr size_t kQ5KStride = 2880;
 constexpr size_t kQ6KQuantPart = 3072;
-constexpr size_t kQ6KSidePart = 288;
+constexpr size_t kQ6KSidePart = 288;           // then 32 bytes of zeros
 constexpr size_t kQ6KScales = 0, kQ6KD = 256;  // in the side part
 constexpr size_t kQ6KStride = 3392;
 

@@ -1,0 +1,160 @@
+// In-process A/B of up to four versions of the AVX2 K-quant x16 tile at decode (m = 1), the way the
+// engine runs it: the engine's ThreadPool (2 threads), ParallelShrinkingChunks over 16-row groups,
+// tinyllama's shapes, and enough copies of each matrix (256 MB) that every call reads from DRAM.
+// The versions alternate call by call, so a drift of the machine's bandwidth (seen at 40% from one
+// engine run to the next on a shared VM) hits them alike; medians of 30 rounds. Checks that every
+// version gives the first one's bits. SMALL=1 runs one 256-row matrix that stays in L2 instead
+// (the tiles' compute rate).
+//
+// Not part of the CMake build. Each version is a copy of the header compiled as its own object
+// (versions of one packed layout: this program packs with the current PackGroups, so a header from
+// before the side part came first, 2026-12-04, gives other bits and the run stops):
+//   git show HEAD:src/kernels/cpu/kquant_x16_avx2.h > /tmp/kqab_a.h
+//   cp src/kernels/cpu/kquant_x16_avx2.h /tmp/kqab_b.h
+//   for v in A:a B:b; do g++ -std=c++20 -O2 -mavx2 -mfma -mf16c -Isrc -c
+//       bench/kquant_decode_variant.cc -DKQAB_NAME=Run${v%:*} -DKQAB_HEADER="\"/tmp/kqab_${v#*:}.h\""
+//       -o /tmp/kqab_${v#*:}.o; done
+//   g++ -std=c++20 -O2 -Isrc bench/kquant_decode_ab.cc /tmp/kqab_a.o /tmp/kqab_b.o
+//       -DKQAB_VARIANTS=2 build/libkvserve_{kernels,kv,io,util}.a -lpthread -o /tmp/kqab
+//   /tmp/kqab
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/packed_weights.h"
+#include "kernels/cpu/scratch_buffer.h"
+#include "kernels/quantize.h"
+#include "util/large_memory.h"
+#include "util/thread_pool.h"
+
+#ifndef KQAB_VARIANTS
+#define KQAB_VARIANTS 2
+#endif
+
+namespace kvserve {
+void RunA(bool q6, const MatmulTile& t);
+void RunB(bool q6, const MatmulTile& t);
+#if KQAB_VARIANTS > 2
+void RunC(bool q6, const MatmulTile& t);
+#endif
+#if KQAB_VARIANTS > 3
+void RunD(bool q6, const MatmulTile& t);
+#endif
+}  // namespace kvserve
+
+namespace {
+
+using kvserve::GgmlType;
+using Variant = void (*)(bool, const kvserve::MatmulTile&);
+
+// One weight matrix of n x k in the packed x16 layout, `copies` times, and one Q8_K activation row.
+struct Problem {
+  GgmlType type;
+  int n, k;
+  size_t group_bytes;
+  std::vector<uint8_t*> copies;
+  std::vector<uint8_t> x;
+
+  Problem(GgmlType t, int n_out, int n_in, int n_copies) : type(t), n(n_out), k(n_in) {
+    const size_t row_bytes = kvserve::RowBytes(type, k);
+    std::vector<uint8_t> stored(row_bytes * n);
+    std::mt19937 rng(1);
+    std::uniform_real_distribution<float> dist(-1, 1);
+    std::vector<float> row(k);
+    for (int j = 0; j < n; ++j) {
+      for (float& v : row) v = dist(rng);
+      kvserve::QuantizeRow(type, row.data(), k, stored.data() + row_bytes * j);
+    }
+    group_bytes = kvserve::PackedGroupBytes(type, k);
+    for (int c = 0; c < n_copies; ++c) {
+      auto* p = static_cast<uint8_t*>(kvserve::AllocateLarge(group_bytes * groups()));
+      kvserve::PackGroups(type, stored.data(), row_bytes, n, k, 0, groups(), p);
+      copies.push_back(p);
+    }
+    x.resize(kvserve::RowBytes(GgmlType::kQ8_K, k));
+    for (float& v : row) v = dist(rng);
+    kvserve::QuantizeRow(GgmlType::kQ8_K, row.data(), k, x.data());
+  }
+  ~Problem() {
+    for (uint8_t* p : copies) kvserve::FreeLarge(p);
+  }
+  int groups() const { return n / 16; }
+  size_t bytes() const { return group_bytes * groups(); }
+};
+
+// Seconds per matmul of `variant` over all copies, as the engine's decode matmul runs it.
+double TimeOnce(kvserve::ThreadPool& pool, Variant variant, const Problem& p, int calls,
+                int& next_copy, std::vector<float>& y) {
+  kvserve::TileScratch scratch[2];
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int call = 0; call < calls; ++call) {
+    const uint8_t* w = p.copies[next_copy++ % p.copies.size()];
+    pool.ParallelShrinkingChunks(p.groups(), 1, [&](int64_t g0, int64_t g1, int thread) {
+      const kvserve::MatmulTile tile{.w = w,
+                                     .w_row_bytes = p.group_bytes,
+                                     .x = p.x.data(),
+                                     .x_row_bytes = p.x.size(),
+                                     .m = 1,
+                                     .k = p.k,
+                                     .n_begin = static_cast<int>(g0 * 16),
+                                     .n_end = static_cast<int>(g1 * 16),
+                                     .y = y.data(),
+                                     .ldy = p.n,
+                                     .scratch = &scratch[thread]};
+      variant(p.type == GgmlType::kQ6_K, tile);
+    });
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / calls;
+}
+
+}  // namespace
+
+int main() {
+  const std::vector<Variant> variants = {kvserve::RunA, kvserve::RunB,
+#if KQAB_VARIANTS > 2
+                                         kvserve::RunC,
+#endif
+#if KQAB_VARIANTS > 3
+                                         kvserve::RunD,
+#endif
+  };
+  const bool small = std::getenv("SMALL") != nullptr;
+  const std::vector<std::pair<int, int>> shapes =
+      small ? std::vector<std::pair<int, int>>{{256, 2048}}
+            : std::vector<std::pair<int, int>>{{2048, 2048}, {5632, 2048}, {2048, 5632}};
+  kvserve::ThreadPool pool(2);
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    for (auto [n, k] : shapes) {
+      const size_t bytes = kvserve::PackedGroupBytes(type, k) * (n / 16);
+      const int copies = small ? 1 : std::max<int>(4, static_cast<int>(256e6 / bytes));
+      const Problem p(type, n, k, copies);
+      const int calls = small ? 200 : copies;
+      std::vector<std::vector<double>> seconds(variants.size());
+      std::vector<float> y(n), first(n);
+      int next_copy = 0;
+      for (int round = 0; round < 30; ++round) {
+        for (size_t v = 0; v < variants.size(); ++v) {
+          seconds[v].push_back(TimeOnce(pool, variants[v], p, calls, next_copy, y));
+          if (v == 0) first = y;
+          if (v > 0 && std::memcmp(y.data(), first.data(), sizeof(float) * n) != 0) {
+            std::printf("variant %c gives other bits than A\n", static_cast<char>('A' + v));
+            return 1;
+          }
+        }
+      }
+      for (size_t v = 0; v < variants.size(); ++v) {
+        std::sort(seconds[v].begin(), seconds[v].end());
+        std::printf("%s %5dx%-5d %c  median %5.1f GB/s (%7.1f us)  best %5.1f GB/s\n",
+                    kvserve::GgmlTypeName(type), n, k, static_cast<char>('A' + v),
+                    p.bytes() / seconds[v][seconds[v].size() / 2] / 1e9,
+                    seconds[v][seconds[v].size() / 2] * 1e6, p.bytes() / seconds[v][0] / 1e9);
+      }
+    }
+  }
+}
