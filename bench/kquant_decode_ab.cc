@@ -12,8 +12,8 @@
 //   git show HEAD:src/kernels/cpu/kquant_x16_avx2.h > /tmp/kqab_a.h
 //   cp src/kernels/cpu/kquant_x16_avx2.h /tmp/kqab_b.h
 //   for v in A:a B:b; do g++ -std=c++20 -O2 -mavx2 -mfma -mf16c -Isrc -c
-//       bench/kquant_decode_variant.cc -DKQAB_NAME=Run${v%:*} -DKQAB_HEADER="\"/tmp/kqab_${v#*:}.h\""
-//       -o /tmp/kqab_${v#*:}.o; done
+//       bench/kquant_decode_variant.cc -DKQAB_NAME=Run${v%:*}
+//       -DKQAB_HEADER="\"/tmp/kqab_${v#*:}.h\"" -o /tmp/kqab_${v#*:}.o; done
 //   g++ -std=c++20 -O2 -Isrc bench/kquant_decode_ab.cc /tmp/kqab_a.o /tmp/kqab_b.o
 //       -DKQAB_VARIANTS=2 build/libkvserve_{kernels,kv,io,util}.a -lpthread -o /tmp/kqab
 //   /tmp/kqab
@@ -116,12 +116,14 @@ double TimeOnce(kvserve::ThreadPool& pool, Variant variant, const Problem& p, in
 }  // namespace
 
 int main() {
-  const std::vector<Variant> variants = {kvserve::RunA, kvserve::RunB,
+  const std::vector<Variant> variants = {
+    kvserve::RunA,
+    kvserve::RunB,
 #if KQAB_VARIANTS > 2
-                                         kvserve::RunC,
+    kvserve::RunC,
 #endif
 #if KQAB_VARIANTS > 3
-                                         kvserve::RunD,
+    kvserve::RunD,
 #endif
   };
   const bool small = std::getenv("SMALL") != nullptr;

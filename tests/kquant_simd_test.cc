@@ -106,8 +106,10 @@ struct RawProblem {
 
   // y rows [i0, i0 + rows), outputs [n_begin, n_end), with the table's stored-layout tile, or with
   // its packed tile on `packed` when given.
+  // `tile_fn` (packed only): a tile other than the table's packed one (a decode alternative).
   void Run(const KernelTable& table, int i0, int rows, int n_begin, int n_end,
-           std::vector<float>& y, const std::vector<uint8_t>* packed = nullptr) const {
+           std::vector<float>& y, const std::vector<uint8_t>* packed = nullptr,
+           MatmulTileFn tile_fn = nullptr) const {
     TileScratch scratch;
     const MatmulTile tile{
         .w = packed != nullptr ? packed->data() : w.data() + 1,
@@ -122,7 +124,10 @@ struct RawProblem {
         .ldy = n,
         .scratch = &scratch,
     };
-    (packed != nullptr ? PackedMatmulFor(table, type) : MatmulFor(table, type))(tile);
+    if (tile_fn == nullptr) {
+      tile_fn = packed != nullptr ? PackedMatmulFor(table, type) : MatmulFor(table, type);
+    }
+    tile_fn(tile);
   }
 };
 
@@ -184,18 +189,26 @@ TEST(KquantSimdTest, PackedTilesGiveScalarBits) {
       for (const KernelTable* table : testing::FastTables()) {
         if (PackedMatmulFor(*table, type) == nullptr) continue;
         SCOPED_TRACE(table->isa);
-        ++tested;
-        for (int m = 1; m <= 17; ++m) {
-          std::vector<float> got(want.size(), -1.0f);
-          for (int i0 = 0; i0 < p.m; i0 += m) {
-            const int rows = std::min(m, p.m - i0);
-            p.Run(*table, i0, rows, 0, 16, got, &packed);
-            p.Run(*table, i0, rows, 16, 48, got, &packed);
-            p.Run(*table, i0, rows, 48, p.n, got, &packed);
-          }
-          for (size_t e = 0; e < want.size(); ++e) {
-            ASSERT_TRUE(SameBits(got[e], want[e])) << "k " << k << " m " << m << " element " << e
-                                                   << ": " << got[e] << " vs " << want[e];
+        // The table's tile, then its decode alternative (KernelTable::decode_q4_k_x16_alt ...).
+        const MatmulTileFn alt = type == GgmlType::kQ4_K   ? table->decode_q4_k_x16_alt
+                                 : type == GgmlType::kQ5_K ? table->decode_q5_k_x16_alt
+                                                           : table->decode_q6_k_x16_alt;
+        for (MatmulTileFn fn : {PackedMatmulFor(*table, type), alt}) {
+          if (fn == nullptr) continue;
+          SCOPED_TRACE(fn == alt ? "decode alternative" : "x16 tile");
+          ++tested;
+          for (int m = 1; m <= 17; ++m) {
+            std::vector<float> got(want.size(), -1.0f);
+            for (int i0 = 0; i0 < p.m; i0 += m) {
+              const int rows = std::min(m, p.m - i0);
+              p.Run(*table, i0, rows, 0, 16, got, &packed, fn);
+              p.Run(*table, i0, rows, 16, 48, got, &packed, fn);
+              p.Run(*table, i0, rows, 48, p.n, got, &packed, fn);
+            }
+            for (size_t e = 0; e < want.size(); ++e) {
+              ASSERT_TRUE(SameBits(got[e], want[e])) << "k " << k << " m " << m << " element " << e
+                                                     << ": " << got[e] << " vs " << want[e];
+            }
           }
         }
       }

@@ -477,7 +477,8 @@ int RunBench(const std::vector<std::string>& argv) {
                       {"kv_bytes_per_token", kv_per_token},
                       {"model_file_bytes", memory.file_bytes},
                       {"peak_resident_bytes", memory.peak_bytes},
-                      {"peak_over_file_plus_kv", memory.fraction}});
+                      {"peak_over_file_plus_kv", memory.fraction},
+                      {"decode_tiles", CliBackend().DecodeTileReport()}});
     }
     if (profiler) {
       nlohmann::json with_profiles = {{"results", list}, {"profiles", nlohmann::json::array()}};
@@ -515,6 +516,9 @@ int RunBench(const std::vector<std::string>& argv) {
   std::printf("kv cache: %s, %llu bytes/token (%.3f x f16)\n", kv_format.Name().c_str(),
               static_cast<unsigned long long>(kv_per_token),
               static_cast<double>(kv_per_token) / static_cast<double>(kv_f16_per_token));
+  if (const std::string tiles = CliBackend().DecodeTileReport(); !tiles.empty()) {
+    std::printf("decode tiles (KVSERVE_DECODE_TILE=auto|first|alt): %s\n", tiles.c_str());
+  }
   if (memory.peak_bytes > 0) {
     std::printf(
         "memory: peak resident %.1f MiB (loading and the tests); "

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cassert>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -73,11 +74,22 @@ CpuBackendOptions CpuBackendOptions::FromEnvironment() {
   if (const char* isa = std::getenv("KVSERVE_ISA")) options.isa = isa;
   const char* pack = std::getenv("KVSERVE_PACK");
   options.pack = pack == nullptr || std::string_view(pack) != "0";
+  if (const char* tile = std::getenv("KVSERVE_DECODE_TILE")) {
+    const std::string_view value = tile;
+    if (value == "first" || value == "alt") {
+      options.decode_tile = value;
+    } else if (!value.empty() && value != "auto") {
+      std::fprintf(stderr,
+                   "kvserve: KVSERVE_DECODE_TILE=%s is not auto, first or alt; using auto\n", tile);
+    }
+  }
   return options;
 }
 
 CpuBackend::CpuBackend(const CpuBackendOptions& options)
-    : kernels_(KernelsFor(options.isa)), pack_(options.pack) {}
+    : kernels_(KernelsFor(options.isa)),
+      pack_(options.pack),
+      decode_tiles_(kernels_, options.decode_tile) {}
 
 std::string CpuBackend::name() const { return std::string("cpu-") + kernels_.isa; }
 
@@ -128,7 +140,7 @@ size_t CpuBackend::PrepareWeights(std::span<WeightMatrix* const> all, const Gguf
 
 void CpuBackend::Matmul(const WeightMatrix& w, const float* x, int n_rows, float* y,
                         Workspace& ws) const {
-  kvserve::Matmul(kernels_, w, x, n_rows, y, Cpu(ws).matmul, Cpu(ws).pool);
+  kvserve::Matmul(kernels_, w, x, n_rows, y, Cpu(ws).matmul, Cpu(ws).pool, &decode_tiles_);
 }
 
 // A matrix whose pages were released after packing (a tied embedding) reads its rows back from

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/decode_tile_chooser.h"
 #include "kernels/cpu/kernels.h"
 
 namespace kvserve {
@@ -14,8 +15,12 @@ namespace kvserve {
 struct CpuBackendOptions {
   std::string isa;   // "" = the best this CPU has; else scalar|avx2|avxvnni|avx512 at most
   bool pack = true;  // repack Q8_0/Q4_0 into the x16 layout at load (same bits; faster)
+  // The packed K-quants' tile at decode (decode_tile_chooser.h): "" (timed on the first decode
+  // matmuls), "first" or "alt". Same bits either way.
+  std::string decode_tile;
 
-  // KVSERVE_ISA=scalar|avx2|avxvnni|avx512 caps the table, KVSERVE_PACK=0 turns packing off.
+  // KVSERVE_ISA=scalar|avx2|avxvnni|avx512 caps the table, KVSERVE_PACK=0 turns packing off,
+  // KVSERVE_DECODE_TILE=auto|first|alt sets decode_tile.
   // Called by entry points only (the CLI at start-up, the tests' support): nothing below them
   // reads the environment.
   static CpuBackendOptions FromEnvironment();
@@ -26,6 +31,8 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(const CpuBackendOptions& options = {});
 
   const KernelTable& kernels() const { return kernels_; }
+  // Which decode tiles were tried and kept so far (DecodeTileChooser::Describe).
+  std::string DecodeTileReport() const { return decode_tiles_.Describe(); }
   std::string name() const override;
   BufferAllocator& allocator() const override { return allocator_; }
   std::unique_ptr<Workspace> NewWorkspace(const WorkspaceOptions& options) const override;
@@ -70,6 +77,7 @@ class CpuBackend final : public Backend {
   const KernelTable& kernels_;
   bool pack_;
   mutable HostAllocator allocator_;
+  mutable DecodeTileChooser decode_tiles_;  // thread-safe: the runners share it
 };
 
 }  // namespace kvserve

@@ -47,6 +47,9 @@ const KernelTable* AvxVnniKernels() {
     t.matmul_q5_1_x16 = avxvnni::MatmulQ5_1x16;
     t.matmul_iq4_nl_x16 = avxvnni::MatmulIq4Nlx16;
     t.matmul_q6_k_x16 = avxvnni::MatmulQ6_Kx16;
+    t.decode_q4_k_x16_alt = avxvnni::MatmulQ4_Kx16TwoPass;
+    t.decode_q5_k_x16_alt = avxvnni::MatmulQ5_Kx16TwoPass;
+    t.decode_q6_k_x16_alt = avxvnni::MatmulQ6_Kx16TwoPass;
     return t;
   }();
   return &table;

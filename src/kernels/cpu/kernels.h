@@ -99,6 +99,14 @@ struct KernelTable {
   MatmulTileFn matmul_q5_0_x16;
   MatmulTileFn matmul_q5_1_x16;
   MatmulTileFn matmul_iq4_nl_x16;
+  // Other tiles for packed Q4_K, Q5_K and Q6_K matrices, for one activation row (decode): the bits
+  // of the x16 tiles above, with memory read another way (AVX2: those read each super-block once
+  // without software prefetch, these in two passes with it). Which is faster depends on the CPU,
+  // so the CPU backend times both on the first decode steps and keeps the faster
+  // (decode_tile_chooser.h). nullptr: none.
+  MatmulTileFn decode_q4_k_x16_alt;
+  MatmulTileFn decode_q5_k_x16_alt;
+  MatmulTileFn decode_q6_k_x16_alt;
   // The other GGML weight types in their stored layout, X in ActivationTypeFor's format. Q2_K ..
   // Q6_K have SIMD tiles on the AVX2 and AVX-512 tables (kquant_tiles_*.cc; Q4_K .. Q6_K run
   // them only when a matrix is not packed, e.g. KVSERVE_PACK=0); Q4_1, Q5_0, Q5_1 and IQ4_NL keep

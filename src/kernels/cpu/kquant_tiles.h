@@ -31,10 +31,14 @@ void MatmulQ3_K(const MatmulTile& t);
 void MatmulQ4_K(const MatmulTile& t);
 void MatmulQ5_K(const MatmulTile& t);
 void MatmulQ6_K(const MatmulTile& t);
-// x16 layout (packed_kquants.h; kquant_x16_avx2.cc).
+// x16 layout (packed_kquants.h; kquant_x16_avx2.cc). TwoPass: one activation row takes the
+// two-pass tiles with software prefetch too (KernelTable::decode_q4_k_x16_alt).
 void MatmulQ4_Kx16(const MatmulTile& t);
 void MatmulQ5_Kx16(const MatmulTile& t);
 void MatmulQ6_Kx16(const MatmulTile& t);
+void MatmulQ4_Kx16TwoPass(const MatmulTile& t);
+void MatmulQ5_Kx16TwoPass(const MatmulTile& t);
+void MatmulQ6_Kx16TwoPass(const MatmulTile& t);
 }  // namespace avx2
 
 // AVX-VNNI on the x16 layout (kquant_x16_avxvnni.cc).
@@ -42,6 +46,9 @@ namespace avxvnni {
 void MatmulQ4_Kx16(const MatmulTile& t);
 void MatmulQ5_Kx16(const MatmulTile& t);
 void MatmulQ6_Kx16(const MatmulTile& t);
+void MatmulQ4_Kx16TwoPass(const MatmulTile& t);
+void MatmulQ5_Kx16TwoPass(const MatmulTile& t);
+void MatmulQ6_Kx16TwoPass(const MatmulTile& t);
 }  // namespace avxvnni
 
 // AVX-512 (vpmaddubsw + vpdpwssd).

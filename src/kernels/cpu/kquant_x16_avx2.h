@@ -432,7 +432,9 @@ void SuperBlockHalfRowsOf(int mr, const uint8_t* sb, int b, int h, const uint8_t
 }
 
 // Rows [i0, i0 + n_rows) (n_rows <= kPassRows) of the outputs j0 .. j0 + 15 of one group.
-template <GgmlType T>
+// kOneRowStream: one activation row takes the one-row tiles (no software prefetch); otherwise the
+// two-pass tiles with their prefetch (the same bits either way).
+template <GgmlType T, bool kOneRowStream>
 void GroupPass(const MatmulTile& t, const uint8_t* group, int i0, int n_rows, int j0) {
   constexpr size_t kStride = T == GgmlType::kQ6_K   ? kQ6KStride
                              : T == GgmlType::kQ5_K ? kQ5KStride
@@ -443,7 +445,7 @@ void GroupPass(const MatmulTile& t, const uint8_t* group, int i0, int n_rows, in
   const int halves = j0 + kHalfLanes < t.n_end ? 2 : 1;
   for (int b = 0; b < t.k / 256; ++b) {
     const uint8_t* sb = group + kStride * static_cast<size_t>(b);
-    if (n_rows == 1 && halves == 2) {
+    if (kOneRowStream && n_rows == 1 && halves == 2) {
       float* const acc_row[2] = {acc[0][0], acc[1][0]};
       if constexpr (T == GgmlType::kQ6_K) {
         Q6KSuperBlockOneRow(sb, b, x[0], acc_row);
@@ -468,7 +470,7 @@ void GroupPass(const MatmulTile& t, const uint8_t* group, int i0, int n_rows, in
   }
 }
 
-template <GgmlType T>
+template <GgmlType T, bool kOneRowStream = true>
 void MatmulKx16(const MatmulTile& t) {
   assert(t.k % 256 == 0 && t.n_begin % kGroupRows == 0 && t.n_begin <= t.n_end);
   if (t.k == 0) {
@@ -480,7 +482,7 @@ void MatmulKx16(const MatmulTile& t) {
   for (int j0 = t.n_begin; j0 < t.n_end; j0 += kGroupRows) {
     const uint8_t* group = t.w + static_cast<size_t>(j0 / kGroupRows) * t.w_row_bytes;
     for (int i0 = 0; i0 < t.m; i0 += kPassRows) {
-      GroupPass<T>(t, group, i0, std::min(kPassRows, t.m - i0), j0);
+      GroupPass<T, kOneRowStream>(t, group, i0, std::min(kPassRows, t.m - i0), j0);
     }
   }
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <chrono>
 
 #include "kernels/cpu/packed_weights.h"
 #include "kernels/quantize.h"
@@ -23,15 +24,18 @@ constexpr int kMaxDynamicRows = 4;
 }  // namespace
 
 void Matmul(const KernelTable& kernels, const WeightMatrix& w, const float* x, int m, float* y,
-            MatmulScratch& scratch, ThreadPool& pool) {
+            MatmulScratch& scratch, ThreadPool& pool, DecodeTileChooser* decode_tiles) {
   MatmulTileFn tile_fn = MatmulFor(kernels, w.type);
   const uint8_t* w_bytes = w.data;
   size_t w_row_bytes = w.row_bytes;
   const MatmulTileFn packed_fn = w.packed != nullptr ? PackedMatmulFor(kernels, w.type) : nullptr;
+  DecodeTileChooser::Pick pick;
   if (packed_fn != nullptr) {
     tile_fn = packed_fn;
     w_bytes = w.packed;
     w_row_bytes = PackedGroupBytes(w.type, w.n_in);
+    if (m == 1 && decode_tiles != nullptr) pick = decode_tiles->Next(w.type);
+    if (pick.fn != nullptr) tile_fn = pick.fn;
   }
   assert(tile_fn != nullptr);
   const int k = static_cast<int>(w.n_in);
@@ -83,7 +87,13 @@ void Matmul(const KernelTable& kernels, const WeightMatrix& w, const float* x, i
   if (m <= kMaxDynamicRows) {
     // Memory bound: the threads take pieces as they finish, smaller and smaller
     // (ThreadPool::ParallelShrinkingChunks).
+    const auto start = std::chrono::steady_clock::now();
     pool.ParallelShrinkingChunks(n_chunks, 1, run_tile, cost);
+    if (pick.trial >= 0) {
+      const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
+      decode_tiles->Record(w.type, pick.trial, seconds.count(),
+                           w_row_bytes * static_cast<size_t>(n_chunks));
+    }
   } else {
     pool.ParallelFor(n_chunks, run_tile, cost);
   }

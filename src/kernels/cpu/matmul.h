@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "io/ggml_type.h"
+#include "kernels/cpu/decode_tile_chooser.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/scratch_buffer.h"
 #include "kernels/weight_matrix.h"
@@ -24,8 +25,9 @@ struct MatmulScratch {
 };
 
 // y[m, n_out] = x[m, n_in] · Wᵀ.  x and y are row-major float32 with n_in / n_out columns.
-// `scratch` must have a tile scratch for each of pool.size() threads.
+// `scratch` must have a tile scratch for each of pool.size() threads. `decode_tiles` (optional)
+// picks the tile of a packed matrix for one activation row, and is told how long it took.
 void Matmul(const KernelTable& kernels, const WeightMatrix& w, const float* x, int m, float* y,
-            MatmulScratch& scratch, ThreadPool& pool);
+            MatmulScratch& scratch, ThreadPool& pool, DecodeTileChooser* decode_tiles = nullptr);
 
 }  // namespace kvserve

@@ -1,0 +1,65 @@
+// Which of a kernel table's two tiles a packed weight type runs at decode (one activation row):
+// the x16 tile (KernelTable::matmul_q4_k_x16, ...) or its alternative (decode_q4_k_x16_alt, ...).
+// Both give the same bits; which reads memory faster depends on the CPU (on a Zen 3 VM the one-pass
+// tile without software prefetch read 20-24 GB/s where the two-pass one with it read 15-17;
+// docs/benchmarks.md), so the choice is made on the machine, from the model's own decode
+// matmuls: after kWarmupCalls, the next 2 x kTrialCalls of each type alternate between the two,
+// timed, and then the one with the lower median of seconds per weight byte runs from then on (the
+// alternative only if it is faster by more than kMargin: the x16 tile is the default). Medians,
+// because one call that the OS interrupts can take 10x the others. The trial costs no extra work
+// (each call computes its real result) and at most half of those calls at the slower speed.
+//
+// Thread rules: any number of threads may call Next and Record at once (the runners of one
+// backend); once a type is decided, Next is one atomic load.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "io/ggml_type.h"
+#include "kernels/cpu/kernels.h"
+
+namespace kvserve {
+
+class DecodeTileChooser {
+ public:
+  // `force`: "" or "auto" to choose by timing, "first" for the x16 tiles, "alt" for the
+  // alternatives (where a type has one).
+  explicit DecodeTileChooser(const KernelTable& table, std::string_view force = "");
+
+  // Untimed calls first (cold caches, first touches), then timed calls of each tile per type.
+  static constexpr int kWarmupCalls = 8;
+  static constexpr int kTrialCalls = 32;
+  static constexpr double kMargin = 0.03;
+
+  struct Pick {
+    MatmulTileFn fn = nullptr;  // nullptr: the type has no second tile; use the usual one
+    int trial = -1;             // 0 or 1 while trying (time the call and Record it), else -1
+  };
+  Pick Next(GgmlType type);
+  void Record(GgmlType type, int trial, double seconds, size_t weight_bytes);
+
+  // One entry per type with two tiles: "Q4_K: one-pass 41.2 ps/B (32 calls), two-pass ... -> one-pass"
+  // ("trying" before the choice; "Q4_K: two-pass (set)" when forced); types with no timed call and
+  // no forced choice are left out. Empty when there is nothing to say.
+  std::string Describe() const;
+
+ private:
+  static constexpr int kTypes = 3;  // Q4_K, Q5_K, Q6_K
+  struct Slot {
+    std::array<MatmulTileFn, 2> fns{};
+    std::atomic<int> chosen{-1};
+    std::atomic<unsigned> calls{0};
+    std::mutex mutex;                          // guards the timings
+    std::array<std::vector<double>, 2> rates;  // seconds per byte of each timed call
+  };
+  static int SlotOf(GgmlType type);
+
+  std::array<Slot, kTypes> slots_;
+};
+
+}  // namespace kvserve

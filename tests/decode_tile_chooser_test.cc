@@ -1,0 +1,136 @@
+// decode_tile_chooser_test: after its warm-up calls the chooser alternates a type's two tiles for
+// kTrialCalls timed calls each, keeps the one with the lower median of seconds per byte (the
+// alternative only by more than the margin), can be forced, and leaves types without a second
+// tile alone. (That both tiles give the same bits: kquant_simd_test.)
+#include "kernels/cpu/decode_tile_chooser.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <thread>
+#include <vector>
+
+namespace kvserve {
+namespace {
+
+void TileA(const MatmulTile&) {}
+void TileB(const MatmulTile&) {}
+
+KernelTable TwoTileTable() {
+  KernelTable table{};
+  table.isa = "test";
+  table.matmul_q4_k_x16 = TileA;
+  table.decode_q4_k_x16_alt = TileB;
+  table.matmul_q6_k_x16 = TileA;  // no alternative for Q6_K
+  return table;
+}
+
+// Runs the trial for Q4_K with `seconds_a` / `seconds_b` per call (bytes alike); returns the tile
+// kept.
+MatmulTileFn RunTrial(DecodeTileChooser& chooser, double seconds_a, double seconds_b) {
+  for (int call = 0; call < 4 * DecodeTileChooser::kTrialCalls; ++call) {
+    const DecodeTileChooser::Pick pick = chooser.Next(GgmlType::kQ4_K);
+    if (pick.trial < 0 && call < DecodeTileChooser::kWarmupCalls) {
+      EXPECT_EQ(pick.fn, &TileA);  // warm-up: the x16 tile, untimed
+      continue;
+    }
+    if (pick.trial < 0) return pick.fn;
+    EXPECT_EQ(pick.fn, pick.trial == 0 ? &TileA : &TileB);
+    chooser.Record(GgmlType::kQ4_K, pick.trial, pick.trial == 0 ? seconds_a : seconds_b, 1000);
+  }
+  return nullptr;
+}
+
+TEST(DecodeTileChooser, KeepsTheFasterTileAfterTheTrial) {
+  const KernelTable table = TwoTileTable();
+  DecodeTileChooser slow_alt(table);
+  EXPECT_EQ(RunTrial(slow_alt, 1e-6, 2e-6), &TileA);
+  DecodeTileChooser fast_alt(table);
+  EXPECT_EQ(RunTrial(fast_alt, 2e-6, 1e-6), &TileB);
+  EXPECT_NE(fast_alt.Describe().find("Q4_K: one-pass 2000.0 ps/B"), std::string::npos)
+      << fast_alt.Describe();
+  EXPECT_NE(fast_alt.Describe().find("-> two-pass"), std::string::npos) << fast_alt.Describe();
+  // Decided: every later call gets the kept tile, untimed.
+  for (int i = 0; i < 5; ++i) {
+    const DecodeTileChooser::Pick pick = fast_alt.Next(GgmlType::kQ4_K);
+    EXPECT_EQ(pick.fn, &TileB);
+    EXPECT_EQ(pick.trial, -1);
+  }
+}
+
+TEST(DecodeTileChooser, ComparesSecondsPerByte) {
+  // The second tile took longer per call but read 4x the bytes per call: it is the faster.
+  const KernelTable table = TwoTileTable();
+  DecodeTileChooser chooser(table);
+  for (int call = 0; call < DecodeTileChooser::kWarmupCalls + 2 * DecodeTileChooser::kTrialCalls;
+       ++call) {
+    const DecodeTileChooser::Pick pick = chooser.Next(GgmlType::kQ4_K);
+    if (call < DecodeTileChooser::kWarmupCalls) continue;
+    ASSERT_GE(pick.trial, 0);
+    chooser.Record(GgmlType::kQ4_K, pick.trial, pick.trial == 0 ? 1e-6 : 2e-6,
+                   pick.trial == 0 ? 1000 : 4000);
+  }
+  EXPECT_EQ(chooser.Next(GgmlType::kQ4_K).fn, &TileB);
+}
+
+TEST(DecodeTileChooser, MediansAndTheMarginDecide) {
+  const KernelTable table = TwoTileTable();
+  // The alternative is 1% faster: inside the margin, the x16 tile stays.
+  DecodeTileChooser close(table);
+  EXPECT_EQ(RunTrial(close, 1.00e-6, 0.99e-6), &TileA);
+  // The x16 tile is faster in most calls; a few interrupted calls 100x slower do not move it.
+  DecodeTileChooser noisy(table);
+  int x16_calls = 0;
+  MatmulTileFn kept = nullptr;
+  for (int call = 0; call < 200 && kept == nullptr; ++call) {
+    const DecodeTileChooser::Pick pick = noisy.Next(GgmlType::kQ4_K);
+    if (pick.trial < 0) {
+      if (call >= DecodeTileChooser::kWarmupCalls) kept = pick.fn;
+      continue;
+    }
+    double seconds = pick.trial == 0 ? 1e-6 : 1.5e-6;
+    if (pick.trial == 0 && ++x16_calls % 4 == 0) seconds = 1e-4;
+    noisy.Record(GgmlType::kQ4_K, pick.trial, seconds, 1000);
+  }
+  EXPECT_EQ(kept, &TileA) << noisy.Describe();
+}
+
+TEST(DecodeTileChooser, ForcedOrSingleTilesAreNotTried) {
+  const KernelTable table = TwoTileTable();
+  DecodeTileChooser first(table, "first");
+  DecodeTileChooser alt(table, "alt");
+  EXPECT_EQ(first.Next(GgmlType::kQ4_K).fn, &TileA);
+  EXPECT_EQ(first.Next(GgmlType::kQ4_K).trial, -1);
+  EXPECT_EQ(alt.Next(GgmlType::kQ4_K).fn, &TileB);
+  // No second tile (Q6_K here), no packed tile (Q5_K), not a K-quant (Q8_0): the caller's tile.
+  DecodeTileChooser chooser(table);
+  for (GgmlType type : {GgmlType::kQ6_K, GgmlType::kQ5_K, GgmlType::kQ8_0}) {
+    EXPECT_EQ(chooser.Next(type).fn, nullptr) << GgmlTypeName(type);
+    EXPECT_EQ(chooser.Next(type).trial, -1) << GgmlTypeName(type);
+  }
+  EXPECT_EQ(chooser.Describe().find("Q6_K"), std::string::npos) << chooser.Describe();
+}
+
+TEST(DecodeTileChooser, ManyThreadsAtOnceAgreeOnOneTile) {
+  const KernelTable table = TwoTileTable();
+  DecodeTileChooser chooser(table);
+  std::vector<std::thread> threads;
+  std::vector<std::set<MatmulTileFn>> kept(4);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int call = 0; call < 200; ++call) {
+        const DecodeTileChooser::Pick pick = chooser.Next(GgmlType::kQ4_K);
+        if (pick.trial >= 0) {
+          chooser.Record(GgmlType::kQ4_K, pick.trial, pick.trial == 0 ? 3e-6 : 1e-6, 1000);
+        } else if (call > 150) {
+          kept[t].insert(pick.fn);
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (const auto& k : kept) EXPECT_EQ(k, std::set<MatmulTileFn>{&TileB});
+}
+
+}  // namespace
+}  // namespace kvserve
