@@ -1,6 +1,7 @@
 // The CPU backend: the per-ISA kernel tables (one chosen at construction), a thread pool per
-// workspace, and the Q8_0/Q4_0 repacking of weights at load. Immutable after construction; any
-// number of workspaces (runners) can use one backend at a time.
+// workspace, and the repacking of weights at load (packed_weights.h). Immutable after
+// construction but for the decode tile choice (decode_tile_chooser.h, thread-safe, invisible in
+// the results); any number of workspaces (runners) can use one backend at a time.
 #pragma once
 
 #include <memory>
