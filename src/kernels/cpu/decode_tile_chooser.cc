@@ -78,11 +78,10 @@ std::string DecodeTileChooser::Describe() const {
       std::snprintf(line, sizeof(line), "%s: %s (set)", GgmlTypeName(kSlotTypes[i]),
                     kTileNames[chosen]);
     } else {
-      std::snprintf(line, sizeof(line),
-                    "%s: %s %.1f ps/B, %s %.1f ps/B (medians of %d and %d calls) -> %s",
-                    GgmlTypeName(kSlotTypes[i]), kTileNames[0], ps_per_byte(0), kTileNames[1],
-                    ps_per_byte(1), timed[0], timed[1],
-                    chosen >= 0 ? kTileNames[chosen] : "trying");
+      std::snprintf(
+          line, sizeof(line), "%s: %s %.1f ps/B, %s %.1f ps/B (medians of %d and %d calls) -> %s",
+          GgmlTypeName(kSlotTypes[i]), kTileNames[0], ps_per_byte(0), kTileNames[1], ps_per_byte(1),
+          timed[0], timed[1], chosen >= 0 ? kTileNames[chosen] : "trying");
     }
     if (!out.empty()) out += "; ";
     out += line;

@@ -43,7 +43,8 @@ class DecodeTileChooser {
   Pick Next(GgmlType type);
   void Record(GgmlType type, int trial, double seconds, size_t weight_bytes);
 
-  // One entry per type with two tiles: "Q4_K: one-pass 41.2 ps/B (32 calls), two-pass ... -> one-pass"
+  // One entry per type with two tiles: "Q4_K: one-pass 41.2 ps/B (32 calls), two-pass ... ->
+  // one-pass"
   // ("trying" before the choice; "Q4_K: two-pass (set)" when forced); types with no timed call and
   // no forced choice are left out. Empty when there is nothing to say.
   std::string Describe() const;
