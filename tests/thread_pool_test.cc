@@ -1,5 +1,5 @@
-// thread_pool_test: ParallelChunks hands every index to exactly one thread; the counters behind
-// `kvserve bench --profile` count jobs, the caller's waits and the workers' sleeps.
+// thread_pool_test: ParallelShrinkingChunks hands every index to exactly one thread; the counters
+// behind `kvserve bench --profile` count jobs, the caller's waits and the workers' sleeps.
 #include "util/thread_pool.h"
 
 #include <algorithm>
@@ -14,32 +14,16 @@
 namespace kvserve {
 namespace {
 
-TEST(ThreadPool, ParallelChunksCoverEveryIndexOnce) {
-  ThreadPool pool(3);
-  for (int64_t n : {1, 7, 64, 1000}) {
-    for (int64_t chunk : {1, 3, 64, 5000}) {
-      std::vector<std::atomic<int>> hits(n);
-      std::atomic<int> bad_thread{0};
-      pool.ParallelChunks(n, chunk, [&](int64_t begin, int64_t end, int thread) {
-        if (thread < 0 || thread >= pool.size() || end - begin > chunk) ++bad_thread;
-        for (int64_t i = begin; i < end; ++i) ++hits[i];
-      });
-      EXPECT_EQ(bad_thread.load(), 0) << n << " " << chunk;
-      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << n << " " << chunk << " " << i;
-    }
-  }
-}
-
 // A slow thread takes fewer pieces: the others do the rest.
-TEST(ThreadPool, ParallelChunksGoToTheFreeThreads) {
+TEST(ThreadPool, ShrinkingChunksGoToTheFreeThreads) {
   ThreadPool pool(2);
-  std::vector<int> pieces(2, 0);
-  pool.ParallelChunks(40, 1, [&](int64_t, int64_t, int thread) {
-    ++pieces[thread];
+  std::vector<int64_t> indices(2, 0);
+  pool.ParallelShrinkingChunks(400, 1, [&](int64_t begin, int64_t end, int thread) {
+    indices[thread] += end - begin;
     if (thread == 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   });
-  EXPECT_EQ(pieces[0] + pieces[1], 40);
-  EXPECT_GT(pieces[0], pieces[1]);
+  EXPECT_EQ(indices[0] + indices[1], 400);
+  EXPECT_GT(indices[0], indices[1]);
 }
 
 TEST(ThreadPool, ShrinkingChunksCoverEveryIndexOnceAndShrink) {

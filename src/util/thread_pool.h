@@ -63,30 +63,13 @@ class ThreadPool {
     });
   }
 
-  // As ParallelFor with a thread index, but [0, n) is cut into `chunk`-sized pieces that the
-  // threads take in turn as they finish (fn(begin, end, thread) per piece): a thread slowed by
-  // the machine (another tenant, a later wake-up, a farther memory node) does fewer pieces
-  // instead of holding up the rest. Which thread runs a piece changes from call to call, so fn
-  // must give the same result on any thread.
-  template <typename Fn>
-  void ParallelChunks(int64_t n, int64_t chunk, Fn&& fn, int64_t cost = INT64_MAX) {
-    if (n_threads_ == 1 || n <= chunk || cost < kInlineCost) {
-      if (n > 0) fn(int64_t{0}, n, 0);
-      return;
-    }
-    std::atomic<int64_t> next{0};
-    Run([&](int thread) {
-      for (int64_t begin = next.fetch_add(chunk, std::memory_order_relaxed); begin < n;
-           begin = next.fetch_add(chunk, std::memory_order_relaxed)) {
-        fn(begin, std::min(begin + chunk, n), thread);
-      }
-    });
-  }
-
-  // As ParallelChunks, but the pieces shrink as [0, n) runs out: each is 1 / (kShrink * size()) of
-  // what is left, at least min_chunk, so the first pieces cost few hand-offs and the last ones
-  // are small, and the threads finish close together (guided self-scheduling). fn(begin, end,
-  // thread) per piece, with the same rule as ParallelChunks: the same result on any thread.
+  // As ParallelFor with a thread index, but the threads take pieces of [0, n) in turn as they
+  // finish (fn(begin, end, thread) per piece), and the pieces shrink as [0, n) runs out: each is
+  // 1 / (kShrink * size()) of what is left, at least min_chunk, so the first pieces cost few
+  // hand-offs, the last ones are small, and the threads finish close together (guided
+  // self-scheduling). A thread slowed by the machine (another tenant, a later wake-up, a farther
+  // memory node) does fewer pieces instead of holding up the rest. Which thread runs a piece
+  // changes from call to call, so fn must give the same result on any thread.
   template <typename Fn>
   void ParallelShrinkingChunks(int64_t n, int64_t min_chunk, Fn&& fn, int64_t cost = INT64_MAX) {
     if (n_threads_ == 1 || n <= min_chunk || cost < kInlineCost) {

@@ -68,7 +68,7 @@ std::string DecodeTileChooser::Describe() const {
     const Slot& slot = slots_[i];
     if (slot.fns[0] == nullptr || slot.fns[1] == nullptr) continue;
     const int chosen = slot.chosen.load(std::memory_order_acquire);
-    std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(slot.mutex));
+    std::lock_guard<std::mutex> lock(slot.mutex);
     char line[160];
     auto ps_per_byte = [&](int t) { return Median(slot.rates[t]) * 1e12; };
     const int timed[2] = {static_cast<int>(slot.rates[0].size()),

@@ -55,7 +55,7 @@ class DecodeTileChooser {
     std::array<MatmulTileFn, 2> fns{};
     std::atomic<int> chosen{-1};
     std::atomic<unsigned> calls{0};
-    std::mutex mutex;                          // guards the timings
+    mutable std::mutex mutex;                  // guards the timings
     std::array<std::vector<double>, 2> rates;  // seconds per byte of each timed call
   };
   static int SlotOf(GgmlType type);

@@ -87,9 +87,11 @@ void Matmul(const KernelTable& kernels, const WeightMatrix& w, const float* x, i
   if (m <= kMaxDynamicRows) {
     // Memory bound: the threads take pieces as they finish, smaller and smaller
     // (ThreadPool::ParallelShrinkingChunks).
-    const auto start = std::chrono::steady_clock::now();
-    pool.ParallelShrinkingChunks(n_chunks, 1, run_tile, cost);
-    if (pick.trial >= 0) {
+    if (pick.trial < 0) {
+      pool.ParallelShrinkingChunks(n_chunks, 1, run_tile, cost);
+    } else {
+      const auto start = std::chrono::steady_clock::now();
+      pool.ParallelShrinkingChunks(n_chunks, 1, run_tile, cost);
       const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
       decode_tiles->Record(w.type, pick.trial, seconds.count(),
                            w_row_bytes * static_cast<size_t>(n_chunks));
