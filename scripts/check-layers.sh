@@ -2,7 +2,9 @@
 # Checks that every #include "..." (and <folder/...>) under src/ points down the ladder: a file in
 # src/<folder>/ may include its own folder's headers and those of the folders before <folder> in
 # src/LAYERS (the one list of the order; CMakeLists.txt reads it too and checks the libraries'
-# links). Prints one line per offence and exits 1 if there is any; the exceptions listed below are
+# links). A backend's folder (kernels/cpu/, kernels/<device>/) is private to kernels/: no other
+# folder may include from it; they use kernels/backend.h and kernels/backend_registry.h. Prints one
+# line per offence and exits 1 if there is any; the exceptions listed below are
 # printed as tolerated.
 #   scripts/check-layers.sh
 set -euo pipefail
@@ -68,7 +70,10 @@ while IFS= read -r -d '' file; do
     to=${target%%/*}
     [ -n "${rank[$to]+x}" ] || [ -d "src/$to" ] || continue  # a system or package header
     includes=$((includes + 1))
-    if [ -z "${rank[$to]+x}" ]; then
+    rest=${target#*/}
+    if [ "$to" = kernels ] && [ "$folder" != kernels ] && [[ $rest == */* ]]; then
+      verdict="a backend's own header (kernels/${rest%%/*}/ is private to kernels/)"
+    elif [ -z "${rank[$to]+x}" ]; then
       verdict="which is in src/$to/, not listed in src/LAYERS"
     elif [ "${rank[$to]}" -gt "${rank[$folder]}" ]; then
       verdict="which is above '$folder'"

@@ -204,7 +204,7 @@ TEST(AttendHeadTest, AttentionViewCallsTheKernel) {
   std::mt19937 rng(3);
   const Pool pool(KvType::kF16, 64, 4, 16, 40, rng);
   const std::vector<float> q = RandomQuery(64, 1.0f, rng);
-  const std::vector<float> want = RunAttend(TestBackend().kernels().attend_head, pool, q, 2);
+  const std::vector<float> want = RunAttend(testing::TestCpuKernels().attend_head, pool, q, 2);
   KvLayerView view{.k = const_cast<uint8_t*>(pool.k.data()),
                    .v = const_cast<uint8_t*>(pool.v.data()),
                    .type = pool.type,
@@ -214,7 +214,7 @@ TEST(AttendHeadTest, AttentionViewCallsTheKernel) {
   std::vector<float> scratch(AttentionScratchFloats(pool.n_keys, pool.head_dim));
   std::vector<float> got(64);
   const float scale = 1.0f / std::sqrt(64.0f);  // what Pool::Job passes
-  AttendHead(TestBackend().kernels(), view, q.data(), 2, pool.block_table.data(), pool.n_keys,
+  AttendHead(testing::TestCpuKernels(), view, q.data(), 2, pool.block_table.data(), pool.n_keys,
              scale, got.data(), scratch.data());
   EXPECT_EQ(std::memcmp(got.data(), want.data(), sizeof(float) * 64), 0);
 }

@@ -7,7 +7,6 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "kernels/cpu/kernels.h"
 #include "support/cli.h"
 #include "support/test_backend.h"
 
@@ -48,7 +47,7 @@ TEST(CommandHelp, HelpWinsOverMissingRequiredFlags) {
 
 TEST(Version, PrintsTheVersionTheCommitAndTheKernelIsa) {
   const std::string expected = std::string("kvserve ") + KVSERVE_VERSION + " (commit " +
-                               KVSERVE_GIT_COMMIT + ", kernels " + TestBackend().kernels().isa +
+                               KVSERVE_GIT_COMMIT + ", kernels " + TestBackend().kernel_set() +
                                ")\n";
   EXPECT_TRUE(std::regex_match(KVSERVE_VERSION, std::regex("[0-9]+\\.[0-9]+\\.[0-9]+")));
   EXPECT_TRUE(std::regex_match(KVSERVE_GIT_COMMIT, std::regex("[0-9a-f]{4,40}|unknown")));

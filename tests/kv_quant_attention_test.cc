@@ -429,7 +429,7 @@ TEST(KvQuantAttention, StoreKvAndTheViewAgreeWithTheKernel) {
     const std::vector<float> q = RandomRow(head_dim, 1.0f, rng);
     std::vector<float> scratch(AttentionScratchFloats(n_keys, head_dim));
     std::vector<float> got(head_dim), want(head_dim);
-    AttendHead(TestBackend().kernels(), view, q.data(), 2, block_table.data(), n_keys, 0.125f,
+    AttendHead(testing::TestCpuKernels(), view, q.data(), 2, block_table.data(), n_keys, 0.125f,
                got.data(), scratch.data());
     scalar::AttendHead(AttendJob{.q = q.data(),
                                  .k = k.data() + 2 * head_bytes,

@@ -160,7 +160,7 @@ TEST(MoeRouting, RowsAreIndependent) {
 
 // x row i += Σ_j w[i, j] · slot (i, j), and ScatterRows places rows by index.
 TEST(MoeRouting, ScatterAndWeightedSum) {
-  const CpuBackend& be = TestBackend();
+  const Backend& be = TestBackend();
   auto ws = be.NewWorkspace({.n_threads = 1});
   const std::vector<float> src = {1, 2, 3, 4, 5, 6};  // 3 rows of 2
   std::vector<float> slots(8, 0.0f);                  // 4 rows of 2

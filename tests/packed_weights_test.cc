@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/packed_weights.h"
 #include "kernels/cpu/scratch_buffer.h"
@@ -227,7 +228,7 @@ std::vector<float> Logits(const std::string& path, bool pack, bool* packed) {
 }
 
 TEST(PackedWeightsTest, ModelLogitsAreTheSameBitsPackedOrNot) {
-  const bool can_pack = PackedMatmulFor(TestBackend().kernels(), GgmlType::kQ8_0) != nullptr;
+  const bool can_pack = PackedMatmulFor(testing::TestCpuKernels(), GgmlType::kQ8_0) != nullptr;
   for (std::string arch : {"llama", "gpt2"}) {
     for (GgmlType type : kPackedTypes) {
       SCOPED_TRACE(arch + " " + GgmlTypeName(type));
@@ -262,7 +263,7 @@ TEST(PackedWeightsTest, ModelLogitsAreTheSameBitsPackedOrNot) {
 
 // The K-quant files of every family (Q4_K_M mixes Q4_K and Q6_K; the MoE file packs its experts).
 TEST(PackedWeightsTest, KquantFilesGiveTheSameLogitsBitsPackedOrNot) {
-  const bool can_pack = PackedMatmulFor(TestBackend().kernels(), GgmlType::kQ4_K) != nullptr;
+  const bool can_pack = PackedMatmulFor(testing::TestCpuKernels(), GgmlType::kQ4_K) != nullptr;
   for (const char* name :
        {"llama3-q4_k_m", "llama3-q5_k_m", "llama3-q6_k", "gemma3-q4_k_m", "qwen3moe-q4_k_m"}) {
     SCOPED_TRACE(name);

@@ -97,7 +97,7 @@ std::string BenchTest::Name() const {
   return name;
 }
 
-Result<BenchResult> RunBenchTest(const Model& model, const BenchTest& test, ThreadPool& pool) {
+Result<BenchResult> RunBenchTest(const Model& model, const BenchTest& test, int n_threads) {
   if ((test.n_prompt > 0) == (test.n_gen > 0)) {
     return Status::InvalidArgument("a bench test is either pp (n_prompt " +
                                    std::to_string(test.n_prompt) + ") or tg (n_gen " +
@@ -115,7 +115,7 @@ Result<BenchResult> RunBenchTest(const Model& model, const BenchTest& test, Thre
                                    std::to_string(model.max_positions()));
   }
   std::mt19937_64 rng(test.seed);
-  SequenceRunner runner(model, test.kv_type, needed, pool.size());
+  SequenceRunner runner(model, test.kv_type, needed, n_threads);
   // Warm-up, like llama-bench's: the whole prompt once (or 4 decode steps), which faults the mapped
   // weights in and grows the scratch buffers to the test's size.
   BenchTest warmup = test;
@@ -200,7 +200,7 @@ Result<BenchResult> RunConcurrentDecode(const Model& model, const Tokenizer& tok
 
 Result<CacheCompareRow> CompareCache(const Model& model, const Tokenizer& tokenizer,
                                      std::span<const int32_t> prompt, int length,
-                                     const KvFormat& kv_type, ThreadPool& pool) {
+                                     const KvFormat& kv_type, int n_threads) {
   if (length < 1)
     return Status::InvalidArgument("length " + std::to_string(length) + " must be positive");
   // The last generated token is never fed back, so the context holds prompt + length - 1.
@@ -211,7 +211,7 @@ Result<CacheCompareRow> CompareCache(const Model& model, const Tokenizer& tokeni
                                    std::to_string(n_ctx) + " positions, more than the model's " +
                                    std::to_string(model.max_positions()));
   }
-  const ModelOptions single{.n_threads = pool.size(), .n_ctx = n_ctx, .kv_type = kv_type};
+  const ModelOptions single{.n_threads = n_threads, .n_ctx = n_ctx, .kv_type = kv_type};
   Request request{.prompt = std::vector<int32_t>(prompt.begin(), prompt.end()),
                   .max_tokens = length,
                   .ignore_eos = true};

@@ -1,6 +1,7 @@
 // The measurements behind `kvserve bench`: prefill (pp) and decode (tg) rates of one sequence in
 // the manner of llama-bench, the ceilings of design.md's performance model to set them against,
-// and the cache-versus-recompute comparison. Everything runs on the caller's ThreadPool.
+// and the cache-versus-recompute comparison. Each test runs on n_threads threads of the model's
+// backend.
 #pragma once
 
 #include <cstdint>
@@ -11,11 +12,9 @@
 
 #include "engine/engine.h"
 #include "io/ggml_type.h"
-#include "kernels/cpu/attention.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "util/status.h"
-#include "util/thread_pool.h"
 
 namespace kvserve {
 
@@ -57,7 +56,7 @@ struct BenchResult {
 // appends n_prompt tokens in one batch after `depth` untimed ones; a tg test appends n_gen tokens
 // one at a time after `depth` untimed ones. An untimed warm-up run (the whole prompt, or 4
 // generated tokens; no depth) comes first: it faults the weights in and sizes the scratch.
-Result<BenchResult> RunBenchTest(const Model& model, const BenchTest& test, ThreadPool& pool);
+Result<BenchResult> RunBenchTest(const Model& model, const BenchTest& test, int n_threads);
 
 // Aggregate decode throughput through the serving engine (engine/engine.h): `concurrency`
 // requests, each a 1-token random prompt generating n_gen tokens greedily (end tokens ignored),
@@ -89,6 +88,6 @@ struct CacheCompareRow {
 };
 Result<CacheCompareRow> CompareCache(const Model& model, const Tokenizer& tokenizer,
                                      std::span<const int32_t> prompt, int length,
-                                     const KvFormat& kv_type, ThreadPool& pool);
+                                     const KvFormat& kv_type, int n_threads);
 
 }  // namespace kvserve

@@ -1,10 +1,59 @@
 #include "cli/cli_backend.h"
 
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "kernels/backend_registry.h"
+
 namespace kvserve {
 
-const CpuBackend& CliBackend() {
-  static const CpuBackend backend(CpuBackendOptions::FromEnvironment());
+namespace {
+
+std::string DefaultBackendName() {
+  const char* name = std::getenv("KVSERVE_BACKEND");
+  return name != nullptr && *name != '\0' ? name : "cpu";
+}
+
+// Backends by registry name, each built once; they live until exit (models hold references).
+Result<const Backend*> BackendNamed(const std::string& name) {
+  static std::mutex mutex;
+  static auto* built = new std::map<std::string, std::unique_ptr<Backend>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = built->find(name); it != built->end()) return it->second.get();
+  auto backend = MakeBackend(name);
+  if (!backend.ok()) return backend.status();
+  const Backend* raw = backend->get();
+  built->emplace(name, std::move(*backend));
+  return raw;
+}
+
+}  // namespace
+
+Flag BackendFlag() {
+  return {.name = "--backend",
+          .value_name = "NAME",
+          .default_text = "KVSERVE_BACKEND, else cpu",
+          .help = "where the kernels run: " + BackendNames()};
+}
+
+Result<const Backend*> CliBackend(const Args& args) {
+  const std::string name = args.GetOr("--backend", DefaultBackendName());
+  auto backend = BackendNamed(name);
+  if (!backend.ok()) return Status::InvalidArgument("flag --backend: " + backend.message());
   return backend;
+}
+
+const Backend& CliBackend() {
+  auto backend = BackendNamed(DefaultBackendName());
+  if (!backend.ok()) {
+    std::fprintf(stderr, "kvserve: KVSERVE_BACKEND: %s\n", backend.message().c_str());
+    std::exit(2);
+  }
+  return **backend;
 }
 
 }  // namespace kvserve

@@ -1,12 +1,24 @@
-// The backend every command runs on, chosen once at start-up from the environment
-// (CpuBackendOptions::FromEnvironment: KVSERVE_ISA, KVSERVE_PACK) and passed down from here.
+// The backend every command runs on, chosen by name from the registry (kernels/backend_registry.h):
+// `--backend NAME`, else KVSERVE_BACKEND, else "cpu". Each backend reads its own settings from
+// the environment when it is built (the CPU: KVSERVE_ISA, KVSERVE_PACK, KVSERVE_DECODE_TILE).
 #pragma once
 
-#include "kernels/cpu/cpu_backend.h"
+#include "cli/args.h"
+#include "cli/flag_table.h"
+#include "kernels/backend.h"
+#include "util/status.h"
 
 namespace kvserve {
 
-// Built on first use; lives until exit.
-const CpuBackend& CliBackend();
+// --backend NAME, for the flag groups of the commands that run kernels.
+Flag BackendFlag();
+
+// The backend `--backend` names in args (else the default), built on first use and kept until
+// exit; an unknown name is an error naming the flag and the backends this build has.
+Result<const Backend*> CliBackend(const Args& args);
+
+// The default backend (KVSERVE_BACKEND, else "cpu"). An unknown KVSERVE_BACKEND is reported and
+// the process exits with status 2.
+const Backend& CliBackend();
 
 }  // namespace kvserve

@@ -15,13 +15,12 @@
 #include "cli/args.h"
 #include "cli/bench_profile.h"
 #include "cli/bench_runner.h"
-#include "cli/cli_backend.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
-#include "cli/machine_probe.h"
 #include "cli/model_options.h"
 #include "cli/spec_bench.h"
 #include "cli/svg_plot.h"
+#include "kernels/backend.h"
 #include "util/resident_memory.h"
 
 namespace kvserve {
@@ -225,19 +224,19 @@ std::string Percent(double fraction) {
 }
 
 int RunCacheCompare(const Model& model, const ModelOptions& model_options, const BenchFlags& flags,
-                    ThreadPool& pool) {
+                    int n_threads) {
   auto tokenizer = Tokenizer::FromGguf(model.file());
   if (!tokenizer.ok()) return Fail(tokenizer.message(), 1);
   const std::vector<int32_t> prompt =
       (*tokenizer)->Encode(flags.prompt, /*add_special=*/true, /*parse_special=*/false);
   if (prompt.empty()) return Fail("flag --prompt: '" + flags.prompt + "' gives no tokens", 2);
   // Warm-up: faults the mapped weights in and grows the allocator's pools before any timing.
-  auto warmup = CompareCache(model, **tokenizer, prompt, 2, model_options.kv_type, pool);
+  auto warmup = CompareCache(model, **tokenizer, prompt, 2, model_options.kv_type, n_threads);
   if (!warmup.ok()) return Fail(warmup.message(), 1);
   std::vector<CacheCompareRow> rows;
   bool all_same = true;
   for (int length : flags.lengths) {
-    auto row = CompareCache(model, **tokenizer, prompt, length, model_options.kv_type, pool);
+    auto row = CompareCache(model, **tokenizer, prompt, length, model_options.kv_type, n_threads);
     if (!row.ok()) return Fail(row.message(), 1);
     all_same = all_same && row->same_tokens;
     rows.push_back(*row);
@@ -254,7 +253,7 @@ int RunCacheCompare(const Model& model, const ModelOptions& model_options, const
     const std::string name =
         model.config().name.empty() ? model_options.model_path : model.config().name;
     const std::string svg = RenderLinePlot(
-        {.title = "Generation time, " + name + " (threads: " + std::to_string(pool.size()) + ")",
+        {.title = "Generation time, " + name + " (threads: " + std::to_string(n_threads) + ")",
          .x_label = "generated tokens",
          .y_label = "seconds"},
         {uncached, cached});
@@ -369,13 +368,17 @@ int RunBench(const std::vector<std::string>& argv) {
   if (!flags.ok()) return Fail(flags.message() + "\n" + kUsage, 2);
   // --profile: the model runs on a ProfilingBackend around the CLI's (declared first, so that it
   // outlives the model).
+  const Backend& backend = *model_options->backend;
   std::optional<ProfilingBackend> profiler;
-  if (flags->profile) profiler.emplace(CliBackend());
+  if (flags->profile) profiler.emplace(backend);
   auto model = profiler ? OpenModel(*model_options, *profiler) : OpenModel(*model_options);
   if (!model.ok()) return Fail(model.message(), 1);
   const std::optional<uint64_t> load_peak = PeakResidentBytes();
-  ThreadPool pool(model_options->n_threads);
-  if (flags->cache_compare) return RunCacheCompare(**model, *model_options, *flags, pool);
+  // The probes' workspace; its thread count is the tests' too.
+  const std::unique_ptr<Workspace> probe =
+      backend.NewWorkspace({.n_threads = model_options->n_threads});
+  const int n_threads = probe->threads();
+  if (flags->cache_compare) return RunCacheCompare(**model, *model_options, *flags, n_threads);
   if (args->GetOr("--spec", "none") != "none" || args->Has("--spec-replay"))
     return RunSpecBenchCommand(*args, **model, *model_options, *flags);
 
@@ -383,9 +386,8 @@ int RunBench(const std::vector<std::string>& argv) {
   // 2 FLOP per multiplied weight per token at the measured matmul rate of the model's type.
   const ModelCost cost = CostOf(**model);
   const Measurement bandwidth =
-      MeasureReadBandwidth(pool, static_cast<uint64_t>(flags->bandwidth_mib) << 20, 3);
-  const Measurement flops =
-      MeasureMatmulFlops(CliBackend().kernels(), cost.main_type, 64, 2048, 2048, pool, 3);
+      backend.MeasureReadBandwidth(static_cast<uint64_t>(flags->bandwidth_mib) << 20, 3, *probe);
+  const Measurement flops = backend.MeasureMatmulFlops(cost.main_type, 64, 2048, 2048, 3, *probe);
   const double decode_ceiling = bandwidth.best / static_cast<double>(cost.weight_bytes);
   // The probes' buffers are freed by now: reset the peak so that it covers the tests (the load's
   // peak was read before the probes).
@@ -409,7 +411,7 @@ int RunBench(const std::vector<std::string>& argv) {
     test.kv_type = model_options->kv_type;
     test.seed = flags->seed;
     if (profiler) test.before_timed_runs = [&] { profiler->Reset(); };
-    auto result = RunBenchTest(**model, test, pool);
+    auto result = RunBenchTest(**model, test, n_threads);
     if (!result.ok()) return Fail(result.message(), 1);
     if (profiler) {
       profiles.push_back({.test = result->test,
@@ -437,7 +439,7 @@ int RunBench(const std::vector<std::string>& argv) {
                           .repeats = flags->repeats,
                           .engine = *engine_options,
                           .seed = flags->seed};
-      test.engine.n_threads = pool.size();
+      test.engine.n_threads = n_threads;
       auto result = RunConcurrentDecode(**model, **tokenizer, test);
       if (!result.ok()) return Fail(result.message(), 1);
       result->ceiling_tokens_per_s = std::min(n * decode_ceiling, prefill_ceiling);
@@ -466,8 +468,9 @@ int RunBench(const std::vector<std::string>& argv) {
                       {"ceiling_fraction", r.ceiling_fraction},
                       {"model", name},
                       {"type", type},
-                      {"threads", pool.size()},
-                      {"isa", CliBackend().kernels().isa},
+                      {"threads", n_threads},
+                      {"backend", backend.name()},
+                      {"isa", backend.kernel_set()},
                       {"depth", tests[i].depth},
                       {"bandwidth_gb_s", bandwidth.best / 1e9},
                       {"matmul_gflop_s", flops.best / 1e9},
@@ -478,7 +481,7 @@ int RunBench(const std::vector<std::string>& argv) {
                       {"model_file_bytes", memory.file_bytes},
                       {"peak_resident_bytes", memory.peak_bytes},
                       {"peak_over_file_plus_kv", memory.fraction},
-                      {"decode_tiles", CliBackend().DecodeTileReport()}});
+                      {"decode_tiles", backend.TuningReport()}});
     }
     if (profiler) {
       nlohmann::json with_profiles = {{"results", list}, {"profiles", nlohmann::json::array()}};
@@ -493,7 +496,7 @@ int RunBench(const std::vector<std::string>& argv) {
         "model,type,threads,test,tokens_per_s,stddev,runs,ceiling_tokens_per_s,"
         "ceiling_fraction\n");
     for (const BenchResult& r : results) {
-      std::printf("%s,%s,%d,%s,%.3f,%.3f,%zu,%.3f,%.4f\n", name.c_str(), type.c_str(), pool.size(),
+      std::printf("%s,%s,%d,%s,%.3f,%.3f,%zu,%.3f,%.4f\n", name.c_str(), type.c_str(), n_threads,
                   r.test.c_str(), r.mean, r.stddev, r.tokens_per_s.size(), r.ceiling_tokens_per_s,
                   r.ceiling_fraction);
     }
@@ -505,7 +508,7 @@ int RunBench(const std::vector<std::string>& argv) {
   for (const BenchResult& r : results) {
     std::printf("| %s | %s | %.2f MiB | %.2f M | %s | %d | %s | %.2f ± %.2f | %.1f | %s |\n",
                 name.c_str(), type.c_str(), cost.file_tensor_bytes / 1048576.0,
-                cost.total_params / 1e6, CliBackend().kernels().isa, pool.size(), r.test.c_str(),
+                cost.total_params / 1e6, backend.kernel_set().c_str(), n_threads, r.test.c_str(),
                 r.mean, r.stddev, r.ceiling_tokens_per_s, Percent(r.ceiling_fraction).c_str());
   }
   std::printf(
@@ -516,7 +519,7 @@ int RunBench(const std::vector<std::string>& argv) {
   std::printf("kv cache: %s, %llu bytes/token (%.3f x f16)\n", kv_format.Name().c_str(),
               static_cast<unsigned long long>(kv_per_token),
               static_cast<double>(kv_per_token) / static_cast<double>(kv_f16_per_token));
-  if (const std::string tiles = CliBackend().DecodeTileReport(); !tiles.empty()) {
+  if (const std::string tiles = backend.TuningReport(); !tiles.empty()) {
     std::printf("decode tiles (KVSERVE_DECODE_TILE=auto|first|alt): %s\n", tiles.c_str());
   }
   if (memory.peak_bytes > 0) {

@@ -8,7 +8,8 @@
 #include "cli/args.h"
 #include "cli/cli_backend.h"
 #include "cli/commands.h"
-#include "cli/machine_probe.h"
+#include "cli/machine_info.h"
+#include "kernels/backend_registry.h"
 
 namespace kvserve {
 
@@ -16,7 +17,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: kvserve doctor [-t N] [--bandwidth-mib M (>= 64, default 1024)] [--repeats R] "
-    "[--output-format text|json]";
+    "[--backend NAME] [--output-format text|json]";
 constexpr const char* kGpu = "none (built without GPU support)";
 // The matmul rate is measured on this shape: a batch of kMatmulM rows against a square matrix.
 constexpr int kMatmulM = 64;
@@ -48,6 +49,7 @@ FlagTable DoctorFlagTable() {
                         .value_name = "N",
                         .default_text = "5",
                         .help = "runs of each measurement (the best is shown)"},
+                       BackendFlag(),
                        {.name = "--output-format",
                         .value_name = "FORMAT",
                         .default_text = "text",
@@ -81,19 +83,23 @@ int RunDoctor(const std::vector<std::string>& argv) {
     return Fail("flag --output-format: '" + format + "' is not one of text, json", 2);
   }
 
+  auto chosen = CliBackend(*args);
+  if (!chosen.ok()) return Fail(chosen.message(), 2);
+  const Backend& backend = **chosen;
+
   const MachineInfo info = ReadMachineInfo();
-  ThreadPool pool(static_cast<int>(*threads));
-  const KernelTable& kernels = CliBackend().kernels();
-  const std::vector<KernelCheck> checks = CheckKernelsAgainstScalar(kernels);
+  const std::unique_ptr<Workspace> ws =
+      backend.NewWorkspace({.n_threads = static_cast<int>(*threads)});
+  const std::vector<KernelCheck> checks = backend.CheckKernels();
   bool all_ok = true;
   for (const KernelCheck& check : checks) all_ok = all_ok && check.ok;
   const uint64_t buffer_bytes = static_cast<uint64_t>(*mib) << 20;
-  const Measurement bandwidth =
-      MeasureReadBandwidth(pool, buffer_bytes, static_cast<int>(*repeats));
-  const Measurement f32 = MeasureMatmulFlops(kernels, GgmlType::kF32, kMatmulM, kMatmulN, kMatmulN,
-                                             pool, static_cast<int>(*repeats));
-  const Measurement q8 = MeasureMatmulFlops(kernels, GgmlType::kQ8_0, kMatmulM, kMatmulN, kMatmulN,
-                                            pool, static_cast<int>(*repeats));
+  const int n = static_cast<int>(*repeats);
+  const Measurement bandwidth = backend.MeasureReadBandwidth(buffer_bytes, n, *ws);
+  const Measurement f32 =
+      backend.MeasureMatmulFlops(GgmlType::kF32, kMatmulM, kMatmulN, kMatmulN, n, *ws);
+  const Measurement q8 =
+      backend.MeasureMatmulFlops(GgmlType::kQ8_0, kMatmulM, kMatmulN, kMatmulN, n, *ws);
 
   if (format == "json") {
     nlohmann::json check_list = nlohmann::json::array();
@@ -104,10 +110,12 @@ int RunDoctor(const std::vector<std::string>& argv) {
     const nlohmann::json out = {
         {"cpu", info.cpu_model},
         {"cpu_id", info.cpu_id},
-        {"isa", info.isa},
+        {"backend", backend.name()},
+        {"backends", BackendNames()},
+        {"isa", backend.kernel_set()},
         {"cores", info.cores},
         {"hardware_threads", info.hardware_threads},
-        {"threads", pool.size()},
+        {"threads", ws->threads()},
         {"ram_total_bytes", info.ram_total_bytes},
         {"ram_available_bytes", info.ram_available_bytes},
         {"disk_free_bytes", info.disk_free_bytes},
@@ -128,11 +136,11 @@ int RunDoctor(const std::vector<std::string>& argv) {
   }
   std::printf("cpu:        %s%s%s%s\n", info.cpu_model.c_str(), info.cpu_id.empty() ? "" : " (",
               info.cpu_id.c_str(), info.cpu_id.empty() ? "" : ")");
-  std::printf("isa:        %s (avx2 %s, avxvnni %s, avx512 %s)\n", info.isa.c_str(),
-              CpuSupportsAvx2() ? "yes" : "no", CpuSupportsAvxVnni() ? "yes" : "no",
-              CpuSupportsAvx512() ? "yes" : "no");
+  std::printf("backend:    %s (this build has: %s)\n", backend.name().c_str(),
+              BackendNames().c_str());
+  std::printf("isa:        %s (%s)\n", backend.kernel_set().c_str(), backend.device().c_str());
   std::printf("threads:    %d hardware threads, %d cores; measuring with %d\n",
-              info.hardware_threads, info.cores, pool.size());
+              info.hardware_threads, info.cores, ws->threads());
   std::printf("memory:     %.1f GiB total, %.1f GiB available\n", GiB(info.ram_total_bytes),
               GiB(info.ram_available_bytes));
   std::printf("disk:       %.1f GiB free in %s\n", GiB(info.disk_free_bytes),
@@ -144,7 +152,8 @@ int RunDoctor(const std::vector<std::string>& argv) {
               f32.best / 1e9, q8.best / 1e9, kMatmulM, kMatmulN, kMatmulN, f32.repeats);
   for (const KernelCheck& c : checks) {
     std::printf("check:      %-14s %s vs scalar: %s (max error %.3g, %.2f of tolerance)\n",
-                c.what.c_str(), info.isa.c_str(), c.ok ? "ok" : "FAILED", c.max_error, c.max_ratio);
+                c.what.c_str(), backend.kernel_set().c_str(), c.ok ? "ok" : "FAILED", c.max_error,
+                c.max_ratio);
   }
   std::printf("gpu:        %s\n", kGpu);
   std::printf("status:     %s\n", all_ok ? "ok" : "FAILED: kernels disagree with the scalar twins");

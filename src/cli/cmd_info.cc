@@ -21,7 +21,8 @@ FlagTable InfoFlagTable() {
                       {{.name = "--model",
                         .alias = "-m",
                         .value_name = "PATH",
-                        .help = "GGUF file or Hugging Face folder, instead of MODEL"}}}}};
+                        .help = "GGUF file or Hugging Face folder, instead of MODEL"},
+                       BackendFlag()}}}};
 }
 
 namespace {
@@ -52,7 +53,12 @@ int RunInfo(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "kvserve info: usage: kvserve info MODEL\n");
     return 2;
   }
-  auto model = LoadModel(path, CliBackend());
+  auto backend = CliBackend(*args);
+  if (!backend.ok()) {
+    std::fprintf(stderr, "kvserve info: %s\n", backend.message().c_str());
+    return 2;
+  }
+  auto model = LoadModel(path, **backend);
   if (!model.ok()) {
     std::fprintf(stderr, "kvserve info: %s\n", model.message().c_str());
     return 1;

@@ -1,11 +1,11 @@
 // `kvserve version` (and `kvserve --version`): one line with the project version, the git commit
-// the binary was built from, and the kernel ISA this machine gets.
+// the binary was built from, and the kernel set the default backend runs on this machine (the
+// CPU's ISA table).
 #include <cstdio>
 
 #include "cli/args.h"
 #include "cli/cli_backend.h"
 #include "cli/commands.h"
-#include "kernels/cpu/kernels.h"
 
 #ifndef KVSERVE_VERSION
 #error "CMakeLists.txt defines KVSERVE_VERSION (the project version) for this file"
@@ -20,7 +20,7 @@ FlagTable VersionFlagTable() { return {.usage = "version", .groups = {}}; }
 
 std::string VersionLine() {
   return std::string("kvserve ") + KVSERVE_VERSION + " (commit " + KVSERVE_GIT_COMMIT +
-         ", kernels " + CliBackend().kernels().isa + ")";
+         ", kernels " + CliBackend().kernel_set() + ")";
 }
 
 int RunVersion(const std::vector<std::string>& argv) {

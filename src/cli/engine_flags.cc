@@ -263,7 +263,9 @@ Status ReadSpecOptions(const Args& args, SpecOptions& spec) {
 
 Result<std::unique_ptr<Model>> OpenDraftModel(const Args& args, SpecOptions& spec) {
   if (spec.method != SpecMethod::kDraft) return std::unique_ptr<Model>();
-  auto model = LoadModel(args.GetOr("--model-draft", ""), CliBackend());
+  auto backend = CliBackend(args);
+  if (!backend.ok()) return backend.status();
+  auto model = LoadModel(args.GetOr("--model-draft", ""), **backend);
   if (!model.ok()) return Status::InvalidArgument("flag --model-draft: " + model.message());
   spec.draft_model = model->get();
   return model;

@@ -25,7 +25,8 @@ FlagGroup ModelFlags() {
             .default_text = "f32",
             .help = "KV cache element type: f32, f16, bf16, q8_0 or q4_0 (q4_0 is lossy, see "
                     "docs/kv-cache.md); one for every layer group, or one per group in the order "
-                    "`kvserve info` lists them (f16,q8_0)"}}};
+                    "`kvserve info` lists them (f16,q8_0)"},
+           BackendFlag()}};
 }
 
 Result<ModelOptions> ReadModelOptions(const Args& args) {
@@ -49,11 +50,14 @@ Result<ModelOptions> ReadModelOptions(const Args& args) {
   auto kv_type = KvFormat::Parse(args.GetOr("--kv-type", "f32"));
   if (!kv_type.ok()) return Status::InvalidArgument("flag --kv-type: " + kv_type.message());
   options.kv_type = *kv_type;
+  auto backend = CliBackend(args);
+  if (!backend.ok()) return backend.status();
+  options.backend = *backend;
   return options;
 }
 
 Result<std::unique_ptr<Model>> OpenModel(ModelOptions& options) {
-  return OpenModel(options, CliBackend());
+  return OpenModel(options, options.backend != nullptr ? *options.backend : CliBackend());
 }
 
 Result<std::unique_ptr<Model>> OpenModel(ModelOptions& options, const Backend& backend) {

@@ -16,7 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "io/ggml_type.h"
 #include "io/gguf_reader.h"
+#include "kernels/backend_checks.h"
 #include "kernels/weight_matrix.h"
 #include "kv/kv_layer_view.h"
 #include "util/buffer.h"
@@ -50,6 +52,8 @@ class Workspace {
     uint64_t worker_sleeps = 0;  // times a worker found no job while it spun and went to sleep
   };
   virtual Counters counters() const { return {}; }
+  // How many threads the workspace runs work on (1 for a backend without worker threads).
+  virtual int threads() const { return 1; }
 };
 
 // How RoPE pairs a head's first rope_dims values and how fast each pair turns: pair i turns by
@@ -81,8 +85,16 @@ struct WorkspaceOptions {
 class Backend {
  public:
   virtual ~Backend() = default;
-  // "cpu-avx512", ...
+  // "cpu-avx512", ...: the backend's registry name (backend_registry.h) and its kernel set.
   virtual std::string name() const = 0;
+  // The kernels in use within the backend: the CPU's ISA table ("avx2"), a GPU's device.
+  virtual std::string kernel_set() const = 0;
+  // What the hardware offers the backend, one line: the CPU's vector extensions ("avx2 yes,
+  // avxvnni no, avx512 no"), a GPU's name and memory.
+  virtual std::string device() const = 0;
+  // What the backend chose by timing on this machine so far (the CPU: decode tiles), one line
+  // per choice; "" when nothing.
+  virtual std::string TuningReport() const { return {}; }
   virtual BufferAllocator& allocator() const = 0;
   virtual std::unique_ptr<Workspace> NewWorkspace(const WorkspaceOptions& options) const = 0;
   // Called once at load with every matrix the model multiplies, each once; the backend may give
@@ -152,6 +164,16 @@ class Backend {
   // src: [n_rows * k, width]
   virtual void AddWeightedRows(float* x, const float* src, const float* weights, int n_rows, int k,
                                int width, Workspace& ws) const = 0;
+
+  // Self-measurement and self-check (backend_checks.h), for `kvserve doctor` and `bench`.
+  // Reads a buffer of `bytes` with every thread of ws: bytes per second.
+  virtual Measurement MeasureReadBandwidth(uint64_t bytes, int repeats, Workspace& ws) const = 0;
+  // Matmul of m rows against an n_out x n_in matrix of random `type` weights (not prepared):
+  // FLOP per second, counting 2 * m * n_out * n_in.
+  virtual Measurement MeasureMatmulFlops(GgmlType type, int m, int n_out, int n_in, int repeats,
+                                         Workspace& ws) const = 0;
+  // Each kernel the backend runs against its reference on small random inputs.
+  virtual std::vector<KernelCheck> CheckKernels() const = 0;
 };
 
 }  // namespace kvserve

@@ -34,6 +34,9 @@ class ProfilingBackend final : public Backend {
   void Reset() { ops_.clear(); }
 
   std::string name() const override { return inner_.name(); }
+  std::string kernel_set() const override { return inner_.kernel_set(); }
+  std::string device() const override { return inner_.device(); }
+  std::string TuningReport() const override { return inner_.TuningReport(); }
   BufferAllocator& allocator() const override { return inner_.allocator(); }
   std::unique_ptr<Workspace> NewWorkspace(const WorkspaceOptions& options) const override {
     return inner_.NewWorkspace(options);
@@ -76,6 +79,16 @@ class ProfilingBackend final : public Backend {
                    float* dst) const override;
   void AddWeightedRows(float* x, const float* src, const float* weights, int n_rows, int k,
                        int width, Workspace& ws) const override;
+
+  // Not timed: these measure or check the inner backend itself.
+  Measurement MeasureReadBandwidth(uint64_t bytes, int repeats, Workspace& ws) const override {
+    return inner_.MeasureReadBandwidth(bytes, repeats, ws);
+  }
+  Measurement MeasureMatmulFlops(GgmlType type, int m, int n_out, int n_in, int repeats,
+                                 Workspace& ws) const override {
+    return inner_.MeasureMatmulFlops(type, m, n_out, n_in, repeats, ws);
+  }
+  std::vector<KernelCheck> CheckKernels() const override { return inner_.CheckKernels(); }
 
  private:
   // Runs fn() and adds its time (and, with a workspace, its workers' counters) to op `name`.

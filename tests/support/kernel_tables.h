@@ -1,11 +1,19 @@
 // The kernel tables a test can run on this machine.
 #pragma once
 
+#include <cstdlib>
 #include <vector>
 
 #include "kernels/cpu/kernels.h"
 
 namespace kvserve::testing {
+
+// The table the CPU backend picks under this environment (KVSERVE_ISA caps it), for tests of the
+// CPU kernels themselves.
+inline const KernelTable& TestCpuKernels() {
+  const char* isa = std::getenv("KVSERVE_ISA");
+  return KernelsFor(isa != nullptr ? isa : "");
+}
 
 // The fast tables: every ISA compiled into this build that this CPU supports.
 inline std::vector<const KernelTable*> FastTables() {

@@ -1,14 +1,28 @@
-// The backend tests load models on: the CPU backend as the environment asks (KVSERVE_ISA,
-// KVSERVE_PACK), like the command line, so the suite can run on every kernel table.
+// The backend tests load models on: the one KVSERVE_BACKEND names ("cpu" when unset), made by the
+// registry as the command line makes it, so the suite runs on every backend and, through the
+// CPU backend's own settings (KVSERVE_ISA, KVSERVE_PACK), on every kernel table.
 #pragma once
 
-#include "kernels/cpu/cpu_backend.h"
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include "kernels/backend.h"
+#include "kernels/backend_registry.h"
 
 namespace kvserve {
 
-inline const CpuBackend& TestBackend() {
-  static const CpuBackend backend(CpuBackendOptions::FromEnvironment());
-  return backend;
+inline const Backend& TestBackend() {
+  static const std::unique_ptr<Backend> backend = [] {
+    const char* name = std::getenv("KVSERVE_BACKEND");
+    auto made = MakeBackend(name != nullptr && *name != '\0' ? name : "cpu");
+    if (!made.ok()) {
+      std::fprintf(stderr, "KVSERVE_BACKEND: %s\n", made.message().c_str());
+      std::abort();
+    }
+    return std::move(*made);
+  }();
+  return *backend;
 }
 
 }  // namespace kvserve

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/cpu_probe.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/moe_ops.h"
 #include "kernels/cpu/ops.h"
@@ -41,6 +42,7 @@ class CpuWorkspace final : public Workspace {
             .wait_seconds = ThreadPool::TicksToSeconds(c.wait_ticks),
             .worker_sleeps = c.worker_sleeps};
   }
+  int threads() const override { return pool.size(); }
 
   ThreadPool pool;
   MatmulScratch matmul;
@@ -92,6 +94,27 @@ CpuBackend::CpuBackend(const CpuBackendOptions& options)
       decode_tiles_(kernels_, options.decode_tile) {}
 
 std::string CpuBackend::name() const { return std::string("cpu-") + kernels_.isa; }
+
+std::string CpuBackend::kernel_set() const { return kernels_.isa; }
+
+std::string CpuBackend::device() const {
+  auto yes = [](bool has) { return has ? "yes" : "no"; };
+  return std::string("avx2 ") + yes(CpuSupportsAvx2()) + ", avxvnni " + yes(CpuSupportsAvxVnni()) +
+         ", avx512 " + yes(CpuSupportsAvx512());
+}
+
+Measurement CpuBackend::MeasureReadBandwidth(uint64_t bytes, int repeats, Workspace& ws) const {
+  return kvserve::MeasureReadBandwidth(kernels_, Cpu(ws).pool, bytes, repeats);
+}
+
+Measurement CpuBackend::MeasureMatmulFlops(GgmlType type, int m, int n_out, int n_in, int repeats,
+                                           Workspace& ws) const {
+  return kvserve::MeasureMatmulFlops(kernels_, type, m, n_out, n_in, Cpu(ws).pool, repeats);
+}
+
+std::vector<KernelCheck> CpuBackend::CheckKernels() const {
+  return CheckKernelsAgainstScalar(kernels_);
+}
 
 std::unique_ptr<Workspace> CpuBackend::NewWorkspace(const WorkspaceOptions& options) const {
   return std::make_unique<CpuWorkspace>(options.n_threads);

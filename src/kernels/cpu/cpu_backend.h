@@ -32,9 +32,11 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(const CpuBackendOptions& options = {});
 
   const KernelTable& kernels() const { return kernels_; }
-  // Which decode tiles were tried and kept so far (DecodeTileChooser::Describe).
-  std::string DecodeTileReport() const { return decode_tiles_.Describe(); }
   std::string name() const override;
+  std::string kernel_set() const override;
+  std::string device() const override;
+  // Which decode tiles were tried and kept so far (DecodeTileChooser::Describe).
+  std::string TuningReport() const override { return decode_tiles_.Describe(); }
   BufferAllocator& allocator() const override { return allocator_; }
   std::unique_ptr<Workspace> NewWorkspace(const WorkspaceOptions& options) const override;
   size_t PrepareWeights(std::span<WeightMatrix* const> matrices, const GgufFile& file,
@@ -73,6 +75,11 @@ class CpuBackend final : public Backend {
                    float* dst) const override;
   void AddWeightedRows(float* x, const float* src, const float* weights, int n_rows, int k,
                        int width, Workspace& ws) const override;
+
+  Measurement MeasureReadBandwidth(uint64_t bytes, int repeats, Workspace& ws) const override;
+  Measurement MeasureMatmulFlops(GgmlType type, int m, int n_out, int n_in, int repeats,
+                                 Workspace& ws) const override;
+  std::vector<KernelCheck> CheckKernels() const override;
 
  private:
   const KernelTable& kernels_;

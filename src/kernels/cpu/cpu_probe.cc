@@ -1,21 +1,12 @@
-#include "cli/machine_probe.h"
-
-#include "cli/cli_backend.h"
-
-#include <sys/statvfs.h>
-#include <unistd.h>
+#include "kernels/cpu/cpu_probe.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <limits>
 #include <memory>
 #include <new>
 #include <random>
-#include <sstream>
 
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
@@ -33,26 +24,6 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// The value after "key:" on the first line of `path` that starts with `key`.
-std::string ProcField(const std::string& path, const std::string& key) {
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.compare(0, key.size(), key) != 0) continue;
-    const size_t colon = line.find(':');
-    // The whole key: "model" is not "model name".
-    if (colon == std::string::npos || line.find_first_not_of(" \t", key.size()) != colon) continue;
-    const size_t start = line.find_first_not_of(" \t", colon + 1);
-    return start == std::string::npos ? "" : line.substr(start);
-  }
-  return "";
-}
-
-uint64_t MeminfoBytes(const std::string& key) {
-  const std::string value = ProcField("/proc/meminfo", key);  // "24576000 kB"
-  return value.empty() ? 0 : std::strtoull(value.c_str(), nullptr, 10) * 1024;
-}
-
 Measurement Summarize(const std::vector<double>& values) {
   Measurement m;
   m.repeats = static_cast<int>(values.size());
@@ -66,9 +37,8 @@ Measurement Summarize(const std::vector<double>& values) {
 // Reads n floats once through the active kernel table's dot product (its widest loads), a with
 // itself, so the second operand hits the cache line just loaded: one memory stream. Chunks keep
 // the count within an int.
-double ReadFloats(const float* p, size_t n) {
+double ReadFloats(const KernelTable& kernels, const float* p, size_t n) {
   constexpr size_t kChunk = 1 << 20;
-  const KernelTable& kernels = CliBackend().kernels();
   double sum = 0;
   for (size_t i = 0; i < n; i += kChunk) {
     const int len = static_cast<int>(std::min(kChunk, n - i));
@@ -241,31 +211,8 @@ KernelCheck CheckSwiGlu(const KernelTable& kernels) {
 
 }  // namespace
 
-MachineInfo ReadMachineInfo() {
-  MachineInfo info;
-  info.cpu_model = ProcField("/proc/cpuinfo", "model name");
-  if (info.cpu_model.empty()) info.cpu_model = "unknown";
-  const std::string vendor = ProcField("/proc/cpuinfo", "vendor_id");
-  if (!vendor.empty()) {
-    info.cpu_id = vendor + " family " + ProcField("/proc/cpuinfo", "cpu family") + " model " +
-                  ProcField("/proc/cpuinfo", "model") + " stepping " +
-                  ProcField("/proc/cpuinfo", "stepping");
-  }
-  info.isa = CliBackend().kernels().isa;
-  info.hardware_threads = HardwareThreads();
-  info.cores = std::atoi(ProcField("/proc/cpuinfo", "cpu cores").c_str());
-  info.ram_total_bytes = MeminfoBytes("MemTotal");
-  info.ram_available_bytes = MeminfoBytes("MemAvailable");
-  std::error_code error;
-  info.disk_path = std::filesystem::current_path(error).string();
-  struct statvfs fs;
-  if (!error && ::statvfs(info.disk_path.c_str(), &fs) == 0) {
-    info.disk_free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
-  }
-  return info;
-}
-
-Measurement MeasureReadBandwidth(ThreadPool& pool, uint64_t bytes, int repeats) {
+Measurement MeasureReadBandwidth(const KernelTable& kernels, ThreadPool& pool, uint64_t bytes,
+                                 int repeats) {
   const size_t n = bytes / sizeof(float);
   // On huge pages, as the packed weights are (util/large_memory.h): with 4 KiB pages this probe
   // read 45 GB/s where the K-quant decode then streamed 50-60.
@@ -284,7 +231,7 @@ Measurement MeasureReadBandwidth(ThreadPool& pool, uint64_t bytes, int repeats) 
     pool.Run([&](int thread) {
       const size_t begin = n * thread / pool.size();
       const size_t end = n * (thread + 1) / pool.size();
-      sums[thread] += ReadFloats(buffer.get() + begin, end - begin);
+      sums[thread] += ReadFloats(kernels, buffer.get() + begin, end - begin);
     });
     rates.push_back(static_cast<double>(n * sizeof(float)) / SecondsSince(start));
   }
