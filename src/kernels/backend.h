@@ -97,10 +97,12 @@ class Backend {
   virtual std::string TuningReport() const { return {}; }
   virtual BufferAllocator& allocator() const = 0;
   virtual std::unique_ptr<Workspace> NewWorkspace(const WorkspaceOptions& options) const = 0;
-  // Called once at load with every matrix the model multiplies, each once; the backend may give
-  // each a copy in its own layout (WeightMatrix::packed), owned by `storage`. Returns the bytes
-  // prepared.
-  virtual size_t PrepareWeights(std::span<WeightMatrix* const> matrices, const GgufFile& file,
+  // Called once at load with every matrix the model multiplies and every vector its forward reads
+  // (norm weights, biases, RoPE divisors), each once; the backend may give each matrix a copy in
+  // its own layout (WeightMatrix::packed) and each vector a copy in its own memory
+  // (WeightVector::prepared), owned by `storage`. Returns the bytes prepared.
+  virtual size_t PrepareWeights(std::span<WeightMatrix* const> matrices,
+                                std::span<WeightVector* const> vectors, const GgufFile& file,
                                 std::shared_ptr<uint8_t>& storage) const = 0;
 
   // y[n_rows, n_out] = x[n_rows, n_in] · Wᵀ.

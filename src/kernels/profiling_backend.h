@@ -41,9 +41,10 @@ class ProfilingBackend final : public Backend {
   std::unique_ptr<Workspace> NewWorkspace(const WorkspaceOptions& options) const override {
     return inner_.NewWorkspace(options);
   }
-  size_t PrepareWeights(std::span<WeightMatrix* const> matrices, const GgufFile& file,
+  size_t PrepareWeights(std::span<WeightMatrix* const> matrices,
+                        std::span<WeightVector* const> vectors, const GgufFile& file,
                         std::shared_ptr<uint8_t>& storage) const override {
-    return inner_.PrepareWeights(matrices, file, storage);
+    return inner_.PrepareWeights(matrices, vectors, file, storage);
   }
 
   void Matmul(const WeightMatrix& w, const float* x, int n_rows, float* y,

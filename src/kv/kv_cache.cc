@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cassert>
-#include <cstring>
 
 namespace kvserve {
 
@@ -19,7 +18,10 @@ uint64_t KvCache::BytesPerBlock(const KvSpec& spec, const KvFormat& format, int 
 
 KvCache::KvCache(const KvSpec& spec, const KvFormat& format, int block_size,
                  std::vector<int> n_blocks, BufferAllocator& allocator)
-    : format_(format), block_size_(block_size), n_blocks_(std::move(n_blocks)) {
+    : format_(format),
+      allocator_(&allocator),
+      block_size_(block_size),
+      n_blocks_(std::move(n_blocks)) {
   assert(spec.CheckFormat(format).ok());
   assert(n_blocks_.size() == spec.groups.size());
   auto pool_bytes = [&](size_t g) {
@@ -60,7 +62,7 @@ void KvCache::CopyBlockOut(int block, std::span<uint8_t> out) const {
     const size_t bytes = view.slot_bytes() * block_size_;
     for (const uint8_t* pool : {view.k, view.v}) {
       assert(at + bytes <= out.size());
-      std::memcpy(out.data() + at, pool + static_cast<size_t>(block) * bytes, bytes);
+      allocator_->CopyToHost(pool + static_cast<size_t>(block) * bytes, bytes, out.data() + at);
       at += bytes;
     }
   }
@@ -74,7 +76,7 @@ void KvCache::CopyBlockIn(int block, std::span<const uint8_t> in) {
     const size_t bytes = view.slot_bytes() * block_size_;
     for (uint8_t* pool : {view.k, view.v}) {
       assert(at + bytes <= in.size());
-      std::memcpy(pool + static_cast<size_t>(block) * bytes, in.data() + at, bytes);
+      allocator_->CopyFromHost(in.data() + at, bytes, pool + static_cast<size_t>(block) * bytes);
       at += bytes;
     }
   }

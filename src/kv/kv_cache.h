@@ -46,13 +46,15 @@ class KvCache {
   static uint64_t BytesPerBlock(const KvSpec& spec, const KvFormat& format, int block_size,
                                 int group);
   // One block's K and V of every layer, as one byte string (layer order, K then V; the disk
-  // tier's payload), and back. Only where every group has this block id: one block of each
-  // group's pools (the engine's disk tier serves models of one group).  out, in: [BytesPerBlock]
+  // tier's payload), and back, through the allocator's copies (device memory on a GPU backend).
+  // Only where every group has this block id: one block of each group's pools (the engine's disk
+  // tier serves models of one group).  out, in: [BytesPerBlock]
   void CopyBlockOut(int block, std::span<uint8_t> out) const;
   void CopyBlockIn(int block, std::span<const uint8_t> in);
 
  private:
   KvFormat format_;
+  BufferAllocator* allocator_;  // made memory_; not owned, outlives the cache
   int block_size_;
   std::vector<int> n_blocks_;  // [n_groups]
   Buffer memory_;              // zeroed; K and V of every layer, each pool 64-byte aligned

@@ -52,16 +52,16 @@ void ProjectLogits(const Backend& backend, const ForwardBatch& batch, const floa
 namespace {
 
 struct LlamaStyleLayer {
-  std::vector<float> attn_norm, ffn_norm;  // [n_embd]
-  WeightMatrix wq;                         // [q_dim, n_embd]
-  WeightMatrix wk, wv;                     // [kv_dim, n_embd]
-  WeightMatrix wqkv;                       // [q_dim + 2 * kv_dim, n_embd], when fused
-  std::vector<float> bq, bk, bv;           // [q_dim], [kv_dim], [kv_dim], or empty
-  std::vector<float> q_norm, k_norm;       // [head_dim], or empty
-  WeightMatrix wo;                         // [n_embd, q_dim]
-  WeightMatrix w_gate, w_up;               // [n_ff, n_embd]
-  WeightMatrix w_gate_up;                  // [2 * n_ff, n_embd], when fused
-  WeightMatrix w_down;                     // [n_embd, n_ff]
+  WeightVector attn_norm, ffn_norm;  // [n_embd]
+  WeightMatrix wq;                   // [q_dim, n_embd]
+  WeightMatrix wk, wv;               // [kv_dim, n_embd]
+  WeightMatrix wqkv;                 // [q_dim + 2 * kv_dim, n_embd], when fused
+  WeightVector bq, bk, bv;           // [q_dim], [kv_dim], [kv_dim], or empty
+  WeightVector q_norm, k_norm;       // [head_dim], or empty
+  WeightMatrix wo;                   // [n_embd, q_dim]
+  WeightMatrix w_gate, w_up;         // [n_ff, n_embd]
+  WeightMatrix w_gate_up;            // [2 * n_ff, n_embd], when fused
+  WeightMatrix w_down;               // [n_embd, n_ff]
   bool fused_qkv = false, fused_gate_up = false;
 };
 
@@ -98,16 +98,18 @@ class LlamaStyleModel final : public Model {
                        .position_scale = c.rope_position_scale};
     if (file_.FindTensor("rope_freqs.weight") != nullptr) {
       KVSERVE_RETURN_IF_ERROR(r.Vector("rope_freqs.weight", c.rope_dims / 2, &rope_freqs_));
-      rope_.freq_factors = rope_freqs_.data();
     }
     const int64_t q_dim = static_cast<int64_t>(c.n_heads) * c.head_dim;
     const int64_t kv_dim = static_cast<int64_t>(c.n_kv_heads) * c.head_dim;
     KVSERVE_RETURN_IF_ERROR(head_.Load(r, c));
     layers_.resize(c.n_layers);
     std::vector<WeightMatrix*> matrices = {head_.output};
+    std::vector<WeightVector*> vectors = {&head_.norm, &rope_freqs_};
     for (int i = 0; i < c.n_layers; ++i) {
       const std::string p = "blk." + std::to_string(i) + ".";
       LlamaStyleLayer& l = layers_[i];
+      vectors.insert(vectors.end(),
+                     {&l.attn_norm, &l.ffn_norm, &l.bq, &l.bk, &l.bv, &l.q_norm, &l.k_norm});
       l.fused_qkv = options_.fused_qkv;
       l.fused_gate_up = options_.fused_gate_up;
       KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_norm.weight", c.n_embd, &l.attn_norm));
@@ -143,7 +145,8 @@ class LlamaStyleModel final : public Model {
       KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "ffn_down.weight", c.n_embd, c.n_ff, &l.w_down));
       matrices.insert(matrices.end(), {&l.wo, &l.w_down});
     }
-    DeclareMatrices(matrices);
+    DeclareWeights(matrices, vectors);
+    if (!rope_freqs_.empty()) rope_.freq_factors = rope_freqs_.data();  // prepared by now
     return Status::Ok();
   }
 
@@ -237,9 +240,9 @@ class LlamaStyleModel final : public Model {
   }
 
   LlamaStyleOptions options_;
-  int window_ = 0;                 // sliding window of every layer; 0 = none
-  RopeParams rope_;                // freq_factors points into rope_freqs_
-  std::vector<float> rope_freqs_;  // [rope_dims / 2], Llama 3; empty otherwise
+  int window_ = 0;           // sliding window of every layer; 0 = none
+  RopeParams rope_;          // freq_factors points into rope_freqs_
+  WeightVector rope_freqs_;  // [rope_dims / 2], Llama 3; empty otherwise
   OutputHead head_;
   std::vector<LlamaStyleLayer> layers_;
 };

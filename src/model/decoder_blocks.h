@@ -51,7 +51,7 @@ struct OutputHead {
   WeightMatrix token_embd;         // [n_vocab, n_embd]
   WeightMatrix own_output;         // [n_vocab, n_embd], unless tied
   WeightMatrix* output = nullptr;  // own_output or token_embd
-  std::vector<float> norm;         // [n_embd]
+  WeightVector norm;               // [n_embd]
 };
 
 using RowNorm = std::function<void(const float* in, int n_rows, float* out)>;

@@ -13,13 +13,13 @@ namespace kvserve {
 namespace {
 
 struct GemmaLayer {
-  std::vector<float> attn_norm, post_attn_norm, ffn_norm, post_ffn_norm;  // [n_embd]
-  std::vector<float> q_norm, k_norm;                                      // [head_dim], or empty
-  WeightMatrix wq;                                                        // [q_dim, n_embd]
-  WeightMatrix wk, wv;                                                    // [kv_dim, n_embd]
-  WeightMatrix wo;                                                        // [n_embd, q_dim]
-  WeightMatrix w_gate, w_up;                                              // [n_ff, n_embd]
-  WeightMatrix w_down;                                                    // [n_embd, n_ff]
+  WeightVector attn_norm, post_attn_norm, ffn_norm, post_ffn_norm;  // [n_embd]
+  WeightVector q_norm, k_norm;                                      // [head_dim], or empty
+  WeightMatrix wq;                                                  // [q_dim, n_embd]
+  WeightMatrix wk, wv;                                              // [kv_dim, n_embd]
+  WeightMatrix wo;                                                  // [n_embd, q_dim]
+  WeightMatrix w_gate, w_up;                                        // [n_ff, n_embd]
+  WeightMatrix w_down;                                              // [n_embd, n_ff]
 };
 
 class GemmaModel final : public Model {
@@ -40,9 +40,12 @@ class GemmaModel final : public Model {
     KVSERVE_RETURN_IF_ERROR(head_.Load(r, c));
     layers_.resize(c.n_layers);
     std::vector<WeightMatrix*> matrices = {head_.output};
+    std::vector<WeightVector*> vectors = {&head_.norm};
     for (int i = 0; i < c.n_layers; ++i) {
       const std::string p = "blk." + std::to_string(i) + ".";
       GemmaLayer& l = layers_[i];
+      vectors.insert(vectors.end(), {&l.attn_norm, &l.post_attn_norm, &l.ffn_norm, &l.post_ffn_norm,
+                                     &l.q_norm, &l.k_norm});
       KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_norm.weight", c.n_embd, &l.attn_norm));
       KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "attn_q.weight", q_dim, c.n_embd, &l.wq));
       KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "attn_k.weight", kv_dim, c.n_embd, &l.wk));
@@ -61,7 +64,7 @@ class GemmaModel final : public Model {
       KVSERVE_RETURN_IF_ERROR(r.Vector(p + "post_ffw_norm.weight", c.n_embd, &l.post_ffn_norm));
       matrices.insert(matrices.end(), {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down});
     }
-    DeclareMatrices(matrices);
+    DeclareWeights(matrices, vectors);
     return Status::Ok();
   }
 

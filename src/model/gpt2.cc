@@ -13,16 +13,16 @@ namespace kvserve {
 namespace {
 
 struct Gpt2Layer {
-  std::vector<float> attn_norm, attn_norm_bias;  // [n_embd]
-  WeightMatrix wqkv;                             // [3 * n_embd, n_embd]
-  std::vector<float> bqkv;                       // [3 * n_embd]
-  WeightMatrix wo;                               // [n_embd, n_embd]
-  std::vector<float> bo;                         // [n_embd]
-  std::vector<float> ffn_norm, ffn_norm_bias;    // [n_embd]
-  WeightMatrix w_up;                             // [n_ff, n_embd]
-  std::vector<float> b_up;                       // [n_ff]
-  WeightMatrix w_down;                           // [n_embd, n_ff]
-  std::vector<float> b_down;                     // [n_embd]
+  WeightVector attn_norm, attn_norm_bias;  // [n_embd]
+  WeightMatrix wqkv;                       // [3 * n_embd, n_embd]
+  WeightVector bqkv;                       // [3 * n_embd]
+  WeightMatrix wo;                         // [n_embd, n_embd]
+  WeightVector bo;                         // [n_embd]
+  WeightVector ffn_norm, ffn_norm_bias;    // [n_embd]
+  WeightMatrix w_up;                       // [n_ff, n_embd]
+  WeightVector b_up;                       // [n_ff]
+  WeightMatrix w_down;                     // [n_embd, n_ff]
+  WeightVector b_down;                     // [n_embd]
 };
 
 class Gpt2Model final : public Model {
@@ -42,9 +42,12 @@ class Gpt2Model final : public Model {
     KVSERVE_RETURN_IF_ERROR(r.Vector("output_norm.bias", e, &output_norm_bias_));
     layers_.resize(c.n_layers);
     std::vector<WeightMatrix*> matrices = {head_.output};
+    std::vector<WeightVector*> vectors = {&head_.norm, &output_norm_bias_};
     for (int i = 0; i < c.n_layers; ++i) {
       const std::string p = "blk." + std::to_string(i) + ".";
       Gpt2Layer& l = layers_[i];
+      vectors.insert(vectors.end(), {&l.attn_norm, &l.attn_norm_bias, &l.bqkv, &l.bo, &l.ffn_norm,
+                                     &l.ffn_norm_bias, &l.b_up, &l.b_down});
       KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_norm.weight", e, &l.attn_norm));
       KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_norm.bias", e, &l.attn_norm_bias));
       KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "attn_qkv.weight", 3 * e, e, &l.wqkv));
@@ -59,7 +62,7 @@ class Gpt2Model final : public Model {
       KVSERVE_RETURN_IF_ERROR(r.Vector(p + "ffn_down.bias", e, &l.b_down));
       matrices.insert(matrices.end(), {&l.wqkv, &l.wo, &l.w_up, &l.w_down});
     }
-    DeclareMatrices(matrices);
+    DeclareWeights(matrices, vectors);
     return Status::Ok();
   }
 
@@ -117,7 +120,7 @@ class Gpt2Model final : public Model {
 
   OutputHead head_;
   WeightMatrix position_embd_;  // [n_ctx_train, n_embd]
-  std::vector<float> output_norm_bias_;
+  WeightVector output_norm_bias_;
   std::vector<Gpt2Layer> layers_;
 };
 

@@ -47,7 +47,8 @@ Status Model::CheckContextSize(int n_ctx) const {
   return Status::Ok();
 }
 
-void Model::DeclareMatrices(const std::vector<WeightMatrix*>& matrices) {
+void Model::DeclareWeights(const std::vector<WeightMatrix*>& matrices,
+                           const std::vector<WeightVector*>& vectors) {
   owned_matrices_.clear();
   for (WeightMatrix* m : matrices) {
     if (m == nullptr ||
@@ -57,7 +58,15 @@ void Model::DeclareMatrices(const std::vector<WeightMatrix*>& matrices) {
     owned_matrices_.push_back(m);
   }
   matrices_.assign(owned_matrices_.begin(), owned_matrices_.end());
-  backend_.PrepareWeights(owned_matrices_, file_, prepared_storage_);
+  vectors_.clear();
+  for (WeightVector* v : vectors) {
+    if (v == nullptr || v->empty() ||
+        std::find(vectors_.begin(), vectors_.end(), v) != vectors_.end()) {
+      continue;
+    }
+    vectors_.push_back(v);
+  }
+  backend_.PrepareWeights(owned_matrices_, vectors_, file_, prepared_storage_);
 }
 
 Result<std::unique_ptr<Model>> LoadModel(const std::string& path, const Backend& backend) {

@@ -50,10 +50,12 @@ class Model {
 
  protected:
   Model(GgufFile file, ModelConfig config, const Backend& backend);
-  // Declares the matrices Forward multiplies (the model's own members; duplicates count once) and
-  // lets the backend prepare them (WeightMatrix::packed). Every architecture's loader calls it
-  // once, with all of them.
-  void DeclareMatrices(const std::vector<WeightMatrix*>& matrices);
+  // Declares the matrices Forward multiplies and the vectors it reads (the model's own members;
+  // duplicates and empty vectors count once / not at all) and lets the backend prepare them
+  // (WeightMatrix::packed, WeightVector::prepared). Every architecture's loader calls it once,
+  // with all of them.
+  void DeclareWeights(const std::vector<WeightMatrix*>& matrices,
+                      const std::vector<WeightVector*>& vectors);
 
   GgufFile file_;  // owns the mapping the weights point into
   ModelConfig config_;
@@ -62,6 +64,7 @@ class Model {
  private:
   std::vector<WeightMatrix*> owned_matrices_;  // the derived model's members
   std::vector<const WeightMatrix*> matrices_;
+  std::vector<WeightVector*> vectors_;         // the derived model's members
   std::shared_ptr<uint8_t> prepared_storage_;  // the backend's copies (WeightMatrix::packed)
 };
 

@@ -33,14 +33,14 @@ enum MoeBuffer : int {
 };
 
 struct MoeLayer {
-  std::vector<float> attn_norm, ffn_norm;  // [n_embd]
-  WeightMatrix wq;                         // [q_dim, n_embd]
-  WeightMatrix wk, wv;                     // [kv_dim, n_embd]
-  std::vector<float> q_norm, k_norm;       // [head_dim]
-  WeightMatrix wo;                         // [n_embd, q_dim]
-  WeightMatrix router;                     // [n_expert, n_embd]
-  std::vector<WeightMatrix> gate, up;      // [n_expert] of [n_ff_exp, n_embd]
-  std::vector<WeightMatrix> down;          // [n_expert] of [n_embd, n_ff_exp]
+  WeightVector attn_norm, ffn_norm;    // [n_embd]
+  WeightMatrix wq;                     // [q_dim, n_embd]
+  WeightMatrix wk, wv;                 // [kv_dim, n_embd]
+  WeightVector q_norm, k_norm;         // [head_dim]
+  WeightMatrix wo;                     // [n_embd, q_dim]
+  WeightMatrix router;                 // [n_expert, n_embd]
+  std::vector<WeightMatrix> gate, up;  // [n_expert] of [n_ff_exp, n_embd]
+  std::vector<WeightMatrix> down;      // [n_expert] of [n_embd, n_ff_exp]
 };
 
 // Which tokens each expert serves this step: expert e's tokens are rows[begin[e] .. begin[e+1])
@@ -89,9 +89,11 @@ class Qwen3MoeModel final : public Model {
     KVSERVE_RETURN_IF_ERROR(head_.Load(r, c));
     layers_.resize(c.n_layers);
     std::vector<WeightMatrix*> matrices = {head_.output};
+    std::vector<WeightVector*> vectors = {&head_.norm};
     for (int i = 0; i < c.n_layers; ++i) {
       const std::string p = "blk." + std::to_string(i) + ".";
       MoeLayer& l = layers_[i];
+      vectors.insert(vectors.end(), {&l.attn_norm, &l.ffn_norm, &l.q_norm, &l.k_norm});
       KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_norm.weight", c.n_embd, &l.attn_norm));
       KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "attn_q.weight", q_dim, c.n_embd, &l.wq));
       KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "attn_k.weight", kv_dim, c.n_embd, &l.wk));
@@ -112,7 +114,7 @@ class Qwen3MoeModel final : public Model {
         matrices.insert(matrices.end(), {&l.gate[e], &l.up[e], &l.down[e]});
       }
     }
-    DeclareMatrices(matrices);
+    DeclareWeights(matrices, vectors);
     return Status::Ok();
   }
 

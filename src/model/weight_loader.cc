@@ -24,7 +24,7 @@ Status WeightLoader::Matrix(const std::string& name, int64_t n_out, int64_t n_in
   return Status::Ok();
 }
 
-Status WeightLoader::Vector(const std::string& name, int64_t n, std::vector<float>* out) const {
+Status WeightLoader::Vector(const std::string& name, int64_t n, WeightVector* out) const {
   const TensorInfo* t = file_.FindTensor(name);
   if (t == nullptr) return Missing(name);
   if (t->n_elements != static_cast<uint64_t>(n) || t->dims[0] != n) {
@@ -34,8 +34,9 @@ Status WeightLoader::Vector(const std::string& name, int64_t n, std::vector<floa
     return Status::InvalidArgument(file_.path() + ": tensor '" + name + "' has unsupported type " +
                                    GgmlTypeName(t->type));
   }
-  out->resize(n);
-  DequantizeRow(t->type, t->data, n, out->data());
+  out->host.resize(n);
+  out->prepared = nullptr;
+  DequantizeRow(t->type, t->data, n, out->host.data());
   return Status::Ok();
 }
 

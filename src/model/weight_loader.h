@@ -20,8 +20,8 @@ class WeightLoader {
 
   // A 2-D matrix with n_out rows of n_in elements, in a type kvserve can multiply.
   Status Matrix(const std::string& name, int64_t n_out, int64_t n_in, WeightMatrix* out) const;
-  // A 1-D vector of n elements, decoded to float32.
-  Status Vector(const std::string& name, int64_t n, std::vector<float>* out) const;
+  // A 1-D vector of n elements, decoded to float32 (into out->host).
+  Status Vector(const std::string& name, int64_t n, WeightVector* out) const;
   bool Has(const std::string& name) const { return file_.FindTensor(name) != nullptr; }
   // A 3-D tensor of n_expert matrices of n_out rows of n_in elements (GGUF dims [n_in, n_out,
   // n_expert]; a mixture of experts' ffn_*_exps), as one view per expert into the mapped tensor:

@@ -35,4 +35,12 @@ Buffer HostAllocator::AllocateZeroed(size_t bytes) {
 
 void HostAllocator::Free(uint8_t* data, size_t /*bytes*/) { FreeLarge(data); }
 
+void HostAllocator::CopyToHost(const uint8_t* src, size_t bytes, uint8_t* host) const {
+  std::memcpy(host, src, bytes);
+}
+
+void HostAllocator::CopyFromHost(const uint8_t* host, size_t bytes, uint8_t* dst) const {
+  std::memcpy(dst, host, bytes);
+}
+
 }  // namespace kvserve

@@ -38,6 +38,10 @@ class BufferAllocator {
   // `bytes` zeroed bytes, 64-byte aligned. Throws std::bad_alloc when there is no room.
   virtual Buffer AllocateZeroed(size_t bytes) = 0;
   virtual void Free(uint8_t* data, size_t bytes) = 0;
+  // Copies `bytes` between host memory and memory this allocator made (device memory on a GPU
+  // backend), as the disk tier moves KV blocks; the range lies within one of its Buffers.
+  virtual void CopyToHost(const uint8_t* src, size_t bytes, uint8_t* host) const = 0;
+  virtual void CopyFromHost(const uint8_t* host, size_t bytes, uint8_t* dst) const = 0;
 };
 
 // Host memory from AllocateLarge (large_memory.h): huge pages for the big KV pools.
@@ -45,6 +49,8 @@ class HostAllocator final : public BufferAllocator {
  public:
   Buffer AllocateZeroed(size_t bytes) override;
   void Free(uint8_t* data, size_t bytes) override;
+  void CopyToHost(const uint8_t* src, size_t bytes, uint8_t* host) const override;
+  void CopyFromHost(const uint8_t* host, size_t bytes, uint8_t* dst) const override;
 };
 
 }  // namespace kvserve

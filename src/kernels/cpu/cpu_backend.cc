@@ -124,7 +124,8 @@ std::unique_ptr<Workspace> CpuBackend::NewWorkspace(const WorkspaceOptions& opti
 // stored bytes from resident memory (file mappings only). Loading is mostly page faults on the
 // mapping: up to 8 threads, each taking whole matrices. No memory for the copy: the stored layout
 // keeps working.
-size_t CpuBackend::PrepareWeights(std::span<WeightMatrix* const> all, const GgufFile& file,
+size_t CpuBackend::PrepareWeights(std::span<WeightMatrix* const> all,
+                                  std::span<WeightVector* const> /*vectors*/, const GgufFile& file,
                                   std::shared_ptr<uint8_t>& storage) const {
   if (!pack_) return 0;
   std::vector<WeightMatrix*> matrices(all.begin(), all.end());

@@ -39,7 +39,9 @@ class CpuBackend final : public Backend {
   std::string TuningReport() const override { return decode_tiles_.Describe(); }
   BufferAllocator& allocator() const override { return allocator_; }
   std::unique_ptr<Workspace> NewWorkspace(const WorkspaceOptions& options) const override;
-  size_t PrepareWeights(std::span<WeightMatrix* const> matrices, const GgufFile& file,
+  // Packs the matrices (packed_weights.h); the vectors stay on the host where they were loaded.
+  size_t PrepareWeights(std::span<WeightMatrix* const> matrices,
+                        std::span<WeightVector* const> vectors, const GgufFile& file,
                         std::shared_ptr<uint8_t>& storage) const override;
 
   void Matmul(const WeightMatrix& w, const float* x, int n_rows, float* y,

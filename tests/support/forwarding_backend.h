@@ -1,0 +1,115 @@
+// A Backend that hands every call to another one: the base of the tests' backends that change
+// one thing (where the weights live, what the allocator does) and must otherwise give the inner
+// backend's bits.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+
+namespace kvserve::testing {
+
+class ForwardingBackend : public Backend {
+ public:
+  explicit ForwardingBackend(const Backend& inner) : inner_(inner) {}
+
+  std::string name() const override { return inner_.name(); }
+  std::string kernel_set() const override { return inner_.kernel_set(); }
+  std::string device() const override { return inner_.device(); }
+  BufferAllocator& allocator() const override { return inner_.allocator(); }
+  std::unique_ptr<Workspace> NewWorkspace(const WorkspaceOptions& options) const override {
+    return inner_.NewWorkspace(options);
+  }
+  size_t PrepareWeights(std::span<WeightMatrix* const> matrices,
+                        std::span<WeightVector* const> vectors, const GgufFile& file,
+                        std::shared_ptr<uint8_t>& storage) const override {
+    return inner_.PrepareWeights(matrices, vectors, file, storage);
+  }
+  void Matmul(const WeightMatrix& w, const float* x, int n_rows, float* y,
+              Workspace& ws) const override {
+    inner_.Matmul(w, x, n_rows, y, ws);
+  }
+  void GetRows(const WeightMatrix& table, std::span<const int32_t> rows, float* out,
+               Workspace& ws) const override {
+    inner_.GetRows(table, rows, out, ws);
+  }
+  void GatherRows(const float* src, size_t src_stride, std::span<const int32_t> rows, int width,
+                  float* dst) const override {
+    inner_.GatherRows(src, src_stride, rows, width, dst);
+  }
+  void CopyRows(const float* src, size_t src_stride, int n_rows, int width,
+                float* dst) const override {
+    inner_.CopyRows(src, src_stride, n_rows, width, dst);
+  }
+  void Add(float* x, const float* y, int n_rows, int width, Workspace& ws) const override {
+    inner_.Add(x, y, n_rows, width, ws);
+  }
+  void AddBias(float* x, size_t stride, const float* bias, int n_rows, int width,
+               Workspace& ws) const override {
+    inner_.AddBias(x, stride, bias, n_rows, width, ws);
+  }
+  void RmsNorm(const float* x, const float* weight, int n_rows, int width, float eps, float* out,
+               Workspace& ws) const override {
+    inner_.RmsNorm(x, weight, n_rows, width, eps, out, ws);
+  }
+  void LayerNorm(const float* x, const float* weight, const float* bias, int n_rows, int width,
+                 float eps, float* out, Workspace& ws) const override {
+    inner_.LayerNorm(x, weight, bias, n_rows, width, eps, out, ws);
+  }
+  void Rope(float* x, std::span<const int32_t> positions, int n_heads, int head_dim,
+            const RopeParams& rope, Workspace& ws) const override {
+    inner_.Rope(x, positions, n_heads, head_dim, rope, ws);
+  }
+  void SwiGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const override {
+    inner_.SwiGlu(gate, up, n_rows, width, ws);
+  }
+  void Gelu(float* x, int n_rows, int width, Workspace& ws) const override {
+    inner_.Gelu(x, n_rows, width, ws);
+  }
+  void GeGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const override {
+    inner_.GeGlu(gate, up, n_rows, width, ws);
+  }
+  void Scale(float* x, int n_rows, int width, float factor, Workspace& ws) const override {
+    inner_.Scale(x, n_rows, width, factor, ws);
+  }
+  void SoftCap(float* x, int n_rows, int width, float cap, Workspace& ws) const override {
+    inner_.SoftCap(x, n_rows, width, cap, ws);
+  }
+  void StoreKv(const KvLayerView& kv, std::span<const int64_t> slots, const float* k,
+               const float* v, size_t stride, Workspace& ws) const override {
+    inner_.StoreKv(kv, slots, k, v, stride, ws);
+  }
+  void PagedAttention(const KvLayerView& kv, const AttentionBatch& batch, const float* q,
+                      int n_heads, const AttentionParams& params, float* out,
+                      Workspace& ws) const override {
+    inner_.PagedAttention(kv, batch, q, n_heads, params, out, ws);
+  }
+  void RouteTopK(const float* logits, int n_rows, int n_expert, int k, int32_t* ids, float* weights,
+                 Workspace& ws) const override {
+    inner_.RouteTopK(logits, n_rows, n_expert, k, ids, weights, ws);
+  }
+  void ScatterRows(const float* src, int width, std::span<const int32_t> rows, size_t dst_stride,
+                   float* dst) const override {
+    inner_.ScatterRows(src, width, rows, dst_stride, dst);
+  }
+  void AddWeightedRows(float* x, const float* src, const float* weights, int n_rows, int k,
+                       int width, Workspace& ws) const override {
+    inner_.AddWeightedRows(x, src, weights, n_rows, k, width, ws);
+  }
+  Measurement MeasureReadBandwidth(uint64_t bytes, int repeats, Workspace& ws) const override {
+    return inner_.MeasureReadBandwidth(bytes, repeats, ws);
+  }
+  Measurement MeasureMatmulFlops(GgmlType type, int m, int n_out, int n_in, int repeats,
+                                 Workspace& ws) const override {
+    return inner_.MeasureMatmulFlops(type, m, n_out, n_in, repeats, ws);
+  }
+  std::vector<KernelCheck> CheckKernels() const override { return inner_.CheckKernels(); }
+
+ protected:
+  const Backend& inner_;
+};
+
+}  // namespace kvserve::testing
