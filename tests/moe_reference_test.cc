@@ -158,6 +158,24 @@ TEST(MoeRouting, RowsAreIndependent) {
   EXPECT_EQ(rb.ids, (std::vector<int32_t>{6, 0, 1}));
 }
 
+// GroupByExpert: each expert's rows ascending, with each entry's place row * k + j.
+TEST(MoeRouting, GroupByExpertListsEachExpertsRowsInOrder) {
+  const Backend& be = TestBackend();
+  // 3 rows, k = 2, 4 experts: row 0 -> {2, 0}, row 1 -> {0, 3}, row 2 -> {2, 0}; expert 1 unused.
+  const std::vector<int32_t> ids = {2, 0, 0, 3, 2, 0};
+  ExpertGroups g;
+  be.GroupByExpert(ids, 2, 4, g);
+  EXPECT_EQ(g.begin, (std::vector<int32_t>{0, 3, 3, 5, 6}));
+  EXPECT_EQ(g.rows, (std::vector<int32_t>{0, 1, 2, 0, 2, 1}));
+  EXPECT_EQ(g.slots, (std::vector<int32_t>{1, 2, 5, 0, 4, 3}));
+  EXPECT_EQ(g.rows_of(1), 0);
+  // Reused for a smaller step: nothing of the last one is left.
+  be.GroupByExpert(std::vector<int32_t>{3}, 1, 4, g);
+  EXPECT_EQ(g.begin, (std::vector<int32_t>{0, 0, 0, 0, 1}));
+  EXPECT_EQ(g.rows, (std::vector<int32_t>{0}));
+  EXPECT_EQ(g.slots, (std::vector<int32_t>{0}));
+}
+
 // x row i += Σ_j w[i, j] · slot (i, j), and ScatterRows places rows by index.
 TEST(MoeRouting, ScatterAndWeightedSum) {
   const Backend& be = TestBackend();

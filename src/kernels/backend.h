@@ -78,6 +78,18 @@ struct AttentionParams {
   float soft_cap = 0.0f;  // scores s -> tanh(s / soft_cap) * soft_cap before the softmax; 0 = none
 };
 
+// Which rows each expert of a mixture serves this step (Backend::GroupByExpert): expert e's rows
+// are rows[begin[e] .. begin[e+1]) (ascending), and slots[] the same entries' places
+// row * k + j among RouteTopK's ids. Host memory; reused from step to step.
+struct ExpertGroups {
+  std::vector<int32_t> begin;   // [n_expert + 1]
+  std::vector<int32_t> rows;    // [n_rows * k]
+  std::vector<int32_t> slots;   // [n_rows * k]
+  std::vector<int32_t> cursor;  // [n_expert], scratch
+
+  int rows_of(int expert) const { return begin[expert + 1] - begin[expert]; }
+};
+
 struct WorkspaceOptions {
   int n_threads = 0;  // 0 = one per core
 };
@@ -154,10 +166,13 @@ class Backend {
 
   // Mixture of experts. Routing, per row: softmax over its n_expert logits, its k most probable
   // experts by decreasing probability (lowest index first on equal probability), their
-  // probabilities divided by their sum. ids and weights are host memory (the model groups the
-  // tokens by expert).  logits: [n_rows, n_expert]; ids, weights: [n_rows, k]
+  // probabilities divided by their sum. ids and weights are host memory (GroupByExpert reads
+  // the ids).  logits: [n_rows, n_expert]; ids, weights: [n_rows, k]
   virtual void RouteTopK(const float* logits, int n_rows, int n_expert, int k, int32_t* ids,
                          float* weights, Workspace& ws) const = 0;
+  // The rows each expert serves (ExpertGroups), from RouteTopK's ids.  ids: [n_rows * k]
+  virtual void GroupByExpert(std::span<const int32_t> ids, int k, int n_expert,
+                             ExpertGroups& groups) const = 0;
   // dst row rows[i] = src row i.  src contiguous; dst rows `dst_stride` floats apart.
   virtual void ScatterRows(const float* src, int width, std::span<const int32_t> rows,
                            size_t dst_stride, float* dst) const = 0;

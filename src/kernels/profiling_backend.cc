@@ -122,6 +122,11 @@ void ProfilingBackend::RouteTopK(const float* logits, int n_rows, int n_expert, 
         [&] { inner_.RouteTopK(logits, n_rows, n_expert, k, ids, weights, ws); });
 }
 
+void ProfilingBackend::GroupByExpert(std::span<const int32_t> ids, int k, int n_expert,
+                                     ExpertGroups& groups) const {
+  Timed("group_by_expert", nullptr, 0, [&] { inner_.GroupByExpert(ids, k, n_expert, groups); });
+}
+
 void ProfilingBackend::ScatterRows(const float* src, int width, std::span<const int32_t> rows,
                                    size_t dst_stride, float* dst) const {
   Timed("scatter_rows", nullptr, 0, [&] { inner_.ScatterRows(src, width, rows, dst_stride, dst); });

@@ -76,6 +76,8 @@ class ProfilingBackend final : public Backend {
                       Workspace& ws) const override;
   void RouteTopK(const float* logits, int n_rows, int n_expert, int k, int32_t* ids, float* weights,
                  Workspace& ws) const override;
+  void GroupByExpert(std::span<const int32_t> ids, int k, int n_expert,
+                     ExpertGroups& groups) const override;
   void ScatterRows(const float* src, int width, std::span<const int32_t> rows, size_t dst_stride,
                    float* dst) const override;
   void AddWeightedRows(float* x, const float* src, const float* weights, int n_rows, int k,

@@ -43,30 +43,11 @@ struct MoeLayer {
   std::vector<WeightMatrix> down;      // [n_expert] of [n_embd, n_ff_exp]
 };
 
-// Which tokens each expert serves this step: expert e's tokens are rows[begin[e] .. begin[e+1])
-// (ascending), and slots[] the same entries' places token * n_used + j in the slot buffer.
-struct ExpertGroups {
-  std::vector<int32_t> ids;     // [n_tokens * n_used], RouteTopK's
-  std::vector<float> weights;   // [n_tokens * n_used]
-  std::vector<int32_t> begin;   // [n_expert + 1]
-  std::vector<int32_t> rows;    // [n_tokens * n_used]
-  std::vector<int32_t> slots;   // [n_tokens * n_used]
-  std::vector<int32_t> cursor;  // [n_expert], scratch
-
-  void Group(int n_tokens, int n_used, int n_expert) {
-    const size_t n = static_cast<size_t>(n_tokens) * n_used;
-    begin.assign(n_expert + 1, 0);
-    for (size_t i = 0; i < n; ++i) ++begin[ids[i] + 1];
-    for (int e = 0; e < n_expert; ++e) begin[e + 1] += begin[e];
-    cursor.assign(begin.begin(), begin.end() - 1);
-    rows.resize(n);
-    slots.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-      const int32_t at = cursor[ids[i]]++;
-      rows[at] = static_cast<int32_t>(i / n_used);
-      slots[at] = static_cast<int32_t>(i);
-    }
-  }
+// RouteTopK's choices and their grouping by expert (Backend::GroupByExpert), reused every layer.
+struct Routing {
+  std::vector<int32_t> ids;    // [n_tokens * n_used]
+  std::vector<float> weights;  // [n_tokens * n_used]
+  ExpertGroups groups;
 };
 
 class Qwen3MoeModel final : public Model {
@@ -133,13 +114,13 @@ class Qwen3MoeModel final : public Model {
               .v = ws.Floats(kV, n * kv_dim),
               .router = ws.Floats(kRouterLogits, n * n_expert_),
               .slots = ws.Floats(kSlots, n * n_used_ * c.n_embd)};
-    ExpertGroups groups;
-    groups.ids.resize(n * n_used_);
-    groups.weights.resize(n * n_used_);
+    Routing routing;
+    routing.ids.resize(n * n_used_);
+    routing.weights.resize(n * n_used_);
     EmbedTokens(backend_, batch, head_.token_embd, b.x, ws);
     for (int il = 0; il < c.n_layers; ++il) {
       Attention(layers_[il], batch, kv.layer(il), b, ws);
-      Experts(layers_[il], static_cast<int>(n), b, groups, ws);
+      Experts(layers_[il], static_cast<int>(n), b, routing, ws);
     }
     auto norm = [&](const float* in, int n_rows, float* out) {
       backend_.RmsNorm(in, head_.norm.data(), n_rows, c.n_embd, c.norm_eps, out, ws);
@@ -195,22 +176,23 @@ class Qwen3MoeModel final : public Model {
 
   // x += Σ over each token's chosen experts of weight · down(silu(gate(xn)) * up(xn)), xn the
   // RMSNorm of x; one pass of each expert's matrices over all its tokens.
-  void Experts(const MoeLayer& w, int n, const Buffers& b, ExpertGroups& g, Workspace& ws) const {
+  void Experts(const MoeLayer& w, int n, const Buffers& b, Routing& r, Workspace& ws) const {
     const ModelConfig& c = config_;
     const Backend& be = backend_;
     be.RmsNorm(b.x, w.ffn_norm.data(), n, c.n_embd, c.norm_eps, b.xn, ws);
     be.Matmul(w.router, b.xn, n, b.router, ws);
-    be.RouteTopK(b.router, n, n_expert_, n_used_, g.ids.data(), g.weights.data(), ws);
-    g.Group(n, n_used_, n_expert_);
+    be.RouteTopK(b.router, n, n_expert_, n_used_, r.ids.data(), r.weights.data(), ws);
+    be.GroupByExpert(r.ids, n_used_, n_expert_, r.groups);
+    const ExpertGroups& g = r.groups;
     int most = 0;
-    for (int e = 0; e < n_expert_; ++e) most = std::max(most, g.begin[e + 1] - g.begin[e]);
+    for (int e = 0; e < n_expert_; ++e) most = std::max(most, g.rows_of(e));
     const size_t rows = static_cast<size_t>(most);
     float* in = ws.Floats(kExpertIn, rows * c.n_embd);
     float* gate = ws.Floats(kExpertGate, rows * n_ff_exp_);
     float* up = ws.Floats(kExpertUp, rows * n_ff_exp_);
     float* out = ws.Floats(kExpertOut, rows * c.n_embd);
     for (int e = 0; e < n_expert_; ++e) {
-      const int m = g.begin[e + 1] - g.begin[e];
+      const int m = g.rows_of(e);
       if (m == 0) continue;
       const std::span<const int32_t> tokens(g.rows.data() + g.begin[e], m);
       const std::span<const int32_t> slots(g.slots.data() + g.begin[e], m);
@@ -221,7 +203,7 @@ class Qwen3MoeModel final : public Model {
       be.Matmul(w.down[e], gate, m, out, ws);
       be.ScatterRows(out, c.n_embd, slots, c.n_embd, b.slots);
     }
-    be.AddWeightedRows(b.x, b.slots, g.weights.data(), n, n_used_, c.n_embd, ws);
+    be.AddWeightedRows(b.x, b.slots, r.weights.data(), n, n_used_, c.n_embd, ws);
   }
 
   int n_expert_ = 0;  // <arch>.expert_count

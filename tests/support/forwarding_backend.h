@@ -91,6 +91,10 @@ class ForwardingBackend : public Backend {
                  Workspace& ws) const override {
     inner_.RouteTopK(logits, n_rows, n_expert, k, ids, weights, ws);
   }
+  void GroupByExpert(std::span<const int32_t> ids, int k, int n_expert,
+                     ExpertGroups& groups) const override {
+    inner_.GroupByExpert(ids, k, n_expert, groups);
+  }
   void ScatterRows(const float* src, int width, std::span<const int32_t> rows, size_t dst_stride,
                    float* dst) const override {
     inner_.ScatterRows(src, width, rows, dst_stride, dst);

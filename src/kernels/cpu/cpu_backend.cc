@@ -325,6 +325,23 @@ void CpuBackend::RouteTopK(const float* logits, int n_rows, int n_expert, int k,
   }
 }
 
+// A counting sort of the (row, j) entries by expert: stable, so each expert's rows ascend.
+void CpuBackend::GroupByExpert(std::span<const int32_t> ids, int k, int n_expert,
+                               ExpertGroups& g) const {
+  const size_t n = ids.size();
+  g.begin.assign(n_expert + 1, 0);
+  for (size_t i = 0; i < n; ++i) ++g.begin[ids[i] + 1];
+  for (int e = 0; e < n_expert; ++e) g.begin[e + 1] += g.begin[e];
+  g.cursor.assign(g.begin.begin(), g.begin.end() - 1);
+  g.rows.resize(n);
+  g.slots.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t at = g.cursor[ids[i]]++;
+    g.rows[at] = static_cast<int32_t>(i / k);
+    g.slots[at] = static_cast<int32_t>(i);
+  }
+}
+
 void CpuBackend::ScatterRows(const float* src, int width, std::span<const int32_t> rows,
                              size_t dst_stride, float* dst) const {
   for (size_t i = 0; i < rows.size(); ++i) {
