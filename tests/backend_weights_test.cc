@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "kernels/forwarding_backend.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "support/forward.h"
-#include "support/forwarding_backend.h"
 #include "support/paths.h"
 #include "support/test_backend.h"
 
@@ -24,7 +24,7 @@ namespace kvserve {
 namespace {
 
 // Keeps each vector in memory of its own and poisons the loader's host values.
-class OwnVectorsBackend final : public testing::ForwardingBackend {
+class OwnVectorsBackend final : public ForwardingBackend {
  public:
   using ForwardingBackend::ForwardingBackend;
 

@@ -13,12 +13,15 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/forwarding_backend.h"
 
 namespace kvserve {
 
-class ProfilingBackend final : public Backend {
+// The operations are timed; the rest (name, allocator, PrepareWeights, the self-checks) pass
+// straight through (ForwardingBackend).
+class ProfilingBackend final : public ForwardingBackend {
  public:
-  explicit ProfilingBackend(const Backend& inner) : inner_(inner) {}
+  explicit ProfilingBackend(const Backend& inner) : ForwardingBackend(inner) {}
 
   struct OpTotals {
     std::string name;
@@ -32,20 +35,6 @@ class ProfilingBackend final : public Backend {
   // Every op seen since the last Reset, the slowest first.
   std::vector<OpTotals> totals() const;
   void Reset() { ops_.clear(); }
-
-  std::string name() const override { return inner_.name(); }
-  std::string kernel_set() const override { return inner_.kernel_set(); }
-  std::string device() const override { return inner_.device(); }
-  std::string TuningReport() const override { return inner_.TuningReport(); }
-  BufferAllocator& allocator() const override { return inner_.allocator(); }
-  std::unique_ptr<Workspace> NewWorkspace(const WorkspaceOptions& options) const override {
-    return inner_.NewWorkspace(options);
-  }
-  size_t PrepareWeights(std::span<WeightMatrix* const> matrices,
-                        std::span<WeightVector* const> vectors, const GgufFile& file,
-                        std::shared_ptr<uint8_t>& storage) const override {
-    return inner_.PrepareWeights(matrices, vectors, file, storage);
-  }
 
   void Matmul(const WeightMatrix& w, const float* x, int n_rows, float* y,
               Workspace& ws) const override;
@@ -83,22 +72,11 @@ class ProfilingBackend final : public Backend {
   void AddWeightedRows(float* x, const float* src, const float* weights, int n_rows, int k,
                        int width, Workspace& ws) const override;
 
-  // Not timed: these measure or check the inner backend itself.
-  Measurement MeasureReadBandwidth(uint64_t bytes, int repeats, Workspace& ws) const override {
-    return inner_.MeasureReadBandwidth(bytes, repeats, ws);
-  }
-  Measurement MeasureMatmulFlops(GgmlType type, int m, int n_out, int n_in, int repeats,
-                                 Workspace& ws) const override {
-    return inner_.MeasureMatmulFlops(type, m, n_out, n_in, repeats, ws);
-  }
-  std::vector<KernelCheck> CheckKernels() const override { return inner_.CheckKernels(); }
-
  private:
   // Runs fn() and adds its time (and, with a workspace, its workers' counters) to op `name`.
   template <typename Fn>
   void Timed(const std::string& name, Workspace* ws, uint64_t weight_bytes, Fn&& fn) const;
 
-  const Backend& inner_;
   // Written by the const operations: a profile is state of the run, not of the backend.
   mutable std::map<std::string, OpTotals> ops_;
 };

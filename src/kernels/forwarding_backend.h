@@ -1,6 +1,6 @@
-// A Backend that hands every call to another one: the base of the tests' backends that change
-// one thing (where the weights live, what the allocator does) and must otherwise give the inner
-// backend's bits.
+// A Backend that hands every call to another one: the base of backends that change one thing
+// and must otherwise give the inner backend's bits (ProfilingBackend times the operations; the
+// tests' backends keep the weights elsewhere). The inner backend must outlive it.
 #pragma once
 
 #include <memory>
@@ -10,7 +10,7 @@
 
 #include "kernels/backend.h"
 
-namespace kvserve::testing {
+namespace kvserve {
 
 class ForwardingBackend : public Backend {
  public:
@@ -19,6 +19,7 @@ class ForwardingBackend : public Backend {
   std::string name() const override { return inner_.name(); }
   std::string kernel_set() const override { return inner_.kernel_set(); }
   std::string device() const override { return inner_.device(); }
+  std::string TuningReport() const override { return inner_.TuningReport(); }
   BufferAllocator& allocator() const override { return inner_.allocator(); }
   std::unique_ptr<Workspace> NewWorkspace(const WorkspaceOptions& options) const override {
     return inner_.NewWorkspace(options);
@@ -116,4 +117,4 @@ class ForwardingBackend : public Backend {
   const Backend& inner_;
 };
 
-}  // namespace kvserve::testing
+}  // namespace kvserve
