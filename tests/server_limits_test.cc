@@ -231,6 +231,45 @@ TEST_F(FrontTest, SlowClientsDoNotBlockOthers) {
   for (int fd : stalled) close(fd);
 }
 
+// The route table decides which routes read a chunked body (within --max-body) and which refuse
+// it unread: a body route reads it and then answers (503: no model in this test), any other
+// method and path, known or not, is 400 before a byte of the body is read.
+TEST_F(FrontTest, ChunkedBodiesOnlyForTheRoutesThatReadABody) {
+  auto send_chunked = [&](const std::string& method, const std::string& path) {
+    const int fd = Connect();
+    const std::string request = method + " " + path +
+                                " HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                                "Content-Type: application/json\r\nConnection: close\r\n\r\n"
+                                "2\r\n{}\r\n0\r\n\r\n";
+    send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+    std::string reply;
+    char buffer[4096];
+    for (ssize_t n; (n = recv(fd, buffer, sizeof(buffer), 0)) > 0;) {
+      reply.append(buffer, static_cast<size_t>(n));
+    }
+    close(fd);
+    return reply;
+  };
+  for (const char* path :
+       {"/tokenize", "/detokenize", "/apply-template", "/v1/completions", "/v1/chat/completions"}) {
+    const std::string reply = send_chunked("POST", path);
+    EXPECT_EQ(reply.rfind("HTTP/1.1 503 ", 0), 0u) << path << ": " << reply.substr(0, 200);
+  }
+  for (const auto& [method, path] :
+       std::vector<std::pair<std::string, std::string>>{{"POST", "/health"},
+                                                        {"GET", "/v1/models"},
+                                                        {"DELETE", "/v1/sessions/abc"},
+                                                        {"PUT", "/tokenize"},
+                                                        {"POST", "/no/such/route"}}) {
+    const std::string reply = send_chunked(method, path);
+    EXPECT_EQ(reply.rfind("HTTP/1.1 400 ", 0), 0u) << method << " " << path << ": " << reply;
+    EXPECT_NE(reply.find("a chunked request body is accepted only by the POST API routes, not by " +
+                         method + " " + path),
+              std::string::npos)
+        << reply;
+  }
+}
+
 TEST_F(FrontTest, HugeHeadersAndEndlessBodiesAreCutOff) {
   // A header line beyond httplib's limit: the request is refused, and the server goes on.
   {

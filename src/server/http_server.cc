@@ -7,23 +7,6 @@
 
 namespace kvserve {
 
-namespace {
-
-bool IsOpenPath(const std::string& path, bool metrics_auth, bool webui) {
-  return path == "/health" || (!metrics_auth && path == "/metrics") ||
-         (webui && IsWebUiPagePath(path));
-}
-
-// Routes that read their body through ReadBody (and so within --max-body even when chunked).
-bool ReadsBodyWithLimit(const httplib::Request& request) {
-  return request.method == "POST" &&
-         (request.path == "/v1/completions" || request.path == "/v1/chat/completions" ||
-          request.path == "/tokenize" || request.path == "/detokenize" ||
-          request.path == "/apply-template");
-}
-
-}  // namespace
-
 HttpServer::HttpServer(HttpServerOptions options)
     : options_(std::move(options)),
       server_(
@@ -39,7 +22,49 @@ HttpServer::HttpServer(HttpServerOptions options)
       metrics_(options_.replica_name),
       limiter_(options_.max_concurrent_per_key),
       watchdog_(options_.watchdog_s) {
+  for (const Route& route : RouteTable()) route_patterns_.emplace_back(route.path);
   Install();
+}
+
+std::span<const HttpServer::Route> HttpServer::RouteTable() {
+  static const Route kRoutes[] = {
+      {"GET", "/health", false, Access::kOpen, &HttpServer::Health},
+      {"GET", "/metrics", false, Access::kOpenUnlessMetricsAuth, &HttpServer::Metrics},
+      {"GET", "/v1/models", false, Access::kApiKey, &HttpServer::ListModels},
+      {"GET", "/v1/models/([^/]+)", false, Access::kApiKey, &HttpServer::GetModel},
+      {"POST", "/v1/completions", true, Access::kApiKey, &HttpServer::TextCompletions},
+      {"POST", "/v1/chat/completions", true, Access::kApiKey, &HttpServer::ChatCompletions},
+      {"POST", "/tokenize", true, Access::kApiKey, &HttpServer::Tokenize},
+      {"POST", "/detokenize", true, Access::kApiKey, &HttpServer::Detokenize},
+      {"POST", "/apply-template", true, Access::kApiKey, &HttpServer::ApplyTemplate},
+      {"DELETE", "/v1/sessions/([^/]+)", false, Access::kApiKey, &HttpServer::DeleteSession},
+  };
+  return kRoutes;
+}
+
+const HttpServer::Route* HttpServer::FindRoute(const std::string& method,
+                                               const std::string& path) const {
+  const std::span<const Route> routes = RouteTable();
+  for (size_t i = 0; i < routes.size(); ++i) {
+    if (method == routes[i].method && std::regex_match(path, route_patterns_[i])) {
+      return &routes[i];
+    }
+  }
+  return nullptr;
+}
+
+// Open: a route whose access allows it without a key, or a page of the web UI. Everything else,
+// unknown paths included, needs the key (an unknown path is not revealed to a caller without one).
+bool HttpServer::IsOpen(const httplib::Request& request) const {
+  if (options_.webui && IsWebUiPagePath(request.path)) return true;
+  const Route* route = FindRoute(request.method, request.path);
+  if (route == nullptr) {
+    // HEAD and OPTIONS of an open GET route are as open as the route.
+    route = FindRoute("GET", request.path);
+    if (route == nullptr) return false;
+  }
+  return route->access == Access::kOpen ||
+         (route->access == Access::kOpenUnlessMetricsAuth && !options_.metrics_auth);
 }
 
 HttpServer::~HttpServer() { Stop(); }
@@ -98,11 +123,54 @@ void HttpServer::Install() {
   if (!options_.replica_name.empty()) {
     server_.set_default_headers({{"X-Kvserve-Replica", options_.replica_name}});
   }
+  InstallHooks();
+  for (const Route& route : RouteTable()) InstallRoute(route);
+  if (options_.webui) {
+    InstallWebUiRoutes(
+        server_,
+        WebUiHooks{.ready = [this](httplib::Response& response) -> Engine* {
+                     OpenAiRoutes* routes = Ready(response);
+                     return routes ? routes->model().engine : nullptr;
+                   },
+                   .authorize =
+                       [this](const httplib::Request& request, httplib::Response& response) {
+                         return Authorize(request, response);
+                       },
+                   .serving = [this] { return state_.load() == State::kReady; }});
+  }
+}
 
+void HttpServer::InstallRoute(const Route& route) {
+  const Handler handler = route.handler;
+  const std::string method = route.method;
+  if (route.reads_body) {
+    server_.Post(route.path,
+                 [this, handler](const httplib::Request& request, httplib::Response& response,
+                                 const httplib::ContentReader& reader) {
+                   std::string body;
+                   if (ReadBody(reader, body, response)) (this->*handler)(request, body, response);
+                 });
+    return;
+  }
+  auto call = [this, handler](const httplib::Request& request, httplib::Response& response) {
+    (this->*handler)(request, std::string(), response);
+  };
+  if (method == "GET") {
+    server_.Get(route.path, call);
+  } else if (method == "DELETE") {
+    server_.Delete(route.path, call);
+  } else {
+    server_.Post(route.path, call);
+  }
+}
+
+// The checks before routing, the error and exception bodies, and the response counter.
+void HttpServer::InstallHooks() {
   server_.set_pre_routing_handler(
       [this](const httplib::Request& request, httplib::Response& response) {
         // httplib would read a chunked body of any size for the other routes: refuse it unread.
-        if (!ReadsBodyWithLimit(request) &&
+        const Route* route = FindRoute(request.method, request.path);
+        if ((route == nullptr || !route->reads_body) &&
             request.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos) {
           ReplyError(response,
                      ApiError::BadRequest("a chunked request body is accepted only by the POST "
@@ -110,9 +178,7 @@ void HttpServer::Install() {
                                           request.method + " " + request.path));
           return httplib::Server::HandlerResponse::Handled;
         }
-        if (IsOpenPath(request.path, options_.metrics_auth, options_.webui)) {
-          return httplib::Server::HandlerResponse::Unhandled;
-        }
+        if (IsOpen(request)) return httplib::Server::HandlerResponse::Unhandled;
         if (!Authorize(request, response)) return httplib::Server::HandlerResponse::Handled;
         return httplib::Server::HandlerResponse::Unhandled;
       });
@@ -152,112 +218,104 @@ void HttpServer::Install() {
   server_.set_logger([this](const httplib::Request&, const httplib::Response& response) {
     metrics_.CountHttpResponse(response.status);
   });
+}
 
-  server_.Get("/health", [this](const httplib::Request&, httplib::Response& response) {
-    switch (state_.load()) {
-      case State::kReady: {
-        Engine* engine = routes_->model().engine;
-        const EngineStats stats = engine ? engine->Stats() : EngineStats{};
-        const StepWatchdog::Verdict verdict = watchdog_.Observe(
-            stats.steps, stats.running + stats.waiting > 0, StepWatchdog::Clock::now());
-        if (verdict.stuck) {
-          return ReplyJson(response, 503,
-                           {{"status", "stuck"},
-                            {"stalled_s", verdict.stalled_s},
-                            {"running", stats.running},
-                            {"waiting", stats.waiting}});
-        }
-        return ReplyJson(response, 200, {{"status", "ok"}});
+void HttpServer::Health(const httplib::Request&, const std::string&, httplib::Response& response) {
+  switch (state_.load()) {
+    case State::kReady: {
+      Engine* engine = routes_->model().engine;
+      const EngineStats stats = engine ? engine->Stats() : EngineStats{};
+      const StepWatchdog::Verdict verdict = watchdog_.Observe(
+          stats.steps, stats.running + stats.waiting > 0, StepWatchdog::Clock::now());
+      if (verdict.stuck) {
+        return ReplyJson(response, 503,
+                         {{"status", "stuck"},
+                          {"stalled_s", verdict.stalled_s},
+                          {"running", stats.running},
+                          {"waiting", stats.waiting}});
       }
-      case State::kLoading:
-        return ReplyJson(response, 503, {{"status", "loading"}});
-      case State::kDraining:
-        return ReplyJson(response, 503, {{"status", "draining"}});
+      return ReplyJson(response, 200, {{"status", "ok"}});
     }
-  });
-  server_.Get("/metrics", [this](const httplib::Request&, httplib::Response& response) {
-    EngineStats stats;
-    if (state_.load() != State::kLoading && routes_) stats = routes_->model().engine->Stats();
-    response.set_content(metrics_.Render(stats), "text/plain; version=0.0.4; charset=utf-8");
-  });
-  server_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& response) {
-    if (OpenAiRoutes* routes = Ready(response)) routes->Models(response);
-  });
-  server_.Get(R"(/v1/models/([^/]+))",
-              [this](const httplib::Request& request, httplib::Response& response) {
-                if (OpenAiRoutes* routes = Ready(response)) {
-                  routes->Model(request.matches[1].str(), response);
-                }
-              });
-  auto completions = [this](CompletionKind kind) {
-    return [this, kind](const httplib::Request& request, httplib::Response& response,
-                        const httplib::ContentReader& reader) {
-      std::string body;
-      if (!ReadBody(reader, body, response)) return;
-      OpenAiRoutes* routes = Ready(response);
-      if (!routes) return;
-      auto tenant = Authorize(request, response);
-      if (!tenant) return;
-      std::shared_ptr<TenantLimiter::Lease> lease = limiter_.Acquire(*tenant);
-      if (!lease) {
-        ApiError error = ApiError::TooManyRequests(
-            "this API key already has " + std::to_string(limiter_.limit()) +
-                " requests in flight (--max-concurrent-per-key); retry when one has finished",
-            1);
-        error.code = "too_many_concurrent_requests";
-        return ReplyError(response, error);
-      }
-      routes->Completions(request, body, response, kind, *tenant);
-      // A streamed answer outlives this call: the lease goes with the stream's resources, which
-      // httplib releases when the response is done (written, or the client gone).
-      if (response.content_provider_) {
-        auto release = std::move(response.content_provider_resource_releaser_);
-        response.content_provider_resource_releaser_ = [lease, release](bool success) {
-          if (release) release(success);
-        };
-      }
+    case State::kLoading:
+      return ReplyJson(response, 503, {{"status", "loading"}});
+    case State::kDraining:
+      return ReplyJson(response, 503, {{"status", "draining"}});
+  }
+}
+
+void HttpServer::Metrics(const httplib::Request&, const std::string&, httplib::Response& response) {
+  EngineStats stats;
+  if (state_.load() != State::kLoading && routes_) stats = routes_->model().engine->Stats();
+  response.set_content(metrics_.Render(stats), "text/plain; version=0.0.4; charset=utf-8");
+}
+
+void HttpServer::ListModels(const httplib::Request&, const std::string&,
+                            httplib::Response& response) {
+  if (OpenAiRoutes* routes = Ready(response)) routes->Models(response);
+}
+
+void HttpServer::GetModel(const httplib::Request& request, const std::string&,
+                          httplib::Response& response) {
+  if (OpenAiRoutes* routes = Ready(response)) routes->Model(request.matches[1].str(), response);
+}
+
+void HttpServer::TextCompletions(const httplib::Request& request, const std::string& body,
+                                 httplib::Response& response) {
+  Completions(request, body, response, CompletionKind::kText);
+}
+
+void HttpServer::ChatCompletions(const httplib::Request& request, const std::string& body,
+                                 httplib::Response& response) {
+  Completions(request, body, response, CompletionKind::kChat);
+}
+
+void HttpServer::Completions(const httplib::Request& request, const std::string& body,
+                             httplib::Response& response, CompletionKind kind) {
+  OpenAiRoutes* routes = Ready(response);
+  if (!routes) return;
+  auto tenant = Authorize(request, response);
+  if (!tenant) return;
+  std::shared_ptr<TenantLimiter::Lease> lease = limiter_.Acquire(*tenant);
+  if (!lease) {
+    ApiError error = ApiError::TooManyRequests(
+        "this API key already has " + std::to_string(limiter_.limit()) +
+            " requests in flight (--max-concurrent-per-key); retry when one has finished",
+        1);
+    error.code = "too_many_concurrent_requests";
+    return ReplyError(response, error);
+  }
+  routes->Completions(request, body, response, kind, *tenant);
+  // A streamed answer outlives this call: the lease goes with the stream's resources, which
+  // httplib releases when the response is done (written, or the client gone).
+  if (response.content_provider_) {
+    auto release = std::move(response.content_provider_resource_releaser_);
+    response.content_provider_resource_releaser_ = [lease, release](bool success) {
+      if (release) release(success);
     };
-  };
-  server_.Post("/v1/completions", completions(CompletionKind::kText));
-  server_.Post("/v1/chat/completions", completions(CompletionKind::kChat));
-  server_.Post("/tokenize", [this](const httplib::Request&, httplib::Response& response,
-                                   const httplib::ContentReader& reader) {
-    std::string body;
-    if (!ReadBody(reader, body, response)) return;
-    if (OpenAiRoutes* routes = Ready(response)) routes->Tokenize(body, response);
-  });
-  server_.Post("/detokenize", [this](const httplib::Request&, httplib::Response& response,
-                                     const httplib::ContentReader& reader) {
-    std::string body;
-    if (!ReadBody(reader, body, response)) return;
-    if (OpenAiRoutes* routes = Ready(response)) routes->Detokenize(body, response);
-  });
-  server_.Post("/apply-template", [this](const httplib::Request&, httplib::Response& response,
-                                         const httplib::ContentReader& reader) {
-    std::string body;
-    if (!ReadBody(reader, body, response)) return;
-    if (OpenAiRoutes* routes = Ready(response)) routes->ApplyTemplate(body, response);
-  });
-  server_.Delete(R"(/v1/sessions/([^/]+))",
-                 [this](const httplib::Request& request, httplib::Response& response) {
-                   OpenAiRoutes* routes = Ready(response);
-                   if (!routes) return;
-                   if (auto tenant = Authorize(request, response)) {
-                     routes->DeleteSession(request.matches[1].str(), *tenant, response);
-                   }
-                 });
-  if (options_.webui) {
-    InstallWebUiRoutes(
-        server_,
-        WebUiHooks{.ready = [this](httplib::Response& response) -> Engine* {
-                     OpenAiRoutes* routes = Ready(response);
-                     return routes ? routes->model().engine : nullptr;
-                   },
-                   .authorize =
-                       [this](const httplib::Request& request, httplib::Response& response) {
-                         return Authorize(request, response);
-                       },
-                   .serving = [this] { return state_.load() == State::kReady; }});
+  }
+}
+
+void HttpServer::Tokenize(const httplib::Request&, const std::string& body,
+                          httplib::Response& response) {
+  if (OpenAiRoutes* routes = Ready(response)) routes->Tokenize(body, response);
+}
+
+void HttpServer::Detokenize(const httplib::Request&, const std::string& body,
+                            httplib::Response& response) {
+  if (OpenAiRoutes* routes = Ready(response)) routes->Detokenize(body, response);
+}
+
+void HttpServer::ApplyTemplate(const httplib::Request&, const std::string& body,
+                               httplib::Response& response) {
+  if (OpenAiRoutes* routes = Ready(response)) routes->ApplyTemplate(body, response);
+}
+
+void HttpServer::DeleteSession(const httplib::Request& request, const std::string&,
+                               httplib::Response& response) {
+  OpenAiRoutes* routes = Ready(response);
+  if (!routes) return;
+  if (auto tenant = Authorize(request, response)) {
+    routes->DeleteSession(request.matches[1].str(), *tenant, response);
   }
 }
 

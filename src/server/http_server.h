@@ -18,7 +18,10 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <regex>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "server/api_error.h"
 #include "server/auth.h"
@@ -77,7 +80,46 @@ class HttpServer {
   ServerMetrics& metrics() { return metrics_; }
 
  private:
+  // Who may call a route: anyone, anyone unless --metrics-auth, or a holder of an API key.
+  enum class Access { kOpen, kOpenUnlessMetricsAuth, kApiKey };
+  // A route's handler: the request, its body (read within --max-body when the route reads one;
+  // empty otherwise) and the response to fill.
+  using Handler = void (HttpServer::*)(const httplib::Request&, const std::string& body,
+                                       httplib::Response&);
+  // One API route. RouteTable() is the one list of them: Install registers each, and the checks
+  // before routing (auth, chunked bodies) read the same entries.
+  struct Route {
+    const char* method;  // "GET", "POST", "DELETE"
+    const char* path;    // exact, or a pattern with ([^/]+) captures (httplib's syntax)
+    bool reads_body;     // reads its body (chunked too) within --max-body; others refuse chunked
+    Access access;
+    Handler handler;
+  };
+  static std::span<const Route> RouteTable();
+  // The table's entry for this method and path, or nullptr (a web UI route or no route).
+  const Route* FindRoute(const std::string& method, const std::string& path) const;
+  bool IsOpen(const httplib::Request& request) const;
+
   void Install();
+  void InstallHooks();
+  void InstallRoute(const Route& route);
+
+  // The routes' handlers (RouteTable).
+  void Health(const httplib::Request&, const std::string&, httplib::Response& response);
+  void Metrics(const httplib::Request&, const std::string&, httplib::Response& response);
+  void ListModels(const httplib::Request&, const std::string&, httplib::Response& response);
+  void GetModel(const httplib::Request& request, const std::string&, httplib::Response& response);
+  void TextCompletions(const httplib::Request& request, const std::string& body,
+                       httplib::Response& response);
+  void ChatCompletions(const httplib::Request& request, const std::string& body,
+                       httplib::Response& response);
+  void Completions(const httplib::Request& request, const std::string& body,
+                   httplib::Response& response, CompletionKind kind);
+  void Tokenize(const httplib::Request&, const std::string& body, httplib::Response& response);
+  void Detokenize(const httplib::Request&, const std::string& body, httplib::Response& response);
+  void ApplyTemplate(const httplib::Request&, const std::string& body, httplib::Response& response);
+  void DeleteSession(const httplib::Request& request, const std::string&,
+                     httplib::Response& response);
   // The caller's tenant tag, or nullopt after replying 401.
   std::optional<std::string> Authorize(const httplib::Request& request,
                                        httplib::Response& response) const;
@@ -96,7 +138,8 @@ class HttpServer {
   StepWatchdog watchdog_;  // --watchdog-s, fed by /health
   std::atomic<int> in_flight_streams_{0};
   std::atomic<State> state_{State::kLoading};
-  std::unique_ptr<OpenAiRoutes> routes_;  // set once by SetModel before state_ turns kReady
+  std::unique_ptr<OpenAiRoutes> routes_;    // set once by SetModel before state_ turns kReady
+  std::vector<std::regex> route_patterns_;  // [RouteTable().size()], for FindRoute
   int port_ = -1;
 };
 
