@@ -674,9 +674,21 @@ TEST_P(EngineCorePreemption, TightMemoryGivesTheSameTokens) {
   // 18 blocks of 4 tokens: enough for the longest request (at most 40 + 26 stored tokens), not
   // for all 8 at once.
   tight.kv_memory_bytes = KvCache::BytesPerBlock(model_->kv_spec(), KvType::kF32, 4) * 18;
-  auto engine = MakeEngine(*model_, tight);
+  // All 8 are submitted while a one-token blocker's step is held, so they compete for the pool
+  // from the same step on, whatever the speed of the machine (on a loaded machine the engine
+  // otherwise finished the first requests before the last arrived, and nothing was preempted).
+  StepGate gate(1);
+  auto gated = FakeModel::Create(TestBackend(), {.on_forward = [&] { gate.OnForward(); }});
+  auto engine = MakeEngine(*gated, tight);
   ASSERT_NE(engine, nullptr);
-  const std::vector<Output> outputs = RunAll(*engine, requests);
+  auto blocked = engine->Submit(Greedy({kFakeBos, 9}, 1));
+  ASSERT_TRUE(blocked.ok()) << blocked.message();
+  ASSERT_TRUE(gate.WaitHeld());
+  const auto streams = SubmitAll(*engine, requests);
+  gate.Open();
+  ASSERT_EQ(streams.size(), requests.size());
+  EXPECT_EQ(Collect(**blocked).tokens.size(), 1u);
+  const std::vector<Output> outputs = CollectAll(streams);
   ASSERT_EQ(outputs.size(), requests.size());
   ASSERT_EQ(unconstrained.size(), requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
