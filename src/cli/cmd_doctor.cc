@@ -56,108 +56,153 @@ FlagTable DoctorFlagTable() {
                         .help = "text or json"}}}}};
 }
 
-int RunDoctor(const std::vector<std::string>& argv) {
-  auto args = Args::Parse(argv, DoctorFlagTable());
-  if (!args.ok()) return Fail(args.message(), 2);
-  if (!args->positional().empty()) {
-    return Fail("unexpected argument '" + args->positional()[0] + "'", 2);
+namespace {
+
+struct DoctorFlags {
+  int threads = 0;
+  int64_t mib = 1024;
+  int repeats = 5;
+  std::string format = "text";
+};
+
+// The flags, range-checked; the error names the flag and the value.
+Result<DoctorFlags> ReadDoctorFlags(const Args& args) {
+  if (!args.positional().empty()) {
+    return Status::InvalidArgument("unexpected argument '" + args.positional()[0] + "'");
   }
-  auto threads = args->GetInt("--threads", 0);
-  auto mib = args->GetInt("--bandwidth-mib", 1024);
-  auto repeats = args->GetInt("--repeats", 5);
+  auto threads = args.GetInt("--threads", 0);
+  auto mib = args.GetInt("--bandwidth-mib", 1024);
+  auto repeats = args.GetInt("--repeats", 5);
   for (const Status& s : {threads.status(), mib.status(), repeats.status()}) {
-    if (!s.ok()) return Fail(s.message(), 2);
+    if (!s.ok()) return s;
   }
   if (*threads < 0 || *threads > 1024) {
-    return Fail("flag -t: " + std::to_string(*threads) + " threads is out of range (0 to 1024)", 2);
+    return Status::InvalidArgument("flag -t: " + std::to_string(*threads) +
+                                   " threads is out of range (0 to 1024)");
   }
   if (*mib < 64 || *mib > (1 << 20)) {
-    return Fail(
-        "flag --bandwidth-mib: " + std::to_string(*mib) + " is out of range (64 to 1048576)", 2);
+    return Status::InvalidArgument("flag --bandwidth-mib: " + std::to_string(*mib) +
+                                   " is out of range (64 to 1048576)");
   }
   if (*repeats < 1 || *repeats > 1000) {
-    return Fail("flag -r: " + std::to_string(*repeats) + " is out of range (1 to 1000)", 2);
+    return Status::InvalidArgument("flag -r: " + std::to_string(*repeats) +
+                                   " is out of range (1 to 1000)");
   }
-  const std::string format = args->GetOr("--output-format", "text");
-  if (format != "text" && format != "json") {
-    return Fail("flag --output-format: '" + format + "' is not one of text, json", 2);
+  DoctorFlags flags{.threads = static_cast<int>(*threads),
+                    .mib = *mib,
+                    .repeats = static_cast<int>(*repeats),
+                    .format = args.GetOr("--output-format", "text")};
+  if (flags.format != "text" && flags.format != "json") {
+    return Status::InvalidArgument("flag --output-format: '" + flags.format +
+                                   "' is not one of text, json");
   }
+  return flags;
+}
 
-  auto chosen = CliBackend(*args);
-  if (!chosen.ok()) return Fail(chosen.message(), 2);
-  const Backend& backend = **chosen;
-
-  const MachineInfo info = ReadMachineInfo();
-  const std::unique_ptr<Workspace> ws =
-      backend.NewWorkspace({.n_threads = static_cast<int>(*threads)});
-  const std::vector<KernelCheck> checks = backend.CheckKernels();
+// What doctor reports: the host, and the backend's checks and measurements.
+struct DoctorReport {
+  MachineInfo info;
+  const Backend* backend = nullptr;
+  int threads = 0;
+  std::vector<KernelCheck> checks;
   bool all_ok = true;
-  for (const KernelCheck& check : checks) all_ok = all_ok && check.ok;
-  const uint64_t buffer_bytes = static_cast<uint64_t>(*mib) << 20;
-  const int n = static_cast<int>(*repeats);
-  const Measurement bandwidth = backend.MeasureReadBandwidth(buffer_bytes, n, *ws);
-  const Measurement f32 =
-      backend.MeasureMatmulFlops(GgmlType::kF32, kMatmulM, kMatmulN, kMatmulN, n, *ws);
-  const Measurement q8 =
-      backend.MeasureMatmulFlops(GgmlType::kQ8_0, kMatmulM, kMatmulN, kMatmulN, n, *ws);
+  uint64_t buffer_bytes = 0;
+  Measurement bandwidth, f32, q8;
+};
 
-  if (format == "json") {
-    nlohmann::json check_list = nlohmann::json::array();
-    for (const KernelCheck& c : checks) {
-      check_list.push_back(
-          {{"what", c.what}, {"ok", c.ok}, {"max_error", c.max_error}, {"max_ratio", c.max_ratio}});
-    }
-    const nlohmann::json out = {
-        {"cpu", info.cpu_model},
-        {"cpu_id", info.cpu_id},
-        {"backend", backend.name()},
-        {"backends", BackendNames()},
-        {"isa", backend.kernel_set()},
-        {"cores", info.cores},
-        {"hardware_threads", info.hardware_threads},
-        {"threads", ws->threads()},
-        {"ram_total_bytes", info.ram_total_bytes},
-        {"ram_available_bytes", info.ram_available_bytes},
-        {"disk_free_bytes", info.disk_free_bytes},
-        {"disk_path", info.disk_path},
-        {"bandwidth_gb_s", bandwidth.best / 1e9},
-        {"bandwidth_mean_gb_s", bandwidth.mean / 1e9},
-        {"bandwidth_buffer_bytes", buffer_bytes},
-        {"matmul_f32_gflop_s", f32.best / 1e9},
-        {"matmul_q8_0_gflop_s", q8.best / 1e9},
-        {"matmul_shape", {kMatmulM, kMatmulN, kMatmulN}},
-        {"repeats", *repeats},
-        {"kernel_checks", check_list},
-        {"check_ok", all_ok},
-        {"gpu", kGpu},
-    };
-    std::printf("%s\n", out.dump(2).c_str());
-    return all_ok ? 0 : 1;
+DoctorReport Examine(const Backend& backend, const DoctorFlags& flags) {
+  DoctorReport r{.info = ReadMachineInfo(), .backend = &backend};
+  const std::unique_ptr<Workspace> ws = backend.NewWorkspace({.n_threads = flags.threads});
+  r.threads = ws->threads();
+  r.checks = backend.CheckKernels();
+  for (const KernelCheck& check : r.checks) r.all_ok = r.all_ok && check.ok;
+  r.buffer_bytes = static_cast<uint64_t>(flags.mib) << 20;
+  r.bandwidth = backend.MeasureReadBandwidth(r.buffer_bytes, flags.repeats, *ws);
+  r.f32 =
+      backend.MeasureMatmulFlops(GgmlType::kF32, kMatmulM, kMatmulN, kMatmulN, flags.repeats, *ws);
+  r.q8 =
+      backend.MeasureMatmulFlops(GgmlType::kQ8_0, kMatmulM, kMatmulN, kMatmulN, flags.repeats, *ws);
+  return r;
+}
+
+void PrintJson(const DoctorReport& r, const DoctorFlags& flags) {
+  const MachineInfo& info = r.info;
+  nlohmann::json check_list = nlohmann::json::array();
+  for (const KernelCheck& c : r.checks) {
+    check_list.push_back(
+        {{"what", c.what}, {"ok", c.ok}, {"max_error", c.max_error}, {"max_ratio", c.max_ratio}});
   }
+  const nlohmann::json out = {
+      {"cpu", info.cpu_model},
+      {"cpu_id", info.cpu_id},
+      {"backend", r.backend->name()},
+      {"backends", BackendNames()},
+      {"isa", r.backend->kernel_set()},
+      {"cores", info.cores},
+      {"hardware_threads", info.hardware_threads},
+      {"threads", r.threads},
+      {"ram_total_bytes", info.ram_total_bytes},
+      {"ram_available_bytes", info.ram_available_bytes},
+      {"disk_free_bytes", info.disk_free_bytes},
+      {"disk_path", info.disk_path},
+      {"bandwidth_gb_s", r.bandwidth.best / 1e9},
+      {"bandwidth_mean_gb_s", r.bandwidth.mean / 1e9},
+      {"bandwidth_buffer_bytes", r.buffer_bytes},
+      {"matmul_f32_gflop_s", r.f32.best / 1e9},
+      {"matmul_q8_0_gflop_s", r.q8.best / 1e9},
+      {"matmul_shape", {kMatmulM, kMatmulN, kMatmulN}},
+      {"repeats", flags.repeats},
+      {"kernel_checks", check_list},
+      {"check_ok", r.all_ok},
+      {"gpu", kGpu},
+  };
+  std::printf("%s\n", out.dump(2).c_str());
+}
+
+void PrintText(const DoctorReport& r, const DoctorFlags& flags) {
+  const MachineInfo& info = r.info;
+  const std::string kernels = r.backend->kernel_set();
   std::printf("cpu:        %s%s%s%s\n", info.cpu_model.c_str(), info.cpu_id.empty() ? "" : " (",
               info.cpu_id.c_str(), info.cpu_id.empty() ? "" : ")");
-  std::printf("backend:    %s (this build has: %s)\n", backend.name().c_str(),
+  std::printf("backend:    %s (this build has: %s)\n", r.backend->name().c_str(),
               BackendNames().c_str());
-  std::printf("isa:        %s (%s)\n", backend.kernel_set().c_str(), backend.device().c_str());
+  std::printf("isa:        %s (%s)\n", kernels.c_str(), r.backend->device().c_str());
   std::printf("threads:    %d hardware threads, %d cores; measuring with %d\n",
-              info.hardware_threads, info.cores, ws->threads());
+              info.hardware_threads, info.cores, r.threads);
   std::printf("memory:     %.1f GiB total, %.1f GiB available\n", GiB(info.ram_total_bytes),
               GiB(info.ram_available_bytes));
   std::printf("disk:       %.1f GiB free in %s\n", GiB(info.disk_free_bytes),
               info.disk_path.c_str());
   std::printf("bandwidth:  %.1f GB/s read (best of %d, mean %.1f; %lld MiB buffer)\n",
-              bandwidth.best / 1e9, bandwidth.repeats, bandwidth.mean / 1e9,
-              static_cast<long long>(*mib));
+              r.bandwidth.best / 1e9, r.bandwidth.repeats, r.bandwidth.mean / 1e9,
+              static_cast<long long>(flags.mib));
   std::printf("matmul:     F32 %.1f GFLOP/s, Q8_0 %.1f GFLOP/s (m=%d, %dx%d, best of %d)\n",
-              f32.best / 1e9, q8.best / 1e9, kMatmulM, kMatmulN, kMatmulN, f32.repeats);
-  for (const KernelCheck& c : checks) {
+              r.f32.best / 1e9, r.q8.best / 1e9, kMatmulM, kMatmulN, kMatmulN, r.f32.repeats);
+  for (const KernelCheck& c : r.checks) {
     std::printf("check:      %-14s %s vs scalar: %s (max error %.3g, %.2f of tolerance)\n",
-                c.what.c_str(), backend.kernel_set().c_str(), c.ok ? "ok" : "FAILED", c.max_error,
-                c.max_ratio);
+                c.what.c_str(), kernels.c_str(), c.ok ? "ok" : "FAILED", c.max_error, c.max_ratio);
   }
   std::printf("gpu:        %s\n", kGpu);
-  std::printf("status:     %s\n", all_ok ? "ok" : "FAILED: kernels disagree with the scalar twins");
-  return all_ok ? 0 : 1;
+  std::printf("status:     %s\n",
+              r.all_ok ? "ok" : "FAILED: kernels disagree with the scalar twins");
+}
+
+}  // namespace
+
+int RunDoctor(const std::vector<std::string>& argv) {
+  auto args = Args::Parse(argv, DoctorFlagTable());
+  if (!args.ok()) return Fail(args.message(), 2);
+  auto flags = ReadDoctorFlags(*args);
+  if (!flags.ok()) return Fail(flags.message(), 2);
+  auto backend = CliBackend(*args);
+  if (!backend.ok()) return Fail(backend.message(), 2);
+  const DoctorReport report = Examine(**backend, *flags);
+  if (flags->format == "json") {
+    PrintJson(report, *flags);
+  } else {
+    PrintText(report, *flags);
+  }
+  return report.all_ok ? 0 : 1;
 }
 
 }  // namespace kvserve
