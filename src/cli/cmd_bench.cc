@@ -356,6 +356,175 @@ int RunSpecBenchCommand(const Args& args, const Model& model, const ModelOptions
   return 0;
 }
 
+namespace {
+
+// One `kvserve bench` run: what was measured, for the printers.
+struct BenchReport {
+  const Model* model = nullptr;
+  const Backend* backend = nullptr;
+  int n_threads = 0;
+  KvFormat kv_format;
+  ModelCost cost;
+  Measurement bandwidth, flops;  // the probes behind the ceilings
+  double decode_ceiling = 0, prefill_ceiling = 0;
+  std::vector<BenchTest> tests;  // [results.size()]
+  std::vector<BenchResult> results;
+  std::vector<BenchProfile> profiles;  // --profile
+  MemoryCheck memory;
+  bool profiled = false;
+
+  std::string name() const {
+    const ModelConfig& config = model->config();
+    return config.name.empty() ? config.arch : config.name;
+  }
+  std::string type() const { return GgmlTypeName(cost.main_type); }
+};
+
+// The ceilings: decode reads every multiplied weight once per token; prefill does 2 FLOP per
+// multiplied weight per token at the measured matmul rate of the model's type.
+void MeasureCeilings(const BenchFlags& flags, Workspace& probe, BenchReport& r) {
+  r.cost = CostOf(*r.model);
+  r.bandwidth =
+      r.backend->MeasureReadBandwidth(static_cast<uint64_t>(flags.bandwidth_mib) << 20, 3, probe);
+  r.flops = r.backend->MeasureMatmulFlops(r.cost.main_type, 64, 2048, 2048, 3, probe);
+  r.decode_ceiling = r.bandwidth.best / static_cast<double>(r.cost.weight_bytes);
+  r.prefill_ceiling = r.flops.best / (2.0 * static_cast<double>(r.cost.matmul_params));
+}
+
+// -p and -n: one sequence each, as llama-bench.
+Status RunSingleTests(const BenchFlags& flags, ProfilingBackend* profiler, BenchReport& r) {
+  for (BenchTest& test : r.tests) {
+    test.repeats = flags.repeats;
+    test.kv_type = r.kv_format;
+    test.seed = flags.seed;
+    if (profiler) test.before_timed_runs = [profiler] { profiler->Reset(); };
+    auto result = RunBenchTest(*r.model, test, r.n_threads);
+    if (!result.ok()) return result.status();
+    if (profiler) {
+      r.profiles.push_back({.test = result->test,
+                            .ops = profiler->totals(),
+                            .tokens = static_cast<double>(test.repeats) *
+                                      (test.n_prompt > 0 ? test.n_prompt : test.n_gen),
+                            .token_seconds = MeanSecondsPerToken(*result)});
+    }
+    result->ceiling_tokens_per_s = test.n_prompt > 0 ? r.prefill_ceiling : r.decode_ceiling;
+    result->ceiling_fraction = result->mean / result->ceiling_tokens_per_s;
+    r.results.push_back(*result);
+  }
+  return Status::Ok();
+}
+
+// --concurrency: N streams decoding at once through the serving engine. Weights are read once
+// per step for all of them, so the ceiling is N decode ceilings, capped by the compute one.
+// Errors from the engine flags are InvalidArgument (exit 2), the rest failures of the run.
+Status RunConcurrentTests(const Args& args, const ModelOptions& model_options,
+                          const BenchFlags& flags, BenchReport& r) {
+  auto tokenizer = Tokenizer::FromGguf(r.model->file());
+  if (!tokenizer.ok()) return Status::Internal(tokenizer.message());
+  auto engine_options = ReadEngineOptions(args, model_options);
+  if (!engine_options.ok()) return engine_options.status();
+  const int n_gen = flags.n_gen.empty() || flags.n_gen[0] == 0 ? 128 : flags.n_gen[0];
+  for (int32_t n : flags.concurrency) {
+    ConcurrentTest test{.concurrency = n,
+                        .n_gen = n_gen,
+                        .repeats = flags.repeats,
+                        .engine = *engine_options,
+                        .seed = flags.seed};
+    test.engine.n_threads = r.n_threads;
+    auto result = RunConcurrentDecode(*r.model, **tokenizer, test);
+    if (!result.ok()) return Status::Internal(result.message());
+    result->ceiling_tokens_per_s = std::min(n * r.decode_ceiling, r.prefill_ceiling);
+    result->ceiling_fraction = result->mean / result->ceiling_tokens_per_s;
+    r.results.push_back(*result);
+    r.tests.push_back({.n_gen = n_gen});
+  }
+  return Status::Ok();
+}
+
+void PrintBenchJson(const BenchReport& r) {
+  const uint64_t kv_per_token = r.model->kv_spec().BytesPerToken(r.kv_format);
+  nlohmann::json list = nlohmann::json::array();
+  for (size_t i = 0; i < r.results.size(); ++i) {
+    const BenchResult& result = r.results[i];
+    list.push_back({{"test", result.test},
+                    {"tokens_per_s", result.mean},
+                    {"stddev", result.stddev},
+                    {"runs", result.tokens_per_s},
+                    {"ceiling_tokens_per_s", result.ceiling_tokens_per_s},
+                    {"ceiling_fraction", result.ceiling_fraction},
+                    {"model", r.name()},
+                    {"type", r.type()},
+                    {"threads", r.n_threads},
+                    {"backend", r.backend->name()},
+                    {"isa", r.backend->kernel_set()},
+                    {"depth", r.tests[i].depth},
+                    {"bandwidth_gb_s", r.bandwidth.best / 1e9},
+                    {"matmul_gflop_s", r.flops.best / 1e9},
+                    {"weight_bytes_per_token", r.cost.weight_bytes},
+                    {"kv_bytes", result.kv_bytes},
+                    {"kv_type", r.kv_format.Name()},
+                    {"kv_bytes_per_token", kv_per_token},
+                    {"model_file_bytes", r.memory.file_bytes},
+                    {"peak_resident_bytes", r.memory.peak_bytes},
+                    {"peak_over_file_plus_kv", r.memory.fraction},
+                    {"decode_tiles", r.backend->TuningReport()}});
+  }
+  if (r.profiled) {
+    nlohmann::json with_profiles = {{"results", list}, {"profiles", nlohmann::json::array()}};
+    for (const BenchProfile& p : r.profiles) with_profiles["profiles"].push_back(ProfileJson(p));
+    list = with_profiles;
+  }
+  std::printf("%s\n", list.dump(2).c_str());
+}
+
+void PrintBenchCsv(const BenchReport& r) {
+  std::printf(
+      "model,type,threads,test,tokens_per_s,stddev,runs,ceiling_tokens_per_s,"
+      "ceiling_fraction\n");
+  for (const BenchResult& result : r.results) {
+    std::printf("%s,%s,%d,%s,%.3f,%.3f,%zu,%.3f,%.4f\n", r.name().c_str(), r.type().c_str(),
+                r.n_threads, result.test.c_str(), result.mean, result.stddev,
+                result.tokens_per_s.size(), result.ceiling_tokens_per_s, result.ceiling_fraction);
+  }
+}
+
+void PrintBenchTable(const BenchReport& r) {
+  std::printf(
+      "| model | type | size | params | isa | threads | test | t/s | ceiling t/s | "
+      "of ceiling |\n|---|---|---:|---:|---|---:|---|---:|---:|---:|\n");
+  for (const BenchResult& result : r.results) {
+    std::printf("| %s | %s | %.2f MiB | %.2f M | %s | %d | %s | %.2f ± %.2f | %.1f | %s |\n",
+                r.name().c_str(), r.type().c_str(), r.cost.file_tensor_bytes / 1048576.0,
+                r.cost.total_params / 1e6, r.backend->kernel_set().c_str(), r.n_threads,
+                result.test.c_str(), result.mean, result.stddev, result.ceiling_tokens_per_s,
+                Percent(result.ceiling_fraction).c_str());
+  }
+  std::printf(
+      "\nceilings: tg = %.1f GB/s read / %.1f MiB of weights per token; "
+      "pp = %.1f GFLOP/s (%s matmul, m=64) / (2 x %.2f M multiplied weights)\n",
+      r.bandwidth.best / 1e9, r.cost.weight_bytes / 1048576.0, r.flops.best / 1e9, r.type().c_str(),
+      r.cost.matmul_params / 1e6);
+  const uint64_t kv_per_token = r.model->kv_spec().BytesPerToken(r.kv_format);
+  const uint64_t kv_f16_per_token = r.model->kv_spec().BytesPerToken(KvType::kF16);
+  std::printf("kv cache: %s, %llu bytes/token (%.3f x f16)\n", r.kv_format.Name().c_str(),
+              static_cast<unsigned long long>(kv_per_token),
+              static_cast<double>(kv_per_token) / static_cast<double>(kv_f16_per_token));
+  if (const std::string tiles = r.backend->TuningReport(); !tiles.empty()) {
+    std::printf("decode tiles (KVSERVE_DECODE_TILE=auto|first|alt): %s\n", tiles.c_str());
+  }
+  const MemoryCheck& memory = r.memory;
+  if (memory.peak_bytes > 0) {
+    std::printf(
+        "memory: peak resident %.1f MiB (loading and the tests); "
+        "model file %.1f MiB + KV %.1f MiB (the largest test's) = %.1f MiB; peak / that = %.3f\n",
+        memory.peak_bytes / 1048576.0, memory.file_bytes / 1048576.0, memory.kv_bytes / 1048576.0,
+        (memory.file_bytes + memory.kv_bytes) / 1048576.0, memory.fraction);
+  }
+  for (const BenchProfile& p : r.profiles) std::printf("%s", FormatProfile(p).c_str());
+}
+
+}  // namespace
+
 int RunBench(const std::vector<std::string>& argv) {
   auto args = Args::Parse(argv, BenchFlagTable());
   if (!args.ok()) return Fail(args.message() + "\n" + kUsage, 2);
@@ -377,159 +546,46 @@ int RunBench(const std::vector<std::string>& argv) {
   // The probes' workspace; its thread count is the tests' too.
   const std::unique_ptr<Workspace> probe =
       backend.NewWorkspace({.n_threads = model_options->n_threads});
-  const int n_threads = probe->threads();
-  if (flags->cache_compare) return RunCacheCompare(**model, *model_options, *flags, n_threads);
+  BenchReport report{.model = model->get(),
+                     .backend = &backend,
+                     .n_threads = probe->threads(),
+                     .kv_format = model_options->kv_type,
+                     .profiled = profiler.has_value()};
+  if (flags->cache_compare) {
+    return RunCacheCompare(**model, *model_options, *flags, report.n_threads);
+  }
   if (args->GetOr("--spec", "none") != "none" || args->Has("--spec-replay"))
     return RunSpecBenchCommand(*args, **model, *model_options, *flags);
 
-  // The ceilings: decode reads every multiplied weight once per token; prefill does
-  // 2 FLOP per multiplied weight per token at the measured matmul rate of the model's type.
-  const ModelCost cost = CostOf(**model);
-  const Measurement bandwidth =
-      backend.MeasureReadBandwidth(static_cast<uint64_t>(flags->bandwidth_mib) << 20, 3, *probe);
-  const Measurement flops = backend.MeasureMatmulFlops(cost.main_type, 64, 2048, 2048, 3, *probe);
-  const double decode_ceiling = bandwidth.best / static_cast<double>(cost.weight_bytes);
+  MeasureCeilings(*flags, *probe, report);
   // The probes' buffers are freed by now: reset the peak so that it covers the tests (the load's
   // peak was read before the probes).
   const bool peak_reset = ResetPeakResident();
-  const double prefill_ceiling = flops.best / (2.0 * static_cast<double>(cost.matmul_params));
-
-  std::vector<BenchTest> tests;
   for (int32_t n : flags->n_prompt) {
-    if (n > 0) tests.push_back({.n_prompt = n, .depth = flags->depth});
+    if (n > 0) report.tests.push_back({.n_prompt = n, .depth = flags->depth});
   }
   for (int32_t n : flags->n_gen) {
-    if (n > 0) tests.push_back({.n_gen = n, .depth = flags->depth});
+    if (n > 0) report.tests.push_back({.n_gen = n, .depth = flags->depth});
   }
-  if (tests.empty() && flags->concurrency.empty()) {
+  if (report.tests.empty() && flags->concurrency.empty()) {
     return Fail("nothing to run: every -p and -n is 0", 2);
   }
-  std::vector<BenchResult> results;
-  std::vector<BenchProfile> profiles;
-  for (BenchTest& test : tests) {
-    test.repeats = flags->repeats;
-    test.kv_type = model_options->kv_type;
-    test.seed = flags->seed;
-    if (profiler) test.before_timed_runs = [&] { profiler->Reset(); };
-    auto result = RunBenchTest(**model, test, n_threads);
-    if (!result.ok()) return Fail(result.message(), 1);
-    if (profiler) {
-      profiles.push_back({.test = result->test,
-                          .ops = profiler->totals(),
-                          .tokens = static_cast<double>(test.repeats) *
-                                    (test.n_prompt > 0 ? test.n_prompt : test.n_gen),
-                          .token_seconds = MeanSecondsPerToken(*result)});
-    }
-    result->ceiling_tokens_per_s = test.n_prompt > 0 ? prefill_ceiling : decode_ceiling;
-    result->ceiling_fraction = result->mean / result->ceiling_tokens_per_s;
-    results.push_back(*result);
+  if (Status run = RunSingleTests(*flags, profiler ? &*profiler : nullptr, report); !run.ok()) {
+    return Fail(run.message(), 1);
   }
-
-  // --concurrency: N streams decoding at once through the serving engine. Weights are read once
-  // per step for all of them, so the ceiling is N decode ceilings, capped by the compute one.
   if (!flags->concurrency.empty()) {
-    auto tokenizer = Tokenizer::FromGguf((*model)->file());
-    if (!tokenizer.ok()) return Fail(tokenizer.message(), 1);
-    auto engine_options = ReadEngineOptions(*args, *model_options);
-    if (!engine_options.ok()) return Fail(engine_options.message(), 2);
-    const int n_gen = flags->n_gen.empty() || flags->n_gen[0] == 0 ? 128 : flags->n_gen[0];
-    for (int32_t n : flags->concurrency) {
-      ConcurrentTest test{.concurrency = n,
-                          .n_gen = n_gen,
-                          .repeats = flags->repeats,
-                          .engine = *engine_options,
-                          .seed = flags->seed};
-      test.engine.n_threads = n_threads;
-      auto result = RunConcurrentDecode(**model, **tokenizer, test);
-      if (!result.ok()) return Fail(result.message(), 1);
-      result->ceiling_tokens_per_s = std::min(n * decode_ceiling, prefill_ceiling);
-      result->ceiling_fraction = result->mean / result->ceiling_tokens_per_s;
-      results.push_back(*result);
-      tests.push_back({.n_gen = n_gen});
+    if (Status run = RunConcurrentTests(*args, *model_options, *flags, report); !run.ok()) {
+      return Fail(run.message(), run.code() == StatusCode::kInvalidArgument ? 2 : 1);
     }
   }
-
-  const MemoryCheck memory = CheckMemory(**model, results, load_peak, peak_reset);
-  const ModelConfig& config = (*model)->config();
-  const std::string name = config.name.empty() ? config.arch : config.name;
-  const std::string type = GgmlTypeName(cost.main_type);
-  const KvFormat& kv_format = model_options->kv_type;
-  const uint64_t kv_per_token = (*model)->kv_spec().BytesPerToken(kv_format);
-  const uint64_t kv_f16_per_token = (*model)->kv_spec().BytesPerToken(KvType::kF16);
+  report.memory = CheckMemory(**model, report.results, load_peak, peak_reset);
   if (flags->format == "json") {
-    nlohmann::json list = nlohmann::json::array();
-    for (size_t i = 0; i < results.size(); ++i) {
-      const BenchResult& r = results[i];
-      list.push_back({{"test", r.test},
-                      {"tokens_per_s", r.mean},
-                      {"stddev", r.stddev},
-                      {"runs", r.tokens_per_s},
-                      {"ceiling_tokens_per_s", r.ceiling_tokens_per_s},
-                      {"ceiling_fraction", r.ceiling_fraction},
-                      {"model", name},
-                      {"type", type},
-                      {"threads", n_threads},
-                      {"backend", backend.name()},
-                      {"isa", backend.kernel_set()},
-                      {"depth", tests[i].depth},
-                      {"bandwidth_gb_s", bandwidth.best / 1e9},
-                      {"matmul_gflop_s", flops.best / 1e9},
-                      {"weight_bytes_per_token", cost.weight_bytes},
-                      {"kv_bytes", r.kv_bytes},
-                      {"kv_type", kv_format.Name()},
-                      {"kv_bytes_per_token", kv_per_token},
-                      {"model_file_bytes", memory.file_bytes},
-                      {"peak_resident_bytes", memory.peak_bytes},
-                      {"peak_over_file_plus_kv", memory.fraction},
-                      {"decode_tiles", backend.TuningReport()}});
-    }
-    if (profiler) {
-      nlohmann::json with_profiles = {{"results", list}, {"profiles", nlohmann::json::array()}};
-      for (const BenchProfile& p : profiles) with_profiles["profiles"].push_back(ProfileJson(p));
-      list = with_profiles;
-    }
-    std::printf("%s\n", list.dump(2).c_str());
-    return 0;
+    PrintBenchJson(report);
+  } else if (flags->format == "csv") {
+    PrintBenchCsv(report);
+  } else {
+    PrintBenchTable(report);
   }
-  if (flags->format == "csv") {
-    std::printf(
-        "model,type,threads,test,tokens_per_s,stddev,runs,ceiling_tokens_per_s,"
-        "ceiling_fraction\n");
-    for (const BenchResult& r : results) {
-      std::printf("%s,%s,%d,%s,%.3f,%.3f,%zu,%.3f,%.4f\n", name.c_str(), type.c_str(), n_threads,
-                  r.test.c_str(), r.mean, r.stddev, r.tokens_per_s.size(), r.ceiling_tokens_per_s,
-                  r.ceiling_fraction);
-    }
-    return 0;
-  }
-  std::printf(
-      "| model | type | size | params | isa | threads | test | t/s | ceiling t/s | "
-      "of ceiling |\n|---|---|---:|---:|---|---:|---|---:|---:|---:|\n");
-  for (const BenchResult& r : results) {
-    std::printf("| %s | %s | %.2f MiB | %.2f M | %s | %d | %s | %.2f ± %.2f | %.1f | %s |\n",
-                name.c_str(), type.c_str(), cost.file_tensor_bytes / 1048576.0,
-                cost.total_params / 1e6, backend.kernel_set().c_str(), n_threads, r.test.c_str(),
-                r.mean, r.stddev, r.ceiling_tokens_per_s, Percent(r.ceiling_fraction).c_str());
-  }
-  std::printf(
-      "\nceilings: tg = %.1f GB/s read / %.1f MiB of weights per token; "
-      "pp = %.1f GFLOP/s (%s matmul, m=64) / (2 x %.2f M multiplied weights)\n",
-      bandwidth.best / 1e9, cost.weight_bytes / 1048576.0, flops.best / 1e9, type.c_str(),
-      cost.matmul_params / 1e6);
-  std::printf("kv cache: %s, %llu bytes/token (%.3f x f16)\n", kv_format.Name().c_str(),
-              static_cast<unsigned long long>(kv_per_token),
-              static_cast<double>(kv_per_token) / static_cast<double>(kv_f16_per_token));
-  if (const std::string tiles = backend.TuningReport(); !tiles.empty()) {
-    std::printf("decode tiles (KVSERVE_DECODE_TILE=auto|first|alt): %s\n", tiles.c_str());
-  }
-  if (memory.peak_bytes > 0) {
-    std::printf(
-        "memory: peak resident %.1f MiB (loading and the tests); "
-        "model file %.1f MiB + KV %.1f MiB (the largest test's) = %.1f MiB; peak / that = %.3f\n",
-        memory.peak_bytes / 1048576.0, memory.file_bytes / 1048576.0, memory.kv_bytes / 1048576.0,
-        (memory.file_bytes + memory.kv_bytes) / 1048576.0, memory.fraction);
-  }
-  for (const BenchProfile& p : profiles) std::printf("%s", FormatProfile(p).c_str());
   return 0;
 }
 
