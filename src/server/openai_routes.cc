@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <ctime>
 #include <memory>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -189,38 +190,50 @@ void OpenAiRoutes::Model(const std::string& id, httplib::Response& response) con
   ReplyJson(response, 200, ModelJson());
 }
 
-void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::string& text,
-                               httplib::Response& response, CompletionKind kind,
-                               const std::string& tenant) {
-  const auto arrival = std::chrono::steady_clock::now();
-  const Tokenizer& tokenizer = *model_.tokenizer;
+namespace {
+
+// The request's JSON, checked against this server's model; the session id may come from the
+// X-Session-Id header.
+std::optional<ApiError> ReadCompletionRequest(const httplib::Request& http_request,
+                                              const std::string& text, CompletionKind kind,
+                                              const ServedModel& model,
+                                              CompletionRequest& request) {
   json body;
-  if (auto error = ParseJsonBody(text, body)) return ReplyError(response, *error);
-  PreparedCompletion prepared;
-  CompletionRequest& request = prepared.request;
-  if (auto error = ParseCompletionRequest(body, kind, tokenizer.n_vocab(), request)) {
-    return ReplyError(response, *error);
+  if (auto error = ParseJsonBody(text, body)) return error;
+  if (auto error = ParseCompletionRequest(body, kind, model.tokenizer->n_vocab(), request)) {
+    return error;
   }
-  if (!request.model.empty() && request.model != model_.id) {
-    return ReplyError(response,
-                      ApiError::NotFound("model '" + request.model + "' does not exist; this " +
-                                             "server serves '" + model_.id + "'",
-                                         "model_not_found"));
+  if (!request.model.empty() && request.model != model.id) {
+    return ApiError::NotFound(
+        "model '" + request.model + "' does not exist; this " + "server serves '" + model.id + "'",
+        "model_not_found");
   }
   if (request.session_id.empty())
     request.session_id = http_request.get_header_value("X-Session-Id");
   if (request.session_id.size() > kMaxIdBytes) {
-    return ReplyError(response, ApiError::BadRequest("X-Session-Id is longer than " +
-                                                         std::to_string(kMaxIdBytes) + " bytes",
-                                                     "session_id"));
+    return ApiError::BadRequest(
+        "X-Session-Id is longer than " + std::to_string(kMaxIdBytes) + " bytes", "session_id");
   }
+  return std::nullopt;
+}
 
-  // Prompts -> token ids.
-  const bool shift = request.context_overflow.value_or(model_.engine->options().context_overflow) ==
-                     ContextOverflow::kShift;
-  int pinned = request.pinned_prefix_tokens.value_or(0);
-  std::vector<std::string> stop = request.stop;
-  const char* prompt_param = kind == CompletionKind::kText ? "prompt" : "messages";
+// What the prompts become besides their tokens: context shifting on or off, the tokens it keeps
+// pinned, and the stop strings (the chat template's added).
+struct PromptPlan {
+  bool shift = false;
+  int pinned = 0;
+  std::vector<std::string> stop;
+};
+
+// Prompts -> token ids (prepared.prompt_tokens), and the plan that goes with them.
+PromptPlan EncodePrompts(const ServedModel& model, CompletionKind kind,
+                         PreparedCompletion& prepared) {
+  const CompletionRequest& request = prepared.request;
+  const Tokenizer& tokenizer = *model.tokenizer;
+  PromptPlan plan{.shift = request.context_overflow.value_or(
+                               model.engine->options().context_overflow) == ContextOverflow::kShift,
+                  .pinned = request.pinned_prefix_tokens.value_or(0),
+                  .stop = request.stop};
   if (kind == CompletionKind::kText) {
     for (const PromptInput& prompt : request.prompts) {
       prepared.prompt_tokens.push_back(prompt.is_tokens
@@ -228,66 +241,157 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
                                            : tokenizer.Encode(prompt.text, /*add_special=*/true,
                                                               /*parse_special=*/true));
     }
-  } else {
-    const ChatTemplate& chat = *model_.chat_template;
-    prepared.prompt_tokens.push_back(
-        chat.EncodeConversation(tokenizer, request.messages, /*add_generation_prompt=*/true));
-    if (shift && !request.pinned_prefix_tokens && request.messages.front().role == "system") {
-      // Pinned by default: the tokens the rendered system message shares with the prompt.
-      const std::vector<int32_t> system =
-          chat.EncodeConversation(tokenizer, std::span(request.messages).first(1), false);
-      const std::vector<int32_t>& prompt = prepared.prompt_tokens.back();
-      pinned = static_cast<int>(
-          std::mismatch(system.begin(), system.end(), prompt.begin(), prompt.end()).first -
-          system.begin());
-    }
-    for (std::string& s : chat.stop_strings()) {
-      if (std::find(stop.begin(), stop.end(), s) == stop.end()) stop.push_back(std::move(s));
+    return plan;
+  }
+  const ChatTemplate& chat = *model.chat_template;
+  prepared.prompt_tokens.push_back(
+      chat.EncodeConversation(tokenizer, request.messages, /*add_generation_prompt=*/true));
+  if (plan.shift && !request.pinned_prefix_tokens && request.messages.front().role == "system") {
+    // Pinned by default: the tokens the rendered system message shares with the prompt.
+    const std::vector<int32_t> system =
+        chat.EncodeConversation(tokenizer, std::span(request.messages).first(1), false);
+    const std::vector<int32_t>& prompt = prepared.prompt_tokens.back();
+    plan.pinned = static_cast<int>(
+        std::mismatch(system.begin(), system.end(), prompt.begin(), prompt.end()).first -
+        system.begin());
+  }
+  for (std::string& s : chat.stop_strings()) {
+    if (std::find(plan.stop.begin(), plan.stop.end(), s) == plan.stop.end()) {
+      plan.stop.push_back(std::move(s));
     }
   }
+  return plan;
+}
 
-  const int n_ctx = model_.engine->n_ctx();
+// A prompt of n_prompt tokens against the limits and the context: sets *max_tokens, the
+// answer's token budget, or returns the error that names the parameter (`where`: "prompt",
+// "prompt[2]", "messages").
+std::optional<ApiError> FitToContext(const CompletionRequest& request, CompletionKind kind,
+                                     int n_prompt, int n_ctx, bool shift, int max_prompt_tokens,
+                                     const std::string& where, int* max_tokens) {
+  const bool text_kind = kind == CompletionKind::kText;
+  const char* param = text_kind ? "prompt" : "messages";
+  if (n_prompt == 0) return ApiError::BadRequest("'" + where + "' is empty (0 tokens)", param);
+  if (max_prompt_tokens > 0 && n_prompt > max_prompt_tokens) {
+    return ApiError::BadRequest("'" + where + "' is " + std::to_string(n_prompt) +
+                                    " tokens; this server takes at most " +
+                                    std::to_string(max_prompt_tokens) + " (--max-prompt-tokens)",
+                                param);
+  }
+  if (n_prompt >= n_ctx && !shift) {
+    return ApiError::BadRequest("'" + where + "' is " + std::to_string(n_prompt) +
+                                    " tokens; this model's context holds " + std::to_string(n_ctx) +
+                                    " tokens, and the completion needs at least one",
+                                param);
+  }
+  int budget = request.max_tokens.value_or(text_kind ? 16 : n_ctx - n_prompt);
+  if (!request.max_tokens) budget = std::min(budget, n_ctx - n_prompt);
+  // Shifting, the context bounds no answer; chat's default is at least half a context.
+  if (shift && !request.max_tokens && !text_kind) budget = std::max(budget, n_ctx / 2);
+  if (n_prompt + budget > n_ctx && !shift) {
+    return ApiError::BadRequest("this model's maximum context length is " + std::to_string(n_ctx) +
+                                    " tokens, but " + std::to_string(n_prompt + budget) +
+                                    " were requested (" + std::to_string(n_prompt) +
+                                    " in the prompt, " + std::to_string(budget) +
+                                    " in max_tokens); lower max_tokens or shorten the prompt",
+                                "max_tokens");
+  }
+  *max_tokens = budget;
+  return std::nullopt;
+}
+
+// Waits for every choice, then answers with the whole completion.
+void ReplyWhole(CompletionJob& job, const ResponseShaper& shaper, PreparedCompletion& prepared,
+                httplib::Response& response) {
+  const CompletionRequest& request = prepared.request;
+  const size_t n_choices = prepared.choices.size();
+  std::vector<Usage> usages(n_choices);
+  while (!job.done()) {
+    auto next = job.Next(std::chrono::seconds(1));
+    if (!next) continue;
+    ChoiceProgress& choice = prepared.choices[next->choice];
+    const RequestEvent& event = next->event;
+    if (event.kind == RequestEvent::Kind::kToken) {
+      if (request.logprobs) AddLogprob(event, choice);
+      choice.text += event.text;
+      continue;
+    }
+    choice.text += event.text;
+    choice.finish_reason = ClientFinishReason(event.finish_reason);
+    choice.dropped_tokens = event.usage.dropped_tokens;
+    usages[next->choice] = event.usage;
+  }
+  std::vector<ChoiceResult> results;
+  for (size_t i = 0; i < n_choices; ++i) {
+    results.push_back(ChoiceResult{.index = static_cast<int>(i),
+                                   .text = std::move(prepared.choices[i].text),
+                                   .finish_reason = prepared.choices[i].finish_reason,
+                                   .logprobs = std::move(prepared.choices[i].logprobs),
+                                   .dropped_tokens = prepared.choices[i].dropped_tokens});
+  }
+  ReplyJson(response, 200, shaper.Whole(results, SumUsage(usages, request.n)));
+}
+
+// Answers with server-sent events as the tokens come; `in_flight` counts the open streams.
+void ReplyStream(std::unique_ptr<CompletionJob> job, std::unique_ptr<ResponseShaper> shaper,
+                 PreparedCompletion& prepared, CompletionKind kind, std::atomic<int>& in_flight,
+                 httplib::Response& response) {
+  auto state = std::make_shared<StreamState>();
+  state->job = std::move(job);
+  state->shaper = std::move(shaper);
+  state->choices = std::move(prepared.choices);
+  state->usages.resize(state->choices.size());
+  state->n = prepared.request.n;
+  state->include_usage = prepared.request.include_usage;
+  state->logprobs = prepared.request.logprobs;
+  if (kind == CompletionKind::kText) {
+    for (ChoiceProgress& choice : state->choices) choice.sent_first = true;  // no role chunk
+  }
+  response.status = 200;
+  response.set_header("Cache-Control", "no-cache");
+  in_flight.fetch_add(1);
+  std::atomic<int>* counter = &in_flight;
+  response.set_chunked_content_provider(
+      "text/event-stream",
+      [state](size_t /*offset*/, httplib::DataSink& sink) {
+        if (state->finished) return false;
+        if (!PumpStream(*state, sink)) {
+          state->job->AbortAll();  // the client is gone: free its blocks now
+          return false;
+        }
+        return true;
+      },
+      [state, counter](bool /*success*/) {
+        state->job->AbortAll();  // no-op when every choice finished
+        counter->fetch_sub(1);
+      });
+}
+
+}  // namespace
+
+void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::string& text,
+                               httplib::Response& response, CompletionKind kind,
+                               const std::string& tenant) {
+  const auto arrival = std::chrono::steady_clock::now();
+  PreparedCompletion prepared;
+  CompletionRequest& request = prepared.request;
+  if (auto error = ReadCompletionRequest(http_request, text, kind, model_, request)) {
+    return ReplyError(response, *error);
+  }
+  const PromptPlan plan = EncodePrompts(model_, kind, prepared);
   const bool text_kind = kind == CompletionKind::kText;
   const std::string id = std::string(text_kind ? "cmpl-" : "chatcmpl-") + id_prefix_ +
                          std::to_string(next_id_.fetch_add(1, std::memory_order_relaxed));
   for (size_t p = 0; p < prepared.prompt_tokens.size(); ++p) {
     const std::vector<int32_t>& tokens = prepared.prompt_tokens[p];
-    const int n_prompt = static_cast<int>(tokens.size());
+    const char* param = text_kind ? "prompt" : "messages";
     const std::string where =
-        prepared.prompt_tokens.size() > 1 ? "prompt[" + std::to_string(p) + "]" : prompt_param;
-    if (n_prompt == 0) {
-      return ReplyError(response,
-                        ApiError::BadRequest("'" + where + "' is empty (0 tokens)", prompt_param));
-    }
-    if (options_.max_prompt_tokens > 0 && n_prompt > options_.max_prompt_tokens) {
-      return ReplyError(response,
-                        ApiError::BadRequest("'" + where + "' is " + std::to_string(n_prompt) +
-                                                 " tokens; this server takes at most " +
-                                                 std::to_string(options_.max_prompt_tokens) +
-                                                 " (--max-prompt-tokens)",
-                                             prompt_param));
-    }
-    if (n_prompt >= n_ctx && !shift) {
-      return ReplyError(
-          response,
-          ApiError::BadRequest("'" + where + "' is " + std::to_string(n_prompt) +
-                                   " tokens; this model's context holds " + std::to_string(n_ctx) +
-                                   " tokens, and the completion needs at least one",
-                               prompt_param));
-    }
-    int max_tokens = request.max_tokens.value_or(text_kind ? 16 : n_ctx - n_prompt);
-    if (!request.max_tokens) max_tokens = std::min(max_tokens, n_ctx - n_prompt);
-    // Shifting, the context bounds no answer; chat's default is at least half a context.
-    if (shift && !request.max_tokens && !text_kind) max_tokens = std::max(max_tokens, n_ctx / 2);
-    if (n_prompt + max_tokens > n_ctx && !shift) {
-      return ReplyError(
-          response,
-          ApiError::BadRequest("this model's maximum context length is " + std::to_string(n_ctx) +
-                                   " tokens, but " + std::to_string(n_prompt + max_tokens) +
-                                   " were requested (" + std::to_string(n_prompt) +
-                                   " in the prompt, " + std::to_string(max_tokens) +
-                                   " in max_tokens); lower max_tokens or shorten the prompt",
-                               "max_tokens"));
+        prepared.prompt_tokens.size() > 1 ? "prompt[" + std::to_string(p) + "]" : param;
+    int max_tokens = 0;
+    if (auto error =
+            FitToContext(request, kind, static_cast<int>(tokens.size()), model_.engine->n_ctx(),
+                         plan.shift, options_.max_prompt_tokens, where, &max_tokens)) {
+      return ReplyError(response, *error);
     }
     for (int j = 0; j < request.n; ++j) {
       Request r;
@@ -297,11 +401,11 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
       r.sampling = request.sampling;
       r.sampling.seed =
           request.seeded ? request.sampling.seed + static_cast<uint64_t>(j) : RandomSeed();
-      r.stop = stop;
+      r.stop = plan.stop;
       r.ignore_eos = request.ignore_eos;
       r.speculative = request.speculative;
-      r.context_overflow = shift ? ContextOverflow::kShift : ContextOverflow::kError;
-      r.pinned_prefix_tokens = pinned;
+      r.context_overflow = plan.shift ? ContextOverflow::kShift : ContextOverflow::kError;
+      r.pinned_prefix_tokens = plan.pinned;
       r.logprobs = request.logprobs;
       r.cache_salt = tenant + "/" + request.cache_salt;
       if (!request.session_id.empty()) r.session_id = tenant + "/" + request.session_id;
@@ -315,67 +419,11 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
   if (auto error = job->Submit(std::move(prepared.engine_requests))) {
     return ReplyError(response, *error);
   }
-  auto shaper = std::make_unique<ResponseShaper>(
-      kind, id, model_.id, static_cast<int64_t>(std::time(nullptr)), tokenizer, request.logprobs);
-  const size_t n_choices = prepared.choices.size();
-
-  if (!request.stream) {
-    std::vector<Usage> usages(n_choices);
-    while (!job->done()) {
-      auto next = job->Next(std::chrono::seconds(1));
-      if (!next) continue;
-      ChoiceProgress& choice = prepared.choices[next->choice];
-      const RequestEvent& event = next->event;
-      if (event.kind == RequestEvent::Kind::kToken) {
-        if (request.logprobs) AddLogprob(event, choice);
-        choice.text += event.text;
-        continue;
-      }
-      choice.text += event.text;
-      choice.finish_reason = ClientFinishReason(event.finish_reason);
-      choice.dropped_tokens = event.usage.dropped_tokens;
-      usages[next->choice] = event.usage;
-    }
-    std::vector<ChoiceResult> results;
-    for (size_t i = 0; i < n_choices; ++i) {
-      results.push_back(ChoiceResult{.index = static_cast<int>(i),
-                                     .text = std::move(prepared.choices[i].text),
-                                     .finish_reason = prepared.choices[i].finish_reason,
-                                     .logprobs = std::move(prepared.choices[i].logprobs),
-                                     .dropped_tokens = prepared.choices[i].dropped_tokens});
-    }
-    return ReplyJson(response, 200, shaper->Whole(results, SumUsage(usages, request.n)));
-  }
-
-  auto state = std::make_shared<StreamState>();
-  state->job = std::move(job);
-  state->shaper = std::move(shaper);
-  state->choices = std::move(prepared.choices);
-  state->usages.resize(n_choices);
-  state->n = request.n;
-  state->include_usage = request.include_usage;
-  state->logprobs = request.logprobs;
-  if (kind == CompletionKind::kText) {
-    for (ChoiceProgress& choice : state->choices) choice.sent_first = true;  // no role chunk
-  }
-  response.status = 200;
-  response.set_header("Cache-Control", "no-cache");
-  in_flight_.fetch_add(1);
-  std::atomic<int>* in_flight = &in_flight_;
-  response.set_chunked_content_provider(
-      "text/event-stream",
-      [state](size_t /*offset*/, httplib::DataSink& sink) {
-        if (state->finished) return false;
-        if (!PumpStream(*state, sink)) {
-          state->job->AbortAll();  // the client is gone: free its blocks now
-          return false;
-        }
-        return true;
-      },
-      [state, in_flight](bool /*success*/) {
-        state->job->AbortAll();  // no-op when every choice finished
-        in_flight->fetch_sub(1);
-      });
+  auto shaper = std::make_unique<ResponseShaper>(kind, id, model_.id,
+                                                 static_cast<int64_t>(std::time(nullptr)),
+                                                 *model_.tokenizer, request.logprobs);
+  if (!request.stream) return ReplyWhole(*job, *shaper, prepared, response);
+  ReplyStream(std::move(job), std::move(shaper), prepared, kind, in_flight_, response);
 }
 
 void OpenAiRoutes::Tokenize(const std::string& text, httplib::Response& response) const {
