@@ -39,33 +39,10 @@ std::string HumanBytes(double bytes) {
   return buf;
 }
 
-}  // namespace
-
-int RunInfo(const std::vector<std::string>& argv) {
-  auto args = Args::Parse(argv, InfoFlagTable());
-  if (!args.ok()) {
-    std::fprintf(stderr, "kvserve info: %s\n", args.message().c_str());
-    return 2;
-  }
-  std::string path = args->GetOr("--model", "");
-  if (path.empty() && !args->positional().empty()) path = args->positional()[0];
-  if (path.empty()) {
-    std::fprintf(stderr, "kvserve info: usage: kvserve info MODEL\n");
-    return 2;
-  }
-  auto backend = CliBackend(*args);
-  if (!backend.ok()) {
-    std::fprintf(stderr, "kvserve info: %s\n", backend.message().c_str());
-    return 2;
-  }
-  auto model = LoadModel(path, **backend);
-  if (!model.ok()) {
-    std::fprintf(stderr, "kvserve info: %s\n", model.message().c_str());
-    return 1;
-  }
-  const GgufFile& file = (*model)->file();
-  const ModelConfig& c = (*model)->config();
-  uint64_t n_params = 0;
+// The file or folder, and the hyper-parameters.
+void PrintShape(const std::string& path, const Model& model) {
+  const GgufFile& file = model.file();
+  const ModelConfig& c = model.config();
   if (HfFolder::IsFolder(path)) {
     std::printf("folder:        %s (Hugging Face: config.json + safetensors, %zu tensors)\n",
                 path.c_str(), file.tensors().size());
@@ -88,6 +65,12 @@ int RunInfo(const std::vector<std::string>& argv) {
     std::printf("rope:          base %g, %d dims\n", c.rope_freq_base, c.rope_dims);
   }
   std::printf("output:        %s\n", c.tied_output ? "tied to token embedding" : "separate matrix");
+}
+
+// Every tensor, the parameter count, and per tensor type (in order of first appearance) its
+// count, bytes and bits per weight.
+void PrintTensors(const GgufFile& file) {
+  uint64_t n_params = 0;
   std::printf("tensors:\n");
   for (const TensorInfo& t : file.tensors()) {
     n_params += t.n_elements;
@@ -96,7 +79,6 @@ int RunInfo(const std::vector<std::string>& argv) {
   }
   std::printf("parameters:    %llu (%.2f M)\n", static_cast<unsigned long long>(n_params),
               n_params / 1e6);
-  // Per tensor type, in order of first appearance: count, bytes and bits per weight.
   struct TypeTotal {
     GgmlType type;
     int count = 0;
@@ -122,25 +104,30 @@ int RunInfo(const std::vector<std::string>& argv) {
   std::printf(
       "bits/weight:   %.2f over all tensors\n",
       n_params == 0 ? 0.0 : 8.0 * static_cast<double>(all_bytes) / static_cast<double>(n_params));
-  // The KV layer groups (the order of a per-group --kv-type) and each type's cost per token.
-  const KvSpec& spec = (*model)->kv_spec();
+}
+
+// "0-3,5,7-9": runs of consecutive layers.
+std::string LayerRuns(const std::vector<int>& layers) {
+  std::string runs;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    size_t last = i;
+    while (last + 1 < layers.size() && layers[last + 1] == layers[last] + 1) ++last;
+    runs += (runs.empty() ? "" : ",") + std::to_string(layers[i]);
+    if (last > i) runs += "-" + std::to_string(layers[last]);
+    i = last;
+  }
+  return runs;
+}
+
+// The KV layer groups (the order of a per-group --kv-type) and each type's cost per token.
+void PrintKvCache(const KvSpec& spec, int n_ctx_train) {
   for (size_t g = 0; g < spec.groups.size(); ++g) {
     const KvGroupSpec& group = spec.groups[g];
     const std::string kind = group.kind == KvGroupKind::kSlidingWindow
                                  ? "sliding window " + std::to_string(group.window)
                                  : "full causal";
-    std::string layers;  // runs of consecutive layers as "a-b"
-    for (size_t i = 0; i < group.layers.size(); ++i) {
-      size_t last = i;
-      while (last + 1 < group.layers.size() && group.layers[last + 1] == group.layers[last] + 1) {
-        ++last;
-      }
-      layers += (layers.empty() ? "" : ",") + std::to_string(group.layers[i]);
-      if (last > i) layers += "-" + std::to_string(group.layers[last]);
-      i = last;
-    }
     std::printf("KV group %zu:    %s, layers %s, %d kv heads x %d\n", g, kind.c_str(),
-                layers.c_str(), group.n_kv_heads, group.head_dim);
+                LayerRuns(group.layers).c_str(), group.n_kv_heads, group.head_dim);
   }
   const uint64_t f16_per_token = spec.BytesPerToken(KvType::kF16);
   for (KvType type : kAllKvTypes) {
@@ -148,7 +135,7 @@ int RunInfo(const std::vector<std::string>& argv) {
     const int pad = 5 - static_cast<int>(std::strlen(KvTypeName(type)));
     std::printf("KV cache %s:%*s%llu bytes/token, %s at context %d, %.3f x f16%s\n",
                 KvTypeName(type), pad, "", static_cast<unsigned long long>(per_token),
-                HumanBytes(static_cast<double>(per_token) * c.n_ctx_train).c_str(), c.n_ctx_train,
+                HumanBytes(static_cast<double>(per_token) * n_ctx_train).c_str(), n_ctx_train,
                 static_cast<double>(per_token) / static_cast<double>(f16_per_token),
                 type == KvType::kQ4_0 ? " (lossy)" : "");
   }
@@ -158,14 +145,42 @@ int RunInfo(const std::vector<std::string>& argv) {
   });
   if (windowed) {
     constexpr int kBlockSize = 16;  // the engine's default
-    const uint64_t held = spec.BytesHeld(KvType::kF16, c.n_ctx_train, kBlockSize);
+    const uint64_t held = spec.BytesHeld(KvType::kF16, n_ctx_train, kBlockSize);
     std::printf(
         "KV held f16:   %s by one sequence at context %d, %.1f bytes/token (window "
         "groups keep their window, blocks of %d)\n",
-        HumanBytes(static_cast<double>(held)).c_str(), c.n_ctx_train,
-        static_cast<double>(held) / c.n_ctx_train, kBlockSize);
+        HumanBytes(static_cast<double>(held)).c_str(), n_ctx_train,
+        static_cast<double>(held) / n_ctx_train, kBlockSize);
   }
-  return 0;
 }
 
+}  // namespace
+
+int RunInfo(const std::vector<std::string>& argv) {
+  auto args = Args::Parse(argv, InfoFlagTable());
+  if (!args.ok()) {
+    std::fprintf(stderr, "kvserve info: %s\n", args.message().c_str());
+    return 2;
+  }
+  std::string path = args->GetOr("--model", "");
+  if (path.empty() && !args->positional().empty()) path = args->positional()[0];
+  if (path.empty()) {
+    std::fprintf(stderr, "kvserve info: usage: kvserve info MODEL\n");
+    return 2;
+  }
+  auto backend = CliBackend(*args);
+  if (!backend.ok()) {
+    std::fprintf(stderr, "kvserve info: %s\n", backend.message().c_str());
+    return 2;
+  }
+  auto model = LoadModel(path, **backend);
+  if (!model.ok()) {
+    std::fprintf(stderr, "kvserve info: %s\n", model.message().c_str());
+    return 1;
+  }
+  PrintShape(path, **model);
+  PrintTensors((*model)->file());
+  PrintKvCache((*model)->kv_spec(), (*model)->config().n_ctx_train);
+  return 0;
+}
 }  // namespace kvserve
