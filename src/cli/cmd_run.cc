@@ -93,6 +93,57 @@ Result<RunOptions> ReadRunOptions(const Args& args) {
   return o;
 }
 
+// Text mode's closing lines: timings on stderr, and what shifting and speculation did.
+void PrintTextSummary(const Completion& result, size_t n_prompt, const RunOptions& options,
+                      const EngineOptions& engine_options, int n_ctx) {
+  std::printf("\n");
+  std::fprintf(stderr,
+               "\nprompt: %zu tokens in %.1f ms (%.1f tokens/s)\n"
+               "decode: %d tokens in %.1f ms (%.1f tokens/s)%s, finish: %s\n",
+               n_prompt, result.prompt_ms, result.prompt_tokens_per_s(),
+               static_cast<int>(result.tokens.size()), result.decode_ms,
+               result.decode_tokens_per_s(), options.no_cache ? " [no cache]" : "",
+               FinishReasonName(result.finish_reason));
+  if (result.usage.dropped_tokens > 0) {
+    std::fprintf(stderr, "context: %d shifts dropped %d tokens (context %d, sinks %d)\n",
+                 result.usage.context_shifts, result.usage.dropped_tokens, n_ctx,
+                 engine_options.sink_tokens);
+  }
+  if (engine_options.spec.enabled()) {
+    const Usage& u = result.usage;
+    std::fprintf(stderr, "speculative: %d of %d drafted tokens accepted (%.1f%%)\n",
+                 u.accepted_tokens, u.drafted_tokens,
+                 u.drafted_tokens > 0 ? 100.0 * u.accepted_tokens / u.drafted_tokens : 0.0);
+  }
+}
+
+// JSON mode: one line with the tokens, the text, the timings and what shifting and speculation
+// did.
+void PrintJsonResult(const Completion& result, const std::vector<int32_t>& prompt,
+                     const EngineOptions& engine_options) {
+  nlohmann::json out = {
+      {"prompt_tokens", prompt},
+      {"tokens", result.tokens},
+      {"text", result.text},
+      {"finish_reason", FinishReasonName(result.finish_reason)},
+      {"timings",
+       {{"prompt_ms", result.prompt_ms},
+        {"decode_ms", result.decode_ms},
+        {"prompt_tokens_per_s", result.prompt_tokens_per_s()},
+        {"decode_tokens_per_s", result.decode_tokens_per_s()}}},
+  };
+  if (result.usage.dropped_tokens > 0) {
+    out["truncated"] = true;
+    out["dropped_tokens"] = result.usage.dropped_tokens;
+    out["context_shifts"] = result.usage.context_shifts;
+  }
+  if (engine_options.spec.enabled()) {
+    out["drafted_tokens"] = result.usage.drafted_tokens;
+    out["accepted_tokens"] = result.usage.accepted_tokens;
+  }
+  std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+}
+
 }  // namespace
 
 int RunGenerate(const std::vector<std::string>& argv) {
@@ -160,50 +211,11 @@ int RunGenerate(const std::vector<std::string>& argv) {
     }
   });
   if (!result.ok()) return fail(result.message(), 1);
-  const int n_generated = static_cast<int>(result->tokens.size());
-  const char* finish = FinishReasonName(result->finish_reason);
   if (text) {
-    std::printf("\n");
-    std::fprintf(stderr,
-                 "\nprompt: %zu tokens in %.1f ms (%.1f tokens/s)\n"
-                 "decode: %d tokens in %.1f ms (%.1f tokens/s)%s, finish: %s\n",
-                 prompt.size(), result->prompt_ms, result->prompt_tokens_per_s(), n_generated,
-                 result->decode_ms, result->decode_tokens_per_s(),
-                 options->no_cache ? " [no cache]" : "", finish);
-    if (result->usage.dropped_tokens > 0) {
-      std::fprintf(stderr, "context: %d shifts dropped %d tokens (context %d, sinks %d)\n",
-                   result->usage.context_shifts, result->usage.dropped_tokens, n_ctx,
-                   engine_options.sink_tokens);
-    }
-    if (engine_options.spec.enabled()) {
-      const Usage& u = result->usage;
-      std::fprintf(stderr, "speculative: %d of %d drafted tokens accepted (%.1f%%)\n",
-                   u.accepted_tokens, u.drafted_tokens,
-                   u.drafted_tokens > 0 ? 100.0 * u.accepted_tokens / u.drafted_tokens : 0.0);
-    }
-    return 0;
+    PrintTextSummary(*result, prompt.size(), *options, engine_options, n_ctx);
+  } else {
+    PrintJsonResult(*result, prompt, engine_options);
   }
-  nlohmann::json out = {
-      {"prompt_tokens", prompt},
-      {"tokens", result->tokens},
-      {"text", result->text},
-      {"finish_reason", finish},
-      {"timings",
-       {{"prompt_ms", result->prompt_ms},
-        {"decode_ms", result->decode_ms},
-        {"prompt_tokens_per_s", result->prompt_tokens_per_s()},
-        {"decode_tokens_per_s", result->decode_tokens_per_s()}}},
-  };
-  if (result->usage.dropped_tokens > 0) {
-    out["truncated"] = true;
-    out["dropped_tokens"] = result->usage.dropped_tokens;
-    out["context_shifts"] = result->usage.context_shifts;
-  }
-  if (engine_options.spec.enabled()) {
-    out["drafted_tokens"] = result->usage.drafted_tokens;
-    out["accepted_tokens"] = result->usage.accepted_tokens;
-  }
-  std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   return 0;
 }
 
