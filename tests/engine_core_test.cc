@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -217,6 +218,30 @@ class EngineCore : public ::testing::Test {
     EXPECT_TRUE(engine.ok()) << engine.message();
     return engine.ok() ? std::move(engine).value() : nullptr;
   }
+  // Runs `requests` on an engine of the fake model with `options`, all submitted while a
+  // one-token blocker's first step is held, so they wait for the same step whatever the speed of
+  // the machine (under ThreadSanitizer, or on a loaded machine, the engine thread otherwise
+  // stepped while the test was still submitting, and admitted them over many steps).
+  // `after(engine)` runs once every output is in, before the engine stops.
+  std::vector<Output> RunAllAtOnce(const EngineOptions& options,
+                                   const std::vector<Request>& requests,
+                                   const std::function<void(Engine&)>& after = {}) {
+    StepGate gate(1);
+    auto gated = FakeModel::Create(TestBackend(), {.on_forward = [&] { gate.OnForward(); }});
+    auto engine = MakeEngine(*gated, options);
+    if (engine == nullptr) return {};
+    auto blocked = engine->Submit(Greedy({kFakeBos, 9}, 1));
+    EXPECT_TRUE(blocked.ok()) << blocked.message();
+    EXPECT_TRUE(gate.WaitHeld());
+    const auto streams = SubmitAll(*engine, requests);
+    gate.Open();
+    if (!blocked.ok() || streams.size() != requests.size()) return {};
+    EXPECT_EQ(Collect(**blocked).tokens.size(), 1u);
+    std::vector<Output> outputs = CollectAll(streams);
+    if (after) after(*engine);
+    return outputs;
+  }
+
   std::unique_ptr<FakeModel> model_ = FakeModel::Create(TestBackend());
   std::unique_ptr<Tokenizer> tokenizer_;
 };
@@ -267,21 +292,13 @@ TEST_P(EngineCoreBatching, SixteenAtOnceEqualOneByOneEqualTheRule) {
     for (const Request& r : requests) alone.push_back(RunOne(*engine, r));
     ExpectNoBlocksReferenced(*engine);
   }
-  // Together: a one-token blocker's step is held while the 16 are submitted, so all 16 wait for
-  // the same step whatever the speed of the machine (under ThreadSanitizer the engine thread
-  // otherwise stepped while the test was still submitting, and admitted them over many steps).
-  StepGate gate(1);
-  auto gated = FakeModel::Create(TestBackend(), {.on_forward = [&] { gate.OnForward(); }});
-  auto engine = MakeEngine(*gated, options);
-  ASSERT_NE(engine, nullptr);
-  auto blocked = engine->Submit(Greedy({kFakeBos, 9}, 1));
-  ASSERT_TRUE(blocked.ok()) << blocked.message();
-  ASSERT_TRUE(gate.WaitHeld());
-  const auto streams = SubmitAll(*engine, requests);
-  gate.Open();
-  ASSERT_EQ(streams.size(), requests.size());
-  EXPECT_EQ(Collect(**blocked).tokens.size(), 1u);
-  const std::vector<Output> together = CollectAll(streams);
+  // Together: all 16 wait for the same step (RunAllAtOnce).
+  EngineStats stats;
+  const std::vector<Output> together = RunAllAtOnce(options, requests, [&](Engine& engine) {
+    stats = engine.Stats();
+    ExpectNoBlocksReferenced(engine);
+  });
+  ASSERT_EQ(together.size(), requests.size());
   int stopped_at_eos = 0;
   for (size_t i = 0; i < requests.size(); ++i) {
     const Output expected = Expected(requests[i], options.n_ctx);
@@ -296,7 +313,6 @@ TEST_P(EngineCoreBatching, SixteenAtOnceEqualOneByOneEqualTheRule) {
     EXPECT_EQ(together[i].usage.completion_tokens, static_cast<int>(expected.tokens.size()));
     stopped_at_eos += expected.finish_reason == FinishReason::kStop;
   }
-  const EngineStats stats = engine->Stats();
   EXPECT_GT(stats.prefix_hits_tokens, 0u);  // the shared prefixes were found
   // All 16 were admitted together: far fewer steps than one request after another (the blocker's
   // step included).
@@ -304,7 +320,6 @@ TEST_P(EngineCoreBatching, SixteenAtOnceEqualOneByOneEqualTheRule) {
   if (!sampled) {
     EXPECT_EQ(stopped_at_eos, 0);  // greedy never meets the trigger
   }
-  ExpectNoBlocksReferenced(*engine);
 }
 
 INSTANTIATE_TEST_SUITE_P(GreedyAndSeeded, EngineCoreBatching, ::testing::Bool(),
@@ -674,21 +689,14 @@ TEST_P(EngineCorePreemption, TightMemoryGivesTheSameTokens) {
   // 18 blocks of 4 tokens: enough for the longest request (at most 40 + 26 stored tokens), not
   // for all 8 at once.
   tight.kv_memory_bytes = KvCache::BytesPerBlock(model_->kv_spec(), KvType::kF32, 4) * 18;
-  // All 8 are submitted while a one-token blocker's step is held, so they compete for the pool
-  // from the same step on, whatever the speed of the machine (on a loaded machine the engine
-  // otherwise finished the first requests before the last arrived, and nothing was preempted).
-  StepGate gate(1);
-  auto gated = FakeModel::Create(TestBackend(), {.on_forward = [&] { gate.OnForward(); }});
-  auto engine = MakeEngine(*gated, tight);
-  ASSERT_NE(engine, nullptr);
-  auto blocked = engine->Submit(Greedy({kFakeBos, 9}, 1));
-  ASSERT_TRUE(blocked.ok()) << blocked.message();
-  ASSERT_TRUE(gate.WaitHeld());
-  const auto streams = SubmitAll(*engine, requests);
-  gate.Open();
-  ASSERT_EQ(streams.size(), requests.size());
-  EXPECT_EQ(Collect(**blocked).tokens.size(), 1u);
-  const std::vector<Output> outputs = CollectAll(streams);
+  // All 8 compete for the pool from the same step on (RunAllAtOnce): on a loaded machine the
+  // engine otherwise finished the first requests before the last arrived, and nothing was
+  // preempted.
+  uint64_t preemptions = 0;
+  const std::vector<Output> outputs = RunAllAtOnce(tight, requests, [&](Engine& engine) {
+    preemptions = engine.Stats().preemptions;
+    ExpectNoBlocksReferenced(engine);
+  });
   ASSERT_EQ(outputs.size(), requests.size());
   ASSERT_EQ(unconstrained.size(), requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
@@ -698,8 +706,7 @@ TEST_P(EngineCorePreemption, TightMemoryGivesTheSameTokens) {
     EXPECT_EQ(unconstrained[i].tokens, expected.tokens) << "request " << i;
     EXPECT_EQ(outputs[i].finish_reason, expected.finish_reason) << "request " << i;
   }
-  EXPECT_GT(engine->Stats().preemptions, 0u);
-  ExpectNoBlocksReferenced(*engine);
+  EXPECT_GT(preemptions, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(PrefixCaching, EngineCorePreemption, ::testing::Bool(),
