@@ -1,5 +1,6 @@
 // backend_registry_test: backends are chosen by name, from one registry, by the CLI and the tests:
 // - the registry lists "cpu" first and builds it; an unknown name is an error listing the names;
+// - the default name (CLI and tests alike) is KVSERVE_BACKEND, else the first entry;
 // - a backend measures and checks itself through the Backend interface alone (no kernels/cpu/);
 // - `--backend NAME` and KVSERVE_BACKEND choose it on the command line, and a wrong name is exit
 //   status 2 with a message naming the flag, the value and what the build has.
@@ -27,6 +28,22 @@ TEST(BackendRegistry, ListsCpuFirstAndBuildsItByName) {
     // name() is the registry name and the kernel set: "cpu-avx2".
     EXPECT_EQ((*backend)->name(), std::string(entry.name) + "-" + (*backend)->kernel_set());
     EXPECT_FALSE((*backend)->device().empty());
+  }
+}
+
+TEST(BackendRegistry, TheDefaultIsKvserveBackendElseTheFirstEntry) {
+  const char* saved = std::getenv("KVSERVE_BACKEND");
+  const std::string restore = saved != nullptr ? saved : "";
+  unsetenv("KVSERVE_BACKEND");
+  EXPECT_EQ(DefaultBackendName(), RegisteredBackends()[0].name);
+  setenv("KVSERVE_BACKEND", "", 1);
+  EXPECT_EQ(DefaultBackendName(), RegisteredBackends()[0].name);  // empty is unset
+  setenv("KVSERVE_BACKEND", "warp-drive", 1);
+  EXPECT_EQ(DefaultBackendName(), "warp-drive");  // MakeBackend then names the mistake
+  if (saved != nullptr) {
+    setenv("KVSERVE_BACKEND", restore.c_str(), 1);
+  } else {
+    unsetenv("KVSERVE_BACKEND");
   }
 }
 

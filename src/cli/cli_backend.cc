@@ -13,11 +13,6 @@ namespace kvserve {
 
 namespace {
 
-std::string DefaultBackendName() {
-  const char* name = std::getenv("KVSERVE_BACKEND");
-  return name != nullptr && *name != '\0' ? name : "cpu";
-}
-
 // Backends by registry name, each built once; they live until exit (models hold references).
 Result<const Backend*> BackendNamed(const std::string& name) {
   static std::mutex mutex;

@@ -1,5 +1,7 @@
 #include "kernels/backend_registry.h"
 
+#include <cstdlib>
+
 #include "kernels/cpu/cpu_backend.h"
 
 namespace kvserve {
@@ -28,6 +30,11 @@ std::string BackendNames() {
     names += (names.empty() ? "" : ", ") + std::string(entry.name);
   }
   return names;
+}
+
+std::string DefaultBackendName() {
+  const char* name = std::getenv("KVSERVE_BACKEND");
+  return name != nullptr && *name != '\0' ? name : kBackends[0].name;
 }
 
 Result<std::unique_ptr<Backend>> MakeBackend(std::string_view name) {

@@ -31,4 +31,8 @@ Result<std::unique_ptr<Backend>> MakeBackend(std::string_view name);
 // "cpu, vulkan": the registered names, for help texts and errors.
 std::string BackendNames();
 
+// The backend entry points use when no flag names one: KVSERVE_BACKEND when set and not empty,
+// else "cpu". The CLI and the tests both ask here, so they agree.
+std::string DefaultBackendName();
+
 }  // namespace kvserve

@@ -14,8 +14,7 @@ namespace kvserve {
 
 inline const Backend& TestBackend() {
   static const std::unique_ptr<Backend> backend = [] {
-    const char* name = std::getenv("KVSERVE_BACKEND");
-    auto made = MakeBackend(name != nullptr && *name != '\0' ? name : "cpu");
+    auto made = MakeBackend(DefaultBackendName());
     if (!made.ok()) {
       std::fprintf(stderr, "KVSERVE_BACKEND: %s\n", made.message().c_str());
       std::abort();
