@@ -543,12 +543,12 @@ const char* const kQwen3Moe = R"({"architectures": ["Qwen3MoeForCausalLM"], "hid
 // What kvserve does not compute exactly is refused, naming the key.
 TEST(HfFamiliesTest, ConfigsKvserveCannotComputeAreRefusedByKey) {
   auto error = [](const nlohmann::json& j) {
-    auto c = HfConfig::Parse(j.dump(), "config.json");
+    auto c = ParseHfConfig(j.dump(), "config.json");
     EXPECT_FALSE(c.ok()) << j.dump();
     return c.ok() ? std::string() : c.message();
   };
   const auto moe = nlohmann::json::parse(kQwen3Moe);
-  ASSERT_TRUE(HfConfig::Parse(moe.dump(), "config.json").ok());
+  ASSERT_TRUE(ParseHfConfig(moe.dump(), "config.json").ok());
   auto j = moe;
   j["norm_topk_prob"] = false;
   EXPECT_THAT(error(j), HasSubstr("'norm_topk_prob' = false is not supported"));
@@ -572,7 +572,7 @@ TEST(HfFamiliesTest, ConfigsKvserveCannotComputeAreRefusedByKey) {
   auto phi3 = moe;
   phi3["architectures"] = {"Phi3ForCausalLM"};
   phi3["original_max_position_embeddings"] = 32;
-  ASSERT_TRUE(HfConfig::Parse(phi3.dump(), "config.json").ok());
+  ASSERT_TRUE(ParseHfConfig(phi3.dump(), "config.json").ok());
   j = phi3;
   j["rope_scaling"] = {{"type", "longrope"}, {"long_factor", {1.0}}, {"short_factor", {1.0}}};
   EXPECT_THAT(error(j), HasSubstr("'rope_scaling.type' = \"longrope\""));
@@ -590,7 +590,7 @@ TEST(HfFamiliesTest, ConfigsKvserveCannotComputeAreRefusedByKey) {
   gemma["final_logit_softcapping"] = 30.0;
   gemma["sliding_window"] = 8;
   gemma["query_pre_attn_scalar"] = 16;
-  ASSERT_TRUE(HfConfig::Parse(gemma.dump(), "config.json").ok());
+  ASSERT_TRUE(ParseHfConfig(gemma.dump(), "config.json").ok());
   j = gemma;
   j["query_pre_attn_scalar"] = 144;  // Gemma 2 27B: hidden_size / heads, not head_dim
   EXPECT_THAT(error(j), HasSubstr("'query_pre_attn_scalar' = 144"));
@@ -602,7 +602,7 @@ TEST(HfFamiliesTest, ConfigsKvserveCannotComputeAreRefusedByKey) {
   EXPECT_THAT(error(j), HasSubstr("'attn_logit_softcapping' = 50.0"));
   j.erase("attn_logit_softcapping");
   j["layer_types"] = {"sliding_attention", "sliding_attention"};
-  ASSERT_TRUE(HfConfig::Parse(j.dump(), "config.json").ok());  // no global layer: all local
+  ASSERT_TRUE(ParseHfConfig(j.dump(), "config.json").ok());  // no global layer: all local
   j["num_hidden_layers"] = 3;
   j["layer_types"] = {"full_attention", "sliding_attention", "full_attention"};
   EXPECT_THAT(error(j), HasSubstr("'layer_types'"));
@@ -612,7 +612,7 @@ TEST(HfFamiliesTest, ConfigsKvserveCannotComputeAreRefusedByKey) {
   llama["attention_bias"] = true;
   EXPECT_THAT(error(llama), HasSubstr("'attention_bias' = true is not supported"));
   llama["architectures"] = {"Qwen2ForCausalLM"};  // Qwen 2 has q/k/v biases
-  EXPECT_TRUE(HfConfig::Parse(llama.dump(), "config.json").ok());
+  EXPECT_TRUE(ParseHfConfig(llama.dump(), "config.json").ok());
 }
 
 // The metadata of the families' keys that the fixtures do not show.
@@ -623,7 +623,7 @@ TEST(HfFamiliesTest, FamilyKeysAsTheConverterWritesThem) {
   gemma3["hidden_activation"] = "gelu_pytorch_tanh";
   gemma3.erase("rms_norm_eps");  // Gemma3TextConfig's defaults
   gemma3.erase("max_position_embeddings");
-  auto c = HfConfig::Parse(gemma3.dump(), "config.json");
+  auto c = ParseHfConfig(gemma3.dump(), "config.json");
   ASSERT_TRUE(c.ok()) << c.message();
   EXPECT_EQ(c->norm_eps, 1e-6);
   EXPECT_EQ(c->n_ctx, 131072);
@@ -636,25 +636,28 @@ TEST(HfFamiliesTest, FamilyKeysAsTheConverterWritesThem) {
   gemma3["rope_parameters"] = {
       {"full_attention", {{"rope_type", "linear"}, {"factor", 8.0}, {"rope_theta", 2e6}}},
       {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 20000.0}}}};
-  c = HfConfig::Parse(gemma3.dump(), "config.json");
+  c = ParseHfConfig(gemma3.dump(), "config.json");
   ASSERT_TRUE(c.ok()) << c.message();
   EXPECT_EQ(c->rope_theta, 2e6);
   EXPECT_EQ(c->rope_local_theta, 20000.0);
   EXPECT_EQ(c->rope_scaling, HfRopeScaling::kLinear);
   EXPECT_EQ(c->rope_factor, 8.0);
   gemma3["rope_parameters"]["sliding_attention"]["rope_type"] = "yarn";
-  EXPECT_THAT(HfConfig::Parse(gemma3.dump(), "config.json").message(),
+  EXPECT_THAT(ParseHfConfig(gemma3.dump(), "config.json").message(),
               HasSubstr("'rope_parameters.sliding_attention.rope_type' = \"yarn\""));
   auto mistral = moe;
   mistral["architectures"] = {"MistralForCausalLM"};
   mistral["sliding_window"] = 4096;
-  c = HfConfig::Parse(mistral.dump(), "config.json");
+  c = ParseHfConfig(mistral.dump(), "config.json");
   ASSERT_TRUE(c.ok()) << c.message();
-  EXPECT_EQ(c->gguf_arch(), "llama");
-  EXPECT_TRUE(c->permutes_qk());
+  EXPECT_EQ(c->gguf_arch, "llama");
+  EXPECT_EQ(c->architecture, "MistralForCausalLM");
+  auto q = MapHfTensor("model.layers.0.self_attn.q_proj.weight", *c);  // llama's q/k permutation
+  ASSERT_TRUE(q.ok()) << q.message();
+  EXPECT_EQ(q->transform, HfTransform::kPermuteHeads);
   EXPECT_EQ(c->sliding_window, 4096);
   mistral["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e6}};
-  c = HfConfig::Parse(mistral.dump(), "config.json");
+  c = ParseHfConfig(mistral.dump(), "config.json");
   ASSERT_TRUE(c.ok()) << c.message();
   EXPECT_EQ(c->rope_theta, 1e6);
   EXPECT_EQ(c->rope_scaling, HfRopeScaling::kNone);
@@ -664,7 +667,7 @@ TEST(HfFamiliesTest, FamilyKeysAsTheConverterWritesThem) {
 // converter writes when the config has none), Llama's linear scaling.
 TEST(HfFamiliesTest, WindowAndScalingKeys) {
   auto metadata = [](const nlohmann::json& j, std::vector<uint8_t>* image) {
-    auto c = HfConfig::Parse(j.dump(), "config.json");
+    auto c = ParseHfConfig(j.dump(), "config.json");
     EXPECT_TRUE(c.ok()) << c.message();
     GgufWriter w;
     if (c.ok()) AddHfHyperParameters(*c, "m", w);

@@ -25,10 +25,12 @@
 #include "io/hf_tokenizer.h"
 #include "io/safetensors.h"
 #include "kv/kv_cache.h"
+#include "model/hf_families.h"
 #include "model/hf_folder.h"
 #include "model/model.h"
 #include "support/cli.h"
 #include "support/forward.h"
+#include "support/hf_weights.h"
 #include "support/paths.h"
 #include "support/safetensors_builder.h"
 #include "support/spm_tokenizer_json.h"
@@ -41,8 +43,11 @@ namespace {
 
 using nlohmann::ordered_json;
 using ::testing::HasSubstr;
+using testing::Layout;
 using testing::ModelPath;
+using testing::NameRule;
 using testing::SafetensorsBuilder;
+using testing::WriteWeights;
 namespace fs = std::filesystem;
 
 std::string ReadText(const std::string& path) {
@@ -68,88 +73,6 @@ void ExpectSameBits(const std::vector<float>& a, const std::vector<float>& b) {
   }
   EXPECT_EQ(first_difference, a.size()) << "first difference at " << first_difference << ": "
                                         << a[first_difference] << " vs " << b[first_difference];
-}
-
-// Row-major bytes of a GGUF tensor in HF layout: [n_out, n_in] as stored, or transposed to the
-// Conv1D [n_in, n_out], or with its head rows moved back to rotate-half order.
-enum class Layout { kSame, kConv1D, kRotateHalf };
-
-std::vector<uint8_t> ToHf(const TensorInfo& t, Layout layout, int n_heads,
-                          std::vector<int64_t>* shape) {
-  EXPECT_EQ(t.type, GgmlType::kF32) << t.name;
-  shape->assign(t.dims.rbegin(), t.dims.rend());
-  std::vector<uint8_t> out(t.data, t.data + t.n_bytes);
-  if (layout == Layout::kSame) return out;
-  const int64_t n_in = t.dims[0], n_out = t.dims[1];
-  const auto* in = reinterpret_cast<const float*>(t.data);
-  auto* o = reinterpret_cast<float*>(out.data());
-  if (layout == Layout::kConv1D) {
-    *shape = {n_in, n_out};
-    for (int64_t r = 0; r < n_out; ++r) {
-      for (int64_t c = 0; c < n_in; ++c) o[c * n_out + r] = in[r * n_in + c];
-    }
-    return out;
-  }
-  // GGML row h*d + 2i + j came from HF row h*d + j*d/2 + i.
-  const int64_t d = n_out / n_heads, half = d / 2;
-  for (int64_t h = 0; h < n_heads; ++h) {
-    for (int64_t i = 0; i < half; ++i) {
-      for (int64_t j = 0; j < 2; ++j) {
-        std::memcpy(o + (h * d + j * half + i) * n_in, in + (h * d + 2 * i + j) * n_in,
-                    n_in * sizeof(float));
-      }
-    }
-  }
-  return out;
-}
-
-struct NameRule {
-  const char* gguf_suffix;
-  const char* hf_suffix;
-  Layout layout;
-};
-
-// Writes the tensors of `gguf` under HF names; `rules` map "blk.N.<suffix>" and global names.
-// With two shards, layers go to the second file and the index names each tensor's file.
-void WriteWeights(const GgufFile& gguf, const std::string& dir, const std::string& layer_prefix,
-                  const std::vector<NameRule>& rules, int n_heads, int n_kv_heads, bool shards) {
-  SafetensorsBuilder first, second;
-  ordered_json weight_map = ordered_json::object();
-  for (const TensorInfo& t : gguf.tensors()) {
-    std::string hf_name;
-    Layout layout = Layout::kSame;
-    int heads = n_heads;
-    for (const NameRule& rule : rules) {
-      const std::string suffix = rule.gguf_suffix;
-      if (t.name.rfind("blk.", 0) == 0) {
-        const size_t dot = t.name.find('.', 4);
-        if (t.name.substr(dot + 1) != suffix) continue;
-        hf_name = layer_prefix + t.name.substr(4, dot - 4) + "." + rule.hf_suffix;
-      } else if (t.name == suffix) {
-        hf_name = rule.hf_suffix;
-      } else {
-        continue;
-      }
-      layout = rule.layout;
-      if (suffix == "attn_k.weight") heads = n_kv_heads;
-      break;
-    }
-    ASSERT_FALSE(hf_name.empty()) << "no HF name for " << t.name;
-    std::vector<int64_t> shape;
-    std::vector<uint8_t> bytes = ToHf(t, layout, heads, &shape);
-    const bool in_second = shards && t.name.rfind("blk.", 0) == 0;
-    (in_second ? second : first).Add(hf_name, "F32", shape, std::move(bytes));
-    weight_map[hf_name] =
-        in_second ? "model-00002-of-00002.safetensors" : "model-00001-of-00002.safetensors";
-  }
-  if (!shards) {
-    ASSERT_TRUE(first.WriteFile(dir + "/model.safetensors"));
-    return;
-  }
-  ASSERT_TRUE(first.WriteFile(dir + "/model-00001-of-00002.safetensors"));
-  ASSERT_TRUE(second.WriteFile(dir + "/model-00002-of-00002.safetensors"));
-  ordered_json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", weight_map}};
-  ASSERT_TRUE(testing::WriteText(dir + "/model.safetensors.index.json", index.dump(2)));
 }
 
 // A GPT2LMHeadModel folder made from gpt2-tiny-f32.gguf (built once per test process).
@@ -537,23 +460,23 @@ TEST(HfFolderTest, LlamaConfigLimits) {
       "num_hidden_layers": 1, "num_attention_heads": 8, "num_key_value_heads": 3,
       "intermediate_size": 10, "max_position_embeddings": 32, "rms_norm_eps": 1e-5,
       "vocab_size": 10})";
-  auto config = HfConfig::Parse(base, "c.json");
+  auto config = ParseHfConfig(base, "c.json");
   ASSERT_FALSE(config.ok());
   EXPECT_THAT(config.message(), HasSubstr("num_key_value_heads 3"));
   auto json = nlohmann::json::parse(base);
   json["num_key_value_heads"] = 4;
-  EXPECT_TRUE(HfConfig::Parse(json.dump(), "c.json").ok());
+  EXPECT_TRUE(ParseHfConfig(json.dump(), "c.json").ok());
   json["rope_scaling"] = {{"type", "yarn"}, {"factor", 2.0}};
-  EXPECT_THAT(HfConfig::Parse(json.dump(), "c.json").message(),
+  EXPECT_THAT(ParseHfConfig(json.dump(), "c.json").message(),
               HasSubstr("'rope_scaling.type' = \"yarn\" is not supported"));
   json["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};  // kvserve implements linear
-  EXPECT_EQ(HfConfig::Parse(json.dump(), "c.json")->rope_factor, 2.0);
+  EXPECT_EQ(ParseHfConfig(json.dump(), "c.json")->rope_factor, 2.0);
   json.erase("rope_scaling");
   json["head_dim"] = 7;  // an explicit head_dim is key_length; RoPE needs it even
-  EXPECT_THAT(HfConfig::Parse(json.dump(), "c.json").message(), HasSubstr("head dimension 7"));
+  EXPECT_THAT(ParseHfConfig(json.dump(), "c.json").message(), HasSubstr("head dimension 7"));
   json.erase("head_dim");
   json.erase("rms_norm_eps");
-  EXPECT_THAT(HfConfig::Parse(json.dump(), "c.json").message(),
+  EXPECT_THAT(ParseHfConfig(json.dump(), "c.json").message(),
               HasSubstr("missing required key 'rms_norm_eps'"));
 }
 

@@ -1,50 +1,26 @@
-// config.json of a Hugging Face causal language model, reduced to the hyper-parameters kvserve
-// runs, with the keys llama.cpp's converter reads for each family (see docs/hf-models.md):
-//   GPT2LMHeadModel      n_embd, n_layer, n_head, n_positions (or n_ctx), n_inner (default
-//                        4 * n_embd), layer_norm_epsilon; activation_function gelu_new.
-//   LlamaForCausalLM,    hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads
-//   MistralForCausalLM,  (default: heads), intermediate_size, rms_norm_eps, rope_theta,
-//   Qwen2ForCausalLM,    max_position_embeddings, tie_word_embeddings, head_dim (default
-//   Qwen3ForCausalLM,    hidden_size / heads), vocab_size; hidden_act silu; rope_scaling (or
-//   Qwen3MoeForCausalLM, rope_parameters) absent, "default", "linear" or (llama/mistral)
-//   Phi3ForCausalLM      "llama3". Qwen3 MoE adds num_experts, num_experts_per_tok,
-//                        moe_intermediate_size (norm_topk_prob true, every layer sparse); Phi-3
-//                        adds original_max_position_embeddings; Mistral's sliding_window.
-//   Gemma2ForCausalLM,   as above plus head_dim, sliding_window, query_pre_attn_scalar (must be
-//   Gemma3ForCausalLM    head_dim), hidden_activation gelu_pytorch_tanh; Gemma 2 the soft-caps,
-//                        Gemma 3 rope_local_base_freq and sliding_window_pattern (or
-//                        layer_types); Gemma 3 text defaults as its config class has them.
-//                        Gemma3ForConditionalGeneration: its text_config keys, read as above.
-// What kvserve cannot compute exactly (YaRN, LongRoPE, biases on llama, a Qwen sliding window,
-// MoE without top-k renormalisation, ...) is refused naming the key.
-// Errors name the file, the key and the bad value.
+// config.json of a Hugging Face model, read generically: the JSON (a multimodal config's
+// text_config merged up, as llama.cpp's converter does), typed keys whose errors name the file,
+// the key and the bad value, and RoPE scaling. HfConfig holds the hyper-parameters kvserve's
+// families convert; which keys a family reads, its defaults and what it refuses live in its
+// architecture file (model/arch/<name>.cc), with the shared parts in model/hf_families.h.
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "util/status.h"
 
 namespace kvserve {
 
-enum class HfArchitecture {
-  kGpt2,
-  kLlama,
-  kMistral,
-  kQwen2,
-  kQwen3,
-  kQwen3Moe,
-  kPhi3,
-  kGemma2,
-  kGemma3
-};
-
 enum class HfRopeScaling { kNone, kLinear, kLlama3 };
 
 struct HfConfig {
-  HfArchitecture arch = HfArchitecture::kLlama;
-  std::string architecture;  // as written in "architectures", e.g. "LlamaForCausalLM"
+  std::string architecture;  // the class, e.g. "LlamaForCausalLM" (from model_type when absent)
+  std::string gguf_arch;     // the GGUF general.architecture it converts to ("llama" for Mistral)
   int n_vocab = 0;
   int n_embd = 0;
   int n_layers = 0;
@@ -74,18 +50,58 @@ struct HfConfig {
   bool tie_word_embeddings = false;
   int64_t bos_token_id = -1;  // -1: not given
   int64_t eos_token_id = -1;
+};
 
-  // The GGUF general.architecture of the family ("llama" for Mistral).
-  std::string gguf_arch() const;
-  // Whether q/k rows go from rotate-half to interleaved pairs (llama, mistral).
-  bool permutes_qk() const;
-  bool is_gemma() const {
-    return arch == HfArchitecture::kGemma2 || arch == HfArchitecture::kGemma3;
-  }
+// Which RoPE scalings a family computes exactly; others are refused with `supported` as the
+// reason ("kvserve implements default and linear").
+struct HfRopeRules {
+  bool linear = true;
+  bool llama3 = false;
+  const char* supported = "kvserve implements default and linear";
+};
 
+// One parsed config.json. Every reader leaves `out` untouched when the key is absent or null.
+class HfConfigReader {
+ public:
   // `source` names the file in errors.
-  static Result<HfConfig> Parse(std::string_view json_text, const std::string& source);
-  static Result<HfConfig> Load(const std::string& path);
+  static Result<HfConfigReader> Parse(std::string_view json_text, const std::string& source);
+  static Result<HfConfigReader> Load(const std::string& path);
+
+  const std::string& source() const;
+  const std::string& architecture() const;  // architectures[0]; empty when absent
+  const std::string& model_type() const;    // empty when absent
+
+  bool Has(const char* key) const;  // present and not null
+  // The first of `keys` present, as a positive integer up to `max`; missing: `fallback` unless 0,
+  // else an error naming the first key.
+  Status Count(std::initializer_list<const char*> keys, int64_t max, int* out,
+               int fallback = 0) const;
+  Status Float(const char* key, double* out, bool required) const;  // a positive number
+  Status Bool(const char* key, bool* out) const;
+  Status TokenId(const char* key, int64_t* out) const;  // a list gives its first element
+  // A string that must be absent or one of `allowed`.
+  Status OneOf(const char* key, std::initializer_list<const char*> allowed) const;
+  // A boolean that must be absent, null or `wanted` (or, with `absent_ok` false, present).
+  Status RequireBool(const char* key, bool wanted, bool absent_ok, const std::string& why) const;
+  // A number that must be absent, null or `wanted`.
+  Status RequireNumber(const char* key, double wanted, const std::string& why) const;
+  // A key that must be absent, null or (lists) empty.
+  Status RequireAbsent(const char* key, const std::string& why) const;
+  // A list of strings of exactly `size` entries.
+  Result<std::vector<std::string>> StringList(const char* key, size_t size,
+                                              const std::string& why) const;
+  // "<source>: '<key>' = <value> is not supported (<why>)".
+  Status Unsupported(const char* key, const std::string& why) const;
+
+  // rope_parameters (transformers 5) or rope_scaling: the scaling kind and its factors into `c`
+  // (a rope_theta inside wins over the top-level one; per layer type, the local layers' base
+  // into rope_local_theta).
+  Status ReadRope(const HfRopeRules& rules, HfConfig& c) const;
+
+ private:
+  struct Parsed;
+  explicit HfConfigReader(std::shared_ptr<const Parsed> parsed) : parsed_(std::move(parsed)) {}
+  std::shared_ptr<const Parsed> parsed_;
 };
 
 }  // namespace kvserve

@@ -187,7 +187,7 @@ bool HfFolder::IsFolder(const std::string& path) {
 }
 
 Result<GgufFile> HfFolder::Open(const std::string& folder) {
-  auto config = HfConfig::Load(folder + "/config.json");
+  auto config = LoadHfConfig(folder + "/config.json");
   if (!config.ok()) return config.status();
   auto tokenizer = HfTokenizer::LoadFolder(folder, {.n_vocab = config->n_vocab,
                                                     .bos_token_id = config->bos_token_id,

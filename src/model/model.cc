@@ -2,33 +2,10 @@
 
 #include <algorithm>
 
-#include "model/architectures.h"
+#include "model/architecture.h"
 #include "model/hf_folder.h"
 
 namespace kvserve {
-
-namespace {
-
-struct Architecture {
-  const char* name;  // general.architecture
-  ModelLoader load;
-};
-
-constexpr Architecture kArchitectures[] = {
-    {"llama", LoadLlama},   {"gpt2", LoadGpt2},         {"qwen2", LoadQwen2},
-    {"qwen3", LoadQwen3},   {"phi3", LoadPhi3},         {"gemma2", LoadGemma2},
-    {"gemma3", LoadGemma3}, {"qwen3moe", LoadQwen3Moe},
-};
-
-}  // namespace
-
-std::string SupportedArchitectures() {
-  std::string names;
-  for (const Architecture& arch : kArchitectures) {
-    names += (names.empty() ? "" : ", ") + std::string(arch.name);
-  }
-  return names;
-}
 
 Model::Model(GgufFile file, ModelConfig config, const Backend& backend)
     : file_(std::move(file)), config_(std::move(config)), backend_(backend) {}
@@ -78,11 +55,10 @@ Result<std::unique_ptr<Model>> LoadModel(const std::string& path, const Backend&
 Result<std::unique_ptr<Model>> LoadModel(GgufFile file, const Backend& backend) {
   auto name = file.GetString("general.architecture");
   if (!name.ok()) return name.status();
-  for (const Architecture& arch : kArchitectures) {
-    if (*name != arch.name) continue;
+  if (const Architecture* arch = FindArchitecture(*name); arch != nullptr) {
     auto config = ModelConfig::FromGguf(file);
     if (!config.ok()) return config.status();
-    return arch.load(std::move(file), std::move(config).value(), backend);
+    return arch->load(std::move(file), std::move(config).value(), backend);
   }
   return Status::InvalidArgument(file.path() + ": unsupported architecture '" + std::string(*name) +
                                  "' (supported: " + SupportedArchitectures() + ")");

@@ -1,11 +1,17 @@
 // The gpt2 architecture: learned position embeddings, LayerNorm with biases, a fused QKV
 // projection with bias, GELU feed-forward with biases, tied output.
+//
+// Hugging Face: GPT2LMHeadModel (n_embd, n_layer, n_head, n_positions or n_ctx, n_inner (default
+// 4 * n_embd), layer_norm_epsilon; activation_function gelu_new). Its Conv1D weights are stored
+// [in, out] and are transposed.
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "model/architectures.h"
+#include "model/architecture.h"
 #include "model/decoder_blocks.h"
+#include "model/hf_families.h"
 #include "model/weight_loader.h"
 
 namespace kvserve {
@@ -124,12 +130,90 @@ class Gpt2Model final : public Model {
   std::vector<Gpt2Layer> layers_;
 };
 
-}  // namespace
-
 Result<std::unique_ptr<Model>> LoadGpt2(GgufFile file, ModelConfig config, const Backend& backend) {
   auto model = std::make_unique<Gpt2Model>(std::move(file), std::move(config), backend);
   KVSERVE_RETURN_IF_ERROR(model->Load());
   return std::unique_ptr<Model>(std::move(model));
+}
+
+Status ReadGpt2Config(const HfConfigReader& r, HfConfig& c) {
+  KVSERVE_RETURN_IF_ERROR(r.Count({"n_embd", "hidden_size"}, kMaxHfDim, &c.n_embd));
+  KVSERVE_RETURN_IF_ERROR(r.Count({"n_layer", "num_hidden_layers"}, 4096, &c.n_layers));
+  KVSERVE_RETURN_IF_ERROR(r.Count({"n_head", "num_attention_heads"}, 4096, &c.n_heads));
+  KVSERVE_RETURN_IF_ERROR(r.Count({"n_positions", "n_ctx"}, 1 << 24, &c.n_ctx));
+  KVSERVE_RETURN_IF_ERROR(r.Count({"n_inner"}, kMaxHfDim, &c.n_ff, 4 * c.n_embd));
+  c.norm_eps = 1e-5;
+  KVSERVE_RETURN_IF_ERROR(r.Float("layer_norm_epsilon", &c.norm_eps, false));
+  KVSERVE_RETURN_IF_ERROR(r.OneOf("activation_function", {"gelu_new"}));
+  c.n_kv_heads = c.n_heads;
+  c.tie_word_embeddings = true;
+  KVSERVE_RETURN_IF_ERROR(r.Bool("tie_word_embeddings", &c.tie_word_embeddings));
+  if (c.n_embd % c.n_heads != 0) {
+    return Status::InvalidArgument(r.source() + ": hidden size " + std::to_string(c.n_embd) +
+                                   " is not a multiple of the head count " +
+                                   std::to_string(c.n_heads));
+  }
+  c.head_dim = c.n_embd / c.n_heads;
+  return Status::Ok();
+}
+
+// The GGUF name and transform of a GPT2LMHeadModel tensor, or an error naming it.
+Result<HfMapping> MapGpt2Tensor(std::string_view hf_name, const HfConfig& c) {
+  std::string_view name = hf_name;
+  if (name.substr(0, 12) == "transformer.") name.remove_prefix(12);
+  static const std::map<std::string_view, std::string_view> kGlobal = {
+      {"wte.weight", "token_embd.weight"},   {"wpe.weight", "position_embd.weight"},
+      {"ln_f.weight", "output_norm.weight"}, {"ln_f.bias", "output_norm.bias"},
+      {"lm_head.weight", "output.weight"},
+  };
+  if (auto it = kGlobal.find(name); it != kGlobal.end()) {
+    if (name == "lm_head.weight" && c.tie_word_embeddings) return HfMapping{};
+    return HfMapping{.name = std::string(it->second)};
+  }
+  static const std::map<std::string_view, std::pair<std::string_view, HfTransform>> kLayer = {
+      {"ln_1.weight", {"attn_norm.weight", HfTransform::kNone}},
+      {"ln_1.bias", {"attn_norm.bias", HfTransform::kNone}},
+      {"attn.c_attn.weight", {"attn_qkv.weight", HfTransform::kTranspose}},
+      {"attn.c_attn.bias", {"attn_qkv.bias", HfTransform::kNone}},
+      {"attn.c_proj.weight", {"attn_output.weight", HfTransform::kTranspose}},
+      {"attn.c_proj.bias", {"attn_output.bias", HfTransform::kNone}},
+      {"ln_2.weight", {"ffn_norm.weight", HfTransform::kNone}},
+      {"ln_2.bias", {"ffn_norm.bias", HfTransform::kNone}},
+      {"mlp.c_fc.weight", {"ffn_up.weight", HfTransform::kTranspose}},
+      {"mlp.c_fc.bias", {"ffn_up.bias", HfTransform::kNone}},
+      {"mlp.c_proj.weight", {"ffn_down.weight", HfTransform::kTranspose}},
+      {"mlp.c_proj.bias", {"ffn_down.bias", HfTransform::kNone}},
+  };
+  int layer = 0;
+  std::string rest;
+  if (SplitHfLayer(name, "h.", &layer, &rest) && layer < c.n_layers) {
+    if (rest == "attn.bias" || rest == "attn.masked_bias") return HfMapping{};  // mask buffers
+    if (auto it = kLayer.find(rest); it != kLayer.end()) {
+      return HfMapping{.name = GgufBlockName(layer, it->second.first),
+                       .transform = it->second.second};
+    }
+  }
+  return Status::InvalidArgument("tensor '" + std::string(hf_name) + "' is not part of a " +
+                                 std::to_string(c.n_layers) + "-layer GPT2LMHeadModel");
+}
+
+void WriteGpt2Metadata(const HfConfig& c, GgufWriter& w) {
+  w.SetUint32("gpt2.context_length", static_cast<uint32_t>(c.n_ctx));
+  w.SetUint32("gpt2.embedding_length", static_cast<uint32_t>(c.n_embd));
+  w.SetUint32("gpt2.block_count", static_cast<uint32_t>(c.n_layers));
+  w.SetUint32("gpt2.feed_forward_length", static_cast<uint32_t>(c.n_ff));
+  w.SetUint32("gpt2.attention.head_count", static_cast<uint32_t>(c.n_heads));
+  w.SetFloat32("gpt2.attention.layer_norm_epsilon", static_cast<float>(c.norm_eps));
+}
+
+}  // namespace
+
+KVSERVE_ARCHITECTURE(gpt2) {
+  static const Architecture entry{.gguf_name = "gpt2",
+                                  .load = &LoadGpt2,
+                                  .hf_classes = {{"GPT2LMHeadModel", "gpt2", &ReadGpt2Config,
+                                                  &MapGpt2Tensor, &WriteGpt2Metadata}}};
+  return entry;
 }
 
 }  // namespace kvserve

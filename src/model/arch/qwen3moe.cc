@@ -10,12 +10,19 @@
 // expert output row lands in the token's slot for that expert (its place in the token's top-k
 // list), and the slots are summed per token in that order: a token's result does not depend on
 // which other tokens share the batch (matmul rows are independent).
+//
+// Hugging Face: Qwen3MoeForCausalLM (qwen3's keys with num_experts, num_experts_per_tok,
+// moe_intermediate_size; norm_topk_prob must be true and every layer sparse). Experts come one
+// tensor each ("mlp.experts.E.gate_proj.weight") or fused per layer (transformers 5), and are
+// stacked into the 3-D GGUF tensors.
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
-#include "model/architectures.h"
+#include "model/architecture.h"
 #include "model/decoder_blocks.h"
+#include "model/hf_families.h"
 #include "model/weight_loader.h"
 
 namespace kvserve {
@@ -214,13 +221,100 @@ class Qwen3MoeModel final : public Model {
   std::vector<MoeLayer> layers_;
 };
 
-}  // namespace
-
 Result<std::unique_ptr<Model>> LoadQwen3Moe(GgufFile file, ModelConfig config,
                                             const Backend& backend) {
   auto model = std::make_unique<Qwen3MoeModel>(std::move(file), std::move(config), backend);
   KVSERVE_RETURN_IF_ERROR(model->Load());
   return std::unique_ptr<Model>(std::move(model));
+}
+
+Status ReadQwen3MoeConfig(const HfConfigReader& r, HfConfig& c) {
+  KVSERVE_RETURN_IF_ERROR(ReadHfDecoderConfig(r, {}, c));
+  KVSERVE_RETURN_IF_ERROR(r.RequireBool("use_sliding_window", false, true,
+                                        "llama.cpp's Qwen files attend to the whole context"));
+  KVSERVE_RETURN_IF_ERROR(r.Count({"num_experts"}, 4096, &c.n_experts));
+  KVSERVE_RETURN_IF_ERROR(r.Count({"num_experts_per_tok"}, c.n_experts, &c.n_experts_used));
+  KVSERVE_RETURN_IF_ERROR(r.Count({"moe_intermediate_size"}, kMaxHfDim, &c.n_ff_expert));
+  KVSERVE_RETURN_IF_ERROR(r.RequireBool("norm_topk_prob", true, false,
+                                        "kvserve renormalises the top-k expert weights"));
+  int step = 1;
+  KVSERVE_RETURN_IF_ERROR(r.Count({"decoder_sparse_step"}, 4096, &step, 1));
+  if (step != 1) {
+    return r.Unsupported("decoder_sparse_step", "every layer must be a mixture of experts");
+  }
+  return r.RequireAbsent("mlp_only_layers", "every layer must be a mixture of experts");
+}
+
+// "mlp.experts.E.<w>_proj.weight": expert E of the stacked ffn_<w>_exps tensor.
+bool MapExpert(const std::string& rest, const HfConfig& c, int layer, HfMapping* out) {
+  int expert = 0;
+  std::string w;
+  if (!SplitHfLayer(rest, "mlp.experts.", &expert, &w) || expert >= c.n_experts) return false;
+  static const std::map<std::string_view, std::string_view> kExperts = {
+      {"gate_proj.weight", "ffn_gate_exps.weight"},
+      {"up_proj.weight", "ffn_up_exps.weight"},
+      {"down_proj.weight", "ffn_down_exps.weight"},
+  };
+  auto it = kExperts.find(w);
+  if (it == kExperts.end()) return false;
+  *out = HfMapping{.name = GgufBlockName(layer, it->second), .expert = expert};
+  return true;
+}
+
+// transformers 5's fused experts: "mlp.experts.gate_up_proj" [n_expert, 2 n_ff, n_embd] (gate
+// rows, then up rows, per expert) and "mlp.experts.down_proj" [n_expert, n_embd, n_ff], with or
+// without ".weight".
+bool MapFusedExperts(std::string rest, int layer, HfMapping* out) {
+  if (rest.ends_with(".weight")) rest.resize(rest.size() - 7);
+  if (rest == "mlp.experts.gate_up_proj") {
+    *out = HfMapping{.name = GgufBlockName(layer, "ffn_gate_exps.weight"),
+                     .transform = HfTransform::kSplitGateUp};
+    return true;
+  }
+  if (rest == "mlp.experts.down_proj") {
+    *out = HfMapping{.name = GgufBlockName(layer, "ffn_down_exps.weight")};
+    return true;
+  }
+  return false;
+}
+
+bool MapExperts(const std::string& rest, const HfConfig& c, int layer, HfMapping* out) {
+  return MapExpert(rest, c, layer, out) || MapFusedExperts(rest, layer, out);
+}
+
+Result<HfMapping> MapQwen3MoeTensor(std::string_view hf_name, const HfConfig& c) {
+  static const HfDecoderTensors tensors{
+      .layer =
+          [] {
+            HfLayerNames names = LlamaLayerNames();
+            names.erase("mlp.gate_proj.weight");
+            names.erase("mlp.up_proj.weight");
+            names.erase("mlp.down_proj.weight");
+            names["mlp.gate.weight"] = "ffn_gate_inp.weight";
+            names["self_attn.q_norm.weight"] = "attn_q_norm.weight";
+            names["self_attn.k_norm.weight"] = "attn_k_norm.weight";
+            return names;
+          }(),
+      .map_layer = &MapExperts};
+  return MapHfDecoderTensor(hf_name, c, tensors);
+}
+
+void WriteQwen3MoeMetadata(const HfConfig& c, GgufWriter& w) {
+  AddHfDecoderMetadata(c, {}, w);
+  w.SetUint32("qwen3moe.expert_count", static_cast<uint32_t>(c.n_experts));
+  w.SetUint32("qwen3moe.expert_used_count", static_cast<uint32_t>(c.n_experts_used));
+  w.SetUint32("qwen3moe.expert_feed_forward_length", static_cast<uint32_t>(c.n_ff_expert));
+}
+
+}  // namespace
+
+KVSERVE_ARCHITECTURE(qwen3moe) {
+  static const Architecture entry{
+      .gguf_name = "qwen3moe",
+      .load = &LoadQwen3Moe,
+      .hf_classes = {{"Qwen3MoeForCausalLM", "qwen3_moe", &ReadQwen3MoeConfig, &MapQwen3MoeTensor,
+                      &WriteQwen3MoeMetadata}}};
+  return entry;
 }
 
 }  // namespace kvserve

@@ -1,0 +1,87 @@
+// An architecture is one file, src/model/arch/<name>.cc, that defines its entry with
+// KVSERVE_ARCHITECTURE(<name>): the GGUF general.architecture it loads, its loader (which builds
+// the forward from the shared blocks of decoder_blocks.h, gemma_decoder.h and gpt2's own), and
+// the Hugging Face classes it reads, each with its config.json keys, its tensor-name map and the
+// GGUF metadata it writes (the shared parts in hf_families.h). The build lists every file of
+// src/model/arch/ (CMakeLists.txt writes generated/architecture_list.cc), so adding an
+// architecture is adding its file and its test; nothing else names it.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "io/gguf_reader.h"
+#include "io/gguf_writer.h"
+#include "io/hf_config.h"
+#include "kernels/backend.h"
+#include "model/model.h"
+#include "model/model_config.h"
+#include "util/status.h"
+
+namespace kvserve {
+
+enum class HfTransform {
+  kNone,
+  kTranspose,     // GPT-2 Conv1D [in, out] -> [out, in] rows
+  kPermuteHeads,  // llama q/k rows: rotate-half -> interleaved pairs, per head
+  kPlusOne,       // Gemma RMSNorm weight w -> 1 + w (in f16 for f16 data, else in f32)
+  kSplitGateUp,   // fused experts [n_expert, 2 n_ff, n_embd] -> ffn_gate_exps and ffn_up_exps
+};
+
+// Where one safetensors tensor goes in the GGUF view of a Hugging Face folder.
+struct HfMapping {
+  std::string name;  // GGUF name; empty: the tensor is skipped
+  HfTransform transform = HfTransform::kNone;
+  int n_heads = 0;  // kPermuteHeads
+  int expert = -1;  // >= 0: this expert's slice of the stacked 3-D tensor `name`
+};
+
+// One Hugging Face class an architecture reads (Mistral's is llama's second).
+struct HfClass {
+  const char* architecture;  // "MistralForCausalLM", as config.json's "architectures" has it
+  const char* model_type;    // "mistral": the class when "architectures" is absent
+  // config.json's keys into `c` (the common ones, vocabulary and special tokens, are read
+  // before); what kvserve cannot compute exactly is refused naming the key.
+  Status (*read_config)(const HfConfigReader& r, HfConfig& c);
+  // The GGUF name and transform of tensor `hf_name`, or an error naming the tensor.
+  Result<HfMapping> (*map_tensor)(std::string_view hf_name, const HfConfig& c);
+  // The GGUF metadata llama.cpp's converter writes for the class (general.* is written before).
+  void (*write_metadata)(const HfConfig& c, GgufWriter& w);
+};
+
+using ModelLoader = Result<std::unique_ptr<Model>> (*)(GgufFile file, ModelConfig config,
+                                                       const Backend& backend);
+
+struct Architecture {
+  const char* gguf_name;  // general.architecture
+  ModelLoader load;
+  std::vector<HfClass> hf_classes;  // empty: GGUF files only
+};
+
+// Defines the entry of the architecture in src/model/arch/<stem>.cc:
+//   KVSERVE_ARCHITECTURE(llama) { static const Architecture entry{...}; return entry; }
+#define KVSERVE_ARCHITECTURE(stem)                           \
+  const ::kvserve::Architecture& ArchitectureEntry_##stem(); \
+  const ::kvserve::Architecture& ArchitectureEntry_##stem()
+
+// Every architecture of the build, in file-name order.
+std::span<const Architecture* const> Architectures();
+
+// The architecture loading GGUF general.architecture `gguf_name`; nullptr when none does.
+const Architecture* FindArchitecture(std::string_view gguf_name);
+
+// The Hugging Face class named `architecture` (or, when that is empty, of `model_type`), and the
+// architecture it belongs to; nullptr when no architecture reads it.
+struct HfClassEntry {
+  const Architecture* architecture = nullptr;
+  const HfClass* hf_class = nullptr;
+};
+HfClassEntry FindHfClass(std::string_view architecture, std::string_view model_type);
+
+// "LlamaForCausalLM, MistralForCausalLM, ...": the classes kvserve reads, for errors.
+std::string SupportedHfClasses();
+
+}  // namespace kvserve
