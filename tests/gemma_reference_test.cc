@@ -119,10 +119,10 @@ TEST(GemmaKvSpec, LocalAndGlobalLayersAreGroups) {
         std::tuple{gemma3.get(), std::vector<int>{0, 1, 2}, std::vector<int>{3}}}) {
     const KvSpec spec = model->kv_spec();
     ASSERT_EQ(spec.groups.size(), 2u);
-    EXPECT_EQ(spec.groups[0].kind, KvGroupKind::kFullCausal);
+    EXPECT_EQ(spec.groups[0].kind->Describe(), "full causal");
     EXPECT_EQ(spec.groups[0].layers, global);
-    EXPECT_EQ(spec.groups[1].kind, KvGroupKind::kSlidingWindow);
-    EXPECT_EQ(spec.groups[1].window, 8);
+    EXPECT_EQ(spec.groups[1].kind->Describe(), "sliding window 8");
+    EXPECT_EQ(spec.groups[1].kind->attention_window(), 8);
     EXPECT_EQ(spec.groups[1].layers, local);
   }
 }
@@ -161,7 +161,7 @@ TEST(GemmaMetadata, Gemma3PatternDefaultsToSix) {
   ASSERT_TRUE(e.model.ok()) << e.model.message();
   const KvSpec spec = (*e.model)->kv_spec();
   ASSERT_EQ(spec.groups.size(), 1u);
-  EXPECT_EQ(spec.groups[0].kind, KvGroupKind::kSlidingWindow);
+  EXPECT_FALSE(spec.groups[0].kind->keeps_every_block());  // a window
   EXPECT_EQ(spec.groups[0].layers, (std::vector<int>{0, 1, 2, 3}));
 }
 

@@ -25,6 +25,7 @@
 #include "io/gguf_reader.h"
 #include "io/gguf_writer.h"
 #include "kv/block_manager.h"
+#include "kv/sliding_window_kind.h"
 #include "model/model.h"
 #include "model/synthetic_model.h"
 #include "support/core_run.h"
@@ -58,7 +59,8 @@ std::vector<int32_t> Iota(int n, int start) {
 
 TEST(BlockManagerWindow, WindowGroupHoldsItsWindowWhileTheFullGroupGrows) {
   constexpr int kWindow = 10;
-  BlockManager m({{.n_blocks = 64}, {.n_blocks = 5, .window = kWindow}}, kBs, true);
+  BlockManager m({{.n_blocks = 64}, {.n_blocks = 5, .kind = SlidingWindowKind::Make(kWindow)}}, kBs,
+                 true);
   const std::vector<int32_t> tokens = Iota(200, 1);
   BlockTable table;
   for (int c = 0; c < 200; ++c) {
@@ -85,7 +87,9 @@ TEST(BlockManagerWindow, PrefixHitNeedsTheLastWindowOfEveryWindowGroup) {
   const std::vector<int32_t> tokens = Iota(101, 1);
   // A window pool that holds the whole sequence, and one of six blocks that evicts its oldest.
   for (int window_blocks : {32, 6}) {
-    BlockManager m({{.n_blocks = 64}, {.n_blocks = window_blocks, .window = kWindow}}, kBs, true);
+    BlockManager m(
+        {{.n_blocks = 64}, {.n_blocks = window_blocks, .kind = SlidingWindowKind::Make(kWindow)}},
+        kBs, true);
     BlockTable a;
     Advance(m, a, tokens, 0, 100);
     m.Free(a);
@@ -125,7 +129,8 @@ TEST(BlockManagerWindow, PrefixHitNeedsTheLastWindowOfEveryWindowGroup) {
 // the last block boundary (100), not of the next position (102).
 TEST(BlockManagerWindow, APinnedSessionKeepsTheWindowOfItsWholeBlocks) {
   constexpr int kWindow = 10;
-  BlockManager m({{.n_blocks = 64}, {.n_blocks = 6, .window = kWindow}}, kBs, true);
+  BlockManager m({{.n_blocks = 64}, {.n_blocks = 6, .kind = SlidingWindowKind::Make(kWindow)}}, kBs,
+                 true);
   std::vector<int32_t> tokens = Iota(102, 1);
   BlockTable seq;
   Advance(m, seq, tokens, 0, 102);
@@ -144,7 +149,8 @@ TEST(BlockManagerWindow, APinnedSessionKeepsTheWindowOfItsWholeBlocks) {
 }
 
 TEST(BlockManagerWindow, GrowFailsWithoutChangeWhenTheWindowPoolIsShort) {
-  BlockManager m({{.n_blocks = 16}, {.n_blocks = 2, .window = 8}}, kBs, false);
+  BlockManager m({{.n_blocks = 16}, {.n_blocks = 2, .kind = SlidingWindowKind::Make(8)}}, kBs,
+                 false);
   BlockTable table;
   EXPECT_FALSE(m.Grow(table, 12));  // three blocks in each group; the window pool has two
   EXPECT_EQ(m.Stats(0).used, 0);
@@ -241,7 +247,7 @@ std::vector<int32_t> RandomPrompt(std::mt19937& rng, int n, int n_vocab) {
 std::pair<int, int> Groups(const KvSpec& spec) {
   int full = -1, window = -1;
   for (size_t g = 0; g < spec.groups.size(); ++g) {
-    (spec.groups[g].kind == KvGroupKind::kSlidingWindow ? window : full) = static_cast<int>(g);
+    (spec.groups[g].kind->keeps_every_block() ? full : window) = static_cast<int>(g);
   }
   return {full, window};
 }
@@ -259,7 +265,7 @@ EngineOptions Options(bool prefix_caching) {
 std::vector<int> Pools(const KvSpec& spec, int full, int window) {
   std::vector<int> n;
   for (const KvGroupSpec& g : spec.groups) {
-    n.push_back(g.kind == KvGroupKind::kSlidingWindow ? window : full);
+    n.push_back(g.kind->keeps_every_block() ? full : window);
   }
   return n;
 }
@@ -276,7 +282,7 @@ TEST_P(KvWindowEngineTest, LongSequenceHoldsOnlyTheWindowInItsWindowGroup) {
   const KvSpec spec = l.model->kv_spec();
   const auto [full, window] = Groups(spec);
   ASSERT_GE(window, 0);
-  ASSERT_EQ(spec.groups[window].window, 8);
+  ASSERT_EQ(spec.groups[window].kind->attention_window(), 8);
   const int n_window_blocks = spec.groups[window].BlocksPerSequence(256, kBs);
   EXPECT_EQ(n_window_blocks, 3);  // ceil(7 / 4) + 1
   std::mt19937 rng(5);

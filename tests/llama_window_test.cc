@@ -59,9 +59,9 @@ TEST(LlamaWindowTest, WindowAppliesFromItsLengthOnAndEveryModeAgrees) {
   ASSERT_TRUE(full && windowed);
   const KvSpec spec = windowed->kv_spec();
   ASSERT_EQ(spec.groups.size(), 1u);
-  EXPECT_EQ(spec.groups[0].kind, KvGroupKind::kSlidingWindow);
-  EXPECT_EQ(spec.groups[0].window, kWindow);
-  EXPECT_EQ(full->kv_spec().groups[0].kind, KvGroupKind::kFullCausal);
+  EXPECT_EQ(spec.groups[0].kind->Describe(), "sliding window 5");
+  EXPECT_EQ(spec.groups[0].kind->attention_window(), kWindow);
+  EXPECT_EQ(full->kv_spec().groups[0].kind->Describe(), "full causal");
 
   const std::vector<int32_t> tokens = {1, 5, 9, 200, 31, 7, 7, 40, 3, 11, 2, 60, 17, 90, 4, 8};
   const int n_vocab = full->config().n_vocab;

@@ -123,9 +123,7 @@ std::string LayerRuns(const std::vector<int>& layers) {
 void PrintKvCache(const KvSpec& spec, int n_ctx_train) {
   for (size_t g = 0; g < spec.groups.size(); ++g) {
     const KvGroupSpec& group = spec.groups[g];
-    const std::string kind = group.kind == KvGroupKind::kSlidingWindow
-                                 ? "sliding window " + std::to_string(group.window)
-                                 : "full causal";
+    const std::string kind = group.kind->Describe();
     std::printf("KV group %zu:    %s, layers %s, %d kv heads x %d\n", g, kind.c_str(),
                 LayerRuns(group.layers).c_str(), group.n_kv_heads, group.head_dim);
   }
@@ -140,9 +138,8 @@ void PrintKvCache(const KvSpec& spec, int n_ctx_train) {
                 type == KvType::kQ4_0 ? " (lossy)" : "");
   }
   // Window groups give back the blocks that slid out of the window (docs/kv-cache.md).
-  const bool windowed = std::any_of(spec.groups.begin(), spec.groups.end(), [](const auto& g) {
-    return g.kind == KvGroupKind::kSlidingWindow && g.window > 0;
-  });
+  const bool windowed = std::any_of(spec.groups.begin(), spec.groups.end(),
+                                    [](const auto& g) { return !g.kind->keeps_every_block(); });
   if (windowed) {
     constexpr int kBlockSize = 16;  // the engine's default
     const uint64_t held = spec.BytesHeld(KvType::kF16, n_ctx_train, kBlockSize);

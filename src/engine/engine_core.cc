@@ -15,14 +15,11 @@ namespace kvserve {
 
 namespace {
 
-// Each group's pool: its blocks and, for a sliding-window group, its window.
+// Each group's pool: its blocks and its cache kind.
 std::vector<BlockPoolSpec> PoolSpecs(const KvSpec& spec, const std::vector<int>& n_blocks) {
   std::vector<BlockPoolSpec> pools;
   for (size_t g = 0; g < spec.groups.size(); ++g) {
-    const KvGroupSpec& group = spec.groups[g];
-    pools.push_back(
-        {.n_blocks = n_blocks[g],
-         .window = group.kind == KvGroupKind::kSlidingWindow ? std::max(0, group.window) : 0});
+    pools.push_back({.n_blocks = n_blocks[g], .kind = spec.groups[g].kind});
   }
   return pools;
 }

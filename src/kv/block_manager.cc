@@ -21,7 +21,7 @@ size_t BlockManager::KeyHash::operator()(const BlockKey& key) const {
 }
 
 BlockManager::Pool::Pool(const BlockPoolSpec& spec)
-    : window(spec.window),
+    : kind(spec.kind),
       refs(spec.n_blocks, 0),
       has_key(spec.n_blocks, false),
       key_of(spec.n_blocks),
@@ -86,11 +86,6 @@ BlockKey BlockManager::KeyOf(const BlockKey* parent, const std::string& salt,
   return hasher.Finish();
 }
 
-int BlockManager::FirstLiveBlock(int group, int next_position) const {
-  const int window = pools_[group].window;
-  return window > 0 ? std::max(0, next_position - window + 1) / block_size_ : 0;
-}
-
 void BlockManager::ExtendKeyChain(std::span<const int32_t> tokens, const std::string& salt,
                                   std::vector<BlockKey>& keys) const {
   const size_t max_blocks = (tokens.size() - 1) / block_size_;
@@ -98,7 +93,7 @@ void BlockManager::ExtendKeyChain(std::span<const int32_t> tokens, const std::st
     const BlockKey key =
         KeyOf(b ? &keys.back() : nullptr, salt, tokens.subspan(b * block_size_, block_size_));
     const bool in_full_groups = std::all_of(pools_.begin(), pools_.end(), [&](const Pool& pool) {
-      return pool.window > 0 || pool.cached.count(key) != 0;
+      return !pool.kind->keeps_every_block() || pool.cached.count(key) != 0;
     });
     if (!in_full_groups) return;
     keys.push_back(key);
@@ -116,7 +111,7 @@ int BlockManager::PrefixHitBlocks(std::span<const int32_t> tokens, const std::st
   for (int n = static_cast<int>(keys.size()); n > 0; --n) {
     bool whole = true;
     for (int g = 0; g < n_groups() && whole; ++g) {
-      if (pools_[g].window == 0) continue;
+      if (pools_[g].kind->keeps_every_block()) continue;
       for (int b = FirstLiveBlock(g, n * block_size_); b < n && whole; ++b) {
         whole = pools_[g].cached.count(keys[b]) != 0;
       }
@@ -171,7 +166,7 @@ int BlockManager::ExtendPrefix(BlockTable& table, std::span<const int32_t> token
   // head): keep only the leading blocks whose window is still held.
   auto window_held = [&](int n, auto&& has) {
     for (int g = 0; g < n_groups(); ++g) {
-      if (pools_[g].window == 0) continue;
+      if (pools_[g].kind->keeps_every_block()) continue;
       for (int b = FirstLiveBlock(g, n * block_size_); b < n; ++b) {
         if (!has(g, b)) return false;
       }
@@ -276,7 +271,7 @@ bool BlockManager::Grow(BlockTable& table, int n_tokens, bool evict) {
 
 void BlockManager::SlideWindows(BlockTable& table, int next_position) {
   for (size_t g = 0; g < pools_.size(); ++g) {
-    if (pools_[g].window == 0) continue;
+    if (pools_[g].kind->keeps_every_block()) continue;
     std::vector<int32_t>& row = table.group(g);
     // The window of the last block boundary stays: a prefix hit on this sequence's blocks (a
     // whole number of blocks, a session's next turn) needs it. Kept entries are contiguous: walk

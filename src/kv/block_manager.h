@@ -30,6 +30,8 @@
 #include <utility>
 #include <vector>
 
+#include "kv/full_causal_kind.h"
+#include "kv/kv_cache_kind.h"
 #include "util/sha256.h"
 #include "util/status.h"
 
@@ -54,11 +56,10 @@ struct BlockTable {
   int held() const;
 };
 
-// One group's pool: how many blocks, and the group's window (0: a full group, which keeps every
-// block of a sequence).
+// One group's pool: how many blocks, and the group's cache kind (which blocks a sequence keeps).
 struct BlockPoolSpec {
   int n_blocks = 0;
-  int window = 0;  // keys per query, the query's own included (KvGroupSpec::window)
+  KvCacheKindPtr kind = FullCausalKind::Make();
 };
 
 struct BlockManagerStats {
@@ -89,7 +90,7 @@ class BlockManager {
 
   int block_size() const { return block_size_; }
   int n_groups() const { return static_cast<int>(pools_.size()); }
-  int window(int group) const { return pools_[group].window; }
+  const KvCacheKind& kind(int group) const { return *pools_[group].kind; }
   // Blocks of every pool together; of one group's pool.
   int n_blocks() const;
   int n_blocks(int group) const { return static_cast<int>(pools_[group].refs.size()); }
@@ -142,9 +143,11 @@ class BlockManager {
   // window. Full groups: no change. Positions below next_position are never recomputed into this
   // table afterwards.
   void SlideWindows(BlockTable& table, int next_position);
-  // First logical block a window group keeps for a sequence whose next position is
-  // `next_position` (0 for a full group).
-  int FirstLiveBlock(int group, int next_position) const;
+  // First logical block a group keeps for a sequence whose next position is `next_position`
+  // (its kind's rule; 0 for a full group).
+  int FirstLiveBlock(int group, int next_position) const {
+    return pools_[group].kind->FirstLiveBlock(next_position, block_size_);
+  }
 
   // Registers the table's full blocks among tokens[0..n_computed) in the prefix cache.
   void Commit(BlockTable& table, std::span<const int32_t> tokens, int n_computed,
@@ -192,7 +195,7 @@ class BlockManager {
   struct Pool {
     explicit Pool(const BlockPoolSpec& spec);
     int available() const { return static_cast<int>(free.size() + lru.size()); }
-    int window;
+    KvCacheKindPtr kind;
     std::vector<int32_t> refs;
     std::vector<bool> has_key;
     std::vector<BlockKey> key_of;

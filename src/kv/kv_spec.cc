@@ -15,12 +15,6 @@ KvSpec KvSpec::Uniform(int n_layers, int n_kv_heads, int head_dim) {
   return KvSpec{.groups = {group}};
 }
 
-int KvGroupSpec::BlocksPerSequence(int n_ctx, int block_size) const {
-  const int full = (n_ctx + block_size - 1) / block_size;
-  if (kind != KvGroupKind::kSlidingWindow || window <= 0) return full;
-  return std::min(full, (window - 1 + block_size - 1) / block_size + 1);
-}
-
 int KvSpec::n_layers() const {
   int n = 0;
   for (const KvGroupSpec& group : groups) n += static_cast<int>(group.layers.size());

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kv/sliding_window_kind.h"
 #include "model/weight_loader.h"
 
 namespace kvserve {
@@ -152,10 +153,7 @@ class LlamaStyleModel final : public Model {
 
   KvSpec kv_spec() const override {
     KvSpec spec = Model::kv_spec();
-    if (window_ > 0) {
-      spec.groups[0].kind = KvGroupKind::kSlidingWindow;
-      spec.groups[0].window = window_;
-    }
+    if (window_ > 0) spec.groups[0].kind = SlidingWindowKind::Make(window_);
     return spec;
   }
 

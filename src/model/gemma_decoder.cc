@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "kv/sliding_window_kind.h"
 #include "model/decoder_blocks.h"
 #include "model/weight_loader.h"
 
@@ -68,16 +69,15 @@ class GemmaModel final : public Model {
     return Status::Ok();
   }
 
-  // Local layers of one window form one kSlidingWindow group (ascending windows), the global
-  // layers one kFullCausal group.
+  // Local layers of one window form one sliding-window group (ascending windows), the global
+  // layers one full causal group.
   KvSpec kv_spec() const override {
     const ModelConfig& c = config_;
     std::map<int, KvGroupSpec> by_window;  // window (0 = global) -> group
     for (int i = 0; i < c.n_layers; ++i) {
       const int window = options_.layers[i].window;
       KvGroupSpec& group = by_window[window];
-      group.kind = window > 0 ? KvGroupKind::kSlidingWindow : KvGroupKind::kFullCausal;
-      group.window = window;
+      if (window > 0) group.kind = SlidingWindowKind::Make(window);
       group.n_kv_heads = c.n_kv_heads;
       group.head_dim = c.head_dim;
       group.layers.push_back(i);

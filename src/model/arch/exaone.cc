@@ -35,13 +35,14 @@ Status ReadExaoneConfig(const HfConfigReader& r, HfConfig& c) {
   KVSERVE_RETURN_IF_ERROR(r.Float("layer_norm_epsilon", &c.norm_eps, true));
   c.rope_theta_given = r.Has("rope_theta");
   KVSERVE_RETURN_IF_ERROR(r.Float("rope_theta", &c.rope_theta, false));
-  KVSERVE_RETURN_IF_ERROR(r.ReadRope(
-      {.linear = true, .llama3 = true, .supported = "kvserve implements default, linear and llama3"},
-      c));
+  KVSERVE_RETURN_IF_ERROR(r.ReadRope({.linear = true,
+                                      .llama3 = true,
+                                      .supported = "kvserve implements default, linear and llama3"},
+                                     c));
   KVSERVE_RETURN_IF_ERROR(r.Bool("tie_word_embeddings", &c.tie_word_embeddings));
   KVSERVE_RETURN_IF_ERROR(r.OneOf("activation_function", {"silu"}));
-  KVSERVE_RETURN_IF_ERROR(r.RequireNumber("partial_rotary_factor", 1.0,
-                                          "kvserve rotates whole heads"));
+  KVSERVE_RETURN_IF_ERROR(
+      r.RequireNumber("partial_rotary_factor", 1.0, "kvserve rotates whole heads"));
   if (r.Has("head_dim")) {
     KVSERVE_RETURN_IF_ERROR(r.Count({"head_dim"}, 1 << 16, &c.head_dim));
     c.head_dim_given = true;
@@ -81,11 +82,10 @@ void WriteExaoneMetadata(const HfConfig& c, GgufWriter& w) { AddHfDecoderMetadat
 }  // namespace
 
 KVSERVE_ARCHITECTURE(exaone) {
-  static const Architecture entry{
-      .gguf_name = "exaone",
-      .load = &LoadExaone,
-      .hf_classes = {{"ExaoneForCausalLM", "exaone", &ReadExaoneConfig, &MapExaoneTensor,
-                      &WriteExaoneMetadata}}};
+  static const Architecture entry{.gguf_name = "exaone",
+                                  .load = &LoadExaone,
+                                  .hf_classes = {{"ExaoneForCausalLM", "exaone", &ReadExaoneConfig,
+                                                  &MapExaoneTensor, &WriteExaoneMetadata}}};
   return entry;
 }
 

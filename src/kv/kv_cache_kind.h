@@ -1,0 +1,37 @@
+// What one kind of KV layer group keeps of a sequence, and what that means for blocks and
+// attention. One class per kind (full_causal_kind.h, sliding_window_kind.h; the coming ones:
+// cross-attention, recurrent state, layers reading another layer's cache); a KvGroupSpec holds
+// one, immutable and shared. KvSpec's pool sizing, BlockManager's releases and prefix-hit rule,
+// and the models' attention ask it; nothing tests which kind it is.
+#pragma once
+
+#include <memory>
+#include <string>
+
+namespace kvserve {
+
+class KvCacheKind {
+ public:
+  virtual ~KvCacheKind() = default;
+
+  // "full causal", "sliding window 4096": for `kvserve info` and messages.
+  virtual std::string Describe() const = 0;
+
+  // Whether a sequence keeps every block it wrote, so a prefix hit of n blocks needs all n of
+  // them cached in this group (false: only those from FirstLiveBlock of the hit's end).
+  virtual bool keeps_every_block() const = 0;
+
+  // The first logical block a sequence still reads when its next token to compute is at
+  // `next_position`; the blocks before it may go back to the pool. 0 for a kind that keeps all.
+  virtual int FirstLiveBlock(int next_position, int block_size) const = 0;
+
+  // Most blocks one sequence of up to n_tokens tokens holds at once in this group's pool.
+  virtual int BlocksPerSequence(int n_tokens, int block_size) const = 0;
+
+  // Keys a query reads, its own included, for AttentionParams::window; 0: every earlier key.
+  virtual int attention_window() const = 0;
+};
+
+using KvCacheKindPtr = std::shared_ptr<const KvCacheKind>;
+
+}  // namespace kvserve
