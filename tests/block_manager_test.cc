@@ -25,7 +25,7 @@ TEST(BlockManager, FreshTableGrowsAndFreesToTheFreeList) {
   BlockTable table;
   EXPECT_EQ(m.BlocksToHold(table, 9), 3);
   ASSERT_TRUE(m.Grow(table, 9));
-  EXPECT_EQ(table.blocks, (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(table.group(0), (std::vector<int32_t>{0, 1, 2}));
   EXPECT_EQ(m.Stats().used, 3);
   EXPECT_TRUE(m.CheckInvariants().ok());
   m.Free(table);  // nothing was committed: no keys, straight to the free list
@@ -54,7 +54,7 @@ TEST(BlockManager, CommittedPrefixIsReusedAndTheLastTokenAlwaysComputed) {
   EXPECT_EQ(m.CachedPrefixTokens(prompt, ""), 8);
   BlockTable b;
   EXPECT_EQ(m.AllocatePrefix(b, prompt, ""), 8);
-  EXPECT_EQ(b.blocks, (std::vector<int32_t>{a.blocks[0], a.blocks[1]}));
+  EXPECT_EQ(b.group(0), (std::vector<int32_t>{a.group(0)[0], a.group(0)[1]}));
   EXPECT_EQ(m.Stats().used, 3);
   EXPECT_TRUE(m.CheckInvariants().ok());
   // A longer prompt with the same start reuses all three.

@@ -179,10 +179,10 @@ TEST(ContextShiftTest, GeneratesFourContextsKeepingTheSinksAndThePinnedPrefix) {
     // Every token's K/V fits the context.
     EXPECT_LE(seq.n_computed + plan.chunks[0].n_tokens, kCtx);
     if (head_blocks.empty() && seq.n_computed >= head) {
-      head_blocks.assign(seq.blocks.blocks.begin(), seq.blocks.blocks.begin() + head / kBlock);
+      head_blocks.assign(seq.blocks.group(0).begin(), seq.blocks.group(0).begin() + head / kBlock);
     }
     if (!head_blocks.empty()) {
-      EXPECT_TRUE(std::equal(head_blocks.begin(), head_blocks.end(), seq.blocks.blocks.begin()))
+      EXPECT_TRUE(std::equal(head_blocks.begin(), head_blocks.end(), seq.blocks.group(0).begin()))
           << "the head's blocks changed";
     }
     if (seq.n_shifts != last_shifts) {

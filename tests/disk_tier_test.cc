@@ -280,7 +280,7 @@ TEST(DiskTierHooks, BlockManagerCallsTheEvictionHookWithTheKey) {
   BlockTable table;
   ASSERT_TRUE(manager.Grow(table, 4));
   manager.Commit(table, tokens, 4, "");
-  const std::vector<int32_t> blocks = table.blocks;
+  const std::vector<int32_t> blocks = table.group(0);
   const BlockKey first = BlockManager::KeyOf(nullptr, "", std::span(tokens).first(2));
   const BlockKey second = BlockManager::KeyOf(&first, "", std::span(tokens).subspan(2));
   manager.Free(table);
@@ -315,7 +315,7 @@ TEST(KvDiskSpill, EvictedBlocksComeBackAfterARestart) {
     KvDiskSpill spill(manager, cache, **tier);
     BlockTable table;
     ASSERT_TRUE(manager.Grow(table, 7));
-    for (int32_t block : table.blocks) {
+    for (int32_t block : table.group(0)) {
       std::vector<uint8_t> bytes = Payload(block);
       bytes.resize(block_bytes);
       cache.CopyBlockIn(block, bytes);
@@ -343,8 +343,8 @@ TEST(KvDiskSpill, EvictedBlocksComeBackAfterARestart) {
   BlockTable table;
   ASSERT_EQ(manager.AllocatePrefix(table, prompt, ""), 6);
   std::vector<uint8_t> bytes(block_bytes);
-  for (size_t i = 0; i < table.blocks.size(); ++i) {
-    cache.CopyBlockOut(table.blocks[i], bytes);
+  for (size_t i = 0; i < table.group(0).size(); ++i) {
+    cache.CopyBlockOut(table.group(0)[i], bytes);
     EXPECT_EQ(bytes, contents[i]) << "block " << i;
   }
   manager.Free(table);

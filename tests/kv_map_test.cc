@@ -53,7 +53,7 @@ TEST(BlockSnapshot, StatesRefsChainsHitsAndLruRanks) {
   std::vector<BlockSnapshot> s = m.Snapshot();
   ASSERT_EQ(s.size(), 8u);
   for (int i = 0; i < 3; ++i) {
-    const BlockSnapshot& shared = s[a.blocks[i]];
+    const BlockSnapshot& shared = s[a.group(0)[i]];
     EXPECT_EQ(shared.state, State::kUsed);
     EXPECT_EQ(shared.refs, 2);
     EXPECT_EQ(shared.chain_index, i);
@@ -61,7 +61,7 @@ TEST(BlockSnapshot, StatesRefsChainsHitsAndLruRanks) {
     EXPECT_EQ(shared.lru_rank, -1);
   }
   for (const BlockTable* t : {&a, &b}) {  // each one's partial last block: no key, its own
-    const BlockSnapshot& last = s[t->blocks[3]];
+    const BlockSnapshot& last = s[t->group(0)[3]];
     EXPECT_EQ(last.state, State::kUsed);
     EXPECT_EQ(last.refs, 1);
     EXPECT_EQ(last.chain_index, -1);
@@ -92,7 +92,7 @@ TEST(BlockSnapshot, StatesRefsChainsHitsAndLruRanks) {
   // A reuse counts a hit; eviction clears the block's key, chain and hits.
   BlockTable c;
   ASSERT_EQ(m.AllocatePrefix(c, prompt, ""), 12);
-  EXPECT_EQ(m.Snapshot()[c.blocks[0]].hits, 2u);
+  EXPECT_EQ(m.Snapshot()[c.group(0)[0]].hits, 2u);
   m.Free(c);
   BlockTable fill;
   ASSERT_TRUE(m.Grow(fill, 8 * 4));  // takes the free blocks, then evicts every cached one
@@ -261,14 +261,14 @@ BlockMap TwoTenantMap() {
   map.blocks[1] = {.state = State::kUsed, .refs = 2, .chain_index = 0, .hits = 3};
   map.blocks[2] = {.state = State::kUsed, .refs = 1};
   map.blocks[4] = {.state = State::kCached, .lru_rank = 0, .chain_index = 5, .hits = 1};
-  BlockTable mine{.blocks = {1, 2}};
+  BlockTable mine{.groups = {{1, 2}}};
   map.AddOwner({.kind = BlockOwner::Kind::kRequest,
                 .id = "chatcmpl-1-0",
                 .session_id = "aaaa/conv-7",
                 .cache_salt = "aaaa/",
                 .n_tokens = 6},
                mine);
-  BlockTable theirs{.blocks = {1}};
+  BlockTable theirs{.groups = {{1}}};
   map.AddOwner({.kind = BlockOwner::Kind::kSession,
                 .id = "bbbb/their-secret-session",
                 .session_id = "bbbb/their-secret-session",

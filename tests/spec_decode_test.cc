@@ -702,14 +702,14 @@ TEST(BlockManagerTruncate, ReleasesTheBlocksPastTheKeptTokens) {
   m.Commit(t, tokens, 8, "");
   EXPECT_EQ(t.keys.size(), 2u);
   m.Truncate(t, 9);
-  EXPECT_EQ(t.blocks.size(), 3u);
+  EXPECT_EQ(t.n_logical(), 3);
   EXPECT_EQ(t.keys.size(), 2u);
   EXPECT_EQ(m.Stats().free, 5);
   m.Truncate(t, 5);
-  EXPECT_EQ(t.blocks.size(), 2u);
+  EXPECT_EQ(t.n_logical(), 2);
   EXPECT_EQ(t.keys.size(), 2u);
   m.Truncate(t, 4);  // the second, keyed block goes to the cache, not the free list
-  EXPECT_EQ(t.blocks.size(), 1u);
+  EXPECT_EQ(t.n_logical(), 1);
   EXPECT_EQ(t.keys.size(), 1u);
   EXPECT_EQ(m.Stats().cached, 1);
   EXPECT_TRUE(m.CheckInvariants().ok()) << m.CheckInvariants().message();

@@ -6,13 +6,14 @@ namespace kvserve {
 
 void BlockMap::AddOwner(BlockOwner owner, const BlockTable& table) {
   const int32_t index = static_cast<int32_t>(owners.size());
-  owner.n_blocks = static_cast<int>(std::count_if(table.blocks.begin(), table.blocks.end(),
-                                                  [](int32_t b) { return b != kNoBlock; }));
+  const std::vector<int32_t> none;
+  const std::vector<int32_t>& row = table.groups.empty() ? none : table.group(0);
+  owner.n_blocks = static_cast<int>(
+      std::count_if(row.begin(), row.end(), [](int32_t b) { return b != kNoBlock; }));
   owners.push_back(std::move(owner));
-  for (size_t l = 0; l < table.blocks.size(); ++l) {
-    if (table.blocks[l] == kNoBlock) continue;  // slid out of a window group's window
-    uses.push_back(
-        BlockUse{.block = table.blocks[l], .owner = index, .logical = static_cast<int32_t>(l)});
+  for (size_t l = 0; l < row.size(); ++l) {
+    if (row[l] == kNoBlock) continue;  // released by its group's kind
+    uses.push_back(BlockUse{.block = row[l], .owner = index, .logical = static_cast<int32_t>(l)});
   }
 }
 

@@ -430,8 +430,7 @@ void EngineCore::FillBlockMap(BlockMap& map) const {
     map.AddOwner(BlockOwner{.kind = BlockOwner::Kind::kSession,
                             .id = id,
                             .session_id = id,
-                            .n_tokens = static_cast<int>(session.pinned.blocks.size()) *
-                                        blocks_.block_size()},
+                            .n_tokens = session.pinned.n_logical() * blocks_.block_size()},
                  session.pinned);
   }
 }

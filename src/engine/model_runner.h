@@ -24,13 +24,13 @@ struct StepLogits {
   size_t n_rows() const { return n_vocab == 0 ? 0 : data.size() / n_vocab; }
 };
 
-// One sequence's tokens for RunChunks: `tokens` at positions first, first + 1, ..., their K/V at
-// the slots of `block_table` (borrowed; the same block ids in every layer group's pools); a logits
-// row for each of the last n_logit_rows.
+// One sequence's tokens for RunChunks: `tokens` at positions first, first + 1, ..., their K/V in
+// group g at the slots of block_table->group(g) (borrowed); a logits row for each of the last
+// n_logit_rows.
 struct RunnerChunk {
   std::span<const int32_t> tokens;
   int first = 0;
-  const std::vector<int32_t>* block_table = nullptr;
+  const BlockTable* block_table = nullptr;
   int n_logit_rows = 1;
 };
 

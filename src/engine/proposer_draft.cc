@@ -76,7 +76,7 @@ void DraftProposer::Propose(std::span<Sequence* const> seqs, std::span<const int
     const std::vector<int32_t>& tokens = seqs[i]->tokens;
     chunks.push_back({.tokens = std::span<const int32_t>(tokens).subspan(first[i]),
                       .first = first[i],
-                      .block_table = &state.table.blocks,
+                      .block_table = &state.table,
                       .n_logit_rows = 1});
     state.computed.assign(tokens.begin(), tokens.end());
   }
@@ -97,7 +97,7 @@ void DraftProposer::Propose(std::span<Sequence* const> seqs, std::span<const int
       const int pos = static_cast<int>(state.computed.size()) - 1;
       chunks.push_back({.tokens = std::span<const int32_t>(state.computed).subspan(pos),
                         .first = pos,
-                        .block_table = &state.table.blocks,
+                        .block_table = &state.table,
                         .n_logit_rows = 1});
       more.push_back(i);
     }

@@ -8,8 +8,8 @@ namespace kvserve {
 
 int BlockTable::held() const {
   int n = 0;
-  for (size_t g = 0; g <= more_groups.size(); ++g) {
-    for (int32_t block : group(g)) n += block != kNoBlock;
+  for (const std::vector<int32_t>& row : groups) {
+    for (int32_t block : row) n += block != kNoBlock;
   }
   return n;
 }
@@ -138,7 +138,7 @@ void BlockManager::Reference(Pool& pool, int32_t block) {
 int BlockManager::AllocatePrefix(BlockTable& table, std::span<const int32_t> tokens,
                                  const std::string& salt) {
   assert(table.empty());
-  table.more_groups.resize(pools_.size() - 1);
+  table.groups.resize(pools_.size());
   std::vector<BlockKey> keys;
   const int n = PrefixHitBlocks(tokens, salt, keys);
   if (n == 0) return 0;
@@ -161,7 +161,7 @@ int BlockManager::AllocatePrefix(BlockTable& table, std::span<const int32_t> tok
 
 int BlockManager::ExtendPrefix(BlockTable& table, std::span<const int32_t> tokens,
                                const std::string& salt) {
-  table.more_groups.resize(pools_.size() - 1);
+  table.groups.resize(pools_.size());
   // Window rows may have released blocks inside the window before the table's end (a shift's
   // head): keep only the leading blocks whose window is still held.
   auto window_held = [&](int n, auto&& has) {
@@ -173,13 +173,14 @@ int BlockManager::ExtendPrefix(BlockTable& table, std::span<const int32_t> token
     }
     return true;
   };
-  int held = static_cast<int>(table.blocks.size());
+  int held = table.n_logical();
   while (held > 0 &&
          !window_held(held, [&](int g, int b) { return table.group(g)[b] != kNoBlock; })) {
     --held;
   }
   Truncate(table, held * block_size_);
-  if (!prefix_caching_ || tokens.empty() || table.keys.size() != table.blocks.size()) {
+  if (!prefix_caching_ || tokens.empty() ||
+      static_cast<int>(table.keys.size()) != table.n_logical()) {
     return held * block_size_;
   }
   std::vector<BlockKey> keys(table.keys);
@@ -215,7 +216,7 @@ int BlockManager::ExtendPrefix(BlockTable& table, std::span<const int32_t> token
 
 int BlockManager::BlocksToHold(const BlockTable& table, int n_tokens) const {
   const int needed = (n_tokens + block_size_ - 1) / block_size_;
-  return std::max(0, needed - static_cast<int>(table.blocks.size()));
+  return std::max(0, needed - table.n_logical());
 }
 
 int32_t BlockManager::TakeFreshBlock(size_t group) {
@@ -262,7 +263,7 @@ bool BlockManager::Grow(BlockTable& table, int n_tokens, bool evict) {
   for (const Pool& pool : pools_) {
     if (needed > (evict ? pool.available() : static_cast<int>(pool.free.size()))) return false;
   }
-  table.more_groups.resize(pools_.size() - 1);
+  table.groups.resize(pools_.size());
   for (size_t g = 0; g < pools_.size(); ++g) {
     for (int i = 0; i < needed; ++i) table.group(g).push_back(TakeFreshBlock(g));
   }
@@ -289,7 +290,7 @@ void BlockManager::SlideWindows(BlockTable& table, int next_position) {
 void BlockManager::Commit(BlockTable& table, std::span<const int32_t> tokens, int n_computed,
                           const std::string& salt) {
   if (!prefix_caching_) return;
-  const size_t full = std::min<size_t>(n_computed / block_size_, table.blocks.size());
+  const size_t full = std::min<size_t>(n_computed / block_size_, table.n_logical());
   for (size_t b = table.keys.size(); b < full; ++b) {
     const BlockKey key =
         KeyOf(b ? &table.keys.back() : nullptr, salt, tokens.subspan(b * block_size_, block_size_));
@@ -312,9 +313,9 @@ void BlockManager::Commit(BlockTable& table, std::span<const int32_t> tokens, in
 
 BlockTable BlockManager::Share(const BlockTable& table, int n_blocks) {
   BlockTable shared;
-  shared.more_groups.resize(table.more_groups.size());
-  n_blocks = std::min<int>(n_blocks, static_cast<int>(table.blocks.size()));
-  for (size_t g = 0; g <= table.more_groups.size(); ++g) {
+  shared.groups.resize(table.groups.size());
+  n_blocks = std::min<int>(n_blocks, table.n_logical());
+  for (size_t g = 0; g < table.groups.size(); ++g) {
     for (int b = 0; b < n_blocks; ++b) {
       const int32_t block = table.group(g)[b];
       if (block != kNoBlock) Reference(pools_[g], block);
@@ -341,7 +342,7 @@ void BlockManager::Release(Pool& pool, int32_t block) {
 void BlockManager::Free(BlockTable& table) {
   // Release the tail first so that, under LRU eviction, a sequence's early (most shareable)
   // blocks are evicted last.
-  for (size_t g = 0; g <= table.more_groups.size(); ++g) {
+  for (size_t g = 0; g < table.groups.size(); ++g) {
     std::vector<int32_t>& row = table.group(g);
     for (auto it = row.rbegin(); it != row.rend(); ++it) {
       if (*it != kNoBlock) Release(pools_[g], *it);
@@ -381,7 +382,7 @@ std::vector<BlockSnapshot> BlockManager::Snapshot(int group) const {
 
 void BlockManager::Truncate(BlockTable& table, int n_tokens) {
   const size_t keep = static_cast<size_t>((std::max(n_tokens, 0) + block_size_ - 1) / block_size_);
-  for (size_t g = 0; g <= table.more_groups.size(); ++g) {
+  for (size_t g = 0; g < table.groups.size(); ++g) {
     std::vector<int32_t>& row = table.group(g);
     while (row.size() > keep) {
       if (row.back() != kNoBlock) Release(pools_[g], row.back());

@@ -45,13 +45,16 @@ inline constexpr int32_t kNoBlock = -1;
 // A sequence's logical-to-physical block map, one row per layer group. Owned by the sequence;
 // changed only through BlockManager.
 struct BlockTable {
-  std::vector<int32_t> blocks;  // group 0: physical block of logical block i (or kNoBlock)
-  std::vector<BlockKey> keys;   // keys of the leading full blocks already registered
-  std::vector<std::vector<int32_t>> more_groups;  // groups 1..n-1, as `blocks`; [n_groups - 1]
+  // groups[g][i]: the physical block of logical block i (tokens [i * block_size, (i + 1) *
+  // block_size)) in group g's pool, or kNoBlock where the group's kind released it; every row
+  // has the same length. [n_groups][n_logical]; no rows until BlockManager first fills it.
+  std::vector<std::vector<int32_t>> groups;
+  std::vector<BlockKey> keys;  // keys of the leading full blocks already registered
 
-  bool empty() const { return blocks.empty(); }
-  const std::vector<int32_t>& group(size_t g) const { return g == 0 ? blocks : more_groups[g - 1]; }
-  std::vector<int32_t>& group(size_t g) { return g == 0 ? blocks : more_groups[g - 1]; }
+  int n_logical() const { return groups.empty() ? 0 : static_cast<int>(groups.front().size()); }
+  bool empty() const { return n_logical() == 0; }
+  const std::vector<int32_t>& group(size_t g) const { return groups[g]; }
+  std::vector<int32_t>& group(size_t g) { return groups[g]; }
   // Blocks referenced, over every group (kNoBlock entries not counted).
   int held() const;
 };
