@@ -51,6 +51,7 @@ KvCache::KvCache(const KvSpec& spec, const KvFormat& format, int block_size,
       view.group = static_cast<int>(g);
       view.n_kv_heads = group.n_kv_heads;
       view.head_dim = group.head_dim;
+      view.attention_window = group.kind->attention_window();
     }
   }
 }

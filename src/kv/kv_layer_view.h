@@ -60,6 +60,9 @@ struct KvLayerView {
   int group = 0;  // the layer's KV group (KvSpec::groups index): which block tables address it
   int n_kv_heads = 0;
   int head_dim = 0;
+  // Keys a query reads, its own included; 0: every earlier key. The group's cache kind's
+  // (KvCacheKind::attention_window), so models do not restate it.
+  int attention_window = 0;
 
   size_t row_elements() const { return static_cast<size_t>(n_kv_heads) * head_dim; }
   size_t head_bytes() const { return KvHeadBytes(type, head_dim); }

@@ -21,7 +21,7 @@ void SelfAttention(const Backend& backend, const ForwardBatch& batch, const KvLa
                    float* attn, Workspace& ws, const SelfAttentionOptions& options) {
   backend.StoreKv(kv, batch.slots(kv.group), k, v, kv_stride, ws);
   const AttentionParams params{.scale = 1.0f / std::sqrt(static_cast<float>(kv.head_dim)),
-                               .window = options.window,
+                               .window = kv.attention_window,
                                .soft_cap = options.soft_cap};
   backend.PagedAttention(kv, batch.attention(kv.group), q, n_heads, params, attn, ws);
 }
@@ -219,8 +219,7 @@ class LlamaStyleModel final : public Model {
     }
     be.Rope(b.q, batch.positions, c.n_heads, c.head_dim, rope_, ws);
     be.Rope(b.k, batch.positions, c.n_kv_heads, c.head_dim, rope_, ws);
-    SelfAttention(be, batch, kv, b.q, b.k, b.v, kv.row_elements(), c.n_heads, b.attn, ws,
-                  {.window = window_});
+    SelfAttention(be, batch, kv, b.q, b.k, b.v, kv.row_elements(), c.n_heads, b.attn, ws);
     be.Matmul(w.wo, b.attn, n, b.proj, ws);
     be.Add(b.x, b.proj, n, c.n_embd, ws);
     be.RmsNorm(b.x, w.ffn_norm.data(), n, c.n_embd, c.norm_eps, b.xn, ws);

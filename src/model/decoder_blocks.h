@@ -27,10 +27,10 @@ void EmbedTokens(const Backend& backend, const ForwardBatch& batch, const Weight
 
 // Stores each token's K and V rows (n_kv_heads * head_dim floats, `kv_stride` floats apart) at its
 // slot, then attn = causal softmax(q · Kᵀ / sqrt(head_dim)) · V per head, over the sequence's keys
-// in the cache (this batch's included; the last `window` of them with a sliding window, the scores
-// soft-capped with a soft_cap).  q, attn: [n_tokens, n_heads * head_dim]
+// in the cache (this batch's included; the last kv.attention_window of them where the layer's
+// cache kind has a window, the scores soft-capped with a soft_cap).
+// q, attn: [n_tokens, n_heads * head_dim]
 struct SelfAttentionOptions {
-  int window = 0;         // 0 = every key
   float soft_cap = 0.0f;  // 0 = none
 };
 void SelfAttention(const Backend& backend, const ForwardBatch& batch, const KvLayerView& kv,

@@ -138,7 +138,7 @@ class GemmaModel final : public Model {
     be.Rope(b.q, batch.positions, c.n_heads, c.head_dim, a.rope, ws);
     be.Rope(b.k, batch.positions, c.n_kv_heads, c.head_dim, a.rope, ws);
     SelfAttention(be, batch, kv, b.q, b.k, b.v, kv.row_elements(), c.n_heads, b.attn, ws,
-                  {.window = a.window, .soft_cap = a.soft_cap});
+                  {.soft_cap = a.soft_cap});
     be.Matmul(w.wo, b.attn, n, b.proj, ws);
     be.RmsNorm(b.proj, w.post_attn_norm.data(), n, c.n_embd, c.norm_eps, b.proj, ws);
     be.Add(b.x, b.proj, n, c.n_embd, ws);

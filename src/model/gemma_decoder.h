@@ -16,7 +16,8 @@
 
 namespace kvserve {
 
-// One layer's attention: the window (0 = global), its RoPE, its score soft-cap.
+// One layer's attention: the window (0 = global; it becomes its KV group's cache kind, which
+// the attention reads), its RoPE, its score soft-cap.
 struct GemmaLayerAttention {
   int window = 0;
   RopeParams rope;
@@ -32,7 +33,7 @@ struct GemmaOptions {
 // Reads the RMS epsilon and every tensor (blk.N.attn_norm, attn_q/k/v, [attn_q_norm, attn_k_norm],
 // attn_output, post_attention_norm, ffn_norm, ffn_gate, ffn_up, ffn_down, post_ffw_norm;
 // output_norm, token_embd, output where the file has it). The KvSpec groups the local layers by
-// window (kSlidingWindow) and the global ones (kFullCausal).
+// window (a SlidingWindowKind group each) and the global ones (one FullCausalKind group).
 Result<std::unique_ptr<Model>> LoadGemma(GgufFile file, ModelConfig config, const Backend& backend,
                                          GemmaOptions options);
 
