@@ -56,6 +56,113 @@ const std::vector<double> kE2eBuckets = {0.01, 0.05, 0.1,   0.3,   0.5,   0.8,  
                                          2.5,  5.0,  10.0,  15.0,  20.0,  30.0, 40.0,
                                          50.0, 60.0, 120.0, 240.0, 480.0, 960.0};
 
+void Gauge(std::string_view name, std::string_view help, double value, std::string& out) {
+  Header(name, "gauge", help, out);
+  Sample(name, "", value, out);
+}
+
+void Counter(std::string_view name, std::string_view help, double value, std::string& out) {
+  Header(name, "counter", help, out);
+  Sample(name, "", value, out);
+}
+
+// The engine's state: requests, KV blocks, sessions, prefix cache, tokens, steps, shifts.
+void RenderEngine(const EngineStats& stats, std::string& out) {
+  Gauge("kvserve:num_requests_running", "Requests in the running batch.", stats.running, out);
+  Gauge("kvserve:num_requests_waiting", "Requests waiting to be scheduled.", stats.waiting, out);
+  Gauge("kvserve:kv_cache_usage_perc", "Fraction of KV blocks in use (1 = full).",
+        stats.blocks_total > 0 ? static_cast<double>(stats.blocks_used) / stats.blocks_total : 0,
+        out);
+  Header("kvserve:kv_cache_blocks", "gauge",
+         "KV blocks by state: used (referenced), cached (reusable prefix), free.", out);
+  Sample("kvserve:kv_cache_blocks", "state=\"used\"", stats.blocks_used, out);
+  Sample("kvserve:kv_cache_blocks", "state=\"cached\"", stats.blocks_cached, out);
+  Sample("kvserve:kv_cache_blocks", "state=\"free\"", stats.blocks_free, out);
+  Gauge("kvserve:kv_cache_blocks_total", "KV blocks in the pool.", stats.blocks_total, out);
+  Gauge("kvserve:num_sessions", "Sessions whose blocks are pinned.", stats.sessions, out);
+  Counter("kvserve:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
+          static_cast<double>(stats.prefix_queries_tokens), out);
+  Counter("kvserve:prefix_cache_hits_total", "Prompt tokens served from the prefix cache.",
+          static_cast<double>(stats.prefix_hits_tokens), out);
+  Counter("kvserve:num_preemptions_total", "Sequences preempted for lack of KV blocks.",
+          static_cast<double>(stats.preemptions), out);
+  Counter("kvserve:prompt_tokens_total", "Prompt tokens computed (not served from cache).",
+          static_cast<double>(stats.prompt_tokens), out);
+  Counter("kvserve:generation_tokens_total", "Tokens generated.",
+          static_cast<double>(stats.generation_tokens), out);
+  Counter("kvserve:engine_steps_total", "Engine steps run.", static_cast<double>(stats.steps), out);
+  Counter("kvserve:context_shift_requests_total",
+          "Requests that dropped tokens to stay within the context (--context-overflow shift).",
+          static_cast<double>(stats.shifted_requests), out);
+  Counter("kvserve:context_shift_dropped_tokens_total", "Tokens dropped by context shifts.",
+          static_cast<double>(stats.shift_dropped_tokens), out);
+  Counter("kvserve:context_shifts_total",
+          "Context shifts (prompt cuts at admission and cuts during generation).",
+          static_cast<double>(stats.context_shifts), out);
+  Counter("kvserve:context_shift_recomputed_tokens_total",
+          "Kept tokens recomputed at their new positions after context shifts.",
+          static_cast<double>(stats.shift_recomputed_tokens), out);
+}
+
+// The KV disk tier's counters (only when it is on).
+void RenderDiskTier(const EngineStats& stats, std::string& out) {
+  Counter("kvserve:kv_disk_hits_total", "KV disk tier block reads that found a valid file.",
+          static_cast<double>(stats.kv_disk_hits), out);
+  Counter("kvserve:kv_disk_misses_total", "KV disk tier block reads that found none.",
+          static_cast<double>(stats.kv_disk_misses), out);
+  Counter("kvserve:kv_disk_reads_total", "KV blocks read back from the disk tier.",
+          static_cast<double>(stats.kv_disk_hits), out);
+  Counter("kvserve:kv_disk_read_bytes_total", "KV block bytes read from the disk tier.",
+          static_cast<double>(stats.kv_disk_read_bytes), out);
+  Counter("kvserve:kv_disk_writes_total", "KV blocks written to the disk tier.",
+          static_cast<double>(stats.kv_disk_writes), out);
+  Counter("kvserve:kv_disk_write_bytes_total", "KV block bytes written to the disk tier.",
+          static_cast<double>(stats.kv_disk_write_bytes), out);
+  Counter("kvserve:kv_disk_write_failures_total",
+          "KV disk tier writes that failed (full disk, unwritable directory).",
+          static_cast<double>(stats.kv_disk_write_failures), out);
+  Counter("kvserve:kv_disk_rejected_total",
+          "KV disk tier files found invalid (checksum, size, version) and deleted.",
+          static_cast<double>(stats.kv_disk_rejected), out);
+  Counter("kvserve:kv_disk_restored_tokens_total", "Prompt tokens read back from the disk tier.",
+          static_cast<double>(stats.kv_disk_restored_tokens), out);
+  Gauge("kvserve:kv_disk_bytes_used", "Bytes of the KV disk tier's block files.",
+        static_cast<double>(stats.kv_disk_bytes_used), out);
+}
+
+// Speculative decoding: drafts, drafted and accepted tokens, acceptance by draft position.
+void RenderSpeculation(const EngineStats& stats, std::string& out) {
+  Counter("kvserve:spec_decode_num_drafts_total", "Verifies of drafted tokens.",
+          static_cast<double>(stats.spec_drafts), out);
+  Counter("kvserve:spec_decode_num_draft_tokens_total", "Tokens drafted by speculative decoding.",
+          static_cast<double>(stats.spec_draft_tokens), out);
+  Counter("kvserve:spec_decode_num_accepted_tokens_total", "Drafted tokens accepted.",
+          static_cast<double>(stats.spec_accepted_tokens), out);
+  Header("kvserve:spec_decode_num_accepted_tokens_per_pos", "counter",
+         "Drafted tokens accepted, by position in the draft (0 = first).", out);
+  for (size_t pos = 0; pos < stats.spec_accepted_by_position.size(); ++pos) {
+    Sample("kvserve:spec_decode_num_accepted_tokens_per_pos",
+           "position=\"" + std::to_string(pos) + "\"",
+           static_cast<double>(stats.spec_accepted_by_position[pos]), out);
+  }
+}
+
+// The process: memory, CPU time, start time, open files, heap.
+void RenderProcess(std::string& out) {
+  const ProcessStats process = ReadProcessStats();
+  Gauge("process_resident_memory_bytes", "Resident memory size in bytes.",
+        static_cast<double>(process.resident_bytes), out);
+  Counter("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
+          process.cpu_seconds, out);
+  Gauge("process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
+        process.start_time_s, out);
+  Gauge("process_open_fds", "Number of open file descriptors.", process.open_fds, out);
+  if (process.heap_in_use_bytes >= 0)
+    Gauge("kvserve:heap_in_use_bytes",
+          "Bytes the C allocator has handed out and not had back (glibc mallinfo2).",
+          static_cast<double>(process.heap_in_use_bytes), out);
+}
+
 }  // namespace
 
 Histogram::Histogram(std::vector<double> upper_bounds)
@@ -158,128 +265,42 @@ void ServerMetrics::CountHttpResponse(int status) {
 std::string ServerMetrics::Render(const EngineStats& stats) const {
   std::string out;
   out.reserve(16384);
-  auto gauge = [&](std::string_view name, std::string_view help, double value) {
-    Header(name, "gauge", help, out);
-    Sample(name, "", value, out);
-  };
-  auto counter = [&](std::string_view name, std::string_view help, double value) {
-    Header(name, "counter", help, out);
-    Sample(name, "", value, out);
-  };
   if (!replica_.empty()) {
     Header("kvserve:replica_info", "gauge", "1, labelled with this replica's --replica-name.", out);
     Sample("kvserve:replica_info", "replica=\"" + replica_ + "\"", 1, out);
   }
-  gauge("kvserve:num_requests_running", "Requests in the running batch.", stats.running);
-  gauge("kvserve:num_requests_waiting", "Requests waiting to be scheduled.", stats.waiting);
-  gauge("kvserve:kv_cache_usage_perc", "Fraction of KV blocks in use (1 = full).",
-        stats.blocks_total > 0 ? static_cast<double>(stats.blocks_used) / stats.blocks_total : 0);
-  Header("kvserve:kv_cache_blocks", "gauge",
-         "KV blocks by state: used (referenced), cached (reusable prefix), free.", out);
-  Sample("kvserve:kv_cache_blocks", "state=\"used\"", stats.blocks_used, out);
-  Sample("kvserve:kv_cache_blocks", "state=\"cached\"", stats.blocks_cached, out);
-  Sample("kvserve:kv_cache_blocks", "state=\"free\"", stats.blocks_free, out);
-  gauge("kvserve:kv_cache_blocks_total", "KV blocks in the pool.", stats.blocks_total);
-  gauge("kvserve:num_sessions", "Sessions whose blocks are pinned.", stats.sessions);
-  counter("kvserve:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
-          static_cast<double>(stats.prefix_queries_tokens));
-  counter("kvserve:prefix_cache_hits_total", "Prompt tokens served from the prefix cache.",
-          static_cast<double>(stats.prefix_hits_tokens));
-  counter("kvserve:num_preemptions_total", "Sequences preempted for lack of KV blocks.",
-          static_cast<double>(stats.preemptions));
-  counter("kvserve:prompt_tokens_total", "Prompt tokens computed (not served from cache).",
-          static_cast<double>(stats.prompt_tokens));
-  counter("kvserve:generation_tokens_total", "Tokens generated.",
-          static_cast<double>(stats.generation_tokens));
-  counter("kvserve:engine_steps_total", "Engine steps run.", static_cast<double>(stats.steps));
-  counter("kvserve:context_shift_requests_total",
-          "Requests that dropped tokens to stay within the context (--context-overflow shift).",
-          static_cast<double>(stats.shifted_requests));
-  counter("kvserve:context_shift_dropped_tokens_total", "Tokens dropped by context shifts.",
-          static_cast<double>(stats.shift_dropped_tokens));
-  counter("kvserve:context_shifts_total",
-          "Context shifts (prompt cuts at admission and cuts during generation).",
-          static_cast<double>(stats.context_shifts));
-  counter("kvserve:context_shift_recomputed_tokens_total",
-          "Kept tokens recomputed at their new positions after context shifts.",
-          static_cast<double>(stats.shift_recomputed_tokens));
-  if (stats.kv_disk) {
-    counter("kvserve:kv_disk_hits_total", "KV disk tier block reads that found a valid file.",
-            static_cast<double>(stats.kv_disk_hits));
-    counter("kvserve:kv_disk_misses_total", "KV disk tier block reads that found none.",
-            static_cast<double>(stats.kv_disk_misses));
-    counter("kvserve:kv_disk_reads_total", "KV blocks read back from the disk tier.",
-            static_cast<double>(stats.kv_disk_hits));
-    counter("kvserve:kv_disk_read_bytes_total", "KV block bytes read from the disk tier.",
-            static_cast<double>(stats.kv_disk_read_bytes));
-    counter("kvserve:kv_disk_writes_total", "KV blocks written to the disk tier.",
-            static_cast<double>(stats.kv_disk_writes));
-    counter("kvserve:kv_disk_write_bytes_total", "KV block bytes written to the disk tier.",
-            static_cast<double>(stats.kv_disk_write_bytes));
-    counter("kvserve:kv_disk_write_failures_total",
-            "KV disk tier writes that failed (full disk, unwritable directory).",
-            static_cast<double>(stats.kv_disk_write_failures));
-    counter("kvserve:kv_disk_rejected_total",
-            "KV disk tier files found invalid (checksum, size, version) and deleted.",
-            static_cast<double>(stats.kv_disk_rejected));
-    counter("kvserve:kv_disk_restored_tokens_total", "Prompt tokens read back from the disk tier.",
-            static_cast<double>(stats.kv_disk_restored_tokens));
-    gauge("kvserve:kv_disk_bytes_used", "Bytes of the KV disk tier's block files.",
-          static_cast<double>(stats.kv_disk_bytes_used));
-  }
-  counter("kvserve:spec_decode_num_drafts_total", "Verifies of drafted tokens.",
-          static_cast<double>(stats.spec_drafts));
-  counter("kvserve:spec_decode_num_draft_tokens_total", "Tokens drafted by speculative decoding.",
-          static_cast<double>(stats.spec_draft_tokens));
-  counter("kvserve:spec_decode_num_accepted_tokens_total", "Drafted tokens accepted.",
-          static_cast<double>(stats.spec_accepted_tokens));
-  Header("kvserve:spec_decode_num_accepted_tokens_per_pos", "counter",
-         "Drafted tokens accepted, by position in the draft (0 = first).", out);
-  for (size_t pos = 0; pos < stats.spec_accepted_by_position.size(); ++pos) {
-    Sample("kvserve:spec_decode_num_accepted_tokens_per_pos",
-           "position=\"" + std::to_string(pos) + "\"",
-           static_cast<double>(stats.spec_accepted_by_position[pos]), out);
-  }
-
-  {
-    std::lock_guard lock(mutex_);
-    Header("kvserve:request_success_total", "counter", "Requests finished, by finish reason.", out);
-    for (const char* reason : {"stop", "length"}) {
-      if (!finished_.count(reason)) {
-        Sample("kvserve:request_success_total", std::string("finished_reason=\"") + reason + "\"",
-               0, out);
-      }
-    }
-    for (const auto& [reason, count] : finished_) {
-      Sample("kvserve:request_success_total", "finished_reason=\"" + reason + "\"",
-             static_cast<double>(count), out);
-    }
-    Header("kvserve:http_responses_total", "counter", "HTTP responses by status code.", out);
-    for (const auto& [status, count] : http_responses_) {
-      Sample("kvserve:http_responses_total", "code=\"" + std::to_string(status) + "\"",
-             static_cast<double>(count), out);
-    }
-    time_to_first_token_.Render("kvserve:time_to_first_token_seconds",
-                                "Seconds from request arrival to the first token.", out);
-    inter_token_latency_.Render("kvserve:inter_token_latency_seconds",
-                                "Seconds between consecutive tokens of a request.", out);
-    e2e_latency_.Render("kvserve:e2e_request_latency_seconds",
-                        "Seconds from request arrival to its end.", out);
-  }
-
-  const ProcessStats process = ReadProcessStats();
-  gauge("process_resident_memory_bytes", "Resident memory size in bytes.",
-        static_cast<double>(process.resident_bytes));
-  counter("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
-          process.cpu_seconds);
-  gauge("process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
-        process.start_time_s);
-  gauge("process_open_fds", "Number of open file descriptors.", process.open_fds);
-  if (process.heap_in_use_bytes >= 0)
-    gauge("kvserve:heap_in_use_bytes",
-          "Bytes the C allocator has handed out and not had back (glibc mallinfo2).",
-          static_cast<double>(process.heap_in_use_bytes));
+  RenderEngine(stats, out);
+  if (stats.kv_disk) RenderDiskTier(stats, out);
+  RenderSpeculation(stats, out);
+  RenderRequests(out);
+  RenderProcess(out);
   return out;
+}
+
+void ServerMetrics::RenderRequests(std::string& out) const {
+  std::lock_guard lock(mutex_);
+  Header("kvserve:request_success_total", "counter", "Requests finished, by finish reason.", out);
+  for (const char* reason : {"stop", "length"}) {
+    if (!finished_.count(reason)) {
+      Sample("kvserve:request_success_total", std::string("finished_reason=\"") + reason + "\"", 0,
+             out);
+    }
+  }
+  for (const auto& [reason, count] : finished_) {
+    Sample("kvserve:request_success_total", "finished_reason=\"" + reason + "\"",
+           static_cast<double>(count), out);
+  }
+  Header("kvserve:http_responses_total", "counter", "HTTP responses by status code.", out);
+  for (const auto& [status, count] : http_responses_) {
+    Sample("kvserve:http_responses_total", "code=\"" + std::to_string(status) + "\"",
+           static_cast<double>(count), out);
+  }
+  time_to_first_token_.Render("kvserve:time_to_first_token_seconds",
+                              "Seconds from request arrival to the first token.", out);
+  inter_token_latency_.Render("kvserve:inter_token_latency_seconds",
+                              "Seconds between consecutive tokens of a request.", out);
+  e2e_latency_.Render("kvserve:e2e_request_latency_seconds",
+                      "Seconds from request arrival to its end.", out);
 }
 
 }  // namespace kvserve

@@ -61,6 +61,8 @@ class ServerMetrics {
   std::string Render(const EngineStats& stats) const;
 
  private:
+  // Finished requests by reason, HTTP responses by status, the latency histograms (locks mutex_).
+  void RenderRequests(std::string& out) const;
   std::string replica_;  // label value, escaped for the exposition format
   mutable std::mutex mutex_;
   Histogram time_to_first_token_;
