@@ -32,94 +32,104 @@ Result<int32_t> ReadSpecialId(const GgufFile& file, std::string_view key, int32_
 
 Result<Vocab> Vocab::FromGguf(const GgufFile& file) {
   Vocab vocab;
+  KVSERVE_RETURN_IF_ERROR(vocab.ReadModel(file));
+  KVSERVE_RETURN_IF_ERROR(vocab.ReadTokens(file));
+  vocab.index_.reserve(vocab.tokens_.size());
+  for (size_t i = 0; i < vocab.tokens_.size(); ++i) {
+    vocab.index_[vocab.tokens_[i].text] = static_cast<int32_t>(i);
+  }
+  KVSERVE_RETURN_IF_ERROR(vocab.ReadSpecialTokens(file));
+  return vocab;
+}
+
+Status Vocab::ReadModel(const GgufFile& file) {
   auto model = file.GetString(kModelKey);
   if (!model.ok()) return model.status();
   if (*model == "gpt2") {
-    vocab.model_ = VocabModel::kGpt2;
+    model_ = VocabModel::kGpt2;
   } else if (*model == "llama") {
-    vocab.model_ = VocabModel::kLlama;
+    model_ = VocabModel::kLlama;
   } else {
-    return Result<Vocab>::InvalidArgument(std::string(kModelKey) +
-                                          ": unsupported tokenizer model '" + std::string(*model) +
-                                          "' (expected 'gpt2' or 'llama')");
+    return Status::InvalidArgument(std::string(kModelKey) + ": unsupported tokenizer model '" +
+                                   std::string(*model) + "' (expected 'gpt2' or 'llama')");
   }
   if (file.Find("tokenizer.ggml.pre") != nullptr) {
     auto pre = file.GetString("tokenizer.ggml.pre");
     if (!pre.ok()) return pre.status();
-    vocab.pre_ = std::string(*pre);
+    pre_ = std::string(*pre);
   }
-  if (vocab.pre_ == "kvserve-stages") {
+  if (pre_ == "kvserve-stages") {
     auto stages = file.GetStringArray("tokenizer.kvserve.pre_stages");
     if (!stages.ok()) return stages.status();
     if (stages->empty()) {
-      return Result<Vocab>::InvalidArgument("tokenizer.kvserve.pre_stages: the array is empty");
+      return Status::InvalidArgument("tokenizer.kvserve.pre_stages: the array is empty");
     }
-    vocab.pre_stages_.assign(stages->begin(), stages->end());
+    pre_stages_.assign(stages->begin(), stages->end());
   }
+  return Status::Ok();
+}
 
+Status Vocab::ReadTokens(const GgufFile& file) {
   auto texts = file.GetStringArray(kTokensKey);
   if (!texts.ok()) return texts.status();
   if (texts->empty()) {
-    return Result<Vocab>::InvalidArgument(std::string(kTokensKey) + ": the array is empty");
+    return Status::InvalidArgument(std::string(kTokensKey) + ": the array is empty");
   }
   if (texts->size() > static_cast<size_t>(INT32_MAX)) {
-    return Result<Vocab>::InvalidArgument(std::string(kTokensKey) + ": " +
-                                          std::to_string(texts->size()) +
-                                          " tokens exceed the int32 id range");
+    return Status::InvalidArgument(std::string(kTokensKey) + ": " + std::to_string(texts->size()) +
+                                   " tokens exceed the int32 id range");
   }
   const size_t n_vocab = texts->size();
-  vocab.tokens_.resize(n_vocab);
-  for (size_t i = 0; i < n_vocab; ++i) vocab.tokens_[i].text = std::string((*texts)[i]);
+  tokens_.resize(n_vocab);
+  for (size_t i = 0; i < n_vocab; ++i) tokens_[i].text = std::string((*texts)[i]);
 
   if (file.Find(kScoresKey) != nullptr) {
     auto scores = file.GetFloatArray(kScoresKey);
     if (!scores.ok()) return scores.status();
     if (scores->size() != n_vocab) {
-      return Result<Vocab>::InvalidArgument(std::string(kScoresKey) + ": " +
-                                            std::to_string(scores->size()) + " scores for " +
-                                            std::to_string(n_vocab) + " tokens");
+      return Status::InvalidArgument(std::string(kScoresKey) + ": " +
+                                     std::to_string(scores->size()) + " scores for " +
+                                     std::to_string(n_vocab) + " tokens");
     }
-    for (size_t i = 0; i < n_vocab; ++i) vocab.tokens_[i].score = (*scores)[i];
+    for (size_t i = 0; i < n_vocab; ++i) tokens_[i].score = (*scores)[i];
   }
   if (file.Find(kTypesKey) != nullptr) {
     auto types = file.GetIntArray(kTypesKey);
     if (!types.ok()) return types.status();
     if (types->size() != n_vocab) {
-      return Result<Vocab>::InvalidArgument(std::string(kTypesKey) + ": " +
-                                            std::to_string(types->size()) + " types for " +
-                                            std::to_string(n_vocab) + " tokens");
+      return Status::InvalidArgument(std::string(kTypesKey) + ": " + std::to_string(types->size()) +
+                                     " types for " + std::to_string(n_vocab) + " tokens");
     }
     for (size_t i = 0; i < n_vocab; ++i) {
       const int64_t type = (*types)[i];
       if (type < 0 || type > static_cast<int64_t>(TokenType::kByte)) {
-        return Result<Vocab>::InvalidArgument(std::string(kTypesKey) + "[" + std::to_string(i) +
-                                              "]: unknown token type " + std::to_string(type));
+        return Status::InvalidArgument(std::string(kTypesKey) + "[" + std::to_string(i) +
+                                       "]: unknown token type " + std::to_string(type));
       }
-      vocab.tokens_[i].type = static_cast<TokenType>(type);
+      tokens_[i].type = static_cast<TokenType>(type);
     }
   }
+  return Status::Ok();
+}
 
-  vocab.index_.reserve(n_vocab);
-  for (size_t i = 0; i < n_vocab; ++i) {
-    vocab.index_[vocab.tokens_[i].text] = static_cast<int32_t>(i);
-  }
-
+Status Vocab::ReadSpecialTokens(const GgufFile& file) {
+  const size_t n_vocab = tokens_.size();
   // Defaults follow llama.cpp: SentencePiece models have <unk>=0, <s>=1, </s>=2, add BOS and a
   // prefix space; GPT-2 style models have no defaults and add nothing, except Llama-3 style
   // vocabularies, which add BOS.
-  const bool spm = vocab.model_ == VocabModel::kLlama;
+  const bool spm = model_ == VocabModel::kLlama;
   const int32_t n = static_cast<int32_t>(n_vocab);
   const struct {
     std::string_view key;
     int32_t fallback;
     int32_t* out;
   } ids[] = {
-      {"tokenizer.ggml.bos_token_id", spm ? 1 : kNoToken, &vocab.bos_},
-      {"tokenizer.ggml.eos_token_id", spm ? 2 : kNoToken, &vocab.eos_},
-      {"tokenizer.ggml.unknown_token_id", spm ? 0 : kNoToken, &vocab.unk_},
-      {"tokenizer.ggml.padding_token_id", kNoToken, &vocab.pad_},
-      {"tokenizer.ggml.eot_token_id", kNoToken, &vocab.eot_},
-      {"tokenizer.ggml.eom_token_id", kNoToken, &vocab.eom_},
+      {"tokenizer.ggml.bos_token_id", spm ? 1 : kNoToken, &bos_},
+      {"tokenizer.ggml.eos_token_id", spm ? 2 : kNoToken, &eos_},
+      {"tokenizer.ggml.unknown_token_id", spm ? 0 : kNoToken, &unk_},
+      {"tokenizer.ggml.padding_token_id", kNoToken, &pad_},
+      {"tokenizer.ggml.eot_token_id", kNoToken, &eot_},
+      {"tokenizer.ggml.eom_token_id", kNoToken, &eom_},
   };
   for (const auto& entry : ids) {
     const int32_t fallback = entry.fallback < n ? entry.fallback : kNoToken;
@@ -127,17 +137,17 @@ Result<Vocab> Vocab::FromGguf(const GgufFile& file) {
     if (!id.ok()) return id.status();
     *entry.out = *id;
   }
-  const bool llama3 = vocab.pre_ == "llama-bpe" || vocab.pre_ == "llama3";
+  const bool llama3 = pre_ == "llama-bpe" || pre_ == "llama3";
   auto add_bos = file.GetBoolOr("tokenizer.ggml.add_bos_token", spm || llama3);
   if (!add_bos.ok()) return add_bos.status();
   auto add_eos = file.GetBoolOr("tokenizer.ggml.add_eos_token", false);
   if (!add_eos.ok()) return add_eos.status();
   auto add_space_prefix = file.GetBoolOr("tokenizer.ggml.add_space_prefix", spm);
   if (!add_space_prefix.ok()) return add_space_prefix.status();
-  vocab.add_bos_ = *add_bos;
-  vocab.add_eos_ = *add_eos;
-  vocab.add_space_prefix_ = *add_space_prefix;
-  return vocab;
+  add_bos_ = *add_bos;
+  add_eos_ = *add_eos;
+  add_space_prefix_ = *add_space_prefix;
+  return Status::Ok();
 }
 
 int32_t Vocab::Find(std::string_view text) const {

@@ -74,6 +74,11 @@ class Vocab {
   const std::vector<std::string>& pre_stages() const { return pre_stages_; }
 
  private:
+  // FromGguf's parts: tokenizer.ggml.model and the pre-tokenizer; the token texts, scores and
+  // types; the special ids and the add-BOS/EOS/space flags (llama.cpp's defaults).
+  Status ReadModel(const GgufFile& file);
+  Status ReadTokens(const GgufFile& file);
+  Status ReadSpecialTokens(const GgufFile& file);
   Vocab() = default;
 
   VocabModel model_ = VocabModel::kLlama;
