@@ -49,7 +49,7 @@ Result<Request> ParseRequestLine(const std::string& line, int line_number, const
     r.cache_salt = j.value("cache_salt", std::string());
     r.speculative = j.value("speculative", true);
     if (j.contains("context_overflow")) {
-      const auto policy = ParseContextOverflow(j["context_overflow"].get<std::string>());
+      const auto policy = ContextOverflowNamed(j["context_overflow"].get<std::string>());
       if (!policy) {
         return Result<Request>::InvalidArgument(where +
                                                 "\"context_overflow\" must be \"error\" or "

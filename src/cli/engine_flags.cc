@@ -94,16 +94,10 @@ FlagGroup ContextOverflowFlags(const char* fallback) {
             .help = "shift: leading tokens always kept (rounded up to whole KV blocks)"}}};
 }
 
-std::optional<ContextOverflow> ParseContextOverflow(const std::string& text) {
-  if (text == "error") return ContextOverflow::kError;
-  if (text == "shift") return ContextOverflow::kShift;
-  return std::nullopt;
-}
-
 Status ReadContextOverflowOptions(const Args& args, EngineOptions& o, ContextOverflow fallback) {
   o.context_overflow = fallback;
   if (auto text = args.Get("--context-overflow")) {
-    auto policy = ParseContextOverflow(*text);
+    auto policy = ContextOverflowNamed(*text);
     if (!policy) {
       return Status::InvalidArgument("flag --context-overflow: '" + *text +
                                      "' is not one of error, shift");

@@ -36,8 +36,6 @@ Status ReadKvDiskOptions(const Args& args, EngineOptions& options);
 FlagGroup ContextOverflowFlags(const char* fallback = "error");
 Status ReadContextOverflowOptions(const Args& args, EngineOptions& options,
                                   ContextOverflow fallback = ContextOverflow::kError);
-// "error" | "shift" (the request field and the flag); nullopt for anything else.
-std::optional<ContextOverflow> ParseContextOverflow(const std::string& text);
 // Reads the --spec flags (draft_model left null; ReadEngineOptions calls it too).
 Status ReadSpecOptions(const Args& args, SpecOptions& spec);
 // With --spec draft: loads --model-draft (on the CLI backend) and points spec.draft_model at it;

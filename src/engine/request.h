@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/finish_reason.h"
@@ -23,6 +24,14 @@ enum class ContextOverflow : uint8_t {
   kError,    // a prompt plus max_tokens that cannot fit is refused; generation ends at the context
   kShift,    // keep the sinks (and a pinned prefix), drop the oldest tokens after them, go on
 };
+
+// The policy called `name`: "error" or "shift", as the --context-overflow flag, batch files and
+// the API's context_overflow spell it; nullopt for any other name.
+inline std::optional<ContextOverflow> ContextOverflowNamed(std::string_view name) {
+  if (name == "error") return ContextOverflow::kError;
+  if (name == "shift") return ContextOverflow::kShift;
+  return std::nullopt;
+}
 
 struct Request {
   std::string id;               // caller's id; unique among live requests (empty: engine assigns)

@@ -9,6 +9,8 @@ namespace {
 
 using nlohmann::json;
 
+constexpr int64_t kMaxTokensLimit = 1 << 24;  // max_tokens, pinned_prefix_tokens
+
 std::string Shown(const json& value) {
   std::string text = DumpJson(value);
   if (text.size() > 80) text = text.substr(0, 77) + "...";
@@ -292,28 +294,9 @@ std::optional<ApiError> ReadLogprobs(const json& body, CompletionKind kind,
   return std::nullopt;
 }
 
-}  // namespace
-
-std::optional<ApiError> ParseCompletionRequest(const json& body, CompletionKind kind, int n_vocab,
-                                               CompletionRequest& out) {
-  out = CompletionRequest{.kind = kind};
-  out.sampling.temperature = 1.0f;
-  if (auto error = ReadString(body, "model", kMaxIdBytes, out.model)) return error;
-  if (kind == CompletionKind::kText) {
-    if (auto error = ReadPrompts(body, n_vocab, out.prompts)) return error;
-  } else {
-    if (auto error = ReadMessages(body, out.messages)) return error;
-  }
-
-  std::optional<int64_t> max_tokens, max_completion_tokens, n, top_k, seed;
-  constexpr int64_t kMaxTokensLimit = 1 << 24;
-  if (auto e = ReadInt(body, "max_tokens", 1, kMaxTokensLimit, max_tokens)) return e;
-  if (auto e = ReadInt(body, "max_completion_tokens", 1, kMaxTokensLimit, max_completion_tokens)) {
-    return e;
-  }
-  if (max_completion_tokens) max_tokens = max_completion_tokens;
-  if (max_tokens) out.max_tokens = static_cast<int>(*max_tokens);
-
+// temperature, top_p, min_p, the penalties, top_k, seed and logit_bias into out.sampling.
+std::optional<ApiError> ReadSampling(const json& body, int n_vocab, CompletionRequest& out) {
+  std::optional<int64_t> top_k, seed;
   SamplingParams& s = out.sampling;
   if (auto e = ReadFloat(body, "temperature", 0.0, 2.0, false, s.temperature)) return e;
   if (auto e = ReadFloat(body, "top_p", 0.0, 1.0, true, s.top_p)) return e;
@@ -333,6 +316,13 @@ std::optional<ApiError> ParseCompletionRequest(const json& body, CompletionKind 
     out.seeded = true;
   }
   if (auto e = ReadLogitBias(body, n_vocab, s.logit_bias)) return e;
+  return std::nullopt;
+}
+
+// n, stop, logprobs, stream and stream_options: what the answer holds and how it comes.
+std::optional<ApiError> ReadOutputOptions(const json& body, CompletionKind kind,
+                                          CompletionRequest& out) {
+  std::optional<int64_t> n;
   if (auto e = ReadInt(body, "n", 1, kMaxChoices, n)) return e;
   if (n) out.n = static_cast<int>(*n);
   if (auto e = ReadStop(body, out.stop)) return e;
@@ -346,27 +336,36 @@ std::optional<ApiError> ParseCompletionRequest(const json& body, CompletionKind 
       return e;
     }
   }
+  return std::nullopt;
+}
+
+// kvserve's own fields: ignore_eos, speculative, user, session_id, cache_salt, context_overflow,
+// pinned_prefix_tokens.
+std::optional<ApiError> ReadEngineOptions(const json& body, CompletionRequest& out) {
   if (auto e = ReadBool(body, "ignore_eos", out.ignore_eos)) return e;
   if (auto e = ReadBool(body, "speculative", out.speculative)) return e;
   if (auto e = ReadString(body, "user", kMaxIdBytes, out.user)) return e;
   if (auto e = ReadString(body, "session_id", kMaxIdBytes, out.session_id)) return e;
   if (auto e = ReadString(body, "cache_salt", kMaxIdBytes, out.cache_salt)) return e;
   if (const json* overflow = Field(body, "context_overflow")) {
-    if (*overflow == "error") {
-      out.context_overflow = ContextOverflow::kError;
-    } else if (*overflow == "shift") {
-      out.context_overflow = ContextOverflow::kShift;
-    } else {
+    const auto policy =
+        overflow->is_string() ? ContextOverflowNamed(overflow->get<std::string>()) : std::nullopt;
+    if (!policy) {
       return ApiError::BadRequest(
           "'context_overflow' must be \"error\" or \"shift\", got " + Shown(*overflow),
           "context_overflow");
     }
+    out.context_overflow = *policy;
   }
   std::optional<int64_t> pinned;
   if (auto e = ReadInt(body, "pinned_prefix_tokens", 0, kMaxTokensLimit, pinned)) return e;
   if (pinned) out.pinned_prefix_tokens = static_cast<int>(*pinned);
 
-  // Parameters of OpenAI's API that we do not implement: refuse rather than silently ignore.
+  return std::nullopt;
+}
+
+// Parameters of OpenAI's API that we do not implement: refused rather than silently ignored.
+std::optional<ApiError> RefuseUnsupported(const json& body) {
   std::optional<int64_t> best_of;
   if (auto e = ReadInt(body, "best_of", 1, 1, best_of)) {
     e->message = "'best_of' other than 1 is not supported";
@@ -381,6 +380,34 @@ std::optional<ApiError> ParseCompletionRequest(const json& body, CompletionKind 
   if (const json* tools = Field(body, "tools"); tools && !(tools->is_array() && tools->empty())) {
     return ApiError::BadRequest("'tools' is not supported", "tools");
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ApiError> ParseCompletionRequest(const json& body, CompletionKind kind, int n_vocab,
+                                               CompletionRequest& out) {
+  out = CompletionRequest{.kind = kind};
+  out.sampling.temperature = 1.0f;
+  if (auto error = ReadString(body, "model", kMaxIdBytes, out.model)) return error;
+  if (kind == CompletionKind::kText) {
+    if (auto error = ReadPrompts(body, n_vocab, out.prompts)) return error;
+  } else {
+    if (auto error = ReadMessages(body, out.messages)) return error;
+  }
+
+  std::optional<int64_t> max_tokens, max_completion_tokens;
+  if (auto e = ReadInt(body, "max_tokens", 1, kMaxTokensLimit, max_tokens)) return e;
+  if (auto e = ReadInt(body, "max_completion_tokens", 1, kMaxTokensLimit, max_completion_tokens)) {
+    return e;
+  }
+  if (max_completion_tokens) max_tokens = max_completion_tokens;
+  if (max_tokens) out.max_tokens = static_cast<int>(*max_tokens);
+
+  if (auto e = ReadSampling(body, n_vocab, out)) return e;
+  if (auto e = ReadOutputOptions(body, kind, out)) return e;
+  if (auto e = ReadEngineOptions(body, out)) return e;
+  if (auto e = RefuseUnsupported(body)) return e;
   const size_t n_prompts = out.prompts.empty() ? 1 : out.prompts.size();
   if (!out.session_id.empty() && out.n * n_prompts > 1) {
     return ApiError::BadRequest("'session_id' needs a single prompt and n = 1", "session_id");
