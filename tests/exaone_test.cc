@@ -28,7 +28,6 @@
 #include "support/hf_weights.h"
 #include "support/paths.h"
 #include "support/safetensors_builder.h"
-#include "support/spm_tokenizer_json.h"
 #include "support/test_backend.h"
 
 namespace kvserve {
@@ -86,13 +85,7 @@ const std::string& ExaoneFolder() {
     const int n_heads = static_cast<int>(gguf->GetUint("llama.attention.head_count").value());
     const int n_kv = static_cast<int>(gguf->GetUint("llama.attention.head_count_kv").value());
     testing::WriteWeights(*gguf, out, "transformer.h.", rules, n_heads, n_kv, /*shards=*/false);
-    EXPECT_TRUE(
-        testing::WriteText(out + "/tokenizer.json", testing::SpmTokenizerJson(*gguf).dump()));
-    const ordered_json tokenizer_config = {{"bos_token", "<s>"},
-                                           {"eos_token", "</s>"},
-                                           {"unk_token", "<unk>"},
-                                           {"add_bos_token", true}};
-    EXPECT_TRUE(testing::WriteText(out + "/tokenizer_config.json", tokenizer_config.dump(2)));
+    testing::WriteSpmTokenizerFiles(*gguf, out);
     return out;
   }();
   return dir;

@@ -171,12 +171,7 @@ const std::string& LlamaFolder() {
         {"ffn_down.weight", "mlp.down_proj.weight", Layout::kSame},
     };
     WriteWeights(*gguf, out, "model.layers.", rules, n_heads, n_kv_heads, /*shards=*/false);
-    EXPECT_TRUE(
-        testing::WriteText(out + "/tokenizer.json", testing::SpmTokenizerJson(*gguf).dump()));
-    const ordered_json tokenizer_config = {
-        {"bos_token", "<s>"},    {"eos_token", "</s>"},    {"unk_token", "<unk>"},
-        {"add_bos_token", true}, {"add_eos_token", false}, {"chat_template", "{{ messages }}"}};
-    EXPECT_TRUE(testing::WriteText(out + "/tokenizer_config.json", tokenizer_config.dump(2)));
+    testing::WriteSpmTokenizerFiles(*gguf, out);
     return out;
   }();
   return dir;

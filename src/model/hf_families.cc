@@ -28,22 +28,6 @@ Status CheckActivation(const HfConfigReader& r, bool gelu) {
                                     : r.OneOf("hidden_act", {"gelu_pytorch_tanh"});
 }
 
-// head_dim when given (or always, for Gemma), else hidden_size / heads.
-Status ReadHeadDim(const HfConfigReader& r, const HfDecoderKeys& keys, HfConfig& c) {
-  if (r.Has("head_dim") || keys.head_dim_always) {
-    KVSERVE_RETURN_IF_ERROR(r.Count({"head_dim"}, 1 << 16, &c.head_dim, keys.head_dim));
-    c.head_dim_given = true;
-    return Status::Ok();
-  }
-  if (c.n_embd % c.n_heads != 0) {
-    return Status::InvalidArgument(r.source() + ": hidden size " + std::to_string(c.n_embd) +
-                                   " is not a multiple of the head count " +
-                                   std::to_string(c.n_heads));
-  }
-  c.head_dim = c.n_embd / c.n_heads;
-  return Status::Ok();
-}
-
 }  // namespace
 
 namespace {
@@ -118,12 +102,31 @@ Status ReadHfDecoderConfig(const HfConfigReader& r, const HfDecoderKeys& keys, H
   c.tie_word_embeddings = keys.tied;
   KVSERVE_RETURN_IF_ERROR(r.Bool("tie_word_embeddings", &c.tie_word_embeddings));
   KVSERVE_RETURN_IF_ERROR(CheckActivation(r, keys.gelu));
-  KVSERVE_RETURN_IF_ERROR(ReadHeadDim(r, keys, c));
+  KVSERVE_RETURN_IF_ERROR(ReadHfHeadDim(r, keys.head_dim_always, keys.head_dim, c));
   const std::string why_bias = "kvserve's " + c.gguf_arch + " has no such biases";
   if (!keys.attention_bias) {
     KVSERVE_RETURN_IF_ERROR(r.RequireBool("attention_bias", false, true, why_bias));
   }
-  KVSERVE_RETURN_IF_ERROR(r.RequireBool("mlp_bias", false, true, why_bias));
+  return r.RequireBool("mlp_bias", false, true, why_bias);
+}
+
+Status HeadDimFromHiddenSize(const HfConfigReader& r, HfConfig& c) {
+  if (c.n_embd % c.n_heads != 0) {
+    return Status::InvalidArgument(r.source() + ": hidden size " + std::to_string(c.n_embd) +
+                                   " is not a multiple of the head count " +
+                                   std::to_string(c.n_heads));
+  }
+  c.head_dim = c.n_embd / c.n_heads;
+  return Status::Ok();
+}
+
+Status ReadHfHeadDim(const HfConfigReader& r, bool always, int fallback, HfConfig& c) {
+  if (r.Has("head_dim") || always) {
+    KVSERVE_RETURN_IF_ERROR(r.Count({"head_dim"}, 1 << 16, &c.head_dim, fallback));
+    c.head_dim_given = true;
+  } else {
+    KVSERVE_RETURN_IF_ERROR(HeadDimFromHiddenSize(r, c));
+  }
   if (c.head_dim % 2 != 0) {
     return Status::InvalidArgument(r.source() + ": head dimension " + std::to_string(c.head_dim) +
                                    " is odd; RoPE needs pairs");

@@ -52,6 +52,11 @@ struct HfDecoderKeys {
   HfRopeRules rope;
 };
 Status ReadHfDecoderConfig(const HfConfigReader& r, const HfDecoderKeys& keys, HfConfig& c);
+// head_dim when given (or, with `always`, read with `fallback` as its default), else
+// hidden_size / heads; an odd one is refused (RoPE rotates pairs).
+Status ReadHfHeadDim(const HfConfigReader& r, bool always, int fallback, HfConfig& c);
+// c.head_dim = hidden_size / heads, refused naming both when it does not divide.
+Status HeadDimFromHiddenSize(const HfConfigReader& r, HfConfig& c);
 
 // HF name after "model.layers.N." -> GGUF name after "blk.N.".
 using HfLayerNames = std::map<std::string_view, std::string_view>;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/safetensors_builder.h"
+#include "support/spm_tokenizer_json.h"
 
 namespace kvserve::testing {
 
@@ -79,6 +80,14 @@ void WriteWeights(const GgufFile& gguf, const std::string& dir, const std::strin
   ASSERT_TRUE(second.WriteFile(dir + "/model-00002-of-00002.safetensors"));
   ordered_json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", weight_map}};
   ASSERT_TRUE(testing::WriteText(dir + "/model.safetensors.index.json", index.dump(2)));
+}
+
+void WriteSpmTokenizerFiles(const GgufFile& gguf, const std::string& dir) {
+  EXPECT_TRUE(WriteText(dir + "/tokenizer.json", SpmTokenizerJson(gguf).dump()));
+  const ordered_json tokenizer_config = {
+      {"bos_token", "<s>"},    {"eos_token", "</s>"},    {"unk_token", "<unk>"},
+      {"add_bos_token", true}, {"add_eos_token", false}, {"chat_template", "{{ messages }}"}};
+  EXPECT_TRUE(WriteText(dir + "/tokenizer_config.json", tokenizer_config.dump(2)));
 }
 
 }  // namespace kvserve::testing

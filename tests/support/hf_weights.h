@@ -28,4 +28,8 @@ struct NameRule {
 void WriteWeights(const GgufFile& gguf, const std::string& dir, const std::string& layer_prefix,
                   const std::vector<NameRule>& rules, int n_heads, int n_kv_heads, bool shards);
 
+// tokenizer.json (from the GGUF's SentencePiece vocabulary) and a tokenizer_config.json with
+// <s>, </s>, <unk>, add_bos_token and a trivial chat template, as a SentencePiece folder has.
+void WriteSpmTokenizerFiles(const GgufFile& gguf, const std::string& dir);
+
 }  // namespace kvserve::testing

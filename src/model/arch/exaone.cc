@@ -43,21 +43,7 @@ Status ReadExaoneConfig(const HfConfigReader& r, HfConfig& c) {
   KVSERVE_RETURN_IF_ERROR(r.OneOf("activation_function", {"silu"}));
   KVSERVE_RETURN_IF_ERROR(
       r.RequireNumber("partial_rotary_factor", 1.0, "kvserve rotates whole heads"));
-  if (r.Has("head_dim")) {
-    KVSERVE_RETURN_IF_ERROR(r.Count({"head_dim"}, 1 << 16, &c.head_dim));
-    c.head_dim_given = true;
-  } else if (c.n_embd % c.n_heads != 0) {
-    return Status::InvalidArgument(r.source() + ": hidden size " + std::to_string(c.n_embd) +
-                                   " is not a multiple of the head count " +
-                                   std::to_string(c.n_heads));
-  } else {
-    c.head_dim = c.n_embd / c.n_heads;
-  }
-  if (c.head_dim % 2 != 0) {
-    return Status::InvalidArgument(r.source() + ": head dimension " + std::to_string(c.head_dim) +
-                                   " is odd; RoPE needs pairs");
-  }
-  return Status::Ok();
+  return ReadHfHeadDim(r, /*always=*/false, 0, c);
 }
 
 Result<HfMapping> MapExaoneTensor(std::string_view hf_name, const HfConfig& c) {

@@ -148,13 +148,7 @@ Status ReadGpt2Config(const HfConfigReader& r, HfConfig& c) {
   c.n_kv_heads = c.n_heads;
   c.tie_word_embeddings = true;
   KVSERVE_RETURN_IF_ERROR(r.Bool("tie_word_embeddings", &c.tie_word_embeddings));
-  if (c.n_embd % c.n_heads != 0) {
-    return Status::InvalidArgument(r.source() + ": hidden size " + std::to_string(c.n_embd) +
-                                   " is not a multiple of the head count " +
-                                   std::to_string(c.n_heads));
-  }
-  c.head_dim = c.n_embd / c.n_heads;
-  return Status::Ok();
+  return HeadDimFromHiddenSize(r, c);
 }
 
 // The GGUF name and transform of a GPT2LMHeadModel tensor, or an error naming it.
