@@ -27,6 +27,7 @@
 #include "support/forward.h"
 #include "support/hf_weights.h"
 #include "support/paths.h"
+#include "support/reference_runs.h"
 #include "support/safetensors_builder.h"
 #include "support/test_backend.h"
 
@@ -91,17 +92,11 @@ const std::string& ExaoneFolder() {
   return dir;
 }
 
-std::unique_ptr<Model> LoadOrDie(const std::string& path) {
-  auto model = LoadModel(path, TestBackend());
-  EXPECT_TRUE(model.ok()) << model.message();
-  return model.ok() ? std::move(model).value() : nullptr;
-}
-
 const std::vector<int32_t> kPrompt = {1, 403, 407, 261, 378, 429, 271, 288, 259, 365, 314, 290};
 
 TEST(ExaoneTest, FolderComputesWhatTheLlamaFileComputes) {
-  auto exaone = LoadOrDie(ExaoneFolder());
-  auto llama = LoadOrDie(ModelPath("stories260K.gguf"));
+  auto exaone = testing::LoadPathOrDie(ExaoneFolder());
+  auto llama = testing::LoadPathOrDie(ModelPath("stories260K.gguf"));
   ASSERT_TRUE(exaone && llama);
   EXPECT_EQ(exaone->config().arch, "exaone");
   const std::vector<float> a = testing::AllPositionLogits(*exaone, kPrompt);
@@ -142,8 +137,8 @@ TEST(ExaoneTest, ConvertedFileHasLlamaCppsKeysAndTheFoldersLogits) {
                            "blk.0.ffn_up.weight", "blk.0.ffn_down.weight", "output_norm.weight"}) {
     EXPECT_NE(file->FindTensor(name), nullptr) << name;
   }
-  auto converted = LoadOrDie(out);
-  auto folder = LoadOrDie(ExaoneFolder());
+  auto converted = testing::LoadPathOrDie(out);
+  auto folder = testing::LoadPathOrDie(ExaoneFolder());
   ASSERT_TRUE(converted && folder);
   const std::vector<float> a = testing::AllPositionLogits(*converted, kPrompt);
   const std::vector<float> b = testing::AllPositionLogits(*folder, kPrompt);

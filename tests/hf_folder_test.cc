@@ -32,6 +32,7 @@
 #include "support/forward.h"
 #include "support/hf_weights.h"
 #include "support/paths.h"
+#include "support/reference_runs.h"
 #include "support/safetensors_builder.h"
 #include "support/spm_tokenizer_json.h"
 #include "support/test_backend.h"
@@ -177,12 +178,6 @@ const std::string& LlamaFolder() {
   return dir;
 }
 
-std::unique_ptr<Model> LoadOrDie(const std::string& path) {
-  auto model = LoadModel(path, TestBackend());
-  EXPECT_TRUE(model.ok()) << model.message();
-  return model.ok() ? std::move(model).value() : nullptr;
-}
-
 struct ModelCase {
   const char* gguf;
   const char* reference;
@@ -198,8 +193,8 @@ void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.gguf; }
 class HfModelTest : public ::testing::TestWithParam<ModelCase> {};
 
 TEST_P(HfModelTest, FolderGivesTheGgufLogitsBitForBit) {
-  auto gguf = LoadOrDie(ModelPath(GetParam().gguf));
-  auto folder = LoadOrDie(GetParam().folder());
+  auto gguf = testing::LoadPathOrDie(ModelPath(GetParam().gguf));
+  auto folder = testing::LoadPathOrDie(GetParam().folder());
   ASSERT_TRUE(gguf && folder);
   EXPECT_EQ(folder->config().n_vocab, gguf->config().n_vocab);
   EXPECT_EQ(folder->config().tied_output, gguf->config().tied_output);
@@ -213,8 +208,8 @@ TEST_P(HfModelTest, ConvertedFolderGivesTheSameLogits) {
   const std::string command = testing::KvserveBinary() + " convert -m '" + GetParam().folder() +
                               "' -o '" + out + "' --type f32 >/dev/null 2>&1";
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
-  auto gguf = LoadOrDie(ModelPath(GetParam().gguf));
-  auto converted = LoadOrDie(out);
+  auto gguf = testing::LoadPathOrDie(ModelPath(GetParam().gguf));
+  auto converted = testing::LoadPathOrDie(out);
   ASSERT_TRUE(gguf && converted);
   const std::vector<int32_t> tokens = PromptTokens(GetParam().reference);
   ExpectSameBits(testing::AllPositionLogits(*converted, tokens),

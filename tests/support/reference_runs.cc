@@ -14,8 +14,12 @@
 namespace kvserve::testing {
 
 std::unique_ptr<Model> LoadOrDie(const std::string& model) {
-  auto loaded = LoadModel(ModelPath(model), TestBackend());
-  EXPECT_TRUE(loaded.ok()) << loaded.message();
+  return LoadPathOrDie(ModelPath(model));
+}
+
+std::unique_ptr<Model> LoadPathOrDie(const std::string& path) {
+  auto loaded = LoadModel(path, TestBackend());
+  EXPECT_TRUE(loaded.ok()) << path << ": " << loaded.message();
   return loaded.ok() ? std::move(loaded).value() : nullptr;
 }
 

@@ -18,6 +18,8 @@ namespace kvserve::testing {
 // Loads a model file (relative to ../shared/models) on the test backend; nullptr, with a test
 // failure, when it does not load.
 std::unique_ptr<Model> LoadOrDie(const std::string& model);
+// The same for a path as given (a GGUF file or a Hugging Face folder).
+std::unique_ptr<Model> LoadPathOrDie(const std::string& path);
 
 // Row `row` of a [rows, n_vocab] logits array.
 std::span<const float> Row(const std::vector<float>& all, size_t row, int n_vocab);
