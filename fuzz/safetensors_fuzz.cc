@@ -2,7 +2,9 @@
 // - SafetensorsFile::Parse either refuses them or yields tensors that lie inside the input, in
 //   offset order, back to back, each of exactly product(shape) * element size bytes (every byte
 //   is touched here, so the sanitizers see an out-of-bounds view);
-// - HfConfig::Parse of the same bytes as text either refuses them or gives positive sizes.
+// - ParseHfConfig (the architecture registry's classes) of the same bytes as text either refuses
+//   them or gives positive sizes, a head size that tiles the hidden size unless head_dim was
+//   given, and a head count that the KV head count divides.
 // Any violation aborts. Build: scripts/fuzz.sh configures build-fuzz/; then
 //   ninja -C build-fuzz safetensors_fuzz && build-fuzz/fuzz/safetensors_fuzz -max_total_time=60
 #include <cstdint>
@@ -13,6 +15,7 @@
 
 #include "io/hf_config.h"
 #include "io/safetensors.h"
+#include "model/hf_families.h"
 
 namespace {
 
@@ -45,11 +48,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   auto config =
-      kvserve::HfConfig::Parse(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz");
+      kvserve::ParseHfConfig(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz");
   if (config.ok()) {
-    Check(config->n_embd > 0 && config->n_layers > 0 && config->n_heads > 0 &&
-              config->n_kv_heads > 0 && config->n_embd % config->n_heads == 0,
-          "config sizes", config->architecture);
+    const kvserve::HfConfig& c = *config;
+    Check(c.n_embd > 0 && c.n_layers > 0 && c.n_heads > 0 && c.n_kv_heads > 0 && c.head_dim > 0 &&
+              c.n_heads % c.n_kv_heads == 0,
+          "config sizes", c.architecture);
+    Check(c.head_dim_given || c.head_dim * c.n_heads == c.n_embd, "head size tiles the hidden size",
+          c.architecture);
   }
   return 0;
 }
