@@ -93,7 +93,6 @@ class BlockManager {
 
   int block_size() const { return block_size_; }
   int n_groups() const { return static_cast<int>(pools_.size()); }
-  const KvCacheKind& kind(int group) const { return *pools_[group].kind; }
   // Blocks of every pool together; of one group's pool.
   int n_blocks() const;
   int n_blocks(int group) const { return static_cast<int>(pools_[group].refs.size()); }

@@ -37,6 +37,10 @@ std::vector<float> Llama3RopeFreqs(const HfConfig& c);
 
 inline constexpr int64_t kMaxHfDim = 1 << 20;  // the largest hidden or feed-forward size read
 
+// Llama 3's RoPE rules (default, linear and llama3 scaling), shared by the families that use it.
+inline constexpr HfRopeRules kLlama3RopeRules{
+    .linear = true, .llama3 = true, .supported = "kvserve implements default, linear and llama3"};
+
 // The common keys of a decoder's config.json, with the family's defaults and rules.
 struct HfDecoderKeys {
   int n_heads = 0;               // num_attention_heads when absent; 0: required

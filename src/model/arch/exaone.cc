@@ -35,10 +35,7 @@ Status ReadExaoneConfig(const HfConfigReader& r, HfConfig& c) {
   KVSERVE_RETURN_IF_ERROR(r.Float("layer_norm_epsilon", &c.norm_eps, true));
   c.rope_theta_given = r.Has("rope_theta");
   KVSERVE_RETURN_IF_ERROR(r.Float("rope_theta", &c.rope_theta, false));
-  KVSERVE_RETURN_IF_ERROR(r.ReadRope({.linear = true,
-                                      .llama3 = true,
-                                      .supported = "kvserve implements default, linear and llama3"},
-                                     c));
+  KVSERVE_RETURN_IF_ERROR(r.ReadRope(kLlama3RopeRules, c));
   KVSERVE_RETURN_IF_ERROR(r.Bool("tie_word_embeddings", &c.tie_word_embeddings));
   KVSERVE_RETURN_IF_ERROR(r.OneOf("activation_function", {"silu"}));
   KVSERVE_RETURN_IF_ERROR(

@@ -22,10 +22,7 @@ Result<std::unique_ptr<Model>> LoadLlama(GgufFile file, ModelConfig config,
                         {.rope_mode = RopeMode::kInterleaved, .sliding_window = true});
 }
 
-constexpr HfDecoderKeys kLlamaKeys{
-    .rope = {.linear = true,
-             .llama3 = true,
-             .supported = "kvserve implements default, linear and llama3"}};
+constexpr HfDecoderKeys kLlamaKeys{.rope = kLlama3RopeRules};
 
 Status ReadLlamaConfig(const HfConfigReader& r, HfConfig& c) {
   return ReadHfDecoderConfig(r, kLlamaKeys, c);
