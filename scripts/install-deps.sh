@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   g++ cmake ninja-build pkg-config git
+  ccache                           # rebuilds across work trees and CI's clean clones
   libgtest-dev libgmock-dev        # tests
   libpcre2-dev                     # tokenizer pre-split regexes (Unicode classes)
   libicu-dev                       # tokenizer.json normalizers (NFC/NFKC, lowercase)
