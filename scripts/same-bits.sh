@@ -68,6 +68,21 @@ for q in q4_k_m q5_k_m q6_k; do
     add logits -m "$models/arch/llama3-$q.gguf" --tokens "$arch_tokens" --mode $mode --out @OUT@
   done
 done
+# Every architecture's random-weight files (llama.cpp's conversions): biases (qwen2), per-head q/k
+# norms (qwen3, gemma3, qwen3moe), fused QKV and gate/up (phi3), sliding windows and soft-caps
+# (gemma2, gemma3), experts (qwen3moe).
+for arch in gemma2 gemma3 phi3 qwen2 qwen3 qwen3moe; do
+  for q in f32 q4_k_m; do
+    for mode in batch incremental; do
+      add logits -m "$models/arch/$arch-$q.gguf" --tokens "$(tokens_of "$ref/arch/$arch-$q.json")" \
+        --mode $mode --out @OUT@
+    done
+  done
+done
+# The real models, where scripts/get-model.sh has fetched them.
+for m in models/SmolLM2-135M-Instruct.Q4_1.gguf models/gemma-3-270m-q4_k_m.gguf; do
+  [ -f "$m" ] && add run -m "$m" -p "The capital of France is" -n 24 --temp 0
+done
 for m in "$stories" "$work/stories-q4_0.gguf"; do
   add run -m "$m" -p "Once upon a time" -n 48 --temp 0
   add run -m "$m" -p "Once upon a time" -n 48 --temp 0.8 --seed 7

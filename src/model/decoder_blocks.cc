@@ -1,12 +1,13 @@
 #include "model/decoder_blocks.h"
 
-#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "kv/sliding_window_kind.h"
+#include "model/attention_block.h"
+#include "model/gated_feed_forward.h"
 #include "model/weight_loader.h"
 
 namespace kvserve {
@@ -54,16 +55,8 @@ namespace {
 
 struct LlamaStyleLayer {
   WeightVector attn_norm, ffn_norm;  // [n_embd]
-  WeightMatrix wq;                   // [q_dim, n_embd]
-  WeightMatrix wk, wv;               // [kv_dim, n_embd]
-  WeightMatrix wqkv;                 // [q_dim + 2 * kv_dim, n_embd], when fused
-  WeightVector bq, bk, bv;           // [q_dim], [kv_dim], [kv_dim], or empty
-  WeightVector q_norm, k_norm;       // [head_dim], or empty
-  WeightMatrix wo;                   // [n_embd, q_dim]
-  WeightMatrix w_gate, w_up;         // [n_ff, n_embd]
-  WeightMatrix w_gate_up;            // [2 * n_ff, n_embd], when fused
-  WeightMatrix w_down;               // [n_embd, n_ff]
-  bool fused_qkv = false, fused_gate_up = false;
+  AttentionBlock attention;
+  GatedFeedForward feed_forward;
 };
 
 class LlamaStyleModel final : public Model {
@@ -75,20 +68,11 @@ class LlamaStyleModel final : public Model {
   Status Load() {
     KVSERVE_RETURN_IF_ERROR(config_.ReadNormEps(file_, "attention.layer_norm_rms_epsilon"));
     KVSERVE_RETURN_IF_ERROR(config_.ReadRopeScaling(file_));
-    if (options_.sliding_window) {
-      auto window = file_.GetUintOr(config_.arch + ".attention.sliding_window", 0);
-      if (!window.ok()) return window.status();
-      if (*window > static_cast<uint64_t>(INT32_MAX)) {
-        return Status::InvalidArgument(file_.path() + ": key '" + config_.arch +
-                                       ".attention.sliding_window' = " + std::to_string(*window) +
-                                       " is too large");
-      }
-      window_ = static_cast<int>(*window);
-    }
+    KVSERVE_RETURN_IF_ERROR(ReadWindow());
     const ModelConfig& c = config_;
     const WeightLoader r(file_);
     for (const char* name : {"rope_factors_long.weight", "rope_factors_short.weight"}) {
-      if (file_.FindTensor(name) != nullptr) {
+      if (r.Has(name)) {
         return Status::InvalidArgument(file_.path() + ": tensor '" + name +
                                        "' (LongRoPE) is not supported");
       }
@@ -97,56 +81,27 @@ class LlamaStyleModel final : public Model {
                        .freq_base = c.rope_freq_base,
                        .mode = options_.rope_mode,
                        .position_scale = c.rope_position_scale};
-    if (file_.FindTensor("rope_freqs.weight") != nullptr) {
+    if (r.Has("rope_freqs.weight")) {
       KVSERVE_RETURN_IF_ERROR(r.Vector("rope_freqs.weight", c.rope_dims / 2, &rope_freqs_));
     }
-    const int64_t q_dim = static_cast<int64_t>(c.n_heads) * c.head_dim;
-    const int64_t kv_dim = static_cast<int64_t>(c.n_kv_heads) * c.head_dim;
     KVSERVE_RETURN_IF_ERROR(head_.Load(r, c));
     layers_.resize(c.n_layers);
-    std::vector<WeightMatrix*> matrices = {head_.output};
-    std::vector<WeightVector*> vectors = {&head_.norm, &rope_freqs_};
+    WeightList weights{.matrices = {head_.output}, .vectors = {&head_.norm, &rope_freqs_}};
+    const AttentionBlockOptions attention{.qkv_bias = options_.qkv_bias,
+                                          .qk_norm = options_.qk_norm,
+                                          .fused_qkv = options_.fused_qkv};
+    const GatedFeedForwardOptions feed_forward{.activation = GateActivation::kSilu,
+                                               .fused_gate_up = options_.fused_gate_up};
     for (int i = 0; i < c.n_layers; ++i) {
       const std::string p = "blk." + std::to_string(i) + ".";
       LlamaStyleLayer& l = layers_[i];
-      vectors.insert(vectors.end(),
-                     {&l.attn_norm, &l.ffn_norm, &l.bq, &l.bk, &l.bv, &l.q_norm, &l.k_norm});
-      l.fused_qkv = options_.fused_qkv;
-      l.fused_gate_up = options_.fused_gate_up;
       KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_norm.weight", c.n_embd, &l.attn_norm));
-      if (l.fused_qkv) {
-        KVSERVE_RETURN_IF_ERROR(
-            r.Matrix(p + "attn_qkv.weight", q_dim + 2 * kv_dim, c.n_embd, &l.wqkv));
-        matrices.push_back(&l.wqkv);
-      } else {
-        KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "attn_q.weight", q_dim, c.n_embd, &l.wq));
-        KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "attn_k.weight", kv_dim, c.n_embd, &l.wk));
-        KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "attn_v.weight", kv_dim, c.n_embd, &l.wv));
-        matrices.insert(matrices.end(), {&l.wq, &l.wk, &l.wv});
-      }
-      if (options_.qkv_bias) {
-        KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_q.bias", q_dim, &l.bq));
-        KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_k.bias", kv_dim, &l.bk));
-        KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_v.bias", kv_dim, &l.bv));
-      }
-      if (options_.qk_norm) {
-        KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_q_norm.weight", c.head_dim, &l.q_norm));
-        KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_k_norm.weight", c.head_dim, &l.k_norm));
-      }
-      KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "attn_output.weight", c.n_embd, q_dim, &l.wo));
+      KVSERVE_RETURN_IF_ERROR(l.attention.Load(r, c, p, attention, weights));
       KVSERVE_RETURN_IF_ERROR(r.Vector(p + "ffn_norm.weight", c.n_embd, &l.ffn_norm));
-      if (l.fused_gate_up) {
-        KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "ffn_up.weight", 2 * c.n_ff, c.n_embd, &l.w_gate_up));
-        matrices.push_back(&l.w_gate_up);
-      } else {
-        KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd, &l.w_gate));
-        KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "ffn_up.weight", c.n_ff, c.n_embd, &l.w_up));
-        matrices.insert(matrices.end(), {&l.w_gate, &l.w_up});
-      }
-      KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "ffn_down.weight", c.n_embd, c.n_ff, &l.w_down));
-      matrices.insert(matrices.end(), {&l.wo, &l.w_down});
+      KVSERVE_RETURN_IF_ERROR(l.feed_forward.Load(r, c, p, feed_forward, weights));
+      weights.vectors.insert(weights.vectors.end(), {&l.attn_norm, &l.ffn_norm});
     }
-    DeclareWeights(matrices, vectors);
+    DeclareWeights(weights);
     if (!rope_freqs_.empty()) rope_.freq_factors = rope_freqs_.data();  // prepared by now
     return Status::Ok();
   }
@@ -160,80 +115,41 @@ class LlamaStyleModel final : public Model {
   void Forward(const ForwardBatch& batch, KvCache& kv, Workspace& ws,
                float* logits) const override {
     const ModelConfig& c = config_;
-    const size_t n = batch.n_tokens();
-    const size_t q_dim = static_cast<size_t>(c.n_heads) * c.head_dim;
-    const size_t kv_dim = static_cast<size_t>(c.n_kv_heads) * c.head_dim;
-    // The fused products: q, k, v rows side by side, or gate and up rows side by side.
-    const size_t fused = std::max(q_dim + 2 * kv_dim, 2 * static_cast<size_t>(c.n_ff));
-    Buffers b{.x = ws.Floats(kX, n * c.n_embd),
-              .xn = ws.Floats(kXn, n * c.n_embd),
-              .proj = ws.Floats(kProj, n * c.n_embd),
-              .q = ws.Floats(kQ, n * q_dim),
-              .attn = ws.Floats(kAttn, n * q_dim),
-              .k = ws.Floats(kK, n * kv_dim),
-              .v = ws.Floats(kV, n * kv_dim),
-              .gate = ws.Floats(kGate, n * c.n_ff),
-              .up = ws.Floats(kUp, n * c.n_ff),
-              .fused = options_.fused_qkv || options_.fused_gate_up ? ws.Floats(kQkv, n * fused)
-                                                                    : nullptr};
-    EmbedTokens(backend_, batch, head_.token_embd, b.x, ws);
-    for (int il = 0; il < c.n_layers; ++il) Layer(layers_[il], batch, kv.layer(il), b, ws);
+    const Backend& be = backend_;
+    const int n = batch.n_tokens();
+    const size_t n_x = static_cast<size_t>(n) * c.n_embd;
+    float* x = ws.Floats(kX, n_x);
+    float* xn = ws.Floats(kXn, n_x);
+    float* proj = ws.Floats(kProj, n_x);
+    EmbedTokens(be, batch, head_.token_embd, x, ws);
+    for (int il = 0; il < c.n_layers; ++il) {
+      const LlamaStyleLayer& l = layers_[il];
+      be.RmsNorm(x, l.attn_norm.data(), n, c.n_embd, c.norm_eps, xn, ws);
+      l.attention.Forward(be, c, batch, kv.layer(il), {.rope = rope_}, xn, proj, ws);
+      be.Add(x, proj, n, c.n_embd, ws);
+      be.RmsNorm(x, l.ffn_norm.data(), n, c.n_embd, c.norm_eps, xn, ws);
+      l.feed_forward.Forward(be, c, n, xn, proj, ws);
+      be.Add(x, proj, n, c.n_embd, ws);
+    }
     auto norm = [&](const float* in, int n_rows, float* out) {
-      backend_.RmsNorm(in, head_.norm.data(), n_rows, c.n_embd, c.norm_eps, out, ws);
+      be.RmsNorm(in, head_.norm.data(), n_rows, c.n_embd, c.norm_eps, out, ws);
     };
-    ProjectLogits(backend_, batch, b.x, c.n_embd, norm, *head_.output, logits, ws);
+    ProjectLogits(be, batch, x, c.n_embd, norm, *head_.output, logits, ws);
   }
 
  private:
-  struct Buffers {
-    float *x, *xn, *proj, *q, *attn, *k, *v, *gate, *up, *fused;
-  };
-
-  void Layer(const LlamaStyleLayer& w, const ForwardBatch& batch, const KvLayerView& kv,
-             const Buffers& b, Workspace& ws) const {
-    const ModelConfig& c = config_;
-    const Backend& be = backend_;
-    const int n = batch.n_tokens();
-    const int q_dim = c.n_heads * c.head_dim;
-    const int kv_dim = c.n_kv_heads * c.head_dim;
-    be.RmsNorm(b.x, w.attn_norm.data(), n, c.n_embd, c.norm_eps, b.xn, ws);
-    if (w.fused_qkv) {
-      const size_t stride = static_cast<size_t>(q_dim) + 2 * kv_dim;
-      be.Matmul(w.wqkv, b.xn, n, b.fused, ws);
-      be.CopyRows(b.fused, stride, n, q_dim, b.q);
-      be.CopyRows(b.fused + q_dim, stride, n, kv_dim, b.k);
-      be.CopyRows(b.fused + q_dim + kv_dim, stride, n, kv_dim, b.v);
-    } else {
-      be.Matmul(w.wq, b.xn, n, b.q, ws);
-      be.Matmul(w.wk, b.xn, n, b.k, ws);
-      be.Matmul(w.wv, b.xn, n, b.v, ws);
+  // <arch>.attention.sliding_window, where the options read it (Mistral's files).
+  Status ReadWindow() {
+    if (!options_.sliding_window) return Status::Ok();
+    const std::string key = config_.arch + ".attention.sliding_window";
+    auto window = file_.GetUintOr(key, 0);
+    if (!window.ok()) return window.status();
+    if (*window > static_cast<uint64_t>(INT32_MAX)) {
+      return Status::InvalidArgument(file_.path() + ": key '" + key +
+                                     "' = " + std::to_string(*window) + " is too large");
     }
-    if (!w.bq.empty()) {
-      be.AddBias(b.q, q_dim, w.bq.data(), n, q_dim, ws);
-      be.AddBias(b.k, kv_dim, w.bk.data(), n, kv_dim, ws);
-      be.AddBias(b.v, kv_dim, w.bv.data(), n, kv_dim, ws);
-    }
-    if (!w.q_norm.empty()) {  // each head is a row of head_dim; RmsNorm may work in place
-      be.RmsNorm(b.q, w.q_norm.data(), n * c.n_heads, c.head_dim, c.norm_eps, b.q, ws);
-      be.RmsNorm(b.k, w.k_norm.data(), n * c.n_kv_heads, c.head_dim, c.norm_eps, b.k, ws);
-    }
-    be.Rope(b.q, batch.positions, c.n_heads, c.head_dim, rope_, ws);
-    be.Rope(b.k, batch.positions, c.n_kv_heads, c.head_dim, rope_, ws);
-    SelfAttention(be, batch, kv, b.q, b.k, b.v, kv.row_elements(), c.n_heads, b.attn, ws);
-    be.Matmul(w.wo, b.attn, n, b.proj, ws);
-    be.Add(b.x, b.proj, n, c.n_embd, ws);
-    be.RmsNorm(b.x, w.ffn_norm.data(), n, c.n_embd, c.norm_eps, b.xn, ws);
-    if (w.fused_gate_up) {
-      be.Matmul(w.w_gate_up, b.xn, n, b.fused, ws);
-      be.CopyRows(b.fused, 2 * static_cast<size_t>(c.n_ff), n, c.n_ff, b.gate);
-      be.CopyRows(b.fused + c.n_ff, 2 * static_cast<size_t>(c.n_ff), n, c.n_ff, b.up);
-    } else {
-      be.Matmul(w.w_gate, b.xn, n, b.gate, ws);
-      be.Matmul(w.w_up, b.xn, n, b.up, ws);
-    }
-    be.SwiGlu(b.gate, b.up, n, c.n_ff, ws);
-    be.Matmul(w.w_down, b.gate, n, b.proj, ws);
-    be.Add(b.x, b.proj, n, c.n_embd, ws);
+    window_ = static_cast<int>(*window);
+    return Status::Ok();
   }
 
   LlamaStyleOptions options_;

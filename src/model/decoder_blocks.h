@@ -19,7 +19,21 @@
 namespace kvserve {
 
 // Workspace buffer ids of a decoder's forward pass.
-enum DecoderBuffer : int { kX, kXn, kQ, kK, kV, kAttn, kProj, kGate, kUp, kQkv, kTmp, kLogitsIn };
+enum DecoderBuffer : int {
+  kX,
+  kXn,
+  kQ,
+  kK,
+  kV,
+  kAttn,
+  kProj,
+  kGate,
+  kUp,
+  kQkv,
+  kGateUp,
+  kTmp,
+  kLogitsIn
+};
 
 // x = rows of `token_embd` for the batch's tokens.  x: [n_tokens, n_embd]
 void EmbedTokens(const Backend& backend, const ForwardBatch& batch, const WeightMatrix& token_embd,

@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "kv/sliding_window_kind.h"
+#include "model/attention_block.h"
 #include "model/decoder_blocks.h"
+#include "model/gated_feed_forward.h"
 #include "model/weight_loader.h"
 
 namespace kvserve {
@@ -15,12 +17,8 @@ namespace {
 
 struct GemmaLayer {
   WeightVector attn_norm, post_attn_norm, ffn_norm, post_ffn_norm;  // [n_embd]
-  WeightVector q_norm, k_norm;                                      // [head_dim], or empty
-  WeightMatrix wq;                                                  // [q_dim, n_embd]
-  WeightMatrix wk, wv;                                              // [kv_dim, n_embd]
-  WeightMatrix wo;                                                  // [n_embd, q_dim]
-  WeightMatrix w_gate, w_up;                                        // [n_ff, n_embd]
-  WeightMatrix w_down;                                              // [n_embd, n_ff]
+  AttentionBlock attention;
+  GatedFeedForward feed_forward;
 };
 
 class GemmaModel final : public Model {
@@ -36,36 +34,24 @@ class GemmaModel final : public Model {
                               " layer kinds for " + std::to_string(c.n_layers) + " layers");
     }
     const WeightLoader r(file_);
-    const int64_t q_dim = static_cast<int64_t>(c.n_heads) * c.head_dim;
-    const int64_t kv_dim = static_cast<int64_t>(c.n_kv_heads) * c.head_dim;
     KVSERVE_RETURN_IF_ERROR(head_.Load(r, c));
     layers_.resize(c.n_layers);
-    std::vector<WeightMatrix*> matrices = {head_.output};
-    std::vector<WeightVector*> vectors = {&head_.norm};
+    WeightList weights{.matrices = {head_.output}, .vectors = {&head_.norm}};
     for (int i = 0; i < c.n_layers; ++i) {
       const std::string p = "blk." + std::to_string(i) + ".";
       GemmaLayer& l = layers_[i];
-      vectors.insert(vectors.end(), {&l.attn_norm, &l.post_attn_norm, &l.ffn_norm, &l.post_ffn_norm,
-                                     &l.q_norm, &l.k_norm});
       KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_norm.weight", c.n_embd, &l.attn_norm));
-      KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "attn_q.weight", q_dim, c.n_embd, &l.wq));
-      KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "attn_k.weight", kv_dim, c.n_embd, &l.wk));
-      KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "attn_v.weight", kv_dim, c.n_embd, &l.wv));
-      if (options_.qk_norm) {
-        KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_q_norm.weight", c.head_dim, &l.q_norm));
-        KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_k_norm.weight", c.head_dim, &l.k_norm));
-      }
-      KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "attn_output.weight", c.n_embd, q_dim, &l.wo));
+      KVSERVE_RETURN_IF_ERROR(l.attention.Load(r, c, p, {.qk_norm = options_.qk_norm}, weights));
       KVSERVE_RETURN_IF_ERROR(
           r.Vector(p + "post_attention_norm.weight", c.n_embd, &l.post_attn_norm));
       KVSERVE_RETURN_IF_ERROR(r.Vector(p + "ffn_norm.weight", c.n_embd, &l.ffn_norm));
-      KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd, &l.w_gate));
-      KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "ffn_up.weight", c.n_ff, c.n_embd, &l.w_up));
-      KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "ffn_down.weight", c.n_embd, c.n_ff, &l.w_down));
+      KVSERVE_RETURN_IF_ERROR(
+          l.feed_forward.Load(r, c, p, {.activation = GateActivation::kGelu}, weights));
       KVSERVE_RETURN_IF_ERROR(r.Vector(p + "post_ffw_norm.weight", c.n_embd, &l.post_ffn_norm));
-      matrices.insert(matrices.end(), {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down});
+      weights.vectors.insert(weights.vectors.end(),
+                             {&l.attn_norm, &l.post_attn_norm, &l.ffn_norm, &l.post_ffn_norm});
     }
-    DeclareWeights(matrices, vectors);
+    DeclareWeights(weights);
     return Status::Ok();
   }
 
@@ -90,67 +76,38 @@ class GemmaModel final : public Model {
   void Forward(const ForwardBatch& batch, KvCache& kv, Workspace& ws,
                float* logits) const override {
     const ModelConfig& c = config_;
-    const size_t n = batch.n_tokens();
-    const size_t q_dim = static_cast<size_t>(c.n_heads) * c.head_dim;
-    const size_t kv_dim = static_cast<size_t>(c.n_kv_heads) * c.head_dim;
-    Buffers b{.x = ws.Floats(kX, n * c.n_embd),
-              .xn = ws.Floats(kXn, n * c.n_embd),
-              .proj = ws.Floats(kProj, n * c.n_embd),
-              .q = ws.Floats(kQ, n * q_dim),
-              .attn = ws.Floats(kAttn, n * q_dim),
-              .k = ws.Floats(kK, n * kv_dim),
-              .v = ws.Floats(kV, n * kv_dim),
-              .gate = ws.Floats(kGate, n * c.n_ff),
-              .up = ws.Floats(kUp, n * c.n_ff)};
-    EmbedTokens(backend_, batch, head_.token_embd, b.x, ws);
-    backend_.Scale(b.x, static_cast<int>(n), c.n_embd, std::sqrt(static_cast<float>(c.n_embd)), ws);
+    const Backend& be = backend_;
+    const int n = batch.n_tokens();
+    const size_t n_x = static_cast<size_t>(n) * c.n_embd;
+    float* x = ws.Floats(kX, n_x);
+    float* xn = ws.Floats(kXn, n_x);
+    float* proj = ws.Floats(kProj, n_x);
+    EmbedTokens(be, batch, head_.token_embd, x, ws);
+    be.Scale(x, n, c.n_embd, std::sqrt(static_cast<float>(c.n_embd)), ws);
     for (int il = 0; il < c.n_layers; ++il) {
-      Layer(layers_[il], options_.layers[il], batch, kv.layer(il), b, ws);
+      const GemmaLayer& l = layers_[il];
+      const GemmaLayerAttention& a = options_.layers[il];
+      be.RmsNorm(x, l.attn_norm.data(), n, c.n_embd, c.norm_eps, xn, ws);
+      l.attention.Forward(be, c, batch, kv.layer(il), {.rope = a.rope, .soft_cap = a.soft_cap}, xn,
+                          proj, ws);
+      be.RmsNorm(proj, l.post_attn_norm.data(), n, c.n_embd, c.norm_eps, proj, ws);
+      be.Add(x, proj, n, c.n_embd, ws);
+      be.RmsNorm(x, l.ffn_norm.data(), n, c.n_embd, c.norm_eps, xn, ws);
+      l.feed_forward.Forward(be, c, n, xn, proj, ws);
+      be.RmsNorm(proj, l.post_ffn_norm.data(), n, c.n_embd, c.norm_eps, proj, ws);
+      be.Add(x, proj, n, c.n_embd, ws);
     }
     auto norm = [&](const float* in, int n_rows, float* out) {
-      backend_.RmsNorm(in, head_.norm.data(), n_rows, c.n_embd, c.norm_eps, out, ws);
+      be.RmsNorm(in, head_.norm.data(), n_rows, c.n_embd, c.norm_eps, out, ws);
     };
-    ProjectLogits(backend_, batch, b.x, c.n_embd, norm, *head_.output, logits, ws);
+    ProjectLogits(be, batch, x, c.n_embd, norm, *head_.output, logits, ws);
     if (options_.final_soft_cap > 0.0f) {
-      backend_.SoftCap(logits, static_cast<int>(batch.logit_rows.size()), c.n_vocab,
-                       options_.final_soft_cap, ws);
+      be.SoftCap(logits, static_cast<int>(batch.logit_rows.size()), c.n_vocab,
+                 options_.final_soft_cap, ws);
     }
   }
 
  private:
-  struct Buffers {
-    float *x, *xn, *proj, *q, *attn, *k, *v, *gate, *up;
-  };
-
-  void Layer(const GemmaLayer& w, const GemmaLayerAttention& a, const ForwardBatch& batch,
-             const KvLayerView& kv, const Buffers& b, Workspace& ws) const {
-    const ModelConfig& c = config_;
-    const Backend& be = backend_;
-    const int n = batch.n_tokens();
-    be.RmsNorm(b.x, w.attn_norm.data(), n, c.n_embd, c.norm_eps, b.xn, ws);
-    be.Matmul(w.wq, b.xn, n, b.q, ws);
-    be.Matmul(w.wk, b.xn, n, b.k, ws);
-    be.Matmul(w.wv, b.xn, n, b.v, ws);
-    if (!w.q_norm.empty()) {  // each head is a row of head_dim; RmsNorm may work in place
-      be.RmsNorm(b.q, w.q_norm.data(), n * c.n_heads, c.head_dim, c.norm_eps, b.q, ws);
-      be.RmsNorm(b.k, w.k_norm.data(), n * c.n_kv_heads, c.head_dim, c.norm_eps, b.k, ws);
-    }
-    be.Rope(b.q, batch.positions, c.n_heads, c.head_dim, a.rope, ws);
-    be.Rope(b.k, batch.positions, c.n_kv_heads, c.head_dim, a.rope, ws);
-    SelfAttention(be, batch, kv, b.q, b.k, b.v, kv.row_elements(), c.n_heads, b.attn, ws,
-                  {.soft_cap = a.soft_cap});
-    be.Matmul(w.wo, b.attn, n, b.proj, ws);
-    be.RmsNorm(b.proj, w.post_attn_norm.data(), n, c.n_embd, c.norm_eps, b.proj, ws);
-    be.Add(b.x, b.proj, n, c.n_embd, ws);
-    be.RmsNorm(b.x, w.ffn_norm.data(), n, c.n_embd, c.norm_eps, b.xn, ws);
-    be.Matmul(w.w_gate, b.xn, n, b.gate, ws);
-    be.Matmul(w.w_up, b.xn, n, b.up, ws);
-    be.GeGlu(b.gate, b.up, n, c.n_ff, ws);
-    be.Matmul(w.w_down, b.gate, n, b.proj, ws);
-    be.RmsNorm(b.proj, w.post_ffn_norm.data(), n, c.n_embd, c.norm_eps, b.proj, ws);
-    be.Add(b.x, b.proj, n, c.n_embd, ws);
-  }
-
   GemmaOptions options_;
   OutputHead head_;
   std::vector<GemmaLayer> layers_;

@@ -24,10 +24,9 @@ Status Model::CheckContextSize(int n_ctx) const {
   return Status::Ok();
 }
 
-void Model::DeclareWeights(const std::vector<WeightMatrix*>& matrices,
-                           const std::vector<WeightVector*>& vectors) {
+void Model::DeclareWeights(const WeightList& weights) {
   owned_matrices_.clear();
-  for (WeightMatrix* m : matrices) {
+  for (WeightMatrix* m : weights.matrices) {
     if (m == nullptr ||
         std::find(owned_matrices_.begin(), owned_matrices_.end(), m) != owned_matrices_.end()) {
       continue;
@@ -36,7 +35,7 @@ void Model::DeclareWeights(const std::vector<WeightMatrix*>& matrices,
   }
   matrices_.assign(owned_matrices_.begin(), owned_matrices_.end());
   vectors_.clear();
-  for (WeightVector* v : vectors) {
+  for (WeightVector* v : weights.vectors) {
     if (v == nullptr || v->empty() ||
         std::find(vectors_.begin(), vectors_.end(), v) != vectors_.end()) {
       continue;

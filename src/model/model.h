@@ -17,6 +17,7 @@
 #include "kv/kv_spec.h"
 #include "model/forward_batch.h"
 #include "model/model_config.h"
+#include "model/weight_loader.h"
 #include "util/status.h"
 
 namespace kvserve {
@@ -54,8 +55,7 @@ class Model {
   // duplicates and empty vectors count once / not at all) and lets the backend prepare them
   // (WeightMatrix::packed, WeightVector::prepared). Every architecture's loader calls it once,
   // with all of them.
-  void DeclareWeights(const std::vector<WeightMatrix*>& matrices,
-                      const std::vector<WeightVector*>& vectors);
+  void DeclareWeights(const WeightList& weights);
 
   GgufFile file_;  // owns the mapping the weights point into
   ModelConfig config_;

@@ -14,6 +14,13 @@
 
 namespace kvserve {
 
+// The weights a model's loader found, in its own members, for Model::DeclareWeights (which lets
+// the backend prepare them). Blocks that load themselves add theirs.
+struct WeightList {
+  std::vector<WeightMatrix*> matrices;
+  std::vector<WeightVector*> vectors;
+};
+
 class WeightLoader {
  public:
   explicit WeightLoader(const GgufFile& file) : file_(file) {}

@@ -47,13 +47,13 @@ class Gpt2Model final : public Model {
     KVSERVE_RETURN_IF_ERROR(r.Matrix("position_embd.weight", c.n_ctx_train, e, &position_embd_));
     KVSERVE_RETURN_IF_ERROR(r.Vector("output_norm.bias", e, &output_norm_bias_));
     layers_.resize(c.n_layers);
-    std::vector<WeightMatrix*> matrices = {head_.output};
-    std::vector<WeightVector*> vectors = {&head_.norm, &output_norm_bias_};
+    WeightList weights{.matrices = {head_.output}, .vectors = {&head_.norm, &output_norm_bias_}};
     for (int i = 0; i < c.n_layers; ++i) {
       const std::string p = "blk." + std::to_string(i) + ".";
       Gpt2Layer& l = layers_[i];
-      vectors.insert(vectors.end(), {&l.attn_norm, &l.attn_norm_bias, &l.bqkv, &l.bo, &l.ffn_norm,
-                                     &l.ffn_norm_bias, &l.b_up, &l.b_down});
+      weights.vectors.insert(weights.vectors.end(),
+                             {&l.attn_norm, &l.attn_norm_bias, &l.bqkv, &l.bo, &l.ffn_norm,
+                              &l.ffn_norm_bias, &l.b_up, &l.b_down});
       KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_norm.weight", e, &l.attn_norm));
       KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_norm.bias", e, &l.attn_norm_bias));
       KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "attn_qkv.weight", 3 * e, e, &l.wqkv));
@@ -66,9 +66,9 @@ class Gpt2Model final : public Model {
       KVSERVE_RETURN_IF_ERROR(r.Vector(p + "ffn_up.bias", c.n_ff, &l.b_up));
       KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "ffn_down.weight", e, c.n_ff, &l.w_down));
       KVSERVE_RETURN_IF_ERROR(r.Vector(p + "ffn_down.bias", e, &l.b_down));
-      matrices.insert(matrices.end(), {&l.wqkv, &l.wo, &l.w_up, &l.w_down});
+      weights.matrices.insert(weights.matrices.end(), {&l.wqkv, &l.wo, &l.w_up, &l.w_down});
     }
-    DeclareWeights(matrices, vectors);
+    DeclareWeights(weights);
     return Status::Ok();
   }
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "model/architecture.h"
+#include "model/attention_block.h"
 #include "model/decoder_blocks.h"
 #include "model/hf_families.h"
 #include "model/weight_loader.h"
@@ -41,10 +42,7 @@ enum MoeBuffer : int {
 
 struct MoeLayer {
   WeightVector attn_norm, ffn_norm;    // [n_embd]
-  WeightMatrix wq;                     // [q_dim, n_embd]
-  WeightMatrix wk, wv;                 // [kv_dim, n_embd]
-  WeightVector q_norm, k_norm;         // [head_dim]
-  WeightMatrix wo;                     // [n_embd, q_dim]
+  AttentionBlock attention;            // qwen3's: per-head q/k norms, no biases
   WeightMatrix router;                 // [n_expert, n_embd]
   std::vector<WeightMatrix> gate, up;  // [n_expert] of [n_ff_exp, n_embd]
   std::vector<WeightMatrix> down;      // [n_expert] of [n_embd, n_ff_exp]
@@ -72,23 +70,15 @@ class Qwen3MoeModel final : public Model {
                        .freq_base = c.rope_freq_base,
                        .mode = RopeMode::kSplitHalves,
                        .position_scale = c.rope_position_scale};
-    const int64_t q_dim = static_cast<int64_t>(c.n_heads) * c.head_dim;
-    const int64_t kv_dim = static_cast<int64_t>(c.n_kv_heads) * c.head_dim;
     KVSERVE_RETURN_IF_ERROR(head_.Load(r, c));
     layers_.resize(c.n_layers);
-    std::vector<WeightMatrix*> matrices = {head_.output};
-    std::vector<WeightVector*> vectors = {&head_.norm};
+    WeightList weights{.matrices = {head_.output}, .vectors = {&head_.norm}};
     for (int i = 0; i < c.n_layers; ++i) {
       const std::string p = "blk." + std::to_string(i) + ".";
       MoeLayer& l = layers_[i];
-      vectors.insert(vectors.end(), {&l.attn_norm, &l.ffn_norm, &l.q_norm, &l.k_norm});
+      weights.vectors.insert(weights.vectors.end(), {&l.attn_norm, &l.ffn_norm});
       KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_norm.weight", c.n_embd, &l.attn_norm));
-      KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "attn_q.weight", q_dim, c.n_embd, &l.wq));
-      KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "attn_k.weight", kv_dim, c.n_embd, &l.wk));
-      KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "attn_v.weight", kv_dim, c.n_embd, &l.wv));
-      KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_q_norm.weight", c.head_dim, &l.q_norm));
-      KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_k_norm.weight", c.head_dim, &l.k_norm));
-      KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "attn_output.weight", c.n_embd, q_dim, &l.wo));
+      KVSERVE_RETURN_IF_ERROR(l.attention.Load(r, c, p, {.qk_norm = true}, weights));
       KVSERVE_RETURN_IF_ERROR(r.Vector(p + "ffn_norm.weight", c.n_embd, &l.ffn_norm));
       KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "ffn_gate_inp.weight", n_expert_, c.n_embd, &l.router));
       KVSERVE_RETURN_IF_ERROR(
@@ -97,12 +87,12 @@ class Qwen3MoeModel final : public Model {
           r.ExpertMatrices(p + "ffn_up_exps.weight", n_expert_, n_ff_exp_, c.n_embd, &l.up));
       KVSERVE_RETURN_IF_ERROR(
           r.ExpertMatrices(p + "ffn_down_exps.weight", n_expert_, c.n_embd, n_ff_exp_, &l.down));
-      matrices.insert(matrices.end(), {&l.wq, &l.wk, &l.wv, &l.wo, &l.router});
+      weights.matrices.push_back(&l.router);
       for (int e = 0; e < n_expert_; ++e) {
-        matrices.insert(matrices.end(), {&l.gate[e], &l.up[e], &l.down[e]});
+        weights.matrices.insert(weights.matrices.end(), {&l.gate[e], &l.up[e], &l.down[e]});
       }
     }
-    DeclareWeights(matrices, vectors);
+    DeclareWeights(weights);
     return Status::Ok();
   }
 
@@ -110,15 +100,9 @@ class Qwen3MoeModel final : public Model {
                float* logits) const override {
     const ModelConfig& c = config_;
     const size_t n = batch.n_tokens();
-    const size_t q_dim = static_cast<size_t>(c.n_heads) * c.head_dim;
-    const size_t kv_dim = static_cast<size_t>(c.n_kv_heads) * c.head_dim;
     Buffers b{.x = ws.Floats(kX, n * c.n_embd),
               .xn = ws.Floats(kXn, n * c.n_embd),
               .proj = ws.Floats(kProj, n * c.n_embd),
-              .q = ws.Floats(kQ, n * q_dim),
-              .attn = ws.Floats(kAttn, n * q_dim),
-              .k = ws.Floats(kK, n * kv_dim),
-              .v = ws.Floats(kV, n * kv_dim),
               .router = ws.Floats(kRouterLogits, n * n_expert_),
               .slots = ws.Floats(kSlots, n * n_used_ * c.n_embd)};
     Routing routing;
@@ -137,7 +121,7 @@ class Qwen3MoeModel final : public Model {
 
  private:
   struct Buffers {
-    float *x, *xn, *proj, *q, *attn, *k, *v, *router, *slots;
+    float *x, *xn, *proj, *router, *slots;
   };
 
   // Reads <arch>.expert_count, .expert_used_count and .expert_feed_forward_length.
@@ -168,16 +152,7 @@ class Qwen3MoeModel final : public Model {
     const Backend& be = backend_;
     const int n = batch.n_tokens();
     be.RmsNorm(b.x, w.attn_norm.data(), n, c.n_embd, c.norm_eps, b.xn, ws);
-    be.Matmul(w.wq, b.xn, n, b.q, ws);
-    be.Matmul(w.wk, b.xn, n, b.k, ws);
-    be.Matmul(w.wv, b.xn, n, b.v, ws);
-    // Each head is a row of head_dim; RmsNorm may work in place.
-    be.RmsNorm(b.q, w.q_norm.data(), n * c.n_heads, c.head_dim, c.norm_eps, b.q, ws);
-    be.RmsNorm(b.k, w.k_norm.data(), n * c.n_kv_heads, c.head_dim, c.norm_eps, b.k, ws);
-    be.Rope(b.q, batch.positions, c.n_heads, c.head_dim, rope_, ws);
-    be.Rope(b.k, batch.positions, c.n_kv_heads, c.head_dim, rope_, ws);
-    SelfAttention(be, batch, kv, b.q, b.k, b.v, kv.row_elements(), c.n_heads, b.attn, ws);
-    be.Matmul(w.wo, b.attn, n, b.proj, ws);
+    w.attention.Forward(be, c, batch, kv, {.rope = rope_}, b.xn, b.proj, ws);
     be.Add(b.x, b.proj, n, c.n_embd, ws);
   }
 
