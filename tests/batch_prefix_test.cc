@@ -165,7 +165,7 @@ TEST(BatchPrefix, SchedulerPassesOverASequenceWaitingForInFlightBlocks) {
   EXPECT_EQ(first.chunks[0].seq->request.id, "a");
   EXPECT_EQ(first.chunks[1].seq->request.id, "c");
   ASSERT_EQ(scheduler.waiting().size(), 1u);
-  std::vector<SampleResult> sampled(2, SampleResult{.token = 30});
+  StepSamples sampled(2, {SampleResult{.token = 30}});
   scheduler.Postprocess(first, sampled);
   const StepPlan second = scheduler.Schedule();
   ASSERT_EQ(second.chunks.size(), 3u);

@@ -202,9 +202,9 @@ class SchedulerTest : public ::testing::Test {
   // Postprocess append it, and removes the sequences it finished (at max_tokens). Returns the plan.
   StepPlan Step(Scheduler& s, BlockManager& m) {
     StepPlan plan = s.Schedule();
-    std::vector<SampleResult> sampled;
+    StepSamples sampled;
     for (const ScheduledChunk& c : plan.chunks) {
-      if (c.sample) sampled.push_back({.token = 1000 + c.seq->n_generated()});
+      if (c.sample) sampled.push_back({SampleResult{.token = 1000 + c.seq->n_generated()}});
     }
     for (const SequenceOutput& out : s.Postprocess(plan, sampled)) {
       EXPECT_TRUE(out.outcome.append);

@@ -50,13 +50,14 @@ class SchedulerWithoutFiles : public ::testing::Test {
     const StepPlan plan = s.Schedule();
     std::vector<Chunk> chunks;
     int n_tokens = 0;
-    std::vector<SampleResult> sampled;
+    StepSamples sampled;
     for (const ScheduledChunk& c : plan.chunks) {
       chunks.push_back({c.seq->request.id, c.seq->n_computed, c.n_tokens, c.sample,
                         static_cast<int>(c.seq->tokens.size())});
       n_tokens += c.n_tokens;
       if (c.sample) {
-        sampled.push_back({.token = kFakeFirstNormal + c.seq->n_generated() % kFakeNormalTokens});
+        sampled.push_back(
+            {SampleResult{.token = kFakeFirstNormal + c.seq->n_generated() % kFakeNormalTokens}});
       }
     }
     EXPECT_EQ(plan.n_tokens, n_tokens);

@@ -121,14 +121,14 @@ class StepBudget : public ::testing::Test {
     for (const auto& seq : s.running()) out.n_decoding_before += seq->n_pending() == 1;
     out.allowance = s.PrefillAllowance();
     const StepPlan plan = s.Schedule();
-    std::vector<SampleResult> sampled;
+    StepSamples sampled;
     for (const ScheduledChunk& c : plan.chunks) {
       if (c.sample && c.n_tokens == 1) {
         ++out.n_decode;
       } else {
         out.n_prefill += c.n_tokens;
       }
-      if (c.sample) sampled.push_back({.token = kFakeFirstNormal});
+      if (c.sample) sampled.push_back({SampleResult{.token = kFakeFirstNormal}});
     }
     out.n_tokens = plan.n_tokens;
     for (const SequenceOutput& o : s.Postprocess(plan, sampled)) {

@@ -2,8 +2,9 @@
 // prefix caching, continuous batching, chunked prefill and preemption. One engine thread runs the
 // steps; Submit/Abort/Stats may be called from any thread and never block on a step.
 //
-// The step (EngineCore::Step): plan = scheduler.Schedule(); logits = runner.Run(plan);
-// sampled = Sample(plan, logits); Deliver(scheduler.Postprocess(plan, sampled)).
+// The step (EngineCore::Step): Prepare() (context shift, draft proposals); plan =
+// scheduler.Schedule(); logits = Run(plan); sampled = Sample(plan, logits); ObserveStepTime;
+// Deliver(scheduler.Postprocess(plan, sampled)).
 #pragma once
 
 #include <atomic>

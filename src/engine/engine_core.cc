@@ -241,25 +241,36 @@ void EngineCore::ShiftIfOverflowing(Sequence& seq) {
 }
 
 bool EngineCore::Step() {
+  Prepare();
+  const StepPlan plan = scheduler_.Schedule();
+  if (plan.empty()) return false;
+  const auto start = std::chrono::steady_clock::now();
+  const StepLogits logits = Run(plan);
+  const StepSamples sampled = Sample(plan, logits);
+  ObserveStepTime(plan, start);
+  Deliver(scheduler_.Postprocess(plan, sampled));
+  return true;
+}
+
+void EngineCore::Prepare() {
   // A token sampled into the last position of the context: shift before the next forward.
   for (const auto& seq : scheduler_.running()) ShiftIfOverflowing(*seq);
   Propose();
-  const StepPlan plan = scheduler_.Schedule();
-  if (plan.empty()) return false;
+}
+
+StepLogits EngineCore::Run(const StepPlan& plan) {
   CountPromptTokens(plan);
-  const auto start = std::chrono::steady_clock::now();
-  const StepLogits logits = runner_.Run(plan);
+  StepLogits logits = runner_.Run(plan);
   if (step_observer_) step_observer_(plan, logits);
-  const std::vector<SampleResult> sampled = Sample(plan, logits);
-  if (options_.max_step_ms > 0) {
-    const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
-    step_cost_.Observe(plan.n_tokens, ms.count());
-    scheduler_.SetStepCost(step_cost_.cost());
-  }
-  const std::vector<SequenceOutput> outputs = scheduler_.Postprocess(plan, sampled);
-  generation_tokens_ += outputs.size();
-  Deliver(outputs);
-  return true;
+  return logits;
+}
+
+void EngineCore::ObserveStepTime(const StepPlan& plan,
+                                 std::chrono::steady_clock::time_point start) {
+  if (options_.max_step_ms <= 0) return;
+  const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
+  step_cost_.Observe(plan.n_tokens, ms.count());
+  scheduler_.SetStepCost(step_cost_.cost());
 }
 
 void EngineCore::Propose() {
@@ -314,19 +325,20 @@ void EngineCore::CountPromptTokens(const StepPlan& plan) {
   }
 }
 
-std::vector<SampleResult> EngineCore::Sample(const StepPlan& plan, const StepLogits& logits) {
-  std::vector<SampleResult> sampled;
+StepSamples EngineCore::Sample(const StepPlan& plan, const StepLogits& logits) {
+  StepSamples sampled;
   size_t row = 0;
   for (const ScheduledChunk& chunk : plan.chunks) {
     if (!chunk.sample) continue;
     Sequence& seq = *chunk.seq;
+    std::vector<SampleResult>& samples = sampled.emplace_back();
     // Position by position, as plain decoding would: the history grows by each accepted token.
     const size_t n_tokens = seq.tokens.size();
     int n_accepted = 0;
     for (;;) {
-      sampled.push_back(seq.sampler.Sample(logits.row(row + n_accepted), seq.tokens, seq.dropped));
-      if (n_accepted >= chunk.n_draft || sampled.back().token != seq.draft[n_accepted]) break;
-      seq.tokens.push_back(sampled.back().token);
+      samples.push_back(seq.sampler.Sample(logits.row(row + n_accepted), seq.tokens, seq.dropped));
+      if (n_accepted >= chunk.n_draft || samples.back().token != seq.draft[n_accepted]) break;
+      seq.tokens.push_back(samples.back().token);
       ++n_accepted;
     }
     seq.tokens.resize(n_tokens);
@@ -340,6 +352,7 @@ std::vector<SampleResult> EngineCore::Sample(const StepPlan& plan, const StepLog
 }
 
 void EngineCore::Deliver(const std::vector<SequenceOutput>& outputs) {
+  generation_tokens_ += outputs.size();
   for (const SequenceOutput& out : outputs) {
     Sequence* seq = out.seq;
     if (out.outcome.append) {

@@ -75,8 +75,16 @@ class EngineCore {
   // decoding ones (depth, remaining max_tokens, context and the back-off budget permitting).
   void Propose();
   // Per chunk that samples, in plan order, from its own sequence's sampler: one token, or for a
-  // chunk with drafts the replay (while the sampled token equals the draft, the next row).
-  std::vector<SampleResult> Sample(const StepPlan& plan, const StepLogits& logits);
+  // chunk with drafts the replay (while the sampled token equals the draft, the next row); the
+  // one place that decides which drafts are accepted. Moves each sequence's draft depth on.
+  StepSamples Sample(const StepPlan& plan, const StepLogits& logits);
+  // The forward pass of a plan: counts its prompt tokens, runs it, tells the step observer.
+  StepLogits Run(const StepPlan& plan);
+  // Under max_step_ms, feeds the time since `start` (forward and sampling) to the step-cost model
+  // the scheduler sizes steps by.
+  void ObserveStepTime(const StepPlan& plan, std::chrono::steady_clock::time_point start);
+  // Before a step is scheduled: shifts the sequences whose context is full, then asks for drafts.
+  void Prepare();
   // Sends each output's token event and finishes the sequences whose stop rules said so.
   void Deliver(const std::vector<SequenceOutput>& outputs);
   void Pin(Sequence& seq);

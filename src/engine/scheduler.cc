@@ -170,9 +170,9 @@ StepPlan Scheduler::Schedule() {
 }
 
 std::vector<SequenceOutput> Scheduler::Postprocess(const StepPlan& plan,
-                                                   std::span<const SampleResult> sampled) {
+                                                   const StepSamples& sampled) {
   std::vector<SequenceOutput> outputs;
-  size_t next = 0;
+  size_t next = 0;  // index into sampled
   for (const ScheduledChunk& chunk : plan.chunks) {
     Sequence* seq = chunk.seq;
     if (!chunk.sample) {
@@ -181,18 +181,14 @@ std::vector<SequenceOutput> Scheduler::Postprocess(const StepPlan& plan,
       if (!options_.recompute) blocks_.SlideWindows(seq->blocks, seq->n_computed);
       continue;
     }
-    // The replayed samples of this chunk: each one that equals its draft is followed by the next.
-    size_t n_samples = 1;
-    while (static_cast<int>(n_samples) <= chunk.n_draft && next + n_samples - 1 < sampled.size() &&
-           sampled[next + n_samples - 1].token == seq->draft[n_samples - 1]) {
-      ++n_samples;
-    }
-    assert(next + n_samples <= sampled.size());
+    assert(next < sampled.size());
+    const std::vector<SampleResult>& samples = sampled[next++];
+    assert(!samples.empty() && static_cast<int>(samples.size()) <= chunk.n_draft + 1);
     // Fed tokens before the drafts are computed; so is each draft that the next sample confirms.
     seq->n_computed += chunk.n_tokens - chunk.n_draft;
     int n_accepted = 0;
-    for (size_t j = 0; j < n_samples; ++j) {
-      const SampleResult& sample = sampled[next + j];
+    for (size_t j = 0; j < samples.size(); ++j) {
+      const SampleResult& sample = samples[j];
       if (j > 0) {
         ++seq->n_computed;  // draft j - 1 was sample j - 1: its K/V are verified
         ++n_accepted;
@@ -205,7 +201,6 @@ std::vector<SequenceOutput> Scheduler::Postprocess(const StepPlan& plan,
       outputs.push_back(std::move(out));
       if (finished) break;
     }
-    next += n_samples;
     if (chunk.n_draft > 0) {
       ++spec_drafts_;
       spec_draft_tokens_ += chunk.n_draft;

@@ -63,6 +63,12 @@ struct SequenceOutput {
   StopChecker::Outcome outcome;
 };
 
+// What a step sampled, per chunk that samples, in plan order: the sample after each draft token
+// its sequence's sampler confirmed (it equals that draft), then the sample after them: one result
+// without drafts, n_accepted + 1 with them. The engine's Sample decides acceptance (the one place
+// that does); Postprocess only reads the count.
+using StepSamples = std::vector<std::vector<SampleResult>>;
+
 class Scheduler {
  public:
   // `blocks` is borrowed. `reclaim` is asked to free pinned blocks (sessions) when a waiting
@@ -84,13 +90,11 @@ class Scheduler {
   StepPlan Schedule();
   // Marks the plan's tokens computed, registers full blocks in the prefix cache, releases the
   // window groups' blocks that slid out of every window (BlockManager::SlideWindows), and passes
-  // each sampled token (`sampled`: per chunk that samples, in plan order, one token, or for a chunk
-  // with drafts the replayed tokens: while sampled == draft, then the first that differs or the
-  // one after the last draft) through its sequence's stop rules, appending it where they say
-  // so. Only verified tokens count as computed; the blocks of rejected drafts are released.
-  // Clears every draft. Finished sequences stay until Remove.
-  std::vector<SequenceOutput> Postprocess(const StepPlan& plan,
-                                          std::span<const SampleResult> sampled);
+  // each sampled token (StepSamples) through its sequence's stop rules, appending it where they
+  // say so. A chunk's drafts count as computed as far as its samples confirmed them (one sample
+  // per accepted draft, before the last); the blocks of rejected drafts are released. Clears
+  // every draft. Finished sequences stay until Remove.
+  std::vector<SequenceOutput> Postprocess(const StepPlan& plan, const StepSamples& sampled);
   // Removes a sequence (finished or aborted), frees its blocks, and returns it.
   std::unique_ptr<Sequence> Remove(Sequence* seq);
 

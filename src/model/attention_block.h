@@ -43,12 +43,12 @@ class AttentionBlock {
                Workspace& ws) const;
 
  private:
-  WeightMatrix wq_;                // [q_dim, n_embd]
-  WeightMatrix wk_, wv_;           // [kv_dim, n_embd]
-  WeightMatrix wqkv_;              // [q_dim + 2 * kv_dim, n_embd], when fused
-  WeightVector bq_, bk_, bv_;      // [q_dim], [kv_dim], [kv_dim], or empty
-  WeightVector q_norm_, k_norm_;   // [head_dim], or empty
-  WeightMatrix wo_;                // [n_embd, q_dim]
+  WeightMatrix wq_;               // [q_dim, n_embd]
+  WeightMatrix wk_, wv_;          // [kv_dim, n_embd]
+  WeightMatrix wqkv_;             // [q_dim + 2 * kv_dim, n_embd], when fused
+  WeightVector bq_, bk_, bv_;     // [q_dim], [kv_dim], [kv_dim], or empty
+  WeightVector q_norm_, k_norm_;  // [head_dim], or empty
+  WeightMatrix wo_;               // [n_embd, q_dim]
   bool fused_qkv_ = false;
 };
 
