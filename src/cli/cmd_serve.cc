@@ -242,6 +242,50 @@ std::string ModelId(const std::string& path) {
   return name;
 }
 
+// Blocks SIGINT and SIGTERM in this thread and every thread started after (the main thread waits
+// for them with sigwait) and ignores SIGPIPE (a client gone mid-write is an error return).
+sigset_t BlockStopSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  return signals;
+}
+
+void PrintReady(const ServeOptions& options, const std::string& model_id, const Engine& engine,
+                const ChatTemplate& chat, int port) {
+  std::fprintf(stderr,
+               "kvserve serve: ready: model '%s', context %d, %d KV blocks of %d tokens, chat "
+               "template %s, %s, replica %s\n",
+               model_id.c_str(), engine.n_ctx(), engine.Stats().blocks_total, engine.block_size(),
+               std::string(chat.name()).c_str(),
+               options.http.api_keys.enabled() ? "API key required" : "no API key",
+               options.http.replica_name.c_str());
+  if (options.http.webui) {
+    std::fprintf(stderr, "kvserve serve: web UI at http://%s:%d/\n", options.http.host.c_str(),
+                 port);
+  }
+}
+
+// Waits for SIGINT or SIGTERM, then drains: the server refuses new work, the engine finishes its
+// requests (up to the shutdown timeout), the streams write their last events, and both stop.
+void ServeUntilSignal(const sigset_t& signals, double shutdown_timeout_s, HttpServer& server,
+                      Engine& engine, std::thread& http_thread) {
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  std::fprintf(stderr, "kvserve serve: %s: draining (up to %.0f s)\n",
+               signal_number == SIGTERM ? "SIGTERM" : "SIGINT", shutdown_timeout_s);
+  server.BeginDrain();
+  engine.Drain(std::chrono::milliseconds(static_cast<int64_t>(shutdown_timeout_s * 1000.0)));
+  // The engine is done; give the HTTP threads a moment to write the last events.
+  server.WaitForStreams(std::chrono::seconds(5));
+  server.Stop();
+  http_thread.join();
+  std::fprintf(stderr, "kvserve serve: stopped\n");
+}
+
 }  // namespace
 
 int RunServe(const std::vector<std::string>& argv) {
@@ -257,13 +301,7 @@ int RunServe(const std::vector<std::string>& argv) {
   if (!options.ok()) return fail(options.message(), 2);
   InstallCrashHandler("kvserve serve");  // a crash prints its stack to the log
 
-  // Every thread started from here on inherits this mask; the main thread waits for the signals.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return, not a signal
+  const sigset_t signals = BlockStopSignals();  // before any thread starts
 
   HttpServer server(options->http);
   if (Status bound = server.Bind(); !bound.ok()) return fail(bound.message(), 1);
@@ -299,32 +337,8 @@ int RunServe(const std::vector<std::string>& argv) {
                               .chat_template = &*chat,
                               .id = model_id,
                               .created = static_cast<int64_t>(std::time(nullptr))});
-  const EngineStats stats = (*engine)->Stats();
-  std::fprintf(stderr,
-               "kvserve serve: ready: model '%s', context %d, %d KV blocks of %d tokens, chat "
-               "template %s, %s, replica %s\n",
-               model_id.c_str(), (*engine)->n_ctx(), stats.blocks_total, (*engine)->block_size(),
-               std::string(chat->name()).c_str(),
-               options->http.api_keys.enabled() ? "API key required" : "no API key",
-               options->http.replica_name.c_str());
-  if (options->http.webui) {
-    std::fprintf(stderr, "kvserve serve: web UI at http://%s:%d/\n", options->http.host.c_str(),
-                 server.port());
-  }
-
-  int signal_number = 0;
-  sigwait(&signals, &signal_number);
-  std::fprintf(stderr, "kvserve serve: %s: draining (up to %.0f s)\n",
-               signal_number == SIGTERM ? "SIGTERM" : "SIGINT", options->shutdown_timeout_s);
-  server.BeginDrain();
-  const auto timeout =
-      std::chrono::milliseconds(static_cast<int64_t>(options->shutdown_timeout_s * 1000.0));
-  (*engine)->Drain(timeout);
-  // The engine is done; give the HTTP threads a moment to write the last events.
-  server.WaitForStreams(std::chrono::seconds(5));
-  server.Stop();
-  http_thread.join();
-  std::fprintf(stderr, "kvserve serve: stopped\n");
+  PrintReady(*options, model_id, **engine, *chat, server.port());
+  ServeUntilSignal(signals, options->shutdown_timeout_s, server, **engine, http_thread);
   return 0;
 }
 
