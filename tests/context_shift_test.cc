@@ -342,7 +342,7 @@ TEST(ContextShiftTest, ConcurrentShiftingRequestsGiveWhatTheyGiveAlone) {
   e.stop = {"park"};
   e.ignore_eos = false;
   requests.push_back(e);
-  Request f = ShiftRequest(RandomPrompt(9, 28), kCtx - 28 + 1);
+  Request f = ShiftRequest(RandomPrompt(9, 28), kCtx - 28);
   f.context_overflow = ContextOverflow::kError;  // fills the context exactly
   requests.push_back(f);
   for (size_t i = 0; i < requests.size(); ++i) requests[i].id = "r" + std::to_string(i);
@@ -356,7 +356,7 @@ TEST(ContextShiftTest, ConcurrentShiftingRequestsGiveWhatTheyGiveAlone) {
   EXPECT_GT(alone[3].usage.dropped_tokens, 0);
   EXPECT_EQ(alone[2].usage.dropped_tokens, 0);
   EXPECT_EQ(alone[5].finish_reason, FinishReason::kLength);
-  EXPECT_EQ(static_cast<int>(alone[5].tokens.size()), kCtx - 28 + 1);
+  EXPECT_EQ(static_cast<int>(alone[5].tokens.size()), kCtx - 28);
   EXPECT_EQ(alone[5].usage.dropped_tokens, 0);
 
   Core together(CoreOptions(), 64);
@@ -521,7 +521,9 @@ TEST(ContextShiftTest, ErrorPolicyIsUnchangedAndBadHeadsAreRefused) {
   auto refused = (*engine)->Submit(r);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.message().find("max_tokens 200"), std::string::npos) << refused.message();
-  r.max_tokens = kCtx - static_cast<int>(r.prompt.size()) + 1;
+  r.max_tokens = kCtx - static_cast<int>(r.prompt.size()) + 1;  // one past the context
+  EXPECT_FALSE((*engine)->Submit(r).ok());
+  r.max_tokens = kCtx - static_cast<int>(r.prompt.size());
   auto stream = (*engine)->Submit(r);
   ASSERT_TRUE(stream.ok()) << stream.message();
   const Output full = Collect(**stream, std::chrono::seconds(60));

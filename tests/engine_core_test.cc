@@ -428,34 +428,49 @@ TEST_F(EngineCore, MaxTokensZeroGeneratesNothing) {
   ExpectNoBlocksReferenced(*engine);
 }
 
-// K/V is stored for every token but the last one sampled: prompt + max_tokens - 1 <= n_ctx fits,
-// and a full context still yields one more token.
-TEST_F(EngineCore, TheContextEndAllowsOneMoreToken) {
+// The one context rule (engine, CLI and server): prompt and completion together within n_ctx.
+TEST(ContextRule, PromptAndCompletionShareTheContext) {
+  EXPECT_EQ(FitContext(8, 24, 32), ContextFit::kFits);
+  EXPECT_EQ(FitContext(8, 25, 32), ContextFit::kTooLong);
+  EXPECT_EQ(FitContext(32, 0, 32), ContextFit::kFits);
+  EXPECT_EQ(FitContext(31, 1, 32), ContextFit::kFits);
+  EXPECT_EQ(FitContext(32, 1, 32), ContextFit::kPromptFills);
+  EXPECT_EQ(FitContext(40, 0, 32), ContextFit::kPromptFills);
+  EXPECT_EQ(FitContext(1, int64_t{1} << 40, 32), ContextFit::kTooLong);
+  EXPECT_EQ(CompletionRoom(8, 32), 24);
+  EXPECT_EQ(CompletionRoom(32, 32), 0);
+  EXPECT_EQ(CompletionRoom(40, 32), 0);
+}
+
+// The context holds the prompt and the completion together (FitContext): prompt + max_tokens <=
+// n_ctx fits, one more is refused with both numbers; a prompt that fills the context leaves no
+// room.
+TEST_F(EngineCore, TheContextHoldsPromptAndCompletion) {
   constexpr int kCtx = 32;
   auto engine = MakeEngine(*model_, {.n_threads = 1, .n_ctx = kCtx, .block_size = 4});
   ASSERT_NE(engine, nullptr);
   std::mt19937_64 rng(14);
-  Request r = Greedy(RandomPrompt(rng, 8), kCtx - 8 + 1);
+  Request r = Greedy(RandomPrompt(rng, 8), kCtx - 8);
   const Output fits = RunOne(*engine, r);
   EXPECT_EQ(fits.finish_reason, FinishReason::kLength);
-  EXPECT_EQ(fits.tokens.size(), 25u);
+  EXPECT_EQ(fits.tokens.size(), 24u);
   EXPECT_EQ(fits.tokens, Expected(r, kCtx).tokens);
 
-  r.max_tokens = kCtx - 8 + 2;
+  r.max_tokens = kCtx - 8 + 1;
   auto too_long = engine->Submit(r);
   ASSERT_FALSE(too_long.ok());
   EXPECT_EQ(too_long.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(too_long.message().find("26"), std::string::npos) << too_long.message();
+  EXPECT_NE(too_long.message().find("25"), std::string::npos) << too_long.message();
   EXPECT_NE(too_long.message().find("32"), std::string::npos) << too_long.message();
 
-  // A prompt that fills the context exactly gets its one token.
-  Request full = Greedy(RandomPrompt(rng, kCtx), 1);
-  const Output one = RunOne(*engine, full);
+  // A prompt one short of the context gets its one token; a full one gets none.
+  Request last = Greedy(RandomPrompt(rng, kCtx - 1), 1);
+  const Output one = RunOne(*engine, last);
   EXPECT_EQ(one.finish_reason, FinishReason::kLength);
-  EXPECT_EQ(one.tokens, Expected(full, kCtx).tokens);
+  EXPECT_EQ(one.tokens, Expected(last, kCtx).tokens);
   EXPECT_EQ(one.tokens.size(), 1u);
-  full.prompt.push_back(5);
-  EXPECT_FALSE(engine->Submit(full).ok());
+  last.prompt.push_back(5);
+  EXPECT_FALSE(engine->Submit(last).ok());
   ExpectNoBlocksReferenced(*engine);
 }
 

@@ -197,18 +197,18 @@ TEST(Engine, RejectsWhatCanNeverFit) {
   Loaded l = Load("stories260K.gguf");
   auto engine = Engine::Create(*l.model, *l.tokenizer, {.n_threads = 1, .n_ctx = 64});
   ASSERT_TRUE(engine.ok());
-  // K/V is stored for all tokens but the last sampled one: 3 + 62 fills the 64 positions exactly
-  // (and yields all 62 tokens), one more can never fit.
-  Request r{.prompt = {1, 2, 3}, .max_tokens = 63};
+  // The context holds prompt and completion together: 3 + 61 fills the 64 tokens exactly (and
+  // yields all 61), one more can never fit.
+  Request r{.prompt = {1, 2, 3}, .max_tokens = 62};
   auto too_long = (*engine)->Submit(r);
   ASSERT_FALSE(too_long.ok());
   EXPECT_EQ(too_long.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(too_long.message().find("63"), std::string::npos) << too_long.message();
+  EXPECT_NE(too_long.message().find("62"), std::string::npos) << too_long.message();
   EXPECT_NE(too_long.message().find("64"), std::string::npos) << too_long.message();
-  r.max_tokens = 62;
+  r.max_tokens = 61;
   r.ignore_eos = true;
   const Output fits = RunAll(**engine, {r})[0];
-  EXPECT_EQ(fits.tokens.size(), 62u);
+  EXPECT_EQ(fits.tokens.size(), 61u);
   EXPECT_EQ(fits.finish_reason, FinishReason::kLength);
   r.ignore_eos = false;
   r.max_tokens = 4;

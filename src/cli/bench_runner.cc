@@ -203,13 +203,13 @@ Result<CacheCompareRow> CompareCache(const Model& model, const Tokenizer& tokeni
                                      const KvFormat& kv_type, int n_threads) {
   if (length < 1)
     return Status::InvalidArgument("length " + std::to_string(length) + " must be positive");
-  // The last generated token is never fed back, so the context holds prompt + length - 1.
-  const int n_ctx = static_cast<int>(prompt.size()) + length - 1;
+  // The context holds the prompt and the completion (engine/request.h, FitContext).
+  const int n_ctx = static_cast<int>(prompt.size()) + length;
   if (model.max_positions() > 0 && n_ctx > model.max_positions()) {
-    return Status::InvalidArgument("length " + std::to_string(length) + " after a " +
-                                   std::to_string(prompt.size()) + "-token prompt needs " +
-                                   std::to_string(n_ctx) + " positions, more than the model's " +
-                                   std::to_string(model.max_positions()));
+    return Status::InvalidArgument(
+        "length " + std::to_string(length) + " after a " + std::to_string(prompt.size()) +
+        "-token prompt needs a context of " + std::to_string(n_ctx) + ", more than the model's " +
+        std::to_string(model.max_positions()));
   }
   const ModelOptions single{.n_threads = n_threads, .n_ctx = n_ctx, .kv_type = kv_type};
   Request request{.prompt = std::vector<int32_t>(prompt.begin(), prompt.end()),

@@ -95,9 +95,10 @@ struct Turn {
 // after them where the prompt or the reply outgrows the context.
 Result<Turn> Reply(Engine& engine, const ChatTemplate& tmpl, Request request,
                    const std::vector<int32_t>& prompt, int n_ctx, bool shift, int n_pinned) {
-  if (!shift && static_cast<int>(prompt.size()) > n_ctx) {
+  if (!shift && FitContext(static_cast<int64_t>(prompt.size()), 1, n_ctx) != ContextFit::kFits) {
     return Status::InvalidArgument("prompt of " + std::to_string(prompt.size()) +
-                                   " tokens exceeds the context size " + std::to_string(n_ctx));
+                                   " tokens exceeds the context size " + std::to_string(n_ctx) +
+                                   " less one token for the reply");
   }
   request.prompt = prompt;
   if (shift) {
@@ -105,7 +106,7 @@ Result<Turn> Reply(Engine& engine, const ChatTemplate& tmpl, Request request,
     request.pinned_prefix_tokens = n_pinned;
   } else {
     request.context_overflow = ContextOverflow::kError;
-    request.max_tokens = std::min(request.max_tokens, n_ctx - static_cast<int>(prompt.size()) + 1);
+    request.max_tokens = std::min(request.max_tokens, CompletionRoom(prompt.size(), n_ctx));
   }
   request.stop = tmpl.stop_strings();
   request.session_id = "chat";

@@ -177,16 +177,18 @@ int RunGenerate(const std::vector<std::string>& argv) {
   if (!overflow.ok()) return fail(overflow.message(), 2);
   const bool shift = engine_options.context_overflow == ContextOverflow::kShift;
   const int n_ctx = model_options->n_ctx;
-  if (!shift && static_cast<int>(prompt.size()) > n_ctx) {
-    return fail("prompt of " + std::to_string(prompt.size()) + " tokens exceeds the context size " +
-                    std::to_string(n_ctx) + " (--context-overflow shift keeps its head and end)",
-                1);
+  if (!shift && FitContext(static_cast<int64_t>(prompt.size()), 1, n_ctx) != ContextFit::kFits) {
+    return fail(
+        "prompt of " + std::to_string(prompt.size()) + " tokens exceeds the context size " +
+            std::to_string(n_ctx) +
+            " less one token for the reply (--context-overflow shift keeps its head and end)",
+        1);
   }
   Request request = options->request;
   request.prompt = prompt;
   // Generation ends where the context does (finish reason "length"), unless it shifts.
   if (!shift) {
-    request.max_tokens = std::min(request.max_tokens, n_ctx - static_cast<int>(prompt.size()) + 1);
+    request.max_tokens = std::min(request.max_tokens, CompletionRoom(prompt.size(), n_ctx));
   }
   Status spec = ReadSpecOptions(*args, engine_options.spec);
   if (!spec.ok()) return fail(spec.message(), 2);

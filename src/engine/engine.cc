@@ -221,18 +221,18 @@ Result<std::shared_ptr<RequestStream>> Engine::Submit(Request request) {
                               options_.n_ctx, options_.block_size);
     if (!room.ok()) return room;
   }
-  // K/V is stored for every token but the last one sampled, which is never fed back (as in
-  // llama.cpp, a full context still yields one more token). A shifting sequence holds at most
-  // the context.
-  int stored = static_cast<int>(std::min<int64_t>(
-      static_cast<int64_t>(request.prompt.size()) + std::max(0, request.max_tokens - 1),
-      INT32_MAX));
-  if (shift) stored = std::min(stored, options_.n_ctx);
-  if (stored > options_.n_ctx) {
+  if (!shift && FitContext(static_cast<int64_t>(request.prompt.size()), request.max_tokens,
+                           options_.n_ctx) != ContextFit::kFits) {
     return R::InvalidArgument("prompt of " + std::to_string(request.prompt.size()) +
                               " tokens plus max_tokens " + std::to_string(request.max_tokens) +
                               " exceeds the context size " + std::to_string(options_.n_ctx));
   }
+  // K/V is stored for every token but the last one sampled, which is never fed back. A shifting
+  // sequence holds at most the context.
+  int stored = static_cast<int>(std::min<int64_t>(
+      static_cast<int64_t>(request.prompt.size()) + std::max(0, request.max_tokens - 1),
+      INT32_MAX));
+  if (shift) stored = std::min(stored, options_.n_ctx);
   auto stream = std::make_shared<RequestStream>();
   std::lock_guard<std::mutex> lock(mutex_);
   if (stop_ || draining_) return Status::Unavailable("the engine is shutting down");

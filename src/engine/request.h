@@ -33,6 +33,24 @@ inline std::optional<ContextOverflow> ContextOverflowNamed(std::string_view name
   return std::nullopt;
 }
 
+// The context rule of the engine, the CLI and the API, in this one place: without context shift a
+// sequence holds at most n_ctx tokens, prompt and completion together (OpenAI's and vLLM's
+// "maximum context length"). (The last completion token's K/V is never stored, so the cache holds
+// at most n_ctx - 1 positions of a sequence.)
+enum class ContextFit {
+  kFits,
+  kPromptFills,  // the prompt alone fills the context (or more): no room for a completion
+  kTooLong,      // the prompt fits, max_tokens more do not
+};
+inline ContextFit FitContext(int64_t n_prompt, int64_t max_tokens, int n_ctx) {
+  if (n_prompt + max_tokens <= n_ctx) return ContextFit::kFits;
+  return n_prompt >= n_ctx ? ContextFit::kPromptFills : ContextFit::kTooLong;
+}
+// The most completion tokens a prompt of n_prompt tokens leaves room for (0 when it fills it).
+inline int CompletionRoom(int64_t n_prompt, int n_ctx) {
+  return n_prompt >= n_ctx ? 0 : static_cast<int>(n_ctx - n_prompt);
+}
+
 struct Request {
   std::string id;               // caller's id; unique among live requests (empty: engine assigns)
   std::vector<int32_t> prompt;  // token ids, BOS included if the model wants one

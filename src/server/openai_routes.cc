@@ -278,17 +278,17 @@ std::optional<ApiError> FitToContext(const CompletionRequest& request, Completio
                                     std::to_string(max_prompt_tokens) + " (--max-prompt-tokens)",
                                 param);
   }
-  if (n_prompt >= n_ctx && !shift) {
+  if (!shift && FitContext(n_prompt, 1, n_ctx) == ContextFit::kPromptFills) {
     return ApiError::BadRequest("'" + where + "' is " + std::to_string(n_prompt) +
                                     " tokens; this model's context holds " + std::to_string(n_ctx) +
                                     " tokens, and the completion needs at least one",
                                 param);
   }
-  int budget = request.max_tokens.value_or(text_kind ? 16 : n_ctx - n_prompt);
-  if (!request.max_tokens) budget = std::min(budget, n_ctx - n_prompt);
+  int budget = request.max_tokens.value_or(text_kind ? 16 : CompletionRoom(n_prompt, n_ctx));
+  if (!request.max_tokens) budget = std::min(budget, CompletionRoom(n_prompt, n_ctx));
   // Shifting, the context bounds no answer; chat's default is at least half a context.
   if (shift && !request.max_tokens && !text_kind) budget = std::max(budget, n_ctx / 2);
-  if (n_prompt + budget > n_ctx && !shift) {
+  if (!shift && FitContext(n_prompt, budget, n_ctx) != ContextFit::kFits) {
     return ApiError::BadRequest("this model's maximum context length is " + std::to_string(n_ctx) +
                                     " tokens, but " + std::to_string(n_prompt + budget) +
                                     " were requested (" + std::to_string(n_prompt) +
