@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/kv_disk_setup.h"
 #include "model/model.h"
 #include "support/cli.h"
 #include "support/paths.h"
@@ -381,6 +382,36 @@ TEST_F(KvDiskEngineTest, UnusableDirectoryOrTinyLimitNeverFailsARequest) {
 // A real `kvserve serve --kv-disk`, stopped and started again over the same directory: the same
 // completion, its prompt tokens reported cached, the disk tier's metrics; then every block file
 // corrupted and a third server recomputes the same completion.
+// Whether an engine can have a disk tier is said with a reason: not without the prefix cache, not
+// for a model of several KV layer groups (Gemma 3's sliding-window and global layers); stories260K
+// with the prefix cache opens one, and --kv-disk-model-id replaces the file's identity.
+TEST(KvDiskSetupTest, OpensForOneGroupAndSaysWhyNotOtherwise) {
+  auto stories = LoadModel(testing::ModelPath("stories260K.gguf"), TestBackend());
+  ASSERT_TRUE(stories.ok()) << stories.message();
+  EngineOptions options{.kv_disk_dir = FreshDir("setup")};
+  auto tier = OpenEngineDiskTier(options, **stories, (*stories)->kv_spec().groups.size());
+  ASSERT_TRUE(tier.ok()) << tier.message();
+  EXPECT_NE(DiskModelIdentity(options, (*stories)->file()).find("stories260K.gguf|"),
+            std::string::npos);
+  options.kv_disk_model_id = "my-model";
+  EXPECT_EQ(DiskModelIdentity(options, (*stories)->file()), "my-model");
+
+  options.prefix_caching = false;
+  auto no_prefix = OpenEngineDiskTier(options, **stories, 1);
+  ASSERT_FALSE(no_prefix.ok());
+  EXPECT_NE(no_prefix.message().find("prefix cache"), std::string::npos) << no_prefix.message();
+
+  auto gemma = LoadModel(testing::ModelPath("arch/gemma3-f32.gguf"), TestBackend());
+  ASSERT_TRUE(gemma.ok()) << gemma.message();
+  const int n_groups = static_cast<int>((*gemma)->kv_spec().groups.size());
+  ASSERT_GT(n_groups, 1);
+  options.prefix_caching = true;
+  auto groups = OpenEngineDiskTier(options, **gemma, n_groups);
+  ASSERT_FALSE(groups.ok());
+  EXPECT_NE(groups.message().find(std::to_string(n_groups) + " KV layer groups"), std::string::npos)
+      << groups.message();
+}
+
 TEST(KvDiskServerTest, RestartedServerServesThePromptFromDisk) {
   using testing::Get;
   using testing::Metric;

@@ -3,11 +3,10 @@
 #include <algorithm>
 #include <climits>
 #include <cstdio>
-#include <filesystem>
-#include <system_error>
 
 #include "engine/block_map.h"
 #include "engine/context_shift.h"
+#include "engine/kv_disk_setup.h"
 #include "engine/proposer_draft.h"
 #include "engine/proposer_ngram.h"
 
@@ -64,38 +63,10 @@ EngineCore::~EngineCore() {
 }
 
 void EngineCore::OpenDiskTier() {
-  auto warn = [&](const std::string& why) {
-    std::fprintf(stderr, "kvserve: warning: KV disk tier off: %s (prompts are recomputed)\n",
-                 why.c_str());
-  };
-  if (!options_.prefix_caching) {
-    warn("--kv-disk needs the prefix cache (not --no-prefix-cache or --no-cache)");
-    return;
-  }
-  // A block file holds one block id's K/V of every layer; with several layer groups a block id
-  // names a different block in each group's pool.
-  if (blocks_.n_groups() != 1) {
-    warn("the model has " + std::to_string(blocks_.n_groups()) +
-         " KV layer groups (sliding-window layers); the disk tier serves models of one group");
-    return;
-  }
-  std::string model_id = options_.kv_disk_model_id;
-  if (model_id.empty()) {
-    const GgufFile& file = model_.file();
-    std::error_code error;
-    const auto path = std::filesystem::weakly_canonical(file.path(), error);
-    const auto mtime = std::filesystem::last_write_time(file.path(), error);
-    model_id = (path.empty() ? file.path() : path.string()) + "|" +
-               std::to_string(file.file_size()) + "|" +
-               std::to_string(error ? 0 : mtime.time_since_epoch().count());
-  }
-  const std::string fingerprint =
-      DiskTier::Fingerprint(model_id, options_.kv_type.Name(), options_.block_size);
-  auto tier = DiskTier::Open(
-      options_.kv_disk_dir, options_.kv_disk_bytes, fingerprint,
-      KvCache::BytesPerBlock(model_.kv_spec(), options_.kv_type, options_.block_size));
+  auto tier = OpenEngineDiskTier(options_, model_, blocks_.n_groups());
   if (!tier.ok()) {
-    warn(tier.message());
+    std::fprintf(stderr, "kvserve: warning: KV disk tier off: %s (prompts are recomputed)\n",
+                 tier.message().c_str());
     return;
   }
   disk_ = std::move(tier).value();

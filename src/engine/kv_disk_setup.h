@@ -1,0 +1,26 @@
+// Opening an engine's KV disk tier (--kv-disk): whether this engine can use one, the fingerprint
+// that keeps another model's, format's or block size's files out, and the directory itself.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "engine/engine.h"
+#include "io/gguf_reader.h"
+#include "kv/disk_tier.h"
+#include "model/model.h"
+#include "util/status.h"
+
+namespace kvserve {
+
+// The model's identity in the fingerprint: options.kv_disk_model_id where given, else the file's
+// canonical path, size and modification time ("path|bytes|mtime").
+std::string DiskModelIdentity(const EngineOptions& options, const GgufFile& file);
+
+// Opens options.kv_disk_dir for this model, KV format and block size. An error says why the tier
+// cannot serve this engine (no prefix cache; several KV layer groups; a directory it cannot use):
+// the engine warns and recomputes prompts instead.
+Result<std::unique_ptr<DiskTier>> OpenEngineDiskTier(const EngineOptions& options,
+                                                     const Model& model, int n_groups);
+
+}  // namespace kvserve
