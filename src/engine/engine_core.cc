@@ -35,6 +35,8 @@ EngineCore::EngineCore(const Model& model, const Tokenizer& tokenizer, const Eng
           model.backend().allocator()),
       runner_(model, kv_, options.n_threads),
       blocks_(PoolSpecs(model.kv_spec(), n_blocks), options.block_size, options.prefix_caching),
+      sessions_(blocks_, options.session_ttl_s, options.max_pinned_fraction,
+                std::move(on_sessions_changed)),
       scheduler_(blocks_,
                  SchedulerOptions{.max_num_seqs = options.max_num_seqs,
                                   .max_batched_tokens = options.max_batched_tokens,
@@ -42,8 +44,7 @@ EngineCore::EngineCore(const Model& model, const Tokenizer& tokenizer, const Eng
                                   .share_in_batch = options.prefix_caching,
                                   .max_step_ms = options.max_step_ms,
                                   .max_step_decodes = options.max_step_decodes},
-                 [this] { return ReleaseOldestSession(); }),
-      on_sessions_changed_(std::move(on_sessions_changed)) {
+                 [this] { return sessions_.ReleaseOldest(); }) {
   const SpecOptions& spec = options_.spec;
   if (spec.proposer) {
     proposer_ = spec.proposer;
@@ -114,7 +115,9 @@ void EngineCore::Finish(Sequence* seq, FinishReason reason, const std::string& t
   event.usage.context_shifts = seq->n_shifts;
   if (proposer_) proposer_->Forget(*seq);
   const bool completed = reason == FinishReason::kStop || reason == FinishReason::kLength;
-  if (!seq->request.session_id.empty() && completed) Pin(*seq);
+  if (!seq->request.session_id.empty() && completed) {
+    sessions_.Pin(seq->request.session_id, seq->blocks);
+  }
   std::unique_ptr<Sequence> owned = scheduler_.Remove(seq);
   finished_ids_.push_back(owned->request.id);
   owned->stream->Push(std::move(event));
@@ -146,54 +149,13 @@ void EngineCore::Expire(std::chrono::steady_clock::time_point now) {
     if (seq->deadline <= now) late.push_back(seq.get());
   }
   for (Sequence* seq : late) Finish(seq, FinishReason::kTimeout);
-  for (auto it = sessions_.begin(); it != sessions_.end();) {
-    if (it->second.expires <= now) {
-      pinned_blocks_ -= it->second.pinned.held();
-      blocks_.Free(it->second.pinned);
-      it = sessions_.erase(it);
-      if (on_sessions_changed_) on_sessions_changed_(SessionIds());
-    } else {
-      ++it;
-    }
-  }
+  sessions_.ReleaseExpired(now);
 }
 
 // Keeps the finished conversation's full, registered blocks referenced so the next turn of the
 // session finds them in the prefix cache even under pressure.
-void EngineCore::Pin(Sequence& seq) {
-  ReleaseSession(seq.request.session_id);
-  Session session;
-  session.pinned = blocks_.Share(seq.blocks, static_cast<int>(seq.blocks.keys.size()));
-  session.expires = std::chrono::steady_clock::now() +
-                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                        std::chrono::duration<double>(options_.session_ttl_s));
-  pinned_blocks_ += session.pinned.held();
-  sessions_[seq.request.session_id] = std::move(session);
-  ReleaseSessionsAbove(static_cast<int>(options_.max_pinned_fraction * blocks_.n_blocks()));
-  if (on_sessions_changed_) on_sessions_changed_(SessionIds());
-}
-
 bool EngineCore::ReleaseSession(const std::string& session_id) {
-  auto it = sessions_.find(session_id);
-  if (it == sessions_.end()) return false;
-  pinned_blocks_ -= it->second.pinned.held();
-  blocks_.Free(it->second.pinned);
-  sessions_.erase(it);
-  if (on_sessions_changed_) on_sessions_changed_(SessionIds());
-  return true;
-}
-
-bool EngineCore::ReleaseOldestSession() {
-  if (sessions_.empty()) return false;
-  auto oldest = std::min_element(
-      sessions_.begin(), sessions_.end(),
-      [](const auto& a, const auto& b) { return a.second.expires < b.second.expires; });
-  return ReleaseSession(oldest->first);
-}
-
-void EngineCore::ReleaseSessionsAbove(int max_blocks) {
-  while (pinned_blocks_ > max_blocks && ReleaseOldestSession()) {
-  }
+  return sessions_.Release(session_id);
 }
 
 void EngineCore::ShiftIfOverflowing(Sequence& seq) {
@@ -347,11 +309,7 @@ std::vector<std::string> EngineCore::TakeFinishedIds() {
   return out;
 }
 
-std::vector<std::string> EngineCore::SessionIds() const {
-  std::vector<std::string> out;
-  for (const auto& [id, session] : sessions_) out.push_back(id);
-  return out;
-}
+std::vector<std::string> EngineCore::SessionIds() const { return sessions_.Ids(); }
 
 void EngineCore::FillStats(EngineStats& stats) const {
   const BlockManagerStats b = blocks_.Stats();
@@ -369,7 +327,7 @@ void EngineCore::FillStats(EngineStats& stats) const {
   stats.blocks_used = b.used;
   stats.blocks_cached = b.cached;
   stats.blocks_free = b.free;
-  stats.sessions = static_cast<int>(sessions_.size());
+  stats.sessions = sessions_.size();
   stats.prefix_queries_tokens = b.prefix_queries_tokens;
   stats.prefix_hits_tokens = b.prefix_hits_tokens;
   stats.preemptions = scheduler_.preemptions();
@@ -410,7 +368,7 @@ void EngineCore::FillBlockMap(BlockMap& map) const {
                             .n_tokens = seq->n_computed},
                  seq->blocks);
   }
-  for (const auto& [id, session] : sessions_) {
+  for (const auto& [id, session] : sessions_.sessions()) {
     map.AddOwner(BlockOwner{.kind = BlockOwner::Kind::kSession,
                             .id = id,
                             .session_id = id,

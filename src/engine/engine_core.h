@@ -14,6 +14,7 @@
 #include "engine/model_runner.h"
 #include "engine/proposer.h"
 #include "engine/scheduler.h"
+#include "engine/session_table.h"
 #include "engine/step_cost.h"
 #include "kv/block_manager.h"
 #include "kv/disk_tier.h"
@@ -62,10 +63,6 @@ class EngineCore {
   Status CheckBlockInvariants() const { return blocks_.CheckInvariants(); }
 
  private:
-  struct Session {
-    BlockTable pinned;
-    std::chrono::steady_clock::time_point expires;
-  };
   void Finish(Sequence* seq, FinishReason reason, const std::string& tail = "");
   void CountPromptTokens(const StepPlan& plan);
   // ContextOverflow::kShift: cuts a sequence that holds more tokens than the context
@@ -87,9 +84,6 @@ class EngineCore {
   void Prepare();
   // Sends each output's token event and finishes the sequences whose stop rules said so.
   void Deliver(const std::vector<SequenceOutput>& outputs);
-  void Pin(Sequence& seq);
-  bool ReleaseOldestSession();
-  void ReleaseSessionsAbove(int max_blocks);
   // Opens options_.kv_disk_dir (a warning and no disk tier when it cannot be used).
   void OpenDiskTier();
 
@@ -100,13 +94,11 @@ class EngineCore {
   ModelRunner runner_;
   std::shared_ptr<Proposer> proposer_;  // null: no speculative decoding
   BlockManager blocks_;
+  SessionTable sessions_;  // borrows blocks_
   Scheduler scheduler_;
   StepCostModel step_cost_;  // fitted from timed steps when options_.max_step_ms > 0
-  std::map<std::string, Session> sessions_;
   std::vector<std::string> finished_ids_;
-  std::function<void(std::vector<std::string>)> on_sessions_changed_;
   std::function<void(const StepPlan&, const StepLogits&)> step_observer_;
-  int pinned_blocks_ = 0;
   uint64_t prompt_tokens_ = 0;
   uint64_t generation_tokens_ = 0;
   uint64_t steps_ = 0;

@@ -20,7 +20,8 @@ Result<std::unique_ptr<DiskTier>> OpenEngineDiskTier(const EngineOptions& option
                                                      const Model& model, int n_groups) {
   using R = Result<std::unique_ptr<DiskTier>>;
   if (!options.prefix_caching) {
-    return R::InvalidArgument("--kv-disk needs the prefix cache (not --no-prefix-cache or --no-cache)");
+    return R::InvalidArgument(
+        "--kv-disk needs the prefix cache (not --no-prefix-cache or --no-cache)");
   }
   // A block file holds one block id's K/V of every layer; with several layer groups a block id
   // names a different block in each group's pool.
@@ -29,8 +30,8 @@ Result<std::unique_ptr<DiskTier>> OpenEngineDiskTier(const EngineOptions& option
                               " KV layer groups (sliding-window layers); the disk tier serves "
                               "models of one group");
   }
-  const std::string fingerprint = DiskTier::Fingerprint(
-      DiskModelIdentity(options, model.file()), options.kv_type.Name(), options.block_size);
+  const std::string fingerprint = DiskTier::Fingerprint(DiskModelIdentity(options, model.file()),
+                                                        options.kv_type.Name(), options.block_size);
   return DiskTier::Open(
       options.kv_disk_dir, options.kv_disk_bytes, fingerprint,
       KvCache::BytesPerBlock(model.kv_spec(), options.kv_type, options.block_size));
