@@ -117,10 +117,7 @@ class LlamaStyleModel final : public Model {
     const ModelConfig& c = config_;
     const Backend& be = backend_;
     const int n = batch.n_tokens();
-    const size_t n_x = static_cast<size_t>(n) * c.n_embd;
-    float* x = ws.Floats(kX, n_x);
-    float* xn = ws.Floats(kXn, n_x);
-    float* proj = ws.Floats(kProj, n_x);
+    const auto [x, xn, proj] = ResidualStream(ws, n, c.n_embd);
     EmbedTokens(be, batch, head_.token_embd, x, ws);
     for (int il = 0; il < c.n_layers; ++il) {
       const LlamaStyleLayer& l = layers_[il];

@@ -35,6 +35,16 @@ enum DecoderBuffer : int {
   kLogitsIn
 };
 
+// The residual stream of a pre-norm decoder's forward: x, its norm xn, and a sublayer's output
+// proj, each [n_tokens, n_embd], in the workspace buffers kX, kXn, kProj.
+struct ResidualStream {
+  ResidualStream(Workspace& ws, int n_tokens, int n_embd)
+      : x(ws.Floats(kX, static_cast<size_t>(n_tokens) * n_embd)),
+        xn(ws.Floats(kXn, static_cast<size_t>(n_tokens) * n_embd)),
+        proj(ws.Floats(kProj, static_cast<size_t>(n_tokens) * n_embd)) {}
+  float *x, *xn, *proj;
+};
+
 // x = rows of `token_embd` for the batch's tokens.  x: [n_tokens, n_embd]
 void EmbedTokens(const Backend& backend, const ForwardBatch& batch, const WeightMatrix& token_embd,
                  float* x, Workspace& ws);
