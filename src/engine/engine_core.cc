@@ -152,8 +152,6 @@ void EngineCore::Expire(std::chrono::steady_clock::time_point now) {
   sessions_.ReleaseExpired(now);
 }
 
-// Keeps the finished conversation's full, registered blocks referenced so the next turn of the
-// session finds them in the prefix cache even under pressure.
 bool EngineCore::ReleaseSession(const std::string& session_id) {
   return sessions_.Release(session_id);
 }

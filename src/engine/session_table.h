@@ -26,7 +26,8 @@ class SessionTable {
   SessionTable(BlockManager& blocks, double ttl_s, double max_pinned_fraction,
                std::function<void(std::vector<std::string>)> on_changed);
 
-  // Pins `table`'s blocks under `id` (replacing an earlier pin of it), then releases the oldest
+  // Pins `table`'s full, registered blocks under `id` (replacing an earlier pin of it), so the
+  // next turn finds them in the prefix cache even under pressure; then releases the oldest
   // sessions while pinned blocks exceed max_pinned_fraction of the pool.
   void Pin(const std::string& id, const BlockTable& table);
   bool Release(const std::string& id);  // false: no such session
