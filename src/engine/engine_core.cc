@@ -6,9 +6,8 @@
 
 #include "engine/block_map.h"
 #include "engine/context_shift.h"
+#include "engine/engine_stats.h"
 #include "engine/kv_disk_setup.h"
-#include "engine/proposer_draft.h"
-#include "engine/proposer_ngram.h"
 
 namespace kvserve {
 
@@ -44,18 +43,8 @@ EngineCore::EngineCore(const Model& model, const Tokenizer& tokenizer, const Eng
                                   .share_in_batch = options.prefix_caching,
                                   .max_step_ms = options.max_step_ms,
                                   .max_step_decodes = options.max_step_decodes},
-                 [this] { return sessions_.ReleaseOldest(); }) {
-  const SpecOptions& spec = options_.spec;
-  if (spec.proposer) {
-    proposer_ = spec.proposer;
-  } else if (spec.method == SpecMethod::kNgram) {
-    proposer_ = std::make_shared<NgramProposer>(spec.ngram_min, spec.ngram_max);
-  } else if (spec.method == SpecMethod::kDraft && spec.draft_model != nullptr) {
-    // The draft model's cache: the target's type where uniform, else its first group's.
-    proposer_ = std::make_shared<DraftProposer>(*spec.draft_model, options.kv_type.group(0),
-                                                options.block_size, std::max(1, n_draft_blocks),
-                                                options.n_threads);
-  }
+                 [this] { return sessions_.ReleaseOldest(); }),
+      drafts_(options, n_draft_blocks) {
   if (!options_.kv_disk_dir.empty()) OpenDiskTier();
 }
 
@@ -74,7 +63,7 @@ void EngineCore::OpenDiskTier() {
   spill_ = std::make_unique<KvDiskSpill>(blocks_, kv_, *disk_);
   scheduler_.SetPrefixRestore([this](std::span<const int32_t> tokens, const std::string& salt) {
     const int restored = spill_->Restore(tokens, salt, blocks_.available());
-    disk_restored_tokens_ += static_cast<uint64_t>(restored) * blocks_.block_size();
+    counters_.disk_restored_tokens += static_cast<uint64_t>(restored) * blocks_.block_size();
   });
 }
 
@@ -113,7 +102,7 @@ void EngineCore::Finish(Sequence* seq, FinishReason reason, const std::string& t
   event.usage.accepted_tokens = seq->n_accepted;
   event.usage.dropped_tokens = seq->n_dropped();
   event.usage.context_shifts = seq->n_shifts;
-  if (proposer_) proposer_->Forget(*seq);
+  drafts_.Forget(*seq);
   const bool completed = reason == FinishReason::kStop || reason == FinishReason::kLength;
   if (!seq->request.session_id.empty() && completed) {
     sessions_.Pin(seq->request.session_id, seq->blocks);
@@ -158,17 +147,14 @@ bool EngineCore::ReleaseSession(const std::string& session_id) {
 
 void EngineCore::ShiftIfOverflowing(Sequence& seq) {
   if (!seq.shift || static_cast<int>(seq.tokens.size()) <= options_.n_ctx) return;
+  const bool first = seq.n_dropped() == 0;
   const bool generating = seq.n_generated() > 0;
-  if (seq.n_dropped() == 0) ++shifted_requests_;
   const ContextShiftResult r =
       ApplyContextShift(seq,
                         PlanContextShift(static_cast<int>(seq.tokens.size()), options_.n_ctx,
                                          seq.n_head, options_.block_size),
                         blocks_);
-  ++context_shifts_;
-  shift_dropped_tokens_ += static_cast<uint64_t>(r.n_dropped);
-  // The pending token would have been computed by a plain decode step anyway.
-  if (generating && r.n_recompute > 1) shift_recomputed_tokens_ += r.n_recompute - 1;
+  counters_.CountShift(first, generating, r);
 }
 
 bool EngineCore::Step() {
@@ -186,11 +172,11 @@ bool EngineCore::Step() {
 void EngineCore::Prepare() {
   // A token sampled into the last position of the context: shift before the next forward.
   for (const auto& seq : scheduler_.running()) ShiftIfOverflowing(*seq);
-  Propose();
+  drafts_.Plan(scheduler_);
 }
 
 StepLogits EngineCore::Run(const StepPlan& plan) {
-  CountPromptTokens(plan);
+  counters_.CountStep(plan);
   StepLogits logits = runner_.Run(plan);
   if (step_observer_) step_observer_(plan, logits);
   return logits;
@@ -202,58 +188,6 @@ void EngineCore::ObserveStepTime(const StepPlan& plan,
   const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
   step_cost_.Observe(plan.n_tokens, ms.count());
   scheduler_.SetStepCost(step_cost_.cost());
-}
-
-void EngineCore::Propose() {
-  if (!proposer_) return;
-  int n_decoding = 0;
-  for (const auto& seq : scheduler_.running()) {
-    seq->draft.clear();
-    if (seq->n_pending() == 1) ++n_decoding;
-  }
-  if (n_decoding == 0 || options_.recompute) return;
-  const SpecOptions& spec = options_.spec;
-  // Back-off: every live sequence (prefilling or waiting ones soon decode too) counts as load.
-  const int n_live = static_cast<int>(scheduler_.running().size() + scheduler_.waiting().size());
-  const int share = (spec.batch_tokens - n_live) / n_live;
-  const int floor = std::max(1, spec.min_tokens);
-  if (share < floor) return;
-  std::vector<Sequence*> seqs;
-  std::vector<int> max_tokens;
-  for (const auto& owned : scheduler_.running()) {
-    Sequence* seq = owned.get();
-    if (seq->n_pending() != 1 || !seq->request.speculative) continue;
-    if (seq->spec_depth == 0) seq->spec_depth = spec.max_tokens;
-    // Drafts past max_tokens or the context would only follow a finish.
-    const int k = std::min({seq->spec_depth, share, spec.max_tokens,
-                            seq->request.max_tokens - seq->n_generated() - 1,
-                            options_.n_ctx - 1 - seq->n_computed});
-    if (k < floor) continue;
-    seqs.push_back(seq);
-    max_tokens.push_back(k);
-  }
-  if (seqs.empty()) return;
-  proposer_->Propose(seqs, max_tokens);
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    std::vector<int32_t>& draft = seqs[i]->draft;
-    if (static_cast<int>(draft.size()) > max_tokens[i]) draft.resize(max_tokens[i]);
-    if (static_cast<int>(draft.size()) < floor) draft.clear();
-  }
-}
-
-void EngineCore::CountPromptTokens(const StepPlan& plan) {
-  ++steps_;
-  for (const ScheduledChunk& chunk : plan.chunks) {
-    const Sequence& seq = *chunk.seq;
-    // Prompt tokens at the front of seq.tokens: the kept prompt until the first token is
-    // generated; after a shift during generation the recompute counts as shift_recomputed_tokens.
-    const int n_prompt = seq.n_dropped() == 0     ? seq.n_prompt
-                         : seq.n_generated() == 0 ? static_cast<int>(seq.tokens.size())
-                                                  : 0;
-    if (seq.n_computed < n_prompt) {
-      prompt_tokens_ += std::min(seq.n_computed + chunk.n_tokens, n_prompt) - seq.n_computed;
-    }
-  }
 }
 
 StepSamples EngineCore::Sample(const StepPlan& plan, const StepLogits& logits) {
@@ -274,16 +208,13 @@ StepSamples EngineCore::Sample(const StepPlan& plan, const StepLogits& logits) {
     }
     seq.tokens.resize(n_tokens);
     row += chunk.n_draft + 1;
-    if (chunk.n_draft > 0) {
-      seq.spec_depth = NextSpecDepth(seq.spec_depth, chunk.n_draft, n_accepted,
-                                     options_.spec.min_tokens, options_.spec.max_tokens);
-    }
+    drafts_.Observe(seq, chunk.n_draft, n_accepted);
   }
   return sampled;
 }
 
 void EngineCore::Deliver(const std::vector<SequenceOutput>& outputs) {
-  generation_tokens_ += outputs.size();
+  counters_.generation_tokens += outputs.size();
   for (const SequenceOutput& out : outputs) {
     Sequence* seq = out.seq;
     if (out.outcome.append) {
@@ -310,49 +241,11 @@ std::vector<std::string> EngineCore::TakeFinishedIds() {
 std::vector<std::string> EngineCore::SessionIds() const { return sessions_.Ids(); }
 
 void EngineCore::FillStats(EngineStats& stats) const {
-  const BlockManagerStats b = blocks_.Stats();
-  stats.running = static_cast<int>(scheduler_.running().size());
-  stats.waiting = static_cast<int>(scheduler_.waiting().size());
-  stats.blocks_total = b.total;
-  stats.kv_bytes = kv_.bytes();
-  stats.group_blocks_total.clear();
-  stats.group_blocks_used.clear();
-  for (int g = 0; g < blocks_.n_groups(); ++g) {
-    const BlockManagerStats group = blocks_.Stats(g);
-    stats.group_blocks_total.push_back(group.total);
-    stats.group_blocks_used.push_back(group.used);
-  }
-  stats.blocks_used = b.used;
-  stats.blocks_cached = b.cached;
-  stats.blocks_free = b.free;
+  AddSchedulerStats(scheduler_, stats);
+  AddPoolStats(blocks_, kv_, stats);
   stats.sessions = sessions_.size();
-  stats.prefix_queries_tokens = b.prefix_queries_tokens;
-  stats.prefix_hits_tokens = b.prefix_hits_tokens;
-  stats.preemptions = scheduler_.preemptions();
-  stats.prompt_tokens = prompt_tokens_;
-  stats.generation_tokens = generation_tokens_;
-  stats.steps = steps_;
-  stats.spec_drafts = scheduler_.spec_drafts();
-  stats.spec_draft_tokens = scheduler_.spec_draft_tokens();
-  stats.spec_accepted_tokens = scheduler_.spec_accepted_tokens();
-  stats.spec_accepted_by_position = scheduler_.spec_accepted_by_position();
-  stats.shifted_requests = shifted_requests_;
-  stats.shift_dropped_tokens = shift_dropped_tokens_;
-  stats.context_shifts = context_shifts_;
-  stats.shift_recomputed_tokens = shift_recomputed_tokens_;
-  if (disk_) {
-    const DiskTierStats d = disk_->Stats();
-    stats.kv_disk = true;
-    stats.kv_disk_hits = d.hits;
-    stats.kv_disk_misses = d.misses;
-    stats.kv_disk_read_bytes = d.read_bytes;
-    stats.kv_disk_writes = d.writes;
-    stats.kv_disk_write_bytes = d.write_bytes;
-    stats.kv_disk_write_failures = d.write_failures;
-    stats.kv_disk_rejected = d.rejected;
-    stats.kv_disk_bytes_used = d.bytes_used;
-    stats.kv_disk_restored_tokens = disk_restored_tokens_;
-  }
+  counters_.AddTo(stats);
+  if (disk_) AddDiskStats(disk_->Stats(), stats);
 }
 
 void EngineCore::FillBlockMap(BlockMap& map) const {

@@ -5,14 +5,14 @@
 
 #include <chrono>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "engine/draft_planner.h"
 #include "engine/engine.h"
+#include "engine/engine_stats.h"
 #include "engine/model_runner.h"
-#include "engine/proposer.h"
 #include "engine/scheduler.h"
 #include "engine/session_table.h"
 #include "engine/step_cost.h"
@@ -64,13 +64,9 @@ class EngineCore {
 
  private:
   void Finish(Sequence* seq, FinishReason reason, const std::string& tail = "");
-  void CountPromptTokens(const StepPlan& plan);
   // ContextOverflow::kShift: cuts a sequence that holds more tokens than the context
   // (engine/context_shift.h) and counts it; nothing for the others.
   void ShiftIfOverflowing(Sequence& seq);
-  // Speculative decoding: clears every running sequence's draft, then asks the proposer for the
-  // decoding ones (depth, remaining max_tokens, context and the back-off budget permitting).
-  void Propose();
   // Per chunk that samples, in plan order, from its own sequence's sampler: one token, or for a
   // chunk with drafts the replay (while the sampled token equals the draft, the next row); the
   // one place that decides which drafts are accepted. Moves each sequence's draft depth on.
@@ -80,7 +76,7 @@ class EngineCore {
   // Under max_step_ms, feeds the time since `start` (forward and sampling) to the step-cost model
   // the scheduler sizes steps by.
   void ObserveStepTime(const StepPlan& plan, std::chrono::steady_clock::time_point start);
-  // Before a step is scheduled: shifts the sequences whose context is full, then asks for drafts.
+  // Before a step is scheduled: shifts the sequences whose context is full, then plans drafts.
   void Prepare();
   // Sends each output's token event and finishes the sequences whose stop rules said so.
   void Deliver(const std::vector<SequenceOutput>& outputs);
@@ -92,24 +88,17 @@ class EngineCore {
   EngineOptions options_;
   KvCache kv_;
   ModelRunner runner_;
-  std::shared_ptr<Proposer> proposer_;  // null: no speculative decoding
   BlockManager blocks_;
   SessionTable sessions_;  // borrows blocks_
   Scheduler scheduler_;
+  DraftPlanner drafts_;
   StepCostModel step_cost_;  // fitted from timed steps when options_.max_step_ms > 0
   std::vector<std::string> finished_ids_;
   std::function<void(const StepPlan&, const StepLogits&)> step_observer_;
-  uint64_t prompt_tokens_ = 0;
-  uint64_t generation_tokens_ = 0;
-  uint64_t steps_ = 0;
-  uint64_t shifted_requests_ = 0;
-  uint64_t shift_dropped_tokens_ = 0;
-  uint64_t context_shifts_ = 0;
-  uint64_t shift_recomputed_tokens_ = 0;
+  StepCounters counters_;
   // The disk tier (null without one); spill_ borrows kv_, blocks_ and disk_.
   std::unique_ptr<DiskTier> disk_;
   std::unique_ptr<KvDiskSpill> spill_;
-  uint64_t disk_restored_tokens_ = 0;
 };
 
 }  // namespace kvserve
