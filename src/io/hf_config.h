@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -48,6 +49,9 @@ struct HfConfig {
   int n_experts_used = 0;
   int n_ff_expert = 0;
   bool tie_word_embeddings = false;
+  // Numbers one family alone reads (Granite's multipliers), by the GGUF key after "<arch>." they
+  // become: its config reader fills them, AddHfDecoderMetadata writes them as float32.
+  std::map<std::string, double> family_floats;
   int64_t bos_token_id = -1;  // -1: not given
   int64_t eos_token_id = -1;
 };

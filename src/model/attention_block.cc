@@ -67,7 +67,7 @@ void AttentionBlock::Forward(const Backend& be, const ModelConfig& c, const Forw
   be.Rope(q, batch.positions, c.n_heads, c.head_dim, call.rope, ws);
   be.Rope(k, batch.positions, c.n_kv_heads, c.head_dim, call.rope, ws);
   SelfAttention(be, batch, kv, q, k, v, kv.row_elements(), c.n_heads, attn, ws,
-                {.soft_cap = call.soft_cap});
+                {.soft_cap = call.soft_cap, .scale = call.scale});
   be.Matmul(wo_, attn, n, out, ws);
 }
 

@@ -25,6 +25,7 @@ struct AttentionBlockOptions {
 struct AttentionCall {
   const RopeParams& rope;
   float soft_cap = 0.0f;  // attention score soft-cap; 0 = none
+  float scale = 0.0f;     // attention scores' factor; 0 = 1 / sqrt(head_dim)
 };
 
 class AttentionBlock {

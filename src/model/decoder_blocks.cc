@@ -8,6 +8,7 @@
 #include "kv/sliding_window_kind.h"
 #include "model/attention_block.h"
 #include "model/gated_feed_forward.h"
+#include "model/rotary_embedding.h"
 #include "model/weight_loader.h"
 
 namespace kvserve {
@@ -21,9 +22,10 @@ void SelfAttention(const Backend& backend, const ForwardBatch& batch, const KvLa
                    const float* q, const float* k, const float* v, size_t kv_stride, int n_heads,
                    float* attn, Workspace& ws, const SelfAttentionOptions& options) {
   backend.StoreKv(kv, batch.slots(kv.group), k, v, kv_stride, ws);
-  const AttentionParams params{.scale = 1.0f / std::sqrt(static_cast<float>(kv.head_dim)),
-                               .window = kv.attention_window,
-                               .soft_cap = options.soft_cap};
+  const float scale =
+      options.scale != 0.0f ? options.scale : 1.0f / std::sqrt(static_cast<float>(kv.head_dim));
+  const AttentionParams params{
+      .scale = scale, .window = kv.attention_window, .soft_cap = options.soft_cap};
   backend.PagedAttention(kv, batch.attention(kv.group), q, n_heads, params, attn, ws);
 }
 
@@ -71,22 +73,10 @@ class LlamaStyleModel final : public Model {
     KVSERVE_RETURN_IF_ERROR(ReadWindow());
     const ModelConfig& c = config_;
     const WeightLoader r(file_);
-    for (const char* name : {"rope_factors_long.weight", "rope_factors_short.weight"}) {
-      if (r.Has(name)) {
-        return Status::InvalidArgument(file_.path() + ": tensor '" + name +
-                                       "' (LongRoPE) is not supported");
-      }
-    }
-    rope_ = RopeParams{.rope_dims = c.rope_dims,
-                       .freq_base = c.rope_freq_base,
-                       .mode = options_.rope_mode,
-                       .position_scale = c.rope_position_scale};
-    if (r.Has("rope_freqs.weight")) {
-      KVSERVE_RETURN_IF_ERROR(r.Vector("rope_freqs.weight", c.rope_dims / 2, &rope_freqs_));
-    }
     KVSERVE_RETURN_IF_ERROR(head_.Load(r, c));
     layers_.resize(c.n_layers);
-    WeightList weights{.matrices = {head_.output}, .vectors = {&head_.norm, &rope_freqs_}};
+    WeightList weights{.matrices = {head_.output}, .vectors = {&head_.norm}};
+    KVSERVE_RETURN_IF_ERROR(rope_.Load(file_, c, options_.rope_mode, weights));
     const AttentionBlockOptions attention{.qkv_bias = options_.qkv_bias,
                                           .qk_norm = options_.qk_norm,
                                           .fused_qkv = options_.fused_qkv};
@@ -102,7 +92,6 @@ class LlamaStyleModel final : public Model {
       weights.vectors.insert(weights.vectors.end(), {&l.attn_norm, &l.ffn_norm});
     }
     DeclareWeights(weights);
-    if (!rope_freqs_.empty()) rope_.freq_factors = rope_freqs_.data();  // prepared by now
     return Status::Ok();
   }
 
@@ -119,10 +108,11 @@ class LlamaStyleModel final : public Model {
     const int n = batch.n_tokens();
     const auto [x, xn, proj] = ResidualStream(ws, n, c.n_embd);
     EmbedTokens(be, batch, head_.token_embd, x, ws);
+    const RopeParams rope = rope_.params();
     for (int il = 0; il < c.n_layers; ++il) {
       const LlamaStyleLayer& l = layers_[il];
       be.RmsNorm(x, l.attn_norm.data(), n, c.n_embd, c.norm_eps, xn, ws);
-      l.attention.Forward(be, c, batch, kv.layer(il), {.rope = rope_}, xn, proj, ws);
+      l.attention.Forward(be, c, batch, kv.layer(il), {.rope = rope}, xn, proj, ws);
       be.Add(x, proj, n, c.n_embd, ws);
       be.RmsNorm(x, l.ffn_norm.data(), n, c.n_embd, c.norm_eps, xn, ws);
       l.feed_forward.Forward(be, c, n, xn, proj, ws);
@@ -150,9 +140,8 @@ class LlamaStyleModel final : public Model {
   }
 
   LlamaStyleOptions options_;
-  int window_ = 0;           // sliding window of every layer; 0 = none
-  RopeParams rope_;          // freq_factors points into rope_freqs_
-  WeightVector rope_freqs_;  // [rope_dims / 2], Llama 3; empty otherwise
+  int window_ = 0;  // sliding window of every layer; 0 = none
+  RotaryEmbedding rope_;
   OutputHead head_;
   std::vector<LlamaStyleLayer> layers_;
 };

@@ -50,12 +50,13 @@ void EmbedTokens(const Backend& backend, const ForwardBatch& batch, const Weight
                  float* x, Workspace& ws);
 
 // Stores each token's K and V rows (n_kv_heads * head_dim floats, `kv_stride` floats apart) at its
-// slot, then attn = causal softmax(q · Kᵀ / sqrt(head_dim)) · V per head, over the sequence's keys
-// in the cache (this batch's included; the last kv.attention_window of them where the layer's
-// cache kind has a window, the scores soft-capped with a soft_cap).
+// slot, then attn = causal softmax(scale * q · Kᵀ) · V per head, over the sequence's keys in the
+// cache (this batch's included; the last kv.attention_window of them where the layer's cache kind
+// has a window, the scores soft-capped with a soft_cap).
 // q, attn: [n_tokens, n_heads * head_dim]
 struct SelfAttentionOptions {
   float soft_cap = 0.0f;  // 0 = none
+  float scale = 0.0f;     // the scores' factor; 0 = 1 / sqrt(head_dim)
 };
 void SelfAttention(const Backend& backend, const ForwardBatch& batch, const KvLayerView& kv,
                    const float* q, const float* k, const float* v, size_t kv_stride, int n_heads,

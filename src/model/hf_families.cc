@@ -238,6 +238,7 @@ void AddHfDecoderMetadata(const HfConfig& c, const HfDecoderMetadata& options, G
   if (c.sliding_window > 0 || options.window_always) {
     w.SetUint32(a + "attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
   }
+  for (const auto& [key, value] : c.family_floats) w.SetFloat32(a + key, static_cast<float>(value));
 }
 
 std::vector<float> Llama3RopeFreqs(const HfConfig& c) {

@@ -94,7 +94,8 @@ struct HfDecoderMetadata {
   bool vocab_size = false;           // <arch>.vocab_size (llama)
   bool window_always = false;        // attention.sliding_window even when 0 (phi3)
 };
-// The keys every decoder writes: shape, norm, RoPE base and linear scaling, sliding window.
+// The keys every decoder writes: shape, norm, RoPE base and linear scaling, sliding window, and
+// the family's own numbers (HfConfig::family_floats).
 void AddHfDecoderMetadata(const HfConfig& c, const HfDecoderMetadata& options, GgufWriter& w);
 
 }  // namespace kvserve
