@@ -217,6 +217,19 @@ TEST(SynthTest, BadShapesNameTheField) {
   s.n_heads = 16;  // head size 3: odd
   s.n_kv_heads = 16;
   expect_error(s, "head size 3");
+  s = TinyShape("gpt2");
+  s.n_kv_heads = 2;
+  expect_error(s, "--kv-heads 2 must equal --heads 4 for gpt2");
+  s = TinyShape("qwen3moe");
+  s.n_expert = 4;
+  s.n_expert_used = 5;
+  expect_error(s, "--experts-used 5 is out of range (1 to 4)");
+  // Only architectures whose file gives a recipe (Architecture::synthetic) can be made.
+  s = TinyShape("llama");
+  s.arch = "gemma2";
+  expect_error(s, "architecture 'gemma2' has no synthetic recipe (known: gpt2, llama, qwen3moe)");
+  EXPECT_EQ(SyntheticArchitectureNames(), "gpt2, llama, qwen3moe");
+  EXPECT_EQ(SyntheticPresetNames(), "gpt2-124m, tinyllama-1.1b, stories-15m, stories-260k");
   auto bad_type =
       SyntheticModel::Create({.shape = TinyShape("llama"), .type = GgmlType::kQ8_K}, *vocab);
   EXPECT_FALSE(bad_type.ok());

@@ -10,6 +10,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "model/architecture.h"
 #include "model/gguf_converter.h"
 #include "model/synthetic_model.h"
 
@@ -18,7 +19,7 @@ namespace kvserve {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: kvserve synth -o OUT.gguf (--preset NAME | --arch gpt2|llama|qwen3moe --embd N "
+    "usage: kvserve synth -o OUT.gguf (--preset NAME | --arch ARCH --embd N "
     "--layers N --heads N [--kv-heads N] --ff N --ctx N [--experts N --experts-used K]) --type "
     "f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|q2_k..q6_k [--vocab VOCAB.gguf] "
     "[--vocab-size N] [--seed S] [--threads N] [--norm-eps E] [--rope-base B] [--tied-output] "
@@ -75,17 +76,17 @@ Result<SyntheticShape> ReadShape(const Args& args) {
                                      *args.Get("--preset") + " (" + shape.arch + ")");
     }
   } else {
-    if (arch == "gpt2") {
-      shape.arch = "gpt2";
-    } else if (arch == "llama" || arch == "qwen3moe") {
-      shape.arch = arch;
-    } else if (arch.empty()) {
-      return Status::InvalidArgument("missing --preset NAME or --arch gpt2|llama|qwen3moe");
-    } else {
-      return Status::InvalidArgument("flag --arch: '" + arch +
-                                     "' is not one of gpt2, llama, qwen3moe");
+    if (arch.empty()) {
+      return Status::InvalidArgument("missing --preset NAME or --arch " +
+                                     SyntheticArchitectureNames());
     }
-    if (arch == "qwen3moe") {
+    const Architecture* entry = FindArchitecture(arch);
+    if (entry == nullptr || entry->synthetic == nullptr) {
+      return Status::InvalidArgument("flag --arch: '" + arch + "' is not one of " +
+                                     SyntheticArchitectureNames());
+    }
+    shape.arch = arch;
+    if (entry->synthetic->experts) {
       for (const char* flag : {"--experts", "--experts-used"}) {
         if (!args.Has(flag)) return Status::InvalidArgument(std::string("missing ") + flag);
       }
@@ -155,7 +156,9 @@ FlagTable SynthFlagTable() {
                         .default_text = "the preset's",
                         .help = "general.name of the model"}}},
                      {"shape (instead of, or over, --preset)",
-                      {{.name = "--arch", .value_name = "ARCH", .help = "gpt2, llama or qwen3moe"},
+                      {{.name = "--arch",
+                        .value_name = "ARCH",
+                        .help = "one of " + SyntheticArchitectureNames()},
                        dimension("--embd", "embedding width"),
                        dimension("--layers", "layers"),
                        dimension("--heads", "attention heads"),

@@ -2,7 +2,8 @@
 // KVSERVE_ARCHITECTURE(<name>): the GGUF general.architecture it loads, its loader (which builds
 // the forward from the shared blocks of decoder_blocks.h, gemma_decoder.h and gpt2's own), and
 // the Hugging Face classes it reads, each with its config.json keys, its tensor-name map and the
-// GGUF metadata it writes (the shared parts in hf_families.h). The build lists every file of
+// GGUF metadata it writes (the shared parts in hf_families.h), and optionally its recipe for
+// random-weight files and named shapes (synthetic_model.h). The build lists every file of
 // src/model/arch/ (CMakeLists.txt writes generated/architecture_list.cc), so adding an
 // architecture is adding its file and its test; nothing else names it.
 #pragma once
@@ -19,6 +20,7 @@
 #include "kernels/backend.h"
 #include "model/model.h"
 #include "model/model_config.h"
+#include "model/synthetic_model.h"
 #include "util/status.h"
 
 namespace kvserve {
@@ -59,6 +61,8 @@ struct Architecture {
   const char* gguf_name;  // general.architecture
   ModelLoader load;
   std::vector<HfClass> hf_classes;  // empty: GGUF files only
+  // Random-weight files of this architecture (`kvserve synth`); null: none.
+  const SyntheticRecipe* synthetic = nullptr;
 };
 
 // Defines the entry of the architecture in src/model/arch/<stem>.cc:

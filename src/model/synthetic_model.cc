@@ -5,61 +5,13 @@
 #include <numbers>
 
 #include "kernels/quantize.h"
+#include "model/architecture.h"
 #include "model/gguf_converter.h"
 #include "util/thread_pool.h"
 
 namespace kvserve {
 
 namespace {
-
-struct Preset {
-  const char* name;
-  SyntheticShape shape;
-};
-
-// Shapes of /work/shared/anchors.md (gpt2-124m, tinyllama-1.1b) and of the llama2.c stories models.
-const Preset kPresets[] = {
-    {"gpt2-124m",
-     {.arch = "gpt2",
-      .n_embd = 768,
-      .n_layers = 12,
-      .n_heads = 12,
-      .n_kv_heads = 12,
-      .n_ff = 3072,
-      .n_ctx = 1024,
-      .norm_eps = 1e-5f,
-      .tied_output = true}},
-    {"tinyllama-1.1b",
-     {.arch = "llama",
-      .n_embd = 2048,
-      .n_layers = 22,
-      .n_heads = 32,
-      .n_kv_heads = 4,
-      .n_ff = 5632,
-      .n_ctx = 2048,
-      .norm_eps = 1e-5f,
-      .rope_freq_base = 10000.0f}},
-    {"stories-15m",
-     {.arch = "llama",
-      .n_embd = 288,
-      .n_layers = 6,
-      .n_heads = 6,
-      .n_kv_heads = 6,
-      .n_ff = 768,
-      .n_ctx = 256,
-      .norm_eps = 1e-5f,
-      .rope_freq_base = 10000.0f}},
-    {"stories-260k",
-     {.arch = "llama",
-      .n_embd = 64,
-      .n_layers = 5,
-      .n_heads = 8,
-      .n_kv_heads = 4,
-      .n_ff = 172,
-      .n_ctx = 512,
-      .norm_eps = 1e-5f,
-      .rope_freq_base = 10000.0f}},
-};
 
 constexpr uint32_t kQuantizationVersion = 2;  // GGML_QNT_VERSION
 
@@ -105,7 +57,7 @@ Status CheckRange(const char* field, int64_t value, int64_t min, int64_t max) {
   return Status::Ok();
 }
 
-Status CheckShape(const SyntheticShape& s) {
+Status CheckShape(const SyntheticShape& s, const SyntheticRecipe& recipe) {
   KVSERVE_RETURN_IF_ERROR(CheckRange("--embd", s.n_embd, 1, 1 << 16));
   KVSERVE_RETURN_IF_ERROR(CheckRange("--layers", s.n_layers, 1, 1024));
   KVSERVE_RETURN_IF_ERROR(CheckRange("--heads", s.n_heads, 1, 1024));
@@ -121,18 +73,19 @@ Status CheckShape(const SyntheticShape& s) {
                                    " is not a multiple of --kv-heads " +
                                    std::to_string(s.n_kv_heads));
   }
-  if (s.arch == "gpt2" && s.n_kv_heads != s.n_heads) {
+  if (!recipe.grouped_kv && s.n_kv_heads != s.n_heads) {
     return Status::InvalidArgument("--kv-heads " + std::to_string(s.n_kv_heads) +
-                                   " must equal --heads " + std::to_string(s.n_heads) +
-                                   " for gpt2");
+                                   " must equal --heads " + std::to_string(s.n_heads) + " for " +
+                                   s.arch);
   }
-  if (s.arch == "qwen3moe") {
+  if (recipe.experts) {
     KVSERVE_RETURN_IF_ERROR(CheckRange("--experts", s.n_expert, 1, 1024));
     KVSERVE_RETURN_IF_ERROR(CheckRange("--experts-used", s.n_expert_used, 1, s.n_expert));
   }
-  if (s.arch != "gpt2" && (s.n_embd / s.n_heads) % 2 != 0) {
+  if (recipe.rotary && (s.n_embd / s.n_heads) % 2 != 0) {
     return Status::InvalidArgument("head size " + std::to_string(s.n_embd / s.n_heads) +
-                                   " (--embd / --heads) must be even for llama's rotary embedding");
+                                   " (--embd / --heads) must be even for " + s.arch +
+                                   "'s rotary embedding");
   }
   if (!(s.norm_eps > 0.0f && s.norm_eps <= 1.0f)) {
     return Status::InvalidArgument("norm epsilon " + std::to_string(s.norm_eps) +
@@ -145,11 +98,23 @@ Status CheckShape(const SyntheticShape& s) {
   return Status::Ok();
 }
 
+Result<const SyntheticRecipe*> FindRecipe(const std::string& arch) {
+  const Architecture* entry = FindArchitecture(arch);
+  if (entry == nullptr || entry->synthetic == nullptr) {
+    return Status::InvalidArgument("architecture '" + arch + "' has no synthetic recipe (known: " +
+                                   SyntheticArchitectureNames() + ")");
+  }
+  return entry->synthetic;
+}
+
 }  // namespace
 
 Result<SyntheticShape> SyntheticPreset(const std::string& name) {
-  for (const Preset& preset : kPresets) {
-    if (name == preset.name) return preset.shape;
+  for (const Architecture* entry : Architectures()) {
+    if (entry->synthetic == nullptr) continue;
+    for (const NamedShape& preset : entry->synthetic->presets) {
+      if (name == preset.name) return preset.shape;
+    }
   }
   return Status::InvalidArgument("unknown preset '" + name + "' (known: " + SyntheticPresetNames() +
                                  ")");
@@ -157,18 +122,105 @@ Result<SyntheticShape> SyntheticPreset(const std::string& name) {
 
 std::string SyntheticPresetNames() {
   std::string names;
-  for (const Preset& preset : kPresets)
-    names += (names.empty() ? "" : ", ") + std::string(preset.name);
+  for (const Architecture* entry : Architectures()) {
+    if (entry->synthetic == nullptr) continue;
+    for (const NamedShape& preset : entry->synthetic->presets) {
+      names += (names.empty() ? "" : ", ") + std::string(preset.name);
+    }
+  }
+  return names;
+}
+
+std::string SyntheticArchitectureNames() {
+  std::string names;
+  for (const Architecture* entry : Architectures()) {
+    if (entry->synthetic != nullptr) {
+      names += (names.empty() ? "" : ", ") + std::string(entry->gguf_name);
+    }
+  }
   return names;
 }
 
 const char* DefaultVocabFile(const std::string& arch) {
-  return arch == "gpt2" ? "ggml-vocab-gpt-2.gguf" : "ggml-vocab-llama-spm.gguf";
+  const Architecture* entry = FindArchitecture(arch);
+  return entry != nullptr && entry->synthetic != nullptr ? entry->synthetic->vocab_file
+                                                         : "ggml-vocab-llama-spm.gguf";
 }
+
+void AddSyntheticDecoderGlobals(const SyntheticShape& s, int64_t n_vocab, SyntheticTensors& out) {
+  out.Matrix("token_embd.weight", s.n_embd, n_vocab);
+  out.Vector("output_norm.weight", s.n_embd, SyntheticFill::kOnes);
+  if (!s.tied_output) out.Matrix("output.weight", s.n_embd, n_vocab);
+}
+
+void AddSyntheticAttention(const SyntheticShape& s, int layer, bool qk_norm,
+                           SyntheticTensors& out) {
+  const int64_t head_dim = s.n_embd / s.n_heads;
+  const int64_t kv_dim = head_dim * s.n_kv_heads;
+  const std::string p = "blk." + std::to_string(layer) + ".";
+  out.Vector(p + "attn_norm.weight", s.n_embd, SyntheticFill::kOnes);
+  out.Matrix(p + "attn_q.weight", s.n_embd, s.n_embd);
+  out.Matrix(p + "attn_k.weight", s.n_embd, kv_dim);
+  out.Matrix(p + "attn_v.weight", s.n_embd, kv_dim);
+  if (qk_norm) {
+    out.Vector(p + "attn_q_norm.weight", head_dim, SyntheticFill::kOnes);
+    out.Vector(p + "attn_k_norm.weight", head_dim, SyntheticFill::kOnes);
+  }
+  out.Matrix(p + "attn_output.weight", s.n_embd, s.n_embd);
+  out.Vector(p + "ffn_norm.weight", s.n_embd, SyntheticFill::kOnes);
+}
+
+void AddSyntheticDecoderMetadata(const SyntheticShape& s, int64_t n_vocab, GgufWriter& w) {
+  const std::string p = s.arch + ".";
+  w.SetUint32(p + "context_length", s.n_ctx);
+  w.SetUint32(p + "embedding_length", s.n_embd);
+  w.SetUint32(p + "feed_forward_length", s.n_ff);
+  w.SetUint32(p + "block_count", s.n_layers);
+  w.SetUint32(p + "attention.head_count", s.n_heads);
+  w.SetUint32(p + "attention.head_count_kv", s.n_kv_heads);
+  w.SetFloat32(p + "attention.layer_norm_rms_epsilon", s.norm_eps);
+  w.SetUint32(p + "rope.dimension_count", s.n_embd / s.n_heads);
+  w.SetFloat32(p + "rope.freq_base", s.rope_freq_base);
+  w.SetUint32(p + "vocab_size", static_cast<uint32_t>(n_vocab));
+}
+
+// The recipe's requests, planned in the file's type.
+class SyntheticModel::Planner final : public SyntheticTensors {
+ public:
+  explicit Planner(SyntheticModel& model) : model_(model) {}
+  void Matrix(const std::string& name, int64_t n_in, int64_t n_out) override {
+    GgmlType type = model_.options_.type;
+    const uint32_t block = TraitsOf(type).block_elements;
+    if (block > 1 && n_in % block != 0) {
+      type = GgmlType::kF16;
+      model_.notes_.push_back("tensor '" + name + "': row length " + std::to_string(n_in) +
+                              " is not a multiple of the " + GgmlTypeName(model_.options_.type) +
+                              " block size " + std::to_string(block) + "; stored as F16");
+    }
+    model_.plan_.push_back({name, type, {n_in, n_out}, SyntheticFill::kRandom});
+  }
+  void F32Matrix(const std::string& name, int64_t n_in, int64_t n_out) override {
+    model_.plan_.push_back({name, GgmlType::kF32, {n_in, n_out}, SyntheticFill::kRandom});
+  }
+  void Vector(const std::string& name, int64_t n, SyntheticFill fill) override {
+    model_.plan_.push_back({name, GgmlType::kF32, {n}, fill});
+  }
+  void Experts(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_expert) override {
+    Matrix(name, n_in, n_out);
+    model_.plan_.back().dims.push_back(n_expert);
+  }
+
+ private:
+  SyntheticModel& model_;
+};
 
 Result<SyntheticModel> SyntheticModel::Create(const SyntheticOptions& options,
                                               const GgufFile& vocab) {
-  KVSERVE_RETURN_IF_ERROR(CheckShape(options.shape));
+  auto recipe = FindRecipe(options.shape.arch);
+  if (!recipe.ok()) return recipe.status();
+  KVSERVE_RETURN_IF_ERROR(CheckShape(options.shape, **recipe));
+  SyntheticShape shape = options.shape;
+  if ((*recipe)->always_tied) shape.tied_output = true;
   KVSERVE_RETURN_IF_ERROR(LlamaFileType(options.type));
   if (!(options.stddev > 0.0f) || !std::isfinite(options.stddev)) {
     return Status::InvalidArgument("stddev " + std::to_string(options.stddev) +
@@ -185,92 +237,12 @@ Result<SyntheticModel> SyntheticModel::Create(const SyntheticOptions& options,
                                    std::to_string(tokens->array_size) +
                                    " is out of range (1 to 16777216)");
   }
-  SyntheticModel model(options, vocab);
+  SyntheticModel model(options, vocab, **recipe);
+  model.options_.shape = shape;
   model.n_vocab_ = static_cast<int>(tokens->array_size);
-  if (model.options_.shape.arch == "gpt2") {
-    model.options_.shape.tied_output = true;
-    model.options_.shape.n_kv_heads = model.options_.shape.n_heads;
-  }
-  model.PlanTensors();
+  Planner planner(model);
+  (*recipe)->tensors(shape, model.n_vocab_, planner);
   return model;
-}
-
-void SyntheticModel::AddMatrix(const std::string& name, int64_t n_in, int64_t n_out) {
-  GgmlType type = options_.type;
-  const uint32_t block = TraitsOf(type).block_elements;
-  if (block > 1 && n_in % block != 0) {
-    type = GgmlType::kF16;
-    notes_.push_back("tensor '" + name + "': row length " + std::to_string(n_in) +
-                     " is not a multiple of the " + GgmlTypeName(options_.type) + " block size " +
-                     std::to_string(block) + "; stored as F16");
-  }
-  plan_.push_back({name, type, {n_in, n_out}, TensorPlan::Fill::kRandom});
-}
-
-void SyntheticModel::AddExperts(const std::string& name, int64_t n_in, int64_t n_out,
-                                int64_t n_expert) {
-  AddMatrix(name, n_in, n_out);
-  plan_.back().dims.push_back(n_expert);
-}
-
-void SyntheticModel::AddVector(const std::string& name, int64_t n, TensorPlan::Fill fill) {
-  plan_.push_back({name, GgmlType::kF32, {n}, fill});
-}
-
-void SyntheticModel::PlanTensors() {
-  const SyntheticShape& s = options_.shape;
-  const int64_t embd = s.n_embd;
-  const int64_t head_dim = s.n_embd / s.n_heads;
-  const int64_t kv_dim = head_dim * s.n_kv_heads;
-  using Fill = TensorPlan::Fill;
-  AddMatrix("token_embd.weight", embd, n_vocab_);
-  if (s.arch == "gpt2") {
-    AddMatrix("position_embd.weight", embd, s.n_ctx);
-    AddVector("output_norm.weight", embd, Fill::kOnes);
-    AddVector("output_norm.bias", embd, Fill::kZeros);
-  } else {
-    AddVector("output_norm.weight", embd, Fill::kOnes);
-    if (!s.tied_output) AddMatrix("output.weight", embd, n_vocab_);
-  }
-  for (int i = 0; i < s.n_layers; ++i) {
-    const std::string p = "blk." + std::to_string(i) + ".";
-    AddVector(p + "attn_norm.weight", embd, Fill::kOnes);
-    if (s.arch == "gpt2") {
-      AddVector(p + "attn_norm.bias", embd, Fill::kZeros);
-      AddMatrix(p + "attn_qkv.weight", embd, 3 * embd);
-      AddVector(p + "attn_qkv.bias", 3 * embd, Fill::kZeros);
-      AddMatrix(p + "attn_output.weight", embd, embd);
-      AddVector(p + "attn_output.bias", embd, Fill::kZeros);
-      AddVector(p + "ffn_norm.weight", embd, Fill::kOnes);
-      AddVector(p + "ffn_norm.bias", embd, Fill::kZeros);
-      AddMatrix(p + "ffn_up.weight", embd, s.n_ff);
-      AddVector(p + "ffn_up.bias", s.n_ff, Fill::kZeros);
-      AddMatrix(p + "ffn_down.weight", s.n_ff, embd);
-      AddVector(p + "ffn_down.bias", embd, Fill::kZeros);
-    } else if (s.arch == "qwen3moe") {
-      AddMatrix(p + "attn_q.weight", embd, embd);
-      AddMatrix(p + "attn_k.weight", embd, kv_dim);
-      AddMatrix(p + "attn_v.weight", embd, kv_dim);
-      AddVector(p + "attn_q_norm.weight", head_dim, Fill::kOnes);
-      AddVector(p + "attn_k_norm.weight", head_dim, Fill::kOnes);
-      AddMatrix(p + "attn_output.weight", embd, embd);
-      AddVector(p + "ffn_norm.weight", embd, Fill::kOnes);
-      plan_.push_back(
-          {p + "ffn_gate_inp.weight", GgmlType::kF32, {embd, s.n_expert}, Fill::kRandom});
-      AddExperts(p + "ffn_gate_exps.weight", embd, s.n_ff, s.n_expert);
-      AddExperts(p + "ffn_up_exps.weight", embd, s.n_ff, s.n_expert);
-      AddExperts(p + "ffn_down_exps.weight", s.n_ff, embd, s.n_expert);
-    } else {
-      AddMatrix(p + "attn_q.weight", embd, embd);
-      AddMatrix(p + "attn_k.weight", embd, kv_dim);
-      AddMatrix(p + "attn_v.weight", embd, kv_dim);
-      AddMatrix(p + "attn_output.weight", embd, embd);
-      AddVector(p + "ffn_norm.weight", embd, Fill::kOnes);
-      AddMatrix(p + "ffn_gate.weight", embd, s.n_ff);
-      AddMatrix(p + "ffn_up.weight", embd, s.n_ff);
-      AddMatrix(p + "ffn_down.weight", s.n_ff, embd);
-    }
-  }
 }
 
 uint64_t SyntheticModel::ParameterCount() const {
@@ -293,34 +265,14 @@ uint64_t SyntheticModel::TensorBytes() const {
 
 void SyntheticModel::AddTo(GgufWriter& writer) const {
   const SyntheticShape& s = options_.shape;
-  const std::string arch = s.arch;
-  const std::string p = arch + ".";
-  writer.SetString("general.architecture", arch);
-  writer.SetString("general.name", options_.name.empty() ? "synthetic " + arch : options_.name);
+  writer.SetString("general.architecture", s.arch);
+  writer.SetString("general.name", options_.name.empty() ? "synthetic " + s.arch : options_.name);
   writer.SetUint32("general.alignment", 32);
   writer.SetUint32("general.file_type", LlamaFileType(options_.type).value());
   if (TraitsOf(options_.type).block_elements > 1) {
     writer.SetUint32("general.quantization_version", kQuantizationVersion);
   }
-  writer.SetUint32(p + "context_length", s.n_ctx);
-  writer.SetUint32(p + "embedding_length", s.n_embd);
-  writer.SetUint32(p + "feed_forward_length", s.n_ff);
-  writer.SetUint32(p + "block_count", s.n_layers);
-  writer.SetUint32(p + "attention.head_count", s.n_heads);
-  if (s.arch == "gpt2") {
-    writer.SetFloat32(p + "attention.layer_norm_epsilon", s.norm_eps);
-  } else {
-    writer.SetUint32(p + "attention.head_count_kv", s.n_kv_heads);
-    writer.SetFloat32(p + "attention.layer_norm_rms_epsilon", s.norm_eps);
-    writer.SetUint32(p + "rope.dimension_count", s.n_embd / s.n_heads);
-    writer.SetFloat32(p + "rope.freq_base", s.rope_freq_base);
-    writer.SetUint32(p + "vocab_size", n_vocab_);
-  }
-  if (s.arch == "qwen3moe") {
-    writer.SetUint32(p + "expert_count", s.n_expert);
-    writer.SetUint32(p + "expert_used_count", s.n_expert_used);
-    writer.SetUint32(p + "expert_feed_forward_length", s.n_ff);
-  }
+  recipe_->metadata(s, n_vocab_, writer);
   for (const auto& [key, value] : vocab_->metadata()) {
     if (key.starts_with("tokenizer.")) writer.CopyValue(key, value);
   }
@@ -341,8 +293,8 @@ Status SyntheticModel::Produce(size_t index, const ByteSink& sink) const {
   const int64_t n_in = t.dims[0];
   const int64_t n_rows = Rows(t);
   const size_t row_bytes = RowBytes(t.type, n_in);
-  if (t.fill != TensorPlan::Fill::kRandom) {
-    const std::vector<float> row(n_in, t.fill == TensorPlan::Fill::kOnes ? 1.0f : 0.0f);
+  if (t.fill != SyntheticFill::kRandom) {
+    const std::vector<float> row(n_in, t.fill == SyntheticFill::kOnes ? 1.0f : 0.0f);
     return sink(reinterpret_cast<const uint8_t*>(row.data()), row_bytes);
   }
   ThreadPool pool(options_.n_threads);

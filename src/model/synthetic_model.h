@@ -8,7 +8,9 @@
 // included) are stored in the chosen type; a row length that is not a multiple of a block type's
 // 32 elements falls back to F16 (as llama.cpp's quantizer does); 1-D tensors are F32.
 // Tensors are generated while the file is written, kChunkBytes of output at a time, so memory use
-// stays a few MiB whatever the model size.
+// stays a few MiB whatever the model size. What tensors and keys an architecture has, and its
+// named shapes, are its own: a `SyntheticRecipe` in its src/model/arch/<name>.cc
+// (Architecture::synthetic); this file only checks shapes, draws values and writes.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +27,7 @@ namespace kvserve {
 
 // The shape of a model to synthesize. n_vocab comes from the vocabulary file.
 struct SyntheticShape {
-  std::string arch = "llama";  // general.architecture: llama, gpt2 or qwen3moe
+  std::string arch = "llama";  // general.architecture: one with a SyntheticRecipe
   int n_embd = 0;
   int n_layers = 0;
   int n_heads = 0;
@@ -41,12 +43,54 @@ struct SyntheticShape {
   int n_expert_used = 0;
 };
 
-// The named shapes: gpt2-124m, tinyllama-1.1b, stories-15m, stories-260k (see the .cc for values).
+// The named shapes of every architecture's recipe (gpt2-124m, tinyllama-1.1b, ...).
 Result<SyntheticShape> SyntheticPreset(const std::string& name);
 // "gpt2-124m, tinyllama-1.1b, ...", for usage and error messages.
 std::string SyntheticPresetNames();
+// "gpt2, llama, qwen3moe": the architectures with a recipe.
+std::string SyntheticArchitectureNames();
 // The vocabulary file a preset or architecture uses by default, relative to shared/models.
 const char* DefaultVocabFile(const std::string& arch);
+
+enum class SyntheticFill { kRandom, kOnes, kZeros };
+
+// The tensors a recipe asks for, in file order. Matrices take the file's type (F16 where a row
+// does not fill whole blocks); vectors and F32 matrices are F32.
+class SyntheticTensors {
+ public:
+  virtual ~SyntheticTensors() = default;
+  // n_out rows of n_in (GGML dims [n_in, n_out]).
+  virtual void Matrix(const std::string& name, int64_t n_in, int64_t n_out) = 0;
+  virtual void F32Matrix(const std::string& name, int64_t n_in, int64_t n_out) = 0;
+  virtual void Vector(const std::string& name, int64_t n, SyntheticFill fill) = 0;
+  // n_expert matrices of n_out rows of n_in in one 3-D tensor (dims [n_in, n_out, n_expert]).
+  virtual void Experts(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_expert) = 0;
+};
+
+struct NamedShape {
+  const char* name;
+  SyntheticShape shape;
+};
+
+// What an architecture gives `kvserve synth`: its tensors and its "<arch>." keys for a shape (the
+// shape checked against the rules below first), its default vocabulary and its named shapes.
+struct SyntheticRecipe {
+  const char* vocab_file;  // relative to shared/models
+  bool grouped_kv = true;  // n_kv_heads may differ from n_heads (else it is set to n_heads)
+  bool rotary = true;      // the head size must be even
+  bool experts = false;    // n_expert and n_expert_used are required and checked
+  bool always_tied = false;
+  void (*tensors)(const SyntheticShape& s, int64_t n_vocab, SyntheticTensors& out);
+  void (*metadata)(const SyntheticShape& s, int64_t n_vocab, GgufWriter& w);
+  std::vector<NamedShape> presets;
+};
+
+// Parts the decoders' recipes share. Globals: token_embd, output_norm, output unless tied.
+void AddSyntheticDecoderGlobals(const SyntheticShape& s, int64_t n_vocab, SyntheticTensors& out);
+// A layer's q/k/v/o (q/k norms with qk_norm), attn_norm and ffn_norm, under blk.<layer>.
+void AddSyntheticAttention(const SyntheticShape& s, int layer, bool qk_norm, SyntheticTensors& out);
+// The keys of a RMSNorm RoPE decoder: shape, heads, kv heads, epsilon, rope dims and base.
+void AddSyntheticDecoderMetadata(const SyntheticShape& s, int64_t n_vocab, GgufWriter& w);
 
 struct SyntheticOptions {
   SyntheticShape shape;
@@ -66,7 +110,7 @@ class SyntheticModel {
     std::string name;
     GgmlType type;
     std::vector<int64_t> dims;  // GGML order
-    enum class Fill { kRandom, kOnes, kZeros } fill;
+    SyntheticFill fill;
   };
 
   // Checks the shape (every field named with its value on error) and plans the tensors.
@@ -85,18 +129,16 @@ class SyntheticModel {
   Status WriteFile(const std::string& path) const;
 
  private:
-  SyntheticModel(const SyntheticOptions& options, const GgufFile& vocab)
-      : options_(options), vocab_(&vocab) {}
-  void PlanTensors();
-  void AddMatrix(const std::string& name, int64_t n_in, int64_t n_out);
-  void AddVector(const std::string& name, int64_t n, TensorPlan::Fill fill);
-  // n_expert matrices of n_out rows of n_in in one 3-D tensor (dims [n_in, n_out, n_expert]).
-  void AddExperts(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_expert);
+  class Planner;
+  SyntheticModel(const SyntheticOptions& options, const GgufFile& vocab,
+                 const SyntheticRecipe& recipe)
+      : options_(options), vocab_(&vocab), recipe_(&recipe) {}
   // Generates tensor `index` of the plan into `sink`, kChunkBytes at a time.
   Status Produce(size_t index, const ByteSink& sink) const;
 
   SyntheticOptions options_;
   const GgufFile* vocab_;
+  const SyntheticRecipe* recipe_;  // the architecture's, static
   int n_vocab_ = 0;
   std::vector<TensorPlan> plan_;
   std::vector<std::string> notes_;

@@ -200,13 +200,69 @@ void WriteGpt2Metadata(const HfConfig& c, GgufWriter& w) {
   w.SetFloat32("gpt2.attention.layer_norm_epsilon", static_cast<float>(c.norm_eps));
 }
 
+// Random weights (`kvserve synth --arch gpt2`): LayerNorms 1 and biases 0, fused QKV; always tied.
+void SynthGpt2Tensors(const SyntheticShape& s, int64_t n_vocab, SyntheticTensors& out) {
+  using enum SyntheticFill;
+  const int64_t embd = s.n_embd;
+  out.Matrix("token_embd.weight", embd, n_vocab);
+  out.Matrix("position_embd.weight", embd, s.n_ctx);
+  out.Vector("output_norm.weight", embd, kOnes);
+  out.Vector("output_norm.bias", embd, kZeros);
+  for (int i = 0; i < s.n_layers; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    out.Vector(p + "attn_norm.weight", embd, kOnes);
+    out.Vector(p + "attn_norm.bias", embd, kZeros);
+    out.Matrix(p + "attn_qkv.weight", embd, 3 * embd);
+    out.Vector(p + "attn_qkv.bias", 3 * embd, kZeros);
+    out.Matrix(p + "attn_output.weight", embd, embd);
+    out.Vector(p + "attn_output.bias", embd, kZeros);
+    out.Vector(p + "ffn_norm.weight", embd, kOnes);
+    out.Vector(p + "ffn_norm.bias", embd, kZeros);
+    out.Matrix(p + "ffn_up.weight", embd, s.n_ff);
+    out.Vector(p + "ffn_up.bias", s.n_ff, kZeros);
+    out.Matrix(p + "ffn_down.weight", s.n_ff, embd);
+    out.Vector(p + "ffn_down.bias", embd, kZeros);
+  }
+}
+
+void SynthGpt2Metadata(const SyntheticShape& s, int64_t n_vocab, GgufWriter& w) {
+  w.SetUint32("gpt2.context_length", s.n_ctx);
+  w.SetUint32("gpt2.embedding_length", s.n_embd);
+  w.SetUint32("gpt2.feed_forward_length", s.n_ff);
+  w.SetUint32("gpt2.block_count", s.n_layers);
+  w.SetUint32("gpt2.attention.head_count", s.n_heads);
+  w.SetFloat32("gpt2.attention.layer_norm_epsilon", s.norm_eps);
+}
+
+// GPT-2 small's shape (/work/shared/anchors.md).
+const SyntheticRecipe& Gpt2Synthetic() {
+  static const SyntheticRecipe recipe{.vocab_file = "ggml-vocab-gpt-2.gguf",
+                                      .grouped_kv = false,
+                                      .rotary = false,
+                                      .always_tied = true,
+                                      .tensors = &SynthGpt2Tensors,
+                                      .metadata = &SynthGpt2Metadata,
+                                      .presets = {{"gpt2-124m",
+                                                   {.arch = "gpt2",
+                                                    .n_embd = 768,
+                                                    .n_layers = 12,
+                                                    .n_heads = 12,
+                                                    .n_kv_heads = 12,
+                                                    .n_ff = 3072,
+                                                    .n_ctx = 1024,
+                                                    .norm_eps = 1e-5f,
+                                                    .tied_output = true}}}};
+  return recipe;
+}
+
 }  // namespace
 
 KVSERVE_ARCHITECTURE(gpt2) {
   static const Architecture entry{.gguf_name = "gpt2",
                                   .load = &LoadGpt2,
                                   .hf_classes = {{"GPT2LMHeadModel", "gpt2", &ReadGpt2Config,
-                                                  &MapGpt2Tensor, &WriteGpt2Metadata}}};
+                                                  &MapGpt2Tensor, &WriteGpt2Metadata}},
+                                  .synthetic = &Gpt2Synthetic()};
   return entry;
 }
 

@@ -281,6 +281,34 @@ void WriteQwen3MoeMetadata(const HfConfig& c, GgufWriter& w) {
   w.SetUint32("qwen3moe.expert_feed_forward_length", static_cast<uint32_t>(c.n_ff_expert));
 }
 
+// Random weights (`kvserve synth --arch qwen3moe`): the router F32, as in llama.cpp's files.
+void SynthQwen3MoeTensors(const SyntheticShape& s, int64_t n_vocab, SyntheticTensors& out) {
+  AddSyntheticDecoderGlobals(s, n_vocab, out);
+  for (int i = 0; i < s.n_layers; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    AddSyntheticAttention(s, i, /*qk_norm=*/true, out);
+    out.F32Matrix(p + "ffn_gate_inp.weight", s.n_embd, s.n_expert);
+    out.Experts(p + "ffn_gate_exps.weight", s.n_embd, s.n_ff, s.n_expert);
+    out.Experts(p + "ffn_up_exps.weight", s.n_embd, s.n_ff, s.n_expert);
+    out.Experts(p + "ffn_down_exps.weight", s.n_ff, s.n_embd, s.n_expert);
+  }
+}
+
+void SynthQwen3MoeMetadata(const SyntheticShape& s, int64_t n_vocab, GgufWriter& w) {
+  AddSyntheticDecoderMetadata(s, n_vocab, w);
+  w.SetUint32("qwen3moe.expert_count", s.n_expert);
+  w.SetUint32("qwen3moe.expert_used_count", s.n_expert_used);
+  w.SetUint32("qwen3moe.expert_feed_forward_length", s.n_ff);
+}
+
+const SyntheticRecipe& Qwen3MoeSynthetic() {
+  static const SyntheticRecipe recipe{.vocab_file = "ggml-vocab-llama-spm.gguf",
+                                      .experts = true,
+                                      .tensors = &SynthQwen3MoeTensors,
+                                      .metadata = &SynthQwen3MoeMetadata};
+  return recipe;
+}
+
 }  // namespace
 
 KVSERVE_ARCHITECTURE(qwen3moe) {
@@ -288,7 +316,8 @@ KVSERVE_ARCHITECTURE(qwen3moe) {
       .gguf_name = "qwen3moe",
       .load = &LoadQwen3Moe,
       .hf_classes = {{"Qwen3MoeForCausalLM", "qwen3_moe", &ReadQwen3MoeConfig, &MapQwen3MoeTensor,
-                      &WriteQwen3MoeMetadata}}};
+                      &WriteQwen3MoeMetadata}},
+      .synthetic = &Qwen3MoeSynthetic()};
   return entry;
 }
 
