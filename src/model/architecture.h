@@ -1,6 +1,7 @@
 // An architecture is one file, src/model/arch/<name>.cc, that defines its entry with
 // KVSERVE_ARCHITECTURE(<name>): the GGUF general.architecture it loads, its loader (which builds
-// the forward from the shared blocks of decoder_blocks.h, gemma_decoder.h and gpt2's own), and
+// the forward from the shared self-loading blocks: attention_block.h, gated_feed_forward.h,
+// feed_forward.h, rotary_embedding.h, decoder_blocks.h, gemma_decoder.h), and
 // the Hugging Face classes it reads, each with its config.json keys, its tensor-name map and the
 // GGUF metadata it writes (the shared parts in hf_families.h), and optionally its recipe for
 // random-weight files and named shapes (synthetic_model.h). The build lists every file of

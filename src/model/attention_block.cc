@@ -8,8 +8,7 @@ Status AttentionBlock::Load(const WeightLoader& r, const ModelConfig& c, const s
                             const AttentionBlockOptions& options, WeightList& weights) {
   const int64_t q_dim = static_cast<int64_t>(c.n_heads) * c.head_dim;
   const int64_t kv_dim = static_cast<int64_t>(c.n_kv_heads) * c.head_dim;
-  fused_qkv_ = options.fused_qkv;
-  if (fused_qkv_) {
+  if (options.fused_qkv) {
     KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "attn_qkv.weight", q_dim + 2 * kv_dim, c.n_embd, &wqkv_));
     weights.matrices.push_back(&wqkv_);
   } else {
@@ -18,7 +17,9 @@ Status AttentionBlock::Load(const WeightLoader& r, const ModelConfig& c, const s
     KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "attn_v.weight", kv_dim, c.n_embd, &wv_));
     weights.matrices.insert(weights.matrices.end(), {&wq_, &wk_, &wv_});
   }
-  if (options.qkv_bias) {
+  if (options.qkv_bias && options.fused_qkv) {
+    KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_qkv.bias", q_dim + 2 * kv_dim, &bqkv_));
+  } else if (options.qkv_bias) {
     KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_q.bias", q_dim, &bq_));
     KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_k.bias", kv_dim, &bk_));
     KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_v.bias", kv_dim, &bv_));
@@ -29,7 +30,11 @@ Status AttentionBlock::Load(const WeightLoader& r, const ModelConfig& c, const s
   }
   KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "attn_output.weight", c.n_embd, q_dim, &wo_));
   weights.matrices.push_back(&wo_);
-  weights.vectors.insert(weights.vectors.end(), {&bq_, &bk_, &bv_, &q_norm_, &k_norm_});
+  if (options.output_bias) {
+    KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_output.bias", c.n_embd, &bo_));
+  }
+  weights.vectors.insert(weights.vectors.end(),
+                         {&bqkv_, &bq_, &bk_, &bv_, &q_norm_, &k_norm_, &bo_});
   return Status::Ok();
 }
 
@@ -43,10 +48,11 @@ void AttentionBlock::Forward(const Backend& be, const ModelConfig& c, const Forw
   float* k = ws.Floats(kK, static_cast<size_t>(n) * kv_dim);
   float* v = ws.Floats(kV, static_cast<size_t>(n) * kv_dim);
   float* attn = ws.Floats(kAttn, static_cast<size_t>(n) * q_dim);
-  if (fused_qkv_) {
-    const size_t stride = static_cast<size_t>(q_dim) + 2 * kv_dim;
-    float* qkv = ws.Floats(kQkv, n * stride);
+  if (wqkv_.n_out > 0) {  // fused
+    const int stride = q_dim + 2 * kv_dim;
+    float* qkv = ws.Floats(kQkv, static_cast<size_t>(n) * stride);
     be.Matmul(wqkv_, xn, n, qkv, ws);
+    if (!bqkv_.empty()) be.AddBias(qkv, stride, bqkv_.data(), n, stride, ws);
     be.CopyRows(qkv, stride, n, q_dim, q);
     be.CopyRows(qkv + q_dim, stride, n, kv_dim, k);
     be.CopyRows(qkv + q_dim + kv_dim, stride, n, kv_dim, v);
@@ -64,11 +70,14 @@ void AttentionBlock::Forward(const Backend& be, const ModelConfig& c, const Forw
     be.RmsNorm(q, q_norm_.data(), n * c.n_heads, c.head_dim, c.norm_eps, q, ws);
     be.RmsNorm(k, k_norm_.data(), n * c.n_kv_heads, c.head_dim, c.norm_eps, k, ws);
   }
-  be.Rope(q, batch.positions, c.n_heads, c.head_dim, call.rope, ws);
-  be.Rope(k, batch.positions, c.n_kv_heads, c.head_dim, call.rope, ws);
+  if (call.rope != nullptr) {
+    be.Rope(q, batch.positions, c.n_heads, c.head_dim, *call.rope, ws);
+    be.Rope(k, batch.positions, c.n_kv_heads, c.head_dim, *call.rope, ws);
+  }
   SelfAttention(be, batch, kv, q, k, v, kv.row_elements(), c.n_heads, attn, ws,
                 {.soft_cap = call.soft_cap, .scale = call.scale});
   be.Matmul(wo_, attn, n, out, ws);
+  if (!bo_.empty()) be.AddBias(out, c.n_embd, bo_.data(), n, c.n_embd, ws);
 }
 
 }  // namespace kvserve

@@ -112,7 +112,7 @@ class LlamaStyleModel final : public Model {
     for (int il = 0; il < c.n_layers; ++il) {
       const LlamaStyleLayer& l = layers_[il];
       be.RmsNorm(x, l.attn_norm.data(), n, c.n_embd, c.norm_eps, xn, ws);
-      l.attention.Forward(be, c, batch, kv.layer(il), {.rope = rope}, xn, proj, ws);
+      l.attention.Forward(be, c, batch, kv.layer(il), {.rope = &rope}, xn, proj, ws);
       be.Add(x, proj, n, c.n_embd, ws);
       be.RmsNorm(x, l.ffn_norm.data(), n, c.n_embd, c.norm_eps, xn, ws);
       l.feed_forward.Forward(be, c, n, xn, proj, ws);

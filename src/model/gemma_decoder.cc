@@ -85,7 +85,7 @@ class GemmaModel final : public Model {
       const GemmaLayer& l = layers_[il];
       const GemmaLayerAttention& a = options_.layers[il];
       be.RmsNorm(x, l.attn_norm.data(), n, c.n_embd, c.norm_eps, xn, ws);
-      l.attention.Forward(be, c, batch, kv.layer(il), {.rope = a.rope, .soft_cap = a.soft_cap}, xn,
+      l.attention.Forward(be, c, batch, kv.layer(il), {.rope = &a.rope, .soft_cap = a.soft_cap}, xn,
                           proj, ws);
       be.RmsNorm(proj, l.post_attn_norm.data(), n, c.n_embd, c.norm_eps, proj, ws);
       be.Add(x, proj, n, c.n_embd, ws);

@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "model/architecture.h"
+#include "model/attention_block.h"
 #include "model/decoder_blocks.h"
+#include "model/feed_forward.h"
 #include "model/hf_families.h"
 #include "model/weight_loader.h"
 
@@ -20,15 +22,9 @@ namespace {
 
 struct Gpt2Layer {
   WeightVector attn_norm, attn_norm_bias;  // [n_embd]
-  WeightMatrix wqkv;                       // [3 * n_embd, n_embd]
-  WeightVector bqkv;                       // [3 * n_embd]
-  WeightMatrix wo;                         // [n_embd, n_embd]
-  WeightVector bo;                         // [n_embd]
+  AttentionBlock attention;                // fused QKV and output projection, with biases
   WeightVector ffn_norm, ffn_norm_bias;    // [n_embd]
-  WeightMatrix w_up;                       // [n_ff, n_embd]
-  WeightVector b_up;                       // [n_ff]
-  WeightMatrix w_down;                     // [n_embd, n_ff]
-  WeightVector b_down;                     // [n_embd]
+  FeedForward feed_forward;                // up, GELU, down, with biases
 };
 
 class Gpt2Model final : public Model {
@@ -48,25 +44,18 @@ class Gpt2Model final : public Model {
     KVSERVE_RETURN_IF_ERROR(r.Vector("output_norm.bias", e, &output_norm_bias_));
     layers_.resize(c.n_layers);
     WeightList weights{.matrices = {head_.output}, .vectors = {&head_.norm, &output_norm_bias_}};
+    const AttentionBlockOptions attention{.qkv_bias = true, .fused_qkv = true, .output_bias = true};
     for (int i = 0; i < c.n_layers; ++i) {
       const std::string p = "blk." + std::to_string(i) + ".";
       Gpt2Layer& l = layers_[i];
-      weights.vectors.insert(weights.vectors.end(),
-                             {&l.attn_norm, &l.attn_norm_bias, &l.bqkv, &l.bo, &l.ffn_norm,
-                              &l.ffn_norm_bias, &l.b_up, &l.b_down});
       KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_norm.weight", e, &l.attn_norm));
       KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_norm.bias", e, &l.attn_norm_bias));
-      KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "attn_qkv.weight", 3 * e, e, &l.wqkv));
-      KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_qkv.bias", 3 * e, &l.bqkv));
-      KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "attn_output.weight", e, e, &l.wo));
-      KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_output.bias", e, &l.bo));
+      KVSERVE_RETURN_IF_ERROR(l.attention.Load(r, c, p, attention, weights));
       KVSERVE_RETURN_IF_ERROR(r.Vector(p + "ffn_norm.weight", e, &l.ffn_norm));
       KVSERVE_RETURN_IF_ERROR(r.Vector(p + "ffn_norm.bias", e, &l.ffn_norm_bias));
-      KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "ffn_up.weight", c.n_ff, e, &l.w_up));
-      KVSERVE_RETURN_IF_ERROR(r.Vector(p + "ffn_up.bias", c.n_ff, &l.b_up));
-      KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "ffn_down.weight", e, c.n_ff, &l.w_down));
-      KVSERVE_RETURN_IF_ERROR(r.Vector(p + "ffn_down.bias", e, &l.b_down));
-      weights.matrices.insert(weights.matrices.end(), {&l.wqkv, &l.wo, &l.w_up, &l.w_down});
+      KVSERVE_RETURN_IF_ERROR(l.feed_forward.Load(r, c, p, weights));
+      weights.vectors.insert(weights.vectors.end(),
+                             {&l.attn_norm, &l.attn_norm_bias, &l.ffn_norm, &l.ffn_norm_bias});
     }
     DeclareWeights(weights);
     return Status::Ok();
@@ -75,55 +64,31 @@ class Gpt2Model final : public Model {
   void Forward(const ForwardBatch& batch, KvCache& kv, Workspace& ws,
                float* logits) const override {
     const ModelConfig& c = config_;
-    const size_t n = batch.n_tokens();
-    const size_t e = c.n_embd;
-    Buffers b{.x = ws.Floats(kX, n * e),
-              .xn = ws.Floats(kXn, n * e),
-              .proj = ws.Floats(kProj, n * e),
-              .q = ws.Floats(kQ, n * e),
-              .attn = ws.Floats(kAttn, n * e),
-              .qkv = ws.Floats(kQkv, n * 3 * e),
-              .up = ws.Floats(kUp, n * c.n_ff)};
-    EmbedTokens(backend_, batch, head_.token_embd, b.x, ws);
-    float* pos = ws.Floats(kTmp, n * e);
-    backend_.GetRows(position_embd_, batch.positions, pos, ws);
-    backend_.Add(b.x, pos, static_cast<int>(n), c.n_embd, ws);
-    for (int il = 0; il < c.n_layers; ++il) Layer(layers_[il], batch, kv.layer(il), b, ws);
-    auto norm = [&](const float* in, int n_rows, float* out) {
-      backend_.LayerNorm(in, head_.norm.data(), output_norm_bias_.data(), n_rows, c.n_embd,
-                         c.norm_eps, out, ws);
-    };
-    ProjectLogits(backend_, batch, b.x, c.n_embd, norm, *head_.output, logits, ws);
-  }
-
- private:
-  struct Buffers {
-    float *x, *xn, *proj, *q, *attn, *qkv, *up;
-  };
-
-  void Layer(const Gpt2Layer& w, const ForwardBatch& batch, const KvLayerView& kv, const Buffers& b,
-             Workspace& ws) const {
-    const ModelConfig& c = config_;
     const Backend& be = backend_;
     const int n = batch.n_tokens();
     const int e = c.n_embd;
-    be.LayerNorm(b.x, w.attn_norm.data(), w.attn_norm_bias.data(), n, e, c.norm_eps, b.xn, ws);
-    be.Matmul(w.wqkv, b.xn, n, b.qkv, ws);
-    be.AddBias(b.qkv, 3 * e, w.bqkv.data(), n, 3 * e, ws);
-    be.CopyRows(b.qkv, 3 * e, n, e, b.q);
-    SelfAttention(be, batch, kv, b.q, b.qkv + e, b.qkv + 2 * e, 3 * e, c.n_heads, b.attn, ws);
-    be.Matmul(w.wo, b.attn, n, b.proj, ws);
-    be.AddBias(b.proj, e, w.bo.data(), n, e, ws);
-    be.Add(b.x, b.proj, n, e, ws);
-    be.LayerNorm(b.x, w.ffn_norm.data(), w.ffn_norm_bias.data(), n, e, c.norm_eps, b.xn, ws);
-    be.Matmul(w.w_up, b.xn, n, b.up, ws);
-    be.AddBias(b.up, c.n_ff, w.b_up.data(), n, c.n_ff, ws);
-    be.Gelu(b.up, n, c.n_ff, ws);
-    be.Matmul(w.w_down, b.up, n, b.proj, ws);
-    be.AddBias(b.proj, e, w.b_down.data(), n, e, ws);
-    be.Add(b.x, b.proj, n, e, ws);
+    const auto [x, xn, proj] = ResidualStream(ws, n, e);
+    EmbedTokens(be, batch, head_.token_embd, x, ws);
+    float* pos = ws.Floats(kTmp, static_cast<size_t>(n) * e);
+    be.GetRows(position_embd_, batch.positions, pos, ws);
+    be.Add(x, pos, n, e, ws);
+    for (int il = 0; il < c.n_layers; ++il) {
+      const Gpt2Layer& l = layers_[il];
+      be.LayerNorm(x, l.attn_norm.data(), l.attn_norm_bias.data(), n, e, c.norm_eps, xn, ws);
+      l.attention.Forward(be, c, batch, kv.layer(il), {}, xn, proj, ws);
+      be.Add(x, proj, n, e, ws);
+      be.LayerNorm(x, l.ffn_norm.data(), l.ffn_norm_bias.data(), n, e, c.norm_eps, xn, ws);
+      l.feed_forward.Forward(be, c, n, xn, proj, ws);
+      be.Add(x, proj, n, e, ws);
+    }
+    auto norm = [&](const float* in, int n_rows, float* out) {
+      be.LayerNorm(in, head_.norm.data(), output_norm_bias_.data(), n_rows, c.n_embd, c.norm_eps,
+                   out, ws);
+    };
+    ProjectLogits(be, batch, x, c.n_embd, norm, *head_.output, logits, ws);
   }
 
+ private:
   OutputHead head_;
   WeightMatrix position_embd_;  // [n_ctx_train, n_embd]
   WeightVector output_norm_bias_;

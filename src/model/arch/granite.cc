@@ -85,7 +85,7 @@ class GraniteModel final : public Model {
     EmbedTokens(be, batch, head_.token_embd, x, ws);
     ScaleRows(x, n, c.n_embd, scales_.embedding, ws);
     const RopeParams rope = rope_.params();
-    const AttentionCall call{.rope = rope, .scale = scales_.attention};
+    const AttentionCall call{.rope = &rope, .scale = scales_.attention};
     for (int il = 0; il < c.n_layers; ++il) {
       const GraniteLayer& l = layers_[il];
       be.RmsNorm(x, l.attn_norm.data(), n, c.n_embd, c.norm_eps, xn, ws);
@@ -112,17 +112,15 @@ class GraniteModel final : public Model {
       const char* name;
       float* value;
     };
-    for (const Key& key : {Key{"embedding_scale", &scales_.embedding},
-                           Key{"residual_scale", &scales_.residual},
-                           Key{"attention.scale", &scales_.attention},
-                           Key{"logit_scale", &scales_.logit}}) {
+    for (const Key& key :
+         {Key{"embedding_scale", &scales_.embedding}, Key{"residual_scale", &scales_.residual},
+          Key{"attention.scale", &scales_.attention}, Key{"logit_scale", &scales_.logit}}) {
       const std::string name = config_.arch + "." + key.name;
       auto value = file_.GetFloatOr(name, 0.0);
       if (!value.ok()) return value.status();
       if (!(*value >= 0.0) || !std::isfinite(*value)) {
-        return Status::InvalidArgument(file_.path() + ": key '" + name +
-                                       "' = " + std::to_string(*value) +
-                                       " is not a finite number >= 0");
+        return Status::InvalidArgument(file_.path() + ": key '" + name + "' = " +
+                                       std::to_string(*value) + " is not a finite number >= 0");
       }
       if (*value != 0.0) *key.value = static_cast<float>(*value);
     }
@@ -159,10 +157,10 @@ Status ReadGraniteConfig(const HfConfigReader& r, HfConfig& c) {
     const char* hf;
     const char* gguf;
   };
-  for (const Key& key : {Key{"embedding_multiplier", "embedding_scale"},
-                         Key{"residual_multiplier", "residual_scale"},
-                         Key{"attention_multiplier", "attention.scale"},
-                         Key{"logits_scaling", "logit_scale"}}) {
+  for (const Key& key :
+       {Key{"embedding_multiplier", "embedding_scale"},
+        Key{"residual_multiplier", "residual_scale"},
+        Key{"attention_multiplier", "attention.scale"}, Key{"logits_scaling", "logit_scale"}}) {
     double value = 0;
     KVSERVE_RETURN_IF_ERROR(r.Float(key.hf, &value, false));
     if (value != 0) c.family_floats[key.gguf] = value;
@@ -180,11 +178,11 @@ void WriteGraniteMetadata(const HfConfig& c, GgufWriter& w) { AddHfDecoderMetada
 }  // namespace
 
 KVSERVE_ARCHITECTURE(granite) {
-  static const Architecture entry{.gguf_name = "granite",
-                                  .load = &LoadGranite,
-                                  .hf_classes = {{"GraniteForCausalLM", "granite",
-                                                  &ReadGraniteConfig, &MapGraniteTensor,
-                                                  &WriteGraniteMetadata}}};
+  static const Architecture entry{
+      .gguf_name = "granite",
+      .load = &LoadGranite,
+      .hf_classes = {{"GraniteForCausalLM", "granite", &ReadGraniteConfig, &MapGraniteTensor,
+                      &WriteGraniteMetadata}}};
   return entry;
 }
 

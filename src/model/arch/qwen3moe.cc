@@ -152,7 +152,7 @@ class Qwen3MoeModel final : public Model {
     const Backend& be = backend_;
     const int n = batch.n_tokens();
     be.RmsNorm(b.x, w.attn_norm.data(), n, c.n_embd, c.norm_eps, b.xn, ws);
-    w.attention.Forward(be, c, batch, kv, {.rope = rope_}, b.xn, b.proj, ws);
+    w.attention.Forward(be, c, batch, kv, {.rope = &rope_}, b.xn, b.proj, ws);
     be.Add(b.x, b.proj, n, c.n_embd, ws);
   }
 
