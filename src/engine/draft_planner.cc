@@ -52,9 +52,9 @@ void DraftPlanner::Plan(const Scheduler& scheduler) {
     if (seq->n_pending() != 1 || !seq->request.speculative) continue;
     if (seq->spec_depth == 0) seq->spec_depth = spec_.max_tokens;
     // Drafts past max_tokens or the context would only follow a finish.
-    const int k = std::min({seq->spec_depth, share, spec_.max_tokens,
-                            seq->request.max_tokens - seq->n_generated() - 1,
-                            n_ctx_ - 1 - seq->n_computed});
+    const int k =
+        std::min({seq->spec_depth, share, spec_.max_tokens,
+                  seq->request.max_tokens - seq->n_generated() - 1, n_ctx_ - 1 - seq->n_computed});
     if (k < floor) continue;
     seqs.push_back(seq);
     max_tokens.push_back(k);
