@@ -17,6 +17,7 @@
 #include "engine/kv_disk_setup.h"
 #include "model/model.h"
 #include "support/cli.h"
+#include "support/fake_model.h"
 #include "support/paths.h"
 #include "support/serve_process.h"
 #include "support/test_backend.h"
@@ -383,13 +384,14 @@ TEST_F(KvDiskEngineTest, UnusableDirectoryOrTinyLimitNeverFailsARequest) {
 // completion, its prompt tokens reported cached, the disk tier's metrics; then every block file
 // corrupted and a third server recomputes the same completion.
 // Whether an engine can have a disk tier is said with a reason: not without the prefix cache, not
-// for a model of several KV layer groups (Gemma 3's sliding-window and global layers); stories260K
-// with the prefix cache opens one, and --kv-disk-model-id replaces the file's identity.
+// for a model of several KV layer groups (Gemma 3's sliding-window and global layers) or of a
+// cache kind that is not disk_storable; stories260K with the prefix cache opens one, and
+// --kv-disk-model-id replaces the file's identity.
 TEST(KvDiskSetupTest, OpensForOneGroupAndSaysWhyNotOtherwise) {
   auto stories = LoadModel(testing::ModelPath("stories260K.gguf"), TestBackend());
   ASSERT_TRUE(stories.ok()) << stories.message();
   EngineOptions options{.kv_disk_dir = FreshDir("setup")};
-  auto tier = OpenEngineDiskTier(options, **stories, (*stories)->kv_spec().groups.size());
+  auto tier = OpenEngineDiskTier(options, **stories);
   ASSERT_TRUE(tier.ok()) << tier.message();
   EXPECT_NE(DiskModelIdentity(options, (*stories)->file()).find("stories260K.gguf|"),
             std::string::npos);
@@ -397,7 +399,7 @@ TEST(KvDiskSetupTest, OpensForOneGroupAndSaysWhyNotOtherwise) {
   EXPECT_EQ(DiskModelIdentity(options, (*stories)->file()), "my-model");
 
   options.prefix_caching = false;
-  auto no_prefix = OpenEngineDiskTier(options, **stories, 1);
+  auto no_prefix = OpenEngineDiskTier(options, **stories);
   ASSERT_FALSE(no_prefix.ok());
   EXPECT_NE(no_prefix.message().find("prefix cache"), std::string::npos) << no_prefix.message();
 
@@ -406,10 +408,29 @@ TEST(KvDiskSetupTest, OpensForOneGroupAndSaysWhyNotOtherwise) {
   const int n_groups = static_cast<int>((*gemma)->kv_spec().groups.size());
   ASSERT_GT(n_groups, 1);
   options.prefix_caching = true;
-  auto groups = OpenEngineDiskTier(options, **gemma, n_groups);
+  auto groups = OpenEngineDiskTier(options, **gemma);
   ASSERT_FALSE(groups.ok());
   EXPECT_NE(groups.message().find(std::to_string(n_groups) + " KV layer groups"), std::string::npos)
       << groups.message();
+
+  // A cache kind that is not per position (as a recurrent state will be) keeps the tier off.
+  class StateKind final : public KvCacheKind {
+   public:
+    std::string Describe() const override { return "recurrent state"; }
+    bool keeps_every_block() const override { return false; }
+    int FirstLiveBlock(int next_position, int block_size) const override { return 0; }
+    int BlocksPerSequence(int n_tokens, int block_size) const override { return 1; }
+    int attention_window() const override { return 0; }
+    bool disk_storable() const override { return false; }
+  };
+  auto state = testing::FakeModel::Create(TestBackend(), {.kind = std::make_shared<StateKind>()});
+  auto refused = OpenEngineDiskTier(options, *state);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("recurrent state layers keep state the disk tier cannot store"),
+            std::string::npos)
+      << refused.message();
+  auto full = testing::FakeModel::Create(TestBackend());
+  EXPECT_TRUE(OpenEngineDiskTier(options, *full).ok());
 }
 
 TEST(KvDiskServerTest, RestartedServerServesThePromptFromDisk) {

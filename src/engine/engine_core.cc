@@ -53,7 +53,7 @@ EngineCore::~EngineCore() {
 }
 
 void EngineCore::OpenDiskTier() {
-  auto tier = OpenEngineDiskTier(options_, model_, blocks_.n_groups());
+  auto tier = OpenEngineDiskTier(options_, model_);
   if (!tier.ok()) {
     std::fprintf(stderr, "kvserve: warning: KV disk tier off: %s (prompts are recomputed)\n",
                  tier.message().c_str());

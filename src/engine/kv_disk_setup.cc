@@ -17,14 +17,22 @@ std::string DiskModelIdentity(const EngineOptions& options, const GgufFile& file
 }
 
 Result<std::unique_ptr<DiskTier>> OpenEngineDiskTier(const EngineOptions& options,
-                                                     const Model& model, int n_groups) {
+                                                     const Model& model) {
   using R = Result<std::unique_ptr<DiskTier>>;
   if (!options.prefix_caching) {
     return R::InvalidArgument(
         "--kv-disk needs the prefix cache (not --no-prefix-cache or --no-cache)");
   }
+  const KvSpec spec = model.kv_spec();
+  for (const KvGroupSpec& group : spec.groups) {
+    if (!group.kind->disk_storable()) {
+      return R::InvalidArgument("the model's " + group.kind->Describe() +
+                                " layers keep state the disk tier cannot store");
+    }
+  }
   // A block file holds one block id's K/V of every layer; with several layer groups a block id
   // names a different block in each group's pool.
+  const int n_groups = static_cast<int>(spec.groups.size());
   if (n_groups != 1) {
     return R::InvalidArgument("the model has " + std::to_string(n_groups) +
                               " KV layer groups (sliding-window layers); the disk tier serves "
@@ -32,9 +40,8 @@ Result<std::unique_ptr<DiskTier>> OpenEngineDiskTier(const EngineOptions& option
   }
   const std::string fingerprint = DiskTier::Fingerprint(DiskModelIdentity(options, model.file()),
                                                         options.kv_type.Name(), options.block_size);
-  return DiskTier::Open(
-      options.kv_disk_dir, options.kv_disk_bytes, fingerprint,
-      KvCache::BytesPerBlock(model.kv_spec(), options.kv_type, options.block_size));
+  return DiskTier::Open(options.kv_disk_dir, options.kv_disk_bytes, fingerprint,
+                        KvCache::BytesPerBlock(spec, options.kv_type, options.block_size));
 }
 
 }  // namespace kvserve

@@ -18,9 +18,9 @@ namespace kvserve {
 std::string DiskModelIdentity(const EngineOptions& options, const GgufFile& file);
 
 // Opens options.kv_disk_dir for this model, KV format and block size. An error says why the tier
-// cannot serve this engine (no prefix cache; several KV layer groups; a directory it cannot use):
-// the engine warns and recomputes prompts instead.
+// cannot serve this engine (no prefix cache; a layer group whose cache kind is not disk_storable;
+// several KV layer groups; a directory it cannot use): the engine warns and recomputes prompts.
 Result<std::unique_ptr<DiskTier>> OpenEngineDiskTier(const EngineOptions& options,
-                                                     const Model& model, int n_groups);
+                                                     const Model& model);
 
 }  // namespace kvserve

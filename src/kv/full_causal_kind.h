@@ -15,6 +15,7 @@ class FullCausalKind final : public KvCacheKind {
   int FirstLiveBlock(int next_position, int block_size) const override { return 0; }
   int BlocksPerSequence(int n_tokens, int block_size) const override;
   int attention_window() const override { return 0; }
+  bool disk_storable() const override { return true; }
 };
 
 }  // namespace kvserve

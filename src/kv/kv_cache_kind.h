@@ -30,6 +30,12 @@ class KvCacheKind {
 
   // Keys a query reads, its own included, for AttentionParams::window; 0: every earlier key.
   virtual int attention_window() const = 0;
+
+  // Whether the disk tier may keep this group's blocks: a block holds the K/V of fixed positions
+  // of a token prefix, valid for any later sequence with that prefix (full causal, sliding
+  // window). A kind whose state is not per position (a recurrent state) says no, and an engine
+  // over it runs without the disk tier, saying why.
+  virtual bool disk_storable() const = 0;
 };
 
 using KvCacheKindPtr = std::shared_ptr<const KvCacheKind>;

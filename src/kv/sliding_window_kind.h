@@ -22,6 +22,7 @@ class SlidingWindowKind final : public KvCacheKind {
   // at most the full count.
   int BlocksPerSequence(int n_tokens, int block_size) const override;
   int attention_window() const override { return window_; }
+  bool disk_storable() const override { return true; }
 
  private:
   int window_;

@@ -206,4 +206,10 @@ void FakeModel::Forward(const ForwardBatch& batch, KvCache& kv, Workspace& ws,
   }
 }
 
+KvSpec FakeModel::kv_spec() const {
+  KvSpec spec = Model::kv_spec();
+  if (options_.kind) spec.groups[0].kind = options_.kind;
+  return spec;
+}
+
 }  // namespace kvserve::testing

@@ -79,6 +79,8 @@ struct FakeModelOptions {
   // Called at the start of every Forward, on the caller's (the engine's) thread: lets a test hold
   // a step in flight or make steps slow. Must be thread-safe.
   std::function<void()> on_forward;
+  // The one layer group's cache kind; null: full causal.
+  KvCacheKindPtr kind;
 };
 
 class FakeModel final : public Model {
@@ -87,6 +89,7 @@ class FakeModel final : public Model {
   static std::unique_ptr<FakeModel> Create(const Backend& backend, FakeModelOptions options = {});
 
   void Forward(const ForwardBatch& batch, KvCache& kv, Workspace& ws, float* logits) const override;
+  KvSpec kv_spec() const override;
 
   int n_layers() const { return config_.n_layers; }
   // Forward calls so far.
