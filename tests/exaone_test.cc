@@ -106,14 +106,8 @@ TEST(ExaoneTest, FolderComputesWhatTheLlamaFileComputes) {
   for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
   EXPECT_LT(worst, 1e-4f);
   EXPECT_GT(worst, -1.0f);  // a NaN fails the bound above
-  const size_t n_vocab = static_cast<size_t>(llama->config().n_vocab);
-  for (size_t pos = 0; pos < kPrompt.size(); ++pos) {
-    auto row = [&](const std::vector<float>& v) {
-      return std::max_element(v.begin() + pos * n_vocab, v.begin() + (pos + 1) * n_vocab) -
-             (v.begin() + pos * n_vocab);
-    };
-    EXPECT_EQ(row(a), row(b)) << "position " << pos;
-  }
+  const int n_vocab = llama->config().n_vocab;
+  EXPECT_EQ(testing::ArgmaxPerRow(a, n_vocab), testing::ArgmaxPerRow(b, n_vocab));
 }
 
 TEST(ExaoneTest, ConvertedFileHasLlamaCppsKeysAndTheFoldersLogits) {

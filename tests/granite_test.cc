@@ -148,14 +148,8 @@ TEST(GraniteTest, ItsScalesComputeWhatLlamaComputesWithThemFoldedIntoTheWeights)
   for (float v : b) scale = std::max(scale, std::fabs(v));
   EXPECT_LT(WorstDifference(a, b), 1e-5f * scale);
   EXPECT_GT(WorstDifference(a, c), 1e-2f * scale);  // the scales change the answer
-  const size_t n_vocab = static_cast<size_t>(plain->config().n_vocab);
-  for (size_t pos = 0; pos < kPrompt.size(); ++pos) {
-    auto argmax = [&](const std::vector<float>& v) {
-      return std::max_element(v.begin() + pos * n_vocab, v.begin() + (pos + 1) * n_vocab) -
-             (v.begin() + pos * n_vocab);
-    };
-    EXPECT_EQ(argmax(a), argmax(b)) << "position " << pos;
-  }
+  const int n_vocab = plain->config().n_vocab;
+  EXPECT_EQ(testing::ArgmaxPerRow(a, n_vocab), testing::ArgmaxPerRow(b, n_vocab));
 }
 
 TEST(GraniteTest, BatchIncrementalAndNoCacheAgreeBitForBit) {
@@ -203,21 +197,8 @@ const std::string& GraniteFolder() {
         {"eos_token_id", 2},
     };
     EXPECT_TRUE(testing::WriteText(out + "/config.json", config.dump(2)));
-    const std::vector<testing::NameRule> rules = {
-        {"token_embd.weight", "model.embed_tokens.weight", Layout::kSame},
-        {"output_norm.weight", "model.norm.weight", Layout::kSame},
-        {"output.weight", "lm_head.weight", Layout::kSame},
-        {"attn_norm.weight", "input_layernorm.weight", Layout::kSame},
-        {"attn_q.weight", "self_attn.q_proj.weight", Layout::kRotateHalf},
-        {"attn_k.weight", "self_attn.k_proj.weight", Layout::kRotateHalf},
-        {"attn_v.weight", "self_attn.v_proj.weight", Layout::kSame},
-        {"attn_output.weight", "self_attn.o_proj.weight", Layout::kSame},
-        {"ffn_norm.weight", "post_attention_layernorm.weight", Layout::kSame},
-        {"ffn_gate.weight", "mlp.gate_proj.weight", Layout::kSame},
-        {"ffn_up.weight", "mlp.up_proj.weight", Layout::kSame},
-        {"ffn_down.weight", "mlp.down_proj.weight", Layout::kSame},
-    };
-    testing::WriteWeights(gguf, out, "model.layers.", rules, n_heads, n_kv, /*shards=*/false);
+    testing::WriteWeights(gguf, out, "model.layers.", testing::LlamaHfNameRules(), n_heads, n_kv,
+                          /*shards=*/false);
     testing::WriteSpmTokenizerFiles(gguf, out);
     return out;
   }();

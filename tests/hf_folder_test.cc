@@ -157,21 +157,8 @@ const std::string& LlamaFolder() {
         {"eos_token_id", 2},
     };
     EXPECT_TRUE(testing::WriteText(out + "/config.json", config.dump(2)));
-    const std::vector<NameRule> rules = {
-        {"token_embd.weight", "model.embed_tokens.weight", Layout::kSame},
-        {"output_norm.weight", "model.norm.weight", Layout::kSame},
-        {"output.weight", "lm_head.weight", Layout::kSame},
-        {"attn_norm.weight", "input_layernorm.weight", Layout::kSame},
-        {"attn_q.weight", "self_attn.q_proj.weight", Layout::kRotateHalf},
-        {"attn_k.weight", "self_attn.k_proj.weight", Layout::kRotateHalf},
-        {"attn_v.weight", "self_attn.v_proj.weight", Layout::kSame},
-        {"attn_output.weight", "self_attn.o_proj.weight", Layout::kSame},
-        {"ffn_norm.weight", "post_attention_layernorm.weight", Layout::kSame},
-        {"ffn_gate.weight", "mlp.gate_proj.weight", Layout::kSame},
-        {"ffn_up.weight", "mlp.up_proj.weight", Layout::kSame},
-        {"ffn_down.weight", "mlp.down_proj.weight", Layout::kSame},
-    };
-    WriteWeights(*gguf, out, "model.layers.", rules, n_heads, n_kv_heads, /*shards=*/false);
+    WriteWeights(*gguf, out, "model.layers.", testing::LlamaHfNameRules(), n_heads, n_kv_heads,
+                 /*shards=*/false);
     testing::WriteSpmTokenizerFiles(*gguf, out);
     return out;
   }();

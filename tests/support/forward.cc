@@ -1,5 +1,6 @@
 #include "support/forward.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include "engine/sequence_runner.h"
@@ -30,6 +31,15 @@ std::vector<float> AllPositionLogits(const Model& model, const std::vector<int32
   std::vector<float> logits(static_cast<size_t>(n) * config.n_vocab);
   model.Forward(batch, kv, *workspace, logits.data());
   return logits;
+}
+
+std::vector<int> ArgmaxPerRow(const std::vector<float>& logits, int n_vocab) {
+  std::vector<int> out;
+  for (size_t row = 0; row + n_vocab <= logits.size(); row += n_vocab) {
+    const auto first = logits.begin() + static_cast<std::ptrdiff_t>(row);
+    out.push_back(static_cast<int>(std::max_element(first, first + n_vocab) - first));
+  }
+  return out;
 }
 
 std::vector<int32_t> ReferenceGenerate(const Model& model, const Tokenizer& tokenizer,

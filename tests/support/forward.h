@@ -14,6 +14,9 @@ namespace kvserve::testing {
 // [n_tokens, n_vocab].
 std::vector<float> AllPositionLogits(const Model& model, const std::vector<int32_t>& tokens);
 
+// The index of each row's largest logit.  logits: [n_rows, n_vocab]
+std::vector<int> ArgmaxPerRow(const std::vector<float>& logits, int n_vocab);
+
 // The plain decode loop that the engine must agree with, written apart from it: the prompt in one
 // pass on a SequenceRunner, then one token at a time, each drawn by a Sampler with `sampling`,
 // until max_tokens, a full context (n_ctx), or an end-of-generation token (unless ignore_eos).

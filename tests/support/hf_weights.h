@@ -23,6 +23,10 @@ struct NameRule {
   Layout layout;
 };
 
+// Llama's names (LlamaForCausalLM and the families that kept them: Granite, ...): embeddings,
+// norms, q/k/v/o (q and k rows in rotate-half order), gate/up/down, lm_head.
+std::vector<NameRule> LlamaHfNameRules();
+
 // Writes the tensors of `gguf` under HF names; `rules` map "blk.N.<suffix>" and global names.
 // With two shards, layers go to the second file and the index names each tensor's file.
 void WriteWeights(const GgufFile& gguf, const std::string& dir, const std::string& layer_prefix,

@@ -24,6 +24,7 @@
 #include "model/attention_block.h"
 #include "model/decoder_blocks.h"
 #include "model/hf_families.h"
+#include "model/rotary_embedding.h"
 #include "model/weight_loader.h"
 
 namespace kvserve {
@@ -66,13 +67,10 @@ class Qwen3MoeModel final : public Model {
     KVSERVE_RETURN_IF_ERROR(ReadExpertKeys());
     const ModelConfig& c = config_;
     const WeightLoader r(file_);
-    rope_ = RopeParams{.rope_dims = c.rope_dims,
-                       .freq_base = c.rope_freq_base,
-                       .mode = RopeMode::kSplitHalves,
-                       .position_scale = c.rope_position_scale};
     KVSERVE_RETURN_IF_ERROR(head_.Load(r, c));
     layers_.resize(c.n_layers);
     WeightList weights{.matrices = {head_.output}, .vectors = {&head_.norm}};
+    KVSERVE_RETURN_IF_ERROR(rope_.Load(file_, c, RopeMode::kSplitHalves, weights));
     for (int i = 0; i < c.n_layers; ++i) {
       const std::string p = "blk." + std::to_string(i) + ".";
       MoeLayer& l = layers_[i];
@@ -152,7 +150,8 @@ class Qwen3MoeModel final : public Model {
     const Backend& be = backend_;
     const int n = batch.n_tokens();
     be.RmsNorm(b.x, w.attn_norm.data(), n, c.n_embd, c.norm_eps, b.xn, ws);
-    w.attention.Forward(be, c, batch, kv, {.rope = &rope_}, b.xn, b.proj, ws);
+    const RopeParams rope = rope_.params();
+    w.attention.Forward(be, c, batch, kv, {.rope = &rope}, b.xn, b.proj, ws);
     be.Add(b.x, b.proj, n, c.n_embd, ws);
   }
 
@@ -191,7 +190,7 @@ class Qwen3MoeModel final : public Model {
   int n_expert_ = 0;  // <arch>.expert_count
   int n_used_ = 0;    // <arch>.expert_used_count: experts per token
   int n_ff_exp_ = 0;  // <arch>.expert_feed_forward_length: an expert's hidden width
-  RopeParams rope_;
+  RotaryEmbedding rope_;
   OutputHead head_;
   std::vector<MoeLayer> layers_;
 };
