@@ -119,7 +119,8 @@ FlagGroup SpecFlags() {
           {{.name = "--spec",
             .value_name = "METHOD",
             .default_text = "none",
-            .help = "none, ngram (prompt lookup) or draft (--model-draft)"},
+            .help = "none, ngram (prompt lookup), draft (--model-draft), history (what earlier "
+                    "requests of the same tenant read or produced) or ngram+history"},
            {.name = "--spec-max",
             .value_name = "N",
             .default_text = "5",
@@ -135,7 +136,11 @@ FlagGroup SpecFlags() {
            {.name = "--spec-ngram-max",
             .value_name = "N",
             .default_text = "3",
-            .help = "ngram: longest suffix looked up (tried first)"},
+            .help = "ngram: longest suffix looked up (tried first); history: the n-gram matched"},
+           {.name = "--spec-history-tokens",
+            .value_name = "N",
+            .default_text = "1048576",
+            .help = "history: tokens kept over all tenants (the oldest requests' leave first)"},
            {.name = "--spec-batch-tokens",
             .value_name = "N",
             .default_text = "16",
@@ -230,15 +235,17 @@ Status ReadNonNegative(const Args& args, const std::string& flag, double fallbac
 
 Status ReadSpecOptions(const Args& args, SpecOptions& spec) {
   const std::string method = args.GetOr("--spec", "none");
-  if (method == "none") {
-    spec.method = SpecMethod::kNone;
-  } else if (method == "ngram") {
-    spec.method = SpecMethod::kNgram;
-  } else if (method == "draft") {
-    spec.method = SpecMethod::kDraft;
-  } else {
+  bool known = false;
+  for (SpecMethod m : {SpecMethod::kNone, SpecMethod::kNgram, SpecMethod::kDraft,
+                       SpecMethod::kHistory, SpecMethod::kNgramHistory}) {
+    if (method == SpecMethodName(m)) {
+      spec.method = m;
+      known = true;
+    }
+  }
+  if (!known) {
     return Status::InvalidArgument("flag --spec: '" + method +
-                                   "' is not one of none, ngram, draft");
+                                   "' is not one of none, ngram, draft, history, ngram+history");
   }
   KVSERVE_RETURN_IF_ERROR(ReadBounded(args, "--spec-max", 5, 1, 64, &spec.max_tokens));
   KVSERVE_RETURN_IF_ERROR(ReadBounded(args, "--spec-min", 1, 0, spec.max_tokens, &spec.min_tokens));
@@ -247,6 +254,10 @@ Status ReadSpecOptions(const Args& args, SpecOptions& spec) {
                                       spec.ngram_min, 64, &spec.ngram_max));
   KVSERVE_RETURN_IF_ERROR(
       ReadBounded(args, "--spec-batch-tokens", 16, 1, 1 << 20, &spec.batch_tokens));
+  int history_tokens = 0;
+  KVSERVE_RETURN_IF_ERROR(
+      ReadBounded(args, "--spec-history-tokens", 1 << 20, 0, 1 << 30, &history_tokens));
+  spec.history_tokens = static_cast<size_t>(history_tokens);
   const std::string draft_path = args.GetOr("--model-draft", "");
   if (spec.method == SpecMethod::kDraft && draft_path.empty())
     return Status::InvalidArgument("flag --spec draft needs --model-draft FILE");

@@ -144,8 +144,7 @@ Result<std::vector<SpecBenchRow>> RunSpecBench(const Model& model, const Tokeniz
           variants.emplace_back(name, std::move(o));
         }
       } else {
-        variants.emplace_back(options.engine.spec.method == SpecMethod::kNgram ? "ngram" : "draft",
-                              options.engine);
+        variants.emplace_back(SpecMethodName(options.engine.spec.method), options.engine);
       }
       for (const auto& [name, spec_options] : variants) {
         auto spec = RunBest(model, tokenizer, spec_options, requests, options.repeats);

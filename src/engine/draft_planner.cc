@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/proposer_draft.h"
+#include "engine/proposer_history.h"
 #include "engine/proposer_ngram.h"
 
 namespace kvserve {
@@ -14,6 +15,14 @@ std::shared_ptr<Proposer> MakeProposer(const EngineOptions& options, int n_draft
   if (spec.proposer) return spec.proposer;
   if (spec.method == SpecMethod::kNgram) {
     return std::make_shared<NgramProposer>(spec.ngram_min, spec.ngram_max);
+  }
+  if (spec.method == SpecMethod::kHistory || spec.method == SpecMethod::kNgramHistory) {
+    return std::make_shared<HistoryProposer>(
+        HistoryProposerOptions{.ngram = spec.ngram_max,
+                               .max_tokens = spec.history_tokens,
+                               .prompt_lookup = spec.method == SpecMethod::kNgramHistory,
+                               .prompt_ngram_min = spec.ngram_min,
+                               .prompt_ngram_max = spec.ngram_max});
   }
   if (spec.method == SpecMethod::kDraft && spec.draft_model != nullptr) {
     // The draft model's cache: the target's type where uniform, else its first group's.

@@ -30,6 +30,22 @@ void RequestStream::Push(RequestEvent event) {
   ready_.notify_all();
 }
 
+const char* SpecMethodName(SpecMethod method) {
+  switch (method) {
+    case SpecMethod::kNone:
+      return "none";
+    case SpecMethod::kNgram:
+      return "ngram";
+    case SpecMethod::kDraft:
+      return "draft";
+    case SpecMethod::kHistory:
+      return "history";
+    case SpecMethod::kNgramHistory:
+      return "ngram+history";
+  }
+  return "none";
+}
+
 namespace {
 
 Status ValidateSpec(const SpecOptions& spec, const Model& model) {
@@ -43,7 +59,8 @@ Status ValidateSpec(const SpecOptions& spec, const Model& model) {
   KVSERVE_RETURN_IF_ERROR(range("spec max tokens", spec.max_tokens, 1, 64));
   KVSERVE_RETURN_IF_ERROR(range("spec min tokens", spec.min_tokens, 0, spec.max_tokens));
   KVSERVE_RETURN_IF_ERROR(range("spec batch tokens", spec.batch_tokens, 1, 1 << 20));
-  if (spec.method == SpecMethod::kNgram) {
+  if (spec.method == SpecMethod::kNgram || spec.method == SpecMethod::kHistory ||
+      spec.method == SpecMethod::kNgramHistory) {
     KVSERVE_RETURN_IF_ERROR(range("spec ngram min", spec.ngram_min, 1, 64));
     KVSERVE_RETURN_IF_ERROR(range("spec ngram max", spec.ngram_max, spec.ngram_min, 64));
   }

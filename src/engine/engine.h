@@ -29,7 +29,11 @@ namespace kvserve {
 
 class Proposer;  // engine/proposer.h
 
-enum class SpecMethod { kNone, kNgram, kDraft };
+// kHistory: drafts from what earlier requests of the same tenant read or produced
+// (engine/proposer_history.h); kNgramHistory: the sequence's own tokens first, then that history.
+enum class SpecMethod { kNone, kNgram, kDraft, kHistory, kNgramHistory };
+// "none", "ngram", "draft", "history", "ngram+history" (the --spec names).
+const char* SpecMethodName(SpecMethod method);
 
 // Speculative decoding (`--spec`): drafted tokens are verified in the step's batched forward by
 // replaying each request's own sampler, so the output is exactly that of plain decoding.
@@ -38,7 +42,8 @@ struct SpecOptions {
   int max_tokens = 5;  // drafted tokens per sequence and step at most (the depth's ceiling)
   int min_tokens = 1;  // shorter drafts are not verified; the depth's floor
   int ngram_min = 1;   // kNgram: the shortest suffix looked up
-  int ngram_max = 3;   // kNgram: the longest suffix looked up (tried first)
+  int ngram_max = 3;   // kNgram: the longest suffix looked up (tried first); history: its n-gram
+  size_t history_tokens = 1 << 20;  // kHistory, kNgramHistory: tokens kept over all tenants
   // Back-off: decode plus drafted tokens per step at most; with n sequences live (running or
   // waiting) each decoding one drafts at most (batch_tokens - n) / n, so from batch_tokens / 2
   // live sequences on nothing is drafted.
