@@ -37,7 +37,8 @@ TEST(HistoryProposer, DraftsWhatFollowedTheSameTokensForTheSameTenantOnly) {
   EXPECT_TRUE(history.Lookup("", std::vector<int32_t>{5, 6, 7}, 4).empty());
   EXPECT_TRUE(history.Lookup("alice", std::vector<int32_t>{6, 7}, 4).empty());  // shorter than n
   EXPECT_TRUE(history.Lookup("alice", std::vector<int32_t>{7, 6, 5}, 4).empty());
-  EXPECT_TRUE(history.Lookup("alice", std::vector<int32_t>{18, 19, 20}, 4).empty());  // nothing after
+  EXPECT_TRUE(
+      history.Lookup("alice", std::vector<int32_t>{18, 19, 20}, 4).empty());  // nothing after
 }
 
 TEST(HistoryProposer, TheMostRecentOccurrenceWins) {
@@ -63,7 +64,8 @@ TEST(HistoryProposer, StaysWithinItsBoundDroppingTheOldestFirst) {
   EXPECT_EQ(history.n_tokens(), 10u);
   EXPECT_TRUE(history.Lookup("t", std::vector<int32_t>{11, 12}, 2).empty());
   EXPECT_TRUE(history.Lookup("t", std::vector<int32_t>{100, 101}, 2).empty());
-  EXPECT_EQ(history.Lookup("t", std::vector<int32_t>{121, 122}, 2), (std::vector<int32_t>{123, 124}));
+  EXPECT_EQ(history.Lookup("t", std::vector<int32_t>{121, 122}, 2),
+            (std::vector<int32_t>{123, 124}));
   HistoryProposer none({.ngram = 2, .max_tokens = 0});
   none.Add("t", Range(1, 10));
   EXPECT_EQ(none.n_tokens(), 0u);

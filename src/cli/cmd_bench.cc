@@ -19,6 +19,7 @@
 #include "cli/engine_flags.h"
 #include "cli/model_options.h"
 #include "cli/spec_bench.h"
+#include "cli/spec_tasks.h"
 #include "cli/svg_plot.h"
 #include "kernels/backend.h"
 #include "util/resident_memory.h"
@@ -89,7 +90,9 @@ FlagTable BenchFlagTable() {
             {.name = "--spec-task",
              .value_name = "TASK",
              .default_text = "both",
-             .help = "grounded (the answer repeats the prompt), free, or both"},
+             .help = "TASK[,TASK...] of grounded (raw text repeating the prompt), extract, code, "
+                     "multiturn (chat tasks quoting the prompt), free (the control); both = "
+                     "grounded,free; all"},
             {.name = "--spec-replay",
              .value_name = "P[,P...]",
              .help = "draft the plain output, each token right with probability P, per P"}}},
@@ -335,14 +338,9 @@ int RunSpecBenchCommand(const Args& args, const Model& model, const ModelOptions
   auto streams = ReadCounts(args, "--spec-streams", "1,16", 1, 4096);
   if (!streams.ok()) return Fail(streams.message(), 2);
   o.streams.assign(streams->begin(), streams->end());
-  const std::string task = args.GetOr("--spec-task", "both");
-  if (task == "both") {
-    o.tasks = {"grounded", "free"};
-  } else if (task == "grounded" || task == "free") {
-    o.tasks = {task};
-  } else {
-    return Fail("flag --spec-task: '" + task + "' is not one of grounded, free, both", 2);
-  }
+  auto tasks = ParseSpecTasks(args.GetOr("--spec-task", "both"));
+  if (!tasks.ok()) return Fail("flag --spec-task: " + tasks.message(), 2);
+  o.tasks = std::move(tasks).value();
   o.n_gen = flags.n_gen.empty() || flags.n_gen[0] == 0 ? 128 : flags.n_gen[0];
   o.repeats = flags.repeats;
   if (flags.format == "csv") return Fail("flag --output-format: csv does not go with --spec", 2);

@@ -7,6 +7,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "cli/spec_tasks.h"
 #include "engine/completion.h"
 #include "engine/proposer_replay.h"
 
@@ -16,38 +17,18 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The grounded task's passages: the prompt gives one and asks for it again, so a faithful answer
-// is a copy of prompt spans (what prompt lookup drafts well).
-constexpr const char* kPassages[] = {
-    "Once upon a time, there was a little girl named Lily. She loved to play in the park with "
-    "her red ball. One day, the ball rolled under a big tree and Lily could not reach it.",
-    "Tom had a small dog called Max. Every morning Tom and Max walked to the river, where they "
-    "watched the ducks swim. Max liked to bark at the ducks, but they never flew away.",
-    "The old baker opened his shop early. He made bread, cakes and sweet buns for the town, and "
-    "the children came every day to smell the warm bread through the window.",
-    "Sara found a shiny stone on the beach. She showed it to her mom, who said it was a piece of "
-    "glass worn smooth by the sea. Sara kept it in a box with her other treasures.",
-};
-constexpr const char* kFreePrompts[] = {"Once upon a time", "One day, a big dog", "The little bird",
-                                        "Tom and Sam went"};
-
-std::vector<Request> Requests(const Tokenizer& tokenizer, const std::string& task, int streams,
-                              int n_gen) {
+Result<std::vector<Request>> Requests(const Tokenizer& tokenizer, const ChatTemplate& chat,
+                                      const std::string& task, int streams, int n_gen) {
   std::vector<Request> out;
   for (int i = 0; i < streams; ++i) {
-    std::string text;
-    if (task == "grounded") {
-      const std::string passage = kPassages[i % 4];
-      text = "Here is a story:\n" + passage + "\nNow the same story again, word for word:\n" +
-             passage.substr(0, 20);
-    } else {
-      text = kFreePrompts[i % 4];
-    }
+    auto prompt = SpecTaskPrompt(task, i, tokenizer, chat);
+    if (!prompt.ok()) return prompt.status();
     Request r;
     r.id = task + "-" + std::to_string(i);
-    r.prompt = tokenizer.Encode(text, /*add_special=*/true, /*parse_special=*/false);
+    r.prompt = std::move(prompt).value();
     r.max_tokens = n_gen;
-    r.ignore_eos = true;
+    // Raw-text tasks run to n_gen; a chat answer ends where the model ends its turn.
+    r.ignore_eos = task == "grounded" || task == "free";
     r.sampling.temperature = 0.0f;
     out.push_back(std::move(r));
   }
@@ -113,18 +94,23 @@ Result<RunResult> RunBest(const Model& model, const Tokenizer& tokenizer,
 Result<std::vector<SpecBenchRow>> RunSpecBench(const Model& model, const Tokenizer& tokenizer,
                                                const SpecBenchOptions& options) {
   const bool replay = options.engine.spec.method == SpecMethod::kNone;
+  auto chat = ChatTemplate::ForModel(model.file(), tokenizer, "");
+  if (!chat.ok()) return chat.status();
   EngineOptions plain_options = options.engine;
   plain_options.spec = SpecOptions{};
   // Warm-up: faults the weights in (and the draft model's) before anything is timed.
   {
-    std::vector<Request> warm = Requests(tokenizer, "free", 1, 4);
-    KVSERVE_RETURN_IF_ERROR(RunOnce(model, tokenizer, plain_options, warm).status());
-    if (!replay) KVSERVE_RETURN_IF_ERROR(RunOnce(model, tokenizer, options.engine, warm).status());
+    auto warm = Requests(tokenizer, *chat, "free", 1, 4);
+    if (!warm.ok()) return warm.status();
+    KVSERVE_RETURN_IF_ERROR(RunOnce(model, tokenizer, plain_options, *warm).status());
+    if (!replay) KVSERVE_RETURN_IF_ERROR(RunOnce(model, tokenizer, options.engine, *warm).status());
   }
   std::vector<SpecBenchRow> rows;
   for (const std::string& task : options.tasks) {
     for (int streams : options.streams) {
-      const std::vector<Request> requests = Requests(tokenizer, task, streams, options.n_gen);
+      auto made = Requests(tokenizer, *chat, task, streams, options.n_gen);
+      if (!made.ok()) return made.status();
+      const std::vector<Request>& requests = *made;
       auto plain = RunBest(model, tokenizer, plain_options, requests, options.repeats);
       if (!plain.ok()) return plain.status();
       std::vector<std::pair<std::string, EngineOptions>> variants;

@@ -23,12 +23,12 @@
 namespace kvserve {
 
 struct HistoryProposerOptions {
-  int ngram = 3;                 // tokens of a sequence's end looked up in the history
-  size_t max_tokens = 1 << 20;   // history kept over all tenants, in tokens (0: none)
-  bool prompt_lookup = false;    // look in the sequence's own tokens first
-  int prompt_ngram_min = 1;      // prompt lookup's suffix lengths (NgramProposer)
+  int ngram = 3;                // tokens of a sequence's end looked up in the history
+  size_t max_tokens = 1 << 20;  // history kept over all tenants, in tokens (0: none)
+  bool prompt_lookup = false;   // look in the sequence's own tokens first
+  int prompt_ngram_min = 1;     // prompt lookup's suffix lengths (NgramProposer)
   int prompt_ngram_max = 3;
-  int candidates = 8;            // most recent occurrences of an n-gram tried, newest first
+  int candidates = 8;  // most recent occurrences of an n-gram tried, newest first
 };
 
 class HistoryProposer final : public Proposer {
