@@ -1,11 +1,15 @@
-// The speculative bench's tasks (cli/spec_tasks.h): --spec-task names, and prompts that hold what
-// the answer is to quote (the chat tasks rendered with the model's template, the raw ones as text).
+// The speculative bench's tasks (cli/spec_tasks.h): --spec-task names, prompts that hold what the
+// answer is to quote (the chat tasks rendered with the model's template, the raw ones as text),
+// and `bench --spec-print-tasks`.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/spec_tasks.h"
+#include "support/cli.h"
 #include "support/reference_runs.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -46,6 +50,27 @@ TEST(SpecTasks, ChatPromptsAreRenderedAndHoldTheTextToQuote) {
   EXPECT_EQ(text("grounded", 0).find("<|im_start|>"), std::string::npos);  // raw text
   EXPECT_NE(text("grounded", 0).find("word for word"), std::string::npos);
   EXPECT_FALSE(SpecTaskPrompt("poem", 0, **tokenizer, *chat).ok());
+}
+
+// `kvserve bench --spec-print-tasks`: the chat tasks' conversations for other servers, no model
+// needed.
+TEST(SpecTasks, PrintTasksGivesEachChatTasksConversationsAsJson) {
+  std::string out, err;
+  ASSERT_EQ(testing::RunKvserve("bench --spec-print-tasks", &out, &err), 0) << err;
+  const nlohmann::json tasks = nlohmann::json::parse(out);
+  for (const char* task : {"extract", "code", "multiturn"}) {
+    ASSERT_TRUE(tasks.contains(task)) << task;
+    ASSERT_EQ(tasks[task].size(), 2u) << task;
+    for (int i = 0; i < 2; ++i) {
+      const std::vector<ChatMessage> want = SpecTaskChat(task, i);
+      ASSERT_EQ(tasks[task][i].size(), want.size());
+      for (size_t m = 0; m < want.size(); ++m) {
+        EXPECT_EQ(tasks[task][i][m]["role"], want[m].role);
+        EXPECT_EQ(tasks[task][i][m]["content"], want[m].content);
+      }
+    }
+  }
+  EXPECT_FALSE(tasks.contains("free"));
 }
 
 }  // namespace

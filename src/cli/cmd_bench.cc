@@ -93,6 +93,8 @@ FlagTable BenchFlagTable() {
              .help = "TASK[,TASK...] of grounded (raw text repeating the prompt), extract, code, "
                      "multiturn (chat tasks quoting the prompt), free (the control); both = "
                      "grounded,free; all"},
+            {.name = "--spec-print-tasks",
+             .help = "print the chat tasks' conversations as JSON (for other servers) and exit"},
             {.name = "--spec-replay",
              .value_name = "P[,P...]",
              .help = "draft the plain output, each token right with probability P, per P"}}},
@@ -521,6 +523,24 @@ void PrintBenchTable(const BenchReport& r) {
   for (const BenchProfile& p : r.profiles) std::printf("%s", FormatProfile(p).c_str());
 }
 
+// {"extract": [[{"role": ..., "content": ...}, ...], ...], "code": ..., "multiturn": ...}: each
+// chat task's two conversations, as the speculative bench renders them.
+int PrintSpecTasks() {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const std::string& task : AllSpecTasks()) {
+    if (!IsChatSpecTask(task)) continue;
+    for (int i = 0; i < 2; ++i) {
+      nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+      for (const ChatMessage& m : SpecTaskChat(task, i)) {
+        messages.push_back({{"role", m.role}, {"content", m.content}});
+      }
+      out[task].push_back(std::move(messages));
+    }
+  }
+  std::printf("%s\n", out.dump(2).c_str());
+  return 0;
+}
+
 }  // namespace
 
 int RunBench(const std::vector<std::string>& argv) {
@@ -529,6 +549,7 @@ int RunBench(const std::vector<std::string>& argv) {
   if (!args->positional().empty()) {
     return Fail("unexpected argument '" + args->positional()[0] + "'\n" + kUsage, 2);
   }
+  if (args->Has("--spec-print-tasks")) return PrintSpecTasks();
   auto model_options = ReadModelOptions(*args);
   if (!model_options.ok()) return Fail(model_options.message() + "\n" + kUsage, 2);
   auto flags = ReadBenchFlags(*args);

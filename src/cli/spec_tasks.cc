@@ -46,7 +46,9 @@ constexpr const char* kCode[] = {
 constexpr const char* kRenames[][2] = {{"total_price", "cart_total"},
                                        {"count_words", "word_counts"}};
 
-std::vector<ChatMessage> ChatFor(const std::string& task, int i) {
+}  // namespace
+
+std::vector<ChatMessage> SpecTaskChat(const std::string& task, int i) {
   if (task == "extract") {
     return {{"system", "You are a careful assistant. Quote the text exactly."},
             {"user", std::string(kNotices[i % 2]) +
@@ -61,15 +63,18 @@ std::vector<ChatMessage> ChatFor(const std::string& task, int i) {
                          " everywhere and return the whole file."}};
   }
   // multiturn
-  return {{"system", "You are a helpful assistant."},
-          {"user", "Give me a packing list for a weekend of hiking, five items."},
-          {"assistant",
-           "1. Rain jacket\n2. Hiking boots\n3. Water bottle\n4. Map and compass\n5. First aid kit"},
-          {"user", i % 2 == 0 ? "Repeat the same list exactly and add a sixth item: sunscreen."
-                              : "Repeat the same list exactly and add a sixth item: a torch."}};
+  return {
+      {"system", "You are a helpful assistant."},
+      {"user", "Give me a packing list for a weekend of hiking, five items."},
+      {"assistant",
+       "1. Rain jacket\n2. Hiking boots\n3. Water bottle\n4. Map and compass\n5. First aid kit"},
+      {"user", i % 2 == 0 ? "Repeat the same list exactly and add a sixth item: sunscreen."
+                          : "Repeat the same list exactly and add a sixth item: a torch."}};
 }
 
-}  // namespace
+bool IsChatSpecTask(const std::string& task) {
+  return task == "extract" || task == "code" || task == "multiturn";
+}
 
 std::string SpecTaskNames() { return "grounded, extract, code, multiturn, free"; }
 
@@ -105,8 +110,8 @@ Result<std::vector<int32_t>> SpecTaskPrompt(const std::string& task, int i,
     return tokenizer.Encode(text, /*add_special=*/true, /*parse_special=*/false);
   }
   if (task == "free") return tokenizer.Encode(kOpenings[i % 4], true, false);
-  if (task == "extract" || task == "code" || task == "multiturn") {
-    const std::vector<ChatMessage> messages = ChatFor(task, i);
+  if (IsChatSpecTask(task)) {
+    const std::vector<ChatMessage> messages = SpecTaskChat(task, i);
     return chat.EncodeConversation(tokenizer, messages, /*add_generation_prompt=*/true);
   }
   return Status::InvalidArgument("task '" + task + "' is not one of " + SpecTaskNames());

@@ -25,6 +25,11 @@ std::vector<std::string> AllSpecTasks();
 // The tasks --spec-task names: "both" (grounded, free), "all", or TASK[,TASK...]; an error names
 // the unknown one.
 Result<std::vector<std::string>> ParseSpecTasks(const std::string& value);
+// Whether `task` is a chat task (extract, code, multiturn).
+bool IsChatSpecTask(const std::string& task);
+// A chat task's conversation for request i (two variants, alternating), for other servers too
+// (`kvserve bench --spec-print-tasks` prints them as JSON).
+std::vector<ChatMessage> SpecTaskChat(const std::string& task, int i);
 // Request i's prompt ids for `task` (texts rotate with i); chat tasks use `chat`'s rendering.
 Result<std::vector<int32_t>> SpecTaskPrompt(const std::string& task, int i,
                                             const Tokenizer& tokenizer, const ChatTemplate& chat);

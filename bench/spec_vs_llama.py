@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Speculative decoding side by side: kvserve serve and llama-server, each plain and with its
+n-gram speculation, on the speculative bench's chat tasks (`kvserve bench --spec-print-tasks`),
+one request at a time, greedy, alternating the servers round by round.
+
+    python3 bench/spec_vs_llama.py MODEL.gguf LLAMA_SERVER [--rounds 2] [--max-tokens 128]
+        [--chat-template NAME] [--llama-spec ngram-simple,ngram-map-k,ngram-mod]
+
+Decode rate per request: (completion tokens - 1) / (time of the last streamed token - time of the
+first), so the prompt's processing is left out on both sides. Prints a table per task: each
+configuration's median rate, its speed-up over its own engine's plain decoding, and whether its
+answers equal its engine's plain answers."""
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KVSERVE = os.path.join(ROOT, "build", "kvserve")
+PORT = 18190
+MODEL_ID = ""  # kvserve serves the file name without .gguf; llama-server takes any
+
+
+def wait_ready(proc):
+    for _ in range(600):
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{PORT}/health", timeout=1) as r:
+                if r.status == 200:
+                    return
+        except Exception:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError("server not ready")
+
+
+def stream_chat(messages, max_tokens):
+    body = {"model": MODEL_ID, "messages": messages, "max_tokens": max_tokens, "temperature": 0,
+            "stream": True, "stream_options": {"include_usage": True}}
+    request = urllib.request.Request(f"http://127.0.0.1:{PORT}/v1/chat/completions",
+                                     data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    text, first, last, tokens = "", None, None, None
+    with urllib.request.urlopen(request, timeout=600) as reply:
+        for raw in reply:
+            line = raw.decode().strip()
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            for choice in chunk.get("choices", []):
+                piece = choice.get("delta", {}).get("content") or ""
+                if piece:
+                    now = time.time()
+                    first = first or now
+                    last = now
+                    text += piece
+            if chunk.get("usage"):
+                tokens = chunk["usage"]["completion_tokens"]
+    rate = (tokens - 1) / (last - first) if tokens and first and last > first else 0.0
+    return text, rate
+
+
+def configs(args):
+    kv = [KVSERVE, "serve", "-m", args.model, "--port", str(PORT), "-t", "2"]
+    lc = [args.llama_server, "-m", args.model, "--port", str(PORT), "-t", "2", "-c", "4096",
+          "--no-webui"]
+    if args.chat_template:
+        kv += ["--chat-template", args.chat_template]
+        lc += ["--chat-template", args.chat_template]
+    out = [("kvserve", "plain", kv), ("kvserve", "ngram", kv + ["--spec", "ngram"]),
+           ("llama.cpp", "plain", lc)]
+    for spec in args.llama_spec.split(","):
+        out.append(("llama.cpp", spec, lc + ["--spec-type", spec]))
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("model")
+    parser.add_argument("llama_server")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--chat-template", default="")
+    parser.add_argument("--llama-spec", default="ngram-simple,ngram-map-k,ngram-mod")
+    args = parser.parse_args()
+    global MODEL_ID
+    MODEL_ID = os.path.basename(args.model).removesuffix(".gguf")
+    tasks = json.loads(subprocess.check_output([KVSERVE, "bench", "--spec-print-tasks"]))
+    rates, answers = {}, {}
+    for _ in range(args.rounds):
+        for engine, spec, command in configs(args):
+            proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                wait_ready(proc)
+                for task, conversations in tasks.items():
+                    for i, messages in enumerate(conversations):
+                        text, rate = stream_chat(messages, args.max_tokens)
+                        rates.setdefault((engine, spec, task), []).append(rate)
+                        answers.setdefault((engine, spec, task, i), set()).add(text)
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait()
+    print("| task | engine | speculation | decode t/s (median) | speed-up over its plain | same answers as its plain |")
+    print("|---|---|---|---:|---:|:---:|")
+    for task in tasks:
+        for engine, spec, _ in configs(args):
+            rate = statistics.median(rates[(engine, spec, task)])
+            plain = statistics.median(rates[(engine, "plain", task)])
+            same = all(answers[(engine, spec, task, i)] == answers[(engine, "plain", task, i)]
+                       for i in range(len(tasks[task])))
+            print(f"| {task} | {engine} | {spec} | {rate:.1f} | {rate / plain:.2f}x | "
+                  f"{'yes' if same else 'no'} |")
+
+
+if __name__ == "__main__":
+    main()
