@@ -2,8 +2,9 @@
 // decoding sequence; the engine feeds them to the target model in the step's batched forward and
 // keeps those its own sampler would have chosen (EngineCore::Sample), so a proposer can only
 // change speed, never a token. Implementations: NgramProposer (prompt lookup), DraftProposer (a
-// smaller model with its own paged KV), ReplayProposer (bench only: a known output with errors at
-// a set rate). Called on the engine thread only.
+// smaller model with its own paged KV), HistoryProposer (what earlier requests of the same tenant
+// read or produced), ReplayProposer (bench only: a known output with errors at a set rate).
+// Called on the engine thread only.
 #pragma once
 
 #include <cstdint>
