@@ -4,13 +4,17 @@ n-gram speculation, on the speculative bench's chat tasks (`kvserve bench --spec
 one request at a time, greedy, alternating the servers round by round.
 
     python3 bench/spec_vs_llama.py MODEL.gguf LLAMA_SERVER [--rounds 2] [--max-tokens 128]
-        [--chat-template NAME] [--llama-spec ngram-simple,ngram-map-k,ngram-mod]
+        [--chat-template NAME] [--llama-spec ngram-simple,ngram-map-k,ngram-mod] [--streams N]
+
+With --streams N, each task's conversations are sent N at a time (llama-server gets -np N slots)
+and the rate is the sum of the streams' decode rates.
 
 Decode rate per request: (completion tokens - 1) / (time of the last streamed token - time of the
 first), so the prompt's processing is left out on both sides. Prints a table per task: each
 configuration's median rate, its speed-up over its own engine's plain decoding, and whether its
 answers equal its engine's plain answers."""
 import argparse
+import concurrent.futures
 import json
 import os
 import signal
@@ -67,8 +71,8 @@ def stream_chat(messages, max_tokens):
 
 def configs(args):
     kv = [KVSERVE, "serve", "-m", args.model, "--port", str(PORT), "-t", "2"]
-    lc = [args.llama_server, "-m", args.model, "--port", str(PORT), "-t", "2", "-c", "4096",
-          "--no-webui"]
+    lc = [args.llama_server, "-m", args.model, "--port", str(PORT), "-t", "2",
+          "-c", str(4096 * args.streams), "-np", str(args.streams), "--no-webui"]
     if args.chat_template:
         kv += ["--chat-template", args.chat_template]
         lc += ["--chat-template", args.chat_template]
@@ -87,6 +91,7 @@ def main():
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--chat-template", default="")
     parser.add_argument("--llama-spec", default="ngram-simple,ngram-map-k,ngram-mod")
+    parser.add_argument("--streams", type=int, default=1)
     args = parser.parse_args()
     global MODEL_ID
     MODEL_ID = os.path.basename(args.model).removesuffix(".gguf")
@@ -99,9 +104,13 @@ def main():
                 wait_ready(proc)
                 for task, conversations in tasks.items():
                     for i, messages in enumerate(conversations):
-                        text, rate = stream_chat(messages, args.max_tokens)
-                        rates.setdefault((engine, spec, task), []).append(rate)
-                        answers.setdefault((engine, spec, task, i), set()).add(text)
+                        with concurrent.futures.ThreadPoolExecutor(args.streams) as pool:
+                            results = list(pool.map(lambda _: stream_chat(messages, args.max_tokens),
+                                                    range(args.streams)))
+                        rates.setdefault((engine, spec, task), []).append(
+                            sum(rate for _, rate in results))
+                        answers.setdefault((engine, spec, task, i), set()).update(
+                            text for text, _ in results)
             finally:
                 proc.send_signal(signal.SIGTERM)
                 proc.wait()
