@@ -13,7 +13,7 @@
 #include "engine/engine.h"
 #include "engine/proposer_history.h"
 #include "support/paths.h"
-#include "support/reference_runs.h"
+#include "support/real_model.h"
 #include "support/stream_output.h"
 #include "tokenizer/tokenizer.h"
 
@@ -74,11 +74,11 @@ TEST(HistoryProposer, StaysWithinItsBoundDroppingTheOldestFirst) {
 class HistoryEngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    model_ = testing::LoadOrDie("stories260K.gguf");
-    ASSERT_NE(model_, nullptr);
-    auto tokenizer = Tokenizer::FromGguf(model_->file());
-    ASSERT_TRUE(tokenizer.ok()) << tokenizer.message();
-    tokenizer_ = std::move(tokenizer).value();
+    testing::LoadedModel loaded =
+        testing::LoadModelWithTokenizer(testing::ModelPath("stories260K.gguf"));
+    ASSERT_TRUE(loaded.model && loaded.tokenizer);
+    model_ = std::move(loaded.model);
+    tokenizer_ = std::move(loaded.tokenizer);
   }
   Request Make(const std::string& id, const std::string& salt, float temperature) const {
     Request r;

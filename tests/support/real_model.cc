@@ -7,10 +7,8 @@
 
 namespace kvserve::testing {
 
-LoadedModel LoadRealModel(const std::string& name) {
+LoadedModel LoadModelWithTokenizer(const std::string& path) {
   LoadedModel loaded;
-  const std::string path = RealModelPath(name);
-  if (path.empty()) return loaded;
   auto model = LoadModel(path, TestBackend());
   EXPECT_TRUE(model.ok()) << model.message();
   if (!model.ok()) return loaded;
@@ -20,6 +18,12 @@ LoadedModel LoadRealModel(const std::string& name) {
   loaded.model = std::move(model).value();
   loaded.tokenizer = std::move(tokenizer).value();
   return loaded;
+}
+
+LoadedModel LoadRealModel(const std::string& name) {
+  const std::string path = RealModelPath(name);
+  if (path.empty()) return {};
+  return LoadModelWithTokenizer(path);
 }
 
 }  // namespace kvserve::testing

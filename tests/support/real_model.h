@@ -1,4 +1,4 @@
-// A real model of scripts/get-model.sh loaded for a test, with its tokenizer.
+// A model loaded for a test with its tokenizer: any file, or a real model of scripts/get-model.sh.
 #pragma once
 
 #include <memory>
@@ -14,6 +14,9 @@ struct LoadedModel {
   std::unique_ptr<Tokenizer> tokenizer;  // from the model's file
 };
 
+// The model at `path` and its tokenizer; a load error fails the calling test and leaves the
+// members null.
+LoadedModel LoadModelWithTokenizer(const std::string& path);
 // `name` as RealModelPath takes it ("smollm2-135m", "gemma3-270m"). A missing file or a load
 // error fails the calling test and leaves the members null.
 LoadedModel LoadRealModel(const std::string& name);
