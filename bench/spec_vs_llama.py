@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Speculative decoding side by side: kvserve serve and llama-server, each plain and with its
 n-gram speculation, on the speculative bench's chat tasks (`kvserve bench --spec-print-tasks`),
-one request at a time, greedy, alternating the servers round by round.
+one request at a time, greedy (or seeded sampling: temperature 0.8, top-p 0.95, seed 1000 + the
+stream's index), alternating the servers round by round.
 
     python3 bench/spec_vs_llama.py MODEL.gguf LLAMA_SERVER [--rounds 2] [--max-tokens 128]
         [--chat-template NAME] [--llama-spec ngram-simple,ngram-map-k,ngram-mod] [--streams N]
+        [--engines kvserve,llama.cpp] [--sampling greedy|seeded]
 
 With --streams N, each task's conversations are sent N at a time (llama-server gets -np N slots)
-and the rate is the sum of the streams' decode rates.
+and the rate is the streams' tokens after their first over the time from the earliest first token
+to the latest last one. --engines kvserve (or llama.cpp) runs one engine only.
 
 Decode rate per request: (completion tokens - 1) / (time of the last streamed token - time of the
 first), so the prompt's processing is left out on both sides. Prints a table per task: each
@@ -43,9 +46,12 @@ def wait_ready(proc):
     raise RuntimeError("server not ready")
 
 
-def stream_chat(messages, max_tokens):
+def stream_chat(messages, max_tokens, seed=None):
+    """One streamed chat request: greedy, or seeded sampling (temperature 0.8, top-p 0.95)."""
     body = {"model": MODEL_ID, "messages": messages, "max_tokens": max_tokens, "temperature": 0,
             "stream": True, "stream_options": {"include_usage": True}}
+    if seed is not None:
+        body.update({"temperature": 0.8, "top_p": 0.95, "seed": seed})
     request = urllib.request.Request(f"http://127.0.0.1:{PORT}/v1/chat/completions",
                                      data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
@@ -65,8 +71,17 @@ def stream_chat(messages, max_tokens):
                     text += piece
             if chunk.get("usage"):
                 tokens = chunk["usage"]["completion_tokens"]
-    rate = (tokens - 1) / (last - first) if tokens and first and last > first else 0.0
-    return text, rate
+    return text, tokens or 0, first, last
+
+
+def aggregate_rate(results):
+    """Decode tokens/s of streams run together: their tokens after the first over the time from
+    the earliest first token to the latest last token (one stream: its own decode rate)."""
+    timed = [(tokens, first, last) for _, tokens, first, last in results if first and last]
+    if not timed:
+        return 0.0
+    span = max(last for _, _, last in timed) - min(first for _, first, _ in timed)
+    return sum(tokens - 1 for tokens, _, _ in timed) / span if span > 0 else 0.0
 
 
 def configs(args):
@@ -80,7 +95,7 @@ def configs(args):
            ("llama.cpp", "plain", lc)]
     for spec in args.llama_spec.split(","):
         out.append(("llama.cpp", spec, lc + ["--spec-type", spec]))
-    return out
+    return [c for c in out if c[0] in args.engines.split(",")]
 
 
 def main():
@@ -92,6 +107,8 @@ def main():
     parser.add_argument("--chat-template", default="")
     parser.add_argument("--llama-spec", default="ngram-simple,ngram-map-k,ngram-mod")
     parser.add_argument("--streams", type=int, default=1)
+    parser.add_argument("--engines", default="kvserve,llama.cpp")
+    parser.add_argument("--sampling", choices=["greedy", "seeded"], default="greedy")
     args = parser.parse_args()
     global MODEL_ID
     MODEL_ID = os.path.basename(args.model).removesuffix(".gguf")
@@ -104,13 +121,15 @@ def main():
                 wait_ready(proc)
                 for task, conversations in tasks.items():
                     for i, messages in enumerate(conversations):
+                        def one(stream):
+                            seed = 1000 + stream if args.sampling == "seeded" else None
+                            return stream_chat(messages, args.max_tokens, seed)
                         with concurrent.futures.ThreadPoolExecutor(args.streams) as pool:
-                            results = list(pool.map(lambda _: stream_chat(messages, args.max_tokens),
-                                                    range(args.streams)))
+                            results = list(pool.map(one, range(args.streams)))
                         rates.setdefault((engine, spec, task), []).append(
-                            sum(rate for _, rate in results))
-                        answers.setdefault((engine, spec, task, i), set()).update(
-                            text for text, _ in results)
+                            aggregate_rate(results))
+                        for stream, (text, _, _, _) in enumerate(results):
+                            answers.setdefault((engine, spec, task, i, stream), set()).add(text)
             finally:
                 proc.send_signal(signal.SIGTERM)
                 proc.wait()
@@ -120,8 +139,8 @@ def main():
         for engine, spec, _ in configs(args):
             rate = statistics.median(rates[(engine, spec, task)])
             plain = statistics.median(rates[(engine, "plain", task)])
-            same = all(answers[(engine, spec, task, i)] == answers[(engine, "plain", task, i)]
-                       for i in range(len(tasks[task])))
+            same = all(answers[(engine, spec, task, i, s)] == answers[(engine, "plain", task, i, s)]
+                       for i in range(len(tasks[task])) for s in range(args.streams))
             print(f"| {task} | {engine} | {spec} | {rate:.1f} | {rate / plain:.2f}x | "
                   f"{'yes' if same else 'no'} |")
 

@@ -609,11 +609,12 @@ TEST(SpecRunCommand, SameTokensAndAcceptanceOnStderr) {
   EXPECT_NE(err.find("--spec draft needs --model-draft"), std::string::npos) << err;
 }
 
-// `kvserve bench --spec`: plain and speculative rows, the same output checked in each.
+// `kvserve bench --spec`: plain and speculative rows, the same output checked in each (greedy, and
+// seeded sampling with --spec-sampling both).
 TEST(SpecBenchCommand, RowsWithTheSameOutput) {
   const std::string stories = testing::ModelPath("stories260K.gguf");
   for (const std::string& method :
-       {std::string("--spec ngram"), "--spec draft --model-draft " + stories,
+       {std::string("--spec ngram --spec-sampling both"), "--spec draft --model-draft " + stories,
         std::string("--spec-replay 0,1")}) {
     std::string out, err;
     ASSERT_EQ(testing::RunKvserve("bench -m " + stories + " " + method +
@@ -623,9 +624,12 @@ TEST(SpecBenchCommand, RowsWithTheSameOutput) {
         << method << ": " << err;
     const auto rows = nlohmann::json::parse(out);
     const size_t variants = method.find("replay") != std::string::npos ? 2 : 1;
-    ASSERT_EQ(rows.size(), 2 * 2 * variants) << out;  // 2 tasks x 2 stream counts
+    const size_t samplings = method.find("both") != std::string::npos ? 2 : 1;
+    ASSERT_EQ(rows.size(), 2 * 2 * variants * samplings) << out;  // 2 tasks x 2 stream counts
+    int seeded = 0;
     for (const auto& row : rows) {
       EXPECT_TRUE(row["same_output"].get<bool>()) << row.dump();
+      seeded += row["sampling"] == "seeded";
       if (row["method"] == "replay@1.00" || row["method"] == "draft") {
         EXPECT_EQ(row["accepted_tokens"], row["drafted_tokens"]) << row.dump();
         EXPECT_GT(row["drafted_tokens"].get<int>(), 0) << row.dump();
@@ -634,7 +638,15 @@ TEST(SpecBenchCommand, RowsWithTheSameOutput) {
         EXPECT_EQ(row["accepted_tokens"], 0) << row.dump();
       }
     }
+    EXPECT_EQ(seeded, samplings == 2 ? 4 : 0) << out;
   }
+  std::string out, err;
+  EXPECT_EQ(
+      testing::RunKvserve("bench -m " + stories + " --spec ngram --spec-sampling hot", &out, &err),
+      2);
+  EXPECT_NE(err.find("--spec-sampling: 'hot' is not one of greedy, seeded, both"),
+            std::string::npos)
+      << err;
 }
 
 // `kvserve run --batch-file` with a draft model: the same lines (tokens, text, finish) as without,

@@ -49,6 +49,9 @@ TEST(SpecTasks, ChatPromptsAreRenderedAndHoldTheTextToQuote) {
   EXPECT_NE(text("multiturn", 1).find("<|im_start|>assistant\n1. Rain jacket"), std::string::npos);
   EXPECT_EQ(text("grounded", 0).find("<|im_start|>"), std::string::npos);  // raw text
   EXPECT_NE(text("grounded", 0).find("word for word"), std::string::npos);
+  // The chat control asks for new text: nothing in it to quote.
+  EXPECT_NE(text("story", 1).find("<|im_start|>user\nWrite a short new story about two friends"),
+            std::string::npos);
   EXPECT_FALSE(SpecTaskPrompt("poem", 0, **tokenizer, *chat).ok());
 }
 
@@ -58,7 +61,7 @@ TEST(SpecTasks, PrintTasksGivesEachChatTasksConversationsAsJson) {
   std::string out, err;
   ASSERT_EQ(testing::RunKvserve("bench --spec-print-tasks", &out, &err), 0) << err;
   const nlohmann::json tasks = nlohmann::json::parse(out);
-  for (const char* task : {"extract", "code", "multiturn"}) {
+  for (const char* task : {"extract", "code", "multiturn", "story"}) {
     ASSERT_TRUE(tasks.contains(task)) << task;
     ASSERT_EQ(tasks[task].size(), 2u) << task;
     for (int i = 0; i < 2; ++i) {

@@ -91,8 +91,12 @@ FlagTable BenchFlagTable() {
              .value_name = "TASK",
              .default_text = "both",
              .help = "TASK[,TASK...] of grounded (raw text repeating the prompt), extract, code, "
-                     "multiturn (chat tasks quoting the prompt), free (the control); both = "
-                     "grounded,free; all"},
+                     "multiturn (chat tasks quoting the prompt), free (raw text, the control), "
+                     "story (chat, the control); both = grounded,free; all"},
+            {.name = "--spec-sampling",
+             .value_name = "MODE",
+             .default_text = "greedy",
+             .help = "greedy, seeded (temperature 0.8, top-p 0.95, a seed per request) or both"},
             {.name = "--spec-print-tasks",
              .help = "print the chat tasks' conversations as JSON (for other servers) and exit"},
             {.name = "--spec-replay",
@@ -343,6 +347,14 @@ int RunSpecBenchCommand(const Args& args, const Model& model, const ModelOptions
   auto tasks = ParseSpecTasks(args.GetOr("--spec-task", "both"));
   if (!tasks.ok()) return Fail("flag --spec-task: " + tasks.message(), 2);
   o.tasks = std::move(tasks).value();
+  const std::string sampling = args.GetOr("--spec-sampling", "greedy");
+  if (sampling == "both") {
+    o.samplings = {"greedy", "seeded"};
+  } else if (sampling == "greedy" || sampling == "seeded") {
+    o.samplings = {sampling};
+  } else {
+    return Fail("flag --spec-sampling: '" + sampling + "' is not one of greedy, seeded, both", 2);
+  }
   o.n_gen = flags.n_gen.empty() || flags.n_gen[0] == 0 ? 128 : flags.n_gen[0];
   o.repeats = flags.repeats;
   if (flags.format == "csv") return Fail("flag --output-format: csv does not go with --spec", 2);

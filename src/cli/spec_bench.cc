@@ -18,7 +18,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 Result<std::vector<Request>> Requests(const Tokenizer& tokenizer, const ChatTemplate& chat,
-                                      const std::string& task, int streams, int n_gen) {
+                                      const std::string& task, const std::string& sampling,
+                                      int streams, int n_gen) {
   std::vector<Request> out;
   for (int i = 0; i < streams; ++i) {
     auto prompt = SpecTaskPrompt(task, i, tokenizer, chat);
@@ -29,7 +30,13 @@ Result<std::vector<Request>> Requests(const Tokenizer& tokenizer, const ChatTemp
     r.max_tokens = n_gen;
     // Raw-text tasks run to n_gen; a chat answer ends where the model ends its turn.
     r.ignore_eos = task == "grounded" || task == "free";
-    r.sampling.temperature = 0.0f;
+    if (sampling == "seeded") {
+      r.sampling.temperature = 0.8f;
+      r.sampling.top_p = 0.95f;
+      r.sampling.seed = 1000 + i;
+    } else {
+      r.sampling.temperature = 0.0f;
+    }
     out.push_back(std::move(r));
   }
   return out;
@@ -76,7 +83,8 @@ Result<RunResult> RunOnce(const Model& model, const Tokenizer& tokenizer, Engine
   return result;
 }
 
-// The best of `repeats` timed runs (outputs are the same every time: greedy, batch invariant).
+// The best of `repeats` timed runs (outputs are the same every time: greedy or seeded, batch
+// invariant).
 Result<RunResult> RunBest(const Model& model, const Tokenizer& tokenizer,
                           const EngineOptions& options, const std::vector<Request>& requests,
                           int repeats) {
@@ -87,6 +95,15 @@ Result<RunResult> RunBest(const Model& model, const Tokenizer& tokenizer,
     if (!best.ok() || run->tokens_per_s > best->tokens_per_s) best = std::move(run);
   }
   return best;
+}
+
+// (task, sampling) in row order: each task under each sampling.
+std::vector<std::pair<std::string, std::string>> TaskSamplings(const SpecBenchOptions& options) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string& task : options.tasks) {
+    for (const std::string& sampling : options.samplings) out.emplace_back(task, sampling);
+  }
+  return out;
 }
 
 }  // namespace
@@ -100,15 +117,15 @@ Result<std::vector<SpecBenchRow>> RunSpecBench(const Model& model, const Tokeniz
   plain_options.spec = SpecOptions{};
   // Warm-up: faults the weights in (and the draft model's) before anything is timed.
   {
-    auto warm = Requests(tokenizer, *chat, "free", 1, 4);
+    auto warm = Requests(tokenizer, *chat, "free", "greedy", 1, 4);
     if (!warm.ok()) return warm.status();
     KVSERVE_RETURN_IF_ERROR(RunOnce(model, tokenizer, plain_options, *warm).status());
     if (!replay) KVSERVE_RETURN_IF_ERROR(RunOnce(model, tokenizer, options.engine, *warm).status());
   }
   std::vector<SpecBenchRow> rows;
-  for (const std::string& task : options.tasks) {
+  for (const auto& [task, sampling] : TaskSamplings(options)) {
     for (int streams : options.streams) {
-      auto made = Requests(tokenizer, *chat, task, streams, options.n_gen);
+      auto made = Requests(tokenizer, *chat, task, sampling, streams, options.n_gen);
       if (!made.ok()) return made.status();
       const std::vector<Request>& requests = *made;
       auto plain = RunBest(model, tokenizer, plain_options, requests, options.repeats);
@@ -138,21 +155,22 @@ Result<std::vector<SpecBenchRow>> RunSpecBench(const Model& model, const Tokeniz
         SpecBenchRow row{.task = task,
                          .streams = streams,
                          .method = name,
+                         .sampling = sampling,
                          .plain_tokens_per_s = plain->tokens_per_s,
                          .spec_tokens_per_s = spec->tokens_per_s,
                          .drafted = spec->drafted,
                          .accepted = spec->accepted,
                          .same_output = spec->tokens == plain->tokens};
         std::fprintf(stderr,
-                     "kvserve bench: %s x%d %s: plain %.2f t/s, spec %.2f t/s (%.2fx), "
+                     "kvserve bench: %s %s x%d %s: plain %.2f t/s, spec %.2f t/s (%.2fx), "
                      "acceptance %.1f%%, same output: %s\n",
-                     task.c_str(), streams, name.c_str(), row.plain_tokens_per_s,
+                     task.c_str(), sampling.c_str(), streams, name.c_str(), row.plain_tokens_per_s,
                      row.spec_tokens_per_s, row.speedup(), 100 * row.acceptance(),
                      row.same_output ? "yes" : "NO");
         rows.push_back(row);
         if (!row.same_output) {
-          return Status::Internal("speculative decoding changed the output of " + task + " x" +
-                                  std::to_string(streams) + " " + name);
+          return Status::Internal("speculative decoding changed the output of " + task + " " +
+                                  sampling + " x" + std::to_string(streams) + " " + name);
         }
       }
     }
@@ -167,6 +185,7 @@ std::string FormatSpecBench(const std::vector<SpecBenchRow>& rows, const std::st
       list.push_back({{"task", r.task},
                       {"streams", r.streams},
                       {"method", r.method},
+                      {"sampling", r.sampling},
                       {"plain_tokens_per_s", r.plain_tokens_per_s},
                       {"spec_tokens_per_s", r.spec_tokens_per_s},
                       {"speedup", r.speedup()},
@@ -178,14 +197,15 @@ std::string FormatSpecBench(const std::vector<SpecBenchRow>& rows, const std::st
     return list.dump(2) + "\n";
   }
   std::string out =
-      "| task | streams | method | plain t/s | spec t/s | speed-up | drafted | accepted | "
-      "acceptance | same output |\n|---|---:|---|---:|---:|---:|---:|---:|---:|:---:|\n";
+      "| task | sampling | streams | method | plain t/s | spec t/s | speed-up | drafted | accepted "
+      "| acceptance | same output |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|:---:|\n";
   for (const SpecBenchRow& r : rows) {
     char line[256];
     std::snprintf(line, sizeof(line),
-                  "| %s | %d | %s | %.2f | %.2f | %.2fx | %llu | %llu | %.1f%% | %s |\n",
-                  r.task.c_str(), r.streams, r.method.c_str(), r.plain_tokens_per_s,
-                  r.spec_tokens_per_s, r.speedup(), static_cast<unsigned long long>(r.drafted),
+                  "| %s | %s | %d | %s | %.2f | %.2f | %.2fx | %llu | %llu | %.1f%% | %s |\n",
+                  r.task.c_str(), r.sampling.c_str(), r.streams, r.method.c_str(),
+                  r.plain_tokens_per_s, r.spec_tokens_per_s, r.speedup(),
+                  static_cast<unsigned long long>(r.drafted),
                   static_cast<unsigned long long>(r.accepted), 100 * r.acceptance(),
                   r.same_output ? "yes" : "NO");
     out += line;

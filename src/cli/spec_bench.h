@@ -4,7 +4,8 @@
 // row checks that both runs gave the same tokens. `replay` drafts the plain output with each
 // token right at the --spec-replay probabilities, for the speed-up as a function of the acceptance
 // rate. Rates are of decoding: tokens after each stream's first, from the earliest first token to
-// the last finish (greedy, end tokens ignored).
+// the last finish. Greedy, or seeded sampling (temperature 0.8, top-p 0.95, a seed per request):
+// both are exact under speculation, so both rows check the same tokens.
 #pragma once
 
 #include <string>
@@ -21,6 +22,7 @@ struct SpecBenchOptions {
   EngineOptions engine;            // spec: the method (and its draft model) to measure
   std::vector<int> streams = {1};  // concurrent requests per row
   std::vector<std::string> tasks = {"grounded", "free"};
+  std::vector<std::string> samplings = {"greedy"};  // greedy, seeded
   std::vector<double> accept = {};  // replay: the per-token acceptance probabilities
   int n_gen = 128;                  // tokens per request
   int repeats = 1;                  // timed runs per side; the best is reported
@@ -30,7 +32,8 @@ struct SpecBenchOptions {
 struct SpecBenchRow {
   std::string task;
   int streams = 0;
-  std::string method;  // ngram, draft, replay@0.7
+  std::string method;    // ngram, draft, replay@0.7
+  std::string sampling;  // greedy, seeded
   double plain_tokens_per_s = 0;
   double spec_tokens_per_s = 0;
   uint64_t drafted = 0;
@@ -42,7 +45,7 @@ struct SpecBenchRow {
   double acceptance() const { return drafted > 0 ? static_cast<double>(accepted) / drafted : 0; }
 };
 
-// Runs every (task, streams[, accept]) row; fails when a row's outputs differ.
+// Runs every (task, sampling, streams[, accept]) row; fails when a row's outputs differ.
 Result<std::vector<SpecBenchRow>> RunSpecBench(const Model& model, const Tokenizer& tokenizer,
                                                const SpecBenchOptions& options);
 

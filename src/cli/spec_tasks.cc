@@ -43,6 +43,9 @@ constexpr const char* kCode[] = {
     "def main():\n    counts = count_words(read_lines(\"notes.txt\"))\n    for word, n in "
     "sorted(counts.items()):\n        print(word, n)\n\n\nmain()\n",
 };
+constexpr const char* kStoryTopics[] = {"a lighthouse keeper who finds a lost kite",
+                                        "two friends who build a boat from old doors"};
+
 constexpr const char* kRenames[][2] = {{"total_price", "cart_total"},
                                        {"count_words", "word_counts"}};
 
@@ -62,6 +65,10 @@ std::vector<ChatMessage> SpecTaskChat(const std::string& task, int i) {
                          "\nRename the function " + rename[0] + " to " + rename[1] +
                          " everywhere and return the whole file."}};
   }
+  if (task == "story") {
+    return {{"system", "You are a helpful assistant."},
+            {"user", std::string("Write a short new story about ") + kStoryTopics[i % 2] + "."}};
+  }
   // multiturn
   return {
       {"system", "You are a helpful assistant."},
@@ -73,13 +80,13 @@ std::vector<ChatMessage> SpecTaskChat(const std::string& task, int i) {
 }
 
 bool IsChatSpecTask(const std::string& task) {
-  return task == "extract" || task == "code" || task == "multiturn";
+  return task == "extract" || task == "code" || task == "multiturn" || task == "story";
 }
 
-std::string SpecTaskNames() { return "grounded, extract, code, multiturn, free"; }
+std::string SpecTaskNames() { return "grounded, extract, code, multiturn, free, story"; }
 
 std::vector<std::string> AllSpecTasks() {
-  return {"grounded", "extract", "code", "multiturn", "free"};
+  return {"grounded", "extract", "code", "multiturn", "free", "story"};
 }
 
 Result<std::vector<std::string>> ParseSpecTasks(const std::string& value) {

@@ -7,6 +7,7 @@
 //   code       chat: a Python file; return the whole file with one function renamed
 //   multiturn  chat: two earlier turns; repeat the first answer's list with one item added
 //   free       raw text: a story opening, continued freely (the control)
+//   story      chat: write a new short story on a topic (the control as a chat request)
 #pragma once
 
 #include <string>
@@ -20,12 +21,12 @@ namespace kvserve {
 
 // "grounded, extract, code, multiturn, free".
 std::string SpecTaskNames();
-// The grounded tasks and free, the default of --spec-task all.
+// Every task, grounded and controls (--spec-task all).
 std::vector<std::string> AllSpecTasks();
 // The tasks --spec-task names: "both" (grounded, free), "all", or TASK[,TASK...]; an error names
 // the unknown one.
 Result<std::vector<std::string>> ParseSpecTasks(const std::string& value);
-// Whether `task` is a chat task (extract, code, multiturn).
+// Whether `task` is a chat task (extract, code, multiturn, story).
 bool IsChatSpecTask(const std::string& task);
 // A chat task's conversation for request i (two variants, alternating), for other servers too
 // (`kvserve bench --spec-print-tasks` prints them as JSON).
