@@ -167,6 +167,10 @@ class SpecDecode : public ::testing::Test {
     o.spec.proposer = std::move(proposer);
     o.spec.max_tokens = max_tokens;
     o.spec.batch_tokens = 1 << 16;  // no back-off: 16 sequences all draft
+    // Every proposed draft is verified: these tests are of verification, which the cost gate
+    // would starve of wrong drafts (tests/spec_gate_test.cc tests the gate; the n-gram and
+    // stories tests below run with it on).
+    o.spec.cost_gate = false;
     return o;
   }
   // Gives every third request a stop string taken from the middle of its plain output, so the

@@ -1,6 +1,6 @@
 // `kvserve serve --spec draft`: completions give the same tokens and logprobs as a server without
 // speculation, usage reports drafted and accepted tokens (absent with `speculative: false`), and
-// /metrics counts them.
+// /metrics counts them. `serve` drafts by prompt lookup unless told `--spec none`.
 #include "support/cli.h"
 #include "support/serve_process.h"
 
@@ -17,7 +17,7 @@ json Completion(httplib::Client& client, json request) {
 
 TEST(SpecServerTest, SameCompletionsWithUsageAndMetrics) {
   signal(SIGPIPE, SIG_IGN);
-  auto plain = ServeProcess::Start({});
+  auto plain = ServeProcess::Start({"--spec", "none"});
   auto spec = ServeProcess::Start(
       {"--spec", "draft", "--model-draft", ModelPath("stories260K.gguf"), "--spec-max", "4"});
   ASSERT_NE(plain, nullptr);
@@ -55,6 +55,29 @@ TEST(SpecServerTest, SameCompletionsWithUsageAndMetrics) {
   EXPECT_NE(metrics->body.find(drafted), std::string::npos) << metrics->body;
   EXPECT_NE(metrics->body.find("kvserve:spec_decode_num_accepted_tokens_per_pos{position=\"0\"}"),
             std::string::npos);
+}
+
+// serve's default is prompt lookup (cli/engine_flags.h kServeSpec): a prompt that repeats itself
+// gets drafts, and the same text as with `--spec none`.
+TEST(SpecServerTest, PromptLookupIsTheServeDefault) {
+  signal(SIGPIPE, SIG_IGN);
+  auto plain = ServeProcess::Start({"--spec", "none"});
+  auto by_default = ServeProcess::Start({});
+  ASSERT_NE(plain, nullptr);
+  ASSERT_NE(by_default, nullptr);
+  auto plain_client = plain->Client();
+  auto default_client = by_default->Client();
+  const json request = {
+      {"prompt", "Lily had a red ball. Lily had a red ball. Lily had a red ball. Lily had a"},
+      {"max_tokens", 24},
+      {"temperature", 0}};
+  const json a = Completion(*plain_client, request);
+  const json b = Completion(*default_client, request);
+  ASSERT_TRUE(a.contains("choices") && b.contains("choices"));
+  EXPECT_EQ(a["choices"][0]["text"], b["choices"][0]["text"]);
+  EXPECT_FALSE(a["usage"].contains("drafted_tokens")) << a.dump();
+  ASSERT_TRUE(b["usage"].contains("drafted_tokens")) << b.dump();
+  EXPECT_GT(b["usage"]["drafted_tokens"].get<int>(), 0);
 }
 
 TEST(SpecServerTest, BadSpecFlagsStopTheServer) {

@@ -112,7 +112,7 @@ FlagTable ServeFlagTable() {
           EngineFlags(kServeMaxStepMs, kServeMaxStepDecodes),
           KvDiskFlags(),
           ContextOverflowFlags(),
-          SpecFlags()}};
+          SpecFlags(kServeSpec)}};
 }
 
 namespace {
@@ -168,7 +168,7 @@ struct ServeOptions {
 
 Result<ServeOptions> ReadServeOptions(const Args& args, const ModelOptions& model) {
   ServeOptions o;
-  auto engine = ReadEngineOptions(args, model, kServeMaxStepMs, kServeMaxStepDecodes);
+  auto engine = ReadEngineOptions(args, model, kServeMaxStepMs, kServeMaxStepDecodes, kServeSpec);
   if (!engine.ok()) return engine.status();
   o.engine = *engine;
   o.http.host = args.GetOr("--host", "127.0.0.1");

@@ -114,11 +114,11 @@ Status ReadContextOverflowOptions(const Args& args, EngineOptions& o, ContextOve
   return Status::Ok();
 }
 
-FlagGroup SpecFlags() {
+FlagGroup SpecFlags(const char* default_method) {
   return {"speculative decoding (never changes a token)",
           {{.name = "--spec",
             .value_name = "METHOD",
-            .default_text = "none",
+            .default_text = default_method,
             .help = "none, ngram (prompt lookup), draft (--model-draft), history (what earlier "
                     "requests of the same tenant read or produced) or ngram+history"},
            {.name = "--spec-max",
@@ -145,6 +145,11 @@ FlagGroup SpecFlags() {
             .value_name = "N",
             .default_text = "16",
             .help = "back-off: with n live sequences each drafts at most (N - n) / n tokens"},
+           {.name = "--spec-gate",
+            .value_name = "MODE",
+            .default_text = "cost",
+            .help = "cost: verify only drafts whose expected accepted tokens pay for their "
+                    "measured cost; off: every proposed draft"},
            {.name = "--model-draft",
             .value_name = "FILE",
             .help = "draft: the GGUF of a smaller model with the same vocabulary"}}};
@@ -233,8 +238,8 @@ Status ReadNonNegative(const Args& args, const std::string& flag, double fallbac
 }
 }  // namespace
 
-Status ReadSpecOptions(const Args& args, SpecOptions& spec) {
-  const std::string method = args.GetOr("--spec", "none");
+Status ReadSpecOptions(const Args& args, SpecOptions& spec, const std::string& default_method) {
+  const std::string method = args.GetOr("--spec", default_method);
   bool known = false;
   for (SpecMethod m : {SpecMethod::kNone, SpecMethod::kNgram, SpecMethod::kDraft,
                        SpecMethod::kHistory, SpecMethod::kNgramHistory}) {
@@ -258,6 +263,10 @@ Status ReadSpecOptions(const Args& args, SpecOptions& spec) {
   KVSERVE_RETURN_IF_ERROR(
       ReadBounded(args, "--spec-history-tokens", 1 << 20, 0, 1 << 30, &history_tokens));
   spec.history_tokens = static_cast<size_t>(history_tokens);
+  const std::string gate = args.GetOr("--spec-gate", "cost");
+  if (gate != "cost" && gate != "off")
+    return Status::InvalidArgument("flag --spec-gate: '" + gate + "' is not one of cost, off");
+  spec.cost_gate = gate == "cost";
   const std::string draft_path = args.GetOr("--model-draft", "");
   if (spec.method == SpecMethod::kDraft && draft_path.empty())
     return Status::InvalidArgument("flag --spec draft needs --model-draft FILE");
@@ -277,8 +286,8 @@ Result<std::unique_ptr<Model>> OpenDraftModel(const Args& args, SpecOptions& spe
 }
 
 Result<EngineOptions> ReadEngineOptions(const Args& args, const ModelOptions& model,
-                                        double max_step_ms_default,
-                                        double max_step_decodes_default) {
+                                        double max_step_ms_default, double max_step_decodes_default,
+                                        const std::string& spec_default) {
   EngineOptions o;
   o.n_threads = model.n_threads;
   o.n_ctx = model.n_ctx;
@@ -297,7 +306,7 @@ Result<EngineOptions> ReadEngineOptions(const Args& args, const ModelOptions& mo
     if (!size.ok()) return size.status();
     o.kv_memory_bytes = *size;
   }
-  KVSERVE_RETURN_IF_ERROR(ReadSpecOptions(args, o.spec));
+  KVSERVE_RETURN_IF_ERROR(ReadSpecOptions(args, o.spec, spec_default));
   KVSERVE_RETURN_IF_ERROR(ReadKvDiskOptions(args, o));
   KVSERVE_RETURN_IF_ERROR(ReadContextOverflowOptions(args, o));
   return o;

@@ -24,10 +24,15 @@ inline constexpr double kServeMaxStepMs = 500;
 // ... and at most this many decode-only steps, which on small fast models is far less than
 // kServeMaxStepMs (docs/benchmarks.md, "Real models against llama.cpp").
 inline constexpr double kServeMaxStepDecodes = 3;
+// `serve`'s default --spec: prompt lookup, which with the cost gate was never slower beyond noise
+// on the control tasks and drafts nothing at 16 streams (docs/speculative.md, "Defaults"). `run`,
+// batch files and `bench` default to none.
+inline constexpr const char* kServeSpec = "ngram";
 // max_step_ms, max_step_decodes: --max-step-ms's and --max-step-decodes' defaults for the command
 // (serve: kServeMaxStepMs and kServeMaxStepDecodes; others: off).
 FlagGroup EngineFlags(double max_step_ms = 0, double max_step_decodes = 0);
-FlagGroup SpecFlags();
+// default_method: --spec's default for the command (serve: kServeSpec; others: none).
+FlagGroup SpecFlags(const char* default_method = "none");
 // --kv-disk DIR, --kv-disk-size SIZE (`run` and `serve`; ReadEngineOptions reads them too).
 FlagGroup KvDiskFlags();
 Status ReadKvDiskOptions(const Args& args, EngineOptions& options);
@@ -37,15 +42,17 @@ FlagGroup ContextOverflowFlags(const char* fallback = "error");
 Status ReadContextOverflowOptions(const Args& args, EngineOptions& options,
                                   ContextOverflow fallback = ContextOverflow::kError);
 // Reads the --spec flags (draft_model left null; ReadEngineOptions calls it too).
-Status ReadSpecOptions(const Args& args, SpecOptions& spec);
+Status ReadSpecOptions(const Args& args, SpecOptions& spec,
+                       const std::string& default_method = "none");
 // With --spec draft: loads --model-draft (on the CLI backend) and points spec.draft_model at it;
 // the returned model must outlive the engine. Null (and no error) for the other methods.
 Result<std::unique_ptr<Model>> OpenDraftModel(const Args& args, SpecOptions& spec);
 // Reads the engine flags; threads, context and KV type come from the resolved model options.
-// max_step_ms, max_step_decodes: the values without --max-step-ms and --max-step-decodes (the
-// ones EngineFlags showed).
+// max_step_ms, max_step_decodes, spec: the values without --max-step-ms, --max-step-decodes and
+// --spec (the ones EngineFlags and SpecFlags showed).
 Result<EngineOptions> ReadEngineOptions(const Args& args, const ModelOptions& model,
-                                        double max_step_ms = 0, double max_step_decodes = 0);
+                                        double max_step_ms = 0, double max_step_decodes = 0,
+                                        const std::string& spec = "none");
 
 // One sequence at a time, prefilled in one pass (max_batched_tokens = the context): the engine
 // behind `run` and `chat`. block_size 1 makes prefix reuse token-exact (chat); `recompute` is

@@ -35,6 +35,36 @@ std::shared_ptr<Proposer> MakeProposer(const EngineOptions& options, int n_draft
 
 }  // namespace
 
+std::vector<int> KeptDraftTokens(std::span<const double> p, std::span<const int> lengths,
+                                 int n_decoding, const BatchCostTable& costs) {
+  std::vector<int> kept(lengths.begin(), lengths.end());
+  const std::optional<double> base_ms = costs.Predict(std::max(1, n_decoding));
+  if (!base_ms || *base_ms <= 0) return kept;  // nothing timed yet: draft, and learn the cost
+  struct Candidate {
+    double gain;  // expected accepted tokens: p^j for a draft's j-th token
+    size_t seq;
+  };
+  std::vector<Candidate> candidates;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    double gain = 1;
+    for (int j = 0; j < lengths[i]; ++j) candidates.push_back({gain *= p[i], i});
+  }
+  // A sequence's gains fall with j, so the best k candidates are a prefix of each one's draft.
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.gain > b.gain; });
+  double best_rate = n_decoding / *base_ms, expected = n_decoding;
+  size_t best_k = 0;
+  for (size_t k = 1; k <= candidates.size(); ++k) {
+    expected += candidates[k - 1].gain;
+    const double ms = *costs.Predict(n_decoding + static_cast<int>(k));
+    const double rate = expected / std::max(ms, 1e-9);
+    if (rate > best_rate) best_rate = rate, best_k = k;
+  }
+  std::fill(kept.begin(), kept.end(), 0);
+  for (size_t k = 0; k < best_k; ++k) ++kept[candidates[k].seq];
+  return kept;
+}
+
 DraftPlanner::DraftPlanner(const EngineOptions& options, int n_draft_blocks)
     : spec_(options.spec),
       n_ctx_(options.n_ctx),
@@ -73,12 +103,30 @@ void DraftPlanner::Plan(const Scheduler& scheduler) {
   for (size_t i = 0; i < seqs.size(); ++i) {
     std::vector<int32_t>& draft = seqs[i]->draft;
     if (static_cast<int>(draft.size()) > max_tokens[i]) draft.resize(max_tokens[i]);
-    if (static_cast<int>(draft.size()) < floor) draft.clear();
+  }
+  if (spec_.cost_gate) Gate(seqs, n_decoding);
+  for (Sequence* seq : seqs) {
+    if (static_cast<int>(seq->draft.size()) < floor) seq->draft.clear();
+  }
+}
+
+void DraftPlanner::Gate(std::span<Sequence* const> seqs, int n_decoding) {
+  std::vector<double> p;
+  std::vector<int> lengths;
+  for (const Sequence* seq : seqs) {
+    p.push_back(seq->spec_acceptance.p());
+    lengths.push_back(static_cast<int>(seq->draft.size()));
+  }
+  const std::vector<int> kept = KeptDraftTokens(p, lengths, n_decoding, step_costs_);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    if (kept[i] == 0 && lengths[i] > 0) seqs[i]->spec_acceptance.Idle();
+    seqs[i]->draft.resize(kept[i]);
   }
 }
 
 void DraftPlanner::Observe(Sequence& seq, int n_draft, int n_accepted) const {
   if (n_draft == 0) return;
+  seq.spec_acceptance.Verified(n_draft, n_accepted);
   seq.spec_depth =
       NextSpecDepth(seq.spec_depth, n_draft, n_accepted, spec_.min_tokens, spec_.max_tokens);
 }

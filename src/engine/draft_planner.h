@@ -1,16 +1,36 @@
 // Speculative decoding's duty before each step: which decoding sequences get drafts, how many
 // tokens each may draft (its depth, what is left of max_tokens and of the context, the back-off
-// budget), and the proposer that writes them. Made from EngineOptions::spec; owns the proposer.
-// Whether a draft is accepted is not decided here (EngineCore::Sample). Engine thread only.
+// budget), the proposer that writes them, and the cost gate that keeps only the drafts worth
+// verifying. Made from EngineOptions::spec; owns the proposer. Whether a draft is accepted is not
+// decided here (EngineCore::Sample). Engine thread only.
+//
+// The cost gate: each proposed draft token j of a sequence whose acceptance estimate is p is
+// expected to yield p^j tokens (all before it accepted too); the gate keeps the k most promising
+// draft tokens of the step, k chosen to maximise the step's expected tokens per millisecond,
+// (n_decoding + expected accepted) / T(n_decoding + k), T from the decode steps this engine timed
+// (BatchCostTable). So a machine where verifying costs little drafts deep, one where it costs a
+// step's worth drafts only what is likely accepted, and a control task whose drafts keep failing
+// stops drafting (tried again now and then: AcceptanceEstimate::Idle).
 #pragma once
 
 #include <memory>
+#include <span>
+#include <vector>
 
+#include "engine/batch_cost_table.h"
 #include "engine/engine.h"
 #include "engine/proposer.h"
 #include "engine/scheduler.h"
 
 namespace kvserve {
+
+// The cost gate's choice, pure arithmetic: of the proposed drafts (lengths[i] tokens for a
+// sequence whose per-token acceptance estimate is p[i]), how many tokens of each to verify in a
+// step that decodes n_decoding sequences, so that (n_decoding + expected accepted tokens) /
+// costs.Predict(n_decoding + kept tokens) is the largest (ties keep fewer). All of them when
+// `costs` knows nothing yet.
+std::vector<int> KeptDraftTokens(std::span<const double> p, std::span<const int> lengths,
+                                 int n_decoding, const BatchCostTable& costs);
 
 class DraftPlanner {
  public:
@@ -25,12 +45,18 @@ class DraftPlanner {
   void Observe(Sequence& seq, int n_draft, int n_accepted) const;
   // The sequence leaves the engine.
   void Forget(const Sequence& seq);
+  // A decode step (every chunk one token plus its drafts) of n_tokens took ms milliseconds.
+  void ObserveDecodeStep(int n_tokens, double ms) { step_costs_.Observe(n_tokens, ms); }
 
  private:
   SpecOptions spec_;
   int n_ctx_ = 0;
   bool recompute_ = false;
+  // Cuts the proposed drafts of `seqs` to those the cost gate keeps (see above).
+  void Gate(std::span<Sequence* const> seqs, int n_decoding);
+
   std::shared_ptr<Proposer> proposer_;  // null: no speculative decoding
+  BatchCostTable step_costs_;
 };
 
 }  // namespace kvserve

@@ -48,6 +48,9 @@ struct SpecOptions {
   // waiting) each decoding one drafts at most (batch_tokens - n) / n, so from batch_tokens / 2
   // live sequences on nothing is drafted.
   int batch_tokens = 16;
+  // The cost gate (engine/draft_planner.h): keep only the drafts whose expected accepted tokens
+  // pay for their verification at this machine's measured step costs (`--spec-gate cost|off`).
+  bool cost_gate = true;
   const Model* draft_model = nullptr;  // kDraft: borrowed, same vocabulary as the target
   // Overrides `method` when set (tests; the bench's replay proposer).
   std::shared_ptr<Proposer> proposer;

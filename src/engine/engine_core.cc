@@ -184,8 +184,13 @@ StepLogits EngineCore::Run(const StepPlan& plan) {
 
 void EngineCore::ObserveStepTime(const StepPlan& plan,
                                  std::chrono::steady_clock::time_point start) {
-  if (options_.max_step_ms <= 0) return;
   const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
+  if (drafts_.enabled() && std::all_of(plan.chunks.begin(), plan.chunks.end(), [](const auto& c) {
+        return c.sample && c.n_tokens == c.n_draft + 1;
+      })) {
+    drafts_.ObserveDecodeStep(plan.n_tokens, ms.count());
+  }
+  if (options_.max_step_ms <= 0) return;
   step_cost_.Observe(plan.n_tokens, ms.count());
   scheduler_.SetStepCost(step_cost_.cost());
 }

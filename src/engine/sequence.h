@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/acceptance_estimate.h"
 #include "engine/request.h"
 #include "engine/sampler.h"
 #include "engine/stop_checker.h"
@@ -39,9 +40,11 @@ struct Sequence {
   StopChecker stop;  // stop rules and the emitted text
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   // Speculative decoding: tokens proposed to follow `tokens` this step (cleared by Postprocess),
-  // the current depth (most tokens to propose; 0 = not yet set), and the running totals.
+  // the current depth (most tokens to propose; 0 = not yet set), the acceptance seen so far (the
+  // cost gate's), and the running totals.
   std::vector<int32_t> draft;
   int spec_depth = 0;
+  AcceptanceEstimate spec_acceptance;
   int n_drafted = 0;
   int n_accepted = 0;
   // Keys of the full prompt blocks (in-batch prefix sharing); filled by the scheduler once.
