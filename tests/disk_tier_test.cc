@@ -270,12 +270,16 @@ TEST(DiskTierHooks, KvCacheCopiesOneBlockOutAndIn) {
   EXPECT_EQ(again, bytes);
 }
 
-// The eviction hook sees each cached block, with its key, just before it is reused.
+// The eviction hooks see each cached block, with its key, just before it is reused; a removed
+// hook sees nothing more.
 TEST(DiskTierHooks, BlockManagerCallsTheEvictionHookWithTheKey) {
   BlockManager manager(2, 2, true);
   std::vector<std::pair<int32_t, BlockKey>> evicted;
-  manager.SetEvictionHook(
+  int removed_calls = 0;
+  const int removed = manager.AddEvictionHook([&](int32_t, const BlockKey&) { ++removed_calls; });
+  manager.AddEvictionHook(
       [&](int32_t block, const BlockKey& key) { evicted.emplace_back(block, key); });
+  manager.RemoveEvictionHook(removed);
   const std::vector<int32_t> tokens = {5, 6, 7, 8};
   BlockTable table;
   ASSERT_TRUE(manager.Grow(table, 4));
@@ -290,6 +294,7 @@ TEST(DiskTierHooks, BlockManagerCallsTheEvictionHookWithTheKey) {
   ASSERT_EQ(evicted.size(), 2u);
   const std::vector<std::pair<int32_t, BlockKey>> want = {{blocks[1], second}, {blocks[0], first}};
   EXPECT_EQ(evicted, want);
+  EXPECT_EQ(removed_calls, 0);
   EXPECT_TRUE(manager.CheckInvariants().ok());
 }
 

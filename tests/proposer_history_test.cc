@@ -1,8 +1,10 @@
 // The history proposer (engine/proposer_history.h): drafts come from what earlier requests of the
 // same tenant read or produced, the most recent occurrence first, never from another tenant's;
-// memory stays within its bound, the oldest requests leaving first. In the engine on stories260K
-// (`--spec history`), a request repeating an earlier one of its tenant drafts and has drafts
-// accepted, one of another tenant drafts nothing from it, and every output equals plain decoding.
+// memory stays within its bound, the oldest requests leaving first, and no entry outlives its
+// prefix-cache blocks. In the engine on stories260K (`--spec history`), a request repeating an
+// earlier one of its tenant drafts and has drafts accepted, one of another tenant drafts nothing
+// from it, one whose earlier blocks were evicted drafts nothing either, and every output equals
+// plain decoding.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -71,6 +73,43 @@ TEST(HistoryProposer, StaysWithinItsBoundDroppingTheOldestFirst) {
   EXPECT_EQ(none.n_tokens(), 0u);
 }
 
+// Tied to the prefix cache's blocks (block_size 4): an entry leaves when the last block holding
+// its tokens is evicted; blocks shared by two entries count for both.
+TEST(HistoryProposer, EntriesLeaveWithTheirLastBlock) {
+  HistoryProposer history({.ngram = 2, .block_size = 4});
+  const std::vector<int32_t> a = Range(1, 10);  // blocks [1..4] [5..8]; 9, 10 in no full block
+  const std::vector<int32_t> b = {1, 2, 3, 4, 50, 51, 52, 53, 54};  // shares a's first block
+  history.Add("t", a);
+  history.Add("t", b);
+  const BlockKey a0 = BlockManager::KeyOf(nullptr, "t", std::span(a).first(4));
+  const BlockKey a1 = BlockManager::KeyOf(&a0, "t", std::span(a).subspan(4, 4));
+  const BlockKey b1 = BlockManager::KeyOf(&a0, "t", std::span(b).subspan(4, 4));
+  EXPECT_EQ(history.n_entries(), 2u);
+  history.BlockEvicted(BlockManager::KeyOf(nullptr, "u", std::span(a).first(4)));  // not theirs
+  history.BlockEvicted(a1);
+  EXPECT_EQ(history.Lookup("t", std::vector<int32_t>{7, 8}, 2), (std::vector<int32_t>{9, 10}));
+  history.BlockEvicted(a0);  // a's last block, and one of b's
+  EXPECT_EQ(history.n_entries(), 1u);
+  EXPECT_EQ(history.n_tokens(), b.size());
+  EXPECT_TRUE(history.Lookup("t", std::vector<int32_t>{7, 8}, 2).empty());
+  EXPECT_EQ(history.Lookup("t", std::vector<int32_t>{51, 52}, 2), (std::vector<int32_t>{53, 54}));
+  history.BlockEvicted(b1);
+  EXPECT_EQ(history.n_entries(), 0u);
+  EXPECT_EQ(history.n_tokens(), 0u);
+  EXPECT_TRUE(history.Lookup("t", std::vector<int32_t>{51, 52}, 2).empty());
+  // Only the computed tokens' blocks count: an entry whose tokens fill no block is kept by the
+  // bound alone.
+  history.Add("t", a, /*n_cached=*/3);
+  history.BlockEvicted(a0);
+  EXPECT_EQ(history.n_entries(), 1u);
+  // A later entry still drafts after an earlier one went by its blocks.
+  history.Add("t", b);
+  history.BlockEvicted(a0);
+  history.BlockEvicted(b1);
+  EXPECT_EQ(history.n_entries(), 1u);
+  EXPECT_EQ(history.Lookup("t", std::vector<int32_t>{7, 8}, 2), (std::vector<int32_t>{9, 10}));
+}
+
 class HistoryEngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -128,6 +167,31 @@ TEST_F(HistoryEngineTest, RepeatsDraftFromTheirTenantsHistoryAndChangeNoToken) {
     EXPECT_EQ(other.tokens, want.tokens) << t;
     EXPECT_EQ(other.usage.drafted_tokens, 0) << t;
   }
+}
+
+// A pool too small to keep alice's blocks once bob's requests come: her history goes with them.
+TEST_F(HistoryEngineTest, HistoryLeavesWithItsTenantsEvictedBlocks) {
+  EngineOptions options{.n_threads = 2, .n_ctx = 128, .kv_memory_bytes = 0, .max_num_seqs = 1};
+  options.spec.method = SpecMethod::kHistory;
+  options.spec.cost_gate = false;  // every history draft is verified: the test counts them
+  const uint64_t per_token = model_->kv_spec().BytesPerToken(options.kv_type);
+  options.kv_memory_bytes = per_token * 128;  // one request's context: 8 blocks of 16
+  auto engine = Engine::Create(*model_, *tokenizer_, options);
+  ASSERT_TRUE(engine.ok()) << engine.message();
+  const testing::StreamOutput first = Run(**engine, Make("a1", "alice", 0));
+  const testing::StreamOutput again = Run(**engine, Make("a2", "alice", 0));
+  EXPECT_GT(again.usage.drafted_tokens, 0);  // the history holds her first answer
+  // Bob's requests, other text, take every block.
+  for (int i = 0; i < 3; ++i) {
+    Request r = Make("b" + std::to_string(i), "bob", 0);
+    r.prompt = tokenizer_->Encode("The cat sat on the mat " + std::to_string(i), true, false);
+    r.max_tokens = 100;
+    Run(**engine, r);
+  }
+  const testing::StreamOutput late = Run(**engine, Make("a3", "alice", 0));
+  EXPECT_EQ(late.tokens, first.tokens);
+  EXPECT_EQ(late.usage.cached_tokens, 0);   // her blocks are gone...
+  EXPECT_EQ(late.usage.drafted_tokens, 0);  // ...and her history with them
 }
 
 }  // namespace

@@ -22,7 +22,8 @@ std::shared_ptr<Proposer> MakeProposer(const EngineOptions& options, int n_draft
                                .max_tokens = spec.history_tokens,
                                .prompt_lookup = spec.method == SpecMethod::kNgramHistory,
                                .prompt_ngram_min = spec.ngram_min,
-                               .prompt_ngram_max = spec.ngram_max});
+                               .prompt_ngram_max = spec.ngram_max,
+                               .block_size = options.prefix_caching ? options.block_size : 0});
   }
   if (spec.method == SpecMethod::kDraft && spec.draft_model != nullptr) {
     // The draft model's cache: the target's type where uniform, else its first group's.

@@ -45,6 +45,10 @@ class DraftPlanner {
   void Observe(Sequence& seq, int n_draft, int n_accepted) const;
   // The sequence leaves the engine.
   void Forget(const Sequence& seq);
+  // A prefix-cache block leaves memory (BlockManager's eviction hook).
+  void BlockEvicted(const BlockKey& key) {
+    if (proposer_) proposer_->BlockEvicted(key);
+  }
   // A decode step (every chunk one token plus its drafts) of n_tokens took ms milliseconds.
   void ObserveDecodeStep(int n_tokens, double ms) { step_costs_.Observe(n_tokens, ms); }
 

@@ -45,6 +45,9 @@ EngineCore::EngineCore(const Model& model, const Tokenizer& tokenizer, const Eng
                                   .max_step_decodes = options.max_step_decodes},
                  [this] { return sessions_.ReleaseOldest(); }),
       drafts_(options, n_draft_blocks) {
+  if (drafts_.enabled()) {
+    blocks_.AddEvictionHook([this](int32_t, const BlockKey& key) { drafts_.BlockEvicted(key); });
+  }
   if (!options_.kv_disk_dir.empty()) OpenDiskTier();
 }
 

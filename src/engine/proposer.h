@@ -25,6 +25,9 @@ class Proposer {
   virtual void Propose(std::span<Sequence* const> seqs, std::span<const int> max_tokens) = 0;
   // The sequence leaves the engine (finished or aborted): drop whatever is kept for it.
   virtual void Forget(const Sequence& seq) { (void)seq; }
+  // A block of the prefix cache (group 0) leaves memory: evicted for reuse, its tokens no longer
+  // held by the cache.
+  virtual void BlockEvicted(const BlockKey& key) { (void)key; }
 };
 
 // The per-sequence depth rule: after a verify of n_draft drafts of which n_accepted were

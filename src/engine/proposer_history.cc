@@ -1,7 +1,9 @@
 #include "engine/proposer_history.h"
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
+#include <utility>
 
 #include "engine/proposer_ngram.h"
 
@@ -22,15 +24,32 @@ uint64_t HistoryProposer::Key(const std::string& tenant, std::span<const int32_t
   return h;
 }
 
+size_t HistoryProposer::DigestHash::operator()(const BlockKey& key) const {
+  size_t h = 0;
+  std::memcpy(&h, key.data(), sizeof(h));  // a SHA-256 digest: any bytes are uniform
+  return h;
+}
+
 const HistoryProposer::Entry* HistoryProposer::Find(uint64_t serial) const {
   if (entries_.empty() || serial < entries_.front().serial) return nullptr;
   const uint64_t i = serial - entries_.front().serial;
-  return i < entries_.size() ? &entries_[i] : nullptr;
+  return i < entries_.size() && !entries_[i].dropped ? &entries_[i] : nullptr;
 }
 
-void HistoryProposer::Add(const std::string& tenant, std::span<const int32_t> tokens) {
+HistoryProposer::Entry* HistoryProposer::Find(uint64_t serial) {
+  return const_cast<Entry*>(std::as_const(*this).Find(serial));
+}
+
+size_t HistoryProposer::n_entries() const {
+  return std::count_if(entries_.begin(), entries_.end(), [](const Entry& e) { return !e.dropped; });
+}
+
+void HistoryProposer::Add(const std::string& tenant, std::span<const int32_t> tokens,
+                          int n_cached) {
   const size_t n = static_cast<size_t>(options_.ngram);
   if (options_.max_tokens == 0 || tokens.size() <= n) return;
+  const size_t cached = n_cached < 0 ? tokens.size() : std::min<size_t>(n_cached, tokens.size());
+  const std::span<const int32_t> all = tokens;
   if (tokens.size() > options_.max_tokens) tokens = tokens.last(options_.max_tokens);
   while (!entries_.empty() && n_tokens_ + tokens.size() > options_.max_tokens) EvictOldest();
   Entry& entry = entries_.emplace_back(
@@ -42,25 +61,66 @@ void HistoryProposer::Add(const std::string& tenant, std::span<const int32_t> to
     index_[Key(tenant, ngram)].push_back(
         Position{.serial = entry.serial, .offset = static_cast<int32_t>(offset)});
   }
+  TieToBlocks(entry, all.first(cached));
+}
+
+void HistoryProposer::TieToBlocks(Entry& entry, std::span<const int32_t> cached) {
+  const size_t bs = static_cast<size_t>(options_.block_size);
+  if (bs == 0) return;
+  // The keys the prefix cache gave these blocks (BlockManager::Commit's chain over the salt).
+  for (size_t start = 0; start + bs <= cached.size(); start += bs) {
+    const BlockKey* parent = entry.blocks.empty() ? nullptr : &entry.blocks.back();
+    entry.blocks.push_back(BlockManager::KeyOf(parent, entry.tenant, cached.subspan(start, bs)));
+  }
+  entry.live_blocks = static_cast<int>(entry.blocks.size());
+  for (const BlockKey& key : entry.blocks) by_block_[key].push_back(entry.serial);
+}
+
+void HistoryProposer::BlockEvicted(const BlockKey& key) {
+  auto it = by_block_.find(key);
+  if (it == by_block_.end()) return;
+  const std::deque<uint64_t> serials = std::move(it->second);
+  by_block_.erase(it);
+  for (uint64_t serial : serials) {
+    Entry* entry = Find(serial);
+    if (entry == nullptr || --entry->live_blocks > 0) continue;
+    Unindex(*entry);
+    entry->dropped = true;
+  }
+  while (!entries_.empty() && entries_.front().dropped) entries_.pop_front();
+}
+
+void HistoryProposer::Unindex(Entry& entry) {
+  const size_t n = static_cast<size_t>(options_.ngram);
+  for (size_t offset = 0; offset + n < entry.tokens.size(); ++offset) {
+    const std::span<const int32_t> ngram(entry.tokens.data() + offset, n);
+    auto it = index_.find(Key(entry.tenant, ngram));
+    if (it == index_.end()) continue;
+    // Lists grow in serial order, so the entry's positions are one run.
+    std::vector<Position>& positions = it->second;
+    const auto first =
+        std::lower_bound(positions.begin(), positions.end(), entry.serial,
+                         [](const Position& p, uint64_t serial) { return p.serial < serial; });
+    const auto last = std::find_if(first, positions.end(),
+                                   [&](const Position& p) { return p.serial != entry.serial; });
+    positions.erase(first, last);
+    if (positions.empty()) index_.erase(it);
+  }
+  for (const BlockKey& key : entry.blocks) {
+    auto it = by_block_.find(key);
+    if (it == by_block_.end()) continue;
+    std::erase(it->second, entry.serial);
+    if (it->second.empty()) by_block_.erase(it);
+  }
+  n_tokens_ -= entry.tokens.size();
+  entry.tokens = {};
+  entry.blocks = {};
 }
 
 void HistoryProposer::EvictOldest() {
-  const Entry& oldest = entries_.front();
-  const size_t n = static_cast<size_t>(options_.ngram);
-  // Its positions are at the front of each list (lists grow in serial order).
-  for (size_t offset = 0; offset + n < oldest.tokens.size(); ++offset) {
-    const std::span<const int32_t> ngram(oldest.tokens.data() + offset, n);
-    auto it = index_.find(Key(oldest.tenant, ngram));
-    if (it == index_.end()) continue;
-    std::vector<Position>& positions = it->second;
-    const auto first_kept =
-        std::find_if(positions.begin(), positions.end(),
-                     [&](const Position& p) { return p.serial != oldest.serial; });
-    positions.erase(positions.begin(), first_kept);
-    if (positions.empty()) index_.erase(it);
-  }
-  n_tokens_ -= oldest.tokens.size();
+  Unindex(entries_.front());
   entries_.pop_front();
+  while (!entries_.empty() && entries_.front().dropped) entries_.pop_front();
 }
 
 std::vector<int32_t> HistoryProposer::Lookup(const std::string& tenant,
@@ -98,6 +158,8 @@ void HistoryProposer::Propose(std::span<Sequence* const> seqs, std::span<const i
   }
 }
 
-void HistoryProposer::Forget(const Sequence& seq) { Add(seq.request.cache_salt, seq.tokens); }
+void HistoryProposer::Forget(const Sequence& seq) {
+  Add(seq.request.cache_salt, seq.tokens, seq.n_computed);
+}
 
 }  // namespace kvserve

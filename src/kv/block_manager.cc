@@ -228,7 +228,9 @@ int32_t BlockManager::TakeFreshBlock(size_t group) {
   } else {
     assert(!pool.lru.empty());
     block = pool.lru.front();
-    if (on_evict_ && group == 0) on_evict_(block, pool.key_of[block]);
+    if (group == 0) {
+      for (const auto& [id, hook] : on_evict_) hook(block, pool.key_of[block]);
+    }
     pool.lru.pop_front();
     pool.in_lru[block] = false;
     pool.cached.erase(pool.key_of[block]);
@@ -450,6 +452,15 @@ Status BlockManager::CheckPool(size_t group) const {
   if (s.free + s.cached + s.used != s.total)
     return Status::FailedPrecondition("free + cached + used != total");
   return Status::Ok();
+}
+
+int BlockManager::AddEvictionHook(EvictionHook hook) {
+  on_evict_.emplace_back(next_hook_id_, std::move(hook));
+  return next_hook_id_++;
+}
+
+void BlockManager::RemoveEvictionHook(int id) {
+  std::erase_if(on_evict_, [id](const auto& entry) { return entry.first == id; });
 }
 
 }  // namespace kvserve

@@ -174,12 +174,12 @@ class BlockManager {
   // Checks every invariant of every pool (states, counts, lists, map); for tests.
   Status CheckInvariants() const;
 
-  // The disk tier's hooks, on group 0's pool (the tier serves models of one layer group):
-  // Called with a cached block and its key just before the block is evicted for reuse, while its
-  // K/V still holds the key's content (the disk tier's write). Empty: none.
-  void SetEvictionHook(std::function<void(int32_t block, const BlockKey& key)> hook) {
-    on_evict_ = std::move(hook);
-  }
+  // Hooks on group 0's pool (the disk tier's write, history drafting's forgetting): each is called
+  // with a cached block and its key just before the block is evicted for reuse, while its K/V
+  // still holds the key's content. Add returns an id for Remove. Called in the order added.
+  using EvictionHook = std::function<void(int32_t block, const BlockKey& key)>;
+  int AddEvictionHook(EvictionHook hook);
+  void RemoveEvictionHook(int id);
   // The disk tier's read: whether a block of `key` is in memory (used or cached), and taking a
   // fresh block that `fill` loads with the key's K/V, kept as a cached block of `key` (the most
   // recently used) when `fill` returns true, else freed. False when no block is available.
@@ -229,7 +229,8 @@ class BlockManager {
   std::vector<Pool> pools_;  // [n_groups]
   uint64_t queries_ = 0;
   uint64_t hits_ = 0;
-  std::function<void(int32_t, const BlockKey&)> on_evict_;
+  std::vector<std::pair<int, EvictionHook>> on_evict_;  // (id, hook)
+  int next_hook_id_ = 0;
 };
 
 }  // namespace kvserve

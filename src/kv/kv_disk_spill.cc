@@ -7,10 +7,11 @@ namespace kvserve {
 
 KvDiskSpill::KvDiskSpill(BlockManager& manager, KvCache& cache, DiskTier& tier)
     : manager_(manager), cache_(cache), tier_(tier), buffer_(tier.block_bytes()) {
-  manager_.SetEvictionHook([this](int32_t block, const BlockKey& key) { OnEvict(block, key); });
+  hook_id_ =
+      manager_.AddEvictionHook([this](int32_t block, const BlockKey& key) { OnEvict(block, key); });
 }
 
-KvDiskSpill::~KvDiskSpill() { manager_.SetEvictionHook(nullptr); }
+KvDiskSpill::~KvDiskSpill() { manager_.RemoveEvictionHook(hook_id_); }
 
 bool KvDiskSpill::OnEvict(int32_t block, const BlockKey& key) {
   if (tier_.Contains(key)) return false;  // already there (read back earlier, or another process)

@@ -43,6 +43,7 @@ class KvDiskSpill {
   KvCache& cache_;
   DiskTier& tier_;
   std::vector<uint8_t> buffer_;  // one block's bytes
+  int hook_id_ = -1;             // manager_'s eviction hook
   uint64_t write_failures_ = 0;
   bool warned_ = false;
 };
