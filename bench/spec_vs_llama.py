@@ -91,7 +91,7 @@ def configs(args):
     if args.chat_template:
         kv += ["--chat-template", args.chat_template]
         lc += ["--chat-template", args.chat_template]
-    out = [("kvserve", "plain", kv), ("kvserve", "ngram", kv + ["--spec", "ngram"]),
+    out = [("kvserve", "plain", kv + ["--spec", "none"]), ("kvserve", "ngram", kv + ["--spec", "ngram"]),
            ("llama.cpp", "plain", lc)]
     for spec in args.llama_spec.split(","):
         out.append(("llama.cpp", spec, lc + ["--spec-type", spec]))
