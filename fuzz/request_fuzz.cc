@@ -1,6 +1,9 @@
 // libFuzzer harness for what the server does with a request before the engine sees it. For any
 // input bytes:
-// - ScanRequestHead (the HTTP head) ends inside the input, within its limits, or refuses with 431;
+// - ScanRequestHead (the HTTP head) ends inside the input, within its limits, or refuses with 431
+//   (414 for the request line); CheckRequestHead refuses a complete head with 400/411/501 or
+//   gives one framing, and ChunkedBodyCheck gives the same verdict on the bytes after it however
+//   they are split;
 // - ParseJsonBody either refuses them with a 4xx whose body is valid JSON, or gives an object;
 // - ParseCompletionRequest of that object, as /v1/completions and as /v1/chat/completions, either
 //   refuses it (a 4xx naming a parameter in valid JSON) or gives a request within every limit
@@ -20,6 +23,7 @@
 
 #include "io/gguf_reader.h"
 #include "server/completion_request.h"
+#include "server/http_framing.h"
 #include "server/request_limits.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -118,6 +122,38 @@ void CheckAccepted(const CompletionRequest& r, CompletionKind kind, const Vocabu
   }
 }
 
+// A complete head's framing: refused with 400/411/501 and a message, or accepted with one
+// meaning; a chunked body after it is checked in pieces of every size up to 7 with the same
+// verdict and the same valid prefix as in one piece.
+void CheckFraming(std::string_view head, std::string_view body) {
+  const kvserve::RequestFraming framing = kvserve::CheckRequestHead(head);
+  if (framing.error) {
+    const int status = framing.error->http_status;
+    Check(status == 400 || status == 411 || status == 501, "a refused framing is 400/411/501");
+    Check(!framing.error->message.empty() && framing.error->message.size() < 1024,
+          "a framing error has a short message");
+    return;
+  }
+  Check(head.find("\r\n\r\n") == head.size() - 4, "an accepted head ends at its first blank line");
+  Check(!(framing.chunked && framing.content_length > 0), "chunked or a length, not both");
+  if (!framing.chunked) return;
+  kvserve::ChunkedBodyCheck whole;
+  const size_t valid = whole.Feed(body);
+  Check(valid <= body.size() && (valid == body.size() || whole.done() || whole.error()),
+        "a chunked body stops early only at its end or a fault");
+  for (size_t piece = 1; piece <= 7; ++piece) {
+    kvserve::ChunkedBodyCheck pieces;
+    size_t fed = 0;
+    for (size_t at = 0; at < body.size(); at += piece) {
+      fed += pieces.Feed(body.substr(at, piece));
+      if (pieces.done() || pieces.error()) break;
+    }
+    Check(fed == valid && pieces.done() == whole.done() &&
+              pieces.error().has_value() == whole.error().has_value(),
+          "a chunked body's verdict does not depend on how it arrives");
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -128,10 +164,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check(head.end <= size, "head ends inside the input");
   Check(head.lines <= kvserve::kMaxHeaderCount + 1, "header lines counted within the limit");
   if (head.error) {
-    Check(head.error->http_status == 431 && head.end == 0, "a refused head is 431");
+    Check((head.error->http_status == 431 || head.error->http_status == 414) && head.end == 0,
+          "a refused head is 431 or 414");
   } else {
     Check(head.end <= kvserve::kMaxHeaderBytes, "an accepted head is within the byte limit");
   }
+  if (head.end > 0) CheckFraming(std::string_view(text).substr(0, head.end), text.substr(head.end));
 
   nlohmann::json body;
   if (auto error = kvserve::ParseJsonBody(text, body)) {

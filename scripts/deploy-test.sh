@@ -4,7 +4,8 @@
 # kubernetes-validate package, tests/deploy/k8s_validate.py; tests/deploy/check_manifests.py runs
 # their command line), the Dockerfile (hadolint; scripts/image.sh check: no container engine runs
 # here), and the scale-out test: three replicas behind nginx with Prometheus
-# (tests/deploy/scale_out_test.py). Needs build/kvserve; installs nginx and prometheus where
+# (tests/deploy/scale_out_test.py), and request smuggling attempts through that nginx
+# (tests/deploy/smuggling_test.py). Needs build/kvserve; installs nginx and prometheus where
 # missing, and the Python tools into .venv (scripts/venv.sh). Ends with 'N passed, N failed'.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -70,6 +71,8 @@ step "manifest checks (overlay, its command line run)" "$python" tests/deploy/ch
   --kvserve "$kvserve" --model "$model" --complete "$tmp/example.yaml"
 step "Dockerfile lint (hadolint)" .venv/bin/hadolint --failure-threshold info Dockerfile
 step "image checks (scripts/image.sh check)" scripts/image.sh check "$kvserve"
+step "request smuggling through nginx" "$python" tests/deploy/smuggling_test.py \
+  --kvserve "$kvserve" --model "$model"
 step "scale-out: 3 replicas, nginx, Prometheus" "$python" tests/deploy/scale_out_test.py \
   --kvserve "$kvserve" --model "$model" ${DEPLOY_FIGURES:+--figures "$DEPLOY_FIGURES"}
 

@@ -782,3 +782,102 @@ TEST_F(HostileTest, TimeoutCutsARequestThatRunsLonger) {
 
 }  // namespace
 }  // namespace kvserve
+
+namespace kvserve {
+namespace {
+
+using namespace ::kvserve::testing;  // NOLINT: test helpers
+
+// What the server answers to `request` on a new connection: everything it sends, and whether it
+// then closed the connection (rather than going quiet for `wait_ms`).
+struct Exchange {
+  std::string text;
+  bool closed = false;
+};
+Exchange SendOnNewConnection(int port, const std::string& request, int wait_ms) {
+  const int fd = ConnectTo(port);
+  SendAll(fd, request);
+  Exchange exchange;
+  char buffer[4096];
+  for (;;) {
+    pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+    if (poll(&p, 1, wait_ms) <= 0) break;
+    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+    if (n <= 0) {
+      exchange.closed = true;
+      break;
+    }
+    exchange.text.append(buffer, static_cast<size_t>(n));
+  }
+  close(fd);
+  return exchange;
+}
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Issue 33: requests whose end could be read two ways (RFC 9112), each followed by a second
+// request that a parser disagreeing on the first one's end would answer ("smuggled"). Each gets
+// one answer, its status with an OpenAI-style body and "Connection: close", and the connection is
+// closed; the smuggled request is never answered (no 404 anywhere), and a normal request on a new
+// connection is served as before.
+TEST_F(HostileTest, AmbiguousFramingGets400AndTheConnectionClosed) {
+  Start();
+  const std::string post = "POST /v1/completions HTTP/1.1\r\nHost: x\r\n";
+  const std::string body = kNormal.dump();
+  const std::string length = "Content-Length: " + std::to_string(body.size()) + "\r\n";
+  const std::string chunked = "Transfer-Encoding: chunked\r\n";
+  const std::string smuggled = "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::vector<std::pair<std::string, int>> cases = {
+      // Content-Length: two different values, a list of them.
+      {post + length + "Content-Length: 2\r\n\r\n" + body, 400},
+      {post + "Content-Length: 2, " + std::to_string(body.size()) + "\r\n\r\n" + body, 400},
+      // Transfer-Encoding with Content-Length, and other than exactly chunked.
+      {post + length + chunked + "\r\n0\r\n\r\n" + body, 400},
+      {post + "Transfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n", 400},
+      {post + "Transfer-Encoding: xchunked\r\n\r\n0\r\n\r\n", 400},
+      {post + chunked + chunked + "\r\n0\r\n\r\n", 400},
+      {post + "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 501},
+      // Invalid chunk sizes, data without its CRLF, extension abuse, trailers (read by a worker).
+      {post + chunked + "\r\nzz\r\n" + body, 400},
+      {post + chunked + "\r\n-1\r\n" + body, 400},
+      {post + chunked + "\r\n0x10\r\n" + body, 400},
+      {post + chunked + "\r\n10000000000000001\r\n" + body, 400},
+      {post + chunked + "\r\n5 \r\nhello\r\n0\r\n\r\n", 400},
+      {post + chunked + "\r\n2\r\n{}XX0\r\n\r\n", 400},
+      {post + chunked + "\r\n2;x=" + std::string(8000, 'e') + "\r\n{}\r\n0\r\n\r\n", 400},
+      {post + chunked + "\r\n2\r\n{}\r\n0\r\nX-Trailer: t\r\n\r\n", 400},
+      // Obsolete line folding, whitespace before the colon, bare CR or LF, two Hosts, no length.
+      {post + "X-A: b\r\n " + length + "\r\n" + body, 400},
+      {post + "Content-Length : " + std::to_string(body.size()) + "\r\n\r\n" + body, 400},
+      {"POST /v1/completions HTTP/1.1\r\nHost: x\n" + length + "\r\n" + body, 400},
+      {"POST /v1/completions HTTP/1.1\nHost: x\n" + length + "\n" + body, 400},
+      {post + "X-A: b\rContent-Length: 2\r\n" + length + "\r\n" + body, 400},
+      {post + "Host: y\r\n" + length + "\r\n" + body, 400},
+      {post + "\r\n" + body, 411},
+      // A request line over the limit (answered as soon as 8 KiB of it arrived).
+      {"GET /" + std::string(9000, 'p') + " HTTP/1.1\r\nHost: x\r\n\r\n", 414},
+  };
+  for (const auto& [request, status] : cases) {
+    SCOPED_TRACE(request.substr(0, 160));
+    const Exchange exchange = SendOnNewConnection(server_->port(), request + smuggled, 10000);
+    EXPECT_TRUE(exchange.closed) << exchange.text;
+    EXPECT_EQ(Count(exchange.text, "HTTP/1.1 "), 1u) << exchange.text;
+    EXPECT_NE(exchange.text.find("\r\nConnection: close\r\n"), std::string::npos) << exchange.text;
+    ExpectError(ParseRaw(exchange.text), status);
+    ExpectStillServing();
+  }
+  EXPECT_LE(Metric(Metrics(), "kvserve:http_responses_total{code=\"404\"}"), 0)
+      << "a smuggled request was answered";
+  // The same two requests well framed, on one connection: both answered, the second one 404.
+  const Exchange both = SendOnNewConnection(
+      server_->port(), post + length + "Connection: keep-alive\r\n\r\n" + body + smuggled, 2000);
+  EXPECT_EQ(Count(both.text, "HTTP/1.1 "), 2u) << both.text;
+  EXPECT_NE(both.text.find("HTTP/1.1 404"), std::string::npos) << both.text;
+}
+
+}  // namespace
+}  // namespace kvserve

@@ -15,7 +15,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
+#include "server/http_framing.h"
 #include "server/request_limits.h"
 #include "util/crash_handler.h"
 
@@ -68,8 +70,14 @@ const char* Reason(int status) {
       return "Bad Request";
     case 408:
       return "Request Timeout";
+    case 411:
+      return "Length Required";
+    case 414:
+      return "URI Too Long";
     case 431:
       return "Request Header Fields Too Large";
+    case 501:
+      return "Not Implemented";
     case 503:
       return "Service Unavailable";
     default:
@@ -193,10 +201,19 @@ struct HttpListener::Connection {
 
 // httplib's view of one request on a connection: reads come from what the loop buffered, then
 // from the socket within the request's deadline; writes wait for room up to the write timeout.
+// A chunked body reaches httplib only through ChunkedBodyCheck, as far as it is valid: at a fault
+// the stream answers the 400 itself (naming the fault), reads and writes fail from then on, so
+// httplib's own answer is dropped, and the connection is closed; nothing after the body's end is
+// read by this request.
 class HttpListener::ConnectionStream : public httplib::Stream {
  public:
   ConnectionStream(Connection& connection, const ListenerOptions& options)
-      : c_(connection), write_timeout_ms_(Millis(Seconds(options.write_timeout_s))) {}
+      : c_(connection), write_timeout_ms_(Millis(Seconds(options.write_timeout_s))) {
+    if (c_.chunked) {
+      chunked_.emplace();
+      checked_ = c_.head_end;  // the head was checked by the loop
+    }
+  }
 
   bool is_readable() const override {
     return pos_ < c_.in.size() || (c_.ssl != nullptr && SSL_pending(c_.ssl) > 0) ||
@@ -210,14 +227,24 @@ class HttpListener::ConnectionStream : public httplib::Stream {
   }
 
   ssize_t read(char* ptr, size_t size) override {
-    if (pos_ >= c_.in.size() && !Fill()) return failed_ ? -1 : 0;
-    const size_t n = std::min(size, c_.in.size() - pos_);
+    for (;;) {
+      if (chunked_ && chunked_->error()) return RefuseBody(*chunked_->error());
+      if (pos_ < Readable()) break;
+      if (chunked_ && chunked_->done()) return 0;
+      if (chunked_ && checked_ < c_.in.size()) {
+        checked_ += chunked_->Feed(std::string_view(c_.in).substr(checked_));
+      } else if (!Fill()) {
+        return failed_ ? -1 : 0;
+      }
+    }
+    const size_t n = std::min(size, Readable() - pos_);
     std::memcpy(ptr, c_.in.data() + pos_, n);
     pos_ += n;
     return static_cast<ssize_t>(n);
   }
 
   ssize_t write(const char* ptr, size_t size) override {
+    if (refused_) return -1;
     const auto deadline = Clock::now() + std::chrono::milliseconds(write_timeout_ms_);
     for (;;) {
       short wait = POLLOUT;
@@ -245,10 +272,29 @@ class HttpListener::ConnectionStream : public httplib::Stream {
   bool failed() const { return failed_; }
   void Compact() {
     c_.in.erase(0, pos_);
+    if (chunked_) checked_ -= pos_;
     pos_ = 0;
   }
 
  private:
+  // The end of what httplib may read from `in`: all of it, or up to where a chunked body's check
+  // has come.
+  size_t Readable() const { return chunked_ ? checked_ : c_.in.size(); }
+
+  // Answers a chunked body's framing fault (once) and fails the read.
+  ssize_t RefuseBody(const ApiError& error) {
+    if (!refused_) {
+      const std::string text = CannedResponse(error);
+      for (size_t sent = 0; sent < text.size();) {
+        const ssize_t n = write(text.data() + sent, text.size() - sent);
+        if (n <= 0) break;
+        sent += static_cast<size_t>(n);
+      }
+      refused_ = failed_ = true;
+    }
+    return -1;
+  }
+
   // Appends what the socket has (waiting until the request deadline); false at its end.
   bool Fill() {
     Compact();
@@ -271,8 +317,11 @@ class HttpListener::ConnectionStream : public httplib::Stream {
 
   Connection& c_;
   int write_timeout_ms_;
-  size_t pos_ = 0;
+  size_t pos_ = 0;                           // of `in`: the next byte httplib reads
+  std::optional<ChunkedBodyCheck> chunked_;  // a chunked request's body check
+  size_t checked_ = 0;                       // of `in`: where the body check has come
   bool failed_ = false;
+  bool refused_ = false;  // a body fault was answered: httplib's own answer is dropped
 };
 
 HttpListener::HttpListener(ListenerOptions options) : options_(std::move(options)) {
@@ -489,17 +538,16 @@ void HttpListener::TryDispatch(std::unique_ptr<Connection>& connection, Clock::t
     const HeadScan scan = ScanRequestHead(c.in);
     if (scan.error) return Refuse(c, *scan.error, now);
     if (scan.end == 0) return;
-    if (scan.bad_length) {
-      return Refuse(c, ApiError::BadRequest("the Content-Length header is not a decimal number"),
-                    now);
-    }
+    const RequestFraming framing = CheckRequestHead(std::string_view(c.in).substr(0, scan.end));
+    if (framing.error) return Refuse(c, *framing.error, now);
     c.head_end = scan.end;
-    c.chunked = scan.chunked;
-    c.content_length = scan.content_length.value_or(0);
+    c.chunked = framing.chunked;
     c.need = c.head_end;
     // Bodies within the limit arrive here, in the loop; httplib answers a larger one 413 unread,
-    // and reads a chunked one (or one sent after "100 Continue") itself, within the deadline.
-    if (!c.chunked && !scan.expect_continue && c.content_length <= options_.max_body_bytes) {
+    // and reads a chunked one (through ConnectionStream's check) or one sent after "100
+    // Continue" itself, within the deadline.
+    c.content_length = static_cast<size_t>(framing.content_length);  // at most 18 digits
+    if (!c.chunked && !framing.expect_continue && c.content_length <= options_.max_body_bytes) {
       c.need += c.content_length;
     }
   }

@@ -13,8 +13,11 @@
 //   listener.Halt(); t.join();
 //
 // Refused without a worker, with an OpenAI-style body and "Connection: close": a head beyond
-// kMaxHeaderBytes or kMaxHeaderCount lines (431), a request not complete within
-// request_timeout_s of its first byte (408), a connection beyond max_connections (503).
+// kMaxHeaderBytes or kMaxHeaderCount lines or with a header line beyond kMaxHeaderLineBytes (431),
+// a request line beyond kMaxRequestLineBytes (414), a head whose framing could be read two ways
+// (CheckRequestHead in server/http_framing.h: 400, 411 or 501), a request not complete within
+// request_timeout_s of its first byte (408), a connection beyond max_connections (503). A chunked
+// body's framing is checked as httplib reads it (ChunkedBodyCheck): 400 and closed at a fault.
 //
 // Thread rules: Bind and Halt from the owner's thread, Serve on one thread; routes run on the
 // workers. httplib's listen/stop/set_*_timeout are not used (this class replaces them).

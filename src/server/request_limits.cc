@@ -6,55 +6,23 @@ namespace kvserve {
 
 namespace {
 
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
-    if (x != y) return false;
-  }
-  return true;
-}
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
-
 ApiError HeadTooLarge(std::string message) {
   return ApiError{
       .http_status = 431, .message = std::move(message), .code = "request_header_fields_too_large"};
 }
 
-// One header line (without its line end) into `scan`.
-void ReadHeaderLine(std::string_view line, HeadScan& scan) {
-  const size_t colon = line.find(':');
-  if (colon == std::string_view::npos) return;
-  const std::string_view name = Trim(line.substr(0, colon));
-  const std::string_view value = Trim(line.substr(colon + 1));
-  if (EqualsIgnoreCase(name, "Content-Length")) {
-    size_t length = 0;
-    bool digits = !value.empty() && value.size() <= 18;
-    for (char c : value) {
-      digits = digits && c >= '0' && c <= '9';
-      if (digits) length = length * 10 + static_cast<size_t>(c - '0');
-    }
-    if (!digits) {
-      scan.bad_length = true;
-    } else if (!scan.content_length) {
-      scan.content_length = length;  // httplib reads the first one
-    }
-  } else if (EqualsIgnoreCase(name, "Expect")) {
-    scan.expect_continue = EqualsIgnoreCase(value, "100-continue");
-  } else if (EqualsIgnoreCase(name, "Transfer-Encoding")) {
-    for (size_t i = 0; i + 7 <= value.size(); ++i) {
-      if (EqualsIgnoreCase(value.substr(i, 7), "chunked")) scan.chunked = true;
-    }
+// A line of `length` bytes with its line end, or at least that many when it has not ended yet,
+// against its limit: the request line's (414) or a header line's (431).
+std::optional<ApiError> CheckLineLength(size_t length, bool request_line) {
+  const size_t limit = request_line ? kMaxRequestLineBytes : kMaxHeaderLineBytes;
+  if (length <= limit) return std::nullopt;
+  if (request_line) {
+    return ApiError{
+        .http_status = 414,
+        .message = "the request line is longer than " + std::to_string(limit) + " bytes",
+        .code = "uri_too_long"};
   }
+  return HeadTooLarge("a header line is longer than " + std::to_string(limit) + " bytes");
 }
 
 }  // namespace
@@ -93,6 +61,12 @@ HeadScan ScanRequestHead(std::string_view data) {
   bool request_line = true;
   while (start < data.size()) {
     const size_t newline = data.find('\n', start);
+    // An unfinished line counts its line end to come.
+    const size_t length = (newline == std::string_view::npos ? data.size() : newline) + 1 - start;
+    if (auto error = CheckLineLength(length, request_line)) {
+      scan.error = std::move(error);
+      return scan;
+    }
     if (newline == std::string_view::npos) break;
     std::string_view line = data.substr(start, newline - start);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
@@ -110,7 +84,6 @@ HeadScan ScanRequestHead(std::string_view data) {
                                 " header lines");
       return scan;
     }
-    ReadHeaderLine(line, scan);
   }
   const size_t head_bytes = scan.end > 0 ? scan.end : data.size();
   if (head_bytes > kMaxHeaderBytes) {

@@ -21,9 +21,14 @@ namespace kvserve {
 inline constexpr int kMaxJsonDepth = 64;
 
 // The request line and header block together, and the number of header lines. Beyond either
-// the request gets 431 and the connection is closed; httplib alone limits only each line (8 KiB).
+// the request gets 431 and the connection is closed.
 inline constexpr size_t kMaxHeaderBytes = 32 * 1024;
 inline constexpr int kMaxHeaderCount = 100;
+// One line with its CRLF: the request line (beyond it 414) and each header line (beyond it 431).
+// httplib's own limits (CPPHTTPLIB_REQUEST_URI_MAX_LENGTH, CPPHTTPLIB_HEADER_MAX_LENGTH), which
+// the listener now meets first, so that it can close the connection.
+inline constexpr size_t kMaxRequestLineBytes = 8192;
+inline constexpr size_t kMaxHeaderLineBytes = 8192;
 
 // The first place where `body` nests objects and arrays deeper than `max_depth`, as a 400 that
 // gives the byte offset; nullopt when it does not. Strings (with their escapes) are skipped, so
@@ -32,16 +37,13 @@ inline constexpr int kMaxHeaderCount = 100;
 std::optional<ApiError> CheckJsonDepth(std::string_view body, int max_depth);
 
 // Where a request's head (request line and headers) ends in `data`: the offset just past the
-// blank line, 0 while it is incomplete, and a 431 when it is already beyond kMaxHeaderBytes or
-// kMaxHeaderCount lines. Lines end with CRLF or LF, as httplib reads them.
+// blank line, 0 while it is incomplete, and a 414 or 431 as soon as it is beyond a limit above
+// (a line beyond its limit before its end has arrived). Lines are split at LF here; what a head
+// may contain (CRLF only, among much else) is server/http_framing.h's to check.
 struct HeadScan {
   size_t end = 0;  // 0: not complete yet
   std::optional<ApiError> error;
-  int lines = 0;                         // header lines, without the request line
-  std::optional<size_t> content_length;  // a valid Content-Length header
-  bool chunked = false;                  // Transfer-Encoding names chunked
-  bool bad_length = false;               // a Content-Length that is not a decimal number
-  bool expect_continue = false;          // Expect: 100-continue (the body follows our answer)
+  int lines = 0;  // header lines, without the request line
 };
 HeadScan ScanRequestHead(std::string_view data);
 
