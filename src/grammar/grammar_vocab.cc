@@ -1,0 +1,41 @@
+#include "grammar/grammar_vocab.h"
+
+#include <algorithm>
+
+namespace kvserve {
+
+std::shared_ptr<const GrammarVocab> GrammarVocab::FromTokenizer(const Tokenizer& tokenizer) {
+  std::vector<std::string> pieces(static_cast<size_t>(tokenizer.n_vocab()));
+  std::vector<int32_t> ends;
+  for (int32_t id = 0; id < tokenizer.n_vocab(); ++id) {
+    if (tokenizer.IsEndOfGeneration(id)) {
+      ends.push_back(id);
+    } else if (!tokenizer.IsControl(id)) {
+      pieces[static_cast<size_t>(id)] = tokenizer.TokenPiece(id, false);
+    }
+  }
+  return std::make_shared<const GrammarVocab>(std::move(pieces), std::move(ends));
+}
+
+GrammarVocab::GrammarVocab(std::vector<std::string> pieces, std::vector<int32_t> end_tokens)
+    : pieces_(std::move(pieces)), end_tokens_(std::move(end_tokens)), is_end_(pieces_.size()) {
+  for (int32_t id : end_tokens_) {
+    is_end_[static_cast<size_t>(id)] = true;
+    pieces_[static_cast<size_t>(id)].clear();
+  }
+  for (size_t id = 0; id < pieces_.size(); ++id) {
+    if (!pieces_[id].empty()) order_.push_back(static_cast<int32_t>(id));
+  }
+  std::sort(order_.begin(), order_.end(),
+            [&](int32_t a, int32_t b) { return pieces_[a] < pieces_[b]; });
+  shared_.resize(order_.size());
+  for (size_t i = 1; i < order_.size(); ++i) {
+    const std::string& a = pieces_[order_[i - 1]];
+    const std::string& b = pieces_[order_[i]];
+    size_t n = 0;
+    while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+    shared_[i] = static_cast<uint32_t>(n);
+  }
+}
+
+}  // namespace kvserve

@@ -1,0 +1,40 @@
+// A vocabulary as the grammar engine reads it: every token's bytes (Tokenizer::TokenPiece), the
+// tokens with text in byte order with the length each shares with the one before (so that a walk
+// over them is a walk over their trie), and the end-of-generation tokens, which a grammar allows
+// exactly when the text so far is a whole document. Control tokens other than those, and tokens
+// with no bytes, are never allowed. Built once per model; immutable and shared.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tokenizer/tokenizer.h"
+
+namespace kvserve {
+
+class GrammarVocab {
+ public:
+  static std::shared_ptr<const GrammarVocab> FromTokenizer(const Tokenizer& tokenizer);
+  // For tests: pieces by id, and which ids end generation.
+  GrammarVocab(std::vector<std::string> pieces, std::vector<int32_t> end_tokens);
+
+  int n_vocab() const { return static_cast<int>(pieces_.size()); }
+  std::string_view piece(int32_t id) const { return pieces_[static_cast<size_t>(id)]; }
+  // Tokens with text, in byte order, and shared[i] = bytes token order[i] shares with order[i-1].
+  const std::vector<int32_t>& order() const { return order_; }
+  const std::vector<uint32_t>& shared() const { return shared_; }
+  const std::vector<int32_t>& end_tokens() const { return end_tokens_; }
+  bool is_end(int32_t id) const { return is_end_[static_cast<size_t>(id)]; }
+
+ private:
+  std::vector<std::string> pieces_;  // [n_vocab]; empty for tokens a grammar never allows
+  std::vector<int32_t> order_;
+  std::vector<uint32_t> shared_;
+  std::vector<int32_t> end_tokens_;
+  std::vector<bool> is_end_;
+};
+
+}  // namespace kvserve

@@ -1,0 +1,385 @@
+// The grammar engine: GBNF and JSON Schema compiled to grammars, documents matched, and token
+// masks that equal the slow reference (every token tried on its own) at every step of random
+// walks, on a hand-made vocabulary with split UTF-8 characters and on SmolLM2's and Gemma 3's.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "grammar/gbnf_parser.h"
+#include "grammar/grammar_matcher.h"
+#include "grammar/grammar_vocab.h"
+#include "grammar/json_schema_grammar.h"
+#include "grammar/regex_gbnf.h"
+#include "grammar/token_masker.h"
+#include "io/gguf_reader.h"
+#include "support/paths.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvserve {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+std::shared_ptr<const Grammar> MustParse(const std::string& gbnf) {
+  auto g = ParseGbnf(gbnf);
+  EXPECT_TRUE(g.ok()) << g.message() << "\n" << gbnf;
+  return g.ok() ? *g : nullptr;
+}
+
+std::shared_ptr<const Grammar> FromSchema(const json& schema) {
+  auto text = JsonSchemaToGbnf(schema);
+  EXPECT_TRUE(text.ok()) << text.message();
+  if (!text.ok()) return nullptr;
+  return MustParse(*text);
+}
+
+bool Matches(const std::shared_ptr<const Grammar>& g, std::string_view text) {
+  GrammarMatcher m(g);
+  return m.Accept(text) && m.CanEnd();
+}
+
+std::string ParseError(const std::string& gbnf, const GrammarLimits& limits = {}) {
+  auto g = ParseGbnf(gbnf, limits);
+  return g.ok() ? "" : g.message();
+}
+
+std::string SchemaError(const json& schema, const GrammarLimits& limits = {}) {
+  auto text = JsonSchemaToGbnf(schema, limits);
+  if (!text.ok()) return text.message();
+  auto g = ParseGbnf(*text, limits);
+  return g.ok() ? "" : g.message();
+}
+
+TEST(Gbnf, MatchesWholeDocumentsOnly) {
+  auto g = MustParse(R"G(
+root ::= expr
+expr ::= term ( [-+] term )*   # sums
+term ::= [0-9]+ | "(" expr ")"
+)G");
+  ASSERT_NE(g, nullptr);
+  EXPECT_TRUE(Matches(g, "1+2"));
+  EXPECT_TRUE(Matches(g, "(1+(22-3))"));
+  EXPECT_FALSE(Matches(g, "1+"));
+  EXPECT_FALSE(Matches(g, "(1"));
+  EXPECT_FALSE(Matches(g, "a"));
+  GrammarMatcher m(g);
+  EXPECT_TRUE(m.Accept("(1"));
+  EXPECT_FALSE(m.CanEnd());
+  EXPECT_FALSE(m.Accept(")x"));  // refused as a whole: the state stays after "(1"
+  EXPECT_TRUE(m.Accept(")"));
+  EXPECT_TRUE(m.CanEnd());
+}
+
+TEST(Gbnf, RepetitionsClassesAndEscapes) {
+  auto g = MustParse(
+      "root ::= \"a\"{2,3} [^x-z\\n] \"\\u00e9\"? . \"b\"{2} [\\x41-\\x43]*\n");
+  ASSERT_NE(g, nullptr);
+  EXPECT_TRUE(Matches(g, "aaq\xC3\xA9!bbABCA"));
+  EXPECT_TRUE(Matches(g, "aaa..bb"));
+  EXPECT_FALSE(Matches(g, "a..bb"));     // too few a
+  EXPECT_FALSE(Matches(g, "aaaa..bb"));  // 4 a: the 4th is the class, then '.' needs a char
+  EXPECT_FALSE(Matches(g, "aay.bb"));    // y is excluded
+  EXPECT_FALSE(Matches(g, "aa\n.bb"));
+  EXPECT_FALSE(Matches(g, "aa..bbD"));
+}
+
+TEST(Gbnf, UnfinishedCharactersAcrossTokens) {
+  auto g = MustParse("root ::= [\\u00e0-\\u00ff]+ \"!\"\n");
+  ASSERT_NE(g, nullptr);
+  GrammarMatcher m(g);
+  EXPECT_TRUE(m.Accept("\xC3"));   // the lead byte of U+00C0..U+00FF: some completions fit
+  EXPECT_FALSE(m.Accept("\x80"));  // U+00C0 is below the range
+  EXPECT_TRUE(m.Accept("\xA9"));   // U+00E9
+  EXPECT_FALSE(m.Accept("\xC1"));  // overlong forms (here of U+0040..U+007F) are not UTF-8
+  EXPECT_FALSE(m.Accept("\xE2"));  // three-byte characters are all beyond U+00FF
+  EXPECT_TRUE(m.Accept("!"));
+  EXPECT_TRUE(m.CanEnd());
+}
+
+TEST(Gbnf, RefusesBadGrammarsNamingTheProblem) {
+  EXPECT_NE(ParseError("root ::= a\n").find("rule 'a' is used but never defined"),
+            std::string::npos);
+  EXPECT_NE(ParseError("start ::= \"x\"\n").find("no 'root' rule"), std::string::npos);
+  EXPECT_NE(ParseError("root ::= root \"x\" | \"y\"\n").find("'root' is left-recursive"),
+            std::string::npos);
+  EXPECT_NE(ParseError("root ::= a \"x\"\na ::= \"b\"? root | \"y\"\n").find("left-recursive"),
+            std::string::npos);
+  EXPECT_NE(ParseError("root ::= \"x\" root\n").find("'root' never ends"), std::string::npos);
+  EXPECT_NE(ParseError("root ::= \"x\"\nroot ::= \"y\"\n").find("defined twice"),
+            std::string::npos);
+  EXPECT_NE(ParseError("root ::= \"x\n").find("line 1"), std::string::npos);
+  EXPECT_NE(ParseError("root ::= [ab\n").find("unterminated"), std::string::npos);
+  EXPECT_NE(ParseError("root ::= \"\\q\"\n").find("unknown escape"), std::string::npos);
+  EXPECT_NE(ParseError("root ::= \"a\"{5000}\n").find("max_repeat"), std::string::npos);
+  EXPECT_NE(ParseError("root ::= " + std::string(100, '(') + "\"a\"" + std::string(100, ')') + "\n")
+                .find("max_nesting"),
+            std::string::npos);
+  EXPECT_NE(ParseError("root ::= \"a\"\n", GrammarLimits{.max_source_bytes = 4})
+                .find("max_source_bytes"),
+            std::string::npos);
+  // A huge alternation stays within max_elements or is refused by it.
+  std::string huge = "root ::= \"0\"";
+  for (int i = 1; i < 70000; ++i) huge += " | \"" + std::to_string(i) + "\"";
+  EXPECT_NE(ParseError(huge + "\n", GrammarLimits{.max_source_bytes = 1 << 22}).find("max_elements"),
+            std::string::npos);
+}
+
+TEST(Gbnf, AmbiguityIsBoundedNotExponential) {
+  // Every split of a run of a's is a parse; stacks are deduplicated, so matching stays cheap.
+  auto g = MustParse("root ::= x*\nx ::= \"a\" | \"aa\" | \"aaa\"\n");
+  ASSERT_NE(g, nullptr);
+  GrammarMatcher m(g);
+  for (int i = 0; i < 2000; ++i) ASSERT_TRUE(m.Accept("a"));
+  EXPECT_LE(m.state().stacks.size(), 8u);
+  // A grammar whose parses really multiply hits max_stacks and then allows nothing, at once.
+  auto wide = MustParse("root ::= \"a\" root | y\ny ::= [a-z]{0,30} \"!\"\n");
+  ASSERT_NE(wide, nullptr);
+  GrammarMatcher w(wide);
+  for (int i = 0; i < 200 && w.Accept("a"); ++i) {
+  }
+  EXPECT_LE(w.state().stacks.size(), wide->limits().max_stacks);
+}
+
+TEST(JsonSchema, ObjectsWithRequiredAndOptionalMembers) {
+  auto g = FromSchema(json::parse(R"({
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
+                   "tags": {"type": "array", "items": {"type": "string"}}},
+    "required": ["name"]})"));
+  ASSERT_NE(g, nullptr);
+  EXPECT_TRUE(Matches(g, R"({"name": "x"})"));
+  EXPECT_TRUE(Matches(g, R"({"name":"x","age":-3,"tags":["a","b"]})"));
+  EXPECT_TRUE(Matches(g, "{\n  \"name\": \"x\",\n  \"tags\": []\n}"));
+  EXPECT_FALSE(Matches(g, R"({"age": 3})"));            // name is required
+  EXPECT_FALSE(Matches(g, R"({"name": "x", "x": 1})"));  // no additional properties
+  EXPECT_FALSE(Matches(g, R"({"age": 3, "name": "x"})"));  // members in the schema's order
+  EXPECT_FALSE(Matches(g, R"({"name": "x",})"));
+  EXPECT_FALSE(Matches(g, R"({"name": 1})"));
+  EXPECT_FALSE(Matches(g, R"({"name": "x", "age": 1.5})"));
+}
+
+TEST(JsonSchema, AdditionalPropertiesEnumConstAnyOfAndRefs) {
+  auto g = FromSchema(json::parse(R"({
+    "$defs": {"node": {"type": "object", "properties": {
+        "v": {"enum": ["a", 1, null, true]},
+        "next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}},
+      "required": ["v", "next"]}},
+    "type": "object",
+    "properties": {"kind": {"const": "list"}, "head": {"$ref": "#/$defs/node"},
+                   "meta": {"type": "object", "additionalProperties": {"type": "boolean"}}},
+    "required": ["kind", "head"]})"));
+  ASSERT_NE(g, nullptr);
+  EXPECT_TRUE(Matches(g, R"({"kind":"list","head":{"v":"a","next":{"v":1,"next":null}}})"));
+  EXPECT_TRUE(Matches(g, R"({"kind":"list","head":{"v":null,"next":null},"meta":{"x":true}})"));
+  EXPECT_FALSE(Matches(g, R"({"kind":"lists","head":{"v":"a","next":null}})"));
+  EXPECT_FALSE(Matches(g, R"({"kind":"list","head":{"v":"b","next":null}})"));
+  EXPECT_FALSE(Matches(g, R"({"kind":"list","head":{"v":"a","next":null},"meta":{"x":1}})"));
+  EXPECT_FALSE(Matches(g, R"({"kind":"list","head":{"v":"a"}})"));
+}
+
+TEST(JsonSchema, IntegerBoundsAreExact) {
+  for (const auto& [lo, hi] : std::vector<std::pair<int, int>>{{-23, 117}, {0, 9}, {5, 1000},
+                                                                 {-1000, -7}, {99, 101}}) {
+    auto g = FromSchema({{"type", "integer"}, {"minimum", lo}, {"maximum", hi}});
+    ASSERT_NE(g, nullptr);
+    for (int v = -1200; v <= 1200; ++v) {
+      ASSERT_EQ(Matches(g, std::to_string(v)), v >= lo && v <= hi)
+          << v << " in [" << lo << ", " << hi << "]";
+    }
+    EXPECT_FALSE(Matches(g, "007"));
+    EXPECT_FALSE(Matches(g, "-0"));
+  }
+  auto open = FromSchema({{"type", "integer"}, {"exclusiveMinimum", 10}});
+  ASSERT_NE(open, nullptr);
+  EXPECT_FALSE(Matches(open, "10"));
+  EXPECT_TRUE(Matches(open, "11"));
+  EXPECT_TRUE(Matches(open, "123456789012"));
+  EXPECT_FALSE(Matches(open, "-11"));
+}
+
+TEST(JsonSchema, StringsArraysAndNumbers) {
+  auto g = FromSchema(json::parse(R"({"type": "array", "minItems": 2, "maxItems": 3,
+    "items": {"type": "string", "minLength": 1, "maxLength": 3}})"));
+  ASSERT_NE(g, nullptr);
+  EXPECT_TRUE(Matches(g, R"(["a","bcd"])"));
+  EXPECT_TRUE(Matches(g, R"(["a", "b", "\n"])"));
+  EXPECT_FALSE(Matches(g, R"(["a"])"));
+  EXPECT_FALSE(Matches(g, R"(["a","b","c","d"])"));
+  EXPECT_FALSE(Matches(g, R"(["abcd","b"])"));
+  EXPECT_FALSE(Matches(g, R"(["","b"])"));
+  auto n = FromSchema({{"type", "number"}});
+  ASSERT_NE(n, nullptr);
+  for (const char* ok : {"0", "-1.5", "3e10", "2.25E-3"}) EXPECT_TRUE(Matches(n, ok)) << ok;
+  for (const char* bad : {"01", "1.", ".5", "+1", "1e"}) EXPECT_FALSE(Matches(n, bad)) << bad;
+  auto date = FromSchema({{"type", "string"}, {"format", "date-time"}});
+  ASSERT_NE(date, nullptr);
+  EXPECT_TRUE(Matches(date, R"("2026-12-05T07:30:00Z")"));
+  EXPECT_FALSE(Matches(date, R"("2026-13-05T07:30:00Z")"));
+}
+
+TEST(JsonSchema, Patterns) {
+  auto g = FromSchema({{"type", "string"}, {"pattern", "^[A-Z]{2}-\\d{3,4}(x|yz)?$"}});
+  ASSERT_NE(g, nullptr);
+  EXPECT_TRUE(Matches(g, R"("AB-123")"));
+  EXPECT_TRUE(Matches(g, R"("AB-1234yz")"));
+  EXPECT_FALSE(Matches(g, R"("AB-12")"));
+  EXPECT_FALSE(Matches(g, R"("ab-123")"));
+  EXPECT_FALSE(Matches(g, R"("AB-123y")"));
+  auto quote = FromSchema({{"type", "string"}, {"pattern", "^a\"b\\\\c$"}});
+  ASSERT_NE(quote, nullptr);
+  EXPECT_TRUE(Matches(quote, R"("a\"b\\c")"));  // the JSON text escapes what the pattern matched
+  auto unanchored = FromSchema({{"type", "string"}, {"pattern", "[0-9]{2}"}});
+  ASSERT_NE(unanchored, nullptr);
+  EXPECT_TRUE(Matches(unanchored, R"("xx42yy")"));
+  EXPECT_FALSE(Matches(unanchored, R"("x4y")"));
+  EXPECT_NE(SchemaError({{"type", "string"}, {"pattern", "^(a*)*$"}}).find("empty string"),
+            std::string::npos);
+  EXPECT_NE(SchemaError({{"type", "string"}, {"pattern", "(a)\\1"}}).find("backreferences"),
+            std::string::npos);
+  EXPECT_NE(SchemaError({{"type", "string"}, {"pattern", "a(?=b)"}}).find("lookaround"),
+            std::string::npos);
+}
+
+TEST(JsonSchema, RefusesWhatItCannotEnforce) {
+  EXPECT_NE(SchemaError({{"type", "integer"}, {"multipleOf", 3}}).find("'multipleOf' is not supported"),
+            std::string::npos);
+  EXPECT_NE(SchemaError(json::parse(R"({"properties": {"a": {"not": {}}}})"))
+                .find("schema.properties.a: 'not'"),
+            std::string::npos);
+  EXPECT_NE(SchemaError({{"$ref", "#/$defs/missing"}}).find("not defined"), std::string::npos);
+  EXPECT_NE(SchemaError({{"type", "number"}, {"maximum", 3}}).find("bounds on a number"),
+            std::string::npos);
+  EXPECT_NE(SchemaError({{"type", "strin"}}).find("unknown type 'strin'"), std::string::npos);
+  json deep = {{"type", "string"}};
+  for (int i = 0; i < 200; ++i) deep = {{"type", "array"}, {"items", deep}};
+  EXPECT_NE(SchemaError(deep).find("max_nesting"), std::string::npos);
+  json wide = {{"type", "object"}, {"properties", json::object()}};
+  for (int i = 0; i < 5000; ++i) wide["properties"]["p" + std::to_string(i)] = {{"type", "string"}};
+  EXPECT_NE(SchemaError(wide).find("limit max_rules"), std::string::npos);
+  EXPECT_NE(SchemaError({{"type", "string"}, {"maxLength", 100000}}).find("max_repeat"),
+            std::string::npos);
+}
+
+// Random walks: at each step the mask must equal the slow reference; a token is then chosen
+// among the allowed ones (end tokens only when nothing else is allowed).
+void CheckMasksOnWalks(TokenMasker& masker, int walks, int steps, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (int w = 0; w < walks; ++w) {
+    GrammarMatcher m(masker.grammar());
+    for (int step = 0; step < steps; ++step) {
+      TokenMask fast, slow;
+      masker.FillMask(m, fast);
+      masker.FillMaskByEveryToken(m, slow);
+      ASSERT_EQ(fast, slow) << "walk " << w << " step " << step << ": " << fast.Count()
+                            << " tokens allowed, the reference allows " << slow.Count();
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id < fast.n_vocab(); ++id) {
+        if (fast.Test(id) && !masker.vocab().is_end(id)) allowed.push_back(id);
+        if (fast.Test(id)) {
+          EXPECT_TRUE(masker.Allows(m, id));
+        }
+      }
+      if (allowed.empty()) break;
+      ASSERT_TRUE(m.Accept(masker.vocab().piece(allowed[rng() % allowed.size()])));
+    }
+  }
+}
+
+// Every byte alone, and pieces that cross the grammar's boundaries and split characters.
+std::shared_ptr<const GrammarVocab> HandMadeVocab() {
+  std::vector<std::string> pieces;
+  for (int b = 0; b < 256; ++b) pieces.push_back(std::string(1, static_cast<char>(b)));
+  for (const char* p : {"{\"", "\":", "\": \"", "\",", "\"}", "}\n", "true", "false", "null",
+                        " [", "],", "12", "-3", ".5e", "e+", "\\u00", "\\\"", "\xC3\xA9",
+                        "\xC3", "\xA9\"", "\xE2\x82", "\xAC", "name", "\"name\"", "age\":",
+                        "AB-", "-12", "34yz\"", "  ", "\n  ", ",\n", "\"a\",\"b", "\"}}", "}}", "x\"}", "\"}}}}"}) {
+    pieces.emplace_back(p);
+  }
+  pieces.emplace_back("");  // a control token: never allowed
+  pieces.emplace_back("</s>");
+  const auto end = static_cast<int32_t>(pieces.size() - 1);
+  return std::make_shared<const GrammarVocab>(std::move(pieces), std::vector<int32_t>{end});
+}
+
+std::vector<std::shared_ptr<const Grammar>> WalkGrammars() {
+  std::vector<std::shared_ptr<const Grammar>> out;
+  out.push_back(MustParse(JsonObjectGbnf()));
+  out.push_back(FromSchema(json::parse(R"({"type": "object", "properties": {
+      "name": {"type": "string", "pattern": "^AB-\\d{2,4}(yz)?$"},
+      "age": {"type": "integer", "minimum": -50, "maximum": 120},
+      "tags": {"type": "array", "items": {"enum": ["a", "b", "\u00e9\u20ac"]}, "maxItems": 4},
+      "note": {"type": "string", "maxLength": 6}},
+      "required": ["name", "age"]})")));
+  out.push_back(MustParse("root ::= [\\u00e0-\\u00ff\\u20ac]+ (\"!\" | \"e+\" [0-9])\n"));
+  // Stacks deeper than a cache key: tokens such as "\"}}" leave the key's rules and are decided
+  // by the whole stack.
+  json deep = {{"type", "string"}, {"maxLength", 5}};
+  for (const char* name : {"e", "d", "c", "b", "a"}) {
+    deep = {{"type", "object"}, {"properties", {{name, deep}}}, {"required", {name}}};
+  }
+  out.push_back(FromSchema(deep));
+  return out;
+}
+
+TEST(TokenMasker, EqualsTheReferenceOnAHandMadeVocabulary) {
+  auto vocab = HandMadeVocab();
+  uint64_t seed = 1;
+  for (const auto& g : WalkGrammars()) {
+    ASSERT_NE(g, nullptr);
+    TokenMasker masker(g, vocab);
+    CheckMasksOnWalks(masker, 30, 60, seed++);
+    EXPECT_GT(masker.cached_positions(), 0u);
+  }
+}
+
+TEST(TokenMasker, EndTokensOnlyWhenTheDocumentIsWhole) {
+  auto vocab = HandMadeVocab();
+  const int32_t end = vocab->end_tokens()[0];
+  TokenMasker masker(MustParse("root ::= \"ab\" \"c\"?\n"), vocab);
+  GrammarMatcher m(masker.grammar());
+  TokenMask mask;
+  masker.FillMask(m, mask);
+  EXPECT_FALSE(mask.Test(end));
+  EXPECT_TRUE(mask.Test('a'));
+  EXPECT_EQ(mask.Count(), 1);
+  ASSERT_TRUE(m.Accept("ab"));
+  masker.FillMask(m, mask);
+  EXPECT_TRUE(mask.Test(end));
+  EXPECT_TRUE(mask.Test('c'));
+  EXPECT_EQ(mask.Count(), 2);
+  ASSERT_TRUE(m.Accept("c"));
+  EXPECT_TRUE(m.Done());
+  masker.FillMask(m, mask);
+  EXPECT_EQ(mask.Count(), 1);
+  EXPECT_TRUE(mask.Test(end));
+}
+
+std::unique_ptr<Tokenizer> RealTokenizer(const std::string& name) {
+  const std::string path = testing::RealModelPath(name);
+  if (path.empty()) return nullptr;
+  auto file = GgufFile::Open(path);
+  EXPECT_TRUE(file.ok()) << file.message();
+  if (!file.ok()) return nullptr;
+  auto tokenizer = Tokenizer::FromGguf(*file);
+  EXPECT_TRUE(tokenizer.ok()) << tokenizer.message();
+  return tokenizer.ok() ? std::move(*tokenizer) : nullptr;
+}
+
+TEST(TokenMasker, EqualsTheReferenceOnRealVocabularies) {
+  for (const char* name : {"smollm2-135m", "gemma3-270m"}) {
+    auto tokenizer = RealTokenizer(name);
+    ASSERT_NE(tokenizer, nullptr) << name;
+    auto vocab = GrammarVocab::FromTokenizer(*tokenizer);
+    uint64_t seed = 100;
+    for (const auto& g : WalkGrammars()) {
+      ASSERT_NE(g, nullptr);
+      TokenMasker masker(g, vocab);
+      CheckMasksOnWalks(masker, 2, std::string(name) == "smollm2-135m" ? 40 : 12, seed++);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvserve
