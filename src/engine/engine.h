@@ -129,6 +129,11 @@ struct EngineStats {
   uint64_t shift_dropped_tokens = 0;
   uint64_t context_shifts = 0;
   uint64_t shift_recomputed_tokens = 0;
+  // Constrained decoding: positions sampled under a grammar that needed a whole mask, those the
+  // greedy choice decided alone (one token checked), and the milliseconds spent on both.
+  uint64_t grammar_masked = 0;
+  uint64_t grammar_checked = 0;
+  double grammar_mask_ms = 0;
   // The KV disk tier (all 0 without one): block reads that found a valid file (hits) or none
   // (misses), payload bytes read, files written and their payload bytes, failed writes, invalid
   // files found (deleted), the directory's block files' bytes; prompt tokens restored from disk.

@@ -7,6 +7,7 @@
 #include "engine/block_map.h"
 #include "engine/context_shift.h"
 #include "engine/engine_stats.h"
+#include "engine/grammar_sampling.h"
 #include "engine/kv_disk_setup.h"
 
 namespace kvserve {
@@ -209,7 +210,7 @@ StepSamples EngineCore::Sample(const StepPlan& plan, const StepLogits& logits) {
     const size_t n_tokens = seq.tokens.size();
     int n_accepted = 0;
     for (;;) {
-      samples.push_back(seq.sampler.Sample(logits.row(row + n_accepted), seq.tokens, seq.dropped));
+      samples.push_back(SampleNext(seq, logits.row(row + n_accepted), counters_.grammar));
       if (n_accepted >= chunk.n_draft || samples.back().token != seq.draft[n_accepted]) break;
       seq.tokens.push_back(samples.back().token);
       ++n_accepted;

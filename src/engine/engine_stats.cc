@@ -36,6 +36,9 @@ void StepCounters::AddTo(EngineStats& stats) const {
   stats.context_shifts = context_shifts;
   stats.shift_recomputed_tokens = shift_recomputed_tokens;
   stats.kv_disk_restored_tokens = disk_restored_tokens;
+  stats.grammar_masked = grammar.masked;
+  stats.grammar_checked = grammar.checked;
+  stats.grammar_mask_ms = grammar.mask_ms;
 }
 
 void AddPoolStats(const BlockManager& blocks, const KvCache& kv, EngineStats& stats) {

@@ -7,6 +7,7 @@
 
 #include "engine/context_shift.h"
 #include "engine/engine.h"
+#include "engine/grammar_sampling.h"
 #include "engine/scheduler.h"
 #include "kv/block_manager.h"
 #include "kv/disk_tier.h"
@@ -23,6 +24,7 @@ struct StepCounters {
   uint64_t context_shifts = 0;
   uint64_t shift_recomputed_tokens = 0;
   uint64_t disk_restored_tokens = 0;  // prompt tokens whose blocks came back from the disk tier
+  GrammarSampleCost grammar;          // constrained decoding's masks
 
   // One step of `plan` and the prompt tokens it computes.
   void CountStep(const StepPlan& plan);

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "engine/finish_reason.h"
 #include "engine/sampler.h"
+#include "grammar/token_masker.h"
 #include "tokenizer/streaming_decoder.h"
 
 namespace kvserve {
@@ -70,6 +72,10 @@ struct Request {
   // changes a token or a logprob: drafts are verified by replaying this request's sampler.
   bool speculative = true;
   ContextOverflow context_overflow = ContextOverflow::kDefault;
+  // Constrained decoding (docs/api.md, "Structured output"): every sampled token continues a
+  // document of this grammar, and an end-of-generation token comes only when the document is
+  // whole. Shared with other requests that use the same grammar (its mask cache too); null: none.
+  std::shared_ptr<TokenMasker> grammar;
   // kShift: leading prompt tokens kept through every shift besides the engine's sink tokens
   // (e.g. a system prompt); clamped to the prompt.
   int pinned_prefix_tokens = 0;

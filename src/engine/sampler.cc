@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <string>
 
@@ -211,14 +212,27 @@ int32_t Sampler::CandidateOrder::at(size_t i) {
 
 std::span<const float> Sampler::Adjusted(std::span<const float> logits,
                                          std::span<const int32_t> history,
-                                         std::span<const int32_t> earlier) {
+                                         std::span<const int32_t> earlier,
+                                         const TokenMask* allowed) {
   const bool penalize = (params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f ||
                          params_.frequency_penalty != 0.0f) &&
                         !(history.empty() && earlier.empty());
-  if (params_.logit_bias.empty() && !penalize) return logits;  // no copy of the vocabulary
+  if (params_.logit_bias.empty() && !penalize && allowed == nullptr) {
+    return logits;  // no copy of the vocabulary
+  }
   work_.assign(logits.begin(), logits.end());
   for (const auto& [token, bias] : params_.logit_bias) work_[token] += bias;
-  if (!penalize) return work_;
+  if (penalize) Penalize(history, earlier);
+  if (allowed != nullptr) {
+    constexpr float kMasked = -std::numeric_limits<float>::infinity();
+    for (int32_t id = 0; id < n_vocab_; ++id) {
+      if (!allowed->Test(id)) work_[id] = kMasked;
+    }
+  }
+  return work_;
+}
+
+void Sampler::Penalize(std::span<const int32_t> history, std::span<const int32_t> earlier) {
   counts_.assign(n_vocab_, 0);
   candidates_.clear();  // the distinct tokens seen, each once
   for (std::span<const int32_t> part : {earlier, history}) {
@@ -231,14 +245,14 @@ std::span<const float> Sampler::Adjusted(std::span<const float> logits,
     v = v > 0 ? v / params_.repetition_penalty : v * params_.repetition_penalty;
     v -= params_.presence_penalty + params_.frequency_penalty * counts_[token];
   }
-  return work_;
 }
 
 SampleResult Sampler::Sample(std::span<const float> logits, std::span<const int32_t> history,
-                             std::span<const int32_t> earlier) {
+                             std::span<const int32_t> earlier, const TokenMask* allowed) {
   SampleResult result;
-  const std::span<const float> w = Adjusted(logits, history, earlier);
-  result.token = params_.temperature == 0.0f ? ArgMax(w) : SampleWithTemperature(w);
+  const std::span<const float> w = Adjusted(logits, history, earlier, allowed);
+  const size_t keep = allowed != nullptr ? static_cast<size_t>(allowed->Count()) : w.size();
+  result.token = params_.temperature == 0.0f ? ArgMax(w) : SampleWithTemperature(w, keep);
   if (compute_logprob_ || params_.top_logprobs > 0) FillLogprobs(logits, result);
   return result;
 }
@@ -246,10 +260,11 @@ SampleResult Sampler::Sample(std::span<const float> logits, std::span<const int3
 // Candidates in order (larger logit first), truncated by top-k, min-p and top-p, then one drawn
 // with probability proportional to exp((logit - max) / temperature). Without top-k the normaliser
 // sums every token in id order; otherwise, and for the kept head, in candidate order.
-int32_t Sampler::SampleWithTemperature(std::span<const float> w) {
+int32_t Sampler::SampleWithTemperature(std::span<const float> w, size_t keep_at_most) {
   const float max_logit = MaxOf(w);
   order_.Reset(w, HeadFloor(w, max_logit - 20.0f * params_.temperature));
-  const size_t keep = params_.top_k > 0 ? std::min<size_t>(params_.top_k, w.size()) : w.size();
+  size_t keep = params_.top_k > 0 ? std::min<size_t>(params_.top_k, w.size()) : w.size();
+  keep = std::min(keep, std::max<size_t>(keep_at_most, 1));
   order_.Truncate(keep);
   probs_.resize(w.size());
   double sum = 0.0;

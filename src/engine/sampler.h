@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "grammar/token_mask.h"
 #include "util/status.h"
 
 namespace kvserve {
@@ -50,9 +51,11 @@ class Sampler {
   // Samples from logits [n_vocab]; `history` is the tokens seen so far (prompt and output), used
   // by the penalties, and `earlier` more of them that the sequence no longer holds (dropped by a
   // context shift; the penalties count tokens, so their order does not matter). Does not modify
-  // `logits`.
+  // `logits`. `allowed` (constrained decoding; not empty): only these tokens may be chosen, as if
+  // every other logit were -inf after the bias and the penalties; the reported logprobs stay
+  // those of the model's own distribution.
   SampleResult Sample(std::span<const float> logits, std::span<const int32_t> history,
-                      std::span<const int32_t> earlier = {});
+                      std::span<const int32_t> earlier = {}, const TokenMask* allowed = nullptr);
 
  private:
   // The candidates in the sampler's order (larger logit first, then lower id) as 64-bit keys,
@@ -83,8 +86,10 @@ class Sampler {
   // The logits after logit_bias and the penalties: `logits` itself when neither applies, else
   // work_.
   std::span<const float> Adjusted(std::span<const float> logits, std::span<const int32_t> history,
-                                  std::span<const int32_t> earlier);
-  int32_t SampleWithTemperature(std::span<const float> w);
+                                  std::span<const int32_t> earlier, const TokenMask* allowed);
+  void Penalize(std::span<const int32_t> history, std::span<const int32_t> earlier);  // on work_
+  // keep_at_most: candidates that may be drawn at all (the allowed ones come first in the order).
+  int32_t SampleWithTemperature(std::span<const float> w, size_t keep_at_most);
   // The candidate position where min-p, then top-p, end the list (at most `keep`).
   size_t CutOff(size_t keep, double sum);
   void FillLogprobs(std::span<const float> logits, SampleResult& result);

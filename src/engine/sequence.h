@@ -13,6 +13,8 @@
 #include "engine/request.h"
 #include "engine/sampler.h"
 #include "engine/stop_checker.h"
+#include "grammar/grammar_matcher.h"
+#include "grammar/token_mask.h"
 #include "kv/block_manager.h"
 
 namespace kvserve {
@@ -26,7 +28,9 @@ struct Sequence {
         tokens(request.prompt),
         n_prompt(static_cast<int>(request.prompt.size())),
         sampler(request.sampling, n_vocab, request.logprobs),
-        stop(request, tokenizer, n_ctx) {}
+        stop(request, tokenizer, n_ctx) {
+    if (request.grammar) grammar.emplace(request.grammar->grammar());
+  }
 
   Request request;
   std::shared_ptr<RequestStream> stream;
@@ -39,6 +43,10 @@ struct Sequence {
   Sampler sampler;
   StopChecker stop;  // stop rules and the emitted text
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // Constrained decoding: where the output stands in request.grammar (advanced by every sampled
+  // token, drafts included once accepted), and the mask buffer reused at each position.
+  std::optional<GrammarMatcher> grammar;
+  TokenMask grammar_mask;
   // Speculative decoding: tokens proposed to follow `tokens` this step (cleared by Postprocess),
   // the current depth (most tokens to propose; 0 = not yet set), the acceptance seen so far (the
   // cost gate's), and the running totals.

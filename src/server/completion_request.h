@@ -18,6 +18,7 @@
 #include "engine/request.h"
 #include "engine/sampler.h"
 #include "server/api_error.h"
+#include "server/output_format.h"
 #include "tokenizer/chat_template.h"
 
 namespace kvserve {
@@ -54,6 +55,7 @@ struct CompletionRequest {
   // none for completions, the rendered system message for chat).
   std::optional<ContextOverflow> context_overflow;
   std::optional<int> pinned_prefix_tokens;
+  OutputFormat output;  // structured output: response_format, grammar or json_schema
 };
 
 // Fills `out` from `body`; returns the first problem found.

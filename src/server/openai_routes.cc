@@ -162,7 +162,11 @@ void ReplyError(httplib::Response& response, const ApiError& error) {
 
 OpenAiRoutes::OpenAiRoutes(ServedModel model, RouteOptions options, ServerMetrics& metrics,
                            std::atomic<int>& in_flight)
-    : model_(std::move(model)), options_(options), metrics_(metrics), in_flight_(in_flight) {
+    : model_(std::move(model)),
+      options_(options),
+      metrics_(metrics),
+      in_flight_(in_flight),
+      grammars_(std::make_unique<GrammarCache>(GrammarVocab::FromTokenizer(*model_.tokenizer))) {
   char prefix[17];
   std::snprintf(prefix, sizeof(prefix), "%08x", static_cast<unsigned>(RandomSeed()));
   id_prefix_ = prefix;
@@ -203,6 +207,7 @@ std::optional<ApiError> ReadCompletionRequest(const httplib::Request& http_reque
   if (auto error = ParseCompletionRequest(body, kind, model.tokenizer->n_vocab(), request)) {
     return error;
   }
+  if (auto error = ParseOutputFormat(body, text, request.output)) return error;
   if (!request.model.empty() && request.model != model.id) {
     return ApiError::NotFound(
         "model '" + request.model + "' does not exist; this " + "server serves '" + model.id + "'",
@@ -378,6 +383,13 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
   if (auto error = ReadCompletionRequest(http_request, text, kind, model_, request)) {
     return ReplyError(response, *error);
   }
+  std::shared_ptr<TokenMasker> grammar;
+  if (request.output.source) {
+    auto compiled = grammars_->Get(*request.output.source, request.output.text);
+    if (!compiled.ok())
+      return ReplyError(response, ApiError::BadRequest(compiled.message(), request.output.field));
+    grammar = *compiled;
+  }
   const PromptPlan plan = EncodePrompts(model_, kind, prepared);
   const bool text_kind = kind == CompletionKind::kText;
   const std::string id = std::string(text_kind ? "cmpl-" : "chatcmpl-") + id_prefix_ +
@@ -407,6 +419,7 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
       r.context_overflow = plan.shift ? ContextOverflow::kShift : ContextOverflow::kError;
       r.pinned_prefix_tokens = plan.pinned;
       r.logprobs = request.logprobs;
+      r.grammar = grammar;
       r.cache_salt = tenant + "/" + request.cache_salt;
       if (!request.session_id.empty()) r.session_id = tenant + "/" + request.session_id;
       r.timeout_s = options_.request_timeout_s;

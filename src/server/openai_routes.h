@@ -9,10 +9,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "engine/engine.h"
+#include "grammar/grammar_cache.h"
 #include "server/api_error.h"
 #include "server/completion_request.h"
 #include "server/metrics.h"
@@ -66,6 +68,7 @@ class OpenAiRoutes {
   ServerMetrics& metrics_;
   std::atomic<int>& in_flight_;
   std::atomic<uint64_t> next_id_{1};
+  std::unique_ptr<GrammarCache> grammars_;  // structured output's compiled grammars
   std::string id_prefix_;  // random per process, so ids do not repeat across restarts
 };
 
