@@ -17,6 +17,7 @@
 #include "cli/bench_runner.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "cli/grammar_bench.h"
 #include "cli/model_options.h"
 #include "cli/spec_bench.h"
 #include "cli/spec_tasks.h"
@@ -102,6 +103,11 @@ FlagTable BenchFlagTable() {
             {.name = "--spec-replay",
              .value_name = "P[,P...]",
              .help = "draft the plain output, each token right with probability P, per P"}}},
+          {"structured output bench",
+           {{.name = "--structured",
+             .value_name = "SCHEMA",
+             .help = "time constrained decoding against plain decoding for a JSON Schema: tool "
+                     "(a tool call's arguments), person (a nested record) or a file"}}},
           ModelFlags(),
           SpecFlags(),
           std::move(engine)}};
@@ -368,6 +374,27 @@ int RunSpecBenchCommand(const Args& args, const Model& model, const ModelOptions
   return 0;
 }
 
+// --structured: constrained against plain decoding, compile times and the mask's cost.
+int RunGrammarBenchCommand(const Args& args, const Model& model, const ModelOptions& model_options,
+                           const BenchFlags& flags) {
+  auto engine = ReadEngineOptions(args, model_options);
+  if (!engine.ok()) return Fail(engine.message(), 2);
+  GrammarBenchOptions o{.engine = *engine, .schema = *args.Get("--structured")};
+  o.engine.n_threads = model_options.n_threads;
+  o.engine.spec = SpecOptions{};
+  o.n_gen = flags.n_gen.empty() || flags.n_gen[0] == 0 ? 128 : flags.n_gen[0];
+  o.repeats = flags.repeats;
+  o.format = flags.format;
+  if (flags.format == "csv")
+    return Fail("flag --output-format: csv does not go with --structured", 2);
+  auto tokenizer = Tokenizer::FromGguf(model.file());
+  if (!tokenizer.ok()) return Fail(tokenizer.message(), 1);
+  auto rows = RunGrammarBench(model, **tokenizer, o);
+  if (!rows.ok()) return Fail(rows.message(), 1);
+  std::fputs(FormatGrammarBench(*rows, flags.format).c_str(), stdout);
+  return 0;
+}
+
 namespace {
 
 // One `kvserve bench` run: what was measured, for the printers.
@@ -585,6 +612,8 @@ int RunBench(const std::vector<std::string>& argv) {
   if (flags->cache_compare) {
     return RunCacheCompare(**model, *model_options, *flags, report.n_threads);
   }
+  if (args->Has("--structured"))
+    return RunGrammarBenchCommand(*args, **model, *model_options, *flags);
   if (args->GetOr("--spec", "none") != "none" || args->Has("--spec-replay"))
     return RunSpecBenchCommand(*args, **model, *model_options, *flags);
 
