@@ -35,22 +35,25 @@ class GrammarEngine : public ::testing::Test {
     auto schema = cache_->Get(GrammarSource::kJsonSchema, kSchema);
     ASSERT_TRUE(schema.ok()) << schema.message();
     schema_ = *schema;
-    auto answer = cache_->Get(GrammarSource::kGbnf, "root ::= (\"yes\" | \"no\") \", because \" [a-z ]{1,40} \".\"\n");
+    auto answer = cache_->Get(GrammarSource::kGbnf,
+                              "root ::= (\"yes\" | \"no\") \", because \" [a-z ]{1,40} \".\"\n");
     ASSERT_TRUE(answer.ok()) << answer.message();
     answer_ = *answer;
   }
 
   std::vector<int32_t> Prompt(const std::string& user) const {
-    return loaded_.tokenizer->Encode("<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n",
-                                     /*add_special=*/false, /*parse_special=*/true);
+    return loaded_.tokenizer->Encode(
+        "<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n",
+        /*add_special=*/false, /*parse_special=*/true);
   }
 
   // Constrained (greedy and seeded) and unconstrained requests on a few prompts.
   std::vector<Request> Requests() const {
     const std::vector<std::string> users = {
         "Repeat this record exactly: {\"name\": \"Ann Lee\", \"age\": 31, \"city\": \"Oslo\", "
-        "\"pets\": [\"cat\", \"dog\"]}", "Invent a pet owner from Paris, as JSON.",
-        "Is the sky blue? Answer and explain.", "Give me one JSON record of a student."};
+        "\"pets\": [\"cat\", \"dog\"]}",
+        "Invent a pet owner from Paris, as JSON.", "Is the sky blue? Answer and explain.",
+        "Give me one JSON record of a student."};
     std::vector<Request> out;
     for (size_t i = 0; i < users.size(); ++i) {
       for (int variant = 0; variant < 3; ++variant) {
@@ -70,7 +73,7 @@ class GrammarEngine : public ::testing::Test {
   std::unique_ptr<Engine> NewEngine(SpecMethod spec) const {
     EngineOptions options{.n_threads = 2, .n_ctx = 512};
     options.spec.method = spec;
-    options.spec.cost_gate = false;  // every draft verified
+    options.spec.cost_gate = false;   // every draft verified
     options.spec.batch_tokens = 512;  // no back-off with 12 sequences
     auto engine = Engine::Create(*loaded_.model, *loaded_.tokenizer, options);
     EXPECT_TRUE(engine.ok()) << engine.message();
@@ -78,7 +81,8 @@ class GrammarEngine : public ::testing::Test {
   }
 
   // Runs `requests` one after the other or all at once (ids made unique per run).
-  static std::vector<testing::StreamOutput> Run(Engine& engine, const std::vector<Request>& requests,
+  static std::vector<testing::StreamOutput> Run(Engine& engine,
+                                                const std::vector<Request>& requests,
                                                 bool together) {
     static int run = 0;
     ++run;
@@ -146,7 +150,6 @@ TEST_F(GrammarEngine, SpeculationChangesNoConstrainedToken) {
   for (size_t i = 0; i < requests.size(); ++i) {
     EXPECT_EQ(got[i].tokens, expected[i].tokens) << requests[i].id;
     if (requests[i].grammar) drafted += got[i].usage.drafted_tokens;
-
   }
   EXPECT_GT(drafted, 0) << "the constrained requests should have had drafts to verify";
 }

@@ -73,8 +73,7 @@ term ::= [0-9]+ | "(" expr ")"
 }
 
 TEST(Gbnf, RepetitionsClassesAndEscapes) {
-  auto g = MustParse(
-      "root ::= \"a\"{2,3} [^x-z\\n] \"\\u00e9\"? . \"b\"{2} [\\x41-\\x43]*\n");
+  auto g = MustParse("root ::= \"a\"{2,3} [^x-z\\n] \"\\u00e9\"? . \"b\"{2} [\\x41-\\x43]*\n");
   ASSERT_NE(g, nullptr);
   EXPECT_TRUE(Matches(g, "aaq\xC3\xA9!bbABCA"));
   EXPECT_TRUE(Matches(g, "aaa..bb"));
@@ -116,14 +115,15 @@ TEST(Gbnf, RefusesBadGrammarsNamingTheProblem) {
   EXPECT_NE(ParseError("root ::= " + std::string(100, '(') + "\"a\"" + std::string(100, ')') + "\n")
                 .find("max_nesting"),
             std::string::npos);
-  EXPECT_NE(ParseError("root ::= \"a\"\n", GrammarLimits{.max_source_bytes = 4})
-                .find("max_source_bytes"),
-            std::string::npos);
+  EXPECT_NE(
+      ParseError("root ::= \"a\"\n", GrammarLimits{.max_source_bytes = 4}).find("max_source_bytes"),
+      std::string::npos);
   // A huge alternation stays within max_elements or is refused by it.
   std::string huge = "root ::= \"0\"";
   for (int i = 1; i < 70000; ++i) huge += " | \"" + std::to_string(i) + "\"";
-  EXPECT_NE(ParseError(huge + "\n", GrammarLimits{.max_source_bytes = 1 << 22}).find("max_elements"),
-            std::string::npos);
+  EXPECT_NE(
+      ParseError(huge + "\n", GrammarLimits{.max_source_bytes = 1 << 22}).find("max_elements"),
+      std::string::npos);
 }
 
 TEST(Gbnf, AmbiguityIsBoundedNotExponential) {
@@ -152,8 +152,8 @@ TEST(JsonSchema, ObjectsWithRequiredAndOptionalMembers) {
   EXPECT_TRUE(Matches(g, R"({"name": "x"})"));
   EXPECT_TRUE(Matches(g, R"({"name":"x","age":-3,"tags":["a","b"]})"));
   EXPECT_TRUE(Matches(g, "{\n  \"name\": \"x\",\n  \"tags\": []\n}"));
-  EXPECT_FALSE(Matches(g, R"({"age": 3})"));            // name is required
-  EXPECT_FALSE(Matches(g, R"({"name": "x", "x": 1})"));  // no additional properties
+  EXPECT_FALSE(Matches(g, R"({"age": 3})"));               // name is required
+  EXPECT_FALSE(Matches(g, R"({"name": "x", "x": 1})"));    // no additional properties
   EXPECT_FALSE(Matches(g, R"({"age": 3, "name": "x"})"));  // members in the schema's order
   EXPECT_FALSE(Matches(g, R"({"name": "x",})"));
   EXPECT_FALSE(Matches(g, R"({"name": 1})"));
@@ -180,8 +180,8 @@ TEST(JsonSchema, AdditionalPropertiesEnumConstAnyOfAndRefs) {
 }
 
 TEST(JsonSchema, IntegerBoundsAreExact) {
-  for (const auto& [lo, hi] : std::vector<std::pair<int, int>>{{-23, 117}, {0, 9}, {5, 1000},
-                                                                 {-1000, -7}, {99, 101}}) {
+  for (const auto& [lo, hi] :
+       std::vector<std::pair<int, int>>{{-23, 117}, {0, 9}, {5, 1000}, {-1000, -7}, {99, 101}}) {
     auto g = FromSchema({{"type", "integer"}, {"minimum", lo}, {"maximum", hi}});
     ASSERT_NE(g, nullptr);
     for (int v = -1200; v <= 1200; ++v) {
@@ -243,8 +243,9 @@ TEST(JsonSchema, Patterns) {
 }
 
 TEST(JsonSchema, RefusesWhatItCannotEnforce) {
-  EXPECT_NE(SchemaError({{"type", "integer"}, {"multipleOf", 3}}).find("'multipleOf' is not supported"),
-            std::string::npos);
+  EXPECT_NE(
+      SchemaError({{"type", "integer"}, {"multipleOf", 3}}).find("'multipleOf' is not supported"),
+      std::string::npos);
   EXPECT_NE(SchemaError(json::parse(R"({"properties": {"a": {"not": {}}}})"))
                 .find("schema.properties.a: 'not'"),
             std::string::npos);
@@ -291,10 +292,12 @@ void CheckMasksOnWalks(TokenMasker& masker, int walks, int steps, uint64_t seed)
 std::shared_ptr<const GrammarVocab> HandMadeVocab() {
   std::vector<std::string> pieces;
   for (int b = 0; b < 256; ++b) pieces.push_back(std::string(1, static_cast<char>(b)));
-  for (const char* p : {"{\"", "\":", "\": \"", "\",", "\"}", "}\n", "true", "false", "null",
-                        " [", "],", "12", "-3", ".5e", "e+", "\\u00", "\\\"", "\xC3\xA9",
-                        "\xC3", "\xA9\"", "\xE2\x82", "\xAC", "name", "\"name\"", "age\":",
-                        "AB-", "-12", "34yz\"", "  ", "\n  ", ",\n", "\"a\",\"b", "\"}}", "}}", "x\"}", "\"}}}}"}) {
+  for (const char* p :
+       {"{\"",    "\":",      "\": \"", "\",",    "\"}",      "}\n",  "true", "false",
+        "null",   " [",       "],",     "12",     "-3",       ".5e",  "e+",   "\\u00",
+        "\\\"",   "\xC3\xA9", "\xC3",   "\xA9\"", "\xE2\x82", "\xAC", "name", "\"name\"",
+        "age\":", "AB-",      "-12",    "34yz\"", "  ",       "\n  ", ",\n",  "\"a\",\"b",
+        "\"}}",   "}}",       "x\"}",   "\"}}}}"}) {
     pieces.emplace_back(p);
   }
   pieces.emplace_back("");  // a control token: never allowed

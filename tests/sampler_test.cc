@@ -138,6 +138,53 @@ TEST(Sampler, LazyOrderDrawsWhatAFullSortDraws) {
   }
 }
 
+// Constrained decoding's mask: never a disallowed token, whatever the filters; greedy takes the
+// best allowed one; a mask that allows everything changes no draw.
+TEST(Sampler, MaskedDrawsOnlyAllowedTokens) {
+  const Setting settings[] = {
+      {"greedy", 0.0f, 0, 1.0f, 0.0f},       {"temperature", 0.8f, 0, 1.0f, 0.0f},
+      {"hot", 2.5f, 0, 1.0f, 0.0f},          {"top_k", 0.8f, 40, 1.0f, 0.0f},
+      {"top_p", 0.8f, 0, 0.9f, 0.0f},        {"min_p", 0.8f, 0, 1.0f, 0.05f},
+      {"llama.cpp", 0.8f, 40, 0.95f, 0.05f},
+  };
+  std::mt19937 rng(3);
+  for (const int n_vocab : {50, 262144}) {
+    const std::vector<float> row = LogitRow(n_vocab, rng, 3.0f, false);
+    // Allowed: a sparse set without the likeliest tokens, and a dense one.
+    for (const int stride : {97, 2}) {
+      TokenMask mask, all;
+      mask.Reset(n_vocab);
+      all.Reset(n_vocab);
+      for (int32_t id = 0; id < n_vocab; ++id) {
+        all.Set(id);
+        if (id % stride == 1) mask.Set(id);
+      }
+      int32_t best = -1;
+      for (int32_t id = 0; id < n_vocab; ++id) {
+        if (mask.Test(id) && (best < 0 || row[id] > row[best])) best = id;
+      }
+      for (const Setting& s : settings) {
+        SamplingParams params{.temperature = s.temperature,
+                              .top_k = s.top_k,
+                              .top_p = s.top_p,
+                              .min_p = s.min_p,
+                              .seed = 5};
+        Sampler masked(params, n_vocab, false), plain(params, n_vocab, false),
+            everything(params, n_vocab, false);
+        for (int draw = 0; draw < 40; ++draw) {
+          const int32_t token = masked.Sample(row, {}, {}, &mask).token;
+          ASSERT_TRUE(mask.Test(token)) << s.name << " drew " << token;
+          if (s.temperature == 0.0f) {
+            ASSERT_EQ(token, best);
+          }
+          ASSERT_EQ(everything.Sample(row, {}, {}, &all).token, plain.Sample(row, {}).token)
+              << s.name << ", draw " << draw;
+        }
+      }
+    }
+  }
+}
+
 TEST(Sampler, GreedyTakesTheFirstMaximum) {
   SamplingParams params;
   params.temperature = 0.0f;

@@ -41,9 +41,10 @@ constexpr const char* kPersonSchema = R"({"type": "object", "properties": {
 
 Result<std::pair<std::string, std::string>> SchemaText(const std::string& name) {
   if (name == "tool") {
-    return std::make_pair(std::string(kToolSchema),
-                          std::string("What is the weather going to be in Lyon over the next "
-                                      "five days? Give the arguments of a weather lookup as JSON."));
+    return std::make_pair(
+        std::string(kToolSchema),
+        std::string("What is the weather going to be in Lyon over the next "
+                    "five days? Give the arguments of a weather lookup as JSON."));
   }
   if (name == "person") {
     return std::make_pair(std::string(kPersonSchema),
@@ -142,12 +143,16 @@ Result<std::vector<GrammarBenchRow>> RunGrammarBench(const Model& model, const T
   return rows;
 }
 
-std::string FormatGrammarBench(const std::vector<GrammarBenchRow>& rows, const std::string& format) {
+std::string FormatGrammarBench(const std::vector<GrammarBenchRow>& rows,
+                               const std::string& format) {
   if (format == "json") {
     nlohmann::json out = nlohmann::json::array();
     for (const GrammarBenchRow& r : rows) {
-      out.push_back({{"schema", r.schema}, {"sampling", r.sampling}, {"vocab_ms", r.vocab_ms},
-                     {"compile_ms", r.compile_ms}, {"plain_tokens_per_s", r.plain_tokens_per_s},
+      out.push_back({{"schema", r.schema},
+                     {"sampling", r.sampling},
+                     {"vocab_ms", r.vocab_ms},
+                     {"compile_ms", r.compile_ms},
+                     {"plain_tokens_per_s", r.plain_tokens_per_s},
                      {"cold_tokens_per_s", r.cold_tokens_per_s},
                      {"warm_tokens_per_s", r.warm_tokens_per_s},
                      {"cold_mask_ms_per_token", r.cold_mask_ms},

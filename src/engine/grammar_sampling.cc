@@ -9,9 +9,8 @@ SampleResult SampleNext(Sequence& seq, std::span<const float> logits, GrammarSam
   TokenMasker& masker = *seq.request.grammar;
   const auto start = std::chrono::steady_clock::now();
   auto add_time = [&] {
-    cost.mask_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                              start)
-                        .count();
+    cost.mask_ms +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   };
   SampleResult result;
   bool decided = false;

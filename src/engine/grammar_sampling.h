@@ -13,7 +13,7 @@ namespace kvserve {
 
 // Time spent on masks, for the engine's statistics.
 struct GrammarSampleCost {
-  double mask_ms = 0;  // filling masks and checking tokens
+  double mask_ms = 0;    // filling masks and checking tokens
   uint64_t masked = 0;   // positions that needed a whole mask
   uint64_t checked = 0;  // positions decided by checking the greedy choice alone
 };

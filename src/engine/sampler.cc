@@ -225,8 +225,13 @@ std::span<const float> Sampler::Adjusted(std::span<const float> logits,
   if (penalize) Penalize(history, earlier);
   if (allowed != nullptr) {
     constexpr float kMasked = -std::numeric_limits<float>::infinity();
-    for (int32_t id = 0; id < n_vocab_; ++id) {
-      if (!allowed->Test(id)) work_[id] = kMasked;
+    const std::vector<uint64_t>& words = allowed->words();
+    for (size_t word = 0; word < words.size(); ++word) {
+      if (words[word] == ~uint64_t{0}) continue;  // all 64 allowed
+      const size_t end = std::min<size_t>(64 * word + 64, work_.size());
+      for (size_t id = 64 * word; id < end; ++id) {
+        if (!((words[word] >> (id & 63)) & 1)) work_[id] = kMasked;
+      }
     }
   }
   return work_;
@@ -260,11 +265,10 @@ SampleResult Sampler::Sample(std::span<const float> logits, std::span<const int3
 // Candidates in order (larger logit first), truncated by top-k, min-p and top-p, then one drawn
 // with probability proportional to exp((logit - max) / temperature). Without top-k the normaliser
 // sums every token in id order; otherwise, and for the kept head, in candidate order.
-int32_t Sampler::SampleWithTemperature(std::span<const float> w, size_t keep_at_most) {
+int32_t Sampler::SampleWithTemperature(std::span<const float> w, size_t n_allowed) {
   const float max_logit = MaxOf(w);
   order_.Reset(w, HeadFloor(w, max_logit - 20.0f * params_.temperature));
-  size_t keep = params_.top_k > 0 ? std::min<size_t>(params_.top_k, w.size()) : w.size();
-  keep = std::min(keep, std::max<size_t>(keep_at_most, 1));
+  const size_t keep = params_.top_k > 0 ? std::min<size_t>(params_.top_k, w.size()) : w.size();
   order_.Truncate(keep);
   probs_.resize(w.size());
   double sum = 0.0;
@@ -277,13 +281,16 @@ int32_t Sampler::SampleWithTemperature(std::span<const float> w, size_t keep_at_
   } else {
     sum = ExpSum(w, max_logit, params_.temperature, probs_.data());
   }
-  const size_t cut = CutOff(keep, sum);
+  // Masked candidates (-inf) come last in the order with probability exactly 0: a cut past the
+  // allowed ones keeps the whole mass, and the draw never reaches them.
+  size_t cut = CutOff(keep, sum);
   double kept_sum = 0.0;
-  if (cut < w.size()) {
+  if (cut < w.size() && cut < n_allowed) {
     for (size_t i = 0; i < cut; ++i) kept_sum += probs_[order_.at(i)];
   } else {
     kept_sum = sum;
   }
+  cut = std::min(cut, std::max<size_t>(n_allowed, 1));
   const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng_) * kept_sum;
   double running = 0.0;
   for (size_t i = 0; i < cut; ++i) {

@@ -88,8 +88,9 @@ class Sampler {
   std::span<const float> Adjusted(std::span<const float> logits, std::span<const int32_t> history,
                                   std::span<const int32_t> earlier, const TokenMask* allowed);
   void Penalize(std::span<const int32_t> history, std::span<const int32_t> earlier);  // on work_
-  // keep_at_most: candidates that may be drawn at all (the allowed ones come first in the order).
-  int32_t SampleWithTemperature(std::span<const float> w, size_t keep_at_most);
+  // n_allowed: candidates that may be drawn at all (under a mask the others are -inf in `w`, so
+  // they come last in the order).
+  int32_t SampleWithTemperature(std::span<const float> w, size_t n_allowed);
   // The candidate position where min-p, then top-p, end the list (at most `keep`).
   size_t CutOff(size_t keep, double sum);
   void FillLogprobs(std::span<const float> logits, SampleResult& result);

@@ -17,7 +17,8 @@ bool IsNameChar(char c) {
 }
 
 // Sorted, merged ranges.
-std::vector<std::pair<uint32_t, uint32_t>> Normalized(std::vector<std::pair<uint32_t, uint32_t>> r) {
+std::vector<std::pair<uint32_t, uint32_t>> Normalized(
+    std::vector<std::pair<uint32_t, uint32_t>> r) {
   std::sort(r.begin(), r.end());
   std::vector<std::pair<uint32_t, uint32_t>> out;
   for (const auto& range : r) {
@@ -37,10 +38,9 @@ class GbnfParser {
 
   Result<std::shared_ptr<const Grammar>> Parse() && {
     if (text_.size() > limits_.max_source_bytes) {
-      return Status::InvalidArgument("grammar: " + std::to_string(text_.size()) +
-                                     " bytes exceed the limit of " +
-                                     std::to_string(limits_.max_source_bytes) +
-                                     " (limit max_source_bytes)");
+      return Status::InvalidArgument(
+          "grammar: " + std::to_string(text_.size()) + " bytes exceed the limit of " +
+          std::to_string(limits_.max_source_bytes) + " (limit max_source_bytes)");
     }
     SkipSpace(true);
     while (pos_ < text_.size()) {
@@ -91,7 +91,8 @@ class GbnfParser {
     const std::string_view name = ParseName();
     if (name.empty()) return Error("expected a rule name");
     SkipSpace(false);
-    if (text_.substr(pos_, 3) != "::=") return Error("expected '::=' after '" + std::string(name) + "'");
+    if (text_.substr(pos_, 3) != "::=")
+      return Error("expected '::=' after '" + std::string(name) + "'");
     pos_ += 3;
     SkipSpace(true);
     const uint32_t id = builder_.RuleId(name);
@@ -219,14 +220,27 @@ class GbnfParser {
     if (AtEnd()) return Error("unexpected end after '\\'");
     const char e = text_[pos_++];
     switch (e) {
-      case 'n': return uint32_t{'\n'};
-      case 'r': return uint32_t{'\r'};
-      case 't': return uint32_t{'\t'};
-      case '\\': case '"': case ']': case '[': case '-': case '^': return uint32_t(e);
-      case 'x': return ParseHex(2);
-      case 'u': return ParseHex(4);
-      case 'U': return ParseHex(8);
-      default: return Error(std::string("unknown escape '\\") + e + "'");
+      case 'n':
+        return uint32_t{'\n'};
+      case 'r':
+        return uint32_t{'\r'};
+      case 't':
+        return uint32_t{'\t'};
+      case '\\':
+      case '"':
+      case ']':
+      case '[':
+      case '-':
+      case '^':
+        return uint32_t(e);
+      case 'x':
+        return ParseHex(2);
+      case 'u':
+        return ParseHex(4);
+      case 'U':
+        return ParseHex(8);
+      default:
+        return Error(std::string("unknown escape '\\") + e + "'");
     }
   }
 

@@ -52,10 +52,7 @@ class Grammar {
  public:
   Grammar(std::vector<GrammarRule> rules, std::vector<CharSet> char_sets, uint32_t root,
           GrammarLimits limits)
-      : rules_(std::move(rules)),
-        char_sets_(std::move(char_sets)),
-        root_(root),
-        limits_(limits) {}
+      : rules_(std::move(rules)), char_sets_(std::move(char_sets)), root_(root), limits_(limits) {}
   Grammar(const Grammar&) = delete;
   Grammar& operator=(const Grammar&) = delete;
 

@@ -57,9 +57,9 @@ Status GrammarBuilder::AppendRepeat(std::string_view base, const GrammarSequence
                                     std::optional<int> max, GrammarSequence& out) {
   if (min > limits_.max_repeat || (max && *max > limits_.max_repeat)) {
     return Status::InvalidArgument("grammar: repetition {" + std::to_string(min) + "," +
-                                   (max ? std::to_string(*max) : "") + "} in rule " +
-                                   Quoted(base) + " exceeds the limit of " +
-                                   std::to_string(limits_.max_repeat) + " (limit max_repeat)");
+                                   (max ? std::to_string(*max) : "") + "} in rule " + Quoted(base) +
+                                   " exceeds the limit of " + std::to_string(limits_.max_repeat) +
+                                   " (limit max_repeat)");
   }
   if (static_cast<size_t>(min) * unit.size() + n_elements_ > limits_.max_elements) {
     return Status::InvalidArgument("grammar: more than " + std::to_string(limits_.max_elements) +

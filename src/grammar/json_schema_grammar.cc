@@ -23,11 +23,13 @@ const std::map<std::string, std::string>& PrimitiveRules() {
       {"string", R"("\"" char* "\"")"},
       {"char", R"([^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ))"},
       {"number", R"("-"? unsigned-number)"},
-      {"unsigned-number", R"(( "0" | [1-9] [0-9]{0,15} ) ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?)"},
+      {"unsigned-number",
+       R"(( "0" | [1-9] [0-9]{0,15} ) ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?)"},
       {"integer", R"("-"? ( "0" | [1-9] [0-9]{0,15} ))"},
       {"boolean", R"("true" | "false")"},
       {"null", R"("null")"},
-      {"date", R"([0-9]{4} "-" ( "0" [1-9] | "1" [0-2] ) "-" ( "0" [1-9] | [12] [0-9] | "3" [01] ))"},
+      {"date",
+       R"([0-9]{4} "-" ( "0" [1-9] | "1" [0-2] ) "-" ( "0" [1-9] | [12] [0-9] | "3" [01] ))"},
       {"time",
        R"(( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ":" [0-5] [0-9] ( "." [0-9]{1,6} )? ( "Z" | [+-] ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ))"},
       {"date-time", R"(date "T" time)"},
@@ -52,11 +54,24 @@ const std::map<std::string, std::vector<std::string>>& PrimitiveUses() {
 
 // Validation keywords kvserve does not enforce: refused rather than ignored.
 const std::set<std::string>& Unsupported() {
-  static const std::set<std::string> kKeys = {
-      "multipleOf",       "not",           "if",          "then",          "else",
-      "patternProperties", "propertyNames", "dependentRequired", "dependentSchemas",
-      "dependencies",     "uniqueItems",   "contains",    "minContains",   "maxContains",
-      "minProperties",    "maxProperties", "unevaluatedProperties", "unevaluatedItems"};
+  static const std::set<std::string> kKeys = {"multipleOf",
+                                              "not",
+                                              "if",
+                                              "then",
+                                              "else",
+                                              "patternProperties",
+                                              "propertyNames",
+                                              "dependentRequired",
+                                              "dependentSchemas",
+                                              "dependencies",
+                                              "uniqueItems",
+                                              "contains",
+                                              "minContains",
+                                              "maxContains",
+                                              "minProperties",
+                                              "maxProperties",
+                                              "unevaluatedProperties",
+                                              "unevaluatedItems"};
   return kKeys;
 }
 
@@ -75,11 +90,15 @@ std::string SameLengthRange(const std::string& lo, const std::string& hi) {
   auto any_digits = [](size_t n) {
     return n == 0 ? std::string() : " [0-9]{" + std::to_string(n) + "}";
   };
-  if (a == b) return GbnfLiteral(std::string(1, a)) + " (" + SameLengthRange(lo.substr(1), hi.substr(1)) + ")";
+  if (a == b)
+    return GbnfLiteral(std::string(1, a)) + " (" + SameLengthRange(lo.substr(1), hi.substr(1)) +
+           ")";
   std::vector<std::string> parts;
   parts.push_back(GbnfLiteral(std::string(1, a)) +
                   (rest ? " (" + SameLengthRange(lo.substr(1), std::string(rest, '9')) + ")" : ""));
-  if (b - a > 1) parts.push_back(digit_class(static_cast<char>(a + 1), static_cast<char>(b - 1)) + any_digits(rest));
+  if (b - a > 1)
+    parts.push_back(digit_class(static_cast<char>(a + 1), static_cast<char>(b - 1)) +
+                    any_digits(rest));
   parts.push_back(GbnfLiteral(std::string(1, b)) +
                   (rest ? " (" + SameLengthRange(std::string(rest, '0'), hi.substr(1)) + ")" : ""));
   std::string out;
@@ -102,7 +121,8 @@ std::string UnsignedRange(uint64_t lo, std::optional<uint64_t> hi) {
     if (from > to) continue;
     if (!hi && len > lo_len && len == lo_len + 1) {
       // Every longer length at once: [1-9] [0-9]{len-1, 15}.
-      parts.push_back("[1-9] [0-9]{" + std::to_string(len - 1) + "," + std::to_string(kMaxDigits - 1) + "}");
+      parts.push_back("[1-9] [0-9]{" + std::to_string(len - 1) + "," +
+                      std::to_string(kMaxDigits - 1) + "}");
       break;
     }
     parts.push_back("(" + SameLengthRange(Digits(from), Digits(to)) + ")");
@@ -120,8 +140,8 @@ class SchemaConverter {
     auto root = Visit(root_, "root-value", "schema", 0);
     if (!root.ok()) return root.status();
     if (rules_.size() > limits_.max_rules) {
-      return Error("schema", "more than " + std::to_string(limits_.max_rules) +
-                                 " rules (limit max_rules)");
+      return Error("schema",
+                   "more than " + std::to_string(limits_.max_rules) + " rules (limit max_rules)");
     }
     std::string out = "root ::= " + *root + " ws\n";
     Use("ws");
@@ -189,7 +209,8 @@ Result<std::string> SchemaConverter::Visit(const json& schema, const std::string
                             " (limit max_nesting)");
   }
   if (rules_.size() > limits_.max_rules) {
-    return Error(where, "more than " + std::to_string(limits_.max_rules) + " rules (limit max_rules)");
+    return Error(where,
+                 "more than " + std::to_string(limits_.max_rules) + " rules (limit max_rules)");
   }
   if (schema.is_boolean()) {
     if (!schema.get<bool>()) return Error(where, "the schema 'false' matches nothing");
@@ -207,7 +228,8 @@ Result<std::string> SchemaConverter::Visit(const json& schema, const std::string
   if (schema.contains("const")) return GbnfLiteral(schema["const"].dump());
   if (schema.contains("enum")) {
     const json& values = schema["enum"];
-    if (!values.is_array() || values.empty()) return Error(where + ".enum", "must be a non-empty array");
+    if (!values.is_array() || values.empty())
+      return Error(where + ".enum", "must be a non-empty array");
     std::string body;
     for (const json& v : values) body += (body.empty() ? "" : " | ") + GbnfLiteral(v.dump());
     return AddRule(hint, body);
@@ -215,13 +237,15 @@ Result<std::string> SchemaConverter::Visit(const json& schema, const std::string
   for (const char* key : {"anyOf", "oneOf", "allOf"}) {
     if (!schema.contains(key)) continue;
     const json& list = schema[key];
-    if (!list.is_array() || list.empty()) return Error(where + "." + key, "must be a non-empty array");
+    if (!list.is_array() || list.empty())
+      return Error(where + "." + key, "must be a non-empty array");
     if (std::string(key) == "allOf" && list.size() != 1) {
       return Error(where + ".allOf", "only an allOf of one schema is supported");
     }
     std::string body;
     for (size_t i = 0; i < list.size(); ++i) {
-      auto alt = Visit(list[i], hint + "-" + std::to_string(i), where + "." + key + "[" + std::to_string(i) + "]", depth + 1);
+      auto alt = Visit(list[i], hint + "-" + std::to_string(i),
+                       where + "." + key + "[" + std::to_string(i) + "]", depth + 1);
       if (!alt.ok()) return alt.status();
       body += (body.empty() ? "" : " | ") + *alt;
     }
@@ -241,7 +265,8 @@ Result<std::string> SchemaConverter::Visit(const json& schema, const std::string
   }
   if (type && !type->is_string()) return Error(where + ".type", "must be a string or an array");
   std::string name = type ? type->get<std::string>() : "";
-  if (name.empty() && (schema.contains("properties") || schema.contains("additionalProperties"))) name = "object";
+  if (name.empty() && (schema.contains("properties") || schema.contains("additionalProperties")))
+    name = "object";
   if (name.empty() && (schema.contains("items") || schema.contains("prefixItems"))) name = "array";
   if (name.empty()) {
     Use("value");
@@ -258,9 +283,15 @@ Result<std::string> SchemaConverter::VisitRef(const std::string& ref, const std:
   std::string hint = "ref";
   if (ref != "#") {
     std::string path;
-    if (ref.rfind("#/$defs/", 0) == 0) path = ref.substr(8), target = root_.contains("$defs") ? &root_["$defs"] : nullptr;
-    else if (ref.rfind("#/definitions/", 0) == 0) path = ref.substr(14), target = root_.contains("definitions") ? &root_["definitions"] : nullptr;
-    else return Error(where, "only '#', '#/$defs/...' and '#/definitions/...' references are supported, got '" + ref + "'");
+    if (ref.rfind("#/$defs/", 0) == 0)
+      path = ref.substr(8), target = root_.contains("$defs") ? &root_["$defs"] : nullptr;
+    else if (ref.rfind("#/definitions/", 0) == 0)
+      path = ref.substr(14),
+      target = root_.contains("definitions") ? &root_["definitions"] : nullptr;
+    else
+      return Error(
+          where, "only '#', '#/$defs/...' and '#/definitions/...' references are supported, got '" +
+                     ref + "'");
     // JSON Pointer escapes in the name.
     std::string name;
     for (size_t i = 0; i < path.size(); ++i) {
@@ -271,7 +302,8 @@ Result<std::string> SchemaConverter::VisitRef(const std::string& ref, const std:
         name += path[i];
       }
     }
-    if (!target || !target->is_object() || !target->contains(name)) return Error(where, "'" + ref + "' is not defined");
+    if (!target || !target->is_object() || !target->contains(name))
+      return Error(where, "'" + ref + "' is not defined");
     target = &(*target)[name];
     hint = name;
   }
@@ -321,7 +353,8 @@ Result<std::string> SchemaConverter::VisitObject(const json& schema, const std::
   // Extra members: "additionalProperties": true or a schema; false or absent: none (strict mode),
   // except that a schema with no properties at all takes any members.
   std::string extra;
-  const json* additional = schema.contains("additionalProperties") ? &schema["additionalProperties"] : nullptr;
+  const json* additional =
+      schema.contains("additionalProperties") ? &schema["additionalProperties"] : nullptr;
   if ((additional && !(additional->is_boolean() && !additional->get<bool>())) ||
       (!additional && properties.empty())) {
     std::string value = "value";
@@ -344,15 +377,18 @@ Result<std::string> SchemaConverter::VisitObject(const json& schema, const std::
     members.emplace_back(name, GbnfLiteral(json(name).dump()) + " ws \":\" ws " + *v + " ws");
   }
   const std::string tail_after = extra.empty() ? "" : "( \",\" ws " + extra + " )*";
-  const std::string tail_first = extra.empty() ? "" : "( " + extra + " ( \",\" ws " + extra + " )* )?";
+  const std::string tail_first =
+      extra.empty() ? "" : "( " + extra + " ( \",\" ws " + extra + " )* )?";
   std::string after = tail_after, first = tail_first;
   for (size_t k = members.size(); k-- > 0;) {
     const bool optional = !required.count(members[k].first);
     const std::string after_rest = after.empty() ? "" : " " + after;
     const std::string with_after = "\",\" ws " + members[k].second + after_rest;
     const std::string with_first = members[k].second + after_rest;
-    std::string next_after = optional ? "( " + with_after + " )" + (after.empty() ? "?" : " | " + after) : with_after;
-    std::string next_first = optional ? with_first + (first.empty() ? " | \"\"" : " | " + first) : with_first;
+    std::string next_after =
+        optional ? "( " + with_after + " )" + (after.empty() ? "?" : " | " + after) : with_after;
+    std::string next_first =
+        optional ? with_first + (first.empty() ? " | \"\"" : " | " + first) : with_first;
     after = AddRule(hint + "-after-" + members[k].first, next_after);
     first = AddRule(hint + "-from-" + members[k].first, next_first);
   }
@@ -373,9 +409,12 @@ Result<std::string> SchemaConverter::VisitArray(const json& schema, const std::s
   auto count = [&](const char* key) -> Result<std::optional<int>> {
     if (!schema.contains(key)) return std::optional<int>();
     const json& v = schema[key];
-    if (!v.is_number_integer() || v.get<int64_t>() < 0) return Error(where + "." + key, "must be a non-negative integer");
+    if (!v.is_number_integer() || v.get<int64_t>() < 0)
+      return Error(where + "." + key, "must be a non-negative integer");
     if (v.get<int64_t>() > limits_.max_repeat) {
-      return Error(where + "." + key, std::to_string(v.get<int64_t>()) + " exceeds the limit of " + std::to_string(limits_.max_repeat) + " (limit max_repeat)");
+      return Error(where + "." + key, std::to_string(v.get<int64_t>()) + " exceeds the limit of " +
+                                          std::to_string(limits_.max_repeat) +
+                                          " (limit max_repeat)");
     }
     return std::optional<int>(static_cast<int>(v.get<int64_t>()));
   };
@@ -387,7 +426,8 @@ Result<std::string> SchemaConverter::VisitArray(const json& schema, const std::s
   if (schema.contains("prefixItems")) {
     if (!schema["prefixItems"].is_array()) return Error(where + ".prefixItems", "must be an array");
     for (size_t i = 0; i < schema["prefixItems"].size(); ++i) {
-      auto v = Visit(schema["prefixItems"][i], hint + "-" + std::to_string(i), where + ".prefixItems[" + std::to_string(i) + "]", depth + 1);
+      auto v = Visit(schema["prefixItems"][i], hint + "-" + std::to_string(i),
+                     where + ".prefixItems[" + std::to_string(i) + "]", depth + 1);
       if (!v.ok()) return v.status();
       prefix.push_back(*v + " ws");
     }
@@ -400,7 +440,8 @@ Result<std::string> SchemaConverter::VisitArray(const json& schema, const std::s
   std::string body = "\"[\" ws ";
   std::string list;
   const int n_prefix = static_cast<int>(prefix.size());
-  for (int i = 0; i < n_prefix && (!hi || i < *hi); ++i) list += (i ? " \",\" ws " : "") + prefix[i];
+  for (int i = 0; i < n_prefix && (!hi || i < *hi); ++i)
+    list += (i ? " \",\" ws " : "") + prefix[i];
   const int rest_lo = std::max(0, lo - n_prefix);
   std::optional<int> rest_hi;
   if (hi) rest_hi = std::max(0, *hi - n_prefix);
@@ -409,7 +450,8 @@ Result<std::string> SchemaConverter::VisitArray(const json& schema, const std::s
     std::string more;
     if (n_prefix == 0) {
       // item ( "," ws item ){lo-1, hi-1}, all optional when lo is 0.
-      const std::string rep = "( \",\" ws " + one + " ){" + std::to_string(std::max(0, rest_lo - 1)) + "," +
+      const std::string rep = "( \",\" ws " + one + " ){" +
+                              std::to_string(std::max(0, rest_lo - 1)) + "," +
                               (rest_hi ? std::to_string(*rest_hi - 1) : "") + "}";
       more = one + " " + rep;
       list = rest_lo == 0 ? "( " + more + " )?" : more;
@@ -445,19 +487,24 @@ Result<std::string> SchemaConverter::VisitString(const json& schema, const std::
   for (const char* key : {"minLength", "maxLength"}) {
     if (!schema.contains(key)) continue;
     const json& v = schema[key];
-    if (!v.is_number_integer() || v.get<int64_t>() < 0) return Error(where + "." + key, "must be a non-negative integer");
+    if (!v.is_number_integer() || v.get<int64_t>() < 0)
+      return Error(where + "." + key, "must be a non-negative integer");
     if (v.get<int64_t>() > limits_.max_repeat) {
-      return Error(where + "." + key, std::to_string(v.get<int64_t>()) + " exceeds the limit of " + std::to_string(limits_.max_repeat) + " (limit max_repeat)");
+      return Error(where + "." + key, std::to_string(v.get<int64_t>()) + " exceeds the limit of " +
+                                          std::to_string(limits_.max_repeat) +
+                                          " (limit max_repeat)");
     }
     (std::string(key) == "minLength" ? lo : hi.emplace()) = v.get<int64_t>();
   }
   if (hi && *hi < lo) return Error(where, "maxLength is less than minLength");
-  return "\"\\\"\" char{" + std::to_string(lo) + "," + (hi ? std::to_string(*hi) : "") + "} \"\\\"\"";
+  return "\"\\\"\" char{" + std::to_string(lo) + "," + (hi ? std::to_string(*hi) : "") +
+         "} \"\\\"\"";
 }
 
 Result<std::string> SchemaConverter::VisitInteger(const json& schema, const std::string& where) {
   std::optional<int64_t> lo, hi;
-  auto bound = [&](const char* key, int64_t shift, std::optional<int64_t>& out, bool is_min) -> Status {
+  auto bound = [&](const char* key, int64_t shift, std::optional<int64_t>& out,
+                   bool is_min) -> Status {
     if (!schema.contains(key)) return Status::Ok();
     const json& v = schema[key];
     if (!v.is_number()) return Error(where + "." + key, "must be a number, got " + v.dump());
@@ -497,8 +544,11 @@ Result<std::string> SchemaConverter::VisitInteger(const json& schema, const std:
 
 Result<std::string> SchemaConverter::VisitNumber(const json& schema, const std::string& where) {
   Use("number");
-  if (schema.contains("exclusiveMinimum") || schema.contains("exclusiveMaximum") || schema.contains("maximum")) {
-    return Error(where, "bounds on a number other than 'minimum' >= 0 are not supported (use an integer, or a pattern)");
+  if (schema.contains("exclusiveMinimum") || schema.contains("exclusiveMaximum") ||
+      schema.contains("maximum")) {
+    return Error(where,
+                 "bounds on a number other than 'minimum' >= 0 are not supported (use an integer, "
+                 "or a pattern)");
   }
   if (!schema.contains("minimum")) return std::string("number");
   const json& m = schema["minimum"];
@@ -510,9 +560,11 @@ Result<std::string> SchemaConverter::VisitNumber(const json& schema, const std::
 
 }  // namespace
 
-Result<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schema, const GrammarLimits& limits) {
+Result<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schema,
+                                     const GrammarLimits& limits) {
   if (schema.dump().size() > limits.max_source_bytes) {
-    return Status::InvalidArgument("schema: larger than " + std::to_string(limits.max_source_bytes) +
+    return Status::InvalidArgument("schema: larger than " +
+                                   std::to_string(limits.max_source_bytes) +
                                    " bytes (limit max_source_bytes)");
   }
   return SchemaConverter(schema, limits).Convert();

@@ -24,7 +24,8 @@ namespace kvserve {
 
 // GBNF text whose rule "root" matches the documents of `schema` (an ordered_json keeps the order
 // in which the client wrote the properties, which is the order members are written in), with
-// optional whitespace between tokens (at most one space, or a line break and up to 20 spaces or tabs).
+// optional whitespace between tokens (at most one space, or a line break and up to 20 spaces or
+// tabs).
 Result<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schema,
                                      const GrammarLimits& limits = {});
 

@@ -175,20 +175,29 @@ class RegexParser {
     // Outside a class: one element; inside: a class body ("" when JSON needs an escape).
     auto one = [&](uint32_t cp) { return in_class ? ClassChar(cp) : JsonChar(cp); };
     switch (e) {
-      case 'd': return std::string(in_class ? "0-9" : "[0-9]");
-      case 'w': return std::string(in_class ? "a-zA-Z0-9_" : "[a-zA-Z0-9_]");
+      case 'd':
+        return std::string(in_class ? "0-9" : "[0-9]");
+      case 'w':
+        return std::string(in_class ? "a-zA-Z0-9_" : "[a-zA-Z0-9_]");
       case 's':
         return std::string(in_class ? " " : "(\" \" | \"\\\\t\" | \"\\\\n\" | \"\\\\r\")");
-      case 'D': case 'W': case 'S':
+      case 'D':
+      case 'W':
+      case 'S':
         if (in_class) return Error("\\D, \\W or \\S inside a class");
-        return std::string(e == 'D' ? "[^0-9\"\\\\\\x00-\\x1F]"
+        return std::string(e == 'D'   ? "[^0-9\"\\\\\\x00-\\x1F]"
                            : e == 'W' ? "[^a-zA-Z0-9_\"\\\\\\x00-\\x1F]"
                                       : "[^ \"\\\\\\x00-\\x1F]");
-      case 'n': return one('\n');
-      case 'r': return one('\r');
-      case 't': return one('\t');
-      case 'f': return one(0x0C);
-      case 'v': return one(0x0B);
+      case 'n':
+        return one('\n');
+      case 'r':
+        return one('\r');
+      case 't':
+        return one('\t');
+      case 'f':
+        return one(0x0C);
+      case 'v':
+        return one(0x0B);
       case 'u': {
         if (pos_ + 4 > pattern_.size()) return Error("\\u needs 4 hex digits");
         const std::string hex(pattern_.substr(pos_, 4));

@@ -127,8 +127,9 @@ bool TokenMasker::Allows(const GrammarMatcher& matcher, int32_t id) const {
 void TokenMasker::FillMaskByEveryToken(const GrammarMatcher& matcher, TokenMask& mask) const {
   mask.Reset(vocab_->n_vocab());
   for (int32_t id = 0; id < vocab_->n_vocab(); ++id) {
-    if (vocab_->is_end(id) ? matcher.CanEnd() : !vocab_->piece(id).empty() &&
-                                                    GrammarMatcher(matcher).Accept(vocab_->piece(id))) {
+    if (vocab_->is_end(id)
+            ? matcher.CanEnd()
+            : !vocab_->piece(id).empty() && GrammarMatcher(matcher).Accept(vocab_->piece(id))) {
       mask.Set(id);
     }
   }

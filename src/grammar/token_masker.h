@@ -50,8 +50,8 @@ class TokenMasker {
 
  private:
   struct PositionMasks {
-    TokenMask accepted;               // by the rule around the position alone
-    std::vector<int32_t> uncertain;   // decided by the stacks below it
+    TokenMask accepted;              // by the rule around the position alone
+    std::vector<int32_t> uncertain;  // decided by the stacks below it
   };
 
   // Walks every token with text from `start`. isolated: `start` is one position's stack alone, and

@@ -52,9 +52,11 @@ std::optional<ApiError> ParseResponseFormat(const json& format, std::string_view
     out.text = OrderedSchema(text, {"response_format", "json_schema", "schema"});
     return std::nullopt;
   }
-  return ApiError::BadRequest("'response_format.type' must be \"text\", \"json_object\" or "
-                              "\"json_schema\", got \"" + type + "\"",
-                              "response_format.type");
+  return ApiError::BadRequest(
+      "'response_format.type' must be \"text\", \"json_object\" or "
+      "\"json_schema\", got \"" +
+          type + "\"",
+      "response_format.type");
 }
 
 }  // namespace
@@ -73,9 +75,8 @@ std::optional<ApiError> ParseOutputFormat(const json& body, std::string_view tex
     if (!grammar->is_string()) {
       return ApiError::BadRequest("'grammar' must be a string of GBNF rules", "grammar");
     }
-    out = OutputFormat{.source = GrammarSource::kGbnf,
-                       .text = grammar->get<std::string>(),
-                       .field = "grammar"};
+    out = OutputFormat{
+        .source = GrammarSource::kGbnf, .text = grammar->get<std::string>(), .field = "grammar"};
   }
   if (schema) {
     if (!schema->is_object()) {
