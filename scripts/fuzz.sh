@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Fuzzes the GGUF reader and model loader (fuzz/gguf_fuzz.cc), the safetensors reader and
 # config.json parser (fuzz/safetensors_fuzz.cc), then the server's request parsing (head, JSON
-# body, completion request, tokenizing and chat templates; fuzz/request_fuzz.cc), for N seconds
-# each (default 60).
+# body, completion request, tokenizing and chat templates; fuzz/request_fuzz.cc) and the grammar
+# engine (GBNF, JSON Schema, regex patterns, masks; fuzz/grammar_fuzz.cc), for N seconds each
+# (default 60).
 #   scripts/fuzz.sh [SECONDS]
 # Configures a clang build in build-fuzz/ (override with KVSERVE_FUZZ_BUILD), builds gguf_fuzz with
 # libFuzzer + ASan + UBSan, seeds a corpus from the small shared models and crafted files
@@ -19,7 +20,7 @@ jobs="${KVSERVE_FUZZ_BUILD_JOBS:-2}"
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release \
   -DKVSERVE_BUILD_FUZZERS=ON -DKVSERVE_BUILD_TESTS=OFF >/dev/null
-ninja -C "$build" -j "$jobs" gguf_fuzz safetensors_fuzz request_fuzz
+ninja -C "$build" -j "$jobs" gguf_fuzz safetensors_fuzz request_fuzz grammar_fuzz
 
 seeds="$build/fuzz-seeds"
 corpus="$build/fuzz-corpus"
@@ -90,3 +91,25 @@ model="${KVSERVE_FUZZ_MODEL:-$shared/models/stories260K.gguf}"
 KVSERVE_FUZZ_MODEL="$model" "$build/fuzz/request_fuzz" "$rq_corpus" "$rq_seeds" -dict="$root/fuzz/request.dict" \
   -max_total_time="$seconds" -timeout=10 -max_len=65536 -rss_limit_mb=2048 -malloc_limit_mb=512 \
   -print_final_stats=1
+
+# Grammars: seeds are a GBNF grammar, JSON Schemas and patterns (the first byte picks the kind).
+gr_seeds="$build/fuzz-seeds-grammar"
+gr_corpus="$build/fuzz-corpus-grammar"
+mkdir -p "$gr_seeds" "$gr_corpus"
+python3 - "$gr_seeds" <<'PY'
+import json, sys
+seeds = [
+    b"\x00" + b'root ::= "{" ws pair ("," ws pair)* "}"\npair ::= [a-z]+ ":" ws [0-9]{1,3}\nws ::= [ \\t]*\n',
+    b"\x00" + b'root ::= ("a" | "b"){2,5} [^x-z\\n]? . "\\u00e9"\n',
+    b"\x01" + json.dumps({"type": "object", "properties": {"a": {"type": "integer", "minimum": -5,
+        "maximum": 300}, "b": {"type": "array", "items": {"enum": ["x", 1, None]}, "maxItems": 3},
+        "c": {"$ref": "#/$defs/c"}}, "required": ["a"], "$defs": {"c": {"anyOf": [{"type": "string",
+        "pattern": "^[A-Z]{2}\\d+$"}, {"$ref": "#/$defs/c"}]}}}).encode(),
+    b"\x01" + json.dumps({"type": "string", "format": "date-time"}).encode(),
+    b"\x02" + b"^(ab|c[d-f]+)?x{2,4}\\.\\d*$",
+]
+for i, seed in enumerate(seeds):
+    open(f"{sys.argv[1]}/seed{i}", "wb").write(seed)
+PY
+"$build/fuzz/grammar_fuzz" "$gr_corpus" "$gr_seeds" -max_total_time="$seconds" -timeout=10 \
+  -max_len=16384 -rss_limit_mb=2048 -malloc_limit_mb=512 -print_final_stats=1
