@@ -28,6 +28,11 @@ GrammarVocab::GrammarVocab(std::vector<std::string> pieces, std::vector<int32_t>
   }
   std::sort(order_.begin(), order_.end(),
             [&](int32_t a, int32_t b) { return pieces_[a] < pieces_[b]; });
+  sorted_offsets_.push_back(0);
+  for (int32_t id : order_) {
+    sorted_bytes_ += pieces_[id];
+    sorted_offsets_.push_back(sorted_bytes_.size());
+  }
   shared_.resize(order_.size());
   for (size_t i = 1; i < order_.size(); ++i) {
     const std::string& a = pieces_[order_[i - 1]];

@@ -26,6 +26,11 @@ class GrammarVocab {
   // Tokens with text, in byte order, and shared[i] = bytes token order[i] shares with order[i-1].
   const std::vector<int32_t>& order() const { return order_; }
   const std::vector<uint32_t>& shared() const { return shared_; }
+  // The bytes of order()[i], from one buffer in that order (a walk reads it front to back).
+  std::string_view sorted_piece(size_t i) const {
+    return std::string_view(sorted_bytes_)
+        .substr(sorted_offsets_[i], sorted_offsets_[i + 1] - sorted_offsets_[i]);
+  }
   const std::vector<int32_t>& end_tokens() const { return end_tokens_; }
   bool is_end(int32_t id) const { return is_end_[static_cast<size_t>(id)]; }
 
@@ -33,6 +38,8 @@ class GrammarVocab {
   std::vector<std::string> pieces_;  // [n_vocab]; empty for tokens a grammar never allows
   std::vector<int32_t> order_;
   std::vector<uint32_t> shared_;
+  std::string sorted_bytes_;            // the pieces of order_, concatenated
+  std::vector<size_t> sorted_offsets_;  // [order_.size() + 1]
   std::vector<int32_t> end_tokens_;
   std::vector<bool> is_end_;
 };

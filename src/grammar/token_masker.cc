@@ -14,7 +14,7 @@ void TokenMasker::Walk(const GrammarState& start, bool isolated, TokenMask& acce
   std::vector<char> escaped(1, 0);
   size_t valid = 0;  // states[0..valid] hold the current token's prefix
   for (size_t i = 0; i < order.size();) {
-    const std::string_view bytes = vocab_->piece(order[i]);
+    const std::string_view bytes = vocab_->sorted_piece(i);
     if (states.size() < bytes.size() + 1) {
       states.resize(bytes.size() + 1);
       escaped.resize(bytes.size() + 1);
