@@ -1,0 +1,45 @@
+// How tools, tool calls and tool results are written into a prompt, family by family, as the
+// families' own Jinja templates write them (../shared/models/chat-templates): the pieces
+// ChatTemplate's renderers put between their turns. Everything that came from the request
+// (tool definitions, names, ids, arguments, results) is appended as MessageText, so it never
+// becomes a control token.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "tokenizer/chat_template.h"
+#include "tokenizer/chat_text.h"
+
+namespace kvserve {
+
+// Tool-call arguments as templates print them: the JSON re-dumped as json.dumps does, or the
+// text as it is when it is not JSON (Qwen 3's `arguments is string` branch).
+std::string ToolArgumentsText(std::string_view arguments);
+
+// Hermes / Qwen (ChatML). The system turn that lists the tools: `system` (the conversation's own
+// system message, or the template's default; "" for none) then the "# Tools" block.
+void AppendHermesSystem(std::string_view system, std::span<const ChatTool> tools, ChatText& out);
+// An assistant turn with tool calls: its content, then one <tool_call> block per call.
+void AppendHermesToolCalls(const ChatMessage& message, ChatText& out);
+// messages[i], a tool result: consecutive results share one user turn.
+void AppendHermesToolResult(std::span<const ChatMessage> messages, size_t i, ChatText& out);
+
+// Llama 3.1/3.2/3.3 (tools_in_user_message, the templates' default). The first user turn with
+// the tools before `first_user` (trimmed by the caller).
+void AppendLlama3ToolsTurn(std::string_view first_user, std::span<const ChatTool> tools,
+                           ChatText& out);
+// An assistant turn of one call: {"name": ..., "parameters": ...}.
+void AppendLlama3ToolCall(const ChatMessage& message, ChatText& out);
+// A tool result in an "ipython" turn (the templates print a string result through tojson).
+void AppendLlama3ToolResult(const ChatMessage& message, ChatText& out);
+
+// Mistral (Nemo). [AVAILABLE_TOOLS][...][/AVAILABLE_TOOLS], written before the last user turn.
+void AppendMistralTools(std::span<const ChatTool> tools, ChatText& out);
+// [TOOL_CALLS][{"name", "arguments", "id"}, ...] and the EOS text.
+void AppendMistralToolCalls(const ChatMessage& message, std::string_view eos, ChatText& out);
+// [TOOL_RESULTS]{"content": ..., "call_id": ...}[/TOOL_RESULTS]
+void AppendMistralToolResult(const ChatMessage& message, ChatText& out);
+
+}  // namespace kvserve
