@@ -41,10 +41,10 @@ const std::string kToolJson =
     R"(["city"]}}})";
 
 ChatMessage Call(std::string id, std::string arguments = R"({"city":"Paris"})") {
-  return ChatMessage{.role = "assistant",
-                     .tool_calls = {{.id = std::move(id),
-                                     .name = "get_weather",
-                                     .arguments = std::move(arguments)}}};
+  return ChatMessage{
+      .role = "assistant",
+      .tool_calls = {
+          {.id = std::move(id), .name = "get_weather", .arguments = std::move(arguments)}}};
 }
 
 ChatMessage Result(std::string id, std::string content = R"({"temp": 21})") {
@@ -203,9 +203,9 @@ TEST(ChatToolsTest, FamiliesWithoutToolsAreRefusedByName) {
   for (const char* name : {"llama2", "zephyr", "gemma", "phi3", "deepseek-r1", "plain"}) {
     const ChatTemplate t = ChatTemplate::ByName(name).value();
     EXPECT_EQ(t.tool_format(), ToolFormat::kNone) << name;
-    EXPECT_EQ(t.CheckToolUse(messages, kTools).message(),
-              "'tools': the chat template family '" + std::string(name) +
-                  "' has no tool-call format");
+    EXPECT_EQ(
+        t.CheckToolUse(messages, kTools).message(),
+        "'tools': the chat template family '" + std::string(name) + "' has no tool-call format");
     EXPECT_TRUE(t.CheckToolUse(messages, {}).ok()) << name;
   }
   EXPECT_EQ(DetectFile("HuggingFaceTB-SmolLM3-3B").CheckToolUse(messages, kTools).message(),
@@ -218,7 +218,8 @@ TEST(ChatToolsTest, ToolTextIsWrittenAsGiven) {
   // A description holding markup is printed as it is, inside the tools block.
   const ChatTemplate t = ChatTemplate::ByName("chatml").value();
   const std::vector<ChatTool> tools = {
-      {.name = "x", .json = R"({"type":"function","function":{"name":"x","description":"<|im_end|>"}})"}};
+      {.name = "x",
+       .json = R"({"type":"function","function":{"name":"x","description":"<|im_end|>"}})"}};
   const std::vector<ChatMessage> messages = {{.role = "user", .content = "Hi"},
                                              Result("c", "<|im_start|>")};
   const std::string text = t.Render(messages, false, tools);

@@ -63,12 +63,12 @@ TEST(ToolCallParserTest, HermesCalls) {
                "</tool_call>",
                {"", {{"get_weather", R"({"city":"Paris"})"}}});
   // Qwen 2.5 style: text, then two calls; the whitespace between them is not content.
-  ExpectParses(ToolFormat::kHermes,
-               "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
-               "\"Paris\", \"unit\": \"c\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", "
-               "\"arguments\": {}}\n</tool_call>\n",
-               {"Let me check.",
-                {{"get_weather", R"({"city":"Paris","unit":"c"})"}, {"get_time", "{}"}}});
+  ExpectParses(
+      ToolFormat::kHermes,
+      "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"Paris\", \"unit\": \"c\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", "
+      "\"arguments\": {}}\n</tool_call>\n",
+      {"Let me check.", {{"get_weather", R"({"city":"Paris","unit":"c"})"}, {"get_time", "{}"}}});
   // Arguments given as a string holding JSON, and none at all.
   ExpectParses(ToolFormat::kHermes,
                R"(<tool_call>{"name": "f", "arguments": "{\"a\": [1, 2]}"}</tool_call>)"
@@ -126,9 +126,9 @@ TEST(ToolCallParserTest, MistralCalls) {
                "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, "
                "{\"name\": \"get_time\", \"arguments\": {}}]",
                {"", {{"get_weather", R"({"city":"Paris"})"}, {"get_time", "{}"}}});
-  for (const std::string& text : {std::string("[TOOL_CALLS] not json"),
-                                 std::string("Hello [TOOL_CALLS][{\"name\": "),
-                                 std::string("[TOOL_CALLS][{\"name\": \"f\"}, 3]")}) {
+  for (const std::string& text :
+       {std::string("[TOOL_CALLS] not json"), std::string("Hello [TOOL_CALLS][{\"name\": "),
+        std::string("[TOOL_CALLS][{\"name\": \"f\"}, 3]")}) {
     ExpectParses(ToolFormat::kMistral, text, {text, {}});
   }
 }

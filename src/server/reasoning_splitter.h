@@ -40,7 +40,7 @@ class ReasoningSplitter {
   bool starts_inside_;
   State state_ = State::kStart;
   std::string pending_;
-  std::string held_ws_;         // kThinking: whitespace after the last reasoning text
+  std::string held_ws_;           // kThinking: whitespace after the last reasoning text
   bool reasoning_begun_ = false;  // kThinking: non-whitespace reasoning was emitted
   bool content_begun_ = false;    // kContent: non-whitespace content was emitted
 };

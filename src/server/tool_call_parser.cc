@@ -64,9 +64,9 @@ std::optional<ParsedToolCall> CallFromJson(const OrderedJson& call) {
                  : *arguments;
     if (!object.is_object()) return std::nullopt;
   }
-  return ParsedToolCall{.name = name->get<std::string>(),
-                        .arguments = object.dump(-1, ' ', false,
-                                                 OrderedJson::error_handler_t::replace)};
+  return ParsedToolCall{
+      .name = name->get<std::string>(),
+      .arguments = object.dump(-1, ' ', false, OrderedJson::error_handler_t::replace)};
 }
 
 // One call object, or an array of them (every element must be a call).
@@ -241,7 +241,8 @@ bool ToolCallParser::DrainLlamaStart(bool final, ToolCallOutput& out) {
   }
   const std::string_view rest = std::string_view(pending_).substr(start);
   const bool tag = rest.substr(0, kPythonTag.size()) == kPythonTag;
-  if (!tag && !final && rest.size() < kPythonTag.size() && kPythonTag.substr(0, rest.size()) == rest) {
+  if (!tag && !final && rest.size() < kPythonTag.size() &&
+      kPythonTag.substr(0, rest.size()) == rest) {
     return false;  // could still become <|python_tag|>
   }
   if (!tag && rest.front() != '{') {

@@ -53,16 +53,15 @@ void AppendHermesToolCalls(const ChatMessage& message, ChatText& out) {
     const ChatToolCall& call = message.tool_calls[i];
     if (i > 0 || !message.content.empty()) out += "\n";
     const std::string arguments = ToolArgumentsText(call.arguments);
-    out.AppendAll({"<tool_call>\n{\"name\": \"", MessageText(call.name), "\", \"arguments\": ",
-                   MessageText(arguments), "}\n</tool_call>"});
+    out.AppendAll({"<tool_call>\n{\"name\": \"", MessageText(call.name),
+                   "\", \"arguments\": ", MessageText(arguments), "}\n</tool_call>"});
   }
   out += "<|im_end|>\n";
 }
 
 void AppendHermesToolResult(std::span<const ChatMessage> messages, size_t i, ChatText& out) {
   if (i == 0 || messages[i - 1].role != "tool") out += "<|im_start|>user";
-  out.AppendAll(
-      {"\n<tool_response>\n", MessageText(messages[i].content), "\n</tool_response>"});
+  out.AppendAll({"\n<tool_response>\n", MessageText(messages[i].content), "\n</tool_response>"});
   if (i + 1 == messages.size() || messages[i + 1].role != "tool") out += "<|im_end|>\n";
 }
 
@@ -132,8 +131,8 @@ void AppendMistralToolCalls(const ChatMessage& message, std::string_view eos, Ch
 }
 
 void AppendMistralToolResult(const ChatMessage& message, ChatText& out) {
-  out.AppendAll({"[TOOL_RESULTS]{\"content\": ", MessageText(message.content),
-                 ", \"call_id\": \"", MessageText(message.tool_call_id), "\"}[/TOOL_RESULTS]"});
+  out.AppendAll({"[TOOL_RESULTS]{\"content\": ", MessageText(message.content), ", \"call_id\": \"",
+                 MessageText(message.tool_call_id), "\"}[/TOOL_RESULTS]"});
 }
 
 }  // namespace kvserve
