@@ -69,6 +69,11 @@ FlagTable ServeFlagTable() {
              .value_name = "N",
              .default_text = "0, the context",
              .help = "longer prompts get 400"},
+            {.name = "--reasoning-format",
+             .value_name = "none|deepseek",
+             .default_text = "deepseek",
+             .help = "deepseek: a thinking model's <think> block becomes reasoning_content; none: "
+                     "it stays in the content"},
             {.name = "--max-concurrent-per-key",
              .value_name = "N",
              .default_text = "0, no limit",
@@ -198,6 +203,13 @@ Result<ServeOptions> ReadServeOptions(const Args& args, const ModelOptions& mode
   o.http.routes.max_prompt_tokens = *max_prompt_tokens;
   o.http.max_concurrent_per_key = *per_key;
   o.http.routes.request_timeout_s = *request_timeout;
+  const std::string reasoning = args.GetOr("--reasoning-format", "deepseek");
+  const auto reasoning_format = ReasoningFormatNamed(reasoning);
+  if (!reasoning_format) {
+    return Status::InvalidArgument("--reasoning-format must be none or deepseek, got '" +
+                                   reasoning + "'");
+  }
+  o.http.routes.reasoning_format = *reasoning_format;
   o.http.metrics_auth = args.Has("--metrics-auth");
   o.http.replica_name = args.GetOr("--replica-name", HostName());
   if (Status s = CheckReplicaName(o.http.replica_name); !s.ok()) return s;

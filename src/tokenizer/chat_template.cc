@@ -197,6 +197,12 @@ ChatTemplate::ChatTemplate(ChatFamily family) : family_(family) {
 }
 
 Result<ChatTemplate> ChatTemplate::Detect(std::string_view source) {
+  auto detected = DetectFamily(source);
+  if (detected.ok()) detected->knows_think_ = Contains(source, "</think>");
+  return detected;
+}
+
+Result<ChatTemplate> ChatTemplate::DetectFamily(std::string_view source) {
   if (source.size() > kMaxSourceBytes) {
     return Result<ChatTemplate>::InvalidArgument("chat template: " + std::to_string(source.size()) +
                                                  " bytes exceeds the limit of " +

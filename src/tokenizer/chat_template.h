@@ -129,6 +129,9 @@ class ChatTemplate {
   // Whether the generation cue opens a reasoning block (DeepSeek-R1 ends it with "<think>\n"), so
   // the reply starts inside it.
   bool prompt_opens_think() const { return family_ == ChatFamily::kDeepSeekR1; }
+  // Whether the template is a thinking model's: it mentions </think> (Qwen 3, SmolLM3, the
+  // DeepSeek-R1 distills) or is deepseek-r1.
+  bool knows_think() const { return knows_think_ || family_ == ChatFamily::kDeepSeekR1; }
 
   // Token ids of a rendered conversation: special tokens written in the text become their ids,
   // and the tokenizer's BOS is prepended when the model wants one and the text does not already
@@ -164,6 +167,7 @@ class ChatTemplate {
 
  private:
   explicit ChatTemplate(ChatFamily family);
+  static Result<ChatTemplate> DetectFamily(std::string_view template_source);
 
   void RenderChatMl(std::span<const ChatMessage> messages, bool add_generation_prompt,
                     std::span<const ChatTool> tools, ChatText& out) const;
@@ -199,6 +203,7 @@ class ChatTemplate {
   // chatml: the template writes tool calls and results itself (<tool_call>, Qwen/Hermes), so they
   // are written that way even when the request offers no tools.
   bool hermes_tools_ = false;
+  bool knows_think_ = false;  // the source mentions </think>
   // chatml, SmolLM3 style: "Knowledge Cutoff Date: ...\n" and the two default instructions.
   bool smollm3_ = false;
   std::string cutoff_line_;
