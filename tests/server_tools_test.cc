@@ -4,7 +4,8 @@
 // delta.tool_calls). Over HTTP (`kvserve serve` on stories260K with --chat-template chatml): a
 // tool-call round trip (the call and its result sent back) is rendered Hermes style and answered,
 // whole and streamed; invalid requests get 400s naming the field; a family without a tool format
-// (plain) refuses tools by name.
+// (plain) refuses tools by name. Reasoning (stories260K through deepseek-r1, whose cue opens the
+// block): split out, kept inline with reasoning_format none, and cut by reasoning_budget_tokens.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -24,22 +25,21 @@ const json kWeatherTool = {
     {"function",
      {{"name", "get_weather"},
       {"description", "Get the weather"},
-      {"parameters",
-       {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}}}};
+      {"parameters", {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}}}};
 
 json UserTurn() { return json::array({{{"role", "user"}, {"content", "Weather in Paris?"}}}); }
 
 // The round trip's second request: the call the model made and its result.
 json RoundTrip() {
   json messages = UserTurn();
-  messages.push_back({{"role", "assistant"},
-                      {"content", nullptr},
-                      {"tool_calls",
-                       {{{"id", "call_1"},
-                         {"type", "function"},
-                         {"function", {{"name", "get_weather"}, {"arguments", "{\"city\":\"Paris\"}"}}}}}}});
   messages.push_back(
-      {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "{\"temp\": 21}"}});
+      {{"role", "assistant"},
+       {"content", nullptr},
+       {"tool_calls",
+        {{{"id", "call_1"},
+          {"type", "function"},
+          {"function", {{"name", "get_weather"}, {"arguments", "{\"city\":\"Paris\"}"}}}}}}});
+  messages.push_back({{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "{\"temp\": 21}"}});
   return {{"messages", messages},
           {"tools", {kWeatherTool}},
           {"max_tokens", 8},
@@ -88,8 +88,8 @@ TEST(ToolRequestTest, ParsesToolsChoicesAndMessages) {
 
   // The key order the client used survives for the templates.
   std::vector<ChatTool> tools = {{.name = "f", .json = "{}"}};
-  KeepToolKeyOrder(R"({"tools": [{"type": "function", "function": {"name": "f", "b": 1, "a": 2}}]})",
-                   tools);
+  KeepToolKeyOrder(
+      R"({"tools": [{"type": "function", "function": {"name": "f", "b": 1, "a": 2}}]})", tools);
   EXPECT_EQ(tools[0].json, R"({"type":"function","function":{"name":"f","b":1,"a":2}})");
 }
 
@@ -103,19 +103,25 @@ TEST(ToolRequestTest, ErrorsNameTheFieldAndValue) {
       {{{"tools", {{{"type", "function"}, {"function", {{"name", "a b"}}}}}}},
        "tools",
        "'tools[0].function.name' must be 1 to 64 letters, digits, _ or -, got \"a b\""},
-      {{{"tools", {{{"type", "retrieval"}}}}}, "tools",
+      {{{"tools", {{{"type", "retrieval"}}}}},
+       "tools",
        "'tools[0].type' must be \"function\", got \"retrieval\""},
-      {{{"tools", {kWeatherTool, kWeatherTool}}}, "tools",
+      {{{"tools", {kWeatherTool, kWeatherTool}}},
+       "tools",
        "'tools[1].function.name' 'get_weather' is offered twice"},
-      {{{"tools", "get_weather"}}, "tools", "'tools' must be an array of tools, got \"get_weather\""},
+      {{{"tools", "get_weather"}},
+       "tools",
+       "'tools' must be an array of tools, got \"get_weather\""},
       {{{"tool_choice", {{"type", "function"}, {"function", {{"name", "get_time"}}}}}},
        "tool_choice",
        "'tool_choice' names the function 'get_time', which is not one of 'tools'"},
       {{{"tool_choice", "always"}}, "tool_choice", ""},
-      {{{"tools", nullptr}, {"tool_choice", "required"}}, "tool_choice",
+      {{{"tools", nullptr}, {"tool_choice", "required"}},
+       "tool_choice",
        "'tool_choice' \"required\" needs 'tools'"},
       {{{"parallel_tool_calls", "yes"}}, "parallel_tool_calls", ""},
-      {{{"reasoning_format", "raw"}}, "reasoning_format",
+      {{{"reasoning_format", "raw"}},
+       "reasoning_format",
        "'reasoning_format' must be \"none\" or \"deepseek\", got \"raw\""},
   };
   for (const Case& c : cases) {
@@ -135,7 +141,8 @@ TEST(ToolRequestTest, ErrorsNameTheFieldAndValue) {
   std::optional<ApiError> error;
   ParseChat(bad_call, &error);
   ASSERT_TRUE(error);
-  EXPECT_EQ(error->message, "'messages[1].tool_calls[0].function.name' must be a non-empty string, got null");
+  EXPECT_EQ(error->message,
+            "'messages[1].tool_calls[0].function.name' must be a non-empty string, got null");
 }
 
 TEST(ToolResponseTest, MessageAndDeltaShapes) {
@@ -152,8 +159,8 @@ TEST(ToolResponseTest, MessageAndDeltaShapes) {
   // Without calls or reasoning the message is as before.
   EXPECT_EQ(ResponseShaper::MessageJson(ChoiceResult{.text = "Hi"}),
             json::parse(R"({"role": "assistant", "content": "Hi"})"));
-  EXPECT_EQ(ResponseShaper::ToolCallsJson({{.index = 0, .id = "call_x", .name = "f"},
-                                           {.index = 0, .arguments = "{}"}}),
+  EXPECT_EQ(ResponseShaper::ToolCallsJson(
+                {{.index = 0, .id = "call_x", .name = "f"}, {.index = 0, .arguments = "{}"}}),
             json::parse(R"([{"index": 0, "id": "call_x", "type": "function",
                               "function": {"name": "f", "arguments": ""}},
                              {"index": 0, "function": {"arguments": "{}"}}])"));
@@ -183,10 +190,11 @@ TEST_F(ServerToolsTest, RoundTripIsRenderedHermesStyleAndAnswered) {
   Reply prompt = Post(*client_, "/apply-template", RoundTripText());
   ASSERT_EQ(prompt.status, 200) << prompt.text;
   const std::string text = prompt.body["prompt"];
-  EXPECT_NE(text.find("<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", "
-                      "\"description\": \"Get the weather\", \"parameters\": {\"type\": "
-                      "\"object\", \"properties\": {\"city\": {\"type\": \"string\"}}}}}\n</tools>"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", "
+                "\"description\": \"Get the weather\", \"parameters\": {\"type\": "
+                "\"object\", \"properties\": {\"city\": {\"type\": \"string\"}}}}}\n</tools>"),
+      std::string::npos)
       << text;
   EXPECT_NE(text.find("<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", "
                       "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call><|im_end|>\n"
@@ -206,8 +214,7 @@ TEST_F(ServerToolsTest, RoundTripIsRenderedHermesStyleAndAnswered) {
 
   json streamed = RoundTrip();
   streamed["stream"] = true;
-  auto result =
-      client_->Post("/v1/chat/completions", RoundTripText(streamed), "application/json");
+  auto result = client_->Post("/v1/chat/completions", RoundTripText(streamed), "application/json");
   ASSERT_TRUE(result);
   ASSERT_EQ(result->status, 200);
   SseStream stream = ParseSse(result->body);
@@ -248,6 +255,73 @@ TEST(ServerToolsPlainTest, FamilyWithoutToolFormatRefusesByName) {
   no_tools.erase("tools");
   EXPECT_EQ(Post(*client, "/v1/chat/completions", no_tools).status, 200);
   EXPECT_EQ(server->Terminate(), 0);
+}
+
+// stories260K through the deepseek-r1 template: the generation cue opens <think>, so the whole
+// output is reasoning unless the budget closes the block.
+class ServerReasoningTest : public SharedServeTest<ServerReasoningTest> {
+ public:
+  static std::vector<std::string> ServeFlags() {
+    return {"--chat-template", "deepseek-r1", "-c", "512"};
+  }
+};
+
+json Story(int budget) {
+  return {{"messages", {{{"role", "user"}, {"content", "Tell me a story"}}}},
+          {"max_tokens", 40},
+          {"temperature", 0},
+          {"ignore_eos", true},
+          {"reasoning_budget_tokens", budget}};
+}
+
+TEST_F(ServerReasoningTest, BudgetClosesTheBlockAndTheAnswerFollows) {
+  Reply unbounded = Post(*client_, "/v1/chat/completions", Story(-1));
+  ASSERT_EQ(unbounded.status, 200) << unbounded.text;
+  const json& all = unbounded.body["choices"][0]["message"];
+  EXPECT_EQ(all["content"], "") << unbounded.text;
+  const std::string thought = all["reasoning_content"];
+  EXPECT_FALSE(thought.empty());
+
+  Reply budgeted = Post(*client_, "/v1/chat/completions", Story(5));
+  ASSERT_EQ(budgeted.status, 200) << budgeted.text;
+  const json& message = budgeted.body["choices"][0]["message"];
+  const std::string reasoning = message["reasoning_content"];
+  const std::string content = message["content"];
+  EXPECT_FALSE(reasoning.empty()) << budgeted.text;
+  EXPECT_FALSE(content.empty()) << budgeted.text;
+  // The same first tokens, cut after five; the forced tag and the answer count as completion.
+  EXPECT_EQ(thought.substr(0, reasoning.size()), reasoning);
+  EXPECT_LT(reasoning.size(), thought.size());
+  EXPECT_EQ(budgeted.body["usage"]["completion_tokens"], 40) << budgeted.text;
+  EXPECT_EQ(budgeted.body["usage"]["prompt_tokens"], unbounded.body["usage"]["prompt_tokens"]);
+
+  json streamed = Story(5);
+  streamed["stream"] = true;
+  auto result = client_->Post("/v1/chat/completions", streamed.dump(), "application/json");
+  ASSERT_TRUE(result);
+  SseStream stream = ParseSse(result->body);
+  EXPECT_TRUE(stream.done);
+  std::string streamed_reasoning;
+  for (const json& event : stream.events) {
+    for (const json& c : event["choices"]) {
+      if (c["delta"].contains("reasoning_content"))
+        streamed_reasoning += c["delta"]["reasoning_content"];
+    }
+  }
+  EXPECT_EQ(streamed_reasoning, reasoning);
+  EXPECT_EQ(StreamText(stream, 0), content);
+}
+
+TEST_F(ServerReasoningTest, FormatNoneKeepsItInlineAndBadValuesAre400s) {
+  json inline_request = Story(-1);
+  inline_request["reasoning_format"] = "none";
+  Reply reply = Post(*client_, "/v1/chat/completions", inline_request);
+  ASSERT_EQ(reply.status, 200) << reply.text;
+  const json& message = reply.body["choices"][0]["message"];
+  EXPECT_FALSE(message.contains("reasoning_content")) << reply.text;
+  Reply split = Post(*client_, "/v1/chat/completions", Story(-1));
+  EXPECT_EQ(message["content"], split.body["choices"][0]["message"]["reasoning_content"]);
+  ExpectError(Post(*client_, "/v1/chat/completions", Story(0)), 400, "reasoning_budget_tokens");
 }
 
 }  // namespace

@@ -49,6 +49,8 @@ class ChatOutputParser {
   ChatOutputDelta Finish();
   // Calls handed out so far.
   int n_calls() const { return n_calls_; }
+  // Whether the output is inside its reasoning block now (reasoning split out only).
+  bool thinking() const { return reasoning_ && reasoning_->thinking(); }
 
  private:
   void TakeCalls(std::vector<ParsedToolCall>& calls, ChatOutputDelta& out);

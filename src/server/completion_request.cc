@@ -394,6 +394,13 @@ std::optional<ApiError> ReadChatOptions(const json& body, CompletionRequest& out
     }
     out.reasoning_format = *named;
   }
+  std::optional<int64_t> budget;
+  if (auto e = ReadInt(body, "reasoning_budget_tokens", -1, kMaxTokensLimit, budget)) return e;
+  if (budget == 0) {
+    return ApiError::BadRequest("'reasoning_budget_tokens' must be -1 (none) or at least 1, got 0",
+                                "reasoning_budget_tokens");
+  }
+  if (budget) out.reasoning_budget = static_cast<int>(*budget);
   return std::nullopt;
 }
 

@@ -78,6 +78,9 @@ struct CompletionRequest {
   std::vector<std::string> forced_tools;
   // Chat: "reasoning_format" ("none" | "deepseek"); absent: the server's --reasoning-format.
   std::optional<ReasoningFormat> reasoning_format;
+  // Chat: "reasoning_budget_tokens" (llama.cpp's name): at most this many tokens inside the
+  // <think> block, then the server closes it; -1 = no budget; absent: --reasoning-budget.
+  std::optional<int> reasoning_budget;
 };
 
 // Fills `out` from `body`; returns the first problem found.

@@ -44,6 +44,19 @@ struct ChoiceProgress {
   std::unique_ptr<ChatOutputParser> parser;
   std::string reasoning;
   std::vector<ParsedToolCall> calls;
+  // The thinking budget: the tokens generated so far, how many were inside the reasoning block,
+  // and once the block was closed by force, the tokens the continuation took as prompt.
+  std::vector<int32_t> generated;
+  int think_tokens = 0;
+  bool budget_spent = false;
+  int continued_tokens = 0;
+};
+
+// What closing a reasoning block by force needs: the choices' engine requests as submitted.
+struct ThinkingBudget {
+  int tokens = -1;  // -1: none
+  std::vector<Request> requests;
+  const Tokenizer* tokenizer = nullptr;
 };
 
 // A piece of generated text through the choice's parser (the end of the output with `finish`),
@@ -65,6 +78,48 @@ ChatOutputDelta Feed(ChoiceProgress& choice, const std::string& text, bool finis
   choice.reasoning += delta.reasoning;
   choice.calls.insert(choice.calls.end(), delta.calls.begin(), delta.calls.end());
   return delta;
+}
+
+// The text forced into a reasoning block that ran out of budget: its closing tag, set apart as
+// thinking models write it.
+constexpr char kThinkClose[] = "\n</think>\n\n";
+
+// Counts `event`'s token against the budget; when the choice has spent it inside its reasoning
+// block, closes the block: the choice's request is continued (CompletionJob::Continue) with the
+// tokens generated so far and the closing tag's tokens as prompt (the prefix cache holds what
+// was computed), so the answer follows. Returns what the forced tag gave the parser.
+ChatOutputDelta SpendThinking(const RequestEvent& event, int index, const ThinkingBudget& budget,
+                              CompletionJob& job, ChoiceProgress& choice) {
+  choice.generated.push_back(event.token);
+  if (budget.tokens < 0 || choice.budget_spent || choice.parser == nullptr ||
+      !choice.parser->thinking() || ++choice.think_tokens < budget.tokens) {
+    return {};
+  }
+  choice.budget_spent = true;
+  const Request& original = budget.requests[static_cast<size_t>(index)];
+  const std::vector<int32_t> close =
+      budget.tokenizer->Encode(kThinkClose, /*add_special=*/false, /*parse_special=*/true);
+  const int used =
+      choice.continued_tokens + static_cast<int>(choice.generated.size() + close.size());
+  if (used >= original.max_tokens) return {};  // no room left for an answer
+  Request next = original;
+  next.id = original.id + "-answer";
+  next.prompt.insert(next.prompt.end(), choice.generated.begin(), choice.generated.end());
+  next.prompt.insert(next.prompt.end(), close.begin(), close.end());
+  next.max_tokens = original.max_tokens - used;
+  if (job.Continue(index, std::move(next))) return {};  // not possible now: thinking goes on
+  choice.continued_tokens = used;
+  choice.generated.clear();
+  return Feed(choice, kThinkClose, /*finish=*/false);
+}
+
+// A finished choice's usage as the client sees it: a continued choice's forced and earlier
+// tokens are completion tokens, not prompt.
+Usage ChoiceUsage(const ChoiceProgress& choice, Usage usage) {
+  usage.prompt_tokens -= choice.continued_tokens;
+  usage.completion_tokens += choice.continued_tokens;
+  usage.cached_tokens = std::min(usage.cached_tokens, usage.prompt_tokens);
+  return usage;
 }
 
 // "tool_calls" when calls were parsed out of a choice that ended.
@@ -121,6 +176,7 @@ UsageTotals SumUsage(const std::vector<Usage>& usages, int n) {
 // State of one streamed response, shared with httplib's content provider.
 struct StreamState {
   std::unique_ptr<CompletionJob> job;
+  ThinkingBudget budget;
   std::unique_ptr<ResponseShaper> shaper;
   std::vector<ChoiceProgress> choices;
   std::vector<Usage> usages;
@@ -177,6 +233,11 @@ bool PumpStream(StreamState& state, httplib::DataSink& sink) {
   const bool finish = event.kind == RequestEvent::Kind::kFinish;
   if (!finish && state.logprobs) AddLogprob(event, choice);
   ChatOutputDelta parsed = Feed(choice, event.text, finish);
+  if (!finish) {
+    ChatOutputDelta forced = SpendThinking(event, next->choice, state.budget, *state.job, choice);
+    parsed.reasoning += forced.reasoning;
+    parsed.content += forced.content;
+  }
   delta.text = std::move(parsed.content);
   delta.reasoning = std::move(parsed.reasoning);
   std::string text;
@@ -188,7 +249,7 @@ bool PumpStream(StreamState& state, httplib::DataSink& sink) {
     text += CallChunks(*state.shaper, next->choice, choice.calls, first_call, usage_null);
     return text.empty() || write(text);  // empty: held back; nothing to say
   }
-  state.usages[next->choice] = event.usage;
+  state.usages[next->choice] = ChoiceUsage(choice, event.usage);
   if (choice.calls.size() > first_call) {  // the text first, then the calls, then the finish
     if (!delta.text.empty() || !delta.reasoning.empty()) {
       text = Sse(state.shaper->Chunk(delta, usage_null));
@@ -383,8 +444,8 @@ ChatOutputOptions OpenAiRoutes::ChatOutput(const CompletionRequest& request,
 namespace {
 
 // Waits for every choice, then answers with the whole completion.
-void ReplyWhole(CompletionJob& job, const ResponseShaper& shaper, PreparedCompletion& prepared,
-                httplib::Response& response) {
+void ReplyWhole(CompletionJob& job, const ResponseShaper& shaper, const ThinkingBudget& budget,
+                PreparedCompletion& prepared, httplib::Response& response) {
   const CompletionRequest& request = prepared.request;
   const size_t n_choices = prepared.choices.size();
   std::vector<Usage> usages(n_choices);
@@ -396,12 +457,13 @@ void ReplyWhole(CompletionJob& job, const ResponseShaper& shaper, PreparedComple
     if (event.kind == RequestEvent::Kind::kToken) {
       if (request.logprobs) AddLogprob(event, choice);
       Feed(choice, event.text, /*finish=*/false);
+      SpendThinking(event, next->choice, budget, job, choice);
       continue;
     }
     Feed(choice, event.text, /*finish=*/true);
     choice.finish_reason = ChoiceFinishReason(choice, event.finish_reason);
     choice.dropped_tokens = event.usage.dropped_tokens;
-    usages[next->choice] = event.usage;
+    usages[next->choice] = ChoiceUsage(choice, event.usage);
   }
   std::vector<ChoiceResult> results;
   for (size_t i = 0; i < n_choices; ++i) {
@@ -418,10 +480,11 @@ void ReplyWhole(CompletionJob& job, const ResponseShaper& shaper, PreparedComple
 
 // Answers with server-sent events as the tokens come; `in_flight` counts the open streams.
 void ReplyStream(std::unique_ptr<CompletionJob> job, std::unique_ptr<ResponseShaper> shaper,
-                 PreparedCompletion& prepared, CompletionKind kind, std::atomic<int>& in_flight,
-                 httplib::Response& response) {
+                 ThinkingBudget budget, PreparedCompletion& prepared, CompletionKind kind,
+                 std::atomic<int>& in_flight, httplib::Response& response) {
   auto state = std::make_shared<StreamState>();
   state->job = std::move(job);
+  state->budget = std::move(budget);
   state->shaper = std::move(shaper);
   state->choices = std::move(prepared.choices);
   state->usages.resize(state->choices.size());
@@ -509,6 +572,11 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
     }
   }
 
+  ThinkingBudget budget{.tokens = output.split_reasoning
+                                      ? request.reasoning_budget.value_or(options_.reasoning_budget)
+                                      : -1,
+                        .tokenizer = model_.tokenizer};
+  if (budget.tokens >= 0) budget.requests = prepared.engine_requests;
   auto job = std::make_unique<CompletionJob>(*model_.engine, metrics_, arrival);
   if (auto error = job->Submit(std::move(prepared.engine_requests))) {
     return ReplyError(response, *error);
@@ -516,8 +584,9 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
   auto shaper = std::make_unique<ResponseShaper>(kind, id, model_.id,
                                                  static_cast<int64_t>(std::time(nullptr)),
                                                  *model_.tokenizer, request.logprobs);
-  if (!request.stream) return ReplyWhole(*job, *shaper, prepared, response);
-  ReplyStream(std::move(job), std::move(shaper), prepared, kind, in_flight_, response);
+  if (!request.stream) return ReplyWhole(*job, *shaper, budget, prepared, response);
+  ReplyStream(std::move(job), std::move(shaper), std::move(budget), prepared, kind, in_flight_,
+              response);
 }
 
 void OpenAiRoutes::Tokenize(const std::string& text, httplib::Response& response) const {

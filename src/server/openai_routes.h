@@ -36,6 +36,9 @@ struct RouteOptions {
   // --reasoning-format: kDeepSeek splits <think> blocks out of chat answers of templates that
   // know them (ChatTemplate::knows_think); a request's "reasoning_format" overrides it.
   ReasoningFormat reasoning_format = ReasoningFormat::kDeepSeek;
+  // --reasoning-budget: tokens a reasoning block may take before the server closes it; -1 = none.
+  // A request's "reasoning_budget_tokens" overrides it.
+  int reasoning_budget = -1;
 };
 
 class OpenAiRoutes {
