@@ -81,6 +81,11 @@ TEST(ChatToolsTest, JinjaToJsonIsPythonJsonDumps) {
             "{\n    \"a\": [\n        1,\n        {\n            \"b\": []\n        }\n    ]\n}");
   EXPECT_EQ(JinjaToJson("\"caf\xC3\xA9 \\u0001\\n\\\"\""), "\"caf\xC3\xA9 \\u0001\\n\\\"\"");
   EXPECT_EQ(JinjaToJson("{not json"), std::nullopt);
+  // Deeper than kMaxJinjaJsonDepth: not re-dumped (templates then print the text as it is).
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_EQ(JsonNestingDepth(deep), 100000);
+  EXPECT_EQ(JsonNestingDepth(R"({"a": "[[[", "b": [{}]})"), 3);
+  EXPECT_EQ(JinjaToJson(deep), std::nullopt);
   EXPECT_EQ(JinjaQuote("say \"hi\"\n"), "\"say \\\"hi\\\"\\n\"");
 }
 

@@ -92,6 +92,18 @@ TEST(ToolCallParserTest, HermesMalformedIsContent) {
                {"A <tool_call>oops</tool_call> B", {}});
 }
 
+TEST(ToolCallParserTest, DeepNestingIsContentNotACrash) {
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  const std::string text =
+      "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": " + deep + "}}</tool_call>";
+  EXPECT_EQ(ToolCallParser::ParseAll(ToolFormat::kHermes, text).content, text);
+  const std::string quoted =
+      "<tool_call>{\"name\": \"f\", \"arguments\": \"" + deep + "\"}</tool_call>";
+  EXPECT_EQ(ToolCallParser::ParseAll(ToolFormat::kHermes, quoted).content, quoted);
+  EXPECT_EQ(ToolCallParser::ParseAll(ToolFormat::kMistral, "[TOOL_CALLS]" + deep).content,
+            "[TOOL_CALLS]" + deep);
+}
+
 TEST(ToolCallParserTest, Llama3Calls) {
   ExpectParses(ToolFormat::kLlama3,
                "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",

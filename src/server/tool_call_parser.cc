@@ -1,5 +1,7 @@
 #include "server/tool_call_parser.h"
 
+#include "tokenizer/jinja_json.h"
+
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
@@ -59,6 +61,10 @@ std::optional<ParsedToolCall> CallFromJson(const OrderedJson& call) {
   if (arguments == call.end()) arguments = call.find("parameters");
   OrderedJson object = OrderedJson::object();
   if (arguments != call.end()) {
+    if (arguments->is_string() &&
+        JsonNestingDepth(arguments->get_ref<const std::string&>()) > kMaxJinjaJsonDepth) {
+      return std::nullopt;
+    }
     object = arguments->is_string()
                  ? OrderedJson::parse(arguments->get_ref<const std::string&>(), nullptr, false)
                  : *arguments;
@@ -71,6 +77,7 @@ std::optional<ParsedToolCall> CallFromJson(const OrderedJson& call) {
 
 // One call object, or an array of them (every element must be a call).
 std::optional<std::vector<ParsedToolCall>> CallsFromText(std::string_view text) {
+  if (JsonNestingDepth(text) > kMaxJinjaJsonDepth) return std::nullopt;  // dumping recurses
   const OrderedJson value = OrderedJson::parse(text, nullptr, /*allow_exceptions=*/false);
   std::vector<ParsedToolCall> calls;
   if (value.is_array() && !value.empty()) {

@@ -1,5 +1,6 @@
 #include "tokenizer/jinja_json.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -98,7 +99,30 @@ void Dump(const OrderedJson& value, int indent, int depth, std::string& out) {
 
 }  // namespace
 
+int JsonNestingDepth(std::string_view json_text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < json_text.size(); ++i) {
+    const char c = json_text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 std::optional<std::string> JinjaToJson(std::string_view json_text, int indent) {
+  if (JsonNestingDepth(json_text) > kMaxJinjaJsonDepth) return std::nullopt;
   OrderedJson value = OrderedJson::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded()) return std::nullopt;
   std::string out;

@@ -15,9 +15,17 @@
 
 namespace kvserve {
 
-// `json_text` parsed and dumped as json.dumps does; nullopt when it is not JSON. `indent` < 0:
-// one line.
+// Values nested deeper than this are not re-dumped (JinjaToJson gives nullopt): the text comes
+// from clients and models, and dumping recurses.
+inline constexpr int kMaxJinjaJsonDepth = 64;
+
+// `json_text` parsed and dumped as json.dumps does; nullopt when it is not JSON or nests deeper
+// than kMaxJinjaJsonDepth. `indent` < 0: one line.
 std::optional<std::string> JinjaToJson(std::string_view json_text, int indent = -1);
+
+// The deepest nesting of arrays and objects in `json_text` (brackets inside strings do not
+// count); a scan, no parse, so it is safe on any input.
+int JsonNestingDepth(std::string_view json_text);
 
 // tojson of a string value: the text quoted and escaped as json.dumps does.
 std::string JinjaQuote(std::string_view text);
