@@ -203,6 +203,40 @@ TEST(ChatToolsTest, MistralNemoMatchesJinja) {
             "'messages[2].tool_calls[0].id' is 'call_1'; Mistral's template needs 9 characters");
 }
 
+TEST(ChatToolsTest, Granite4MatchesJinja) {
+  const ChatTemplate t = DetectFile("ibm-granite-granite-4.0");
+  EXPECT_EQ(t.name(), "granite");
+  EXPECT_EQ(t.tool_format(), ToolFormat::kHermes);
+  const std::string tools_text =
+      "You are a helpful assistant with access to the following tools. You may call one or more "
+      "tools to assist with the user query.\n\nYou are provided with function signatures within "
+      "<tools></tools> XML tags:\n<tools>\n" +
+      kToolJson +
+      "\n</tools>\n\nFor each tool call, return a json object with function name and arguments "
+      "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
+      "\"arguments\": <args-json-object>}\n</tool_call>. If a tool does not exist in the provided "
+      "list of tools, notify the user that you do not have the ability to fulfill the request.";
+  const std::string turns =
+      "<|start_of_role|>user<|end_of_role|>Weather in Paris?<|end_of_text|>\n"
+      "<|start_of_role|>assistant<|end_of_role|><tool_call>\n{\"name\": \"get_weather\", "
+      "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call><|end_of_text|>\n"
+      "<|start_of_role|>user<|end_of_role|>\n<tool_response>\n{\"temp\": 21}\n"
+      "</tool_response><|end_of_text|>\n"
+      "<|start_of_role|>assistant<|end_of_role|>";
+  const auto messages = Conversation("call_1");
+  EXPECT_EQ(t.Render(messages, true, kTools),
+            "<|start_of_role|>system<|end_of_role|>You are helpful.\n\n" + tools_text +
+                "<|end_of_text|>\n" + turns);
+  EXPECT_EQ(t.Render(std::span(messages).subspan(1), true, kTools),
+            "<|start_of_role|>system<|end_of_role|>" + tools_text + "<|end_of_text|>\n" + turns);
+  // Neither a system message nor tools: Granite's default system message.
+  EXPECT_EQ(t.Render(std::span(messages).subspan(1, 1), true),
+            "<|start_of_role|>system<|end_of_role|>You are a helpful assistant. Please ensure "
+            "responses are professional, accurate, and safe.<|end_of_text|>\n"
+            "<|start_of_role|>user<|end_of_role|>Weather in Paris?<|end_of_text|>\n"
+            "<|start_of_role|>assistant<|end_of_role|>");
+}
+
 TEST(ChatToolsTest, FamiliesWithoutToolsAreRefusedByName) {
   const std::vector<ChatMessage> messages = {{.role = "user", .content = "Hi"}};
   for (const char* name : {"llama2", "zephyr", "gemma", "phi3", "deepseek-r1", "plain"}) {

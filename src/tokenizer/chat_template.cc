@@ -190,6 +190,10 @@ ChatTemplate::ChatTemplate(ChatFamily family) : family_(family) {
       bos_text_ = "<｜begin▁of▁sentence｜>";
       eos_text_ = "<｜end▁of▁sentence｜>";
       break;
+    case ChatFamily::kGranite:
+      bos_text_ = "<|end_of_text|>";
+      eos_text_ = "<|end_of_text|>";
+      break;
   }
   renders_bos_ = family == ChatFamily::kLlama2 || family == ChatFamily::kLlama3 ||
                  family == ChatFamily::kMistral || family == ChatFamily::kGemma ||
@@ -262,6 +266,7 @@ Result<ChatTemplate> ChatTemplate::DetectFamily(std::string_view source) {
   }
   if (Contains(source, "<start_of_turn>")) return ChatTemplate(ChatFamily::kGemma);
   if (Contains(source, "<｜User｜>")) return ChatTemplate(ChatFamily::kDeepSeekR1);
+  if (Contains(source, "<|start_of_role|>")) return ChatTemplate(ChatFamily::kGranite);
   if (Contains(source, "[INST]")) {
     return ChatTemplate(Contains(source, "<<SYS>>") ? ChatFamily::kLlama2 : ChatFamily::kMistral);
   }
@@ -279,9 +284,9 @@ Result<ChatTemplate> ChatTemplate::DetectFamily(std::string_view source) {
 
 Result<ChatTemplate> ChatTemplate::ByName(std::string_view name) {
   static constexpr ChatFamily kFamilies[] = {
-      ChatFamily::kChatMl, ChatFamily::kLlama2,     ChatFamily::kLlama3,
-      ChatFamily::kZephyr, ChatFamily::kMistral,    ChatFamily::kGemma,
-      ChatFamily::kPhi3,   ChatFamily::kDeepSeekR1, ChatFamily::kPlain};
+      ChatFamily::kChatMl,  ChatFamily::kLlama2, ChatFamily::kLlama3, ChatFamily::kZephyr,
+      ChatFamily::kMistral, ChatFamily::kGemma,  ChatFamily::kPhi3,   ChatFamily::kDeepSeekR1,
+      ChatFamily::kGranite, ChatFamily::kPlain};
   static_assert(std::size(kFamilies) == std::size(kNames));
   for (size_t i = 0; i < std::size(kNames); ++i) {
     if (kNames[i] == name) return ChatTemplate(kFamilies[i]);
@@ -320,6 +325,8 @@ std::string_view ChatTemplate::name() const {
       return "phi3";
     case ChatFamily::kDeepSeekR1:
       return "deepseek-r1";
+    case ChatFamily::kGranite:
+      return "granite";
   }
   return "plain";
 }
@@ -381,6 +388,9 @@ std::vector<std::string> ChatTemplate::stop_strings() const {
     case ChatFamily::kDeepSeekR1:
       stops = {"<｜User｜>"};
       break;
+    case ChatFamily::kGranite:
+      stops = {"<|end_of_text|>", "<|start_of_role|>"};
+      break;
   }
   if (!eos_text_.empty() && std::find(stops.begin(), stops.end(), eos_text_) == stops.end()) {
     stops.push_back(eos_text_);
@@ -436,6 +446,8 @@ ToolFormat ChatTemplate::tool_format() const {
       return knowledge_line_.empty() ? ToolFormat::kNone : ToolFormat::kLlama3;
     case ChatFamily::kMistral:
       return ToolFormat::kMistral;
+    case ChatFamily::kGranite:
+      return ToolFormat::kHermes;
     default:
       return ToolFormat::kNone;
   }
@@ -514,6 +526,9 @@ ChatText ChatTemplate::RenderText(std::span<const ChatMessage> messages, bool ad
     case ChatFamily::kDeepSeekR1:
       RenderDeepSeekR1(messages, add_generation_prompt, out);
       break;
+    case ChatFamily::kGranite:
+      RenderGranite(messages, add_generation_prompt, tools, out);
+      break;
   }
   return out;
 }
@@ -540,9 +555,9 @@ void ChatTemplate::RenderChatMl(std::span<const ChatMessage> messages, bool add_
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     if (hermes && m.role == "assistant" && !m.tool_calls.empty()) {
-      AppendHermesToolCalls(m, out);
+      AppendHermesToolCalls(m, kChatMlTurns, out);
     } else if (hermes && m.role == "tool") {
-      AppendHermesToolResult(messages, i, out);
+      AppendHermesToolResult(messages, i, kChatMlTurns, out);
     } else {
       out.AppendAll(
           {"<|im_start|>", MessageText(m.role), "\n", MessageText(m.content), "<|im_end|>\n"});
@@ -737,6 +752,31 @@ void ChatTemplate::RenderDeepSeekR1(std::span<const ChatMessage> messages,
     }
   }
   if (add_generation_prompt) out += "<｜Assistant｜><think>\n";
+}
+
+void ChatTemplate::RenderGranite(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                 std::span<const ChatTool> tools, ChatText& out) const {
+  constexpr std::string_view kDefaultSystem =
+      "You are a helpful assistant. Please ensure responses are professional, accurate, and safe.";
+  const bool has_system = !messages.empty() && messages[0].role == "system";
+  const std::string_view system = has_system ? std::string_view(messages[0].content) : "";
+  const std::string with_tools =
+      tools.empty() ? std::string(system) : GraniteToolsSystem(system, tools);
+  out.AppendAll({"<|start_of_role|>system<|end_of_role|>",
+                 with_tools.empty() ? Piece(kDefaultSystem) : Piece(MessageText(with_tools)),
+                 "<|end_of_text|>\n"});
+  for (size_t i = has_system ? 1 : 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "user" || m.role == "system") {
+      out.AppendAll({"<|start_of_role|>", MessageText(m.role), "<|end_of_role|>",
+                     MessageText(m.content), "<|end_of_text|>\n"});
+    } else if (m.role == "assistant") {
+      AppendHermesToolCalls(m, kGraniteTurns, out);
+    } else if (m.role == "tool") {
+      AppendHermesToolResult(messages, i, kGraniteTurns, out);
+    }
+  }
+  if (add_generation_prompt) out += "<|start_of_role|>assistant<|end_of_role|>";
 }
 
 }  // namespace kvserve

@@ -22,10 +22,12 @@
 //           message, as llama.cpp's built-in Gemma format does)
 //   phi3    <|user|>\n...<|end|>\n
 //   deepseek-r1  <｜begin▁of▁sentence｜>system<｜User｜>...<｜Assistant｜>...<｜end▁of▁sentence｜>
+//   granite <|start_of_role|>role<|end_of_role|>...<|end_of_text|>\n  (Granite 4: a default system
+//           message; tools inside the system text, calls and results as Hermes/Qwen)
 //   plain   "role: content\n" lines and a final "assistant:" cue (models without a template)
 //
 // Tools (ToolFormat, rendered by tokenizer/tool_prompt.h as each family's template does):
-//   kHermes  chatml (Qwen 2.5/3 and plain ChatML such as SmolLM2): a "# Tools" system block with
+//   kHermes  chatml (Qwen 2.5/3 and plain ChatML such as SmolLM2), granite: a system block with
 //            <tools>...</tools>, calls as <tool_call>{"name", "arguments"}</tool_call>, results in
 //            a user turn as <tool_response>...</tool_response>
 //   kLlama3  llama3 of 3.1/3.2/3.3: "Environment: ipython", the tools in the first user turn,
@@ -86,13 +88,15 @@ enum class ChatFamily {
   kGemma,
   kPhi3,
   kDeepSeekR1,
+  kGranite,
 };
 
 class ChatTemplate {
  public:
   // Names accepted by ByName, in the order they are listed in messages.
-  static constexpr std::string_view kNames[] = {
-      "chatml", "llama2", "llama3", "zephyr", "mistral", "gemma", "phi3", "deepseek-r1", "plain"};
+  static constexpr std::string_view kNames[] = {"chatml",  "llama2", "llama3", "zephyr",
+                                                "mistral", "gemma",  "phi3",   "deepseek-r1",
+                                                "granite", "plain"};
   // Template sources longer than this are rejected (real ones are under 20 KB).
   static constexpr size_t kMaxSourceBytes = 1 << 20;
 
@@ -188,6 +192,8 @@ class ChatTemplate {
                         ChatText& out) const;
   void RenderPlain(std::span<const ChatMessage> messages, bool add_generation_prompt,
                    ChatText& out) const;
+  void RenderGranite(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                     std::span<const ChatTool> tools, ChatText& out) const;
   // Render, with the bytes that came from the messages marked.
   ChatText RenderText(std::span<const ChatMessage> messages, bool add_generation_prompt,
                       std::span<const ChatTool> tools) const;

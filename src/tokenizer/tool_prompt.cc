@@ -47,8 +47,9 @@ void AppendHermesSystem(std::string_view system, std::span<const ChatTool> tools
   out += kHermesToolsOutro;
 }
 
-void AppendHermesToolCalls(const ChatMessage& message, ChatText& out) {
-  out.AppendAll({"<|im_start|>", MessageText(message.role), "\n", MessageText(message.content)});
+void AppendHermesToolCalls(const ChatMessage& message, const TurnMarkup& turns, ChatText& out) {
+  out.AppendAll(
+      {turns.open, MessageText(message.role), turns.after_role, MessageText(message.content)});
   for (size_t i = 0; i < message.tool_calls.size(); ++i) {
     const ChatToolCall& call = message.tool_calls[i];
     if (i > 0 || !message.content.empty()) out += "\n";
@@ -56,13 +57,30 @@ void AppendHermesToolCalls(const ChatMessage& message, ChatText& out) {
     out.AppendAll({"<tool_call>\n{\"name\": \"", MessageText(call.name),
                    "\", \"arguments\": ", MessageText(arguments), "}\n</tool_call>"});
   }
-  out += "<|im_end|>\n";
+  out += turns.close;
 }
 
-void AppendHermesToolResult(std::span<const ChatMessage> messages, size_t i, ChatText& out) {
-  if (i == 0 || messages[i - 1].role != "tool") out += "<|im_start|>user";
+void AppendHermesToolResult(std::span<const ChatMessage> messages, size_t i,
+                            const TurnMarkup& turns, ChatText& out) {
+  if (i == 0 || messages[i - 1].role != "tool") out += turns.results_open;
   out.AppendAll({"\n<tool_response>\n", MessageText(messages[i].content), "\n</tool_response>"});
-  if (i + 1 == messages.size() || messages[i + 1].role != "tool") out += "<|im_end|>\n";
+  if (i + 1 == messages.size() || messages[i + 1].role != "tool") out += turns.close;
+}
+
+std::string GraniteToolsSystem(std::string_view system, std::span<const ChatTool> tools) {
+  std::string text(system);
+  if (!text.empty()) text += "\n\n";
+  text +=
+      "You are a helpful assistant with access to the following tools. You may call one or more "
+      "tools to assist with the user query.\n\nYou are provided with function signatures within "
+      "<tools></tools> XML tags:\n<tools>";
+  for (const ChatTool& tool : tools) text += "\n" + ToolJson(tool, -1);
+  text +=
+      "\n</tools>\n\nFor each tool call, return a json object with function name and arguments "
+      "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
+      "\"arguments\": <args-json-object>}\n</tool_call>. If a tool does not exist in the provided "
+      "list of tools, notify the user that you do not have the ability to fulfill the request.";
+  return text;
 }
 
 void AppendLlama3ToolsTurn(std::string_view first_user, std::span<const ChatTool> tools,
