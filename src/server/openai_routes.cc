@@ -90,11 +90,9 @@ constexpr char kThinkClose[] = "\n</think>\n\n";
 // was computed), so the answer follows. Returns what the forced tag gave the parser.
 ChatOutputDelta SpendThinking(const RequestEvent& event, int index, const ThinkingBudget& budget,
                               CompletionJob& job, ChoiceProgress& choice) {
+  if (budget.tokens < 0 || choice.budget_spent || choice.parser == nullptr) return {};
   choice.generated.push_back(event.token);
-  if (budget.tokens < 0 || choice.budget_spent || choice.parser == nullptr ||
-      !choice.parser->thinking() || ++choice.think_tokens < budget.tokens) {
-    return {};
-  }
+  if (!choice.parser->thinking() || ++choice.think_tokens < budget.tokens) return {};
   choice.budget_spent = true;
   const Request& original = budget.requests[static_cast<size_t>(index)];
   const std::vector<int32_t> close =
@@ -527,7 +525,8 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
   }
   const PromptPlan plan = EncodePrompts(model_, kind, prepared);
   const bool text_kind = kind == CompletionKind::kText;
-  const ChatOutputOptions output = ChatOutput(request, *model_.chat_template);
+  const ChatOutputOptions output =
+      text_kind ? ChatOutputOptions{} : ChatOutput(request, *model_.chat_template);
   const bool parse_output =
       !text_kind && (output.split_reasoning || output.tool_format != ToolFormat::kNone);
   const std::string id = std::string(text_kind ? "cmpl-" : "chatcmpl-") + id_prefix_ +
