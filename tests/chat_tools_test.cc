@@ -237,6 +237,48 @@ TEST(ChatToolsTest, Granite4MatchesJinja) {
             "<|start_of_role|>assistant<|end_of_role|>");
 }
 
+TEST(ChatToolsTest, Hermes3MatchesJinja) {
+  ChatTemplate t = DetectFile("NousResearch-Hermes-3-Llama-3.1-8B-tool_use");
+  EXPECT_EQ(t.name(), "chatml");
+  t.set_special_tokens("<|begin_of_text|>", "<|eot_id|>");
+  const std::vector<ChatTool> tools = {
+      {.name = "get_weather",
+       .json = R"({"type":"function","function":{"name":"get_weather","description":"Get the )"
+               R"(weather","parameters":{"type":"object","properties":{"city":{"type":"string",)"
+               R"("description":" The city "},"days":{"type":"array","items":{"type":"integer"}}},)"
+               R"("required":["city"]}}})"}};
+  // The template's own quirks: arrays are list[Union[]] (`items` is the dict filter), the Args
+  // lines are not separated, and the tool's outer brace is never closed.
+  const std::string system =
+      "<|im_start|>system\nYou are a function calling AI model. You are provided with function "
+      "signatures within <tools></tools> XML tags. You may call one or more functions to assist "
+      "with the user query. Don't make assumptions about what values to plug into functions. "
+      "Here are the available tools: <tools> {\"type\": \"function\", \"function\": {\"name\": "
+      "\"get_weather\", \"description\": \"get_weather(city: str, days: list[Union[]]) - Get the "
+      "weather\n\n    Args:\n        city(str): The city        days(list[Union[]]): \", "
+      "\"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\", "
+      "\"description\": \" The city \"}, \"days\": {\"type\": \"array\", \"items\": {\"type\": "
+      "\"integer\"}}}, \"required\": [\"city\"]}} </tools>Use the following pydantic model json "
+      "schema for each tool call you will make: {\"properties\": {\"name\": {\"title\": \"Name\", "
+      "\"type\": \"string\"}, \"arguments\": {\"title\": \"Arguments\", \"type\": \"object\"}}, "
+      "\"required\": [\"name\", \"arguments\"], \"title\": \"FunctionCall\", \"type\": "
+      "\"object\"}}\nFor each function call return a json object with function name and arguments "
+      "within <tool_call></tool_call> XML tags as follows:\n<tool_call>\n{\"name\": "
+      "<function-name>, \"arguments\": <args-dict>}\n</tool_call><|im_end|>\n";
+  std::vector<ChatMessage> messages = Conversation("call_1");
+  messages[2].content = "Checking.";  // dropped: the template writes only the calls
+  messages.push_back(Result("call_2", "sunny"));
+  EXPECT_EQ(t.Render(messages, true, tools),
+            "<|begin_of_text|>" + system +
+                "<|im_start|>system\nYou are helpful.<|im_end|>\n"
+                "<|im_start|>user\nWeather in Paris?<|im_end|>\n"
+                "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+                "{\"city\": \"Paris\"}}\n</tool_call><|im_end|>\n"
+                "<|im_start|>tool\n<tool_response>\n{\"temp\": 21}\n</tool_response>\n"
+                "<tool_response>\nsunny\n</tool_response><|im_end|>"
+                "<|im_start|>assistant\n");
+}
+
 TEST(ChatToolsTest, FamiliesWithoutToolsAreRefusedByName) {
   const std::vector<ChatMessage> messages = {{.role = "user", .content = "Hi"}};
   for (const char* name : {"llama2", "zephyr", "gemma", "phi3", "deepseek-r1", "plain"}) {

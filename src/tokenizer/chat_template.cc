@@ -221,6 +221,7 @@ Result<ChatTemplate> ChatTemplate::DetectFamily(std::string_view source) {
     ChatTemplate t(ChatFamily::kChatMl);
     t.renders_bos_ = asks_bos;
     t.hermes_tools_ = Contains(source, "<tool_call>");
+    t.hermes3_ = Contains(source, "You are a function calling AI model");
     if (Contains(source, "Reasoning Mode")) {
       // SmolLM3: the two default instructions are the first long literals after the header.
       const std::string* cutoff = FindLiteralStartingWith(literals, "Knowledge Cutoff Date:");
@@ -499,6 +500,8 @@ ChatText ChatTemplate::RenderText(std::span<const ChatMessage> messages, bool ad
       if (renders_bos_) out += bos_text_;
       if (smollm3_) {
         RenderSmolLm3(messages, add_generation_prompt, out);
+      } else if (hermes3_) {
+        RenderHermes3(messages, add_generation_prompt, tools, out);
       } else {
         RenderChatMl(messages, add_generation_prompt, tools, out);
       }
@@ -777,6 +780,35 @@ void ChatTemplate::RenderGranite(std::span<const ChatMessage> messages, bool add
     }
   }
   if (add_generation_prompt) out += "<|start_of_role|>assistant<|end_of_role|>";
+}
+
+void ChatTemplate::RenderHermes3(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                 std::span<const ChatTool> tools, ChatText& out) const {
+  AppendHermes3System(tools, out);
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "assistant" && !m.tool_calls.empty()) {  // its content is not written
+      out += "<|im_start|>assistant";
+      for (const ChatToolCall& call : m.tool_calls) {
+        const std::string arguments = ToolArgumentsText(call.arguments);
+        out.AppendAll({"\n<tool_call>\n{\"name\": \"", MessageText(call.name),
+                       "\", \"arguments\": ", MessageText(arguments), "}\n</tool_call>"});
+      }
+      out += "<|im_end|>\n";
+    } else if (m.role == "tool") {
+      // A group of results opens a "tool" turn (not when it starts the conversation) and closes
+      // it without a newline; the last message closes it too.
+      const bool last = i + 1 == messages.size();
+      if (i > 0 && messages[i - 1].role != "tool") out += "<|im_start|>tool\n";
+      out.AppendAll({"<tool_response>\n", MessageText(m.content),
+                     last ? "\n</tool_response>" : "\n</tool_response>\n"});
+      if (last || messages[i + 1].role != "tool") out += "<|im_end|>";
+    } else {
+      out.AppendAll(
+          {"<|im_start|>", MessageText(m.role), "\n", MessageText(m.content), "<|im_end|>\n"});
+    }
+  }
+  if (add_generation_prompt) out += "<|im_start|>assistant\n";
 }
 
 }  // namespace kvserve

@@ -192,6 +192,8 @@ class ChatTemplate {
                         ChatText& out) const;
   void RenderPlain(std::span<const ChatMessage> messages, bool add_generation_prompt,
                    ChatText& out) const;
+  void RenderHermes3(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                     std::span<const ChatTool> tools, ChatText& out) const;
   void RenderGranite(std::span<const ChatMessage> messages, bool add_generation_prompt,
                      std::span<const ChatTool> tools, ChatText& out) const;
   // Render, with the bytes that came from the messages marked.
@@ -209,6 +211,7 @@ class ChatTemplate {
   // chatml: the template writes tool calls and results itself (<tool_call>, Qwen/Hermes), so they
   // are written that way even when the request offers no tools.
   bool hermes_tools_ = false;
+  bool hermes3_ = false;      // NousResearch's Hermes 3 tool_use template
   bool knows_think_ = false;  // the source mentions </think>
   // chatml, SmolLM3 style: "Knowledge Cutoff Date: ...\n" and the two default instructions.
   bool smollm3_ = false;

@@ -30,7 +30,113 @@ constexpr std::string_view kLlama3ToolsIntro =
     "function name, \"parameters\": dictionary of argument name and its value}.Do not use "
     "variables.\n\n";
 
+// The template's json_to_python_type macro. Jinja quirks kept: `items` of an array is the dict's
+// items, so arrays are "list[Union[]]", and a spec without a type is "Union[]". A type name the
+// macro does not know makes it recurse without end; here it is "Any".
+std::string PythonType(const OrderedJson& spec) {
+  if (!spec.is_object() || !spec.contains("type")) return "Union[]";
+  const OrderedJson& type = spec["type"];
+  if (type.is_array()) {
+    std::string out = "Union[";
+    for (size_t i = 0; i < type.size(); ++i) {
+      if (i > 0) out += ",";
+      out += PythonType(OrderedJson{{"type", type[i]}});
+    }
+    return out + "]";
+  }
+  if (!type.is_string()) return "Any";
+  const std::string& name = type.get_ref<const std::string&>();
+  if (name == "string") return "str";
+  if (name == "number") return "float";
+  if (name == "integer") return "int";
+  if (name == "boolean") return "bool";
+  if (name == "array") return "list[Union[]]";
+  if (name == "object") {
+    return spec.contains("additionalProperties")
+               ? "dict[str, " + PythonType(spec["additionalProperties"]) + "]"
+               : "dict";
+  }
+  return "Any";
+}
+
+// Jinja's trim of a value that may be absent ("" then).
+std::string TrimmedText(const OrderedJson& value) {
+  if (!value.is_string()) return "";
+  const std::string& text = value.get_ref<const std::string&>();
+  const size_t first = text.find_first_not_of(" \t\n\r\v\f");
+  if (first == std::string::npos) return "";
+  return text.substr(first, text.find_last_not_of(" \t\n\r\v\f") - first + 1);
+}
+
+// object[key] when it is a string, else "" (nothing here throws on odd client JSON).
+std::string StringField(const OrderedJson& object, const char* key) {
+  if (!object.is_object()) return "";
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// object[key] when it is an object, else {}.
+OrderedJson ObjectField(const OrderedJson& object, const char* key) {
+  if (!object.is_object()) return OrderedJson::object();
+  auto it = object.find(key);
+  return it != object.end() && it->is_object() ? *it : OrderedJson::object();
+}
+
+// One tool of Hermes 3's list.
+std::string Hermes3Tool(const ChatTool& tool) {
+  OrderedJson function = OrderedJson::parse(tool.json, nullptr, false);
+  if (function.is_object() && function.contains("function")) function = function["function"];
+  if (!function.is_object()) return tool.json;
+  const std::string name = StringField(function, "name");
+  const OrderedJson parameters = ObjectField(function, "parameters");
+  const OrderedJson properties = ObjectField(parameters, "properties");
+  std::string out = "{\"type\": \"function\", \"function\": {\"name\": \"" + name +
+                    "\", \"description\": \"" + name + "(";
+  std::string args;
+  bool first = true;
+  for (const auto& [param, fields] : properties.items()) {
+    if (!first) out += ", ";
+    out += param + ": " + PythonType(fields);
+    args += (first ? "    Args:\n" : "") + std::string("        ") + param + "(" +
+            PythonType(fields) + "): " +
+            TrimmedText(ObjectField(properties, param.c_str()).value("description", OrderedJson()));
+    first = false;
+  }
+  out += ")";
+  const bool returns = function.contains("return");
+  if (returns) out += " -> " + PythonType(function["return"]);
+  out += " - " + StringField(function, "description") + "\n\n" + args;
+  if (returns && function["return"].is_object() && function["return"].contains("description")) {
+    out += "\n    Returns:\n        " + StringField(function["return"], "description");
+  }
+  out += "\", \"parameters\": ";
+  out += properties.empty() ? "{}" : JinjaToJson(parameters.dump()).value_or("{}");
+  return out + "}";
+}
+
 }  // namespace
+
+void AppendHermes3System(std::span<const ChatTool> tools, ChatText& out) {
+  out +=
+      "<|im_start|>system\nYou are a function calling AI model. You are provided with function "
+      "signatures within "
+      "<tools></tools> XML tags. You may call one or more functions to assist with the user "
+      "query. Don't make assumptions about what values to plug into functions. Here are the "
+      "available tools: <tools> ";
+  for (size_t i = 0; i < tools.size(); ++i) {
+    if (i > 0) out += "\n";
+    const std::string tool = Hermes3Tool(tools[i]);
+    out.AppendMessage(tool);
+  }
+  out +=
+      " </tools>Use the following pydantic model json schema for each tool call you will make: "
+      "{\"properties\": {\"name\": {\"title\": \"Name\", \"type\": \"string\"}, \"arguments\": "
+      "{\"title\": \"Arguments\", \"type\": \"object\"}}, \"required\": [\"name\", "
+      "\"arguments\"], \"title\": \"FunctionCall\", \"type\": \"object\"}}\nFor each function call "
+      "return a json object with function name and arguments within <tool_call></tool_call> XML "
+      "tags as follows:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+      "<args-dict>}\n</tool_call><|im_end|>\n";
+}
 
 std::string ToolArgumentsText(std::string_view arguments) {
   return JinjaToJson(arguments).value_or(std::string(arguments));

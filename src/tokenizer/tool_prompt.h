@@ -45,6 +45,10 @@ void AppendHermesToolResult(std::span<const ChatMessage> messages, size_t i,
 // following tools. ..."), appended to `system` after a blank line when it is not empty.
 std::string GraniteToolsSystem(std::string_view system, std::span<const ChatTool> tools);
 
+// Hermes 3 (NousResearch's tool_use template): its system turn, written whether or not there are
+// tools, which lists them with a Python-typed signature and an "Args:" list in each description.
+void AppendHermes3System(std::span<const ChatTool> tools, ChatText& out);
+
 // Llama 3.1/3.2/3.3 (tools_in_user_message, the templates' default). The first user turn with
 // the tools before `first_user` (trimmed by the caller).
 void AppendLlama3ToolsTurn(std::string_view first_user, std::span<const ChatTool> tools,
