@@ -279,6 +279,32 @@ TEST(ChatToolsTest, Hermes3MatchesJinja) {
                 "<|im_start|>assistant\n");
 }
 
+TEST(ChatToolsTest, OddToolJsonNeverThrows) {
+  // What the server does not check (properties, return, items) can be anything.
+  const std::vector<ChatTool> odd = {
+      {.name = "a",
+       .json = R"({"type":"function","function":{"name":"a","parameters":{"properties":5}}})"},
+      {.name = "b",
+       .json = R"({"type":"function","function":{"name":"b","return":"x","parameters":)"
+               R"({"properties":{"p":3,"q":{"type":["string",7]},"r":{"type":"null"}}}}})"},
+      {.name = "c", .json = "not json"},
+      {.name = "d", .json = "[1,2]"}};
+  const std::vector<ChatMessage> messages = {{.role = "user", .content = "Hi"}};
+  for (const char* file : {"NousResearch-Hermes-3-Llama-3.1-8B-tool_use", "Qwen-Qwen3-0.6B",
+                           "meta-llama-Llama-3.1-8B-Instruct",
+                           "mistralai-Mistral-Nemo-Instruct-2407", "ibm-granite-granite-4.0"}) {
+    const ChatTemplate t = DetectFile(file);
+    std::string text;
+    EXPECT_NO_THROW(text = t.Render(messages, true, odd)) << file;
+    EXPECT_NE(text.find("Hi"), std::string::npos) << file;
+  }
+  const std::string hermes3 =
+      DetectFile("NousResearch-Hermes-3-Llama-3.1-8B-tool_use").Render(messages, true, odd);
+  EXPECT_NE(hermes3.find("b(p: Union[], q: Union[str,Any], r: Any) -> Union[] - "),
+            std::string::npos)
+      << hermes3;
+}
+
 TEST(ChatToolsTest, FamiliesWithoutToolsAreRefusedByName) {
   const std::vector<ChatMessage> messages = {{.role = "user", .content = "Hi"}};
   for (const char* name : {"llama2", "zephyr", "gemma", "phi3", "deepseek-r1", "plain"}) {
