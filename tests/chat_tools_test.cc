@@ -319,6 +319,17 @@ TEST(ChatToolsTest, FamiliesWithoutToolsAreRefusedByName) {
             "'tools': the chat template family 'chatml (SmolLM3)' has no tool-call format");
   EXPECT_EQ(ChatTemplate::ByName("llama3").value().CheckToolUse(messages, kTools).message(),
             "'tools': the chat template family 'llama3 (3.0)' has no tool-call format");
+  // Variants whose call format kvserve does not write are refused rather than written wrongly.
+  for (const char* file : {"Qwen3-Coder", "Qwen3.5-4B"}) {
+    EXPECT_EQ(DetectFile(file).CheckToolUse(messages, kTools).message(),
+              "'tools': the chat template family 'chatml (XML <function=...> calls)' has no "
+              "tool-call format")
+        << file;
+  }
+  EXPECT_EQ(
+      DetectFile("Mistral-Small-3.2-24B-Instruct-2506").CheckToolUse(messages, kTools).message(),
+      "'tools': the chat template family 'mistral ([TOOL_CALLS]name[ARGS])' has no tool-call "
+      "format");
 }
 
 TEST(ChatToolsTest, ToolTextIsWrittenAsGiven) {

@@ -220,8 +220,9 @@ Result<ChatTemplate> ChatTemplate::DetectFamily(std::string_view source) {
   if (Contains(source, "<|im_start|>")) {
     ChatTemplate t(ChatFamily::kChatMl);
     t.renders_bos_ = asks_bos;
-    t.hermes_tools_ = Contains(source, "<tool_call>");
+    t.hermes_tools_ = Contains(source, "<tool_call>") && !Contains(source, "<function=");
     t.hermes3_ = Contains(source, "You are a function calling AI model");
+    if (Contains(source, "<function=")) t.unsupported_tools_ = "chatml (XML <function=...> calls)";
     if (Contains(source, "Reasoning Mode")) {
       // SmolLM3: the two default instructions are the first long literals after the header.
       const std::string* cutoff = FindLiteralStartingWith(literals, "Knowledge Cutoff Date:");
@@ -269,7 +270,9 @@ Result<ChatTemplate> ChatTemplate::DetectFamily(std::string_view source) {
   if (Contains(source, "<｜User｜>")) return ChatTemplate(ChatFamily::kDeepSeekR1);
   if (Contains(source, "<|start_of_role|>")) return ChatTemplate(ChatFamily::kGranite);
   if (Contains(source, "[INST]")) {
-    return ChatTemplate(Contains(source, "<<SYS>>") ? ChatFamily::kLlama2 : ChatFamily::kMistral);
+    ChatTemplate t(Contains(source, "<<SYS>>") ? ChatFamily::kLlama2 : ChatFamily::kMistral);
+    if (Contains(source, "[ARGS]")) t.unsupported_tools_ = "mistral ([TOOL_CALLS]name[ARGS])";
+    return t;
   }
   if (Contains(source, "<|user|>")) {
     ChatTemplate t(Contains(source, "<|end|>") ? ChatFamily::kPhi3 : ChatFamily::kZephyr);
@@ -440,6 +443,7 @@ std::vector<int32_t> ChatTemplate::EncodeConversation(const Tokenizer& tokenizer
 }
 
 ToolFormat ChatTemplate::tool_format() const {
+  if (!unsupported_tools_.empty()) return ToolFormat::kNone;
   switch (family_) {
     case ChatFamily::kChatMl:
       return smollm3_ ? ToolFormat::kNone : ToolFormat::kHermes;
@@ -458,9 +462,14 @@ Status ChatTemplate::CheckToolUse(std::span<const ChatMessage> messages,
                                   std::span<const ChatTool> tools) const {
   const ToolFormat format = tool_format();
   if (!tools.empty() && format == ToolFormat::kNone) {
-    const std::string family = smollm3_                         ? "chatml (SmolLM3)"
-                               : family_ == ChatFamily::kLlama3 ? "llama3 (3.0)"
-                                                                : std::string(name());
+    std::string family = std::string(name());
+    if (!unsupported_tools_.empty()) {
+      family = unsupported_tools_;
+    } else if (smollm3_) {
+      family = "chatml (SmolLM3)";
+    } else if (family_ == ChatFamily::kLlama3) {
+      family = "llama3 (3.0)";
+    }
     return Status::InvalidArgument("'tools': the chat template family '" + family +
                                    "' has no tool-call format");
   }

@@ -211,7 +211,10 @@ class ChatTemplate {
   // chatml: the template writes tool calls and results itself (<tool_call>, Qwen/Hermes), so they
   // are written that way even when the request offers no tools.
   bool hermes_tools_ = false;
-  bool hermes3_ = false;      // NousResearch's Hermes 3 tool_use template
+  bool hermes3_ = false;  // NousResearch's Hermes 3 tool_use template
+  // A variant whose tool format kvserve does not write (Qwen3-Coder / Qwen 3.5's XML calls,
+  // Mistral Small 3.2's [TOOL_CALLS]name[ARGS]): its name for the refusal; "" otherwise.
+  std::string unsupported_tools_;
   bool knows_think_ = false;  // the source mentions </think>
   // chatml, SmolLM3 style: "Knowledge Cutoff Date: ...\n" and the two default instructions.
   bool smollm3_ = false;
