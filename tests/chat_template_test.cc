@@ -67,6 +67,7 @@ TEST(ChatTemplateTest, DetectsEveryRealTemplate) {
       {"google-gemma-2-2b-it", "gemma"},
       {"microsoft-Phi-3.5-mini-instruct", "phi3"},
       {"deepseek-ai-DeepSeek-R1-Distill-Llama-8B", "deepseek-r1"},
+      {"ibm-granite-granite-4.0", "granite"},
   };
   for (const FamilyCase& c : cases) {
     const ChatTemplate t = DetectFile(c.file);
@@ -295,6 +296,12 @@ TEST(ChatTemplateTest, ByNameRendersEveryFamily) {
       {"deepseek-r1",
        "<｜begin▁of▁sentence｜>You are a terse assistant.<｜User｜>Hello!<｜Assistant｜>Hi there."
        "<｜end▁of▁sentence｜><｜User｜>What is 2+2?<｜Assistant｜><think>\n"},
+      {"granite",
+       "<|start_of_role|>system<|end_of_role|>You are a terse assistant.<|end_of_text|>\n"
+       "<|start_of_role|>user<|end_of_role|>Hello!<|end_of_text|>\n"
+       "<|start_of_role|>assistant<|end_of_role|>Hi there.<|end_of_text|>\n"
+       "<|start_of_role|>user<|end_of_role|>What is 2+2?<|end_of_text|>\n"
+       "<|start_of_role|>assistant<|end_of_role|>"},
       {"plain",
        "system: You are a terse assistant.\nuser: Hello!\nassistant: Hi there.\n"
        "user: What is 2+2?\nassistant:"},

@@ -213,7 +213,8 @@ TEST(CompletionRequestTest, ChatErrors) {
   EXPECT_EQ(ParseError({{"messages", user}, {"top_logprobs", 2}}, chat).param, "top_logprobs");
   EXPECT_EQ(ParseError({{"messages", user}, {"logprobs", 2}}, chat).param, "logprobs");
   EXPECT_EQ(ParseError({{"messages", user}, {"tools", {{{"type", "function"}}}}}, chat).param,
-            "tools");
+            "tools[0].function");
+  EXPECT_EQ(ParseError({{"prompt", "x"}, {"tools", json::array()}}).param, "tools");
 }
 
 TEST(ApiErrorTest, OpenAiShape) {

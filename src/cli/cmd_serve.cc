@@ -69,6 +69,16 @@ FlagTable ServeFlagTable() {
              .value_name = "N",
              .default_text = "0, the context",
              .help = "longer prompts get 400"},
+            {.name = "--reasoning-format",
+             .value_name = "none|deepseek",
+             .default_text = "deepseek",
+             .help = "deepseek: a thinking model's <think> block becomes reasoning_content; none: "
+                     "it stays in the content"},
+            {.name = "--reasoning-budget",
+             .value_name = "N",
+             .default_text = "-1, none",
+             .help = "with --reasoning-format deepseek: after N tokens inside a <think> block "
+                     "the server closes it (forces </think>) and the answer follows"},
             {.name = "--max-concurrent-per-key",
              .value_name = "N",
              .default_text = "0, no limit",
@@ -180,6 +190,7 @@ Result<ServeOptions> ReadServeOptions(const Args& args, const ModelOptions& mode
   auto write_timeout = IntFlag(args, "--write-timeout", 10, 1, 3600);
   auto max_prompt_tokens = IntFlag(args, "--max-prompt-tokens", 0, 0, 1 << 24);
   auto per_key = IntFlag(args, "--max-concurrent-per-key", 0, 0, 1 << 20);
+  auto reasoning_budget = IntFlag(args, "--reasoning-budget", -1, -1, 1 << 24);
   auto request_timeout = SecondsFlag(args, "--request-timeout", 0);
   auto session_ttl = SecondsFlag(args, "--session-ttl", 300);
   auto shutdown = SecondsFlag(args, "--shutdown-timeout", 30);
@@ -187,7 +198,8 @@ Result<ServeOptions> ReadServeOptions(const Args& args, const ModelOptions& mode
   for (const Status& s :
        {port.status(), queue.status(), http_threads.status(), read_timeout.status(),
         max_connections.status(), request_timeout.status(), session_ttl.status(), shutdown.status(),
-        watchdog.status(), write_timeout.status(), max_prompt_tokens.status(), per_key.status()}) {
+        watchdog.status(), write_timeout.status(), max_prompt_tokens.status(), per_key.status(),
+        reasoning_budget.status()}) {
     if (!s.ok()) return s;
   }
   o.http.port = *port;
@@ -198,6 +210,17 @@ Result<ServeOptions> ReadServeOptions(const Args& args, const ModelOptions& mode
   o.http.routes.max_prompt_tokens = *max_prompt_tokens;
   o.http.max_concurrent_per_key = *per_key;
   o.http.routes.request_timeout_s = *request_timeout;
+  const std::string reasoning = args.GetOr("--reasoning-format", "deepseek");
+  const auto reasoning_format = ReasoningFormatNamed(reasoning);
+  if (!reasoning_format) {
+    return Status::InvalidArgument("--reasoning-format must be none or deepseek, got '" +
+                                   reasoning + "'");
+  }
+  o.http.routes.reasoning_format = *reasoning_format;
+  if (*reasoning_budget == 0) {
+    return Status::InvalidArgument("--reasoning-budget must be -1 (none) or at least 1, got 0");
+  }
+  o.http.routes.reasoning_budget = *reasoning_budget;
   o.http.metrics_auth = args.Has("--metrics-auth");
   o.http.replica_name = args.GetOr("--replica-name", HostName());
   if (Status s = CheckReplicaName(o.http.replica_name); !s.ok()) return s;

@@ -42,6 +42,18 @@ std::optional<ApiError> CompletionJob::Submit(std::vector<Request> requests) {
   return std::nullopt;
 }
 
+std::optional<ApiError> CompletionJob::Continue(int index, Request request) {
+  Choice& choice = choices_.at(static_cast<size_t>(index));
+  if (choice.finished) return ApiError::BadRequest("choice " + std::to_string(index) + " ended");
+  std::string id = request.id;
+  auto stream = engine_.Submit(std::move(request));
+  if (!stream.ok()) return SubmitError(stream.status());
+  engine_.Abort(choice.id);  // its finish event goes to the old stream, which nobody reads
+  choice.id = std::move(id);
+  choice.stream = std::move(stream).value();
+  return std::nullopt;
+}
+
 void CompletionJob::AbortAll() {
   for (Choice& choice : choices_) {
     if (!choice.finished) {

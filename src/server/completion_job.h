@@ -40,6 +40,11 @@ class CompletionJob {
   // map to HTTP by their code (SubmitError).
   std::optional<ApiError> Submit(std::vector<Request> requests);
 
+  // Replaces choice `index`'s engine request with `request` (a continuation: the old prompt, the
+  // tokens generated so far and forced ones), aborting the old one; later events of the choice
+  // come from the new request. On an error the old request goes on untouched.
+  std::optional<ApiError> Continue(int index, Request request);
+
   // The next event of any choice; nullopt when `timeout` passed first or every choice is done.
   std::optional<Event> Next(std::chrono::milliseconds timeout);
   bool done() const { return unfinished_ == 0; }

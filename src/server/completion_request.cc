@@ -1,5 +1,7 @@
 #include "server/completion_request.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <string_view>
 
@@ -188,34 +190,217 @@ std::optional<ApiError> ReadContent(const json& content, const std::string& wher
   return std::nullopt;
 }
 
+// An assistant message's "tool_calls": [{"id", "type": "function", "function": {"name",
+// "arguments": JSON text or an object}}].
+std::optional<ApiError> ReadToolCalls(const json& calls, const std::string& where,
+                                      std::vector<ChatToolCall>& out) {
+  if (!calls.is_array()) return WrongType(where, "an array of tool calls", calls);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const json& call = calls[i];
+    const std::string at = where + "[" + std::to_string(i) + "]";
+    if (!call.is_object()) return WrongType(at, "an object", call);
+    ChatToolCall parsed;
+    if (auto e = ReadString(call, "id", kMaxIdBytes, parsed.id)) {
+      return WrongType(at + ".id", "a string of at most 256 bytes", call.at("id"));
+    }
+    auto function = call.find("function");
+    if (function == call.end() || !function->is_object()) {
+      return WrongType(at + ".function", "an object with name and arguments",
+                       function == call.end() ? json(nullptr) : *function);
+    }
+    auto name = function->find("name");
+    if (name == function->end() || !name->is_string() ||
+        name->get_ref<const std::string&>().empty()) {
+      return WrongType(at + ".function.name", "a non-empty string",
+                       name == function->end() ? json(nullptr) : *name);
+    }
+    parsed.name = name->get<std::string>();
+    auto arguments = function->find("arguments");
+    if (arguments != function->end() && arguments->is_string()) {
+      parsed.arguments = arguments->get<std::string>();
+    } else if (arguments != function->end() && arguments->is_object()) {
+      parsed.arguments = DumpJson(*arguments);
+    } else if (arguments == function->end() || arguments->is_null()) {
+      parsed.arguments = "{}";
+    } else {
+      return WrongType(at + ".function.arguments", "a string of JSON or an object", *arguments);
+    }
+    out.push_back(std::move(parsed));
+  }
+  return std::nullopt;
+}
+
+// One message: its role, its content, and the tool fields of assistant and tool turns.
+std::optional<ApiError> ReadMessage(const json& message, const std::string& where,
+                                    ChatMessage& chat) {
+  if (!message.is_object()) return WrongType(where, "an object", message);
+  auto role = message.find("role");
+  if (role == message.end() || !role->is_string()) {
+    return WrongType(where + ".role", "a string", role == message.end() ? json(nullptr) : *role);
+  }
+  chat.role = role->get<std::string>();
+  if (chat.role == "developer") chat.role = "system";  // OpenAI's newer name for it
+  if (chat.role != "system" && chat.role != "user" && chat.role != "assistant" &&
+      chat.role != "tool") {
+    return ApiError::BadRequest("'" + where + ".role' must be one of system, developer, user, " +
+                                    "assistant, tool, got " + Shown(*role),
+                                "messages");
+  }
+  const json* calls = chat.role == "assistant" ? Field(message, "tool_calls") : nullptr;
+  if (calls) {
+    if (auto e = ReadToolCalls(*calls, where + ".tool_calls", chat.tool_calls)) return e;
+  }
+  auto content = message.find("content");
+  if (content == message.end() && chat.tool_calls.empty()) {
+    return ApiError::BadRequest("'" + where + ".content' is required", "messages");
+  }
+  if (content != message.end()) {
+    if (auto error = ReadContent(*content, where + ".content", chat.content)) return error;
+  }
+  if (chat.role == "tool") {
+    if (auto e = ReadString(message, "tool_call_id", kMaxIdBytes, chat.tool_call_id)) {
+      e->message = "'" + where + ".tool_call_id' must be a string of at most " +
+                   std::to_string(kMaxIdBytes) + " bytes";
+      e->param = "messages";
+      return e;
+    }
+    if (auto e = ReadString(message, "name", kMaxIdBytes, chat.name)) {
+      e->message = "'" + where + ".name' must be a string";
+      e->param = "messages";
+      return e;
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<ApiError> ReadMessages(const json& body, std::vector<ChatMessage>& out) {
   const json* messages = Field(body, "messages");
   if (!messages) return ApiError::BadRequest("'messages' is required", "messages");
   if (!messages->is_array()) return WrongType("messages", "an array of messages", *messages);
   if (messages->empty()) return ApiError::BadRequest("'messages' is an empty array", "messages");
   for (size_t i = 0; i < messages->size(); ++i) {
-    const json& message = (*messages)[i];
-    const std::string where = "messages[" + std::to_string(i) + "]";
-    if (!message.is_object()) return WrongType(where, "an object", message);
-    auto role = message.find("role");
-    if (role == message.end() || !role->is_string()) {
-      return WrongType(where + ".role", "a string", role == message.end() ? json(nullptr) : *role);
+    ChatMessage chat;
+    if (auto error = ReadMessage((*messages)[i], "messages[" + std::to_string(i) + "]", chat)) {
+      return error;
     }
-    ChatMessage chat{.role = role->get<std::string>()};
-    if (chat.role == "developer") chat.role = "system";  // OpenAI's newer name for it
-    if (chat.role != "system" && chat.role != "user" && chat.role != "assistant" &&
-        chat.role != "tool") {
-      return ApiError::BadRequest("'" + where + ".role' must be one of system, developer, user, " +
-                                      "assistant, tool, got " + Shown(*role),
-                                  "messages");
-    }
-    auto content = message.find("content");
-    if (content == message.end()) {
-      return ApiError::BadRequest("'" + where + ".content' is required", "messages");
-    }
-    if (auto error = ReadContent(*content, where + ".content", chat.content)) return error;
     out.push_back(std::move(chat));
   }
+  return std::nullopt;
+}
+
+// OpenAI's function names: 1 to 64 of a-z, A-Z, 0-9, _ and -.
+bool ValidFunctionName(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') return false;
+  }
+  return true;
+}
+
+std::optional<ApiError> ReadTool(const json& tool, const std::string& where, ChatTool& out) {
+  if (!tool.is_object()) return WrongType(where, "an object", tool);
+  auto type = tool.find("type");
+  if (type == tool.end() || *type != "function") {
+    return ApiError::BadRequest("'" + where + ".type' must be \"function\", got " +
+                                    (type == tool.end() ? std::string("nothing") : Shown(*type)),
+                                "tools");
+  }
+  auto function = tool.find("function");
+  if (function == tool.end() || !function->is_object()) {
+    return WrongType(where + ".function", "an object",
+                     function == tool.end() ? json(nullptr) : *function);
+  }
+  auto name = function->find("name");
+  if (name == function->end() || !name->is_string() ||
+      !ValidFunctionName(name->get<std::string>())) {
+    return ApiError::BadRequest(
+        "'" + where + ".function.name' must be 1 to 64 letters, digits, " + "_ or -, got " +
+            (name == function->end() ? std::string("nothing") : Shown(*name)),
+        "tools");
+  }
+  if (auto d = function->find("description"); d != function->end() && !d->is_string()) {
+    return WrongType(where + ".function.description", "a string", *d);
+  }
+  if (auto p = function->find("parameters"); p != function->end() && !p->is_object()) {
+    return WrongType(where + ".function.parameters", "a JSON Schema object", *p);
+  }
+  out = ChatTool{.name = name->get<std::string>(), .json = DumpJson(tool)};
+  return std::nullopt;
+}
+
+// tool_choice: "auto" | "none" | "required" | {"type": "function", "function": {"name": ...}},
+// the name one of `tools`; and the grammar hook it implies.
+std::optional<ApiError> ReadToolChoice(const json& body, CompletionRequest& out) {
+  const json* choice = Field(body, "tool_choice");
+  if (!choice) return std::nullopt;
+  const char* kExpected =
+      "\"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": "
+      "{\"name\": ...}}";
+  if (choice->is_string()) {
+    const std::string mode = choice->get<std::string>();
+    if (mode == "auto") {
+      out.tool_choice = ToolChoice::kAuto;
+    } else if (mode == "none") {
+      out.tool_choice = ToolChoice::kNone;
+    } else if (mode == "required") {
+      out.tool_choice = ToolChoice::kRequired;
+    } else {
+      return WrongType("tool_choice", kExpected, *choice);
+    }
+  } else if (choice->is_object() && choice->value("type", json()) == "function" &&
+             choice->contains("function") && (*choice)["function"].is_object() &&
+             (*choice)["function"].value("name", json()).is_string()) {
+    out.tool_choice = ToolChoice::kFunction;
+    out.tool_choice_name = (*choice)["function"]["name"].get<std::string>();
+  } else {
+    return WrongType("tool_choice", kExpected, *choice);
+  }
+  if (out.tool_choice == ToolChoice::kRequired || out.tool_choice == ToolChoice::kFunction) {
+    if (out.tools.empty()) {
+      return ApiError::BadRequest("'tool_choice' " + Shown(*choice) + " needs 'tools'",
+                                  "tool_choice");
+    }
+  }
+  if (out.tool_choice == ToolChoice::kRequired) {
+    for (const ChatTool& tool : out.tools) out.forced_tools.push_back(tool.name);
+  }
+  if (out.tool_choice == ToolChoice::kFunction) {
+    const bool known = std::any_of(out.tools.begin(), out.tools.end(), [&](const ChatTool& t) {
+      return t.name == out.tool_choice_name;
+    });
+    if (!known) {
+      return ApiError::BadRequest("'tool_choice' names the function '" +
+                                      out.tool_choice_name.substr(0, 64) +
+                                      "', which is not one of 'tools'",
+                                  "tool_choice");
+    }
+    out.forced_tools.push_back(out.tool_choice_name);
+  }
+  return std::nullopt;
+}
+
+// Chat only: tools, tool_choice, parallel_tool_calls, reasoning_format.
+std::optional<ApiError> ReadChatOptions(const json& body, CompletionRequest& out) {
+  if (auto e = ParseChatTools(body, out.tools)) return e;
+  if (auto e = ReadToolChoice(body, out)) return e;
+  if (auto e = ReadBool(body, "parallel_tool_calls", out.parallel_tool_calls)) return e;
+  if (const json* format = Field(body, "reasoning_format")) {
+    const auto named =
+        format->is_string() ? ReasoningFormatNamed(format->get<std::string>()) : std::nullopt;
+    if (!named) {
+      return ApiError::BadRequest(
+          "'reasoning_format' must be \"none\" or \"deepseek\", got " + Shown(*format),
+          "reasoning_format");
+    }
+    out.reasoning_format = *named;
+  }
+  std::optional<int64_t> budget;
+  if (auto e = ReadInt(body, "reasoning_budget_tokens", -1, kMaxTokensLimit, budget)) return e;
+  if (budget == 0) {
+    return ApiError::BadRequest("'reasoning_budget_tokens' must be -1 (none) or at least 1, got 0",
+                                "reasoning_budget_tokens");
+  }
+  if (budget) out.reasoning_budget = static_cast<int>(*budget);
   return std::nullopt;
 }
 
@@ -377,9 +562,6 @@ std::optional<ApiError> RefuseUnsupported(const json& body) {
   std::string suffix;
   if (auto e = ReadString(body, "suffix", 1 << 20, suffix)) return e;
   if (!suffix.empty()) return ApiError::BadRequest("'suffix' is not supported", "suffix");
-  if (const json* tools = Field(body, "tools"); tools && !(tools->is_array() && tools->empty())) {
-    return ApiError::BadRequest("'tools' is not supported", "tools");
-  }
   return std::nullopt;
 }
 
@@ -392,8 +574,15 @@ std::optional<ApiError> ParseCompletionRequest(const json& body, CompletionKind 
   if (auto error = ReadString(body, "model", kMaxIdBytes, out.model)) return error;
   if (kind == CompletionKind::kText) {
     if (auto error = ReadPrompts(body, n_vocab, out.prompts)) return error;
+    for (const char* chat_only : {"tools", "tool_choice"}) {
+      if (Field(body, chat_only)) {
+        return ApiError::BadRequest(
+            "'" + std::string(chat_only) + "' is only taken by /v1/chat/completions", chat_only);
+      }
+    }
   } else {
     if (auto error = ReadMessages(body, out.messages)) return error;
+    if (auto error = ReadChatOptions(body, out)) return error;
   }
 
   std::optional<int64_t> max_tokens, max_completion_tokens;
@@ -418,6 +607,41 @@ std::optional<ApiError> ParseCompletionRequest(const json& body, CompletionKind 
 std::optional<ApiError> ParseChatMessages(const json& body, std::vector<ChatMessage>& out) {
   if (!body.is_object()) return WrongType("body", "a JSON object", body);
   return ReadMessages(body, out);
+}
+
+std::optional<ApiError> ParseChatTools(const json& body, std::vector<ChatTool>& out) {
+  const json* tools = Field(body, "tools");
+  if (!tools) return std::nullopt;
+  if (!tools->is_array()) return WrongType("tools", "an array of tools", *tools);
+  if (tools->size() > kMaxTools) {
+    return ApiError::BadRequest("'tools' holds " + std::to_string(tools->size()) +
+                                    " tools; the limit is " + std::to_string(kMaxTools),
+                                "tools");
+  }
+  for (size_t i = 0; i < tools->size(); ++i) {
+    ChatTool tool;
+    if (auto e = ReadTool((*tools)[i], "tools[" + std::to_string(i) + "]", tool)) return e;
+    for (const ChatTool& earlier : out) {
+      if (earlier.name == tool.name) {
+        return ApiError::BadRequest(
+            "'tools[" + std::to_string(i) + "].function.name' '" + tool.name + "' is offered twice",
+            "tools");
+      }
+    }
+    out.push_back(std::move(tool));
+  }
+  return std::nullopt;
+}
+
+void KeepToolKeyOrder(const std::string& body_text, std::vector<ChatTool>& tools) {
+  if (tools.empty()) return;
+  const nlohmann::ordered_json body = nlohmann::ordered_json::parse(body_text, nullptr, false);
+  if (!body.is_object() || !body.contains("tools") || !body["tools"].is_array()) return;
+  const nlohmann::ordered_json& list = body["tools"];
+  if (list.size() != tools.size()) return;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    tools[i].json = list[i].dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  }
 }
 
 }  // namespace kvserve

@@ -18,12 +18,21 @@
 #include "engine/request.h"
 #include "engine/sampler.h"
 #include "server/api_error.h"
+#include "server/chat_output.h"
 #include "server/output_format.h"
 #include "tokenizer/chat_template.h"
 
 namespace kvserve {
 
 enum class CompletionKind { kText, kChat };  // /v1/completions, /v1/chat/completions
+
+// OpenAI's "tool_choice".
+enum class ToolChoice {
+  kAuto,      // "auto" (the default): the model may call tools; calls are parsed
+  kNone,      // "none": tools are still rendered (as vLLM and llama.cpp do), nothing is parsed
+  kRequired,  // "required": the answer must be calls (grammar hook, see forced_tools)
+  kFunction,  // {"type": "function", "function": {"name": ...}}: that function must be called
+};
 
 // One prompt of /v1/completions: text, or token ids when the client sent integers.
 struct PromptInput {
@@ -56,6 +65,24 @@ struct CompletionRequest {
   std::optional<ContextOverflow> context_overflow;
   std::optional<int> pinned_prefix_tokens;
   OutputFormat output;  // structured output: response_format, grammar or json_schema
+
+  // Chat: OpenAI's tools. `tools` as the client sent them (ChatTool::json keeps its key order once
+  // KeepToolKeyOrder has run on the body text).
+  std::vector<ChatTool> tools;
+  ToolChoice tool_choice = ToolChoice::kAuto;
+  std::string tool_choice_name;     // kFunction: the function's name (one of `tools`)
+  bool parallel_tool_calls = true;  // false: only the first call is returned
+  // GRAMMAR HOOK (issue 28 part 1, not enforced yet): the functions the answer must call, filled
+  // for tool_choice "required" (every tool's name) and a named function (that one); empty
+  // otherwise. The grammar engine turns it into the template's call syntax
+  // (ChatTemplate::tool_format()) over these tools' "parameters" schemas, attached to the engine
+  // Request in OpenAiRoutes::Completions. Today the model may still answer with text.
+  std::vector<std::string> forced_tools;
+  // Chat: "reasoning_format" ("none" | "deepseek"); absent: the server's --reasoning-format.
+  std::optional<ReasoningFormat> reasoning_format;
+  // Chat: "reasoning_budget_tokens" (llama.cpp's name): at most this many tokens inside the
+  // <think> block, then the server closes it; -1 = no budget; absent: --reasoning-budget.
+  std::optional<int> reasoning_budget;
 };
 
 // Fills `out` from `body`; returns the first problem found.
@@ -69,8 +96,16 @@ inline constexpr int kMaxStopStrings = 16;  // OpenAI allows 4; we are more leni
 inline constexpr int kMaxTopLogprobs = 20;
 inline constexpr size_t kMaxIdBytes = 256;  // session_id, cache_salt, user
 
-// The "messages" array of a chat request (also read by /apply-template): roles and text.
+// The "messages" array of a chat request (also read by /apply-template): roles and text, the
+// assistant's tool_calls and the tool results' tool_call_id.
 std::optional<ApiError> ParseChatMessages(const nlohmann::json& body,
                                           std::vector<ChatMessage>& out);
+// The "tools" array (also read by /apply-template).
+std::optional<ApiError> ParseChatTools(const nlohmann::json& body, std::vector<ChatTool>& out);
+inline constexpr size_t kMaxTools = 128;  // as OpenAI
+
+// nlohmann::json sorts object keys, but templates print tools in the client's key order: re-reads
+// "tools" from the body text keeping it. Call after a successful parse of the same text.
+void KeepToolKeyOrder(const std::string& body_text, std::vector<ChatTool>& tools);
 
 }  // namespace kvserve

@@ -79,7 +79,7 @@ json ResponseShaper::Whole(const std::vector<ChoiceResult>& choices,
     if (kind_ == CompletionKind::kText) {
       item["text"] = choice.text;
     } else {
-      item["message"] = {{"role", "assistant"}, {"content", choice.text}};
+      item["message"] = MessageJson(choice);
     }
     item["logprobs"] = Logprobs(choice.logprobs);
     item["finish_reason"] = choice.finish_reason;
@@ -94,6 +94,39 @@ json ResponseShaper::Whole(const std::vector<ChoiceResult>& choices,
   return out;
 }
 
+json ResponseShaper::MessageJson(const ChoiceResult& choice) {
+  json message = {{"role", "assistant"}};
+  const bool calls = !choice.tool_calls.empty();
+  message["content"] = calls && choice.text.empty() ? json(nullptr) : json(choice.text);
+  if (!choice.reasoning.empty()) message["reasoning_content"] = choice.reasoning;
+  if (calls) {
+    json list = json::array();
+    for (const ParsedToolCall& call : choice.tool_calls) {
+      list.push_back({{"id", call.id},
+                      {"type", "function"},
+                      {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+    }
+    message["tool_calls"] = std::move(list);
+  }
+  return message;
+}
+
+json ResponseShaper::ToolCallsJson(const std::vector<ToolCallChunk>& chunks) {
+  json list = json::array();
+  for (const ToolCallChunk& chunk : chunks) {
+    json item = {{"index", chunk.index}};
+    if (!chunk.id.empty()) {
+      item["id"] = chunk.id;
+      item["type"] = "function";
+      item["function"] = {{"name", chunk.name}, {"arguments", chunk.arguments}};
+    } else {
+      item["function"] = {{"arguments", chunk.arguments}};
+    }
+    list.push_back(std::move(item));
+  }
+  return list;
+}
+
 json ResponseShaper::Chunk(const ChoiceDelta& delta, bool usage_null) const {
   const bool text = kind_ == CompletionKind::kText;
   json out = Base(text ? "text_completion" : "chat.completion.chunk");
@@ -104,6 +137,8 @@ json ResponseShaper::Chunk(const ChoiceDelta& delta, bool usage_null) const {
     json message = json::object();
     if (delta.first) message["role"] = "assistant";
     if (delta.first || !delta.text.empty()) message["content"] = delta.text;
+    if (!delta.reasoning.empty()) message["reasoning_content"] = delta.reasoning;
+    if (!delta.tool_calls.empty()) message["tool_calls"] = ToolCallsJson(delta.tool_calls);
     item["delta"] = std::move(message);
   }
   item["logprobs"] = delta.logprobs.empty() ? json(nullptr) : Logprobs(delta.logprobs);

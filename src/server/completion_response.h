@@ -13,6 +13,7 @@
 
 #include "engine/request.h"
 #include "server/completion_request.h"
+#include "server/tool_call_parser.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvserve {
@@ -32,6 +33,10 @@ struct ChoiceResult {
   std::string finish_reason;  // "stop" | "length"
   std::vector<LogprobEntry> logprobs;
   int dropped_tokens = 0;  // > 0: context shifts dropped them ("truncated": true)
+  // Chat: the reasoning ("reasoning_content" when not empty) and the calls parsed out of the
+  // text ("tool_calls"; the content is null when it is empty beside them).
+  std::string reasoning;
+  std::vector<ParsedToolCall> tool_calls;
 };
 
 // Sums over the prompts of a request (a prompt counts once, whatever n is).
@@ -44,11 +49,22 @@ struct UsageTotals {
   int dropped_tokens = 0;  // by context shifts, over every choice (reported when any)
 };
 
+// A streamed piece of a tool call, as OpenAI's delta.tool_calls[] items: the first piece of a
+// call carries its id, type and name, later ones argument text.
+struct ToolCallChunk {
+  int index = 0;     // the call's place among the choice's calls
+  std::string id;    // "" after the first piece
+  std::string name;  // with the id
+  std::string arguments;
+};
+
 // One piece of a streamed choice.
 struct ChoiceDelta {
   int index = 0;
   bool first = false;  // chat: carries role "assistant"
   std::string text;
+  std::string reasoning;                  // chat: delta.reasoning_content
+  std::vector<ToolCallChunk> tool_calls;  // chat: delta.tool_calls
   std::vector<LogprobEntry> logprobs;
   std::string finish_reason;  // "" while the choice goes on
   int dropped_tokens = 0;     // with the finish: > 0 when context shifts dropped tokens
@@ -67,6 +83,10 @@ class ResponseShaper {
   nlohmann::json UsageChunk(const UsageTotals& usage) const;
 
   static nlohmann::json UsageJson(const UsageTotals& usage);
+  // Chat: choices[].message, with reasoning_content and tool_calls when there are any.
+  static nlohmann::json MessageJson(const ChoiceResult& choice);
+  // Chat: delta.tool_calls.
+  static nlohmann::json ToolCallsJson(const std::vector<ToolCallChunk>& chunks);
 
  private:
   nlohmann::json Logprobs(const std::vector<LogprobEntry>& entries) const;

@@ -35,12 +35,111 @@ std::string ClientFinishReason(FinishReason reason) {
 // One choice as it accumulates.
 struct ChoiceProgress {
   int prompt_index = 0;
-  std::string text;
+  std::string text;  // chat with a parser: the content only
   std::vector<LogprobEntry> logprobs;
   std::string finish_reason;
   int dropped_tokens = 0;  // context shifts (reported as "truncated")
   bool sent_first = false;
+  // Chat: splits reasoning and tool calls out of the text; null: the text is all content.
+  std::unique_ptr<ChatOutputParser> parser;
+  std::string reasoning;
+  std::vector<ParsedToolCall> calls;
+  // The thinking budget: the tokens generated so far, how many were inside the reasoning block,
+  // and once the block was closed by force, the tokens the continuation took as prompt.
+  std::vector<int32_t> generated;
+  int think_tokens = 0;
+  bool budget_spent = false;
+  int continued_tokens = 0;
 };
+
+// What closing a reasoning block by force needs: the choices' engine requests as submitted.
+struct ThinkingBudget {
+  int tokens = -1;  // -1: none
+  std::vector<Request> requests;
+  const Tokenizer* tokenizer = nullptr;
+};
+
+// A piece of generated text through the choice's parser (the end of the output with `finish`),
+// added to the choice; returns what it gave.
+ChatOutputDelta Feed(ChoiceProgress& choice, const std::string& text, bool finish) {
+  ChatOutputDelta delta;
+  if (choice.parser == nullptr) {
+    delta.content = text;
+  } else {
+    delta = choice.parser->Push(text);
+    if (finish) {
+      ChatOutputDelta last = choice.parser->Finish();
+      delta.reasoning += last.reasoning;
+      delta.content += last.content;
+      for (ParsedToolCall& call : last.calls) delta.calls.push_back(std::move(call));
+    }
+  }
+  choice.text += delta.content;
+  choice.reasoning += delta.reasoning;
+  choice.calls.insert(choice.calls.end(), delta.calls.begin(), delta.calls.end());
+  return delta;
+}
+
+// The text forced into a reasoning block that ran out of budget: its closing tag, set apart as
+// thinking models write it.
+constexpr char kThinkClose[] = "\n</think>\n\n";
+
+// Counts `event`'s token against the budget; when the choice has spent it inside its reasoning
+// block, closes the block: the choice's request is continued (CompletionJob::Continue) with the
+// tokens generated so far and the closing tag's tokens as prompt (the prefix cache holds what
+// was computed), so the answer follows. Returns what the forced tag gave the parser.
+ChatOutputDelta SpendThinking(const RequestEvent& event, int index, const ThinkingBudget& budget,
+                              CompletionJob& job, ChoiceProgress& choice) {
+  if (budget.tokens < 0 || choice.budget_spent || choice.parser == nullptr) return {};
+  choice.generated.push_back(event.token);
+  if (!choice.parser->thinking() || ++choice.think_tokens < budget.tokens) return {};
+  choice.budget_spent = true;
+  const Request& original = budget.requests[static_cast<size_t>(index)];
+  const std::vector<int32_t> close =
+      budget.tokenizer->Encode(kThinkClose, /*add_special=*/false, /*parse_special=*/true);
+  const int used =
+      choice.continued_tokens + static_cast<int>(choice.generated.size() + close.size());
+  if (used >= original.max_tokens) return {};  // no room left for an answer
+  Request next = original;
+  next.id = original.id + "-answer";
+  next.prompt.insert(next.prompt.end(), choice.generated.begin(), choice.generated.end());
+  next.prompt.insert(next.prompt.end(), close.begin(), close.end());
+  next.max_tokens = original.max_tokens - used;
+  if (job.Continue(index, std::move(next))) return {};  // not possible now: thinking goes on
+  choice.continued_tokens = used;
+  choice.generated.clear();
+  return Feed(choice, kThinkClose, /*finish=*/false);
+}
+
+// A finished choice's usage as the client sees it: a continued choice's forced and earlier
+// tokens are completion tokens, not prompt.
+Usage ChoiceUsage(const ChoiceProgress& choice, Usage usage) {
+  usage.prompt_tokens -= choice.continued_tokens;
+  usage.completion_tokens += choice.continued_tokens;
+  usage.cached_tokens = std::min(usage.cached_tokens, usage.prompt_tokens);
+  return usage;
+}
+
+// "tool_calls" when calls were parsed out of a choice that ended.
+std::string ChoiceFinishReason(const ChoiceProgress& choice, FinishReason reason) {
+  return choice.calls.empty() ? ClientFinishReason(reason) : "tool_calls";
+}
+
+// delta.tool_calls chunks for calls [first, end) of a choice: the id, type and name with empty
+// arguments, then the arguments, as OpenAI streams them.
+std::string CallChunks(const ResponseShaper& shaper, int choice_index,
+                       const std::vector<ParsedToolCall>& calls, size_t first, bool usage_null) {
+  std::string text;
+  for (size_t i = first; i < calls.size(); ++i) {
+    const int index = static_cast<int>(i);
+    ChoiceDelta head{.index = choice_index,
+                     .tool_calls = {{.index = index, .id = calls[i].id, .name = calls[i].name}}};
+    ChoiceDelta arguments{.index = choice_index,
+                          .tool_calls = {{.index = index, .arguments = calls[i].arguments}}};
+    text += Sse(shaper.Chunk(head, usage_null)) + Sse(shaper.Chunk(arguments, usage_null));
+  }
+  return text;
+}
 
 // Everything a completion needs after parsing: token prompts and engine requests.
 struct PreparedCompletion {
@@ -75,6 +174,7 @@ UsageTotals SumUsage(const std::vector<Usage>& usages, int n) {
 // State of one streamed response, shared with httplib's content provider.
 struct StreamState {
   std::unique_ptr<CompletionJob> job;
+  ThinkingBudget budget;
   std::unique_ptr<ResponseShaper> shaper;
   std::vector<ChoiceProgress> choices;
   std::vector<Usage> usages;
@@ -127,22 +227,37 @@ bool PumpStream(StreamState& state, httplib::DataSink& sink) {
   ChoiceProgress& choice = state.choices[next->choice];
   const RequestEvent& event = next->event;
   ChoiceDelta delta{.index = next->choice};
-  if (event.kind == RequestEvent::Kind::kToken) {
-    delta.text = event.text;
-    if (state.logprobs) {
-      AddLogprob(event, choice);
-      delta.logprobs = {choice.logprobs.back()};
-    }
-    choice.text += event.text;
-    if (delta.text.empty() && delta.logprobs.empty()) return true;  // held back; nothing to say
-    return write(Sse(state.shaper->Chunk(delta, usage_null)));
+  const size_t first_call = choice.calls.size();
+  const bool finish = event.kind == RequestEvent::Kind::kFinish;
+  if (!finish && state.logprobs) AddLogprob(event, choice);
+  ChatOutputDelta parsed = Feed(choice, event.text, finish);
+  if (!finish) {
+    ChatOutputDelta forced = SpendThinking(event, next->choice, state.budget, *state.job, choice);
+    parsed.reasoning += forced.reasoning;
+    parsed.content += forced.content;
   }
-  state.usages[next->choice] = event.usage;
-  delta.text = event.text;
-  choice.text += event.text;
-  delta.finish_reason = ClientFinishReason(event.finish_reason);
+  delta.text = std::move(parsed.content);
+  delta.reasoning = std::move(parsed.reasoning);
+  std::string text;
+  if (!finish) {
+    if (state.logprobs) delta.logprobs = {choice.logprobs.back()};
+    if (!delta.text.empty() || !delta.reasoning.empty() || !delta.logprobs.empty()) {
+      text = Sse(state.shaper->Chunk(delta, usage_null));
+    }
+    text += CallChunks(*state.shaper, next->choice, choice.calls, first_call, usage_null);
+    return text.empty() || write(text);  // empty: held back; nothing to say
+  }
+  state.usages[next->choice] = ChoiceUsage(choice, event.usage);
+  if (choice.calls.size() > first_call) {  // the text first, then the calls, then the finish
+    if (!delta.text.empty() || !delta.reasoning.empty()) {
+      text = Sse(state.shaper->Chunk(delta, usage_null));
+    }
+    text += CallChunks(*state.shaper, next->choice, choice.calls, first_call, usage_null);
+    delta = ChoiceDelta{.index = next->choice};
+  }
+  delta.finish_reason = ChoiceFinishReason(choice, event.finish_reason);
   delta.dropped_tokens = event.usage.dropped_tokens;
-  return write(Sse(state.shaper->Chunk(delta, usage_null)));
+  return write(text + Sse(state.shaper->Chunk(delta, usage_null)));
 }
 
 }  // namespace
@@ -207,6 +322,13 @@ std::optional<ApiError> ReadCompletionRequest(const httplib::Request& http_reque
   if (auto error = ParseCompletionRequest(body, kind, model.tokenizer->n_vocab(), request)) {
     return error;
   }
+  KeepToolKeyOrder(text, request.tools);
+  if (kind == CompletionKind::kChat) {
+    if (Status s = model.chat_template->CheckToolUse(request.messages, request.tools); !s.ok()) {
+      return ApiError::BadRequest(s.message(),
+                                  s.message().starts_with("'tools'") ? "tools" : "messages");
+    }
+  }
   if (auto error = ParseOutputFormat(body, text, request.output)) return error;
   if (!request.model.empty() && request.model != model.id) {
     return ApiError::NotFound(
@@ -249,12 +371,12 @@ PromptPlan EncodePrompts(const ServedModel& model, CompletionKind kind,
     return plan;
   }
   const ChatTemplate& chat = *model.chat_template;
-  prepared.prompt_tokens.push_back(
-      chat.EncodeConversation(tokenizer, request.messages, /*add_generation_prompt=*/true));
+  prepared.prompt_tokens.push_back(chat.EncodeConversation(
+      tokenizer, request.messages, /*add_generation_prompt=*/true, request.tools));
   if (plan.shift && !request.pinned_prefix_tokens && request.messages.front().role == "system") {
     // Pinned by default: the tokens the rendered system message shares with the prompt.
-    const std::vector<int32_t> system =
-        chat.EncodeConversation(tokenizer, std::span(request.messages).first(1), false);
+    const std::vector<int32_t> system = chat.EncodeConversation(
+        tokenizer, std::span(request.messages).first(1), false, request.tools);
     const std::vector<int32_t>& prompt = prepared.prompt_tokens.back();
     plan.pinned = static_cast<int>(
         std::mismatch(system.begin(), system.end(), prompt.begin(), prompt.end()).first -
@@ -305,9 +427,28 @@ std::optional<ApiError> FitToContext(const CompletionRequest& request, Completio
   return std::nullopt;
 }
 
+}  // namespace
+
+// How a chat choice's text is read: reasoning split out (the request's reasoning_format, else
+// the server's for templates of thinking models) and tool calls parsed (tools offered and
+// tool_choice not "none").
+ChatOutputOptions OpenAiRoutes::ChatOutput(const CompletionRequest& request,
+                                           const ChatTemplate& chat) const {
+  const ReasoningFormat reasoning = request.reasoning_format.value_or(options_.reasoning_format);
+  const bool parse_tools = !request.tools.empty() && request.tool_choice != ToolChoice::kNone;
+  return ChatOutputOptions{
+      .split_reasoning = reasoning == ReasoningFormat::kDeepSeek &&
+                         (request.reasoning_format.has_value() || chat.knows_think()),
+      .prompt_opens_think = chat.prompt_opens_think(),
+      .tool_format = parse_tools ? chat.tool_format() : ToolFormat::kNone,
+      .parallel_tool_calls = request.parallel_tool_calls};
+}
+
+namespace {
+
 // Waits for every choice, then answers with the whole completion.
-void ReplyWhole(CompletionJob& job, const ResponseShaper& shaper, PreparedCompletion& prepared,
-                httplib::Response& response) {
+void ReplyWhole(CompletionJob& job, const ResponseShaper& shaper, const ThinkingBudget& budget,
+                PreparedCompletion& prepared, httplib::Response& response) {
   const CompletionRequest& request = prepared.request;
   const size_t n_choices = prepared.choices.size();
   std::vector<Usage> usages(n_choices);
@@ -318,13 +459,14 @@ void ReplyWhole(CompletionJob& job, const ResponseShaper& shaper, PreparedComple
     const RequestEvent& event = next->event;
     if (event.kind == RequestEvent::Kind::kToken) {
       if (request.logprobs) AddLogprob(event, choice);
-      choice.text += event.text;
+      Feed(choice, event.text, /*finish=*/false);
+      SpendThinking(event, next->choice, budget, job, choice);
       continue;
     }
-    choice.text += event.text;
-    choice.finish_reason = ClientFinishReason(event.finish_reason);
+    Feed(choice, event.text, /*finish=*/true);
+    choice.finish_reason = ChoiceFinishReason(choice, event.finish_reason);
     choice.dropped_tokens = event.usage.dropped_tokens;
-    usages[next->choice] = event.usage;
+    usages[next->choice] = ChoiceUsage(choice, event.usage);
   }
   std::vector<ChoiceResult> results;
   for (size_t i = 0; i < n_choices; ++i) {
@@ -332,17 +474,20 @@ void ReplyWhole(CompletionJob& job, const ResponseShaper& shaper, PreparedComple
                                    .text = std::move(prepared.choices[i].text),
                                    .finish_reason = prepared.choices[i].finish_reason,
                                    .logprobs = std::move(prepared.choices[i].logprobs),
-                                   .dropped_tokens = prepared.choices[i].dropped_tokens});
+                                   .dropped_tokens = prepared.choices[i].dropped_tokens,
+                                   .reasoning = std::move(prepared.choices[i].reasoning),
+                                   .tool_calls = std::move(prepared.choices[i].calls)});
   }
   ReplyJson(response, 200, shaper.Whole(results, SumUsage(usages, request.n)));
 }
 
 // Answers with server-sent events as the tokens come; `in_flight` counts the open streams.
 void ReplyStream(std::unique_ptr<CompletionJob> job, std::unique_ptr<ResponseShaper> shaper,
-                 PreparedCompletion& prepared, CompletionKind kind, std::atomic<int>& in_flight,
-                 httplib::Response& response) {
+                 ThinkingBudget budget, PreparedCompletion& prepared, CompletionKind kind,
+                 std::atomic<int>& in_flight, httplib::Response& response) {
   auto state = std::make_shared<StreamState>();
   state->job = std::move(job);
+  state->budget = std::move(budget);
   state->shaper = std::move(shaper);
   state->choices = std::move(prepared.choices);
   state->usages.resize(state->choices.size());
@@ -392,6 +537,10 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
   }
   const PromptPlan plan = EncodePrompts(model_, kind, prepared);
   const bool text_kind = kind == CompletionKind::kText;
+  const ChatOutputOptions output =
+      text_kind ? ChatOutputOptions{} : ChatOutput(request, *model_.chat_template);
+  const bool parse_output =
+      !text_kind && (output.split_reasoning || output.tool_format != ToolFormat::kNone);
   const std::string id = std::string(text_kind ? "cmpl-" : "chatcmpl-") + id_prefix_ +
                          std::to_string(next_id_.fetch_add(1, std::memory_order_relaxed));
   for (size_t p = 0; p < prepared.prompt_tokens.size(); ++p) {
@@ -423,11 +572,23 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
       r.cache_salt = tenant + "/" + request.cache_salt;
       if (!request.session_id.empty()) r.session_id = tenant + "/" + request.session_id;
       r.timeout_s = options_.request_timeout_s;
+      // Llama 3's <|python_tag|> and Mistral's [TOOL_CALLS] are control tokens: keep their text.
+      r.decode.render_special =
+          output.tool_format == ToolFormat::kLlama3 || output.tool_format == ToolFormat::kMistral;
+      // GRAMMAR HOOK: request.forced_tools (tool_choice "required" or a named function) is where
+      // the grammar engine attaches its constraint to `r`; not enforced yet.
       prepared.engine_requests.push_back(std::move(r));
-      prepared.choices.push_back(ChoiceProgress{.prompt_index = static_cast<int>(p)});
+      ChoiceProgress choice{.prompt_index = static_cast<int>(p)};
+      if (parse_output) choice.parser = std::make_unique<ChatOutputParser>(output);
+      prepared.choices.push_back(std::move(choice));
     }
   }
 
+  ThinkingBudget budget{.tokens = output.split_reasoning
+                                      ? request.reasoning_budget.value_or(options_.reasoning_budget)
+                                      : -1,
+                        .tokenizer = model_.tokenizer};
+  if (budget.tokens >= 0) budget.requests = prepared.engine_requests;
   auto job = std::make_unique<CompletionJob>(*model_.engine, metrics_, arrival);
   if (auto error = job->Submit(std::move(prepared.engine_requests))) {
     return ReplyError(response, *error);
@@ -435,8 +596,9 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
   auto shaper = std::make_unique<ResponseShaper>(kind, id, model_.id,
                                                  static_cast<int64_t>(std::time(nullptr)),
                                                  *model_.tokenizer, request.logprobs);
-  if (!request.stream) return ReplyWhole(*job, *shaper, prepared, response);
-  ReplyStream(std::move(job), std::move(shaper), prepared, kind, in_flight_, response);
+  if (!request.stream) return ReplyWhole(*job, *shaper, budget, prepared, response);
+  ReplyStream(std::move(job), std::move(shaper), std::move(budget), prepared, kind, in_flight_,
+              response);
 }
 
 void OpenAiRoutes::Tokenize(const std::string& text, httplib::Response& response) const {
@@ -504,9 +666,16 @@ void OpenAiRoutes::ApplyTemplate(const std::string& text, httplib::Response& res
   if (auto error = ParseJsonBody(text, body)) return ReplyError(response, *error);
   std::vector<ChatMessage> messages;
   if (auto error = ParseChatMessages(body, messages)) return ReplyError(response, *error);
+  std::vector<ChatTool> tools;
+  if (auto error = ParseChatTools(body, tools)) return ReplyError(response, *error);
+  KeepToolKeyOrder(text, tools);
+  const ChatTemplate& chat = *model_.chat_template;
+  if (Status s = chat.CheckToolUse(messages, tools); !s.ok()) {
+    return ReplyError(response, ApiError::BadRequest(s.message(), "tools"));
+  }
   ReplyJson(response, 200,
-            {{"prompt", model_.chat_template->PromptText(messages, /*add_generation_prompt=*/true,
-                                                         *model_.tokenizer)}});
+            {{"prompt", chat.PromptText(messages, /*add_generation_prompt=*/true, *model_.tokenizer,
+                                        tools)}});
 }
 
 void OpenAiRoutes::DeleteSession(const std::string& session_id, const std::string& tenant,

@@ -35,6 +35,12 @@ struct ServedModel {
 struct RouteOptions {
   double request_timeout_s = 0;  // 0 = none; Request::timeout_s of every request
   int max_prompt_tokens = 0;     // 0 = the context; a longer prompt is a 400
+  // --reasoning-format: kDeepSeek splits <think> blocks out of chat answers of templates that
+  // know them (ChatTemplate::knows_think); a request's "reasoning_format" overrides it.
+  ReasoningFormat reasoning_format = ReasoningFormat::kDeepSeek;
+  // --reasoning-budget: tokens a reasoning block may take before the server closes it; -1 = none.
+  // A request's "reasoning_budget_tokens" overrides it.
+  int reasoning_budget = -1;
 };
 
 class OpenAiRoutes {
@@ -62,6 +68,7 @@ class OpenAiRoutes {
 
  private:
   nlohmann::json ModelJson() const;
+  ChatOutputOptions ChatOutput(const CompletionRequest& request, const ChatTemplate& chat) const;
 
   ServedModel model_;
   RouteOptions options_;

@@ -5,6 +5,8 @@
 #include <iterator>
 #include <optional>
 
+#include "tokenizer/tool_prompt.h"
+
 namespace kvserve {
 
 namespace {
@@ -188,6 +190,10 @@ ChatTemplate::ChatTemplate(ChatFamily family) : family_(family) {
       bos_text_ = "<｜begin▁of▁sentence｜>";
       eos_text_ = "<｜end▁of▁sentence｜>";
       break;
+    case ChatFamily::kGranite:
+      bos_text_ = "<|end_of_text|>";
+      eos_text_ = "<|end_of_text|>";
+      break;
   }
   renders_bos_ = family == ChatFamily::kLlama2 || family == ChatFamily::kLlama3 ||
                  family == ChatFamily::kMistral || family == ChatFamily::kGemma ||
@@ -195,6 +201,12 @@ ChatTemplate::ChatTemplate(ChatFamily family) : family_(family) {
 }
 
 Result<ChatTemplate> ChatTemplate::Detect(std::string_view source) {
+  auto detected = DetectFamily(source);
+  if (detected.ok()) detected->knows_think_ = Contains(source, "</think>");
+  return detected;
+}
+
+Result<ChatTemplate> ChatTemplate::DetectFamily(std::string_view source) {
   if (source.size() > kMaxSourceBytes) {
     return Result<ChatTemplate>::InvalidArgument("chat template: " + std::to_string(source.size()) +
                                                  " bytes exceeds the limit of " +
@@ -208,6 +220,9 @@ Result<ChatTemplate> ChatTemplate::Detect(std::string_view source) {
   if (Contains(source, "<|im_start|>")) {
     ChatTemplate t(ChatFamily::kChatMl);
     t.renders_bos_ = asks_bos;
+    t.hermes_tools_ = Contains(source, "<tool_call>") && !Contains(source, "<function=");
+    t.hermes3_ = Contains(source, "You are a function calling AI model");
+    if (Contains(source, "<function=")) t.unsupported_tools_ = "chatml (XML <function=...> calls)";
     if (Contains(source, "Reasoning Mode")) {
       // SmolLM3: the two default instructions are the first long literals after the header.
       const std::string* cutoff = FindLiteralStartingWith(literals, "Knowledge Cutoff Date:");
@@ -253,8 +268,11 @@ Result<ChatTemplate> ChatTemplate::Detect(std::string_view source) {
   }
   if (Contains(source, "<start_of_turn>")) return ChatTemplate(ChatFamily::kGemma);
   if (Contains(source, "<｜User｜>")) return ChatTemplate(ChatFamily::kDeepSeekR1);
+  if (Contains(source, "<|start_of_role|>")) return ChatTemplate(ChatFamily::kGranite);
   if (Contains(source, "[INST]")) {
-    return ChatTemplate(Contains(source, "<<SYS>>") ? ChatFamily::kLlama2 : ChatFamily::kMistral);
+    ChatTemplate t(Contains(source, "<<SYS>>") ? ChatFamily::kLlama2 : ChatFamily::kMistral);
+    if (Contains(source, "[ARGS]")) t.unsupported_tools_ = "mistral ([TOOL_CALLS]name[ARGS])";
+    return t;
   }
   if (Contains(source, "<|user|>")) {
     ChatTemplate t(Contains(source, "<|end|>") ? ChatFamily::kPhi3 : ChatFamily::kZephyr);
@@ -270,9 +288,9 @@ Result<ChatTemplate> ChatTemplate::Detect(std::string_view source) {
 
 Result<ChatTemplate> ChatTemplate::ByName(std::string_view name) {
   static constexpr ChatFamily kFamilies[] = {
-      ChatFamily::kChatMl, ChatFamily::kLlama2,     ChatFamily::kLlama3,
-      ChatFamily::kZephyr, ChatFamily::kMistral,    ChatFamily::kGemma,
-      ChatFamily::kPhi3,   ChatFamily::kDeepSeekR1, ChatFamily::kPlain};
+      ChatFamily::kChatMl,  ChatFamily::kLlama2, ChatFamily::kLlama3, ChatFamily::kZephyr,
+      ChatFamily::kMistral, ChatFamily::kGemma,  ChatFamily::kPhi3,   ChatFamily::kDeepSeekR1,
+      ChatFamily::kGranite, ChatFamily::kPlain};
   static_assert(std::size(kFamilies) == std::size(kNames));
   for (size_t i = 0; i < std::size(kNames); ++i) {
     if (kNames[i] == name) return ChatTemplate(kFamilies[i]);
@@ -311,6 +329,8 @@ std::string_view ChatTemplate::name() const {
       return "phi3";
     case ChatFamily::kDeepSeekR1:
       return "deepseek-r1";
+    case ChatFamily::kGranite:
+      return "granite";
   }
   return "plain";
 }
@@ -372,6 +392,9 @@ std::vector<std::string> ChatTemplate::stop_strings() const {
     case ChatFamily::kDeepSeekR1:
       stops = {"<｜User｜>"};
       break;
+    case ChatFamily::kGranite:
+      stops = {"<|end_of_text|>", "<|start_of_role|>"};
+      break;
   }
   if (!eos_text_.empty() && std::find(stops.begin(), stops.end(), eos_text_) == stops.end()) {
     stops.push_back(eos_text_);
@@ -390,14 +413,15 @@ std::vector<int32_t> ChatTemplate::EncodePrompt(const Tokenizer& tokenizer,
   return ids;
 }
 
-std::string ChatTemplate::Render(std::span<const ChatMessage> messages,
-                                 bool add_generation_prompt) const {
-  return RenderText(messages, add_generation_prompt).text();
+std::string ChatTemplate::Render(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                 std::span<const ChatTool> tools) const {
+  return RenderText(messages, add_generation_prompt, tools).text();
 }
 
 std::string ChatTemplate::PromptText(std::span<const ChatMessage> messages,
-                                     bool add_generation_prompt, const Tokenizer& tokenizer) const {
-  std::string text = Render(messages, add_generation_prompt);
+                                     bool add_generation_prompt, const Tokenizer& tokenizer,
+                                     std::span<const ChatTool> tools) const {
+  std::string text = Render(messages, add_generation_prompt, tools);
   if (renders_bos_ && tokenizer.add_bos() && StartsWith(text, bos_text_)) {
     text.erase(0, bos_text_.size());
   }
@@ -406,8 +430,9 @@ std::string ChatTemplate::PromptText(std::span<const ChatMessage> messages,
 
 std::vector<int32_t> ChatTemplate::EncodeConversation(const Tokenizer& tokenizer,
                                                       std::span<const ChatMessage> messages,
-                                                      bool add_generation_prompt) const {
-  const ChatText rendered = RenderText(messages, add_generation_prompt);
+                                                      bool add_generation_prompt,
+                                                      std::span<const ChatTool> tools) const {
+  const ChatText rendered = RenderText(messages, add_generation_prompt, tools);
   std::vector<int32_t> ids;
   const bool has_bos = renders_bos_ && StartsWith(rendered.text(), bos_text_);
   if (!has_bos && tokenizer.add_bos() && tokenizer.bos() >= 0) ids.push_back(tokenizer.bos());
@@ -417,8 +442,64 @@ std::vector<int32_t> ChatTemplate::EncodeConversation(const Tokenizer& tokenizer
   return ids;
 }
 
-ChatText ChatTemplate::RenderText(std::span<const ChatMessage> messages,
-                                  bool add_generation_prompt) const {
+ToolFormat ChatTemplate::tool_format() const {
+  if (!unsupported_tools_.empty()) return ToolFormat::kNone;
+  switch (family_) {
+    case ChatFamily::kChatMl:
+      return smollm3_ ? ToolFormat::kNone : ToolFormat::kHermes;
+    case ChatFamily::kLlama3:
+      return knowledge_line_.empty() ? ToolFormat::kNone : ToolFormat::kLlama3;
+    case ChatFamily::kMistral:
+      return ToolFormat::kMistral;
+    case ChatFamily::kGranite:
+      return ToolFormat::kHermes;
+    default:
+      return ToolFormat::kNone;
+  }
+}
+
+Status ChatTemplate::CheckToolUse(std::span<const ChatMessage> messages,
+                                  std::span<const ChatTool> tools) const {
+  const ToolFormat format = tool_format();
+  if (!tools.empty() && format == ToolFormat::kNone) {
+    std::string family = std::string(name());
+    if (!unsupported_tools_.empty()) {
+      family = unsupported_tools_;
+    } else if (smollm3_) {
+      family = "chatml (SmolLM3)";
+    } else if (family_ == ChatFamily::kLlama3) {
+      family = "llama3 (3.0)";
+    }
+    return Status::InvalidArgument("'tools': the chat template family '" + family +
+                                   "' has no tool-call format");
+  }
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    const std::string where = "'messages[" + std::to_string(i) + "]";
+    if (format == ToolFormat::kLlama3 && m.tool_calls.size() > 1) {
+      return Status::InvalidArgument(where + ".tool_calls' holds " +
+                                     std::to_string(m.tool_calls.size()) +
+                                     " calls; Llama 3's template takes one call per turn");
+    }
+    if (format != ToolFormat::kMistral) continue;
+    for (size_t j = 0; j < m.tool_calls.size(); ++j) {
+      if (m.tool_calls[j].id.size() != 9) {
+        return Status::InvalidArgument(where + ".tool_calls[" + std::to_string(j) + "].id' is '" +
+                                       m.tool_calls[j].id.substr(0, 40) +
+                                       "'; Mistral's template needs 9 characters");
+      }
+    }
+    if (m.role == "tool" && m.tool_call_id.size() != 9) {
+      return Status::InvalidArgument(where + ".tool_call_id' is '" + m.tool_call_id.substr(0, 40) +
+                                     "'; Mistral's template needs 9 characters");
+    }
+  }
+  return Status::Ok();
+}
+
+ChatText ChatTemplate::RenderText(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                  std::span<const ChatTool> tools) const {
+  if (tool_format() == ToolFormat::kNone) tools = {};
   ChatText out;
   switch (family_) {
     case ChatFamily::kPlain:
@@ -428,22 +509,24 @@ ChatText ChatTemplate::RenderText(std::span<const ChatMessage> messages,
       if (renders_bos_) out += bos_text_;
       if (smollm3_) {
         RenderSmolLm3(messages, add_generation_prompt, out);
+      } else if (hermes3_) {
+        RenderHermes3(messages, add_generation_prompt, tools, out);
       } else {
-        RenderChatMl(messages, add_generation_prompt, out);
+        RenderChatMl(messages, add_generation_prompt, tools, out);
       }
       break;
     case ChatFamily::kLlama2:
       RenderLlama2(messages, out);
       break;
     case ChatFamily::kLlama3:
-      RenderLlama3(messages, add_generation_prompt, out);
+      RenderLlama3(messages, add_generation_prompt, tools, out);
       break;
     case ChatFamily::kZephyr:
       if (renders_bos_) out += bos_text_;
       RenderZephyr(messages, add_generation_prompt, out);
       break;
     case ChatFamily::kMistral:
-      RenderMistral(messages, out);
+      RenderMistral(messages, tools, out);
       break;
     case ChatFamily::kGemma:
       RenderGemma(messages, add_generation_prompt, out);
@@ -454,6 +537,9 @@ ChatText ChatTemplate::RenderText(std::span<const ChatMessage> messages,
       break;
     case ChatFamily::kDeepSeekR1:
       RenderDeepSeekR1(messages, add_generation_prompt, out);
+      break;
+    case ChatFamily::kGranite:
+      RenderGranite(messages, add_generation_prompt, tools, out);
       break;
   }
   return out;
@@ -468,13 +554,26 @@ void ChatTemplate::RenderPlain(std::span<const ChatMessage> messages, bool add_g
 }
 
 void ChatTemplate::RenderChatMl(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                                ChatText& out) const {
-  if (!default_system_.empty() && (messages.empty() || messages[0].role != "system")) {
+                                std::span<const ChatTool> tools, ChatText& out) const {
+  const bool has_system = !messages.empty() && messages[0].role == "system";
+  if (!tools.empty()) {
+    AppendHermesSystem(has_system ? std::string_view(messages[0].content) : default_system_, tools,
+                       out);
+    if (has_system) messages = messages.subspan(1);
+  } else if (!default_system_.empty() && !has_system) {
     out.AppendAll({"<|im_start|>system\n", default_system_, "<|im_end|>\n"});
   }
-  for (const ChatMessage& m : messages) {
-    out.AppendAll(
-        {"<|im_start|>", MessageText(m.role), "\n", MessageText(m.content), "<|im_end|>\n"});
+  const bool hermes = hermes_tools_ || !tools.empty();
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (hermes && m.role == "assistant" && !m.tool_calls.empty()) {
+      AppendHermesToolCalls(m, kChatMlTurns, out);
+    } else if (hermes && m.role == "tool") {
+      AppendHermesToolResult(messages, i, kChatMlTurns, out);
+    } else {
+      out.AppendAll(
+          {"<|im_start|>", MessageText(m.role), "\n", MessageText(m.content), "<|im_end|>\n"});
+    }
   }
   if (add_generation_prompt) out += "<|im_start|>assistant\n";
 }
@@ -539,7 +638,7 @@ void ChatTemplate::RenderLlama2(std::span<const ChatMessage> messages, ChatText&
 }
 
 void ChatTemplate::RenderLlama3(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                                ChatText& out) const {
+                                std::span<const ChatTool> tools, ChatText& out) const {
   out += bos_text_;
   if (!knowledge_line_.empty()) {
     // 3.1/3.2: the system block is always there; the system message goes at its end.
@@ -548,12 +647,25 @@ void ChatTemplate::RenderLlama3(std::span<const ChatMessage> messages, bool add_
       system = Strip(messages[0].content);
       messages = messages.subspan(1);
     }
-    out.AppendAll({"<|start_header_id|>system<|end_header_id|>\n\n", knowledge_line_,
+    out.AppendAll({"<|start_header_id|>system<|end_header_id|>\n\n",
+                   tools.empty() ? "" : "Environment: ipython\n", knowledge_line_,
                    "Today Date: ", Date(), "\n\n", MessageText(system), "<|eot_id|>"});
+    if (!tools.empty() && !messages.empty()) {
+      // The tools go into the first message after the system one, whatever its role.
+      AppendLlama3ToolsTurn(Strip(messages[0].content), tools, out);
+      messages = messages.subspan(1);
+    }
   }
+  const bool tool_turns = !knowledge_line_.empty();
   for (const ChatMessage& m : messages) {
-    out.AppendAll({"<|start_header_id|>", MessageText(m.role), "<|end_header_id|>\n\n",
-                   MessageText(Strip(m.content)), "<|eot_id|>"});
+    if (tool_turns && !m.tool_calls.empty()) {
+      AppendLlama3ToolCall(m, out);
+    } else if (tool_turns && (m.role == "tool" || m.role == "ipython")) {
+      AppendLlama3ToolResult(m, out);
+    } else {
+      out.AppendAll({"<|start_header_id|>", MessageText(m.role), "<|end_header_id|>\n\n",
+                     MessageText(Strip(m.content)), "<|eot_id|>"});
+    }
   }
   if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
 }
@@ -569,24 +681,35 @@ void ChatTemplate::RenderZephyr(std::span<const ChatMessage> messages, bool add_
   if (add_generation_prompt && !messages.empty()) out += "<|assistant|>\n";
 }
 
-void ChatTemplate::RenderMistral(std::span<const ChatMessage> messages, ChatText& out) const {
+void ChatTemplate::RenderMistral(std::span<const ChatMessage> messages,
+                                 std::span<const ChatTool> tools, ChatText& out) const {
   std::optional<std::string_view> system;
   if (!messages.empty() && messages[0].role == "system") {
     system = messages[0].content;
     messages = messages.subspan(1);
   }
+  // The template compares messages with the last user message by value.
+  const ChatMessage* last_user = nullptr;
+  for (const ChatMessage& m : messages) {
+    if (m.role == "user") last_user = &m;
+  }
   out += bos_text_;
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     if (m.role == "user") {
+      if (!tools.empty() && m.content == last_user->content) AppendMistralTools(tools, out);
       // Nemo puts the system text into the last message only, when that is a user turn.
       if (i + 1 == messages.size() && system) {
         out.AppendAll({"[INST]", MessageText(*system), "\n\n", MessageText(m.content), "[/INST]"});
       } else {
         out.AppendAll({"[INST]", MessageText(m.content), "[/INST]"});
       }
+    } else if (!m.tool_calls.empty()) {
+      AppendMistralToolCalls(m, eos_text_, out);
     } else if (m.role == "assistant") {
       out.AppendAll({MessageText(m.content), eos_text_});
+    } else if (m.role == "tool") {
+      AppendMistralToolResult(m, out);
     }
   }
 }
@@ -641,6 +764,60 @@ void ChatTemplate::RenderDeepSeekR1(std::span<const ChatMessage> messages,
     }
   }
   if (add_generation_prompt) out += "<｜Assistant｜><think>\n";
+}
+
+void ChatTemplate::RenderGranite(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                 std::span<const ChatTool> tools, ChatText& out) const {
+  constexpr std::string_view kDefaultSystem =
+      "You are a helpful assistant. Please ensure responses are professional, accurate, and safe.";
+  const bool has_system = !messages.empty() && messages[0].role == "system";
+  const std::string_view system = has_system ? std::string_view(messages[0].content) : "";
+  const std::string with_tools =
+      tools.empty() ? std::string(system) : GraniteToolsSystem(system, tools);
+  out.AppendAll({"<|start_of_role|>system<|end_of_role|>",
+                 with_tools.empty() ? Piece(kDefaultSystem) : Piece(MessageText(with_tools)),
+                 "<|end_of_text|>\n"});
+  for (size_t i = has_system ? 1 : 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "user" || m.role == "system") {
+      out.AppendAll({"<|start_of_role|>", MessageText(m.role), "<|end_of_role|>",
+                     MessageText(m.content), "<|end_of_text|>\n"});
+    } else if (m.role == "assistant") {
+      AppendHermesToolCalls(m, kGraniteTurns, out);
+    } else if (m.role == "tool") {
+      AppendHermesToolResult(messages, i, kGraniteTurns, out);
+    }
+  }
+  if (add_generation_prompt) out += "<|start_of_role|>assistant<|end_of_role|>";
+}
+
+void ChatTemplate::RenderHermes3(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                 std::span<const ChatTool> tools, ChatText& out) const {
+  AppendHermes3System(tools, out);
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "assistant" && !m.tool_calls.empty()) {  // its content is not written
+      out += "<|im_start|>assistant";
+      for (const ChatToolCall& call : m.tool_calls) {
+        const std::string arguments = ToolArgumentsText(call.arguments);
+        out.AppendAll({"\n<tool_call>\n{\"name\": \"", MessageText(call.name),
+                       "\", \"arguments\": ", MessageText(arguments), "}\n</tool_call>"});
+      }
+      out += "<|im_end|>\n";
+    } else if (m.role == "tool") {
+      // A group of results opens a "tool" turn (not when it starts the conversation) and closes
+      // it without a newline; the last message closes it too.
+      const bool last = i + 1 == messages.size();
+      if (i > 0 && messages[i - 1].role != "tool") out += "<|im_start|>tool\n";
+      out.AppendAll({"<tool_response>\n", MessageText(m.content),
+                     last ? "\n</tool_response>" : "\n</tool_response>\n"});
+      if (last || messages[i + 1].role != "tool") out += "<|im_end|>";
+    } else {
+      out.AppendAll(
+          {"<|im_start|>", MessageText(m.role), "\n", MessageText(m.content), "<|im_end|>\n"});
+    }
+  }
+  if (add_generation_prompt) out += "<|im_start|>assistant\n";
 }
 
 }  // namespace kvserve

@@ -1,6 +1,7 @@
 // Chat templates without a template engine: recognizes the common families from a model's Jinja
 // source (tokenizer.chat_template) by their marker strings and renders a conversation the way
-// that template does for plain conversations (system, user and assistant turns; no tools).
+// that template does: system, user and assistant turns, and for the families with a tool format
+// (tool_format()) the tools offered, the assistant's tool calls and the tool results.
 //
 //   auto tmpl = ChatTemplate::Detect(source);            // or ChatTemplate::ByName("chatml")
 //   tmpl->set_special_tokens("<s>", "</s>");             // the model's BOS/EOS text
@@ -21,10 +22,23 @@
 //           message, as llama.cpp's built-in Gemma format does)
 //   phi3    <|user|>\n...<|end|>\n
 //   deepseek-r1  <｜begin▁of▁sentence｜>system<｜User｜>...<｜Assistant｜>...<｜end▁of▁sentence｜>
+//   granite <|start_of_role|>role<|end_of_role|>...<|end_of_text|>\n  (Granite 4: a default system
+//           message; tools inside the system text, calls and results as Hermes/Qwen)
 //   plain   "role: content\n" lines and a final "assistant:" cue (models without a template)
 //
-// Roles a family cannot express (for example "tool") are skipped. Immutable after construction
-// apart from the setters; const methods are safe to call from many threads.
+// Tools (ToolFormat, rendered by tokenizer/tool_prompt.h as each family's template does):
+//   kHermes  chatml (Qwen 2.5/3 and plain ChatML such as SmolLM2), granite: a system block with
+//            <tools>...</tools>, calls as <tool_call>{"name", "arguments"}</tool_call>, results in
+//            a user turn as <tool_response>...</tool_response>
+//   kLlama3  llama3 of 3.1/3.2/3.3: "Environment: ipython", the tools in the first user turn,
+//            calls as {"name", "parameters"}, results in an "ipython" turn
+//   kMistral mistral (Nemo): [AVAILABLE_TOOLS] before the last user turn, [TOOL_CALLS],
+//            [TOOL_RESULTS] (tool call ids are 9 characters)
+// The other families (and SmolLM3, whose template drops tools) have none: CheckToolUse refuses
+// tools for them by the family's name.
+//
+// Roles a family cannot express (for example "tool" without a tool format) are skipped. Immutable
+// after construction apart from the setters; const methods are safe to call from many threads.
 #pragma once
 
 #include <cstdint>
@@ -40,10 +54,29 @@
 
 namespace kvserve {
 
-struct ChatMessage {
-  std::string role;  // "system", "user", "assistant"
-  std::string content;
+// A call the assistant made, as OpenAI's messages carry it.
+struct ChatToolCall {
+  std::string id;         // "call_..." (Mistral: 9 alphanumeric characters)
+  std::string name;       // the function's name
+  std::string arguments;  // JSON text of the arguments object (printed re-dumped, see jinja_json.h)
 };
+
+struct ChatMessage {
+  std::string role;  // "system", "user", "assistant", "tool"
+  std::string content;
+  std::vector<ChatToolCall> tool_calls;  // assistant: the calls it made (content may be empty)
+  std::string tool_call_id;              // tool: the call this result answers
+  std::string name;                      // tool: the function's name (optional)
+};
+
+// One entry of a request's "tools": {"type": "function", "function": {"name", "description",
+// "parameters"}}, kept as the JSON text the client sent (keys in their order: templates print it).
+struct ChatTool {
+  std::string name;  // function.name
+  std::string json;  // the whole tool object
+};
+
+enum class ToolFormat { kNone, kHermes, kLlama3, kMistral };
 
 enum class ChatFamily {
   kPlain,
@@ -55,13 +88,15 @@ enum class ChatFamily {
   kGemma,
   kPhi3,
   kDeepSeekR1,
+  kGranite,
 };
 
 class ChatTemplate {
  public:
   // Names accepted by ByName, in the order they are listed in messages.
-  static constexpr std::string_view kNames[] = {
-      "chatml", "llama2", "llama3", "zephyr", "mistral", "gemma", "phi3", "deepseek-r1", "plain"};
+  static constexpr std::string_view kNames[] = {"chatml",  "llama2", "llama3", "zephyr",
+                                                "mistral", "gemma",  "phi3",   "deepseek-r1",
+                                                "granite", "plain"};
   // Template sources longer than this are rejected (real ones are under 20 KB).
   static constexpr size_t kMaxSourceBytes = 1 << 20;
 
@@ -79,13 +114,28 @@ class ChatTemplate {
                                        std::string_view override_name);
 
   // The text of the whole conversation; with add_generation_prompt, followed by the cue that
-  // starts the assistant's reply.
-  std::string Render(std::span<const ChatMessage> messages, bool add_generation_prompt) const;
+  // starts the assistant's reply. `tools` (OpenAI's "tools") are rendered as the family's
+  // template does; call CheckToolUse first (a family without a tool format ignores them here).
+  std::string Render(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                     std::span<const ChatTool> tools = {}) const;
 
   // Render's text as llama-server's /apply-template gives it: without the leading BOS text when
   // `tokenizer` adds BOS itself (the prompt's ids are the same either way).
   std::string PromptText(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                         const Tokenizer& tokenizer) const;
+                         const Tokenizer& tokenizer, std::span<const ChatTool> tools = {}) const;
+
+  // Whether this family can render `tools` and the tool calls and results in `messages` as its
+  // template does; else an invalid-argument status that names the family and what its template
+  // would refuse (no tool format; Llama 3's one call per turn; Mistral's 9-character call ids).
+  Status CheckToolUse(std::span<const ChatMessage> messages, std::span<const ChatTool> tools) const;
+  // How this family writes tools and tool calls (kNone: it has no way).
+  ToolFormat tool_format() const;
+  // Whether the generation cue opens a reasoning block (DeepSeek-R1 ends it with "<think>\n"), so
+  // the reply starts inside it.
+  bool prompt_opens_think() const { return family_ == ChatFamily::kDeepSeekR1; }
+  // Whether the template is a thinking model's: it mentions </think> (Qwen 3, SmolLM3, the
+  // DeepSeek-R1 distills) or is deepseek-r1.
+  bool knows_think() const { return knows_think_ || family_ == ChatFamily::kDeepSeekR1; }
 
   // Token ids of a rendered conversation: special tokens written in the text become their ids,
   // and the tokenizer's BOS is prepended when the model wants one and the text does not already
@@ -98,7 +148,8 @@ class ChatTemplate {
   // "<|im_end|>" gets the tokens of that text, not the end of their turn.
   std::vector<int32_t> EncodeConversation(const Tokenizer& tokenizer,
                                           std::span<const ChatMessage> messages,
-                                          bool add_generation_prompt) const;
+                                          bool add_generation_prompt,
+                                          std::span<const ChatTool> tools = {}) const;
 
   // The model's BOS/EOS text as the template's bos_token/eos_token (defaults are the family's
   // usual ones, e.g. "<s>"/"</s>"). Empty arguments keep the defaults.
@@ -120,17 +171,19 @@ class ChatTemplate {
 
  private:
   explicit ChatTemplate(ChatFamily family);
+  static Result<ChatTemplate> DetectFamily(std::string_view template_source);
 
   void RenderChatMl(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                    ChatText& out) const;
+                    std::span<const ChatTool> tools, ChatText& out) const;
   void RenderSmolLm3(std::span<const ChatMessage> messages, bool add_generation_prompt,
                      ChatText& out) const;
   void RenderLlama2(std::span<const ChatMessage> messages, ChatText& out) const;
   void RenderLlama3(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                    ChatText& out) const;
+                    std::span<const ChatTool> tools, ChatText& out) const;
   void RenderZephyr(std::span<const ChatMessage> messages, bool add_generation_prompt,
                     ChatText& out) const;
-  void RenderMistral(std::span<const ChatMessage> messages, ChatText& out) const;
+  void RenderMistral(std::span<const ChatMessage> messages, std::span<const ChatTool> tools,
+                     ChatText& out) const;
   void RenderGemma(std::span<const ChatMessage> messages, bool add_generation_prompt,
                    ChatText& out) const;
   void RenderPhi3(std::span<const ChatMessage> messages, bool add_generation_prompt,
@@ -139,8 +192,13 @@ class ChatTemplate {
                         ChatText& out) const;
   void RenderPlain(std::span<const ChatMessage> messages, bool add_generation_prompt,
                    ChatText& out) const;
+  void RenderHermes3(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                     std::span<const ChatTool> tools, ChatText& out) const;
+  void RenderGranite(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                     std::span<const ChatTool> tools, ChatText& out) const;
   // Render, with the bytes that came from the messages marked.
-  ChatText RenderText(std::span<const ChatMessage> messages, bool add_generation_prompt) const;
+  ChatText RenderText(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                      std::span<const ChatTool> tools) const;
   std::string Date() const;
 
   ChatFamily family_;
@@ -150,6 +208,14 @@ class ChatTemplate {
   std::string warning_;
   // chatml: system prompt when none is given (Qwen).
   std::string default_system_;
+  // chatml: the template writes tool calls and results itself (<tool_call>, Qwen/Hermes), so they
+  // are written that way even when the request offers no tools.
+  bool hermes_tools_ = false;
+  bool hermes3_ = false;  // NousResearch's Hermes 3 tool_use template
+  // A variant whose tool format kvserve does not write (Qwen3-Coder / Qwen 3.5's XML calls,
+  // Mistral Small 3.2's [TOOL_CALLS]name[ARGS]): its name for the refusal; "" otherwise.
+  std::string unsupported_tools_;
+  bool knows_think_ = false;  // the source mentions </think>
   // chatml, SmolLM3 style: "Knowledge Cutoff Date: ...\n" and the two default instructions.
   bool smollm3_ = false;
   std::string cutoff_line_;

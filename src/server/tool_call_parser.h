@@ -1,0 +1,77 @@
+// Turns a chat model's output into OpenAI tool calls, as it streams: the text outside the calls
+// stays content, each call becomes a name and its arguments as JSON text. One parser per choice,
+// fed the generated text piece by piece; text that may still turn out to be part of a call (a
+// marker's first bytes, an unfinished call) is held back until it is decided, so the content and
+// calls of Push(a) + Push(b) + Finish() do not depend on where the text was cut.
+//
+//   ToolCallParser parser(ToolFormat::kHermes);
+//   ToolCallOutput out = parser.Push(piece);   // out.content: text to show now; out.calls: done
+//   ToolCallOutput last = parser.Finish();     // at the end of generation
+//
+// Formats (ToolFormat of the chat template):
+//   kHermes  <tool_call>{"name": ..., "arguments": {...}}</tool_call>, any number, anywhere
+//   kLlama3  the reply is {"name": ..., "parameters": {...}} (or "arguments"), optionally after
+//            <|python_tag|>; several calls may follow one another
+//   kMistral [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]
+// Malformed output (an unclosed tag, JSON that does not parse, an object without a name) is never
+// an error: it stays content, markers included. Whitespace around calls is not content: a run of
+// whitespace is held until text follows it and dropped at the end when calls were found.
+// Not thread-safe; one per choice.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tokenizer/chat_template.h"
+
+namespace kvserve {
+
+struct ParsedToolCall {
+  std::string id;         // "call_" + 24 random alphanumerics (Mistral: 9 alphanumerics)
+  std::string name;       // the function's name
+  std::string arguments;  // the arguments object as compact JSON text
+};
+
+struct ToolCallOutput {
+  std::string content;                // text outside calls, decided in this step
+  std::vector<ParsedToolCall> calls;  // calls completed in this step, in order
+};
+
+class ToolCallParser {
+ public:
+  explicit ToolCallParser(ToolFormat format) : format_(format) {}
+
+  ToolCallOutput Push(std::string_view text);
+  // The end of the output: whatever is held is decided (an unfinished call becomes content).
+  ToolCallOutput Finish();
+  // Push(text) + Finish() in one.
+  static ToolCallOutput ParseAll(ToolFormat format, std::string_view text);
+
+  int n_calls() const { return n_calls_; }
+
+ private:
+  enum class Mode { kStart, kText, kInCall, kPlain };
+
+  void Drain(bool final, ToolCallOutput& out);
+  bool DrainTagged(bool final, std::string_view open, std::string_view close, ToolCallOutput& out);
+  bool DrainJsonAfterMarker(bool final, std::string_view marker, ToolCallOutput& out);
+  bool DrainLlamaStart(bool final, ToolCallOutput& out);
+  // Decides the text before `marker` (or the whole pending text when it holds no marker, minus
+  // what could be the marker's first bytes): content. True when `marker` was found.
+  bool TakeTextBefore(bool final, std::string_view marker, ToolCallOutput& out);
+  void EmitContent(std::string_view text, ToolCallOutput& out);
+  void AddCall(ParsedToolCall call, ToolCallOutput& out);
+
+  ToolFormat format_;
+  Mode mode_ = Mode::kStart;
+  std::string pending_;  // undecided text (inside kInCall: after the opening marker)
+  std::string marker_;   // kInCall: the marker that opened the call, given back if it fails
+  std::string held_ws_;  // whitespace after the last content, held until text follows
+  int n_calls_ = 0;
+};
+
+// A fresh call id for `format` (Mistral's template wants exactly 9 alphanumerics).
+std::string NewToolCallId(ToolFormat format);
+
+}  // namespace kvserve

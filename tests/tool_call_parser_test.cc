@@ -1,0 +1,236 @@
+// Tool-call parsing and reasoning splitting of model output: per family on hand-written outputs in
+// the shapes the models produce (Hermes/Qwen <tool_call>, Llama 3 JSON and <|python_tag|>,
+// Mistral [TOOL_CALLS]), malformed ones kept as content, and every output streamed byte by byte
+// and cut at every boundary giving what it gives whole.
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <string>
+#include <vector>
+
+#include "server/chat_output.h"
+#include "server/reasoning_splitter.h"
+#include "server/tool_call_parser.h"
+
+namespace kvserve {
+namespace {
+
+struct Expected {
+  std::string content;
+  std::vector<std::pair<std::string, std::string>> calls;  // name, arguments
+};
+
+Expected Flatten(const ToolCallOutput& out) {
+  Expected e{.content = out.content};
+  for (const ParsedToolCall& call : out.calls) e.calls.emplace_back(call.name, call.arguments);
+  return e;
+}
+
+void Append(const ToolCallOutput& piece, ToolCallOutput& total) {
+  total.content += piece.content;
+  total.calls.insert(total.calls.end(), piece.calls.begin(), piece.calls.end());
+}
+
+// The output pushed in the given pieces.
+ToolCallOutput Streamed(ToolFormat format, const std::vector<std::string>& pieces) {
+  ToolCallParser parser(format);
+  ToolCallOutput total;
+  for (const std::string& piece : pieces) Append(parser.Push(piece), total);
+  Append(parser.Finish(), total);
+  return total;
+}
+
+// Whole, byte by byte and cut once at every boundary: the same content and calls.
+void ExpectParses(ToolFormat format, const std::string& text, const Expected& expected) {
+  const Expected whole = Flatten(ToolCallParser::ParseAll(format, text));
+  EXPECT_EQ(whole.content, expected.content) << text;
+  EXPECT_EQ(whole.calls, expected.calls) << text;
+  std::vector<std::string> bytes;
+  for (char c : text) bytes.emplace_back(1, c);
+  const Expected by_byte = Flatten(Streamed(format, bytes));
+  EXPECT_EQ(by_byte.content, expected.content) << "byte by byte: " << text;
+  EXPECT_EQ(by_byte.calls, expected.calls) << "byte by byte: " << text;
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    const Expected split = Flatten(Streamed(format, {text.substr(0, cut), text.substr(cut)}));
+    EXPECT_EQ(split.content, expected.content) << "cut at " << cut << ": " << text;
+    EXPECT_EQ(split.calls, expected.calls) << "cut at " << cut << ": " << text;
+  }
+}
+
+TEST(ToolCallParserTest, HermesCalls) {
+  ExpectParses(ToolFormat::kHermes,
+               "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"
+               "</tool_call>",
+               {"", {{"get_weather", R"({"city":"Paris"})"}}});
+  // Qwen 2.5 style: text, then two calls; the whitespace between them is not content.
+  ExpectParses(
+      ToolFormat::kHermes,
+      "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"Paris\", \"unit\": \"c\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", "
+      "\"arguments\": {}}\n</tool_call>\n",
+      {"Let me check.", {{"get_weather", R"({"city":"Paris","unit":"c"})"}, {"get_time", "{}"}}});
+  // Arguments given as a string holding JSON, and none at all.
+  ExpectParses(ToolFormat::kHermes,
+               R"(<tool_call>{"name": "f", "arguments": "{\"a\": [1, 2]}"}</tool_call>)"
+               R"(<tool_call>{"name": "g"}</tool_call>)",
+               {"", {{"f", R"({"a":[1,2]})"}, {"g", "{}"}}});
+}
+
+TEST(ToolCallParserTest, HermesMalformedIsContent) {
+  for (const std::string& text : {
+           std::string("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\""),
+           std::string("<tool_call>{name: get_weather}</tool_call>"),
+           std::string("<tool_call>{\"arguments\": {}}</tool_call>"),
+           std::string("<tool_call>{\"name\": \"f\", \"arguments\": 3}</tool_call>"),
+           std::string("I like <tools> and <tool_call"),
+           std::string("Plain text, no calls.\n\n"),
+       }) {
+    ExpectParses(ToolFormat::kHermes, text, {text, {}});
+  }
+  // A bad call between good text stays in place.
+  ExpectParses(ToolFormat::kHermes, "A <tool_call>oops</tool_call> B",
+               {"A <tool_call>oops</tool_call> B", {}});
+}
+
+TEST(ToolCallParserTest, DeepNestingIsContentNotACrash) {
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  const std::string text =
+      "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": " + deep + "}}</tool_call>";
+  EXPECT_EQ(ToolCallParser::ParseAll(ToolFormat::kHermes, text).content, text);
+  const std::string quoted =
+      "<tool_call>{\"name\": \"f\", \"arguments\": \"" + deep + "\"}</tool_call>";
+  EXPECT_EQ(ToolCallParser::ParseAll(ToolFormat::kHermes, quoted).content, quoted);
+  EXPECT_EQ(ToolCallParser::ParseAll(ToolFormat::kMistral, "[TOOL_CALLS]" + deep).content,
+            "[TOOL_CALLS]" + deep);
+}
+
+TEST(ToolCallParserTest, Llama3Calls) {
+  ExpectParses(ToolFormat::kLlama3,
+               "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
+               {"", {{"get_weather", R"({"city":"Paris"})"}}});
+  ExpectParses(ToolFormat::kLlama3,
+               "<|python_tag|>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}",
+               {"", {{"get_weather", R"({"city":"Paris"})"}}});
+  ExpectParses(ToolFormat::kLlama3,
+               " {\"name\": \"a\", \"parameters\": {}}\n{\"name\": \"b\", \"parameters\": {\"x\": "
+               "\"}{\"}}",
+               {"", {{"a", "{}"}, {"b", R"({"x":"}{"})"}}});
+}
+
+TEST(ToolCallParserTest, Llama3MalformedIsContent) {
+  for (const std::string& text : {
+           std::string("The weather in Paris is sunny."),
+           std::string("{\"name\": \"get_weather\", \"parameters\": {\"city\": "),
+           std::string("{not a call}"),
+           std::string("  {\"a\": 1}"),
+           std::string("<|python_tag|>print(1)"),
+           std::string("<|python"),
+       }) {
+    ExpectParses(ToolFormat::kLlama3, text, {text, {}});
+  }
+  // Text first: Llama 3 answered in prose, so a later brace is prose too.
+  ExpectParses(ToolFormat::kLlama3, "Sure: {\"name\": \"f\", \"parameters\": {}}",
+               {"Sure: {\"name\": \"f\", \"parameters\": {}}", {}});
+}
+
+TEST(ToolCallParserTest, MistralCalls) {
+  ExpectParses(ToolFormat::kMistral,
+               "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, "
+               "{\"name\": \"get_time\", \"arguments\": {}}]",
+               {"", {{"get_weather", R"({"city":"Paris"})"}, {"get_time", "{}"}}});
+  for (const std::string& text :
+       {std::string("[TOOL_CALLS] not json"), std::string("Hello [TOOL_CALLS][{\"name\": "),
+        std::string("[TOOL_CALLS][{\"name\": \"f\"}, 3]")}) {
+    ExpectParses(ToolFormat::kMistral, text, {text, {}});
+  }
+}
+
+TEST(ToolCallParserTest, IdsAreFreshAndShapedPerFamily) {
+  const ToolCallOutput two = ToolCallParser::ParseAll(
+      ToolFormat::kHermes,
+      "<tool_call>{\"name\": \"a\"}</tool_call><tool_call>{\"name\": \"b\"}</tool_call>");
+  ASSERT_EQ(two.calls.size(), 2u);
+  EXPECT_EQ(two.calls[0].id.substr(0, 5), "call_");
+  EXPECT_EQ(two.calls[0].id.size(), 29u);
+  EXPECT_NE(two.calls[0].id, two.calls[1].id);
+  const std::string mistral = NewToolCallId(ToolFormat::kMistral);
+  EXPECT_EQ(mistral.size(), 9u);
+  for (char c : mistral) EXPECT_TRUE(std::isalnum(static_cast<unsigned char>(c))) << mistral;
+}
+
+ReasoningOutput Split(bool starts_inside, const std::vector<std::string>& pieces) {
+  ReasoningSplitter splitter(starts_inside);
+  ReasoningOutput total;
+  for (const std::string& piece : pieces) {
+    ReasoningOutput out = splitter.Push(piece);
+    total.reasoning += out.reasoning;
+    total.content += out.content;
+  }
+  ReasoningOutput out = splitter.Finish();
+  total.reasoning += out.reasoning;
+  total.content += out.content;
+  return total;
+}
+
+void ExpectSplits(bool starts_inside, const std::string& text, const std::string& reasoning,
+                  const std::string& content) {
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    const ReasoningOutput out = Split(starts_inside, {text.substr(0, cut), text.substr(cut)});
+    EXPECT_EQ(out.reasoning, reasoning) << "cut at " << cut << ": " << text;
+    EXPECT_EQ(out.content, content) << "cut at " << cut << ": " << text;
+  }
+  std::vector<std::string> bytes;
+  for (char c : text) bytes.emplace_back(1, c);
+  const ReasoningOutput out = Split(starts_inside, bytes);
+  EXPECT_EQ(out.reasoning, reasoning) << text;
+  EXPECT_EQ(out.content, content) << text;
+}
+
+TEST(ReasoningSplitterTest, SplitsThinkBlocks) {
+  // Qwen 3: the block opens the reply.
+  ExpectSplits(false, "<think>\nThe user greets me.\n\nI greet back.\n</think>\n\nHello!",
+               "The user greets me.\n\nI greet back.", "Hello!");
+  // DeepSeek-R1: the prompt opened the block.
+  ExpectSplits(true, "Two and two.\n</think>\n\n4", "Two and two.", "4");
+  // Out of tokens inside the block: all reasoning.
+  ExpectSplits(false, "<think>\nhmm, let me", "hmm, let me", "");
+  // No block: the output is content, untouched (a later tag included).
+  ExpectSplits(false, "  Hello <think>x</think>", "", "  Hello <think>x</think>");
+  ExpectSplits(false, "<thin", "", "<thin");
+  ExpectSplits(false, "", "", "");
+}
+
+TEST(ChatOutputTest, ReasoningThenToolCall) {
+  ChatOutputParser parser({.split_reasoning = true, .tool_format = ToolFormat::kHermes});
+  const std::string text =
+      "<think>\nI need the weather.\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", "
+      "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+  ChatOutputDelta total;
+  for (char c : text) {
+    ChatOutputDelta d = parser.Push(std::string(1, c));
+    total.reasoning += d.reasoning;
+    total.content += d.content;
+    total.calls.insert(total.calls.end(), d.calls.begin(), d.calls.end());
+  }
+  ChatOutputDelta last = parser.Finish();
+  EXPECT_EQ(total.reasoning + last.reasoning, "I need the weather.");
+  EXPECT_EQ(total.content + last.content, "");
+  ASSERT_EQ(total.calls.size() + last.calls.size(), 1u);
+  EXPECT_EQ(parser.n_calls(), 1);
+}
+
+TEST(ChatOutputTest, SingleCallWhenNotParallelAndNoParsingWithoutTools) {
+  const std::string two =
+      "<tool_call>{\"name\": \"a\"}</tool_call><tool_call>{\"name\": \"b\"}</tool_call>";
+  ChatOutputParser single({.tool_format = ToolFormat::kHermes, .parallel_tool_calls = false});
+  ChatOutputDelta d = single.Push(two);
+  ChatOutputDelta last = single.Finish();
+  ASSERT_EQ(d.calls.size() + last.calls.size(), 1u);
+  EXPECT_EQ(d.calls.empty() ? last.calls[0].name : d.calls[0].name, "a");
+  ChatOutputParser none({});
+  EXPECT_EQ(none.Push(two).content, two);  // tool_choice "none" / no tools: text as it is
+  EXPECT_EQ(none.n_calls(), 0);
+}
+
+}  // namespace
+}  // namespace kvserve
