@@ -134,7 +134,8 @@ std::string UnsignedRange(uint64_t lo, std::optional<uint64_t> hi) {
 
 class SchemaConverter {
  public:
-  SchemaConverter(const json& root, const GrammarLimits& limits) : root_(root), limits_(limits) {}
+  SchemaConverter(const json& root, const GrammarLimits& limits, std::string root_rule)
+      : root_(root), limits_(limits), root_rule_(std::move(root_rule)) {}
 
   Result<std::string> Convert() {
     auto root = Visit(root_, "root-value", "schema", 0);
@@ -143,7 +144,7 @@ class SchemaConverter {
       return Error("schema",
                    "more than " + std::to_string(limits_.max_rules) + " rules (limit max_rules)");
     }
-    std::string out = "root ::= " + *root + " ws\n";
+    std::string out = root_rule_ + " ::= " + *root + " ws\n";
     Use("ws");
     for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
     return out;
@@ -165,7 +166,9 @@ class SchemaConverter {
     for (char c : hint) base += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
     if (base.empty() || base.size() > 40) base = base.substr(0, 40) + "x";
     std::string name = base;
-    for (int i = 2; used_.count(name) || PrimitiveRules().count(name) || name == "root"; ++i) {
+    for (int i = 2;
+         used_.count(name) || PrimitiveRules().count(name) || name == "root" || name == root_rule_;
+         ++i) {
       name = base + "-" + std::to_string(i);
     }
     used_.insert(name);
@@ -197,6 +200,7 @@ class SchemaConverter {
 
   const json& root_;
   GrammarLimits limits_;
+  std::string root_rule_;
   std::vector<std::pair<std::string, std::string>> rules_;
   std::set<std::string> used_;
   std::map<std::string, std::string> refs_;  // $ref -> its rule
@@ -561,13 +565,13 @@ Result<std::string> SchemaConverter::VisitNumber(const json& schema, const std::
 }  // namespace
 
 Result<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schema,
-                                     const GrammarLimits& limits) {
+                                     const GrammarLimits& limits, const std::string& root_rule) {
   if (schema.dump().size() > limits.max_source_bytes) {
     return Status::InvalidArgument("schema: larger than " +
                                    std::to_string(limits.max_source_bytes) +
                                    " bytes (limit max_source_bytes)");
   }
-  return SchemaConverter(schema, limits).Convert();
+  return SchemaConverter(schema, limits, root_rule).Convert();
 }
 
 std::string JsonObjectGbnf() {

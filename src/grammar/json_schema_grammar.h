@@ -26,8 +26,11 @@ namespace kvserve {
 // in which the client wrote the properties, which is the order members are written in), with
 // optional whitespace between tokens (at most one space, or a line break and up to 20 spaces or
 // tabs).
+// `root_rule` names the document's rule (another name lets a caller put the document inside a
+// grammar of its own, whose root it then writes).
 Result<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schema,
-                                     const GrammarLimits& limits = {});
+                                     const GrammarLimits& limits = {},
+                                     const std::string& root_rule = "root");
 
 // The grammar of `response_format: {"type": "json_object"}`: any JSON object.
 std::string JsonObjectGbnf();

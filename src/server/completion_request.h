@@ -30,7 +30,7 @@ enum class CompletionKind { kText, kChat };  // /v1/completions, /v1/chat/comple
 enum class ToolChoice {
   kAuto,      // "auto" (the default): the model may call tools; calls are parsed
   kNone,      // "none": tools are still rendered (as vLLM and llama.cpp do), nothing is parsed
-  kRequired,  // "required": the answer must be calls (grammar hook, see forced_tools)
+  kRequired,  // "required": the answer must be calls (enforced by a grammar, see forced_tools)
   kFunction,  // {"type": "function", "function": {"name": ...}}: that function must be called
 };
 
@@ -72,11 +72,10 @@ struct CompletionRequest {
   ToolChoice tool_choice = ToolChoice::kAuto;
   std::string tool_choice_name;     // kFunction: the function's name (one of `tools`)
   bool parallel_tool_calls = true;  // false: only the first call is returned
-  // GRAMMAR HOOK (issue 28 part 1, not enforced yet): the functions the answer must call, filled
-  // for tool_choice "required" (every tool's name) and a named function (that one); empty
-  // otherwise. The grammar engine turns it into the template's call syntax
-  // (ChatTemplate::tool_format()) over these tools' "parameters" schemas, attached to the engine
-  // Request in OpenAiRoutes::Completions. Today the model may still answer with text.
+  // The functions the answer must call, filled for tool_choice "required" (every tool's name) and
+  // a named function (that one); empty otherwise. OpenAiRoutes::ForceToolCalls turns it into the
+  // grammar of the template's call syntax over these tools' "parameters" schemas
+  // (server/tool_choice_grammar.h).
   std::vector<std::string> forced_tools;
   // Chat: "reasoning_format" ("none" | "deepseek"); absent: the server's --reasoning-format.
   std::optional<ReasoningFormat> reasoning_format;

@@ -11,6 +11,7 @@
 
 #include "server/completion_job.h"
 #include "server/completion_response.h"
+#include "server/tool_choice_grammar.h"
 
 namespace kvserve {
 
@@ -519,6 +520,25 @@ void ReplyStream(std::unique_ptr<CompletionJob> job, std::unique_ptr<ResponseSha
 
 }  // namespace
 
+std::optional<ApiError> OpenAiRoutes::ForceToolCalls(const CompletionRequest& request,
+                                                     ToolFormat format,
+                                                     std::shared_ptr<TokenMasker>& grammar) {
+  if (grammar) {
+    return ApiError::BadRequest(
+        "'tool_choice' \"required\" or a named function does not go with '" + request.output.field +
+            "': give one of them",
+        "tool_choice");
+  }
+  auto gbnf =
+      ForcedToolCallGbnf(format, request.tools, request.forced_tools, request.parallel_tool_calls);
+  if (!gbnf.ok()) return ApiError::BadRequest(gbnf.message(), "tools");
+  if (!*gbnf) return std::nullopt;  // a format a grammar over text cannot force (Mistral)
+  auto compiled = grammars_->Get(GrammarSource::kGbnf, **gbnf);
+  if (!compiled.ok()) return ApiError::BadRequest(compiled.message(), "tools");
+  grammar = *compiled;
+  return std::nullopt;
+}
+
 void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::string& text,
                                httplib::Response& response, CompletionKind kind,
                                const std::string& tenant) {
@@ -541,6 +561,11 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
       text_kind ? ChatOutputOptions{} : ChatOutput(request, *model_.chat_template);
   const bool parse_output =
       !text_kind && (output.split_reasoning || output.tool_format != ToolFormat::kNone);
+  if (!request.forced_tools.empty()) {
+    if (auto error = ForceToolCalls(request, output.tool_format, grammar)) {
+      return ReplyError(response, *error);
+    }
+  }
   const std::string id = std::string(text_kind ? "cmpl-" : "chatcmpl-") + id_prefix_ +
                          std::to_string(next_id_.fetch_add(1, std::memory_order_relaxed));
   for (size_t p = 0; p < prepared.prompt_tokens.size(); ++p) {
@@ -575,8 +600,6 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
       // Llama 3's <|python_tag|> and Mistral's [TOOL_CALLS] are control tokens: keep their text.
       r.decode.render_special =
           output.tool_format == ToolFormat::kLlama3 || output.tool_format == ToolFormat::kMistral;
-      // GRAMMAR HOOK: request.forced_tools (tool_choice "required" or a named function) is where
-      // the grammar engine attaches its constraint to `r`; not enforced yet.
       prepared.engine_requests.push_back(std::move(r));
       ChoiceProgress choice{.prompt_index = static_cast<int>(p)};
       if (parse_output) choice.parser = std::make_unique<ChatOutputParser>(output);

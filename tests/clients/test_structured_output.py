@@ -99,3 +99,52 @@ def test_refused_grammars_are_bad_requests_naming_the_field(client, server, body
                                        messages=[{"role": "user", "content": "hi"}], extra_body=body)
     assert error.value.status_code == 400
     assert error.value.body["param"] == param, error.value.body
+
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Get the current weather in a city",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "maxLength": 40},
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        "required": ["city", "unit"], "additionalProperties": False}}}
+TIME = {"type": "function", "function": {
+    "name": "get_time", "parameters": {"type": "object", "properties": {
+        "timezone": {"type": "string", "maxLength": 40}}, "required": ["timezone"]}}}
+
+
+def test_tool_choice_required_always_calls_with_valid_arguments(client, server):
+    """SmolLM2-135M answers this in prose when the choice is "auto" (test_openai_sdk.py); with
+    "required" the grammar makes every answer calls whose arguments match the schema."""
+    for seed in (1, 2, 3):
+        reply = client.chat.completions.create(
+            model=server.model, max_tokens=120, temperature=0.8, seed=seed, parallel_tool_calls=False,
+            tools=[WEATHER, TIME], tool_choice="required",
+            messages=[{"role": "user", "content": "Is it cold in Oslo today?"}])
+        choice = reply.choices[0]
+        assert choice.finish_reason == "tool_calls", choice.message
+        assert len(choice.message.tool_calls) == 1
+        call = choice.message.tool_calls[0]
+        arguments = json.loads(call.function.arguments)
+        if call.function.name == "get_weather":
+            assert set(arguments) == {"city", "unit"} and arguments["unit"] in ("celsius", "fahrenheit")
+        else:
+            assert call.function.name == "get_time" and set(arguments) == {"timezone"}
+
+
+def test_named_tool_choice_calls_that_function(client, server):
+    reply = client.chat.completions.create(
+        model=server.model, max_tokens=80, temperature=0, tools=[WEATHER, TIME],
+        tool_choice={"type": "function", "function": {"name": "get_time"}}, parallel_tool_calls=False,
+        messages=[{"role": "user", "content": "Is it cold in Oslo today?"}])
+    calls = reply.choices[0].message.tool_calls
+    assert [c.function.name for c in calls] == ["get_time"]
+    assert set(json.loads(calls[0].function.arguments)) == {"timezone"}
+
+
+def test_forced_tool_choice_with_response_format_is_a_bad_request(client, server):
+    with pytest.raises(openai.BadRequestError) as error:
+        client.chat.completions.create(
+            model=server.model, max_tokens=8, tools=[WEATHER], tool_choice="required",
+            response_format={"type": "json_object"},
+            messages=[{"role": "user", "content": "hi"}])
+    assert error.value.body["param"] == "tool_choice"
