@@ -195,6 +195,9 @@ class SchemaConverter {
   Result<std::string> VisitArray(const json& schema, const std::string& hint,
                                  const std::string& where, int depth);
   Result<std::string> VisitString(const json& schema, const std::string& where);
+  // A count keyword (minItems, maxLength, ...): absent, or an integer in [0, max_repeat].
+  Result<std::optional<int>> ReadCount(const json& schema, const char* key,
+                                       const std::string& where) const;
   Result<std::string> VisitInteger(const json& schema, const std::string& where);
   Result<std::string> VisitNumber(const json& schema, const std::string& where);
 
@@ -410,21 +413,9 @@ Result<std::string> SchemaConverter::VisitArray(const json& schema, const std::s
   } else {
     Use("value");
   }
-  auto count = [&](const char* key) -> Result<std::optional<int>> {
-    if (!schema.contains(key)) return std::optional<int>();
-    const json& v = schema[key];
-    if (!v.is_number_integer() || v.get<int64_t>() < 0)
-      return Error(where + "." + key, "must be a non-negative integer");
-    if (v.get<int64_t>() > limits_.max_repeat) {
-      return Error(where + "." + key, std::to_string(v.get<int64_t>()) + " exceeds the limit of " +
-                                          std::to_string(limits_.max_repeat) +
-                                          " (limit max_repeat)");
-    }
-    return std::optional<int>(static_cast<int>(v.get<int64_t>()));
-  };
-  auto min = count("minItems");
+  auto min = ReadCount(schema, "minItems", where);
   if (!min.ok()) return min.status();
-  auto max = count("maxItems");
+  auto max = ReadCount(schema, "maxItems", where);
   if (!max.ok()) return max.status();
   std::vector<std::string> prefix;
   if (schema.contains("prefixItems")) {
@@ -469,6 +460,20 @@ Result<std::string> SchemaConverter::VisitArray(const json& schema, const std::s
   return AddRule(hint, body);
 }
 
+Result<std::optional<int>> SchemaConverter::ReadCount(const json& schema, const char* key,
+                                                      const std::string& where) const {
+  if (!schema.contains(key)) return std::optional<int>();
+  const json& v = schema[key];
+  if (!v.is_number_integer() || v.get<int64_t>() < 0) {
+    return Error(where + "." + key, "must be a non-negative integer");
+  }
+  if (v.get<int64_t>() > limits_.max_repeat) {
+    return Error(where + "." + key, std::to_string(v.get<int64_t>()) + " exceeds the limit of " +
+                                        std::to_string(limits_.max_repeat) + " (limit max_repeat)");
+  }
+  return std::optional<int>(static_cast<int>(v.get<int64_t>()));
+}
+
 Result<std::string> SchemaConverter::VisitString(const json& schema, const std::string& where) {
   Use("string");
   if (schema.contains("format") && schema["format"].is_string()) {
@@ -486,22 +491,14 @@ Result<std::string> SchemaConverter::VisitString(const json& schema, const std::
   }
   const bool has_min = schema.contains("minLength"), has_max = schema.contains("maxLength");
   if (!has_min && !has_max) return std::string("string");
-  int64_t lo = 0;
-  std::optional<int64_t> hi;
-  for (const char* key : {"minLength", "maxLength"}) {
-    if (!schema.contains(key)) continue;
-    const json& v = schema[key];
-    if (!v.is_number_integer() || v.get<int64_t>() < 0)
-      return Error(where + "." + key, "must be a non-negative integer");
-    if (v.get<int64_t>() > limits_.max_repeat) {
-      return Error(where + "." + key, std::to_string(v.get<int64_t>()) + " exceeds the limit of " +
-                                          std::to_string(limits_.max_repeat) +
-                                          " (limit max_repeat)");
-    }
-    (std::string(key) == "minLength" ? lo : hi.emplace()) = v.get<int64_t>();
-  }
-  if (hi && *hi < lo) return Error(where, "maxLength is less than minLength");
-  return "\"\\\"\" char{" + std::to_string(lo) + "," + (hi ? std::to_string(*hi) : "") +
+  auto lo = ReadCount(schema, "minLength", where);
+  if (!lo.ok()) return lo.status();
+  auto hi = ReadCount(schema, "maxLength", where);
+  if (!hi.ok()) return hi.status();
+  const int min = lo->value_or(0);
+  const std::optional<int> max = *hi;
+  if (max && *max < min) return Error(where, "maxLength is less than minLength");
+  return "\"\\\"\" char{" + std::to_string(min) + "," + (max ? std::to_string(*max) : "") +
          "} \"\\\"\"";
 }
 
