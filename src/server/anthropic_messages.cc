@@ -318,11 +318,12 @@ json AnthropicMessageJson(const json& chat_completion) {
     }
     if (auto calls = message.find("tool_calls"); calls != message.end() && calls->is_array()) {
       for (const json& call : *calls) {
-        json input = json::parse(call["function"].value("arguments", "{}"), nullptr, false);
-        if (input.is_discarded()) input = json::object();
+        const json function = call.value("function", json::object());
+        json input = json::parse(function.value("arguments", "{}"), nullptr, false);
+        if (!input.is_object()) input = json::object();
         content.push_back({{"type", "tool_use"},
                            {"id", AnthropicId(call.value("id", ""), "toolu_")},
-                           {"name", call["function"].value("name", "")},
+                           {"name", function.value("name", "")},
                            {"input", std::move(input)}});
       }
     }
