@@ -137,8 +137,11 @@ TEST(AnthropicResponseTest, MessageBlocksStopReasonAndUsage) {
     "usage": {"input_tokens": 14, "output_tokens": 9, "cache_read_input_tokens": 16,
               "cache_creation_input_tokens": 0}})");
   EXPECT_EQ(AnthropicMessageJson(completion), expected);
-  EXPECT_EQ(AnthropicStopReason("stop"), "end_turn");
-  EXPECT_EQ(AnthropicStopReason("length"), "max_tokens");
+  const json stops = {"END"};
+  EXPECT_EQ(AnthropicStopReason("stop", "", stops), "end_turn");
+  EXPECT_EQ(AnthropicStopReason("stop", "END", stops), "stop_sequence");
+  EXPECT_EQ(AnthropicStopReason("stop", "<|im_end|>", stops), "end_turn");  // the template's
+  EXPECT_EQ(AnthropicStopReason("length", "", stops), "max_tokens");
   EXPECT_EQ(AnthropicErrorFromOpenAi(429, R"({"error": {"message": "slow down"}})"),
             json::parse(R"({"type": "error", "error": {"type": "rate_limit_error",
                                                        "message": "slow down"}})"));
@@ -286,6 +289,47 @@ TEST_F(AnthropicServerTest, WholeAndStreamedAgree) {
       end["usage"]["input_tokens"].get<int>() + end["usage"]["cache_read_input_tokens"].get<int>(),
       usage["input_tokens"].get<int>() + usage["cache_read_input_tokens"].get<int>());
   EXPECT_GT(end["usage"]["cache_read_input_tokens"], 0);
+}
+
+// A stop sequence from the middle of the answer ends it there, and the message says which.
+TEST_F(AnthropicServerTest, StopSequenceIsReportedWholeAndStreamed) {
+  Reply free = Post(*client_, "/v1/messages", Story(false), Key("secret-1"));
+  ASSERT_EQ(free.status, 200) << free.text;
+  const std::string text = free.body["content"][0]["text"];
+  const size_t space = text.find(' ', text.size() / 2);
+  ASSERT_NE(space, std::string::npos) << text;
+  const std::string stop = text.substr(space, 3);
+  json body = Story(false);
+  body["stop_sequences"] = {"never-in-a-story", stop};
+  Reply cut = Post(*client_, "/v1/messages", body, Key("secret-1"));
+  ASSERT_EQ(cut.status, 200) << cut.text;
+  EXPECT_EQ(cut.body["stop_reason"], "stop_sequence") << cut.text;
+  EXPECT_EQ(cut.body["stop_sequence"], stop);
+  EXPECT_EQ(cut.body["content"][0]["text"], text.substr(0, text.find(stop)));
+  body["stream"] = true;
+  auto result = client_->Post("/v1/messages", Key("secret-1"), body.dump(), "application/json");
+  ASSERT_TRUE(result);
+  const std::vector<json> events = Events(result->body);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(StreamedContent(events), cut.body["content"]);
+  EXPECT_EQ(events[events.size() - 2]["delta"]["stop_reason"], "stop_sequence");
+  EXPECT_EQ(events[events.size() - 2]["delta"]["stop_sequence"], stop);
+  // Without stop sequences the end of a turn is end_turn with a null stop_sequence.
+  EXPECT_TRUE(free.body["stop_sequence"].is_null());
+  // The chat route reports the string as vLLM does: choices[].stop_reason.
+  json chat = {{"messages",
+                {{{"role", "system"}, {"content", "You tell stories."}},
+                 {{"role", "user"}, {"content", "Tell me a story"}}}},
+               {"max_tokens", 24},
+               {"temperature", 0},
+               {"stop", {stop}}};
+  Reply openai = Post(*client_, "/v1/chat/completions", chat, Key("secret-1"));
+  ASSERT_EQ(openai.status, 200) << openai.text;
+  EXPECT_EQ(openai.body["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(openai.body["choices"][0]["stop_reason"], stop) << openai.text;
+  chat.erase("stop");
+  openai = Post(*client_, "/v1/chat/completions", chat, Key("secret-1"));
+  EXPECT_FALSE(openai.body["choices"][0].contains("stop_reason")) << openai.text;
 }
 
 TEST_F(AnthropicServerTest, ErrorsAndKeysTakeAnthropicsShape) {

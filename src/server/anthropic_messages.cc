@@ -1,5 +1,6 @@
 #include "server/anthropic_messages.h"
 
+#include <algorithm>
 #include <string_view>
 
 namespace kvserve {
@@ -276,10 +277,14 @@ std::optional<ApiError> AnthropicToChat(const json& body, json& chat) {
   return Thinking(body, chat);
 }
 
-std::string AnthropicStopReason(const std::string& finish_reason) {
+std::string AnthropicStopReason(const std::string& finish_reason, const std::string& stop_string,
+                                const json& stop_sequences) {
   if (finish_reason == "tool_calls") return "tool_use";
   if (finish_reason == "length") return "max_tokens";
-  return "end_turn";
+  const bool asked =
+      stop_sequences.is_array() &&
+      std::find(stop_sequences.begin(), stop_sequences.end(), stop_string) != stop_sequences.end();
+  return !stop_string.empty() && asked ? "stop_sequence" : "end_turn";
 }
 
 json AnthropicUsageJson(const json& usage) {
@@ -300,14 +305,15 @@ std::string AnthropicId(const std::string& openai_id, const std::string& prefix)
   return prefix + (dash == std::string::npos ? openai_id : openai_id.substr(dash + 1));
 }
 
-json AnthropicMessageJson(const json& chat_completion) {
+json AnthropicMessageJson(const json& chat_completion, const json& stop_sequences) {
   json content = json::array();
-  std::string finish_reason = "stop";
+  std::string finish_reason = "stop", stop_string;
   const json& choices = chat_completion.at("choices");
   if (!choices.empty()) {
     const json& choice = choices.at(0);
     const json& message = choice.at("message");
     finish_reason = choice.value("finish_reason", "stop");
+    stop_string = choice.value("stop_reason", "");
     if (auto reasoning = message.find("reasoning_content");
         reasoning != message.end() && reasoning->is_string() && !reasoning->empty()) {
       content.push_back({{"type", "thinking"}, {"thinking", *reasoning}, {"signature", ""}});
@@ -328,13 +334,14 @@ json AnthropicMessageJson(const json& chat_completion) {
       }
     }
   }
+  const std::string stop_reason = AnthropicStopReason(finish_reason, stop_string, stop_sequences);
   return {{"id", AnthropicId(chat_completion.value("id", ""), "msg_")},
           {"type", "message"},
           {"role", "assistant"},
           {"model", chat_completion.value("model", "")},
           {"content", std::move(content)},
-          {"stop_reason", AnthropicStopReason(finish_reason)},
-          {"stop_sequence", nullptr},
+          {"stop_reason", stop_reason},
+          {"stop_sequence", stop_reason == "stop_sequence" ? json(stop_string) : json()},
           {"usage", AnthropicUsageJson(chat_completion.value("usage", json::object()))}};
 }
 

@@ -27,12 +27,17 @@ namespace kvserve {
 std::optional<ApiError> AnthropicToChat(const nlohmann::json& body, nlohmann::json& chat);
 
 // A "chat.completion" object -> {"type": "message", "content": [thinking, text, tool_use blocks],
-// "stop_reason", "stop_sequence": null, "usage"}.
-nlohmann::json AnthropicMessageJson(const nlohmann::json& chat_completion);
+// "stop_reason", "stop_sequence", "usage"}. `stop_sequences`: the request's (a JSON array, or
+// null).
+nlohmann::json AnthropicMessageJson(const nlohmann::json& chat_completion,
+                                    const nlohmann::json& stop_sequences = nullptr);
 
-// OpenAI's finish_reason -> Anthropic's stop_reason ("stop" -> "end_turn", "length" ->
-// "max_tokens", "tool_calls" -> "tool_use").
-std::string AnthropicStopReason(const std::string& finish_reason);
+// A choice's finish_reason and stop string (the chat route's "stop_reason") -> Anthropic's
+// stop_reason: "stop" -> "end_turn", or "stop_sequence" when the string is one of the request's
+// `stop_sequences` (a chat template's own stop strings end the turn); "length" -> "max_tokens";
+// "tool_calls" -> "tool_use".
+std::string AnthropicStopReason(const std::string& finish_reason, const std::string& stop_string,
+                                const nlohmann::json& stop_sequences);
 
 // OpenAI's usage -> Anthropic's: input_tokens excludes the prompt tokens read from the prefix
 // cache, which are cache_read_input_tokens.

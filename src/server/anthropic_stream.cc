@@ -70,7 +70,9 @@ std::string AnthropicStream::Chunk(const json& chunk) {
     }
     if (auto finish = choice.find("finish_reason"); finish != choice.end() && finish->is_string()) {
       out += Close();
-      stop_reason_ = AnthropicStopReason(finish->get<std::string>());
+      const std::string stop_string = choice.value("stop_reason", "");
+      stop_reason_ = AnthropicStopReason(finish->get<std::string>(), stop_string, stop_sequences_);
+      if (stop_reason_ == "stop_sequence") stop_sequence_ = stop_string;
     }
     return out;
   }
@@ -138,13 +140,17 @@ std::string AnthropicStream::Close() {
 
 std::string AnthropicStream::End(const json& usage) {
   ended_ = true;
-  return Close() + Event("message_delta",
-                         {{"type", "message_delta"},
-                          {"delta", {{"stop_reason", stop_reason_}, {"stop_sequence", nullptr}}},
-                          {"usage", AnthropicUsageJson(usage)}});
+  return Close() +
+         Event("message_delta",
+               {{"type", "message_delta"},
+                {"delta",
+                 {{"stop_reason", stop_reason_},
+                  {"stop_sequence", stop_sequence_.empty() ? json() : json(stop_sequence_)}}},
+                {"usage", AnthropicUsageJson(usage)}});
 }
 
-void ReplyAnthropic(httplib::Response& chat, httplib::Response& response) {
+void ReplyAnthropic(httplib::Response& chat, const json& stop_sequences,
+                    httplib::Response& response) {
   if (chat.status != 200) {
     response.status = chat.status;
     if (chat.has_header("Retry-After")) {
@@ -163,10 +169,10 @@ void ReplyAnthropic(httplib::Response& chat, httplib::Response& response) {
       return;
     }
     response.status = 200;
-    response.set_content(DumpJson(AnthropicMessageJson(whole)), "application/json");
+    response.set_content(DumpJson(AnthropicMessageJson(whole, stop_sequences)), "application/json");
     return;
   }
-  auto stream = std::make_shared<AnthropicStream>();
+  auto stream = std::make_shared<AnthropicStream>(stop_sequences);
   httplib::ContentProvider provider = std::move(chat.content_provider_);
   response.status = 200;
   response.set_header("Cache-Control", "no-cache");

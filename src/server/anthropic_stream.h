@@ -15,11 +15,17 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace kvserve {
 
 class AnthropicStream {
  public:
+  // `stop_sequences`: the request's (a JSON array, or null), to tell its stop sequences from the
+  // template's stop strings.
+  explicit AnthropicStream(nlohmann::json stop_sequences = nullptr)
+      : stop_sequences_(std::move(stop_sequences)) {}
+
   // Any piece of the OpenAI event text; returns the Anthropic event text it completes.
   std::string Push(std::string_view sse);
 
@@ -35,12 +41,16 @@ class AnthropicStream {
   bool ended_ = false;
   int index_ = -1;    // the last block's index
   std::string open_;  // the open block's type; "" when none is open
+  nlohmann::json stop_sequences_;
   std::string stop_reason_ = "end_turn";
+  std::string stop_sequence_;  // the matched stop sequence when stop_reason_ is "stop_sequence"
 };
 
 // Replies on `response` with the Anthropic form of `chat`, the OpenAI route's reply to the
 // translated request: errors in Anthropic's error shape, a whole chat.completion as a message, a
 // stream as Anthropic events (the stream's provider and releaser move to `response`).
-void ReplyAnthropic(httplib::Response& chat, httplib::Response& response);
+// `stop_sequences`: the request's, as for AnthropicMessageJson.
+void ReplyAnthropic(httplib::Response& chat, const nlohmann::json& stop_sequences,
+                    httplib::Response& response);
 
 }  // namespace kvserve

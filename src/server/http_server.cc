@@ -318,7 +318,7 @@ void HttpServer::Messages(const httplib::Request& request, const std::string& bo
   if (error) return ReplyJson(response, error->http_status, AnthropicErrorJson(*error));
   httplib::Response answer;
   Completions(request, DumpJson(chat), answer, CompletionKind::kChat);
-  ReplyAnthropic(answer, response);
+  ReplyAnthropic(answer, chat.value("stop", nlohmann::json()), response);
 }
 
 void HttpServer::Tokenize(const httplib::Request&, const std::string& body,

@@ -1,7 +1,8 @@
 """The official `anthropic` Python SDK against `kvserve serve` on SmolLM2-135M-Instruct, over
 POST /v1/messages (Anthropic's Messages API).
 
-A whole answer (text block, stop_reason, usage with the prefix cache's reads), the SDK's stream
+A whole answer (text block, stop_reason, usage with the prefix cache's reads), a stop sequence
+("stop_sequence" and the string), the SDK's stream
 helper (its final message equals the whole answer at temperature 0, its events come in Anthropic's
 order), a tool-use round trip (tools offered, an assistant tool_use block and the user's
 tool_result sent back), tool_choice forms accepted, and errors as the SDK's own exception classes
@@ -58,6 +59,16 @@ def test_max_tokens_cut_reports_max_tokens(client, server):
     message = client.messages.create(**ask(server, max_tokens=2))
     assert message.stop_reason == "max_tokens"
     assert message.usage.output_tokens == 2
+
+
+def test_stop_sequence_is_reported(client, server):
+    text = client.messages.create(**ask(server)).content[0].text
+    stop = "Tokyo"
+    assert stop in text, text
+    message = client.messages.create(**ask(server, stop_sequences=["never seen", stop]))
+    assert message.stop_reason == "stop_sequence"
+    assert message.stop_sequence == stop
+    assert message.content[0].text == text[:text.index(stop)]
 
 
 def test_stream_equals_the_whole_answer(client, server):
