@@ -94,11 +94,13 @@ void EngineCore::Add(Request request, std::shared_ptr<RequestStream> stream) {
   if (added->request.max_tokens == 0) Finish(added, FinishReason::kLength);
 }
 
-void EngineCore::Finish(Sequence* seq, FinishReason reason, const std::string& tail) {
+void EngineCore::Finish(Sequence* seq, FinishReason reason, const std::string& tail,
+                        const std::string& stop_string) {
   RequestEvent event;
   event.kind = RequestEvent::Kind::kFinish;
   event.finish_reason = reason;
   event.text = tail;
+  event.stop_string = stop_string;
   event.usage.prompt_tokens = seq->n_prompt;
   event.usage.completion_tokens = seq->n_generated();
   event.usage.cached_tokens = std::max(0, seq->n_cached_prompt);
@@ -237,7 +239,7 @@ void EngineCore::Deliver(const std::vector<SequenceOutput>& outputs) {
       seq->stream->Push(std::move(event));
     }
     if (out.outcome.finish != FinishReason::kNone)
-      Finish(seq, out.outcome.finish, out.outcome.tail);
+      Finish(seq, out.outcome.finish, out.outcome.tail, out.outcome.stop_string);
   }
 }
 

@@ -63,7 +63,9 @@ class EngineCore {
   Status CheckBlockInvariants() const { return blocks_.CheckInvariants(); }
 
  private:
-  void Finish(Sequence* seq, FinishReason reason, const std::string& tail = "");
+  // `stop_string`: the stop string that ended it, if one did (RequestEvent::stop_string).
+  void Finish(Sequence* seq, FinishReason reason, const std::string& tail = "",
+              const std::string& stop_string = "");
   // ContextOverflow::kShift: cuts a sequence that holds more tokens than the context
   // (engine/context_shift.h) and counts it; nothing for the others.
   void ShiftIfOverflowing(Sequence& seq);

@@ -107,6 +107,7 @@ struct RequestEvent {
   std::vector<TokenLogprob> top_logprobs;
   // kFinish: why; text holds any held-back tail.
   FinishReason finish_reason = FinishReason::kNone;
+  std::string stop_string;  // kFinish by one of Request::stop: that string; "" otherwise
   Usage usage;
   std::chrono::steady_clock::time_point time;  // when the engine produced it (set by Push)
 };

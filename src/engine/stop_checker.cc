@@ -37,6 +37,7 @@ StopChecker::Outcome StopChecker::Push(int32_t token, int n_generated, int n_tok
   if (end_of_generation || stop_token) {
     out.finish = FinishReason::kStop;
     out.tail = strings_.Push(decoder_.Flush());
+    out.stop_string = strings_.matched();
     return out;
   }
   out.append = true;
@@ -52,6 +53,7 @@ StopChecker::Outcome StopChecker::Push(int32_t token, int n_generated, int n_tok
       out.finish = FinishReason::kLength;
     }
   }
+  if (out.finish == FinishReason::kStop) out.stop_string = strings_.matched();
   return out;
 }
 

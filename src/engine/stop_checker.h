@@ -27,7 +27,8 @@ class StopChecker {
     bool append = false;  // the token joins the sequence and is emitted
     std::string text;     // text of the token's event (may be empty while text is held back)
     FinishReason finish = FinishReason::kNone;
-    std::string tail;  // held-back text released by the finish, for the finish event
+    std::string tail;         // held-back text released by the finish, for the finish event
+    std::string stop_string;  // kStop by one of the request's stop strings: that string
   };
   // The outcome of sampling `token` for a sequence that held `n_tokens` tokens, `n_generated` of
   // them generated, before it.

@@ -13,7 +13,13 @@ std::string StopStrings::Push(const std::string& text) {
   held_ += text;
   // The earliest complete stop string wins.
   size_t first = std::string::npos;
-  for (const std::string& stop : stops_) first = std::min(first, held_.find(stop));
+  for (const std::string& stop : stops_) {
+    const size_t at = held_.find(stop);
+    if (at < first) {
+      first = at;
+      matched_ = stop;
+    }
+  }
   if (first != std::string::npos) {
     stopped_ = true;
     std::string out = held_.substr(0, first);

@@ -18,11 +18,14 @@ class StopStrings {
   // The held-back tail, at the end of generation (nothing once stopped).
   std::string Flush();
   bool stopped() const { return stopped_; }
+  // The stop string that stopped the text ("" while not stopped).
+  const std::string& matched() const { return matched_; }
 
  private:
   std::vector<std::string> stops_;
   std::string held_;  // text not yet emitted
   bool stopped_ = false;
+  std::string matched_;
 };
 
 }  // namespace kvserve

@@ -83,6 +83,7 @@ json ResponseShaper::Whole(const std::vector<ChoiceResult>& choices,
     }
     item["logprobs"] = Logprobs(choice.logprobs);
     item["finish_reason"] = choice.finish_reason;
+    if (!choice.stop_string.empty()) item["stop_reason"] = choice.stop_string;
     if (choice.dropped_tokens > 0) {
       item["truncated"] = true;
       item["dropped_tokens"] = choice.dropped_tokens;
@@ -143,6 +144,7 @@ json ResponseShaper::Chunk(const ChoiceDelta& delta, bool usage_null) const {
   }
   item["logprobs"] = delta.logprobs.empty() ? json(nullptr) : Logprobs(delta.logprobs);
   item["finish_reason"] = delta.finish_reason.empty() ? json(nullptr) : json(delta.finish_reason);
+  if (!delta.stop_string.empty()) item["stop_reason"] = delta.stop_string;
   if (delta.dropped_tokens > 0) {
     item["truncated"] = true;
     item["dropped_tokens"] = delta.dropped_tokens;

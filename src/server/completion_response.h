@@ -31,6 +31,8 @@ struct ChoiceResult {
   int index = 0;
   std::string text;
   std::string finish_reason;  // "stop" | "length"
+  // The stop string that ended the choice ("stop_reason", as vLLM reports it); "" for none.
+  std::string stop_string;
   std::vector<LogprobEntry> logprobs;
   int dropped_tokens = 0;  // > 0: context shifts dropped them ("truncated": true)
   // Chat: the reasoning ("reasoning_content" when not empty) and the calls parsed out of the
@@ -67,6 +69,7 @@ struct ChoiceDelta {
   std::vector<ToolCallChunk> tool_calls;  // chat: delta.tool_calls
   std::vector<LogprobEntry> logprobs;
   std::string finish_reason;  // "" while the choice goes on
+  std::string stop_string;    // with the finish: the stop string that ended it ("stop_reason")
   int dropped_tokens = 0;     // with the finish: > 0 when context shifts dropped tokens
 };
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <thread>
 
+#include "server/anthropic_messages.h"
+#include "server/anthropic_stream.h"
 #include "server/webui_routes.h"
 
 namespace kvserve {
@@ -37,6 +39,7 @@ std::span<const HttpServer::Route> HttpServer::RouteTable() {
       {"POST", "/tokenize", true, Access::kApiKey, &HttpServer::Tokenize},
       {"POST", "/detokenize", true, Access::kApiKey, &HttpServer::Detokenize},
       {"POST", "/apply-template", true, Access::kApiKey, &HttpServer::ApplyTemplate},
+      {"POST", kMessagesPath, true, Access::kApiKey, &HttpServer::Messages},
       {"DELETE", "/v1/sessions/([^/]+)", false, Access::kApiKey, &HttpServer::DeleteSession},
   };
   return kRoutes;
@@ -71,12 +74,22 @@ HttpServer::~HttpServer() { Stop(); }
 
 std::optional<std::string> HttpServer::Authorize(const httplib::Request& request,
                                                  httplib::Response& response) const {
-  auto tenant = options_.api_keys.Check(request.get_header_value("Authorization"));
+  // Anthropic's clients send the key as `x-api-key: KEY`; it counts only when no Authorization
+  // header was sent, so one request never has two keys to choose between.
+  const bool bearer = request.has_header("Authorization");
+  const bool x_api_key = !bearer && request.has_header("x-api-key");
+  auto tenant =
+      options_.api_keys.Check(x_api_key ? "Bearer " + request.get_header_value("x-api-key")
+                                        : request.get_header_value("Authorization"));
   if (!tenant) {
-    const bool sent = request.has_header("Authorization");
-    ReplyError(response,
-               ApiError::Unauthorized(sent ? "invalid API key in the Authorization header"
-                                           : "missing API key: send 'Authorization: Bearer KEY'"));
+    const ApiError error = ApiError::Unauthorized(
+        bearer      ? "invalid API key in the Authorization header"
+        : x_api_key ? "invalid API key in the x-api-key header"
+                    : "missing API key: send 'Authorization: Bearer KEY' (or 'x-api-key: KEY')");
+    ReplyError(response, error);
+    if (request.path == kMessagesPath) {
+      response.set_content(DumpJson(AnthropicErrorJson(error)), "application/json");
+    }
     response.set_header("WWW-Authenticate", "Bearer");
   }
   return tenant;
@@ -293,6 +306,19 @@ void HttpServer::Completions(const httplib::Request& request, const std::string&
       if (release) release(success);
     };
   }
+}
+
+// Anthropic's Messages API: the request translated into a chat completion's, run through the
+// chat route (its auth, per-key limit, template, parser and engine), the answer translated back.
+void HttpServer::Messages(const httplib::Request& request, const std::string& body,
+                          httplib::Response& response) {
+  nlohmann::json parsed, chat;
+  std::optional<ApiError> error = ParseJsonBody(body, parsed);
+  if (!error) error = AnthropicToChat(parsed, chat);
+  if (error) return ReplyJson(response, error->http_status, AnthropicErrorJson(*error));
+  httplib::Response answer;
+  Completions(request, DumpJson(chat), answer, CompletionKind::kChat);
+  ReplyAnthropic(answer, chat.value("stop", nlohmann::json()), response);
 }
 
 void HttpServer::Tokenize(const httplib::Request&, const std::string& body,

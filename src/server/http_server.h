@@ -55,6 +55,9 @@ struct HttpServerOptions {
   bool webui = true;  // the page at / and /v1/kv-map (server/webui_routes.h)
 };
 
+// Anthropic's Messages API route; its errors, 401s included, take Anthropic's error shape.
+inline constexpr char kMessagesPath[] = "/v1/messages";
+
 class HttpServer {
  public:
   enum class State { kLoading, kReady, kDraining };
@@ -115,6 +118,9 @@ class HttpServer {
                        httplib::Response& response);
   void Completions(const httplib::Request& request, const std::string& body,
                    httplib::Response& response, CompletionKind kind);
+  // POST /v1/messages (server/anthropic_messages.h).
+  void Messages(const httplib::Request& request, const std::string& body,
+                httplib::Response& response);
   void Tokenize(const httplib::Request&, const std::string& body, httplib::Response& response);
   void Detokenize(const httplib::Request&, const std::string& body, httplib::Response& response);
   void ApplyTemplate(const httplib::Request&, const std::string& body, httplib::Response& response);

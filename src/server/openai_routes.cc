@@ -39,7 +39,8 @@ struct ChoiceProgress {
   std::string text;  // chat with a parser: the content only
   std::vector<LogprobEntry> logprobs;
   std::string finish_reason;
-  int dropped_tokens = 0;  // context shifts (reported as "truncated")
+  std::string stop_string;  // the stop string that ended the choice, if one did
+  int dropped_tokens = 0;   // context shifts (reported as "truncated")
   bool sent_first = false;
   // Chat: splits reasoning and tool calls out of the text; null: the text is all content.
   std::unique_ptr<ChatOutputParser> parser;
@@ -257,6 +258,7 @@ bool PumpStream(StreamState& state, httplib::DataSink& sink) {
     delta = ChoiceDelta{.index = next->choice};
   }
   delta.finish_reason = ChoiceFinishReason(choice, event.finish_reason);
+  delta.stop_string = event.stop_string;
   delta.dropped_tokens = event.usage.dropped_tokens;
   return write(text + Sse(state.shaper->Chunk(delta, usage_null)));
 }
@@ -466,6 +468,7 @@ void ReplyWhole(CompletionJob& job, const ResponseShaper& shaper, const Thinking
     }
     Feed(choice, event.text, /*finish=*/true);
     choice.finish_reason = ChoiceFinishReason(choice, event.finish_reason);
+    choice.stop_string = event.stop_string;
     choice.dropped_tokens = event.usage.dropped_tokens;
     usages[next->choice] = ChoiceUsage(choice, event.usage);
   }
@@ -474,6 +477,7 @@ void ReplyWhole(CompletionJob& job, const ResponseShaper& shaper, const Thinking
     results.push_back(ChoiceResult{.index = static_cast<int>(i),
                                    .text = std::move(prepared.choices[i].text),
                                    .finish_reason = prepared.choices[i].finish_reason,
+                                   .stop_string = std::move(prepared.choices[i].stop_string),
                                    .logprobs = std::move(prepared.choices[i].logprobs),
                                    .dropped_tokens = prepared.choices[i].dropped_tokens,
                                    .reasoning = std::move(prepared.choices[i].reasoning),
