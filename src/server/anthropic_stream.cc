@@ -4,6 +4,7 @@
 
 #include "server/anthropic_messages.h"
 #include "server/api_error.h"
+#include "server/sse_relay.h"
 
 namespace kvserve {
 
@@ -173,25 +174,7 @@ void ReplyAnthropic(httplib::Response& chat, const json& stop_sequences,
     return;
   }
   auto stream = std::make_shared<AnthropicStream>(stop_sequences);
-  httplib::ContentProvider provider = std::move(chat.content_provider_);
-  response.status = 200;
-  response.set_header("Cache-Control", "no-cache");
-  response.set_chunked_content_provider(
-      "text/event-stream",
-      [stream, provider](size_t offset, httplib::DataSink& sink) {
-        httplib::DataSink inner;
-        inner.write = [&](const char* data, size_t n) {
-          const std::string events = stream->Push(std::string_view(data, n));
-          return events.empty() || sink.write(events.data(), events.size());
-        };
-        inner.done = [&] { sink.done(); };
-        inner.is_writable = [&] { return sink.is_writable(); };
-        return provider(offset, 0, inner);  // a chunked provider ignores the length
-      },
-      std::move(chat.content_provider_resource_releaser_));
-  // ~Response runs its releaser: `chat`'s must not end the stream that `response` now owns.
-  chat.content_provider_resource_releaser_ = nullptr;
-  chat.content_provider_ = nullptr;
+  RelayStream(chat, response, [stream](std::string_view sse) { return stream->Push(sse); });
 }
 
 }  // namespace kvserve

@@ -29,6 +29,9 @@ json ResponseShaper::UsageJson(const UsageTotals& usage) {
     out["accepted_tokens"] = usage.accepted_tokens;
   }
   if (usage.dropped_tokens > 0) out["dropped_tokens"] = usage.dropped_tokens;
+  if (usage.reasoning_tokens > 0) {
+    out["completion_tokens_details"] = {{"reasoning_tokens", usage.reasoning_tokens}};
+  }
   return out;
 }
 

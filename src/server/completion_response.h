@@ -48,7 +48,8 @@ struct UsageTotals {
   int cached_tokens = 0;
   int drafted_tokens = 0;  // speculative decoding (reported when any were drafted)
   int accepted_tokens = 0;
-  int dropped_tokens = 0;  // by context shifts, over every choice (reported when any)
+  int dropped_tokens = 0;    // by context shifts, over every choice (reported when any)
+  int reasoning_tokens = 0;  // chat: inside reasoning blocks (completion_tokens_details, when any)
 };
 
 // A streamed piece of a tool call, as OpenAI's delta.tool_calls[] items: the first piece of a

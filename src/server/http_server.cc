@@ -5,6 +5,8 @@
 
 #include "server/anthropic_messages.h"
 #include "server/anthropic_stream.h"
+#include "server/responses_api.h"
+#include "server/responses_stream.h"
 #include "server/webui_routes.h"
 
 namespace kvserve {
@@ -40,6 +42,7 @@ std::span<const HttpServer::Route> HttpServer::RouteTable() {
       {"POST", "/detokenize", true, Access::kApiKey, &HttpServer::Detokenize},
       {"POST", "/apply-template", true, Access::kApiKey, &HttpServer::ApplyTemplate},
       {"POST", kMessagesPath, true, Access::kApiKey, &HttpServer::Messages},
+      {"POST", "/v1/responses", true, Access::kApiKey, &HttpServer::Responses},
       {"DELETE", "/v1/sessions/([^/]+)", false, Access::kApiKey, &HttpServer::DeleteSession},
   };
   return kRoutes;
@@ -319,6 +322,19 @@ void HttpServer::Messages(const httplib::Request& request, const std::string& bo
   httplib::Response answer;
   Completions(request, DumpJson(chat), answer, CompletionKind::kChat);
   ReplyAnthropic(answer, chat.value("stop", nlohmann::json()), response);
+}
+
+// OpenAI's Responses API, stateless: the request translated into a chat completion's, run through
+// the chat route, the answer translated back into a response object or its events.
+void HttpServer::Responses(const httplib::Request& request, const std::string& body,
+                           httplib::Response& response) {
+  nlohmann::json parsed, chat;
+  std::optional<ApiError> error = ParseJsonBody(body, parsed);
+  if (!error) error = ResponsesToChat(parsed, chat);
+  if (error) return ReplyError(response, *error);
+  httplib::Response answer;
+  Completions(request, DumpJson(chat), answer, CompletionKind::kChat);
+  ReplyResponses(answer, ResponseShell(parsed), response);
 }
 
 void HttpServer::Tokenize(const httplib::Request&, const std::string& body,

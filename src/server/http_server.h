@@ -121,6 +121,9 @@ class HttpServer {
   // POST /v1/messages (server/anthropic_messages.h).
   void Messages(const httplib::Request& request, const std::string& body,
                 httplib::Response& response);
+  // POST /v1/responses (server/responses_api.h), stateless.
+  void Responses(const httplib::Request& request, const std::string& body,
+                 httplib::Response& response);
   void Tokenize(const httplib::Request&, const std::string& body, httplib::Response& response);
   void Detokenize(const httplib::Request&, const std::string& body, httplib::Response& response);
   void ApplyTemplate(const httplib::Request&, const std::string& body, httplib::Response& response);

@@ -50,6 +50,7 @@ struct ChoiceProgress {
   // and once the block was closed by force, the tokens the continuation took as prompt.
   std::vector<int32_t> generated;
   int think_tokens = 0;
+  int reasoning_tokens = 0;  // generated tokens inside the reasoning block, tags included
   bool budget_spent = false;
   int continued_tokens = 0;
 };
@@ -80,6 +81,13 @@ ChatOutputDelta Feed(ChoiceProgress& choice, const std::string& text, bool finis
   choice.reasoning += delta.reasoning;
   choice.calls.insert(choice.calls.end(), delta.calls.begin(), delta.calls.end());
   return delta;
+}
+
+// Counts a generated token that `delta` came from as reasoning when it was inside the block.
+void CountReasoning(ChoiceProgress& choice, const ChatOutputDelta& delta) {
+  if (choice.parser != nullptr && (choice.parser->thinking() || !delta.reasoning.empty())) {
+    ++choice.reasoning_tokens;
+  }
 }
 
 // The text forced into a reasoning block that ran out of budget: its closing tag, set apart as
@@ -158,8 +166,10 @@ void AddLogprob(const RequestEvent& event, ChoiceProgress& choice) {
                                          .text_offset = choice.text.size()});
 }
 
-UsageTotals SumUsage(const std::vector<Usage>& usages, int n) {
+UsageTotals SumUsage(const std::vector<Usage>& usages, const std::vector<ChoiceProgress>& choices,
+                     int n) {
   UsageTotals totals;
+  for (const ChoiceProgress& choice : choices) totals.reasoning_tokens += choice.reasoning_tokens;
   for (size_t i = 0; i < usages.size(); ++i) {
     if (static_cast<int>(i) % n == 0) {
       totals.prompt_tokens += usages[i].prompt_tokens;
@@ -211,7 +221,8 @@ bool PumpStream(StreamState& state, httplib::DataSink& sink) {
   }
   if (state.job->done()) {
     std::string tail;
-    if (state.include_usage) tail += Sse(state.shaper->UsageChunk(SumUsage(state.usages, state.n)));
+    if (state.include_usage)
+      tail += Sse(state.shaper->UsageChunk(SumUsage(state.usages, state.choices, state.n)));
     tail += kSseDone;
     if (!write(tail)) return false;
     state.finished = true;
@@ -234,6 +245,7 @@ bool PumpStream(StreamState& state, httplib::DataSink& sink) {
   if (!finish && state.logprobs) AddLogprob(event, choice);
   ChatOutputDelta parsed = Feed(choice, event.text, finish);
   if (!finish) {
+    CountReasoning(choice, parsed);
     ChatOutputDelta forced = SpendThinking(event, next->choice, state.budget, *state.job, choice);
     parsed.reasoning += forced.reasoning;
     parsed.content += forced.content;
@@ -462,7 +474,7 @@ void ReplyWhole(CompletionJob& job, const ResponseShaper& shaper, const Thinking
     const RequestEvent& event = next->event;
     if (event.kind == RequestEvent::Kind::kToken) {
       if (request.logprobs) AddLogprob(event, choice);
-      Feed(choice, event.text, /*finish=*/false);
+      CountReasoning(choice, Feed(choice, event.text, /*finish=*/false));
       SpendThinking(event, next->choice, budget, job, choice);
       continue;
     }
@@ -483,7 +495,7 @@ void ReplyWhole(CompletionJob& job, const ResponseShaper& shaper, const Thinking
                                    .reasoning = std::move(prepared.choices[i].reasoning),
                                    .tool_calls = std::move(prepared.choices[i].calls)});
   }
-  ReplyJson(response, 200, shaper.Whole(results, SumUsage(usages, request.n)));
+  ReplyJson(response, 200, shaper.Whole(results, SumUsage(usages, prepared.choices, request.n)));
 }
 
 // Answers with server-sent events as the tokens come; `in_flight` counts the open streams.
