@@ -9,7 +9,11 @@
 //   refuses it (a 4xx naming a parameter in valid JSON) or gives a request within every limit
 //   (choices, prompts, stop strings, logprobs, sampling ranges, token ids inside the vocabulary);
 // - with KVSERVE_FUZZ_MODEL set to a GGUF file, the accepted prompts are tokenized (text) or
-//   rendered by every chat template and tokenized (chat), and every id is inside the vocabulary.
+//   rendered by every chat template and tokenized (chat), and every id is inside the vocabulary;
+//   the request's tools are rendered too by every template whose CheckToolUse accepts them;
+// - the Anthropic (/v1/messages) and Responses (/v1/responses) translations of that object either
+//   refuse it (a 4xx naming the field, in its message) or give a chat body that
+//   ParseCompletionRequest refuses or accepts as above; the response shell is always an object.
 // Any violation aborts. Build: scripts/fuzz.sh configures build-fuzz/; then
 //   ninja -C build-fuzz request_fuzz && build-fuzz/fuzz/request_fuzz -max_total_time=60
 #include <cmath>
@@ -22,9 +26,11 @@
 #include <vector>
 
 #include "io/gguf_reader.h"
+#include "server/anthropic_messages.h"
 #include "server/completion_request.h"
 #include "server/http_framing.h"
 #include "server/request_limits.h"
+#include "server/responses_api.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -117,6 +123,9 @@ void CheckAccepted(const CompletionRequest& r, CompletionKind kind, const Vocabu
     if (vocab.tokenizer) {
       for (const kvserve::ChatTemplate& chat : vocab.templates) {
         check_ids(chat.EncodePrompt(*vocab.tokenizer, chat.Render(r.messages, true)));
+        if (!r.tools.empty() && chat.CheckToolUse(r.messages, r.tools).ok()) {
+          check_ids(chat.EncodeConversation(*vocab.tokenizer, r.messages, true, r.tools));
+        }
       }
     }
   }
@@ -154,6 +163,28 @@ void CheckFraming(std::string_view head, std::string_view body) {
   }
 }
 
+// A translation onto the chat route (/v1/messages, /v1/responses): refused with a 4xx whose
+// message names its field, or a chat body the chat route refuses or accepts within every limit.
+template <typename Translate>
+void CheckTranslated(const nlohmann::json& body, Translate translate, const Vocabulary& vocab) {
+  nlohmann::json chat;
+  if (auto error = translate(body, chat)) {
+    CheckError(*error);
+    Check(!error->param.empty() && error->message.find(error->param) != std::string::npos,
+          "a translation error names its field", error->message);
+    return;
+  }
+  Check(chat.is_object() && chat["messages"].is_array() && !chat["messages"].empty(),
+        "a translated body has messages", chat.dump().substr(0, 200));
+  CompletionRequest request;
+  if (auto error =
+          kvserve::ParseCompletionRequest(chat, CompletionKind::kChat, vocab.n_vocab, request)) {
+    CheckError(*error);
+  } else {
+    CheckAccepted(request, CompletionKind::kChat, vocab);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -185,5 +216,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       CheckAccepted(request, kind, vocab);
     }
   }
+  CheckTranslated(body, kvserve::AnthropicToChat, vocab);
+  CheckTranslated(body, kvserve::ResponsesToChat, vocab);
+  Check(kvserve::ResponseShell(body).is_object(), "the response shell is an object");
   return 0;
 }

@@ -2,8 +2,8 @@
 # Fuzzes the GGUF reader and model loader (fuzz/gguf_fuzz.cc), the safetensors reader and
 # config.json parser (fuzz/safetensors_fuzz.cc), then the server's request parsing (head, JSON
 # body, completion request, tokenizing and chat templates; fuzz/request_fuzz.cc) and the grammar
-# engine (GBNF, JSON Schema, regex patterns, masks; fuzz/grammar_fuzz.cc), for N seconds each
-# (default 60).
+# engine (GBNF, JSON Schema, regex patterns, masks; fuzz/grammar_fuzz.cc) and a model's output
+# (reasoning and every family's tool calls; fuzz/output_fuzz.cc), for N seconds each (default 60).
 #   scripts/fuzz.sh [SECONDS]
 # Configures a clang build in build-fuzz/ (override with KVSERVE_FUZZ_BUILD), builds gguf_fuzz with
 # libFuzzer + ASan + UBSan, seeds a corpus from the small shared models and crafted files
@@ -20,7 +20,7 @@ jobs="${KVSERVE_FUZZ_BUILD_JOBS:-2}"
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release \
   -DKVSERVE_BUILD_FUZZERS=ON -DKVSERVE_BUILD_TESTS=OFF >/dev/null
-ninja -C "$build" -j "$jobs" gguf_fuzz safetensors_fuzz request_fuzz grammar_fuzz
+ninja -C "$build" -j "$jobs" gguf_fuzz safetensors_fuzz request_fuzz grammar_fuzz output_fuzz
 
 seeds="$build/fuzz-seeds"
 corpus="$build/fuzz-corpus"
@@ -80,6 +80,26 @@ bodies = [
      "stream": True, "stream_options": {"include_usage": True}, "logprobs": True, "top_logprobs": 2},
     {"messages": [{"role": "user", "content": [{"type": "text", "text": "x"}]}],
      "session_id": "s1", "cache_salt": "t", "max_completion_tokens": 5},
+    {"messages": [{"role": "user", "content": "Weather?"},
+                  {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1",
+                   "type": "function", "function": {"name": "w", "arguments": "{\"c\":1}"}}]},
+                  {"role": "tool", "tool_call_id": "call_1", "content": "21 C"}],
+     "tools": [{"type": "function", "function": {"name": "w", "parameters": {"type": "object"}}}],
+     "tool_choice": "auto"},
+    # /v1/messages (Anthropic) and /v1/responses bodies: the translations run on every input.
+    {"model": "m", "max_tokens": 8, "system": "Be brief.", "stop_sequences": ["x"],
+     "thinking": {"type": "enabled", "budget_tokens": 4},
+     "tools": [{"name": "w", "input_schema": {"type": "object"}}], "tool_choice": {"type": "any"},
+     "messages": [{"role": "user", "content": "Hi"},
+                  {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "w", "input": {}}]},
+                  {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "ok"}]}]},
+    {"model": "m", "instructions": "Be brief.", "max_output_tokens": 8, "top_logprobs": 2,
+     "text": {"format": {"type": "json_schema", "name": "a", "schema": {"type": "object"}}},
+     "tools": [{"type": "function", "name": "w", "parameters": {"type": "object"}}],
+     "tool_choice": {"type": "function", "name": "w"},
+     "input": [{"role": "user", "content": [{"type": "input_text", "text": "Hi"}]},
+               {"type": "function_call", "call_id": "c", "name": "w", "arguments": "{}"},
+               {"type": "function_call_output", "call_id": "c", "output": "ok"}]},
 ]
 for i, body in enumerate(bodies):
     open(f"{sys.argv[1]}/body{i}.json", "w").write(json.dumps(body))
@@ -112,4 +132,25 @@ for i, seed in enumerate(seeds):
     open(f"{sys.argv[1]}/seed{i}", "wb").write(seed)
 PY
 "$build/fuzz/grammar_fuzz" "$gr_corpus" "$gr_seeds" -max_total_time="$seconds" -timeout=10 \
+  -max_len=16384 -rss_limit_mb=2048 -malloc_limit_mb=512 -print_final_stats=1
+
+# Model output: seeds are answers in every family's call format, with and without reasoning (the
+# first byte picks the options: bits 0-1 the format, 2 the reasoning split, 3 a prompt that opens
+# <think>, 4 parallel calls).
+out_seeds="$build/fuzz-seeds-output"
+out_corpus="$build/fuzz-corpus-output"
+mkdir -p "$out_seeds" "$out_corpus"
+python3 - "$out_seeds" <<'PY'
+import sys
+seeds = [
+    b"\x15" + b'<think>plan</think>Sure. <tool_call>\n{"name": "w", "arguments": {"c": "Paris"}}\n</tool_call>\n<tool_call>{"name": "t", "arguments": "{}"}</tool_call>',
+    b"\x16" + b'<|python_tag|>{"name": "w", "parameters": {"c": 1}}; {"name": "t", "parameters": {}}',
+    b"\x17" + b'[TOOL_CALLS][{"name": "w", "arguments": {"c": [1, 2]}}, {"name": "t", "arguments": {}}]',
+    b"\x0d" + b'still thinking</think>answer <tool_call>{"name": broken</tool_call>',
+    b"\x01" + b"<tool_call><tool_call>{\"name\": \"w\"}</tool_call></tool_call> \xc3\xa9",
+]
+for i, seed in enumerate(seeds):
+    open(f"{sys.argv[1]}/seed{i}", "wb").write(seed)
+PY
+"$build/fuzz/output_fuzz" "$out_corpus" "$out_seeds" -max_total_time="$seconds" -timeout=10 \
   -max_len=16384 -rss_limit_mb=2048 -malloc_limit_mb=512 -print_final_stats=1
