@@ -236,10 +236,59 @@ TEST_F(ServerToolsTest, InvalidToolRequestsAre400sNamingTheField) {
   ExpectError(Post(*client_, "/v1/completions",
                    json{{"prompt", "x"}, {"tools", {kWeatherTool}}, {"max_tokens", 1}}),
               400, "tools");
-  // tool_choice "required" is parsed (its enforcement waits for the grammar engine).
+  // tool_choice "required" is accepted (a grammar enforces it: tool_choice_grammar_test and
+  // ServerToolsMistralTest below).
   body = RoundTrip();
   body["tool_choice"] = "required";
   EXPECT_EQ(Post(*client_, "/v1/chat/completions", body).status, 200);
+}
+
+// Mistral's forced calls: the prompt ends with [TOOL_CALLS] and the grammar writes the array, so
+// stories260K (which knows nothing of tools) answers with calls, whole and streamed alike.
+TEST(ServerToolsMistralTest, ForcedChoiceAnswersWithCallsWholeAndStreamed) {
+  signal(SIGPIPE, SIG_IGN);
+  auto server = ServeProcess::Start({"--chat-template", "mistral", "-c", "2048"});
+  ASSERT_NE(server, nullptr);
+  auto client = server->Client();
+  // The city from a list, so that the tiny story model's call ends within max_tokens.
+  json tool = kWeatherTool;
+  tool["function"]["parameters"]["properties"]["city"] = {{"enum", {"Paris", "Oslo"}}};
+  tool["function"]["parameters"]["required"] = {"city"};
+  json body = {{"messages", UserTurn()},       {"tools", {tool}},  {"tool_choice", "required"},
+               {"parallel_tool_calls", false}, {"max_tokens", 64}, {"temperature", 0}};
+  Reply whole = Post(*client, "/v1/chat/completions", body);
+  ASSERT_EQ(whole.status, 200) << whole.text;
+  const json& choice = whole.body["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls") << whole.text;
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << whole.text;
+  const json& call = choice["message"]["tool_calls"][0];
+  EXPECT_EQ(call["function"]["name"], "get_weather");
+  EXPECT_EQ(call["id"].get<std::string>().size(), 9u);  // Mistral's ids
+  const json arguments = json::parse(call["function"]["arguments"].get<std::string>());
+  EXPECT_TRUE(arguments.is_object()) << arguments;
+  EXPECT_TRUE(choice["message"]["content"].is_null()) << whole.text;
+  // Streamed: the same call.
+  body["stream"] = true;
+  auto result = client->Post("/v1/chat/completions", body.dump(), "application/json");
+  ASSERT_TRUE(result);
+  std::string arguments_streamed, name;
+  for (const json& chunk : ParseSse(result->body).events) {
+    if (chunk["choices"].empty()) continue;
+    for (const json& piece : chunk["choices"][0]["delta"].value("tool_calls", json::array())) {
+      name += piece["function"].value("name", "");
+      arguments_streamed += piece["function"].value("arguments", "");
+    }
+  }
+  EXPECT_EQ(name, "get_weather");
+  EXPECT_EQ(arguments_streamed, call["function"]["arguments"]);
+  // A named function too.
+  body["stream"] = false;
+  body["tool_choice"] = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
+  Reply named = Post(*client, "/v1/chat/completions", body);
+  ASSERT_EQ(named.status, 200) << named.text;
+  EXPECT_EQ(named.body["choices"][0]["message"]["tool_calls"][0]["function"]["name"],
+            "get_weather");
+  EXPECT_EQ(server->Terminate(), 0);
 }
 
 TEST(ServerToolsPlainTest, FamilyWithoutToolFormatRefusesByName) {

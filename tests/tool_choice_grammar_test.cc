@@ -19,11 +19,11 @@ const std::vector<ChatTool> kTools = {
 
 std::shared_ptr<const Grammar> Compile(ToolFormat format, std::vector<std::string> forced,
                                        bool parallel) {
-  auto gbnf = ForcedToolCallGbnf(format, kTools, forced, parallel);
-  EXPECT_TRUE(gbnf.ok()) << gbnf.message();
-  if (!gbnf.ok() || !*gbnf) return nullptr;
-  auto grammar = ParseGbnf(**gbnf);
-  EXPECT_TRUE(grammar.ok()) << grammar.message() << "\n" << **gbnf;
+  auto forced_calls = ForcedToolCallGrammar(format, kTools, forced, parallel);
+  EXPECT_TRUE(forced_calls.ok()) << forced_calls.message();
+  if (!forced_calls.ok() || !*forced_calls) return nullptr;
+  auto grammar = ParseGbnf((*forced_calls)->gbnf);
+  EXPECT_TRUE(grammar.ok()) << grammar.message() << "\n" << (*forced_calls)->gbnf;
   return grammar.ok() ? *grammar : nullptr;
 }
 
@@ -57,23 +57,47 @@ TEST(ToolChoiceGrammar, HermesCallsToTheForcedToolsOnly) {
   EXPECT_FALSE(Matches(named, time + "\n" + time));  // parallel_tool_calls false: one call
 }
 
-TEST(ToolChoiceGrammar, Llama3OneJsonCallAndMistralNotForced) {
+TEST(ToolChoiceGrammar, Llama3OneJsonCall) {
   auto g = Compile(ToolFormat::kLlama3, {"get_weather"}, true);
   ASSERT_NE(g, nullptr);
   EXPECT_TRUE(
       Matches(g, R"({"name": "get_weather", "parameters": {"city": "Rome", "unit": "f"}})"));
   EXPECT_FALSE(
       Matches(g, R"({"name": "get_weather", "arguments": {"city": "Rome", "unit": "f"}})"));
-  auto mistral = ForcedToolCallGbnf(ToolFormat::kMistral, kTools, {"get_time"}, true);
-  ASSERT_TRUE(mistral.ok());
-  EXPECT_FALSE(mistral->has_value());
+}
+
+// Mistral: the answer starts with the [TOOL_CALLS] control token (the prompt's last token), then a
+// JSON array of calls that the grammar enforces.
+TEST(ToolChoiceGrammar, MistralArrayAfterTheToolCallsToken) {
+  auto forced = ForcedToolCallGrammar(ToolFormat::kMistral, kTools, {"get_time"}, true);
+  ASSERT_TRUE(forced.ok()) << forced.message();
+  ASSERT_TRUE(forced->has_value());
+  EXPECT_EQ((*forced)->answer_prefix, "[TOOL_CALLS]");
+  auto g = Compile(ToolFormat::kMistral, {"get_weather", "get_time"}, true);
+  ASSERT_NE(g, nullptr);
+  const std::string time = R"({"name": "get_time", "arguments": {}})";
+  const std::string weather =
+      R"({"name": "get_weather", "arguments": {"city": "Oslo", "unit": "c"}})";
+  EXPECT_TRUE(Matches(g, "[" + time + "]"));
+  EXPECT_TRUE(Matches(g, "[" + weather + ", " + time + "]"));
+  EXPECT_FALSE(Matches(g, "[]"));
+  EXPECT_FALSE(Matches(g, "[TOOL_CALLS][" + time + "]"));  // the token is the prompt's, not text
+  EXPECT_FALSE(Matches(g, "Sure: [" + time + "]"));
+  auto one = Compile(ToolFormat::kMistral, {"get_time"}, false);
+  ASSERT_NE(one, nullptr);
+  EXPECT_TRUE(Matches(one, "[" + time + "]"));
+  EXPECT_FALSE(Matches(one, "[" + time + ", " + time + "]"));  // parallel_tool_calls false
+  EXPECT_FALSE(Matches(one, "[" + weather + "]"));
+  auto none = ForcedToolCallGrammar(ToolFormat::kNone, kTools, {"get_time"}, true);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
 }
 
 TEST(ToolChoiceGrammar, ParametersTheEngineCannotEnforceAreRefusedNamingTheTool) {
   const std::vector<ChatTool> tools = {
       {"f", R"({"type": "function", "function": {"name": "f", "parameters": {"type": "object",
         "properties": {"n": {"type": "integer", "multipleOf": 2}}}}})"}};
-  auto gbnf = ForcedToolCallGbnf(ToolFormat::kHermes, tools, {"f"}, true);
+  auto gbnf = ForcedToolCallGrammar(ToolFormat::kHermes, tools, {"f"}, true);
   ASSERT_FALSE(gbnf.ok());
   EXPECT_NE(gbnf.message().find("multipleOf"), std::string::npos) << gbnf.message();
 }

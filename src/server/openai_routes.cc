@@ -275,6 +275,16 @@ bool PumpStream(StreamState& state, httplib::DataSink& sink) {
   return write(text + Sse(state.shaper->Chunk(delta, usage_null)));
 }
 
+// The answer's forced start (control tokens' text) as the prompts' last tokens.
+void AppendAnswerPrefix(const Tokenizer& tokenizer, const std::string& answer_prefix,
+                        std::vector<std::vector<int32_t>>& prompts) {
+  if (answer_prefix.empty()) return;
+  const std::vector<int32_t> prefix =
+      tokenizer.Encode(answer_prefix, /*add_special=*/false, /*parse_special=*/true);
+  for (std::vector<int32_t>& tokens : prompts)
+    tokens.insert(tokens.end(), prefix.begin(), prefix.end());
+}
+
 }  // namespace
 
 void ReplyJson(httplib::Response& response, int status, const json& body) {
@@ -538,20 +548,22 @@ void ReplyStream(std::unique_ptr<CompletionJob> job, std::unique_ptr<ResponseSha
 
 std::optional<ApiError> OpenAiRoutes::ForceToolCalls(const CompletionRequest& request,
                                                      ToolFormat format,
-                                                     std::shared_ptr<TokenMasker>& grammar) {
+                                                     std::shared_ptr<TokenMasker>& grammar,
+                                                     std::string& answer_prefix) {
   if (grammar) {
     return ApiError::BadRequest(
         "'tool_choice' \"required\" or a named function does not go with '" + request.output.field +
             "': give one of them",
         "tool_choice");
   }
-  auto gbnf =
-      ForcedToolCallGbnf(format, request.tools, request.forced_tools, request.parallel_tool_calls);
-  if (!gbnf.ok()) return ApiError::BadRequest(gbnf.message(), "tools");
-  if (!*gbnf) return std::nullopt;  // a format a grammar over text cannot force (Mistral)
-  auto compiled = grammars_->Get(GrammarSource::kGbnf, **gbnf);
+  auto forced = ForcedToolCallGrammar(format, request.tools, request.forced_tools,
+                                      request.parallel_tool_calls);
+  if (!forced.ok()) return ApiError::BadRequest(forced.message(), "tools");
+  if (!*forced) return std::nullopt;  // a template without tool calls
+  auto compiled = grammars_->Get(GrammarSource::kGbnf, (*forced)->gbnf);
   if (!compiled.ok()) return ApiError::BadRequest(compiled.message(), "tools");
   grammar = *compiled;
+  answer_prefix = (*forced)->answer_prefix;
   return std::nullopt;
 }
 
@@ -577,11 +589,15 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
       text_kind ? ChatOutputOptions{} : ChatOutput(request, *model_.chat_template);
   const bool parse_output =
       !text_kind && (output.split_reasoning || output.tool_format != ToolFormat::kNone);
+  // Mistral's forced calls start with [TOOL_CALLS], a control token: it ends the prompt as the
+  // answer's first token, and each choice's parser reads it first.
+  std::string answer_prefix;
   if (!request.forced_tools.empty()) {
-    if (auto error = ForceToolCalls(request, output.tool_format, grammar)) {
+    if (auto error = ForceToolCalls(request, output.tool_format, grammar, answer_prefix)) {
       return ReplyError(response, *error);
     }
   }
+  AppendAnswerPrefix(*model_.tokenizer, answer_prefix, prepared.prompt_tokens);
   const std::string id = std::string(text_kind ? "cmpl-" : "chatcmpl-") + id_prefix_ +
                          std::to_string(next_id_.fetch_add(1, std::memory_order_relaxed));
   for (size_t p = 0; p < prepared.prompt_tokens.size(); ++p) {
@@ -618,7 +634,10 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
           output.tool_format == ToolFormat::kLlama3 || output.tool_format == ToolFormat::kMistral;
       prepared.engine_requests.push_back(std::move(r));
       ChoiceProgress choice{.prompt_index = static_cast<int>(p)};
-      if (parse_output) choice.parser = std::make_unique<ChatOutputParser>(output);
+      if (parse_output) {
+        choice.parser = std::make_unique<ChatOutputParser>(output);
+        if (!answer_prefix.empty()) choice.parser->Push(answer_prefix);  // a marker: no content
+      }
       prepared.choices.push_back(std::move(choice));
     }
   }

@@ -67,11 +67,12 @@ class OpenAiRoutes {
   const ServedModel& model() const { return model_; }
 
  private:
-  // tool_choice "required" or a named function: the grammar of the calls (nullptr kept where the
-  // format cannot be forced); a 400 when it conflicts with response_format or a tool's schema is
-  // refused.
+  // tool_choice "required" or a named function: the grammar of the calls, and the control
+  // tokens' text the answer starts with (Mistral's [TOOL_CALLS]; "" for the others); a 400 when
+  // it conflicts with response_format or a tool's schema is refused.
   std::optional<ApiError> ForceToolCalls(const CompletionRequest& request, ToolFormat format,
-                                         std::shared_ptr<TokenMasker>& grammar);
+                                         std::shared_ptr<TokenMasker>& grammar,
+                                         std::string& answer_prefix);
   nlohmann::json ModelJson() const;
   ChatOutputOptions ChatOutput(const CompletionRequest& request, const ChatTemplate& chat) const;
 

@@ -34,13 +34,13 @@ Result<json> CallSchema(const ChatTool& tool, const char* arguments_key) {
 
 }  // namespace
 
-Result<std::optional<std::string>> ForcedToolCallGbnf(ToolFormat format,
-                                                      std::span<const ChatTool> tools,
-                                                      const std::vector<std::string>& forced,
-                                                      bool parallel, const GrammarLimits& limits) {
-  if (format != ToolFormat::kHermes && format != ToolFormat::kLlama3)
-    return std::optional<std::string>();
-  const char* arguments_key = format == ToolFormat::kHermes ? "arguments" : "parameters";
+Result<std::optional<ForcedToolCalls>> ForcedToolCallGrammar(ToolFormat format,
+                                                             std::span<const ChatTool> tools,
+                                                             const std::vector<std::string>& forced,
+                                                             bool parallel,
+                                                             const GrammarLimits& limits) {
+  if (format == ToolFormat::kNone) return std::optional<ForcedToolCalls>();
+  const char* arguments_key = format == ToolFormat::kLlama3 ? "parameters" : "arguments";
   json any_of = json::array();
   for (const ChatTool& tool : tools) {
     if (std::find(forced.begin(), forced.end(), tool.name) == forced.end()) continue;
@@ -52,14 +52,19 @@ Result<std::optional<std::string>> ForcedToolCallGbnf(ToolFormat format,
   const json schema = any_of.size() == 1 ? any_of[0] : json{{"anyOf", any_of}};
   auto call = JsonSchemaToGbnf(schema, limits, "tool-call");
   if (!call.ok()) return Status::InvalidArgument("tools: " + call.message());
-  std::string root;
+  ForcedToolCalls out;
   if (format == ToolFormat::kLlama3) {
-    root = "root ::= tool-call\n";
+    out.gbnf = "root ::= tool-call\n";
+  } else if (format == ToolFormat::kMistral) {
+    out.answer_prefix = "[TOOL_CALLS]";
+    out.gbnf = std::string("root ::= \"[\" tool-call ") +
+               (parallel ? "( \", \" tool-call )* " : "") + "\"]\"\n";
   } else {
     const std::string one = "\"<tool_call>\\n\" tool-call \"\\n</tool_call>\"";
-    root = "root ::= " + one + (parallel ? " ( \"\\n\" " + one + " )*" : "") + "\n";
+    out.gbnf = "root ::= " + one + (parallel ? " ( \"\\n\" " + one + " )*" : "") + "\n";
   }
-  return std::optional<std::string>(root + *call);
+  out.gbnf += *call;
+  return std::optional<ForcedToolCalls>(std::move(out));
 }
 
 }  // namespace kvserve

@@ -3,9 +3,12 @@
 // call per turn), each to one of the forced functions with arguments that match its
 // `parameters` schema, written in the chat template's call syntax:
 //   Hermes/Qwen (and ChatML models such as SmolLM2): <tool_call>\n{"name": N, "arguments":
-//   {...}}\n</tool_call> Llama 3: {"name": N, "parameters": {...}}
-// Mistral's calls start with a control token ([TOOL_CALLS]) that a grammar over text cannot
-// produce: nullopt (not enforced; docs/api.md says so).
+//   {...}}\n</tool_call>
+//   Llama 3: {"name": N, "parameters": {...}}
+//   Mistral: [TOOL_CALLS][{"name": N, "arguments": {...}}, ...]; [TOOL_CALLS] is a control token
+//   that a grammar over text cannot write, so it becomes the answer's prefix: put after the
+//   generation cue as the answer's first token (the model's own first token when it calls), and
+//   the grammar covers the array after it.
 #pragma once
 
 #include <optional>
@@ -19,12 +22,17 @@
 
 namespace kvserve {
 
-// The GBNF text, or nullopt when the format cannot be enforced. Errors (a tool's parameters that
+struct ForcedToolCalls {
+  std::string gbnf;           // the grammar of the answer (after answer_prefix)
+  std::string answer_prefix;  // text (control tokens) the answer starts with; "" for most formats
+};
+
+// The grammar, or nullopt when the format has no calls (kNone). Errors (a tool's parameters that
 // are not a schema the grammar engine takes) name the tool.
-Result<std::optional<std::string>> ForcedToolCallGbnf(ToolFormat format,
-                                                      std::span<const ChatTool> tools,
-                                                      const std::vector<std::string>& forced,
-                                                      bool parallel,
-                                                      const GrammarLimits& limits = {});
+Result<std::optional<ForcedToolCalls>> ForcedToolCallGrammar(ToolFormat format,
+                                                             std::span<const ChatTool> tools,
+                                                             const std::vector<std::string>& forced,
+                                                             bool parallel,
+                                                             const GrammarLimits& limits = {});
 
 }  // namespace kvserve
