@@ -101,6 +101,163 @@ def make_pool(count, rng):
     return pool
 
 
+SYSTEM = ("You are a concise assistant for a travel desk. You answer in one or two sentences, you "
+          "call a tool when the user asks about the weather or the time, and you never invent "
+          "prices. The desk serves Oslo, Paris, Lima, Tokyo and Nairobi.")
+QUESTIONS = ["Is it cold in Oslo today?", "What time is it in Lima?", "Name three sights in Paris.",
+             "Describe Tokyo in one sentence.", "Should I pack an umbrella for Nairobi?",
+             "Which of the desk's cities is the largest?", "Give me a short greeting.",
+             "What is the capital of Japan?"]
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
+     "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}},
+                    "required": ["city"]}}},
+    {"type": "function", "function": {"name": "get_time", "description": "Local time in a city",
+     "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}},
+                    "required": ["city"]}}},
+]
+CITY_SCHEMA = {"type": "object", "properties": {
+    "city": {"type": "string", "maxLength": 20}, "country": {"type": "string", "maxLength": 20},
+    "sights": {"type": "array", "items": {"type": "string", "maxLength": 30}, "maxItems": 3}},
+    "required": ["city", "country", "sights"], "additionalProperties": False}
+
+
+def make_chat_pool(count, rng):
+    """Chat requests of a real model: plain answers, tool calls (auto, required, a named tool),
+    JSON-schema answers and n > 1, with and without speculation; one shared system prompt."""
+    pool = []
+    for i in range(count):
+        kind = ["plain", "tools", "json", "n"][i % 4]
+        body = {
+            "messages": [{"role": "system", "content": SYSTEM},
+                         {"role": "user", "content": rng.choice(QUESTIONS)}],
+            "max_tokens": rng.choice([8, 24, 48, 64]),
+            "temperature": rng.choice([0, 0.8]),
+            "seed": 1000 + i,
+            "logprobs": True,
+            "speculative": rng.random() < 0.5,
+        }
+        if kind == "tools":
+            body["tools"] = TOOLS
+            body["tool_choice"] = rng.choice(
+                ["auto", "required", {"type": "function", "function": {"name": "get_time"}}])
+            body["parallel_tool_calls"] = False
+            body["max_tokens"] = 64
+        elif kind == "json":
+            body["response_format"] = {"type": "json_schema",
+                                       "json_schema": {"name": "city", "schema": CITY_SCHEMA}}
+            body["max_tokens"] = 96
+        elif kind == "n":
+            body["n"] = rng.choice([2, 3])
+            body["temperature"] = 0.8
+        pool.append(body)
+    return pool
+
+
+def chat_answer(choices):
+    """Comparable answers of chat choices: content, reasoning, calls (name, arguments; ids are
+    random), finish reason and tokens, per choice index."""
+    return tuple((c["content"], c["reasoning"], tuple(c["calls"]), c["finish"], tuple(c["tokens"]))
+                 for _, c in sorted(choices.items()))
+
+
+def new_choice():
+    return {"content": "", "reasoning": "", "calls": [], "finish": None, "tokens": []}
+
+
+def read_chat_stream(resp, cancel_after):
+    """A streamed chat completion: (answer, tokens) or None when cancelled after cancel_after
+    events."""
+    choices, events = {}, 0
+    while True:
+        line = resp.fp.readline()
+        if not line:
+            break
+        line = line.decode().rstrip("\n")
+        if not line.startswith("data: "):
+            continue
+        if line[6:] == "[DONE]":
+            break
+        for choice in json.loads(line[6:]).get("choices", []):
+            c = choices.setdefault(choice["index"], new_choice())
+            delta = choice.get("delta", {})
+            c["content"] += delta.get("content") or ""
+            c["reasoning"] += delta.get("reasoning_content") or ""
+            for call in delta.get("tool_calls") or []:
+                function = call.get("function", {})
+                if "id" in call:
+                    c["calls"].append((function.get("name", ""), ""))
+                name, arguments = c["calls"][-1]
+                c["calls"][-1] = (name, arguments + (function.get("arguments") or ""))
+            if choice.get("finish_reason"):
+                c["finish"] = choice["finish_reason"]
+            for entry in (choice.get("logprobs") or {}).get("content") or []:
+                c["tokens"].append(entry["token"])
+        events += 1
+        if cancel_after is not None and events >= cancel_after:
+            return None
+    return choices
+
+
+def complete_chat(port, body, stream, session=None, cancel_after=None, timeout=300):
+    """One chat request. Returns (status, answer, tokens, cancelled); answer None when not 200."""
+    body = dict(body)
+    if session:
+        body["session_id"] = session
+    body["stream"] = stream
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("POST", "/v1/chat/completions", json.dumps(body),
+                     {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        if resp.status != 200:
+            resp.read()
+            return resp.status, None, 0, False
+        if stream:
+            choices = read_chat_stream(resp, cancel_after)
+            if choices is None:
+                return 200, None, 0, True
+        else:
+            choices = {}
+            for choice in json.loads(resp.read())["choices"]:
+                message = choice["message"]
+                choices[choice["index"]] = {
+                    "content": message.get("content") or "",
+                    "reasoning": message.get("reasoning_content") or "",
+                    "calls": [(call["function"]["name"], call["function"]["arguments"])
+                              for call in message.get("tool_calls") or []],
+                    "finish": choice["finish_reason"],
+                    "tokens": [e["token"] for e in (choice.get("logprobs") or {}).get("content") or []]}
+        answer = chat_answer(choices)
+        return 200, answer, sum(len(c[4]) for c in answer), False
+    finally:
+        conn.close()
+
+
+def check_chat(body, answer):
+    """What a chat answer must be whatever the load: a JSON-schema answer that ended is a JSON
+    object; a forced tool choice ended in calls with JSON-object arguments. "" when fine."""
+    for content, _, calls, finish, _ in answer:
+        if "response_format" in body and finish == "stop":
+            try:
+                if not isinstance(json.loads(content), dict):
+                    return f"not a JSON object: {content!r}"
+            except ValueError:
+                return f"not JSON: {content!r}"
+        if body.get("tool_choice") not in (None, "auto") and finish == "tool_calls":
+            for _, arguments in calls:
+                if not isinstance(json.loads(arguments), dict):
+                    return f"arguments not an object: {arguments!r}"
+    return ""
+
+
+def complete_text(port, body, stream, session=None, cancel_after=None, timeout=120):
+    """One request. Returns (status, answer, tokens, cancelled); answer (text, tokens) or None
+    when not 200."""
+    status, text, tokens, cancelled = complete(port, body, stream, session, cancel_after, timeout)
+    return status, (None if text is None else (text, tokens)), len(tokens or []), cancelled
+
+
 def complete(port, body, stream, session=None, cancel_after=None, timeout=120):
     """One request. Returns (status, text, tokens, cancelled); text/tokens None when not 200."""
     body = dict(body)
@@ -163,18 +320,22 @@ def main():
     parser.add_argument("--max-rss-growth", type=float, default=0.01)
     parser.add_argument("--max-heap-growth", type=float, default=1.0, help="bytes per request")
     parser.add_argument("--seed", type=int, default=17)
+    parser.add_argument("--chat", action="store_true",
+                        help="a real model's chat pool: tools, JSON schemas, n > 1, speculation")
     args = parser.parse_args()
     rng = random.Random(args.seed)
-    pool = make_pool(args.pool, rng)
+    pool = make_chat_pool(args.pool, rng) if args.chat else make_pool(args.pool, rng)
+    send = complete_chat if args.chat else complete_text
 
     t0 = time.time()
     reference = []
     for body in pool:
-        status, text, tokens, _ = complete(args.port, body, stream=False)
-        if status != 200:
-            print(f"soak: FAIL: reference request got {status}: {body}")
+        status, answer, _, _ = send(args.port, body, stream=False)
+        problem = check_chat(body, answer) if args.chat and status == 200 else ""
+        if status != 200 or problem:
+            print(f"soak: FAIL: reference request got {status} {problem}: {body}")
             return 1
-        reference.append((text, tokens))
+        reference.append(answer)
     print(f"soak: reference: {len(pool)} requests alone in {time.time() - t0:.1f} s")
 
     lock = threading.Lock()
@@ -205,10 +366,13 @@ def main():
             i = crng.randrange(len(pool))
             stream = crng.random() < 0.6
             cancel = stream and crng.random() < args.cancel / 0.6  # --cancel of all requests
-            session = f"soak-{index}-{i}" if crng.random() < 0.15 else None
+            # A session holds one sequence: the server refuses one with n > 1 (a 400 by design).
+            in_session = crng.random() < 0.15 and pool[i].get("n", 1) == 1
+            session = f"soak-{index}-{i}" if in_session else None
             cancel_after = crng.randint(1, 8) if cancel else None
+            backoff = False
             try:
-                status, text, tokens, cancelled = complete(args.port, pool[i], stream, session,
+                status, answer, n_tokens, cancelled = send(args.port, pool[i], stream, session,
                                                            cancel_after)
             except Exception as e:  # noqa: BLE001 - any transport failure is a finding
                 with lock:
@@ -224,18 +388,21 @@ def main():
                 figures["streamed"] += stream
                 if status == 429:
                     figures["429"] += 1
+                    backoff = True
                 elif status != 200:
                     figures["errors"] += 1
                     failures.append(f"request {i}: HTTP {status}")
                 elif cancelled:
                     figures["cancelled"] += 1
                 else:
-                    figures["tokens"] += len(tokens)
-                    if (text, tokens) != reference[i]:
+                    figures["tokens"] += n_tokens
+                    if answer != reference[i]:
                         figures["mismatches"] += 1
                         failures.append(f"request {i} (stream={stream}, session={session}): "
-                                        f"{text!r} != alone {reference[i][0]!r}")
-            if crng.random() < 0.05:
+                                        f"{answer!r} != alone {reference[i]!r}")
+            if backoff:  # a full queue: retry a little later, as clients do on a 429
+                time.sleep(crng.uniform(0.05, 0.3))
+            elif crng.random() < 0.05:
                 time.sleep(crng.uniform(0.1, 0.5))  # an idle gap
 
     def release_sessions():
@@ -292,6 +459,13 @@ def main():
           f"tokens checked, {figures['cancelled']} cancelled mid-stream, "
           f"{figures['session_deletes']} session deletes, {figures['429']} answered 429, "
           f"{int(preemptions)} preemptions")
+    disk = {name: int(m_end.get(f"kvserve:kv_disk_{name}_total", 0) -
+                      m_start.get(f"kvserve:kv_disk_{name}_total", 0))
+            for name in ("writes", "reads", "hits", "write_failures", "rejected")}
+    if disk["writes"] or disk["reads"]:
+        print(f"soak: disk tier: {disk['writes']} blocks written, {disk['reads']} read back, "
+              f"{disk['hits']} hits, {disk['write_failures']} write failures, "
+              f"{disk['rejected']} rejected on read")
     print(f"soak: blocks referenced at the end: {int(used)}; over the window's "
           f"{window_requests} requests, idle to idle: resident memory "
           f"{rss['start'] / 2**20:.2f} MiB -> {rss['end'] / 2**20:.2f} MiB ({growth * 100:+.2f}%), "
