@@ -122,6 +122,21 @@ CITY_SCHEMA = {"type": "object", "properties": {
     "required": ["city", "country", "sights"], "additionalProperties": False}
 
 
+def post(port, path, body, stream, session, timeout):
+    """Sends one request (in `session` when given); returns the connection and its response."""
+    body = dict(body)
+    if session:
+        body["session_id"] = session
+    body["stream"] = stream
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+        return conn, conn.getresponse()
+    except Exception:
+        conn.close()
+        raise
+
+
 def make_chat_pool(count, rng):
     """Chat requests of a real model: plain answers, tool calls (auto, required, a named tool),
     JSON-schema answers and n > 1, with and without speculation; one shared system prompt."""
@@ -201,15 +216,8 @@ def read_chat_stream(resp, cancel_after):
 
 def complete_chat(port, body, stream, session=None, cancel_after=None, timeout=300):
     """One chat request. Returns (status, answer, tokens, cancelled); answer None when not 200."""
-    body = dict(body)
-    if session:
-        body["session_id"] = session
-    body["stream"] = stream
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    conn, resp = post(port, "/v1/chat/completions", body, stream, session, timeout)
     try:
-        conn.request("POST", "/v1/chat/completions", json.dumps(body),
-                     {"Content-Type": "application/json"})
-        resp = conn.getresponse()
         if resp.status != 200:
             resp.read()
             return resp.status, None, 0, False
@@ -260,15 +268,8 @@ def complete_text(port, body, stream, session=None, cancel_after=None, timeout=1
 
 def complete(port, body, stream, session=None, cancel_after=None, timeout=120):
     """One request. Returns (status, text, tokens, cancelled); text/tokens None when not 200."""
-    body = dict(body)
-    if session:
-        body["session_id"] = session
-    body["stream"] = stream
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    conn, resp = post(port, "/v1/completions", body, stream, session, timeout)
     try:
-        conn.request("POST", "/v1/completions", json.dumps(body),
-                     {"Content-Type": "application/json"})
-        resp = conn.getresponse()
         if resp.status != 200:
             resp.read()
             return resp.status, None, None, False

@@ -1,5 +1,7 @@
 #include "server/anthropic_messages.h"
 
+#include "server/translated_request.h"
+
 #include <algorithm>
 #include <string_view>
 
@@ -9,32 +11,22 @@ using nlohmann::json;
 
 namespace {
 
-ApiError Wrong(const std::string& field, const std::string& expected, const json& value) {
-  return ApiError::BadRequest("'" + field + "' must be " + expected + ", not " + DumpJson(value),
-                              field);
-}
-
-const json* Find(const json& object, const char* name) {
-  auto it = object.find(name);
-  return it == object.end() || it->is_null() ? nullptr : &*it;
-}
-
 // A string, or an array of {"type": "text", "text": ...} blocks (joined by newlines).
 std::optional<ApiError> ReadText(const json& value, const std::string& field, std::string& out) {
   if (value.is_string()) {
     out = value.get<std::string>();
     return std::nullopt;
   }
-  if (!value.is_array()) return Wrong(field, "a string or an array of text blocks", value);
+  if (!value.is_array()) return WrongField(field, "a string or an array of text blocks", value);
   for (size_t i = 0; i < value.size(); ++i) {
     const json& block = value[i];
     const std::string where = field + "[" + std::to_string(i) + "]";
     if (!block.is_object() || block.value("type", json()) != "text") {
-      return Wrong(where, "a text block ({\"type\": \"text\", \"text\": ...})", block);
+      return WrongField(where, "a text block ({\"type\": \"text\", \"text\": ...})", block);
     }
-    const json* text = Find(block, "text");
+    const json* text = FindField(block, "text");
     if (text == nullptr || !text->is_string()) {
-      return Wrong(where + ".text", "a string", text ? *text : json());
+      return WrongField(where + ".text", "a string", text ? *text : json());
     }
     if (!out.empty()) out += "\n";
     out += text->get<std::string>();
@@ -44,17 +36,17 @@ std::optional<ApiError> ReadText(const json& value, const std::string& field, st
 
 // A tool_result block -> an OpenAI "tool" message.
 std::optional<ApiError> ToolResult(const json& block, const std::string& where, json& out) {
-  const json* id = Find(block, "tool_use_id");
+  const json* id = FindField(block, "tool_use_id");
   if (id == nullptr || !id->is_string()) {
-    return Wrong(where + ".tool_use_id", "a string", id ? *id : json());
+    return WrongField(where + ".tool_use_id", "a string", id ? *id : json());
   }
   std::string text;
-  if (const json* content = Find(block, "content")) {
+  if (const json* content = FindField(block, "content")) {
     if (auto error = ReadText(*content, where + ".content", text)) return error;
   }
-  const json* is_error = Find(block, "is_error");
+  const json* is_error = FindField(block, "is_error");
   if (is_error != nullptr && !is_error->is_boolean()) {
-    return Wrong(where + ".is_error", "true or false", *is_error);
+    return WrongField(where + ".is_error", "true or false", *is_error);
   }
   if (is_error != nullptr && is_error->get<bool>()) text = "Error: " + text;
   out = {{"role", "tool"}, {"tool_call_id", *id}, {"content", text}};
@@ -63,14 +55,16 @@ std::optional<ApiError> ToolResult(const json& block, const std::string& where, 
 
 // A tool_use block -> an OpenAI tool call.
 std::optional<ApiError> ToolUse(const json& block, const std::string& where, json& out) {
-  const json* id = Find(block, "id");
-  const json* name = Find(block, "name");
-  const json* input = Find(block, "input");
-  if (id == nullptr || !id->is_string()) return Wrong(where + ".id", "a string", id ? *id : json());
+  const json* id = FindField(block, "id");
+  const json* name = FindField(block, "name");
+  const json* input = FindField(block, "input");
+  if (id == nullptr || !id->is_string())
+    return WrongField(where + ".id", "a string", id ? *id : json());
   if (name == nullptr || !name->is_string()) {
-    return Wrong(where + ".name", "a string", name ? *name : json());
+    return WrongField(where + ".name", "a string", name ? *name : json());
   }
-  if (input != nullptr && !input->is_object()) return Wrong(where + ".input", "an object", *input);
+  if (input != nullptr && !input->is_object())
+    return WrongField(where + ".input", "an object", *input);
   out = {{"id", *id},
          {"type", "function"},
          {"function", {{"name", *name}, {"arguments", DumpJson(input ? *input : json::object())}}}};
@@ -81,31 +75,32 @@ std::optional<ApiError> ToolUse(const json& block, const std::string& where, jso
 // first as "tool" messages, then its text; an assistant turn's tool_use blocks are its tool_calls.
 std::optional<ApiError> Message(const json& message, size_t index, json& out) {
   const std::string where = "messages[" + std::to_string(index) + "]";
-  if (!message.is_object()) return Wrong(where, "an object", message);
+  if (!message.is_object()) return WrongField(where, "an object", message);
   const json role = message.value("role", json());
   if (role != "user" && role != "assistant") {
-    return Wrong(where + ".role", "\"user\" or \"assistant\"", role);
+    return WrongField(where + ".role", "\"user\" or \"assistant\"", role);
   }
-  const json* content = Find(message, "content");
-  if (content == nullptr) return Wrong(where + ".content", "a string or an array of blocks", {});
+  const json* content = FindField(message, "content");
+  if (content == nullptr)
+    return WrongField(where + ".content", "a string or an array of blocks", {});
   if (content->is_string()) {
     out.push_back({{"role", role}, {"content", *content}});
     return std::nullopt;
   }
   if (!content->is_array()) {
-    return Wrong(where + ".content", "a string or an array of blocks", *content);
+    return WrongField(where + ".content", "a string or an array of blocks", *content);
   }
   std::string text;
   json calls = json::array();
   for (size_t i = 0; i < content->size(); ++i) {
     const json& block = (*content)[i];
     const std::string at = where + ".content[" + std::to_string(i) + "]";
-    if (!block.is_object()) return Wrong(at, "a content block object", block);
+    if (!block.is_object()) return WrongField(at, "a content block object", block);
     const json type = block.value("type", json());
     if (type == "text") {
-      const json* piece = Find(block, "text");
+      const json* piece = FindField(block, "text");
       if (piece == nullptr || !piece->is_string()) {
-        return Wrong(at + ".text", "a string", piece ? *piece : json());
+        return WrongField(at + ".text", "a string", piece ? *piece : json());
       }
       if (!text.empty()) text += "\n";
       text += piece->get<std::string>();
@@ -120,10 +115,11 @@ std::optional<ApiError> Message(const json& message, size_t index, json& out) {
     } else if ((type == "thinking" || type == "redacted_thinking") && role == "assistant") {
       continue;  // earlier reasoning is not rendered again, as chat templates drop it
     } else {
-      return Wrong(at + ".type",
-                   role == "user" ? "\"text\" or \"tool_result\" in a user turn"
-                                  : "\"text\", \"tool_use\" or \"thinking\" in an assistant turn",
-                   type);
+      return WrongField(at + ".type",
+                        role == "user"
+                            ? "\"text\" or \"tool_result\" in a user turn"
+                            : "\"text\", \"tool_use\" or \"thinking\" in an assistant turn",
+                        type);
     }
   }
   if (role == "assistant") {
@@ -139,14 +135,14 @@ std::optional<ApiError> Message(const json& message, size_t index, json& out) {
 
 std::optional<ApiError> Messages(const json& body, json& chat) {
   json messages = json::array();
-  if (const json* system = Find(body, "system")) {
+  if (const json* system = FindField(body, "system")) {
     std::string text;
     if (auto error = ReadText(*system, "system", text)) return error;
     messages.push_back({{"role", "system"}, {"content", text}});
   }
-  const json* list = Find(body, "messages");
+  const json* list = FindField(body, "messages");
   if (list == nullptr || !list->is_array() || list->empty()) {
-    return Wrong("messages", "a non-empty array of messages", list ? *list : json());
+    return WrongField("messages", "a non-empty array of messages", list ? *list : json());
   }
   for (size_t i = 0; i < list->size(); ++i) {
     if (auto error = Message((*list)[i], i, messages)) return error;
@@ -156,26 +152,27 @@ std::optional<ApiError> Messages(const json& body, json& chat) {
 }
 
 std::optional<ApiError> Tools(const json& body, json& chat) {
-  const json* tools = Find(body, "tools");
+  const json* tools = FindField(body, "tools");
   if (tools == nullptr) return std::nullopt;
-  if (!tools->is_array()) return Wrong("tools", "an array of tools", *tools);
+  if (!tools->is_array()) return WrongField("tools", "an array of tools", *tools);
   json out = json::array();
   for (size_t i = 0; i < tools->size(); ++i) {
     const json& tool = (*tools)[i];
     const std::string where = "tools[" + std::to_string(i) + "]";
-    if (!tool.is_object()) return Wrong(where, "an object", tool);
-    const json* name = Find(tool, "name");
-    const json* schema = Find(tool, "input_schema");
-    const json* description = Find(tool, "description");
+    if (!tool.is_object()) return WrongField(where, "an object", tool);
+    const json* name = FindField(tool, "name");
+    const json* schema = FindField(tool, "input_schema");
+    const json* description = FindField(tool, "description");
     if (name == nullptr || !name->is_string()) {
-      return Wrong(where + ".name", "a string", name ? *name : json());
+      return WrongField(where + ".name", "a string", name ? *name : json());
     }
     if (schema == nullptr || !schema->is_object()) {
-      return Wrong(where + ".input_schema", "a JSON schema object", schema ? *schema : json());
+      return WrongField(where + ".input_schema", "a JSON schema object", schema ? *schema : json());
     }
     json function = {{"name", *name}, {"parameters", *schema}};
     if (description != nullptr) {
-      if (!description->is_string()) return Wrong(where + ".description", "a string", *description);
+      if (!description->is_string())
+        return WrongField(where + ".description", "a string", *description);
       function["description"] = *description;
     }
     out.push_back({{"type", "function"}, {"function", std::move(function)}});
@@ -185,26 +182,26 @@ std::optional<ApiError> Tools(const json& body, json& chat) {
 }
 
 std::optional<ApiError> ToolChoice(const json& body, json& chat) {
-  const json* choice = Find(body, "tool_choice");
+  const json* choice = FindField(body, "tool_choice");
   if (choice == nullptr) return std::nullopt;
-  if (!choice->is_object()) return Wrong("tool_choice", "an object with a \"type\"", *choice);
+  if (!choice->is_object()) return WrongField("tool_choice", "an object with a \"type\"", *choice);
   const json type = choice->value("type", json());
   if (type == "auto" || type == "none") {
     chat["tool_choice"] = type;
   } else if (type == "any") {
     chat["tool_choice"] = "required";
   } else if (type == "tool") {
-    const json* name = Find(*choice, "name");
+    const json* name = FindField(*choice, "name");
     if (name == nullptr || !name->is_string()) {
-      return Wrong("tool_choice.name", "a string", name ? *name : json());
+      return WrongField("tool_choice.name", "a string", name ? *name : json());
     }
     chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", *name}}}};
   } else {
-    return Wrong("tool_choice.type", "\"auto\", \"any\", \"tool\" or \"none\"", type);
+    return WrongField("tool_choice.type", "\"auto\", \"any\", \"tool\" or \"none\"", type);
   }
-  if (const json* serial = Find(*choice, "disable_parallel_tool_use")) {
+  if (const json* serial = FindField(*choice, "disable_parallel_tool_use")) {
     if (!serial->is_boolean()) {
-      return Wrong("tool_choice.disable_parallel_tool_use", "true or false", *serial);
+      return WrongField("tool_choice.disable_parallel_tool_use", "true or false", *serial);
     }
     chat["parallel_tool_calls"] = !serial->get<bool>();
   }
@@ -212,16 +209,16 @@ std::optional<ApiError> ToolChoice(const json& body, json& chat) {
 }
 
 std::optional<ApiError> Thinking(const json& body, json& chat) {
-  const json* thinking = Find(body, "thinking");
+  const json* thinking = FindField(body, "thinking");
   if (thinking == nullptr) return std::nullopt;
-  if (!thinking->is_object()) return Wrong("thinking", "an object with a \"type\"", *thinking);
+  if (!thinking->is_object()) return WrongField("thinking", "an object with a \"type\"", *thinking);
   const json type = thinking->value("type", json());
   if (type == "disabled") return std::nullopt;
-  if (type != "enabled") return Wrong("thinking.type", "\"enabled\" or \"disabled\"", type);
-  const json* budget = Find(*thinking, "budget_tokens");
+  if (type != "enabled") return WrongField("thinking.type", "\"enabled\" or \"disabled\"", type);
+  const json* budget = FindField(*thinking, "budget_tokens");
   if (budget == nullptr || !budget->is_number_integer() || budget->get<int64_t>() < 1 ||
       budget->get<int64_t>() > (int64_t{1} << 30)) {
-    return Wrong("thinking.budget_tokens", "a positive integer", budget ? *budget : json());
+    return WrongField("thinking.budget_tokens", "a positive integer", budget ? *budget : json());
   }
   chat["reasoning_format"] = "deepseek";
   chat["reasoning_budget_tokens"] = *budget;
@@ -230,37 +227,28 @@ std::optional<ApiError> Thinking(const json& body, json& chat) {
 
 // The scalar fields: checked for presence and type here, for range by the chat parser.
 std::optional<ApiError> Scalars(const json& body, json& chat) {
-  const json* model = Find(body, "model");
-  if (model == nullptr || !model->is_string()) {
-    return Wrong("model", "a string", model ? *model : json());
-  }
-  chat["model"] = *model;
-  const json* max_tokens = Find(body, "max_tokens");
+  if (auto error = ReadModelAndStream(body, chat)) return error;
+  const json* max_tokens = FindField(body, "max_tokens");
   if (max_tokens == nullptr || !max_tokens->is_number_integer() || max_tokens->get<int64_t>() < 1) {
-    return Wrong("max_tokens", "a positive integer (it is required)",
-                 max_tokens ? *max_tokens : json());
+    return WrongField("max_tokens", "a positive integer (it is required)",
+                      max_tokens ? *max_tokens : json());
   }
   chat["max_tokens"] = *max_tokens;
   for (const char* name : {"temperature", "top_p", "top_k"}) {
-    const json* value = Find(body, name);
+    const json* value = FindField(body, name);
     if (value == nullptr) continue;
-    if (!value->is_number()) return Wrong(name, "a number", *value);
+    if (!value->is_number()) return WrongField(name, "a number", *value);
     chat[name] = *value;
   }
-  if (const json* stops = Find(body, "stop_sequences")) {
-    if (!stops->is_array()) return Wrong("stop_sequences", "an array of strings", *stops);
+  if (const json* stops = FindField(body, "stop_sequences")) {
+    if (!stops->is_array()) return WrongField("stop_sequences", "an array of strings", *stops);
     for (size_t i = 0; i < stops->size(); ++i) {
       const json& stop = (*stops)[i];
       if (!stop.is_string() || stop.get<std::string>().empty()) {
-        return Wrong("stop_sequences[" + std::to_string(i) + "]", "a non-empty string", stop);
+        return WrongField("stop_sequences[" + std::to_string(i) + "]", "a non-empty string", stop);
       }
     }
     if (!stops->empty()) chat["stop"] = *stops;
-  }
-  if (const json* stream = Find(body, "stream")) {
-    if (!stream->is_boolean()) return Wrong("stream", "true or false", *stream);
-    chat["stream"] = *stream;
-    if (stream->get<bool>()) chat["stream_options"] = {{"include_usage", true}};
   }
   return std::nullopt;
 }
@@ -268,7 +256,7 @@ std::optional<ApiError> Scalars(const json& body, json& chat) {
 }  // namespace
 
 std::optional<ApiError> AnthropicToChat(const json& body, json& chat) {
-  if (!body.is_object()) return Wrong("body", "a JSON object", body);
+  if (!body.is_object()) return WrongField("body", "a JSON object", body);
   chat = json::object();
   if (auto error = Scalars(body, chat)) return error;
   if (auto error = Messages(body, chat)) return error;

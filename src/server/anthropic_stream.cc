@@ -26,11 +26,8 @@ json ZeroUsage() {
 }  // namespace
 
 std::string AnthropicStream::Push(std::string_view sse) {
-  buffer_.append(sse);
   std::string out;
-  for (size_t end = buffer_.find("\n\n"); end != std::string::npos; end = buffer_.find("\n\n")) {
-    const std::string event = buffer_.substr(0, end);
-    buffer_.erase(0, end + 2);
+  for (const std::string& event : TakeSseEvents(buffer_, sse)) {
     if (event.starts_with(":")) {
       out += Event("ping", {{"type", "ping"}});
       continue;

@@ -1,5 +1,7 @@
 #include "server/responses_api.h"
 
+#include "server/translated_request.h"
+
 #include <string_view>
 
 namespace kvserve {
@@ -11,26 +13,6 @@ namespace {
 constexpr int kMaxTopLogprobs = 20;
 constexpr char kLogprobsInclude[] = "message.output_text.logprobs";
 
-ApiError Wrong(const std::string& field, const std::string& expected, const json& value) {
-  return ApiError::BadRequest("'" + field + "' must be " + expected + ", not " + DumpJson(value),
-                              field);
-}
-
-const json* Find(const json& object, const char* name) {
-  auto it = object.find(name);
-  return it == object.end() || it->is_null() ? nullptr : &*it;
-}
-
-std::optional<ApiError> RequireString(const json& object, const std::string& where,
-                                      const char* name, std::string& out) {
-  const json* value = Find(object, name);
-  if (value == nullptr || !value->is_string()) {
-    return Wrong(where + "." + name, "a string", value ? *value : json());
-  }
-  out = value->get<std::string>();
-  return std::nullopt;
-}
-
 // A string, or an array of text parts (input_text, output_text, text; joined by newlines). Images,
 // files and audio are refused: the server serves text models.
 std::optional<ApiError> ReadText(const json& value, const std::string& field, std::string& out) {
@@ -38,19 +20,19 @@ std::optional<ApiError> ReadText(const json& value, const std::string& field, st
     out = value.get<std::string>();
     return std::nullopt;
   }
-  if (!value.is_array()) return Wrong(field, "a string or an array of content parts", value);
+  if (!value.is_array()) return WrongField(field, "a string or an array of content parts", value);
   for (size_t i = 0; i < value.size(); ++i) {
     const json& part = value[i];
     const std::string where = field + "[" + std::to_string(i) + "]";
-    if (!part.is_object()) return Wrong(where, "a content part object", part);
+    if (!part.is_object()) return WrongField(where, "a content part object", part);
     const json type = part.value("type", json());
     if (type == "refusal") continue;
     if (type != "input_text" && type != "output_text" && type != "text") {
-      return Wrong(where + ".type",
-                   "\"input_text\" or \"output_text\" (this server reads text only)", type);
+      return WrongField(where + ".type",
+                        "\"input_text\" or \"output_text\" (this server reads text only)", type);
     }
     std::string text;
-    if (auto error = RequireString(part, where, "text", text)) return error;
+    if (auto error = ReadStringField(part, where, "text", text)) return error;
     if (!out.empty()) out += "\n";
     out += text;
   }
@@ -66,10 +48,12 @@ bool OpenAssistantTurn(const json& messages) {
 std::optional<ApiError> MessageItem(const json& item, const std::string& where, json& messages) {
   const json role = item.value("role", json());
   if (role != "user" && role != "assistant" && role != "system" && role != "developer") {
-    return Wrong(where + ".role", "\"user\", \"assistant\", \"system\" or \"developer\"", role);
+    return WrongField(where + ".role", "\"user\", \"assistant\", \"system\" or \"developer\"",
+                      role);
   }
-  const json* content = Find(item, "content");
-  if (content == nullptr) return Wrong(where + ".content", "a string or an array of parts", {});
+  const json* content = FindField(item, "content");
+  if (content == nullptr)
+    return WrongField(where + ".content", "a string or an array of parts", {});
   std::string text;
   if (auto error = ReadText(*content, where + ".content", text)) return error;
   messages.push_back({{"role", role == "developer" ? json("system") : role}, {"content", text}});
@@ -81,9 +65,9 @@ std::optional<ApiError> MessageItem(const json& item, const std::string& where, 
 std::optional<ApiError> FunctionCallItem(const json& item, const std::string& where,
                                          json& messages) {
   std::string call_id, name, arguments;
-  if (auto error = RequireString(item, where, "call_id", call_id)) return error;
-  if (auto error = RequireString(item, where, "name", name)) return error;
-  if (auto error = RequireString(item, where, "arguments", arguments)) return error;
+  if (auto error = ReadStringField(item, where, "call_id", call_id)) return error;
+  if (auto error = ReadStringField(item, where, "name", name)) return error;
+  if (auto error = ReadStringField(item, where, "arguments", arguments)) return error;
   if (!OpenAssistantTurn(messages)) {
     messages.push_back({{"role", "assistant"}, {"content", nullptr}});
   }
@@ -101,9 +85,9 @@ std::optional<ApiError> FunctionCallItem(const json& item, const std::string& wh
 std::optional<ApiError> FunctionOutputItem(const json& item, const std::string& where,
                                            json& messages) {
   std::string call_id, output;
-  if (auto error = RequireString(item, where, "call_id", call_id)) return error;
-  const json* value = Find(item, "output");
-  if (value == nullptr) return Wrong(where + ".output", "a string or an array of parts", {});
+  if (auto error = ReadStringField(item, where, "call_id", call_id)) return error;
+  const json* value = FindField(item, "output");
+  if (value == nullptr) return WrongField(where + ".output", "a string or an array of parts", {});
   if (auto error = ReadText(*value, where + ".output", output)) return error;
   messages.push_back({{"role", "tool"}, {"tool_call_id", call_id}, {"content", output}});
   return std::nullopt;
@@ -111,7 +95,7 @@ std::optional<ApiError> FunctionOutputItem(const json& item, const std::string& 
 
 std::optional<ApiError> InputItem(const json& item, size_t index, json& messages) {
   const std::string where = "input[" + std::to_string(index) + "]";
-  if (!item.is_object()) return Wrong(where, "an input item object", item);
+  if (!item.is_object()) return WrongField(where, "an input item object", item);
   const json type = item.value("type", json("message"));
   if (type == "message") return MessageItem(item, where, messages);
   if (type == "function_call") return FunctionCallItem(item, where, messages);
@@ -123,15 +107,16 @@ std::optional<ApiError> InputItem(const json& item, size_t index, json& messages
                                     "server keeps none: send the items themselves",
                                 where + ".type");
   }
-  return Wrong(where + ".type",
-               "\"message\", \"function_call\", \"function_call_output\" or \"reasoning\"", type);
+  return WrongField(where + ".type",
+                    "\"message\", \"function_call\", \"function_call_output\" or \"reasoning\"",
+                    type);
 }
 
 // instructions + input -> chat messages; instructions join a leading system message.
 std::optional<ApiError> Input(const json& body, json& chat) {
   json messages = json::array();
-  const json* input = Find(body, "input");
-  if (input == nullptr) return Wrong("input", "a string or an array of input items", {});
+  const json* input = FindField(body, "input");
+  if (input == nullptr) return WrongField("input", "a string or an array of input items", {});
   if (input->is_string()) {
     messages.push_back({{"role", "user"}, {"content", *input}});
   } else if (input->is_array() && !input->empty()) {
@@ -139,10 +124,10 @@ std::optional<ApiError> Input(const json& body, json& chat) {
       if (auto error = InputItem((*input)[i], i, messages)) return error;
     }
   } else {
-    return Wrong("input", "a string or a non-empty array of input items", *input);
+    return WrongField("input", "a string or a non-empty array of input items", *input);
   }
-  if (const json* instructions = Find(body, "instructions")) {
-    if (!instructions->is_string()) return Wrong("instructions", "a string", *instructions);
+  if (const json* instructions = FindField(body, "instructions")) {
+    if (!instructions->is_string()) return WrongField("instructions", "a string", *instructions);
     std::string system = instructions->get<std::string>();
     if (messages.front().value("role", "") == "system") {
       system += "\n\n" + messages.front().value("content", "");
@@ -155,30 +140,32 @@ std::optional<ApiError> Input(const json& body, json& chat) {
 }
 
 std::optional<ApiError> Tools(const json& body, json& chat) {
-  const json* tools = Find(body, "tools");
+  const json* tools = FindField(body, "tools");
   if (tools == nullptr) return std::nullopt;
-  if (!tools->is_array()) return Wrong("tools", "an array of tools", *tools);
+  if (!tools->is_array()) return WrongField("tools", "an array of tools", *tools);
   json out = json::array();
   for (size_t i = 0; i < tools->size(); ++i) {
     const json& tool = (*tools)[i];
     const std::string where = "tools[" + std::to_string(i) + "]";
-    if (!tool.is_object()) return Wrong(where, "an object", tool);
+    if (!tool.is_object()) return WrongField(where, "an object", tool);
     const json type = tool.value("type", json());
     if (type != "function") {
-      return Wrong(where + ".type", "\"function\" (the server runs no built-in tools)", type);
+      return WrongField(where + ".type", "\"function\" (the server runs no built-in tools)", type);
     }
     std::string name;
-    if (auto error = RequireString(tool, where, "name", name)) return error;
+    if (auto error = ReadStringField(tool, where, "name", name)) return error;
     json function = {{"name", name}};
-    if (const json* parameters = Find(tool, "parameters")) {
-      if (!parameters->is_object()) return Wrong(where + ".parameters", "an object", *parameters);
+    if (const json* parameters = FindField(tool, "parameters")) {
+      if (!parameters->is_object())
+        return WrongField(where + ".parameters", "an object", *parameters);
       function["parameters"] = *parameters;
     }
-    if (const json* description = Find(tool, "description")) {
-      if (!description->is_string()) return Wrong(where + ".description", "a string", *description);
+    if (const json* description = FindField(tool, "description")) {
+      if (!description->is_string())
+        return WrongField(where + ".description", "a string", *description);
       function["description"] = *description;
     }
-    if (const json* strict = Find(tool, "strict")) function["strict"] = *strict;
+    if (const json* strict = FindField(tool, "strict")) function["strict"] = *strict;
     out.push_back({{"type", "function"}, {"function", std::move(function)}});
   }
   chat["tools"] = std::move(out);
@@ -186,22 +173,22 @@ std::optional<ApiError> Tools(const json& body, json& chat) {
 }
 
 std::optional<ApiError> ToolChoice(const json& body, json& chat) {
-  const json* choice = Find(body, "tool_choice");
+  const json* choice = FindField(body, "tool_choice");
   if (choice == nullptr) return std::nullopt;
   if (choice->is_string()) {
     const std::string mode = choice->get<std::string>();
     if (mode != "auto" && mode != "none" && mode != "required") {
-      return Wrong("tool_choice", "\"auto\", \"none\", \"required\" or a function", *choice);
+      return WrongField("tool_choice", "\"auto\", \"none\", \"required\" or a function", *choice);
     }
     chat["tool_choice"] = mode;
     return std::nullopt;
   }
   if (!choice->is_object() || choice->value("type", json()) != "function") {
-    return Wrong("tool_choice", "\"auto\", \"none\", \"required\" or {\"type\": \"function\"}",
-                 *choice);
+    return WrongField("tool_choice", "\"auto\", \"none\", \"required\" or {\"type\": \"function\"}",
+                      *choice);
   }
   std::string name;
-  if (auto error = RequireString(*choice, "tool_choice", "name", name)) return error;
+  if (auto error = ReadStringField(*choice, "tool_choice", "name", name)) return error;
   chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", name}}}};
   return std::nullopt;
 }
@@ -209,12 +196,12 @@ std::optional<ApiError> ToolChoice(const json& body, json& chat) {
 // text.format -> response_format: json_object, or json_schema with its name, schema and strict
 // flag (flat here, nested in the chat form).
 std::optional<ApiError> TextFormat(const json& body, json& chat) {
-  const json* text = Find(body, "text");
+  const json* text = FindField(body, "text");
   if (text == nullptr) return std::nullopt;
-  if (!text->is_object()) return Wrong("text", "an object", *text);
-  const json* format = Find(*text, "format");
+  if (!text->is_object()) return WrongField("text", "an object", *text);
+  const json* format = FindField(*text, "format");
   if (format == nullptr) return std::nullopt;
-  if (!format->is_object()) return Wrong("text.format", "an object with a \"type\"", *format);
+  if (!format->is_object()) return WrongField("text.format", "an object with a \"type\"", *format);
   const json type = format->value("type", json());
   if (type == "text") return std::nullopt;
   if (type == "json_object") {
@@ -222,11 +209,11 @@ std::optional<ApiError> TextFormat(const json& body, json& chat) {
     return std::nullopt;
   }
   if (type != "json_schema") {
-    return Wrong("text.format.type", "\"text\", \"json_object\" or \"json_schema\"", type);
+    return WrongField("text.format.type", "\"text\", \"json_object\" or \"json_schema\"", type);
   }
   json schema = {{"name", format->value("name", "response")}};
   for (const char* name : {"schema", "strict", "description"}) {
-    if (const json* value = Find(*format, name)) schema[name] = *value;
+    if (const json* value = FindField(*format, name)) schema[name] = *value;
   }
   chat["response_format"] = {{"type", "json_schema"}, {"json_schema", std::move(schema)}};
   return std::nullopt;
@@ -235,7 +222,7 @@ std::optional<ApiError> TextFormat(const json& body, json& chat) {
 // Fields that need stored state, which a stateless server does not keep.
 std::optional<ApiError> Stateless(const json& body) {
   for (const char* name : {"previous_response_id", "conversation"}) {
-    if (Find(body, name) != nullptr) {
+    if (FindField(body, name) != nullptr) {
       return ApiError::BadRequest(std::string("'") + name +
                                       "' needs stored responses, and this server keeps none "
                                       "(stateless /v1/responses): send the whole conversation "
@@ -243,7 +230,7 @@ std::optional<ApiError> Stateless(const json& body) {
                                   name);
     }
   }
-  if (const json* background = Find(body, "background");
+  if (const json* background = FindField(body, "background");
       background != nullptr && *background != false) {
     return ApiError::BadRequest(
         "'background' must be false: this server answers while the connection is open",
@@ -255,14 +242,14 @@ std::optional<ApiError> Stateless(const json& body) {
 // top_logprobs and include ["message.output_text.logprobs"] -> the chat route's logprobs.
 std::optional<ApiError> Logprobs(const json& body, json& chat) {
   bool wanted = false;
-  if (const json* include = Find(body, "include")) {
-    if (!include->is_array()) return Wrong("include", "an array of strings", *include);
+  if (const json* include = FindField(body, "include")) {
+    if (!include->is_array()) return WrongField("include", "an array of strings", *include);
     for (const json& entry : *include) wanted |= entry == kLogprobsInclude;
   }
-  if (const json* top = Find(body, "top_logprobs")) {
+  if (const json* top = FindField(body, "top_logprobs")) {
     if (!top->is_number_integer() || top->get<int64_t>() < 0 ||
         top->get<int64_t>() > kMaxTopLogprobs) {
-      return Wrong("top_logprobs", "an integer from 0 to 20", *top);
+      return WrongField("top_logprobs", "an integer from 0 to 20", *top);
     }
     chat["top_logprobs"] = *top;
     wanted = true;
@@ -273,31 +260,23 @@ std::optional<ApiError> Logprobs(const json& body, json& chat) {
 
 // The scalar fields: checked for presence and type here, for range by the chat parser.
 std::optional<ApiError> Scalars(const json& body, json& chat) {
-  const json* model = Find(body, "model");
-  if (model == nullptr || !model->is_string()) {
-    return Wrong("model", "a string", model ? *model : json());
-  }
-  chat["model"] = *model;
-  if (const json* max_tokens = Find(body, "max_output_tokens")) {
+  if (auto error = ReadModelAndStream(body, chat)) return error;
+  if (const json* max_tokens = FindField(body, "max_output_tokens")) {
     if (!max_tokens->is_number_integer() || max_tokens->get<int64_t>() < 1) {
-      return Wrong("max_output_tokens", "a positive integer", *max_tokens);
+      return WrongField("max_output_tokens", "a positive integer", *max_tokens);
     }
     chat["max_tokens"] = *max_tokens;
   }
-  if (const json* parallel = Find(body, "parallel_tool_calls")) {
-    if (!parallel->is_boolean()) return Wrong("parallel_tool_calls", "true or false", *parallel);
+  if (const json* parallel = FindField(body, "parallel_tool_calls")) {
+    if (!parallel->is_boolean())
+      return WrongField("parallel_tool_calls", "true or false", *parallel);
     chat["parallel_tool_calls"] = *parallel;
   }
   // OpenAI's sampling fields and the extensions the chat route reads, passed through unchanged.
   for (const char* name : {"temperature", "top_p", "top_k", "min_p", "seed", "presence_penalty",
                            "frequency_penalty", "repetition_penalty", "stop", "user", "session_id",
                            "cache_salt", "speculative", "reasoning_format", "logit_bias"}) {
-    if (const json* value = Find(body, name)) chat[name] = *value;
-  }
-  if (const json* stream = Find(body, "stream")) {
-    if (!stream->is_boolean()) return Wrong("stream", "true or false", *stream);
-    chat["stream"] = *stream;
-    if (stream->get<bool>()) chat["stream_options"] = {{"include_usage", true}};
+    if (const json* value = FindField(body, name)) chat[name] = *value;
   }
   return std::nullopt;
 }
@@ -305,7 +284,7 @@ std::optional<ApiError> Scalars(const json& body, json& chat) {
 }  // namespace
 
 std::optional<ApiError> ResponsesToChat(const json& body, json& chat) {
-  if (!body.is_object()) return Wrong("body", "a JSON object", body);
+  if (!body.is_object()) return WrongField("body", "a JSON object", body);
   chat = json::object();
   if (auto error = Stateless(body)) return error;
   if (auto error = Scalars(body, chat)) return error;
@@ -318,7 +297,7 @@ std::optional<ApiError> ResponsesToChat(const json& body, json& chat) {
 
 json ResponseShell(const json& body) {
   auto echo = [&](const char* name, json fallback) {
-    const json* value = Find(body, name);
+    const json* value = FindField(body, name);
     return value ? *value : fallback;
   };
   json text = echo("text", json::object());

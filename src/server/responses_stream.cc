@@ -17,13 +17,10 @@ std::string ResponsesStream::Event(const std::string& type, json data) {
 }
 
 std::string ResponsesStream::Push(std::string_view sse) {
-  buffer_.append(sse);
   std::string out;
-  for (size_t end = buffer_.find("\n\n"); end != std::string::npos; end = buffer_.find("\n\n")) {
-    const std::string event = buffer_.substr(0, end);
-    buffer_.erase(0, end + 2);
+  for (const std::string& event : TakeSseEvents(buffer_, sse)) {
     if (event.starts_with(":")) {
-      out += event + "\n\n";  // a keep-alive comment
+      out += ": keep-alive\n\n";  // the chat stream's keep-alive comment
       continue;
     }
     if (!event.starts_with("data: ")) continue;

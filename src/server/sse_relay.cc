@@ -26,4 +26,17 @@ void RelayStream(httplib::Response& from, httplib::Response& to, SseTranslator t
   from.content_provider_ = nullptr;
 }
 
+std::vector<std::string> TakeSseEvents(std::string& buffer, std::string_view piece) {
+  buffer.append(piece);
+  std::vector<std::string> events;
+  size_t start = 0;
+  for (size_t end = buffer.find("\n\n"); end != std::string::npos;
+       end = buffer.find("\n\n", start)) {
+    events.push_back(buffer.substr(start, end - start));
+    start = end + 2;
+  }
+  buffer.erase(0, start);
+  return events;
+}
+
 }  // namespace kvserve

@@ -13,6 +13,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kvserve {
 
@@ -21,5 +22,9 @@ using SseTranslator = std::function<std::string(std::string_view)>;
 // `from` must hold a chunked content provider (a stream); it and its resource releaser move to
 // `to` (status 200, text/event-stream, Cache-Control no-cache), and `from` is left without them.
 void RelayStream(httplib::Response& from, httplib::Response& to, SseTranslator translate);
+
+// Appends `piece` (any bytes of an SSE stream) to `buffer` and moves out the events it completes:
+// the text before each blank line, without it.
+std::vector<std::string> TakeSseEvents(std::string& buffer, std::string_view piece);
 
 }  // namespace kvserve
