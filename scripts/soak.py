@@ -180,20 +180,26 @@ def new_choice():
     return {"content": "", "reasoning": "", "calls": [], "finish": None, "tokens": []}
 
 
-def read_chat_stream(resp, cancel_after):
-    """A streamed chat completion: (answer, tokens) or None when cancelled after cancel_after
-    events."""
-    choices, events = {}, 0
+def sse_events(resp):
+    """The JSON of each data event of a streamed answer, up to [DONE]."""
     while True:
         line = resp.fp.readline()
         if not line:
-            break
+            return
         line = line.decode().rstrip("\n")
         if not line.startswith("data: "):
             continue
         if line[6:] == "[DONE]":
-            break
-        for choice in json.loads(line[6:]).get("choices", []):
+            return
+        yield json.loads(line[6:])
+
+
+def read_chat_stream(resp, cancel_after):
+    """A streamed chat completion: (answer, tokens) or None when cancelled after cancel_after
+    events."""
+    choices, events = {}, 0
+    for event in sse_events(resp):
+        for choice in event.get("choices", []):
             c = choices.setdefault(choice["index"], new_choice())
             delta = choice.get("delta", {})
             c["content"] += delta.get("content") or ""
@@ -278,17 +284,7 @@ def complete(port, body, stream, session=None, cancel_after=None, timeout=120):
             choice = out["choices"][0]
             return 200, choice["text"], choice["logprobs"]["tokens"], False
         text, tokens, events = "", [], 0
-        while True:
-            line = resp.fp.readline()
-            if not line:
-                break
-            line = line.decode().rstrip("\n")
-            if not line.startswith("data: "):
-                continue
-            data = line[6:]
-            if data == "[DONE]":
-                break
-            event = json.loads(data)
+        for event in sse_events(resp):
             for choice in event.get("choices", []):
                 text += choice.get("text", "")
                 if choice.get("logprobs"):
