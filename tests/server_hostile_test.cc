@@ -588,6 +588,14 @@ TEST_F(HostileTest, RequestsAfterShutdownStartsGet503) {
   }
   EXPECT_TRUE(draining) << server_->log();
   if (draining) {
+    // Not ready (the load balancer takes it out), but alive: a liveness probe must not restart a
+    // replica that is finishing its streams.
+    Reply ready = Get(*client_, "/readyz");
+    EXPECT_EQ(ready.status, 503);
+    EXPECT_EQ(ready.body["status"], "draining") << ready.text;
+    Reply live = Get(*client_, "/livez");
+    EXPECT_EQ(live.status, 200) << live.text;
+    EXPECT_EQ(live.body["state"], "draining") << live.text;
     Reply reply = Post(*client_, "/v1/completions", kNormal);
     ExpectError(reply, 503);
     EXPECT_FALSE(reply.retry_after.empty());

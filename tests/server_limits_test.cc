@@ -205,10 +205,16 @@ TEST_F(FrontTest, LoadingAnswers503) {
   Reply health = Get(*client_, "/health");
   EXPECT_EQ(health.status, 503);
   EXPECT_EQ(health.body["status"], "loading");
+  EXPECT_EQ(Get(*client_, "/readyz").status, 503);
+  Reply live = Get(*client_, "/livez");
+  EXPECT_EQ(live.status, 200);  // loading is alive: a restart would only load again
+  EXPECT_EQ(live.body["state"], "loading");
   Reply completion = Post(*client_, "/v1/completions", json{{"prompt", "x"}});
   ExpectError(completion, 503);
   server_->BeginDrain();
   EXPECT_EQ(Get(*client_, "/health").body["status"], "draining");
+  EXPECT_EQ(Get(*client_, "/readyz").body["status"], "draining");
+  EXPECT_EQ(Get(*client_, "/livez").status, 200);
   EXPECT_EQ(Get(*client_, "/metrics").status, 200);
 }
 

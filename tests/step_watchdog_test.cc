@@ -1,6 +1,7 @@
 // The /health watchdog (issue 17, part 5): StepWatchdog with its own clock, then a real
-// `kvserve serve` whose engine thread is stopped by ptrace while a request waits (503 "stuck"),
-// and one that idles and works past a short --watchdog-s (200 throughout).
+// `kvserve serve` whose engine thread is stopped by ptrace while a request waits (503 "stuck" on
+// /health, /readyz and /livez), and one that idles and works past a short --watchdog-s (200
+// throughout).
 #include "server/step_watchdog.h"
 
 #include <dirent.h>
@@ -125,6 +126,7 @@ TEST(ServerWatchdogTest, StoppedStepLoopTurnsHealthUnhealthy) {
   int status = 0;
   ASSERT_EQ(waitpid(engine, &status, __WALL), engine);
   EXPECT_EQ(Get(*client, "/health").status, 200);  // nothing pending: a stopped idle loop is fine
+  EXPECT_EQ(Get(*client, "/livez").status, 200);
   auto waiting = std::async(std::launch::async, [&] {
     auto other = server->Client();
     return Post(*other, "/v1/completions", kRequest).status;
@@ -137,10 +139,16 @@ TEST(ServerWatchdogTest, StoppedStepLoopTurnsHealthUnhealthy) {
   EXPECT_EQ(stuck.body["status"], "stuck") << stuck.text;
   EXPECT_GE(stuck.body["stalled_s"].get<double>(), 1.0);
   EXPECT_EQ(stuck.body["waiting"].get<int>() + stuck.body["running"].get<int>(), 1);
+  // Liveness sees it too (the pod is restarted), and readiness (it takes no traffic meanwhile).
+  Reply live = Get(*client, "/livez");
+  EXPECT_EQ(live.status, 503) << live.text;
+  EXPECT_EQ(live.body["status"], "stuck") << live.text;
+  EXPECT_EQ(Get(*client, "/readyz").status, 503);
   // Let the loop go on: the request finishes and /health is 200 again.
   ASSERT_EQ(ptrace(PTRACE_DETACH, engine, nullptr, nullptr), 0) << std::strerror(errno);
   EXPECT_EQ(waiting.get(), 200);
   EXPECT_EQ(Get(*client, "/health").status, 200);
+  EXPECT_EQ(Get(*client, "/livez").status, 200);
   EXPECT_EQ(server->Terminate(), 0);
 }
 

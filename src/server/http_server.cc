@@ -33,6 +33,8 @@ HttpServer::HttpServer(HttpServerOptions options)
 std::span<const HttpServer::Route> HttpServer::RouteTable() {
   static const Route kRoutes[] = {
       {"GET", "/health", false, Access::kOpen, &HttpServer::Health},
+      {"GET", "/readyz", false, Access::kOpen, &HttpServer::Health},
+      {"GET", "/livez", false, Access::kOpen, &HttpServer::Livez},
       {"GET", "/metrics", false, Access::kOpenUnlessMetricsAuth, &HttpServer::Metrics},
       {"GET", "/v1/models", false, Access::kApiKey, &HttpServer::ListModels},
       {"GET", "/v1/models/([^/]+)", false, Access::kApiKey, &HttpServer::GetModel},
@@ -236,27 +238,44 @@ void HttpServer::InstallHooks() {
   });
 }
 
+// The step watchdog's verdict now: the 503 body of a stuck engine, or nullopt. Loading: no engine
+// yet, nothing to judge.
+std::optional<nlohmann::json> HttpServer::StuckReport() {
+  if (state_.load() == State::kLoading || !routes_) return std::nullopt;
+  Engine* engine = routes_->model().engine;
+  const EngineStats stats = engine ? engine->Stats() : EngineStats{};
+  const StepWatchdog::Verdict verdict =
+      watchdog_.Observe(stats.steps, stats.running + stats.waiting > 0, StepWatchdog::Clock::now());
+  if (!verdict.stuck) return std::nullopt;
+  return nlohmann::json{{"status", "stuck"},
+                        {"stalled_s", verdict.stalled_s},
+                        {"running", stats.running},
+                        {"waiting", stats.waiting}};
+}
+
+// /health and /readyz: ready for traffic. 503 while loading, while draining, and when stuck.
 void HttpServer::Health(const httplib::Request&, const std::string&, httplib::Response& response) {
   switch (state_.load()) {
-    case State::kReady: {
-      Engine* engine = routes_->model().engine;
-      const EngineStats stats = engine ? engine->Stats() : EngineStats{};
-      const StepWatchdog::Verdict verdict = watchdog_.Observe(
-          stats.steps, stats.running + stats.waiting > 0, StepWatchdog::Clock::now());
-      if (verdict.stuck) {
-        return ReplyJson(response, 503,
-                         {{"status", "stuck"},
-                          {"stalled_s", verdict.stalled_s},
-                          {"running", stats.running},
-                          {"waiting", stats.waiting}});
-      }
+    case State::kReady:
+      if (auto stuck = StuckReport()) return ReplyJson(response, 503, *stuck);
       return ReplyJson(response, 200, {{"status", "ok"}});
-    }
     case State::kLoading:
       return ReplyJson(response, 503, {{"status", "loading"}});
     case State::kDraining:
       return ReplyJson(response, 503, {{"status", "draining"}});
   }
+}
+
+// /livez: the process answers and its engine is not stuck. Loading and draining are alive (a
+// restart would not help them); only a step loop that stopped with work pending is not.
+void HttpServer::Livez(const httplib::Request&, const std::string&, httplib::Response& response) {
+  if (auto stuck = StuckReport()) return ReplyJson(response, 503, *stuck);
+  const State state = state_.load();
+  ReplyJson(response, 200,
+            {{"status", "alive"},
+             {"state", state == State::kReady     ? "ready"
+                       : state == State::kLoading ? "loading"
+                                                  : "draining"}});
 }
 
 void HttpServer::Metrics(const httplib::Request&, const std::string&, httplib::Response& response) {

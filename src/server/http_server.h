@@ -107,8 +107,12 @@ class HttpServer {
   void InstallHooks();
   void InstallRoute(const Route& route);
 
+  // The step watchdog's verdict for /health, /readyz and /livez: the 503 body when stuck.
+  std::optional<nlohmann::json> StuckReport();
+
   // The routes' handlers (RouteTable).
   void Health(const httplib::Request&, const std::string&, httplib::Response& response);
+  void Livez(const httplib::Request&, const std::string&, httplib::Response& response);
   void Metrics(const httplib::Request&, const std::string&, httplib::Response& response);
   void ListModels(const httplib::Request&, const std::string&, httplib::Response& response);
   void GetModel(const httplib::Request& request, const std::string&, httplib::Response& response);

@@ -4,8 +4,9 @@
   - the Service, PodDisruptionBudget and Deployment selectors match the pod's labels; the HPA
     scales that Deployment; the Ingress points at the Service's port; every Secret and claim a pod
     volume names is rendered (when the overlay is complete: --complete);
-  - readiness and startup probe /health on the container's port, liveness does not (draining
-    answers 503 there and must not restart the pod); the scrape annotations name that port;
+  - readiness and startup probe /readyz on the container's port, liveness /livez (alive while
+    draining, which answers 503 on /readyz and must not restart the pod); the scrape annotations
+    name that port;
   - terminationGracePeriodSeconds covers preStop + --shutdown-timeout + 5 s of stream writes;
   - the memory limit covers --kv-memory, the request is within the limit; the CPU request is --threads;
   - the container's command line starts the kvserve built here: its args, with $(VAR) from the
@@ -99,10 +100,10 @@ def main():
         probe = container.get(name, {})
         http = probe.get("httpGet")
         return (http["path"], http["port"]) if http else None
-    check(probe_path("readinessProbe") == ("/health", "http") and probe_path("startupProbe") == ("/health", "http"),
-          "readiness and startup probes: GET /health on the http port")
-    check(probe_path("livenessProbe") is None and "tcpSocket" in container["livenessProbe"],
-          "liveness probes the listener, not /health (503 while draining)")
+    check(probe_path("readinessProbe") == ("/readyz", "http") and probe_path("startupProbe") == ("/readyz", "http"),
+          "readiness and startup probes: GET /readyz on the http port")
+    check(probe_path("livenessProbe") == ("/livez", "http"),
+          "liveness probes GET /livez (200 while draining, 503 for a stuck engine)")
     ann = pod["metadata"]["annotations"]
     check(ann.get("prometheus.io/scrape") == "true" and int(ann.get("prometheus.io/port")) == port
           and ann.get("prometheus.io/path") == "/metrics", "scrape annotations name the http port's /metrics")
