@@ -22,13 +22,20 @@ void ChatOutputParser::TakeCalls(std::vector<ParsedToolCall>& calls, ChatOutputD
 }
 
 ChatOutputDelta ChatOutputParser::Push(std::string_view text) {
+  if (!reasoning_) return ThroughTools(std::string(text), "", /*finish=*/false);
+  ReasoningOutput split = reasoning_->Push(text);
+  return ThroughTools(std::move(split.content), std::move(split.reasoning), /*finish=*/false);
+}
+
+ChatOutputDelta ChatOutputParser::Finish() {
+  ReasoningOutput split = reasoning_ ? reasoning_->Finish() : ReasoningOutput{};
+  return ThroughTools(std::move(split.content), std::move(split.reasoning), /*finish=*/true);
+}
+
+ChatOutputDelta ChatOutputParser::ThroughTools(std::string content, std::string reasoning,
+                                               bool finish) {
   ChatOutputDelta out;
-  std::string content(text);
-  if (reasoning_) {
-    ReasoningOutput split = reasoning_->Push(text);
-    out.reasoning = std::move(split.reasoning);
-    content = std::move(split.content);
-  }
+  out.reasoning = std::move(reasoning);
   if (!tools_) {
     out.content = std::move(content);
     return out;
@@ -36,26 +43,11 @@ ChatOutputDelta ChatOutputParser::Push(std::string_view text) {
   ToolCallOutput parsed = tools_->Push(content);
   out.content = std::move(parsed.content);
   TakeCalls(parsed.calls, out);
-  return out;
-}
-
-ChatOutputDelta ChatOutputParser::Finish() {
-  ChatOutputDelta out;
-  std::string content;
-  if (reasoning_) {
-    ReasoningOutput split = reasoning_->Finish();
-    out.reasoning = std::move(split.reasoning);
-    content = std::move(split.content);
+  if (finish) {
+    ToolCallOutput last = tools_->Finish();
+    out.content += last.content;
+    TakeCalls(last.calls, out);
   }
-  if (!tools_) {
-    out.content = std::move(content);
-    return out;
-  }
-  ToolCallOutput parsed = tools_->Push(content);
-  ToolCallOutput last = tools_->Finish();
-  out.content = parsed.content + last.content;
-  TakeCalls(parsed.calls, out);
-  TakeCalls(last.calls, out);
   return out;
 }
 

@@ -54,6 +54,8 @@ class ChatOutputParser {
 
  private:
   void TakeCalls(std::vector<ParsedToolCall>& calls, ChatOutputDelta& out);
+  // The text outside reasoning through the tool-call parser (at the end, with what it held).
+  ChatOutputDelta ThroughTools(std::string content, std::string reasoning, bool finish);
 
   ChatOutputOptions options_;
   std::optional<ReasoningSplitter> reasoning_;
