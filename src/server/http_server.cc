@@ -31,6 +31,8 @@ HttpServer::HttpServer(HttpServerOptions options)
 std::span<const HttpServer::Route> HttpServer::RouteTable() {
   static const Route kRoutes[] = {
       {"GET", "/health", false, Access::kOpen, &HttpServer::Health},
+      {"GET", "/readyz", false, Access::kOpen, &HttpServer::Health},
+      {"GET", "/livez", false, Access::kOpen, &HttpServer::Livez},
       {"GET", "/metrics", false, Access::kOpenUnlessMetricsAuth, &HttpServer::Metrics},
       {"GET", "/v1/models", false, Access::kApiKey, &HttpServer::ListModels},
       {"GET", "/v1/models/([^/]+)", false, Access::kApiKey, &HttpServer::GetModel},
@@ -233,20 +235,30 @@ void HttpServer::InstallHooks() {
   });
 }
 
+StepWatchdog::Verdict HttpServer::ObserveEngine(EngineStats& stats) {
+  Engine* engine = routes_ ? routes_->model().engine : nullptr;
+  stats = engine ? engine->Stats() : EngineStats{};
+  return watchdog_.Observe(stats.steps, stats.running + stats.waiting > 0,
+                           StepWatchdog::Clock::now());
+}
+
+namespace {
+
+nlohmann::json StuckJson(const StepWatchdog::Verdict& verdict, const EngineStats& stats) {
+  return {{"status", "stuck"},
+          {"stalled_s", verdict.stalled_s},
+          {"running", stats.running},
+          {"waiting", stats.waiting}};
+}
+
+}  // namespace
+
 void HttpServer::Health(const httplib::Request&, const std::string&, httplib::Response& response) {
   switch (state_.load()) {
     case State::kReady: {
-      Engine* engine = routes_->model().engine;
-      const EngineStats stats = engine ? engine->Stats() : EngineStats{};
-      const StepWatchdog::Verdict verdict = watchdog_.Observe(
-          stats.steps, stats.running + stats.waiting > 0, StepWatchdog::Clock::now());
-      if (verdict.stuck) {
-        return ReplyJson(response, 503,
-                         {{"status", "stuck"},
-                          {"stalled_s", verdict.stalled_s},
-                          {"running", stats.running},
-                          {"waiting", stats.waiting}});
-      }
+      EngineStats stats;
+      const StepWatchdog::Verdict verdict = ObserveEngine(stats);
+      if (verdict.stuck) return ReplyJson(response, 503, StuckJson(verdict, stats));
       return ReplyJson(response, 200, {{"status", "ok"}});
     }
     case State::kLoading:
@@ -254,6 +266,20 @@ void HttpServer::Health(const httplib::Request&, const std::string&, httplib::Re
     case State::kDraining:
       return ReplyJson(response, 503, {{"status", "draining"}});
   }
+}
+
+void HttpServer::Livez(const httplib::Request&, const std::string&, httplib::Response& response) {
+  const State state = state_.load();
+  if (state == State::kLoading) {
+    return ReplyJson(response, 200, {{"status", "ok"}, {"state", "loading"}});
+  }
+  // Ready or draining: alive unless the engine's step loop is stuck (a drain that makes progress
+  // is alive; one that hangs is not, and a restart is what it needs).
+  EngineStats stats;
+  const StepWatchdog::Verdict verdict = ObserveEngine(stats);
+  if (verdict.stuck) return ReplyJson(response, 503, StuckJson(verdict, stats));
+  return ReplyJson(response, 200,
+                   {{"status", "ok"}, {"state", state == State::kReady ? "ready" : "draining"}});
 }
 
 void HttpServer::Metrics(const httplib::Request&, const std::string&, httplib::Response& response) {

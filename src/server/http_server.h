@@ -5,9 +5,9 @@
 //   HttpServer server(options);
 //   server.Bind();                     // port 0 picks a free port: server.port()
 //   std::thread t([&] { server.Run(); });
-//   server.SetModel(served_model);     // /health turns 200, the API opens
+//   server.SetModel(served_model);     // /health (= /readyz) turns 200, the API opens
 //   ...
-//   server.BeginDrain();               // /health 503, new requests 503
+//   server.BeginDrain();               // /health 503, new requests 503; /livez stays 200
 //   engine->Drain(timeout); server.WaitForStreams(deadline); server.Stop(); t.join();
 //
 // Thread rules: Bind, SetModel, BeginDrain, Stop from the owner's thread; Run on one thread.
@@ -48,7 +48,8 @@ struct HttpServerOptions {
   int keep_alive_timeout_s = 5;      // an idle connection is closed after this
   std::string tls_cert_file;         // HTTPS when both are set (PEM)
   std::string tls_key_file;
-  // /health says 503 "stuck" when the engine made no step for this long with work pending; 0 = off
+  // /health, /readyz and /livez say 503 "stuck" when the engine made no step for this long with
+  // work pending; 0 = off
   double watchdog_s = 30;
   std::string replica_name;  // non-empty: every response carries X-Kvserve-Replica
   RouteOptions routes;
@@ -108,7 +109,14 @@ class HttpServer {
   void InstallRoute(const Route& route);
 
   // The routes' handlers (RouteTable).
+  // GET /health and /readyz: ready for traffic (200), or 503 loading, draining or stuck.
   void Health(const httplib::Request&, const std::string&, httplib::Response& response);
+  // GET /livez: the process answers and the engine's step loop is not stuck (200 while loading
+  // and draining too); 503 stuck.
+  void Livez(const httplib::Request&, const std::string&, httplib::Response& response);
+  // Feeds the watchdog the engine's step count now (none before SetModel); `stats` gets the
+  // engine's stats it read.
+  StepWatchdog::Verdict ObserveEngine(EngineStats& stats);
   void Metrics(const httplib::Request&, const std::string&, httplib::Response& response);
   void ListModels(const httplib::Request&, const std::string&, httplib::Response& response);
   void GetModel(const httplib::Request& request, const std::string&, httplib::Response& response);
@@ -141,7 +149,7 @@ class HttpServer {
   HttpListener server_;  // httplib's routes over our sockets (idle and slow clients hold no thread)
   ServerMetrics metrics_;
   TenantLimiter limiter_;  // --max-concurrent-per-key
-  StepWatchdog watchdog_;  // --watchdog-s, fed by /health
+  StepWatchdog watchdog_;  // --watchdog-s, fed by /health, /readyz and /livez
   std::atomic<int> in_flight_streams_{0};
   std::atomic<State> state_{State::kLoading};
   std::unique_ptr<OpenAiRoutes> routes_;    // set once by SetModel before state_ turns kReady
