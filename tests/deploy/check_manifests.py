@@ -4,14 +4,15 @@
   - the Service, PodDisruptionBudget and Deployment selectors match the pod's labels; the HPA
     scales that Deployment; the Ingress points at the Service's port; every Secret and claim a pod
     volume names is rendered (when the overlay is complete: --complete);
-  - readiness and startup probe /health on the container's port, liveness does not (draining
-    answers 503 there and must not restart the pod); the scrape annotations name that port;
+  - readiness and startup probe /readyz on the container's port, liveness /livez there (draining
+    answers 503 on /readyz and must not restart the pod; a stuck engine fails /livez); the scrape
+    annotations name that port;
   - terminationGracePeriodSeconds covers preStop + --shutdown-timeout + 5 s of stream writes;
   - the memory limit covers --kv-memory, the request is within the limit; the CPU request is --threads;
   - the container's command line starts the kvserve built here: its args, with $(VAR) from the
     pod's env, the model path, the API key file from the rendered Secret, a free loopback port and
-    --kv-memory cut to 16MiB (the rest as written), turn /health 200; the API then refuses a call
-    without the key (401) and answers one with it.
+    --kv-memory cut to 16MiB (the rest as written), turn /readyz 200 (and /livez); the API then
+    refuses a call without the key (401) and answers one with it.
 
 Prints one line per check and 'N passed, N failed'.
 """
@@ -99,10 +100,10 @@ def main():
         probe = container.get(name, {})
         http = probe.get("httpGet")
         return (http["path"], http["port"]) if http else None
-    check(probe_path("readinessProbe") == ("/health", "http") and probe_path("startupProbe") == ("/health", "http"),
-          "readiness and startup probes: GET /health on the http port")
-    check(probe_path("livenessProbe") is None and "tcpSocket" in container["livenessProbe"],
-          "liveness probes the listener, not /health (503 while draining)")
+    check(probe_path("readinessProbe") == ("/readyz", "http") and probe_path("startupProbe") == ("/readyz", "http"),
+          "readiness and startup probes: GET /readyz on the http port")
+    check(probe_path("livenessProbe") == ("/livez", "http"),
+          "liveness probes GET /livez (200 while draining, 503 when the engine is stuck), not /readyz")
     ann = pod["metadata"]["annotations"]
     check(ann.get("prometheus.io/scrape") == "true" and int(ann.get("prometheus.io/port")) == port
           and ann.get("prometheus.io/path") == "/metrics", "scrape annotations name the http port's /metrics")
@@ -158,7 +159,7 @@ def main():
         ok = False
         for _ in range(200):
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{free}/health", timeout=1) as r:
+                with urllib.request.urlopen(f"http://127.0.0.1:{free}/readyz", timeout=1) as r:
                     ok = r.status == 200
             except OSError:
                 pass
@@ -167,6 +168,12 @@ def main():
             time.sleep(0.1)
         check(ok, "the container's args start kvserve: " + " ".join(run[:2] + ["..."])
               + ("" if ok else "\n" + open(log.name).read()[-800:]))
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{free}/livez", timeout=5) as r:
+                live = r.status
+        except (urllib.error.HTTPError, OSError) as e:
+            live = getattr(e, "code", 0)
+        check(live == 200, f"/livez answers 200 ({live})")
         url = f"http://127.0.0.1:{free}/v1/models"
         try:
             urllib.request.urlopen(url, timeout=5)
