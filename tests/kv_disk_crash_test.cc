@@ -440,11 +440,13 @@ TEST_F(KvDiskCrashTest, FullDiskFailsEveryWriteButNoAnswer) {
   }
 }
 
-// Each block file's name and bytes.
+// Each block file's name, bytes and modification time (a read touches it in a writable tier).
 std::map<std::string, std::string> Snapshot(const std::string& dir) {
   std::map<std::string, std::string> files;
   for (const auto& entry : fs::directory_iterator(dir)) {
-    files[entry.path().filename().string()] = testing::ReadAll(entry.path().string());
+    files[entry.path().filename().string()] =
+        std::to_string(entry.last_write_time().time_since_epoch().count()) + ":" +
+        testing::ReadAll(entry.path().string());
   }
   return files;
 }

@@ -248,7 +248,7 @@ Status DiskTier::Put(const Sha256Digest& key, std::span<const uint8_t> payload) 
 }
 
 void DiskTier::Reject(const std::string& path) {
-  ::unlink(path.c_str());
+  if (writable()) ::unlink(path.c_str());  // a read-only tier changes nothing in the directory
   std::lock_guard<std::mutex> lock(mutex_);
   ++stats_.rejected;
   ++stats_.misses;
@@ -276,7 +276,7 @@ bool DiskTier::Get(const Sha256Digest& key, std::span<uint8_t> out) {
     Reject(path);
     return false;
   }
-  ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // most recently used now
+  if (writable()) ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // most recently used now
   std::lock_guard<std::mutex> lock(mutex_);
   ++stats_.hits;
   stats_.read_bytes += out.size();

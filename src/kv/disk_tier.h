@@ -25,8 +25,8 @@
 // bigger blocks (tests/kv_disk_crash_test.cc kills a server mid-write hundreds of times).
 //
 // A directory that exists but cannot be written (a read-only volume, another owner) opens
-// read-only: its blocks are read back, nothing is written or deleted (writable() is false and
-// read_only_reason() says why; the engine warns once at start-up).
+// read-only: its blocks are read back, nothing is written, touched or deleted (writable() is false
+// and read_only_reason() says why; the engine warns once at start-up).
 #pragma once
 
 #include <cstdint>
