@@ -1,6 +1,7 @@
 // `kvserve serve`: the OpenAI-compatible HTTP server over the serving engine. The listener comes
 // up first (/health says 503 while the model loads); SIGTERM or SIGINT drains: /health turns 503,
 // new requests get 503, running ones finish (up to --shutdown-timeout), then the process exits 0.
+// /livez stays 200 through loading and draining; only a stuck engine (--watchdog-s) fails it.
 #include <pthread.h>
 #include <signal.h>
 
@@ -111,8 +112,8 @@ FlagTable ServeFlagTable() {
             {.name = "--watchdog-s",
              .value_name = "SECONDS",
              .default_text = "30",
-             .help = "/health says 503 when the engine made no step for this long with work "
-                     "pending; 0 = off"},
+             .help = "/health, /readyz and /livez say 503 when the engine made no step for this "
+                     "long with work pending; 0 = off"},
             ChatTemplateFlag(),
             {.name = "--shutdown-timeout",
              .value_name = "SECONDS",

@@ -64,6 +64,12 @@ void EngineCore::OpenDiskTier() {
     return;
   }
   disk_ = std::move(tier).value();
+  if (!disk_->writable()) {
+    std::fprintf(stderr,
+                 "kvserve: warning: KV disk directory '%s' is not writable (%s): its blocks are "
+                 "read back, none are written\n",
+                 disk_->dir().c_str(), disk_->read_only_reason().c_str());
+  }
   spill_ = std::make_unique<KvDiskSpill>(blocks_, kv_, *disk_);
   scheduler_.SetPrefixRestore([this](std::span<const int32_t> tokens, const std::string& salt) {
     const int restored = spill_->Restore(tokens, salt, blocks_.available());

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -23,6 +24,9 @@ namespace fs = std::filesystem;
 constexpr char kMagic[8] = {'K', 'V', 'S', 'D', 'I', 'S', 'K', '1'};
 constexpr uint32_t kVersion = 1;
 constexpr const char* kSuffix = ".kvblock";
+constexpr const char* kTempPrefix = ".tmp.";
+// A temporary file this old is an orphan of a killed writer: one block's write takes milliseconds.
+constexpr auto kStaleTempAge = std::chrono::minutes(1);
 
 // The header, written field by field in little-endian order (x86-64's own).
 struct Header {
@@ -63,6 +67,7 @@ bool ReadAll(int fd, void* data, size_t n) {
   return true;
 }
 
+// Block files and temporary files (".tmp.*.kvblock") alike: both count in the size limit.
 bool IsBlockFile(const fs::directory_entry& entry) {
   std::error_code ec;
   const std::string name = entry.path().filename().string();
@@ -100,8 +105,43 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(const std::string& dir, uint64_
                                    " bytes cannot hold one block of " +
                                    std::to_string(tier->file_bytes()) + " bytes");
   }
+  tier->read_only_reason_ = tier->ProbeWrite();
+  if (tier->writable()) tier->DeleteStaleTemporaries();
   tier->CountBytes();
   return tier;
+}
+
+std::string DiskTier::TempPath(const std::string& final_name) {
+  uint64_t n;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    n = temp_counter_++;
+  }
+  return (fs::path(dir_) / (kTempPrefix + std::to_string(::getpid()) + "." +
+                            std::to_string(nonce_) + "." + std::to_string(n) + "." + final_name))
+      .string();
+}
+
+std::string DiskTier::ProbeWrite() {
+  const std::string probe = TempPath(std::string("probe") + kSuffix);
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return Errno();
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return "";
+}
+
+void DiskTier::DeleteStaleTemporaries() {
+  const auto now = fs::file_time_type::clock::now();
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
+    if (!IsBlockFile(entry) || entry.path().filename().string().rfind(kTempPrefix, 0) != 0) {
+      continue;
+    }
+    std::error_code time_ec;
+    const auto written = entry.last_write_time(time_ec);
+    if (!time_ec && now - written > kStaleTempAge) fs::remove(entry.path(), time_ec);
+  }
 }
 
 uint64_t DiskTier::file_bytes() const { return sizeof(Header) + block_bytes_; }
@@ -174,6 +214,9 @@ Status DiskTier::Put(const Sha256Digest& key, std::span<const uint8_t> payload) 
     return fail("KV disk block of " + std::to_string(payload.size()) + " bytes, expected " +
                 std::to_string(block_bytes_));
   }
+  if (!writable()) {
+    return fail("KV disk directory '" + dir_ + "' is read-only (" + read_only_reason_ + ")");
+  }
   MakeRoom(file_bytes());
   Header header{};
   std::memcpy(header.magic, kMagic, sizeof(kMagic));
@@ -182,20 +225,14 @@ Status DiskTier::Put(const Sha256Digest& key, std::span<const uint8_t> payload) 
   header.key = key;
   header.payload_bytes = payload.size();
   header.checksum = Sha256::Hash(payload.data(), payload.size());
-  uint64_t n;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    n = temp_counter_++;
-  }
   const std::string path = PathOf(key);
-  const std::string temp =
-      (fs::path(dir_) / (".tmp." + std::to_string(::getpid()) + "." + std::to_string(nonce_) + "." +
-                         std::to_string(n) + "." + fs::path(path).filename().string()))
-          .string();
+  const std::string temp = TempPath(fs::path(path).filename().string());
+  // Crash safety (disk_tier.h): the whole file is written under a temporary name, then renamed
+  // into place; no fsync (a torn file after a power loss fails its checksum and is dropped).
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return fail("cannot write KV disk file '" + temp + "': " + Errno());
-  const bool written = WriteAll(fd, &header, sizeof(header)) &&
-                       WriteAll(fd, payload.data(), payload.size()) && ::fsync(fd) == 0;
+  const bool written =
+      WriteAll(fd, &header, sizeof(header)) && WriteAll(fd, payload.data(), payload.size());
   const std::string write_error = written ? "" : Errno();
   ::close(fd);
   if (!written || ::rename(temp.c_str(), path.c_str()) != 0) {
@@ -211,7 +248,7 @@ Status DiskTier::Put(const Sha256Digest& key, std::span<const uint8_t> payload) 
 }
 
 void DiskTier::Reject(const std::string& path) {
-  ::unlink(path.c_str());
+  if (writable()) ::unlink(path.c_str());  // a read-only tier changes nothing in the directory
   std::lock_guard<std::mutex> lock(mutex_);
   ++stats_.rejected;
   ++stats_.misses;
@@ -239,7 +276,7 @@ bool DiskTier::Get(const Sha256Digest& key, std::span<uint8_t> out) {
     Reject(path);
     return false;
   }
-  ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // most recently used now
+  if (writable()) ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // most recently used now
   std::lock_guard<std::mutex> lock(mutex_);
   ++stats_.hits;
   stats_.read_bytes += out.size();

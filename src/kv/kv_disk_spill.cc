@@ -14,6 +14,8 @@ KvDiskSpill::KvDiskSpill(BlockManager& manager, KvCache& cache, DiskTier& tier)
 KvDiskSpill::~KvDiskSpill() { manager_.RemoveEvictionHook(hook_id_); }
 
 bool KvDiskSpill::OnEvict(int32_t block, const BlockKey& key) {
+  // A read-only tier was reported once at start-up (EngineCore::OpenDiskTier), not per block.
+  if (!tier_.writable()) return false;
   if (tier_.Contains(key)) return false;  // already there (read back earlier, or another process)
   cache_.CopyBlockOut(block, buffer_);
   const Status written = tier_.Put(key, buffer_);

@@ -3,7 +3,8 @@
 // before a prompt takes its cached prefix (BlockManager::AllocatePrefix) the leading full blocks
 // that are no longer in memory are read back from disk into fresh blocks. A failed write is a
 // warning (once per kind of failure on stderr, all counted), a failed or invalid read a miss:
-// the caller recomputes. The engine would hold one per KvCache; the three parts are borrowed.
+// the caller recomputes. A read-only tier (DiskTier::writable) is only read. The engine would hold
+// one per KvCache; the three parts are borrowed.
 #pragma once
 
 #include <cstdint>

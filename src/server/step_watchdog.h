@@ -1,11 +1,11 @@
-// The /health watchdog over the engine's step loop (`--watchdog-s`): the engine is stuck when its
-// step counter has not moved for the timeout while work was pending (requests running or
-// waiting) all that time. An idle engine is never stuck, however long it idles; a long step
-// (a big prefill chunk on a slow machine) is stuck only if it takes longer than the timeout.
+// The /health, /readyz and /livez watchdog over the engine's step loop (`--watchdog-s`): the engine
+// is stuck when its step counter has not moved for the timeout while work was pending (requests
+// running or waiting) all that time. An idle engine is never stuck, however long it idles; a long
+// step (a big prefill chunk on a slow machine) is stuck only if it takes longer than the timeout.
 //
-// It is fed by whoever asks (each /health), not by a thread of its own: a stall is known from the
-// first observation that sees the same step count with work pending, so it turns unhealthy at the
-// first /health at least `timeout_s` after that observation.
+// It is fed by whoever asks (each /health, /readyz or /livez), not by a thread of its own: a stall
+// is known from the first observation that sees the same step count with work pending, so it turns
+// unhealthy at the first probe at least `timeout_s` after that observation.
 //
 //   StepWatchdog watchdog(30.0);
 //   StepWatchdog::Verdict v = watchdog.Observe(stats.steps, stats.running + stats.waiting > 0,

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -37,7 +38,10 @@ inline std::string ReadAll(const std::string& path) {
 // A `kvserve serve` child process on a free port; killed if the test did not stop it.
 class ServeProcess {
  public:
-  static std::unique_ptr<ServeProcess> Start(const std::vector<std::string>& extra) {
+  // `in_child`, when set, runs in the forked child just before exec (e.g. to set a resource limit
+  // or drop a capability for the server alone); only async-signal-safe calls belong there.
+  static std::unique_ptr<ServeProcess> Start(const std::vector<std::string>& extra,
+                                             const std::function<void()>& in_child = {}) {
     static int counter = 0;
     auto process = std::unique_ptr<ServeProcess>(new ServeProcess);
     process->log_path_ = TempDir() + "/serve-" + std::to_string(counter++) + ".log";
@@ -57,6 +61,7 @@ class ServeProcess {
       const int fd = open(process->log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       dup2(fd, 1);
       dup2(fd, 2);
+      if (in_child) in_child();
       std::vector<char*> argv;
       for (std::string& arg : args) argv.push_back(arg.data());
       argv.push_back(nullptr);
