@@ -49,8 +49,8 @@ struct ChoiceProgress {
   // The thinking budget: the tokens generated so far, how many were inside the reasoning block,
   // and once the block was closed by force, the tokens the continuation took as prompt.
   std::vector<int32_t> generated;
-  int think_tokens = 0;
-  int reasoning_tokens = 0;  // generated tokens inside the reasoning block, tags included
+  // Generated tokens inside the reasoning block, tags included (usage, and the thinking budget).
+  int reasoning_tokens = 0;
   bool budget_spent = false;
   int continued_tokens = 0;
 };
@@ -102,7 +102,8 @@ ChatOutputDelta SpendThinking(const RequestEvent& event, int index, const Thinki
                               CompletionJob& job, ChoiceProgress& choice) {
   if (budget.tokens < 0 || choice.budget_spent || choice.parser == nullptr) return {};
   choice.generated.push_back(event.token);
-  if (!choice.parser->thinking() || ++choice.think_tokens < budget.tokens) return {};
+  // CountReasoning has counted this token already.
+  if (!choice.parser->thinking() || choice.reasoning_tokens < budget.tokens) return {};
   choice.budget_spent = true;
   const Request& original = budget.requests[static_cast<size_t>(index)];
   const std::vector<int32_t> close =

@@ -391,18 +391,6 @@ json ResponseLogprobsJson(const json& chat_logprobs) {
 
 namespace {
 
-json MessageItemJson(const std::string& id, const std::string& status, const std::string& text,
-                     json logprobs) {
-  return {{"type", "message"},
-          {"id", id},
-          {"status", status},
-          {"role", "assistant"},
-          {"content", json::array({{{"type", "output_text"},
-                                    {"text", text},
-                                    {"annotations", json::array()},
-                                    {"logprobs", std::move(logprobs)}}})}};
-}
-
 // The output items of a chat choice's message: reasoning, then the answer, then the calls; the
 // last one is "incomplete" when max_tokens cut the choice (as the stream closes it).
 json OutputItems(const std::string& chat_id, const json& choice) {
@@ -411,12 +399,7 @@ json OutputItems(const std::string& chat_id, const json& choice) {
   const json message = choice.value("message", json::object());
   const json reasoning = message.value("reasoning_content", json());
   if (reasoning.is_string() && !reasoning.get<std::string>().empty()) {
-    items.push_back(
-        {{"type", "reasoning"},
-         {"id", ResponseItemId(chat_id, "rs_")},
-         {"status", status},
-         {"summary", json::array()},
-         {"content", json::array({{{"type", "reasoning_text"}, {"text", reasoning}}})}});
+    items.push_back(ReasoningItemJson(ResponseItemId(chat_id, "rs_"), status, reasoning));
   }
   const json content = message.value("content", json());
   const json calls = message.value("tool_calls", json::array());
@@ -427,12 +410,9 @@ json OutputItems(const std::string& chat_id, const json& choice) {
   }
   for (size_t i = 0; i < calls.size(); ++i) {
     const json function = calls[i].value("function", json::object());
-    items.push_back({{"type", "function_call"},
-                     {"id", ResponseItemId(chat_id, "fc_") + "_" + std::to_string(i)},
-                     {"call_id", calls[i].value("id", "")},
-                     {"name", function.value("name", "")},
-                     {"arguments", function.value("arguments", "{}")},
-                     {"status", status}});
+    items.push_back(FunctionCallItemJson(
+        ResponseItemId(chat_id, "fc_") + "_" + std::to_string(i), status, calls[i].value("id", ""),
+        function.value("name", ""), function.value("arguments", "{}")));
   }
   if (choice.value("finish_reason", "stop") == "length") items.back()["status"] = "incomplete";
   return items;
@@ -451,6 +431,33 @@ json ResponseJson(const json& chat_completion, json shell) {
   shell["usage"] = ResponseUsageJson(chat_completion.value("usage", json::object()));
   SetResponseStatus(choice.value("finish_reason", "stop"), shell);
   return shell;
+}
+
+json MessageItemJson(const std::string& id, const std::string& status, const std::string& text,
+                     json logprobs) {
+  return {{"type", "message"},
+          {"id", id},
+          {"status", status},
+          {"role", "assistant"},
+          {"content", json::array({{{"type", "output_text"},
+                                    {"text", text},
+                                    {"annotations", json::array()},
+                                    {"logprobs", std::move(logprobs)}}})}};
+}
+
+json ReasoningItemJson(const std::string& id, const std::string& status, const std::string& text) {
+  return {{"type", "reasoning"},
+          {"id", id},
+          {"status", status},
+          {"summary", json::array()},
+          {"content", json::array({{{"type", "reasoning_text"}, {"text", text}}})}};
+}
+
+json FunctionCallItemJson(const std::string& id, const std::string& status,
+                          const std::string& call_id, const std::string& name,
+                          const std::string& arguments) {
+  return {{"type", "function_call"}, {"id", id},        {"call_id", call_id}, {"name", name},
+          {"arguments", arguments},  {"status", status}};
 }
 
 }  // namespace kvserve

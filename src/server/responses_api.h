@@ -48,6 +48,15 @@ nlohmann::json ResponseUsageJson(const nlohmann::json& usage);
 // A chat choice's logprobs.content entries -> output_text logprobs ([] when there are none).
 nlohmann::json ResponseLogprobsJson(const nlohmann::json& chat_logprobs);
 
+// The output items, whole (the same in a response and in the stream's output_item.done events).
+nlohmann::json MessageItemJson(const std::string& id, const std::string& status,
+                               const std::string& text, nlohmann::json logprobs);
+nlohmann::json ReasoningItemJson(const std::string& id, const std::string& status,
+                                 const std::string& text);
+nlohmann::json FunctionCallItemJson(const std::string& id, const std::string& status,
+                                    const std::string& call_id, const std::string& name,
+                                    const std::string& arguments);
+
 // "chatcmpl-X" -> prefix + "X": "resp_", "msg_", "rs_"; a function call's item id is
 // "fc_" + X + "_" + its index.
 std::string ResponseItemId(const std::string& chat_id, const std::string& prefix);

@@ -156,25 +156,11 @@ std::string ResponsesStream::Open(const std::string& type, json item) {
 // The open item as it stands, with `status`.
 json ResponsesStream::ItemJson(const char* status) const {
   if (open_.type == "function_call") {
-    return {{"type", "function_call"},          {"id", open_.id},
-            {"call_id", open_.call["call_id"]}, {"name", open_.call["name"]},
-            {"arguments", open_.text},          {"status", status}};
+    return FunctionCallItemJson(open_.id, status, open_.call["call_id"], open_.call["name"],
+                                open_.text);
   }
-  if (open_.type == "reasoning") {
-    return {{"type", "reasoning"},
-            {"id", open_.id},
-            {"status", status},
-            {"summary", json::array()},
-            {"content", json::array({{{"type", "reasoning_text"}, {"text", open_.text}}})}};
-  }
-  return {{"type", "message"},
-          {"id", open_.id},
-          {"status", status},
-          {"role", "assistant"},
-          {"content", json::array({{{"type", "output_text"},
-                                    {"text", open_.text},
-                                    {"annotations", json::array()},
-                                    {"logprobs", open_.logprobs}}})}};
+  if (open_.type == "reasoning") return ReasoningItemJson(open_.id, status, open_.text);
+  return MessageItemJson(open_.id, status, open_.text, open_.logprobs);
 }
 
 std::string ResponsesStream::Close() {
