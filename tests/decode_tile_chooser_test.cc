@@ -1,7 +1,8 @@
 // decode_tile_chooser_test: after its warm-up calls the chooser alternates a type's two tiles for
 // kTrialCalls timed calls each, keeps the one with the lower median of seconds per byte (the
 // alternative only by more than the margin), can be forced, and leaves types without a second
-// tile alone. (That both tiles give the same bits: kquant_simd_test.)
+// tile, and matrices whose tile is not the one it has an alternative for, alone. (That both tiles
+// give the same bits: kquant_simd_test.)
 #include "kernels/cpu/decode_tile_chooser.h"
 
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@ namespace {
 
 void TileA(const MatmulTile&) {}
 void TileB(const MatmulTile&) {}
+void TileC(const MatmulTile&) {}
 
 KernelTable TwoTileTable() {
   KernelTable table{};
@@ -29,7 +31,7 @@ KernelTable TwoTileTable() {
 // kept.
 MatmulTileFn RunTrial(DecodeTileChooser& chooser, double seconds_a, double seconds_b) {
   for (int call = 0; call < 4 * DecodeTileChooser::kTrialCalls; ++call) {
-    const DecodeTileChooser::Pick pick = chooser.Next(GgmlType::kQ4_K);
+    const DecodeTileChooser::Pick pick = chooser.Next(GgmlType::kQ4_K, TileA);
     if (pick.trial < 0 && call < DecodeTileChooser::kWarmupCalls) {
       EXPECT_EQ(pick.fn, &TileA);  // warm-up: the x16 tile, untimed
       continue;
@@ -52,7 +54,7 @@ TEST(DecodeTileChooser, KeepsTheFasterTileAfterTheTrial) {
   EXPECT_NE(fast_alt.Describe().find("-> two-pass"), std::string::npos) << fast_alt.Describe();
   // Decided: every later call gets the kept tile, untimed.
   for (int i = 0; i < 5; ++i) {
-    const DecodeTileChooser::Pick pick = fast_alt.Next(GgmlType::kQ4_K);
+    const DecodeTileChooser::Pick pick = fast_alt.Next(GgmlType::kQ4_K, TileA);
     EXPECT_EQ(pick.fn, &TileB);
     EXPECT_EQ(pick.trial, -1);
   }
@@ -64,13 +66,13 @@ TEST(DecodeTileChooser, ComparesSecondsPerByte) {
   DecodeTileChooser chooser(table);
   for (int call = 0; call < DecodeTileChooser::kWarmupCalls + 2 * DecodeTileChooser::kTrialCalls;
        ++call) {
-    const DecodeTileChooser::Pick pick = chooser.Next(GgmlType::kQ4_K);
+    const DecodeTileChooser::Pick pick = chooser.Next(GgmlType::kQ4_K, TileA);
     if (call < DecodeTileChooser::kWarmupCalls) continue;
     ASSERT_GE(pick.trial, 0);
     chooser.Record(GgmlType::kQ4_K, pick.trial, pick.trial == 0 ? 1e-6 : 2e-6,
                    pick.trial == 0 ? 1000 : 4000);
   }
-  EXPECT_EQ(chooser.Next(GgmlType::kQ4_K).fn, &TileB);
+  EXPECT_EQ(chooser.Next(GgmlType::kQ4_K, TileA).fn, &TileB);
 }
 
 TEST(DecodeTileChooser, MediansAndTheMarginDecide) {
@@ -83,7 +85,7 @@ TEST(DecodeTileChooser, MediansAndTheMarginDecide) {
   int x16_calls = 0;
   MatmulTileFn kept = nullptr;
   for (int call = 0; call < 200 && kept == nullptr; ++call) {
-    const DecodeTileChooser::Pick pick = noisy.Next(GgmlType::kQ4_K);
+    const DecodeTileChooser::Pick pick = noisy.Next(GgmlType::kQ4_K, TileA);
     if (pick.trial < 0) {
       if (call >= DecodeTileChooser::kWarmupCalls) kept = pick.fn;
       continue;
@@ -99,16 +101,46 @@ TEST(DecodeTileChooser, ForcedOrSingleTilesAreNotTried) {
   const KernelTable table = TwoTileTable();
   DecodeTileChooser first(table, "first");
   DecodeTileChooser alt(table, "alt");
-  EXPECT_EQ(first.Next(GgmlType::kQ4_K).fn, &TileA);
-  EXPECT_EQ(first.Next(GgmlType::kQ4_K).trial, -1);
-  EXPECT_EQ(alt.Next(GgmlType::kQ4_K).fn, &TileB);
-  // No second tile (Q6_K here), no packed tile (Q5_K), not a K-quant (Q8_0): the caller's tile.
+  EXPECT_EQ(first.Next(GgmlType::kQ4_K, TileA).fn, &TileA);
+  EXPECT_EQ(first.Next(GgmlType::kQ4_K, TileA).trial, -1);
+  EXPECT_EQ(alt.Next(GgmlType::kQ4_K, TileA).fn, &TileB);
+  // No second tile (Q6_K here), no packed tile (Q5_K), no alternative (Q8_0): the caller's tile.
   DecodeTileChooser chooser(table);
   for (GgmlType type : {GgmlType::kQ6_K, GgmlType::kQ5_K, GgmlType::kQ8_0}) {
-    EXPECT_EQ(chooser.Next(type).fn, nullptr) << GgmlTypeName(type);
-    EXPECT_EQ(chooser.Next(type).trial, -1) << GgmlTypeName(type);
+    EXPECT_EQ(chooser.Next(type, TileA).fn, nullptr) << GgmlTypeName(type);
+    EXPECT_EQ(chooser.Next(type, TileA).trial, -1) << GgmlTypeName(type);
   }
   EXPECT_EQ(chooser.Describe().find("Q6_K"), std::string::npos) << chooser.Describe();
+}
+
+TEST(DecodeTileChooser, OffersTheAlternativeOnlyForTheUsualTile) {
+  // A matrix in another layout (Q4_0 not packed: the stored tile) keeps the caller's tile, and its
+  // calls do not count towards the trial.
+  KernelTable table{};
+  table.isa = "test";
+  table.matmul_q4_0_x16 = TileA;
+  table.decode_q4_0_x16_l2 = TileB;
+  DecodeTileChooser chooser(table);
+  for (int call = 0; call < 100; ++call) {
+    EXPECT_EQ(chooser.Next(GgmlType::kQ4_0, TileC).fn, nullptr);
+    EXPECT_EQ(chooser.Next(GgmlType::kQ4_0, nullptr).fn, nullptr);
+  }
+  EXPECT_EQ(chooser.Describe(), "");
+  // The packed tile is tried against its L2-prefetch form, named so.
+  for (int call = 0; call < 4 * DecodeTileChooser::kTrialCalls; ++call) {
+    const DecodeTileChooser::Pick pick = chooser.Next(GgmlType::kQ4_0, TileA);
+    if (call < DecodeTileChooser::kWarmupCalls) {
+      EXPECT_EQ(pick.fn, &TileA);
+      continue;
+    }
+    if (pick.trial < 0) break;
+    chooser.Record(GgmlType::kQ4_0, pick.trial, pick.trial == 0 ? 2e-6 : 1e-6, 1000);
+  }
+  EXPECT_EQ(chooser.Next(GgmlType::kQ4_0, TileA).fn, &TileB);
+  EXPECT_NE(chooser.Describe().find("Q4_0: L1 prefetch 2000.0 ps/B, L2 prefetch 1000.0 ps/B"),
+            std::string::npos)
+      << chooser.Describe();
+  EXPECT_NE(chooser.Describe().find("-> L2 prefetch"), std::string::npos) << chooser.Describe();
 }
 
 TEST(DecodeTileChooser, ManyThreadsAtOnceAgreeOnOneTile) {
@@ -119,7 +151,7 @@ TEST(DecodeTileChooser, ManyThreadsAtOnceAgreeOnOneTile) {
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
       for (int call = 0; call < 200; ++call) {
-        const DecodeTileChooser::Pick pick = chooser.Next(GgmlType::kQ4_K);
+        const DecodeTileChooser::Pick pick = chooser.Next(GgmlType::kQ4_K, TileA);
         if (pick.trial >= 0) {
           chooser.Record(GgmlType::kQ4_K, pick.trial, pick.trial == 0 ? 3e-6 : 1e-6, 1000);
         } else if (call > 150) {

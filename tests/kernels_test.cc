@@ -109,10 +109,11 @@ struct Problem {
     }
   }
 
-  // Runs `table` on rows [i0, i0 + rows) and weight rows [n_begin, n_end) into y (ldy = n + 3).
+  // Runs `table` (its tile for the type, or `tile`) on rows [i0, i0 + rows) and weight rows
+  // [n_begin, n_end) into y (ldy = n + 3).
   void Run(const KernelTable& table, bool fast_copy, int i0, int rows, int n_begin, int n_end,
-           float* y) {
-    const MatmulTileFn fn = MatmulFor(table, type);
+           float* y, MatmulTileFn tile = nullptr) {
+    const MatmulTileFn fn = tile != nullptr ? tile : MatmulFor(table, type);
     ASSERT_NE(fn, nullptr);
     TileScratch scratch;
     MatmulTile tile{
@@ -266,6 +267,34 @@ TEST(KernelsTest, MatmulIsBatchInvariant) {
       }
     }
   }
+}
+
+// The float decode tiles with their prefetches into L2 (KernelTable::decode_f16_l2 ...): the
+// table's own tile's bits, one row or several, every k and output range.
+TEST(KernelsTest, FloatDecodeAlternativesGiveTheTableTilesBits) {
+  int tested = 0;
+  for (const KernelTable* t : AllTables()) {
+    for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16}) {
+      const MatmulTileFn alt = DecodeAlternativeFor(*t, type);
+      if (alt == nullptr) continue;
+      ++tested;
+      for (int k : KSweep(type)) {
+        for (int m : {1, 2, 7}) {
+          SCOPED_TRACE(std::string(t->isa) + " " + GgmlTypeName(type) + " k=" + std::to_string(k) +
+                       " m=" + std::to_string(m));
+          const int n = 45;  // 5 decode tiles of 8 rows and a partial one
+          Problem p(type, m, n, k, 77 + k, 3, 1);
+          const size_t y_size = static_cast<size_t>(m) * p.Ldy();
+          std::vector<float> want(y_size, 0.0f), got(y_size, 0.0f);
+          p.Run(*t, true, 0, m, 0, n, want.data());
+          p.Run(*t, true, 0, m, 0, 19, got.data(), alt);
+          p.Run(*t, true, 0, m, 19, n, got.data(), alt);
+          ASSERT_TRUE(SameBits(want.data(), got.data(), y_size));
+        }
+      }
+    }
+  }
+  if (tested == 0) GTEST_SKIP() << "no table with float decode alternatives on this CPU";
 }
 
 // Prefill-sized batches take the packed float path (k blocks, spilled accumulators, padded tiles);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "io/ggml_type.h"
@@ -119,22 +120,26 @@ TEST(PackedBlocks32Test, PackedTilesGiveScalarBits) {
       p.Run(MatmulFor(ScalarKernels(), type), p.w.data(), p.w_row, 0, p.m, 0, p.n, want);
       ASSERT_GT(std::count_if(want.begin(), want.end(), [](float v) { return v != 0.0f; }), 100);
       for (const KernelTable* table : testing::FastTables()) {
-        const MatmulTileFn fn = PackedMatmulFor(*table, type);
-        if (fn == nullptr) continue;
-        SCOPED_TRACE(table->isa);
-        ++tested;
-        const size_t group_bytes = PackedGroupBytes(type, k);
-        for (int m = 1; m <= 17; ++m) {
-          std::vector<float> got(want.size(), -1.0f);
-          for (int i0 = 0; i0 < p.m; i0 += m) {
-            const int rows = std::min(m, p.m - i0);
-            p.Run(fn, packed.data(), group_bytes, i0, rows, 0, 16, got);
-            p.Run(fn, packed.data(), group_bytes, i0, rows, 16, 48, got);
-            p.Run(fn, packed.data(), group_bytes, i0, rows, 48, p.n, got);
-          }
-          for (size_t e = 0; e < want.size(); ++e) {
-            ASSERT_TRUE(SameBits(got[e], want[e])) << "k " << k << " m " << m << " element " << e
-                                                   << ": " << got[e] << " vs " << want[e];
+        // The table's tile, then its decode alternative (KernelTable::decode_q4_1_x16_l2 ...).
+        for (const MatmulTileFn fn :
+             {PackedMatmulFor(*table, type), DecodeAlternativeFor(*table, type)}) {
+          if (fn == nullptr) continue;
+          SCOPED_TRACE(std::string(table->isa) +
+                       (fn == PackedMatmulFor(*table, type) ? " x16 tile" : " decode alternative"));
+          ++tested;
+          const size_t group_bytes = PackedGroupBytes(type, k);
+          for (int m = 1; m <= 17; ++m) {
+            std::vector<float> got(want.size(), -1.0f);
+            for (int i0 = 0; i0 < p.m; i0 += m) {
+              const int rows = std::min(m, p.m - i0);
+              p.Run(fn, packed.data(), group_bytes, i0, rows, 0, 16, got);
+              p.Run(fn, packed.data(), group_bytes, i0, rows, 16, 48, got);
+              p.Run(fn, packed.data(), group_bytes, i0, rows, 48, p.n, got);
+            }
+            for (size_t e = 0; e < want.size(); ++e) {
+              ASSERT_TRUE(SameBits(got[e], want[e])) << "k " << k << " m " << m << " element " << e
+                                                     << ": " << got[e] << " vs " << want[e];
+            }
           }
         }
       }

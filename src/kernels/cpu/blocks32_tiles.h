@@ -46,6 +46,12 @@ void MatmulQ4_1x16(const MatmulTile& t);
 void MatmulQ5_0x16(const MatmulTile& t);
 void MatmulQ5_1x16(const MatmulTile& t);
 void MatmulIq4Nlx16(const MatmulTile& t);
+// The same with their decode prefetches (one activation row) into L2 instead of L1
+// (prefetch_ahead.h): same bits, another memory access pattern.
+void MatmulQ4_1x16L2(const MatmulTile& t);
+void MatmulQ5_0x16L2(const MatmulTile& t);
+void MatmulQ5_1x16L2(const MatmulTile& t);
+void MatmulIq4Nlx16L2(const MatmulTile& t);
 }  // namespace avx512
 
 }  // namespace kvserve

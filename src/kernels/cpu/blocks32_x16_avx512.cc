@@ -77,7 +77,7 @@ constexpr int kOffset = T == GgmlType::kQ5_0     ? 16
                         : T == GgmlType::kIQ4_NL ? 128
                                                  : 0;
 
-template <GgmlType T, int MR>
+template <GgmlType T, int MR, PrefetchLevel L = PrefetchLevel::kL1>
 void GroupTile(const MatmulTile& t, const uint8_t* group, const int32_t* x_sums, int i0, int j0) {
   const int n_blocks = t.k / 32;
   const size_t quant_bytes = Packed32QuantBytes(T), side_bytes = Packed32SideBytes(T);
@@ -87,8 +87,8 @@ void GroupTile(const MatmulTile& t, const uint8_t* group, const int32_t* x_sums,
   for (int b = 0; b < n_blocks; ++b) {
     __m512i w[8];
     const uint8_t* side = sides + side_bytes * static_cast<size_t>(b);
-    PrefetchBlockAhead(group + quant_bytes * static_cast<size_t>(b), quant_bytes, side, side_bytes,
-                       b);
+    PrefetchBlockAhead<L>(group + quant_bytes * static_cast<size_t>(b), quant_bytes, side,
+                          side_bytes, b);
     LoadWeights<T>(group + quant_bytes * static_cast<size_t>(b), w);
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(side)));
     for (int r = 0; r < MR; ++r) {
@@ -133,7 +133,8 @@ void GroupTileOf(int mr, const MatmulTile& t, const uint8_t* group, const int32_
   }
 }
 
-template <GgmlType T>
+// L: where one activation row's (decode's) tiles prefetch; more rows take the L1 tiles.
+template <GgmlType T, PrefetchLevel L = PrefetchLevel::kL1>
 void MatmulX16(const MatmulTile& t) {
   assert(t.k % 32 == 0 && t.n_begin % kLanes == 0 && t.n_begin <= t.n_end);
   if (t.k == 0) {
@@ -153,6 +154,10 @@ void MatmulX16(const MatmulTile& t) {
   }
   for (int j0 = t.n_begin; j0 < t.n_end; j0 += kLanes) {
     const uint8_t* group = t.w + static_cast<size_t>(j0 / kLanes) * t.w_row_bytes;
+    if (L != PrefetchLevel::kL1 && t.m == 1) {
+      GroupTile<T, 1, L>(t, group, x_sums, 0, j0);
+      continue;
+    }
     for (int i0 = 0; i0 < t.m; i0 += kMr) {
       GroupTileOf<T>(std::min(kMr, t.m - i0), t, group,
                      x_sums != nullptr ? x_sums + static_cast<size_t>(i0) * n_blocks : nullptr, i0,
@@ -167,5 +172,9 @@ void MatmulQ4_1x16(const MatmulTile& t) { MatmulX16<GgmlType::kQ4_1>(t); }
 void MatmulQ5_0x16(const MatmulTile& t) { MatmulX16<GgmlType::kQ5_0>(t); }
 void MatmulQ5_1x16(const MatmulTile& t) { MatmulX16<GgmlType::kQ5_1>(t); }
 void MatmulIq4Nlx16(const MatmulTile& t) { MatmulX16<GgmlType::kIQ4_NL>(t); }
+void MatmulQ4_1x16L2(const MatmulTile& t) { MatmulX16<GgmlType::kQ4_1, PrefetchLevel::kL2>(t); }
+void MatmulQ5_0x16L2(const MatmulTile& t) { MatmulX16<GgmlType::kQ5_0, PrefetchLevel::kL2>(t); }
+void MatmulQ5_1x16L2(const MatmulTile& t) { MatmulX16<GgmlType::kQ5_1, PrefetchLevel::kL2>(t); }
+void MatmulIq4Nlx16L2(const MatmulTile& t) { MatmulX16<GgmlType::kIQ4_NL, PrefetchLevel::kL2>(t); }
 
 }  // namespace kvserve::avx512

@@ -7,9 +7,6 @@ namespace kvserve {
 
 namespace {
 
-constexpr GgmlType kSlotTypes[] = {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
-constexpr const char* kTileNames[] = {"one-pass", "two-pass"};
-
 double Median(std::vector<double> v) {
   if (v.empty()) return 0.0;
   std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
@@ -19,28 +16,41 @@ double Median(std::vector<double> v) {
 }  // namespace
 
 DecodeTileChooser::DecodeTileChooser(const KernelTable& table, std::string_view force) {
-  const MatmulTileFn first[kTypes] = {table.matmul_q4_k_x16, table.matmul_q5_k_x16,
-                                      table.matmul_q6_k_x16};
-  const MatmulTileFn alt[kTypes] = {table.decode_q4_k_x16_alt, table.decode_q5_k_x16_alt,
-                                    table.decode_q6_k_x16_alt};
+  constexpr GgmlType kTypesTried[kTypes] = {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,
+                                            GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16,
+                                            GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1,
+                                            GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kIQ4_NL};
   for (int i = 0; i < kTypes; ++i) {
-    slots_[i].fns = {first[i], alt[i]};
-    if (first[i] == nullptr || alt[i] == nullptr) continue;
-    if (force == "first") slots_[i].chosen = 0;
-    if (force == "alt") slots_[i].chosen = 1;
+    const GgmlType type = kTypesTried[i];
+    const bool is_float =
+        type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16;
+    const bool is_kquant =
+        type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kQ6_K;
+    Slot& slot = slots_[i];
+    slot.type = type;
+    slot.fns = {is_float ? MatmulFor(table, type) : PackedMatmulFor(table, type),
+                DecodeAlternativeFor(table, type)};
+    // The K-quants' alternative reads in two passes; the others prefetch into L2.
+    slot.names = is_kquant ? std::array<const char*, 2>{"one-pass", "two-pass"}
+                           : std::array<const char*, 2>{"L1 prefetch", "L2 prefetch"};
+    if (slot.fns[0] == nullptr || slot.fns[1] == nullptr) continue;
+    if (force == "first") slot.chosen = 0;
+    if (force == "alt") slot.chosen = 1;
   }
 }
 
-int DecodeTileChooser::SlotOf(GgmlType type) {
+int DecodeTileChooser::SlotOf(GgmlType type) const {
   for (int i = 0; i < kTypes; ++i) {
-    if (kSlotTypes[i] == type) return i;
+    if (slots_[i].type == type) return i;
   }
   return -1;
 }
 
-DecodeTileChooser::Pick DecodeTileChooser::Next(GgmlType type) {
+DecodeTileChooser::Pick DecodeTileChooser::Next(GgmlType type, MatmulTileFn usual) {
   const int i = SlotOf(type);
-  if (i < 0 || slots_[i].fns[1] == nullptr || slots_[i].fns[0] == nullptr) return {};
+  if (i < 0 || slots_[i].fns[1] == nullptr || slots_[i].fns[0] != usual || usual == nullptr) {
+    return {};
+  }
   Slot& slot = slots_[i];
   const int chosen = slot.chosen.load(std::memory_order_acquire);
   if (chosen >= 0) return {slot.fns[chosen], -1};
@@ -75,13 +85,13 @@ std::string DecodeTileChooser::Describe() const {
                           static_cast<int>(slot.rates[1].size())};
     if (timed[0] == 0 && timed[1] == 0 && chosen < 0) continue;  // no decode matmul timed yet
     if (timed[0] == 0 && timed[1] == 0) {
-      std::snprintf(line, sizeof(line), "%s: %s (set)", GgmlTypeName(kSlotTypes[i]),
-                    kTileNames[chosen]);
+      std::snprintf(line, sizeof(line), "%s: %s (set)", GgmlTypeName(slot.type),
+                    slot.names[chosen]);
     } else {
       std::snprintf(
           line, sizeof(line), "%s: %s %.1f ps/B, %s %.1f ps/B (medians of %d and %d calls) -> %s",
-          GgmlTypeName(kSlotTypes[i]), kTileNames[0], ps_per_byte(0), kTileNames[1], ps_per_byte(1),
-          timed[0], timed[1], chosen >= 0 ? kTileNames[chosen] : "trying");
+          GgmlTypeName(slot.type), slot.names[0], ps_per_byte(0), slot.names[1], ps_per_byte(1),
+          timed[0], timed[1], chosen >= 0 ? slot.names[chosen] : "trying");
     }
     if (!out.empty()) out += "; ";
     out += line;

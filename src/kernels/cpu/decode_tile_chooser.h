@@ -1,7 +1,9 @@
-// Which of a kernel table's two tiles a packed weight type runs at decode (one activation row):
-// the x16 tile (KernelTable::matmul_q4_k_x16, ...) or its alternative (decode_q4_k_x16_alt, ...).
+// Which of a kernel table's two tiles a weight type runs at decode (one activation row): the usual
+// tile (KernelTable::matmul_q4_k_x16, matmul_q4_0_x16, matmul_f16, ...) or its alternative
+// (decode_q4_k_x16_alt: two passes; decode_q4_0_x16_l2, decode_f16_l2, ...: prefetches into L2).
 // Both give the same bits; which reads memory faster depends on the CPU (on a Zen 3 VM the one-pass
-// tile without software prefetch read 20-24 GB/s where the two-pass one with it read 15-17;
+// K-quant tile without software prefetch read 20-24 GB/s where the two-pass one with it read 15-17;
+// on a Zen 4 VM the Q4_0 tile read 26-29 GB/s with L1 prefetches and 34-39 with L2 ones;
 // docs/benchmarks.md), so the choice is made on the machine, from the model's own decode
 // matmuls: after kWarmupCalls, the next 2 x kTrialCalls of each type alternate between the two,
 // timed, and then the one with the lower median of seconds per weight byte runs from then on (the
@@ -27,7 +29,7 @@ namespace kvserve {
 
 class DecodeTileChooser {
  public:
-  // `force`: "" or "auto" to choose by timing, "first" for the x16 tiles, "alt" for the
+  // `force`: "" or "auto" to choose by timing, "first" for the usual tiles, "alt" for the
   // alternatives (where a type has one).
   explicit DecodeTileChooser(const KernelTable& table, std::string_view force = "");
 
@@ -40,25 +42,31 @@ class DecodeTileChooser {
     MatmulTileFn fn = nullptr;  // nullptr: the type has no second tile; use the usual one
     int trial = -1;             // 0 or 1 while trying (time the call and Record it), else -1
   };
-  Pick Next(GgmlType type);
+  // `usual`: the tile the caller would run (the table's tile for the weights' type and layout); an
+  // alternative is offered only for that tile, so a matrix in another layout (not packed) keeps it.
+  Pick Next(GgmlType type, MatmulTileFn usual);
   void Record(GgmlType type, int trial, double seconds, size_t weight_bytes);
 
-  // One entry per type with two tiles: "Q4_K: one-pass 41.2 ps/B (32 calls), two-pass ... ->
-  // one-pass"
-  // ("trying" before the choice; "Q4_K: two-pass (set)" when forced); types with no timed call and
-  // no forced choice are left out. Empty when there is nothing to say.
+  // One entry per type with two tiles: "Q4_K: one-pass 41.2 ps/B, two-pass ... (medians of 32 and
+  // 32 calls) -> one-pass", "Q4_0: L1 prefetch ..., L2 prefetch ... -> L2 prefetch" ("trying"
+  // before the choice; "Q4_K: two-pass (set)" when forced); types with no timed call and no forced
+  // choice are left out. Empty when there is nothing to say.
   std::string Describe() const;
 
  private:
-  static constexpr int kTypes = 3;  // Q4_K, Q5_K, Q6_K
+  // Q4_K, Q5_K, Q6_K (one-pass or two-pass); F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
+  // IQ4_NL (L1 or L2 prefetch).
+  static constexpr int kTypes = 12;
   struct Slot {
+    GgmlType type = GgmlType::kF32;
     std::array<MatmulTileFn, 2> fns{};
+    std::array<const char*, 2> names{};
     std::atomic<int> chosen{-1};
     std::atomic<unsigned> calls{0};
     mutable std::mutex mutex;                  // guards the timings
     std::array<std::vector<double>, 2> rates;  // seconds per byte of each timed call
   };
-  static int SlotOf(GgmlType type);
+  int SlotOf(GgmlType type) const;
 
   std::array<Slot, kTypes> slots_;
 };

@@ -10,5 +10,10 @@ namespace kvserve::avx512 {
 void MatmulF32(const MatmulTile& t);
 void MatmulF16(const MatmulTile& t);
 void MatmulBf16(const MatmulTile& t);
+// The same with the decode tile's prefetches (one activation row) into L2 instead of L1
+// (prefetch_ahead.h): same bits, another memory access pattern.
+void MatmulF32L2(const MatmulTile& t);
+void MatmulF16L2(const MatmulTile& t);
+void MatmulBf16L2(const MatmulTile& t);
 
 }  // namespace kvserve::avx512

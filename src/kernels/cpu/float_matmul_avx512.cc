@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/float_matmul.h"
+#include "kernels/cpu/prefetch_ahead.h"
 #include "kernels/cpu/scratch_buffer.h"
 #include "kernels/cpu/tile_walk.h"
 
@@ -114,8 +115,9 @@ inline __m512 LoadWMasked(const uint8_t* w, int k, __mmask16 mask) {
   }
 }
 
-// y[i0 + r][j0 + c] for r < MR, c < NR, over the whole row length.
-template <WType T, int MR, int NR>
+// y[i0 + r][j0 + c] for r < MR, c < NR, over the whole row length. L: where the decode tile
+// (MR == 1, NR == kNrDecode) prefetches the next tile's rows.
+template <WType T, int MR, int NR, PrefetchLevel L = PrefetchLevel::kL1>
 void FloatTile(const MatmulTile& t, int i0, int j0) {
   const uint8_t* w[NR];
   const float* x[MR];
@@ -139,7 +141,7 @@ void FloatTile(const MatmulTile& t, int i0, int j0) {
     if constexpr (MR == 1 && NR == kNrDecode) {
       const uint8_t* ahead = next_tile + kStepBytes / kLanes * kk;
       for (size_t line = 0; line < kStepBytes; line += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + line), kPrefetchHint<L>);
       }
     }
     __m512 wv[NR];
@@ -466,7 +468,7 @@ void MatmulFloatPacked(const MatmulTile& t) {
   }
 }
 
-template <WType T>
+template <WType T, PrefetchLevel L = PrefetchLevel::kL1>
 void MatmulFloat(const MatmulTile& t) {
   assert(t.m >= 0 && t.k >= 0 && t.n_begin <= t.n_end);
   if (t.m == 1) {
@@ -474,7 +476,7 @@ void MatmulFloat(const MatmulTile& t) {
         1, t.n_begin, t.n_end, 1, [](int, int) {},
         [&](int i0, int, int j0, int nr) {
           if (nr == kNrDecode) {
-            FloatTile<T, 1, kNrDecode>(t, i0, j0);
+            FloatTile<T, 1, kNrDecode, L>(t, i0, j0);
           } else {
             FloatTile<T, 1, 1>(t, i0, j0);
           }
@@ -503,5 +505,8 @@ void MatmulFloat(const MatmulTile& t) {
 void MatmulF32(const MatmulTile& t) { MatmulFloat<WType::kF32>(t); }
 void MatmulF16(const MatmulTile& t) { MatmulFloat<WType::kF16>(t); }
 void MatmulBf16(const MatmulTile& t) { MatmulFloat<WType::kBf16>(t); }
+void MatmulF32L2(const MatmulTile& t) { MatmulFloat<WType::kF32, PrefetchLevel::kL2>(t); }
+void MatmulF16L2(const MatmulTile& t) { MatmulFloat<WType::kF16, PrefetchLevel::kL2>(t); }
+void MatmulBf16L2(const MatmulTile& t) { MatmulFloat<WType::kBf16, PrefetchLevel::kL2>(t); }
 
 }  // namespace kvserve::avx512

@@ -160,4 +160,35 @@ MatmulTileFn PackedMatmulFor(const KernelTable& table, GgmlType type) {
   }
 }
 
+MatmulTileFn DecodeAlternativeFor(const KernelTable& table, GgmlType type) {
+  switch (type) {
+    case GgmlType::kF32:
+      return table.decode_f32_l2;
+    case GgmlType::kF16:
+      return table.decode_f16_l2;
+    case GgmlType::kBF16:
+      return table.decode_bf16_l2;
+    case GgmlType::kQ8_0:
+      return table.decode_q8_0_x16_l2;
+    case GgmlType::kQ4_0:
+      return table.decode_q4_0_x16_l2;
+    case GgmlType::kQ4_K:
+      return table.decode_q4_k_x16_alt;
+    case GgmlType::kQ5_K:
+      return table.decode_q5_k_x16_alt;
+    case GgmlType::kQ6_K:
+      return table.decode_q6_k_x16_alt;
+    case GgmlType::kQ4_1:
+      return table.decode_q4_1_x16_l2;
+    case GgmlType::kQ5_0:
+      return table.decode_q5_0_x16_l2;
+    case GgmlType::kQ5_1:
+      return table.decode_q5_1_x16_l2;
+    case GgmlType::kIQ4_NL:
+      return table.decode_iq4_nl_x16_l2;
+    default:
+      return nullptr;
+  }
+}
+
 }  // namespace kvserve

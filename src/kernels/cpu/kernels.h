@@ -107,6 +107,19 @@ struct KernelTable {
   MatmulTileFn decode_q4_k_x16_alt;
   MatmulTileFn decode_q5_k_x16_alt;
   MatmulTileFn decode_q6_k_x16_alt;
+  // Other decode tiles (one activation row) of the float matrices (stored layout) and of the packed
+  // 32-element block types: the bits of matmul_f32 .. matmul_iq4_nl_x16, with their software
+  // prefetches into L2, twice as far ahead, instead of into L1 (prefetch_ahead.h). Timed against
+  // those by the same chooser. nullptr: none.
+  MatmulTileFn decode_f32_l2;
+  MatmulTileFn decode_f16_l2;
+  MatmulTileFn decode_bf16_l2;
+  MatmulTileFn decode_q8_0_x16_l2;
+  MatmulTileFn decode_q4_0_x16_l2;
+  MatmulTileFn decode_q4_1_x16_l2;
+  MatmulTileFn decode_q5_0_x16_l2;
+  MatmulTileFn decode_q5_1_x16_l2;
+  MatmulTileFn decode_iq4_nl_x16_l2;
   // The other GGML weight types in their stored layout, X in ActivationTypeFor's format. Q2_K ..
   // Q6_K have SIMD tiles on the AVX2 and AVX-512 tables (kquant_tiles_*.cc; Q4_K .. Q6_K run
   // them only when a matrix is not packed, e.g. KVSERVE_PACK=0); Q4_1, Q5_0, Q5_1 and IQ4_NL keep
@@ -162,5 +175,9 @@ GgmlType ActivationTypeFor(GgmlType weight);
 MatmulTileFn MatmulFor(const KernelTable& table, GgmlType type);
 // The same for a matrix in the packed x16 layout; nullptr if the table has no such kernel.
 MatmulTileFn PackedMatmulFor(const KernelTable& table, GgmlType type);
+// The table's other decode tile for `type` (decode_q4_k_x16_alt, decode_f16_l2, ...): an
+// alternative to MatmulFor's tile for F32, F16 and BF16 and to PackedMatmulFor's for the packed
+// types; nullptr where the table has none.
+MatmulTileFn DecodeAlternativeFor(const KernelTable& table, GgmlType type);
 
 }  // namespace kvserve

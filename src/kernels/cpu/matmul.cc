@@ -34,9 +34,9 @@ void Matmul(const KernelTable& kernels, const WeightMatrix& w, const float* x, i
     tile_fn = packed_fn;
     w_bytes = w.packed;
     w_row_bytes = PackedGroupBytes(w.type, w.n_in);
-    if (m == 1 && decode_tiles != nullptr) pick = decode_tiles->Next(w.type);
-    if (pick.fn != nullptr) tile_fn = pick.fn;
   }
+  if (m == 1 && decode_tiles != nullptr) pick = decode_tiles->Next(w.type, tile_fn);
+  if (pick.fn != nullptr) tile_fn = pick.fn;
   assert(tile_fn != nullptr);
   const int k = static_cast<int>(w.n_in);
   const uint8_t* x_bytes = reinterpret_cast<const uint8_t*>(x);
@@ -94,7 +94,7 @@ void Matmul(const KernelTable& kernels, const WeightMatrix& w, const float* x, i
       pool.ParallelShrinkingChunks(n_chunks, 1, run_tile, cost);
       const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
       decode_tiles->Record(w.type, pick.trial, seconds.count(),
-                           w_row_bytes * static_cast<size_t>(n_chunks));
+                           w.row_bytes * static_cast<size_t>(w.n_out));
     }
   } else {
     pool.ParallelFor(n_chunks, run_tile, cost);

@@ -19,18 +19,34 @@ namespace {
 // Bytes of quants ahead of the block being read that are prefetched into L1.
 constexpr size_t kBlockPrefetchAhead = 12288;
 
-// Prefetches the quants kBlockPrefetchAhead bytes ahead of block b's (quant_bytes of them, at
+// Where a decode tile's software prefetches put the lines. kL1: _MM_HINT_T0, kBlockPrefetchAhead
+// ahead (tuned on Intel and Zen 3, where it made a tinyllama Q8_0 decode 29% faster than the
+// hardware prefetcher alone). kL2: _MM_HINT_T1, twice as far. On a Zen 4 VM the L1 prefetches made
+// the Q4_0 and Q8_0 decode tiles slower than no prefetch at all (2 threads, tiles streaming from
+// DRAM: 25.7-29.4 GB/s against 28.1-32.5), where L2 prefetches 24 KiB ahead read 34.0-39.0 GB/s
+// (bench/blocks32_decode_ab.cc, 2026-12-05). Which level is faster is a property of the CPU, so
+// the tables hold both forms of a decode tile and the CPU backend times them
+// (decode_tile_chooser.h). Prefetches change no bits.
+enum class PrefetchLevel { kL1, kL2 };
+template <PrefetchLevel L>
+constexpr size_t kPrefetchAheadBytes =
+    L == PrefetchLevel::kL1 ? kBlockPrefetchAhead : 2 * kBlockPrefetchAhead;
+template <PrefetchLevel L>
+constexpr auto kPrefetchHint = L == PrefetchLevel::kL1 ? _MM_HINT_T0 : _MM_HINT_T1;
+
+// Prefetches the quants kPrefetchAheadBytes<L> bytes ahead of block b's (quant_bytes of them, at
 // `quants`), and the side data (side_bytes per block, block b's at `side`) as many blocks ahead,
 // once per 64-byte line.
+template <PrefetchLevel L = PrefetchLevel::kL1>
 inline void PrefetchBlockAhead(const uint8_t* quants, size_t quant_bytes, const uint8_t* side,
                                size_t side_bytes, int b) {
+  constexpr size_t kAhead = kPrefetchAheadBytes<L>;
   for (size_t line = 0; line < quant_bytes; line += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(quants + kBlockPrefetchAhead + line), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(quants + kAhead + line), kPrefetchHint<L>);
   }
   if (side_bytes * static_cast<size_t>(b) % 64 < side_bytes) {  // the block that starts a line
-    _mm_prefetch(
-        reinterpret_cast<const char*>(side + side_bytes * (kBlockPrefetchAhead / quant_bytes)),
-        _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(side + side_bytes * (kAhead / quant_bytes)),
+                 kPrefetchHint<L>);
   }
 }
 

@@ -31,6 +31,10 @@ void MatmulQ4_0(const MatmulTile& t);
 // The same on matrices in the x16 layout of packed_weights.h.
 void MatmulQ8_0x16(const MatmulTile& t);
 void MatmulQ4_0x16(const MatmulTile& t);
+// The x16 tiles with their decode prefetches (one activation row) into L2 instead of L1
+// (prefetch_ahead.h): same bits, another memory access pattern.
+void MatmulQ8_0x16L2(const MatmulTile& t);
+void MatmulQ4_0x16L2(const MatmulTile& t);
 }  // namespace avx512
 
 }  // namespace kvserve

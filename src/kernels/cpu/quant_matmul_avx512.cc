@@ -245,8 +245,8 @@ inline void LoadPackedBlock(const uint8_t* quants, __m512i wq[8]) {
 // GroupTile for one activation row of Q4_0 (decode): the high nibbles are multiplied in place,
 // masked with 0xf0 (16 x nibble), and their exact sum is shifted back by 4 bits, which saves the
 // shift of every unpacked dword; the block sum, and so the result, is the same integer.
-inline void Q4DecodeTile(const uint8_t* group, int n_blocks, const XPair* x, float* y,
-                         __mmask16 mask) {
+template <PrefetchLevel L>
+void Q4DecodeTile(const uint8_t* group, int n_blocks, const XPair* x, float* y, __mmask16 mask) {
   const uint8_t* scales = group + kQuantBytes<QType::kQ4_0> * static_cast<size_t>(n_blocks);
   const __m512i low = _mm512_set1_epi8(0x0f);
   const __m512i high = _mm512_set1_epi8(static_cast<char>(0xf0));
@@ -259,7 +259,8 @@ inline void Q4DecodeTile(const uint8_t* group, int n_blocks, const XPair* x, flo
     const int8_t* xq = xp.q + 32 * (b % 2);
     __m512i s_low = _mm512_set1_epi32(xp.block_corr[b % 2]);
     __m512i s_high16 = _mm512_setzero_si512();
-    PrefetchBlockAhead(quants, kQuantBytes<QType::kQ4_0>, scales + kScaleBytes * b, kScaleBytes, b);
+    PrefetchBlockAhead<L>(quants, kQuantBytes<QType::kQ4_0>, scales + kScaleBytes * b, kScaleBytes,
+                          b);
     for (int d = 0; d < 4; ++d) {
       const __m512i g = _mm512_load_si512(quants + 64 * d);
       s_low = DpbusdBcast(s_low, _mm512_and_si512(g, low), xq + 4 * d);
@@ -271,19 +272,19 @@ inline void Q4DecodeTile(const uint8_t* group, int n_blocks, const XPair* x, flo
   _mm512_mask_storeu_ps(y, mask, acc);
 }
 
-template <QType Q, int MR>
+template <QType Q, int MR, PrefetchLevel L = PrefetchLevel::kL1>
 void GroupTile(const uint8_t* group, int n_blocks, const XPair* const* x, float* const* y,
                __mmask16 mask) {
   if constexpr (Q == QType::kQ4_0 && MR == 1) {
-    return Q4DecodeTile(group, n_blocks, x[0], y[0], mask);
+    return Q4DecodeTile<L>(group, n_blocks, x[0], y[0], mask);
   }
   const uint8_t* scales = group + kQuantBytes<Q> * static_cast<size_t>(n_blocks);
   __m512 acc[MR];
   for (int r = 0; r < MR; ++r) acc[r] = _mm512_setzero_ps();
   for (int b = 0; b < n_blocks; ++b) {
     __m512i wq[8];
-    PrefetchBlockAhead(group + kQuantBytes<Q> * static_cast<size_t>(b), kQuantBytes<Q>,
-                       scales + kScaleBytes * b, kScaleBytes, b);
+    PrefetchBlockAhead<L>(group + kQuantBytes<Q> * static_cast<size_t>(b), kQuantBytes<Q>,
+                          scales + kScaleBytes * b, kScaleBytes, b);
     LoadPackedBlock<Q>(group + kQuantBytes<Q> * static_cast<size_t>(b), wq);
     const __m512 dw = _mm512_cvtph_ps(
         _mm256_load_si256(reinterpret_cast<const __m256i*>(scales + kScaleBytes * b)));
@@ -303,7 +304,7 @@ void GroupTile(const uint8_t* group, int n_blocks, const XPair* const* x, float*
   for (int r = 0; r < MR; ++r) _mm512_mask_storeu_ps(y[r], mask, acc[r]);
 }
 
-template <QType Q, int MR>
+template <QType Q, int MR, PrefetchLevel L = PrefetchLevel::kL1>
 void GroupTileRows(const MatmulTile& t, const uint8_t* group, const XPair* packed, int n_pairs,
                    int m0, int i0, int j0) {
   const XPair* x[MR];
@@ -312,7 +313,7 @@ void GroupTileRows(const MatmulTile& t, const uint8_t* group, const XPair* packe
     x[r] = packed + static_cast<size_t>(i0 + r - m0) * n_pairs;
     y[r] = t.y + static_cast<size_t>(i0 + r) * t.ldy + j0;
   }
-  GroupTile<Q, MR>(group, t.k / 32, x, y, StoreMask(j0, t.n_end));
+  GroupTile<Q, MR, L>(group, t.k / 32, x, y, StoreMask(j0, t.n_end));
 }
 
 // The tile of rows [i0, i0 + mr) with mr (1 .. kMr) fixed at compile time.
@@ -325,10 +326,14 @@ void GroupTileRowsOf(int mr, const MatmulTile& t, const uint8_t* group, const XP
   }
 }
 
-// Activation rows [m0, m1) against one packed group, in register tiles of up to kMr rows.
-template <QType Q>
+// Activation rows [m0, m1) against one packed group, in register tiles of up to kMr rows. The
+// prefetch level applies to one row (decode); more rows take the L1 tiles.
+template <QType Q, PrefetchLevel L>
 void GroupRows(const MatmulTile& t, const uint8_t* group, const XPair* packed, int n_pairs, int m0,
                int m1, int j0) {
+  if (L != PrefetchLevel::kL1 && m1 - m0 == 1) {
+    return GroupTileRows<Q, 1, L>(t, group, packed, n_pairs, m0, m0, j0);
+  }
   for (int i = m0; i < m1; i += kMr) {
     GroupTileRowsOf<Q>(m1 - i < kMr ? m1 - i : kMr, t, group, packed, n_pairs, m0, i, j0);
   }
@@ -336,7 +341,7 @@ void GroupRows(const MatmulTile& t, const uint8_t* group, const XPair* packed, i
 
 // kPacked: t.w is a packed matrix (packed_weights.h), t.w_row_bytes the bytes of one 16-row group
 // and t.n_begin a multiple of 16; otherwise the stored layout.
-template <QType Q, bool kPacked>
+template <QType Q, bool kPacked, PrefetchLevel L = PrefetchLevel::kL1>
 void MatmulQuant(const MatmulTile& t) {
   assert(t.k % 32 == 0 && t.m >= 0 && t.n_begin <= t.n_end);
   assert(!kPacked || t.n_begin % kLanes == 0);
@@ -379,7 +384,7 @@ void MatmulQuant(const MatmulTile& t) {
       } else {
         TransposeGroup<Q>(t, j0, transposed);
       }
-      GroupRows<Q>(t, group, packed, n_pairs, m0, m1, j0);
+      GroupRows<Q, L>(t, group, packed, n_pairs, m0, m1, j0);
     }
   }
 }
@@ -390,5 +395,11 @@ void MatmulQ8_0(const MatmulTile& t) { MatmulQuant<QType::kQ8_0, false>(t); }
 void MatmulQ4_0(const MatmulTile& t) { MatmulQuant<QType::kQ4_0, false>(t); }
 void MatmulQ8_0x16(const MatmulTile& t) { MatmulQuant<QType::kQ8_0, true>(t); }
 void MatmulQ4_0x16(const MatmulTile& t) { MatmulQuant<QType::kQ4_0, true>(t); }
+void MatmulQ8_0x16L2(const MatmulTile& t) {
+  MatmulQuant<QType::kQ8_0, true, PrefetchLevel::kL2>(t);
+}
+void MatmulQ4_0x16L2(const MatmulTile& t) {
+  MatmulQuant<QType::kQ4_0, true, PrefetchLevel::kL2>(t);
+}
 
 }  // namespace kvserve::avx512

@@ -1,0 +1,188 @@
+// In-process A/B of up to four versions of the AVX-512 Q4_0 / Q8_0 x16 tiles at decode (m = 1),
+// the way the engine runs them: the engine's ThreadPool (THREADS, default 2),
+// ParallelShrinkingChunks over 16-row groups, tinyllama's shapes, and enough copies of each matrix
+// (256 MB) that every call reads from DRAM. The versions alternate call by call, so a drift of the
+// machine's bandwidth hits them alike; medians of 30 rounds. Checks that every version gives the
+// first one's bits. A last row, "read", is a plain read of the same bytes (vpternlog of 64-byte
+// loads, the same ParallelShrinkingChunks): the rate this access pattern could reach. TYPE=q8_0
+// runs Q8_0 instead of Q4_0. SMALL=1 runs one 256-row matrix that stays in L2 instead (the tiles'
+// compute rate).
+//
+// Not part of the CMake build. Each version is a copy of quant_matmul_avx512.cc compiled as its
+// own object with its exported names renamed (-D), e.g. for the committed version and the working
+// copy:
+//   git show HEAD:src/kernels/cpu/quant_matmul_avx512.cc > /tmp/b32ab_a.cc
+//   cp src/kernels/cpu/quant_matmul_avx512.cc /tmp/b32ab_b.cc
+//   for v in A:a B:b; do g++ -std=c++20 -O2 -march=x86-64-v4 -mavx512vnni -Isrc -c
+//       /tmp/b32ab_${v#*:}.cc -DMatmulQ8_0=${v%:*}Q8_0 -DMatmulQ4_0=${v%:*}Q4_0
+//       -DMatmulQ8_0x16=${v%:*}Q8_0x16 -DMatmulQ4_0x16=${v%:*}Q4_0x16 -o /tmp/b32ab_${v#*:}.o; done
+//   g++ -std=c++20 -O2 -march=x86-64-v4 -Isrc bench/blocks32_decode_ab.cc /tmp/b32ab_{a,b}.o
+//       -DB32AB_VARIANTS=2 build/libkvserve_{kernels,kv,io,util}.a -lpthread -o /tmp/b32ab
+//   /tmp/b32ab
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/packed_weights.h"
+#include "kernels/cpu/scratch_buffer.h"
+#include "kernels/quantize.h"
+#include "util/large_memory.h"
+#include "util/thread_pool.h"
+
+#ifndef B32AB_VARIANTS
+#define B32AB_VARIANTS 2
+#endif
+
+namespace kvserve::avx512 {
+void AQ4_0x16(const MatmulTile& t);
+void AQ8_0x16(const MatmulTile& t);
+void BQ4_0x16(const MatmulTile& t);
+void BQ8_0x16(const MatmulTile& t);
+#if B32AB_VARIANTS > 2
+void CQ4_0x16(const MatmulTile& t);
+void CQ8_0x16(const MatmulTile& t);
+#endif
+#if B32AB_VARIANTS > 3
+void DQ4_0x16(const MatmulTile& t);
+void DQ8_0x16(const MatmulTile& t);
+#endif
+}  // namespace kvserve::avx512
+
+namespace {
+
+using kvserve::GgmlType;
+using Variant = void (*)(const kvserve::MatmulTile&);
+
+// One weight matrix of n x k in the packed x16 layout, `copies` times, and one Q8_0 activation row.
+struct Problem {
+  GgmlType type;
+  int n, k;
+  size_t group_bytes;
+  std::vector<uint8_t*> copies;
+  std::vector<uint8_t> x;
+
+  Problem(GgmlType t, int n_out, int n_in, int n_copies) : type(t), n(n_out), k(n_in) {
+    const size_t row_bytes = kvserve::RowBytes(type, k);
+    std::vector<uint8_t> stored(row_bytes * n);
+    std::mt19937 rng(1);
+    std::uniform_real_distribution<float> dist(-1, 1);
+    std::vector<float> row(k);
+    for (int j = 0; j < n; ++j) {
+      for (float& v : row) v = dist(rng);
+      kvserve::QuantizeRow(type, row.data(), k, stored.data() + row_bytes * j);
+    }
+    group_bytes = kvserve::PackedGroupBytes(type, k);
+    for (int c = 0; c < n_copies; ++c) {
+      auto* p = static_cast<uint8_t*>(kvserve::AllocateLarge(group_bytes * groups()));
+      kvserve::PackGroups(type, stored.data(), row_bytes, n, k, 0, groups(), p);
+      copies.push_back(p);
+    }
+    x.resize(kvserve::RowBytes(GgmlType::kQ8_0, k));
+    for (float& v : row) v = dist(rng);
+    kvserve::QuantizeRow(GgmlType::kQ8_0, row.data(), k, x.data());
+  }
+  ~Problem() {
+    for (uint8_t* p : copies) kvserve::FreeLarge(p);
+  }
+  int groups() const { return n / 16; }
+  size_t bytes() const { return group_bytes * groups(); }
+};
+
+// The "read" row: every byte of the tile's groups loaded once, folded so that nothing is dropped.
+__attribute__((target("avx512f"))) void ReadTile(const kvserve::MatmulTile& t) {
+  __m512i a = _mm512_setzero_si512(), b = _mm512_setzero_si512();
+  for (int j0 = t.n_begin; j0 < t.n_end; j0 += 16) {
+    const uint8_t* g = t.w + static_cast<size_t>(j0 / 16) * t.w_row_bytes;
+    for (size_t o = 0; o < t.w_row_bytes; o += 128) {
+      a = _mm512_xor_si512(a, _mm512_load_si512(g + o));
+      b = _mm512_xor_si512(b, _mm512_load_si512(g + o + 64));
+    }
+  }
+  t.y[t.n_begin] = static_cast<float>(_mm512_reduce_add_epi32(_mm512_xor_si512(a, b)));
+}
+
+// Seconds per matmul of `variant` over all copies, as the engine's decode matmul runs it.
+double TimeOnce(kvserve::ThreadPool& pool, Variant variant, const Problem& p, int calls,
+                int& next_copy, std::vector<float>& y) {
+  kvserve::TileScratch scratch[8];
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int call = 0; call < calls; ++call) {
+    const uint8_t* w = p.copies[next_copy++ % p.copies.size()];
+    pool.ParallelShrinkingChunks(p.groups(), 1, [&](int64_t g0, int64_t g1, int thread) {
+      const kvserve::MatmulTile tile{.w = w,
+                                     .w_row_bytes = p.group_bytes,
+                                     .x = p.x.data(),
+                                     .x_row_bytes = p.x.size(),
+                                     .m = 1,
+                                     .k = p.k,
+                                     .n_begin = static_cast<int>(g0 * 16),
+                                     .n_end = static_cast<int>(g1 * 16),
+                                     .y = y.data(),
+                                     .ldy = p.n,
+                                     .scratch = &scratch[thread]};
+      variant(tile);
+    });
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / calls;
+}
+
+}  // namespace
+
+int main() {
+  namespace k5 = kvserve::avx512;
+  const bool q8 = std::getenv("TYPE") != nullptr && std::string(std::getenv("TYPE")) == "q8_0";
+  std::vector<Variant> variants = {
+    q8 ? k5::AQ8_0x16 : k5::AQ4_0x16,
+    q8 ? k5::BQ8_0x16 : k5::BQ4_0x16,
+#if B32AB_VARIANTS > 2
+    q8 ? k5::CQ8_0x16 : k5::CQ4_0x16,
+#endif
+#if B32AB_VARIANTS > 3
+    q8 ? k5::DQ8_0x16 : k5::DQ4_0x16,
+#endif
+  };
+  const size_t n_kernels = variants.size();
+  variants.push_back(ReadTile);
+  const int threads = std::getenv("THREADS") != nullptr ? std::atoi(std::getenv("THREADS")) : 2;
+  const bool small = std::getenv("SMALL") != nullptr;
+  const std::vector<std::pair<int, int>> shapes =
+      small ? std::vector<std::pair<int, int>>{{256, 2048}}
+            : std::vector<std::pair<int, int>>{{2048, 2048}, {5632, 2048}, {2048, 5632}};
+  const GgmlType type = q8 ? GgmlType::kQ8_0 : GgmlType::kQ4_0;
+  kvserve::ThreadPool pool(threads);
+  for (auto [n, k] : shapes) {
+    const size_t bytes = kvserve::PackedGroupBytes(type, k) * (n / 16);
+    const int copies = small ? 1 : std::max<int>(4, static_cast<int>(256e6 / bytes));
+    const Problem p(type, n, k, copies);
+    std::vector<std::vector<double>> seconds(variants.size());
+    std::vector<float> y(n), first(n);
+    int next_copy = 0;
+    for (int round = 0; round < 30; ++round) {
+      for (size_t v = 0; v < variants.size(); ++v) {
+        seconds[v].push_back(TimeOnce(pool, variants[v], p, small ? 200 : copies, next_copy, y));
+        if (v == 0) first = y;
+        if (v > 0 && v < n_kernels && std::memcmp(y.data(), first.data(), sizeof(float) * n) != 0) {
+          std::printf("variant %c gives other bits than A\n", static_cast<char>('A' + v));
+          return 1;
+        }
+      }
+    }
+    for (size_t v = 0; v < variants.size(); ++v) {
+      std::sort(seconds[v].begin(), seconds[v].end());
+      const double median = seconds[v][seconds[v].size() / 2];
+      std::printf("%s %5dx%-5d %-4s median %5.1f GB/s (%7.1f us)  best %5.1f GB/s\n",
+                  kvserve::GgmlTypeName(type), n, k,
+                  v < n_kernels ? std::string(1, static_cast<char>('A' + v)).c_str() : "read",
+                  p.bytes() / median / 1e9, median * 1e6, p.bytes() / seconds[v][0] / 1e9);
+    }
+  }
+}
