@@ -23,6 +23,8 @@ KernelTable TwoTileTable() {
   table.isa = "test";
   table.matmul_q4_k_x16 = TileA;
   table.decode_q4_k_x16_alt = TileB;
+  table.kquant_decode_first_name = "one-pass";
+  table.kquant_decode_alt_name = "two-pass";
   table.matmul_q6_k_x16 = TileA;  // no alternative for Q6_K
   return table;
 }

@@ -30,9 +30,13 @@ DecodeTileChooser::DecodeTileChooser(const KernelTable& table, std::string_view 
     slot.type = type;
     slot.fns = {is_float ? MatmulFor(table, type) : PackedMatmulFor(table, type),
                 DecodeAlternativeFor(table, type)};
-    // The K-quants' alternative reads in two passes; the others prefetch into L2.
-    slot.names = is_kquant ? std::array<const char*, 2>{"one-pass", "two-pass"}
-                           : std::array<const char*, 2>{"L1 prefetch", "L2 prefetch"};
+    // The K-quants' tiles are named by the table; the others' alternatives prefetch into L2.
+    const char* first_name = table.kquant_decode_first_name;
+    const char* alt_name = table.kquant_decode_alt_name;
+    slot.names = is_kquant
+                     ? std::array<const char*, 2>{first_name != nullptr ? first_name : "first",
+                                                  alt_name != nullptr ? alt_name : "alt"}
+                     : std::array<const char*, 2>{"L1 prefetch", "L2 prefetch"};
     if (slot.fns[0] == nullptr || slot.fns[1] == nullptr) continue;
     if (force == "first") slot.chosen = 0;
     if (force == "alt") slot.chosen = 1;

@@ -1,6 +1,7 @@
 // Which of a kernel table's two tiles a weight type runs at decode (one activation row): the usual
 // tile (KernelTable::matmul_q4_k_x16, matmul_q4_0_x16, matmul_f16, ...) or its alternative
-// (decode_q4_k_x16_alt: two passes; decode_q4_0_x16_l2, decode_f16_l2, ...: prefetches into L2).
+// (decode_q4_k_x16_alt: two passes on AVX2, no software prefetch on AVX-512; decode_q4_0_x16_l2,
+// decode_f16_l2, ...: prefetches into L2).
 // Both give the same bits; which reads memory faster depends on the CPU (on a Zen 3 VM the one-pass
 // K-quant tile without software prefetch read 20-24 GB/s where the two-pass one with it read 15-17;
 // on a Zen 4 VM the Q4_0 tile read 26-29 GB/s with L1 prefetches and 34-39 with L2 ones;
@@ -54,8 +55,8 @@ class DecodeTileChooser {
   std::string Describe() const;
 
  private:
-  // Q4_K, Q5_K, Q6_K (one-pass or two-pass); F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
-  // IQ4_NL (L1 or L2 prefetch).
+  // Q4_K, Q5_K, Q6_K (named by the table: one-pass or two-pass, prefetch or not); F32, F16, BF16,
+  // Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL (L1 or L2 prefetch).
   static constexpr int kTypes = 12;
   struct Slot {
     GgmlType type = GgmlType::kF32;

@@ -107,6 +107,10 @@ struct KernelTable {
   MatmulTileFn decode_q4_k_x16_alt;
   MatmulTileFn decode_q5_k_x16_alt;
   MatmulTileFn decode_q6_k_x16_alt;
+  // What the K-quants' two decode tiles are, for `kvserve bench`'s report: "one-pass" and
+  // "two-pass" (AVX2 tables), "prefetch" and "no prefetch" (AVX-512). nullptr: "first", "alt".
+  const char* kquant_decode_first_name;
+  const char* kquant_decode_alt_name;
   // Other decode tiles (one activation row) of the float matrices (stored layout) and of the packed
   // 32-element block types: the bits of matmul_f32 .. matmul_iq4_nl_x16, with their software
   // prefetches into L2, twice as far ahead, instead of into L1 (prefetch_ahead.h). Timed against

@@ -62,6 +62,13 @@ void MatmulQ6_K(const MatmulTile& t);
 void MatmulQ4_Kx16(const MatmulTile& t);
 void MatmulQ5_Kx16(const MatmulTile& t);
 void MatmulQ6_Kx16(const MatmulTile& t);
+// The x16 tiles without their software prefetches (the hardware prefetchers alone): same bits.
+// On a Zen 4 VM, one thread, m = 1, weights from memory: Q4_K 288 -> 194 and Q6_K 358 -> 295
+// cycles per row-super-block, Q5_K 509 -> 853 (bench/kquant_tile_bench.cc); the CPU backend times
+// both (KernelTable::decode_q4_k_x16_alt, decode_tile_chooser.h).
+void MatmulQ4_Kx16NoPrefetch(const MatmulTile& t);
+void MatmulQ5_Kx16NoPrefetch(const MatmulTile& t);
+void MatmulQ6_Kx16NoPrefetch(const MatmulTile& t);
 }  // namespace avx512
 
 }  // namespace kvserve

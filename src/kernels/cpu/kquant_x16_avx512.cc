@@ -330,7 +330,9 @@ void SuperBlockRowsOf(int mr, const uint8_t* quant, int b, const uint8_t* const*
 }
 
 // Rows [i0, i0 + n_rows) (n_rows <= kPassRows) of the outputs j0 .. j0 + 15 of one group.
-template <GgmlType T>
+// kPrefetch: the first chunk of rows prefetches the weights ahead (software); else the hardware
+// prefetchers alone.
+template <GgmlType T, bool kPrefetch>
 void GroupPass(const MatmulTile& t, const uint8_t* group, int i0, int n_rows, int j0) {
   constexpr size_t kStride = T == GgmlType::kQ6_K   ? kQ6KStride
                              : T == GgmlType::kQ5_K ? kQ5KStride
@@ -341,7 +343,7 @@ void GroupPass(const MatmulTile& t, const uint8_t* group, int i0, int n_rows, in
   for (int b = 0; b < t.k / 256; ++b) {
     const uint8_t* quant = group + kStride * static_cast<size_t>(b) + kKSideBytes;
     for (int c = 0; c < n_rows; c += kMr) {
-      SuperBlockRowsOf<T>(std::min(kMr, n_rows - c), quant, b, x + c, c == 0, acc + c);
+      SuperBlockRowsOf<T>(std::min(kMr, n_rows - c), quant, b, x + c, kPrefetch && c == 0, acc + c);
     }
   }
   const __mmask16 mask = StoreMask(j0, t.n_end);
@@ -351,7 +353,7 @@ void GroupPass(const MatmulTile& t, const uint8_t* group, int i0, int n_rows, in
   }
 }
 
-template <GgmlType T>
+template <GgmlType T, bool kPrefetch = true>
 void MatmulKx16(const MatmulTile& t) {
   assert(t.k % 256 == 0 && t.n_begin % kLanes == 0 && t.n_begin <= t.n_end);
   if (t.k == 0) {
@@ -363,7 +365,7 @@ void MatmulKx16(const MatmulTile& t) {
   for (int j0 = t.n_begin; j0 < t.n_end; j0 += kLanes) {
     const uint8_t* group = t.w + static_cast<size_t>(j0 / kLanes) * t.w_row_bytes;
     for (int i0 = 0; i0 < t.m; i0 += kPassRows) {
-      GroupPass<T>(t, group, i0, std::min(kPassRows, t.m - i0), j0);
+      GroupPass<T, kPrefetch>(t, group, i0, std::min(kPassRows, t.m - i0), j0);
     }
   }
 }
@@ -373,5 +375,8 @@ void MatmulKx16(const MatmulTile& t) {
 void MatmulQ4_Kx16(const MatmulTile& t) { MatmulKx16<GgmlType::kQ4_K>(t); }
 void MatmulQ5_Kx16(const MatmulTile& t) { MatmulKx16<GgmlType::kQ5_K>(t); }
 void MatmulQ6_Kx16(const MatmulTile& t) { MatmulKx16<GgmlType::kQ6_K>(t); }
+void MatmulQ4_Kx16NoPrefetch(const MatmulTile& t) { MatmulKx16<GgmlType::kQ4_K, false>(t); }
+void MatmulQ5_Kx16NoPrefetch(const MatmulTile& t) { MatmulKx16<GgmlType::kQ5_K, false>(t); }
+void MatmulQ6_Kx16NoPrefetch(const MatmulTile& t) { MatmulKx16<GgmlType::kQ6_K, false>(t); }
 
 }  // namespace kvserve::avx512
