@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <set>
 #include <thread>
 #include <vector>
@@ -97,6 +98,30 @@ TEST(DecodeTileChooser, MediansAndTheMarginDecide) {
     noisy.Record(GgmlType::kQ4_K, pick.trial, seconds, 1000);
   }
   EXPECT_EQ(kept, &TileA) << noisy.Describe();
+}
+
+TEST(DecodeTileChooser, AModelsCycleOfShapesDoesNotDecide) {
+  // Two equally fast tiles, and matrices of one type called in a cycle of two shapes, one 3x
+  // slower per byte (the matrices in L3 or not, a short or a long row): each tile must be timed on
+  // both shapes alike, so the usual tile stays. Strict alternation gave the alternative every fast
+  // shape and kept it.
+  const KernelTable table = TwoTileTable();
+  DecodeTileChooser chooser(table);
+  MatmulTileFn kept = nullptr;
+  std::array<std::array<int, 2>, 2> timed{};  // [tile][shape]
+  for (int call = 0; call < 1000 && kept == nullptr; ++call) {
+    const DecodeTileChooser::Pick pick = chooser.Next(GgmlType::kQ4_K, TileA);
+    const int shape = call % 2;
+    if (pick.trial < 0) {
+      if (call >= DecodeTileChooser::kWarmupCalls) kept = pick.fn;
+      continue;
+    }
+    ++timed[pick.trial][shape];
+    chooser.Record(GgmlType::kQ4_K, pick.trial, shape == 0 ? 3e-6 : 1e-6, 1000);
+  }
+  EXPECT_EQ(kept, &TileA) << chooser.Describe();
+  EXPECT_EQ(timed[0][0], timed[0][1]);
+  EXPECT_EQ(timed[1][0], timed[1][1]);
 }
 
 TEST(DecodeTileChooser, ForcedOrSingleTilesAreNotTried) {

@@ -6,8 +6,9 @@
 // K-quant tile without software prefetch read 20-24 GB/s where the two-pass one with it read 15-17;
 // on a Zen 4 VM the Q4_0 tile read 26-29 GB/s with L1 prefetches and 34-39 with L2 ones;
 // docs/benchmarks.md), so the choice is made on the machine, from the model's own decode
-// matmuls: after kWarmupCalls, the next 2 x kTrialCalls of each type alternate between the two,
-// timed, and then the one with the lower median of seconds per weight byte runs from then on (the
+// matmuls: after kWarmupCalls, the next 2 x kTrialCalls of each type alternate between the two
+// (in the Thue-Morse order, so that a model's fixed cycle of shapes favours neither), timed, and
+// then the one with the lower median of seconds per weight byte runs from then on (the
 // alternative only if it is faster by more than kMargin: the x16 tile is the default). Medians,
 // because one call that the OS interrupts can take 10x the others. The trial costs no extra work
 // (each call computes its real result) and at most half of those calls at the slower speed.
