@@ -32,6 +32,11 @@ void MatmulQ4_1x16(const MatmulTile& t);
 void MatmulQ5_0x16(const MatmulTile& t);
 void MatmulQ5_1x16(const MatmulTile& t);
 void MatmulIq4Nlx16(const MatmulTile& t);
+// The same with their decode prefetches into L2 (prefetch_ahead.h): same bits.
+void MatmulQ4_1x16L2(const MatmulTile& t);
+void MatmulQ5_0x16L2(const MatmulTile& t);
+void MatmulQ5_1x16L2(const MatmulTile& t);
+void MatmulIq4Nlx16L2(const MatmulTile& t);
 }  // namespace avx2
 
 namespace avxvnni {  // blocks32_x16_avxvnni.cc
@@ -39,6 +44,11 @@ void MatmulQ4_1x16(const MatmulTile& t);
 void MatmulQ5_0x16(const MatmulTile& t);
 void MatmulQ5_1x16(const MatmulTile& t);
 void MatmulIq4Nlx16(const MatmulTile& t);
+// The same with their decode prefetches into L2 (prefetch_ahead.h): same bits.
+void MatmulQ4_1x16L2(const MatmulTile& t);
+void MatmulQ5_0x16L2(const MatmulTile& t);
+void MatmulQ5_1x16L2(const MatmulTile& t);
+void MatmulIq4Nlx16L2(const MatmulTile& t);
 }  // namespace avxvnni
 
 namespace avx512 {

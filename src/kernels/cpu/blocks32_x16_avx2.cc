@@ -7,5 +7,9 @@ void MatmulQ4_1x16(const MatmulTile& t) { MatmulX16<GgmlType::kQ4_1>(t); }
 void MatmulQ5_0x16(const MatmulTile& t) { MatmulX16<GgmlType::kQ5_0>(t); }
 void MatmulQ5_1x16(const MatmulTile& t) { MatmulX16<GgmlType::kQ5_1>(t); }
 void MatmulIq4Nlx16(const MatmulTile& t) { MatmulX16<GgmlType::kIQ4_NL>(t); }
+void MatmulQ4_1x16L2(const MatmulTile& t) { MatmulX16<GgmlType::kQ4_1, PrefetchLevel::kL2>(t); }
+void MatmulQ5_0x16L2(const MatmulTile& t) { MatmulX16<GgmlType::kQ5_0, PrefetchLevel::kL2>(t); }
+void MatmulQ5_1x16L2(const MatmulTile& t) { MatmulX16<GgmlType::kQ5_1, PrefetchLevel::kL2>(t); }
+void MatmulIq4Nlx16L2(const MatmulTile& t) { MatmulX16<GgmlType::kIQ4_NL, PrefetchLevel::kL2>(t); }
 
 }  // namespace kvserve::avx2

@@ -116,7 +116,7 @@ inline __m256i Dot4(const __m256i* w, const int8_t* xq) {
   }
 }
 
-template <GgmlType T, int MR>
+template <GgmlType T, int MR, PrefetchLevel L = PrefetchLevel::kL1>
 void HalfTile(const MatmulTile& t, const uint8_t* group, const int32_t* x_sums, int i0, int j0,
               int h) {
   const int n_blocks = t.k / 32;
@@ -128,8 +128,8 @@ void HalfTile(const MatmulTile& t, const uint8_t* group, const int32_t* x_sums, 
     __m256i w[8];
     const uint8_t* side = sides + side_bytes * static_cast<size_t>(b);
     if (h == 0) {
-      PrefetchBlockAhead(group + quant_bytes * static_cast<size_t>(b), quant_bytes, side,
-                         side_bytes, b);
+      PrefetchBlockAhead<L>(group + quant_bytes * static_cast<size_t>(b), quant_bytes, side,
+                            side_bytes, b);
     }
     LoadWeights<T>(group + quant_bytes * static_cast<size_t>(b) + 32 * h, w);
     const __m256 dw =
@@ -171,7 +171,8 @@ void HalfTileOf(int mr, const MatmulTile& t, const uint8_t* group, const int32_t
   }
 }
 
-template <GgmlType T>
+// L: where one activation row's (decode's) tiles prefetch; more rows take the L1 tiles.
+template <GgmlType T, PrefetchLevel L = PrefetchLevel::kL1>
 void MatmulX16(const MatmulTile& t) {
   assert(t.k % 32 == 0 && t.n_begin % kGroupRows == 0 && t.n_begin <= t.n_end);
   if (t.k == 0) {
@@ -191,6 +192,10 @@ void MatmulX16(const MatmulTile& t) {
   for (int j0 = t.n_begin; j0 < t.n_end; j0 += kGroupRows) {
     const uint8_t* group = t.w + static_cast<size_t>(j0 / kGroupRows) * t.w_row_bytes;
     for (int h = 0; h < 2 && j0 + kHalfLanes * h < t.n_end; ++h) {
+      if (L != PrefetchLevel::kL1 && t.m == 1) {
+        HalfTile<T, 1, L>(t, group, x_sums, 0, j0, h);
+        continue;
+      }
       for (int i0 = 0; i0 < t.m; i0 += kMr) {
         HalfTileOf<T>(std::min(kMr, t.m - i0), t, group,
                       x_sums != nullptr ? x_sums + static_cast<size_t>(i0) * n_blocks : nullptr, i0,

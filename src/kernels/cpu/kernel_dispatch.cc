@@ -50,6 +50,12 @@ const KernelTable* AvxVnniKernels() {
     t.decode_q4_k_x16_alt = avxvnni::MatmulQ4_Kx16TwoPass;
     t.decode_q5_k_x16_alt = avxvnni::MatmulQ5_Kx16TwoPass;
     t.decode_q6_k_x16_alt = avxvnni::MatmulQ6_Kx16TwoPass;
+    t.decode_q8_0_x16_l2 = avxvnni::MatmulQ8_0x16L2;
+    t.decode_q4_0_x16_l2 = avxvnni::MatmulQ4_0x16L2;
+    t.decode_q4_1_x16_l2 = avxvnni::MatmulQ4_1x16L2;
+    t.decode_q5_0_x16_l2 = avxvnni::MatmulQ5_0x16L2;
+    t.decode_q5_1_x16_l2 = avxvnni::MatmulQ5_1x16L2;
+    t.decode_iq4_nl_x16_l2 = avxvnni::MatmulIq4Nlx16L2;
     return t;
   }();
   return &table;

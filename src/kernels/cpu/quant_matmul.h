@@ -15,6 +15,9 @@ void MatmulQ4_0(const MatmulTile& t);
 // tiles compute, bit for bit.
 void MatmulQ8_0x16(const MatmulTile& t);
 void MatmulQ4_0x16(const MatmulTile& t);
+// The x16 tiles with their decode prefetches into L2 (prefetch_ahead.h): same bits.
+void MatmulQ8_0x16L2(const MatmulTile& t);
+void MatmulQ4_0x16L2(const MatmulTile& t);
 }  // namespace avx2
 
 // AVX2 + AVX-VNNI (256-bit vpdpbusd): the same four, same bits.
@@ -23,6 +26,8 @@ void MatmulQ8_0(const MatmulTile& t);
 void MatmulQ4_0(const MatmulTile& t);
 void MatmulQ8_0x16(const MatmulTile& t);
 void MatmulQ4_0x16(const MatmulTile& t);
+void MatmulQ8_0x16L2(const MatmulTile& t);
+void MatmulQ4_0x16L2(const MatmulTile& t);
 }  // namespace avxvnni
 
 namespace avx512 {

@@ -13,5 +13,11 @@ void MatmulQ8_0(const MatmulTile& t) { MatmulQuant<QType::kQ8_0, false>(t); }
 void MatmulQ4_0(const MatmulTile& t) { MatmulQuant<QType::kQ4_0, false>(t); }
 void MatmulQ8_0x16(const MatmulTile& t) { MatmulQuant<QType::kQ8_0, true>(t); }
 void MatmulQ4_0x16(const MatmulTile& t) { MatmulQuant<QType::kQ4_0, true>(t); }
+void MatmulQ8_0x16L2(const MatmulTile& t) {
+  MatmulQuant<QType::kQ8_0, true, PrefetchLevel::kL2>(t);
+}
+void MatmulQ4_0x16L2(const MatmulTile& t) {
+  MatmulQuant<QType::kQ4_0, true, PrefetchLevel::kL2>(t);
+}
 
 }  // namespace kvserve::avxvnni

@@ -149,7 +149,7 @@ inline __m256i AddDword(__m256i sum, __m256i unsigned_w, __m256i signed_w, __m25
 
 // Activation rows x[0 .. MR) (Q8_0 rows, with their XInfo) against halves [h0, h0 + NH) of one
 // packed group; y[r] + 8 h gets half h's outputs, its first valid[h] lanes only.
-template <QType Q, int MR, int NH>
+template <QType Q, int MR, int NH, PrefetchLevel L = PrefetchLevel::kL1>
 void GroupTile(const uint8_t* group, int n_blocks, int h0, const uint8_t* const* x,
                const XInfo* const* info, float* const* y, const int* valid) {
   const uint8_t* scales = group + kQuantBytes<Q> * static_cast<size_t>(n_blocks);
@@ -161,7 +161,7 @@ void GroupTile(const uint8_t* group, int n_blocks, int h0, const uint8_t* const*
   for (int b = 0; b < n_blocks; ++b) {
     const uint8_t* quants = group + kQuantBytes<Q> * static_cast<size_t>(b);
     if (h0 == 0)
-      PrefetchBlockAhead(quants, kQuantBytes<Q>, scales + kScaleBytes * b, kScaleBytes, b);
+      PrefetchBlockAhead<L>(quants, kQuantBytes<Q>, scales + kScaleBytes * b, kScaleBytes, b);
     __m256i sums[NH][MR];  // AddDword's sums; with VNNI they start from the correction
     for (int h = 0; h < NH; ++h) {
       for (int r = 0; r < MR; ++r) {
@@ -205,7 +205,7 @@ void GroupTile(const uint8_t* group, int n_blocks, int h0, const uint8_t* const*
 }
 
 // Rows [i0, i0 + MR) of the current activation block against group j0.
-template <QType Q, int MR>
+template <QType Q, int MR, PrefetchLevel L = PrefetchLevel::kL1>
 void GroupTileRows(const MatmulTile& t, const uint8_t* group, const XInfo* info_block, int n_blocks,
                    int m0, int i0, int j0) {
   const uint8_t* x[MR];
@@ -218,7 +218,7 @@ void GroupTileRows(const MatmulTile& t, const uint8_t* group, const XInfo* info_
   }
   const int valid[2] = {t.n_end - j0, t.n_end - j0 - kLanes};
   if constexpr (MR == 1) {
-    GroupTile<Q, 1, 2>(group, n_blocks, 0, x, info, y, valid);
+    GroupTile<Q, 1, 2, L>(group, n_blocks, 0, x, info, y, valid);
   } else {
     GroupTile<Q, MR, 1>(group, n_blocks, 0, x, info, y, valid);
     GroupTile<Q, MR, 1>(group, n_blocks, 1, x, info, y, valid);
@@ -236,8 +236,9 @@ void GroupTileRowsOf(int mr, const MatmulTile& t, const uint8_t* group, const XI
 }
 
 // kPacked: t.w is a packed matrix (packed_weights.h), t.w_row_bytes the bytes of one 16-row group
-// and t.n_begin a multiple of 16; otherwise the stored layout.
-template <QType Q, bool kPacked>
+// and t.n_begin a multiple of 16; otherwise the stored layout. L: where one activation row's
+// (decode's) tiles prefetch (prefetch_ahead.h); more rows take the L1 tiles.
+template <QType Q, bool kPacked, PrefetchLevel L = PrefetchLevel::kL1>
 void MatmulQuant(const MatmulTile& t) {
   assert(t.k % 32 == 0 && t.m >= 0 && t.n_begin <= t.n_end);
   assert(!kPacked || t.n_begin % kGroupRows == 0);
@@ -274,6 +275,10 @@ void MatmulQuant(const MatmulTile& t) {
         // Rows past n_end are zero in the packed group: computed, never stored.
         PackGroups(kType<Q>, t.w + static_cast<size_t>(j0) * t.w_row_bytes, t.w_row_bytes,
                    t.n_end - j0, t.k, 0, 1, packed_group);
+      }
+      if (L != PrefetchLevel::kL1 && m1 - m0 == 1) {
+        GroupTileRows<Q, 1, L>(t, group, info, n_blocks, m0, m0, j0);
+        continue;
       }
       for (int i = m0; i < m1; i += kMr) {
         GroupTileRowsOf<Q>(m1 - i < kMr ? m1 - i : kMr, t, group, info, n_blocks, m0, i, j0);
