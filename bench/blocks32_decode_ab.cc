@@ -15,27 +15,26 @@
 //   cp src/kernels/cpu/quant_matmul_avx512.cc /tmp/b32ab_b.cc
 //   for v in A:a B:b; do g++ -std=c++20 -O2 -march=x86-64-v4 -mavx512vnni -Isrc -c
 //       /tmp/b32ab_${v#*:}.cc -DMatmulQ8_0=${v%:*}Q8_0 -DMatmulQ4_0=${v%:*}Q4_0
-//       -DMatmulQ8_0x16=${v%:*}Q8_0x16 -DMatmulQ4_0x16=${v%:*}Q4_0x16 -o /tmp/b32ab_${v#*:}.o; done
-//   g++ -std=c++20 -O2 -march=x86-64-v4 -Isrc bench/blocks32_decode_ab.cc /tmp/b32ab_{a,b}.o
+//       -DMatmulQ8_0x16=${v%:*}Q8_0x16 -DMatmulQ4_0x16=${v%:*}Q4_0x16
+//       -DMatmulQ8_0x16L2=${v%:*}Q8_0x16L2 -DMatmulQ4_0x16L2=${v%:*}Q4_0x16L2
+//       -o /tmp/b32ab_${v#*:}.o; done
+// (The versions run their x16 tiles, the L1-prefetch forms; to time an L2 form, rename it to the
+// x16 name in that version's copy.)
+//   g++ -std=c++20 -O2 -mavx2 -Isrc -I. bench/blocks32_decode_ab.cc /tmp/b32ab_{a,b}.o
 //       -DB32AB_VARIANTS=2 build/libkvserve_{kernels,kv,io,util}.a -lpthread -o /tmp/b32ab
 //   /tmp/b32ab
 #include <immintrin.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "bench/decode_ab_problem.h"
 #include "kernels/cpu/kernels.h"
-#include "kernels/cpu/packed_weights.h"
-#include "kernels/cpu/scratch_buffer.h"
-#include "kernels/quantize.h"
-#include "util/large_memory.h"
 #include "util/thread_pool.h"
 
 #ifndef B32AB_VARIANTS
@@ -62,41 +61,6 @@ namespace {
 using kvserve::GgmlType;
 using Variant = void (*)(const kvserve::MatmulTile&);
 
-// One weight matrix of n x k in the packed x16 layout, `copies` times, and one Q8_0 activation row.
-struct Problem {
-  GgmlType type;
-  int n, k;
-  size_t group_bytes;
-  std::vector<uint8_t*> copies;
-  std::vector<uint8_t> x;
-
-  Problem(GgmlType t, int n_out, int n_in, int n_copies) : type(t), n(n_out), k(n_in) {
-    const size_t row_bytes = kvserve::RowBytes(type, k);
-    std::vector<uint8_t> stored(row_bytes * n);
-    std::mt19937 rng(1);
-    std::uniform_real_distribution<float> dist(-1, 1);
-    std::vector<float> row(k);
-    for (int j = 0; j < n; ++j) {
-      for (float& v : row) v = dist(rng);
-      kvserve::QuantizeRow(type, row.data(), k, stored.data() + row_bytes * j);
-    }
-    group_bytes = kvserve::PackedGroupBytes(type, k);
-    for (int c = 0; c < n_copies; ++c) {
-      auto* p = static_cast<uint8_t*>(kvserve::AllocateLarge(group_bytes * groups()));
-      kvserve::PackGroups(type, stored.data(), row_bytes, n, k, 0, groups(), p);
-      copies.push_back(p);
-    }
-    x.resize(kvserve::RowBytes(GgmlType::kQ8_0, k));
-    for (float& v : row) v = dist(rng);
-    kvserve::QuantizeRow(GgmlType::kQ8_0, row.data(), k, x.data());
-  }
-  ~Problem() {
-    for (uint8_t* p : copies) kvserve::FreeLarge(p);
-  }
-  int groups() const { return n / 16; }
-  size_t bytes() const { return group_bytes * groups(); }
-};
-
 // The "read" row: every byte of the tile's groups loaded once, folded so that nothing is dropped.
 __attribute__((target("avx512f"))) void ReadTile(const kvserve::MatmulTile& t) {
   __m512i a = _mm512_setzero_si512(), b = _mm512_setzero_si512();
@@ -108,31 +72,6 @@ __attribute__((target("avx512f"))) void ReadTile(const kvserve::MatmulTile& t) {
     }
   }
   t.y[t.n_begin] = static_cast<float>(_mm512_reduce_add_epi32(_mm512_xor_si512(a, b)));
-}
-
-// Seconds per matmul of `variant` over all copies, as the engine's decode matmul runs it.
-double TimeOnce(kvserve::ThreadPool& pool, Variant variant, const Problem& p, int calls,
-                int& next_copy, std::vector<float>& y) {
-  kvserve::TileScratch scratch[8];
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int call = 0; call < calls; ++call) {
-    const uint8_t* w = p.copies[next_copy++ % p.copies.size()];
-    pool.ParallelShrinkingChunks(p.groups(), 1, [&](int64_t g0, int64_t g1, int thread) {
-      const kvserve::MatmulTile tile{.w = w,
-                                     .w_row_bytes = p.group_bytes,
-                                     .x = p.x.data(),
-                                     .x_row_bytes = p.x.size(),
-                                     .m = 1,
-                                     .k = p.k,
-                                     .n_begin = static_cast<int>(g0 * 16),
-                                     .n_end = static_cast<int>(g1 * 16),
-                                     .y = y.data(),
-                                     .ldy = p.n,
-                                     .scratch = &scratch[thread]};
-      variant(tile);
-    });
-  }
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / calls;
 }
 
 }  // namespace
@@ -162,13 +101,14 @@ int main() {
   for (auto [n, k] : shapes) {
     const size_t bytes = kvserve::PackedGroupBytes(type, k) * (n / 16);
     const int copies = small ? 1 : std::max<int>(4, static_cast<int>(256e6 / bytes));
-    const Problem p(type, n, k, copies);
+    const kvserve::bench::DecodeProblem p(type, GgmlType::kQ8_0, n, k, copies);
     std::vector<std::vector<double>> seconds(variants.size());
     std::vector<float> y(n), first(n);
     int next_copy = 0;
     for (int round = 0; round < 30; ++round) {
       for (size_t v = 0; v < variants.size(); ++v) {
-        seconds[v].push_back(TimeOnce(pool, variants[v], p, small ? 200 : copies, next_copy, y));
+        seconds[v].push_back(kvserve::bench::TimeDecodeMatmul(pool, variants[v], p,
+                                                              small ? 200 : copies, next_copy, y));
         if (v == 0) first = y;
         if (v > 0 && v < n_kernels && std::memcmp(y.data(), first.data(), sizeof(float) * n) != 0) {
           std::printf("variant %c gives other bits than A\n", static_cast<char>('A' + v));

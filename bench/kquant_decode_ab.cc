@@ -14,23 +14,18 @@
 //   for v in A:a B:b; do g++ -std=c++20 -O2 -mavx2 -mfma -mf16c -Isrc -c
 //       bench/kquant_decode_variant.cc -DKQAB_NAME=Run${v%:*}
 //       -DKQAB_HEADER="\"/tmp/kqab_${v#*:}.h\"" -o /tmp/kqab_${v#*:}.o; done
-//   g++ -std=c++20 -O2 -Isrc bench/kquant_decode_ab.cc /tmp/kqab_a.o /tmp/kqab_b.o
+//   g++ -std=c++20 -O2 -Isrc -I. bench/kquant_decode_ab.cc /tmp/kqab_a.o /tmp/kqab_b.o
 //       -DKQAB_VARIANTS=2 build/libkvserve_{kernels,kv,io,util}.a -lpthread -o /tmp/kqab
 //   /tmp/kqab
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 #include <utility>
 #include <vector>
 
+#include "bench/decode_ab_problem.h"
 #include "kernels/cpu/kernels.h"
-#include "kernels/cpu/packed_weights.h"
-#include "kernels/cpu/scratch_buffer.h"
-#include "kernels/quantize.h"
-#include "util/large_memory.h"
 #include "util/thread_pool.h"
 
 #ifndef KQAB_VARIANTS
@@ -52,66 +47,6 @@ namespace {
 
 using kvserve::GgmlType;
 using Variant = void (*)(bool, const kvserve::MatmulTile&);
-
-// One weight matrix of n x k in the packed x16 layout, `copies` times, and one Q8_K activation row.
-struct Problem {
-  GgmlType type;
-  int n, k;
-  size_t group_bytes;
-  std::vector<uint8_t*> copies;
-  std::vector<uint8_t> x;
-
-  Problem(GgmlType t, int n_out, int n_in, int n_copies) : type(t), n(n_out), k(n_in) {
-    const size_t row_bytes = kvserve::RowBytes(type, k);
-    std::vector<uint8_t> stored(row_bytes * n);
-    std::mt19937 rng(1);
-    std::uniform_real_distribution<float> dist(-1, 1);
-    std::vector<float> row(k);
-    for (int j = 0; j < n; ++j) {
-      for (float& v : row) v = dist(rng);
-      kvserve::QuantizeRow(type, row.data(), k, stored.data() + row_bytes * j);
-    }
-    group_bytes = kvserve::PackedGroupBytes(type, k);
-    for (int c = 0; c < n_copies; ++c) {
-      auto* p = static_cast<uint8_t*>(kvserve::AllocateLarge(group_bytes * groups()));
-      kvserve::PackGroups(type, stored.data(), row_bytes, n, k, 0, groups(), p);
-      copies.push_back(p);
-    }
-    x.resize(kvserve::RowBytes(GgmlType::kQ8_K, k));
-    for (float& v : row) v = dist(rng);
-    kvserve::QuantizeRow(GgmlType::kQ8_K, row.data(), k, x.data());
-  }
-  ~Problem() {
-    for (uint8_t* p : copies) kvserve::FreeLarge(p);
-  }
-  int groups() const { return n / 16; }
-  size_t bytes() const { return group_bytes * groups(); }
-};
-
-// Seconds per matmul of `variant` over all copies, as the engine's decode matmul runs it.
-double TimeOnce(kvserve::ThreadPool& pool, Variant variant, const Problem& p, int calls,
-                int& next_copy, std::vector<float>& y) {
-  kvserve::TileScratch scratch[2];
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int call = 0; call < calls; ++call) {
-    const uint8_t* w = p.copies[next_copy++ % p.copies.size()];
-    pool.ParallelShrinkingChunks(p.groups(), 1, [&](int64_t g0, int64_t g1, int thread) {
-      const kvserve::MatmulTile tile{.w = w,
-                                     .w_row_bytes = p.group_bytes,
-                                     .x = p.x.data(),
-                                     .x_row_bytes = p.x.size(),
-                                     .m = 1,
-                                     .k = p.k,
-                                     .n_begin = static_cast<int>(g0 * 16),
-                                     .n_end = static_cast<int>(g1 * 16),
-                                     .y = y.data(),
-                                     .ldy = p.n,
-                                     .scratch = &scratch[thread]};
-      variant(p.type == GgmlType::kQ6_K, tile);
-    });
-  }
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / calls;
-}
 
 }  // namespace
 
@@ -135,14 +70,17 @@ int main() {
     for (auto [n, k] : shapes) {
       const size_t bytes = kvserve::PackedGroupBytes(type, k) * (n / 16);
       const int copies = small ? 1 : std::max<int>(4, static_cast<int>(256e6 / bytes));
-      const Problem p(type, n, k, copies);
+      const kvserve::bench::DecodeProblem p(type, GgmlType::kQ8_K, n, k, copies);
       const int calls = small ? 200 : copies;
       std::vector<std::vector<double>> seconds(variants.size());
       std::vector<float> y(n), first(n);
       int next_copy = 0;
       for (int round = 0; round < 30; ++round) {
         for (size_t v = 0; v < variants.size(); ++v) {
-          seconds[v].push_back(TimeOnce(pool, variants[v], p, calls, next_copy, y));
+          const bool q6 = type == GgmlType::kQ6_K;
+          seconds[v].push_back(kvserve::bench::TimeDecodeMatmul(
+              pool, [&](const kvserve::MatmulTile& t) { variants[v](q6, t); }, p, calls, next_copy,
+              y));
           if (v == 0) first = y;
           if (v > 0 && std::memcmp(y.data(), first.data(), sizeof(float) * n) != 0) {
             std::printf("variant %c gives other bits than A\n", static_cast<char>('A' + v));
