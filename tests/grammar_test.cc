@@ -359,6 +359,107 @@ TEST(TokenMasker, EndTokensOnlyWhenTheDocumentIsWhole) {
   EXPECT_TRUE(mask.Test(end));
 }
 
+// Bounded repetitions: masks inside more_k derive from the chain's outermost rule (token_masker.h),
+// so every count is checked: 0, 1, min, max, tokens that cross max, two-byte characters (one
+// character each), characters split across tokens, escapes (a character of several bytes of
+// text), nested bounded repetitions, and units of several characters.
+std::shared_ptr<const GrammarVocab> CountingVocab() {
+  std::vector<std::string> pieces;
+  for (int b = 0; b < 256; ++b) pieces.push_back(std::string(1, static_cast<char>(b)));
+  for (const char* p : {"ab",
+                        "abc",
+                        "abca",
+                        "abcab",
+                        "abcabc",
+                        "abcabca",
+                        "abcabcab",
+                        "aa",
+                        "aaa",
+                        "aaaa",
+                        "aaaaaaaaa",
+                        "\xC3\xA9",
+                        "a\xC3\xA9",
+                        "\xC3\xA9\xC3\xA9",
+                        "\xC3\xA9\xC3\xA9\xC3\xA9",
+                        "a\xC3",
+                        "\xA9"
+                        "a",
+                        "ab>",
+                        "abc>",
+                        "\xC3\xA9>",
+                        "a>x",
+                        "ab)(",
+                        ")(",
+                        "a)",
+                        "b)(a",
+                        ")(ab)",
+                        ").",
+                        "ab!",
+                        "\xC3\xA9"
+                        "b!",
+                        "\\u00e9",
+                        "\\n",
+                        "\\u00",
+                        "e9",
+                        "ab\"",
+                        "abcdefgh\"",
+                        "\"}",
+                        "a\"}",
+                        "abab;",
+                        "\xC3\xA9"
+                        "ab",
+                        "abab",
+                        "ab.",
+                        "a;",
+                        ";"}) {
+    pieces.emplace_back(p);
+  }
+  pieces.emplace_back("</s>");
+  const auto end = static_cast<int32_t>(pieces.size() - 1);
+  return std::make_shared<const GrammarVocab>(std::move(pieces), std::vector<int32_t>{end});
+}
+
+TEST(TokenMasker, BoundedRepetitionsEqualTheReference) {
+  auto vocab = CountingVocab();
+  std::vector<std::shared_ptr<const Grammar>> grammars = {
+      MustParse("root ::= \"<\" [a-c\\u00e9]{0,6} \">\" [a-x]?\n"),
+      MustParse("root ::= [a-c\\u00e9]{2,5} \"!\"\n"),
+      MustParse("root ::= [ab]{1} [ab]{0,1} [ab]{3,3} \"x\"\n"),
+      MustParse("root ::= ( \"(\" [ab\\u00e9]{1,3} \")\" ){0,4} \".\"\n"),
+      MustParse("root ::= ( \"ab\" | \"\\u00e9\" ){0,5} \";\"\n"),
+      MustParse("root ::= ( [ab]{0,3} \";\" ){2,3}\n"),
+      MustParse("root ::= ( \"a\"? [bc]? ){0,5} \"x\"\n"),  // a unit that may match nothing
+      FromSchema(json::parse(R"({"type": "string", "minLength": 2, "maxLength": 7})")),
+      FromSchema(json::parse(R"({"type": "array", "maxItems": 3,
+          "items": {"type": "string", "maxLength": 3}})")),
+  };
+  uint64_t seed = 7;
+  for (const auto& g : grammars) {
+    ASSERT_NE(g, nullptr);
+    TokenMasker masker(g, vocab);
+    CheckMasksOnWalks(masker, 120, 30, seed++);
+  }
+}
+
+TEST(TokenMasker, PositionsInABoundedRepetitionShareTheirWalk) {
+  auto vocab = CountingVocab();
+  TokenMasker masker(MustParse("root ::= \"\\\"\" [a-z]{0,40} \"\\\"\"\n"), vocab);
+  GrammarMatcher m(masker.grammar());
+  ASSERT_TRUE(m.Accept("\""));
+  for (int i = 0; i <= 40; ++i) {
+    TokenMask fast, slow;
+    masker.FillMask(m, fast);
+    masker.FillMaskByEveryToken(m, slow);
+    ASSERT_EQ(fast, slow) << "after " << i << " characters";
+    if (i < 40) {
+      ASSERT_TRUE(m.Accept("a"));
+    }
+  }
+  // Whole walks of the vocabulary before the string, in its chain, at its last character (more_1,
+  // outside the chain) and after it; small ones for the tokens near the bound; not 42 walks.
+  EXPECT_LT(masker.walked_tokens(), 5 * vocab->order().size());
+}
+
 std::unique_ptr<Tokenizer> RealTokenizer(const std::string& name) {
   const std::string path = testing::RealModelPath(name);
   if (path.empty()) return nullptr;

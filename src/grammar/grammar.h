@@ -43,9 +43,18 @@ struct GrammarElement {
   uint32_t index = 0;  // kChars: into Grammar::char_sets(); kRule: into Grammar::rules()
 };
 
+// A bounded repetition x{m,n} is m copies of x followed by a chain of generated rules
+//   more_k ::= x more_{k-1} | (empty)      (more_1 ::= x | (empty))
+// for k = n-m down to 1: inside more_k, up to k-1 more copies of x may follow the one under way.
+// The rules of a chain have the same shape, so the token masker (grammar/token_masker.h) walks
+// the vocabulary from the outermost one only and derives the others from it (a token of c
+// characters cannot tell more_k from more_K while c <= k).
 struct GrammarRule {
+  static constexpr uint32_t kNoChain = UINT32_MAX;
   std::string name;
   std::vector<std::vector<GrammarElement>> alternatives;  // each ends with kEnd
+  uint32_t chain_top = kNoChain;  // more_k: the id of its chain's outermost rule (more_{n-m})
+  uint32_t chain_count = 0;       // more_k: k
 };
 
 class Grammar {

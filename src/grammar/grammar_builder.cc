@@ -75,13 +75,20 @@ Status GrammarBuilder::AppendRepeat(std::string_view base, const GrammarSequence
     return Status::Ok();
   }
   // Up to (max - min) more: opt_k ::= unit opt_{k-1} | (empty), built innermost first.
+  // Each rule of the chain names the outermost one and its own k (GrammarRule).
   std::optional<uint32_t> inner;
+  std::vector<uint32_t> chain;
   for (int i = min; i < *max; ++i) {
     GrammarSequence more = unit;
     if (inner) more.push_back(GrammarElement{.kind = Kind::kRule, .index = *inner});
     auto id = AddGenerated(base, {more, {}});
     if (!id.ok()) return id.status();
     inner = *id;
+    chain.push_back(*id);
+  }
+  for (size_t k = 1; k <= chain.size(); ++k) {
+    rules_[chain[k - 1]].chain_top = chain.back();
+    rules_[chain[k - 1]].chain_count = static_cast<uint32_t>(k);
   }
   if (inner) out.push_back(GrammarElement{.kind = Kind::kRule, .index = *inner});
   return Status::Ok();

@@ -33,6 +33,14 @@ GrammarVocab::GrammarVocab(std::vector<std::string> pieces, std::vector<int32_t>
     sorted_bytes_ += pieces_[id];
     sorted_offsets_.push_back(sorted_bytes_.size());
   }
+  sorted_chars_.resize(order_.size());
+  by_chars_.resize(order_.size());
+  for (size_t i = 0; i < order_.size(); ++i) {
+    for (char c : pieces_[order_[i]]) sorted_chars_[i] += (static_cast<uint8_t>(c) & 0xC0) != 0x80;
+    by_chars_[i] = static_cast<uint32_t>(i);
+  }
+  std::stable_sort(by_chars_.begin(), by_chars_.end(),
+                   [&](uint32_t a, uint32_t b) { return sorted_chars_[a] > sorted_chars_[b]; });
   shared_.resize(order_.size());
   for (size_t i = 1; i < order_.size(); ++i) {
     const std::string& a = pieces_[order_[i - 1]];
@@ -41,6 +49,21 @@ GrammarVocab::GrammarVocab(std::vector<std::string> pieces, std::vector<int32_t>
     while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
     shared_[i] = static_cast<uint32_t>(n);
   }
+  const auto n_order = static_cast<uint32_t>(order_.size());
+  skip_.assign(order_.size(), n_order);
+  for (size_t i = order_.size(); i-- > 0;) {
+    uint32_t k = static_cast<uint32_t>(i) + 1;
+    while (k < n_order && shared_[k] >= shared_[i]) k = skip_[k];
+    skip_[i] = k;
+  }
+}
+
+std::vector<uint32_t> GrammarVocab::LongerThan(uint32_t n) const {
+  auto end = std::partition_point(by_chars_.begin(), by_chars_.end(),
+                                  [&](uint32_t i) { return sorted_chars_[i] > n; });
+  std::vector<uint32_t> out(by_chars_.begin(), end);
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace kvserve

@@ -26,11 +26,20 @@ class GrammarVocab {
   // Tokens with text, in byte order, and shared[i] = bytes token order[i] shares with order[i-1].
   const std::vector<int32_t>& order() const { return order_; }
   const std::vector<uint32_t>& shared() const { return shared_; }
+  // The first position k > i with shared[k] < shared[i] (order().size() when none): every token
+  // between shares more than shared[i] bytes with order[i], so a walk that rejects a prefix jumps
+  // over the tokens under it in a few steps instead of visiting each.
+  const std::vector<uint32_t>& skip() const { return skip_; }
   // The bytes of order()[i], from one buffer in that order (a walk reads it front to back).
   std::string_view sorted_piece(size_t i) const {
     return std::string_view(sorted_bytes_)
         .substr(sorted_offsets_[i], sorted_offsets_[i + 1] - sorted_offsets_[i]);
   }
+  // The characters of order()[i]: its bytes that are not UTF-8 continuation bytes (a character
+  // the token only begins counts as one).
+  uint32_t sorted_chars(size_t i) const { return sorted_chars_[i]; }
+  // The positions i in order() whose token has more than `n` characters, in increasing i.
+  std::vector<uint32_t> LongerThan(uint32_t n) const;
   const std::vector<int32_t>& end_tokens() const { return end_tokens_; }
   bool is_end(int32_t id) const { return is_end_[static_cast<size_t>(id)]; }
 
@@ -38,8 +47,11 @@ class GrammarVocab {
   std::vector<std::string> pieces_;  // [n_vocab]; empty for tokens a grammar never allows
   std::vector<int32_t> order_;
   std::vector<uint32_t> shared_;
+  std::vector<uint32_t> skip_;
   std::string sorted_bytes_;            // the pieces of order_, concatenated
   std::vector<size_t> sorted_offsets_;  // [order_.size() + 1]
+  std::vector<uint32_t> sorted_chars_;  // [order_.size()]
+  std::vector<uint32_t> by_chars_;      // positions in order_, most characters first
   std::vector<int32_t> end_tokens_;
   std::vector<bool> is_end_;
 };

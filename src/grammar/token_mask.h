@@ -13,6 +13,7 @@ class TokenMask {
     words_.assign((static_cast<size_t>(n_vocab) + 63) / 64, 0);
   }
   void Set(int32_t id) { words_[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63); }
+  void Clear(int32_t id) { words_[static_cast<size_t>(id) >> 6] &= ~(uint64_t{1} << (id & 63)); }
   bool Test(int32_t id) const { return (words_[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1; }
   // this |= other (same vocabulary).
   void Add(const TokenMask& other) {
