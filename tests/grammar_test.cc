@@ -10,6 +10,7 @@
 #include "grammar/gbnf_parser.h"
 #include "grammar/grammar_matcher.h"
 #include "grammar/grammar_vocab.h"
+#include "grammar/grammar_walk_states.h"
 #include "grammar/json_schema_grammar.h"
 #include "grammar/regex_gbnf.h"
 #include "grammar/token_masker.h"
@@ -140,6 +141,65 @@ TEST(Gbnf, AmbiguityIsBoundedNotExponential) {
   for (int i = 0; i < 200 && w.Accept("a"); ++i) {
   }
   EXPECT_LE(w.state().stacks.size(), wide->limits().max_stacks);
+}
+
+bool SameState(const GrammarState& a, const GrammarState& b) {
+  return a.stacks == b.stacks && a.partial == b.partial && a.overflowed == b.overflowed;
+}
+
+// A walk's remembered transitions give the states StepByte gives, whether the table has room or
+// is full (then states are held per depth), through unfinished UTF-8 characters, dead bytes and
+// stack overflows; and a string's loop is remembered as one state, not one per byte.
+TEST(GrammarWalkStates, EqualStepByteWithAndWithoutRoom) {
+  std::vector<std::shared_ptr<const Grammar>> grammars = {
+      FromSchema(json::parse(R"({"type": "object", "properties": {"name": {"type": "string"},
+          "tags": {"type": "array", "items": {"type": "string", "maxLength": 4}}}})")),
+      MustParse("root ::= \"a\" root | y\ny ::= [a-z]{0,30} \"!\"\n"),  // overflows
+      MustParse("root ::= ( [a-c\\u00e9\\u4e2d] | \"\\U0001F600\" )* \".\"\n"),
+  };
+  const std::string alphabet = "abc{}[]\":, !.\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80\xff";
+  std::mt19937 rng(11);
+  for (const auto& g : grammars) {
+    ASSERT_NE(g, nullptr);
+    for (size_t max_states : {size_t{4096}, size_t{3}}) {
+      GrammarMatcher m(g);
+      GrammarWalkStates walk(*g, m.state(), max_states);
+      std::vector<GrammarState> expected(1, m.state());
+      std::string bytes;
+      size_t reached = 0;  // depths 0..reached hold the previous token's states
+      for (int round = 0; round < 300; ++round) {
+        // Back to a random depth of the previous token, as a trie walk does, then new bytes.
+        const size_t keep = std::min<size_t>(rng() % 4, reached);
+        bytes.resize(keep);
+        expected.resize(keep + 1);
+        while (bytes.size() < 12) bytes += alphabet[rng() % alphabet.size()];
+        for (size_t d = keep; d < bytes.size(); ++d) {
+          expected.emplace_back();
+          StepByte(*g, expected[d], static_cast<uint8_t>(bytes[d]), expected[d + 1]);
+          walk.Step(d, static_cast<uint8_t>(bytes[d]));
+          reached = d + 1;
+          ASSERT_TRUE(SameState(walk.at(d + 1), expected[d + 1]))
+              << "byte " << d << " of round " << round << ", max_states " << max_states;
+          ASSERT_TRUE(SameState(walk.at(keep), expected[keep]));
+          const GrammarState& e = expected[d + 1];
+          EXPECT_EQ(walk.flags(d + 1),
+                    (e.stacks.empty() ? GrammarWalkStates::kDead : 0) |
+                        (e.has_empty_stack() ? GrammarWalkStates::kEmptyStack : 0) |
+                        (e.overflowed ? GrammarWalkStates::kOverflowed : 0));
+          if (expected[d + 1].stacks.empty()) break;
+        }
+      }
+      EXPECT_LE(walk.interned(), max_states);
+    }
+  }
+  auto string = FromSchema(json::parse(R"({"type": "string"})"));
+  ASSERT_NE(string, nullptr);
+  GrammarMatcher m(string);
+  ASSERT_TRUE(m.Accept("\""));
+  GrammarWalkStates walk(*string, m.state());
+  for (size_t d = 0; d < 2000; ++d) walk.Step(d, static_cast<uint8_t>('a' + d % 26));
+  EXPECT_FALSE(walk.at(2000).stacks.empty());
+  EXPECT_LE(walk.interned(), 3u);
 }
 
 TEST(JsonSchema, ObjectsWithRequiredAndOptionalMembers) {

@@ -50,11 +50,17 @@ GrammarVocab::GrammarVocab(std::vector<std::string> pieces, std::vector<int32_t>
     shared_[i] = static_cast<uint32_t>(n);
   }
   const auto n_order = static_cast<uint32_t>(order_.size());
-  skip_.assign(order_.size(), n_order);
+  links_.assign(order_.size(), TrieLink{.shared = 0, .skip = n_order});
   for (size_t i = order_.size(); i-- > 0;) {
     uint32_t k = static_cast<uint32_t>(i) + 1;
-    while (k < n_order && shared_[k] >= shared_[i]) k = skip_[k];
-    skip_[i] = k;
+    while (k < n_order && shared_[k] >= shared_[i]) k = links_[k].skip;
+    links_[i] = TrieLink{.shared = shared_[i], .skip = k};
+  }
+  after_first_byte_.assign(256, n_order);
+  size_t below = 0;                             // after_first_byte_[0, below) are set
+  for (size_t i = 0; i < order_.size(); ++i) {  // pieces are not empty, and sorted
+    const auto first = static_cast<uint8_t>(pieces_[order_[i]][0]);
+    while (below < first) after_first_byte_[below++] = static_cast<uint32_t>(i);
   }
 }
 

@@ -26,10 +26,18 @@ class GrammarVocab {
   // Tokens with text, in byte order, and shared[i] = bytes token order[i] shares with order[i-1].
   const std::vector<int32_t>& order() const { return order_; }
   const std::vector<uint32_t>& shared() const { return shared_; }
-  // The first position k > i with shared[k] < shared[i] (order().size() when none): every token
-  // between shares more than shared[i] bytes with order[i], so a walk that rejects a prefix jumps
-  // over the tokens under it in a few steps instead of visiting each.
-  const std::vector<uint32_t>& skip() const { return skip_; }
+  // A walk that rejects a prefix jumps over the tokens under it with these instead of visiting
+  // each: skip is the first position k > i with shared[k] < shared[i] (order().size() when none;
+  // every token between shares more than shared[i] bytes with order[i]); shared is shared()[i],
+  // beside it so that a jump reads one cache line per step.
+  struct TrieLink {
+    uint32_t shared;
+    uint32_t skip;
+  };
+  const std::vector<TrieLink>& links() const { return links_; }
+  // The first position whose token begins with a byte greater than `byte` (order().size() when
+  // none): a prefix rejected at its first byte is jumped over in one step.
+  uint32_t after_first_byte(uint8_t byte) const { return after_first_byte_[byte]; }
   // The bytes of order()[i], from one buffer in that order (a walk reads it front to back).
   std::string_view sorted_piece(size_t i) const {
     return std::string_view(sorted_bytes_)
@@ -47,11 +55,12 @@ class GrammarVocab {
   std::vector<std::string> pieces_;  // [n_vocab]; empty for tokens a grammar never allows
   std::vector<int32_t> order_;
   std::vector<uint32_t> shared_;
-  std::vector<uint32_t> skip_;
-  std::string sorted_bytes_;            // the pieces of order_, concatenated
-  std::vector<size_t> sorted_offsets_;  // [order_.size() + 1]
-  std::vector<uint32_t> sorted_chars_;  // [order_.size()]
-  std::vector<uint32_t> by_chars_;      // positions in order_, most characters first
+  std::vector<TrieLink> links_;
+  std::vector<uint32_t> after_first_byte_;  // [256]
+  std::string sorted_bytes_;                // the pieces of order_, concatenated
+  std::vector<size_t> sorted_offsets_;      // [order_.size() + 1]
+  std::vector<uint32_t> sorted_chars_;      // [order_.size()]
+  std::vector<uint32_t> by_chars_;          // positions in order_, most characters first
   std::vector<int32_t> end_tokens_;
   std::vector<bool> is_end_;
 };

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "grammar/grammar_walk_states.h"
+
 namespace kvserve {
 
 TokenMasker::TokenMasker(std::shared_ptr<const Grammar> grammar,
@@ -27,7 +29,7 @@ void TokenMasker::Walk(const GrammarState& start, bool isolated,
                        std::vector<uint32_t>* uncertain) const {
   const std::vector<int32_t>& order = vocab_->order();
   const std::vector<uint32_t>& shared = vocab_->shared();
-  const std::vector<uint32_t>& skip = vocab_->skip();
+  const std::vector<GrammarVocab::TrieLink>& links = vocab_->links();
   const size_t n = subset ? subset->size() : order.size();
   auto position = [&](size_t j) -> size_t { return subset ? (*subset)[j] : j; };
   // Bytes the token at position b shares with the one at a < b: the least shared[] between them.
@@ -38,7 +40,7 @@ void TokenMasker::Walk(const GrammarState& start, bool isolated,
   };
   // states[d]: after the first d bytes of the current token; escaped[d]: on the way there a
   // state held an empty stack (isolated: the position's rule had ended) and bytes went on.
-  std::vector<GrammarState> states(1, start);
+  GrammarWalkStates states(*grammar_, start);
   std::vector<char> escaped(1, 0);
   size_t valid = 0;  // states[0..valid] hold the prefix of the token at `last`
   size_t last = 0;
@@ -47,18 +49,16 @@ void TokenMasker::Walk(const GrammarState& start, bool isolated,
     if (j > 0) valid = std::min<size_t>(valid, common(last, i));
     last = i;
     const std::string_view bytes = vocab_->sorted_piece(i);
-    if (states.size() < bytes.size() + 1) {
-      states.resize(bytes.size() + 1);
-      escaped.resize(bytes.size() + 1);
-    }
+    if (escaped.size() < bytes.size() + 1) escaped.resize(bytes.size() + 1);
     size_t d = valid;
     bool dead = false;
     while (d < bytes.size()) {
-      const bool ran_past = isolated && (states[d].has_empty_stack() || states[d].overflowed);
+      const bool ran_past = isolated && (states.flags(d) & (GrammarWalkStates::kEmptyStack |
+                                                            GrammarWalkStates::kOverflowed)) != 0;
       escaped[d + 1] = escaped[d] || ran_past;
-      StepByte(*grammar_, states[d], static_cast<uint8_t>(bytes[d]), states[d + 1]);
+      states.Step(d, static_cast<uint8_t>(bytes[d]));
       ++d;
-      if (states[d].stacks.empty()) {
+      if ((states.flags(d) & GrammarWalkStates::kDead) != 0) {
         dead = true;
         break;
       }
@@ -72,10 +72,11 @@ void TokenMasker::Walk(const GrammarState& start, bool isolated,
     // Every token that shares the dead prefix bytes[0, d) is decided with it.
     // A stack limit hit is undecided too: a derived key may hold fewer stacks.
     const bool undecided =
-        uncertain != nullptr && ((isolated && escaped[d]) || states[d].overflowed);
+        uncertain != nullptr &&
+        ((isolated && escaped[d]) || (states.flags(d) & GrammarWalkStates::kOverflowed) != 0);
     if (!undecided) {  // rejected: jump to the first token that does not share the prefix
-      size_t p = last + 1;
-      while (p < order.size() && shared[p] >= d) p = skip[p];
+      size_t p = d == 1 ? vocab_->after_first_byte(static_cast<uint8_t>(bytes[0])) : last + 1;
+      while (p < order.size() && links[p].shared >= d) p = links[p].skip;
       j = subset ? static_cast<size_t>(
                        std::lower_bound(subset->begin() + static_cast<std::ptrdiff_t>(j) + 1,
                                         subset->end(), static_cast<uint32_t>(p)) -
