@@ -143,8 +143,12 @@ TEST(Gbnf, AmbiguityIsBoundedNotExponential) {
   EXPECT_LE(w.state().stacks.size(), wide->limits().max_stacks);
 }
 
+// The same stacks and the same unfinished character's length; its bits may differ when the walk
+// has rewritten them (GrammarWalkStates::CanonicalizePartial): the flags along the way, compared
+// with StepByte's at every byte, show that the two still behave the same.
 bool SameState(const GrammarState& a, const GrammarState& b) {
-  return a.stacks == b.stacks && a.partial == b.partial && a.overflowed == b.overflowed;
+  return a.stacks == b.stacks && a.partial.n_remaining == b.partial.n_remaining &&
+         a.partial.n_bytes == b.partial.n_bytes && a.overflowed == b.overflowed;
 }
 
 // A walk's remembered transitions give the states StepByte gives, whether the table has room or
@@ -200,6 +204,39 @@ TEST(GrammarWalkStates, EqualStepByteWithAndWithoutRoom) {
   for (size_t d = 0; d < 2000; ++d) walk.Step(d, static_cast<uint8_t>('a' + d % 26));
   EXPECT_FALSE(walk.at(2000).stacks.empty());
   EXPECT_LE(walk.interned(), 3u);
+  // Characters of two, three and four bytes: one state per bytes left of a character, not one
+  // per prefix; a character set that does not hold a whole length keeps its bits (U+00E9 alone).
+  const std::string text =
+      "\xc3\xa9\xd0\xaf\xe4\xb8\xad\xe6\x96\x87\xf0\x9f\x98\x80\xf0\x9f\x8c\x8d";
+  GrammarWalkStates utf8(*string, m.state());
+  for (size_t d = 0; d < 60 * text.size(); ++d) {
+    utf8.Step(d, static_cast<uint8_t>(text[d % text.size()]));
+    ASSERT_EQ(utf8.flags(d + 1) & GrammarWalkStates::kDead, 0) << d;
+  }
+  EXPECT_LE(utf8.interned(), 8u);
+  auto accented = MustParse("root ::= [a-z\\u00e9]*\n");
+  ASSERT_NE(accented, nullptr);
+  GrammarMatcher a(accented);
+  GrammarWalkStates exact(*accented, a.state());
+  exact.Step(0, 0xC3);
+  exact.Step(1, 0xA8);  // U+00E8: not in the set
+  EXPECT_NE(exact.flags(2) & GrammarWalkStates::kDead, 0);
+  exact.Step(1, 0xA9);
+  EXPECT_EQ(exact.flags(2) & GrammarWalkStates::kDead, 0);
+}
+
+TEST(CharSet, ContainsAllFollowsAdjacentRangesAndNegation) {
+  CharSet s{.ranges = {{0x80, 0xFF}, {0x100, 0x7FF}, {0x900, 0x9FF}}};
+  EXPECT_TRUE(s.ContainsAll(0x80, 0x7FF));
+  EXPECT_TRUE(s.ContainsAll(0x100, 0x100));
+  EXPECT_FALSE(s.ContainsAll(0x80, 0x800));
+  EXPECT_FALSE(s.ContainsAll(0x7F, 0x80));
+  EXPECT_FALSE(s.ContainsAll(0x800, 0x9FF));
+  s.negated = true;
+  EXPECT_TRUE(s.ContainsAll(0x800, 0x8FF));
+  EXPECT_FALSE(s.ContainsAll(0x800, 0x900));
+  EXPECT_TRUE(s.ContainsAll(0xA00, 0x10FFFF));
+  EXPECT_FALSE(s.ContainsAll(0, 0x80));
 }
 
 TEST(JsonSchema, ObjectsWithRequiredAndOptionalMembers) {
@@ -477,6 +514,28 @@ std::shared_ptr<const GrammarVocab> CountingVocab() {
   pieces.emplace_back("</s>");
   const auto end = static_cast<int32_t>(pieces.size() - 1);
   return std::make_shared<const GrammarVocab>(std::move(pieces), std::vector<int32_t>{end});
+}
+
+// LongerThan by its two paths (few tokens: sorted; many: one pass), against counting.
+TEST(GrammarVocabTest, LongerThanListsTheTokensOfMoreCharacters) {
+  std::vector<std::string> pieces;
+  std::mt19937 rng(5);
+  for (int i = 0; i < 3000; ++i) {
+    std::string p;
+    const int n = 1 + static_cast<int>(rng() % (i % 50 == 0 ? 40 : 6));
+    for (int c = 0; c < n; ++c) p += rng() % 4 == 0 ? "\xc3\xa9" : std::string(1, 'a' + rng() % 3);
+    pieces.push_back(p);
+  }
+  GrammarVocab vocab(pieces, {});
+  for (uint32_t n : {0u, 1u, 3u, 6u, 7u, 20u, 39u, 40u}) {
+    std::vector<uint32_t> expected;
+    for (size_t i = 0; i < vocab.order().size(); ++i) {
+      uint32_t chars = 0;
+      for (char c : vocab.sorted_piece(i)) chars += (static_cast<uint8_t>(c) & 0xC0) != 0x80;
+      if (chars > n) expected.push_back(static_cast<uint32_t>(i));
+    }
+    EXPECT_EQ(vocab.LongerThan(n), expected) << "n = " << n;
+  }
 }
 
 TEST(TokenMasker, BoundedRepetitionsEqualTheReference) {

@@ -29,4 +29,21 @@ bool CharSet::Intersects(uint32_t lo, uint32_t hi) const {
   return true;
 }
 
+bool CharSet::ContainsAll(uint32_t lo, uint32_t hi) const {
+  if (negated) {  // no range may touch [lo, hi]
+    auto it = std::lower_bound(ranges.begin(), ranges.end(), lo,
+                               [](const auto& range, uint32_t v) { return range.second < v; });
+    return it == ranges.end() || it->first > hi;
+  }
+  // Ranges may be adjacent without being merged: follow them from lo while they touch.
+  auto it = std::lower_bound(ranges.begin(), ranges.end(), lo,
+                             [](const auto& range, uint32_t v) { return range.second < v; });
+  uint32_t next = lo;
+  for (; it != ranges.end() && it->first <= next; ++it) {
+    if (it->second >= hi) return true;
+    next = it->second + 1;
+  }
+  return false;
+}
+
 }  // namespace kvserve

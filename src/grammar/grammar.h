@@ -34,6 +34,8 @@ struct CharSet {
   // Whether some code point in [lo, hi] is in the set (for a character whose first UTF-8 bytes
   // are known: every completion lies in such an interval).
   bool Intersects(uint32_t lo, uint32_t hi) const;
+  // Whether every code point in [lo, hi] is in the set.
+  bool ContainsAll(uint32_t lo, uint32_t hi) const;
   bool operator==(const CharSet&) const = default;
 };
 

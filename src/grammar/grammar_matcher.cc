@@ -40,11 +40,6 @@ bool AdvanceChar(const Grammar& grammar, const std::vector<GrammarStack>& stacks
   return true;
 }
 
-// The smallest code point a UTF-8 character of n_bytes may encode (shorter forms are overlong).
-uint32_t SmallestCodePoint(int n_bytes) {
-  return n_bytes == 2 ? 0x80 : n_bytes == 3 ? 0x800 : n_bytes == 4 ? 0x10000 : 0;
-}
-
 // The code points a character can still become: [lo, hi] (lo > hi: none).
 std::pair<uint32_t, uint32_t> Completions(const PartialChar& p) {
   const int shift = 6 * p.n_remaining;

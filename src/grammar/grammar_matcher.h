@@ -31,6 +31,15 @@ struct PartialChar {
   bool operator==(const PartialChar&) const = default;
 };
 
+// The code points a UTF-8 character of n_bytes may encode: shorter forms are overlong, and none
+// lies past U+10FFFF.
+inline uint32_t SmallestCodePoint(int n_bytes) {
+  return n_bytes == 2 ? 0x80 : n_bytes == 3 ? 0x800 : n_bytes == 4 ? 0x10000 : 0;
+}
+inline uint32_t LargestCodePoint(int n_bytes) {
+  return n_bytes == 1 ? 0x7F : n_bytes == 2 ? 0x7FF : n_bytes == 3 ? 0xFFFF : 0x10FFFF;
+}
+
 // The stacks and the unfinished character: what StepByte maps to its successor.
 struct GrammarState {
   std::vector<GrammarStack> stacks;  // sorted, no duplicates

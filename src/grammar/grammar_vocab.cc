@@ -67,7 +67,16 @@ GrammarVocab::GrammarVocab(std::vector<std::string> pieces, std::vector<int32_t>
 std::vector<uint32_t> GrammarVocab::LongerThan(uint32_t n) const {
   auto end = std::partition_point(by_chars_.begin(), by_chars_.end(),
                                   [&](uint32_t i) { return sorted_chars_[i] > n; });
-  std::vector<uint32_t> out(by_chars_.begin(), end);
+  const auto count = static_cast<size_t>(end - by_chars_.begin());
+  std::vector<uint32_t> out;
+  out.reserve(count);
+  if (count > order_.size() / 16) {  // many: one pass in order costs less than sorting them
+    for (size_t i = 0; i < order_.size(); ++i) {
+      if (sorted_chars_[i] > n) out.push_back(static_cast<uint32_t>(i));
+    }
+    return out;
+  }
+  out.assign(by_chars_.begin(), end);
   std::sort(out.begin(), out.end());
   return out;
 }

@@ -15,9 +15,26 @@ GrammarWalkStates::GrammarWalkStates(const Grammar& grammar, const GrammarState&
     : grammar_(grammar), max_states_(max_states), index_(64, Hash{&interned_}, Equal{&interned_}) {
   Grow(1);
   scratch_ = start;
+  CanonicalizePartial(grammar_, scratch_);
   depth_flags_[0] = FlagsOf(scratch_);
   ids_[0] = Intern(scratch_);
   if (ids_[0] == kLoose) std::swap(loose_[0], scratch_);
+}
+
+void GrammarWalkStates::CanonicalizePartial(const Grammar& grammar, GrammarState& state) {
+  PartialChar& p = state.partial;
+  if (p.n_remaining == 0) return;
+  const int shift = 6 * p.n_remaining;
+  const uint32_t smallest = SmallestCodePoint(p.n_bytes);
+  const uint32_t largest = LargestCodePoint(p.n_bytes);
+  const uint64_t lo = uint64_t{p.value} << shift;
+  const uint64_t hi = lo | ((uint64_t{1} << shift) - 1);
+  if (lo < smallest || hi > largest) return;  // some completions are overlong or too large
+  for (const GrammarStack& stack : state.stacks) {
+    if (stack.empty() || !grammar.chars(*stack.back()).ContainsAll(smallest, largest)) return;
+  }
+  // The least value whose completions all lie in [smallest, largest].
+  p.value = (smallest + (1u << shift) - 1) >> shift;
 }
 
 uint8_t GrammarWalkStates::FlagsOf(const GrammarState& state) {
@@ -79,6 +96,7 @@ void GrammarWalkStates::StepNew(size_t d, uint8_t byte) {
     }
   }
   StepByte(grammar_, at(d), byte, scratch_);
+  CanonicalizePartial(grammar_, scratch_);
   depth_flags_[d + 1] = FlagsOf(scratch_);
   const int32_t id = Intern(scratch_);
   if (from >= 0 && id >= 0) next_[static_cast<size_t>(from) * 256 + byte] = id;
