@@ -1,12 +1,14 @@
 """The official `openai` Python SDK against `kvserve serve` on SmolLM2-135M-Instruct.
 
 Models, completions and chat, whole and streamed (the stream must equal the whole answer at
-temperature 0), the SDK's stream helper, a tool-call round trip (tools offered, a call and its result sent
-back; whole and streamed), and errors as the SDK's own exception classes (400 naming the parameter,
-401, 404). A real client that nobody here wrote; its version is pinned in
+temperature 0), the SDK's stream helper, a tool-call round trip (tools offered, a call and its
+result sent back; whole and streamed), n=3 (the prompt computed once), top_logprobs, and errors
+as the SDK's own exception classes (400 naming the parameter, 401, 404). A real client that nobody here wrote; its version is pinned in
 requirements/tools.txt.
 """
 import json
+import re
+import urllib.request
 
 import openai
 import pytest
@@ -190,3 +192,59 @@ def test_tool_choice_naming_an_unknown_function_is_a_bad_request(client, server)
             messages=[{"role": "user", "content": "x"}])
     assert caught.value.param == "tool_choice"
     assert "get_time" in caught.value.message
+
+
+def prompt_tokens_computed(server) -> float:
+    """kvserve:prompt_tokens_total from /metrics: prompt tokens the engine has computed."""
+    root = server.base_url.removesuffix("/v1")
+    with urllib.request.urlopen(root + "/metrics", timeout=30) as response:
+        text = response.read().decode()
+    match = re.search(r"^kvserve:prompt_tokens_total (\S+)$", text, re.M)
+    assert match, "no kvserve:prompt_tokens_total in /metrics"
+    return float(match.group(1))
+
+
+def test_n_choices_share_one_prompt(client, server):
+    """n=3: three choices indexed 0..2, the prompt counted once in usage and computed once (the
+    siblings wait for its blocks and share them; each recomputes at most the last, partial 16-token
+    block), and with a seed choice j is the one-choice answer with seed + j."""
+    params = dict(model=server.model, temperature=0.9, max_tokens=10,
+                  messages=[{"role": "system", "content": "You are a poet who writes about "
+                                                          "rivers, mountains, stones, forests, "
+                                                          "winter light and the open sea. Your "
+                                                          "lines are plain and quiet. Answer in "
+                                                          "one short line."},
+                            {"role": "user", "content": "Write one line about a river at dawn."}])
+    before = prompt_tokens_computed(server)
+    reply = client.chat.completions.create(**params, n=3, seed=21)
+    computed = prompt_tokens_computed(server) - before
+    assert [c.index for c in reply.choices] == [0, 1, 2]
+    prompt = reply.usage.prompt_tokens
+    assert prompt > 48, "the prompt must span several blocks for the sharing to show"
+    assert computed <= prompt + 2 * 16, (computed, prompt)
+    singles = [client.chat.completions.create(**params, seed=21 + j) for j in range(3)]
+    assert singles[0].usage.prompt_tokens == prompt
+    assert [c.message.content for c in reply.choices] == [s.choices[0].message.content
+                                                          for s in singles]
+    assert reply.usage.completion_tokens == sum(s.usage.completion_tokens for s in singles)
+    assert len({c.message.content for c in reply.choices}) > 1, "three seeds, one answer"
+
+
+def test_chat_top_logprobs_describe_the_chosen_tokens(client, server):
+    """logprobs with top_logprobs=3 at temperature 0: one entry per generated token, whose tokens
+    spell the content; each lists three alternatives, most likely first, and the greedy choice is
+    the first of them."""
+    reply = client.chat.completions.create(
+        model=server.model, temperature=0, max_tokens=8, logprobs=True, top_logprobs=3,
+        messages=[{"role": "user", "content": "What is the capital of Japan?"}])
+    choice = reply.choices[0]
+    entries = choice.logprobs.content
+    assert len(entries) == reply.usage.completion_tokens
+    assert "".join(e.token for e in entries) == choice.message.content
+    for e in entries:
+        assert len(e.top_logprobs) == 3
+        ranked = [t.logprob for t in e.top_logprobs]
+        assert ranked == sorted(ranked, reverse=True)
+        assert e.top_logprobs[0].token == e.token
+        assert e.logprob == pytest.approx(e.top_logprobs[0].logprob)
+        assert e.logprob <= 0
