@@ -163,11 +163,13 @@ TEST(GrammarWalkStates, EqualStepByteWithAndWithoutRoom) {
   };
   const std::string alphabet = "abc{}[]\":, !.\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80\xff";
   std::mt19937 rng(11);
+  GrammarWalkStates reused;
   for (const auto& g : grammars) {
     ASSERT_NE(g, nullptr);
     for (size_t max_states : {size_t{4096}, size_t{3}}) {
       GrammarMatcher m(g);
-      GrammarWalkStates walk(*g, m.state(), max_states);
+      GrammarWalkStates& walk = reused;  // one walker for every grammar: Reset starts afresh
+      walk.Reset(*g, m.state(), max_states);
       std::vector<GrammarState> expected(1, m.state());
       std::string bytes;
       size_t reached = 0;  // depths 0..reached hold the previous token's states

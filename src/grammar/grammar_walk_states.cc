@@ -10,12 +10,31 @@ size_t Mix(size_t h, size_t v) { return h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6
 
 }  // namespace
 
+GrammarWalkStates::GrammarWalkStates() : index_(64, Hash{&interned_}, Equal{&interned_}) {}
+
 GrammarWalkStates::GrammarWalkStates(const Grammar& grammar, const GrammarState& start,
                                      size_t max_states)
-    : grammar_(grammar), max_states_(max_states), index_(64, Hash{&interned_}, Equal{&interned_}) {
+    : GrammarWalkStates() {
+  Reset(grammar, start, max_states);
+}
+
+void GrammarWalkStates::Reset(const Grammar& grammar, const GrammarState& start,
+                              size_t max_states) {
+  // Rows of more states than this are given back rather than kept for the next walk.
+  constexpr size_t kKeptStates = 256;
+  grammar_ = &grammar;
+  max_states_ = max_states;
+  index_.clear();
+  interned_.clear();
+  state_flags_.clear();
+  if (next_.capacity() > kKeptStates * 256) {
+    std::vector<int32_t>().swap(next_);
+  } else {
+    next_.clear();
+  }
   Grow(1);
   scratch_ = start;
-  CanonicalizePartial(grammar_, scratch_);
+  CanonicalizePartial(grammar, scratch_);
   depth_flags_[0] = FlagsOf(scratch_);
   ids_[0] = Intern(scratch_);
   if (ids_[0] == kLoose) std::swap(loose_[0], scratch_);
@@ -95,8 +114,8 @@ void GrammarWalkStates::StepNew(size_t d, uint8_t byte) {
       return;
     }
   }
-  StepByte(grammar_, at(d), byte, scratch_);
-  CanonicalizePartial(grammar_, scratch_);
+  StepByte(*grammar_, at(d), byte, scratch_);
+  CanonicalizePartial(*grammar_, scratch_);
   depth_flags_[d + 1] = FlagsOf(scratch_);
   const int32_t id = Intern(scratch_);
   if (from >= 0 && id >= 0) next_[static_cast<size_t>(from) * 256 + byte] = id;

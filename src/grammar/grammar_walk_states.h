@@ -11,7 +11,7 @@
 // state here behaves as StepByte's would for every byte that follows, but an unfinished
 // character's bits may differ. One walk, one thread.
 //
-//   GrammarWalkStates walk(grammar, start);   // depth 0 is `start`
+//   GrammarWalkStates walk(grammar, start);   // depth 0 is `start` (or walk.Reset(grammar, start))
 //   walk.Step(0, 'a');                         // depth 1: after 'a'
 //   walk.at(1).stacks.empty();                 // 'a' continues nothing
 #pragma once
@@ -33,6 +33,12 @@ class GrammarWalkStates {
 
   GrammarWalkStates(const Grammar& grammar, const GrammarState& start,
                     size_t max_states = kDefaultMaxStates);
+  // Empty, for Reset: a walker kept per thread saves each walk its allocations (a masked request
+  // makes hundreds of walks, most of them over a few tokens).
+  GrammarWalkStates();
+  // Starts a new walk at `start`, keeping the buffers (within a bound) of the last one.
+  void Reset(const Grammar& grammar, const GrammarState& start,
+             size_t max_states = kDefaultMaxStates);
   GrammarWalkStates(const GrammarWalkStates&) = delete;
   GrammarWalkStates& operator=(const GrammarWalkStates&) = delete;
 
@@ -88,8 +94,8 @@ class GrammarWalkStates {
     bool operator()(int32_t a, int32_t b) const;
   };
 
-  const Grammar& grammar_;
-  size_t max_states_;
+  const Grammar* grammar_ = nullptr;
+  size_t max_states_ = kDefaultMaxStates;
   std::vector<int32_t> ids_;           // per depth: an id into interned_, or kLoose
   std::vector<GrammarState> loose_;    // per depth: the state when it is not interned
   std::vector<uint8_t> depth_flags_;   // per depth: FlagsOf(at(d))

@@ -40,7 +40,8 @@ void TokenMasker::Walk(const GrammarState& start, bool isolated,
   };
   // states[d]: after the first d bytes of the current token; escaped[d]: on the way there a
   // state held an empty stack (isolated: the position's rule had ended) and bytes went on.
-  GrammarWalkStates states(*grammar_, start);
+  thread_local GrammarWalkStates states;
+  states.Reset(*grammar_, start);
   std::vector<char> escaped(1, 0);
   size_t valid = 0;  // states[0..valid] hold the prefix of the token at `last`
   size_t last = 0;
