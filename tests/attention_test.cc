@@ -223,12 +223,14 @@ TEST(AttendHeadTest, AttentionViewCallsTheKernel) {
 
 // As RunAttend, with keys first_key .. n_keys - 1 and a soft-cap.
 std::vector<float> RunAttendLimited(AttendHeadFn fn, const Pool& pool, const std::vector<float>& q,
-                                    int head, int first_key, float soft_cap) {
+                                    int head, int first_key, float soft_cap,
+                                    float sink = -INFINITY) {
   std::vector<float> scores(AttentionScratchFloats(pool.n_keys - first_key, pool.head_dim));
   std::vector<float> out(pool.head_dim + 16, 7.0f);
   AttendJob job = pool.Job(q.data(), head, scores.data(), out.data());
   job.first_key = first_key;
   job.soft_cap = soft_cap;
+  job.sink = sink;
   fn(job);
   for (int d = pool.head_dim; d < pool.head_dim + 16; ++d) {
     EXPECT_EQ(out[d], 7.0f) << "wrote past head_dim at " << d;
@@ -344,6 +346,118 @@ TEST(AttendHeadWindowTest, ReadsOnlyTheWindow) {
         RunAttendLimited(tables[i]->attend_head, pool, q, 1, first, 50.0f);
     EXPECT_EQ(std::memcmp(got.data(), clean[i].data(), sizeof(float) * 64), 0);
     EXPECT_FALSE(std::isnan(got[0]));
+  }
+}
+
+// ---- Learned attention sinks (gpt-oss) ---------------------------------------------------------
+
+// A sink s is a logit in the softmax's denominator with no value: out = sum_j e^(s_j - m) V_j /
+// (sum_j e^(s_j - m) + e^(s - m)), m = max(max_j s_j, s); it is not soft-capped.
+TEST(AttendHeadSinkTest, ScalarMatchesDoubleSoftmaxWithASink) {
+  std::mt19937 rng(41);
+  for (KvType type : kKvTypes) {
+    for (int n_keys : {1, 9, 40}) {
+      for (float sink : {-4.0f, 0.3f, 2.5f, 30.0f}) {
+        for (float soft_cap : {0.0f, 2.0f}) {
+          SCOPED_TRACE(std::string(KvTypeName(type)) + " n_keys=" + std::to_string(n_keys) +
+                       " sink=" + std::to_string(sink) + " soft_cap=" + std::to_string(soft_cap));
+          const int head_dim = 64, first = n_keys > 8 ? 3 : 0;
+          const Pool pool(type, head_dim, 2, 5, n_keys, rng);
+          const std::vector<float> q = RandomQuery(head_dim, 2.0f, rng);
+          const std::vector<float> got =
+              RunAttendLimited(scalar::AttendHead, pool, q, 1, first, soft_cap, sink);
+          std::vector<double> p(n_keys - first);
+          double max_score = sink;
+          for (int j = first; j < n_keys; ++j) {
+            double s = 0.0;
+            for (int d = 0; d < head_dim; ++d) s += double{q[d]} * pool.Load(pool.k, j, 1, d);
+            s /= std::sqrt(static_cast<double>(head_dim));
+            if (soft_cap > 0.0f) s = std::tanh(s / soft_cap) * soft_cap;
+            p[j - first] = s;
+            max_score = std::max(max_score, s);
+          }
+          double sum = std::exp(double{sink} - max_score);
+          for (double& x : p) sum += (x = std::exp(x - max_score));
+          for (int d = 0; d < head_dim; ++d) {
+            double want = 0.0, magnitude = 0.0;
+            for (int j = first; j < n_keys; ++j) {
+              want += p[j - first] / sum * pool.Load(pool.v, j, 1, d);
+              magnitude += p[j - first] / sum * std::fabs(pool.Load(pool.v, j, 1, d));
+            }
+            EXPECT_NEAR(got[d], want, 1e-4 * magnitude + 1e-6) << "d=" << d;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(AttendHeadSinkTest, SimdMatchesScalarBitwise) {
+  const auto tables = FastTables();
+  if (tables.empty()) GTEST_SKIP() << "no SIMD table for this CPU";
+  std::mt19937 rng(43);
+  for (KvType type : kKvTypes) {
+    for (int head_dim : {15, 64, 256}) {
+      for (int n_keys : {1, 17, 129}) {
+        const Pool pool(type, head_dim, 2, 16, n_keys, rng);
+        for (float sink : {-INFINITY, -6.0f, 0.0f, 1.7f, 40.0f}) {
+          const int first = n_keys > 16 ? n_keys - 16 : 0;
+          const std::vector<float> q = RandomQuery(head_dim, 4.0f, rng);
+          const std::vector<float> want =
+              RunAttendLimited(scalar::AttendHead, pool, q, 1, first, 0.0f, sink);
+          for (const KernelTable* t : tables) {
+            SCOPED_TRACE(std::string(t->isa) + " " + KvTypeName(type) +
+                         " head_dim=" + std::to_string(head_dim) +
+                         " n_keys=" + std::to_string(n_keys) + " sink=" + std::to_string(sink));
+            const std::vector<float> got =
+                RunAttendLimited(t->attend_head, pool, q, 1, first, 0.0f, sink);
+            ASSERT_EQ(std::memcmp(got.data(), want.data(), sizeof(float) * head_dim), 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+// The backend passes each query head its own sink (AttentionParams::sinks, indexed by query head,
+// not KV head); with no sinks the output is the one without, bit for bit.
+TEST(AttendHeadSinkTest, PagedAttentionGivesEachHeadItsSink) {
+  std::mt19937 rng(47);
+  constexpr int kHeads = 4;
+  const int n_kv_heads = 2, head_dim = 64, n_keys = 21;
+  const Pool pool(KvType::kF32, head_dim, n_kv_heads, 16, n_keys, rng);
+  KvLayerView view{.k = const_cast<uint8_t*>(pool.k.data()),
+                   .v = const_cast<uint8_t*>(pool.v.data()),
+                   .type = pool.type,
+                   .block_size = pool.block_size,
+                   .n_kv_heads = pool.n_kv_heads,
+                   .head_dim = pool.head_dim};
+  std::vector<float> q;
+  for (int h = 0; h < kHeads; ++h) {
+    const std::vector<float> row = RandomQuery(head_dim, 2.0f, rng);
+    q.insert(q.end(), row.begin(), row.end());
+  }
+  const std::vector<int32_t> positions = {n_keys - 1}, seq_index = {0};
+  const std::vector<std::vector<int32_t>> tables = {pool.block_table};
+  const AttentionBatch batch{
+      .positions = positions, .seq_index = seq_index, .block_tables = tables};
+  const float sinks[kHeads] = {-1.0f, 0.5f, 3.0f, -INFINITY};
+  const Backend& backend = TestBackend();
+  auto ws = backend.NewWorkspace({});
+  AttentionParams params{.scale = 1.0f / std::sqrt(static_cast<float>(head_dim))};
+  std::vector<float> plain(kHeads * head_dim), sunk(kHeads * head_dim);
+  backend.PagedAttention(view, batch, q.data(), kHeads, params, plain.data(), *ws);
+  params.sinks = sinks;
+  backend.PagedAttention(view, batch, q.data(), kHeads, params, sunk.data(), *ws);
+  for (int h = 0; h < kHeads; ++h) {
+    const std::vector<float> head_q(q.begin() + h * head_dim, q.begin() + (h + 1) * head_dim);
+    const std::vector<float> want = RunAttendLimited(testing::TestCpuKernels().attend_head, pool,
+                                                     head_q, h / 2, 0, 0.0f, sinks[h]);
+    EXPECT_EQ(std::memcmp(sunk.data() + h * head_dim, want.data(), sizeof(float) * head_dim), 0)
+        << "head " << h;
+    const bool same = std::memcmp(sunk.data() + h * head_dim, plain.data() + h * head_dim,
+                                  sizeof(float) * head_dim) == 0;
+    EXPECT_EQ(same, sinks[h] == -INFINITY) << "head " << h;
   }
 }
 

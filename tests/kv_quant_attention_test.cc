@@ -237,12 +237,14 @@ struct QuantPool {
 // Runs `fn` on keys first_key .. n_keys - 1 with a soft-cap; returns out[0, head_dim) and checks
 // nothing past it was written.
 std::vector<float> RunAttend(AttendHeadFn fn, const QuantPool& pool, const std::vector<float>& q,
-                             int head, int first_key = 0, float soft_cap = 0.0f) {
+                             int head, int first_key = 0, float soft_cap = 0.0f,
+                             float sink = -INFINITY) {
   std::vector<float> scores(AttentionScratchFloats(pool.n_keys - first_key, pool.head_dim));
   std::vector<float> out(pool.head_dim + 16, 7.0f);
   AttendJob job = pool.Job(q.data(), head, scores.data(), out.data());
   job.first_key = first_key;
   job.soft_cap = soft_cap;
+  job.sink = sink;
   fn(job);
   for (int d = pool.head_dim; d < pool.head_dim + 16; ++d) {
     EXPECT_EQ(out[d], 7.0f) << "wrote past head_dim at " << d;
@@ -444,6 +446,49 @@ TEST(KvQuantAttention, StoreKvAndTheViewAgreeWithTheKernel) {
                                  .scores = scratch.data(),
                                  .out = want.data()});
     EXPECT_EQ(std::memcmp(got.data(), want.data(), sizeof(float) * head_dim), 0);
+  }
+}
+
+// A learned sink on quantized KV: the scalar table against the double softmax with the sink in
+// its denominator, and every SIMD table bit for bit against the scalar one.
+TEST(KvQuantAttention, SinksMatchTheDoubleSoftmaxAndEveryTable) {
+  const auto tables = FastTables();
+  std::mt19937 rng(31);
+  for (KvType type : kQuantTypes) {
+    for (int head_dim : {15, 64, 256}) {
+      for (int n_keys : {1, 17, 100}) {
+        const QuantPool pool(type, head_dim, 2, 16, n_keys, rng);
+        for (float sink : {-INFINITY, -3.0f, 0.8f, 25.0f}) {
+          SCOPED_TRACE(std::string(KvTypeName(type)) + " head_dim=" + std::to_string(head_dim) +
+                       " n_keys=" + std::to_string(n_keys) + " sink=" + std::to_string(sink));
+          const std::vector<float> q = RandomRow(head_dim, 1.0f, rng);
+          const std::vector<float> want = RunAttend(scalar::AttendHead, pool, q, 1, 0, 0.0f, sink);
+          std::vector<double> p(n_keys);
+          double max_score = sink;
+          for (int j = 0; j < n_keys; ++j) {
+            double s = 0.0;
+            for (int d = 0; d < head_dim; ++d) s += double{q[d]} * pool.Load(pool.k, j, 1, d);
+            p[j] = s / std::sqrt(static_cast<double>(head_dim));
+            max_score = std::max(max_score, p[j]);
+          }
+          double sum = std::exp(double{sink} - max_score);
+          for (double& x : p) sum += (x = std::exp(x - max_score));
+          for (int d = 0; d < head_dim; ++d) {
+            double expect = 0.0, magnitude = 0.0;
+            for (int j = 0; j < n_keys; ++j) {
+              const double value = pool.Load(pool.v, j, 1, d);
+              expect += p[j] / sum * value;
+              magnitude += p[j] / sum * std::fabs(value);
+            }
+            EXPECT_NEAR(want[d], expect, 1e-4 * magnitude + 1e-6) << "d=" << d;
+          }
+          for (const KernelTable* t : tables) {
+            const std::vector<float> got = RunAttend(t->attend_head, pool, q, 1, 0, 0.0f, sink);
+            ASSERT_EQ(std::memcmp(got.data(), want.data(), sizeof(float) * head_dim), 0) << t->isa;
+          }
+        }
+      }
+    }
   }
 }
 

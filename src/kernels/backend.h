@@ -76,6 +76,9 @@ struct AttentionParams {
   float scale = 1.0f;
   int window = 0;         // keys pos - window + 1 .. pos (those >= 0); 0 = keys 0 .. pos
   float soft_cap = 0.0f;  // scores s -> tanh(s / soft_cap) * soft_cap before the softmax; 0 = none
+  // Learned attention sinks (gpt-oss): per query head, a logit that joins the softmax's
+  // denominator without a value, so a head may attend to nothing. [n_heads]; nullptr = none.
+  const float* sinks = nullptr;
 };
 
 // Which rows each expert of a mixture serves this step (Backend::GroupByExpert): expert e's rows

@@ -92,7 +92,8 @@ void AttendTyped(const AttendJob& job) {
   if (job.soft_cap > 0.0f) {
     max_score = scalar::SoftCapScores(job.scores, job.n_keys - job.first_key, job.soft_cap);
   }
-  const float inv_sum = 1.0f / ExpScores(job, max_score);
+  max_score = std::fmax(max_score, job.sink);
+  const float inv_sum = 1.0f / (ExpScores(job, max_score) + scalar::KvExp(job.sink - max_score));
   AccumulateValues<T, kVec>(job, inv_sum, tail);
 }
 

@@ -89,12 +89,13 @@ void AttendHead(const AttendJob& job) {
     max_score = std::fmax(max_score, job.scores[j]);
   }
   if (job.soft_cap > 0.0f) max_score = SoftCapScores(job.scores, n, job.soft_cap);
+  max_score = std::fmax(max_score, job.sink);
   float sums[kLanes] = {};
   for (int j = 0; j < n; ++j) {
     job.scores[j] = KvExp(job.scores[j] - max_score);
     sums[j % kLanes] = sums[j % kLanes] + job.scores[j];
   }
-  const float inv_sum = 1.0f / HalvingSum(sums);
+  const float inv_sum = 1.0f / (HalvingSum(sums) + KvExp(job.sink - max_score));
   for (int d = 0; d < job.head_dim; ++d) job.out[d] = 0.0f;
   for (int j = 0; j < n; ++j) {
     const float weight = job.scores[j] * inv_sum;

@@ -63,6 +63,7 @@ void AttendHead(const KernelTable& kernels, const KvLayerView& kv, const float* 
       .out = out,
       .first_key = limits.first_key,
       .soft_cap = limits.soft_cap,
+      .sink = limits.sink,
   });
 }
 

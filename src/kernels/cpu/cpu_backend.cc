@@ -308,7 +308,9 @@ void CpuBackend::PagedAttention(const KvLayerView& kv, const AttentionBatch& bat
           AttendHead(kernels_, kv, q + offset, h / group,
                      batch.block_tables[batch.seq_index[i]].data(), pos + 1, params.scale,
                      out + offset, scratch,
-                     {.first_key = first_key(pos), .soft_cap = params.soft_cap});
+                     {.first_key = first_key(pos),
+                      .soft_cap = params.soft_cap,
+                      .sink = params.sinks != nullptr ? params.sinks[h] : -INFINITY});
         }
       },
       cost);

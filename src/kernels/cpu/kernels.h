@@ -9,6 +9,7 @@
 // computed alone, in a batch, or in a different thread split.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -59,7 +60,10 @@ using MatmulTileFn = void (*)(const MatmulTile& tile);
 // A sliding window (first_key > 0) reads only the keys first_key .. n_keys - 1 (key j of the
 // window is p = first_key + j, and j takes p's place above: scores[j], sum lane j mod 16). A
 // soft-cap c > 0 replaces every score s by tanh(s * (1 / c)) * c (std::tanh, one key at a time:
-// SoftCapScores of attend_head.h, called by every table) before the max.
+// SoftCapScores of attend_head.h, called by every table) before the max. A learned sink s (a
+// logit per head that joins the softmax's denominator and no value: gpt-oss) takes part in the
+// max, max = fmax(max score, s), and adds KvExp(s - max) to the halving tree's sum; it is not
+// soft-capped. With no sink (s = -infinity) both are the identity, so the bits are unchanged.
 struct AttendJob {
   const float* q;  // [head_dim]
   const uint8_t* k;
@@ -71,10 +75,11 @@ struct AttendJob {
   int n_keys;
   int head_dim;  // at most kMaxAttendHeadDim
   float scale;
-  float* scores;          // scratch, at least n_keys - first_key rounded up to 16 floats
-  float* out;             // [head_dim]
-  int first_key = 0;      // the window's first position; 0 = every key
-  float soft_cap = 0.0f;  // attention logit soft-cap; 0 = none
+  float* scores;           // scratch, at least n_keys - first_key rounded up to 16 floats
+  float* out;              // [head_dim]
+  int first_key = 0;       // the window's first position; 0 = every key
+  float soft_cap = 0.0f;   // attention logit soft-cap; 0 = none
+  float sink = -INFINITY;  // a learned attention sink's logit (gpt-oss); -infinity = none
 };
 constexpr int kMaxAttendHeadDim = 256;
 
