@@ -22,6 +22,7 @@
 #include "kernels/cpu/attend_head.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/kernels.h"
+#include "support/attention_reference.h"
 #include "support/kernel_tables.h"
 #include "support/test_backend.h"
 #include "util/half.h"
@@ -97,6 +98,15 @@ struct Pool {
     const uint16_t h = reinterpret_cast<const uint16_t*>(pool.data())[i];
     return type == KvType::kF16 ? Fp16ToFloat(h) : Bf16ToFloat(h);
   }
+  // The pool as the backend reads a layer's KV.
+  KvLayerView View() const {
+    return KvLayerView{.k = const_cast<uint8_t*>(k.data()),
+                       .v = const_cast<uint8_t*>(v.data()),
+                       .type = type,
+                       .block_size = block_size,
+                       .n_kv_heads = n_kv_heads,
+                       .head_dim = head_dim};
+  }
   AttendJob Job(const float* q, int head, float* scores, float* out) const {
     const size_t offset = static_cast<size_t>(head) * head_dim * elem();
     return AttendJob{.q = q,
@@ -146,27 +156,7 @@ TEST(AttendHeadTest, ScalarMatchesDoubleSoftmax) {
         const Pool pool(type, head_dim, 2, 16, n_keys, rng);
         const std::vector<float> q = RandomQuery(head_dim, 1.0f, rng);
         const std::vector<float> got = RunAttend(scalar::AttendHead, pool, q, 1);
-        std::vector<double> p(n_keys);
-        double max_score = -INFINITY;
-        for (int j = 0; j < n_keys; ++j) {
-          double s = 0.0;
-          for (int d = 0; d < head_dim; ++d) s += double{q[d]} * pool.Load(pool.k, j, 1, d);
-          p[j] = s / std::sqrt(static_cast<double>(head_dim));
-          max_score = std::max(max_score, p[j]);
-        }
-        double sum = 0.0;
-        for (double& x : p) sum += (x = std::exp(x - max_score));
-        for (int d = 0; d < head_dim; ++d) {
-          double want = 0.0;
-          double magnitude = 0.0;
-          for (int j = 0; j < n_keys; ++j) {
-            want += p[j] / sum * pool.Load(pool.v, j, 1, d);
-            magnitude += p[j] / sum * std::fabs(pool.Load(pool.v, j, 1, d));
-          }
-          // Scores carry ~head_dim roundings (relative 1e-5 of |q||k| ~ 8), so the weights'
-          // relative error stays below ~1e-4 and the weighted sum's below that times its magnitude.
-          EXPECT_NEAR(got[d], want, 1e-4 * magnitude + 1e-6) << "d=" << d;
-        }
+        testing::ExpectNearDoubleAttention(pool, q, 1, 0, 0.0f, -INFINITY, got);
       }
     }
   }
@@ -205,12 +195,7 @@ TEST(AttendHeadTest, AttentionViewCallsTheKernel) {
   const Pool pool(KvType::kF16, 64, 4, 16, 40, rng);
   const std::vector<float> q = RandomQuery(64, 1.0f, rng);
   const std::vector<float> want = RunAttend(testing::TestCpuKernels().attend_head, pool, q, 2);
-  KvLayerView view{.k = const_cast<uint8_t*>(pool.k.data()),
-                   .v = const_cast<uint8_t*>(pool.v.data()),
-                   .type = pool.type,
-                   .block_size = pool.block_size,
-                   .n_kv_heads = pool.n_kv_heads,
-                   .head_dim = pool.head_dim};
+  const KvLayerView view = pool.View();
   std::vector<float> scratch(AttentionScratchFloats(pool.n_keys, pool.head_dim));
   std::vector<float> got(64);
   const float scale = 1.0f / std::sqrt(64.0f);  // what Pool::Job passes
@@ -254,28 +239,7 @@ TEST(AttendHeadWindowTest, ScalarMatchesDoubleSoftmax) {
           const std::vector<float> q = RandomQuery(head_dim, 2.0f, rng);
           const std::vector<float> got =
               RunAttendLimited(scalar::AttendHead, pool, q, 1, first, soft_cap);
-          std::vector<double> p(n_keys - first);
-          double max_score = -INFINITY;
-          for (int j = first; j < n_keys; ++j) {
-            double s = 0.0;
-            for (int d = 0; d < head_dim; ++d) s += double{q[d]} * pool.Load(pool.k, j, 1, d);
-            s /= std::sqrt(static_cast<double>(head_dim));
-            if (soft_cap > 0.0f) s = std::tanh(s / soft_cap) * soft_cap;
-            p[j - first] = s;
-            max_score = std::max(max_score, s);
-          }
-          double sum = 0.0;
-          for (double& x : p) sum += (x = std::exp(x - max_score));
-          for (int d = 0; d < head_dim; ++d) {
-            double want = 0.0;
-            double magnitude = 0.0;
-            for (int j = first; j < n_keys; ++j) {
-              want += p[j - first] / sum * pool.Load(pool.v, j, 1, d);
-              magnitude += p[j - first] / sum * std::fabs(pool.Load(pool.v, j, 1, d));
-            }
-            // As above: the scores' roundings (and tanh's, below 1 ulp) bound the weights' error.
-            EXPECT_NEAR(got[d], want, 1e-4 * magnitude + 1e-6) << "d=" << d;
-          }
+          testing::ExpectNearDoubleAttention(pool, q, 1, first, soft_cap, -INFINITY, got);
         }
       }
     }
@@ -366,26 +330,7 @@ TEST(AttendHeadSinkTest, ScalarMatchesDoubleSoftmaxWithASink) {
           const std::vector<float> q = RandomQuery(head_dim, 2.0f, rng);
           const std::vector<float> got =
               RunAttendLimited(scalar::AttendHead, pool, q, 1, first, soft_cap, sink);
-          std::vector<double> p(n_keys - first);
-          double max_score = sink;
-          for (int j = first; j < n_keys; ++j) {
-            double s = 0.0;
-            for (int d = 0; d < head_dim; ++d) s += double{q[d]} * pool.Load(pool.k, j, 1, d);
-            s /= std::sqrt(static_cast<double>(head_dim));
-            if (soft_cap > 0.0f) s = std::tanh(s / soft_cap) * soft_cap;
-            p[j - first] = s;
-            max_score = std::max(max_score, s);
-          }
-          double sum = std::exp(double{sink} - max_score);
-          for (double& x : p) sum += (x = std::exp(x - max_score));
-          for (int d = 0; d < head_dim; ++d) {
-            double want = 0.0, magnitude = 0.0;
-            for (int j = first; j < n_keys; ++j) {
-              want += p[j - first] / sum * pool.Load(pool.v, j, 1, d);
-              magnitude += p[j - first] / sum * std::fabs(pool.Load(pool.v, j, 1, d));
-            }
-            EXPECT_NEAR(got[d], want, 1e-4 * magnitude + 1e-6) << "d=" << d;
-          }
+          testing::ExpectNearDoubleAttention(pool, q, 1, first, soft_cap, sink, got);
         }
       }
     }
@@ -426,12 +371,7 @@ TEST(AttendHeadSinkTest, PagedAttentionGivesEachHeadItsSink) {
   constexpr int kHeads = 4;
   const int n_kv_heads = 2, head_dim = 64, n_keys = 21;
   const Pool pool(KvType::kF32, head_dim, n_kv_heads, 16, n_keys, rng);
-  KvLayerView view{.k = const_cast<uint8_t*>(pool.k.data()),
-                   .v = const_cast<uint8_t*>(pool.v.data()),
-                   .type = pool.type,
-                   .block_size = pool.block_size,
-                   .n_kv_heads = pool.n_kv_heads,
-                   .head_dim = pool.head_dim};
+  const KvLayerView view = pool.View();
   std::vector<float> q;
   for (int h = 0; h < kHeads; ++h) {
     const std::vector<float> row = RandomQuery(head_dim, 2.0f, rng);

@@ -24,6 +24,7 @@
 #include "kernels/cpu/kernels.h"
 #include "kv/kv_format.h"
 #include "kv/kv_spec.h"
+#include "support/attention_reference.h"
 #include "support/kernel_tables.h"
 #include "support/test_backend.h"
 #include "util/half.h"
@@ -266,30 +267,7 @@ TEST(KvQuantAttention, ScalarMatchesDoubleSoftmax) {
           const QuantPool pool(type, head_dim, 2, 16, n_keys, rng);
           const std::vector<float> q = RandomRow(head_dim, 1.0f, rng);
           const std::vector<float> got = RunAttend(scalar::AttendHead, pool, q, 1, first, soft_cap);
-          std::vector<double> p(n_keys - first);
-          double max_score = -INFINITY;
-          for (int j = first; j < n_keys; ++j) {
-            double s = 0.0;
-            for (int d = 0; d < head_dim; ++d) s += double{q[d]} * pool.Load(pool.k, j, 1, d);
-            s /= std::sqrt(static_cast<double>(head_dim));
-            if (soft_cap > 0.0f) s = std::tanh(s / soft_cap) * soft_cap;
-            p[j - first] = s;
-            max_score = std::max(max_score, s);
-          }
-          double sum = 0.0;
-          for (double& x : p) sum += (x = std::exp(x - max_score));
-          for (int d = 0; d < head_dim; ++d) {
-            double want = 0.0;
-            double magnitude = 0.0;
-            for (int j = first; j < n_keys; ++j) {
-              const double value = pool.Load(pool.v, j, 1, d);
-              want += p[j - first] / sum * value;
-              magnitude += p[j - first] / sum * std::fabs(value);
-            }
-            // As attention_test: the scores' ~head_dim roundings bound the weights' relative
-            // error by ~1e-4; the dequantized values themselves are exact.
-            EXPECT_NEAR(got[d], want, 1e-4 * magnitude + 1e-6) << "d=" << d;
-          }
+          testing::ExpectNearDoubleAttention(pool, q, 1, first, soft_cap, -INFINITY, got);
         }
       }
     }
@@ -463,25 +441,7 @@ TEST(KvQuantAttention, SinksMatchTheDoubleSoftmaxAndEveryTable) {
                        " n_keys=" + std::to_string(n_keys) + " sink=" + std::to_string(sink));
           const std::vector<float> q = RandomRow(head_dim, 1.0f, rng);
           const std::vector<float> want = RunAttend(scalar::AttendHead, pool, q, 1, 0, 0.0f, sink);
-          std::vector<double> p(n_keys);
-          double max_score = sink;
-          for (int j = 0; j < n_keys; ++j) {
-            double s = 0.0;
-            for (int d = 0; d < head_dim; ++d) s += double{q[d]} * pool.Load(pool.k, j, 1, d);
-            p[j] = s / std::sqrt(static_cast<double>(head_dim));
-            max_score = std::max(max_score, p[j]);
-          }
-          double sum = std::exp(double{sink} - max_score);
-          for (double& x : p) sum += (x = std::exp(x - max_score));
-          for (int d = 0; d < head_dim; ++d) {
-            double expect = 0.0, magnitude = 0.0;
-            for (int j = 0; j < n_keys; ++j) {
-              const double value = pool.Load(pool.v, j, 1, d);
-              expect += p[j] / sum * value;
-              magnitude += p[j] / sum * std::fabs(value);
-            }
-            EXPECT_NEAR(want[d], expect, 1e-4 * magnitude + 1e-6) << "d=" << d;
-          }
+          testing::ExpectNearDoubleAttention(pool, q, 1, 0, 0.0f, sink, want);
           for (const KernelTable* t : tables) {
             const std::vector<float> got = RunAttend(t->attend_head, pool, q, 1, 0, 0.0f, sink);
             ASSERT_EQ(std::memcmp(got.data(), want.data(), sizeof(float) * head_dim), 0) << t->isa;
