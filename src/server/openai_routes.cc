@@ -462,12 +462,14 @@ ChatOutputOptions OpenAiRoutes::ChatOutput(const CompletionRequest& request,
                                            const ChatTemplate& chat) const {
   const ReasoningFormat reasoning = request.reasoning_format.value_or(options_.reasoning_format);
   const bool parse_tools = !request.tools.empty() && request.tool_choice != ToolChoice::kNone;
+  const ToolFormat format = parse_tools ? chat.tool_format() : ToolFormat::kNone;
   return ChatOutputOptions{
       .split_reasoning = reasoning == ReasoningFormat::kDeepSeek &&
                          (request.reasoning_format.has_value() || chat.knows_think()),
       .prompt_opens_think = chat.prompt_opens_think(),
-      .tool_format = parse_tools ? chat.tool_format() : ToolFormat::kNone,
-      .parallel_tool_calls = request.parallel_tool_calls};
+      .tool_format = format,
+      .parallel_tool_calls = request.parallel_tool_calls,
+      .tools = format == ToolFormat::kQwenXml ? request.tools : std::vector<ChatTool>{}};
 }
 
 namespace {
