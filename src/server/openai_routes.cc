@@ -567,6 +567,9 @@ std::optional<ApiError> OpenAiRoutes::ForceToolCalls(const CompletionRequest& re
   if (!compiled.ok()) return ApiError::BadRequest(compiled.message(), "tools");
   grammar = *compiled;
   answer_prefix = (*forced)->answer_prefix;
+  // Qwen 3.5's cue opens <think>: the forced calls come after an empty reasoning block, as the
+  // template writes it with thinking off ("<think>\n\n</think>\n\n"), not inside it.
+  if (model_.chat_template->prompt_opens_think()) answer_prefix = "\n</think>\n\n" + answer_prefix;
   return std::nullopt;
 }
 
