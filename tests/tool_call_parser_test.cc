@@ -12,6 +12,7 @@
 #include "server/chat_output.h"
 #include "server/reasoning_splitter.h"
 #include "server/tool_call_parser.h"
+#include "tokenizer/tool_prompt.h"
 
 namespace kvserve {
 namespace {
@@ -220,6 +221,30 @@ TEST(ToolCallParserTest, QwenXmlMalformedIsContent) {
                                                          "</parameter></function></tool_call>");
   ASSERT_EQ(parsed.calls.size(), 1u);
   EXPECT_EQ(parsed.calls[0].arguments, "{\"a\":\"" + deep + "\"}");
+}
+
+// What the prompt writes for a call (tokenizer/tool_prompt.h) parses back into that call.
+TEST(ToolCallParserTest, QwenXmlRenderedCallsParseBack) {
+  for (const std::string& arguments : {
+           std::string(R"({"city":"New\nYork","days":3,"options":{"a":[1,{"b":null}]}})"),
+           std::string(R"({"city":"","note":"  spaced  ","unit":"f"})"),
+           std::string(R"({"city":"{\"not\": \"json here\"}","days":-2.5})"),
+       }) {
+    ChatText prompt;
+    AppendQwenXmlToolCall({.id = "x", .name = "get_weather", .arguments = arguments}, prompt);
+    const ToolCallOutput parsed =
+        ToolCallParser::ParseAll(ToolFormat::kQwenXml, prompt.text(), kXmlTools);
+    ASSERT_EQ(parsed.calls.size(), 1u) << prompt.text();
+    EXPECT_EQ(parsed.content, "");
+    EXPECT_EQ(parsed.calls[0].arguments, arguments) << prompt.text();
+  }
+  // Booleans and null come back from the template's Python spelling.
+  ChatText prompt;
+  AppendQwenXmlToolCall({.name = "run", .arguments = R"({"flag":false,"other":null})"}, prompt);
+  EXPECT_EQ(ToolCallParser::ParseAll(ToolFormat::kQwenXml, prompt.text(), kXmlTools)
+                .calls.at(0)
+                .arguments,
+            R"({"flag":false,"other":null})");
 }
 
 TEST(ToolCallParserTest, IdsAreFreshAndShapedPerFamily) {
