@@ -305,6 +305,169 @@ TEST(ChatToolsTest, OddToolJsonNeverThrows) {
       << hermes3;
 }
 
+// Qwen 3.5 and Qwen3-Coder: XML calls. The expected strings were worked out from the templates
+// and checked against Jinja2 (trim_blocks, lstrip_blocks, Hugging Face's tojson).
+const std::string kQwen35ToolsBlock =
+    "<|im_start|>system\n# Tools\n\nYou have access to the following functions:\n\n<tools>\n" +
+    kToolJson +
+    "\n</tools>\n\nIf you choose to call a function ONLY reply in the following format with NO "
+    "suffix:\n\n<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\n"
+    "value_1\n</parameter>\n<parameter=example_parameter_2>\nThis is the value for the second "
+    "parameter\nthat can span\nmultiple lines\n</parameter>\n</function>\n</tool_call>\n\n"
+    "<IMPORTANT>\nReminder:\n- Function calls MUST follow the specified format: an inner "
+    "<function=...></function> block must be nested within <tool_call></tool_call> XML tags\n"
+    "- Required parameters MUST be specified\n- You may provide optional reasoning for your "
+    "function call in natural language BEFORE the function call, but NOT after\n- If there is no "
+    "function call available, answer the question like normal with your current knowledge and do "
+    "not tell the user about function calls\n</IMPORTANT>";
+
+// Two calls in one turn: a string, a number and an object argument; a boolean, a float and null
+// as Jinja's `string` filter prints them.
+ChatMessage TwoXmlCalls(std::string content) {
+  return ChatMessage{
+      .role = "assistant",
+      .content = std::move(content),
+      .tool_calls = {{.id = "a",
+                      .name = "get_weather",
+                      .arguments = R"({"city":"Paris","days":3,"options":{"units":"metric",)"
+                                   R"("hourly":true}})"},
+                     {.id = "b",
+                      .name = "get_time",
+                      .arguments = R"({"zone":"Europe/Paris","utc":false,"offset":1.5,)"
+                                   R"("dst":null})"}}};
+}
+
+const std::string kTwoXmlCallsText =
+    "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+    "<parameter=days>\n3\n</parameter>\n<parameter=options>\n{\"units\": \"metric\", \"hourly\": "
+    "true}\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=get_time>\n"
+    "<parameter=zone>\nEurope/Paris\n</parameter>\n<parameter=utc>\nFalse\n</parameter>\n"
+    "<parameter=offset>\n1.5\n</parameter>\n<parameter=dst>\nNone\n</parameter>\n</function>\n"
+    "</tool_call>";
+
+TEST(ChatToolsTest, Qwen35MatchesJinja) {
+  const ChatTemplate t = DetectFile("Qwen3.5-4B");
+  EXPECT_EQ(t.tool_format(), ToolFormat::kQwenXml);
+  EXPECT_TRUE(t.prompt_opens_think());
+  EXPECT_TRUE(t.knows_think());
+  const std::vector<ChatMessage> messages = {
+      {.role = "system", .content = "  You are helpful.\n"},
+      {.role = "user", .content = "Weather and time in Paris?"},
+      TwoXmlCalls("<think>\nI need both.\n</think>\n\nLet me check."),
+      Result("a"),
+      Result("b", "12:00"),
+      {.role = "assistant", .content = "<think>\nBoth known.\n</think>\n\nIt is 21 C at noon."}};
+  ASSERT_TRUE(t.CheckToolUse(messages, kTools).ok());
+  EXPECT_EQ(t.Render(messages, true, kTools),
+            kQwen35ToolsBlock +
+                "\n\nYou are helpful.<|im_end|>\n"
+                "<|im_start|>user\nWeather and time in Paris?<|im_end|>\n"
+                "<|im_start|>assistant\n<think>\nI need both.\n</think>\n\nLet me check.\n\n" +
+                kTwoXmlCallsText +
+                "<|im_end|>\n"
+                "<|im_start|>user\n<tool_response>\n{\"temp\": 21}\n</tool_response>\n"
+                "<tool_response>\n12:00\n</tool_response><|im_end|>\n"
+                "<|im_start|>assistant\n<think>\nBoth known.\n</think>\n\nIt is 21 C at "
+                "noon.<|im_end|>\n<|im_start|>assistant\n<think>\n");
+  // No system message: the tools turn ends after the instructions.
+  const std::vector<ChatMessage> no_system = {{.role = "user", .content = "Hi"}};
+  EXPECT_EQ(t.Render(no_system, true, kTools),
+            kQwen35ToolsBlock +
+                "<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n");
+}
+
+// Reasoning is dropped before the last user query and written (empty when there was none) after
+// it; a user turn that is only a <tool_response> block is not a query.
+TEST(ChatToolsTest, Qwen35ThinkBlocksAfterTheLastQueryOnly) {
+  const ChatTemplate t = DetectFile("Qwen3.5-4B");
+  const std::vector<ChatMessage> messages = {
+      {.role = "user", .content = "Hi"},
+      {.role = "assistant", .content = "<think>\nGreeting.\n</think>\n\nHello!"},
+      {.role = "user", .content = "Weather?"},
+      Call("a"),
+      {.role = "user", .content = "<tool_response>\nsunny\n</tool_response>"},
+      {.role = "assistant", .content = "Sunny."}};
+  EXPECT_EQ(t.Render(messages, true),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
+            "<|im_start|>user\nWeather?<|im_end|>\n"
+            "<|im_start|>assistant\n<think>\n\n</think>\n\n<tool_call>\n<function=get_weather>\n"
+            "<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call><|im_end|>\n"
+            "<|im_start|>user\n<tool_response>\nsunny\n</tool_response><|im_end|>\n"
+            "<|im_start|>assistant\n<think>\n\n</think>\n\nSunny.<|im_end|>\n"
+            "<|im_start|>assistant\n<think>\n");
+}
+
+const std::vector<ChatTool> kCoderTools = {
+    {.name = "get_weather",
+     .json = R"({"type":"function","function":{"name":"get_weather","description":"  Get the )"
+             R"(weather\n","parameters":{"type":"object","properties":{"city":{"type":"string",)"
+             R"("description":"The city"},"days":{"type":["integer","null"],"minimum":1},)"
+             R"("options":{"type":"object","properties":{"units":{"enum":["metric",)"
+             R"("imperial"]}}}},"required":["city"],"additionalProperties":false},)"
+             R"("strict":true}})"},
+    {.name = "get_time", .json = R"({"type":"function","function":{"name":"get_time"}})"},
+};
+
+const std::string kCoderToolsBlock =
+    "\n\n# Tools\n\nYou have access to the following tools:\n\n<tools>\n<function>\n"
+    "<name>get_weather</name>\n<description>Get the weather</description>\n<parameters>\n"
+    "<parameter>\n<name>city</name>\n<type>string</type>\n<description>The city</description>\n"
+    "</parameter>\n<parameter>\n<name>days</name>\n<type>['integer', 'null']</type>\n"
+    "<minimum>1</minimum>\n</parameter>\n<parameter>\n<name>options</name>\n<type>object</type>\n"
+    "<properties>{\"units\": {\"enum\": [\"metric\", \"imperial\"]}}</properties>\n</parameter>\n"
+    "<required>[\"city\"]</required>\n<additionalProperties>False</additionalProperties>\n"
+    "</parameters>\n<strict>True</strict>\n</function>\n<function>\n<name>get_time</name>\n"
+    "<parameters>\n</parameters>\n</function>\n</tools>\n\nIf you choose to call a tool ONLY "
+    "reply in the following format with NO suffix:\n\n<tool_call>\n"
+    "<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n"
+    "<parameter=example_parameter_2>\nvalue_2\n</parameter>\n</function>\n</tool_call>\n\n"
+    "<IMPORTANT>\nReminder:\n- Function calls MUST follow the specified format: the tool calling "
+    "block MUST begin with an opening <tool_call> tag and end with a closing </tool_call> tag.\n"
+    "- Required parameters MUST be specified\n- You may provide optional reasoning for your "
+    "function call in natural language BEFORE the function call, but NOT after\n- If there is no "
+    "function call available, answer the question like normal with your current knowledge and do "
+    "not tell the user about function calls\n</IMPORTANT><|im_end|>\n";
+
+TEST(ChatToolsTest, Qwen3CoderMatchesJinja) {
+  const ChatTemplate t = DetectFile("Qwen3-Coder");
+  EXPECT_EQ(t.tool_format(), ToolFormat::kQwenXml);
+  EXPECT_FALSE(t.prompt_opens_think());
+  ChatMessage calls = TwoXmlCalls(" Let me check. ");
+  calls.tool_calls[0].arguments = R"({"city":"Paris","days":3,"options":{"units":"metric"}})";
+  calls.tool_calls[1].arguments = R"({"zone":"Europe/Paris","utc":true})";
+  const std::vector<ChatMessage> messages = {
+      {.role = "user", .content = "Weather and time in Paris?"},
+      calls,
+      Result("a"),
+      Result("b", "12:00"),
+      {.role = "assistant", .content = "It is 21 C at noon."}};
+  ASSERT_TRUE(t.CheckToolUse(messages, kCoderTools).ok());
+  // No system message: the template's default one heads the tools.
+  EXPECT_EQ(t.Render(messages, true, kCoderTools),
+            "<|im_start|>system\nYou are Qwen, a helpful AI assistant that can interact with a "
+            "computer to solve tasks." +
+                kCoderToolsBlock +
+                "<|im_start|>user\nWeather and time in Paris?<|im_end|>\n"
+                "<|im_start|>assistant\nLet me check.\n\n<tool_call>\n<function=get_weather>\n"
+                "<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n"
+                "<parameter=options>\n{\"units\": \"metric\"}\n</parameter>\n</function>\n"
+                "</tool_call>\n<tool_call>\n<function=get_time>\n<parameter=zone>\nEurope/Paris\n"
+                "</parameter>\n<parameter=utc>\nTrue\n</parameter>\n</function>\n</tool_call>"
+                "<|im_end|>\n<|im_start|>user\n<tool_response>\n{\"temp\": 21}\n</tool_response>\n"
+                "<tool_response>\n12:00\n</tool_response>\n<|im_end|>\n"
+                "<|im_start|>assistant\nIt is 21 C at noon.<|im_end|>\n<|im_start|>assistant\n");
+  // A system message as it is (not trimmed); without tools no tools block; a call without text.
+  const std::vector<ChatMessage> plain = {{.role = "system", .content = "Be brief. "},
+                                          {.role = "user", .content = "Weather?"},
+                                          Call("a"),
+                                          Result("a", "sunny")};
+  EXPECT_EQ(t.Render(plain, false),
+            "<|im_start|>system\nBe brief. <|im_end|>\n<|im_start|>user\nWeather?<|im_end|>\n"
+            "<|im_start|>assistant\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n"
+            "</parameter>\n</function>\n</tool_call><|im_end|>\n<|im_start|>user\n"
+            "<tool_response>\nsunny\n</tool_response>\n<|im_end|>\n");
+}
+
 TEST(ChatToolsTest, FamiliesWithoutToolsAreRefusedByName) {
   const std::vector<ChatMessage> messages = {{.role = "user", .content = "Hi"}};
   for (const char* name : {"llama2", "zephyr", "gemma", "phi3", "deepseek-r1", "plain"}) {
@@ -319,13 +482,13 @@ TEST(ChatToolsTest, FamiliesWithoutToolsAreRefusedByName) {
             "'tools': the chat template family 'chatml (SmolLM3)' has no tool-call format");
   EXPECT_EQ(ChatTemplate::ByName("llama3").value().CheckToolUse(messages, kTools).message(),
             "'tools': the chat template family 'llama3 (3.0)' has no tool-call format");
-  // Variants whose call format kvserve does not write are refused rather than written wrongly.
-  for (const char* file : {"Qwen3-Coder", "Qwen3.5-4B"}) {
-    EXPECT_EQ(DetectFile(file).CheckToolUse(messages, kTools).message(),
-              "'tools': the chat template family 'chatml (XML <function=...> calls)' has no "
-              "tool-call format")
-        << file;
-  }
+  // Variants whose call format kvserve does not write are refused rather than written wrongly:
+  // an XML <function=...> template that is neither Qwen 3.5's nor Qwen3-Coder's.
+  const ChatTemplate other_xml =
+      ChatTemplate::Detect("<|im_start|>{{ '<tool_call>\n<function=' }}").value();
+  EXPECT_EQ(other_xml.CheckToolUse(messages, kTools).message(),
+            "'tools': the chat template family 'chatml (XML <function=...> calls)' has no "
+            "tool-call format");
   EXPECT_EQ(
       DetectFile("Mistral-Small-3.2-24B-Instruct-2506").CheckToolUse(messages, kTools).message(),
       "'tools': the chat template family 'mistral ([TOOL_CALLS]name[ARGS])' has no tool-call "

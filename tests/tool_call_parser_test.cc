@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "server/chat_output.h"
 #include "server/reasoning_splitter.h"
 #include "server/tool_call_parser.h"
+#include "tokenizer/tool_prompt.h"
 
 namespace kvserve {
 namespace {
@@ -32,8 +34,9 @@ void Append(const ToolCallOutput& piece, ToolCallOutput& total) {
 }
 
 // The output pushed in the given pieces.
-ToolCallOutput Streamed(ToolFormat format, const std::vector<std::string>& pieces) {
-  ToolCallParser parser(format);
+ToolCallOutput Streamed(ToolFormat format, const std::vector<std::string>& pieces,
+                        std::span<const ChatTool> tools = {}) {
+  ToolCallParser parser(format, tools);
   ToolCallOutput total;
   for (const std::string& piece : pieces) Append(parser.Push(piece), total);
   Append(parser.Finish(), total);
@@ -41,17 +44,19 @@ ToolCallOutput Streamed(ToolFormat format, const std::vector<std::string>& piece
 }
 
 // Whole, byte by byte and cut once at every boundary: the same content and calls.
-void ExpectParses(ToolFormat format, const std::string& text, const Expected& expected) {
-  const Expected whole = Flatten(ToolCallParser::ParseAll(format, text));
+void ExpectParses(ToolFormat format, const std::string& text, const Expected& expected,
+                  std::span<const ChatTool> tools = {}) {
+  const Expected whole = Flatten(ToolCallParser::ParseAll(format, text, tools));
   EXPECT_EQ(whole.content, expected.content) << text;
   EXPECT_EQ(whole.calls, expected.calls) << text;
   std::vector<std::string> bytes;
   for (char c : text) bytes.emplace_back(1, c);
-  const Expected by_byte = Flatten(Streamed(format, bytes));
+  const Expected by_byte = Flatten(Streamed(format, bytes, tools));
   EXPECT_EQ(by_byte.content, expected.content) << "byte by byte: " << text;
   EXPECT_EQ(by_byte.calls, expected.calls) << "byte by byte: " << text;
   for (size_t cut = 0; cut <= text.size(); ++cut) {
-    const Expected split = Flatten(Streamed(format, {text.substr(0, cut), text.substr(cut)}));
+    const Expected split =
+        Flatten(Streamed(format, {text.substr(0, cut), text.substr(cut)}, tools));
     EXPECT_EQ(split.content, expected.content) << "cut at " << cut << ": " << text;
     EXPECT_EQ(split.calls, expected.calls) << "cut at " << cut << ": " << text;
   }
@@ -145,6 +150,103 @@ TEST(ToolCallParserTest, MistralCalls) {
   }
 }
 
+// Qwen 3.5 / Qwen3-Coder: the schemas say which parameters are strings.
+const std::vector<ChatTool> kXmlTools = {
+    {"get_weather",
+     R"({"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+       "properties": {"city": {"type": "string"}, "days": {"type": "integer"},
+       "options": {"type": "object"}, "unit": {"enum": ["c", "f"]},
+       "note": {"type": ["string", "null"]}}}}})"},
+    {"run", R"({"type": "function", "function": {"name": "run", "parameters": {"type": "object",
+       "properties": {"code": {"type": "string"}, "flag": {"type": "boolean"}}}}})"},
+};
+
+TEST(ToolCallParserTest, QwenXmlCalls) {
+  // Qwen3-Coder style: text, then two calls; a string, a number and an object.
+  ExpectParses(ToolFormat::kQwenXml,
+               "Let me check.\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n"
+               "</parameter>\n<parameter=days>\n3\n</parameter>\n<parameter=options>\n"
+               "{\"units\": \"metric\", \"hourly\": true}\n</parameter>\n</function>\n"
+               "</tool_call>\n<tool_call>\n<function=get_time>\n</function>\n</tool_call>",
+               {"Let me check.",
+                {{"get_weather", R"({"city":"Paris","days":3,"options":{"units":"metric",)"
+                                 R"("hourly":true}})"},
+                 {"get_time", "{}"}}},
+               kXmlTools);
+  // A string parameter stays text even when it reads as JSON; one newline on each side goes,
+  // the others stay; "True"/"None" (as the templates print Python values) are JSON elsewhere.
+  ExpectParses(ToolFormat::kQwenXml,
+               "<tool_call>\n<function=get_weather>\n<parameter=city>\n42\n</parameter>\n"
+               "<parameter=note>\nnull\n</parameter>\n<parameter=unit>\nc\n</parameter>\n"
+               "</function>\n<function=run>\n<parameter=code>\n\ndef f():\n    return \"<x>\"\n\n"
+               "</parameter>\n<parameter=flag>\nTrue\n</parameter>\n</function>\n</tool_call>",
+               {"",
+                {{"get_weather", R"({"city":"42","note":"null","unit":"c"})"},
+                 {"run", R"({"code":"\ndef f():\n    return \"<x>\"\n","flag":true})"}}},
+               kXmlTools);
+  // Without the schemas (or for a tool or parameter they do not name): JSON when it parses.
+  const std::string text =
+      "<tool_call><function=f><parameter=a>42</parameter><parameter=b>\n[1, 2]\n</parameter>"
+      "<parameter=c>\nhello world\n</parameter><parameter=d>\nNone\n</parameter>"
+      "<parameter=e>\n\"quoted\"\n</parameter></function></tool_call>";
+  ExpectParses(ToolFormat::kQwenXml, text,
+               {"", {{"f", R"({"a":42,"b":[1,2],"c":"hello world","d":null,"e":"quoted"})"}}});
+  ExpectParses(ToolFormat::kQwenXml, text,
+               {"", {{"f", R"({"a":42,"b":[1,2],"c":"hello world","d":null,"e":"quoted"})"}}},
+               kXmlTools);
+}
+
+TEST(ToolCallParserTest, QwenXmlMalformedIsContent) {
+  for (const std::string& text : {
+           std::string("<tool_call>\n<function=get_weather>\n<parameter=city>\nParis"),
+           std::string("<tool_call>\n<function=f>\n<parameter=a>\n1\n</function>\n</tool_call>"),
+           std::string("<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</tool_call>"),
+           std::string("<tool_call>\n<function=>\n</function>\n</tool_call>"),
+           std::string("<tool_call>\n<function=f\n</function>\n</tool_call>"),
+           std::string("<tool_call>\n<function=f>\n</function>\ntrailing\n</tool_call>"),
+           std::string("<tool_call>\n<function=f>\nloose text\n</function>\n</tool_call>"),
+           std::string("<tool_call>\n</tool_call>"),
+           std::string("<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>"),
+           std::string("<function=f>\n</function>"),  // outside <tool_call>: text
+           std::string("I like <tool_call"),
+       }) {
+    ExpectParses(ToolFormat::kQwenXml, text, {text, {}}, kXmlTools);
+  }
+  ExpectParses(ToolFormat::kQwenXml, "A <tool_call>oops</tool_call> B",
+               {"A <tool_call>oops</tool_call> B", {}});
+  // Too deep to parse as JSON: the text, as a string (no recursion, no crash).
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const ToolCallOutput parsed =
+      ToolCallParser::ParseAll(ToolFormat::kQwenXml, "<tool_call><function=f><parameter=a>" + deep +
+                                                         "</parameter></function></tool_call>");
+  ASSERT_EQ(parsed.calls.size(), 1u);
+  EXPECT_EQ(parsed.calls[0].arguments, "{\"a\":\"" + deep + "\"}");
+}
+
+// What the prompt writes for a call (tokenizer/tool_prompt.h) parses back into that call.
+TEST(ToolCallParserTest, QwenXmlRenderedCallsParseBack) {
+  for (const std::string& arguments : {
+           std::string(R"({"city":"New\nYork","days":3,"options":{"a":[1,{"b":null}]}})"),
+           std::string(R"({"city":"","note":"  spaced  ","unit":"f"})"),
+           std::string(R"({"city":"{\"not\": \"json here\"}","days":-2.5})"),
+       }) {
+    ChatText prompt;
+    AppendQwenXmlToolCall({.id = "x", .name = "get_weather", .arguments = arguments}, prompt);
+    const ToolCallOutput parsed =
+        ToolCallParser::ParseAll(ToolFormat::kQwenXml, prompt.text(), kXmlTools);
+    ASSERT_EQ(parsed.calls.size(), 1u) << prompt.text();
+    EXPECT_EQ(parsed.content, "");
+    EXPECT_EQ(parsed.calls[0].arguments, arguments) << prompt.text();
+  }
+  // Booleans and null come back from the template's Python spelling.
+  ChatText prompt;
+  AppendQwenXmlToolCall({.name = "run", .arguments = R"({"flag":false,"other":null})"}, prompt);
+  EXPECT_EQ(ToolCallParser::ParseAll(ToolFormat::kQwenXml, prompt.text(), kXmlTools)
+                .calls.at(0)
+                .arguments,
+            R"({"flag":false,"other":null})");
+}
+
 TEST(ToolCallParserTest, IdsAreFreshAndShapedPerFamily) {
   const ToolCallOutput two = ToolCallParser::ParseAll(
       ToolFormat::kHermes,
@@ -217,6 +319,31 @@ TEST(ChatOutputTest, ReasoningThenToolCall) {
   EXPECT_EQ(total.content + last.content, "");
   ASSERT_EQ(total.calls.size() + last.calls.size(), 1u);
   EXPECT_EQ(parser.n_calls(), 1);
+}
+
+// Qwen 3.5: the prompt opens <think>, so the answer starts inside it; the schemas reach the
+// tool parser through the options.
+TEST(ChatOutputTest, Qwen35ReasoningThenXmlCall) {
+  ChatOutputParser parser({.split_reasoning = true,
+                           .prompt_opens_think = true,
+                           .tool_format = ToolFormat::kQwenXml,
+                           .tools = kXmlTools});
+  const std::string text =
+      "I need the weather.\n</think>\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\n"
+      "1984\n</parameter>\n</function>\n</tool_call>";
+  ChatOutputDelta total;
+  for (char c : text) {
+    ChatOutputDelta d = parser.Push(std::string(1, c));
+    total.reasoning += d.reasoning;
+    total.content += d.content;
+    total.calls.insert(total.calls.end(), d.calls.begin(), d.calls.end());
+  }
+  ChatOutputDelta last = parser.Finish();
+  EXPECT_EQ(total.reasoning + last.reasoning, "I need the weather.");
+  EXPECT_EQ(total.content + last.content, "");
+  total.calls.insert(total.calls.end(), last.calls.begin(), last.calls.end());
+  ASSERT_EQ(total.calls.size(), 1u);
+  EXPECT_EQ(total.calls[0].arguments, R"({"city":"1984"})");
 }
 
 TEST(ChatOutputTest, SingleCallWhenNotParallelAndNoParsingWithoutTools) {

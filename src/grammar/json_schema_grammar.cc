@@ -3,6 +3,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <span>
 #include <vector>
 
 #include "grammar/regex_gbnf.h"
@@ -135,10 +136,29 @@ std::string UnsignedRange(uint64_t lo, std::optional<uint64_t> hi) {
 class SchemaConverter {
  public:
   SchemaConverter(const json& root, const GrammarLimits& limits, std::string root_rule)
-      : root_(root), limits_(limits), root_rule_(std::move(root_rule)) {}
+      : root_(&root), limits_(limits), root_rule_(std::move(root_rule)) {}
+
+  // Several documents, each its own rule, sharing the helper rules (JsonSchemaRulesToGbnf).
+  Result<std::string> ConvertMany(std::span<const JsonSchemaRule> documents) {
+    for (const JsonSchemaRule& d : documents) used_.insert(d.rule);
+    std::string out;
+    for (const JsonSchemaRule& d : documents) {
+      root_ = d.root;
+      refs_.clear();  // a $ref is resolved against its own document's root
+      auto body = Visit(*d.schema, d.rule + "-value", d.where, 0);
+      if (!body.ok()) return body.status();
+      out += d.rule + " ::= " + *body + "\n";
+    }
+    if (rules_.size() > limits_.max_rules) {
+      return Error("schema",
+                   "more than " + std::to_string(limits_.max_rules) + " rules (limit max_rules)");
+    }
+    for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
+    return out;
+  }
 
   Result<std::string> Convert() {
-    auto root = Visit(root_, "root-value", "schema", 0);
+    auto root = Visit(*root_, "root-value", "schema", 0);
     if (!root.ok()) return root.status();
     if (rules_.size() > limits_.max_rules) {
       return Error("schema",
@@ -201,7 +221,7 @@ class SchemaConverter {
   Result<std::string> VisitInteger(const json& schema, const std::string& where);
   Result<std::string> VisitNumber(const json& schema, const std::string& where);
 
-  const json& root_;
+  const json* root_;
   GrammarLimits limits_;
   std::string root_rule_;
   std::vector<std::pair<std::string, std::string>> rules_;
@@ -286,15 +306,15 @@ Result<std::string> SchemaConverter::VisitRef(const std::string& ref, const std:
                                               int depth) {
   auto it = refs_.find(ref);
   if (it != refs_.end()) return it->second;
-  const json* target = &root_;
+  const json* target = root_;
   std::string hint = "ref";
   if (ref != "#") {
     std::string path;
     if (ref.rfind("#/$defs/", 0) == 0)
-      path = ref.substr(8), target = root_.contains("$defs") ? &root_["$defs"] : nullptr;
+      path = ref.substr(8), target = root_->contains("$defs") ? &(*root_)["$defs"] : nullptr;
     else if (ref.rfind("#/definitions/", 0) == 0)
       path = ref.substr(14),
-      target = root_.contains("definitions") ? &root_["definitions"] : nullptr;
+      target = root_->contains("definitions") ? &(*root_)["definitions"] : nullptr;
     else
       return Error(
           where, "only '#', '#/$defs/...' and '#/definitions/...' references are supported, got '" +
@@ -569,6 +589,19 @@ Result<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schema,
                                    " bytes (limit max_source_bytes)");
   }
   return SchemaConverter(schema, limits, root_rule).Convert();
+}
+
+Result<std::string> JsonSchemaRulesToGbnf(std::span<const JsonSchemaRule> documents,
+                                          const GrammarLimits& limits) {
+  size_t bytes = 0;
+  for (const JsonSchemaRule& d : documents) bytes += d.schema->dump().size();
+  if (bytes > limits.max_source_bytes) {
+    return Status::InvalidArgument("schema: larger than " +
+                                   std::to_string(limits.max_source_bytes) +
+                                   " bytes (limit max_source_bytes)");
+  }
+  if (documents.empty()) return std::string();
+  return SchemaConverter(*documents.front().root, limits, "root").ConvertMany(documents);
 }
 
 std::string JsonObjectGbnf() {

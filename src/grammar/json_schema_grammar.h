@@ -15,6 +15,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 
 #include "grammar/grammar.h"
@@ -31,6 +32,20 @@ namespace kvserve {
 Result<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schema,
                                      const GrammarLimits& limits = {},
                                      const std::string& root_rule = "root");
+
+// One document of JsonSchemaRulesToGbnf: `rule` ::= a JSON document of `schema` (no whitespace
+// around it), a part of `root` (the schema its $refs are resolved against: for a tool
+// parameter, the tool's parameters schema). `where` names it in errors ("tools[0].city").
+struct JsonSchemaRule {
+  std::string rule;
+  const nlohmann::ordered_json* root;
+  const nlohmann::ordered_json* schema;
+  std::string where;
+};
+// Several documents in one grammar text, sharing their helper rules; no "root" rule (the caller
+// writes it). The rule names must not be those of JSON's helpers (ws, string, value, ...).
+Result<std::string> JsonSchemaRulesToGbnf(std::span<const JsonSchemaRule> documents,
+                                          const GrammarLimits& limits = {});
 
 // The grammar of `response_format: {"type": "json_object"}`: any JSON object.
 std::string JsonObjectGbnf();

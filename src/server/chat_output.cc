@@ -8,9 +8,10 @@ std::optional<ReasoningFormat> ReasoningFormatNamed(std::string_view name) {
   return std::nullopt;
 }
 
-ChatOutputParser::ChatOutputParser(ChatOutputOptions options) : options_(options) {
-  if (options.split_reasoning) reasoning_.emplace(options.prompt_opens_think);
-  if (options.tool_format != ToolFormat::kNone) tools_.emplace(options.tool_format);
+ChatOutputParser::ChatOutputParser(ChatOutputOptions options) : options_(std::move(options)) {
+  if (options_.split_reasoning) reasoning_.emplace(options_.prompt_opens_think);
+  if (options_.tool_format != ToolFormat::kNone)
+    tools_.emplace(options_.tool_format, options_.tools);
 }
 
 void ChatOutputParser::TakeCalls(std::vector<ParsedToolCall>& calls, ChatOutputDelta& out) {

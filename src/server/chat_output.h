@@ -32,6 +32,8 @@ struct ChatOutputOptions {
   // then nothing is parsed as a call.
   ToolFormat tool_format = ToolFormat::kNone;
   bool parallel_tool_calls = true;  // false: calls after the first are dropped
+  // The request's tools, for formats whose parsing reads their schemas (kQwenXml).
+  std::vector<ChatTool> tools;
 };
 
 struct ChatOutputDelta {

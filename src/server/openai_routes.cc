@@ -462,12 +462,14 @@ ChatOutputOptions OpenAiRoutes::ChatOutput(const CompletionRequest& request,
                                            const ChatTemplate& chat) const {
   const ReasoningFormat reasoning = request.reasoning_format.value_or(options_.reasoning_format);
   const bool parse_tools = !request.tools.empty() && request.tool_choice != ToolChoice::kNone;
+  const ToolFormat format = parse_tools ? chat.tool_format() : ToolFormat::kNone;
   return ChatOutputOptions{
       .split_reasoning = reasoning == ReasoningFormat::kDeepSeek &&
                          (request.reasoning_format.has_value() || chat.knows_think()),
       .prompt_opens_think = chat.prompt_opens_think(),
-      .tool_format = parse_tools ? chat.tool_format() : ToolFormat::kNone,
-      .parallel_tool_calls = request.parallel_tool_calls};
+      .tool_format = format,
+      .parallel_tool_calls = request.parallel_tool_calls,
+      .tools = format == ToolFormat::kQwenXml ? request.tools : std::vector<ChatTool>{}};
 }
 
 namespace {
@@ -565,6 +567,9 @@ std::optional<ApiError> OpenAiRoutes::ForceToolCalls(const CompletionRequest& re
   if (!compiled.ok()) return ApiError::BadRequest(compiled.message(), "tools");
   grammar = *compiled;
   answer_prefix = (*forced)->answer_prefix;
+  // Qwen 3.5's cue opens <think>: the forced calls come after an empty reasoning block, as the
+  // template writes it with thinking off ("<think>\n\n</think>\n\n"), not inside it.
+  if (model_.chat_template->prompt_opens_think()) answer_prefix = "\n</think>\n\n" + answer_prefix;
   return std::nullopt;
 }
 

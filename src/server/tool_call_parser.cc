@@ -2,6 +2,7 @@
 
 #include "tokenizer/jinja_json.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
@@ -94,7 +95,111 @@ std::optional<std::vector<ParsedToolCall>> CallsFromText(std::string_view text) 
   return calls;
 }
 
+constexpr std::string_view kFunctionOpen = "<function=";
+constexpr std::string_view kFunctionClose = "</function>";
+constexpr std::string_view kParameterOpen = "<parameter=";
+constexpr std::string_view kParameterClose = "</parameter>";
+
+// A parameter's text as a JSON value (see the header): a string when `is_string`, else the JSON
+// it spells, else a string.
+OrderedJson XmlParameterValue(const std::string& text, bool is_string) {
+  if (!is_string) {
+    if (text == "True" || text == "False") return text == "True";
+    if (text == "None") return nullptr;
+    if (JsonNestingDepth(text) <= kMaxJinjaJsonDepth) {
+      OrderedJson value = OrderedJson::parse(text, nullptr, /*allow_exceptions=*/false);
+      if (!value.is_discarded()) return value;
+    }
+  }
+  return text;
+}
+
+// The name in "<tag=NAME>" at text[pos] (pos just after '='): the text up to '>', which must be
+// non-empty and hold no '<', '>' or newline. Advances pos past '>'.
+std::optional<std::string> XmlTagName(std::string_view text, size_t& pos) {
+  const size_t end = text.find('>', pos);
+  if (end == std::string_view::npos || end == pos) return std::nullopt;
+  const std::string_view name = text.substr(pos, end - pos);
+  if (name.find_first_of("<\n") != std::string_view::npos) return std::nullopt;
+  pos = end + 1;
+  return std::string(name);
+}
+
+size_t SkipWhitespace(std::string_view text, size_t pos) {
+  const size_t next = text.find_first_not_of(kWhitespace, pos);
+  return next == std::string_view::npos ? text.size() : next;
+}
+
 }  // namespace
+
+ToolCallParser::ToolCallParser(ToolFormat format, std::span<const ChatTool> tools)
+    : format_(format) {
+  if (format != ToolFormat::kQwenXml) return;
+  for (const ChatTool& tool : tools) {
+    const OrderedJson json = OrderedJson::parse(tool.json, nullptr, /*allow_exceptions=*/false);
+    if (!json.is_object()) continue;
+    const OrderedJson function = json.value("function", OrderedJson());
+    const OrderedJson parameters =
+        function.is_object() ? function.value("parameters", OrderedJson()) : OrderedJson();
+    if (!parameters.is_object() || !parameters.contains("properties") ||
+        !parameters["properties"].is_object()) {
+      continue;
+    }
+    for (const auto& [name, schema] : parameters["properties"].items()) {
+      if (QwenXmlStringParameter(schema)) string_parameters_[tool.name].insert(name);
+    }
+  }
+}
+
+std::optional<std::vector<ParsedToolCall>> ToolCallParser::CallsFromXml(
+    std::string_view body) const {
+  std::vector<ParsedToolCall> calls;
+  size_t pos = SkipWhitespace(body, 0);
+  while (pos < body.size()) {
+    if (body.substr(pos, kFunctionOpen.size()) != kFunctionOpen) return std::nullopt;
+    pos += kFunctionOpen.size();
+    auto name = XmlTagName(body, pos);
+    if (!name) return std::nullopt;
+    auto strings = string_parameters_.find(*name);
+    OrderedJson arguments = OrderedJson::object();
+    for (pos = SkipWhitespace(body, pos); body.substr(pos, kFunctionClose.size()) != kFunctionClose;
+         pos = SkipWhitespace(body, pos)) {
+      if (body.substr(pos, kParameterOpen.size()) != kParameterOpen) return std::nullopt;
+      pos += kParameterOpen.size();
+      auto key = XmlTagName(body, pos);
+      const size_t end = body.find(kParameterClose, pos);
+      if (!key || end == std::string_view::npos) return std::nullopt;
+      std::string_view value = body.substr(pos, end - pos);
+      if (value.starts_with('\n')) value.remove_prefix(1);
+      if (value.ends_with('\n')) value.remove_suffix(1);
+      const bool is_string = strings != string_parameters_.end() && strings->second.contains(*key);
+      arguments[*key] = XmlParameterValue(std::string(value), is_string);
+      pos = end + kParameterClose.size();
+    }
+    pos = SkipWhitespace(body, pos + kFunctionClose.size());
+    calls.push_back(ParsedToolCall{
+        .name = std::move(*name),
+        .arguments = arguments.dump(-1, ' ', false, OrderedJson::error_handler_t::replace)});
+  }
+  if (calls.empty()) return std::nullopt;
+  return calls;
+}
+
+bool QwenXmlStringParameter(const OrderedJson& schema) {
+  if (!schema.is_object()) return false;
+  if (schema.contains("type")) {
+    const OrderedJson& type = schema["type"];
+    if (type.is_string()) return type == "string";
+    return type.is_array() && std::find(type.begin(), type.end(), "string") != type.end();
+  }
+  if (schema.contains("const")) return schema["const"].is_string();
+  if (!schema.contains("enum") || !schema["enum"].is_array() || schema["enum"].empty()) {
+    return false;
+  }
+  const OrderedJson& values = schema["enum"];
+  return std::all_of(values.begin(), values.end(),
+                     [](const OrderedJson& v) { return v.is_string(); });
+}
 
 std::string NewToolCallId(ToolFormat format) {
   static constexpr char kAlphabet[] =
@@ -107,8 +212,9 @@ std::string NewToolCallId(ToolFormat format) {
   return id;
 }
 
-ToolCallOutput ToolCallParser::ParseAll(ToolFormat format, std::string_view text) {
-  ToolCallParser parser(format);
+ToolCallOutput ToolCallParser::ParseAll(ToolFormat format, std::string_view text,
+                                        std::span<const ChatTool> tools) {
+  ToolCallParser parser(format, tools);
   ToolCallOutput out = parser.Push(text);
   ToolCallOutput last = parser.Finish();
   out.content += last.content;
@@ -156,6 +262,7 @@ void ToolCallParser::Drain(bool final, ToolCallOutput& out) {
     }
     switch (format_) {
       case ToolFormat::kHermes:
+      case ToolFormat::kQwenXml:
         more = DrainTagged(final, kHermesOpen, kHermesClose, out);
         break;
       case ToolFormat::kMistral:
@@ -198,8 +305,13 @@ bool ToolCallParser::DrainTagged(bool final, std::string_view open, std::string_
     return false;
   }
   const std::string_view body = std::string_view(pending_).substr(0, end);
-  auto calls = CallsFromText(body);
-  if (calls && calls->size() == 1) {
+  if (format_ == ToolFormat::kQwenXml) {
+    if (auto calls = CallsFromXml(body)) {
+      for (ParsedToolCall& call : *calls) AddCall(std::move(call), out);
+    } else {
+      EmitContent(marker_ + std::string(body) + std::string(close), out);
+    }
+  } else if (auto calls = CallsFromText(body); calls && calls->size() == 1) {
     AddCall(std::move(calls->front()), out);
   } else {
     EmitContent(marker_ + std::string(body) + std::string(close), out);

@@ -4,14 +4,16 @@
 #include <nlohmann/json.hpp>
 
 #include "grammar/json_schema_grammar.h"
+#include "grammar/regex_gbnf.h"
+#include "server/tool_call_parser.h"
 
 namespace kvserve {
 namespace {
 
 using json = nlohmann::ordered_json;
 
-// One call's JSON object: {"name": <const>, <arguments key>: <parameters>}, in that order.
-Result<json> CallSchema(const ChatTool& tool, const char* arguments_key) {
+// A tool's function.parameters ({} when it has none: any object).
+Result<json> ToolParameters(const ChatTool& tool) {
   json parsed = json::parse(tool.json, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) return Status::InvalidArgument("tool '" + tool.name + "': not JSON");
   json parameters = json::object();  // no parameters: any object
@@ -23,6 +25,14 @@ Result<json> CallSchema(const ChatTool& tool, const char* arguments_key) {
     return Status::InvalidArgument("tool '" + tool.name +
                                    "': function.parameters must be a JSON Schema object");
   }
+  return parameters;
+}
+
+// One call's JSON object: {"name": <const>, <arguments key>: <parameters>}, in that order.
+Result<json> CallSchema(const ChatTool& tool, const char* arguments_key) {
+  auto read = ToolParameters(tool);
+  if (!read.ok()) return read.status();
+  json parameters = std::move(*read);
   if (!parameters.contains("type") && !parameters.contains("properties"))
     parameters["type"] = "object";
   json schema = {{"type", "object"},
@@ -30,6 +40,87 @@ Result<json> CallSchema(const ChatTool& tool, const char* arguments_key) {
                  {"required", {"name", arguments_key}},
                  {"additionalProperties", false}};
   return schema;
+}
+
+// kQwenXml: a string parameter's text, which never holds "</" (so "\n</parameter>" cannot occur
+// in it and the first "</parameter>" closes it, as the parser reads it).
+constexpr std::string_view kXmlTextRule = "xml-text ::= ( [^<] | \"<\"+ [^</] )* \"<\"*\n";
+
+// A string parameter's value: one of its enum's (or its const) strings, else any xml-text.
+std::string XmlStringValue(const json& schema) {
+  json values = json::array();
+  if (schema.contains("const")) values.push_back(schema["const"]);
+  if (schema.contains("enum") && schema["enum"].is_array()) values = schema["enum"];
+  std::string alternatives;
+  for (const json& v : values) {
+    if (!v.is_string()) return "xml-text";
+    alternatives += (alternatives.empty() ? "" : " | ") + GbnfLiteral(v.get<std::string>());
+  }
+  return alternatives.empty() ? "xml-text" : "( " + alternatives + " )";
+}
+
+// The rule of one forced tool's call ("xml-call-K ::= ..."): its parameters in the schema's
+// order, the required ones always, the others optionally; a string parameter as text, any other
+// as JSON of its schema (a rule of `documents`, whose schemas point into `parameters`).
+Result<std::string> XmlCallRule(const ChatTool& tool, size_t k, const json& parameters,
+                                std::vector<JsonSchemaRule>& documents) {
+  std::string body = GbnfLiteral("<tool_call>\n<function=" + tool.name + ">\n");
+  if (parameters.contains("properties")) {
+    const json& properties = parameters["properties"];
+    if (!properties.is_object()) {
+      return Status::InvalidArgument("tool '" + tool.name +
+                                     "': function.parameters.properties must be an object");
+    }
+    const json required = parameters.value("required", json::array());
+    size_t j = 0;
+    for (const auto& [key, schema] : properties.items()) {
+      std::string value;
+      if (QwenXmlStringParameter(schema)) {
+        value = XmlStringValue(schema);
+      } else {
+        value = "xml-t" + std::to_string(k) + "-p" + std::to_string(j);
+        documents.push_back({value, &parameters, &schema,
+                             "tool '" + tool.name + "': parameters.properties." + key});
+      }
+      ++j;
+      const std::string piece = GbnfLiteral("<parameter=" + key + ">\n") + " " + value + " " +
+                                GbnfLiteral("\n</parameter>\n");
+      const bool must =
+          required.is_array() && std::find(required.begin(), required.end(), key) != required.end();
+      body += must ? " " + piece : " ( " + piece + " )?";
+    }
+  }
+  body += " " + GbnfLiteral("</function>\n</tool_call>");
+  return "xml-call-" + std::to_string(k) + " ::= " + body + "\n";
+}
+
+// kQwenXml: one or more <tool_call> blocks (one when not parallel), separated by a newline.
+Result<std::optional<ForcedToolCalls>> QwenXmlGrammar(std::span<const ChatTool> tools,
+                                                      const std::vector<std::string>& forced,
+                                                      bool parallel, const GrammarLimits& limits) {
+  std::vector<json> parameters;
+  parameters.reserve(tools.size());  // documents point into it: it must not move
+  std::vector<JsonSchemaRule> documents;
+  std::string calls;
+  std::string rules;
+  for (const ChatTool& tool : tools) {
+    if (std::find(forced.begin(), forced.end(), tool.name) == forced.end()) continue;
+    auto read = ToolParameters(tool);
+    if (!read.ok()) return read.status();
+    parameters.push_back(std::move(*read));
+    const size_t k = parameters.size() - 1;
+    auto rule = XmlCallRule(tool, k, parameters.back(), documents);
+    if (!rule.ok()) return rule.status();
+    rules += *rule;
+    calls += (calls.empty() ? "" : " | ") + std::string("xml-call-") + std::to_string(k);
+  }
+  if (calls.empty()) return Status::InvalidArgument("tool_choice: no tool to call");
+  auto values = JsonSchemaRulesToGbnf(documents, limits);
+  if (!values.ok()) return Status::InvalidArgument("tools: " + values.message());
+  ForcedToolCalls out;
+  out.gbnf = std::string("root ::= xml-call") + (parallel ? " ( \"\\n\" xml-call )*" : "") +
+             "\nxml-call ::= " + calls + "\n" + rules + std::string(kXmlTextRule) + *values;
+  return std::optional<ForcedToolCalls>(std::move(out));
 }
 
 }  // namespace
@@ -40,6 +131,7 @@ Result<std::optional<ForcedToolCalls>> ForcedToolCallGrammar(ToolFormat format,
                                                              bool parallel,
                                                              const GrammarLimits& limits) {
   if (format == ToolFormat::kNone) return std::optional<ForcedToolCalls>();
+  if (format == ToolFormat::kQwenXml) return QwenXmlGrammar(tools, forced, parallel, limits);
   const char* arguments_key = format == ToolFormat::kLlama3 ? "parameters" : "arguments";
   json any_of = json::array();
   for (const ChatTool& tool : tools) {

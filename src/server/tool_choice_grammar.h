@@ -9,6 +9,12 @@
 //   that a grammar over text cannot write, so it becomes the answer's prefix: put after the
 //   generation cue as the answer's first token (the model's own first token when it calls), and
 //   the grammar covers the array after it.
+//   Qwen 3.5 / Qwen3-Coder (XML): <tool_call>\n<function=N>\n then per parameter, in the
+//   schema's order (required ones always, others optionally), <parameter=K>\nVALUE\n
+//   </parameter>\n, then </function>\n</tool_call>; calls separated by "\n". A string parameter
+//   (QwenXmlStringParameter) is text without "</" (one of its enum's strings when it has one;
+//   maxLength, pattern and format are not enforced there), any other is JSON of its schema.
+//   Parameters outside `properties` are never written.
 #pragma once
 
 #include <optional>

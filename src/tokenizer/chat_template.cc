@@ -158,6 +158,48 @@ std::vector<Piece> StripPieces(std::initializer_list<Piece> pieces) {
   return out;
 }
 
+// Qwen 3.5's last_query_index: the last user message that is not only a <tool_response> block
+// (the template raises when there is none; then the last message's index, its initial value).
+size_t LastQueryIndex(std::span<const ChatMessage> messages) {
+  for (size_t i = messages.size(); i-- > 0;) {
+    if (messages[i].role != "user") continue;
+    const std::string_view content = Strip(messages[i].content);
+    if (!StartsWith(content, "<tool_response>") || !content.ends_with("</tool_response>")) {
+      return i;
+    }
+  }
+  return messages.empty() ? 0 : messages.size() - 1;
+}
+
+// Qwen 3.5's assistant turn: content holding </think> is split into the reasoning (between the
+// last <think> before the first </think> and that </think>) and the text after the last
+// </think>; turns after the last user query write the reasoning in a <think> block, earlier
+// ones drop it. Then the calls.
+void AppendQwen35Assistant(const ChatMessage& m, bool after_last_query, ChatText& out) {
+  std::string_view content = Strip(m.content);
+  std::string_view reasoning;
+  if (Contains(content, "</think>")) {
+    std::string_view before = content.substr(0, content.find("</think>"));
+    before = before.substr(0, before.find_last_not_of('\n') + 1);
+    const size_t think = before.rfind("<think>");
+    reasoning = think == std::string_view::npos ? before : before.substr(think + 7);
+    content = LStripNewlines(content.substr(content.rfind("</think>") + 8));
+  }
+  reasoning = Strip(reasoning);
+  out += "<|im_start|>assistant\n";
+  if (after_last_query) out.AppendAll({"<think>\n", MessageText(reasoning), "\n</think>\n\n"});
+  out.AppendMessage(content);
+  for (size_t i = 0; i < m.tool_calls.size(); ++i) {
+    if (i > 0) {
+      out += "\n";
+    } else if (!Strip(content).empty()) {
+      out += "\n\n";
+    }
+    AppendQwenXmlToolCall(m.tool_calls[i], out);
+  }
+  out += "<|im_end|>\n";
+}
+
 }  // namespace
 
 ChatTemplate::ChatTemplate(ChatFamily family) : family_(family) {
@@ -222,7 +264,15 @@ Result<ChatTemplate> ChatTemplate::DetectFamily(std::string_view source) {
     t.renders_bos_ = asks_bos;
     t.hermes_tools_ = Contains(source, "<tool_call>") && !Contains(source, "<function=");
     t.hermes3_ = Contains(source, "You are a function calling AI model");
-    if (Contains(source, "<function=")) t.unsupported_tools_ = "chatml (XML <function=...> calls)";
+    if (Contains(source, "<function=")) {
+      // Qwen3-Coder lists tools as XML (its render_extra_keys macro); Qwen 3.5 as JSON, with
+      // <think> blocks after the last user query.
+      t.qwen3_coder_ = Contains(source, "render_extra_keys");
+      t.qwen35_ = !t.qwen3_coder_ && Contains(source, "last_query_index") &&
+                  Contains(source, "tool | tojson");
+      if (t.qwen35_ || t.qwen3_coder_) return t;
+      t.unsupported_tools_ = "chatml (XML <function=...> calls)";
+    }
     if (Contains(source, "Reasoning Mode")) {
       // SmolLM3: the two default instructions are the first long literals after the header.
       const std::string* cutoff = FindLiteralStartingWith(literals, "Knowledge Cutoff Date:");
@@ -446,6 +496,7 @@ ToolFormat ChatTemplate::tool_format() const {
   if (!unsupported_tools_.empty()) return ToolFormat::kNone;
   switch (family_) {
     case ChatFamily::kChatMl:
+      if (qwen35_ || qwen3_coder_) return ToolFormat::kQwenXml;
       return smollm3_ ? ToolFormat::kNone : ToolFormat::kHermes;
     case ChatFamily::kLlama3:
       return knowledge_line_.empty() ? ToolFormat::kNone : ToolFormat::kLlama3;
@@ -511,6 +562,10 @@ ChatText ChatTemplate::RenderText(std::span<const ChatMessage> messages, bool ad
         RenderSmolLm3(messages, add_generation_prompt, out);
       } else if (hermes3_) {
         RenderHermes3(messages, add_generation_prompt, tools, out);
+      } else if (qwen35_) {
+        RenderQwen35(messages, add_generation_prompt, tools, out);
+      } else if (qwen3_coder_) {
+        RenderQwen3Coder(messages, add_generation_prompt, tools, out);
       } else {
         RenderChatMl(messages, add_generation_prompt, tools, out);
       }
@@ -812,6 +867,69 @@ void ChatTemplate::RenderHermes3(std::span<const ChatMessage> messages, bool add
       out.AppendAll({"<tool_response>\n", MessageText(m.content),
                      last ? "\n</tool_response>" : "\n</tool_response>\n"});
       if (last || messages[i + 1].role != "tool") out += "<|im_end|>";
+    } else {
+      out.AppendAll(
+          {"<|im_start|>", MessageText(m.role), "\n", MessageText(m.content), "<|im_end|>\n"});
+    }
+  }
+  if (add_generation_prompt) out += "<|im_start|>assistant\n";
+}
+
+void ChatTemplate::RenderQwen35(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                std::span<const ChatTool> tools, ChatText& out) const {
+  const bool has_system = !messages.empty() && messages[0].role == "system";
+  const std::string_view system = has_system ? Strip(messages[0].content) : "";
+  if (!tools.empty()) {
+    AppendQwen35System(system, tools, out);
+  } else if (has_system) {
+    out.AppendAll({"<|im_start|>system\n", MessageText(system), "<|im_end|>\n"});
+  }
+  const size_t last_query = LastQueryIndex(messages);
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    const std::string_view content = Strip(m.content);
+    if (m.role == "user") {  // a system message after the first is skipped (the template raises)
+      out.AppendAll({"<|im_start|>user\n", MessageText(content), "<|im_end|>\n"});
+    } else if (m.role == "assistant") {
+      AppendQwen35Assistant(m, i > last_query, out);
+    } else if (m.role == "tool") {  // consecutive results share one user turn
+      if (i > 0 && messages[i - 1].role != "tool") out += "<|im_start|>user";
+      out.AppendAll({"\n<tool_response>\n", MessageText(content), "\n</tool_response>"});
+      if (i + 1 == messages.size() || messages[i + 1].role != "tool") out += "<|im_end|>\n";
+    }
+  }
+  if (add_generation_prompt) out += "<|im_start|>assistant\n<think>\n";
+}
+
+void ChatTemplate::RenderQwen3Coder(std::span<const ChatMessage> messages,
+                                    bool add_generation_prompt, std::span<const ChatTool> tools,
+                                    ChatText& out) const {
+  const bool has_system = !messages.empty() && messages[0].role == "system";
+  if (has_system) {
+    out.AppendAll({"<|im_start|>system\n", MessageText(messages[0].content)});
+    messages = messages.subspan(1);
+  } else if (!tools.empty()) {
+    out +=
+        "<|im_start|>system\nYou are Qwen, a helpful AI assistant that can interact with a "
+        "computer to solve tasks.";
+  }
+  if (!tools.empty()) AppendQwen3CoderTools(tools, out);
+  if (has_system || !tools.empty()) out += "<|im_end|>\n";
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "assistant" && !m.tool_calls.empty()) {
+      const std::string_view content = Strip(m.content);
+      out += "<|im_start|>assistant";
+      if (!content.empty()) out.AppendAll({"\n", MessageText(content), "\n"});
+      for (const ChatToolCall& call : m.tool_calls) {
+        out += "\n";
+        AppendQwenXmlToolCall(call, out);
+      }
+      out += "<|im_end|>\n";
+    } else if (m.role == "tool") {  // consecutive results share one user turn
+      if (i > 0 && messages[i - 1].role != "tool") out += "<|im_start|>user\n";
+      out.AppendAll({"<tool_response>\n", MessageText(m.content), "\n</tool_response>\n"});
+      if (i + 1 == messages.size() || messages[i + 1].role != "tool") out += "<|im_end|>\n";
     } else {
       out.AppendAll(
           {"<|im_start|>", MessageText(m.role), "\n", MessageText(m.content), "<|im_end|>\n"});

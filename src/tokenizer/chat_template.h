@@ -34,6 +34,11 @@
 //            calls as {"name", "parameters"}, results in an "ipython" turn
 //   kMistral mistral (Nemo): [AVAILABLE_TOOLS] before the last user turn, [TOOL_CALLS],
 //            [TOOL_RESULTS] (tool call ids are 9 characters)
+//   kQwenXml chatml of Qwen 3.5 and Qwen3-Coder: calls as <tool_call>\n<function=NAME>\n
+//            <parameter=KEY>\nVALUE\n</parameter>\n...</function>\n</tool_call>, results in a
+//            user turn as <tool_response>; Qwen 3.5 lists the tools as JSON and writes <think>
+//            blocks in the assistant turns after the last user query, Qwen3-Coder lists them
+//            as XML
 // The other families (and SmolLM3, whose template drops tools) have none: CheckToolUse refuses
 // tools for them by the family's name.
 //
@@ -76,7 +81,7 @@ struct ChatTool {
   std::string json;  // the whole tool object
 };
 
-enum class ToolFormat { kNone, kHermes, kLlama3, kMistral };
+enum class ToolFormat { kNone, kHermes, kLlama3, kMistral, kQwenXml };
 
 enum class ChatFamily {
   kPlain,
@@ -132,7 +137,8 @@ class ChatTemplate {
   ToolFormat tool_format() const;
   // Whether the generation cue opens a reasoning block (DeepSeek-R1 ends it with "<think>\n"), so
   // the reply starts inside it.
-  bool prompt_opens_think() const { return family_ == ChatFamily::kDeepSeekR1; }
+  // Qwen 3.5's cue is "<|im_start|>assistant\n<think>\n".
+  bool prompt_opens_think() const { return family_ == ChatFamily::kDeepSeekR1 || qwen35_; }
   // Whether the template is a thinking model's: it mentions </think> (Qwen 3, SmolLM3, the
   // DeepSeek-R1 distills) or is deepseek-r1.
   bool knows_think() const { return knows_think_ || family_ == ChatFamily::kDeepSeekR1; }
@@ -194,6 +200,10 @@ class ChatTemplate {
                    ChatText& out) const;
   void RenderHermes3(std::span<const ChatMessage> messages, bool add_generation_prompt,
                      std::span<const ChatTool> tools, ChatText& out) const;
+  void RenderQwen35(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                    std::span<const ChatTool> tools, ChatText& out) const;
+  void RenderQwen3Coder(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                        std::span<const ChatTool> tools, ChatText& out) const;
   void RenderGranite(std::span<const ChatMessage> messages, bool add_generation_prompt,
                      std::span<const ChatTool> tools, ChatText& out) const;
   // Render, with the bytes that came from the messages marked.
@@ -212,8 +222,12 @@ class ChatTemplate {
   // are written that way even when the request offers no tools.
   bool hermes_tools_ = false;
   bool hermes3_ = false;  // NousResearch's Hermes 3 tool_use template
-  // A variant whose tool format kvserve does not write (Qwen3-Coder / Qwen 3.5's XML calls,
-  // Mistral Small 3.2's [TOOL_CALLS]name[ARGS]): its name for the refusal; "" otherwise.
+  // chatml with XML <function=...> calls (kQwenXml): Qwen 3.5's template, Qwen3-Coder's.
+  bool qwen35_ = false;
+  bool qwen3_coder_ = false;
+  // A variant whose tool format kvserve does not write (another template with XML
+  // <function=...> calls, Mistral Small 3.2's [TOOL_CALLS]name[ARGS]): its name for the
+  // refusal; "" otherwise.
   std::string unsupported_tools_;
   bool knows_think_ = false;  // the source mentions </think>
   // chatml, SmolLM3 style: "Knowledge Cutoff Date: ...\n" and the two default instructions.

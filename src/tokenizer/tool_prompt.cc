@@ -1,5 +1,8 @@
 #include "tokenizer/tool_prompt.h"
 
+#include <algorithm>
+#include <initializer_list>
+
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/jinja_json.h"
@@ -112,6 +115,126 @@ std::string Hermes3Tool(const ChatTool& tool) {
   out += "\", \"parameters\": ";
   out += properties.empty() ? "{}" : JinjaToJson(parameters.dump()).value_or("{}");
   return out + "}";
+}
+
+// Python's repr of a JSON value (what Jinja's `string` filter prints inside a list or dict).
+std::string PythonRepr(const OrderedJson& value);
+
+// Jinja's `string` filter on a JSON value: a string as it is, true/false/null as Python's
+// True/False/None, numbers as json.dumps writes them (Python's repr), lists and dicts as repr.
+std::string PythonString(const OrderedJson& value) {
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_boolean()) return value.get<bool>() ? "True" : "False";
+  if (value.is_null()) return "None";
+  if (value.is_number()) return JinjaToJson(value.dump()).value_or(value.dump());
+  return PythonRepr(value);
+}
+
+std::string PythonQuote(const std::string& text) {
+  const char quote =
+      text.find('\'') != std::string::npos && text.find('"') == std::string::npos ? '"' : '\'';
+  std::string out(1, quote);
+  for (const char c : text) {
+    if (c == '\\' || c == quote) {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[(c >> 4) & 0xf];
+      out += kHex[c & 0xf];
+    } else {
+      out += c;
+    }
+  }
+  return out + quote;
+}
+
+std::string PythonRepr(const OrderedJson& value) {
+  if (value.is_string()) return PythonQuote(value.get<std::string>());
+  if (value.is_array()) {
+    std::string out = "[";
+    for (size_t i = 0; i < value.size(); ++i) out += (i > 0 ? ", " : "") + PythonRepr(value[i]);
+    return out + "]";
+  }
+  if (value.is_object()) {
+    std::string out = "{";
+    bool first = true;
+    for (const auto& [key, item] : value.items()) {
+      out += (first ? "" : ", ") + PythonQuote(key) + ": " + PythonRepr(item);
+      first = false;
+    }
+    return out + "}";
+  }
+  return PythonString(value);
+}
+
+// A value as the Qwen XML templates print it: objects and arrays through tojson, anything else
+// through the `string` filter.
+std::string QwenXmlValue(const OrderedJson& value) {
+  if (value.is_object() || value.is_array()) {
+    return JinjaToJson(value.dump(-1, ' ', false, OrderedJson::error_handler_t::replace))
+        .value_or("null");
+  }
+  return PythonString(value);
+}
+
+// Qwen3-Coder's render_extra_keys macro: each key of `object` not in `handled` as
+// "\n<key>value</key>".
+void AppendExtraKeys(const OrderedJson& object, std::initializer_list<std::string_view> handled,
+                     ChatText& out) {
+  if (!object.is_object()) return;
+  for (const auto& [key, value] : object.items()) {
+    if (std::find(handled.begin(), handled.end(), key) != handled.end()) continue;
+    const std::string text = QwenXmlValue(value);
+    out.AppendAll({"\n<", MessageText(key), ">", MessageText(text), "</", MessageText(key), ">"});
+  }
+}
+
+// Qwen3-Coder: one parameter of a tool's list.
+void AppendQwen3CoderParameter(const std::string& name, const OrderedJson& fields, ChatText& out) {
+  out.AppendAll({"\n<parameter>\n<name>", MessageText(name), "</name>"});
+  if (fields.is_object() && fields.contains("type")) {
+    const std::string type = PythonString(fields["type"]);
+    out.AppendAll({"\n<type>", MessageText(type), "</type>"});
+  }
+  if (fields.is_object() && fields.contains("description")) {
+    const std::string description = TrimmedText(OrderedJson(PythonString(fields["description"])));
+    out.AppendAll({"\n<description>", MessageText(description), "</description>"});
+  }
+  AppendExtraKeys(fields, {"name", "type", "description"}, out);
+  out += "\n</parameter>";
+}
+
+// Qwen3-Coder: one tool of the list.
+void AppendQwen3CoderTool(const ChatTool& tool, ChatText& out) {
+  OrderedJson function = OrderedJson::parse(tool.json, nullptr, false);
+  if (function.is_object() && function.contains("function")) function = function["function"];
+  if (!function.is_object()) function = OrderedJson::object();
+  const std::string name = function.contains("name") ? PythonString(function["name"]) : "";
+  out.AppendAll({"\n<function>\n<name>", MessageText(name), "</name>"});
+  if (function.contains("description")) {
+    const std::string description = TrimmedText(OrderedJson(PythonString(function["description"])));
+    out.AppendAll({"\n<description>", MessageText(description), "</description>"});
+  }
+  out += "\n<parameters>";
+  const OrderedJson parameters = function.value("parameters", OrderedJson());
+  if (parameters.is_object() && parameters.contains("properties") &&
+      parameters["properties"].is_object()) {
+    for (const auto& [param, fields] : parameters["properties"].items()) {
+      AppendQwen3CoderParameter(param, fields, out);
+    }
+  }
+  AppendExtraKeys(parameters, {"type", "properties"}, out);
+  out += "\n</parameters>";
+  AppendExtraKeys(function, {"type", "name", "description", "parameters"}, out);
+  out += "\n</function>";
 }
 
 }  // namespace
@@ -257,6 +380,58 @@ void AppendMistralToolCalls(const ChatMessage& message, std::string_view eos, Ch
 void AppendMistralToolResult(const ChatMessage& message, ChatText& out) {
   out.AppendAll({"[TOOL_RESULTS]{\"content\": ", MessageText(message.content), ", \"call_id\": \"",
                  MessageText(message.tool_call_id), "\"}[/TOOL_RESULTS]"});
+}
+
+void AppendQwenXmlToolCall(const ChatToolCall& call, ChatText& out) {
+  out.AppendAll({"<tool_call>\n<function=", MessageText(call.name), ">\n"});
+  const OrderedJson arguments = JsonNestingDepth(call.arguments) > kMaxJinjaJsonDepth
+                                    ? OrderedJson()
+                                    : OrderedJson::parse(call.arguments, nullptr, false);
+  if (arguments.is_object()) {
+    for (const auto& [key, value] : arguments.items()) {
+      const std::string text = QwenXmlValue(value);
+      out.AppendAll(
+          {"<parameter=", MessageText(key), ">\n", MessageText(text), "\n</parameter>\n"});
+    }
+  }
+  out += "</function>\n</tool_call>";
+}
+
+void AppendQwen35System(std::string_view system, std::span<const ChatTool> tools, ChatText& out) {
+  out += "<|im_start|>system\n# Tools\n\nYou have access to the following functions:\n\n<tools>";
+  for (const ChatTool& tool : tools) {
+    const std::string json = ToolJson(tool, -1);
+    out.AppendAll({"\n", MessageText(json)});
+  }
+  out +=
+      "\n</tools>\n\nIf you choose to call a function ONLY reply in the following format with NO "
+      "suffix:\n\n<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>"
+      "\nvalue_1\n</parameter>\n<parameter=example_parameter_2>\nThis is the value for the second "
+      "parameter\nthat can span\nmultiple lines\n</parameter>\n</function>\n</tool_call>\n\n"
+      "<IMPORTANT>\nReminder:\n- Function calls MUST follow the specified format: an inner "
+      "<function=...></function> block must be nested within <tool_call></tool_call> XML tags\n"
+      "- Required parameters MUST be specified\n- You may provide optional reasoning for your "
+      "function call in natural language BEFORE the function call, but NOT after\n- If there is "
+      "no function call available, answer the question like normal with your current knowledge "
+      "and do not tell the user about function calls\n</IMPORTANT>";
+  if (!system.empty()) out.AppendAll({"\n\n", MessageText(system)});
+  out += "<|im_end|>\n";
+}
+
+void AppendQwen3CoderTools(std::span<const ChatTool> tools, ChatText& out) {
+  out += "\n\n# Tools\n\nYou have access to the following tools:\n\n<tools>";
+  for (const ChatTool& tool : tools) AppendQwen3CoderTool(tool, out);
+  out +=
+      "\n</tools>\n\nIf you choose to call a tool ONLY reply in the following format with NO "
+      "suffix:\n\n<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>"
+      "\nvalue_1\n</parameter>\n<parameter=example_parameter_2>\nvalue_2\n</parameter>\n"
+      "</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n- Function calls MUST follow the "
+      "specified format: the tool calling block MUST begin with an opening <tool_call> tag and "
+      "end with a closing </tool_call> tag.\n- Required parameters MUST be specified\n- You may "
+      "provide optional reasoning for your function call in natural language BEFORE the function "
+      "call, but NOT after\n- If there is no function call available, answer the question like "
+      "normal with your current knowledge and do not tell the user about function "
+      "calls\n</IMPORTANT>";
 }
 
 }  // namespace kvserve

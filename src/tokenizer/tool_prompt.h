@@ -65,4 +65,18 @@ void AppendMistralToolCalls(const ChatMessage& message, std::string_view eos, Ch
 // [TOOL_RESULTS]{"content": ..., "call_id": ...}[/TOOL_RESULTS]
 void AppendMistralToolResult(const ChatMessage& message, ChatText& out);
 
+// Qwen 3.5 and Qwen3-Coder (XML calls). One call: "<tool_call>\n<function=NAME>\n", then per
+// argument "<parameter=KEY>\n" VALUE "\n</parameter>\n", then "</function>\n</tool_call>". A
+// string VALUE is written as it is, an object or array through tojson, anything else as Jinja's
+// `string` filter prints it (True, False, None, numbers as Python prints them). Arguments that
+// are not a JSON object write no parameters (the templates iterate a mapping's items).
+void AppendQwenXmlToolCall(const ChatToolCall& call, ChatText& out);
+// Qwen 3.5's system turn with tools: "# Tools" with one tojson line per tool, the format
+// instructions, then "\n\n" + `system` (trimmed by the caller) when it is not empty.
+void AppendQwen35System(std::string_view system, std::span<const ChatTool> tools, ChatText& out);
+// Qwen3-Coder's tools block (after the system text, before <|im_end|>): each tool as
+// <function><name>...</name><description>...</description><parameters>...</parameters>
+// </function>, keys the template does not name written as <key>value</key>.
+void AppendQwen3CoderTools(std::span<const ChatTool> tools, ChatText& out);
+
 }  // namespace kvserve
