@@ -305,6 +305,16 @@ TEST(ChatTemplateTest, ByNameRendersEveryFamily) {
       {"plain",
        "system: You are a terse assistant.\nuser: Hello!\nassistant: Hi there.\n"
        "user: What is 2+2?\nassistant:"},
+      // The two goldens below are Jinja2 3.1.6's renderings of the real templates
+      // (../shared/models/chat-templates/Qwen3.5-4B.jinja, Qwen3-Coder.jinja).
+      {"qwen3.5",
+       "<|im_start|>system\nYou are a terse assistant.<|im_end|>\n<|im_start|>user\nHello!"
+       "<|im_end|>\n<|im_start|>assistant\nHi there.<|im_end|>\n<|im_start|>user\nWhat is 2+2?"
+       "<|im_end|>\n<|im_start|>assistant\n<think>\n"},
+      {"qwen3-coder",
+       "<|im_start|>system\nYou are a terse assistant.<|im_end|>\n<|im_start|>user\nHello!"
+       "<|im_end|>\n<|im_start|>assistant\nHi there.<|im_end|>\n<|im_start|>user\nWhat is 2+2?"
+       "<|im_end|>\n<|im_start|>assistant\n"},
   };
   ASSERT_EQ(cases.size(), std::size(ChatTemplate::kNames));
   for (const auto& [name, golden] : cases) {

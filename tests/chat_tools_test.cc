@@ -345,6 +345,36 @@ const std::string kTwoXmlCallsText =
     "<parameter=offset>\n1.5\n</parameter>\n<parameter=dst>\nNone\n</parameter>\n</function>\n"
     "</tool_call>";
 
+// --chat-template qwen3.5 / qwen3-coder (for a GGUF without the template, or another model in
+// their format) render as the templates Detect recognizes, tools, calls, results and think blocks.
+TEST(ChatToolsTest, QwenXmlVariantsByNameRenderAsTheirTemplates) {
+  const std::vector<ChatMessage> messages = {
+      {.role = "system", .content = "You are helpful."},
+      {.role = "user", .content = "Weather and time in Paris?"},
+      TwoXmlCalls("<think>\nI need both.\n</think>\n\nLet me check."),
+      Result("a"),
+      Result("b", "12:00")};
+  const std::pair<const char*, const char*> variants[] = {{"qwen3.5", "Qwen3.5-4B"},
+                                                          {"qwen3-coder", "Qwen3-Coder"}};
+  for (const auto& [name, file] : variants) {
+    auto by_name = ChatTemplate::ByName(name);
+    ASSERT_TRUE(by_name.ok()) << by_name.message();
+    const ChatTemplate detected = DetectFile(file);
+    EXPECT_EQ(by_name->name(), name);
+    EXPECT_EQ(detected.name(), name);
+    EXPECT_EQ(by_name->tool_format(), ToolFormat::kQwenXml);
+    EXPECT_EQ(by_name->prompt_opens_think(), detected.prompt_opens_think()) << name;
+    EXPECT_EQ(by_name->knows_think(), detected.knows_think()) << name;
+    for (bool cue : {false, true}) {
+      EXPECT_EQ(by_name->Render(messages, cue, kTools), detected.Render(messages, cue, kTools))
+          << name;
+      EXPECT_EQ(by_name->Render(std::span(messages).subspan(1), cue),
+                detected.Render(std::span(messages).subspan(1), cue))
+          << name;
+    }
+  }
+}
+
 TEST(ChatToolsTest, Qwen35MatchesJinja) {
   const ChatTemplate t = DetectFile("Qwen3.5-4B");
   EXPECT_EQ(t.tool_format(), ToolFormat::kQwenXml);

@@ -114,7 +114,8 @@ const std::vector<ChatTool> kXmlTools = {
        "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1,
        "maximum": 14}, "options": {"type": "object", "properties": {"hourly": {"type":
        "boolean"}}, "required": ["hourly"]}, "unit": {"enum": ["c", "f"]},
-       "tags": {"type": "array", "items": {"$ref": "#/$defs/tag"}}},
+       "tags": {"type": "array", "items": {"$ref": "#/$defs/tag"}},
+       "note": {"type": "string", "minLength": 2, "maxLength": 5}},
        "required": ["city", "days"], "$defs": {"tag": {"type": "string", "maxLength": 3}}}}})"},
     {"get_time", R"({"type": "function", "function": {"name": "get_time"}})"},
 };
@@ -217,7 +218,7 @@ TEST(ToolChoiceGrammar, QwenXmlRandomDocumentsParseBackIntoValidCalls) {
     if (!Generate(*g, g->root(), 0, rng, doc)) continue;
     ++checked;
     for (const char* part : {"<parameter=options>", "<parameter=tags>", "<parameter=unit>",
-                             "</tool_call>\n<tool_call>", "\n\n</parameter>"}) {
+                             "<parameter=note>", "</tool_call>\n<tool_call>", "\n\n</parameter>"}) {
       seen[part] += doc.find(part) != std::string::npos;
     }
     ASSERT_TRUE(Matches(g, doc)) << doc;
@@ -242,6 +243,15 @@ TEST(ToolChoiceGrammar, QwenXmlRandomDocumentsParseBackIntoValidCalls) {
       }
       if (args.contains("options")) {
         EXPECT_TRUE(args["options"]["hourly"].is_boolean()) << doc;
+      }
+      if (args.contains("note")) {  // minLength 2, maxLength 5, in characters
+        ASSERT_TRUE(args["note"].is_string()) << doc;
+        const std::string note = args["note"].get<std::string>();
+        const auto chars = std::count_if(note.begin(), note.end(), [](char c) {
+          return (static_cast<uint8_t>(c) & 0xC0) != 0x80;
+        });
+        EXPECT_GE(chars, 2) << doc;
+        EXPECT_LE(chars, 5) << doc;
       }
       if (args.contains("tags")) {
         ASSERT_TRUE(args["tags"].is_array()) << doc;

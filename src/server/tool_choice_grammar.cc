@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "grammar/json_schema_grammar.h"
 #include "grammar/regex_gbnf.h"
@@ -46,7 +47,21 @@ Result<json> CallSchema(const ChatTool& tool, const char* arguments_key) {
 // in it and the first "</parameter>" closes it, as the parser reads it).
 constexpr std::string_view kXmlTextRule = "xml-text ::= ( [^<] | \"<\"+ [^</] )* \"<\"*\n";
 
-// A string parameter's value: one of its enum's (or its const) strings, else any xml-text.
+// A string parameter with minLength or maxLength: that many characters, none of them '<' (a
+// bounded xml-text cannot count its characters in GBNF, so the bound is kept exactly by giving up
+// '<'; the value always meets the schema). "" when the schema bounds nothing.
+std::string XmlBoundedText(const json& schema) {
+  auto bound = [&](const char* key) -> std::optional<uint64_t> {
+    if (!schema.contains(key) || !schema[key].is_number_unsigned()) return std::nullopt;
+    return schema[key].get<uint64_t>();
+  };
+  const std::optional<uint64_t> min = bound("minLength"), max = bound("maxLength");
+  if (!min && !max) return "";
+  return "[^<]{" + std::to_string(min.value_or(0)) + "," + (max ? std::to_string(*max) : "") + "}";
+}
+
+// A string parameter's value: one of its enum's (or its const) strings, else its bounded text,
+// else any xml-text.
 std::string XmlStringValue(const json& schema) {
   json values = json::array();
   if (schema.contains("const")) values.push_back(schema["const"]);
@@ -56,7 +71,9 @@ std::string XmlStringValue(const json& schema) {
     if (!v.is_string()) return "xml-text";
     alternatives += (alternatives.empty() ? "" : " | ") + GbnfLiteral(v.get<std::string>());
   }
-  return alternatives.empty() ? "xml-text" : "( " + alternatives + " )";
+  if (!alternatives.empty()) return "( " + alternatives + " )";
+  const std::string bounded = XmlBoundedText(schema);
+  return bounded.empty() ? "xml-text" : bounded;
 }
 
 // The rule of one forced tool's call ("xml-call-K ::= ..."): its parameters in the schema's

@@ -340,10 +340,16 @@ Result<ChatTemplate> ChatTemplate::ByName(std::string_view name) {
   static constexpr ChatFamily kFamilies[] = {
       ChatFamily::kChatMl,  ChatFamily::kLlama2, ChatFamily::kLlama3, ChatFamily::kZephyr,
       ChatFamily::kMistral, ChatFamily::kGemma,  ChatFamily::kPhi3,   ChatFamily::kDeepSeekR1,
-      ChatFamily::kGranite, ChatFamily::kPlain};
+      ChatFamily::kGranite, ChatFamily::kPlain,  ChatFamily::kChatMl, ChatFamily::kChatMl};
   static_assert(std::size(kFamilies) == std::size(kNames));
   for (size_t i = 0; i < std::size(kNames); ++i) {
-    if (kNames[i] == name) return ChatTemplate(kFamilies[i]);
+    if (kNames[i] != name) continue;
+    ChatTemplate t(kFamilies[i]);
+    // The ChatML variants with XML tool calls, as Detect recognizes them from their sources.
+    t.qwen35_ = name == "qwen3.5";
+    t.knows_think_ = t.qwen35_;
+    t.qwen3_coder_ = name == "qwen3-coder";
+    return t;
   }
   std::string known;
   for (std::string_view n : kNames) known += (known.empty() ? "" : ", ") + std::string(n);
@@ -364,7 +370,7 @@ std::string_view ChatTemplate::name() const {
     case ChatFamily::kPlain:
       return "plain";
     case ChatFamily::kChatMl:
-      return "chatml";
+      return qwen35_ ? "qwen3.5" : qwen3_coder_ ? "qwen3-coder" : "chatml";
     case ChatFamily::kLlama2:
       return "llama2";
     case ChatFamily::kLlama3:

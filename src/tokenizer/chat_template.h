@@ -99,9 +99,9 @@ enum class ChatFamily {
 class ChatTemplate {
  public:
   // Names accepted by ByName, in the order they are listed in messages.
-  static constexpr std::string_view kNames[] = {"chatml",  "llama2", "llama3", "zephyr",
-                                                "mistral", "gemma",  "phi3",   "deepseek-r1",
-                                                "granite", "plain"};
+  static constexpr std::string_view kNames[] = {"chatml",  "llama2", "llama3",  "zephyr",
+                                                "mistral", "gemma",  "phi3",    "deepseek-r1",
+                                                "granite", "plain",  "qwen3.5", "qwen3-coder"};
   // Template sources longer than this are rejected (real ones are under 20 KB).
   static constexpr size_t kMaxSourceBytes = 1 << 20;
 

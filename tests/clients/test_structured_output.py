@@ -11,7 +11,7 @@ import openai
 import pydantic
 import pytest
 
-from conftest import API_KEY
+from conftest import API_KEY, Server
 
 
 @pytest.fixture(scope="module")
@@ -148,3 +148,41 @@ def test_forced_tool_choice_with_response_format_is_a_bad_request(client, server
             response_format={"type": "json_object"},
             messages=[{"role": "user", "content": "hi"}])
     assert error.value.body["param"] == "tool_choice"
+
+
+@pytest.mark.parametrize("template", ["qwen3.5", "qwen3-coder"])
+def test_forced_calls_in_qwen_xml_syntax(template):
+    """The same forced choices on a server whose chat template writes Qwen 3.5's or Qwen3-Coder's
+    XML calls (`--chat-template`): the grammar makes SmolLM2 write <function=...> blocks, the
+    parser turns them back into JSON arguments (strings kept as strings, enums respected), and
+    Qwen 3.5's reasoning block (its cue opens <think>) stays out of the content."""
+    qwen = Server(["--chat-template", template])
+    try:
+        qwen_client = openai.OpenAI(base_url=qwen.base_url, api_key=API_KEY, max_retries=0,
+                                    timeout=120)
+        for seed in (1, 2):
+            reply = qwen_client.chat.completions.create(
+                model=qwen.model, max_tokens=120, temperature=0.8, seed=seed, tools=[WEATHER, TIME],
+                tool_choice="required", parallel_tool_calls=False,
+                messages=[{"role": "user", "content": "Is it cold in Oslo today?"}])
+            choice = reply.choices[0]
+            assert choice.finish_reason == "tool_calls", choice.message
+            assert len(choice.message.tool_calls) == 1
+            assert "<function=" not in (choice.message.content or "")
+            call = choice.message.tool_calls[0]
+            arguments = json.loads(call.function.arguments)
+            if call.function.name == "get_weather":
+                assert set(arguments) == {"city", "unit"}
+                assert isinstance(arguments["city"], str)
+                assert arguments["unit"] in ("celsius", "fahrenheit")
+            else:
+                assert call.function.name == "get_time" and set(arguments) == {"timezone"}
+                assert isinstance(arguments["timezone"], str)
+        named = qwen_client.chat.completions.create(
+            model=qwen.model, max_tokens=80, temperature=0, tools=[WEATHER, TIME],
+            tool_choice={"type": "function", "function": {"name": "get_weather"}},
+            messages=[{"role": "user", "content": "Is it cold in Oslo today?"}])
+        assert [c.function.name for c in named.choices[0].message.tool_calls] == ["get_weather"]
+    finally:
+        status = qwen.stop()
+        assert status == 0, f"kvserve serve exited with {status}:\n{qwen.log()}"
