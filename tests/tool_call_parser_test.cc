@@ -302,22 +302,28 @@ TEST(ReasoningSplitterTest, SplitsThinkBlocks) {
   ExpectSplits(false, "", "", "");
 }
 
+// `text` pushed one byte at a time, then Finish: everything the parser gave, together.
+ChatOutputDelta PushByteByByte(ChatOutputParser& parser, std::string_view text) {
+  ChatOutputDelta total;
+  auto add = [&](const ChatOutputDelta& d) {
+    total.reasoning += d.reasoning;
+    total.content += d.content;
+    total.calls.insert(total.calls.end(), d.calls.begin(), d.calls.end());
+  };
+  for (char c : text) add(parser.Push(std::string(1, c)));
+  add(parser.Finish());
+  return total;
+}
+
 TEST(ChatOutputTest, ReasoningThenToolCall) {
   ChatOutputParser parser({.split_reasoning = true, .tool_format = ToolFormat::kHermes});
   const std::string text =
       "<think>\nI need the weather.\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", "
       "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
-  ChatOutputDelta total;
-  for (char c : text) {
-    ChatOutputDelta d = parser.Push(std::string(1, c));
-    total.reasoning += d.reasoning;
-    total.content += d.content;
-    total.calls.insert(total.calls.end(), d.calls.begin(), d.calls.end());
-  }
-  ChatOutputDelta last = parser.Finish();
-  EXPECT_EQ(total.reasoning + last.reasoning, "I need the weather.");
-  EXPECT_EQ(total.content + last.content, "");
-  ASSERT_EQ(total.calls.size() + last.calls.size(), 1u);
+  const ChatOutputDelta total = PushByteByByte(parser, text);
+  EXPECT_EQ(total.reasoning, "I need the weather.");
+  EXPECT_EQ(total.content, "");
+  ASSERT_EQ(total.calls.size(), 1u);
   EXPECT_EQ(parser.n_calls(), 1);
 }
 
@@ -331,17 +337,9 @@ TEST(ChatOutputTest, Qwen35ReasoningThenXmlCall) {
   const std::string text =
       "I need the weather.\n</think>\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\n"
       "1984\n</parameter>\n</function>\n</tool_call>";
-  ChatOutputDelta total;
-  for (char c : text) {
-    ChatOutputDelta d = parser.Push(std::string(1, c));
-    total.reasoning += d.reasoning;
-    total.content += d.content;
-    total.calls.insert(total.calls.end(), d.calls.begin(), d.calls.end());
-  }
-  ChatOutputDelta last = parser.Finish();
-  EXPECT_EQ(total.reasoning + last.reasoning, "I need the weather.");
-  EXPECT_EQ(total.content + last.content, "");
-  total.calls.insert(total.calls.end(), last.calls.begin(), last.calls.end());
+  const ChatOutputDelta total = PushByteByByte(parser, text);
+  EXPECT_EQ(total.reasoning, "I need the weather.");
+  EXPECT_EQ(total.content, "");
   ASSERT_EQ(total.calls.size(), 1u);
   EXPECT_EQ(total.calls[0].arguments, R"({"city":"1984"})");
 }

@@ -155,6 +155,10 @@ Result<std::optional<ForcedToolCalls>> ForcedToolCallGrammar(ToolFormat format,
     if (std::find(forced.begin(), forced.end(), tool.name) == forced.end()) continue;
     auto call = CallSchema(tool, arguments_key);
     if (!call.ok()) return call.status();
+    // Each call alone first, so that a schema the engine refuses is named by its tool.
+    if (auto alone = JsonSchemaToGbnf(*call, limits, "tool-call"); !alone.ok()) {
+      return Status::InvalidArgument("tools: tool '" + tool.name + "': " + alone.message());
+    }
     any_of.push_back(std::move(*call));
   }
   if (any_of.empty()) return Status::InvalidArgument("tool_choice: no tool to call");
