@@ -5,45 +5,20 @@
 #include <iterator>
 #include <optional>
 
+#include "tokenizer/jinja_strings.h"
 #include "tokenizer/tool_prompt.h"
 
 namespace kvserve {
 
 namespace {
 
-constexpr std::string_view kWhitespace = " \t\n\r\v\f";
-
-// Python's str.strip() / rstrip() over ASCII whitespace, as Jinja's trim filter does.
-std::string_view Strip(std::string_view s) {
-  const size_t first = s.find_first_not_of(kWhitespace);
-  if (first == std::string_view::npos) return {};
-  return s.substr(first, s.find_last_not_of(kWhitespace) - first + 1);
-}
-
-std::string_view RStrip(std::string_view s) {
-  const size_t last = s.find_last_not_of(kWhitespace);
-  return last == std::string_view::npos ? std::string_view() : s.substr(0, last + 1);
-}
-
-std::string_view LStripNewlines(std::string_view s) {
-  const size_t first = s.find_first_not_of('\n');
-  return first == std::string_view::npos ? std::string_view() : s.substr(first);
-}
-
-std::string ReplaceAll(std::string s, std::string_view from, std::string_view to) {
-  for (size_t pos = s.find(from); pos != std::string::npos; pos = s.find(from, pos + to.size())) {
-    s.replace(pos, from.size(), to);
-  }
-  return s;
-}
-
-bool StartsWith(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
-
-bool Contains(std::string_view s, std::string_view part) {
-  return s.find(part) != std::string_view::npos;
-}
+using jinja::Contains;
+using jinja::kWhitespace;
+using jinja::LStripNewlines;
+using jinja::ReplaceAll;
+using jinja::RStrip;
+using jinja::StartsWith;
+using jinja::Strip;
 
 // Reads the quoted Jinja string literal starting at source[pos] (a ' or "), undoing the escapes
 // \n \t \r \\ \' \". Sets `end` to the index after the closing quote. Unterminated: nullopt.
@@ -156,48 +131,6 @@ std::vector<Piece> StripPieces(std::initializer_list<Piece> pieces) {
     if (!out[i].text.empty()) break;
   }
   return out;
-}
-
-// Qwen 3.5's last_query_index: the last user message that is not only a <tool_response> block
-// (the template raises when there is none; then the last message's index, its initial value).
-size_t LastQueryIndex(std::span<const ChatMessage> messages) {
-  for (size_t i = messages.size(); i-- > 0;) {
-    if (messages[i].role != "user") continue;
-    const std::string_view content = Strip(messages[i].content);
-    if (!StartsWith(content, "<tool_response>") || !content.ends_with("</tool_response>")) {
-      return i;
-    }
-  }
-  return messages.empty() ? 0 : messages.size() - 1;
-}
-
-// Qwen 3.5's assistant turn: content holding </think> is split into the reasoning (between the
-// last <think> before the first </think> and that </think>) and the text after the last
-// </think>; turns after the last user query write the reasoning in a <think> block, earlier
-// ones drop it. Then the calls.
-void AppendQwen35Assistant(const ChatMessage& m, bool after_last_query, ChatText& out) {
-  std::string_view content = Strip(m.content);
-  std::string_view reasoning;
-  if (Contains(content, "</think>")) {
-    std::string_view before = content.substr(0, content.find("</think>"));
-    before = before.substr(0, before.find_last_not_of('\n') + 1);
-    const size_t think = before.rfind("<think>");
-    reasoning = think == std::string_view::npos ? before : before.substr(think + 7);
-    content = LStripNewlines(content.substr(content.rfind("</think>") + 8));
-  }
-  reasoning = Strip(reasoning);
-  out += "<|im_start|>assistant\n";
-  if (after_last_query) out.AppendAll({"<think>\n", MessageText(reasoning), "\n</think>\n\n"});
-  out.AppendMessage(content);
-  for (size_t i = 0; i < m.tool_calls.size(); ++i) {
-    if (i > 0) {
-      out += "\n";
-    } else if (!Strip(content).empty()) {
-      out += "\n\n";
-    }
-    AppendQwenXmlToolCall(m.tool_calls[i], out);
-  }
-  out += "<|im_end|>\n";
 }
 
 }  // namespace
@@ -873,69 +806,6 @@ void ChatTemplate::RenderHermes3(std::span<const ChatMessage> messages, bool add
       out.AppendAll({"<tool_response>\n", MessageText(m.content),
                      last ? "\n</tool_response>" : "\n</tool_response>\n"});
       if (last || messages[i + 1].role != "tool") out += "<|im_end|>";
-    } else {
-      out.AppendAll(
-          {"<|im_start|>", MessageText(m.role), "\n", MessageText(m.content), "<|im_end|>\n"});
-    }
-  }
-  if (add_generation_prompt) out += "<|im_start|>assistant\n";
-}
-
-void ChatTemplate::RenderQwen35(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                                std::span<const ChatTool> tools, ChatText& out) const {
-  const bool has_system = !messages.empty() && messages[0].role == "system";
-  const std::string_view system = has_system ? Strip(messages[0].content) : "";
-  if (!tools.empty()) {
-    AppendQwen35System(system, tools, out);
-  } else if (has_system) {
-    out.AppendAll({"<|im_start|>system\n", MessageText(system), "<|im_end|>\n"});
-  }
-  const size_t last_query = LastQueryIndex(messages);
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const ChatMessage& m = messages[i];
-    const std::string_view content = Strip(m.content);
-    if (m.role == "user") {  // a system message after the first is skipped (the template raises)
-      out.AppendAll({"<|im_start|>user\n", MessageText(content), "<|im_end|>\n"});
-    } else if (m.role == "assistant") {
-      AppendQwen35Assistant(m, i > last_query, out);
-    } else if (m.role == "tool") {  // consecutive results share one user turn
-      if (i > 0 && messages[i - 1].role != "tool") out += "<|im_start|>user";
-      out.AppendAll({"\n<tool_response>\n", MessageText(content), "\n</tool_response>"});
-      if (i + 1 == messages.size() || messages[i + 1].role != "tool") out += "<|im_end|>\n";
-    }
-  }
-  if (add_generation_prompt) out += "<|im_start|>assistant\n<think>\n";
-}
-
-void ChatTemplate::RenderQwen3Coder(std::span<const ChatMessage> messages,
-                                    bool add_generation_prompt, std::span<const ChatTool> tools,
-                                    ChatText& out) const {
-  const bool has_system = !messages.empty() && messages[0].role == "system";
-  if (has_system) {
-    out.AppendAll({"<|im_start|>system\n", MessageText(messages[0].content)});
-    messages = messages.subspan(1);
-  } else if (!tools.empty()) {
-    out +=
-        "<|im_start|>system\nYou are Qwen, a helpful AI assistant that can interact with a "
-        "computer to solve tasks.";
-  }
-  if (!tools.empty()) AppendQwen3CoderTools(tools, out);
-  if (has_system || !tools.empty()) out += "<|im_end|>\n";
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const ChatMessage& m = messages[i];
-    if (m.role == "assistant" && !m.tool_calls.empty()) {
-      const std::string_view content = Strip(m.content);
-      out += "<|im_start|>assistant";
-      if (!content.empty()) out.AppendAll({"\n", MessageText(content), "\n"});
-      for (const ChatToolCall& call : m.tool_calls) {
-        out += "\n";
-        AppendQwenXmlToolCall(call, out);
-      }
-      out += "<|im_end|>\n";
-    } else if (m.role == "tool") {  // consecutive results share one user turn
-      if (i > 0 && messages[i - 1].role != "tool") out += "<|im_start|>user\n";
-      out.AppendAll({"<tool_response>\n", MessageText(m.content), "\n</tool_response>\n"});
-      if (i + 1 == messages.size() || messages[i + 1].role != "tool") out += "<|im_end|>\n";
     } else {
       out.AppendAll(
           {"<|im_start|>", MessageText(m.role), "\n", MessageText(m.content), "<|im_end|>\n"});
