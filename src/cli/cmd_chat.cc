@@ -28,6 +28,7 @@
 #include "engine/completion.h"
 #include "engine/engine.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/jinja_strings.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvserve {
@@ -157,13 +158,6 @@ int SystemPrefixTokens(const ChatTemplate& tmpl, const Tokenizer& tok,
       system.begin());
 }
 
-std::string_view Strip(std::string_view s) {
-  constexpr std::string_view kSpace = " \t\n\r\v\f";
-  const size_t first = s.find_first_not_of(kSpace);
-  if (first == std::string_view::npos) return {};
-  return s.substr(first, s.find_last_not_of(kSpace) - first + 1);
-}
-
 }  // namespace
 
 int RunChat(const std::vector<std::string>& argv) {
@@ -213,7 +207,7 @@ int RunChat(const std::vector<std::string>& argv) {
     if (!std::getline(std::cin, line)) break;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line == "/exit") break;
-    if (Strip(line).empty()) continue;
+    if (jinja::Strip(line).empty()) continue;
     messages.push_back({"user", line});
     const int n_ctx = model_options->n_ctx;
     int n_dropped_messages = 0;
@@ -231,7 +225,7 @@ int RunChat(const std::vector<std::string>& argv) {
     }
     std::fputs("\n", stdout);
     std::fflush(stdout);
-    messages.push_back({"assistant", std::string(Strip(turn->text))});
+    messages.push_back({"assistant", std::string(jinja::Strip(turn->text))});
     std::fprintf(stderr, "[prompt: %d tokens, %d reused from cache, %d computed]\n", turn->n_prompt,
                  turn->n_reused, turn->n_prompt - turn->n_reused);
     if (n_dropped_messages > 0 || turn->n_dropped > 0) {
