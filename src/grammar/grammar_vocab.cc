@@ -41,20 +41,20 @@ GrammarVocab::GrammarVocab(std::vector<std::string> pieces, std::vector<int32_t>
   }
   std::stable_sort(by_chars_.begin(), by_chars_.end(),
                    [&](uint32_t a, uint32_t b) { return sorted_chars_[a] > sorted_chars_[b]; });
-  shared_.resize(order_.size());
+  std::vector<uint32_t> shared(order_.size());
   for (size_t i = 1; i < order_.size(); ++i) {
     const std::string& a = pieces_[order_[i - 1]];
     const std::string& b = pieces_[order_[i]];
     size_t n = 0;
     while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
-    shared_[i] = static_cast<uint32_t>(n);
+    shared[i] = static_cast<uint32_t>(n);
   }
   const auto n_order = static_cast<uint32_t>(order_.size());
   links_.assign(order_.size(), TrieLink{.shared = 0, .skip = n_order});
   for (size_t i = order_.size(); i-- > 0;) {
     uint32_t k = static_cast<uint32_t>(i) + 1;
-    while (k < n_order && shared_[k] >= shared_[i]) k = links_[k].skip;
-    links_[i] = TrieLink{.shared = shared_[i], .skip = k};
+    while (k < n_order && shared[k] >= shared[i]) k = links_[k].skip;
+    links_[i] = TrieLink{.shared = shared[i], .skip = k};
   }
   after_first_byte_.assign(256, n_order);
   size_t below = 0;                             // after_first_byte_[0, below) are set

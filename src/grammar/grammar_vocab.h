@@ -23,13 +23,13 @@ class GrammarVocab {
 
   int n_vocab() const { return static_cast<int>(pieces_.size()); }
   std::string_view piece(int32_t id) const { return pieces_[static_cast<size_t>(id)]; }
-  // Tokens with text, in byte order, and shared[i] = bytes token order[i] shares with order[i-1].
+  // Tokens with text, in byte order.
   const std::vector<int32_t>& order() const { return order_; }
-  const std::vector<uint32_t>& shared() const { return shared_; }
-  // A walk that rejects a prefix jumps over the tokens under it with these instead of visiting
-  // each: skip is the first position k > i with shared[k] < shared[i] (order().size() when none;
-  // every token between shares more than shared[i] bytes with order[i]); shared is shared()[i],
-  // beside it so that a jump reads one cache line per step.
+  // Per position i of order(), its place in the trie: shared is the bytes order[i] shares with
+  // order[i-1]; skip the first position k > i with shared[k] < shared[i] (order().size() when
+  // none: every token between shares more than shared[i] bytes with order[i]), so a walk that
+  // rejects a prefix jumps over the tokens under it instead of visiting each, reading one cache
+  // line per step.
   struct TrieLink {
     uint32_t shared;
     uint32_t skip;
@@ -54,7 +54,6 @@ class GrammarVocab {
  private:
   std::vector<std::string> pieces_;  // [n_vocab]; empty for tokens a grammar never allows
   std::vector<int32_t> order_;
-  std::vector<uint32_t> shared_;
   std::vector<TrieLink> links_;
   std::vector<uint32_t> after_first_byte_;  // [256]
   std::string sorted_bytes_;                // the pieces of order_, concatenated

@@ -28,14 +28,13 @@ void TokenMasker::Walk(const GrammarState& start, bool isolated,
                        const std::vector<uint32_t>* subset, TokenMask& accepted,
                        std::vector<uint32_t>* uncertain) const {
   const std::vector<int32_t>& order = vocab_->order();
-  const std::vector<uint32_t>& shared = vocab_->shared();
   const std::vector<GrammarVocab::TrieLink>& links = vocab_->links();
   const size_t n = subset ? subset->size() : order.size();
   auto position = [&](size_t j) -> size_t { return subset ? (*subset)[j] : j; };
   // Bytes the token at position b shares with the one at a < b: the least shared[] between them.
   auto common = [&](size_t a, size_t b) {
-    uint32_t m = shared[b];
-    for (size_t k = a + 1; k < b; ++k) m = std::min(m, shared[k]);
+    uint32_t m = links[b].shared;
+    for (size_t k = a + 1; k < b; ++k) m = std::min(m, links[k].shared);
     return m;
   };
   // states[d]: after the first d bytes of the current token; escaped[d]: on the way there a
