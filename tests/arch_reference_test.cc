@@ -18,6 +18,7 @@
 #include "engine/sequence_runner.h"
 #include "io/gguf_writer.h"
 #include "model/model.h"
+#include "support/edited_model.h"
 #include "support/paths.h"
 #include "support/reference.h"
 #include "support/reference_runs.h"
@@ -149,31 +150,12 @@ INSTANTIATE_TEST_SUITE_P(Cases, ArchReferenceTest, ::testing::ValuesIn(CaseNames
 
 // ---- Metadata ------------------------------------------------------------------------------
 
-// A copy of a model file, without `drop_tensor`, with `extra` applied after the copied metadata.
-struct Edited {
-  std::unique_ptr<uint8_t[]> bytes;  // the image the GgufFile views; outlives the model
-  Result<std::unique_ptr<Model>> model = Status::Internal("not loaded");
-};
+using Edited = testing::EditedModel;
 
+// A copy of models/<model>, without `drop_tensor`, with `extra` applied after the copied metadata.
 Edited LoadEdited(const std::string& model, const std::string& drop_tensor,
                   const std::function<void(GgufWriter&)>& extra) {
-  auto source = GgufFile::Open(ModelPath(model));
-  EXPECT_TRUE(source.ok()) << source.message();
-  GgufWriter writer(source->alignment());
-  for (const auto& [key, value] : source->metadata()) writer.CopyValue(key, value);
-  for (const TensorInfo& t : source->tensors()) {
-    if (t.name == drop_tensor) continue;
-    writer.AddTensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
-  }
-  if (extra) extra(writer);
-  const std::vector<uint8_t> image = writer.Serialize();
-  Edited e;
-  e.bytes.reset(new uint8_t[image.size()]);
-  std::memcpy(e.bytes.get(), image.data(), image.size());
-  auto file = GgufFile::Parse(e.bytes.get(), image.size(), "edited.gguf");
-  EXPECT_TRUE(file.ok()) << file.message();
-  if (file.ok()) e.model = LoadModel(std::move(file).value(), TestBackend());
-  return e;
+  return testing::LoadEditedModel(ModelPath(model), drop_tensor, extra);
 }
 
 TEST(RopeScaling, UnsupportedKeysAreRefusedByName) {

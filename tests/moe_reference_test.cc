@@ -20,6 +20,7 @@
 #include "io/gguf_writer.h"
 #include "model/model.h"
 #include "model/synthetic_model.h"
+#include "support/edited_model.h"
 #include "support/paths.h"
 #include "support/reference.h"
 #include "support/reference_runs.h"
@@ -193,29 +194,11 @@ TEST(MoeRouting, ScatterAndWeightedSum) {
 
 // ---- Metadata --------------------------------------------------------------------------------
 
-// The F32 file with `edit` applied after its metadata, loaded from memory.
-struct Edited {
-  std::unique_ptr<uint8_t[]> bytes;  // the image the GgufFile views; outlives the model
-  Result<std::unique_ptr<Model>> model = Status::Internal("not loaded");
-};
+using Edited = testing::EditedModel;
 
+// The F32 file with `edit` applied after its metadata, loaded from memory.
 Edited LoadEdited(const std::function<void(GgufWriter&)>& edit) {
-  auto source = GgufFile::Open(ModelPath("arch/qwen3moe-f32.gguf"));
-  EXPECT_TRUE(source.ok()) << source.message();
-  GgufWriter writer(source->alignment());
-  for (const auto& [key, value] : source->metadata()) writer.CopyValue(key, value);
-  for (const TensorInfo& t : source->tensors()) {
-    writer.AddTensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
-  }
-  edit(writer);
-  const std::vector<uint8_t> image = writer.Serialize();
-  Edited e;
-  e.bytes.reset(new uint8_t[image.size()]);
-  std::memcpy(e.bytes.get(), image.data(), image.size());
-  auto file = GgufFile::Parse(e.bytes.get(), image.size(), "edited.gguf");
-  EXPECT_TRUE(file.ok()) << file.message();
-  if (file.ok()) e.model = LoadModel(std::move(file).value(), TestBackend());
-  return e;
+  return testing::LoadEditedModel(ModelPath("arch/qwen3moe-f32.gguf"), "", edit);
 }
 
 TEST(MoeMetadata, ExpertKeysAreRangeChecked) {

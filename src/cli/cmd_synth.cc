@@ -105,6 +105,8 @@ Result<SyntheticShape> ReadShape(const Args& args) {
   KVSERVE_RETURN_IF_ERROR(ReadIntFlag(args, "--ctx", &shape.n_ctx));
   KVSERVE_RETURN_IF_ERROR(ReadIntFlag(args, "--experts", &shape.n_expert));
   KVSERVE_RETURN_IF_ERROR(ReadIntFlag(args, "--experts-used", &shape.n_expert_used));
+  KVSERVE_RETURN_IF_ERROR(ReadIntFlag(args, "--head-dim", &shape.head_dim));
+  KVSERVE_RETURN_IF_ERROR(ReadIntFlag(args, "--window", &shape.window));
   auto eps = args.GetDouble("--norm-eps", shape.norm_eps);
   if (!eps.ok()) return eps.status();
   shape.norm_eps = static_cast<float>(*eps);
@@ -135,6 +137,10 @@ FlagTable SynthFlagTable() {
                         .default_text = "f32",
                         .help = "weight type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
                                 "iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k"},
+                       {.name = "--expert-type",
+                        .value_name = "TYPE",
+                        .default_text = "--type",
+                        .help = "type of the experts' weights (gpt-oss's files: mxfp4)"},
                        {.name = "--seed",
                         .value_name = "N",
                         .default_text = "1",
@@ -166,9 +172,14 @@ FlagTable SynthFlagTable() {
                         .value_name = "N",
                         .default_text = "--heads",
                         .help = "key/value heads (llama)"},
-                       dimension("--ff", "feed-forward width (qwen3moe: of each expert)"),
-                       dimension("--experts", "qwen3moe: experts per layer"),
-                       dimension("--experts-used", "qwen3moe: experts per token"),
+                       dimension("--ff", "feed-forward width (qwen3moe, gpt-oss: of each expert)"),
+                       dimension("--experts", "qwen3moe, gpt-oss: experts per layer"),
+                       dimension("--experts-used", "qwen3moe, gpt-oss: experts per token"),
+                       {.name = "--head-dim",
+                        .value_name = "N",
+                        .default_text = "--embd / --heads",
+                        .help = "attention head size"},
+                       dimension("--window", "gpt-oss: sliding window of the windowed layers"),
                        dimension("--ctx", "training context in tokens"),
                        {.name = "--norm-eps",
                         .value_name = "E",
@@ -203,6 +214,14 @@ int RunSynth(const std::vector<std::string>& argv) {
                 2);
   }
   options.type = *type;
+  if (args->Has("--expert-type")) {
+    const std::string expert_name = *args->Get("--expert-type");
+    const auto expert_type = ParseGgmlType(expert_name);
+    if (!expert_type || !LlamaFileType(*expert_type).ok()) {
+      return Fail("flag --expert-type: '" + expert_name + "' is not a weight type (see --type)", 2);
+    }
+    options.expert_type = *expert_type;
+  }
   auto seed = args->GetInt("--seed", 1);
   if (!seed.ok()) return Fail(seed.message(), 2);
   options.seed = static_cast<uint64_t>(*seed);

@@ -57,7 +57,7 @@ class Workspace {
 };
 
 // How RoPE pairs a head's first rope_dims values and how fast each pair turns: pair i turns by
-// pos * position_scale * freq_base^(-2i / rope_dims) / freq_factors[i].
+// pos * position_scale * freq_base^(-2i / rope_dims) / freq_factors[i] (YaRN: see RopeYarn).
 enum class RopeMode {
   kInterleaved,  // pairs (2i, 2i+1): GGML "normal" (llama)
   kSplitHalves,  // pairs (i, i + rope_dims/2): GGML "neox" (qwen2, qwen3, phi3, gemma)
@@ -67,7 +67,17 @@ struct RopeParams {
   float freq_base = 10000.0f;
   RopeMode mode = RopeMode::kInterleaved;
   const float* freq_factors = nullptr;  // [rope_dims / 2] divisors (Llama 3 rope_freqs), or none
-  float position_scale = 1.0f;          // 1 / rope.scaling.factor for linear scaling
+  float position_scale = 1.0f;          // 1 / rope.scaling.factor for linear and YaRN scaling
+  // YaRN (ggml's rope_yarn), when ext_factor != 0: pair i's angle is the interpolated angle
+  // (position_scale * theta) mixed with the extrapolated one (theta) by ramp(i) * ext_factor,
+  // ramp(i) = 1 - clamp((i - corr_low) / max(0.001, corr_high - corr_low), 0, 1), so the fast
+  // pairs (i < corr_low) keep their angle and the slow ones (i > corr_high) are interpolated.
+  float ext_factor = 0.0f;
+  float corr_low = 0.0f;   // pair index (floor, >= 0)
+  float corr_high = 0.0f;  // pair index (ceil, <= rope_dims - 1)
+  // cos and sin are multiplied by it (YaRN's attention magnitude); 1 is exact, so plain RoPE is
+  // unchanged.
+  float mscale = 1.0f;
 };
 
 // How a query attends to its keys: scores = scale * q · k, then optionally soft-capped, over the
@@ -148,6 +158,10 @@ class Backend {
                     const RopeParams& rope, Workspace& ws) const = 0;
   // gate = silu(gate) * up, per row.
   virtual void SwiGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const = 0;
+  // gpt-oss's clamped SwiGLU (ggml_swiglu_oai): with g = min(gate, limit) and
+  // u = clamp(up, -limit, limit), gate = g / (1 + exp(-alpha * g)) * (u + 1), per row.
+  virtual void SwiGluOai(float* gate, const float* up, int n_rows, int width, float alpha,
+                         float limit, Workspace& ws) const = 0;
   // GELU (tanh form, through GGML's f16 table), in place.
   virtual void Gelu(float* x, int n_rows, int width, Workspace& ws) const = 0;
   // gate = Gelu(gate) * up, per row (GeGLU, gemma's gated feed-forward).

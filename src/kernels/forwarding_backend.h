@@ -67,6 +67,10 @@ class ForwardingBackend : public Backend {
   void SwiGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const override {
     inner_.SwiGlu(gate, up, n_rows, width, ws);
   }
+  void SwiGluOai(float* gate, const float* up, int n_rows, int width, float alpha, float limit,
+                 Workspace& ws) const override {
+    inner_.SwiGluOai(gate, up, n_rows, width, alpha, limit, ws);
+  }
   void Gelu(float* x, int n_rows, int width, Workspace& ws) const override {
     inner_.Gelu(x, n_rows, width, ws);
   }

@@ -87,6 +87,11 @@ void ProfilingBackend::SwiGlu(float* gate, const float* up, int n_rows, int widt
   Timed("swiglu", &ws, 0, [&] { inner_.SwiGlu(gate, up, n_rows, width, ws); });
 }
 
+void ProfilingBackend::SwiGluOai(float* gate, const float* up, int n_rows, int width, float alpha,
+                                 float limit, Workspace& ws) const {
+  Timed("swiglu", &ws, 0, [&] { inner_.SwiGluOai(gate, up, n_rows, width, alpha, limit, ws); });
+}
+
 void ProfilingBackend::Gelu(float* x, int n_rows, int width, Workspace& ws) const {
   Timed("gelu", &ws, 0, [&] { inner_.Gelu(x, n_rows, width, ws); });
 }

@@ -54,6 +54,8 @@ class ProfilingBackend final : public ForwardingBackend {
   void Rope(float* x, std::span<const int32_t> positions, int n_heads, int head_dim,
             const RopeParams& rope, Workspace& ws) const override;
   void SwiGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const override;
+  void SwiGluOai(float* gate, const float* up, int n_rows, int width, float alpha, float limit,
+                 Workspace& ws) const override;
   void Gelu(float* x, int n_rows, int width, Workspace& ws) const override;
   void GeGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const override;
   void Scale(float* x, int n_rows, int width, float factor, Workspace& ws) const override;

@@ -75,7 +75,7 @@ void AttentionBlock::Forward(const Backend& be, const ModelConfig& c, const Forw
     be.Rope(k, batch.positions, c.n_kv_heads, c.head_dim, *call.rope, ws);
   }
   SelfAttention(be, batch, kv, q, k, v, kv.row_elements(), c.n_heads, attn, ws,
-                {.soft_cap = call.soft_cap, .scale = call.scale});
+                {.soft_cap = call.soft_cap, .scale = call.scale, .sinks = call.sinks});
   be.Matmul(wo_, attn, n, out, ws);
   if (!bo_.empty()) be.AddBias(out, c.n_embd, bo_.data(), n, c.n_embd, ws);
 }

@@ -29,6 +29,7 @@ struct AttentionCall {
   const RopeParams* rope = nullptr;  // null: no rotary embedding (GPT-2's learned positions)
   float soft_cap = 0.0f;             // attention score soft-cap; 0 = none
   float scale = 0.0f;                // attention scores' factor; 0 = 1 / sqrt(head_dim)
+  const float* sinks = nullptr;      // learned sink logit per query head [n_heads]; null = none
 };
 
 class AttentionBlock {

@@ -2,6 +2,7 @@
 
 #include <climits>
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,9 +25,26 @@ void SelfAttention(const Backend& backend, const ForwardBatch& batch, const KvLa
   backend.StoreKv(kv, batch.slots(kv.group), k, v, kv_stride, ws);
   const float scale =
       options.scale != 0.0f ? options.scale : 1.0f / std::sqrt(static_cast<float>(kv.head_dim));
-  const AttentionParams params{
-      .scale = scale, .window = kv.attention_window, .soft_cap = options.soft_cap};
+  const AttentionParams params{.scale = scale,
+                               .window = kv.attention_window,
+                               .soft_cap = options.soft_cap,
+                               .sinks = options.sinks};
   backend.PagedAttention(kv, batch.attention(kv.group), q, n_heads, params, attn, ws);
+}
+
+KvSpec KvSpecByWindow(const ModelConfig& c, const std::vector<int>& windows) {
+  std::map<int, KvGroupSpec> by_window;  // window (0 = global) -> group
+  for (int i = 0; i < c.n_layers; ++i) {
+    const int window = windows[i];
+    KvGroupSpec& group = by_window[window];
+    if (window > 0) group.kind = SlidingWindowKind::Make(window);
+    group.n_kv_heads = c.n_kv_heads;
+    group.head_dim = c.head_dim;
+    group.layers.push_back(i);
+  }
+  KvSpec spec;
+  for (auto& [window, group] : by_window) spec.groups.push_back(std::move(group));
+  return spec;
 }
 
 Status OutputHead::Load(const WeightLoader& loader, const ModelConfig& config) {

@@ -55,12 +55,18 @@ void EmbedTokens(const Backend& backend, const ForwardBatch& batch, const Weight
 // has a window, the scores soft-capped with a soft_cap).
 // q, attn: [n_tokens, n_heads * head_dim]
 struct SelfAttentionOptions {
-  float soft_cap = 0.0f;  // 0 = none
-  float scale = 0.0f;     // the scores' factor; 0 = 1 / sqrt(head_dim)
+  float soft_cap = 0.0f;         // 0 = none
+  float scale = 0.0f;            // the scores' factor; 0 = 1 / sqrt(head_dim)
+  const float* sinks = nullptr;  // learned sink logit per query head [n_heads]; null = none
 };
 void SelfAttention(const Backend& backend, const ForwardBatch& batch, const KvLayerView& kv,
                    const float* q, const float* k, const float* v, size_t kv_stride, int n_heads,
                    float* attn, Workspace& ws, const SelfAttentionOptions& options = {});
+
+// The KV spec of a decoder whose layers attend either to everything (window 0) or to a sliding
+// window: one group per distinct window (a SlidingWindowKind group each, one FullCausalKind group
+// for the global layers), all of c's KV shape.  windows: [n_layers]
+KvSpec KvSpecByWindow(const ModelConfig& c, const std::vector<int>& windows);
 
 // logits = output · norm(x row) for each of batch.logit_rows; `norm(in, n_rows, out)` is the
 // architecture's final norm.  x: [n_tokens, n_embd]; logits: [logit_rows.size(), n_vocab]

@@ -1,11 +1,9 @@
 #include "model/gemma_decoder.h"
 
 #include <cmath>
-#include <map>
 #include <string>
 #include <vector>
 
-#include "kv/sliding_window_kind.h"
 #include "model/attention_block.h"
 #include "model/decoder_blocks.h"
 #include "model/gated_feed_forward.h"
@@ -58,19 +56,9 @@ class GemmaModel final : public Model {
   // Local layers of one window form one sliding-window group (ascending windows), the global
   // layers one full causal group.
   KvSpec kv_spec() const override {
-    const ModelConfig& c = config_;
-    std::map<int, KvGroupSpec> by_window;  // window (0 = global) -> group
-    for (int i = 0; i < c.n_layers; ++i) {
-      const int window = options_.layers[i].window;
-      KvGroupSpec& group = by_window[window];
-      if (window > 0) group.kind = SlidingWindowKind::Make(window);
-      group.n_kv_heads = c.n_kv_heads;
-      group.head_dim = c.head_dim;
-      group.layers.push_back(i);
-    }
-    KvSpec spec;
-    for (auto& [window, group] : by_window) spec.groups.push_back(std::move(group));
-    return spec;
+    std::vector<int> windows;
+    for (const GemmaLayerAttention& a : options_.layers) windows.push_back(a.window);
+    return KvSpecByWindow(config_, windows);
   }
 
   void Forward(const ForwardBatch& batch, KvCache& kv, Workspace& ws,

@@ -1,5 +1,6 @@
 #include "model/model_config.h"
 
+#include <cmath>
 #include <limits>
 
 namespace kvserve {
@@ -133,19 +134,47 @@ std::string ValueString(const GgufValue& v) {
 
 }  // namespace
 
-Status ModelConfig::ReadRopeScaling(const GgufFile& file) {
+// YaRN's own keys, as llama.cpp reads them: the original context (default: the training context)
+// and rope.scaling.attn_factor (default 1). llama.cpp takes beta_fast 32 and beta_slow 1 from its
+// defaults whatever the file says, so yarn_beta_* and yarn_ext_factor keys are refused.
+Status ModelConfig::ReadYarn(const GgufFile& file) {
   const std::string prefix = arch + ".rope.scaling.";
+  rope_yarn.enabled = true;
+  auto orig = file.GetUintOr(prefix + "original_context_length", n_ctx_train);
+  if (!orig.ok()) return orig.status();
+  if (*orig == 0 || *orig > (1u << 30)) {
+    return Status::InvalidArgument(file.path() + ": metadata key '" + prefix +
+                                   "original_context_length' = " + std::to_string(*orig) +
+                                   " is out of range (1 to 2^30)");
+  }
+  rope_yarn.original_context = static_cast<int>(*orig);
+  auto attn = file.GetFloatOr(prefix + "attn_factor", 1.0);
+  if (!attn.ok()) return attn.status();
+  if (!(*attn > 0.0) || !std::isfinite(*attn)) {
+    return Status::InvalidArgument(file.path() + ": metadata key '" + prefix +
+                                   "attn_factor' = " + std::to_string(*attn) + " must be positive");
+  }
+  rope_yarn.attn_factor = static_cast<float>(*attn);
+  return Status::Ok();
+}
+
+Status ModelConfig::ReadRopeScaling(const GgufFile& file, bool allow_yarn) {
+  const std::string prefix = arch + ".rope.scaling.";
+  const std::string implemented = allow_yarn ? "none, linear and yarn" : "none and linear";
   auto unsupported = [&](const std::string& key, const GgufValue& value) {
-    return Status::InvalidArgument(file.path() + ": RoPE scaling '" + key +
-                                   "' = " + ValueString(value) +
-                                   " is not supported (kvserve implements none and linear)");
+    return Status::InvalidArgument(
+        file.path() + ": RoPE scaling '" + key + "' = " + ValueString(value) +
+        " is not supported (kvserve implements " + implemented + " for " + arch + ")");
   };
   std::string type;  // "" when the file has no type key
+  rope_yarn = RopeYarn{};
   if (const GgufValue* value = file.Find(prefix + "type")) {
     auto name = file.GetString(prefix + "type");
     if (!name.ok()) return name.status();
     type = std::string(*name);
-    if (type != "none" && type != "linear") return unsupported(prefix + "type", *value);
+    const bool yarn = allow_yarn && type == "yarn";
+    if (type != "none" && type != "linear" && !yarn) return unsupported(prefix + "type", *value);
+    if (yarn) KVSERVE_RETURN_IF_ERROR(ReadYarn(file));
   }
   // The factor, or the older "<arch>.rope.scale_linear" that llama.cpp still reads in its place.
   rope_position_scale = 1.0f;
@@ -177,7 +206,10 @@ Status ModelConfig::ReadRopeScaling(const GgufFile& file) {
         rest == "finetuned") {
       continue;
     }
-    if (rest == "attn_factor" && value.type == GgufValueType::kFloat32 && value.f == 1.0) continue;
+    if (rest == "attn_factor" && value.type == GgufValueType::kFloat32 &&
+        (value.f == 1.0 || rope_yarn.enabled)) {
+      continue;
+    }
     return unsupported(key, value);
   }
   return Status::Ok();

@@ -25,6 +25,13 @@ struct ModelConfig {
   int rope_dims = 0;                 // <arch>.rope.dimension_count (default head_dim)
   float rope_position_scale = 1.0f;  // 1 / rope.scaling.factor for linear scaling, else 1
   bool tied_output = false;          // output matrix shares the token embedding
+  // rope.scaling.type yarn (ReadRopeScaling with allow_yarn); rope_position_scale is 1 / factor.
+  struct RopeYarn {
+    bool enabled = false;
+    int original_context = 0;  // rope.scaling.original_context_length (default n_ctx_train)
+    float attn_factor = 1.0f;  // rope.scaling.attn_factor
+  };
+  RopeYarn rope_yarn;
 
   // The hyper-parameters every decoder has; which of them an architecture uses is its business.
   static Result<ModelConfig> FromGguf(const GgufFile& file);
@@ -32,10 +39,14 @@ struct ModelConfig {
   // (attention.layer_norm_rms_epsilon, attention.layer_norm_epsilon).
   Status ReadNormEps(const GgufFile& file, const std::string& key);
   // Sets rope_position_scale from "<arch>.rope.scaling.*" (or rope.scale_linear): type none or
-  // linear (with factor) is supported; any other type, and YaRN's keys, are refused with the key
+  // linear (with factor) is supported, and yarn where the architecture allows it (its rotary
+  // embedding is RotaryEmbedding's); any other type and unknown keys are refused with the key
   // and its value, so a model is never run with a RoPE it does not have. (Llama 3 scaling is the
   // rope_freqs tensor, no key.)
-  Status ReadRopeScaling(const GgufFile& file);
+  Status ReadRopeScaling(const GgufFile& file, bool allow_yarn = false);
+
+ private:
+  Status ReadYarn(const GgufFile& file);
 };
 
 }  // namespace kvserve

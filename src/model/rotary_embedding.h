@@ -1,6 +1,7 @@
 // The rotary position embedding of a decoder whose layers all rotate alike (llama and its
-// descendants, Granite): the mode, the frequency base, the linear position scale, and Llama 3's
-// per-frequency divisors rope_freqs.weight where the file has them, read once at load.
+// descendants, Granite, gpt-oss): the mode, the frequency base, the linear position scale or YaRN,
+// and Llama 3's per-frequency divisors rope_freqs.weight where the file has them, read once at
+// load.
 #pragma once
 
 #include "io/gguf_reader.h"
@@ -9,6 +10,11 @@
 #include "model/weight_loader.h"
 
 namespace kvserve {
+
+// Sets p's YaRN fields (RopeParams) from c.rope_yarn as llama.cpp's context and ggml's rope do
+// (ext_factor 1, correction dims from beta_fast 32 and beta_slow 1, the attention magnitude);
+// p's rope_dims, freq_base and position_scale must be set. No-op without YaRN.
+void ApplyYarn(const ModelConfig& c, RopeParams& p);
 
 class RotaryEmbedding {
  public:

@@ -64,7 +64,10 @@ Status CheckShape(const SyntheticShape& s, const SyntheticRecipe& recipe) {
   KVSERVE_RETURN_IF_ERROR(CheckRange("--kv-heads", s.n_kv_heads, 1, 1024));
   KVSERVE_RETURN_IF_ERROR(CheckRange("--ff", s.n_ff, 1, 1 << 18));
   KVSERVE_RETURN_IF_ERROR(CheckRange("--ctx", s.n_ctx, 1, 1 << 20));
-  if (s.n_embd % s.n_heads != 0) {
+  KVSERVE_RETURN_IF_ERROR(CheckRange("--window", s.window, 0, 1 << 20));
+  if (s.head_dim != 0) {
+    KVSERVE_RETURN_IF_ERROR(CheckRange("--head-dim", s.head_dim, 1, 1024));
+  } else if (s.n_embd % s.n_heads != 0) {
     return Status::InvalidArgument("--embd " + std::to_string(s.n_embd) +
                                    " is not a multiple of --heads " + std::to_string(s.n_heads));
   }
@@ -82,8 +85,8 @@ Status CheckShape(const SyntheticShape& s, const SyntheticRecipe& recipe) {
     KVSERVE_RETURN_IF_ERROR(CheckRange("--experts", s.n_expert, 1, 1024));
     KVSERVE_RETURN_IF_ERROR(CheckRange("--experts-used", s.n_expert_used, 1, s.n_expert));
   }
-  if (recipe.rotary && (s.n_embd / s.n_heads) % 2 != 0) {
-    return Status::InvalidArgument("head size " + std::to_string(s.n_embd / s.n_heads) +
+  if (recipe.rotary && s.HeadDim() % 2 != 0) {
+    return Status::InvalidArgument("head size " + std::to_string(s.HeadDim()) +
                                    " (--embd / --heads) must be even for " + s.arch +
                                    "'s rotary embedding");
   }
@@ -179,7 +182,11 @@ void AddSyntheticDecoderMetadata(const SyntheticShape& s, int64_t n_vocab, GgufW
   w.SetUint32(p + "attention.head_count", s.n_heads);
   w.SetUint32(p + "attention.head_count_kv", s.n_kv_heads);
   w.SetFloat32(p + "attention.layer_norm_rms_epsilon", s.norm_eps);
-  w.SetUint32(p + "rope.dimension_count", s.n_embd / s.n_heads);
+  w.SetUint32(p + "rope.dimension_count", s.HeadDim());
+  if (s.head_dim != 0) {
+    w.SetUint32(p + "attention.key_length", s.head_dim);
+    w.SetUint32(p + "attention.value_length", s.head_dim);
+  }
   w.SetFloat32(p + "rope.freq_base", s.rope_freq_base);
   w.SetUint32(p + "vocab_size", static_cast<uint32_t>(n_vocab));
 }
@@ -189,15 +196,7 @@ class SyntheticModel::Planner final : public SyntheticTensors {
  public:
   explicit Planner(SyntheticModel& model) : model_(model) {}
   void Matrix(const std::string& name, int64_t n_in, int64_t n_out) override {
-    GgmlType type = model_.options_.type;
-    const uint32_t block = TraitsOf(type).block_elements;
-    if (block > 1 && n_in % block != 0) {
-      type = GgmlType::kF16;
-      model_.notes_.push_back("tensor '" + name + "': row length " + std::to_string(n_in) +
-                              " is not a multiple of the " + GgmlTypeName(model_.options_.type) +
-                              " block size " + std::to_string(block) + "; stored as F16");
-    }
-    model_.plan_.push_back({name, type, {n_in, n_out}, SyntheticFill::kRandom});
+    Matrix(name, n_in, n_out, model_.options_.type);
   }
   void F32Matrix(const std::string& name, int64_t n_in, int64_t n_out) override {
     model_.plan_.push_back({name, GgmlType::kF32, {n_in, n_out}, SyntheticFill::kRandom});
@@ -206,11 +205,23 @@ class SyntheticModel::Planner final : public SyntheticTensors {
     model_.plan_.push_back({name, GgmlType::kF32, {n}, fill});
   }
   void Experts(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_expert) override {
-    Matrix(name, n_in, n_out);
+    Matrix(name, n_in, n_out, model_.options_.expert_type.value_or(model_.options_.type));
     model_.plan_.back().dims.push_back(n_expert);
   }
 
  private:
+  void Matrix(const std::string& name, int64_t n_in, int64_t n_out, GgmlType wanted) {
+    GgmlType type = wanted;
+    const uint32_t block = TraitsOf(type).block_elements;
+    if (block > 1 && n_in % block != 0) {
+      type = GgmlType::kF16;
+      model_.notes_.push_back("tensor '" + name + "': row length " + std::to_string(n_in) +
+                              " is not a multiple of the " + GgmlTypeName(wanted) + " block size " +
+                              std::to_string(block) + "; stored as F16");
+    }
+    model_.plan_.push_back({name, type, {n_in, n_out}, SyntheticFill::kRandom});
+  }
+
   SyntheticModel& model_;
 };
 
@@ -222,6 +233,7 @@ Result<SyntheticModel> SyntheticModel::Create(const SyntheticOptions& options,
   SyntheticShape shape = options.shape;
   if ((*recipe)->always_tied) shape.tied_output = true;
   KVSERVE_RETURN_IF_ERROR(LlamaFileType(options.type));
+  if (options.expert_type) KVSERVE_RETURN_IF_ERROR(LlamaFileType(*options.expert_type));
   if (!(options.stddev > 0.0f) || !std::isfinite(options.stddev)) {
     return Status::InvalidArgument("stddev " + std::to_string(options.stddev) +
                                    " must be positive");

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,10 @@ struct SyntheticShape {
   // ffn_gate_inp, is F32 as in llama.cpp's files).
   int n_expert = 0;
   int n_expert_used = 0;
+  int head_dim = 0;  // 0: n_embd / n_heads; else attention.key_length (gpt-oss: 64 heads of 64)
+  int window = 0;    // gpt-oss: attention.sliding_window of its windowed layers
+
+  int HeadDim() const { return head_dim > 0 ? head_dim : n_embd / n_heads; }
 };
 
 // The named shapes of every architecture's recipe (gpt2-124m, tinyllama-1.1b, ...).
@@ -95,6 +100,8 @@ void AddSyntheticDecoderMetadata(const SyntheticShape& s, int64_t n_vocab, GgufW
 struct SyntheticOptions {
   SyntheticShape shape;
   GgmlType type = GgmlType::kF32;  // of the matrices: F32, F16, BF16, Q8_0 or Q4_0
+  // Of the experts' 3-D tensors where set (gpt-oss's files: MXFP4); else `type`.
+  std::optional<GgmlType> expert_type;
   uint64_t seed = 1;
   float stddev = 0.02f;
   int n_threads = 0;  // 0 = one per hardware thread; does not change the output

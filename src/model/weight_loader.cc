@@ -40,6 +40,27 @@ Status WeightLoader::Vector(const std::string& name, int64_t n, WeightVector* ou
   return Status::Ok();
 }
 
+Status WeightLoader::ExpertVectors(const std::string& name, int64_t n_expert, int64_t n,
+                                   std::vector<WeightVector>* out) const {
+  const TensorInfo* t = file_.FindTensor(name);
+  if (t == nullptr) return Missing(name);
+  if (t->dims.size() != 2 || t->dims[0] != n || t->dims[1] != n_expert) {
+    return WrongShape(*t, "[" + std::to_string(n) + ", " + std::to_string(n_expert) + "]");
+  }
+  if (!TraitsOf(t->type).supported || TraitsOf(t->type).block_elements != 1) {
+    return Status::InvalidArgument(file_.path() + ": tensor '" + name + "' has type " +
+                                   GgmlTypeName(t->type) + " (expected F32, F16 or BF16)");
+  }
+  const size_t row_bytes = RowBytes(t->type, n);
+  out->assign(n_expert, WeightVector{});
+  for (int64_t e = 0; e < n_expert; ++e) {
+    WeightVector& v = (*out)[e];
+    v.host.resize(n);
+    DequantizeRow(t->type, static_cast<const uint8_t*>(t->data) + e * row_bytes, n, v.host.data());
+  }
+  return Status::Ok();
+}
+
 Status WeightLoader::ExpertMatrices(const std::string& name, int64_t n_expert, int64_t n_out,
                                     int64_t n_in, std::vector<WeightMatrix>* out) const {
   const TensorInfo* t = file_.FindTensor(name);

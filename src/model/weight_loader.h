@@ -35,6 +35,10 @@ class WeightLoader {
   // expert e starts e * n_out * RowBytes(type, n_in) bytes in.  out: [n_expert]
   Status ExpertMatrices(const std::string& name, int64_t n_expert, int64_t n_out, int64_t n_in,
                         std::vector<WeightMatrix>* out) const;
+  // A 2-D tensor of n_expert vectors of n elements (GGUF dims [n, n_expert]; a mixture of experts'
+  // ffn_*_exps.bias), decoded to float32, one WeightVector per expert.  out: [n_expert]
+  Status ExpertVectors(const std::string& name, int64_t n_expert, int64_t n,
+                       std::vector<WeightVector>* out) const;
 
  private:
   Status Missing(const std::string& name) const;

@@ -56,21 +56,21 @@ std::vector<float> ReadFloats(const std::string& path) {
 
 namespace {
 
-// Reads <files>.json, .logits.f32 and .gen.logits.f32 under reference/.
+// Reads <prefix>.json, .logits.f32 and .gen.logits.f32.
 ReferenceCase ReadCase(const std::string& name, const std::string& model,
-                       const std::string& files) {
+                       const std::string& prefix) {
   ReferenceCase c;
   c.name = name;
   c.model = model;
-  const std::string json = ReadText(ReferencePath(files + ".json"));
+  const std::string json = ReadText(prefix + ".json");
   std::smatch match;
   if (std::regex_search(json, match, std::regex("\"n_vocab\"\\s*:\\s*([0-9]+)"))) {
     c.n_vocab = std::stoi(match[1]);
   }
   c.prompt_tokens = IntArray(json, "prompt_tokens");
   c.greedy_tokens = IntArray(json, "greedy_tokens");
-  c.prompt_logits = ReadFloats(ReferencePath(files + ".logits.f32"));
-  c.gen_logits = ReadFloats(ReferencePath(files + ".gen.logits.f32"));
+  c.prompt_logits = ReadFloats(prefix + ".logits.f32");
+  c.gen_logits = ReadFloats(prefix + ".gen.logits.f32");
   EXPECT_EQ(c.prompt_logits.size(), c.prompt_tokens.size() * c.n_vocab);
   EXPECT_EQ(c.gen_logits.size(), c.greedy_tokens.size() * c.n_vocab);
   return c;
@@ -80,11 +80,15 @@ ReferenceCase ReadCase(const std::string& name, const std::string& model,
 
 ReferenceCase LoadReferenceCase(const std::string& name) {
   const bool gpt2 = name.rfind("gpt2", 0) == 0;
-  return ReadCase(name, gpt2 ? "gpt2-tiny-f32.gguf" : "stories260K.gguf", name);
+  return ReadCase(name, gpt2 ? "gpt2-tiny-f32.gguf" : "stories260K.gguf", ReferencePath(name));
 }
 
 ReferenceCase LoadArchReferenceCase(const std::string& name) {
-  return ReadCase(name, "arch/" + name + ".gguf", "arch/" + name);
+  return ReadCase(name, "arch/" + name + ".gguf", ReferencePath("arch/" + name));
+}
+
+ReferenceCase LoadCommittedReferenceCase(const std::string& name, const std::string& model_path) {
+  return ReadCase(name, model_path, TestDataPath("llama-reference/" + name));
 }
 
 double RelativeRowError(std::span<const float> ours, std::span<const float> ref) {

@@ -10,7 +10,7 @@ namespace kvserve::testing {
 
 struct ReferenceCase {
   std::string name;
-  std::string model;  // file name under models/
+  std::string model;  // file name under models/ (a committed case: the synthesized file's path)
   int n_vocab = 0;
   std::vector<int32_t> prompt_tokens;
   std::vector<int32_t> greedy_tokens;
@@ -23,6 +23,10 @@ std::vector<std::string> ReferenceCaseNames();
 ReferenceCase LoadReferenceCase(const std::string& name);
 // A case of reference/arch (its README): `name` like "qwen2-f32", model "arch/<name>.gguf".
 ReferenceCase LoadArchReferenceCase(const std::string& name);
+
+// A case committed under tests/data/llama-reference (its README): llama.cpp's outputs for a file
+// `kvserve synth` makes, which the test makes again at `model_path` (an absolute path).
+ReferenceCase LoadCommittedReferenceCase(const std::string& name, const std::string& model_path);
 
 std::vector<float> ReadFloats(const std::string& path);
 // max |a - b| over the row / max |ref| over the row.

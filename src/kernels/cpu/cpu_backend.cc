@@ -233,6 +233,13 @@ void CpuBackend::SwiGlu(float* gate, const float* up, int n_rows, int width, Wor
           [&](int64_t i) { SwiGluInPlace(kernels_, gate + i * width, up + i * width, width); });
 }
 
+void CpuBackend::SwiGluOai(float* gate, const float* up, int n_rows, int width, float alpha,
+                           float limit, Workspace& ws) const {
+  ForRows(ws, n_rows, width, [&](int64_t i) {
+    SwiGluOaiInPlace(gate + i * width, up + i * width, width, alpha, limit);
+  });
+}
+
 void CpuBackend::Gelu(float* x, int n_rows, int width, Workspace& ws) const {
   ForRows(ws, n_rows, width, [&](int64_t i) { GeluInPlace(kernels_, x + i * width, width); });
 }

@@ -1,5 +1,6 @@
 #include "kernels/cpu/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 #include "util/half.h"
@@ -65,6 +66,26 @@ void AddInPlace(float* x, const float* y, int n) {
   for (int i = 0; i < n; ++i) x[i] += y[i];
 }
 
+namespace {
+
+// One pair's rotation: cos and sin of its angle, times mscale. theta_extrap = pos *
+// base^(-2i / rope_dims) / freq_factors[i]; pair_index i.
+void PairRotation(const RopeParams& rope, float theta_extrap, int pair_index, float* cos_theta,
+                  float* sin_theta) {
+  const float theta_interp = rope.position_scale * theta_extrap;
+  float theta = theta_interp;
+  if (rope.ext_factor != 0.0f) {
+    const float y = (static_cast<float>(pair_index) - rope.corr_low) /
+                    std::max(0.001f, rope.corr_high - rope.corr_low);
+    const float ramp_mix = (1.0f - std::min(1.0f, std::max(0.0f, y))) * rope.ext_factor;
+    theta = theta_interp * (1.0f - ramp_mix) + theta_extrap * ramp_mix;
+  }
+  *cos_theta = std::cos(theta) * rope.mscale;
+  *sin_theta = std::sin(theta) * rope.mscale;
+}
+
+}  // namespace
+
 void RopeInPlace(float* x, int n_heads, int head_dim, const RopeParams& rope, int32_t pos) {
   const int rope_dims = rope.rope_dims;
   const float theta_scale = std::pow(rope.freq_base, -2.0f / static_cast<float>(rope_dims));
@@ -76,9 +97,9 @@ void RopeInPlace(float* x, int n_heads, int head_dim, const RopeParams& rope, in
     float theta = static_cast<float>(pos);
     for (int i = 0; i < rope_dims; i += 2) {
       const float factor = rope.freq_factors != nullptr ? rope.freq_factors[i / 2] : 1.0f;
-      const float angle = rope.position_scale * (theta / factor);
-      const float cos_theta = std::cos(angle);
-      const float sin_theta = std::sin(angle);
+      float cos_theta = 0.0f;
+      float sin_theta = 0.0f;
+      PairRotation(rope, theta / factor, i / 2, &cos_theta, &sin_theta);
       const int first = split ? i / 2 : i;
       const float x0 = head[first];
       const float x1 = head[first + second];
@@ -86,6 +107,14 @@ void RopeInPlace(float* x, int n_heads, int head_dim, const RopeParams& rope, in
       head[first + second] = x0 * sin_theta + x1 * cos_theta;
       theta *= theta_scale;
     }
+  }
+}
+
+void SwiGluOaiInPlace(float* gate, const float* up, int n, float alpha, float limit) {
+  for (int i = 0; i < n; ++i) {
+    const float g = std::min(gate[i], limit);
+    const float u = std::clamp(up[i], -limit, limit);
+    gate[i] = g / (1.0f + std::exp(alpha * (-g))) * (u + 1.0f);
   }
 }
 

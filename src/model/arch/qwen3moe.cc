@@ -1,21 +1,12 @@
 // The qwen3moe architecture (Qwen 3 mixture of experts, e.g. 30B-A3B): qwen3's attention (per-head
-// q/k RMSNorm before split-half RoPE, no biases) and a mixture-of-experts feed-forward. A router
-// (ffn_gate_inp, [n_expert, n_embd]) scores the experts; each token takes its expert_used_count
-// most probable ones (softmax over all, renormalised over the chosen) and adds their SwiGLU
-// outputs, weighted, to its residual. Experts are the 3-D tensors ffn_gate_exps, ffn_up_exps
-// ([n_expert, n_ff_exp, n_embd]) and ffn_down_exps ([n_expert, n_embd, n_ff_exp]).
-//
-// Batching: per layer the tokens are grouped by expert, and each expert's three matrices are
-// multiplied once for all the tokens routed to it (a step reads each routed expert once). Each
-// expert output row lands in the token's slot for that expert (its place in the token's top-k
-// list), and the slots are summed per token in that order: a token's result does not depend on
-// which other tokens share the batch (matmul rows are independent).
+// q/k RMSNorm before split-half RoPE, no biases) and a mixture-of-experts feed-forward
+// (moe_feed_forward.h: softmax router, the top expert_used_count experts renormalised, SwiGLU
+// experts without biases).
 //
 // Hugging Face: Qwen3MoeForCausalLM (qwen3's keys with num_experts, num_experts_per_tok,
 // moe_intermediate_size; norm_topk_prob must be true and every layer sparse). Experts come one
 // tensor each ("mlp.experts.E.gate_proj.weight") or fused per layer (transformers 5), and are
 // stacked into the 3-D GGUF tensors.
-#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -24,6 +15,7 @@
 #include "model/attention_block.h"
 #include "model/decoder_blocks.h"
 #include "model/hf_families.h"
+#include "model/moe_feed_forward.h"
 #include "model/rotary_embedding.h"
 #include "model/weight_loader.h"
 
@@ -31,29 +23,10 @@ namespace kvserve {
 
 namespace {
 
-// Buffer ids past the shared decoder's (decoder_blocks.h).
-enum MoeBuffer : int {
-  kRouterLogits = kLogitsIn + 1,  // [n_tokens, n_expert]
-  kExpertIn,                      // [tokens of one expert, n_embd]
-  kExpertGate,                    // [tokens of one expert, n_ff_exp]
-  kExpertUp,                      // [tokens of one expert, n_ff_exp]
-  kExpertOut,                     // [tokens of one expert, n_embd]
-  kSlots,                         // [n_tokens * n_used, n_embd]: each token's expert outputs
-};
-
 struct MoeLayer {
-  WeightVector attn_norm, ffn_norm;    // [n_embd]
-  AttentionBlock attention;            // qwen3's: per-head q/k norms, no biases
-  WeightMatrix router;                 // [n_expert, n_embd]
-  std::vector<WeightMatrix> gate, up;  // [n_expert] of [n_ff_exp, n_embd]
-  std::vector<WeightMatrix> down;      // [n_expert] of [n_embd, n_ff_exp]
-};
-
-// RouteTopK's choices and their grouping by expert (Backend::GroupByExpert), reused every layer.
-struct Routing {
-  std::vector<int32_t> ids;    // [n_tokens * n_used]
-  std::vector<float> weights;  // [n_tokens * n_used]
-  ExpertGroups groups;
+  WeightVector attn_norm, ffn_norm;  // [n_embd]
+  AttentionBlock attention;          // qwen3's: per-head q/k norms, no biases
+  MoeFeedForward experts;
 };
 
 class Qwen3MoeModel final : public Model {
@@ -64,7 +37,8 @@ class Qwen3MoeModel final : public Model {
   Status Load() {
     KVSERVE_RETURN_IF_ERROR(config_.ReadNormEps(file_, "attention.layer_norm_rms_epsilon"));
     KVSERVE_RETURN_IF_ERROR(config_.ReadRopeScaling(file_));
-    KVSERVE_RETURN_IF_ERROR(ReadExpertKeys());
+    auto shape = MoeShape::Read(file_, config_.arch);
+    if (!shape.ok()) return shape.status();
     const ModelConfig& c = config_;
     const WeightLoader r(file_);
     KVSERVE_RETURN_IF_ERROR(head_.Load(r, c));
@@ -78,17 +52,7 @@ class Qwen3MoeModel final : public Model {
       KVSERVE_RETURN_IF_ERROR(r.Vector(p + "attn_norm.weight", c.n_embd, &l.attn_norm));
       KVSERVE_RETURN_IF_ERROR(l.attention.Load(r, c, p, {.qk_norm = true}, weights));
       KVSERVE_RETURN_IF_ERROR(r.Vector(p + "ffn_norm.weight", c.n_embd, &l.ffn_norm));
-      KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "ffn_gate_inp.weight", n_expert_, c.n_embd, &l.router));
-      KVSERVE_RETURN_IF_ERROR(
-          r.ExpertMatrices(p + "ffn_gate_exps.weight", n_expert_, n_ff_exp_, c.n_embd, &l.gate));
-      KVSERVE_RETURN_IF_ERROR(
-          r.ExpertMatrices(p + "ffn_up_exps.weight", n_expert_, n_ff_exp_, c.n_embd, &l.up));
-      KVSERVE_RETURN_IF_ERROR(
-          r.ExpertMatrices(p + "ffn_down_exps.weight", n_expert_, c.n_embd, n_ff_exp_, &l.down));
-      weights.matrices.push_back(&l.router);
-      for (int e = 0; e < n_expert_; ++e) {
-        weights.matrices.insert(weights.matrices.end(), {&l.gate[e], &l.up[e], &l.down[e]});
-      }
+      KVSERVE_RETURN_IF_ERROR(l.experts.Load(r, c, *shape, p, {}, weights));
     }
     DeclareWeights(weights);
     return Status::Ok();
@@ -97,99 +61,26 @@ class Qwen3MoeModel final : public Model {
   void Forward(const ForwardBatch& batch, KvCache& kv, Workspace& ws,
                float* logits) const override {
     const ModelConfig& c = config_;
-    const size_t n = batch.n_tokens();
-    Buffers b{.x = ws.Floats(kX, n * c.n_embd),
-              .xn = ws.Floats(kXn, n * c.n_embd),
-              .proj = ws.Floats(kProj, n * c.n_embd),
-              .router = ws.Floats(kRouterLogits, n * n_expert_),
-              .slots = ws.Floats(kSlots, n * n_used_ * c.n_embd)};
-    Routing routing;
-    routing.ids.resize(n * n_used_);
-    routing.weights.resize(n * n_used_);
-    EmbedTokens(backend_, batch, head_.token_embd, b.x, ws);
+    const Backend& be = backend_;
+    const int n = batch.n_tokens();
+    const auto [x, xn, proj] = ResidualStream(ws, n, c.n_embd);
+    EmbedTokens(be, batch, head_.token_embd, x, ws);
+    const RopeParams rope = rope_.params();
     for (int il = 0; il < c.n_layers; ++il) {
-      Attention(layers_[il], batch, kv.layer(il), b, ws);
-      Experts(layers_[il], static_cast<int>(n), b, routing, ws);
+      const MoeLayer& l = layers_[il];
+      be.RmsNorm(x, l.attn_norm.data(), n, c.n_embd, c.norm_eps, xn, ws);
+      l.attention.Forward(be, c, batch, kv.layer(il), {.rope = &rope}, xn, proj, ws);
+      be.Add(x, proj, n, c.n_embd, ws);
+      be.RmsNorm(x, l.ffn_norm.data(), n, c.n_embd, c.norm_eps, xn, ws);
+      l.experts.Forward(be, c.n_embd, xn, n, x, ws);
     }
     auto norm = [&](const float* in, int n_rows, float* out) {
-      backend_.RmsNorm(in, head_.norm.data(), n_rows, c.n_embd, c.norm_eps, out, ws);
+      be.RmsNorm(in, head_.norm.data(), n_rows, c.n_embd, c.norm_eps, out, ws);
     };
-    ProjectLogits(backend_, batch, b.x, c.n_embd, norm, *head_.output, logits, ws);
+    ProjectLogits(be, batch, x, c.n_embd, norm, *head_.output, logits, ws);
   }
 
  private:
-  struct Buffers {
-    float *x, *xn, *proj, *router, *slots;
-  };
-
-  // Reads <arch>.expert_count, .expert_used_count and .expert_feed_forward_length.
-  Status ReadExpertKeys() {
-    constexpr uint64_t kMaxExperts = 1024;
-    const std::string prefix = config_.arch + ".";
-    auto read = [&](const std::string& key, uint64_t max, const std::string& bound, int* out) {
-      auto value = file_.GetUint(prefix + key);
-      if (!value.ok()) return value.status();
-      if (*value == 0 || *value > max) {
-        return Status::InvalidArgument(file_.path() + ": metadata key '" + prefix + key +
-                                       "' = " + std::to_string(*value) + " is out of range (1 to " +
-                                       bound + ")");
-      }
-      *out = static_cast<int>(*value);
-      return Status::Ok();
-    };
-    KVSERVE_RETURN_IF_ERROR(
-        read("expert_count", kMaxExperts, std::to_string(kMaxExperts), &n_expert_));
-    KVSERVE_RETURN_IF_ERROR(read("expert_used_count", n_expert_,
-                                 "expert_count " + std::to_string(n_expert_), &n_used_));
-    return read("expert_feed_forward_length", 1 << 20, std::to_string(1 << 20), &n_ff_exp_);
-  }
-
-  void Attention(const MoeLayer& w, const ForwardBatch& batch, const KvLayerView& kv,
-                 const Buffers& b, Workspace& ws) const {
-    const ModelConfig& c = config_;
-    const Backend& be = backend_;
-    const int n = batch.n_tokens();
-    be.RmsNorm(b.x, w.attn_norm.data(), n, c.n_embd, c.norm_eps, b.xn, ws);
-    const RopeParams rope = rope_.params();
-    w.attention.Forward(be, c, batch, kv, {.rope = &rope}, b.xn, b.proj, ws);
-    be.Add(b.x, b.proj, n, c.n_embd, ws);
-  }
-
-  // x += Σ over each token's chosen experts of weight · down(silu(gate(xn)) * up(xn)), xn the
-  // RMSNorm of x; one pass of each expert's matrices over all its tokens.
-  void Experts(const MoeLayer& w, int n, const Buffers& b, Routing& r, Workspace& ws) const {
-    const ModelConfig& c = config_;
-    const Backend& be = backend_;
-    be.RmsNorm(b.x, w.ffn_norm.data(), n, c.n_embd, c.norm_eps, b.xn, ws);
-    be.Matmul(w.router, b.xn, n, b.router, ws);
-    be.RouteTopK(b.router, n, n_expert_, n_used_, r.ids.data(), r.weights.data(), ws);
-    be.GroupByExpert(r.ids, n_used_, n_expert_, r.groups);
-    const ExpertGroups& g = r.groups;
-    int most = 0;
-    for (int e = 0; e < n_expert_; ++e) most = std::max(most, g.rows_of(e));
-    const size_t rows = static_cast<size_t>(most);
-    float* in = ws.Floats(kExpertIn, rows * c.n_embd);
-    float* gate = ws.Floats(kExpertGate, rows * n_ff_exp_);
-    float* up = ws.Floats(kExpertUp, rows * n_ff_exp_);
-    float* out = ws.Floats(kExpertOut, rows * c.n_embd);
-    for (int e = 0; e < n_expert_; ++e) {
-      const int m = g.rows_of(e);
-      if (m == 0) continue;
-      const std::span<const int32_t> tokens(g.rows.data() + g.begin[e], m);
-      const std::span<const int32_t> slots(g.slots.data() + g.begin[e], m);
-      be.GatherRows(b.xn, c.n_embd, tokens, c.n_embd, in);
-      be.Matmul(w.gate[e], in, m, gate, ws);
-      be.Matmul(w.up[e], in, m, up, ws);
-      be.SwiGlu(gate, up, m, n_ff_exp_, ws);
-      be.Matmul(w.down[e], gate, m, out, ws);
-      be.ScatterRows(out, c.n_embd, slots, c.n_embd, b.slots);
-    }
-    be.AddWeightedRows(b.x, b.slots, r.weights.data(), n, n_used_, c.n_embd, ws);
-  }
-
-  int n_expert_ = 0;  // <arch>.expert_count
-  int n_used_ = 0;    // <arch>.expert_used_count: experts per token
-  int n_ff_exp_ = 0;  // <arch>.expert_feed_forward_length: an expert's hidden width
   RotaryEmbedding rope_;
   OutputHead head_;
   std::vector<MoeLayer> layers_;
