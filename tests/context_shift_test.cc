@@ -23,6 +23,7 @@
 #include "support/forward.h"
 #include "support/paths.h"
 #include "support/stream_output.h"
+#include "support/synthetic_files.h"
 #include "support/test_backend.h"
 #include "tokenizer/tokenizer.h"
 
@@ -283,13 +284,18 @@ TEST(ContextShiftTest, LogitsAfterAShiftEqualAFreshForwardOverTheKeptTokens) {
 
 // The same on other position schemes, with a context of 64 (2 shifts per 64 tokens): gpt2's
 // learned positions (which no key rotation could move), gemma2's sliding-window layers (window 8)
-// and soft-caps, qwen2's split-half RoPE with biases, llama3.
+// and soft-caps, qwen2's split-half RoPE with biases, llama3, and gpt-oss's learned sinks with
+// YaRN and a window of 8 (its sinks are logits, not tokens: docs/kv-cache.md).
 TEST(ContextShiftTest, LogitsAfterShiftsEqualAFreshForwardOnOtherArchitectures) {
-  for (const std::string name : {"gpt2-tiny-f32.gguf", "arch/gemma2-f32.gguf",
-                                 "arch/qwen2-f32.gguf", "arch/llama3-f32.gguf"}) {
-    SCOPED_TRACE(name);
+  const std::string gpt_oss =
+      testing::SynthesizedModel("gpt-oss-tiny", "gpt-oss-tiny-f32", GgmlType::kF32);
+  for (const std::string& path :
+       {testing::ModelPath("gpt2-tiny-f32.gguf"), testing::ModelPath("arch/gemma2-f32.gguf"),
+        testing::ModelPath("arch/qwen2-f32.gguf"), testing::ModelPath("arch/llama3-f32.gguf"),
+        gpt_oss}) {
+    SCOPED_TRACE(path);
     Loaded loaded;
-    auto model = LoadModel(testing::ModelPath(name), TestBackend());
+    auto model = LoadModel(path, TestBackend());
     ASSERT_TRUE(model.ok()) << model.message();
     loaded.model = std::move(model).value();
     auto tokenizer = Tokenizer::FromGguf(loaded.model->file());

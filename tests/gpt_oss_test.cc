@@ -10,9 +10,7 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <functional>
-#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,8 +23,8 @@
 #include "support/paths.h"
 #include "support/reference.h"
 #include "support/reference_runs.h"
+#include "support/synthetic_files.h"
 #include "support/test_backend.h"
-#include "util/sha256.h"
 
 namespace kvserve {
 namespace {
@@ -53,35 +51,8 @@ const SynthCase kCases[] = {
      "a2376a42fdc921697098f0bde285d8172fa4701d542cf653e36702586c2c16aa", 5e-2},
 };
 
-std::string FileSha256(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
-                                std::istreambuf_iterator<char>());
-  return Sha256::Hex(Sha256::Hash(bytes.data(), bytes.size()));
-}
-
-// `kvserve synth --preset gpt-oss-tiny --vocab stories260K.gguf --type T [--expert-type E]`,
-// written once per process; "" (with a failure) when it cannot be made.
 std::string Synthesize(const SynthCase& c) {
-  const std::string path = testing::TempDir() + "/" + c.name + ".gguf";
-  if (std::ifstream(path).good()) return path;
-  auto vocab = GgufFile::Open(testing::ModelPath("stories260K.gguf"));
-  auto shape = SyntheticPreset("gpt-oss-tiny");
-  if (!vocab.ok() || !shape.ok()) {
-    ADD_FAILURE() << "no vocabulary or preset";
-    return "";
-  }
-  const SyntheticOptions options{.shape = *shape,
-                                 .type = c.type,
-                                 .expert_type = c.expert_type,
-                                 .n_threads = 2,
-                                 .name = "gpt-oss-tiny"};
-  auto synth = SyntheticModel::Create(options, *vocab);
-  if (!synth.ok() || !synth->WriteFile(path).ok()) {
-    ADD_FAILURE() << "cannot write " << path;
-    return "";
-  }
-  return path;
+  return testing::SynthesizedModel("gpt-oss-tiny", c.name, c.type, c.expert_type);
 }
 
 class GptOssReferenceTest : public ::testing::TestWithParam<SynthCase> {};
@@ -89,7 +60,7 @@ class GptOssReferenceTest : public ::testing::TestWithParam<SynthCase> {};
 TEST_P(GptOssReferenceTest, FileIsTheOneLlamaCppRead) {
   const std::string path = Synthesize(GetParam());
   ASSERT_FALSE(path.empty());
-  EXPECT_EQ(FileSha256(path), GetParam().sha256)
+  EXPECT_EQ(testing::FileSha256(path), GetParam().sha256)
       << "kvserve synth writes another file than the references were made from; remake them "
          "(tests/data/llama-reference/README.md)";
 }

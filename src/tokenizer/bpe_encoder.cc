@@ -95,7 +95,11 @@ Result<BpeEncoder> BpeEncoder::Create(const GgufFile& file, const Vocab& vocab) 
   auto pre = stages.empty() ? PreTokenizer::ForName(vocab.pre()) : PreTokenizer::FromStages(stages);
   if (!pre.ok()) return pre.status();
   BpeEncoder encoder(vocab, std::move(*pre));
-  encoder.ignore_merges_ = vocab.pre() == "llama-bpe" || vocab.pre() == "llama3";
+  // tiktoken's vocabularies: a pre-token that is itself a token is that token, as tiktoken's
+  // encoder looks it up before merging (some tokens cannot be reached by merges). llama.cpp does
+  // this for llama-bpe only; for gpt-4o (o200k) kvserve follows tiktoken, which trained the model.
+  encoder.ignore_merges_ =
+      vocab.pre() == "llama-bpe" || vocab.pre() == "llama3" || vocab.pre() == "gpt-4o";
 
   for (int b = 0; b < 256; ++b) {
     std::string mapped;

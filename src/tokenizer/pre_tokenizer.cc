@@ -21,6 +21,14 @@ constexpr std::string_view kLlama3Pattern =
 constexpr std::string_view kQwen2Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
+// GPT-4o's o200k_base and gpt-oss's o200k_harmony (tiktoken's pattern, as their tokenizer.json
+// has it): words by case (an optional capitalised run, then lower-case letters, or the reverse)
+// with one leading non-letter and case-insensitive contractions, digits in groups of at most
+// three, punctuation runs with trailing newlines or slashes. llama.cpp rewrites the case classes
+// with ASCII lookaheads; this is the original, which tiktoken and Hugging Face run.
+constexpr std::string_view kGpt4oPattern =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
 // Several vocabularies split in stages, as Hugging Face's Sequence of Split pre-tokenizers does:
 // each pattern splits every piece the previous one produced, text between matches included. The
 // stages are llama.cpp's (llama-vocab.cpp), which reproduce the Hugging Face ids of their test
@@ -100,6 +108,7 @@ Result<PreTokenizer> PreTokenizer::ForName(std::string_view pre) {
   if (pre == "default" || pre.empty()) return FromStages(kDefaultStages);
   if (pre == "llama-bpe" || pre == "llama3") return FromPattern(kLlama3Pattern);
   if (pre == "qwen2") return FromPattern(kQwen2Pattern);
+  if (pre == "gpt-4o") return FromPattern(kGpt4oPattern);
   if (pre == "deepseek-llm") return FromStages(kDeepseekLlmStages);
   if (pre == "deepseek-coder") return FromStages(kDeepseekCoderStages);
   if (pre == "falcon") return FromStages(kFalconStages);
@@ -108,8 +117,8 @@ Result<PreTokenizer> PreTokenizer::ForName(std::string_view pre) {
   }
   return Result<PreTokenizer>::InvalidArgument(
       "tokenizer.ggml.pre: unsupported pre-tokenizer '" + std::string(pre) +
-      "' (supported: gpt-2, default, mpt, gpt-neox, llama-bpe, llama3, qwen2, deepseek-llm, "
-      "deepseek-coder, falcon, starcoder, refact, smollm, command-r)");
+      "' (supported: gpt-2, default, mpt, gpt-neox, llama-bpe, llama3, qwen2, gpt-4o, "
+      "deepseek-llm, deepseek-coder, falcon, starcoder, refact, smollm, command-r)");
 }
 
 Result<PreTokenizer> PreTokenizer::FromPattern(std::string_view pattern) {
