@@ -228,11 +228,21 @@ TEST(MoeMetadata, ExpertKeysAreRangeChecked) {
 }
 
 // Every expert matrix is declared (packing and bench walk them): 2 layers of 4 q/k/v/o + router,
-// 4 experts x 3, and the output.
+// 4 experts x 3, and the output; the experts with their routed share.
 TEST(MoeMetadata, EveryExpertMatrixIsDeclared) {
   auto model = LoadOrDie("arch/qwen3moe-f32.gguf");
   ASSERT_NE(model, nullptr);
   EXPECT_EQ(model->matrices().size(), 1u + 2 * (5 + 4 * 3));
+  // A token multiplies 2 of the 4 experts: each expert matrix's share is 1/2 (what bench's
+  // ceilings count), every other matrix's 1.
+  int halves = 0, wholes = 0;
+  for (const WeightMatrix* m : model->matrices()) {
+    const double share = model->TokenShare(m);
+    halves += share == 0.5;
+    wholes += share == 1.0;
+  }
+  EXPECT_EQ(halves, 2 * 4 * 3);
+  EXPECT_EQ(wholes, 1 + 2 * 5);
 }
 
 // ---- Many experts ----------------------------------------------------------------------------

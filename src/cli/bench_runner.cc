@@ -73,8 +73,10 @@ ModelCost CostOf(const Model& model) {
   // The type holding most of the matrix bytes is the one the matmul rate is measured on.
   std::map<GgmlType, uint64_t> bytes_by_type;
   for (const WeightMatrix* m : model.matrices()) {
-    cost.matmul_params += Params(*m);
-    cost.weight_bytes += Bytes(*m);
+    // A mixture's expert is read and multiplied for its routed share of the tokens.
+    const double share = model.TokenShare(m);
+    cost.matmul_params += static_cast<uint64_t>(static_cast<double>(Params(*m)) * share);
+    cost.weight_bytes += static_cast<uint64_t>(static_cast<double>(Bytes(*m)) * share);
     bytes_by_type[m->type] += Bytes(*m);
   }
   uint64_t most = 0;

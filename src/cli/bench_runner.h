@@ -20,10 +20,12 @@ namespace kvserve {
 
 // What one token costs the model, counted from its weight matrices.
 struct ModelCost {
-  uint64_t matmul_params = 0;      // weights multiplied per token (output included, lookups not)
-  uint64_t weight_bytes = 0;       // bytes of those weights: what a decode step must read
-  uint64_t file_tensor_bytes = 0;  // every tensor of the file
-  uint64_t total_params = 0;       // every element of every tensor
+  // Weights multiplied per token (output included, lookups not; a mixture's experts for their
+  // routed share: expert_used_count / expert_count of them on average).
+  uint64_t matmul_params = 0;
+  uint64_t weight_bytes = 0;            // bytes of those weights: what a decode step must read
+  uint64_t file_tensor_bytes = 0;       // every tensor of the file
+  uint64_t total_params = 0;            // every element of every tensor
   GgmlType main_type = GgmlType::kF32;  // the type of the layer matrices
 };
 ModelCost CostOf(const Model& model);

@@ -42,7 +42,15 @@ void Model::DeclareWeights(const WeightList& weights) {
     }
     vectors_.push_back(v);
   }
+  routed_ = weights.routed;
   backend_.PrepareWeights(owned_matrices_, vectors_, file_, prepared_storage_);
+}
+
+double Model::TokenShare(const WeightMatrix* m) const {
+  for (const auto& [matrix, share] : routed_) {
+    if (matrix == m) return share;
+  }
+  return 1.0;
 }
 
 Result<std::unique_ptr<Model>> LoadModel(const std::string& path, const Backend& backend) {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "io/gguf_reader.h"
@@ -34,6 +35,9 @@ class Model {
   const Backend& backend() const { return backend_; }
   // Every matrix the forward pass multiplies, each once (a tied embedding counts as the output).
   std::span<const WeightMatrix* const> matrices() const { return matrices_; }
+  // The share of tokens that multiply `m`: 1, or for a mixture's expert the routed share
+  // (expert_used_count / expert_count); what decode reads and prefill multiplies per token.
+  double TokenShare(const WeightMatrix* m) const;
 
   // The KV cache this model needs: its layer groups and their row shapes.
   virtual KvSpec kv_spec() const;
@@ -64,7 +68,8 @@ class Model {
  private:
   std::vector<WeightMatrix*> owned_matrices_;  // the derived model's members
   std::vector<const WeightMatrix*> matrices_;
-  std::vector<WeightVector*> vectors_;         // the derived model's members
+  std::vector<WeightVector*> vectors_;                          // the derived model's members
+  std::vector<std::pair<const WeightMatrix*, double>> routed_;  // WeightList::routed
   std::shared_ptr<uint8_t> prepared_storage_;  // the backend's copies (WeightMatrix::packed)
 };
 

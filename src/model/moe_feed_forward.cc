@@ -65,8 +65,12 @@ Status MoeFeedForward::Load(const WeightLoader& r, const ModelConfig& c, const M
   KVSERVE_RETURN_IF_ERROR(
       r.ExpertMatrices(prefix + "ffn_down_exps.weight", n_expert, c.n_embd, n_ff, &down_));
   weights.matrices.push_back(&router_);
+  const double share = static_cast<double>(shape.n_used) / n_expert;
   for (int e = 0; e < n_expert; ++e) {
     weights.matrices.insert(weights.matrices.end(), {&gate_[e], &up_[e], &down_[e]});
+    for (const WeightMatrix* m : {&gate_[e], &up_[e], &down_[e]}) {
+      weights.routed.emplace_back(m, share);
+    }
   }
   if (!options.biases) return Status::Ok();
   KVSERVE_RETURN_IF_ERROR(r.Vector(prefix + "ffn_gate_inp.bias", n_expert, &router_bias_));

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "io/gguf_reader.h"
@@ -19,6 +20,9 @@ namespace kvserve {
 struct WeightList {
   std::vector<WeightMatrix*> matrices;
   std::vector<WeightVector*> vectors;
+  // Those of `matrices` that a token multiplies only when routed to them (a mixture's experts),
+  // with the share of tokens each serves on average (expert_used_count / expert_count).
+  std::vector<std::pair<const WeightMatrix*, double>> routed;
 };
 
 class WeightLoader {
