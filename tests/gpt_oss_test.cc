@@ -5,24 +5,32 @@
 // (sha256), and their logits compared with llama.cpp's, committed in tests/data/llama-reference
 // (its README), teacher-forced in batch, incremental and no-cache modes (the three bit-identical);
 // greedy generation through the engine alone and 16 at once; the cache layout (one window group,
-// one full group); and the loader's checks of gpt-oss's keys.
+// one full group); the loader's checks of gpt-oss's keys; and GptOssForCausalLM folders (the same
+// weights in transformers' layout: fused, interleaved, transposed experts) computing the same bits.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "io/gguf_writer.h"
 #include "kv/kv_spec.h"
 #include "model/model.h"
 #include "model/synthetic_model.h"
 #include "support/edited_model.h"
+#include "support/hf_weights.h"
 #include "support/paths.h"
 #include "support/reference.h"
 #include "support/reference_runs.h"
+#include "support/safetensors_builder.h"
 #include "support/synthetic_files.h"
 #include "support/test_backend.h"
 
@@ -170,6 +178,190 @@ TEST(GptOssMetadata, WindowPatternComesFromTheFile) {
   for (int i = 0; i < 20; ++i) tokens.push_back((i * 37 + 5) % 512);
   EXPECT_FALSE(Logits(**global.model, tokens, Mode::kBatch) ==
                Logits(*windowed, tokens, Mode::kBatch));
+}
+
+// ---- Hugging Face folders --------------------------------------------------------------------
+
+using nlohmann::ordered_json;
+
+ordered_json GptOssConfig() {
+  return {{"architectures", {"GptOssForCausalLM"}},
+          {"model_type", "gpt_oss"},
+          {"hidden_size", 256},
+          {"num_hidden_layers", 2},
+          {"num_attention_heads", 8},
+          {"num_key_value_heads", 2},
+          {"head_dim", 64},
+          {"intermediate_size", 256},
+          {"num_local_experts", 4},
+          {"num_experts_per_tok", 2},
+          {"experts_per_token", 2},
+          {"sliding_window", 8},
+          {"layer_types", {"sliding_attention", "full_attention"}},
+          {"rope_theta", 150000.0},
+          {"rope_scaling",
+           {{"rope_type", "yarn"},
+            {"factor", 32.0},
+            {"beta_fast", 32.0},
+            {"beta_slow", 1.0},
+            {"truncate", false},
+            {"original_max_position_embeddings", 4096}}},
+          {"rms_norm_eps", 1e-5},
+          {"max_position_embeddings", 512},
+          {"swiglu_limit", 7.0},
+          {"attention_bias", true},
+          {"tie_word_embeddings", false},
+          {"vocab_size", 512},
+          {"bos_token_id", 1},
+          {"eos_token_id", 2}};
+}
+
+const float* Floats(const GgufFile& f, const std::string& name) {
+  const TensorInfo* t = f.FindTensor(name);
+  EXPECT_NE(t, nullptr) << name;
+  EXPECT_EQ(t->type, GgmlType::kF32) << name;
+  return reinterpret_cast<const float*>(t->data);
+}
+
+// Layer `il`'s fused experts in transformers' layout: gate_up_proj [E, n_embd, 2 n_ff] (gate in
+// the even columns), gate_up_proj_bias [E, 2 n_ff], down_proj [E, n_ff, n_embd] (transposed).
+void AddHfExperts(const GgufFile& f, int il, testing::SafetensorsBuilder& out) {
+  constexpr int64_t kE = 4, kEmbd = 256, kFf = 256;
+  const std::string g = "blk." + std::to_string(il) + ".", h = "model.layers." + std::to_string(il);
+  const float* gate = Floats(f, g + "ffn_gate_exps.weight");
+  const float* up = Floats(f, g + "ffn_up_exps.weight");
+  const float* gate_b = Floats(f, g + "ffn_gate_exps.bias");
+  const float* up_b = Floats(f, g + "ffn_up_exps.bias");
+  const float* down = Floats(f, g + "ffn_down_exps.weight");
+  std::vector<float> gate_up(kE * kEmbd * 2 * kFf), gate_up_b(kE * 2 * kFf),
+      down_t(kE * kFf * kEmbd);
+  for (int64_t e = 0; e < kE; ++e) {
+    for (int64_t j = 0; j < kFf; ++j) {
+      gate_up_b[e * 2 * kFf + 2 * j] = gate_b[e * kFf + j];
+      gate_up_b[e * 2 * kFf + 2 * j + 1] = up_b[e * kFf + j];
+      for (int64_t i = 0; i < kEmbd; ++i) {
+        gate_up[(e * kEmbd + i) * 2 * kFf + 2 * j] = gate[(e * kFf + j) * kEmbd + i];
+        gate_up[(e * kEmbd + i) * 2 * kFf + 2 * j + 1] = up[(e * kFf + j) * kEmbd + i];
+        down_t[(e * kFf + j) * kEmbd + i] = down[(e * kEmbd + i) * kFf + j];
+      }
+    }
+  }
+  out.AddF32(h + ".mlp.experts.gate_up_proj", {kE, kEmbd, 2 * kFf}, gate_up);
+  out.AddF32(h + ".mlp.experts.gate_up_proj_bias", {kE, 2 * kFf}, gate_up_b);
+  out.AddF32(h + ".mlp.experts.down_proj", {kE, kFf, kEmbd}, down_t);
+  const float* down_b = Floats(f, g + "ffn_down_exps.bias");
+  out.AddF32(h + ".mlp.experts.down_proj_bias", {kE, kEmbd},
+             std::vector<float>(down_b, down_b + kE * kEmbd));
+}
+
+// A GptOssForCausalLM folder holding gpt-oss-tiny-f32's weights (built once per process).
+std::string GptOssFolder(const ordered_json& config = GptOssConfig(),
+                         const std::string& name = "hf-gpt-oss-tiny") {
+  const std::string out = testing::TempDir() + "/" + name;
+  if (std::filesystem::exists(out + "/config.json")) return out;
+  std::filesystem::create_directories(out);
+  auto f = GgufFile::Open(Synthesize(kCases[0]));
+  EXPECT_TRUE(f.ok());
+  if (!f.ok()) return out;
+  static const std::pair<const char*, const char*> kNames[] = {
+      {"attn_norm.weight", "input_layernorm.weight"},
+      {"attn_q.weight", "self_attn.q_proj.weight"},
+      {"attn_q.bias", "self_attn.q_proj.bias"},
+      {"attn_k.weight", "self_attn.k_proj.weight"},
+      {"attn_k.bias", "self_attn.k_proj.bias"},
+      {"attn_v.weight", "self_attn.v_proj.weight"},
+      {"attn_v.bias", "self_attn.v_proj.bias"},
+      {"attn_output.weight", "self_attn.o_proj.weight"},
+      {"attn_output.bias", "self_attn.o_proj.bias"},
+      {"attn_sinks.weight", "self_attn.sinks"},
+      {"post_attention_norm.weight", "post_attention_layernorm.weight"},
+      {"ffn_gate_inp.weight", "mlp.router.weight"},
+      {"ffn_gate_inp.bias", "mlp.router.bias"},
+  };
+  testing::SafetensorsBuilder st;
+  auto add = [&](const TensorInfo& t, const std::string& hf) {
+    std::vector<int64_t> shape(t.dims.rbegin(), t.dims.rend());
+    st.Add(hf, "F32", shape, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+  };
+  add(*f->FindTensor("token_embd.weight"), "model.embed_tokens.weight");
+  add(*f->FindTensor("output_norm.weight"), "model.norm.weight");
+  add(*f->FindTensor("output.weight"), "lm_head.weight");
+  for (int il = 0; il < 2; ++il) {
+    const std::string g = "blk." + std::to_string(il) + ".";
+    for (const auto& [gguf, hf] : kNames) {
+      add(*f->FindTensor(g + gguf), "model.layers." + std::to_string(il) + "." + hf);
+    }
+    AddHfExperts(*f, il, st);
+  }
+  EXPECT_TRUE(st.WriteFile(out + "/model.safetensors"));
+  EXPECT_TRUE(testing::WriteText(out + "/config.json", config.dump(2)));
+  testing::WriteSpmTokenizerFiles(*f, out);
+  return out;
+}
+
+// The folder's tensors are the file's in transformers' layout: the logits are the same bits.
+TEST(GptOssHf, FolderComputesWhatTheGgufComputes) {
+  auto folder = testing::LoadPathOrDie(GptOssFolder());
+  auto gguf = testing::LoadPathOrDie(Synthesize(kCases[0]));
+  ASSERT_TRUE(folder && gguf);
+  EXPECT_EQ(folder->config().arch, "gpt-oss");
+  EXPECT_EQ(folder->kv_spec().groups.size(), 2u);
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 20; ++i) tokens.push_back((i * 53 + 11) % 512);
+  const std::vector<float> a = Logits(*folder, tokens, Mode::kBatch);
+  EXPECT_TRUE(a == Logits(*gguf, tokens, Mode::kBatch));
+}
+
+TEST(GptOssHf, ConvertWritesLlamaCppsKeys) {
+  const std::string out = testing::TempDir() + "/gpt-oss-from-hf.gguf";
+  const std::string command = testing::KvserveBinary() + " convert -m '" + GptOssFolder() +
+                              "' -o '" + out + "' --type f32 >/dev/null 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  auto file = GgufFile::Open(out);
+  ASSERT_TRUE(file.ok()) << file.message();
+  EXPECT_EQ(file->GetString("general.architecture").value(), "gpt-oss");
+  EXPECT_EQ(file->GetString("gpt-oss.rope.scaling.type").value(), "yarn");
+  EXPECT_EQ(file->GetFloat("gpt-oss.rope.scaling.factor").value(), 32.0);
+  EXPECT_EQ(file->GetUint("gpt-oss.rope.scaling.original_context_length").value(), 4096u);
+  EXPECT_EQ(file->GetUint("gpt-oss.attention.sliding_window").value(), 8u);
+  EXPECT_EQ(file->GetUint("gpt-oss.attention.key_length").value(), 64u);
+  EXPECT_EQ(file->GetUint("gpt-oss.expert_count").value(), 4u);
+  EXPECT_EQ(file->GetUint("gpt-oss.expert_used_count").value(), 2u);
+  EXPECT_EQ(file->FindTensor("blk.1.ffn_up_exps.bias")->type, GgmlType::kF32);
+  auto converted = testing::LoadPathOrDie(out);
+  auto gguf = testing::LoadPathOrDie(Synthesize(kCases[0]));
+  ASSERT_TRUE(converted && gguf);
+  const std::vector<int32_t> tokens = {1, 307, 83, 450, 262, 119, 498, 37, 221, 376, 145, 290};
+  EXPECT_TRUE(Logits(*converted, tokens, Mode::kBatch) == Logits(*gguf, tokens, Mode::kBatch));
+}
+
+TEST(GptOssHf, ConfigKeysKvserveCannotComputeAreRefused) {
+  struct Case {
+    std::function<void(ordered_json&)> edit;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {[](ordered_json& j) {
+         j["layer_types"] = {"full_attention", "sliding_attention"};
+       },
+       "'layer_types'"},
+      {[](ordered_json& j) {
+         j["quantization_config"] = {{"quant_method", "mxfp4"}};
+       },
+       "'quantization_config'"},
+      {[](ordered_json& j) { j["rope_scaling"]["beta_fast"] = 16.0; },
+       "'rope_scaling.beta_fast' = 16.0 is not supported"},
+      {[](ordered_json& j) { j["swiglu_limit"] = 5.0; }, "'swiglu_limit'"},
+  };
+  int i = 0;
+  for (const Case& c : cases) {
+    ordered_json config = GptOssConfig();
+    c.edit(config);
+    const std::string dir = GptOssFolder(config, "hf-gpt-oss-bad-" + std::to_string(i++));
+    auto model = LoadModel(dir, TestBackend());
+    ASSERT_FALSE(model.ok()) << "loaded; expected: " << c.expected;
+    EXPECT_NE(model.message().find(c.expected), std::string::npos) << model.message();
+  }
 }
 
 }  // namespace

@@ -82,6 +82,37 @@ Status ReadLlama3Rope(const json& rope, const std::string& source, const std::st
   return Status::Ok();
 }
 
+// YaRN as llama.cpp computes it: factor and original context; beta_fast 32 and beta_slow 1 (what
+// llama.cpp always uses); no attention_factor override. gpt-oss's "truncate": false (its
+// correction range unrounded) is read as llama.cpp reads it: rounded.
+Status ReadYarnRope(const json& rope, const std::string& source, const std::string& k,
+                    HfConfig& c) {
+  c.rope_scaling = HfRopeScaling::kYarn;
+  KVSERVE_RETURN_IF_ERROR(RopeNumber(rope, source, k, "factor", 1.0, &c.rope_factor));
+  for (const auto& [field, wanted] : {std::pair{"beta_fast", 32.0}, {"beta_slow", 1.0}}) {
+    double value = wanted;
+    KVSERVE_RETURN_IF_ERROR(RopeNumber(rope, source, k, field, wanted, &value));
+    if (value != wanted) {
+      return UnsupportedValue(source, k + "." + field, rope[field],
+                              "llama.cpp's YaRN uses " + std::to_string(wanted));
+    }
+  }
+  for (const char* field : {"attention_factor", "mscale", "mscale_all_dim"}) {
+    if (auto f = rope.find(field); f != rope.end() && !f->is_null()) {
+      return UnsupportedValue(source, k + "." + field, *f, "kvserve's YaRN has no such factor");
+    }
+  }
+  double original = 4096;
+  KVSERVE_RETURN_IF_ERROR(
+      RopeNumber(rope, source, k, "original_max_position_embeddings", 4096, &original));
+  if (original != static_cast<int>(original) || original > (1 << 24)) {
+    return UnsupportedValue(source, k + ".original_max_position_embeddings",
+                            rope["original_max_position_embeddings"], "not an integer context");
+  }
+  c.rope_original_ctx = static_cast<int>(original);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<HfConfigReader> HfConfigReader::Parse(std::string_view json_text,
@@ -284,6 +315,7 @@ Status HfConfigReader::ReadRope(const HfRopeRules& rules, HfConfig& c) const {
     return RopeNumber(rope, source(), k, "factor", 1.0, &c.rope_factor);
   }
   if (name == "llama3" && rules.llama3) return ReadLlama3Rope(rope, source(), k, c);
+  if (name == "yarn" && rules.yarn) return ReadYarnRope(rope, source(), k, c);
   return UnsupportedValue(source(), type_key, *type, rules.supported);
 }
 

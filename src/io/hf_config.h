@@ -17,7 +17,7 @@
 
 namespace kvserve {
 
-enum class HfRopeScaling { kNone, kLinear, kLlama3 };
+enum class HfRopeScaling { kNone, kLinear, kLlama3, kYarn };
 
 struct HfConfig {
   std::string architecture;  // the class, e.g. "LlamaForCausalLM" (from model_type when absent)
@@ -38,7 +38,7 @@ struct HfConfig {
   double rope_factor = 1.0;            // linear and llama3
   double rope_low_freq_factor = 1.0;   // llama3
   double rope_high_freq_factor = 4.0;  // llama3
-  int rope_original_ctx = 8192;        // llama3's original_max_position_embeddings
+  int rope_original_ctx = 8192;        // llama3's and yarn's original_max_position_embeddings
   int original_ctx = 0;                // phi3: original_max_position_embeddings
   int sliding_window = 0;              // 0: none
   int sliding_window_pattern = 0;      // gemma3: every Nth layer is global
@@ -61,6 +61,7 @@ struct HfConfig {
 struct HfRopeRules {
   bool linear = true;
   bool llama3 = false;
+  bool yarn = false;  // with llama.cpp's betas (fast 32, slow 1) only
   const char* supported = "kvserve implements default and linear";
 };
 

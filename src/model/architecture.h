@@ -32,6 +32,11 @@ enum class HfTransform {
   kPermuteHeads,  // llama q/k rows: rotate-half -> interleaved pairs, per head
   kPlusOne,       // Gemma RMSNorm weight w -> 1 + w (in f16 for f16 data, else in f32)
   kSplitGateUp,   // fused experts [n_expert, 2 n_ff, n_embd] -> ffn_gate_exps and ffn_up_exps
+  // gpt-oss's fused experts [n_expert, n_embd, 2 n_ff] with gate and up columns interleaved
+  // (gate 2j, up 2j + 1), transposed into ffn_gate_exps and ffn_up_exps ([n_expert, n_ff,
+  // n_embd]); its bias [n_expert, 2 n_ff] split the same way into the two .bias tensors.
+  kSplitInterleavedGateUp,
+  kTransposeExperts,  // [n_expert, a, b] -> [n_expert, b, a] (gpt-oss's down_proj)
 };
 
 // Where one safetensors tensor goes in the GGUF view of a Hugging Face folder.

@@ -235,6 +235,12 @@ void AddHfDecoderMetadata(const HfConfig& c, const HfDecoderMetadata& options, G
     w.SetString(a + "rope.scaling.type", "linear");
     w.SetFloat32(a + "rope.scaling.factor", static_cast<float>(c.rope_factor));
   }
+  if (c.rope_scaling == HfRopeScaling::kYarn) {
+    w.SetString(a + "rope.scaling.type", "yarn");
+    w.SetFloat32(a + "rope.scaling.factor", static_cast<float>(c.rope_factor));
+    w.SetUint32(a + "rope.scaling.original_context_length",
+                static_cast<uint32_t>(c.rope_original_ctx));
+  }
   if (c.sliding_window > 0 || options.window_always) {
     w.SetUint32(a + "attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
   }

@@ -77,7 +77,7 @@ std::vector<uint8_t> ToF32(const SafetensorsTensor& t, bool plus_one) {
 bool KeptInF32(const std::string& gguf_name, size_t n_dims) {
   const std::string_view n = gguf_name;
   return n_dims <= 1 || n.ends_with("_norm.weight") || n.ends_with("ffn_gate_inp.weight") ||
-         n == "position_embd.weight";
+         n.ends_with("_exps.bias") || n == "position_embd.weight";
 }
 
 Result<TensorInfo> MakeTensor(const SafetensorsTensor& t, const HfMapping& m, Storage& storage,
@@ -147,6 +147,61 @@ Status SplitGateUp(const SafetensorsTensor& t, const HfMapping& m, Storage& stor
     storage.buffers.push_back(std::move(buffer));
   }
   return Status::Ok();
+}
+
+// gpt-oss's fused experts as llama.cpp's converter splits them: gate_up_proj [n_expert, n_embd,
+// 2 n_ff] (gate in the even columns, up in the odd ones) transposed into ffn_gate_exps and
+// ffn_up_exps [n_expert, n_ff, n_embd]; gate_up_proj_bias [n_expert, 2 n_ff] into the two .bias
+// tensors [n_expert, n_ff] (widened to F32, as the converter keeps biases).
+Status SplitInterleavedGateUp(const SafetensorsTensor& t, const HfMapping& m, Storage& storage,
+                              const std::string& source, std::vector<TensorInfo>& out) {
+  const bool bias = t.shape.size() == 2;
+  if ((t.shape.size() != 3 && !bias) || t.shape.back() % 2 != 0) {
+    return Status::InvalidArgument(source + ": tensor '" + t.name +
+                                   "' is not [n_expert, n_embd, 2 x n_ff] or [n_expert, 2 x n_ff]");
+  }
+  const int64_t n_expert = t.shape[0], n_ff = t.shape.back() / 2;
+  const int64_t n_embd = bias ? 1 : t.shape[1];
+  const std::vector<uint8_t> wide = ToF32(t, /*plus_one=*/false);  // f32 bytes
+  const float* values = reinterpret_cast<const float*>(wide.data());
+  std::string up_name = m.name;
+  up_name.replace(up_name.find("ffn_gate_exps"), 13, "ffn_up_exps");
+  for (int part = 0; part < 2; ++part) {
+    std::vector<uint8_t> buffer(static_cast<size_t>(n_expert * n_ff * n_embd) * sizeof(float));
+    float* o = reinterpret_cast<float*>(buffer.data());
+    for (int64_t e = 0; e < n_expert; ++e) {
+      for (int64_t j = 0; j < n_ff; ++j) {
+        for (int64_t i = 0; i < n_embd; ++i) {  // out [e][j][i] = in [e][i][2j + part]
+          o[(e * n_ff + j) * n_embd + i] = values[(e * n_embd + i) * 2 * n_ff + 2 * j + part];
+        }
+      }
+    }
+    TensorInfo info{.name = part == 0 ? m.name : up_name, .type = GgmlType::kF32};
+    info.dims =
+        bias ? std::vector<int64_t>{n_ff, n_expert} : std::vector<int64_t>{n_embd, n_ff, n_expert};
+    info.data = buffer.data();
+    out.push_back(std::move(info));
+    storage.buffers.push_back(std::move(buffer));
+  }
+  return Status::Ok();
+}
+
+// [n_expert, a, b] -> GGML [a, b, n_expert] (each expert's matrix transposed), in its own type.
+Result<TensorInfo> TransposeExperts(const SafetensorsTensor& t, const HfMapping& m,
+                                    Storage& storage, const std::string& source) {
+  if (t.shape.size() != 3) {
+    return Status::InvalidArgument(source + ": tensor '" + t.name + "' is not [n_expert, a, b]");
+  }
+  const int64_t n_expert = t.shape[0], a = t.shape[1], b = t.shape[2];
+  const uint64_t size = ElementBytes(t.type);
+  const uint64_t one = static_cast<uint64_t>(a * b) * size;
+  std::vector<uint8_t> buffer(t.n_bytes);
+  for (int64_t e = 0; e < n_expert; ++e) {
+    Transpose(t.data + e * one, b, a, size, buffer.data() + e * one);
+  }
+  TensorInfo info{.name = m.name, .type = t.type, .dims = {a, b, n_expert}, .data = buffer.data()};
+  storage.buffers.push_back(std::move(buffer));
+  return info;
 }
 
 // One expert-stacked tensor being gathered: expert e's [rows, cols] matrix at slot e.
@@ -228,6 +283,16 @@ Result<GgufFile> HfFolder::Open(const std::string& folder) {
     }
     if (mapping->transform == HfTransform::kSplitGateUp) {
       KVSERVE_RETURN_IF_ERROR(SplitGateUp(*t, *mapping, *storage, folder, tensors));
+      continue;
+    }
+    if (mapping->transform == HfTransform::kSplitInterleavedGateUp) {
+      KVSERVE_RETURN_IF_ERROR(SplitInterleavedGateUp(*t, *mapping, *storage, folder, tensors));
+      continue;
+    }
+    if (mapping->transform == HfTransform::kTransposeExperts) {
+      auto tensor = TransposeExperts(*t, *mapping, *storage, folder);
+      if (!tensor.ok()) return tensor.status();
+      tensors.push_back(std::move(tensor).value());
       continue;
     }
     auto tensor = MakeTensor(*t, *mapping, *storage, folder);

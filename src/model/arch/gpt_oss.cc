@@ -18,6 +18,7 @@
 #include "model/architecture.h"
 #include "model/attention_block.h"
 #include "model/decoder_blocks.h"
+#include "model/hf_families.h"
 #include "model/moe_feed_forward.h"
 #include "model/rotary_embedding.h"
 #include "model/weight_loader.h"
@@ -130,6 +131,93 @@ Result<std::unique_ptr<Model>> LoadGptOss(GgufFile file, ModelConfig config,
   return std::unique_ptr<Model>(std::move(model));
 }
 
+// GptOssForCausalLM (transformers, unquantized: BF16/F16/F32 experts): qwen-style keys with
+// head_dim, num_local_experts, num_experts_per_tok, sliding_window and YaRN; layer_types must be
+// the alternation llama.cpp assumes (sliding first), swiglu_limit 7. The released MXFP4
+// checkpoints (quantization_config) are refused: llama.cpp's converter repacks their blocks.
+Status ReadGptOssConfig(const HfConfigReader& r, HfConfig& c) {
+  KVSERVE_RETURN_IF_ERROR(ReadHfDecoderConfig(
+      r,
+      {.head_dim_always = true,
+       .attention_bias = true,
+       .rope = {.yarn = true, .supported = "kvserve implements default, linear and yarn"}},
+      c));
+  KVSERVE_RETURN_IF_ERROR(
+      r.RequireAbsent("quantization_config",
+                      "MXFP4 checkpoints are not converted; use a BF16 checkpoint or "
+                      "llama.cpp's GGUF file"));
+  KVSERVE_RETURN_IF_ERROR(r.Count({"num_local_experts"}, 1024, &c.n_experts));
+  KVSERVE_RETURN_IF_ERROR(
+      r.Count({"num_experts_per_tok", "experts_per_token"}, c.n_experts, &c.n_experts_used));
+  c.n_ff_expert = c.n_ff;
+  KVSERVE_RETURN_IF_ERROR(r.Count({"sliding_window"}, 1 << 24, &c.sliding_window));
+  KVSERVE_RETURN_IF_ERROR(r.RequireNumber("swiglu_limit", 7.0, "kvserve clamps at 7 as llama.cpp"));
+  if (r.Has("layer_types")) {
+    auto types =
+        r.StringList("layer_types", static_cast<size_t>(c.n_layers), "one entry per layer");
+    if (!types.ok()) return types.status();
+    for (int i = 0; i < c.n_layers; ++i) {
+      const char* wanted = i % 2 == 0 ? "sliding_attention" : "full_attention";
+      if ((*types)[i] != wanted) {
+        return r.Unsupported("layer_types", "layer " + std::to_string(i) + " is '" + (*types)[i] +
+                                                "'; llama.cpp's gpt-oss alternates sliding and "
+                                                "full layers, sliding first");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// gate_up_proj and down_proj (with _bias) of mlp.experts: fused, transposed, interleaved.
+bool MapGptOssExperts(const std::string& rest, const HfConfig&, int layer, HfMapping* out) {
+  if (rest == "mlp.experts.gate_up_proj" || rest == "mlp.experts.gate_up_proj_bias") {
+    const bool bias = rest.ends_with("_bias");
+    *out = HfMapping{
+        .name = GgufBlockName(layer, bias ? "ffn_gate_exps.bias" : "ffn_gate_exps.weight"),
+        .transform = HfTransform::kSplitInterleavedGateUp};
+    return true;
+  }
+  if (rest == "mlp.experts.down_proj") {
+    *out = HfMapping{.name = GgufBlockName(layer, "ffn_down_exps.weight"),
+                     .transform = HfTransform::kTransposeExperts};
+    return true;
+  }
+  if (rest == "mlp.experts.down_proj_bias") {
+    *out = HfMapping{.name = GgufBlockName(layer, "ffn_down_exps.bias")};
+    return true;
+  }
+  return false;
+}
+
+Result<HfMapping> MapGptOssTensor(std::string_view hf_name, const HfConfig& c) {
+  static const HfDecoderTensors tensors{.layer =
+                                            [] {
+                                              HfLayerNames names = LlamaLayerNames();
+                                              names.erase("mlp.gate_proj.weight");
+                                              names.erase("mlp.up_proj.weight");
+                                              names.erase("mlp.down_proj.weight");
+                                              names["post_attention_layernorm.weight"] =
+                                                  "post_attention_norm.weight";
+                                              names["self_attn.q_proj.bias"] = "attn_q.bias";
+                                              names["self_attn.k_proj.bias"] = "attn_k.bias";
+                                              names["self_attn.v_proj.bias"] = "attn_v.bias";
+                                              names["self_attn.o_proj.bias"] = "attn_output.bias";
+                                              names["self_attn.sinks"] = "attn_sinks.weight";
+                                              names["mlp.router.weight"] = "ffn_gate_inp.weight";
+                                              names["mlp.router.bias"] = "ffn_gate_inp.bias";
+                                              return names;
+                                            }(),
+                                        .map_layer = &MapGptOssExperts};
+  return MapHfDecoderTensor(hf_name, c, tensors);
+}
+
+void WriteGptOssMetadata(const HfConfig& c, GgufWriter& w) {
+  AddHfDecoderMetadata(c, {.window_always = true}, w);
+  w.SetUint32("gpt-oss.expert_count", static_cast<uint32_t>(c.n_experts));
+  w.SetUint32("gpt-oss.expert_used_count", static_cast<uint32_t>(c.n_experts_used));
+  w.SetUint32("gpt-oss.expert_feed_forward_length", static_cast<uint32_t>(c.n_ff_expert));
+}
+
 // Random weights (`kvserve synth --arch gpt-oss`): biases and sinks random too (they are learned),
 // the router F32; experts in SyntheticOptions::expert_type where set (MXFP4 in released files).
 void SynthGptOssTensors(const SyntheticShape& s, int64_t n_vocab, SyntheticTensors& out) {
@@ -210,8 +298,11 @@ const SyntheticRecipe& GptOssSynthetic() {
 }  // namespace
 
 KVSERVE_ARCHITECTURE(gpt_oss) {
-  static const Architecture entry{
-      .gguf_name = "gpt-oss", .load = &LoadGptOss, .synthetic = &GptOssSynthetic()};
+  static const Architecture entry{.gguf_name = "gpt-oss",
+                                  .load = &LoadGptOss,
+                                  .hf_classes = {{"GptOssForCausalLM", "gpt_oss", &ReadGptOssConfig,
+                                                  &MapGptOssTensor, &WriteGptOssMetadata}},
+                                  .synthetic = &GptOssSynthetic()};
   return entry;
 }
 
