@@ -10,7 +10,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -39,10 +38,7 @@ namespace {
 
 using testing::Logits;
 using testing::Mode;
-using testing::ModeName;
 using testing::ReferenceCase;
-using testing::RelativeRowError;
-using testing::Row;
 
 struct SynthCase {
   const char* name;  // the reference case and the file's name
@@ -78,22 +74,7 @@ TEST_P(GptOssReferenceTest, TeacherForcedLogitsMatchLlamaCppInEveryMode) {
   const ReferenceCase c = testing::LoadCommittedReferenceCase(sc.name, Synthesize(sc));
   auto model = testing::LoadPathOrDie(c.model);
   ASSERT_NE(model, nullptr);
-  ASSERT_EQ(model->config().n_vocab, c.n_vocab);
-  const testing::TeacherForced seq = testing::Sequence(c);
-  const std::vector<float> batch = Logits(*model, seq.tokens, Mode::kBatch);
-  for (Mode mode : {Mode::kBatch, Mode::kIncremental, Mode::kNoCache}) {
-    const std::vector<float> ours = mode == Mode::kBatch ? batch : Logits(*model, seq.tokens, mode);
-    ASSERT_EQ(ours.size(), seq.logits.size());
-    double worst = 0.0;
-    for (size_t i = 0; i < seq.tokens.size(); ++i) {
-      const double error = RelativeRowError(Row(ours, i, c.n_vocab), Row(seq.logits, i, c.n_vocab));
-      worst = std::max(worst, error);
-      EXPECT_LE(error, sc.tolerance) << "row " << i << " mode " << ModeName(mode);
-    }
-    std::printf("%s %s: max relative error %.2e over %zu rows\n", sc.name, ModeName(mode), worst,
-                seq.tokens.size());
-    EXPECT_TRUE(ours == batch) << ModeName(mode) << " differs from batch";
-  }
+  testing::ExpectTeacherForcedMatch(*model, c, sc.tolerance);
 }
 
 // Greedy tokens are demanded of the F32 file only (a quantized file's differing token is judged
@@ -103,14 +84,7 @@ TEST_P(GptOssReferenceTest, EngineGreedyMatchesAloneAndSixteenAtOnce) {
   const ReferenceCase c = testing::LoadCommittedReferenceCase(sc.name, Synthesize(sc));
   auto model = testing::LoadPathOrDie(c.model);
   ASSERT_NE(model, nullptr);
-  const testing::GreedyRuns runs = testing::RunGreedy(*model, c);
-  if (sc.type == GgmlType::kF32) {
-    EXPECT_EQ(runs.alone, c.greedy_tokens) << "alone";
-  }
-  ASSERT_EQ(runs.together.size(), 16u);
-  for (size_t i = 0; i < runs.together.size(); ++i) {
-    EXPECT_EQ(runs.together[i], runs.alone) << "request " << i << " of 16";
-  }
+  testing::ExpectGreedyAloneAndSixteen(*model, c, sc.type == GgmlType::kF32);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, GptOssReferenceTest, ::testing::ValuesIn(kCases),

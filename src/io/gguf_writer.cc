@@ -90,6 +90,15 @@ void GgufWriter::SetInt32Array(const std::string& key, const std::vector<int32_t
   Set(key, std::move(out));
 }
 
+void GgufWriter::SetBoolArray(const std::string& key, const std::vector<bool>& values) {
+  std::vector<uint8_t> out;
+  Append<uint32_t>(out, static_cast<uint32_t>(GgufValueType::kArray));
+  Append<uint32_t>(out, static_cast<uint32_t>(GgufValueType::kBool));
+  Append<uint64_t>(out, values.size());
+  for (bool value : values) Append<uint8_t>(out, value ? 1 : 0);
+  Set(key, std::move(out));
+}
+
 void GgufWriter::CopyValue(const std::string& key, const GgufValue& value) {
   std::vector<uint8_t> out;
   Append<uint32_t>(out, static_cast<uint32_t>(value.type));

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "kv/full_causal_kind.h"
@@ -36,6 +37,9 @@ struct KvGroupSpec {
 
 struct KvSpec {
   std::vector<KvGroupSpec> groups;
+  // Layers without a cache of their own (Gemma 4's shared-KV layers: the last ones): each reads
+  // the cache of another layer, which a group holds. (layer, the layer it reads)
+  std::vector<std::pair<int, int>> readers;
 
   // One group of every layer, all of one shape.
   static KvSpec Uniform(int n_layers, int n_kv_heads, int head_dim);

@@ -43,7 +43,13 @@ struct SyntheticShape {
   int n_expert = 0;
   int n_expert_used = 0;
   int head_dim = 0;  // 0: n_embd / n_heads; else attention.key_length (gpt-oss: 64 heads of 64)
-  int window = 0;    // gpt-oss: attention.sliding_window of its windowed layers
+  int window = 0;    // gpt-oss, gemma4: attention.sliding_window of its windowed layers
+  // gemma4: layer i is global when i % swa_period == swa_period - 1, else windowed with heads of
+  // head_dim / 2; per_layer_input wide per-layer inputs; the last shared_kv_layers layers read
+  // earlier layers' caches.
+  int swa_period = 0;
+  int per_layer_input = 0;
+  int shared_kv_layers = 0;
 
   int HeadDim() const { return head_dim > 0 ? head_dim : n_embd / n_heads; }
 };

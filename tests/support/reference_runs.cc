@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <tuple>
 
 #include "engine/engine.h"
@@ -101,6 +103,36 @@ GreedyRuns RunGreedy(const Model& model, const ReferenceCase& c) {
   }
   for (const auto& stream : streams) runs.together.push_back(Collect(*stream).first);
   return runs;
+}
+
+void ExpectTeacherForcedMatch(const Model& model, const ReferenceCase& c, double tolerance) {
+  ASSERT_EQ(model.config().n_vocab, c.n_vocab);
+  const TeacherForced seq = Sequence(c);
+  const std::vector<float> batch = Logits(model, seq.tokens, Mode::kBatch);
+  for (Mode mode : {Mode::kBatch, Mode::kIncremental, Mode::kNoCache}) {
+    const std::vector<float> ours = mode == Mode::kBatch ? batch : Logits(model, seq.tokens, mode);
+    ASSERT_EQ(ours.size(), seq.logits.size());
+    double worst = 0.0;
+    for (size_t i = 0; i < seq.tokens.size(); ++i) {
+      const double error = RelativeRowError(Row(ours, i, c.n_vocab), Row(seq.logits, i, c.n_vocab));
+      worst = std::max(worst, error);
+      EXPECT_LE(error, tolerance) << "row " << i << " mode " << ModeName(mode);
+    }
+    std::printf("%s %s: max relative error %.2e over %zu rows\n", c.name.c_str(), ModeName(mode),
+                worst, seq.tokens.size());
+    EXPECT_TRUE(ours == batch) << ModeName(mode) << " differs from batch";
+  }
+}
+
+void ExpectGreedyAloneAndSixteen(const Model& model, const ReferenceCase& c, bool exact_tokens) {
+  const GreedyRuns runs = RunGreedy(model, c);
+  if (exact_tokens) {
+    EXPECT_EQ(runs.alone, c.greedy_tokens) << "alone";
+  }
+  ASSERT_EQ(runs.together.size(), 16u);
+  for (size_t i = 0; i < runs.together.size(); ++i) {
+    EXPECT_EQ(runs.together[i], runs.alone) << "request " << i << " of 16";
+  }
 }
 
 }  // namespace kvserve::testing

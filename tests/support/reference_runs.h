@@ -48,4 +48,12 @@ struct GreedyRuns {
 };
 GreedyRuns RunGreedy(const Model& model, const ReferenceCase& c);
 
+// The teacher-forced sequence's logits in batch, incremental and no-cache modes: every row within
+// `tolerance` of the reference (RelativeRowError), and the three modes the same bits. Prints the
+// worst error per mode.
+void ExpectTeacherForcedMatch(const Model& model, const ReferenceCase& c, double tolerance);
+// The engine's greedy run alone equals the reference's tokens (when `exact_tokens`), and 16
+// requests at once each equal the run alone.
+void ExpectGreedyAloneAndSixteen(const Model& model, const ReferenceCase& c, bool exact_tokens);
+
 }  // namespace kvserve::testing
