@@ -5,17 +5,22 @@
 // source and by name; what the template raises on is refused by CheckToolUse with the field named.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <ctime>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "io/gguf_reader.h"
+#include "io/gguf_writer.h"
 #include "server/completion_request.h"
 #include "support/paths.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
 
 namespace kvserve {
 namespace {
@@ -80,8 +85,8 @@ TEST(HarmonyRenderTest, DetectedFromItsTemplateAndByName) {
 }
 
 TEST(HarmonyRenderTest, ConversationsRenderAsJinja2) {
-  const OrderedJson conversations = OrderedJson::parse(
-      ReadFile(TestDataPath("harmony/conversations.json")))["conversations"];
+  const OrderedJson conversations =
+      OrderedJson::parse(ReadFile(TestDataPath("harmony/conversations.json")))["conversations"];
   const nlohmann::json goldens =
       nlohmann::json::parse(ReadFile(TestDataPath("harmony/jinja2.json")));
   ChatTemplate detected = Detected();
@@ -96,9 +101,9 @@ TEST(HarmonyRenderTest, ConversationsRenderAsJinja2) {
     for (const ChatTemplate* t : std::vector<const ChatTemplate*>{&detected, &*by_name}) {
       const Status check = t->CheckToolUse(c.messages, c.tools);
       EXPECT_TRUE(check.ok()) << c.name << ": " << check.message();
-      EXPECT_EQ(t->Render(c.messages, c.add_generation_prompt, c.tools,
-                          {.reasoning_effort = c.effort}),
-                expected)
+      EXPECT_EQ(
+          t->Render(c.messages, c.add_generation_prompt, c.tools, {.reasoning_effort = c.effort}),
+          expected)
           << c.name;
     }
   }
@@ -135,7 +140,8 @@ TEST(HarmonyRenderTest, WhatTheTemplateRaisesOnIsRefusedByField) {
   const Case cases[] = {
       {{user, {.role = "assistant", .content = "<|channel|>final<|message|>Hi"}},
        "'messages[1].content' holds a <|channel|> tag"},
-      {{user, {.role = "assistant", .content = "Hi", .reasoning = "<|channel|>analysis<|message|>x"}},
+      {{user,
+        {.role = "assistant", .content = "Hi", .reasoning = "<|channel|>analysis<|message|>x"}},
        "'messages[1].reasoning_content' holds a <|channel|> tag"},
       {{user,
         {.role = "assistant", .content = "Let me see.", .tool_calls = {call}, .reasoning = "Hmm."}},
@@ -162,6 +168,70 @@ TEST(HarmonyRenderTest, WhatTheTemplateRaisesOnIsRefusedByField) {
                                          {.role = "tool", .content = "43"},
                                          {.role = "assistant", .content = "42 and 43."}};
   EXPECT_TRUE(t.CheckToolUse(fine, {}).ok());
+}
+
+// GPT-2's vocabulary with harmony's control tokens added, eos <|return|>, <|end|> listed as eot
+// (as if a file said so) and gpt-oss's template: a stand-in for a gpt-oss GGUF's tokenizer.
+struct HarmonyVocab {
+  std::vector<uint8_t> image;
+  std::unique_ptr<GgufFile> file;
+};
+
+std::unique_ptr<HarmonyVocab> MakeHarmonyVocab() {
+  auto gpt2 = GgufFile::Open(ModelPath("ggml-vocab-gpt-2.gguf"));
+  EXPECT_TRUE(gpt2.ok()) << gpt2.message();
+  const auto tokens = gpt2->GetStringArray("tokenizer.ggml.tokens").value();
+  std::vector<std::string> texts(tokens.begin(), tokens.end());
+  const auto types64 = gpt2->GetIntArray("tokenizer.ggml.token_type").value();
+  std::vector<int32_t> types(types64.begin(), types64.end());
+  const auto merges = gpt2->GetStringArray("tokenizer.ggml.merges").value();
+  const int32_t first = static_cast<int32_t>(texts.size());
+  for (const char* added : {"<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>",
+                            "<|return|>", "<|call|>"}) {
+    texts.push_back(added);
+    types.push_back(3);  // CONTROL
+  }
+  GgufWriter w;
+  w.SetString("tokenizer.ggml.model", "gpt2");
+  w.SetString("tokenizer.ggml.pre", "gpt-2");
+  w.SetStringArray("tokenizer.ggml.tokens", texts);
+  w.SetInt32Array("tokenizer.ggml.token_type", types);
+  w.SetStringArray("tokenizer.ggml.merges", std::vector<std::string>(merges.begin(), merges.end()));
+  w.SetUint32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(first + 5));
+  w.SetUint32("tokenizer.ggml.eot_token_id", static_cast<uint32_t>(first + 1));
+  w.SetString("tokenizer.chat_template",
+              ReadFile(ModelPath("chat-templates/openai-gpt-oss-120b.jinja")));
+  auto out = std::make_unique<HarmonyVocab>();
+  out->image = w.Serialize();
+  auto file = GgufFile::Parse(out->image.data(), out->image.size(), "harmony-vocab");
+  EXPECT_TRUE(file.ok()) << file.message();
+  if (file.ok()) out->file = std::make_unique<GgufFile>(std::move(file).value());
+  return out;
+}
+
+// The answer ends at <|return|> or <|call|>, not at the <|end|> of its analysis; the markup
+// becomes control tokens, a user's text never does.
+TEST(HarmonyRenderTest, ModelFileEndsAtReturnOrCallAndEncodesMarkupAsTokens) {
+  const auto vocab = MakeHarmonyVocab();
+  ASSERT_NE(vocab->file, nullptr);
+  auto tokenizer = Tokenizer::FromGguf(*vocab->file);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.message();
+  const Tokenizer& tok = **tokenizer;
+  auto chat = ChatTemplate::ForModel(*vocab->file, tok, "");
+  ASSERT_TRUE(chat.ok()) << chat.message();
+  EXPECT_EQ(chat->name(), "gpt-oss");
+  auto id = [&](const char* text) { return tok.Encode(text, false, true).at(0); };
+  EXPECT_TRUE(tok.IsEndOfGeneration(id("<|return|>")));
+  EXPECT_TRUE(tok.IsEndOfGeneration(id("<|call|>")));
+  EXPECT_FALSE(tok.IsEndOfGeneration(id("<|end|>")));  // listed as eot by the file
+  EXPECT_FALSE(tok.IsEndOfGeneration(id("<|channel|>")));
+  const std::vector<ChatMessage> messages = {{.role = "user", .content = "say <|end|>"}};
+  const std::vector<int32_t> ids = chat->EncodeConversation(tok, messages, true);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), id("<|start|>")), 3);  // system, user, cue
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), id("<|end|>")), 2);    // not the user's
+  std::string text;
+  for (int32_t i : ids) text += tok.TokenPiece(i, /*render_special=*/true);
+  EXPECT_EQ(text, chat->Render(messages, true));
 }
 
 }  // namespace
