@@ -397,12 +397,13 @@ PromptPlan EncodePrompts(const ServedModel& model, CompletionKind kind,
     return plan;
   }
   const ChatTemplate& chat = *model.chat_template;
+  const ChatRenderOptions render{.reasoning_effort = request.reasoning_effort};
   prepared.prompt_tokens.push_back(chat.EncodeConversation(
-      tokenizer, request.messages, /*add_generation_prompt=*/true, request.tools));
+      tokenizer, request.messages, /*add_generation_prompt=*/true, request.tools, render));
   if (plan.shift && !request.pinned_prefix_tokens && request.messages.front().role == "system") {
     // Pinned by default: the tokens the rendered system message shares with the prompt.
     const std::vector<int32_t> system = chat.EncodeConversation(
-        tokenizer, std::span(request.messages).first(1), false, request.tools);
+        tokenizer, std::span(request.messages).first(1), false, request.tools, render);
     const std::vector<int32_t>& prompt = prepared.prompt_tokens.back();
     plan.pinned = static_cast<int>(
         std::mismatch(system.begin(), system.end(), prompt.begin(), prompt.end()).first -
@@ -467,6 +468,7 @@ ChatOutputOptions OpenAiRoutes::ChatOutput(const CompletionRequest& request,
       .split_reasoning = reasoning == ReasoningFormat::kDeepSeek &&
                          (request.reasoning_format.has_value() || chat.knows_think()),
       .prompt_opens_think = chat.prompt_opens_think(),
+      .harmony = chat.family() == ChatFamily::kHarmony,
       .tool_format = format,
       .parallel_tool_calls = request.parallel_tool_calls,
       .tools = format == ToolFormat::kQwenXml ? request.tools : std::vector<ChatTool>{}};
@@ -593,8 +595,8 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
   const bool text_kind = kind == CompletionKind::kText;
   const ChatOutputOptions output =
       text_kind ? ChatOutputOptions{} : ChatOutput(request, *model_.chat_template);
-  const bool parse_output =
-      !text_kind && (output.split_reasoning || output.tool_format != ToolFormat::kNone);
+  const bool parse_output = !text_kind && (output.split_reasoning || output.harmony ||
+                                           output.tool_format != ToolFormat::kNone);
   // Mistral's forced calls start with [TOOL_CALLS], a control token: it ends the prompt as the
   // answer's first token, and each choice's parser reads it first.
   std::string answer_prefix;
@@ -635,9 +637,10 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
       r.cache_salt = tenant + "/" + request.cache_salt;
       if (!request.session_id.empty()) r.session_id = tenant + "/" + request.session_id;
       r.timeout_s = options_.request_timeout_s;
-      // Llama 3's <|python_tag|> and Mistral's [TOOL_CALLS] are control tokens: keep their text.
-      r.decode.render_special =
-          output.tool_format == ToolFormat::kLlama3 || output.tool_format == ToolFormat::kMistral;
+      // Llama 3's <|python_tag|>, Mistral's [TOOL_CALLS] and gpt-oss's channel markup are
+      // control tokens: keep their text.
+      r.decode.render_special = output.harmony || output.tool_format == ToolFormat::kLlama3 ||
+                                output.tool_format == ToolFormat::kMistral;
       prepared.engine_requests.push_back(std::move(r));
       ChoiceProgress choice{.prompt_index = static_cast<int>(p)};
       if (parse_output) {
@@ -733,13 +736,15 @@ void OpenAiRoutes::ApplyTemplate(const std::string& text, httplib::Response& res
   std::vector<ChatTool> tools;
   if (auto error = ParseChatTools(body, tools)) return ReplyError(response, *error);
   KeepToolKeyOrder(text, tools);
+  std::string effort;
+  if (auto error = ParseReasoningEffort(body, effort)) return ReplyError(response, *error);
   const ChatTemplate& chat = *model_.chat_template;
   if (Status s = chat.CheckToolUse(messages, tools); !s.ok()) {
     return ReplyError(response, ApiError::BadRequest(s.message(), "tools"));
   }
   ReplyJson(response, 200,
             {{"prompt", chat.PromptText(messages, /*add_generation_prompt=*/true, *model_.tokenizer,
-                                        tools)}});
+                                        tools, {.reasoning_effort = effort})}});
 }
 
 void OpenAiRoutes::DeleteSession(const std::string& session_id, const std::string& tenant,
