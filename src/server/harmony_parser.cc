@@ -55,12 +55,15 @@ struct Header {
 // "to=" at a word's start, before or after the channel; each ends at a space or a marker. A
 // content type (" json", " <|constrain|>json") is ignored.
 Header ParseHeader(std::string_view header) {
-  auto word = [](std::string_view text) { return std::string(text.substr(0, text.find_first_of(" <"))); };
+  auto word = [](std::string_view text) {
+    return std::string(text.substr(0, text.find_first_of(" <")));
+  };
   Header parsed;
   if (const size_t channel = header.find(kChannel); channel != std::string_view::npos) {
     parsed.channel = word(header.substr(channel + kChannel.size()));
   }
-  for (size_t at = header.find("to="); at != std::string_view::npos; at = header.find("to=", at + 3)) {
+  for (size_t at = header.find("to="); at != std::string_view::npos;
+       at = header.find("to=", at + 3)) {
     if (at == 0 || header[at - 1] == ' ') {
       parsed.recipient = word(header.substr(at + 3));
       break;
@@ -133,8 +136,8 @@ bool HarmonyParser::DrainHeader(bool final, HarmonyOutput& out) {
 
 void HarmonyParser::StartBody(std::string_view header, HarmonyOutput& out) {
   const Header parsed = ParseHeader(header);
-  const std::string written = std::string(first_ ? "" : kStart) + std::string(header) +
-                              std::string(kMessage);
+  const std::string written =
+      std::string(first_ ? "" : kStart) + std::string(header) + std::string(kMessage);
   first_ = false;
   state_ = State::kBody;
   if (parsed.recipient.starts_with("functions.") && options_.parse_calls) {

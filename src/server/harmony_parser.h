@@ -37,7 +37,7 @@ namespace kvserve {
 
 struct HarmonyOptions {
   bool split_reasoning = true;  // analysis -> reasoning (false: it stays content, markup and all)
-  bool parse_calls = true;      // functions.NAME messages -> tool calls (false: their BODY is content)
+  bool parse_calls = true;  // functions.NAME messages -> tool calls (false: their BODY is content)
 };
 
 struct HarmonyOutput {
@@ -77,11 +77,11 @@ class HarmonyParser {
   HarmonyOptions options_;
   State state_ = State::kHeader;
   Kind kind_ = Kind::kContent;
-  bool first_ = true;        // the header of the output's first message (no <|start|>ROLE)
-  std::string pending_;      // undecided text
-  std::string raw_;          // kCall: the message as written so far, given back if it fails
-  std::string call_name_;    // kCall
-  std::string call_body_;    // kCall: the arguments' text so far
+  bool first_ = true;      // the header of the output's first message (no <|start|>ROLE)
+  std::string pending_;    // undecided text
+  std::string raw_;        // kCall: the message as written so far, given back if it fails
+  std::string call_name_;  // kCall
+  std::string call_body_;  // kCall: the arguments' text so far
 };
 
 }  // namespace kvserve

@@ -57,7 +57,8 @@ struct ChoiceProgress {
 
 // What closing a reasoning block by force needs: the choices' engine requests as submitted.
 struct ThinkingBudget {
-  int tokens = -1;  // -1: none
+  int tokens = -1;    // -1: none
+  std::string close;  // what closes the block: kThinkClose, or gpt-oss's kHarmonyClose
   std::vector<Request> requests;
   const Tokenizer* tokenizer = nullptr;
 };
@@ -93,6 +94,8 @@ void CountReasoning(ChoiceProgress& choice, const ChatOutputDelta& delta) {
 // The text forced into a reasoning block that ran out of budget: its closing tag, set apart as
 // thinking models write it.
 constexpr char kThinkClose[] = "\n</think>\n\n";
+// gpt-oss: the analysis message ends and the final answer's message starts.
+constexpr char kHarmonyClose[] = "<|end|><|start|>assistant<|channel|>final<|message|>";
 
 // Counts `event`'s token against the budget; when the choice has spent it inside its reasoning
 // block, closes the block: the choice's request is continued (CompletionJob::Continue) with the
@@ -107,7 +110,7 @@ ChatOutputDelta SpendThinking(const RequestEvent& event, int index, const Thinki
   choice.budget_spent = true;
   const Request& original = budget.requests[static_cast<size_t>(index)];
   const std::vector<int32_t> close =
-      budget.tokenizer->Encode(kThinkClose, /*add_special=*/false, /*parse_special=*/true);
+      budget.tokenizer->Encode(budget.close, /*add_special=*/false, /*parse_special=*/true);
   const int used =
       choice.continued_tokens + static_cast<int>(choice.generated.size() + close.size());
   if (used >= original.max_tokens) return {};  // no room left for an answer
@@ -119,7 +122,7 @@ ChatOutputDelta SpendThinking(const RequestEvent& event, int index, const Thinki
   if (job.Continue(index, std::move(next))) return {};  // not possible now: thinking goes on
   choice.continued_tokens = used;
   choice.generated.clear();
-  return Feed(choice, kThinkClose, /*finish=*/false);
+  return Feed(choice, budget.close, /*finish=*/false);
 }
 
 // A finished choice's usage as the client sees it: a continued choice's forced and earlier
@@ -563,7 +566,10 @@ std::optional<ApiError> OpenAiRoutes::ForceToolCalls(const CompletionRequest& re
   }
   auto forced = ForcedToolCallGrammar(format, request.tools, request.forced_tools,
                                       request.parallel_tool_calls);
-  if (!forced.ok()) return ApiError::BadRequest(forced.message(), "tools");
+  if (!forced.ok()) {
+    return ApiError::BadRequest(
+        forced.message(), forced.message().starts_with("tool_choice") ? "tool_choice" : "tools");
+  }
   if (!*forced) return std::nullopt;  // a template without tool calls
   auto compiled = grammars_->Get(GrammarSource::kGbnf, (*forced)->gbnf);
   if (!compiled.ok()) return ApiError::BadRequest(compiled.message(), "tools");
@@ -654,6 +660,7 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
   ThinkingBudget budget{.tokens = output.split_reasoning
                                       ? request.reasoning_budget.value_or(options_.reasoning_budget)
                                       : -1,
+                        .close = output.harmony ? kHarmonyClose : kThinkClose,
                         .tokenizer = model_.tokenizer};
   if (budget.tokens >= 0) budget.requests = prepared.engine_requests;
   auto job = std::make_unique<CompletionJob>(*model_.engine, metrics_, arrival);
