@@ -94,14 +94,15 @@ TEST(HarmonyParserTest, ToolCalls) {
 
 TEST(HarmonyParserTest, MalformedOutputStaysContent) {
   // Not harmony at all (a model that does not know the format).
-  ExpectParses("Hello there, <b>friend</b> <|end|>", {.content = "Hello there, <b>friend</b> <|end|>"});
+  ExpectParses("Hello there, <b>friend</b> <|end|>",
+               {.content = "Hello there, <b>friend</b> <|end|>"});
   ExpectParses("", {});
   // Arguments that are not a JSON object: the message as written, then the rest.
   const std::string bad_call =
       "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"city\": <|call|>";
-  ExpectParses("<|channel|>analysis<|message|>Hm.<|end|><|start|>assistant" + bad_call.substr(0) +
-                   "tail",
-               {.reasoning = "Hm.", .content = "<|start|>assistant" + bad_call + "tail"});
+  ExpectParses(
+      "<|channel|>analysis<|message|>Hm.<|end|><|start|>assistant" + bad_call.substr(0) + "tail",
+      {.reasoning = "Hm.", .content = "<|start|>assistant" + bad_call + "tail"});
   ExpectParses("<|channel|>commentary to=functions.f json<|message|>[1, 2]",
                {.content = "<|channel|>commentary to=functions.f json<|message|>[1, 2]"});
   // A header broken by a terminator, one that never ends, text after the answer.
@@ -122,9 +123,10 @@ TEST(HarmonyParserTest, OptionsKeepAnalysisOrCallsAsContent) {
   const std::string text =
       "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>commentary "
       "to=functions.f <|constrain|>json<|message|>{\"a\":1}<|call|>";
-  ExpectParses(text,
-               {.content = "<|channel|>analysis<|message|>Think.<|end|>", .calls = {{"f", R"({"a":1})"}}},
-               {.split_reasoning = false});
+  ExpectParses(
+      text,
+      {.content = "<|channel|>analysis<|message|>Think.<|end|>", .calls = {{"f", R"({"a":1})"}}},
+      {.split_reasoning = false});
   ExpectParses(text, {.reasoning = "Think.", .content = "{\"a\":1}"}, {.parse_calls = false});
 }
 

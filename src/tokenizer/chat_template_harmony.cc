@@ -61,7 +61,8 @@ std::string ToJson(const Json& value) {
 
 std::string Join(const Json& list, std::string_view separator) {
   std::string out;
-  for (size_t i = 0; i < list.size(); ++i) out += (i ? std::string(separator) : "") + PyStr(list[i]);
+  for (size_t i = 0; i < list.size(); ++i)
+    out += (i ? std::string(separator) : "") + PyStr(list[i]);
   return out;
 }
 
@@ -172,7 +173,8 @@ void AppendToolType(const Json& function, ChatText& out) {
     if (const Json* text = Get(spec, "description"); Truthy(text)) {
       out.AppendAll({"// ", MessageText(PyStr(*text)), "\n"});
     }
-    std::string line = key + (Required(*parameters, key) ? "" : "?") + ": " + TypeScriptType(spec, 0);
+    std::string line =
+        key + (Required(*parameters, key) ? "" : "?") + ": " + TypeScriptType(spec, 0);
     if (const Json* fallback = Get(spec, "default")) {
       if (Truthy(Get(spec, "enum"))) {
         line += ", // default: " + PyStr(*fallback);
@@ -232,13 +234,13 @@ bool HasChannelTag(std::string_view text) {
 }  // namespace
 
 void ChatTemplate::RenderHarmony(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                                 std::span<const ChatTool> tools,
-                                 std::string_view reasoning_effort, ChatText& out) const {
-  out.AppendAll({"<|start|>system<|message|>", model_identity_, "\n", cutoff_,
-                 "Current date: ", Date(), "\n\nReasoning: ",
-                 MessageText(reasoning_effort.empty() ? "medium" : reasoning_effort),
-                 "\n\n# Valid channels: analysis, commentary, final. Channel must be included for "
-                 "every message."});
+                                 std::span<const ChatTool> tools, std::string_view reasoning_effort,
+                                 ChatText& out) const {
+  out.AppendAll(
+      {"<|start|>system<|message|>", model_identity_, "\n", cutoff_, "Current date: ", Date(),
+       "\n\nReasoning: ", MessageText(reasoning_effort.empty() ? "medium" : reasoning_effort),
+       "\n\n# Valid channels: analysis, commentary, final. Channel must be included for "
+       "every message."});
   if (!tools.empty()) {
     out += "\nCalls to these tools must go to the commentary channel: 'functions'.";
   }
@@ -261,11 +263,11 @@ void ChatTemplate::RenderHarmony(std::span<const ChatMessage> messages, bool add
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     if (m.role == "assistant" && !m.tool_calls.empty()) {
-      const bool later_final = std::any_of(messages.begin() + static_cast<ptrdiff_t>(i) + 1,
-                                           messages.end(), [](const ChatMessage& later) {
-                                             return later.role == "assistant" &&
-                                                    later.tool_calls.empty();
-                                           });
+      const bool later_final =
+          std::any_of(messages.begin() + static_cast<ptrdiff_t>(i) + 1, messages.end(),
+                      [](const ChatMessage& later) {
+                        return later.role == "assistant" && later.tool_calls.empty();
+                      });
       AppendHarmonyCall(m, later_final, out);
       last_call = m.tool_calls.front().name;
     } else if (m.role == "assistant" && i + 1 == messages.size() && !add_generation_prompt) {
@@ -296,7 +298,8 @@ Status ChatTemplate::CheckHarmony(std::span<const ChatMessage> messages) const {
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     const std::string where = "'messages[" + std::to_string(i) + "]";
-    if (m.role == "assistant" && (HasChannelTag(m.content) || HasChannelTag(m.reasoning.value_or("")))) {
+    if (m.role == "assistant" &&
+        (HasChannelTag(m.content) || HasChannelTag(m.reasoning.value_or("")))) {
       return Status::InvalidArgument(
           where + (HasChannelTag(m.content) ? ".content'" : ".reasoning_content'") +
           " holds a <|channel|> tag; gpt-oss's template takes the analysis in "
@@ -305,12 +308,14 @@ Status ChatTemplate::CheckHarmony(std::span<const ChatMessage> messages) const {
     if (m.role == "assistant" && !m.tool_calls.empty() && !m.content.empty() &&
         !m.reasoning.value_or("").empty()) {
       return Status::InvalidArgument(
-          where + "' has tool_calls with both 'content' and 'reasoning_content'; gpt-oss's "
-                  "template takes the analysis of a call's turn in one of them");
+          where +
+          "' has tool_calls with both 'content' and 'reasoning_content'; gpt-oss's "
+          "template takes the analysis of a call's turn in one of them");
     }
     if (m.role == "tool" && !after_call) {
-      return Status::InvalidArgument(where + "' is a tool result with no assistant tool call "
-                                             "before it; gpt-oss's template needs the call");
+      return Status::InvalidArgument(where +
+                                     "' is a tool result with no assistant tool call "
+                                     "before it; gpt-oss's template needs the call");
     }
     if (m.role == "assistant") after_call = !m.tool_calls.empty();
   }
