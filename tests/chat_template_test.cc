@@ -315,12 +315,21 @@ TEST(ChatTemplateTest, ByNameRendersEveryFamily) {
        "<|im_start|>system\nYou are a terse assistant.<|im_end|>\n<|im_start|>user\nHello!"
        "<|im_end|>\n<|im_start|>assistant\nHi there.<|im_end|>\n<|im_start|>user\nWhat is 2+2?"
        "<|im_end|>\n<|im_start|>assistant\n"},
+      // Jinja2 3.1.6's rendering of openai-gpt-oss-120b.jinja, dated as set_date below.
+      {"gpt-oss",
+       "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+       "Knowledge cutoff: 2024-06\nCurrent date: 2025-08-05\n\nReasoning: medium\n\n# Valid "
+       "channels: analysis, commentary, final. Channel must be included for every message.<|end|>"
+       "<|start|>developer<|message|># Instructions\n\nYou are a terse assistant.\n\n<|end|>"
+       "<|start|>user<|message|>Hello!<|end|><|start|>assistant<|channel|>final<|message|>Hi "
+       "there.<|end|><|start|>user<|message|>What is 2+2?<|end|><|start|>assistant"},
   };
   ASSERT_EQ(cases.size(), std::size(ChatTemplate::kNames));
   for (const auto& [name, golden] : cases) {
     auto t = ChatTemplate::ByName(name);
     ASSERT_TRUE(t.ok()) << name << ": " << t.message();
     EXPECT_EQ(t->name(), name);
+    t->set_date("2025-08-05");  // gpt-oss writes today's date; by name, the others write none
     EXPECT_EQ(t->Render(kWithSystem, true), golden) << name;
     EXPECT_FALSE(t->stop_strings().empty()) << name;
   }

@@ -8,6 +8,7 @@
 
 #include "grammar/gbnf_parser.h"
 #include "grammar/grammar_matcher.h"
+#include "server/harmony_parser.h"
 #include "server/tool_call_parser.h"
 #include "server/tool_choice_grammar.h"
 
@@ -264,6 +265,40 @@ TEST(ToolChoiceGrammar, QwenXmlRandomDocumentsParseBackIntoValidCalls) {
   }
   EXPECT_GE(checked, 100);
   for (const auto& [part, n] : seen) EXPECT_GT(n, 0) << part;
+}
+
+// gpt-oss: the forced function's header is the answer's prefix (control tokens), the grammar its
+// arguments; prefix + document parse back into the call. Choosing among several is refused.
+TEST(ToolChoiceGrammar, HarmonyOneFunctionAsPrefixAndArguments) {
+  auto forced = ForcedToolCallGrammar(ToolFormat::kHarmony, kTools, {"get_weather"}, true);
+  ASSERT_TRUE(forced.ok()) << forced.message();
+  ASSERT_TRUE(forced->has_value());
+  EXPECT_EQ((*forced)->answer_prefix,
+            "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>");
+  const auto g = Compile(ToolFormat::kHarmony, {"get_weather"}, true);
+  ASSERT_NE(g, nullptr);
+  const std::string document = R"({"city": "Paris", "unit": "c"})";
+  EXPECT_TRUE(Matches(g, document));
+  EXPECT_FALSE(Matches(g, R"({"city": "Paris"})"));  // unit is required
+  EXPECT_FALSE(Matches(g, R"({"city": "Paris", "unit": "k"})"));
+  EXPECT_FALSE(Matches(g, "<tool_call>\n" + document + "\n</tool_call>"));
+  HarmonyParser parser({});
+  HarmonyOutput out = parser.Push((*forced)->answer_prefix + document);
+  HarmonyOutput last = parser.Finish();
+  ASSERT_EQ(out.calls.size() + last.calls.size(), 1u);
+  const ParsedToolCall& call = out.calls.empty() ? last.calls[0] : out.calls[0];
+  EXPECT_EQ(call.name, "get_weather");
+  EXPECT_EQ(call.arguments, R"({"city":"Paris","unit":"c"})");
+  EXPECT_EQ(out.content + last.content, "");
+  // A tool without parameters: any object.
+  const auto any = Compile(ToolFormat::kHarmony, {"get_time"}, false);
+  ASSERT_NE(any, nullptr);
+  EXPECT_TRUE(Matches(any, "{}"));
+  auto several =
+      ForcedToolCallGrammar(ToolFormat::kHarmony, kTools, {"get_weather", "get_time"}, true);
+  ASSERT_FALSE(several.ok());
+  EXPECT_NE(several.message().find("tool_choice: \"required\" with 2 tools"), std::string::npos)
+      << several.message();
 }
 
 }  // namespace

@@ -9,6 +9,11 @@ std::optional<ReasoningFormat> ReasoningFormatNamed(std::string_view name) {
 }
 
 ChatOutputParser::ChatOutputParser(ChatOutputOptions options) : options_(std::move(options)) {
+  if (options_.harmony) {
+    harmony_.emplace(HarmonyOptions{.split_reasoning = options_.split_reasoning,
+                                    .parse_calls = options_.tool_format == ToolFormat::kHarmony});
+    return;
+  }
   if (options_.split_reasoning) reasoning_.emplace(options_.prompt_opens_think);
   if (options_.tool_format != ToolFormat::kNone)
     tools_.emplace(options_.tool_format, options_.tools);
@@ -22,13 +27,22 @@ void ChatOutputParser::TakeCalls(std::vector<ParsedToolCall>& calls, ChatOutputD
   }
 }
 
+ChatOutputDelta ChatOutputParser::FromHarmony(HarmonyOutput parsed) {
+  ChatOutputDelta out{.reasoning = std::move(parsed.reasoning),
+                      .content = std::move(parsed.content)};
+  TakeCalls(parsed.calls, out);
+  return out;
+}
+
 ChatOutputDelta ChatOutputParser::Push(std::string_view text) {
+  if (harmony_) return FromHarmony(harmony_->Push(text));
   if (!reasoning_) return ThroughTools(std::string(text), "", /*finish=*/false);
   ReasoningOutput split = reasoning_->Push(text);
   return ThroughTools(std::move(split.content), std::move(split.reasoning), /*finish=*/false);
 }
 
 ChatOutputDelta ChatOutputParser::Finish() {
+  if (harmony_) return FromHarmony(harmony_->Finish());
   ReasoningOutput split = reasoning_ ? reasoning_->Finish() : ReasoningOutput{};
   return ThroughTools(std::move(split.content), std::move(split.reasoning), /*finish=*/true);
 }

@@ -1,5 +1,6 @@
 // What a chat choice's generated text becomes in the answer: reasoning (ReasoningSplitter),
-// content and tool calls (ToolCallParser), decided as the text streams. The routes keep one per
+// content and tool calls (ToolCallParser), or for gpt-oss all three from its harmony messages
+// (HarmonyParser), decided as the text streams. The routes keep one per
 // choice and feed it each token's text.
 //
 //   ChatOutputParser parser({.split_reasoning = true, .tool_format = ToolFormat::kHermes});
@@ -12,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "server/harmony_parser.h"
 #include "server/reasoning_splitter.h"
 #include "server/tool_call_parser.h"
 #include "tokenizer/chat_template.h"
@@ -28,6 +30,9 @@ std::optional<ReasoningFormat> ReasoningFormatNamed(std::string_view name);
 struct ChatOutputOptions {
   bool split_reasoning = false;     // ReasoningFormat::kDeepSeek
   bool prompt_opens_think = false;  // ChatTemplate::prompt_opens_think()
+  // The template is gpt-oss's: the output is harmony messages (HarmonyParser), whose analysis is
+  // the reasoning (with split_reasoning) and whose calls are parsed when tool_format is kHarmony.
+  bool harmony = false;
   // The template's tool format; kNone when the request offers no tools (or tool_choice "none"):
   // then nothing is parsed as a call.
   ToolFormat tool_format = ToolFormat::kNone;
@@ -52,7 +57,9 @@ class ChatOutputParser {
   // Calls handed out so far.
   int n_calls() const { return n_calls_; }
   // Whether the output is inside its reasoning block now (reasoning split out only).
-  bool thinking() const { return reasoning_ && reasoning_->thinking(); }
+  bool thinking() const {
+    return (reasoning_ && reasoning_->thinking()) || (harmony_ && harmony_->thinking());
+  }
 
  private:
   void TakeCalls(std::vector<ParsedToolCall>& calls, ChatOutputDelta& out);
@@ -62,6 +69,8 @@ class ChatOutputParser {
   ChatOutputOptions options_;
   std::optional<ReasoningSplitter> reasoning_;
   std::optional<ToolCallParser> tools_;
+  std::optional<HarmonyParser> harmony_;
+  ChatOutputDelta FromHarmony(HarmonyOutput parsed);
   int n_calls_ = 0;
 };
 

@@ -257,6 +257,13 @@ std::optional<ApiError> ReadMessage(const json& message, const std::string& wher
   if (content != message.end()) {
     if (auto error = ReadContent(*content, where + ".content", chat.content)) return error;
   }
+  if (const json* reasoning =
+          chat.role == "assistant" ? Field(message, "reasoning_content") : nullptr) {
+    if (!reasoning->is_string()) {
+      return WrongType(where + ".reasoning_content", "a string", *reasoning);
+    }
+    chat.reasoning = reasoning->get<std::string>();
+  }
   if (chat.role == "tool") {
     if (auto e = ReadString(message, "tool_call_id", kMaxIdBytes, chat.tool_call_id)) {
       e->message = "'" + where + ".tool_call_id' must be a string of at most " +
@@ -401,7 +408,7 @@ std::optional<ApiError> ReadChatOptions(const json& body, CompletionRequest& out
                                 "reasoning_budget_tokens");
   }
   if (budget) out.reasoning_budget = static_cast<int>(*budget);
-  return std::nullopt;
+  return ParseReasoningEffort(body, out.reasoning_effort);
 }
 
 std::optional<ApiError> ReadStop(const json& body, std::vector<std::string>& out) {
@@ -607,6 +614,20 @@ std::optional<ApiError> ParseCompletionRequest(const json& body, CompletionKind 
 std::optional<ApiError> ParseChatMessages(const json& body, std::vector<ChatMessage>& out) {
   if (!body.is_object()) return WrongType("body", "a JSON object", body);
   return ReadMessages(body, out);
+}
+
+std::optional<ApiError> ParseReasoningEffort(const json& body, std::string& out) {
+  const json* effort = Field(body, "reasoning_effort");
+  if (!effort) return std::nullopt;
+  for (const char* level : {"low", "medium", "high"}) {
+    if (*effort == level) {
+      out = level;
+      return std::nullopt;
+    }
+  }
+  return ApiError::BadRequest(
+      "'reasoning_effort' must be \"low\", \"medium\" or \"high\", got " + Shown(*effort),
+      "reasoning_effort");
 }
 
 std::optional<ApiError> ParseChatTools(const json& body, std::vector<ChatTool>& out) {

@@ -82,6 +82,9 @@ struct CompletionRequest {
   // Chat: "reasoning_budget_tokens" (llama.cpp's name): at most this many tokens inside the
   // <think> block, then the server closes it; -1 = no budget; absent: --reasoning-budget.
   std::optional<int> reasoning_budget;
+  // Chat: "reasoning_effort" ("low" | "medium" | "high"; "" when absent), which templates that
+  // take it write into the prompt (gpt-oss's "Reasoning: " line; the others ignore it).
+  std::string reasoning_effort;
 };
 
 // Fills `out` from `body`; returns the first problem found.
@@ -99,6 +102,9 @@ inline constexpr size_t kMaxIdBytes = 256;  // session_id, cache_salt, user
 // assistant's tool_calls and the tool results' tool_call_id.
 std::optional<ApiError> ParseChatMessages(const nlohmann::json& body,
                                           std::vector<ChatMessage>& out);
+// "reasoning_effort": "low", "medium" or "high" into `out` (left as it is when absent or null);
+// anything else is a 400 that names the field and the value (also read by /apply-template).
+std::optional<ApiError> ParseReasoningEffort(const nlohmann::json& body, std::string& out);
 // The "tools" array (also read by /apply-template).
 std::optional<ApiError> ParseChatTools(const nlohmann::json& body, std::vector<ChatTool>& out);
 inline constexpr size_t kMaxTools = 128;  // as OpenAI

@@ -57,7 +57,8 @@ struct ChoiceProgress {
 
 // What closing a reasoning block by force needs: the choices' engine requests as submitted.
 struct ThinkingBudget {
-  int tokens = -1;  // -1: none
+  int tokens = -1;    // -1: none
+  std::string close;  // what closes the block: kThinkClose, or gpt-oss's kHarmonyClose
   std::vector<Request> requests;
   const Tokenizer* tokenizer = nullptr;
 };
@@ -93,6 +94,8 @@ void CountReasoning(ChoiceProgress& choice, const ChatOutputDelta& delta) {
 // The text forced into a reasoning block that ran out of budget: its closing tag, set apart as
 // thinking models write it.
 constexpr char kThinkClose[] = "\n</think>\n\n";
+// gpt-oss: the analysis message ends and the final answer's message starts.
+constexpr char kHarmonyClose[] = "<|end|><|start|>assistant<|channel|>final<|message|>";
 
 // Counts `event`'s token against the budget; when the choice has spent it inside its reasoning
 // block, closes the block: the choice's request is continued (CompletionJob::Continue) with the
@@ -107,7 +110,7 @@ ChatOutputDelta SpendThinking(const RequestEvent& event, int index, const Thinki
   choice.budget_spent = true;
   const Request& original = budget.requests[static_cast<size_t>(index)];
   const std::vector<int32_t> close =
-      budget.tokenizer->Encode(kThinkClose, /*add_special=*/false, /*parse_special=*/true);
+      budget.tokenizer->Encode(budget.close, /*add_special=*/false, /*parse_special=*/true);
   const int used =
       choice.continued_tokens + static_cast<int>(choice.generated.size() + close.size());
   if (used >= original.max_tokens) return {};  // no room left for an answer
@@ -119,7 +122,7 @@ ChatOutputDelta SpendThinking(const RequestEvent& event, int index, const Thinki
   if (job.Continue(index, std::move(next))) return {};  // not possible now: thinking goes on
   choice.continued_tokens = used;
   choice.generated.clear();
-  return Feed(choice, kThinkClose, /*finish=*/false);
+  return Feed(choice, budget.close, /*finish=*/false);
 }
 
 // A finished choice's usage as the client sees it: a continued choice's forced and earlier
@@ -397,12 +400,13 @@ PromptPlan EncodePrompts(const ServedModel& model, CompletionKind kind,
     return plan;
   }
   const ChatTemplate& chat = *model.chat_template;
+  const ChatRenderOptions render{.reasoning_effort = request.reasoning_effort};
   prepared.prompt_tokens.push_back(chat.EncodeConversation(
-      tokenizer, request.messages, /*add_generation_prompt=*/true, request.tools));
+      tokenizer, request.messages, /*add_generation_prompt=*/true, request.tools, render));
   if (plan.shift && !request.pinned_prefix_tokens && request.messages.front().role == "system") {
     // Pinned by default: the tokens the rendered system message shares with the prompt.
     const std::vector<int32_t> system = chat.EncodeConversation(
-        tokenizer, std::span(request.messages).first(1), false, request.tools);
+        tokenizer, std::span(request.messages).first(1), false, request.tools, render);
     const std::vector<int32_t>& prompt = prepared.prompt_tokens.back();
     plan.pinned = static_cast<int>(
         std::mismatch(system.begin(), system.end(), prompt.begin(), prompt.end()).first -
@@ -467,6 +471,7 @@ ChatOutputOptions OpenAiRoutes::ChatOutput(const CompletionRequest& request,
       .split_reasoning = reasoning == ReasoningFormat::kDeepSeek &&
                          (request.reasoning_format.has_value() || chat.knows_think()),
       .prompt_opens_think = chat.prompt_opens_think(),
+      .harmony = chat.family() == ChatFamily::kHarmony,
       .tool_format = format,
       .parallel_tool_calls = request.parallel_tool_calls,
       .tools = format == ToolFormat::kQwenXml ? request.tools : std::vector<ChatTool>{}};
@@ -561,7 +566,10 @@ std::optional<ApiError> OpenAiRoutes::ForceToolCalls(const CompletionRequest& re
   }
   auto forced = ForcedToolCallGrammar(format, request.tools, request.forced_tools,
                                       request.parallel_tool_calls);
-  if (!forced.ok()) return ApiError::BadRequest(forced.message(), "tools");
+  if (!forced.ok()) {
+    return ApiError::BadRequest(
+        forced.message(), forced.message().starts_with("tool_choice") ? "tool_choice" : "tools");
+  }
   if (!*forced) return std::nullopt;  // a template without tool calls
   auto compiled = grammars_->Get(GrammarSource::kGbnf, (*forced)->gbnf);
   if (!compiled.ok()) return ApiError::BadRequest(compiled.message(), "tools");
@@ -593,8 +601,8 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
   const bool text_kind = kind == CompletionKind::kText;
   const ChatOutputOptions output =
       text_kind ? ChatOutputOptions{} : ChatOutput(request, *model_.chat_template);
-  const bool parse_output =
-      !text_kind && (output.split_reasoning || output.tool_format != ToolFormat::kNone);
+  const bool parse_output = !text_kind && (output.split_reasoning || output.harmony ||
+                                           output.tool_format != ToolFormat::kNone);
   // Mistral's forced calls start with [TOOL_CALLS], a control token: it ends the prompt as the
   // answer's first token, and each choice's parser reads it first.
   std::string answer_prefix;
@@ -635,9 +643,10 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
       r.cache_salt = tenant + "/" + request.cache_salt;
       if (!request.session_id.empty()) r.session_id = tenant + "/" + request.session_id;
       r.timeout_s = options_.request_timeout_s;
-      // Llama 3's <|python_tag|> and Mistral's [TOOL_CALLS] are control tokens: keep their text.
-      r.decode.render_special =
-          output.tool_format == ToolFormat::kLlama3 || output.tool_format == ToolFormat::kMistral;
+      // Llama 3's <|python_tag|>, Mistral's [TOOL_CALLS] and gpt-oss's channel markup are
+      // control tokens: keep their text.
+      r.decode.render_special = output.harmony || output.tool_format == ToolFormat::kLlama3 ||
+                                output.tool_format == ToolFormat::kMistral;
       prepared.engine_requests.push_back(std::move(r));
       ChoiceProgress choice{.prompt_index = static_cast<int>(p)};
       if (parse_output) {
@@ -651,6 +660,7 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
   ThinkingBudget budget{.tokens = output.split_reasoning
                                       ? request.reasoning_budget.value_or(options_.reasoning_budget)
                                       : -1,
+                        .close = output.harmony ? kHarmonyClose : kThinkClose,
                         .tokenizer = model_.tokenizer};
   if (budget.tokens >= 0) budget.requests = prepared.engine_requests;
   auto job = std::make_unique<CompletionJob>(*model_.engine, metrics_, arrival);
@@ -733,13 +743,15 @@ void OpenAiRoutes::ApplyTemplate(const std::string& text, httplib::Response& res
   std::vector<ChatTool> tools;
   if (auto error = ParseChatTools(body, tools)) return ReplyError(response, *error);
   KeepToolKeyOrder(text, tools);
+  std::string effort;
+  if (auto error = ParseReasoningEffort(body, effort)) return ReplyError(response, *error);
   const ChatTemplate& chat = *model_.chat_template;
   if (Status s = chat.CheckToolUse(messages, tools); !s.ok()) {
     return ReplyError(response, ApiError::BadRequest(s.message(), "tools"));
   }
   ReplyJson(response, 200,
             {{"prompt", chat.PromptText(messages, /*add_generation_prompt=*/true, *model_.tokenizer,
-                                        tools)}});
+                                        tools, {.reasoning_effort = effort})}});
 }
 
 void OpenAiRoutes::DeleteSession(const std::string& session_id, const std::string& tenant,

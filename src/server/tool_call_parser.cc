@@ -255,7 +255,7 @@ void ToolCallParser::AddCall(ParsedToolCall call, ToolCallOutput& out) {
 void ToolCallParser::Drain(bool final, ToolCallOutput& out) {
   bool more = true;
   while (more) {
-    if (mode_ == Mode::kPlain || format_ == ToolFormat::kNone) {
+    if (mode_ == Mode::kPlain || format_ == ToolFormat::kNone || format_ == ToolFormat::kHarmony) {
       EmitContent(pending_, out);
       pending_.clear();
       return;
@@ -273,6 +273,7 @@ void ToolCallParser::Drain(bool final, ToolCallOutput& out) {
                                      : DrainJsonAfterMarker(final, kPythonTag, out);
         break;
       case ToolFormat::kNone:
+      case ToolFormat::kHarmony:
         return;
     }
   }

@@ -140,6 +140,38 @@ Result<std::optional<ForcedToolCalls>> QwenXmlGrammar(std::span<const ChatTool> 
   return std::optional<ForcedToolCalls>(std::move(out));
 }
 
+// kHarmony: the call's header is control tokens (<|channel|>, <|constrain|>, <|message|>) that a
+// grammar over text cannot write, so the one forced function's header is the answer's prefix and
+// the grammar is its arguments' JSON; the model's <|call|> ends it. Several functions to choose
+// from would need the name inside the grammar, before <|message|>: refused.
+Result<std::optional<ForcedToolCalls>> HarmonyGrammar(std::span<const ChatTool> tools,
+                                                      const std::vector<std::string>& forced,
+                                                      const GrammarLimits& limits) {
+  if (forced.size() != 1) {
+    return Status::InvalidArgument(
+        "tool_choice: \"required\" with " + std::to_string(forced.size()) +
+        " tools cannot be enforced in gpt-oss's harmony format (a call's header is control "
+        "tokens, which a grammar cannot write); name one function");
+  }
+  for (const ChatTool& tool : tools) {
+    if (tool.name != forced[0]) continue;
+    auto read = ToolParameters(tool);
+    if (!read.ok()) return read.status();
+    json parameters = std::move(*read);
+    if (!parameters.contains("type") && !parameters.contains("properties"))
+      parameters["type"] = "object";
+    auto arguments = JsonSchemaToGbnf(parameters, limits, "arguments");
+    if (!arguments.ok()) {
+      return Status::InvalidArgument("tools: tool '" + tool.name + "': " + arguments.message());
+    }
+    return std::optional<ForcedToolCalls>(ForcedToolCalls{
+        .gbnf = "root ::= arguments\n" + *arguments,
+        .answer_prefix =
+            "<|channel|>commentary to=functions." + tool.name + " <|constrain|>json<|message|>"});
+  }
+  return Status::InvalidArgument("tool_choice: no tool to call");
+}
+
 }  // namespace
 
 Result<std::optional<ForcedToolCalls>> ForcedToolCallGrammar(ToolFormat format,
@@ -149,6 +181,7 @@ Result<std::optional<ForcedToolCalls>> ForcedToolCallGrammar(ToolFormat format,
                                                              const GrammarLimits& limits) {
   if (format == ToolFormat::kNone) return std::optional<ForcedToolCalls>();
   if (format == ToolFormat::kQwenXml) return QwenXmlGrammar(tools, forced, parallel, limits);
+  if (format == ToolFormat::kHarmony) return HarmonyGrammar(tools, forced, limits);
   const char* arguments_key = format == ToolFormat::kLlama3 ? "parameters" : "arguments";
   json any_of = json::array();
   for (const ChatTool& tool : tools) {

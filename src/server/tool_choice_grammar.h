@@ -15,6 +15,10 @@
 //   (QwenXmlStringParameter) is text without "</" (one of its enum's strings when it has one;
 //   maxLength, pattern and format are not enforced there), any other is JSON of its schema.
 //   Parameters outside `properties` are never written.
+//   gpt-oss (harmony): one function only (a named one, or "required" with a single tool; more is
+//   an error: the name would have to be chosen before <|message|>, a control token): the answer
+//   starts with "<|channel|>commentary to=functions.N <|constrain|>json<|message|>" as its
+//   prefix, and the grammar is the arguments' JSON; the model's <|call|> ends the answer.
 #pragma once
 
 #include <optional>

@@ -169,6 +169,13 @@ ChatTemplate::ChatTemplate(ChatFamily family) : family_(family) {
       bos_text_ = "<|end_of_text|>";
       eos_text_ = "<|end_of_text|>";
       break;
+    case ChatFamily::kHarmony:
+      bos_text_ = "<|startoftext|>";
+      eos_text_ = "<|return|>";
+      date_from_clock_ = true;
+      model_identity_ = "You are ChatGPT, a large language model trained by OpenAI.";
+      cutoff_ = "Knowledge cutoff: 2024-06\n";
+      break;
   }
   renders_bos_ = family == ChatFamily::kLlama2 || family == ChatFamily::kLlama3 ||
                  family == ChatFamily::kMistral || family == ChatFamily::kGemma ||
@@ -189,6 +196,16 @@ Result<ChatTemplate> ChatTemplate::DetectFamily(std::string_view source) {
   }
   if (Strip(source).empty()) return ChatTemplate(ChatFamily::kPlain);
   const std::vector<std::string> literals = StringLiterals(source);
+  if (Contains(source, "<|channel|>") && Contains(source, "<|start|>")) {
+    // gpt-oss (harmony): the identity and cutoff lines as this source writes them.
+    ChatTemplate t(ChatFamily::kHarmony);
+    if (auto identity = LiteralAfter(source, "set model_identity = "))
+      t.model_identity_ = *identity;
+    if (const std::string* cutoff = FindLiteralStartingWith(literals, "Knowledge cutoff:")) {
+      t.cutoff_ = *cutoff;
+    }
+    return t;
+  }
   // Families without BOS in their usual form render it when the source asks for bos_token.
   const bool asks_bos = Contains(source, "bos_token");
 
@@ -273,7 +290,8 @@ Result<ChatTemplate> ChatTemplate::ByName(std::string_view name) {
   static constexpr ChatFamily kFamilies[] = {
       ChatFamily::kChatMl,  ChatFamily::kLlama2, ChatFamily::kLlama3, ChatFamily::kZephyr,
       ChatFamily::kMistral, ChatFamily::kGemma,  ChatFamily::kPhi3,   ChatFamily::kDeepSeekR1,
-      ChatFamily::kGranite, ChatFamily::kPlain,  ChatFamily::kChatMl, ChatFamily::kChatMl};
+      ChatFamily::kGranite, ChatFamily::kPlain,  ChatFamily::kChatMl, ChatFamily::kChatMl,
+      ChatFamily::kHarmony};
   static_assert(std::size(kFamilies) == std::size(kNames));
   for (size_t i = 0; i < std::size(kNames); ++i) {
     if (kNames[i] != name) continue;
@@ -320,6 +338,8 @@ std::string_view ChatTemplate::name() const {
       return "deepseek-r1";
     case ChatFamily::kGranite:
       return "granite";
+    case ChatFamily::kHarmony:
+      return "gpt-oss";
   }
   return "plain";
 }
@@ -349,7 +369,8 @@ std::string ChatTemplate::Date() const {
   std::tm local{};
   localtime_r(&now, &local);
   char buffer[32];
-  const size_t n = std::strftime(buffer, sizeof(buffer), "%d %b %Y", &local);
+  const char* format = family_ == ChatFamily::kHarmony ? "%Y-%m-%d" : "%d %b %Y";
+  const size_t n = std::strftime(buffer, sizeof(buffer), format, &local);
   return n == 0 ? date_ : std::string(buffer, n);
 }
 
@@ -384,6 +405,9 @@ std::vector<std::string> ChatTemplate::stop_strings() const {
     case ChatFamily::kGranite:
       stops = {"<|end_of_text|>", "<|start_of_role|>"};
       break;
+    case ChatFamily::kHarmony:  // <|end|> ends a message, not the answer: analysis comes first
+      stops = {"<|return|>", "<|call|>"};
+      break;
   }
   if (!eos_text_.empty() && std::find(stops.begin(), stops.end(), eos_text_) == stops.end()) {
     stops.push_back(eos_text_);
@@ -403,14 +427,16 @@ std::vector<int32_t> ChatTemplate::EncodePrompt(const Tokenizer& tokenizer,
 }
 
 std::string ChatTemplate::Render(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                                 std::span<const ChatTool> tools) const {
-  return RenderText(messages, add_generation_prompt, tools).text();
+                                 std::span<const ChatTool> tools,
+                                 const ChatRenderOptions& options) const {
+  return RenderText(messages, add_generation_prompt, tools, options).text();
 }
 
 std::string ChatTemplate::PromptText(std::span<const ChatMessage> messages,
                                      bool add_generation_prompt, const Tokenizer& tokenizer,
-                                     std::span<const ChatTool> tools) const {
-  std::string text = Render(messages, add_generation_prompt, tools);
+                                     std::span<const ChatTool> tools,
+                                     const ChatRenderOptions& options) const {
+  std::string text = Render(messages, add_generation_prompt, tools, options);
   if (renders_bos_ && tokenizer.add_bos() && StartsWith(text, bos_text_)) {
     text.erase(0, bos_text_.size());
   }
@@ -420,8 +446,9 @@ std::string ChatTemplate::PromptText(std::span<const ChatMessage> messages,
 std::vector<int32_t> ChatTemplate::EncodeConversation(const Tokenizer& tokenizer,
                                                       std::span<const ChatMessage> messages,
                                                       bool add_generation_prompt,
-                                                      std::span<const ChatTool> tools) const {
-  const ChatText rendered = RenderText(messages, add_generation_prompt, tools);
+                                                      std::span<const ChatTool> tools,
+                                                      const ChatRenderOptions& options) const {
+  const ChatText rendered = RenderText(messages, add_generation_prompt, tools, options);
   std::vector<int32_t> ids;
   const bool has_bos = renders_bos_ && StartsWith(rendered.text(), bos_text_);
   if (!has_bos && tokenizer.add_bos() && tokenizer.bos() >= 0) ids.push_back(tokenizer.bos());
@@ -443,6 +470,8 @@ ToolFormat ChatTemplate::tool_format() const {
       return ToolFormat::kMistral;
     case ChatFamily::kGranite:
       return ToolFormat::kHermes;
+    case ChatFamily::kHarmony:
+      return ToolFormat::kHarmony;
     default:
       return ToolFormat::kNone;
   }
@@ -466,10 +495,12 @@ Status ChatTemplate::CheckToolUse(std::span<const ChatMessage> messages,
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     const std::string where = "'messages[" + std::to_string(i) + "]";
-    if (format == ToolFormat::kLlama3 && m.tool_calls.size() > 1) {
+    if ((format == ToolFormat::kLlama3 || format == ToolFormat::kHarmony) &&
+        m.tool_calls.size() > 1) {
       return Status::InvalidArgument(where + ".tool_calls' holds " +
-                                     std::to_string(m.tool_calls.size()) +
-                                     " calls; Llama 3's template takes one call per turn");
+                                     std::to_string(m.tool_calls.size()) + " calls; " +
+                                     (format == ToolFormat::kLlama3 ? "Llama 3" : "gpt-oss") +
+                                     "'s template takes one call per turn");
     }
     if (format != ToolFormat::kMistral) continue;
     for (size_t j = 0; j < m.tool_calls.size(); ++j) {
@@ -484,11 +515,12 @@ Status ChatTemplate::CheckToolUse(std::span<const ChatMessage> messages,
                                      "'; Mistral's template needs 9 characters");
     }
   }
-  return Status::Ok();
+  return format == ToolFormat::kHarmony ? CheckHarmony(messages) : Status::Ok();
 }
 
 ChatText ChatTemplate::RenderText(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                                  std::span<const ChatTool> tools) const {
+                                  std::span<const ChatTool> tools,
+                                  const ChatRenderOptions& options) const {
   if (tool_format() == ToolFormat::kNone) tools = {};
   ChatText out;
   switch (family_) {
@@ -534,6 +566,9 @@ ChatText ChatTemplate::RenderText(std::span<const ChatMessage> messages, bool ad
       break;
     case ChatFamily::kGranite:
       RenderGranite(messages, add_generation_prompt, tools, out);
+      break;
+    case ChatFamily::kHarmony:
+      RenderHarmony(messages, add_generation_prompt, tools, options.reasoning_effort, out);
       break;
   }
   return out;

@@ -24,6 +24,11 @@
 //   deepseek-r1  <｜begin▁of▁sentence｜>system<｜User｜>...<｜Assistant｜>...<｜end▁of▁sentence｜>
 //   granite <|start_of_role|>role<|end_of_role|>...<|end_of_text|>\n  (Granite 4: a default system
 //           message; tools inside the system text, calls and results as Hermes/Qwen)
+//   gpt-oss <|start|>role<|message|>...<|end|>  (OpenAI's harmony format: a system message with the
+//           model identity, knowledge cutoff, today's date and "Reasoning: " + the request's
+//           reasoning_effort; the first system/developer message as "# Instructions" of a
+//           developer message; answers in channels analysis / commentary / final; see
+//           chat_template_harmony.cc)
 //   plain   "role: content\n" lines and a final "assistant:" cue (models without a template)
 //
 // Tools (ToolFormat, rendered by tokenizer/tool_prompt.h as each family's template does):
@@ -39,6 +44,12 @@
 //            user turn as <tool_response>; Qwen 3.5 lists the tools as JSON and writes <think>
 //            blocks in the assistant turns after the last user query, Qwen3-Coder lists them
 //            as XML
+//   kHarmony gpt-oss: the tools as a TypeScript namespace "functions" in the developer message,
+//            a call as <|start|>assistant to=functions.NAME<|channel|>commentary json<|message|>
+//            ARGS<|call|> (the model writes <|channel|>commentary to=functions.NAME
+//            <|constrain|>json<|message|>ARGS<|call|>), a result as <|start|>functions.NAME
+//            to=assistant<|channel|>commentary<|message|>"tojson of the text"<|end|>; one call per
+//            assistant turn; the reasoning of a turn with a call as its analysis message
 // The other families (and SmolLM3, whose template drops tools) have none: CheckToolUse refuses
 // tools for them by the family's name.
 //
@@ -47,6 +58,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -72,6 +84,15 @@ struct ChatMessage {
   std::vector<ChatToolCall> tool_calls;  // assistant: the calls it made (content may be empty)
   std::string tool_call_id;              // tool: the call this result answers
   std::string name;                      // tool: the function's name (optional)
+  // assistant: its reasoning ("reasoning_content"); gpt-oss writes it as an analysis message
+  // where its template keeps it (the other families ignore it).
+  std::optional<std::string> reasoning;
+};
+
+// A request's settings that some templates read besides the messages and tools (Jinja kwargs).
+struct ChatRenderOptions {
+  // gpt-oss's "Reasoning: " line: "low", "medium" or "high"; "" = the template's default, medium.
+  std::string_view reasoning_effort;
 };
 
 // One entry of a request's "tools": {"type": "function", "function": {"name", "description",
@@ -81,7 +102,7 @@ struct ChatTool {
   std::string json;  // the whole tool object
 };
 
-enum class ToolFormat { kNone, kHermes, kLlama3, kMistral, kQwenXml };
+enum class ToolFormat { kNone, kHermes, kLlama3, kMistral, kQwenXml, kHarmony };
 
 enum class ChatFamily {
   kPlain,
@@ -94,14 +115,15 @@ enum class ChatFamily {
   kPhi3,
   kDeepSeekR1,
   kGranite,
+  kHarmony,
 };
 
 class ChatTemplate {
  public:
   // Names accepted by ByName, in the order they are listed in messages.
-  static constexpr std::string_view kNames[] = {"chatml",  "llama2", "llama3",  "zephyr",
-                                                "mistral", "gemma",  "phi3",    "deepseek-r1",
-                                                "granite", "plain",  "qwen3.5", "qwen3-coder"};
+  static constexpr std::string_view kNames[] = {
+      "chatml",      "llama2",  "llama3", "zephyr",  "mistral",     "gemma",  "phi3",
+      "deepseek-r1", "granite", "plain",  "qwen3.5", "qwen3-coder", "gpt-oss"};
   // Template sources longer than this are rejected (real ones are under 20 KB).
   static constexpr size_t kMaxSourceBytes = 1 << 20;
 
@@ -122,16 +144,20 @@ class ChatTemplate {
   // starts the assistant's reply. `tools` (OpenAI's "tools") are rendered as the family's
   // template does; call CheckToolUse first (a family without a tool format ignores them here).
   std::string Render(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                     std::span<const ChatTool> tools = {}) const;
+                     std::span<const ChatTool> tools = {},
+                     const ChatRenderOptions& options = {}) const;
 
   // Render's text as llama-server's /apply-template gives it: without the leading BOS text when
   // `tokenizer` adds BOS itself (the prompt's ids are the same either way).
   std::string PromptText(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                         const Tokenizer& tokenizer, std::span<const ChatTool> tools = {}) const;
+                         const Tokenizer& tokenizer, std::span<const ChatTool> tools = {},
+                         const ChatRenderOptions& options = {}) const;
 
   // Whether this family can render `tools` and the tool calls and results in `messages` as its
   // template does; else an invalid-argument status that names the family and what its template
-  // would refuse (no tool format; Llama 3's one call per turn; Mistral's 9-character call ids).
+  // would refuse (no tool format; Llama 3's and gpt-oss's one call per turn; Mistral's 9-character
+  // call ids; gpt-oss's channel tags in an assistant's text, a call's turn with both content and
+  // reasoning, a tool result with no call before it).
   Status CheckToolUse(std::span<const ChatMessage> messages, std::span<const ChatTool> tools) const;
   // How this family writes tools and tool calls (kNone: it has no way).
   ToolFormat tool_format() const;
@@ -140,8 +166,10 @@ class ChatTemplate {
   // Qwen 3.5's cue is "<|im_start|>assistant\n<think>\n".
   bool prompt_opens_think() const { return family_ == ChatFamily::kDeepSeekR1 || qwen35_; }
   // Whether the template is a thinking model's: it mentions </think> (Qwen 3, SmolLM3, the
-  // DeepSeek-R1 distills) or is deepseek-r1.
-  bool knows_think() const { return knows_think_ || family_ == ChatFamily::kDeepSeekR1; }
+  // DeepSeek-R1 distills), is deepseek-r1, or is gpt-oss (its analysis channel).
+  bool knows_think() const {
+    return knows_think_ || family_ == ChatFamily::kDeepSeekR1 || family_ == ChatFamily::kHarmony;
+  }
 
   // Token ids of a rendered conversation: special tokens written in the text become their ids,
   // and the tokenizer's BOS is prepended when the model wants one and the text does not already
@@ -155,13 +183,15 @@ class ChatTemplate {
   std::vector<int32_t> EncodeConversation(const Tokenizer& tokenizer,
                                           std::span<const ChatMessage> messages,
                                           bool add_generation_prompt,
-                                          std::span<const ChatTool> tools = {}) const;
+                                          std::span<const ChatTool> tools = {},
+                                          const ChatRenderOptions& options = {}) const;
 
   // The model's BOS/EOS text as the template's bos_token/eos_token (defaults are the family's
   // usual ones, e.g. "<s>"/"</s>"). Empty arguments keep the defaults.
   void set_special_tokens(std::string bos_text, std::string eos_text);
-  // Llama 3.2 writes today's date ("%d %b %Y", e.g. "26 Jul 2024") into its system block, so its
-  // rendering changes with the day; Llama 3.1 writes a fixed date. This pins the date.
+  // Llama 3.2 writes today's date ("%d %b %Y", e.g. "26 Jul 2024") into its system block, and
+  // gpt-oss ("%Y-%m-%d", e.g. "2025-08-05") into its system message, so their rendering changes
+  // with the day; Llama 3.1 writes a fixed date. This pins the date (written as it is given).
   void set_date(std::string date);
 
   ChatFamily family() const { return family_; }
@@ -206,9 +236,13 @@ class ChatTemplate {
                         std::span<const ChatTool> tools, ChatText& out) const;
   void RenderGranite(std::span<const ChatMessage> messages, bool add_generation_prompt,
                      std::span<const ChatTool> tools, ChatText& out) const;
+  void RenderHarmony(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                     std::span<const ChatTool> tools, std::string_view reasoning_effort,
+                     ChatText& out) const;
+  Status CheckHarmony(std::span<const ChatMessage> messages) const;
   // Render, with the bytes that came from the messages marked.
   ChatText RenderText(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                      std::span<const ChatTool> tools) const;
+                      std::span<const ChatTool> tools, const ChatRenderOptions& options) const;
   std::string Date() const;
 
   ChatFamily family_;
@@ -238,7 +272,10 @@ class ChatTemplate {
   // llama3, 3.1/3.2 style: "Cutting Knowledge Date: ...\n"; empty for the 3.0 style.
   std::string knowledge_line_;
   std::string date_;              // fixed "Today Date" (3.1, or pinned by set_date)
-  bool date_from_clock_ = false;  // 3.2: today's date unless pinned
+  bool date_from_clock_ = false;  // 3.2 and gpt-oss: today's date unless pinned
+  // gpt-oss: the system message's first two lines, as its template source writes them.
+  std::string model_identity_;  // "You are ChatGPT, a large language model trained by OpenAI."
+  std::string cutoff_;          // "Knowledge cutoff: 2024-06\n"
 };
 
 }  // namespace kvserve

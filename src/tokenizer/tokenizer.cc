@@ -12,6 +12,21 @@ constexpr std::string_view kEndOfGenerationTexts[] = {
     "<|end|>",       "<end_of_turn>", "<|end_of_text|>", "<EOT>",
 };
 
+// gpt-oss (harmony): the answer ends with <|return|> or a tool call's <|call|>; <|end|> only ends
+// a message (the analysis comes first), so it is not an end of generation there, whatever the
+// file says (as llama.cpp decides it: a vocabulary holding both <|return|> and <|call|>).
+void MarkHarmonyEnds(const Vocab& v, std::vector<bool>& end_of_generation) {
+  auto control = [&](std::string_view text) {
+    const int32_t id = v.Find(text);
+    return id != kNoToken && v.type(id) == TokenType::kControl ? id : kNoToken;
+  };
+  const int32_t ret = control("<|return|>"), call = control("<|call|>"), end = control("<|end|>");
+  if (ret == kNoToken || call == kNoToken) return;
+  end_of_generation[static_cast<size_t>(ret)] = true;
+  end_of_generation[static_cast<size_t>(call)] = true;
+  if (end != kNoToken) end_of_generation[static_cast<size_t>(end)] = false;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& file) {
@@ -81,6 +96,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& file) {
   for (int32_t id : {v.eos(), v.eot(), v.eom()}) {
     if (id != kNoToken) tokenizer->end_of_generation_[static_cast<size_t>(id)] = true;
   }
+  MarkHarmonyEnds(v, tokenizer->end_of_generation_);
   std::string model_name;  // general.name: Phi-3's special tokens strip the whitespace after them
   if (file.Find("general.name") != nullptr) {
     auto name = file.GetString("general.name");
