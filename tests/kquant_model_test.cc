@@ -4,10 +4,11 @@
 //
 // Measured (max over the 12 prompt positions of max |logit - f32| / max |f32|, random weights of
 // std 0.02): Q4_1 0.24, Q5_0 0.10, Q5_1 0.11, IQ4_NL 0.23, Q2_K 0.76, Q3_K 0.37, Q4_K 0.22,
-// Q5_K 0.10, Q6_K 0.05 (Q8_0 0.019, Q4_0 0.20 on the same model). The bounds are about 1.5x those:
-// the coarser types' figures break the finer types' bounds, so a lost bit or a swapped layout
-// shows. llama.cpp's own figures for its K-quant mixes on its 256-wide random models ("vs F32" in
-// shared/reference/arch/README.md): Q2_K 1.1, Q3_K_M 0.79, Q4_K_M 0.61, Q5_K_M 0.30, Q6_K 0.11.
+// Q5_K 0.10, Q6_K 0.05, MXFP4 0.32 (Q8_0 0.019, Q4_0 0.20 on the same model). The bounds are
+// about 1.5x those: the coarser types' figures break the finer types' bounds, so a lost bit or a
+// swapped layout shows. llama.cpp's own figures for its K-quant mixes on its 256-wide random models
+// ("vs F32" in shared/reference/arch/README.md): Q2_K 1.1, Q3_K_M 0.79, Q4_K_M 0.61, Q5_K_M 0.30,
+// Q6_K 0.11.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -76,7 +77,8 @@ TEST_F(KquantModelTest, ConvertedModelsLoadAndStayNearF32) {
     double bound;
   } cases[] = {{GgmlType::kQ4_1, 0.36},   {GgmlType::kQ5_0, 0.16}, {GgmlType::kQ5_1, 0.16},
                {GgmlType::kIQ4_NL, 0.34}, {GgmlType::kQ2_K, 1.2},  {GgmlType::kQ3_K, 0.55},
-               {GgmlType::kQ4_K, 0.33},   {GgmlType::kQ5_K, 0.15}, {GgmlType::kQ6_K, 0.08}};
+               {GgmlType::kQ4_K, 0.33},   {GgmlType::kQ5_K, 0.15}, {GgmlType::kQ6_K, 0.08},
+               {GgmlType::kMXFP4, 0.48}};
   auto reference = LoadModel(f32_path_, TestBackend());
   ASSERT_TRUE(reference.ok()) << reference.message();
   const std::vector<float> want = testing::AllPositionLogits(**reference, kPrompt);

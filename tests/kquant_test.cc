@@ -1,4 +1,4 @@
-// The GGML weight types beyond Q8_0/Q4_0 (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K..Q6_K):
+// The GGML weight types beyond Q8_0/Q4_0 (Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K..Q6_K):
 // - decoding of hand-built blocks with known scales and quants;
 // - QuantizeRow/DequantizeRow round trips within error bounds, and the activation formats
 //   (Q8_1, Q8_K) rounding as llama.cpp does;
@@ -32,9 +32,9 @@
 namespace kvserve {
 namespace {
 
-constexpr GgmlType kNewTypes[] = {GgmlType::kQ4_1,   GgmlType::kQ5_0, GgmlType::kQ5_1,
-                                  GgmlType::kIQ4_NL, GgmlType::kQ2_K, GgmlType::kQ3_K,
-                                  GgmlType::kQ4_K,   GgmlType::kQ5_K, GgmlType::kQ6_K};
+constexpr GgmlType kNewTypes[] = {
+    GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kIQ4_NL, GgmlType::kMXFP4,
+    GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K,   GgmlType::kQ6_K};
 
 std::vector<const KernelTable*> AllTables() {
   std::vector<const KernelTable*> tables = {&ScalarKernels()};
@@ -241,10 +241,11 @@ TEST(KquantTest, RoundTripErrors) {
     GgmlType type;
     double rms;
   };
-  const Bound bounds[] = {
-      {GgmlType::kQ4_1, 0.08},   {GgmlType::kQ5_0, 0.04}, {GgmlType::kQ5_1, 0.04},
-      {GgmlType::kIQ4_NL, 0.08}, {GgmlType::kQ2_K, 0.30}, {GgmlType::kQ3_K, 0.16},
-      {GgmlType::kQ4_K, 0.08},   {GgmlType::kQ5_K, 0.04}, {GgmlType::kQ6_K, 0.02}};
+  const Bound bounds[] = {{GgmlType::kQ4_1, 0.08},  {GgmlType::kQ5_0, 0.04},
+                          {GgmlType::kQ5_1, 0.04},  {GgmlType::kIQ4_NL, 0.08},
+                          {GgmlType::kMXFP4, 0.16}, {GgmlType::kQ2_K, 0.30},
+                          {GgmlType::kQ3_K, 0.16},  {GgmlType::kQ4_K, 0.08},
+                          {GgmlType::kQ5_K, 0.04},  {GgmlType::kQ6_K, 0.02}};
   std::mt19937 rng(7);
   const int n = 4096;
   const auto x = RandomRow(n, rng);
@@ -555,10 +556,13 @@ TEST(KquantTest, NonFiniteScalesComputeWithoutCrash) {
     for (uint16_t bad : {uint16_t{0x7e00}, uint16_t{0x7c00}, uint16_t{0xfc00}}) {
       Problem p(type, 2, 3, k, 9);
       // Every f16 field of row 1's block: the scale(s) sit at the start (Q4_1..IQ4_NL, Q4_K,
-      // Q5_K) or at the end (Q2_K, Q3_K, Q6_K).
+      // Q5_K) or at the end (Q2_K, Q3_K, Q6_K). MXFP4's E8M0 byte has no non-finite value: its
+      // largest, 255 (the OCP NaN), is 2^127 to GGML, which can overflow only row 1's outputs.
       uint8_t* row = p.w.data() + p.w_row;
       const size_t bytes = p.w_row;
-      if (k == 32 || type == GgmlType::kQ4_K || type == GgmlType::kQ5_K) {
+      if (type == GgmlType::kMXFP4) {
+        row[0] = 0xff;
+      } else if (k == 32 || type == GgmlType::kQ4_K || type == GgmlType::kQ5_K) {
         std::memcpy(row, &bad, 2);
       } else {
         std::memcpy(row + bytes - 2, &bad, 2);

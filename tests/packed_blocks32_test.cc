@@ -1,7 +1,9 @@
-// The x16 layout of Q4_1, Q5_0, Q5_1 and IQ4_NL (kernels/cpu/packed_blocks32.h): packing gives
-// every stored row back byte for byte, and the packed tiles give the scalar tiles' bits for raw
-// random blocks (any quant and qh bits, f16 scales of either sign) against activation blocks with
-// extreme quants (-128 included) and any scales, for every m = 1..17 and 16-aligned ranges.
+// The x16 layout of Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4 (kernels/cpu/packed_blocks32.h): packing
+// gives every stored row back byte for byte, and the packed tiles give the scalar tiles' bits for
+// raw random blocks (any quant and qh bits, f16 scales of either sign, MXFP4's E8M0 bytes from 0
+// (a denormal scale) to 255 (2^127, whose products overflow to infinity)) against activation
+// blocks with extreme quants (-128 included) and any scales, for every m = 1..17 and 16-aligned
+// ranges.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,8 +24,18 @@
 namespace kvserve {
 namespace {
 
-constexpr GgmlType kTypes[] = {GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
-                               GgmlType::kIQ4_NL};
+constexpr GgmlType kTypes[] = {GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kIQ4_NL,
+                               GgmlType::kMXFP4};
+
+// An E8M0 byte: the edges (the denormal 2^-128 and 2^-127, the smallest normal, 1/2, 1, 2^127) or
+// one near 1 (products of any size but neither underflowing nor overflowing), or any byte.
+uint8_t RandomE8M0(std::mt19937& rng) {
+  const uint8_t choices[] = {0, 1, 2, 127, 128, 255};
+  const int c = static_cast<int>(rng() % 10);
+  if (c < 6) return choices[c];
+  if (c < 9) return static_cast<uint8_t>(110 + rng() % 36);
+  return static_cast<uint8_t>(rng());
+}
 
 uint16_t RandomF16(std::mt19937& rng) {
   const float choices[] = {0.0f, -0.0f, 6.0e-8f, -3.0e-6f, 1.0e-3f, -2.5e-2f, 0.75f, -1.5f};
@@ -46,7 +58,10 @@ struct Problem {
     for (uint8_t& byte : w) byte = static_cast<uint8_t>(rng());
     const size_t block = TraitsOf(type).block_bytes;
     const bool has_min = type == GgmlType::kQ4_1 || type == GgmlType::kQ5_1;
-    for (size_t b = 0; b < w.size() / block; ++b) {
+    for (size_t b = 0; b < w.size() / block && type == GgmlType::kMXFP4; ++b) {
+      w[block * b] = RandomE8M0(rng);  // e leads the block
+    }
+    for (size_t b = 0; b < w.size() / block && type != GgmlType::kMXFP4; ++b) {
       for (int f = 0; f < (has_min ? 2 : 1); ++f) {
         const uint16_t s = RandomF16(rng);
         std::memcpy(w.data() + block * b + 2 * f, &s, 2);  // d (and m) lead every block

@@ -123,6 +123,34 @@ TEST(QuantRecipe, EightExpertModelsKeepAttentionInMoreBits) {
   EXPECT_EQ(TypeIn("q4_k_m", Blk(1, "ffn_gate_inp"), moe), T::kF32);
 }
 
+// llama.cpp's MXFP4_MOE: 3-D tensors of more than one expert in MXFP4, every other matrix (output
+// and token embedding included) in Q8_0, the router F32. (tests/mxfp4_test.cc checks a converted
+// qwen3moe against llama-quantize's file byte for byte.) mxfp4 puts every matrix in MXFP4.
+TEST(QuantRecipe, Mxfp4MoePutsTheExpertsInMxfp4AndTheRestInQ8_0) {
+  const QuantModelShape moe{.n_layers = 24, .n_gqa = 8, .n_expert = 32};
+  auto r = QuantRecipe::Find("mxfp4_moe");
+  ASSERT_TRUE(r.ok()) << r.message();
+  using T = GgmlType;
+  EXPECT_EQ(r->main_type(), T::kMXFP4);
+  EXPECT_EQ(r->file_type(), 38u);  // LLAMA_FTYPE_MOSTLY_MXFP4_MOE
+  for (const char* t : {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"}) {
+    EXPECT_EQ(r->TypeOf(Blk(3, t), moe, false, 32), T::kMXFP4) << t;
+    EXPECT_EQ(r->TypeOf(Blk(3, t), moe, false, 1), T::kQ8_0) << t << ": one expert";
+  }
+  for (const char* t : {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_down", "ffn_gate"}) {
+    EXPECT_EQ(r->TypeOf(Blk(3, t), moe, false), T::kQ8_0) << t;
+  }
+  EXPECT_EQ(r->TypeOf("output.weight", moe, true), T::kQ8_0);
+  EXPECT_EQ(r->TypeOf("token_embd.weight", moe, false), T::kQ8_0);
+  EXPECT_EQ(r->TypeOf("token_embd.weight", moe, true), T::kQ8_0);  // tied
+  EXPECT_EQ(r->TypeOf(Blk(3, "ffn_gate_inp"), moe, false), T::kF32);
+  auto uniform = QuantRecipe::Find("mxfp4");
+  ASSERT_TRUE(uniform.ok()) << uniform.message();
+  EXPECT_EQ(uniform->TypeOf("output.weight", moe, true), T::kMXFP4);
+  EXPECT_EQ(uniform->TypeOf(Blk(3, "attn_v"), moe, false), T::kMXFP4);
+  EXPECT_EQ(QuantRecipe::Uniform(T::kMXFP4).name(), "mxfp4");
+}
+
 TEST(QuantRecipe, UnknownNamesAreRefusedWithTheChoices) {
   auto recipe = QuantRecipe::Find("iq2_xxs");
   ASSERT_FALSE(recipe.ok());

@@ -1,5 +1,5 @@
 // `kvserve convert -m IN.gguf -o OUT.gguf --type TYPE` (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0,
-// q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k): rewrites a model's
+// q5_1, iq4_nl, mxfp4, q2_k, q3_k, q4_k, q5_k, q6_k, or a recipe): rewrites a model's
 // weight matrices in another type (rules in model/gguf_converter.h).
 #include <cstdio>
 
@@ -15,7 +15,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: kvserve convert -m IN.gguf|HF_FOLDER -o OUT.gguf --type "
-    "f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|q2_k..q6_k";
+    "f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|mxfp4|mxfp4_moe|q2_k..q6_k";
 
 int Fail(const std::string& message, int code) {
   std::fprintf(stderr, "kvserve convert: %s\n", message.c_str());
@@ -40,8 +40,9 @@ FlagTable ConvertFlagTable() {
                         .value_name = "TYPE",
                         .help = "weight type or llama.cpp recipe: f32, f16, bf16, q8_0, q4_0, "
                                 "q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k_s, q3_k_m, q3_k_l, q4_k_s, "
-                                "q4_k_m, q5_k_s, q5_k_m, q6_k, "
-                                "or every matrix in one K type: q3_k, q4_k, q5_k (required)"}}}}};
+                                "q4_k_m, q5_k_s, q5_k_m, q6_k, mxfp4_moe (experts in MXFP4, "
+                                "the rest Q8_0), or every matrix in one type: q3_k, q4_k, q5_k, "
+                                "mxfp4 (required)"}}}}};
 }
 
 int RunConvert(const std::vector<std::string>& argv) {

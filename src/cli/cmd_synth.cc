@@ -21,7 +21,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: kvserve synth -o OUT.gguf (--preset NAME | --arch ARCH --embd N "
     "--layers N --heads N [--kv-heads N] --ff N --ctx N [--experts N --experts-used K]) --type "
-    "f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|q2_k..q6_k [--vocab VOCAB.gguf] "
+    "f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|mxfp4|q2_k..q6_k [--vocab VOCAB.gguf] "
     "[--vocab-size N] [--seed S] [--threads N] [--norm-eps E] [--rope-base B] [--tied-output] "
     "[--name NAME]";
 
@@ -136,7 +136,7 @@ FlagTable SynthFlagTable() {
                         .value_name = "TYPE",
                         .default_text = "f32",
                         .help = "weight type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
-                                "iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k"},
+                                "iq4_nl, mxfp4, q2_k, q3_k, q4_k, q5_k, q6_k"},
                        {.name = "--expert-type",
                         .value_name = "TYPE",
                         .default_text = "--type",
@@ -209,8 +209,8 @@ int RunSynth(const std::vector<std::string>& argv) {
   const auto type = ParseGgmlType(type_name);
   if (!type || !LlamaFileType(*type).ok()) {
     return Fail("flag --type: '" + type_name +
-                    "' is not one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, "
-                    "q3_k, q4_k, q5_k, q6_k",
+                    "' is not one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, mxfp4, "
+                    "q2_k, q3_k, q4_k, q5_k, q6_k",
                 2);
   }
   options.type = *type;

@@ -18,6 +18,7 @@ constexpr Entry kTypes[] = {
     {14, {"Q6_K", 256, 210, true}}, {15, {"Q8_K", 256, 292, false}}, {20, {"IQ4_NL", 32, 18, true}},
     {24, {"I8", 1, 1, false}},      {25, {"I16", 1, 2, false}},      {26, {"I32", 1, 4, false}},
     {27, {"I64", 1, 8, false}},     {28, {"F64", 1, 8, false}},      {30, {"BF16", 1, 2, true}},
+    {39, {"MXFP4", 32, 17, true}},
 };
 }  // namespace
 

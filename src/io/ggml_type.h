@@ -1,10 +1,11 @@
 // The GGML tensor element types that can appear in a GGUF file, with their block layouts.
-// kvserve computes with F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and the K-quants
-// Q2_K..Q6_K; the others are recognised so that `info` can describe a file and the loader can
-// refuse it by name. Q8_1 and Q8_K are activation formats (what the Q4_1/Q5_1 and K-quant dot
+// kvserve computes with F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4 and the
+// K-quants Q2_K..Q6_K; the others are recognised so that `info` can describe a file and the loader
+// can refuse it by name. Q8_1 and Q8_K are activation formats (what the Q4_1/Q5_1 and K-quant dot
 // products multiply against), never weights.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -33,6 +34,7 @@ enum class GgmlType : uint32_t {
   kI64 = 27,
   kF64 = 28,
   kBF16 = 30,
+  kMXFP4 = 39,
 };
 
 struct GgmlTypeTraits {
@@ -89,6 +91,23 @@ struct BlockIq4Nl {
 };
 inline constexpr int8_t kIq4NlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
+// MXFP4 (OCP microscaling FP4, gpt-oss's expert weights): x = E8M0Half(e) * kMxfp4Values[q], q a
+// nibble laid out as Q4_0. The table holds the E2M1 values doubled (0, ±0.5, ±1, ±1.5, ±2, ±3,
+// ±4, ±6 times 2) and the scale is halved to match, as GGML stores and multiplies them.
+struct BlockMxfp4 {
+  uint8_t e;  // E8M0: a bare exponent, scale 2^(e - 127)
+  uint8_t quants[16];
+};
+inline constexpr int8_t kMxfp4Values[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                            0, -1, -2, -3, -4, -6, -8, -12};
+// Half the E8M0 scale, 2^(e - 128), exactly as GGML's GGML_E8M0_TO_FP32_HALF for every byte:
+// e = 0 gives 2^-128 (f32 denormal 0x00200000), e = 1 gives 2^-127 (0x00400000), e >= 2 the
+// normal float with exponent field e - 1; e = 255 gives 2^127 (not the OCP NaN: GGML does not
+// treat it specially, and llama.cpp's quantizer never writes it).
+inline float E8M0Half(uint8_t e) {
+  const uint32_t bits = e < 2 ? uint32_t{0x00200000} << e : static_cast<uint32_t>(e - 1) << 23;
+  return std::bit_cast<float>(bits);
+}
 // Activations for Q4_1/Q5_1: Q8_0 plus s = f16(d * sum(quants)) with d in f32.
 struct BlockQ8_1 {
   uint16_t d;
@@ -152,6 +171,7 @@ static_assert(sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22);
 static_assert(sizeof(BlockQ5_1) == 24);
 static_assert(sizeof(BlockIq4Nl) == 18);
+static_assert(sizeof(BlockMxfp4) == 17);
 static_assert(sizeof(BlockQ8_1) == 36);
 static_assert(sizeof(BlockQ2_K) == 84);
 static_assert(sizeof(BlockQ3_K) == 110);

@@ -1,5 +1,5 @@
 // Unpacking of the GGML block types that are not plain "scale times int8" (Q4_1, Q5_0, Q5_1,
-// IQ4_NL and the K-quants) into small integers plus their scales, the form both the decoders
+// IQ4_NL, MXFP4 and the K-quants) into small integers plus their scales, the form both the decoders
 // (quantize.cc) and the scalar matmul tiles (cpu/quant_tiles_scalar.cc) compute from. The bit
 // layouts are documented with the block structs in io/ggml_type.h. Blocks may be misaligned in
 // the file: they are read with memcpy.
@@ -82,6 +82,14 @@ inline void UnpackIq4Nl(const uint8_t* p, Unpacked32& u) {
   u.d = Fp16ToFloat(b.d);
   u.m = 0.0f;
   for (int j = 0; j < 32; ++j) u.q[j] = kIq4NlValues[Nibble(b.quants, j)];
+}
+
+// d = 2^(e - 128) and q the doubled E2M1 values (-12 .. 12): d * q is exact, as GGML's decoder.
+inline void UnpackMxfp4(const uint8_t* p, Unpacked32& u) {
+  const auto b = LoadBlock<BlockMxfp4>(p);
+  u.d = E8M0Half(b.e);
+  u.m = 0.0f;
+  for (int j = 0; j < 32; ++j) u.q[j] = kMxfp4Values[Nibble(b.quants, j)];
 }
 
 inline void UnpackQ2_K(const uint8_t* p, UnpackedK& u) {
@@ -198,6 +206,8 @@ inline Unpack32Fn Unpack32For(GgmlType type) {
       return UnpackQ5_1;
     case GgmlType::kIQ4_NL:
       return UnpackIq4Nl;
+    case GgmlType::kMXFP4:
+      return UnpackMxfp4;
     default:
       return nullptr;
   }

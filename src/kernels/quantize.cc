@@ -100,6 +100,9 @@ void QuantizeRow(GgmlType type, const float* x, int64_t n, uint8_t* out) {
     case GgmlType::kIQ4_NL:
       ggml_encode::Iq4Nl(x, n, out);
       break;
+    case GgmlType::kMXFP4:
+      ggml_encode::Mxfp4(x, n, out);
+      break;
     case GgmlType::kQ2_K:
       ggml_encode::Q2_K(x, n, out);
       break;

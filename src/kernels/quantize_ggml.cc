@@ -138,6 +138,55 @@ void Iq4Nl(const float* x, int64_t n, uint8_t* out) {
 
 namespace {
 
+// The E8M0 exponent llama.cpp's quantize_row_mxfp4_ref writes for a block of largest magnitude
+// amax: (uint8_t)(floorf(log2f(amax)) - 2 + 127), 0 for amax = 0. Its float -> uint8_t conversion
+// is x86's cvttss2si to int32, then the low byte: below 2^-125 the byte wraps (amax = 2^-130
+// gives -5, byte 251), and an infinite amax converts to INT32_MIN, byte 0. log2f is the C
+// library's, as llama.cpp's: it rounds values just below a power of two up to the integer
+// (amax = nextafter(1024, 0) gives e = 135, where the exact floor would give 134).
+uint8_t Mxfp4Exponent(float amax) {
+  if (!(amax > 0.0f) || std::isinf(amax)) return 0;
+  const float t = std::floor(std::log2(amax)) - 2.0f + 127.0f;  // in [-24, 252]
+  return static_cast<uint8_t>(static_cast<int32_t>(t) & 0xff);
+}
+
+// The first index of the least |kMxfp4Values[i] * d - x| (llama.cpp's best_index_mxfp4): a tie
+// between two magnitudes takes the smaller one, which the table lists first for either sign; a
+// NaN x gives 0.
+int NearestMxfp4(float x, float d) {
+  int best = 0;
+  float best_err = std::fabs(static_cast<float>(kMxfp4Values[0]) * d - x);
+  for (int i = 1; i < 16; ++i) {
+    const float err = std::fabs(static_cast<float>(kMxfp4Values[i]) * d - x);
+    if (err < best_err) {
+      best = i;
+      best_err = err;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+void Mxfp4(const float* x, int64_t n, uint8_t* out) {
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float* v = x + b * 32;
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) {
+      if (amax < std::fabs(v[j])) amax = std::fabs(v[j]);  // NaN never wins
+    }
+    BlockMxfp4 block{};
+    block.e = Mxfp4Exponent(amax);
+    const float d = E8M0Half(block.e);
+    int q[32];
+    for (int j = 0; j < 32; ++j) q[j] = NearestMxfp4(v[j], d);
+    PackNibbles(q, block.quants);
+    StoreBlock(block, out, b);
+  }
+}
+
+namespace {
+
 // The asymmetric K-quants (Q2_K, Q4_K, Q5_K): per sub-block of `sub` elements a scale and a min
 // from its range (the min never above 0, as GGML's x = d * sc * q - dmin * m needs m >= 0), both
 // quantized to `scale_levels` against the super-block's largest; then each value to the nearest

@@ -1,8 +1,8 @@
 // The encoders of the GGML block types beyond Q8_0/Q4_0 (quantize_ggml.cc), behind QuantizeRow.
-// Weight encoders are plain, non-optimizing ones: per block (or sub-block) the scale and offset
-// come from the minimum and maximum, and every value rounds to the nearest level. The activation
-// encoders (Q8_1, Q8_K) round exactly as llama.cpp's CPU backend does, so that the integer dot
-// products see the same activations.
+// Weight encoders (MXFP4's aside) are plain, non-optimizing ones: per block (or sub-block) the
+// scale and offset come from the minimum and maximum, and every value rounds to the nearest level.
+// The activation encoders (Q8_1, Q8_K) round exactly as llama.cpp's CPU backend does, so that the
+// integer dot products see the same activations.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,10 @@ void Q4_1(const float* x, int64_t n, uint8_t* out);
 void Q5_0(const float* x, int64_t n, uint8_t* out);
 void Q5_1(const float* x, int64_t n, uint8_t* out);
 void Iq4Nl(const float* x, int64_t n, uint8_t* out);
+// MXFP4 byte for byte as llama.cpp's quantize_row_mxfp4_ref (which llama-quantize uses, with or
+// without an importance matrix): e from the block's largest magnitude, each value to the nearest
+// table entry times 2^(e - 128).
+void Mxfp4(const float* x, int64_t n, uint8_t* out);
 void Q2_K(const float* x, int64_t n, uint8_t* out);
 void Q3_K(const float* x, int64_t n, uint8_t* out);
 void Q4_K(const float* x, int64_t n, uint8_t* out);

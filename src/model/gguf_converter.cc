@@ -29,7 +29,7 @@ QuantModelShape ShapeOf(const GgufFile& source) {
 }
 
 constexpr const char* kTargetTypes =
-    "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k";
+    "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, mxfp4, q2_k, q3_k, q4_k, q5_k, q6_k";
 constexpr uint32_t kQuantizationVersion = 2;  // GGML_QNT_VERSION
 
 bool IsBlockType(GgmlType type) { return TraitsOf(type).block_elements > 1; }
@@ -67,6 +67,8 @@ Result<uint32_t> LlamaFileType(GgmlType type) {
       return 18u;
     case GgmlType::kIQ4_NL:
       return 25u;
+    case GgmlType::kMXFP4:
+      return 38u;  // MXFP4_MOE, the one llama_ftype with MXFP4
     default:
       return Status::InvalidArgument(std::string("cannot convert to type ") + GgmlTypeName(type) +
                                      " (supported: " + kTargetTypes + ")");
@@ -87,11 +89,12 @@ Result<GgufConverter> GgufConverter::Create(const GgufFile& source, const QuantR
       return Status::InvalidArgument(source.path() + ": tensor '" + tensor.name + "' has type " +
                                      GgmlTypeName(tensor.type) + ", which kvserve cannot decode " +
                                      "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, " +
-                                     "IQ4_NL, Q2_K..Q6_K)");
+                                     "IQ4_NL, MXFP4, Q2_K..Q6_K)");
     }
     const bool is_output =
         tensor.name == "output.weight" || (tied && tensor.name == "token_embd.weight");
-    TensorPlan plan{.source = &tensor, .type = recipe.TypeOf(tensor.name, shape, is_output)};
+    TensorPlan plan{.source = &tensor,
+                    .type = recipe.TypeOf(tensor.name, shape, is_output, tensor.dim(2))};
     if (tensor.dims.size() == 1) {
       plan.type = GgmlType::kF32;
     } else {

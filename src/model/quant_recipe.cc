@@ -14,10 +14,11 @@ struct Entry {
 };
 
 // LLAMA_FTYPE values: F32 0, F16 1, Q4_0 2, Q4_1 3, Q8_0 7, Q5_0 8, Q5_1 9, Q2_K 10, Q3_K_S 11,
-// Q3_K_M 12, Q3_K_L 13, Q4_K_S 14, Q4_K_M 15, Q5_K_S 16, Q5_K_M 17, Q6_K 18, IQ4_NL 25, BF16 32.
+// Q3_K_M 12, Q3_K_L 13, Q4_K_S 14, Q4_K_M 15, Q5_K_S 16, Q5_K_M 17, Q6_K 18, IQ4_NL 25, BF16 32,
+// MXFP4_MOE 38.
 // (Q2_K_S needs an importance matrix in llama.cpp, which kvserve does not compute: not offered.)
 constexpr int kUniform = 0, kOutputQ6K = 1, kIQ4NL = 2, kQ2K = 3, kQ3KS = 4, kQ3KM = 5, kQ3KL = 6,
-              kQ4KS = 7, kQ4KM = 8, kQ5KS = 9, kQ5KM = 10, kQ6K = 11;
+              kQ4KS = 7, kQ4KM = 8, kQ5KS = 9, kQ5KM = 10, kQ6K = 11, kMxfp4Moe = 12;
 constexpr Entry kRecipes[] = {
     {"f32", GgmlType::kF32, 0, kUniform},
     {"f16", GgmlType::kF16, 1, kUniform},
@@ -41,6 +42,10 @@ constexpr Entry kRecipes[] = {
     {"q3_k", GgmlType::kQ3_K, 11, kUniform},
     {"q4_k", GgmlType::kQ4_K, 14, kUniform},
     {"q5_k", GgmlType::kQ5_K, 16, kUniform},
+    // Every matrix in MXFP4 (labelled MXFP4_MOE, the one file type with MXFP4), then llama.cpp's
+    // MXFP4_MOE; "mxfp4" comes first so that Uniform(kMXFP4) takes its name.
+    {"mxfp4", GgmlType::kMXFP4, 38, kUniform},
+    {"mxfp4_moe", GgmlType::kMXFP4, 38, kMxfp4Moe},
 };
 
 // The layer index of "blk.N.…", or -1.
@@ -81,11 +86,14 @@ std::string QuantRecipeNames() {
   return names;
 }
 
-GgmlType QuantRecipe::TypeOf(std::string_view tensor, const QuantModelShape& shape,
-                             bool is_output) const {
+GgmlType QuantRecipe::TypeOf(std::string_view tensor, const QuantModelShape& shape, bool is_output,
+                             int64_t experts) const {
   // A mixture-of-experts router is small and decides which experts run: never quantized.
   if (tensor.ends_with(".ffn_gate_inp.weight")) return GgmlType::kF32;
   if (mix_ == Mix::kUniform) return main_;
+  // llama.cpp's MXFP4_MOE: tensors with more than one matrix (ne[2] > 1) in MXFP4, the rest
+  // (output and embedding included) in Q8_0.
+  if (mix_ == Mix::kMxfp4Moe) return experts > 1 && !is_output ? main_ : GgmlType::kQ8_0;
   if (is_output) return GgmlType::kQ6_K;
   const int layer = LayerOf(tensor);
   if (tensor.ends_with(".attn_v.weight") || tensor.ends_with(".attn_qkv.weight")) {

@@ -8,7 +8,9 @@
 // Q4_K_M` gives it (tested against ../shared/models/arch). The plain names of types that are no
 // llama.cpp recipe (q3_k, q4_k, q5_k) and f32/f16/bf16/q8_0/q4_0 (as kvserve always wrote them) put
 // every matrix in that one type. A mixture-of-experts router (ffn_gate_inp) stays F32, as llama.cpp
-// keeps it.
+// keeps it. mxfp4_moe is llama.cpp's MXFP4_MOE (gpt-oss's own mix): the 3-D expert tensors in
+// MXFP4, every other matrix (the output and the token embedding included) in Q8_0; mxfp4 puts
+// every matrix in MXFP4.
 #pragma once
 
 #include <cstdint>
@@ -38,9 +40,11 @@ class QuantRecipe {
   const std::string& name() const { return name_; }
   GgmlType main_type() const { return main_; }
   uint32_t file_type() const { return file_type_; }  // general.file_type (LLAMA_FTYPE)
-  // The type of the 2-D tensor `tensor` of a model of `shape`; `is_output` says it computes the
-  // logits (output.weight, or token_embd.weight when there is no output.weight).
-  GgmlType TypeOf(std::string_view tensor, const QuantModelShape& shape, bool is_output) const;
+  // The type of the 2-D or 3-D tensor `tensor` of a model of `shape`; `is_output` says it computes
+  // the logits (output.weight, or token_embd.weight when there is no output.weight); `experts` is
+  // the tensor's third dimension (the experts of a 3-D expert tensor; 1 for a matrix).
+  GgmlType TypeOf(std::string_view tensor, const QuantModelShape& shape, bool is_output,
+                  int64_t experts = 1) const;
 
  private:
   enum class Mix : uint8_t {
@@ -55,7 +59,8 @@ class QuantRecipe {
     kQ4KM,
     kQ5KS,
     kQ5KM,
-    kQ6K
+    kQ6K,
+    kMxfp4Moe
   };
   // The type of an attention value projection (attn_v or a fused attn_qkv) of `layer`.
   GgmlType ValueType(int layer, const QuantModelShape& shape) const;

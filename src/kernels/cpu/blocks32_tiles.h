@@ -1,4 +1,4 @@
-// SIMD matmul tiles of Q4_1, Q5_0, Q5_1 and IQ4_NL matrices in the x16 layout of
+// SIMD matmul tiles of Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4 matrices in the x16 layout of
 // packed_blocks32.h, one set per ISA (blocks32_x16_avx512.cc, blocks32_x16_avx2.cc,
 // blocks32_x16_avxvnni.cc), put in that ISA's KernelTable. They give the bits of the scalar tiles
 // for every m and 16-aligned output range. Call them only through the table, on a CPU that has the
@@ -32,11 +32,13 @@ void MatmulQ4_1x16(const MatmulTile& t);
 void MatmulQ5_0x16(const MatmulTile& t);
 void MatmulQ5_1x16(const MatmulTile& t);
 void MatmulIq4Nlx16(const MatmulTile& t);
+void MatmulMxfp4x16(const MatmulTile& t);
 // The same with their decode prefetches into L2 (prefetch_ahead.h): same bits.
 void MatmulQ4_1x16L2(const MatmulTile& t);
 void MatmulQ5_0x16L2(const MatmulTile& t);
 void MatmulQ5_1x16L2(const MatmulTile& t);
 void MatmulIq4Nlx16L2(const MatmulTile& t);
+void MatmulMxfp4x16L2(const MatmulTile& t);
 }  // namespace avx2
 
 namespace avxvnni {  // blocks32_x16_avxvnni.cc
@@ -44,11 +46,13 @@ void MatmulQ4_1x16(const MatmulTile& t);
 void MatmulQ5_0x16(const MatmulTile& t);
 void MatmulQ5_1x16(const MatmulTile& t);
 void MatmulIq4Nlx16(const MatmulTile& t);
+void MatmulMxfp4x16(const MatmulTile& t);
 // The same with their decode prefetches into L2 (prefetch_ahead.h): same bits.
 void MatmulQ4_1x16L2(const MatmulTile& t);
 void MatmulQ5_0x16L2(const MatmulTile& t);
 void MatmulQ5_1x16L2(const MatmulTile& t);
 void MatmulIq4Nlx16L2(const MatmulTile& t);
+void MatmulMxfp4x16L2(const MatmulTile& t);
 }  // namespace avxvnni
 
 namespace avx512 {
@@ -56,12 +60,14 @@ void MatmulQ4_1x16(const MatmulTile& t);
 void MatmulQ5_0x16(const MatmulTile& t);
 void MatmulQ5_1x16(const MatmulTile& t);
 void MatmulIq4Nlx16(const MatmulTile& t);
+void MatmulMxfp4x16(const MatmulTile& t);
 // The same with their decode prefetches (one activation row) into L2 instead of L1
 // (prefetch_ahead.h): same bits, another memory access pattern.
 void MatmulQ4_1x16L2(const MatmulTile& t);
 void MatmulQ5_0x16L2(const MatmulTile& t);
 void MatmulQ5_1x16L2(const MatmulTile& t);
 void MatmulIq4Nlx16L2(const MatmulTile& t);
+void MatmulMxfp4x16L2(const MatmulTile& t);
 }  // namespace avx512
 
 }  // namespace kvserve

@@ -1,14 +1,16 @@
-// The x16 Q4_1, Q5_0, Q5_1 and IQ4_NL tiles of the AVX2-class tables (packed_blocks32.h layout):
-// included by blocks32_x16_avx2.cc (AVX2: vpmaddubsw) and blocks32_x16_avxvnni.cc (AVX-VNNI:
-// vpdpbusd on 256 bits), and by nothing else; everything is in an anonymous namespace so each
-// translation unit gets its own copy compiled for its own instruction set.
+// The x16 Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4 tiles of the AVX2-class tables (packed_blocks32.h
+// layout): included by blocks32_x16_avx2.cc (AVX2: vpmaddubsw) and blocks32_x16_avxvnni.cc
+// (AVX-VNNI: vpdpbusd on 256 bits), and by nothing else; everything is in an anonymous namespace so
+// each translation unit gets its own copy compiled for its own instruction set.
 //
 // The arithmetic of blocks32_x16_avx512.cc with 8 rows per vector, half h of a 16-row group (rows
 // 8h .. 8h + 7, bytes 32h .. 32h + 31 of every 64-byte dword vector). Exact integer dots without
 // VNNI: Q4_1 and Q5_x weights are at most 31, so four dwords of vpmaddubsw pairs (each at most
 // 2 * 31 * 128) add up in int16 (<= 31744) before vpmaddwd widens them; IQ4_NL's unsigned value
 // u = v + 128 (1 .. 241) is split into u & 127 and u & 128, whose pairs (at most 32512 and
-// 32768 in magnitude) fit int16 one dword at a time.
+// 32768 in magnitude) fit int16 one dword at a time. MXFP4's doubled table plus 12 is 0 .. 24:
+// a pair is at most 2 * 24 * 128 = 6144, four dwords' pairs at most 24576 < 32767, so it takes
+// Q4_1's path.
 #pragma once
 
 #if !defined(__AVX2__) || !defined(__FMA__) || !defined(__F16C__)
@@ -59,7 +61,24 @@ struct Act {
 template <GgmlType T>
 constexpr int kOffset = T == GgmlType::kQ5_0     ? 16
                         : T == GgmlType::kIQ4_NL ? 128
+                        : T == GgmlType::kMXFP4  ? 12
                                                  : 0;
+
+// The weights' scales of half h of a block's side part, lanes 8h .. 8h + 7: f16, or MXFP4's E8M0
+// bytes as E8M0Half's floats, bit for bit: (e - 1) << 23 for e >= 2, 0x00200000 << e below.
+template <GgmlType T>
+inline __m256 WeightScales(const uint8_t* side, int h) {
+  if constexpr (T == GgmlType::kMXFP4) {
+    const __m256i e = _mm256_cvtepu8_epi32(
+        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(side + 8 * h)));  // 0 .. 255
+    const __m256i one = _mm256_set1_epi32(1);
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, one), 23);
+    const __m256i tiny = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(tiny, normal, _mm256_cmpgt_epi32(e, one)));
+  } else {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(side + 16 * h)));
+  }
+}
 
 // The unsigned weights of one block of half h: w[d] elements 4d .. 4d + 3, w[4 + d] 16 + 4d .. .
 template <GgmlType T>
@@ -78,9 +97,12 @@ inline void LoadWeights(const uint8_t* quant, __m256i w[8]) {
       w[4 + d] = _mm256_or_si256(w[4 + d], _mm256_and_si256(BitToFour(qh, d + 4), four));
     }
   }
-  if constexpr (T == GgmlType::kIQ4_NL) {
+  if constexpr (T == GgmlType::kIQ4_NL || T == GgmlType::kMXFP4) {
     alignas(16) int8_t table[16];
-    for (int i = 0; i < 16; ++i) table[i] = static_cast<int8_t>(kIq4NlValues[i] + 128);
+    for (int i = 0; i < 16; ++i) {
+      table[i] = static_cast<int8_t>(T == GgmlType::kIQ4_NL ? kIq4NlValues[i] + 128
+                                                            : kMxfp4Values[i] + kOffset<T>);
+    }
     const __m256i lut =
         _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(table)));
     for (int d = 0; d < 8; ++d) w[d] = _mm256_shuffle_epi8(lut, w[d]);
@@ -132,8 +154,7 @@ void HalfTile(const MatmulTile& t, const uint8_t* group, const int32_t* x_sums, 
                             side_bytes, b);
     }
     LoadWeights<T>(group + quant_bytes * static_cast<size_t>(b) + 32 * h, w);
-    const __m256 dw =
-        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(side + 16 * h)));
+    const __m256 dw = WeightScales<T>(side, h);
     for (int r = 0; r < MR; ++r) {
       const uint8_t* xb = t.x + static_cast<size_t>(i0 + r) * t.x_row_bytes + Act<T>::kBytes * b;
       const int8_t* xq = reinterpret_cast<const int8_t*>(xb + Act<T>::kQuants);

@@ -1,13 +1,14 @@
-// AVX-512 VNNI tiles of Q4_1, Q5_0, Q5_1 and IQ4_NL matrices in the x16 layout
-// (packed_blocks32.h) against their activations (Q8_0 for Q5_0/IQ4_NL, Q8_1 for Q4_1/Q5_1): the
-// scalar tiles' bits (quant_tiles_scalar.cc), for every m and 16-aligned output range.
+// AVX-512 VNNI tiles of Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4 matrices in the x16 layout
+// (packed_blocks32.h) against their activations (Q8_0 for Q5_0/IQ4_NL/MXFP4, Q8_1 for Q4_1/Q5_1):
+// the scalar tiles' bits (quant_tiles_scalar.cc), for every m and 16-aligned output range.
 //
 // Lane l is weight row j0 + l. Per block, the weights are made unsigned bytes (Q4_1: the nibble;
-// Q5_0/Q5_1: the 5-bit value; IQ4_NL: the table value + 128, by vpshufb) and vpdpbusd against
-// broadcast activation dwords gives the exact block dot; Q5_0's -16 and IQ4_NL's -128 offsets come
-// back as offset * (sum of the block's activation quants). The float step is the scalar tile's,
-// operation for operation, one lane per row, in increasing block order from 0:
-//   Q5_0, IQ4_NL: sum = sum + float(isum) * (d_w * d_x);
+// Q5_0/Q5_1: the 5-bit value; IQ4_NL: the table value + 128, MXFP4: the doubled table value + 12
+// (0 .. 24), by vpshufb) and vpdpbusd against broadcast activation dwords gives the exact block
+// dot; Q5_0's -16, IQ4_NL's -128 and MXFP4's -12 offsets come back as offset * (sum of the block's
+// activation quants). MXFP4's d_w is 2^(e - 128) from its E8M0 byte (E8M0Half's bits). The float
+// step is the scalar tile's, operation for operation, one lane per row, in increasing block order:
+//   Q5_0, IQ4_NL, MXFP4: sum = sum + float(isum) * (d_w * d_x);
 //   Q4_1, Q5_1:   sum = sum + (float(isum) * (d_w * d_x) + m_w * s_x).
 #include <algorithm>
 #include <cassert>
@@ -62,20 +63,42 @@ inline void LoadWeights(const uint8_t* quant, __m512i w[8]) {
       w[4 + d] = _mm512_or_si512(w[4 + d], _mm512_and_si512(BitToFour(qh, d + 4), four));
     }
   }
-  if constexpr (T == GgmlType::kIQ4_NL) {
+  if constexpr (T == GgmlType::kIQ4_NL || T == GgmlType::kMXFP4) {
     alignas(16) int8_t table[16];
-    for (int i = 0; i < 16; ++i) table[i] = static_cast<int8_t>(kIq4NlValues[i] + 128);
+    for (int i = 0; i < 16; ++i) {
+      table[i] = static_cast<int8_t>(T == GgmlType::kIQ4_NL ? kIq4NlValues[i] + 128
+                                                            : kMxfp4Values[i] + 12);
+    }
     const __m512i lut =
         _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(table)));
     for (int d = 0; d < 8; ++d) w[d] = _mm512_shuffle_epi8(lut, w[d]);
   }
 }
 
-// The offset of the unsigned weights: Q5_0 stores q + 16, IQ4_NL's table is shifted by 128.
+// The offset of the unsigned weights: Q5_0 stores q + 16, IQ4_NL's table is shifted by 128,
+// MXFP4's by 12.
 template <GgmlType T>
 constexpr int kOffset = T == GgmlType::kQ5_0     ? 16
                         : T == GgmlType::kIQ4_NL ? 128
+                        : T == GgmlType::kMXFP4  ? 12
                                                  : 0;
+
+// The 16 weight scales of a block's side part: f16, or MXFP4's E8M0 bytes as E8M0Half's floats,
+// bit for bit: (e - 1) << 23 for e >= 2, 0x00200000 << e below.
+template <GgmlType T>
+inline __m512 WeightScales(const uint8_t* side) {
+  if constexpr (T == GgmlType::kMXFP4) {
+    const __m512i e =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(side)));  // 0 .. 255
+    const __m512i one = _mm512_set1_epi32(1);
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, one), 23);
+    const __m512i tiny = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+    return _mm512_castsi512_ps(
+        _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(e, one), tiny, normal));
+  } else {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(side)));
+  }
+}
 
 template <GgmlType T, int MR, PrefetchLevel L = PrefetchLevel::kL1>
 void GroupTile(const MatmulTile& t, const uint8_t* group, const int32_t* x_sums, int i0, int j0) {
@@ -90,7 +113,7 @@ void GroupTile(const MatmulTile& t, const uint8_t* group, const int32_t* x_sums,
     PrefetchBlockAhead<L>(group + quant_bytes * static_cast<size_t>(b), quant_bytes, side,
                           side_bytes, b);
     LoadWeights<T>(group + quant_bytes * static_cast<size_t>(b), w);
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(side)));
+    const __m512 dw = WeightScales<T>(side);
     for (int r = 0; r < MR; ++r) {
       const uint8_t* xb = t.x + static_cast<size_t>(i0 + r) * t.x_row_bytes + Act<T>::kBytes * b;
       const uint8_t* xq = xb + Act<T>::kQuants;
@@ -172,9 +195,11 @@ void MatmulQ4_1x16(const MatmulTile& t) { MatmulX16<GgmlType::kQ4_1>(t); }
 void MatmulQ5_0x16(const MatmulTile& t) { MatmulX16<GgmlType::kQ5_0>(t); }
 void MatmulQ5_1x16(const MatmulTile& t) { MatmulX16<GgmlType::kQ5_1>(t); }
 void MatmulIq4Nlx16(const MatmulTile& t) { MatmulX16<GgmlType::kIQ4_NL>(t); }
+void MatmulMxfp4x16(const MatmulTile& t) { MatmulX16<GgmlType::kMXFP4>(t); }
 void MatmulQ4_1x16L2(const MatmulTile& t) { MatmulX16<GgmlType::kQ4_1, PrefetchLevel::kL2>(t); }
 void MatmulQ5_0x16L2(const MatmulTile& t) { MatmulX16<GgmlType::kQ5_0, PrefetchLevel::kL2>(t); }
 void MatmulQ5_1x16L2(const MatmulTile& t) { MatmulX16<GgmlType::kQ5_1, PrefetchLevel::kL2>(t); }
 void MatmulIq4Nlx16L2(const MatmulTile& t) { MatmulX16<GgmlType::kIQ4_NL, PrefetchLevel::kL2>(t); }
+void MatmulMxfp4x16L2(const MatmulTile& t) { MatmulX16<GgmlType::kMXFP4, PrefetchLevel::kL2>(t); }
 
 }  // namespace kvserve::avx512

@@ -17,10 +17,10 @@ double Median(std::vector<double> v) {
 }  // namespace
 
 DecodeTileChooser::DecodeTileChooser(const KernelTable& table, std::string_view force) {
-  constexpr GgmlType kTypesTried[kTypes] = {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,
-                                            GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16,
-                                            GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1,
-                                            GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kIQ4_NL};
+  constexpr GgmlType kTypesTried[kTypes] = {
+      GgmlType::kQ4_K, GgmlType::kQ5_K,   GgmlType::kQ6_K, GgmlType::kF32,  GgmlType::kF16,
+      GgmlType::kBF16, GgmlType::kQ8_0,   GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
+      GgmlType::kQ5_1, GgmlType::kIQ4_NL, GgmlType::kMXFP4};
   for (int i = 0; i < kTypes; ++i) {
     const GgmlType type = kTypesTried[i];
     const bool is_float =

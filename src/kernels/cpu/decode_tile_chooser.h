@@ -57,8 +57,8 @@ class DecodeTileChooser {
 
  private:
   // Q4_K, Q5_K, Q6_K (named by the table: one-pass or two-pass, prefetch or not); F32, F16, BF16,
-  // Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL (L1 or L2 prefetch).
-  static constexpr int kTypes = 12;
+  // Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4 (L1 or L2 prefetch).
+  static constexpr int kTypes = 13;
   struct Slot {
     GgmlType type = GgmlType::kF32;
     std::array<MatmulTileFn, 2> fns{};

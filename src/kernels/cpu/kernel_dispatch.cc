@@ -46,6 +46,7 @@ const KernelTable* AvxVnniKernels() {
     t.matmul_q5_0_x16 = avxvnni::MatmulQ5_0x16;
     t.matmul_q5_1_x16 = avxvnni::MatmulQ5_1x16;
     t.matmul_iq4_nl_x16 = avxvnni::MatmulIq4Nlx16;
+    t.matmul_mxfp4_x16 = avxvnni::MatmulMxfp4x16;
     t.matmul_q6_k_x16 = avxvnni::MatmulQ6_Kx16;
     t.decode_q4_k_x16_alt = avxvnni::MatmulQ4_Kx16TwoPass;
     t.decode_q5_k_x16_alt = avxvnni::MatmulQ5_Kx16TwoPass;
@@ -56,6 +57,7 @@ const KernelTable* AvxVnniKernels() {
     t.decode_q5_0_x16_l2 = avxvnni::MatmulQ5_0x16L2;
     t.decode_q5_1_x16_l2 = avxvnni::MatmulQ5_1x16L2;
     t.decode_iq4_nl_x16_l2 = avxvnni::MatmulIq4Nlx16L2;
+    t.decode_mxfp4_x16_l2 = avxvnni::MatmulMxfp4x16L2;
     return t;
   }();
   return &table;
@@ -91,6 +93,7 @@ GgmlType ActivationTypeFor(GgmlType weight) {
     case GgmlType::kQ4_0:
     case GgmlType::kQ5_0:
     case GgmlType::kIQ4_NL:
+    case GgmlType::kMXFP4:
       return GgmlType::kQ8_0;
     case GgmlType::kQ4_1:
     case GgmlType::kQ5_1:
@@ -126,6 +129,8 @@ MatmulTileFn MatmulFor(const KernelTable& table, GgmlType type) {
       return table.matmul_q5_1;
     case GgmlType::kIQ4_NL:
       return table.matmul_iq4_nl;
+    case GgmlType::kMXFP4:
+      return table.matmul_mxfp4;
     case GgmlType::kQ2_K:
       return table.matmul_q2_k;
     case GgmlType::kQ3_K:
@@ -161,6 +166,8 @@ MatmulTileFn PackedMatmulFor(const KernelTable& table, GgmlType type) {
       return table.matmul_q5_1_x16;
     case GgmlType::kIQ4_NL:
       return table.matmul_iq4_nl_x16;
+    case GgmlType::kMXFP4:
+      return table.matmul_mxfp4_x16;
     default:
       return nullptr;
   }
@@ -192,6 +199,8 @@ MatmulTileFn DecodeAlternativeFor(const KernelTable& table, GgmlType type) {
       return table.decode_q5_1_x16_l2;
     case GgmlType::kIQ4_NL:
       return table.decode_iq4_nl_x16_l2;
+    case GgmlType::kMXFP4:
+      return table.decode_mxfp4_x16_l2;
     default:
       return nullptr;
   }

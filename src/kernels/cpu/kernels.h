@@ -104,6 +104,7 @@ struct KernelTable {
   MatmulTileFn matmul_q5_0_x16;
   MatmulTileFn matmul_q5_1_x16;
   MatmulTileFn matmul_iq4_nl_x16;
+  MatmulTileFn matmul_mxfp4_x16;
   // Other tiles for packed Q4_K, Q5_K and Q6_K matrices, for one activation row (decode): the bits
   // of the x16 tiles above, with memory read another way (AVX2: those read each super-block once
   // without software prefetch, these in two passes with it). Which is faster depends on the CPU,
@@ -117,7 +118,7 @@ struct KernelTable {
   const char* kquant_decode_first_name;
   const char* kquant_decode_alt_name;
   // Other decode tiles (one activation row) of the float matrices (stored layout) and of the packed
-  // 32-element block types: the bits of matmul_f32 .. matmul_iq4_nl_x16, with their software
+  // 32-element block types: the bits of matmul_f32 .. matmul_mxfp4_x16, with their software
   // prefetches into L2, twice as far ahead, instead of into L1 (prefetch_ahead.h). Timed against
   // those by the same chooser. nullptr: none.
   MatmulTileFn decode_f32_l2;
@@ -129,15 +130,17 @@ struct KernelTable {
   MatmulTileFn decode_q5_0_x16_l2;
   MatmulTileFn decode_q5_1_x16_l2;
   MatmulTileFn decode_iq4_nl_x16_l2;
+  MatmulTileFn decode_mxfp4_x16_l2;
   // The other GGML weight types in their stored layout, X in ActivationTypeFor's format. Q2_K ..
   // Q6_K have SIMD tiles on the AVX2 and AVX-512 tables (kquant_tiles_*.cc; Q4_K .. Q6_K run
-  // them only when a matrix is not packed, e.g. KVSERVE_PACK=0); Q4_1, Q5_0, Q5_1 and IQ4_NL keep
-  // the scalar tiles of quant_tiles_scalar.h on every table, since their matrices are packed at
-  // load and run the x16 tiles above. Every tile gives the scalar tile's bits.
+  // them only when a matrix is not packed, e.g. KVSERVE_PACK=0); Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4
+  // keep the scalar tiles of quant_tiles_scalar.h on every table, since their matrices are packed
+  // at load and run the x16 tiles above. Every tile gives the scalar tile's bits.
   MatmulTileFn matmul_q4_1;
   MatmulTileFn matmul_q5_0;
   MatmulTileFn matmul_q5_1;
   MatmulTileFn matmul_iq4_nl;
+  MatmulTileFn matmul_mxfp4;
   MatmulTileFn matmul_q2_k;
   MatmulTileFn matmul_q3_k;
   MatmulTileFn matmul_q4_k;
@@ -177,8 +180,8 @@ bool CpuSupportsAvxVnni();
 bool CpuSupportsAvx512();
 
 // The format a weight type's tiles take their activations in, as GGML's CPU backend quantizes
-// them: F32 for F32/F16/BF16 weights, Q8_0 for Q8_0/Q4_0/Q5_0/IQ4_NL, Q8_1 for Q4_1/Q5_1, Q8_K
-// for Q2_K..Q6_K.
+// them: F32 for F32/F16/BF16 weights, Q8_0 for Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4, Q8_1 for Q4_1/Q5_1,
+// Q8_K for Q2_K..Q6_K.
 GgmlType ActivationTypeFor(GgmlType weight);
 // Picks the tile function for a weight type; nullptr if the type has no kernel.
 MatmulTileFn MatmulFor(const KernelTable& table, GgmlType type);

@@ -13,9 +13,9 @@ constexpr int kBlock = 32;
 bool HasQh(GgmlType type) { return type == GgmlType::kQ5_0 || type == GgmlType::kQ5_1; }
 bool HasMin(GgmlType type) { return type == GgmlType::kQ4_1 || type == GgmlType::kQ5_1; }
 
-// Byte offsets inside a stored block.
+// Byte offsets inside a stored block, and the bytes of its scale d (MXFP4's e: 1).
 struct Fields {
-  size_t d, m, qh, quants;
+  size_t d, m, qh, quants, d_bytes = 2;
 };
 Fields FieldsOf(GgmlType type) {
   switch (type) {
@@ -26,6 +26,8 @@ Fields FieldsOf(GgmlType type) {
     case GgmlType::kQ5_1:
       return {offsetof(BlockQ5_1, d), offsetof(BlockQ5_1, m), offsetof(BlockQ5_1, qh),
               offsetof(BlockQ5_1, quants)};
+    case GgmlType::kMXFP4:
+      return {offsetof(BlockMxfp4, e), 0, 0, offsetof(BlockMxfp4, quants), 1};
     default:
       return {offsetof(BlockIq4Nl, d), 0, 0, offsetof(BlockIq4Nl, quants)};
   }
@@ -53,11 +55,13 @@ uint32_t UnpermuteQh(uint32_t packed) {
 
 bool HasPacked32Layout(GgmlType type) {
   return type == GgmlType::kQ4_1 || type == GgmlType::kQ5_0 || type == GgmlType::kQ5_1 ||
-         type == GgmlType::kIQ4_NL;
+         type == GgmlType::kIQ4_NL || type == GgmlType::kMXFP4;
 }
 
 size_t Packed32QuantBytes(GgmlType type) { return HasQh(type) ? 5 * 64 : 4 * 64; }
-size_t Packed32SideBytes(GgmlType type) { return HasMin(type) ? 64 : 32; }
+size_t Packed32SideBytes(GgmlType type) {
+  return HasMin(type) ? 64 : type == GgmlType::kMXFP4 ? 16 : 32;
+}
 
 size_t Packed32GroupBytes(GgmlType type, int64_t n_in) {
   const size_t n_blocks = static_cast<size_t>(n_in / kBlock);
@@ -93,7 +97,7 @@ void Pack32Groups(GgmlType type, const uint8_t* src, size_t src_row_bytes, int64
           const uint32_t p = PermuteQh(qh);
           std::memcpy(quant + 4 * 64 + 4 * lane, &p, 4);
         }
-        std::memcpy(side + 2 * lane, block + f.d, 2);
+        std::memcpy(side + f.d_bytes * lane, block + f.d, f.d_bytes);
         if (HasMin(type)) std::memcpy(side + 32 + 2 * lane, block + f.m, 2);
       }
     }
@@ -121,7 +125,7 @@ void Unpack32Row(GgmlType type, const uint8_t* packed, int64_t n_in, int64_t row
       const uint32_t qh = UnpermuteQh(p);
       std::memcpy(block + f.qh, &qh, 4);
     }
-    std::memcpy(block + f.d, side + 2 * lane, 2);
+    std::memcpy(block + f.d, side + f.d_bytes * lane, f.d_bytes);
     if (HasMin(type)) std::memcpy(block + f.m, side + 32 + 2 * lane, 2);
   }
 }

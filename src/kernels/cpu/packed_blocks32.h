@@ -1,7 +1,8 @@
-// The x16 layouts of Q4_1, Q5_0, Q5_1 and IQ4_NL matrices (32-element blocks; packed_weights.h has
-// Q8_0/Q4_0's, packed_kquants.h the K-quants'): 16 rows side by side, row l in lane l, so a SIMD
-// kernel reads a group as one forward stream and its float steps run one lane per row. The numbers
-// are the stored ones: the kernels compute exactly what the scalar tiles compute, bit for bit.
+// The x16 layouts of Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4 matrices (32-element blocks;
+// packed_weights.h has Q8_0/Q4_0's, packed_kquants.h the K-quants'): 16 rows side by side, row l in
+// lane l, so a SIMD kernel reads a group as one forward stream and its float steps run one lane per
+// row. The numbers are the stored ones: the kernels compute exactly what the scalar tiles compute,
+// bit for bit.
 //
 // A 16-row group of n_blocks = n_in / 32 blocks holds the blocks' quant parts, then their side
 // parts, then zero padding to a multiple of 64 bytes. "Dword d" is 64 bytes: bytes 4l .. 4l + 3
@@ -10,7 +11,8 @@
 //     the lane's qh bits, permuted so that one shift puts each element's bit 4 in place: bit
 //     8k + j of lane l's word is qh bit 16h + 4d + k of row l, for j = d + 4h (d, k in 0 .. 3,
 //     h in 0 .. 1): the bit of element 4d + k (h = 0) or 16 + 4d + k (h = 1), byte k of dword d.
-//   side part: d[16] (f16, lane = row); Q4_1 and Q5_1 then m[16].
+//   side part: d[16] (f16, lane = row); Q4_1 and Q5_1 then m[16]; MXFP4 e[16] (E8M0 bytes, lane =
+//     row: 16 bytes, so a group is as many bytes as its 16 stored rows, up to the padding).
 // Rows past n_out in the last group are zero.
 #pragma once
 
@@ -21,7 +23,7 @@
 
 namespace kvserve {
 
-// True for Q4_1, Q5_0, Q5_1 and IQ4_NL.
+// True for Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4.
 bool HasPacked32Layout(GgmlType type);
 // Bytes of one block's quant part and side part in a group.
 size_t Packed32QuantBytes(GgmlType type);

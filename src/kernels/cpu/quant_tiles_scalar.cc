@@ -45,7 +45,9 @@ void WalkTile(const MatmulTile& t, int block_elements, size_t w_block_bytes, siz
   }
 }
 
-// Q5_0, IQ4_NL against Q8_0.
+// Q5_0, IQ4_NL, MXFP4 against Q8_0. |isum| <= 32 * 127 * 127 (MXFP4: 32 * 12 * 127).
+// MXFP4's d_w = 2^(e - 128) times d_x is llama.cpp's GGML_E8M0_TO_FP32_HALF(e) * d_x, and its q
+// the doubled table, so isum * (d_w * d_x) is what ggml_vec_dot_mxfp4_q8_0 adds per block.
 void Matmul32Q8_0(const MatmulTile& t, Unpack32Fn unpack, size_t w_block_bytes) {
   WalkTile<Unpacked32>(t, 32, w_block_bytes, sizeof(BlockQ8_0), unpack,
                        [](float sum, const Unpacked32& u, const uint8_t* xp) {
@@ -100,6 +102,7 @@ void MatmulQ4_1(const MatmulTile& t) { Matmul32Q8_1(t, UnpackQ4_1, sizeof(BlockQ
 void MatmulQ5_0(const MatmulTile& t) { Matmul32Q8_0(t, UnpackQ5_0, sizeof(BlockQ5_0)); }
 void MatmulQ5_1(const MatmulTile& t) { Matmul32Q8_1(t, UnpackQ5_1, sizeof(BlockQ5_1)); }
 void MatmulIq4Nl(const MatmulTile& t) { Matmul32Q8_0(t, UnpackIq4Nl, sizeof(BlockIq4Nl)); }
+void MatmulMxfp4(const MatmulTile& t) { Matmul32Q8_0(t, UnpackMxfp4, sizeof(BlockMxfp4)); }
 void MatmulQ2_K(const MatmulTile& t) { MatmulK(t, UnpackQ2_K, sizeof(BlockQ2_K)); }
 void MatmulQ3_K(const MatmulTile& t) { MatmulK(t, UnpackQ3_K, sizeof(BlockQ3_K)); }
 void MatmulQ4_K(const MatmulTile& t) { MatmulK(t, UnpackQ4_K, sizeof(BlockQ4_K)); }
