@@ -53,6 +53,10 @@ const SynthCase kCases[] = {
      "d7a4f8b74ffad90037eb02de73c74d5737ab00ea0f43ff337f119f4d81d8c031", 1e-4},
     {"gpt-oss-tiny-q8_0", GgmlType::kQ8_0, std::nullopt,
      "a2376a42fdc921697098f0bde285d8172fa4701d542cf653e36702586c2c16aa", 5e-2},
+    // As gpt-oss's released files: experts MXFP4, other matrices Q8_0, router F32 (byte for byte
+    // what llama-quantize MXFP4_MOE makes of the F32 file).
+    {"gpt-oss-tiny-mxfp4", GgmlType::kQ8_0, GgmlType::kMXFP4,
+     "46d65331b016774087fc3932b7fba75e39ed8d9faa60f7f2730209f680e8c635", 5e-2},
 };
 
 std::string Synthesize(const SynthCase& c) {

@@ -31,6 +31,7 @@
 #include "support/core_run.h"
 #include "support/paths.h"
 #include "support/reference_runs.h"
+#include "support/synthetic_files.h"
 #include "support/test_backend.h"
 #include "tokenizer/tokenizer.h"
 
@@ -194,6 +195,11 @@ Loaded LoadCase(const std::string& name) {
     auto model = LoadModel(WriteWindowLlama(), TestBackend());
     EXPECT_TRUE(model.ok()) << model.message();
     if (model.ok()) l.model = std::move(model).value();
+  } else if (name == "gemma4-tiny" || name == "gpt-oss-tiny") {
+    // kvserve synth's files (tests/data/llama-reference): Gemma 4's shared-KV layers read the
+    // window and full groups of earlier layers; gpt-oss's window with learned sinks.
+    l.model =
+        testing::LoadPathOrDie(testing::SynthesizedModel(name, name + "-f32", GgmlType::kF32));
   } else {
     l.model = testing::LoadOrDie("arch/" + name + ".gguf");
   }
@@ -463,7 +469,8 @@ TEST_P(KvWindowEngineTest, DraftsAndSessionsKeepTheAnswerAndLeakNothing) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Files, KvWindowEngineTest,
-                         ::testing::Values("gemma2-f32", "gemma3-f32", "llama-window"),
+                         ::testing::Values("gemma2-f32", "gemma3-f32", "llama-window",
+                                           "gemma4-tiny", "gpt-oss-tiny"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');

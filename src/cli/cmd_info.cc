@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -126,6 +127,13 @@ void PrintKvCache(const KvSpec& spec, int n_ctx_train) {
     const std::string kind = group.kind->Describe();
     std::printf("KV group %zu:    %s, layers %s, %d kv heads x %d\n", g, kind.c_str(),
                 LayerRuns(group.layers).c_str(), group.n_kv_heads, group.head_dim);
+  }
+  // Layers without a cache of their own (Gemma 4's shared KV), by the layer whose cache they read.
+  std::map<int, std::vector<int>> readers;
+  for (const auto& [layer, source] : spec.readers) readers[source].push_back(layer);
+  for (const auto& [source, layers] : readers) {
+    std::printf("KV shared:     layers %s read layer %d's cache (no blocks of their own)\n",
+                LayerRuns(layers).c_str(), source);
   }
   const uint64_t f16_per_token = spec.BytesPerToken(KvType::kF16);
   for (KvType type : kAllKvTypes) {
