@@ -63,6 +63,16 @@ struct HfClass {
 using ModelLoader = Result<std::unique_ptr<Model>> (*)(GgufFile file, ModelConfig config,
                                                        const Backend& backend);
 
+// The loader of an architecture whose model class loads itself: M(file, config, backend), then
+// M::Load(), which reads the rest of the keys and every tensor.
+template <typename M>
+Result<std::unique_ptr<Model>> LoadModelOf(GgufFile file, ModelConfig config,
+                                           const Backend& backend) {
+  auto model = std::make_unique<M>(std::move(file), std::move(config), backend);
+  KVSERVE_RETURN_IF_ERROR(model->Load());
+  return std::unique_ptr<Model>(std::move(model));
+}
+
 struct Architecture {
   const char* gguf_name;  // general.architecture
   ModelLoader load;

@@ -368,13 +368,6 @@ void Gemma4Model::Forward(const ForwardBatch& batch, KvCache& kv, Workspace& ws,
   }
 }
 
-Result<std::unique_ptr<Model>> LoadGemma4(GgufFile file, ModelConfig config,
-                                          const Backend& backend) {
-  auto model = std::make_unique<Gemma4Model>(std::move(file), std::move(config), backend);
-  KVSERVE_RETURN_IF_ERROR(model->Load());
-  return std::unique_ptr<Model>(std::move(model));
-}
-
 // Without a period every layer is global.
 bool SynthGlobal(const SyntheticShape& s, int i) {
   return s.swa_period == 0 || i % s.swa_period == s.swa_period - 1;
@@ -479,7 +472,7 @@ const SyntheticRecipe& Gemma4Synthetic() {
 
 KVSERVE_ARCHITECTURE(gemma4) {
   static const Architecture entry{
-      .gguf_name = "gemma4", .load = &LoadGemma4, .synthetic = &Gemma4Synthetic()};
+      .gguf_name = "gemma4", .load = &LoadModelOf<Gemma4Model>, .synthetic = &Gemma4Synthetic()};
   return entry;
 }
 

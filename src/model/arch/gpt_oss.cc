@@ -124,13 +124,6 @@ class GptOssModel final : public Model {
   std::vector<GptOssLayer> layers_;
 };
 
-Result<std::unique_ptr<Model>> LoadGptOss(GgufFile file, ModelConfig config,
-                                          const Backend& backend) {
-  auto model = std::make_unique<GptOssModel>(std::move(file), std::move(config), backend);
-  KVSERVE_RETURN_IF_ERROR(model->Load());
-  return std::unique_ptr<Model>(std::move(model));
-}
-
 // GptOssForCausalLM (transformers, unquantized: BF16/F16/F32 experts): qwen-style keys with
 // head_dim, num_local_experts, num_experts_per_tok, sliding_window and YaRN; layer_types must be
 // the alternation llama.cpp assumes (sliding first), swiglu_limit 7. The released MXFP4
@@ -299,7 +292,7 @@ const SyntheticRecipe& GptOssSynthetic() {
 
 KVSERVE_ARCHITECTURE(gpt_oss) {
   static const Architecture entry{.gguf_name = "gpt-oss",
-                                  .load = &LoadGptOss,
+                                  .load = &LoadModelOf<GptOssModel>,
                                   .hf_classes = {{"GptOssForCausalLM", "gpt_oss", &ReadGptOssConfig,
                                                   &MapGptOssTensor, &WriteGptOssMetadata}},
                                   .synthetic = &GptOssSynthetic()};

@@ -144,13 +144,6 @@ class GraniteModel final : public Model {
   std::vector<GraniteLayer> layers_;
 };
 
-Result<std::unique_ptr<Model>> LoadGranite(GgufFile file, ModelConfig config,
-                                           const Backend& backend) {
-  auto model = std::make_unique<GraniteModel>(std::move(file), std::move(config), backend);
-  KVSERVE_RETURN_IF_ERROR(model->Load());
-  return std::unique_ptr<Model>(std::move(model));
-}
-
 Status ReadGraniteConfig(const HfConfigReader& r, HfConfig& c) {
   KVSERVE_RETURN_IF_ERROR(ReadHfDecoderConfig(r, {.rope = kLlama3RopeRules}, c));
   struct Key {
@@ -180,7 +173,7 @@ void WriteGraniteMetadata(const HfConfig& c, GgufWriter& w) { AddHfDecoderMetada
 KVSERVE_ARCHITECTURE(granite) {
   static const Architecture entry{
       .gguf_name = "granite",
-      .load = &LoadGranite,
+      .load = &LoadModelOf<GraniteModel>,
       .hf_classes = {{"GraniteForCausalLM", "granite", &ReadGraniteConfig, &MapGraniteTensor,
                       &WriteGraniteMetadata}}};
   return entry;

@@ -86,13 +86,6 @@ class Qwen3MoeModel final : public Model {
   std::vector<MoeLayer> layers_;
 };
 
-Result<std::unique_ptr<Model>> LoadQwen3Moe(GgufFile file, ModelConfig config,
-                                            const Backend& backend) {
-  auto model = std::make_unique<Qwen3MoeModel>(std::move(file), std::move(config), backend);
-  KVSERVE_RETURN_IF_ERROR(model->Load());
-  return std::unique_ptr<Model>(std::move(model));
-}
-
 Status ReadQwen3MoeConfig(const HfConfigReader& r, HfConfig& c) {
   KVSERVE_RETURN_IF_ERROR(ReadHfDecoderConfig(r, {}, c));
   KVSERVE_RETURN_IF_ERROR(r.RequireBool("use_sliding_window", false, true,
@@ -204,7 +197,7 @@ const SyntheticRecipe& Qwen3MoeSynthetic() {
 KVSERVE_ARCHITECTURE(qwen3moe) {
   static const Architecture entry{
       .gguf_name = "qwen3moe",
-      .load = &LoadQwen3Moe,
+      .load = &LoadModelOf<Qwen3MoeModel>,
       .hf_classes = {{"Qwen3MoeForCausalLM", "qwen3_moe", &ReadQwen3MoeConfig, &MapQwen3MoeTensor,
                       &WriteQwen3MoeMetadata}},
       .synthetic = &Qwen3MoeSynthetic()};
