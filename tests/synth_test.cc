@@ -227,9 +227,19 @@ TEST(SynthTest, BadShapesNameTheField) {
   // Only architectures whose file gives a recipe (Architecture::synthetic) can be made.
   s = TinyShape("llama");
   s.arch = "gemma2";
-  expect_error(s, "architecture 'gemma2' has no synthetic recipe (known: gpt2, llama, qwen3moe)");
-  EXPECT_EQ(SyntheticArchitectureNames(), "gpt2, llama, qwen3moe");
-  EXPECT_EQ(SyntheticPresetNames(), "gpt2-124m, tinyllama-1.1b, stories-15m, stories-260k");
+  expect_error(
+      s,
+      "architecture 'gemma2' has no synthetic recipe (known: gemma4, gpt2, gpt-oss, llama, "
+      "qwen3moe)");
+  EXPECT_EQ(SyntheticArchitectureNames(), "gemma4, gpt2, gpt-oss, llama, qwen3moe");
+  EXPECT_EQ(SyntheticPresetNames(),
+            "gemma4-e2b, gemma4-tiny, gpt2-124m, gpt-oss-20b, gpt-oss-tiny, tinyllama-1.1b, "
+            "stories-15m, stories-260k");
+  // gemma4's shared-KV count must leave a layer with a cache.
+  s = TinyShape("llama");
+  s.arch = "gemma4";
+  s.shared_kv_layers = s.n_layers;
+  expect_error(s, "shared KV layers");
   auto bad_type =
       SyntheticModel::Create({.shape = TinyShape("llama"), .type = GgmlType::kQ8_K}, *vocab);
   EXPECT_FALSE(bad_type.ok());
@@ -268,7 +278,8 @@ TEST(SynthCommandTest, BadFlagsFailClearly) {
       {"synth --preset gpt2-124m", "missing -o"},
       {"synth" + o + " --preset gpt2-7b", "unknown preset 'gpt2-7b'"},
       {"synth" + o, "missing --preset NAME or --arch"},
-      {"synth" + o + " --arch mamba --embd 8", "'mamba' is not one of gpt2, llama"},
+      {"synth" + o + " --arch mamba --embd 8",
+       "'mamba' is not one of gemma4, gpt2, gpt-oss, llama"},
       {"synth" + o + " --arch llama --embd 64 --layers 1 --heads 4", "missing --ff"},
       {"synth" + o + " --preset gpt2-124m --type q8_k", "flag --type: 'q8_k'"},
       {"synth" + o + " --preset gpt2-124m --arch llama", "contradicts --preset"},

@@ -20,8 +20,10 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: kvserve synth -o OUT.gguf (--preset NAME | --arch ARCH --embd N "
-    "--layers N --heads N [--kv-heads N] --ff N --ctx N [--experts N --experts-used K]) --type "
-    "f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|mxfp4|q2_k..q6_k [--vocab VOCAB.gguf] "
+    "--layers N --heads N [--kv-heads N] --ff N --ctx N [--experts N --experts-used K] "
+    "[--head-dim N] [--window N]) --type "
+    "f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|mxfp4|q2_k..q6_k [--expert-type TYPE] "
+    "[--vocab VOCAB.gguf] "
     "[--vocab-size N] [--seed S] [--threads N] [--norm-eps E] [--rope-base B] [--tied-output] "
     "[--name NAME]";
 
