@@ -1,7 +1,8 @@
 // The gemma4 architecture (src/model/arch/gemma4.cc) against llama.cpp: `kvserve synth --preset
 // gemma4-tiny` files (layers S S G S S G with a window of 8, windowed heads of 64 and global heads
 // of 128 with rope_freqs, q/k norms and v's unweighted norm, per-layer inputs of 32, output
-// scales, final soft-cap 30, and the last three layers reading layers 1, 1 and 2's caches) made
+// scales, final soft-cap 30, the last three layers reading layers 1, 1 and 2's caches with
+// double-wide feed-forwards: feed_forward_length per layer) made
 // again here, checked byte for byte against the files llama.cpp read, with their logits against
 // llama.cpp's (tests/data/llama-reference) in batch, incremental and no-cache modes; greedy
 // through the engine alone and 16 at once; the cache spec (only the layers with a cache, the
@@ -32,19 +33,20 @@ struct SynthCase {
   const char* name;
   GgmlType type;
   const char* sha256;  // of the file llama.cpp read (tests/data/llama-reference/README.md)
-  // F32: the shared README's gemma tolerance with GGML's f16-table GELU, 5e-4 (llama.cpp's own
-  // batch and incremental passes differ by 3.2e-4 here). Q8_0: rows 0-10 agree within 1.7e-7;
+  // F32: GGML's f16-table GELU makes summation order visible: llama.cpp's own batch and
+  // incremental passes differ by 3.8e-4 on this file, kvserve by 5.0e-4 from them; 1e-3 (the
+  // shared README says 5e-4 for its two-layer gemma files). Q8_0: rows 0-10 agree within 1.8e-7;
   // at position 11 one 8-bit activation rounds the other way (its sum done in another order),
-  // and the K/V it leaves moves every later row by 1.5e-2 to 7.2e-2 (six layers, three of them
+  // and the K/V it leaves moves every later row by 1.5e-2 to 8.9e-2 (six layers, three of them
   // reading that K/V again), above the README's 5e-2 for two-layer files.
   double tolerance;
 };
 
 const SynthCase kCases[] = {
     {"gemma4-tiny-f32", GgmlType::kF32,
-     "64df52bfd10e91e6ae83e81c3d9989c594b353ac36f727d855f032b8e9c41076", 5e-4},
+     "b2c3d47634f0e8f3e72e1e1debcdbfbe5def900ed857e2bddb3e6c0d9f15abc5", 1e-3},
     {"gemma4-tiny-q8_0", GgmlType::kQ8_0,
-     "75b7ffdca5de408aecd79d017ac73b47de34f1000ff568e4030fa386d941f67c", 1e-1},
+     "c792bef3b5e60ab384756ccb1a6f1d28b39b296e1eff687161f9a16a72ccb448", 1e-1},
 };
 
 std::string Synthesize(const SynthCase& c) {
@@ -69,7 +71,7 @@ TEST_P(Gemma4ReferenceTest, TeacherForcedLogitsMatchLlamaCppInEveryMode) {
   testing::ExpectTeacherForcedMatch(*model, c, sc.tolerance);
 }
 
-// The F32 reference's smallest top-2 gap (4.7e-4 of the row) is about the GELU table's noise, so
+// The F32 reference's smallest top-2 gap (9.3e-4 of the row) is about the GELU table's noise, so
 // greedy tokens are judged teacher-forced above; 16 at once must equal alone.
 TEST_P(Gemma4ReferenceTest, EngineGreedySixteenAtOnceEqualAlone) {
   const SynthCase& sc = GetParam();
@@ -117,6 +119,14 @@ TEST(Gemma4Metadata, KeysAreCheckedByName) {
          w.SetBoolArray("gemma4.attention.sliding_window_pattern", {true, true, false});
        },
        "'gemma4.attention.sliding_window_pattern' has 3 entries, expected 6"},
+      {[](GgufWriter& w) {
+         w.SetInt32Array("gemma4.feed_forward_length", {256, 256, 512});
+       },
+       "'gemma4.feed_forward_length' has 3 entries, expected 6 (one per layer)"},
+      {[](GgufWriter& w) {
+         w.SetInt32Array("gemma4.feed_forward_length", {256, 256, 256, 256, 512, 512});
+       },
+       "tensor 'blk.3.ffn_gate.weight' has shape [256, 512], expected [256, 256]"},
       {[](GgufWriter& w) { w.SetUint32("gemma4.expert_count", 8); },
        "Gemma 4's mixture of experts is not supported yet"},
       {[](GgufWriter& w) { w.SetUint32("gemma4.attention.key_length_swa", 32); },

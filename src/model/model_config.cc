@@ -1,5 +1,6 @@
 #include "model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -20,6 +21,33 @@ Status ReadCount(const GgufFile& file, const std::string& key, int64_t max, int*
   return Status::Ok();
 }
 
+// feed_forward_length: one width, or one per layer (Gemma 4's double-wide MLP in its shared-KV
+// layers): n_ff is then the widest and n_ff_layers the list. Needs n_layers.
+Status ReadFeedForward(const GgufFile& file, const std::string& key, ModelConfig& config) {
+  constexpr int64_t kMaxDim = 1 << 20;
+  const GgufValue* v = file.Find(key);
+  if (v == nullptr || v->type != GgufValueType::kArray) {
+    return ReadCount(file, key, kMaxDim, &config.n_ff);
+  }
+  auto widths = file.GetIntArray(key);
+  if (!widths.ok()) return widths.status();
+  if (widths->size() != static_cast<size_t>(config.n_layers)) {
+    return Status::InvalidArgument(file.path() + ": metadata key '" + key + "' has " +
+                                   std::to_string(widths->size()) + " entries, expected " +
+                                   std::to_string(config.n_layers) + " (one per layer)");
+  }
+  for (int64_t w : *widths) {
+    if (w < 1 || w > kMaxDim) {
+      return Status::InvalidArgument(file.path() + ": metadata key '" + key + "' holds " +
+                                     std::to_string(w) + ", out of range (1 to " +
+                                     std::to_string(kMaxDim) + ")");
+    }
+    config.n_ff_layers.push_back(static_cast<int>(w));
+    config.n_ff = std::max(config.n_ff, static_cast<int>(w));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
@@ -37,7 +65,7 @@ Result<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
   KVSERVE_RETURN_IF_ERROR(ReadCount(file, prefix + "embedding_length", kMaxDim, &config.n_embd));
   KVSERVE_RETURN_IF_ERROR(ReadCount(file, prefix + "block_count", 4096, &config.n_layers));
   KVSERVE_RETURN_IF_ERROR(ReadCount(file, prefix + "attention.head_count", 4096, &config.n_heads));
-  KVSERVE_RETURN_IF_ERROR(ReadCount(file, prefix + "feed_forward_length", kMaxDim, &config.n_ff));
+  KVSERVE_RETURN_IF_ERROR(ReadFeedForward(file, prefix + "feed_forward_length", config));
   KVSERVE_RETURN_IF_ERROR(ReadCount(file, prefix + "context_length", 1 << 24, &config.n_ctx_train));
   config.n_kv_heads = config.n_heads;
   if (file.Find(prefix + "attention.head_count_kv")) {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "io/gguf_reader.h"
 #include "util/status.h"
@@ -18,7 +19,10 @@ struct ModelConfig {
   int n_heads = 0;
   int n_kv_heads = 0;
   int head_dim = 0;  // <arch>.attention.key_length where present, else n_embd / n_heads
-  int n_ff = 0;
+  int n_ff = 0;      // the widest layer's where feed_forward_length is a list
+  // feed_forward_length per layer where the file gives a list (Gemma 4); empty otherwise. An
+  // architecture that reads only n_ff refuses a layer of another width by its tensor's shape.
+  std::vector<int> n_ff_layers;
   int n_ctx_train = 0;
   float norm_eps = 1e-5f;
   float rope_freq_base = 10000.0f;   // <arch>.rope.freq_base, where the architecture uses RoPE

@@ -16,8 +16,9 @@
 // - an optional per-layer output scale (layer_output_scale) and the final logit soft-cap.
 // Per layer otherwise as Gemma 3: x += post_attention_norm(attention(attn_norm(x))), then
 // x += post_ffw_norm(down(gelu(gate(h)) * up(h))), h = ffn_norm(x); embeddings times sqrt(n_embd).
-// Norm weights are used as stored. The MoE variant (26B-A4B), the assistant drafter, per-layer
-// feed-forward widths and the gemma4 tokenizer are not read yet: refused by the loader.
+// Norm weights are used as stored; feed_forward_length may be one width per layer (the shared
+// layers' double-wide MLP). The MoE variant (26B-A4B) and the assistant drafter are refused by
+// the loader; the gemma4 tokenizer is not read yet.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -200,7 +201,7 @@ Status Gemma4Model::LoadLayer(const WeightLoader& r, int il, WeightList& weights
   Gemma4Layer& l = layers_[il];
   const std::string p = "blk." + std::to_string(il) + ".";
   const int q_dim = c.n_heads * l.head_dim, kv_dim = c.n_kv_heads * l.head_dim;
-  int n_ff = c.n_ff;
+  const int n_ff = c.n_ff_layers.empty() ? c.n_ff : c.n_ff_layers[il];
   for (auto [name, v, n] : {std::tuple{"attn_norm", &l.attn_norm, c.n_embd},
                             {"post_attention_norm", &l.post_attn_norm, c.n_embd},
                             {"ffn_norm", &l.ffn_norm, c.n_embd},
@@ -401,9 +402,10 @@ void SynthGemma4Tensors(const SyntheticShape& s, int64_t n_vocab, SyntheticTenso
       out.Vector(p + norm + ".weight", s.n_embd, SyntheticFill::kOnes);
     }
     if (wide > 0) out.Vector(p + "post_norm.weight", s.n_embd, SyntheticFill::kOnes);
-    out.Matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff);
-    out.Matrix(p + "ffn_up.weight", s.n_embd, s.n_ff);
-    out.Matrix(p + "ffn_down.weight", s.n_ff, s.n_embd);
+    const int64_t n_ff = i < n_kv ? s.n_ff : 2 * s.n_ff;  // double-wide in shared layers
+    out.Matrix(p + "ffn_gate.weight", s.n_embd, n_ff);
+    out.Matrix(p + "ffn_up.weight", s.n_embd, n_ff);
+    out.Matrix(p + "ffn_down.weight", n_ff, s.n_embd);
     if (wide > 0) {
       out.Matrix(p + "inp_gate.weight", s.n_embd, s.per_layer_input);
       out.Matrix(p + "proj.weight", s.per_layer_input, s.n_embd);
@@ -417,6 +419,11 @@ void SynthGemma4Metadata(const SyntheticShape& s, int64_t n_vocab, GgufWriter& w
   std::vector<bool> windowed;
   for (int i = 0; i < s.n_layers; ++i) windowed.push_back(!SynthGlobal(s, i));
   w.SetBoolArray("gemma4.attention.sliding_window_pattern", windowed);
+  std::vector<int32_t> n_ff;
+  for (int i = 0; i < s.n_layers; ++i) {
+    n_ff.push_back(i < s.n_layers - s.shared_kv_layers ? s.n_ff : 2 * s.n_ff);
+  }
+  w.SetInt32Array("gemma4.feed_forward_length", n_ff);  // replaces the single width
   w.SetUint32("gemma4.attention.sliding_window", s.window);
   w.SetUint32("gemma4.attention.key_length_swa", s.HeadDim() / 2);
   w.SetUint32("gemma4.attention.value_length_swa", s.HeadDim() / 2);
@@ -429,8 +436,9 @@ void SynthGemma4Metadata(const SyntheticShape& s, int64_t n_vocab, GgufWriter& w
 
 const SyntheticRecipe& Gemma4Synthetic() {
   // E2B's shape (its vocabulary, 262,144 tokens of the gemma4 tokenizer, is not on this machine:
-  // Llama's SentencePiece one stands in; feed-forward 6144 in every layer), and a small one for
-  // the reference tests: layers S S G S S G, the last three reading layers 1, 1 and 2.
+  // Llama's SentencePiece one stands in; feed-forward 6144, twice that in the shared layers), and
+  // a small one for the reference tests: layers S S G S S G, the last three reading layers 1, 1
+  // and 2 with feed-forwards of 512.
   static const SyntheticRecipe recipe{.vocab_file = "ggml-vocab-llama-spm.gguf",
                                       .always_tied = true,
                                       .tensors = &SynthGemma4Tensors,
