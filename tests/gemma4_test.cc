@@ -6,7 +6,8 @@
 // again here, checked byte for byte against the files llama.cpp read, with their logits against
 // llama.cpp's (tests/data/llama-reference) in batch, incremental and no-cache modes; greedy
 // through the engine alone and 16 at once; the cache spec (only the layers with a cache, the
-// readers named) and what a reader's missing cache would cost.
+// readers named) and what a reader's missing cache would cost; and gemma4-moe-tiny, the mixture
+// of experts' layout (26B-A4B).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -40,6 +41,7 @@ struct SynthCase {
   // and the K/V it leaves moves every later row by 1.5e-2 to 8.9e-2 (six layers, three of them
   // reading that K/V again), above the README's 5e-2 for two-layer files.
   double tolerance;
+  const char* preset = "gemma4-tiny";
 };
 
 const SynthCase kCases[] = {
@@ -47,10 +49,14 @@ const SynthCase kCases[] = {
      "b2c3d47634f0e8f3e72e1e1debcdbfbe5def900ed857e2bddb3e6c0d9f15abc5", 1e-3},
     {"gemma4-tiny-q8_0", GgmlType::kQ8_0,
      "c792bef3b5e60ab384756ccb1a6f1d28b39b296e1eff687161f9a16a72ccb448", 1e-1},
+    // 26B-A4B's layout (experts beside the dense MLP, the router on RMSNorm(x) / sqrt(n_embd) times
+    // its scale, fused gate/up experts): 1.4e-4.
+    {"gemma4-moe-tiny-f32", GgmlType::kF32,
+     "b49d48e130a4e6c3afc9751235f67be8da98d6158f7d19d36a0cfd7c75df6cf5", 1e-3, "gemma4-moe-tiny"},
 };
 
 std::string Synthesize(const SynthCase& c) {
-  return testing::SynthesizedModel("gemma4-tiny", c.name, c.type);
+  return testing::SynthesizedModel(c.preset, c.name, c.type);
 }
 
 class Gemma4ReferenceTest : public ::testing::TestWithParam<SynthCase> {};
@@ -71,7 +77,8 @@ TEST_P(Gemma4ReferenceTest, TeacherForcedLogitsMatchLlamaCppInEveryMode) {
   testing::ExpectTeacherForcedMatch(*model, c, sc.tolerance);
 }
 
-// The F32 reference's smallest top-2 gap (9.3e-4 of the row) is about the GELU table's noise, so
+// The F32 references' smallest top-2 gaps (9.3e-4 and 1.1e-3 of the row) are about the GELU
+// table's noise, so
 // greedy tokens are judged teacher-forced above; 16 at once must equal alone.
 TEST_P(Gemma4ReferenceTest, EngineGreedySixteenAtOnceEqualAlone) {
   const SynthCase& sc = GetParam();
@@ -127,8 +134,6 @@ TEST(Gemma4Metadata, KeysAreCheckedByName) {
          w.SetInt32Array("gemma4.feed_forward_length", {256, 256, 256, 256, 512, 512});
        },
        "tensor 'blk.3.ffn_gate.weight' has shape [256, 512], expected [256, 256]"},
-      {[](GgufWriter& w) { w.SetUint32("gemma4.expert_count", 8); },
-       "Gemma 4's mixture of experts is not supported yet"},
       {[](GgufWriter& w) { w.SetUint32("gemma4.attention.key_length_swa", 32); },
        "key_length_swa 32 (value_length_swa 64)"},
       {[](GgufWriter& w) {
@@ -139,6 +144,26 @@ TEST(Gemma4Metadata, KeysAreCheckedByName) {
        "tensor 'blk.0.attn_q_norm.weight' has shape [64], expected [32]"},
   };
   const std::string path = Synthesize(kCases[0]);
+  for (const Case& c : cases) {
+    testing::EditedModel e = testing::LoadEditedModel(path, "", c.edit);
+    ASSERT_FALSE(e.model.ok()) << "loaded; expected: " << c.expected;
+    EXPECT_NE(e.model.message().find(c.expected), std::string::npos) << e.model.message();
+  }
+}
+
+// The mixture's keys are checked against its tensors, naming the key or the tensor.
+TEST(Gemma4Metadata, ExpertKeysAreCheckedByName) {
+  const std::string path = Synthesize(kCases[2]);
+  struct Case {
+    std::function<void(GgufWriter&)> edit;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {[](GgufWriter& w) { w.SetUint32("gemma4.expert_used_count", 5); },
+       "'gemma4.expert_used_count' = 5 is out of range (1 to expert_count 4)"},
+      {[](GgufWriter& w) { w.SetUint32("gemma4.expert_feed_forward_length", 64); },
+       "tensor 'blk.0.ffn_gate_up_exps.weight' has shape [256, 256, 4], expected [256, 128, 4]"},
+  };
   for (const Case& c : cases) {
     testing::EditedModel e = testing::LoadEditedModel(path, "", c.edit);
     ASSERT_FALSE(e.model.ok()) << "loaded; expected: " << c.expected;

@@ -19,6 +19,7 @@ enum MoeBuffer : int {
   kExpertOut,                     // [tokens of one expert, n_embd]
   kSlots,                         // [n_tokens * n_used, n_embd]: each token's expert outputs
 };
+static_assert(kSlots < kMoeBufferEnd);
 
 // gpt-oss's activation constants (llama.cpp's LLM_FFN_SWIGLU_OAI_MOE).
 constexpr float kOaiAlpha = 1.702f;
@@ -58,10 +59,24 @@ Status MoeFeedForward::Load(const WeightLoader& r, const ModelConfig& c, const M
   const int n_expert = shape.n_expert;
   const int n_ff = shape.n_ff_exp;
   KVSERVE_RETURN_IF_ERROR(r.Matrix(prefix + "ffn_gate_inp.weight", n_expert, c.n_embd, &router_));
-  KVSERVE_RETURN_IF_ERROR(
-      r.ExpertMatrices(prefix + "ffn_gate_exps.weight", n_expert, n_ff, c.n_embd, &gate_));
-  KVSERVE_RETURN_IF_ERROR(
-      r.ExpertMatrices(prefix + "ffn_up_exps.weight", n_expert, n_ff, c.n_embd, &up_));
+  if (r.Has(prefix + "ffn_gate_up_exps.weight")) {
+    // One [2 n_ff, n_embd] matrix per expert: gate and up are views of its two row halves.
+    std::vector<WeightMatrix> fused;
+    KVSERVE_RETURN_IF_ERROR(
+        r.ExpertMatrices(prefix + "ffn_gate_up_exps.weight", n_expert, 2 * n_ff, c.n_embd, &fused));
+    for (const WeightMatrix& m : fused) {
+      WeightMatrix half = m;
+      half.n_out = n_ff;
+      gate_.push_back(half);
+      half.data = m.data + static_cast<size_t>(n_ff) * m.row_bytes;
+      up_.push_back(half);
+    }
+  } else {
+    KVSERVE_RETURN_IF_ERROR(
+        r.ExpertMatrices(prefix + "ffn_gate_exps.weight", n_expert, n_ff, c.n_embd, &gate_));
+    KVSERVE_RETURN_IF_ERROR(
+        r.ExpertMatrices(prefix + "ffn_up_exps.weight", n_expert, n_ff, c.n_embd, &up_));
+  }
   KVSERVE_RETURN_IF_ERROR(
       r.ExpertMatrices(prefix + "ffn_down_exps.weight", n_expert, c.n_embd, n_ff, &down_));
   weights.matrices.push_back(&router_);
@@ -71,6 +86,9 @@ Status MoeFeedForward::Load(const WeightLoader& r, const ModelConfig& c, const M
     for (const WeightMatrix* m : {&gate_[e], &up_[e], &down_[e]}) {
       weights.routed.emplace_back(m, share);
     }
+  }
+  if (r.Has(prefix + "ffn_down_exps.scale")) {
+    KVSERVE_RETURN_IF_ERROR(r.Vector(prefix + "ffn_down_exps.scale", n_expert, &down_scale_));
   }
   if (!options.biases) return Status::Ok();
   KVSERVE_RETURN_IF_ERROR(r.Vector(prefix + "ffn_gate_inp.bias", n_expert, &router_bias_));
@@ -96,17 +114,24 @@ void MoeFeedForward::RunExpert(const Backend& be, int e, const float* in, int m,
     be.AddBias(gate, n_ff, gate_bias_[e].data(), m, n_ff, ws);
     be.AddBias(up, n_ff, up_bias_[e].data(), m, n_ff, ws);
   }
-  if (options_.activation == MoeActivation::kSwiGluOai) {
-    be.SwiGluOai(gate, up, m, n_ff, kOaiAlpha, kOaiLimit, ws);
-  } else {
-    be.SwiGlu(gate, up, m, n_ff, ws);
+  switch (options_.activation) {
+    case MoeActivation::kSwiGluOai:
+      be.SwiGluOai(gate, up, m, n_ff, kOaiAlpha, kOaiLimit, ws);
+      break;
+    case MoeActivation::kGeGlu:
+      be.GeGlu(gate, up, m, n_ff, ws);
+      break;
+    case MoeActivation::kSwiGlu:
+      be.SwiGlu(gate, up, m, n_ff, ws);
+      break;
   }
   be.Matmul(down_[e], gate, m, out, ws);
+  if (!down_scale_.empty()) be.Scale(out, m, n_embd, down_scale_.host[e], ws);
   if (options_.biases) be.AddBias(out, n_embd, down_bias_[e].data(), m, n_embd, ws);
 }
 
 void MoeFeedForward::Forward(const Backend& be, int n_embd, const float* xn, int n, float* x,
-                             Workspace& ws) const {
+                             Workspace& ws, const float* router_in) const {
   const int n_expert = shape_.n_expert;
   const int n_used = shape_.n_used;
   const size_t rows = static_cast<size_t>(n);
@@ -115,7 +140,7 @@ void MoeFeedForward::Forward(const Backend& be, int n_embd, const float* xn, int
   std::vector<int32_t> ids(rows * n_used);
   std::vector<float> weights(rows * n_used);
   ExpertGroups groups;
-  be.Matmul(router_, xn, n, logits, ws);
+  be.Matmul(router_, router_in != nullptr ? router_in : xn, n, logits, ws);
   if (!router_bias_.empty()) be.AddBias(logits, n_expert, router_bias_.data(), n, n_expert, ws);
   be.RouteTopK(logits, n, n_expert, n_used, ids.data(), weights.data(), ws);
   be.GroupByExpert(ids, n_used, n_expert, groups);

@@ -38,7 +38,12 @@ struct MoeShape {
 enum class MoeActivation {
   kSwiGlu,     // silu(gate) * up
   kSwiGluOai,  // gpt-oss: Backend::SwiGluOai with alpha 1.702, limit 7
+  kGeGlu,      // Gemma 4: gelu(gate) * up, GELU through GGML's f16 table
 };
+
+// Workspace buffer ids the block uses: from decoder_blocks.h's kLogitsIn + 1 up to (not
+// including) this one; an architecture's own ids start here.
+inline constexpr int kMoeBufferEnd = 100;
 
 struct MoeOptions {
   bool biases = false;  // the router's and every expert matrix's bias (gpt-oss)
@@ -47,14 +52,17 @@ struct MoeOptions {
 
 class MoeFeedForward {
  public:
-  // Reads <prefix>ffn_gate_inp.weight, the expert tensors and the biases the options ask for;
-  // adds them to `weights`. Must not move afterwards (the model keeps pointers to its weights).
+  // Reads <prefix>ffn_gate_inp.weight, the expert tensors (gate and up as two tensors or one
+  // fused ffn_gate_up_exps, each expert's gate rows first), the biases the options ask for and
+  // the optional per-expert output scale ffn_down_exps.scale ([n_expert]); adds them to
+  // `weights`. Must not move afterwards (the model keeps pointers to its weights).
   Status Load(const WeightLoader& r, const ModelConfig& c, const MoeShape& shape,
               const std::string& prefix, const MoeOptions& options, WeightList& weights);
 
-  // x += Σ over each token's chosen experts of weight · expert(xn).  xn, x: [n, n_embd]
-  void Forward(const Backend& be, int n_embd, const float* xn, int n, float* x,
-               Workspace& ws) const;
+  // x += Σ over each token's chosen experts of weight · expert(xn), the experts chosen from the
+  // router's scores of `router_in` (null: of xn).  xn, router_in, x: [n, n_embd]
+  void Forward(const Backend& be, int n_embd, const float* xn, int n, float* x, Workspace& ws,
+               const float* router_in = nullptr) const;
 
   const MoeShape& shape() const { return shape_; }
 
@@ -71,6 +79,7 @@ class MoeFeedForward {
   std::vector<WeightMatrix> down_;                 // [n_expert] of [n_embd, n_ff_exp]
   std::vector<WeightVector> gate_bias_, up_bias_;  // [n_expert] of [n_ff_exp], or empty
   std::vector<WeightVector> down_bias_;            // [n_expert] of [n_embd], or empty
+  WeightVector down_scale_;  // [n_expert]: each expert's output factor, or empty
 };
 
 }  // namespace kvserve

@@ -50,6 +50,7 @@ struct SyntheticShape {
   int swa_period = 0;
   int per_layer_input = 0;
   int shared_kv_layers = 0;
+  int n_ff_expert = 0;  // gemma4 with experts: an expert's width (n_ff is the dense MLP's)
 
   int HeadDim() const { return head_dim > 0 ? head_dim : n_embd / n_heads; }
 };

@@ -1,5 +1,5 @@
-// The gemma4 architecture (Gemma 4 dense: E2B/E4B shapes), as llama.cpp's gemma4 graph reads its
-// GGUF files. What sets it apart from Gemma 3:
+// The gemma4 architecture (Gemma 4: E2B/E4B and the 26B-A4B mixture of experts), as llama.cpp's
+// gemma4 graph reads its GGUF files. What sets it apart from Gemma 3:
 // - layers whose K/V are another layer's: the last attention.shared_kv_layers layers keep no
 //   cache; each reads the cache of the last layer with a cache of its own kind (a sliding-window
 //   layer the one two before the first shared layer, a global layer the one just before it, as
@@ -17,17 +17,22 @@
 // Per layer otherwise as Gemma 3: x += post_attention_norm(attention(attn_norm(x))), then
 // x += post_ffw_norm(down(gelu(gate(h)) * up(h))), h = ffn_norm(x); embeddings times sqrt(n_embd).
 // Norm weights are used as stored; feed_forward_length may be one width per layer (the shared
-// layers' double-wide MLP). The MoE variant (26B-A4B) and the assistant drafter are refused by
-// the loader; the gemma4 tokenizer is not read yet.
+// layers' double-wide MLP). A layer with ffn_gate_inp is a mixture of experts: the dense MLP
+// (post_ffw_norm_1) plus GeGLU experts of pre_ffw_norm_2(x) (post_ffw_norm_2), the router scoring
+// RMSNorm(x) / sqrt(n_embd) * ffn_gate_inp.scale, then post_ffw_norm of the sum. The assistant
+// drafter (gemma4-assistant) and the gemma4 tokenizer are not read yet.
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "kv/sliding_window_kind.h"
 #include "model/architecture.h"
 #include "model/decoder_blocks.h"
+#include "model/moe_feed_forward.h"
 #include "model/synthetic_model.h"
 #include "model/weight_loader.h"
 
@@ -35,12 +40,23 @@ namespace kvserve {
 
 namespace {
 
-// Workspace buffer ids past the shared decoder's (decoder_blocks.h).
+// Workspace buffer ids past the shared decoder's and the mixture's (moe_feed_forward.h).
 enum Gemma4Buffer : int {
-  kPerLayer = kLogitsIn + 1,  // [n_tokens, n_layer * P]: every layer's per-layer inputs
+  kPerLayer = kMoeBufferEnd,  // [n_tokens, n_layer * P]: every layer's per-layer inputs
   kPerLayerTokens,            // [n_tokens, n_layer * P]: the per-layer token embedding
   kPerLayerGate,              // [n_tokens, P]
   kPerLayerSlice,             // [n_tokens, P]: this layer's inputs
+  kMoeIn,                     // [n_tokens, n_embd]: pre_ffw_norm_2 of the residual
+  kMoeRouterIn,               // [n_tokens, n_embd]: what the router scores
+  kMoeOut,                    // [n_tokens, n_embd]: the experts' weighted sum
+};
+
+// A mixture-of-experts layer's extra parts (26B-A4B): the dense feed-forward runs beside the
+// experts as a shared expert.
+struct Gemma4Experts {
+  WeightVector pre_norm, post_norm_dense, post_norm_experts;  // pre_ffw_norm_2, post_ffw_norm_1/2
+  WeightVector router_scale;                                  // ffn_gate_inp.scale [n_embd]
+  MoeFeedForward experts;  // GeGLU experts, softmax router renormalised over the chosen
 };
 
 struct Gemma4Layer {
@@ -52,9 +68,10 @@ struct Gemma4Layer {
   WeightMatrix wq, wk, wv, wo;                                      // wk, wv: own-KV layers
   WeightVector q_norm, k_norm;                                      // [head_dim]
   WeightMatrix gate, up, down;
-  WeightMatrix inp_gate, proj;  // [P, n_embd], [n_embd, P]
-  WeightVector post_norm;       // [n_embd]
-  WeightVector out_scale;       // [1], or empty
+  WeightMatrix inp_gate, proj;         // [P, n_embd], [n_embd, P]
+  WeightVector post_norm;              // [n_embd]
+  WeightVector out_scale;              // [1], or empty
+  std::unique_ptr<Gemma4Experts> moe;  // a mixture-of-experts layer; null: dense
 };
 
 // One flag per layer from a bool or integer array (llama.cpp's get_key_or_arr for this key).
@@ -115,6 +132,9 @@ class Gemma4Model final : public Model {
   // x += post_attention_norm(wo · attention), of xn; a shared layer reads its source's cache.
   void Attention(const Gemma4Layer& l, int il, const ForwardBatch& batch, KvCache& kv,
                  const float* xn, float* x, Workspace& ws) const;
+  // x += post_ffw_norm(feed-forward of x): the dense GeGLU, and in a mixture-of-experts layer
+  // post_ffw_norm_1 of it plus post_ffw_norm_2 of the experts.
+  void FeedForward(const Gemma4Layer& l, int n, float* x, Workspace& ws) const;
   // x += post_norm(proj(gelu(inp_gate(x)) * per-layer inputs of layer il)).
   void PerLayerBlock(const Gemma4Layer& l, int il, const float* per_layer, int n, float* x,
                      Workspace& ws) const;
@@ -137,12 +157,6 @@ Status Gemma4Model::ReadShape() {
   const std::string a = config_.arch + ".";
   KVSERVE_RETURN_IF_ERROR(config_.ReadNormEps(f, "attention.layer_norm_rms_epsilon"));
   KVSERVE_RETURN_IF_ERROR(config_.ReadRopeScaling(f));
-  for (const char* key : {"expert_count", "attention.sliding_window_pattern_moe"}) {
-    if (f.Find(a + key)) {
-      return Status::InvalidArgument(f.path() + ": metadata key '" + a + key +
-                                     "': Gemma 4's mixture of experts is not supported yet");
-    }
-  }
   uint64_t window = 0, per_layer = 0, shared = 0, head_swa = 0, value_swa = 0, rope_swa = 0;
   double base_swa = 0, cap = 0;
   auto uint_key = [&](const char* key, uint64_t fallback, bool required, uint64_t* out) {
@@ -233,7 +247,19 @@ Status Gemma4Model::LoadLayer(const WeightLoader& r, int il, WeightList& weights
   if (r.Has(p + "layer_output_scale.weight")) {
     KVSERVE_RETURN_IF_ERROR(r.Vector(p + "layer_output_scale.weight", 1, &l.out_scale));
   }
-  return Status::Ok();
+  if (!r.Has(p + "ffn_gate_inp.weight")) return Status::Ok();
+  auto shape = MoeShape::Read(file_, c.arch);
+  if (!shape.ok()) return shape.status();
+  l.moe = std::make_unique<Gemma4Experts>();
+  Gemma4Experts& m = *l.moe;
+  for (auto [name, v] : {std::pair{"pre_ffw_norm_2.weight", &m.pre_norm},
+                         {"post_ffw_norm_1.weight", &m.post_norm_dense},
+                         {"post_ffw_norm_2.weight", &m.post_norm_experts},
+                         {"ffn_gate_inp.scale", &m.router_scale}}) {
+    KVSERVE_RETURN_IF_ERROR(r.Vector(p + name, c.n_embd, v));
+    weights.vectors.push_back(v);
+  }
+  return m.experts.Load(r, c, *shape, p, {.activation = MoeActivation::kGeGlu}, weights);
 }
 
 Status Gemma4Model::Load() {
@@ -334,6 +360,39 @@ void Gemma4Model::PerLayerBlock(const Gemma4Layer& l, int il, const float* per_l
   be.Add(x, proj, n, c.n_embd, ws);
 }
 
+void Gemma4Model::FeedForward(const Gemma4Layer& l, int n, float* x, Workspace& ws) const {
+  const ModelConfig& c = config_;
+  const Backend& be = backend_;
+  const size_t rows = static_cast<size_t>(n);
+  const int n_ff = static_cast<int>(l.gate.n_out);
+  float* xn = ws.Floats(kXn, rows * c.n_embd);
+  float* proj = ws.Floats(kProj, rows * c.n_embd);
+  float* gate = ws.Floats(kGate, rows * n_ff);
+  float* up = ws.Floats(kUp, rows * n_ff);
+  be.RmsNorm(x, l.ffn_norm.data(), n, c.n_embd, c.norm_eps, xn, ws);
+  be.Matmul(l.gate, xn, n, gate, ws);
+  be.Matmul(l.up, xn, n, up, ws);
+  be.GeGlu(gate, up, n, n_ff, ws);
+  be.Matmul(l.down, gate, n, proj, ws);
+  if (l.moe != nullptr) {
+    const Gemma4Experts& m = *l.moe;
+    float* in = ws.Floats(kMoeIn, rows * c.n_embd);
+    float* router_in = ws.Floats(kMoeRouterIn, rows * c.n_embd);
+    float* out = ws.Floats(kMoeOut, rows * c.n_embd);
+    be.RmsNorm(proj, m.post_norm_dense.data(), n, c.n_embd, c.norm_eps, proj, ws);
+    be.RmsNorm(x, m.pre_norm.data(), n, c.n_embd, c.norm_eps, in, ws);
+    // The router scores RMSNorm(x) / sqrt(n_embd) * ffn_gate_inp.scale.
+    be.RmsNorm(x, m.router_scale.data(), n, c.n_embd, c.norm_eps, router_in, ws);
+    be.Scale(router_in, n, c.n_embd, 1.0f / std::sqrt(static_cast<float>(c.n_embd)), ws);
+    std::fill(out, out + rows * c.n_embd, 0.0f);
+    m.experts.Forward(be, c.n_embd, in, n, out, ws, router_in);
+    be.RmsNorm(out, m.post_norm_experts.data(), n, c.n_embd, c.norm_eps, out, ws);
+    be.Add(proj, out, n, c.n_embd, ws);
+  }
+  be.RmsNorm(proj, l.post_ffw_norm.data(), n, c.n_embd, c.norm_eps, proj, ws);
+  be.Add(x, proj, n, c.n_embd, ws);
+}
+
 void Gemma4Model::Forward(const ForwardBatch& batch, KvCache& kv, Workspace& ws,
                           float* logits) const {
   const ModelConfig& c = config_;
@@ -347,16 +406,7 @@ void Gemma4Model::Forward(const ForwardBatch& batch, KvCache& kv, Workspace& ws,
     const Gemma4Layer& l = layers_[il];
     be.RmsNorm(x, l.attn_norm.data(), n, c.n_embd, c.norm_eps, xn, ws);
     Attention(l, il, batch, kv, xn, x, ws);
-    const int n_ff = static_cast<int>(l.gate.n_out);
-    float* gate = ws.Floats(kGate, static_cast<size_t>(n) * n_ff);
-    float* up = ws.Floats(kUp, static_cast<size_t>(n) * n_ff);
-    be.RmsNorm(x, l.ffn_norm.data(), n, c.n_embd, c.norm_eps, xn, ws);
-    be.Matmul(l.gate, xn, n, gate, ws);
-    be.Matmul(l.up, xn, n, up, ws);
-    be.GeGlu(gate, up, n, n_ff, ws);
-    be.Matmul(l.down, gate, n, proj, ws);
-    be.RmsNorm(proj, l.post_ffw_norm.data(), n, c.n_embd, c.norm_eps, proj, ws);
-    be.Add(x, proj, n, c.n_embd, ws);
+    FeedForward(l, n, x, ws);
     if (per_layer != nullptr) PerLayerBlock(l, il, per_layer, n, x, ws);
     if (!l.out_scale.empty()) be.Scale(x, n, c.n_embd, l.out_scale.host[0], ws);
   }
@@ -372,6 +422,19 @@ void Gemma4Model::Forward(const ForwardBatch& batch, KvCache& kv, Workspace& ws,
 // Without a period every layer is global.
 bool SynthGlobal(const SyntheticShape& s, int i) {
   return s.swa_period == 0 || i % s.swa_period == s.swa_period - 1;
+}
+
+// A mixture-of-experts layer's tensors (26B-A4B's layout): the router with its input scale, the
+// extra norms, fused gate/up experts, down experts and their output scales.
+void AddSynthGemma4Experts(const SyntheticShape& s, const std::string& p, SyntheticTensors& out) {
+  out.F32Matrix(p + "ffn_gate_inp.weight", s.n_embd, s.n_expert);
+  out.Vector(p + "ffn_gate_inp.scale", s.n_embd, SyntheticFill::kOnes);
+  for (const char* norm : {"pre_ffw_norm_2", "post_ffw_norm_1", "post_ffw_norm_2"}) {
+    out.Vector(p + norm + ".weight", s.n_embd, SyntheticFill::kOnes);
+  }
+  out.Experts(p + "ffn_gate_up_exps.weight", s.n_embd, 2 * s.n_ff_expert, s.n_expert);
+  out.Experts(p + "ffn_down_exps.weight", s.n_ff_expert, s.n_embd, s.n_expert);
+  out.Vector(p + "ffn_down_exps.scale", s.n_expert, SyntheticFill::kOnes);
 }
 
 // Random weights (`kvserve synth --arch gemma4`): norms, rope_freqs and output scales 1, tied
@@ -411,6 +474,7 @@ void SynthGemma4Tensors(const SyntheticShape& s, int64_t n_vocab, SyntheticTenso
       out.Matrix(p + "proj.weight", s.per_layer_input, s.n_embd);
     }
     out.Vector(p + "layer_output_scale.weight", 1, SyntheticFill::kOnes);
+    if (s.n_expert > 0) AddSynthGemma4Experts(s, p, out);
   }
 }
 
@@ -432,13 +496,19 @@ void SynthGemma4Metadata(const SyntheticShape& s, int64_t n_vocab, GgufWriter& w
   w.SetUint32("gemma4.attention.shared_kv_layers", s.shared_kv_layers);
   w.SetUint32("gemma4.embedding_length_per_layer_input", s.per_layer_input);
   w.SetFloat32("gemma4.final_logit_softcapping", 30.0f);
+  if (s.n_expert > 0) {
+    w.SetUint32("gemma4.expert_count", s.n_expert);
+    w.SetUint32("gemma4.expert_used_count", s.n_expert_used);
+    w.SetUint32("gemma4.expert_feed_forward_length", s.n_ff_expert);
+  }
 }
 
 const SyntheticRecipe& Gemma4Synthetic() {
   // E2B's shape (its vocabulary, 262,144 tokens of the gemma4 tokenizer, is not on this machine:
   // Llama's SentencePiece one stands in; feed-forward 6144, twice that in the shared layers), and
   // a small one for the reference tests: layers S S G S S G, the last three reading layers 1, 1
-  // and 2 with feed-forwards of 512.
+  // and 2 with feed-forwards of 512; and a small mixture of experts (26B-A4B's layout: no
+  // per-layer inputs, no shared KV, 4 experts of 128 beside the dense 256, 2 used).
   static const SyntheticRecipe recipe{.vocab_file = "ggml-vocab-llama-spm.gguf",
                                       .always_tied = true,
                                       .tensors = &SynthGemma4Tensors,
@@ -472,7 +542,23 @@ const SyntheticRecipe& Gemma4Synthetic() {
                                                     .window = 8,
                                                     .swa_period = 3,
                                                     .per_layer_input = 32,
-                                                    .shared_kv_layers = 3}}}};
+                                                    .shared_kv_layers = 3}},
+                                                  {"gemma4-moe-tiny",
+                                                   {.arch = "gemma4",
+                                                    .n_embd = 256,
+                                                    .n_layers = 3,
+                                                    .n_heads = 4,
+                                                    .n_kv_heads = 2,
+                                                    .n_ff = 256,
+                                                    .n_ctx = 512,
+                                                    .norm_eps = 1e-6f,
+                                                    .rope_freq_base = 1000000.0f,
+                                                    .n_expert = 4,
+                                                    .n_expert_used = 2,
+                                                    .head_dim = 128,
+                                                    .window = 8,
+                                                    .swa_period = 3,
+                                                    .n_ff_expert = 128}}}};
   return recipe;
 }
 
