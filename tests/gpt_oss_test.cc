@@ -21,7 +21,9 @@
 #include <nlohmann/json.hpp>
 
 #include "io/gguf_writer.h"
+#include "kernels/quantize.h"
 #include "kv/kv_spec.h"
+#include "model/hf_folder.h"
 #include "model/model.h"
 #include "model/synthetic_model.h"
 #include "support/edited_model.h"
@@ -232,6 +234,23 @@ void AddHfExperts(const GgufFile& f, int il, testing::SafetensorsBuilder& out) {
              std::vector<float>(down_b, down_b + kE * kEmbd));
 }
 
+// gpt-oss-tiny's layer tensors under transformers' names (the experts apart).
+const std::pair<const char*, const char*> kHfNames[] = {
+    {"attn_norm.weight", "input_layernorm.weight"},
+    {"attn_q.weight", "self_attn.q_proj.weight"},
+    {"attn_q.bias", "self_attn.q_proj.bias"},
+    {"attn_k.weight", "self_attn.k_proj.weight"},
+    {"attn_k.bias", "self_attn.k_proj.bias"},
+    {"attn_v.weight", "self_attn.v_proj.weight"},
+    {"attn_v.bias", "self_attn.v_proj.bias"},
+    {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"attn_output.bias", "self_attn.o_proj.bias"},
+    {"attn_sinks.weight", "self_attn.sinks"},
+    {"post_attention_norm.weight", "post_attention_layernorm.weight"},
+    {"ffn_gate_inp.weight", "mlp.router.weight"},
+    {"ffn_gate_inp.bias", "mlp.router.bias"},
+};
+
 // A GptOssForCausalLM folder holding gpt-oss-tiny-f32's weights (built once per process).
 std::string GptOssFolder(const ordered_json& config = GptOssConfig(),
                          const std::string& name = "hf-gpt-oss-tiny") {
@@ -241,21 +260,6 @@ std::string GptOssFolder(const ordered_json& config = GptOssConfig(),
   auto f = GgufFile::Open(Synthesize(kCases[0]));
   EXPECT_TRUE(f.ok());
   if (!f.ok()) return out;
-  static const std::pair<const char*, const char*> kNames[] = {
-      {"attn_norm.weight", "input_layernorm.weight"},
-      {"attn_q.weight", "self_attn.q_proj.weight"},
-      {"attn_q.bias", "self_attn.q_proj.bias"},
-      {"attn_k.weight", "self_attn.k_proj.weight"},
-      {"attn_k.bias", "self_attn.k_proj.bias"},
-      {"attn_v.weight", "self_attn.v_proj.weight"},
-      {"attn_v.bias", "self_attn.v_proj.bias"},
-      {"attn_output.weight", "self_attn.o_proj.weight"},
-      {"attn_output.bias", "self_attn.o_proj.bias"},
-      {"attn_sinks.weight", "self_attn.sinks"},
-      {"post_attention_norm.weight", "post_attention_layernorm.weight"},
-      {"ffn_gate_inp.weight", "mlp.router.weight"},
-      {"ffn_gate_inp.bias", "mlp.router.bias"},
-  };
   testing::SafetensorsBuilder st;
   auto add = [&](const TensorInfo& t, const std::string& hf) {
     std::vector<int64_t> shape(t.dims.rbegin(), t.dims.rend());
@@ -266,7 +270,7 @@ std::string GptOssFolder(const ordered_json& config = GptOssConfig(),
   add(*f->FindTensor("output.weight"), "lm_head.weight");
   for (int il = 0; il < 2; ++il) {
     const std::string g = "blk." + std::to_string(il) + ".";
-    for (const auto& [gguf, hf] : kNames) {
+    for (const auto& [gguf, hf] : kHfNames) {
       add(*f->FindTensor(g + gguf), "model.layers." + std::to_string(il) + "." + hf);
     }
     AddHfExperts(*f, il, st);
@@ -313,6 +317,116 @@ TEST(GptOssHf, ConvertWritesLlamaCppsKeys) {
   EXPECT_TRUE(Logits(*converted, tokens, Mode::kBatch) == Logits(*gguf, tokens, Mode::kBatch));
 }
 
+// OpenAI's MXFP4 layout of one GGML MXFP4 tensor's expert rows: blocks [.., 16] (element 2i in
+// byte i's low nibble, 2i + 1 in its high one) and scales, rows `stride` apart from `first`.
+void AddHfMxfp4Rows(const TensorInfo& t, int64_t first, int64_t stride,
+                    std::vector<uint8_t>& blocks, std::vector<uint8_t>& scales) {
+  const int64_t n_blocks = t.dims[0] / 32, rows = t.dims[1], n_expert = t.dims[2];
+  for (int64_t e = 0; e < n_expert; ++e) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t k = 0; k < n_blocks; ++k) {
+        const uint8_t* b = t.data + ((e * rows + r) * n_blocks + k) * 17;
+        auto element = [&](int j) { return j < 16 ? b[1 + j] & 0x0F : b[1 + j - 16] >> 4; };
+        const size_t at =
+            static_cast<size_t>(((e * rows * stride + r * stride + first) * n_blocks + k));
+        scales[at] = b[0];
+        for (int i = 0; i < 16; ++i) {
+          blocks[at * 16 + i] = static_cast<uint8_t>(element(2 * i) | (element(2 * i + 1) << 4));
+        }
+      }
+    }
+  }
+}
+
+// A GptOssForCausalLM folder as OpenAI released gpt-oss: experts as MXFP4 _blocks and _scales
+// (gate and up rows interleaved), the rest in F32 (gpt-oss-tiny-mxfp4's Q8_0 matrices decoded).
+std::string GptOssMxfp4Folder() {
+  const std::string out = testing::TempDir() + "/hf-gpt-oss-tiny-mxfp4";
+  if (std::filesystem::exists(out + "/config.json")) return out;
+  std::filesystem::create_directories(out);
+  auto f = GgufFile::Open(Synthesize(kCases[2]));
+  EXPECT_TRUE(f.ok());
+  if (!f.ok()) return out;
+  testing::SafetensorsBuilder st;
+  auto add = [&](const std::string& gguf, const std::string& hf) {
+    const TensorInfo& t = *f->FindTensor(gguf);
+    std::vector<float> values(t.n_elements);
+    DequantizeRow(t.type, t.data, static_cast<int64_t>(t.n_elements), values.data());
+    st.AddF32(hf, std::vector<int64_t>(t.dims.rbegin(), t.dims.rend()), values);
+  };
+  add("token_embd.weight", "model.embed_tokens.weight");
+  add("output_norm.weight", "model.norm.weight");
+  add("output.weight", "lm_head.weight");
+  for (int il = 0; il < 2; ++il) {
+    const std::string g = "blk." + std::to_string(il) + ".",
+                      h = "model.layers." + std::to_string(il) + ".";
+    for (const auto& [gguf, hf] : kHfNames) add(g + gguf, h + hf);
+    const TensorInfo& gate = *f->FindTensor(g + "ffn_gate_exps.weight");
+    const TensorInfo& up = *f->FindTensor(g + "ffn_up_exps.weight");
+    const TensorInfo& down = *f->FindTensor(g + "ffn_down_exps.weight");
+    const int64_t nb = gate.dims[0] / 32, rows = gate.dims[1], n_expert = gate.dims[2];
+    std::vector<uint8_t> blocks(n_expert * 2 * rows * nb * 16), scales(n_expert * 2 * rows * nb);
+    AddHfMxfp4Rows(gate, 0, 2, blocks, scales);
+    AddHfMxfp4Rows(up, 1, 2, blocks, scales);
+    st.Add(h + "mlp.experts.gate_up_proj_blocks", "U8", {n_expert, 2 * rows, nb, 16}, blocks);
+    st.Add(h + "mlp.experts.gate_up_proj_scales", "U8", {n_expert, 2 * rows, nb}, scales);
+    const int64_t dnb = down.dims[0] / 32, drows = down.dims[1];
+    std::vector<uint8_t> dblocks(n_expert * drows * dnb * 16), dscales(n_expert * drows * dnb);
+    AddHfMxfp4Rows(down, 0, 1, dblocks, dscales);
+    st.Add(h + "mlp.experts.down_proj_blocks", "U8", {n_expert, drows, dnb, 16}, dblocks);
+    st.Add(h + "mlp.experts.down_proj_scales", "U8", {n_expert, drows, dnb}, dscales);
+    add(g + "ffn_down_exps.bias", h + "mlp.experts.down_proj_bias");
+    const TensorInfo& gb = *f->FindTensor(g + "ffn_gate_exps.bias");
+    const TensorInfo& ub = *f->FindTensor(g + "ffn_up_exps.bias");
+    std::vector<float> gate_up_b(2 * gb.n_elements);
+    for (size_t i = 0; i < gb.n_elements; ++i) {
+      gate_up_b[2 * i] = reinterpret_cast<const float*>(gb.data)[i];
+      gate_up_b[2 * i + 1] = reinterpret_cast<const float*>(ub.data)[i];
+    }
+    st.AddF32(h + "mlp.experts.gate_up_proj_bias", {n_expert, 2 * rows}, gate_up_b);
+  }
+  EXPECT_TRUE(st.WriteFile(out + "/model.safetensors"));
+  ordered_json config = GptOssConfig();
+  config["quantization_config"] = {{"quant_method", "mxfp4"}};
+  EXPECT_TRUE(testing::WriteText(out + "/config.json", config.dump(2)));
+  testing::WriteSpmTokenizerFiles(*f, out);
+  return out;
+}
+
+// The released layout's experts become the GGUF's MXFP4 tensors byte for byte (llama.cpp's
+// repacking); `kvserve convert --type mxfp4_moe` of the folder writes every tensor as
+// llama-quantize's MXFP4_MOE file has it (the synthesized one), and its logits are llama.cpp's.
+TEST(GptOssHf, Mxfp4CheckpointKeepsItsExpertBlocks) {
+  auto folder = HfFolder::Open(GptOssMxfp4Folder());
+  ASSERT_TRUE(folder.ok()) << folder.message();
+  auto gguf = GgufFile::Open(Synthesize(kCases[2]));
+  ASSERT_TRUE(gguf.ok());
+  auto same = [](const TensorInfo* a, const TensorInfo* b) {
+    return a != nullptr && b != nullptr && a->type == b->type && a->dims == b->dims &&
+           a->n_bytes == b->n_bytes && std::equal(a->data, a->data + a->n_bytes, b->data);
+  };
+  for (int il = 0; il < 2; ++il) {
+    for (const char* w : {"gate", "up", "down"}) {
+      const std::string name = "blk." + std::to_string(il) + ".ffn_" + w + "_exps.weight";
+      EXPECT_TRUE(same(folder->FindTensor(name), gguf->FindTensor(name))) << name;
+    }
+  }
+  const std::string out = testing::TempDir() + "/gpt-oss-mxfp4-from-hf.gguf";
+  const std::string command = testing::KvserveBinary() + " convert -m '" + GptOssMxfp4Folder() +
+                              "' -o '" + out + "' --type mxfp4_moe >/dev/null 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  auto converted = GgufFile::Open(out);
+  ASSERT_TRUE(converted.ok()) << converted.message();
+  ASSERT_EQ(converted->tensors().size(), gguf->tensors().size());
+  for (const TensorInfo& t : gguf->tensors()) {
+    EXPECT_TRUE(same(converted->FindTensor(t.name), &t)) << t.name;
+  }
+  const testing::ReferenceCase c = testing::LoadCommittedReferenceCase("gpt-oss-tiny-mxfp4", out);
+  auto model = testing::LoadPathOrDie(c.model);
+  ASSERT_NE(model, nullptr);
+  testing::ExpectTeacherForcedMatch(*model, c, 5e-2);
+}
+
 TEST(GptOssHf, ConfigKeysKvserveCannotComputeAreRefused) {
   struct Case {
     std::function<void(ordered_json&)> edit;
@@ -324,9 +438,9 @@ TEST(GptOssHf, ConfigKeysKvserveCannotComputeAreRefused) {
        },
        "'layer_types'"},
       {[](ordered_json& j) {
-         j["quantization_config"] = {{"quant_method", "mxfp4"}};
+         j["quantization_config"] = {{"quant_method", "fp8"}};
        },
-       "'quantization_config'"},
+       "'quantization_config.quant_method' = \"fp8\" is not supported (supported: mxfp4)"},
       {[](ordered_json& j) { j["rope_scaling"]["beta_fast"] = 16.0; },
        "'rope_scaling.beta_fast' = 16.0 is not supported"},
       {[](ordered_json& j) { j["swiglu_limit"] = 5.0; }, "'swiglu_limit'"},

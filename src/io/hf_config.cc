@@ -16,9 +16,19 @@ struct HfConfigReader::Parsed {
   std::string model_type;
 
   // The key's value; nullptr when absent or null.
+  // `key`, or "object.key" inside an object (quantization_config.quant_method).
   const json* Find(const char* key) const {
-    auto it = root.find(key);
-    return it == root.end() || it->is_null() ? nullptr : &*it;
+    const std::string_view k = key;
+    const json* in = &root;
+    size_t from = 0;
+    for (size_t dot = k.find('.'); dot != std::string_view::npos; dot = k.find('.', from)) {
+      auto it = in->find(std::string(k.substr(from, dot - from)));
+      if (it == in->end() || !it->is_object()) return nullptr;
+      in = &*it;
+      from = dot + 1;
+    }
+    auto it = in->find(std::string(k.substr(from)));
+    return it == in->end() || it->is_null() ? nullptr : &*it;
   }
 };
 

@@ -76,6 +76,7 @@ class HfConfigReader {
   const std::string& architecture() const;  // architectures[0]; empty when absent
   const std::string& model_type() const;    // empty when absent
 
+  // Keys may name a member of an object: "quantization_config.quant_method".
   bool Has(const char* key) const;  // present and not null
   // The first of `keys` present, as a positive integer up to `max`; missing: `fallback` unless 0,
   // else an error naming the first key.

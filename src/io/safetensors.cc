@@ -30,6 +30,9 @@ bool DtypeFor(const std::string& name, GgmlType* type, uint64_t* size) {
   } else if (name == "BF16") {
     *type = GgmlType::kBF16;
     *size = 2;
+  } else if (name == "U8") {  // raw bytes (gpt-oss's MXFP4 blocks and scales), typed I8
+    *type = GgmlType::kI8;
+    *size = 1;
   } else {
     return false;
   }

@@ -37,6 +37,11 @@ enum class HfTransform {
   // n_embd]); its bias [n_expert, 2 n_ff] split the same way into the two .bias tensors.
   kSplitInterleavedGateUp,
   kTransposeExperts,  // [n_expert, a, b] -> [n_expert, b, a] (gpt-oss's down_proj)
+  // gpt-oss's MXFP4 checkpoints: U8 blocks [n_expert, rows, n_in / 32, 16] (element 2i in byte
+  // i's low nibble, 2i + 1 in its high one) and their E8M0 scales [n_expert, rows, n_in / 32],
+  // joined into GGML's MXFP4 blocks of tensor `name`.
+  kMxfp4Blocks,
+  kMxfp4Scales,
 };
 
 // Where one safetensors tensor goes in the GGUF view of a Hugging Face folder.
@@ -45,6 +50,8 @@ struct HfMapping {
   HfTransform transform = HfTransform::kNone;
   int n_heads = 0;  // kPermuteHeads
   int expert = -1;  // >= 0: this expert's slice of the stacked 3-D tensor `name`
+  // MXFP4 parts of ffn_gate_exps: the rows alternate between gate (even) and up (odd).
+  bool interleaved_rows = false;
 };
 
 // One Hugging Face class an architecture reads (Mistral's is llama's second).

@@ -95,7 +95,9 @@ Result<GgufConverter> GgufConverter::Create(const GgufFile& source, const QuantR
         tensor.name == "output.weight" || (tied && tensor.name == "token_embd.weight");
     TensorPlan plan{.source = &tensor,
                     .type = recipe.TypeOf(tensor.name, shape, is_output, tensor.dim(2))};
-    if (tensor.dims.size() == 1) {
+    // As llama-quantize: only matrices named *.weight are converted; vectors and other tensors
+    // (gpt-oss's 2-D expert biases) are kept in F32.
+    if (tensor.dims.size() == 1 || !tensor.name.ends_with(".weight")) {
       plan.type = GgmlType::kF32;
     } else {
       const GgmlType wanted = plan.wanted = plan.type;

@@ -204,6 +204,68 @@ Result<TensorInfo> TransposeExperts(const SafetensorsTensor& t, const HfMapping&
   return info;
 }
 
+// An MXFP4 tensor's two parts being gathered (HfTransform::kMxfp4Blocks, kMxfp4Scales).
+struct Mxfp4Parts {
+  const SafetensorsTensor* blocks = nullptr;
+  const SafetensorsTensor* scales = nullptr;
+  bool interleaved_rows = false;
+};
+
+// GGML's MXFP4 block from an OpenAI one: the scale byte, then element j in byte j's low nibble
+// and element j + 16 in its high nibble, where OpenAI keeps element 2i and 2i + 1 in byte i's
+// low and high nibbles.
+void Mxfp4Block(uint8_t scale, const uint8_t* in, uint8_t* out) {
+  auto element = [&](int k) { return k % 2 == 0 ? in[k / 2] & 0x0F : in[k / 2] >> 4; };
+  out[0] = scale;
+  for (int j = 0; j < 16; ++j) {
+    out[1 + j] = static_cast<uint8_t>(element(j) | (element(j + 16) << 4));
+  }
+}
+
+// The GGML MXFP4 tensor(s) of a checkpoint's blocks and scales: [n_expert, rows, n_in] as GGML
+// [n_in, rows, n_expert]; with interleaved rows two tensors, `name` (even rows) and its
+// ffn_up_exps (odd rows), each of rows / 2.
+Status JoinMxfp4(const std::string& name, const Mxfp4Parts& p, Storage& storage,
+                 const std::string& source, std::vector<TensorInfo>& out) {
+  const SafetensorsTensor* b = p.blocks;
+  const SafetensorsTensor* s = p.scales;
+  if (b == nullptr || s == nullptr) {
+    return Status::InvalidArgument(source + ": MXFP4 tensor '" + name + "' has " +
+                                   (b == nullptr ? "no _blocks" : "no _scales") + " part");
+  }
+  const std::vector<int64_t> scales_shape(b->shape.begin(), b->shape.end() - 1);
+  if (b->type != GgmlType::kI8 || s->type != GgmlType::kI8 || b->shape.size() != 4 ||
+      b->shape[3] != 16 || s->shape != scales_shape ||
+      (p.interleaved_rows && b->shape[1] % 2 != 0)) {
+    return Status::InvalidArgument(source + ": '" + b->name + "' and '" + s->name +
+                                   "' are not U8 [n_expert, rows, n_in / 32, 16] and "
+                                   "[n_expert, rows, n_in / 32]");
+  }
+  const int64_t n_expert = b->shape[0], rows = b->shape[1], n_blocks = b->shape[2];
+  const int parts = p.interleaved_rows ? 2 : 1;
+  const int64_t part_rows = rows / parts;
+  std::string up_name = name;
+  if (parts == 2) up_name.replace(up_name.find("ffn_gate_exps"), 13, "ffn_up_exps");
+  for (int part = 0; part < parts; ++part) {
+    std::vector<uint8_t> buffer(static_cast<size_t>(n_expert * part_rows * n_blocks) * 17);
+    uint8_t* o = buffer.data();
+    for (int64_t e = 0; e < n_expert; ++e) {
+      for (int64_t r = 0; r < part_rows; ++r) {
+        const int64_t row = e * rows + r * parts + part;  // the checkpoint's row
+        for (int64_t k = 0; k < n_blocks; ++k, o += 17) {
+          Mxfp4Block(s->data[row * n_blocks + k], b->data + (row * n_blocks + k) * 16, o);
+        }
+      }
+    }
+    out.push_back(TensorInfo{.name = part == 0 ? name : up_name,
+                             .type = GgmlType::kMXFP4,
+                             .dims = {n_blocks * 32, part_rows, n_expert},
+                             .data = buffer.data()});
+    storage.buffers.push_back(std::move(buffer));
+  }
+  return Status::Ok();
+}
+
 // One expert-stacked tensor being gathered: expert e's [rows, cols] matrix at slot e.
 struct ExpertStack {
   std::vector<const SafetensorsTensor*> experts;
@@ -271,6 +333,7 @@ Result<GgufFile> HfFolder::Open(const std::string& folder) {
     storage->buffers.push_back(std::move(bytes));
   }
   std::map<std::string, ExpertStack> stacks;  // by GGUF name, in name order
+  std::map<std::string, Mxfp4Parts> mxfp4;    // by GGUF name
   for (const SafetensorsTensor* t : shards->tensors()) {
     auto mapping = MapHfTensor(t->name, *config);
     if (!mapping.ok()) return Status::InvalidArgument(folder + ": " + mapping.message());
@@ -280,6 +343,17 @@ Result<GgufFile> HfFolder::Open(const std::string& folder) {
       stack.experts.resize(static_cast<size_t>(config->n_experts), nullptr);
       stack.experts[static_cast<size_t>(mapping->expert)] = t;
       continue;
+    }
+    if (mapping->transform == HfTransform::kMxfp4Blocks ||
+        mapping->transform == HfTransform::kMxfp4Scales) {
+      Mxfp4Parts& parts = mxfp4[mapping->name];
+      (mapping->transform == HfTransform::kMxfp4Blocks ? parts.blocks : parts.scales) = t;
+      parts.interleaved_rows = mapping->interleaved_rows;
+      continue;
+    }
+    if (t->type == GgmlType::kI8) {
+      return Status::InvalidArgument(folder + ": tensor '" + t->name +
+                                     "' is U8, which only MXFP4 blocks and scales may be");
     }
     if (mapping->transform == HfTransform::kSplitGateUp) {
       KVSERVE_RETURN_IF_ERROR(SplitGateUp(*t, *mapping, *storage, folder, tensors));
@@ -298,6 +372,9 @@ Result<GgufFile> HfFolder::Open(const std::string& folder) {
     auto tensor = MakeTensor(*t, *mapping, *storage, folder);
     if (!tensor.ok()) return tensor.status();
     tensors.push_back(std::move(tensor).value());
+  }
+  for (const auto& [name, parts] : mxfp4) {
+    KVSERVE_RETURN_IF_ERROR(JoinMxfp4(name, parts, *storage, folder, tensors));
   }
   for (const auto& [name, stack] : stacks) {
     auto tensor = StackExperts(name, stack, *storage, folder);

@@ -124,10 +124,11 @@ class GptOssModel final : public Model {
   std::vector<GptOssLayer> layers_;
 };
 
-// GptOssForCausalLM (transformers, unquantized: BF16/F16/F32 experts): qwen-style keys with
-// head_dim, num_local_experts, num_experts_per_tok, sliding_window and YaRN; layer_types must be
-// the alternation llama.cpp assumes (sliding first), swiglu_limit 7. The released MXFP4
-// checkpoints (quantization_config) are refused: llama.cpp's converter repacks their blocks.
+// GptOssForCausalLM (transformers: BF16/F16/F32, or the released MXFP4 experts): qwen-style keys
+// with head_dim, num_local_experts, num_experts_per_tok, sliding_window and YaRN; layer_types must
+// be the alternation llama.cpp assumes (sliding first), swiglu_limit 7. The released MXFP4
+// checkpoints (quantization_config.quant_method mxfp4) keep their experts in MXFP4, repacked as
+// llama.cpp's converter repacks them.
 Status ReadGptOssConfig(const HfConfigReader& r, HfConfig& c) {
   KVSERVE_RETURN_IF_ERROR(ReadHfDecoderConfig(
       r,
@@ -135,10 +136,7 @@ Status ReadGptOssConfig(const HfConfigReader& r, HfConfig& c) {
        .attention_bias = true,
        .rope = {.yarn = true, .supported = "kvserve implements default, linear and yarn"}},
       c));
-  KVSERVE_RETURN_IF_ERROR(
-      r.RequireAbsent("quantization_config",
-                      "MXFP4 checkpoints are not converted; use a BF16 checkpoint or "
-                      "llama.cpp's GGUF file"));
+  KVSERVE_RETURN_IF_ERROR(r.OneOf("quantization_config.quant_method", {"mxfp4"}));
   KVSERVE_RETURN_IF_ERROR(r.Count({"num_local_experts"}, 1024, &c.n_experts));
   KVSERVE_RETURN_IF_ERROR(
       r.Count({"num_experts_per_tok", "experts_per_token"}, c.n_experts, &c.n_experts_used));
@@ -161,8 +159,28 @@ Status ReadGptOssConfig(const HfConfigReader& r, HfConfig& c) {
   return Status::Ok();
 }
 
-// gate_up_proj and down_proj (with _bias) of mlp.experts: fused, transposed, interleaved.
+// gate_up_proj and down_proj (with _bias) of mlp.experts: fused, transposed, interleaved; or, in
+// the released MXFP4 checkpoints, their _blocks and _scales (rows interleaved the same way, the
+// input dimension already the blocks').
+bool MapGptOssMxfp4(const std::string& rest, int layer, HfMapping* out) {
+  for (const char* w : {"gate_up_proj", "down_proj"}) {
+    const std::string base = std::string("mlp.experts.") + w;
+    for (const auto& [suffix, transform] : {std::pair{"_blocks", HfTransform::kMxfp4Blocks},
+                                            {"_scales", HfTransform::kMxfp4Scales}}) {
+      if (rest != base + suffix) continue;
+      const bool gate_up = w[0] == 'g';
+      *out = HfMapping{
+          .name = GgufBlockName(layer, gate_up ? "ffn_gate_exps.weight" : "ffn_down_exps.weight"),
+          .transform = transform,
+          .interleaved_rows = gate_up};
+      return true;
+    }
+  }
+  return false;
+}
+
 bool MapGptOssExperts(const std::string& rest, const HfConfig&, int layer, HfMapping* out) {
+  if (MapGptOssMxfp4(rest, layer, out)) return true;
   if (rest == "mlp.experts.gate_up_proj" || rest == "mlp.experts.gate_up_proj_bias") {
     const bool bias = rest.ends_with("_bias");
     *out = HfMapping{
