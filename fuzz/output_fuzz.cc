@@ -76,12 +76,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
   constexpr ToolFormat kFormats[] = {ToolFormat::kNone, ToolFormat::kHermes, ToolFormat::kLlama3,
                                      ToolFormat::kMistral};
-  // Qwen's XML calls (bit 32), with a schema that makes parameter "s" of tool "f" a string.
+  // Qwen's XML calls (bit 32), with a schema that makes parameter "s" of tool "f" a string;
+  // gpt-oss's harmony messages (bit 64).
   const bool xml = (mode & 32) != 0;
+  const bool harmony = (mode & 64) != 0;
   const ChatOutputOptions options{
       .split_reasoning = (mode & 4) != 0,
       .prompt_opens_think = (mode & 8) != 0,
-      .tool_format = xml ? ToolFormat::kQwenXml : kFormats[mode & 3],
+      .harmony = harmony,
+      .tool_format = harmony ? ToolFormat::kHarmony
+                     : xml   ? ToolFormat::kQwenXml
+                             : kFormats[mode & 3],
       .parallel_tool_calls = (mode & 16) != 0,
       .tools = {{"f", R"({"type": "function", "function": {"name": "f", "parameters": )"
                       R"({"type": "object", "properties": {"s": {"type": "string"}}}}})"}}};

@@ -113,6 +113,10 @@ TEST(HarmonyParserTest, MalformedOutputStaysContent) {
                {.content = "Answer. and more"});
   ExpectParses("<|channel|>final<|message|>A<|end|><|start|>assistant<|channel|>fin",
                {.content = "A<|start|>assistant<|channel|>fin"});
+  // A first header that is only the start of " to=" is none, whether or not its <|message|> had
+  // arrived when the parser looked (found by tests/fuzz output_fuzz).
+  ExpectParses(" t<|message|>o=<|(ha", {.content = " t<|message|>o=<|(ha"});
+  ExpectParses("<|chan<|message|>x", {.content = "<|chan<|message|>x"});
   // Deeply nested arguments are not dumped (recursion): content.
   const std::string deep = std::string(200, '[') + std::string(200, ']');
   ExpectParses("<|channel|>commentary to=functions.f<|message|>{\"a\": " + deep + "}",

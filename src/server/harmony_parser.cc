@@ -36,12 +36,16 @@ size_t HeldSuffix(std::string_view text, std::span<const std::string_view> marke
   return 0;
 }
 
-// Whether `text` is, or may still become, the start of the first message's header: the channel
-// marker, or a recipient before it (" to=...").
-bool CanStartFirstHeader(std::string_view text) {
+// Whether `text` starts the first message's header (the channel marker, or a recipient before it:
+// " to=..."), or, while the header is not `complete` (no <|message|> yet), may still become one.
+// A complete header shorter than every start is none: the answer must not depend on whether the
+// rest of the text had arrived when this was asked.
+bool CanStartFirstHeader(std::string_view text, bool complete) {
   for (std::string_view start : {kChannel, std::string_view(" to="), std::string_view("to=")}) {
-    const size_t n = std::min(text.size(), start.size());
-    if (text.substr(0, n) == start.substr(0, n)) return true;
+    if (text.size() >= start.size() ? text.starts_with(start)
+                                    : !complete && start.starts_with(text)) {
+      return true;
+    }
   }
   return false;
 }
@@ -122,7 +126,8 @@ bool HarmonyParser::DrainHeader(bool final, HarmonyOutput& out) {
   const size_t message = pending_.find(kMessage);
   const std::string_view before = std::string_view(pending_).substr(0, message);
   const bool broken = FindTerminator(before).first != std::string_view::npos ||
-                      before.size() > kMaxHeaderBytes || (first_ && !CanStartFirstHeader(before));
+                      before.size() > kMaxHeaderBytes ||
+                      (first_ && !CanStartFirstHeader(before, message != std::string::npos));
   if (broken || (message == std::string::npos && final)) {
     ToPlain(first_ ? "" : kStart, out);
     return true;
