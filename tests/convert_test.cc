@@ -282,7 +282,7 @@ TEST(ConvertTest, StreamsInChunks) {
   GgufWriter writer;
   std::vector<uint8_t> bytes(n * 4);
   std::memcpy(bytes.data(), values.data(), bytes.size());
-  writer.AddTensor("big", GgmlType::kF32, {64, n / 64}, std::move(bytes));
+  writer.AddTensor("big.weight", GgmlType::kF32, {64, n / 64}, std::move(bytes));
   const std::vector<uint8_t> image = writer.Serialize();
   auto file = GgufFile::Parse(image.data(), image.size(), "big.gguf");
   ASSERT_TRUE(file.ok());
@@ -295,7 +295,7 @@ TEST(ConvertTest, StreamsInChunks) {
   ASSERT_TRUE(result.ok()) << result.message();
   std::vector<uint8_t> expected(RowBytes(GgmlType::kQ4_0, n));
   QuantizeRow(GgmlType::kQ4_0, values.data(), n, expected.data());
-  const TensorInfo* big = result->FindTensor("big");
+  const TensorInfo* big = result->FindTensor("big.weight");
   ASSERT_EQ(big->n_bytes, expected.size());
   EXPECT_EQ(std::memcmp(big->data, expected.data(), expected.size()), 0);
 }

@@ -233,8 +233,8 @@ TEST(SynthTest, BadShapesNameTheField) {
       "qwen3moe)");
   EXPECT_EQ(SyntheticArchitectureNames(), "gemma4, gpt2, gpt-oss, llama, qwen3moe");
   EXPECT_EQ(SyntheticPresetNames(),
-            "gemma4-e2b, gemma4-tiny, gpt2-124m, gpt-oss-20b, gpt-oss-tiny, tinyllama-1.1b, "
-            "stories-15m, stories-260k");
+            "gemma4-e2b, gemma4-tiny, gemma4-moe-tiny, gpt2-124m, gpt-oss-20b, gpt-oss-tiny, "
+            "tinyllama-1.1b, stories-15m, stories-260k");
   // gemma4's shared-KV count must leave a layer with a cache.
   s = TinyShape("llama");
   s.arch = "gemma4";
