@@ -16,9 +16,13 @@ gguf); the committed file was made with tiktoken 0.14.0:
 import hashlib
 import json
 import os
+import sys
 
 import gguf
 import tiktoken
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_expected import corpus_files  # noqa: E402  (the same files, the same order)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHARED = os.path.join(HERE, "..", "..", "..", "..", "shared")
@@ -62,21 +66,6 @@ def llama3_ranks():
         text = bytes(field.parts[index]).decode("utf-8")
         ranks[bytes(to_byte[ch] for ch in text)] = i
     return ranks
-
-
-TOOLING = {"README.md", "make_expected.py", "make_synthetic.py", "make_o200k_pattern_expected.py"}
-
-
-def corpus_files():
-    """Every text of the corpus, relative to HERE, except this folder's own tooling."""
-    files = []
-    for root, _, names in os.walk(HERE):
-        for name in names:
-            rel = os.path.relpath(os.path.join(root, name), HERE)
-            if name in TOOLING or name.endswith(".json"):
-                continue
-            files.append(rel)
-    return sorted(files)
 
 
 def main():
