@@ -30,7 +30,7 @@ TEST(ResponsesRequestTest, TranslatesInputItemsToolsAndFormat) {
     "tool_choice": {"type": "function", "name": "get_weather"}, "parallel_tool_calls": false,
     "text": {"format": {"type": "json_schema", "name": "answer", "strict": true,
                         "schema": {"type": "object"}}},
-    "top_logprobs": 3,
+    "top_logprobs": 3, "reasoning": {"effort": "high", "summary": "auto"},
     "input": [
       {"role": "developer", "content": "Use Celsius."},
       {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Paris?"}]},
@@ -45,7 +45,7 @@ TEST(ResponsesRequestTest, TranslatesInputItemsToolsAndFormat) {
   const json expected = json::parse(R"({
     "model": "m", "max_tokens": 64, "temperature": 0.5, "top_p": 0.9, "seed": 7, "stream": true,
     "stream_options": {"include_usage": true}, "parallel_tool_calls": false,
-    "logprobs": true, "top_logprobs": 3,
+    "logprobs": true, "top_logprobs": 3, "reasoning_effort": "high",
     "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather",
                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
                "strict": true}}],
@@ -113,6 +113,8 @@ TEST(ResponsesRequestTest, ErrorsNameTheField) {
       {R"({"model": "m", "input": [{"type": "function_call_output", "call_id": "c"}]})",
        "input[0].output"},
       {R"({"model": "m", "input": [{"type": "computer_call"}]})", "input[0].type"},
+      {R"({"model": "m", "input": "x", "reasoning": "high"})", "reasoning"},
+      {R"({"model": "m", "input": "x", "reasoning": {"effort": "max"}})", "reasoning.effort"},
   };
   for (const auto& [text, field] : cases) {
     json chat;

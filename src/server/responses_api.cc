@@ -272,6 +272,17 @@ std::optional<ApiError> Scalars(const json& body, json& chat) {
       return WrongField("parallel_tool_calls", "true or false", *parallel);
     chat["parallel_tool_calls"] = *parallel;
   }
+  // "reasoning": {"effort": ...} is the chat route's reasoning_effort (gpt-oss's prompt states
+  // it); "summary" is accepted and unused (the reasoning comes back whole).
+  if (const json* reasoning = FindField(body, "reasoning")) {
+    if (!reasoning->is_object()) return WrongField("reasoning", "an object", *reasoning);
+    if (auto effort = reasoning->find("effort"); effort != reasoning->end() && !effort->is_null()) {
+      if (!effort->is_string() || (*effort != "low" && *effort != "medium" && *effort != "high")) {
+        return WrongField("reasoning.effort", "\"low\", \"medium\" or \"high\"", *effort);
+      }
+      chat["reasoning_effort"] = *effort;
+    }
+  }
   // OpenAI's sampling fields and the extensions the chat route reads, passed through unchanged.
   for (const char* name : {"temperature", "top_p", "top_k", "min_p", "seed", "presence_penalty",
                            "frequency_penalty", "repetition_penalty", "stop", "user", "session_id",
