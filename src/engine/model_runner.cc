@@ -41,9 +41,17 @@ void ModelRunner::AddChunk(std::span<const int32_t> chunk, int first,
 
 StepLogits ModelRunner::Forward() {
   const int n_vocab = model_.config().n_vocab;
-  logits_.resize(batch_.logit_rows.size() * static_cast<size_t>(n_vocab));
+  const size_t n_rows = batch_.logit_rows.size();
+  logits_.resize(n_rows * static_cast<size_t>(n_vocab));
+  if (!keep_hidden_) {
+    model_.Forward(batch_, kv_, *workspace_, logits_.data());
+    return StepLogits{.data = logits_, .n_vocab = n_vocab};
+  }
+  const int n_embd = model_.config().n_embd;
+  hidden_.resize(n_rows * static_cast<size_t>(n_embd));
+  batch_.final_hidden = hidden_.data();
   model_.Forward(batch_, kv_, *workspace_, logits_.data());
-  return StepLogits{.data = logits_, .n_vocab = n_vocab};
+  return StepLogits{.data = logits_, .n_vocab = n_vocab, .hidden = hidden_, .n_embd = n_embd};
 }
 
 StepLogits ModelRunner::Run(const StepPlan& plan) {

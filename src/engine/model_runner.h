@@ -20,7 +20,12 @@ namespace kvserve {
 struct StepLogits {
   std::span<const float> data;  // [n_rows, n_vocab]
   int n_vocab = 0;
+  // Where the runner keeps them (ModelRunner::KeepFinalHidden): [n_rows, n_embd], each row's
+  // input to the output matrix (after the final norm); empty otherwise.
+  std::span<const float> hidden;
+  int n_embd = 0;
   std::span<const float> row(size_t i) const { return data.subspan(i * n_vocab, n_vocab); }
+  std::span<const float> hidden_row(size_t i) const { return hidden.subspan(i * n_embd, n_embd); }
   size_t n_rows() const { return n_vocab == 0 ? 0 : data.size() / n_vocab; }
 };
 
@@ -49,6 +54,9 @@ class ModelRunner {
                          const std::vector<int32_t>& block_table, bool all_logits);
 
   const Model& model() const { return model_; }
+  // Whether each run also returns the output rows' final hidden states (StepLogits::hidden), for
+  // a drafter that reads them (HiddenStateDrafter).
+  void KeepFinalHidden(bool keep) { keep_hidden_ = keep; }
 
  private:
   // Appends `chunk` (the tokens at positions first, first + 1, ...) of one sequence to the batch,
@@ -67,7 +75,9 @@ class ModelRunner {
   std::unique_ptr<Workspace> workspace_;
   ForwardBatch batch_;
   std::vector<float> logits_;
-  std::vector<int32_t> fed_;  // a chunk's pending tokens followed by its drafts
+  bool keep_hidden_ = false;
+  std::vector<float> hidden_;  // [n_rows, n_embd] when keep_hidden_
+  std::vector<int32_t> fed_;   // a chunk's pending tokens followed by its drafts
 };
 
 }  // namespace kvserve

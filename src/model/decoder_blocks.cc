@@ -65,7 +65,9 @@ void ProjectLogits(const Backend& backend, const ForwardBatch& batch, const floa
   const int n_out = static_cast<int>(batch.logit_rows.size());
   if (n_out == 0) return;
   float* rows = ws.Floats(kTmp, static_cast<size_t>(n_out) * n_embd);
-  float* normed = ws.Floats(kLogitsIn, static_cast<size_t>(n_out) * n_embd);
+  float* normed = batch.final_hidden != nullptr
+                      ? batch.final_hidden
+                      : ws.Floats(kLogitsIn, static_cast<size_t>(n_out) * n_embd);
   backend.GatherRows(x, n_embd, batch.logit_rows, n_embd, rows);
   norm(rows, n_out, normed);
   backend.Matmul(output, normed, n_out, logits, ws);

@@ -86,6 +86,8 @@ struct OutputHead {
 };
 
 using RowNorm = std::function<void(const float* in, int n_rows, float* out)>;
+// logits = output · norm(x) of the batch's logit rows; the normed rows go to batch.final_hidden
+// when it is set.
 void ProjectLogits(const Backend& backend, const ForwardBatch& batch, const float* x, int n_embd,
                    const RowNorm& norm, const WeightMatrix& output, float* logits, Workspace& ws);
 

@@ -25,6 +25,9 @@ struct ForwardBatch {
   std::vector<int32_t> seq_index;       // [n_tokens], index into each group's block_tables
   std::vector<KvGroupBatch> kv_groups;  // [n_groups], KvSpec::groups order
   std::vector<int32_t> logit_rows;      // token indices whose logits are wanted, in output order
+  // When set: [logit_rows.size(), n_embd], where the forward leaves the rows the output matrix
+  // multiplies (after the final norm; ProjectLogits), for drafters that read them.
+  float* final_hidden = nullptr;
 
   int n_tokens() const { return static_cast<int>(tokens.size()); }
   const std::vector<int64_t>& slots(int group) const { return kv_groups[group].slots; }
@@ -44,6 +47,7 @@ struct ForwardBatch {
       group.block_tables.clear();
     }
     logit_rows.clear();
+    final_hidden = nullptr;
   }
 };
 

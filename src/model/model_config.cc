@@ -243,4 +243,23 @@ Status ModelConfig::ReadRopeScaling(const GgufFile& file, bool allow_yarn) {
   return Status::Ok();
 }
 
+Result<std::vector<bool>> ReadLayerFlags(const GgufFile& file, const std::string& key, int n) {
+  const GgufValue* v = file.Find(key);
+  if (v == nullptr) return Status::InvalidArgument(file.path() + ": missing key '" + key + "'");
+  std::vector<bool> flags;
+  if (v->type == GgufValueType::kArray && v->array_type == GgufValueType::kBool) {
+    for (uint64_t i = 0; i < v->array_size; ++i) flags.push_back(v->array_data[i] != 0);
+  } else {
+    auto ints = file.GetIntArray(key);
+    if (!ints.ok()) return ints.status();
+    for (int64_t x : *ints) flags.push_back(x != 0);
+  }
+  if (static_cast<int>(flags.size()) != n) {
+    return Status::InvalidArgument(file.path() + ": metadata key '" + key + "' has " +
+                                   std::to_string(flags.size()) + " entries, expected " +
+                                   std::to_string(n) + " (one per layer)");
+  }
+  return flags;
+}
+
 }  // namespace kvserve

@@ -53,4 +53,8 @@ struct ModelConfig {
   Status ReadYarn(const GgufFile& file);
 };
 
+// One flag per layer from metadata key `key`, a bool or an integer array of n entries (llama.cpp's
+// get_key_or_arr: Gemma 4's attention.sliding_window_pattern); the error names the key.
+Result<std::vector<bool>> ReadLayerFlags(const GgufFile& file, const std::string& key, int n);
+
 }  // namespace kvserve
