@@ -229,11 +229,13 @@ TEST(SynthTest, BadShapesNameTheField) {
   s.arch = "gemma2";
   expect_error(
       s,
-      "architecture 'gemma2' has no synthetic recipe (known: gemma4, gpt2, gpt-oss, llama, "
-      "qwen3moe)");
-  EXPECT_EQ(SyntheticArchitectureNames(), "gemma4, gpt2, gpt-oss, llama, qwen3moe");
+      "architecture 'gemma2' has no synthetic recipe (known: gemma4, gemma4-assistant, gpt2, "
+      "gpt-oss, llama, qwen3moe)");
+  EXPECT_EQ(SyntheticArchitectureNames(),
+            "gemma4, gemma4-assistant, gpt2, gpt-oss, llama, qwen3moe");
   EXPECT_EQ(SyntheticPresetNames(),
-            "gemma4-e2b, gemma4-tiny, gemma4-moe-tiny, gpt2-124m, gpt-oss-20b, gpt-oss-tiny, "
+            "gemma4-e2b, gemma4-tiny, gemma4-moe-tiny, gemma4-assistant-tiny, gpt2-124m, "
+            "gpt-oss-20b, gpt-oss-tiny, "
             "tinyllama-1.1b, stories-15m, stories-260k");
   // gemma4's shared-KV count must leave a layer with a cache.
   s = TinyShape("llama");
@@ -279,7 +281,7 @@ TEST(SynthCommandTest, BadFlagsFailClearly) {
       {"synth" + o + " --preset gpt2-7b", "unknown preset 'gpt2-7b'"},
       {"synth" + o, "missing --preset NAME or --arch"},
       {"synth" + o + " --arch mamba --embd 8",
-       "'mamba' is not one of gemma4, gpt2, gpt-oss, llama"},
+       "'mamba' is not one of gemma4, gemma4-assistant, gpt2, gpt-oss, llama"},
       {"synth" + o + " --arch llama --embd 64 --layers 1 --heads 4", "missing --ff"},
       {"synth" + o + " --preset gpt2-124m --type q8_k", "flag --type: 'q8_k'"},
       {"synth" + o + " --preset gpt2-124m --arch llama", "contradicts --preset"},

@@ -122,6 +122,10 @@ std::string LayerRuns(const std::vector<int>& layers) {
 
 // The KV layer groups (the order of a per-group --kv-type) and each type's cost per token.
 void PrintKvCache(const KvSpec& spec, int n_ctx_train) {
+  if (spec.groups.empty()) {
+    std::printf("KV cache:      none of its own (a drafter: it reads its target's cache)\n");
+    return;
+  }
   for (size_t g = 0; g < spec.groups.size(); ++g) {
     const KvGroupSpec& group = spec.groups[g];
     const std::string kind = group.kind->Describe();

@@ -21,7 +21,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: kvserve synth -o OUT.gguf (--preset NAME | --arch ARCH --embd N "
     "--layers N --heads N [--kv-heads N] --ff N --ctx N [--experts N --experts-used K] "
-    "[--head-dim N] [--window N]) --type "
+    "[--head-dim N] [--window N] [--target-embd N]) --type "
     "f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|mxfp4|q2_k..q6_k [--expert-type TYPE] "
     "[--vocab VOCAB.gguf] "
     "[--vocab-size N] [--seed S] [--threads N] [--norm-eps E] [--rope-base B] [--tied-output] "
@@ -109,6 +109,7 @@ Result<SyntheticShape> ReadShape(const Args& args) {
   KVSERVE_RETURN_IF_ERROR(ReadIntFlag(args, "--experts-used", &shape.n_expert_used));
   KVSERVE_RETURN_IF_ERROR(ReadIntFlag(args, "--head-dim", &shape.head_dim));
   KVSERVE_RETURN_IF_ERROR(ReadIntFlag(args, "--window", &shape.window));
+  KVSERVE_RETURN_IF_ERROR(ReadIntFlag(args, "--target-embd", &shape.n_embd_target));
   auto eps = args.GetDouble("--norm-eps", shape.norm_eps);
   if (!eps.ok()) return eps.status();
   shape.norm_eps = static_cast<float>(*eps);
@@ -182,6 +183,8 @@ FlagTable SynthFlagTable() {
                         .default_text = "--embd / --heads",
                         .help = "attention head size"},
                        dimension("--window", "gpt-oss: sliding window of the windowed layers"),
+                       dimension("--target-embd",
+                                 "gemma4-assistant: the hidden width of the target it drafts for"),
                        dimension("--ctx", "training context in tokens"),
                        {.name = "--norm-eps",
                         .value_name = "E",

@@ -63,6 +63,11 @@ Result<std::unique_ptr<Model>> OpenModel(ModelOptions& options) {
 Result<std::unique_ptr<Model>> OpenModel(ModelOptions& options, const Backend& backend) {
   auto model = LoadModel(options.model_path, backend);
   if (!model.ok()) return model.status();
+  if ((*model)->hidden_state_drafter() != nullptr) {
+    return Status::InvalidArgument(options.model_path + ": a " + (*model)->config().arch +
+                                   " file drafts for a target and does not run alone: give it as "
+                                   "--model-draft with --spec draft beside its target");
+  }
   if (options.n_ctx == 0) options.n_ctx = (*model)->config().n_ctx_train;
   Status fits = (*model)->CheckContextSize(options.n_ctx);
   if (!fits.ok()) return Status::InvalidArgument("flag -c: " + fits.message());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engine/proposer_assistant.h"
 #include "engine/proposer_draft.h"
 #include "engine/proposer_history.h"
 #include "engine/proposer_ngram.h"
@@ -10,7 +11,8 @@ namespace kvserve {
 
 namespace {
 
-std::shared_ptr<Proposer> MakeProposer(const EngineOptions& options, int n_draft_blocks) {
+std::shared_ptr<Proposer> MakeProposer(const EngineOptions& options, int n_draft_blocks,
+                                       const Model& target, KvCache& target_kv) {
   const SpecOptions& spec = options.spec;
   if (spec.proposer) return spec.proposer;
   if (spec.method == SpecMethod::kNgram) {
@@ -24,6 +26,13 @@ std::shared_ptr<Proposer> MakeProposer(const EngineOptions& options, int n_draft
                                .prompt_ngram_min = spec.ngram_min,
                                .prompt_ngram_max = spec.ngram_max,
                                .block_size = options.prefix_caching ? options.block_size : 0});
+  }
+  if (spec.method == SpecMethod::kDraft && spec.draft_model != nullptr &&
+      spec.draft_model->hidden_state_drafter() != nullptr) {
+    auto bound = spec.draft_model->hidden_state_drafter()->Bind(target);
+    if (!bound.ok()) return nullptr;  // Engine::Create checked it: not reached
+    return std::make_shared<AssistantProposer>(*spec.draft_model, *bound, target_kv,
+                                               options.n_threads);
   }
   if (spec.method == SpecMethod::kDraft && spec.draft_model != nullptr) {
     // The draft model's cache: the target's type where uniform, else its first group's.
@@ -66,11 +75,12 @@ std::vector<int> KeptDraftTokens(std::span<const double> p, std::span<const int>
   return kept;
 }
 
-DraftPlanner::DraftPlanner(const EngineOptions& options, int n_draft_blocks)
+DraftPlanner::DraftPlanner(const EngineOptions& options, int n_draft_blocks, const Model& target,
+                           KvCache& target_kv)
     : spec_(options.spec),
       n_ctx_(options.n_ctx),
       recompute_(options.recompute),
-      proposer_(MakeProposer(options, n_draft_blocks)) {}
+      proposer_(MakeProposer(options, n_draft_blocks, target, target_kv)) {}
 
 void DraftPlanner::Plan(const Scheduler& scheduler) {
   if (!proposer_) return;

@@ -21,6 +21,8 @@
 #include "engine/engine.h"
 #include "engine/proposer.h"
 #include "engine/scheduler.h"
+#include "kv/kv_cache.h"
+#include "model/model.h"
 
 namespace kvserve {
 
@@ -35,9 +37,13 @@ std::vector<int> KeptDraftTokens(std::span<const double> p, std::span<const int>
 class DraftPlanner {
  public:
   // n_draft_blocks: the draft model's KV pool (options.spec.method kDraft; at least 1 is used).
-  DraftPlanner(const EngineOptions& options, int n_draft_blocks);
+  // target and target_kv (borrowed) are what a drafter reading the target's state reads.
+  DraftPlanner(const EngineOptions& options, int n_draft_blocks, const Model& target,
+               KvCache& target_kv);
 
   bool enabled() const { return proposer_ != nullptr; }
+  // Whether the proposer reads Sequence::target_hidden.
+  bool wants_target_hidden() const { return proposer_ && proposer_->wants_target_hidden(); }
   // Clears every running sequence's draft, then asks the proposer for the decoding ones that
   // may speculate (none under recompute, none past the back-off budget).
   void Plan(const Scheduler& scheduler);

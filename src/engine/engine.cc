@@ -75,6 +75,10 @@ Status ValidateSpec(const SpecOptions& spec, const Model& model) {
     }
     if (&spec.draft_model->backend() != &model.backend())
       return Status::InvalidArgument("the draft model is on another backend than the target");
+    if (const HiddenStateDrafter* drafter = spec.draft_model->hidden_state_drafter()) {
+      auto bound = drafter->Bind(model);
+      if (!bound.ok()) return bound.status();
+    }
   }
   return Status::Ok();
 }
@@ -126,6 +130,11 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokeniz
                                                const EngineOptions& options) {
   EngineOptions o = options;
   const ModelConfig& c = model.config();
+  if (model.hidden_state_drafter() != nullptr) {
+    return Status::InvalidArgument("a " + c.arch +
+                                   " file drafts for a target and does not run alone: give it "
+                                   "as the draft model (--spec draft --model-draft FILE)");
+  }
   if (o.n_ctx <= 0) o.n_ctx = c.n_ctx_train;
   KVSERVE_RETURN_IF_ERROR(model.CheckContextSize(o.n_ctx));
   if (o.recompute) o.prefix_caching = false;
@@ -162,7 +171,8 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokeniz
   const int blocks_per_seq = (o.n_ctx + o.block_size - 1) / o.block_size;
   uint64_t target_bytes = o.kv_memory_bytes;
   int n_draft_blocks = 0;
-  if (o.spec.method == SpecMethod::kDraft && o.spec.proposer == nullptr) {
+  if (o.spec.method == SpecMethod::kDraft && o.spec.proposer == nullptr &&
+      o.spec.draft_model->hidden_state_drafter() == nullptr) {
     // The draft's pool: room for every sequence's context plus its drafts; with --kv-memory, the
     // budget is split between the two pools by their bytes per token.
     const uint64_t draft_block_bytes =

@@ -45,7 +45,8 @@ EngineCore::EngineCore(const Model& model, const Tokenizer& tokenizer, const Eng
                                   .max_step_ms = options.max_step_ms,
                                   .max_step_decodes = options.max_step_decodes},
                  [this] { return sessions_.ReleaseOldest(); }),
-      drafts_(options, n_draft_blocks) {
+      drafts_(options, n_draft_blocks, model, kv_) {
+  runner_.KeepFinalHidden(drafts_.wants_target_hidden());
   if (drafts_.enabled()) {
     blocks_.AddEvictionHook([this](int32_t, const BlockKey& key) { drafts_.BlockEvicted(key); });
   }
@@ -224,6 +225,10 @@ StepSamples EngineCore::Sample(const StepPlan& plan, const StepLogits& logits) {
       ++n_accepted;
     }
     seq.tokens.resize(n_tokens);
+    if (!logits.hidden.empty()) {
+      const std::span<const float> h = logits.hidden_row(row + n_accepted);
+      seq.target_hidden.assign(h.begin(), h.end());
+    }
     row += chunk.n_draft + 1;
     drafts_.Observe(seq, chunk.n_draft, n_accepted);
   }

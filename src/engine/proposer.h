@@ -2,7 +2,8 @@
 // decoding sequence; the engine feeds them to the target model in the step's batched forward and
 // keeps those its own sampler would have chosen (EngineCore::Sample), so a proposer can only
 // change speed, never a token. Implementations: NgramProposer (prompt lookup), DraftProposer (a
-// smaller model with its own paged KV), HistoryProposer (what earlier requests of the same tenant
+// smaller model with its own paged KV), AssistantProposer (a drafter reading the target's hidden
+// state and cache: Gemma 4's assistant), HistoryProposer (what earlier requests of the same tenant
 // read or produced), ReplayProposer (bench only: a known output with errors at a set rate).
 // Called on the engine thread only.
 #pragma once
@@ -28,6 +29,8 @@ class Proposer {
   // A block of the prefix cache (group 0) leaves memory: evicted for reuse, its tokens no longer
   // held by the cache.
   virtual void BlockEvicted(const BlockKey& key) { (void)key; }
+  // Whether it reads Sequence::target_hidden (the engine then keeps it after every sample).
+  virtual bool wants_target_hidden() const { return false; }
 };
 
 // The per-sequence depth rule: after a verify of n_draft drafts of which n_accepted were

@@ -55,6 +55,9 @@ struct Sequence {
   AcceptanceEstimate spec_acceptance;
   int n_drafted = 0;
   int n_accepted = 0;
+  // For a drafter that reads the target's state (Proposer::wants_target_hidden): the final
+  // hidden row (after the output norm) of the forward row that sampled tokens.back().  [n_embd]
+  std::vector<float> target_hidden;
   // Keys of the full prompt blocks (in-batch prefix sharing); filled by the scheduler once.
   std::vector<BlockKey> prompt_keys;
   bool prompt_keys_set = false;

@@ -17,6 +17,7 @@
 #include "kv/kv_cache.h"
 #include "kv/kv_spec.h"
 #include "model/forward_batch.h"
+#include "model/hidden_state_drafter.h"
 #include "model/model_config.h"
 #include "model/weight_loader.h"
 #include "util/status.h"
@@ -52,6 +53,13 @@ class Model {
   // Writes logits for batch.logit_rows: [logit_rows.size(), n_vocab], host memory.
   virtual void Forward(const ForwardBatch& batch, KvCache& kv, Workspace& ws,
                        float* logits) const = 0;
+
+  // The token embedding the forward pass starts from ([n_vocab, n_embd]), for drafters that read
+  // it (HiddenStateDrafter); nullptr where an architecture does not expose it.
+  virtual const WeightMatrix* token_embedding() const { return nullptr; }
+  // Non-null for a drafter that runs only beside a target (gemma4-assistant): Forward is never
+  // called on it, and the CLI and the engine refuse it as the model to serve.
+  virtual const HiddenStateDrafter* hidden_state_drafter() const { return nullptr; }
 
  protected:
   Model(GgufFile file, ModelConfig config, const Backend& backend);

@@ -68,6 +68,8 @@ Status CheckShape(const SyntheticShape& s, const SyntheticRecipe& recipe) {
   KVSERVE_RETURN_IF_ERROR(CheckRange("swa period", s.swa_period, 0, 1024));
   KVSERVE_RETURN_IF_ERROR(CheckRange("per-layer input", s.per_layer_input, 0, 1 << 16));
   KVSERVE_RETURN_IF_ERROR(CheckRange("shared KV layers", s.shared_kv_layers, 0, s.n_layers - 1));
+  KVSERVE_RETURN_IF_ERROR(
+      CheckRange("--target-embd", s.n_embd_target, recipe.drafter ? 1 : 0, 1 << 16));
   if (s.head_dim != 0) {
     KVSERVE_RETURN_IF_ERROR(CheckRange("--head-dim", s.head_dim, 1, 1024));
   } else if (s.n_embd % s.n_heads != 0) {

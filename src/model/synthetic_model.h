@@ -50,7 +50,8 @@ struct SyntheticShape {
   int swa_period = 0;
   int per_layer_input = 0;
   int shared_kv_layers = 0;
-  int n_ff_expert = 0;  // gemma4 with experts: an expert's width (n_ff is the dense MLP's)
+  int n_ff_expert = 0;    // gemma4 with experts: an expert's width (n_ff is the dense MLP's)
+  int n_embd_target = 0;  // gemma4-assistant: the target's hidden width (embedding_length_out)
 
   int HeadDim() const { return head_dim > 0 ? head_dim : n_embd / n_heads; }
 };
@@ -92,6 +93,7 @@ struct SyntheticRecipe {
   bool rotary = true;      // the head size must be even
   bool experts = false;    // n_expert and n_expert_used are required and checked
   bool always_tied = false;
+  bool drafter = false;  // drafts for a target: n_embd_target is required
   void (*tensors)(const SyntheticShape& s, int64_t n_vocab, SyntheticTensors& out);
   void (*metadata)(const SyntheticShape& s, int64_t n_vocab, GgufWriter& w);
   std::vector<NamedShape> presets;

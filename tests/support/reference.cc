@@ -12,16 +12,17 @@
 
 namespace kvserve::testing {
 
-namespace {
+std::vector<std::string> ReferenceCaseNames() {
+  return {"gpt2-tiny-a", "gpt2-tiny-b", "stories260K-a"};
+}
 
-std::string ReadText(const std::string& path) {
+std::string ReadTextFile(const std::string& path) {
   std::ifstream in(path);
   EXPECT_TRUE(in.good()) << "cannot read " << path;
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// The reference JSON is flat: {"n_vocab": V, "prompt_tokens": [...], "greedy_tokens": [...]}.
-std::vector<int32_t> IntArray(const std::string& json, const std::string& key) {
+std::vector<int32_t> JsonIntArray(const std::string& json, const std::string& key) {
   std::smatch match;
   const std::regex pattern("\"" + key + "\"\\s*:\\s*\\[([^\\]]*)\\]");
   std::vector<int32_t> out;
@@ -36,12 +37,6 @@ std::vector<int32_t> IntArray(const std::string& json, const std::string& key) {
     out.push_back(std::stoi(it->str()));
   }
   return out;
-}
-
-}  // namespace
-
-std::vector<std::string> ReferenceCaseNames() {
-  return {"gpt2-tiny-a", "gpt2-tiny-b", "stories260K-a"};
 }
 
 std::vector<float> ReadFloats(const std::string& path) {
@@ -62,13 +57,13 @@ ReferenceCase ReadCase(const std::string& name, const std::string& model,
   ReferenceCase c;
   c.name = name;
   c.model = model;
-  const std::string json = ReadText(prefix + ".json");
+  const std::string json = ReadTextFile(prefix + ".json");
   std::smatch match;
   if (std::regex_search(json, match, std::regex("\"n_vocab\"\\s*:\\s*([0-9]+)"))) {
     c.n_vocab = std::stoi(match[1]);
   }
-  c.prompt_tokens = IntArray(json, "prompt_tokens");
-  c.greedy_tokens = IntArray(json, "greedy_tokens");
+  c.prompt_tokens = JsonIntArray(json, "prompt_tokens");
+  c.greedy_tokens = JsonIntArray(json, "greedy_tokens");
   c.prompt_logits = ReadFloats(prefix + ".logits.f32");
   c.gen_logits = ReadFloats(prefix + ".gen.logits.f32");
   EXPECT_EQ(c.prompt_logits.size(), c.prompt_tokens.size() * c.n_vocab);

@@ -29,6 +29,11 @@ ReferenceCase LoadArchReferenceCase(const std::string& name);
 ReferenceCase LoadCommittedReferenceCase(const std::string& name, const std::string& model_path);
 
 std::vector<float> ReadFloats(const std::string& path);
+// The integers of array `key` in a reference's flat JSON ({"n_vocab": V, "prompt_tokens": [...],
+// ...}); a test failure when it is missing.
+std::vector<int32_t> JsonIntArray(const std::string& json, const std::string& key);
+// A text file's contents; a test failure when it cannot be read.
+std::string ReadTextFile(const std::string& path);
 // max |a - b| over the row / max |ref| over the row.
 double RelativeRowError(std::span<const float> ours, std::span<const float> ref);
 // The largest RelativeRowError over the rows of n_vocab values in `ref` (ours has at least as

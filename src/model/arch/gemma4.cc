@@ -20,7 +20,7 @@
 // layers' double-wide MLP). A layer with ffn_gate_inp is a mixture of experts: the dense MLP
 // (post_ffw_norm_1) plus GeGLU experts of pre_ffw_norm_2(x) (post_ffw_norm_2), the router scoring
 // RMSNorm(x) / sqrt(n_embd) * ffn_gate_inp.scale, then post_ffw_norm of the sum. The assistant
-// drafter (gemma4-assistant) and the gemma4 tokenizer are not read yet.
+// drafter is gemma4_assistant.cc; the gemma4 tokenizer is not read yet.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -74,26 +74,6 @@ struct Gemma4Layer {
   std::unique_ptr<Gemma4Experts> moe;  // a mixture-of-experts layer; null: dense
 };
 
-// One flag per layer from a bool or integer array (llama.cpp's get_key_or_arr for this key).
-Result<std::vector<bool>> ReadLayerFlags(const GgufFile& file, const std::string& key, int n) {
-  const GgufValue* v = file.Find(key);
-  if (v == nullptr) return Status::InvalidArgument(file.path() + ": missing key '" + key + "'");
-  std::vector<bool> flags;
-  if (v->type == GgufValueType::kArray && v->array_type == GgufValueType::kBool) {
-    for (uint64_t i = 0; i < v->array_size; ++i) flags.push_back(v->array_data[i] != 0);
-  } else {
-    auto ints = file.GetIntArray(key);
-    if (!ints.ok()) return ints.status();
-    for (int64_t x : *ints) flags.push_back(x != 0);
-  }
-  if (static_cast<int>(flags.size()) != n) {
-    return Status::InvalidArgument(file.path() + ": metadata key '" + key + "' has " +
-                                   std::to_string(flags.size()) + " entries, expected " +
-                                   std::to_string(n) + " (one per layer)");
-  }
-  return flags;
-}
-
 class Gemma4Model final : public Model {
  public:
   Gemma4Model(GgufFile file, ModelConfig config, const Backend& backend)
@@ -123,6 +103,7 @@ class Gemma4Model final : public Model {
   }
 
   void Forward(const ForwardBatch& batch, KvCache& kv, Workspace& ws, float* logits) const override;
+  const WeightMatrix* token_embedding() const override { return &head_.token_embd; }
 
  private:
   Status ReadShape();
