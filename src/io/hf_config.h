@@ -49,6 +49,9 @@ struct HfConfig {
   int n_experts_used = 0;
   int n_ff_expert = 0;
   bool tie_word_embeddings = false;
+  // A generated rope_freqs.weight ([head_dim / 2] frequency divisors) other than llama3's
+  // (gemma4's proportional RoPE); empty: none.
+  std::vector<float> rope_freqs;
   // Numbers one family alone reads (Granite's multipliers), by the GGUF key after "<arch>." they
   // become: its config reader fills them, AddHfDecoderMetadata writes them as float32.
   std::map<std::string, double> family_floats;
