@@ -49,6 +49,18 @@ struct HfConfig {
   int n_experts_used = 0;
   int n_ff_expert = 0;
   bool tie_word_embeddings = false;
+  // gemma4: head_dim of the sliding-window layers (head_dim above is the global layers'), their
+  // rotated dimensions, the layers reading another layer's cache, the per-layer input width, one
+  // flag per layer (true: sliding window) and one feed-forward width per layer (empty: n_ff).
+  int head_dim_swa = 0;
+  int rope_dims_swa = 0;
+  int n_kv_shared_layers = 0;
+  int n_embd_per_layer = 0;
+  std::vector<bool> swa_layers;
+  std::vector<int> n_ff_layers;
+  // A generated rope_freqs.weight ([head_dim / 2] frequency divisors) other than llama3's
+  // (gemma4's proportional RoPE); empty: none.
+  std::vector<float> rope_freqs;
   // Numbers one family alone reads (Granite's multipliers), by the GGUF key after "<arch>." they
   // become: its config reader fills them, AddHfDecoderMetadata writes them as float32.
   std::map<std::string, double> family_floats;

@@ -322,8 +322,11 @@ Result<GgufFile> HfFolder::Open(const std::string& folder) {
   auto storage = std::make_shared<Storage>();
   storage->shards = shards->keep_alive();
   std::vector<TensorInfo> tensors;
-  if (config->rope_scaling == HfRopeScaling::kLlama3) {
-    const std::vector<float> freqs = Llama3RopeFreqs(*config);
+  // The generated rope_freqs.weight: llama3's scaling, or the family's own (gemma4's).
+  const std::vector<float> freqs = config->rope_scaling == HfRopeScaling::kLlama3
+                                       ? Llama3RopeFreqs(*config)
+                                       : config->rope_freqs;
+  if (!freqs.empty()) {
     std::vector<uint8_t> bytes(freqs.size() * sizeof(float));
     std::memcpy(bytes.data(), freqs.data(), bytes.size());
     tensors.push_back(TensorInfo{.name = "rope_freqs.weight",

@@ -6,7 +6,7 @@
 //   auto model = LoadModel(std::move(file).value(), backend);
 //
 // Families: GPT-2, Llama (Llama 3 RoPE scaling), Mistral, Qwen 2, Qwen 3, Qwen 3 MoE, Phi-3,
-// Gemma 2, Gemma 3 (text); their names and keys are in hf_families.h and io/hf_config.h.
+// Gemma 2, Gemma 3, Gemma 4 (text); their names and keys are in hf_families.h and io/hf_config.h.
 //
 // Tensor data is not copied where the layouts agree: a row-major HF [out, in] matrix is a GGUF
 // [in, out] tensor with the same bytes, so TensorInfo::data points into the mapped safetensors.
@@ -16,7 +16,7 @@
 //     GGML's interleaved pairs (per head, row j * head_dim/2 + i moves to 2i + j);
 //   - Gemma RMSNorm weights get their +1; vectors, norms and the MoE router become F32;
 //   - Qwen 3 MoE experts (mlp.experts.E.{gate,up,down}_proj) are stacked into one 3-D tensor;
-//   - a llama3 rope_scaling becomes the rope_freqs.weight tensor;
+//   - a llama3 rope_scaling, or Gemma 4's proportional RoPE, becomes the rope_freqs.weight tensor;
 //   - a tensor whose data is not aligned to its element size is copied.
 // Matrix element types (F32, F16, BF16) are kept. The view owns its mappings and buffers.
 #pragma once

@@ -32,6 +32,7 @@
 #include "kv/sliding_window_kind.h"
 #include "model/architecture.h"
 #include "model/decoder_blocks.h"
+#include "model/gemma4_hf.h"
 #include "model/moe_feed_forward.h"
 #include "model/synthetic_model.h"
 #include "model/weight_loader.h"
@@ -546,8 +547,10 @@ const SyntheticRecipe& Gemma4Synthetic() {
 }  // namespace
 
 KVSERVE_ARCHITECTURE(gemma4) {
-  static const Architecture entry{
-      .gguf_name = "gemma4", .load = &LoadModelOf<Gemma4Model>, .synthetic = &Gemma4Synthetic()};
+  static const Architecture entry{.gguf_name = "gemma4",
+                                  .load = &LoadModelOf<Gemma4Model>,
+                                  .hf_classes = Gemma4HfClasses(),  // gemma4_hf.h
+                                  .synthetic = &Gemma4Synthetic()};
   return entry;
 }
 
