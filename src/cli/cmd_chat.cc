@@ -10,6 +10,10 @@
 //
 // Stopping: at end-of-generation tokens, and at the template's stop strings (held back while
 // they might be starting, never shown).
+//
+// gpt-oss (harmony) replies are channels: the analysis channel is shown as its reasoning (dim on
+// a terminal; on stderr when stdout is not one, so a pipe gets only the answers), the final
+// channel as the reply, and the conversation keeps the two apart as its template writes them.
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cli/chat_display.h"
 #include "cli/chat_flags.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
@@ -83,7 +88,8 @@ Result<ChatOptions> ReadChatOptions(const Args& args) {
 }
 
 struct Turn {
-  std::string text;  // the reply, stop string excluded
+  std::string text;       // the reply, stop string excluded (harmony: its final channel)
+  std::string reasoning;  // harmony: its analysis channel
   int n_prompt = 0;
   int n_reused = 0;   // prompt tokens served by the cache
   int n_dropped = 0;  // tokens the engine's context shifts dropped
@@ -115,15 +121,21 @@ Result<Turn> Reply(Engine& engine, const ChatTemplate& tmpl, Request request,
   const auto submitted = std::chrono::steady_clock::now();
   auto stream = engine.Submit(std::move(request));
   if (!stream.ok()) return stream.status();
-  auto done = Complete(**stream, submitted, [](const RequestEvent& event) {
-    std::fputs(event.text.c_str(), stdout);
-    std::fflush(stdout);
-  });
+  ChatDisplay display(tmpl.tool_format() == ToolFormat::kHarmony, stdout, stderr,
+                      isatty(fileno(stdout)) != 0);
+  auto done = Complete(**stream, submitted,
+                       [&](const RequestEvent& event) { display.Show(event.text, false); });
   if (!done.ok()) return done.status();
-  return Turn{.text = done->text,
-              .n_prompt = done->usage.prompt_tokens,
-              .n_reused = done->usage.cached_tokens,
-              .n_dropped = done->usage.dropped_tokens};
+  display.Show("", true);
+  Turn turn{.text = done->text,
+            .n_prompt = done->usage.prompt_tokens,
+            .n_reused = done->usage.cached_tokens,
+            .n_dropped = done->usage.dropped_tokens};
+  if (display.harmony()) {
+    turn.text = display.content();
+    turn.reasoning = display.reasoning();
+  }
+  return turn;
 }
 
 // The chat-level policy (with shift): while the rendered conversation leaves less than `reserve`
@@ -225,7 +237,9 @@ int RunChat(const std::vector<std::string>& argv) {
     }
     std::fputs("\n", stdout);
     std::fflush(stdout);
-    messages.push_back({"assistant", std::string(jinja::Strip(turn->text))});
+    ChatMessage reply{"assistant", std::string(jinja::Strip(turn->text))};
+    if (!turn->reasoning.empty()) reply.reasoning = turn->reasoning;
+    messages.push_back(std::move(reply));
     std::fprintf(stderr, "[prompt: %d tokens, %d reused from cache, %d computed]\n", turn->n_prompt,
                  turn->n_reused, turn->n_prompt - turn->n_reused);
     if (n_dropped_messages > 0 || turn->n_dropped > 0) {
