@@ -225,7 +225,7 @@ struct EngineRun {
 };
 
 EngineRun RunRequests(const Model& model, const EngineOptions& options,
-                const std::vector<Request>& requests) {
+                      const std::vector<Request>& requests) {
   EngineRun run;
   auto tokenizer = Tokenizer::FromGguf(model.file());
   EXPECT_TRUE(tokenizer.ok()) << tokenizer.message();
@@ -274,7 +274,8 @@ TEST(Gemma4AssistantEngine, DraftsChangeNoTokenAloneOrSixteenAtOnce) {
 class CheckingProposer final : public Proposer {
  public:
   explicit CheckingProposer(const Model& target)
-      : target_(target), kv_(target.kv_spec(), KvType::kF32, 16, 16, target.backend().allocator()),
+      : target_(target),
+        kv_(target.kv_spec(), KvType::kF32, 16, 16, target.backend().allocator()),
         runner_(target, kv_, 1) {
     runner_.KeepFinalHidden(true);
   }

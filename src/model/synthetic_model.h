@@ -54,6 +54,9 @@ struct SyntheticShape {
   int n_embd_target = 0;  // gemma4-assistant: the target's hidden width (embedding_length_out)
 
   int HeadDim() const { return head_dim > 0 ? head_dim : n_embd / n_heads; }
+  // gemma4, gemma4-assistant: layer i is global (else windowed) when i % swa_period ==
+  // swa_period - 1; every layer without a period.
+  bool GlobalLayer(int i) const { return swa_period == 0 || i % swa_period == swa_period - 1; }
 };
 
 // The named shapes of every architecture's recipe (gpt2-124m, tinyllama-1.1b, ...).

@@ -401,11 +401,6 @@ void Gemma4Model::Forward(const ForwardBatch& batch, KvCache& kv, Workspace& ws,
   }
 }
 
-// Without a period every layer is global.
-bool SynthGlobal(const SyntheticShape& s, int i) {
-  return s.swa_period == 0 || i % s.swa_period == s.swa_period - 1;
-}
-
 // A mixture-of-experts layer's tensors (26B-A4B's layout): the router with its input scale, the
 // extra norms, fused gate/up experts, down experts and their output scales.
 void AddSynthGemma4Experts(const SyntheticShape& s, const std::string& p, SyntheticTensors& out) {
@@ -433,7 +428,7 @@ void SynthGemma4Tensors(const SyntheticShape& s, int64_t n_vocab, SyntheticTenso
   const int n_kv = s.n_layers - s.shared_kv_layers;
   for (int i = 0; i < s.n_layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
-    const int64_t d = SynthGlobal(s, i) ? s.HeadDim() : s.HeadDim() / 2;
+    const int64_t d = s.GlobalLayer(i) ? s.HeadDim() : s.HeadDim() / 2;
     out.Vector(p + "attn_norm.weight", s.n_embd, SyntheticFill::kOnes);
     out.Matrix(p + "attn_q.weight", s.n_embd, d * s.n_heads);
     out.Vector(p + "attn_q_norm.weight", d, SyntheticFill::kOnes);
@@ -463,7 +458,7 @@ void SynthGemma4Tensors(const SyntheticShape& s, int64_t n_vocab, SyntheticTenso
 void SynthGemma4Metadata(const SyntheticShape& s, int64_t n_vocab, GgufWriter& w) {
   AddSyntheticDecoderMetadata(s, n_vocab, w);
   std::vector<bool> windowed;
-  for (int i = 0; i < s.n_layers; ++i) windowed.push_back(!SynthGlobal(s, i));
+  for (int i = 0; i < s.n_layers; ++i) windowed.push_back(!s.GlobalLayer(i));
   w.SetBoolArray("gemma4.attention.sliding_window_pattern", windowed);
   std::vector<int32_t> n_ff;
   for (int i = 0; i < s.n_layers; ++i) {

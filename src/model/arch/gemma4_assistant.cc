@@ -16,8 +16,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <span>
 #include <memory>
+#include <span>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -44,7 +44,7 @@ struct AssistantLayer {
   int head_dim = 0;
   RopeParams rope;
   WeightVector attn_norm, q_norm, post_attn_norm, ffn_norm, post_ffw_norm;  // [n_embd], [head]
-  WeightVector out_scale;                                                     // [1]
+  WeightVector out_scale;                                                   // [1]
   WeightMatrix wq, wo, gate, up, down;
 };
 
@@ -63,8 +63,8 @@ class Gemma4AssistantModel final : public Model, public HiddenStateDrafter {
   const WeightMatrix* token_embedding() const override { return &head_.token_embd; }
 
   Result<DraftTarget> Bind(const Model& target) const override;
-  void Draft(const DraftTarget& target, const ForwardBatch& batch, const float* hidden,
-             KvCache& kv, Workspace& ws, float* logits, float* hidden_next) const override;
+  void Draft(const DraftTarget& target, const ForwardBatch& batch, const float* hidden, KvCache& kv,
+             Workspace& ws, float* logits, float* hidden_next) const override;
 
  private:
   Status ReadShape();
@@ -95,14 +95,13 @@ Status Gemma4AssistantModel::ReadShape() {
   KVSERVE_RETURN_IF_ERROR(config_.ReadNormEps(f, "attention.layer_norm_rms_epsilon"));
   KVSERVE_RETURN_IF_ERROR(config_.ReadRopeScaling(f));
   uint64_t window = 0, n_target = 0, head_swa = 0, value_swa = 0, rope_swa = 0, nextn = 0;
-  for (auto [key, fallback, out] : {std::tuple{"attention.sliding_window", uint64_t{0}, &window},
-                                    {"embedding_length_out", uint64_t{0}, &n_target},
-                                    {"attention.key_length_swa", uint64_t(config_.head_dim),
-                                     &head_swa},
-                                    {"attention.value_length_swa", uint64_t{0}, &value_swa},
-                                    {"rope.dimension_count_swa", uint64_t(config_.rope_dims),
-                                     &rope_swa},
-                                    {"nextn_predict_layers", uint64_t(config_.n_layers), &nextn}}) {
+  for (auto [key, fallback, out] :
+       {std::tuple{"attention.sliding_window", uint64_t{0}, &window},
+        {"embedding_length_out", uint64_t{0}, &n_target},
+        {"attention.key_length_swa", uint64_t(config_.head_dim), &head_swa},
+        {"attention.value_length_swa", uint64_t{0}, &value_swa},
+        {"rope.dimension_count_swa", uint64_t(config_.rope_dims), &rope_swa},
+        {"nextn_predict_layers", uint64_t(config_.n_layers), &nextn}}) {
     auto v = f.GetUintOr(a + key, fallback);
     if (!v.ok()) return v.status();
     *out = *v;
@@ -174,7 +173,8 @@ Status Gemma4AssistantModel::Load() {
   KVSERVE_RETURN_IF_ERROR(head_.Load(r, c));
   KVSERVE_RETURN_IF_ERROR(
       r.Matrix("nextn.pre_projection.weight", c.n_embd, 2 * n_target_, &pre_proj_));
-  KVSERVE_RETURN_IF_ERROR(r.Matrix("nextn.post_projection.weight", n_target_, c.n_embd, &post_proj_));
+  KVSERVE_RETURN_IF_ERROR(
+      r.Matrix("nextn.post_projection.weight", n_target_, c.n_embd, &post_proj_));
   KVSERVE_RETURN_IF_ERROR(r.Vector("rope_freqs.weight", c.head_dim / 2, &rope_freqs_));
   WeightList weights{.matrices = {head_.output, &pre_proj_, &post_proj_},
                      .vectors = {&head_.norm, &rope_freqs_}};
@@ -215,16 +215,15 @@ Result<int> Gemma4AssistantModel::CacheLayer(const KvSpec& spec, int layer, bool
 Result<DraftTarget> Gemma4AssistantModel::Bind(const Model& target) const {
   const ModelConfig& t = target.config();
   auto differs = [&](const char* what, int ours, int theirs) {
-    return Status::InvalidArgument(std::string("draft model ") + what + " " +
-                                   std::to_string(ours) + " differs from the target's " +
-                                   std::to_string(theirs));
+    return Status::InvalidArgument(std::string("draft model ") + what + " " + std::to_string(ours) +
+                                   " differs from the target's " + std::to_string(theirs));
   };
   if (t.n_embd != n_target_) return differs("embedding_length_out", n_target_, t.n_embd);
   if (t.n_vocab != config_.n_vocab) return differs("vocabulary", config_.n_vocab, t.n_vocab);
   if (target.token_embedding() == nullptr || t.n_layers < 2) {
     return Status::InvalidArgument("the target (" + t.arch +
-                                   ") does not expose the embedding and caches a " +
-                                   config_.arch + " drafter reads (a gemma4 target does)");
+                                   ") does not expose the embedding and caches a " + config_.arch +
+                                   " drafter reads (a gemma4 target does)");
   }
   const KvSpec spec = target.kv_spec();
   DraftTarget out{.token_embd = target.token_embedding(), .n_embd = t.n_embd};
@@ -313,11 +312,6 @@ void Gemma4AssistantModel::Draft(const DraftTarget& target, const ForwardBatch& 
   be.Matmul(post_proj_, normed, n, hidden_next, ws);
 }
 
-// Layer i is global when i % swa_period == swa_period - 1 (every layer without a period).
-bool SynthGlobal(const SyntheticShape& s, int i) {
-  return s.swa_period == 0 || i % s.swa_period == s.swa_period - 1;
-}
-
 // Random weights (`kvserve synth --arch gemma4-assistant`): norms, rope_freqs and output scales 1,
 // tied output; windowed heads half as wide as the global ones, as gemma4's recipe makes them.
 void SynthAssistantTensors(const SyntheticShape& s, int64_t n_vocab, SyntheticTensors& out) {
@@ -327,7 +321,7 @@ void SynthAssistantTensors(const SyntheticShape& s, int64_t n_vocab, SyntheticTe
   out.Vector("rope_freqs.weight", s.HeadDim() / 2, SyntheticFill::kOnes);
   for (int i = 0; i < s.n_layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
-    const int64_t d = SynthGlobal(s, i) ? s.HeadDim() : s.HeadDim() / 2;
+    const int64_t d = s.GlobalLayer(i) ? s.HeadDim() : s.HeadDim() / 2;
     out.Vector(p + "attn_norm.weight", s.n_embd, SyntheticFill::kOnes);
     out.Matrix(p + "attn_q.weight", s.n_embd, d * s.n_heads);
     out.Vector(p + "attn_q_norm.weight", d, SyntheticFill::kOnes);
@@ -346,7 +340,7 @@ void SynthAssistantMetadata(const SyntheticShape& s, int64_t n_vocab, GgufWriter
   AddSyntheticDecoderMetadata(s, n_vocab, w);
   const std::string a = s.arch + ".";
   std::vector<bool> windowed;
-  for (int i = 0; i < s.n_layers; ++i) windowed.push_back(!SynthGlobal(s, i));
+  for (int i = 0; i < s.n_layers; ++i) windowed.push_back(!s.GlobalLayer(i));
   w.SetBoolArray(a + "attention.sliding_window_pattern", windowed);
   w.SetUint32(a + "attention.sliding_window", s.window);
   w.SetUint32(a + "attention.key_length_swa", s.HeadDim() / 2);

@@ -19,33 +19,13 @@
 #include <vector>
 
 #include "llama.h"
+#include "reference_io.h"
 
 // From llama.cpp's src/llama-ext.h (exported, C++ linkage).
 void llama_set_embeddings_nextn(llama_context* ctx, bool value, bool masked);
 float* llama_get_embeddings_nextn_ith(llama_context* ctx, int32_t i);
 
 namespace {
-
-bool WriteFloats(const std::string& path, const std::vector<float>& v) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) return false;
-  const bool ok = std::fwrite(v.data(), sizeof(float), v.size(), f) == v.size();
-  return std::fclose(f) == 0 && ok;
-}
-
-std::string JoinIds(const std::vector<llama_token>& ids) {
-  std::string s;
-  for (size_t i = 0; i < ids.size(); ++i) s += (i ? ", " : "") + std::to_string(ids[i]);
-  return s;
-}
-
-int Argmax(const float* row, int n) {
-  int best = 0;
-  for (int i = 1; i < n; ++i) {
-    if (row[i] > row[best]) best = i;
-  }
-  return best;
-}
 
 llama_context_params ContextParams() {
   llama_context_params cp = llama_context_default_params();

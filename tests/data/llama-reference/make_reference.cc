@@ -14,31 +14,7 @@
 #include <vector>
 
 #include "llama.h"
-
-namespace {
-
-bool WriteFloats(const std::string& path, const std::vector<float>& v) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) return false;
-  const bool ok = std::fwrite(v.data(), sizeof(float), v.size(), f) == v.size();
-  return std::fclose(f) == 0 && ok;
-}
-
-std::string JoinIds(const std::vector<llama_token>& ids) {
-  std::string s;
-  for (size_t i = 0; i < ids.size(); ++i) s += (i ? ", " : "") + std::to_string(ids[i]);
-  return s;
-}
-
-int Argmax(const float* row, int n) {
-  int best = 0;
-  for (int i = 1; i < n; ++i) {
-    if (row[i] > row[best]) best = i;
-  }
-  return best;
-}
-
-}  // namespace
+#include "reference_io.h"
 
 int main(int argc, char** argv) {
   if (argc < 5) {
