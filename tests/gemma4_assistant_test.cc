@@ -274,8 +274,7 @@ TEST(Gemma4AssistantEngine, DraftsChangeNoTokenAloneOrSixteenAtOnce) {
 class CheckingProposer final : public Proposer {
  public:
   explicit CheckingProposer(const Model& target)
-      : target_(target),
-        kv_(target.kv_spec(), KvType::kF32, 16, 16, target.backend().allocator()),
+      : kv_(target.kv_spec(), KvType::kF32, 16, 16, target.backend().allocator()),
         runner_(target, kv_, 1) {
     runner_.KeepFinalHidden(true);
   }
@@ -300,7 +299,6 @@ class CheckingProposer final : public Proposer {
   int checked() const { return checked_; }
 
  private:
-  const Model& target_;
   KvCache kv_;
   ModelRunner runner_;
   int checked_ = 0;
