@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -15,8 +14,8 @@
 
 #include "engine/engine.h"
 #include "engine/sequence_runner.h"
-#include "io/gguf_writer.h"
 #include "model/model.h"
+#include "support/edited_model.h"
 #include "support/paths.h"
 #include "support/reference.h"
 #include "support/reference_runs.h"
@@ -129,35 +128,15 @@ TEST(GemmaKvSpec, LocalAndGlobalLayersAreGroups) {
 
 // ---- Metadata ------------------------------------------------------------------------------
 
-// A copy of a model file without the metadata key `drop_key` (the image outlives the model).
-struct Edited {
-  std::unique_ptr<uint8_t[]> bytes;
-  Result<std::unique_ptr<Model>> model = Status::Internal("not loaded");
-};
-
-Edited LoadWithoutKey(const std::string& model, const std::string& drop_key) {
-  auto source = GgufFile::Open(ModelPath(model));
-  EXPECT_TRUE(source.ok()) << source.message();
-  GgufWriter writer(source->alignment());
-  for (const auto& [key, value] : source->metadata()) {
-    if (key != drop_key) writer.CopyValue(key, value);
-  }
-  for (const TensorInfo& t : source->tensors()) {
-    writer.AddTensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
-  }
-  const std::vector<uint8_t> image = writer.Serialize();
-  Edited e;
-  e.bytes.reset(new uint8_t[image.size()]);
-  std::memcpy(e.bytes.get(), image.data(), image.size());
-  auto file = GgufFile::Parse(e.bytes.get(), image.size(), "edited.gguf");
-  EXPECT_TRUE(file.ok()) << file.message();
-  if (file.ok()) e.model = LoadModel(std::move(file).value(), TestBackend());
-  return e;
+// A copy of a model file without the metadata key `drop_key`.
+testing::EditedModel LoadWithoutKey(const std::string& model, const std::string& drop_key) {
+  return testing::LoadEditedModel(ModelPath(model), "", nullptr, drop_key);
 }
 
 // Released Gemma 3 files omit the pattern and mean 6: in 4 layers no i % 6 == 5, so all are local.
 TEST(GemmaMetadata, Gemma3PatternDefaultsToSix) {
-  Edited e = LoadWithoutKey("arch/gemma3-f32.gguf", "gemma3.attention.sliding_window_pattern");
+  testing::EditedModel e =
+      LoadWithoutKey("arch/gemma3-f32.gguf", "gemma3.attention.sliding_window_pattern");
   ASSERT_TRUE(e.model.ok()) << e.model.message();
   const KvSpec spec = (*e.model)->kv_spec();
   ASSERT_EQ(spec.groups.size(), 1u);
@@ -166,7 +145,8 @@ TEST(GemmaMetadata, Gemma3PatternDefaultsToSix) {
 }
 
 TEST(GemmaMetadata, Gemma3WithoutAWindowIsRefusedByKey) {
-  Edited e = LoadWithoutKey("arch/gemma3-f32.gguf", "gemma3.attention.sliding_window");
+  testing::EditedModel e =
+      LoadWithoutKey("arch/gemma3-f32.gguf", "gemma3.attention.sliding_window");
   ASSERT_FALSE(e.model.ok());
   EXPECT_NE(e.model.message().find("'gemma3.attention.sliding_window'"), std::string::npos)
       << e.model.message();

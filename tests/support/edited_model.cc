@@ -11,13 +11,16 @@
 namespace kvserve::testing {
 
 EditedModel LoadEditedModel(const std::string& path, const std::string& drop_tensor,
-                            const std::function<void(GgufWriter&)>& extra) {
+                            const std::function<void(GgufWriter&)>& extra,
+                            const std::string& drop_key) {
   auto source = GgufFile::Open(path);
   EXPECT_TRUE(source.ok()) << source.message();
   EditedModel e;
   if (!source.ok()) return e;
   GgufWriter writer(source->alignment());
-  for (const auto& [key, value] : source->metadata()) writer.CopyValue(key, value);
+  for (const auto& [key, value] : source->metadata()) {
+    if (key != drop_key) writer.CopyValue(key, value);
+  }
   for (const TensorInfo& t : source->tensors()) {
     if (t.name == drop_tensor) continue;
     writer.AddTensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes));

@@ -18,9 +18,11 @@ struct EditedModel {
   Result<std::unique_ptr<Model>> model = Status::Internal("not loaded");
 };
 
-// The GGUF file at `path` without tensor `drop_tensor` (none when empty), with `extra` (may be
-// null) applied after the copied metadata and tensors; the loaded file is named "edited.gguf".
+// The GGUF file at `path` without tensor `drop_tensor` and metadata key `drop_key` (none when
+// empty), with `extra` (may be null) applied after the copied metadata and tensors; the loaded
+// file is named "edited.gguf".
 EditedModel LoadEditedModel(const std::string& path, const std::string& drop_tensor,
-                            const std::function<void(GgufWriter&)>& extra);
+                            const std::function<void(GgufWriter&)>& extra,
+                            const std::string& drop_key = "");
 
 }  // namespace kvserve::testing
