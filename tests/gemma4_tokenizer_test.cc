@@ -96,7 +96,7 @@ TEST_F(Gemma4Tokenizer, GivesLlamaCppIdsAndTextForEveryInput) {
   ASSERT_EQ(tokenizer_->n_vocab(), reference.at("n_vocab").get<int>());
   const auto& cases = reference.at("cases");
   ASSERT_EQ(cases.size(), inputs.size());
-  size_t n_ids = 0, n_bytes = 0, n_cleaned = 0;
+  size_t n_ids = 0, n_bytes = 0, n_texts = 0, n_cleaned = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     const auto& expected = cases[i];
     const std::string name = expected.at("name").get<std::string>();
@@ -104,25 +104,28 @@ TEST_F(Gemma4Tokenizer, GivesLlamaCppIdsAndTextForEveryInput) {
     const std::string text = InputText(inputs[i]);
     n_bytes += text.size();
     for (const bool parse_special : {false, true}) {
-      const char* key = parse_special && !expected.contains("ids_parse_special_same")
-                            ? "ids_parse_special"
-                            : "ids";
-      const auto theirs = expected.at(key).get<std::vector<int32_t>>();
+      const char* ids_key = parse_special && !expected.contains("ids_parse_special_same")
+                                ? "ids_parse_special"
+                                : "ids";
+      const auto theirs = expected.at(ids_key).get<std::vector<int32_t>>();
       const std::vector<int32_t> ours = tokenizer_->Encode(text, true, parse_special);
       n_ids += theirs.size();
       EXPECT_EQ(ours, theirs) << name << (parse_special ? " (parse_special)" : "");
-      const std::string decoded = tokenizer_->Decode(theirs, /*render_special=*/parse_special);
-      const std::string want =
-          ApplyEdit(expected.at(parse_special ? "pieces_special" : "pieces"), text);
-      EXPECT_TRUE(decoded == want)
-          << name << (parse_special ? " (render_special)" : "") << " decodes differently";
+      for (const bool render_special : {false, true}) {
+        const std::string decoded = tokenizer_->Decode(theirs, render_special);
+        const std::string text_key =
+            std::string(parse_special ? "text_parse" : "text") + (render_special ? "_special" : "");
+        EXPECT_TRUE(decoded == ApplyEdit(expected.at(text_key), text))
+            << name << ": decoding differs from llama.cpp's " << text_key;
+        n_texts++;
+      }
     }
     n_cleaned += expected.at("detokenize_differs").get<bool>();
   }
   std::printf(
-      "gemma4: %zu inputs, %zu bytes, %zu ids compared; llama_detokenize's space clean-up "
-      "changed %zu of them\n",
-      cases.size(), n_bytes, n_ids, n_cleaned);
+      "gemma4: %zu inputs, %zu bytes, %zu ids and %zu decoded texts compared; llama_detokenize's "
+      "space clean-up changed %zu of the inputs' texts\n",
+      cases.size(), n_bytes, n_ids, n_texts, n_cleaned);
 }
 
 TEST_F(Gemma4Tokenizer, ModelFlagsAndEndsOfGeneration) {

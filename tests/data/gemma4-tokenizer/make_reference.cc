@@ -1,14 +1,15 @@
 // Writes llama.cpp's tokenization of every input of inputs.json with a gemma4-model vocabulary
 // (the file tests/gemma4_tokenizer_test.cc builds, see README.md), as reference.json:
 //   {"llama_cpp_commit", "vocab_sha256" (copied from the command line), "n_vocab",
-//    "cases": [{"name", "ids", "ids_parse_special" (or "ids_parse_special_same": true),
-//               "pieces", "pieces_special", "detokenize_differs"}]}
+//    "cases": [{"name", "ids", "ids_parse_special" (or "ids_parse_special_same": true), "text",
+//               "text_special", "text_parse", "text_parse_special", "detokenize_differs"}]}
 // ids: llama_tokenize(add_special = true, parse_special = false); ids_parse_special: the same
-// with parse_special = true. pieces: llama_token_to_piece(special = false, lstrip 0) of each id
-// of `ids`, concatenated (what a server streams); pieces_special: llama_token_to_piece(special =
-// true) over ids_parse_special. Both are written as an edit of the input (Edit below), byte for
-// byte. detokenize_differs: llama_detokenize(ids, remove_special false,
-// unparse_special false) is not `pieces` (its clean-up of " ." " ," " '" ... for BPE files).
+// with parse_special = true. text: llama_token_to_piece(special = false, lstrip 0) of each id of
+// `ids`, concatenated (what a server streams); text_special: the same with special = true;
+// text_parse and text_parse_special: the same two over ids_parse_special. Each text is written
+// as an edit of the input (Edit below), byte for byte. detokenize_differs: llama_detokenize(ids,
+// remove_special false, unparse_special false) is not `pieces` (its clean-up of " ." " ," " '" ...
+// for BPE files).
 //
 // Our program, built against a llama.cpp checkout beside the project (never part of the build):
 //   c++ -std=c++17 -O2 make_reference.cc -I$LLAMA/include -I$LLAMA/ggml/include \
@@ -147,8 +148,10 @@ int main(int argc, char** argv) {
       item["ids_parse_special"] = ids_special;
     }
     const std::string pieces = Pieces(vocab, ids, false);
-    item["pieces"] = Edit(pieces, text);
-    item["pieces_special"] = Edit(Pieces(vocab, ids_special, true), text);
+    item["text"] = Edit(pieces, text);
+    item["text_special"] = Edit(Pieces(vocab, ids, true), text);
+    item["text_parse"] = Edit(Pieces(vocab, ids_special, false), text);
+    item["text_parse_special"] = Edit(Pieces(vocab, ids_special, true), text);
     item["detokenize_differs"] = Detokenize(vocab, ids) != pieces;
     out["cases"].push_back(item);
   }
