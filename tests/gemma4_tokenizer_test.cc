@@ -12,11 +12,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "io/gguf_reader.h"
+#include "support/cli.h"
 #include "support/gemma4_vocab.h"
 #include "support/paths.h"
 #include "support/read_file.h"
@@ -172,6 +174,28 @@ TEST_F(Gemma4Tokenizer, StreamsByteFallbackCharacters) {
   streamed += decoder.Flush();
   EXPECT_GT(held, 0);
   EXPECT_EQ(streamed, SanitizeUtf8(tokenizer_->Decode(ids)));
+}
+
+// A Gemma 4 model file with this tokenizer loads, and `kvserve info` names the tokenizer.
+TEST_F(Gemma4Tokenizer, InfoPrintsTheTokenizer) {
+  const std::string vocab = testing::TempDir() + "/gemma4-style.gguf";
+  const std::string model = testing::TempDir() + "/gemma4-tiny-gemma4-vocab.gguf";
+  FILE* f = std::fopen(vocab.c_str(), "wb");
+  ASSERT_NE(f, nullptr) << vocab;
+  ASSERT_EQ(std::fwrite(image_->data(), 1, image_->size(), f), image_->size());
+  ASSERT_EQ(std::fclose(f), 0);
+  std::string out, err;
+  ASSERT_EQ(testing::RunKvserve("synth --preset gemma4-tiny --vocab " + vocab + " -t 2 -o " + model,
+                                &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(testing::RunKvserve("info " + model, &out, &err), 0) << err;
+  EXPECT_NE(out.find("tokenizer:     gemma4 (pre-tokenizer gemma4), 126925 tokens, BOS <bos> (2) "
+                     "added, EOS <eos> (1)\n"),
+            std::string::npos)
+      << out;
+  std::filesystem::remove(vocab);
+  std::filesystem::remove(model);
 }
 
 }  // namespace
