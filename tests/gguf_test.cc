@@ -594,7 +594,8 @@ TEST_F(ModelFileTest, InfoCommandRefusesABadFileWithOneLine) {
 
   EXPECT_EQ(testing::RunKvserve("info " + testing::ModelPath("stories260K.gguf"), &out, &err), 0)
       << err;
-  EXPECT_TRUE(HasAll(out, {"architecture:  llama"}));
+  EXPECT_TRUE(
+      HasAll(out, {"architecture:  llama", "tokenizer:     llama, 512 tokens, BOS <s> (1) added"}));
 }
 
 // ---- Good files round-trip -----------------------------------------------------------------

@@ -13,6 +13,7 @@
 #include "kv/kv_spec.h"
 #include "model/hf_folder.h"
 #include "model/model.h"
+#include "tokenizer/tokenizer.h"
 
 namespace kvserve {
 
@@ -66,6 +67,29 @@ void PrintShape(const std::string& path, const Model& model) {
     std::printf("rope:          base %g, %d dims\n", c.rope_freq_base, c.rope_dims);
   }
   std::printf("output:        %s\n", c.tied_output ? "tied to token embedding" : "separate matrix");
+}
+
+// tokenizer.ggml.model and .pre as kvserve reads them, the vocabulary size and BOS/EOS.
+void PrintTokenizer(const GgufFile& file) {
+  if (file.Find("tokenizer.ggml.model") == nullptr) {
+    std::printf("tokenizer:     none (no tokenizer.ggml.model)\n");
+    return;
+  }
+  auto tokenizer = Tokenizer::FromGguf(file);
+  if (!tokenizer.ok()) {
+    std::printf("tokenizer:     not readable: %s\n", tokenizer.message().c_str());
+    return;
+  }
+  const Tokenizer& t = **tokenizer;
+  const auto name = [&](int32_t id) {
+    return id < 0 ? std::string("none")
+                  : t.vocab().token(id).text + " (" + std::to_string(id) + ")";
+  };
+  const std::string model(t.model_name());
+  const std::string pre = model == "llama" ? "" : " (pre-tokenizer " + t.vocab().pre() + ")";
+  std::printf("tokenizer:     %s%s, %d tokens, BOS %s%s, EOS %s%s\n", model.c_str(), pre.c_str(),
+              t.n_vocab(), name(t.bos()).c_str(), t.add_bos() ? " added" : "",
+              name(t.eos()).c_str(), t.add_eos() ? " added" : "");
 }
 
 // Every tensor, the parameter count, and per tensor type (in order of first appearance) its
@@ -188,6 +212,7 @@ int RunInfo(const std::vector<std::string>& argv) {
     return 1;
   }
   PrintShape(path, **model);
+  PrintTokenizer((*model)->file());
   PrintTensors((*model)->file());
   PrintKvCache((*model)->kv_spec(), (*model)->config().n_ctx_train);
   return 0;

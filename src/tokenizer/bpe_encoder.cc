@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "tokenizer/spm_encoder.h"
 #include "tokenizer/utf8.h"
 
 namespace kvserve {
@@ -36,14 +37,6 @@ const ByteTables& Tables() {
 uint64_t PairKey(int32_t left, int32_t right) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
 }
-
-// One symbol of the piece being merged: a token id and a doubly linked list over positions.
-struct Symbol {
-  int32_t id;
-  int32_t prev;
-  int32_t next;
-  bool alive;
-};
 
 // A candidate merge of symbols[left] and symbols[right] (adjacent when queued).
 struct Pair {
@@ -91,10 +84,15 @@ std::string BpeEncoder::UnmapBytes(std::string_view text) {
 }
 
 Result<BpeEncoder> BpeEncoder::Create(const GgufFile& file, const Vocab& vocab) {
+  const bool raw_utf8 = vocab.model() == VocabModel::kGemma4;
   std::vector<std::string_view> stages(vocab.pre_stages().begin(), vocab.pre_stages().end());
-  auto pre = stages.empty() ? PreTokenizer::ForName(vocab.pre()) : PreTokenizer::FromStages(stages);
+  // gemma4 splits on newlines itself (EncodeRawRun's caller); the pattern is only for patterns().
+  auto pre = raw_utf8         ? PreTokenizer::FromPattern(R"([^\n]+|[\n]+)")
+             : stages.empty() ? PreTokenizer::ForName(vocab.pre())
+                              : PreTokenizer::FromStages(stages);
   if (!pre.ok()) return pre.status();
   BpeEncoder encoder(vocab, std::move(*pre));
+  encoder.raw_utf8_ = raw_utf8;
   // tiktoken's vocabularies: a pre-token that is itself a token is that token, as tiktoken's
   // encoder looks it up before merging (some tokens cannot be reached by merges). llama.cpp does
   // this for llama-bpe only; for gpt-4o (o200k) kvserve follows tiktoken, which trained the model.
@@ -102,9 +100,14 @@ Result<BpeEncoder> BpeEncoder::Create(const GgufFile& file, const Vocab& vocab) 
       vocab.pre() == "llama-bpe" || vocab.pre() == "llama3" || vocab.pre() == "gpt-4o";
 
   for (int b = 0; b < 256; ++b) {
-    std::string mapped;
-    AppendUtf8(ByteToCodePoint(static_cast<uint8_t>(b)), mapped);
-    encoder.byte_token_[b] = vocab.Find(mapped);
+    std::string text;
+    if (raw_utf8) {
+      constexpr char kHex[] = "0123456789ABCDEF";
+      text = std::string("<0x") + kHex[b >> 4] + kHex[b & 15] + ">";
+    } else {
+      AppendUtf8(ByteToCodePoint(static_cast<uint8_t>(b)), text);
+    }
+    encoder.byte_token_[b] = vocab.Find(text);
   }
 
   auto merges = file.GetStringArray(kMergesKey);
@@ -156,7 +159,57 @@ const BpeEncoder::Merge* BpeEncoder::FindMerge(int32_t left, int32_t right) cons
 }
 
 void BpeEncoder::Encode(std::string_view text, std::vector<int32_t>& out) const {
-  for (std::string_view piece : pre_.Split(text)) EncodePiece(piece, out);
+  if (!raw_utf8_) {
+    for (std::string_view piece : pre_.Split(text)) EncodePiece(piece, out);
+    return;
+  }
+  // gemma4: escape, read as llama.cpp does, then split into runs of '\n' and of anything else
+  // (the pattern [^\n]+|[\n]+; a newline byte never occurs inside a re-encoded character).
+  const std::string escaped = ReencodeUtf8AsLlamaCpp(SpmEncoder::EscapeWhitespace(text));
+  const std::string_view all(escaped);
+  size_t begin = 0;
+  while (begin < all.size()) {
+    const bool newlines = all[begin] == '\n';
+    size_t end = begin + 1;
+    while (end < all.size() && (all[end] == '\n') == newlines) ++end;
+    const std::string_view run = all.substr(begin, end - begin);
+    const int32_t whole = newlines ? vocab_->Find(run) : kNoToken;
+    if (whole != kNoToken) {
+      out.push_back(whole);
+    } else {
+      EncodeRawRun(run, out);
+    }
+    begin = end;
+  }
+}
+
+void BpeEncoder::EncodeRawRun(std::string_view run, std::vector<int32_t>& out) const {
+  std::vector<Symbol> symbols;
+  symbols.reserve(run.size());
+  for (size_t offset = 0; offset < run.size();) {
+    // llama.cpp's unicode_len_utf8: the length the lead byte announces, cut at the run's end.
+    const auto lead = static_cast<uint8_t>(run[offset]);
+    const size_t announced = lead < 0xC0 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+    const size_t length = std::min(announced, run.size() - offset);
+    const auto index = static_cast<int32_t>(symbols.size());
+    symbols.push_back(Symbol{vocab_->Find(run.substr(offset, length)), index - 1, index + 1,
+                             static_cast<uint32_t>(offset), static_cast<uint32_t>(length), true});
+    offset += length;
+  }
+  if (symbols.empty()) return;
+  symbols.back().next = -1;
+  MergeSymbols(symbols);
+  for (int32_t i = 0; i >= 0; i = symbols[i].next) {
+    const Symbol& symbol = symbols[i];
+    if (symbol.id != kNoToken) {
+      out.push_back(symbol.id);
+      continue;
+    }
+    for (char byte : run.substr(symbol.begin, symbol.length)) {
+      const int32_t id = byte_token_[static_cast<uint8_t>(byte)];
+      if (id != kNoToken) out.push_back(id);
+    }
+  }
 }
 
 void BpeEncoder::EncodePiece(std::string_view piece, std::vector<int32_t>& out) const {
@@ -183,11 +236,28 @@ void BpeEncoder::EncodePiece(std::string_view piece, std::vector<int32_t>& out) 
   const int32_t n = static_cast<int32_t>(piece.size());
   std::vector<Symbol> symbols(piece.size());
   for (int32_t i = 0; i < n; ++i) {
-    symbols[i] =
-        Symbol{byte_token_[static_cast<uint8_t>(piece[i])], i - 1, i + 1 < n ? i + 1 : -1, true};
+    symbols[i] = Symbol{byte_token_[static_cast<uint8_t>(piece[i])],
+                        i - 1,
+                        i + 1 < n ? i + 1 : -1,
+                        static_cast<uint32_t>(i),
+                        1,
+                        true};
   }
+  MergeSymbols(symbols);
+
+  for (int32_t i = 0; i >= 0; i = symbols[i].next) {
+    if (symbols[i].id != kNoToken) {
+      out.push_back(symbols[i].id);
+    } else if (vocab_->unk() != kNoToken) {
+      out.push_back(vocab_->unk());  // a byte whose character is missing from the vocabulary
+    }
+  }
+}
+
+void BpeEncoder::MergeSymbols(std::vector<Symbol>& symbols) const {
+  if (symbols.empty()) return;
   std::vector<Pair> heap;
-  heap.reserve(piece.size());
+  heap.reserve(symbols.size());
   const auto push = [&](int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;
     const Merge* merge = FindMerge(symbols[left].id, symbols[right].id);
@@ -196,7 +266,7 @@ void BpeEncoder::EncodePiece(std::string_view piece, std::vector<int32_t>& out) 
         Pair{merge->rank, left, right, symbols[left].id, symbols[right].id, merge->result});
     std::push_heap(heap.begin(), heap.end(), PairAfter);
   };
-  for (int32_t i = 0; i + 1 < n; ++i) push(i, i + 1);
+  for (int32_t i = 0; i >= 0 && symbols[i].next >= 0; i = symbols[i].next) push(i, symbols[i].next);
 
   while (!heap.empty()) {
     std::pop_heap(heap.begin(), heap.end(), PairAfter);
@@ -210,19 +280,12 @@ void BpeEncoder::EncodePiece(std::string_view piece, std::vector<int32_t>& out) 
       continue;
     }
     left.id = pair.result;
+    left.length += right.length;
     right.alive = false;
     left.next = right.next;
     if (right.next >= 0) symbols[right.next].prev = pair.left;
     push(left.prev, pair.left);
     push(pair.left, left.next);
-  }
-
-  for (int32_t i = 0; i >= 0; i = symbols[i].next) {
-    if (symbols[i].id != kNoToken) {
-      out.push_back(symbols[i].id);
-    } else if (vocab_->unk() != kNoToken) {
-      out.push_back(vocab_->unk());  // a byte whose character is missing from the vocabulary
-    }
   }
 }
 

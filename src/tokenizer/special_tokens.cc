@@ -7,27 +7,6 @@ namespace kvserve {
 
 namespace {
 
-// The texts llama.cpp (llama-vocab.cpp at 3f545becc) treats as control tokens whatever their
-// stored type: its end-of-turn, end-of-message, end-of-generation and fill-in-the-middle
-// (prefix, suffix, middle, pad, repository, file separator) markers. llama.cpp skips a FIM
-// category when the file names its id (tokenizer.ggml.fim_*_token_id); kvserve does not, so a
-// FIM marker is never read out of plain text.
-constexpr std::string_view kControlLookingTexts[] = {
-    // end of turn / message / generation
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
-    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
-    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
-    "<｜end▁of▁sentence｜>", "[e~[",
-    // fill in the middle: prefix, suffix, middle
-    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>",
-    "<|code_prefix|>", "<|prefix|>", "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
-    "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>", "<|fim_middle|>",
-    "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>",
-    "<|middle|>",
-    // fill in the middle: pad, repository, file separator
-    "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", "<|fim_repo|>", "<|repo_name|>",
-    "<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>"};
-
 // Phi-3's special tokens that keep the whitespace after them (llama.cpp's list).
 constexpr std::string_view kPhi3KeepsWhitespace[] = {"<unk>", "<s>", "<|endoftext|>"};
 
@@ -65,8 +44,7 @@ SpecialTokens SpecialTokens::FromVocab(const Vocab& vocab, std::string_view mode
   for (int32_t id = 0; id < vocab.size(); ++id) {
     const TokenData& token = vocab.token(id);
     if (token.text.empty()) continue;
-    const bool control =
-        token.type == TokenType::kControl || IsOneOf(token.text, kControlLookingTexts);
+    const bool control = vocab.CountsAsControl(id);
     const bool unknown = token.type == TokenType::kUnknown;
     if (!control && !unknown && token.type != TokenType::kUserDefined) continue;
     out.entries_.push_back(Entry{.id = id,

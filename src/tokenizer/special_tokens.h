@@ -6,9 +6,10 @@
 // A token counts as control when its type says so, or when its text is one that llama.cpp treats
 // as control whatever the file's type ("control-looking token ... its type will be overridden"):
 // end-of-turn, end-of-generation and fill-in-the-middle markers such as "</s>", "<|eot_id|>" and
-// "<｜fim▁begin｜>". Phi-3's "</s>" and DeepSeek-Coder's FIM markers are stored as user-defined,
-// and Qwen 2's "</s>" as an ordinary token; all three are read out of text only with
-// parse_special. The file's types still decide decoding (tokenizer.h).
+// "<｜fim▁begin｜>" (Vocab::CountsAsControl). Phi-3's "</s>" and DeepSeek-Coder's FIM markers are
+// stored as user-defined, and Qwen 2's "</s>" as an ordinary token; all three are read out of text
+// only with parse_special. A vocabulary with "<|tool_response>" (Gemma 4) keeps its "</s>"
+// ordinary, as llama.cpp does: never cut out. The file's types still decide decoding (tokenizer.h).
 //
 // Phi-3 files (general.name containing "phi-3" or "phi3", as llama.cpp checks) drop the ASCII
 // whitespace that follows a special token other than <unk>, <s> and <|endoftext|> ("rstrip" in

@@ -8,8 +8,9 @@ constexpr std::string_view kUnknownPiece = "\xE2\x96\x85";  // ▅ U+2585, llama
 
 // Texts of control tokens that end a turn in common vocabularies.
 constexpr std::string_view kEndOfGenerationTexts[] = {
-    "<|endoftext|>", "<|eot_id|>",    "<|eom_id|>",      "<|im_end|>",
-    "<|end|>",       "<end_of_turn>", "<|end_of_text|>", "<EOT>",
+    "<|endoftext|>", "<|eot_id|>",    "<|eom_id|>",       "<|im_end|>",
+    "<|end|>",       "<end_of_turn>", "<|end_of_text|>",  "<EOT>",
+    "<eos>",         "<turn|>",       "<|tool_response>",
 };
 
 // gpt-oss (harmony): the answer ends with <|return|> or a tool call's <|call|>; <|end|> only ends
@@ -25,6 +26,41 @@ void MarkHarmonyEnds(const Vocab& v, std::vector<bool>& end_of_generation) {
   end_of_generation[static_cast<size_t>(ret)] = true;
   end_of_generation[static_cast<size_t>(call)] = true;
   if (end != kNoToken) end_of_generation[static_cast<size_t>(end)] = false;
+}
+
+// The bytes a token stands for, as llama.cpp's token_to_piece gives them without special tokens:
+// gpt2 maps byte-level characters back, llama and gemma4 turn ▁ into a space and <0xNN> into
+// the byte. An error names the id of a byte token that is not of the form <0xNN>.
+Result<std::string> PieceOf(const Vocab& v, int32_t id) {
+  const TokenData& token = v.token(id);
+  const VocabModel model = v.model();
+  const bool spm = model == VocabModel::kLlama;
+  switch (token.type) {
+    case TokenType::kNormal:
+      return model == VocabModel::kGpt2 ? BpeEncoder::UnmapBytes(token.text)
+                                        : SpmEncoder::UnescapeWhitespace(token.text);
+    case TokenType::kUndefined:  // llama.cpp gives nothing for these in gemma4's BPE
+      if (model == VocabModel::kGemma4) return std::string();
+      return spm ? SpmEncoder::UnescapeWhitespace(token.text) : BpeEncoder::UnmapBytes(token.text);
+    case TokenType::kUserDefined:
+      return spm ? SpmEncoder::UnescapeWhitespace(token.text) : token.text;
+    case TokenType::kUnknown:
+      return spm ? std::string(kUnknownPiece) : std::string();
+    case TokenType::kByte: {
+      if (model == VocabModel::kGpt2) return BpeEncoder::UnmapBytes(token.text);
+      const int byte = SpmEncoder::ParseByteToken(token.text);
+      if (byte < 0) {
+        return Result<std::string>::InvalidArgument("tokenizer.ggml.tokens[" + std::to_string(id) +
+                                                    "]: byte token '" + token.text +
+                                                    "' is not of the form <0xNN>");
+      }
+      return std::string(1, static_cast<char>(byte));
+    }
+    case TokenType::kControl:
+    case TokenType::kUnused:
+      break;
+  }
+  return std::string();
 }
 
 }  // namespace
@@ -57,36 +93,9 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& file) {
   tokenizer->end_of_generation_.assign(static_cast<size_t>(n_vocab), false);
   for (int32_t id = 0; id < n_vocab; ++id) {
     const TokenData& token = v.token(id);
-    std::string& piece = tokenizer->pieces_[static_cast<size_t>(id)];
-    switch (token.type) {
-      case TokenType::kNormal:
-      case TokenType::kUndefined:
-        piece =
-            spm ? SpmEncoder::UnescapeWhitespace(token.text) : BpeEncoder::UnmapBytes(token.text);
-        break;
-      case TokenType::kUserDefined:
-        piece = spm ? SpmEncoder::UnescapeWhitespace(token.text) : token.text;
-        break;
-      case TokenType::kUnknown:
-        if (spm) piece = kUnknownPiece;
-        break;
-      case TokenType::kByte:
-        if (spm) {
-          const int byte = SpmEncoder::ParseByteToken(token.text);
-          if (byte < 0) {
-            return Result<std::unique_ptr<Tokenizer>>::InvalidArgument(
-                "tokenizer.ggml.tokens[" + std::to_string(id) + "]: byte token '" + token.text +
-                "' is not of the form <0xNN>");
-          }
-          piece = std::string(1, static_cast<char>(byte));
-        } else {
-          piece = BpeEncoder::UnmapBytes(token.text);
-        }
-        break;
-      case TokenType::kControl:
-      case TokenType::kUnused:
-        break;
-    }
+    auto piece = PieceOf(v, id);
+    if (!piece.ok()) return piece.status();
+    tokenizer->pieces_[static_cast<size_t>(id)] = std::move(*piece);
     if (token.type == TokenType::kControl || token.type == TokenType::kUserDefined) {
       for (std::string_view text : kEndOfGenerationTexts) {
         if (token.text == text) tokenizer->end_of_generation_[static_cast<size_t>(id)] = true;
@@ -108,7 +117,15 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& file) {
 }
 
 std::string_view Tokenizer::model_name() const {
-  return vocab_.model() == VocabModel::kGpt2 ? "gpt2" : "llama";
+  switch (vocab_.model()) {
+    case VocabModel::kGpt2:
+      return "gpt2";
+    case VocabModel::kLlama:
+      return "llama";
+    case VocabModel::kGemma4:
+      return "gemma4";
+  }
+  return "llama";
 }
 
 bool Tokenizer::IsEndOfGeneration(int32_t id) const {

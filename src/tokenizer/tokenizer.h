@@ -5,10 +5,11 @@
 //                                                   /*parse_special=*/false);
 //   std::string text = (*tokenizer)->Decode(ids);      // "Once upon a time"
 //
-// Two models, as in llama.cpp: "gpt2" (byte-level BPE with merge ranks, see bpe_encoder.h) and
-// "llama" (SentencePiece BPE over scores with byte fallback, see spm_encoder.h). Encoding first
-// cuts the text at special tokens (user-defined tokens always, control and unknown tokens only
-// with parse_special; see special_tokens.h), then normalizes (a Hugging Face folder's
+// Three models, as in llama.cpp: "gpt2" (byte-level BPE with merge ranks, see bpe_encoder.h),
+// "llama" (SentencePiece BPE over scores with byte fallback, see spm_encoder.h) and "gemma4" (BPE
+// with merge ranks over raw UTF-8 with ▁ for spaces and <0xNN> byte fallback, bpe_encoder.h).
+// Encoding first cuts the text at special tokens (user-defined tokens always, control and unknown
+// tokens only with parse_special; see special_tokens.h), then normalizes (a Hugging Face folder's
 // normalizer, see normalizer.h; none for llama.cpp's files) and encodes each plain-text fragment.
 //
 // Decoding differs from llama.cpp's detokenize in two deliberate ways: no "clean up tokenization
@@ -45,7 +46,8 @@ class Tokenizer {
   Tokenizer& operator=(const Tokenizer&) = delete;
 
   // add_special: BOS/EOS as tokenizer.ggml.add_bos_token / add_eos_token say (defaults: llama adds
-  // BOS, gpt2 adds nothing). parse_special: control tokens written in the text ("<s>",
+  // BOS, gpt2 adds nothing; gemma4 always adds BOS, as llama.cpp overrides a false there).
+  // parse_special: control tokens written in the text ("<s>",
   // "<|endoftext|>", and texts llama.cpp treats as control such as Phi-3's user-defined "</s>")
   // become their ids instead of being spelled out; without it they are plain text.
   std::vector<int32_t> Encode(std::string_view text, bool add_special, bool parse_special) const;
@@ -77,7 +79,7 @@ class Tokenizer {
   // EOS, EOT, EOM and control tokens whose text ends a turn (<|endoftext|>, <|eot_id|>, ...).
   bool IsEndOfGeneration(int32_t id) const;
   bool IsControl(int32_t id) const;
-  std::string_view model_name() const;  // "gpt2" or "llama"
+  std::string_view model_name() const;  // "gpt2", "llama" or "gemma4"
   const Vocab& vocab() const { return vocab_; }
 
  private:
@@ -90,7 +92,7 @@ class Tokenizer {
                                        bool add_special) const;
 
   Vocab vocab_;
-  std::unique_ptr<BpeEncoder> bpe_;      // gpt2 model
+  std::unique_ptr<BpeEncoder> bpe_;      // gpt2 and gemma4 models
   std::unique_ptr<SpmEncoder> spm_;      // llama model
   Normalizer normalizer_;                // tokenizer.kvserve.normalizer; empty for most files
   std::vector<std::string> pieces_;      // [n_vocab] TokenPiece(id, false)

@@ -50,4 +50,12 @@ class Utf8Sanitizer {
 // Whole-string form of Utf8Sanitizer: valid UTF-8 is returned unchanged.
 std::string SanitizeUtf8(std::string_view bytes);
 
+// `bytes` as llama.cpp's tokenizer reads and rewrites them before a split (unicode.cpp's
+// unicode_cpts_from_utf8, then each code point encoded again): a lead byte followed by enough
+// continuation bytes is one code point, without the checks of DecodeUtf8 (overlong forms come
+// out in their shortest form, surrogates stay); any other byte becomes U+FFFD. Code points above
+// U+10FFFF (leads F4 90.. to F7), which llama.cpp cannot encode again (it throws), become U+FFFD.
+// Valid UTF-8 is returned unchanged.
+std::string ReencodeUtf8AsLlamaCpp(std::string_view bytes);
+
 }  // namespace kvserve

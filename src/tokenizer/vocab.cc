@@ -1,10 +1,32 @@
 #include "tokenizer/vocab.h"
 
+#include <algorithm>
 #include <string>
 
 namespace kvserve {
 
 namespace {
+
+// The texts llama.cpp (llama-vocab.cpp at 3f545becc) treats as control tokens whatever their
+// stored type: its end-of-turn, end-of-message, end-of-generation and fill-in-the-middle
+// (prefix, suffix, middle, pad, repository, file separator) markers. llama.cpp skips a FIM
+// category when the file names its id (tokenizer.ggml.fim_*_token_id); kvserve does not, so a
+// FIM marker is never read out of plain text.
+constexpr std::string_view kControlLookingTexts[] = {
+    // end of turn / message / generation
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+    "<｜end▁of▁sentence｜>", "[e~[",
+    // fill in the middle: prefix, suffix, middle
+    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>",
+    "<|code_prefix|>", "<|prefix|>", "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
+    "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>", "<|fim_middle|>",
+    "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>",
+    "<|middle|>",
+    // fill in the middle: pad, repository, file separator
+    "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", "<|fim_repo|>", "<|repo_name|>",
+    "<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>"};
 
 constexpr std::string_view kModelKey = "tokenizer.ggml.model";
 constexpr std::string_view kTokensKey = "tokenizer.ggml.tokens";
@@ -39,7 +61,41 @@ Result<Vocab> Vocab::FromGguf(const GgufFile& file) {
     vocab.index_[vocab.tokens_[i].text] = static_cast<int32_t>(i);
   }
   KVSERVE_RETURN_IF_ERROR(vocab.ReadSpecialTokens(file));
+  vocab.ApplyTypeOverrides();
   return vocab;
+}
+
+bool Vocab::LooksLikeControl(std::string_view text) {
+  return std::find(std::begin(kControlLookingTexts), std::end(kControlLookingTexts), text) !=
+         std::end(kControlLookingTexts);
+}
+
+bool Vocab::CountsAsControl(int32_t id) const {
+  if (!Contains(id)) return false;
+  return type(id) == TokenType::kControl ||
+         (id != ordinary_eos_text_ && LooksLikeControl(token(id).text));
+}
+
+// llama.cpp gives the tokens of its end-of-generation texts the control attribute whatever their
+// stored type, and then, where "<|tool_response>" is among them (Gemma 4, PaddleOCR), makes "</s>"
+// an ordinary token again: not an end of generation, never cut out of text, decoded as its text.
+// kvserve does the second for every model. The first changes how a token decodes (a control token
+// gives no text unless special tokens are rendered); kvserve does it for gemma4 only, where the
+// converter stores "<|tool_response>" as user-defined, and keeps the stored types elsewhere
+// (docs/tokenizers.md).
+void Vocab::ApplyTypeOverrides() {
+  if (Find("<|tool_response>") != kNoToken) {
+    ordinary_eos_text_ = Find("</s>");
+    if (ordinary_eos_text_ != kNoToken) {
+      tokens_[static_cast<size_t>(ordinary_eos_text_)].type = TokenType::kNormal;
+    }
+  }
+  if (model_ != VocabModel::kGemma4) return;
+  for (size_t i = 0; i < tokens_.size(); ++i) {
+    if (static_cast<int32_t>(i) != ordinary_eos_text_ && LooksLikeControl(tokens_[i].text)) {
+      tokens_[i].type = TokenType::kControl;
+    }
+  }
 }
 
 Status Vocab::ReadModel(const GgufFile& file) {
@@ -49,11 +105,16 @@ Status Vocab::ReadModel(const GgufFile& file) {
     model_ = VocabModel::kGpt2;
   } else if (*model == "llama") {
     model_ = VocabModel::kLlama;
+  } else if (*model == "gemma4") {
+    model_ = VocabModel::kGemma4;
   } else {
     return Status::InvalidArgument(std::string(kModelKey) + ": unsupported tokenizer model '" +
-                                   std::string(*model) + "' (expected 'gpt2' or 'llama')");
+                                   std::string(*model) +
+                                   "' (expected 'gpt2', 'llama' or 'gemma4')");
   }
-  if (file.Find("tokenizer.ggml.pre") != nullptr) {
+  if (model_ == VocabModel::kGemma4) {
+    pre_ = "gemma4";  // llama.cpp ignores tokenizer.ggml.pre for this model
+  } else if (file.Find("tokenizer.ggml.pre") != nullptr) {
     auto pre = file.GetString("tokenizer.ggml.pre");
     if (!pre.ok()) return pre.status();
     pre_ = std::string(*pre);
@@ -147,6 +208,12 @@ Status Vocab::ReadSpecialTokens(const GgufFile& file) {
   add_bos_ = *add_bos;
   add_eos_ = *add_eos;
   add_space_prefix_ = *add_space_prefix;
+  if (model_ == VocabModel::kGemma4) {
+    // llama.cpp overrides add_bos_token false to true for Gemma 4 (its PR 21500), and a BPE
+    // model never adds a prefix space when encoding.
+    add_bos_ = true;
+    add_space_prefix_ = false;
+  }
   return Status::Ok();
 }
 

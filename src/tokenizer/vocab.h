@@ -26,8 +26,9 @@ enum class TokenType : uint8_t {
 };
 
 enum class VocabModel : uint8_t {
-  kGpt2,   // byte-level BPE with merge ranks
-  kLlama,  // SentencePiece BPE over scores with byte fallback
+  kGpt2,    // byte-level BPE with merge ranks
+  kLlama,   // SentencePiece BPE over scores with byte fallback
+  kGemma4,  // BPE with merge ranks over raw UTF-8, ▁ for spaces, <0xNN> byte fallback
 };
 
 struct TokenData {
@@ -44,6 +45,11 @@ class Vocab {
   // Errors name the key and the bad value.
   static Result<Vocab> FromGguf(const GgufFile& file);
 
+  // Texts llama.cpp treats as control tokens whatever their stored type (end-of-turn and
+  // end-of-generation markers such as "</s>", "<|eot_id|>", "<turn|>", and fill-in-the-middle
+  // markers such as "<｜fim▁begin｜>").
+  static bool LooksLikeControl(std::string_view text);
+
   Vocab(Vocab&&) = default;
   Vocab& operator=(Vocab&&) = default;
   Vocab(const Vocab&) = delete;  // index_ points into tokens_
@@ -56,6 +62,9 @@ class Vocab {
   TokenType type(int32_t id) const { return tokens_[static_cast<size_t>(id)].type; }
   // The id whose text is `text` (the last one if the vocabulary repeats a text), or kNoToken.
   int32_t Find(std::string_view text) const;
+  // Whether `id` is cut out of text only with parse_special: its type is control, or its text
+  // looks like control (LooksLikeControl), except a "</s>" that llama.cpp makes ordinary.
+  bool CountsAsControl(int32_t id) const;
 
   // Special ids; kNoToken when the model has none.
   int32_t bos() const { return bos_; }
@@ -67,7 +76,8 @@ class Vocab {
   bool add_bos() const { return add_bos_; }
   bool add_eos() const { return add_eos_; }
   bool add_space_prefix() const { return add_space_prefix_; }
-  // tokenizer.ggml.pre ("default" when absent).
+  // tokenizer.ggml.pre ("default" when absent; always "gemma4" for the gemma4 model, as
+  // llama.cpp ignores the key there).
   const std::string& pre() const { return pre_; }
   // tokenizer.kvserve.pre_stages: the regex stages of a Hugging Face tokenizer.json whose
   // pre-tokenizer has no llama.cpp name (pre() is then "kvserve-stages"); empty otherwise.
@@ -79,6 +89,8 @@ class Vocab {
   Status ReadModel(const GgufFile& file);
   Status ReadTokens(const GgufFile& file);
   Status ReadSpecialTokens(const GgufFile& file);
+  // llama.cpp's type overrides (llama-vocab.cpp's special-token pass): see vocab.cc.
+  void ApplyTypeOverrides();
   Vocab() = default;
 
   VocabModel model_ = VocabModel::kLlama;
@@ -90,6 +102,7 @@ class Vocab {
   int32_t pad_ = kNoToken;
   int32_t eot_ = kNoToken;
   int32_t eom_ = kNoToken;
+  int32_t ordinary_eos_text_ = kNoToken;  // a "</s>" made ordinary (ApplyTypeOverrides)
   bool add_bos_ = false;
   bool add_eos_ = false;
   bool add_space_prefix_ = false;
