@@ -60,14 +60,10 @@ Status ReadGemma4Shape(const HfConfigReader& r, HfConfig& c) {
 
 // What kvserve's gemma4 loader does not compute, refused by key.
 Status CheckGemma4Limits(const HfConfigReader& r, const HfConfig& c) {
-  KVSERVE_RETURN_IF_ERROR(r.RequireBool(
-      "attention_k_eq_v", false, true,
-      "kvserve's gemma4 needs v_proj in every layer with a cache of its own; the full layers' V "
-      "taken from K is not implemented"));
-  KVSERVE_RETURN_IF_ERROR(
-      r.RequireNumber("num_global_key_value_heads", c.n_kv_heads,
-                      "kvserve's gemma4 has one KV head count, num_key_value_heads " +
-                          std::to_string(c.n_kv_heads) + ", for every layer"));
+  KVSERVE_RETURN_IF_ERROR(r.RequireNumber("num_global_key_value_heads", c.n_kv_heads,
+                                          "kvserve's " + c.gguf_arch +
+                                              " has one KV head count, num_key_value_heads " +
+                                              std::to_string(c.n_kv_heads) + ", for every layer"));
   KVSERVE_RETURN_IF_ERROR(r.RequireAbsent("attn_logit_softcapping", "Gemma 4 has none"));
   if (c.n_embd_per_layer > 0) {
     KVSERVE_RETURN_IF_ERROR(r.RequireNumber("vocab_size_per_layer_input", c.n_vocab,
@@ -108,9 +104,7 @@ Status ReadGemma4Rope(const HfConfigReader& r, HfConfig& c) {
   return Status::Ok();
 }
 
-// layer_types, the shared-KV layers (the loader's rule: the last two layers with a cache are a
-// sliding-window one, then a full one, whose caches the shared layers read) and the
-// feed-forward widths.
+// layer_types, the count of shared-KV layers (up to every layer) and the feed-forward widths.
 Status ReadGemma4Layers(const HfConfigReader& r, HfConfig& c) {
   KVSERVE_RETURN_IF_ERROR(Required(r, "layer_types"));
   const std::string n = std::to_string(c.n_layers);
@@ -126,14 +120,10 @@ Status ReadGemma4Layers(const HfConfigReader& r, HfConfig& c) {
   }
   KVSERVE_RETURN_IF_ERROR(Required(r, "num_kv_shared_layers"));
   KVSERVE_RETURN_IF_ERROR(CountOrZero(r, "num_kv_shared_layers", 4096, &c.n_kv_shared_layers));
-  const int n_kv = c.n_layers - c.n_kv_shared_layers;
-  if (n_kv < 1 || (c.n_kv_shared_layers > 0 &&
-                   (n_kv < 2 || !c.swa_layers[n_kv - 2] || c.swa_layers[n_kv - 1]))) {
-    return r.Unsupported("num_kv_shared_layers",
-                         "of " + n +
-                             " layers; the last two layers with a cache must be a "
-                             "sliding-window one, then a full one (kvserve's gemma4)");
+  if (c.n_kv_shared_layers > c.n_layers) {
+    return r.Unsupported("num_kv_shared_layers", "more than the " + n + " layers");
   }
+  const int n_kv = c.n_layers - c.n_kv_shared_layers;
   bool double_wide = false;
   KVSERVE_RETURN_IF_ERROR(r.Bool("use_double_wide_mlp", &double_wide));
   if (double_wide) {
@@ -155,12 +145,37 @@ Status ReadGemma4Experts(const HfConfigReader& r, HfConfig& c) {
   return r.Count({"expert_intermediate_size", "moe_intermediate_size"}, kMaxHfDim, &c.n_ff_expert);
 }
 
-Status ReadGemma4Config(const HfConfigReader& r, HfConfig& c) {
+// The target's caches: K and V of its own in every layer with a cache, and the loader's
+// shared-KV rule (the last two layers with a cache are a sliding-window one, then a full one,
+// whose caches the shared layers read).
+Status CheckGemma4Caches(const HfConfigReader& r, const HfConfig& c) {
+  KVSERVE_RETURN_IF_ERROR(r.RequireBool(
+      "attention_k_eq_v", false, true,
+      "kvserve's gemma4 needs v_proj in every layer with a cache of its own; the full layers' V "
+      "taken from K is not implemented"));
+  const int n_kv = c.n_layers - c.n_kv_shared_layers;
+  if (n_kv < 1 || (c.n_kv_shared_layers > 0 &&
+                   (n_kv < 2 || !c.swa_layers[n_kv - 2] || c.swa_layers[n_kv - 1]))) {
+    return r.Unsupported("num_kv_shared_layers",
+                         "of " + std::to_string(c.n_layers) +
+                             " layers; the last two layers with a cache must be a "
+                             "sliding-window one, then a full one (kvserve's gemma4)");
+  }
+  return Status::Ok();
+}
+
+// What Gemma4Model's set_gguf_parameters reads, for the target and its assistant alike.
+Status ReadGemma4Common(const HfConfigReader& r, HfConfig& c) {
   KVSERVE_RETURN_IF_ERROR(ReadGemma4Shape(r, c));
   KVSERVE_RETURN_IF_ERROR(ReadGemma4Rope(r, c));
   KVSERVE_RETURN_IF_ERROR(ReadGemma4Layers(r, c));
+  return r.Float("final_logit_softcapping", &c.final_softcap, false);
+}
+
+Status ReadGemma4Config(const HfConfigReader& r, HfConfig& c) {
+  KVSERVE_RETURN_IF_ERROR(ReadGemma4Common(r, c));
   KVSERVE_RETURN_IF_ERROR(ReadGemma4Experts(r, c));
-  KVSERVE_RETURN_IF_ERROR(r.Float("final_logit_softcapping", &c.final_softcap, false));
+  KVSERVE_RETURN_IF_ERROR(CheckGemma4Caches(r, c));
   return CheckGemma4Limits(r, c);
 }
 
@@ -193,24 +208,31 @@ HfLayerNames Gemma4LayerNames() {
   return names;
 }
 
+// The tensors outside the layers, by HF name (after "language_model." is dropped, wherever it is)
+// -> GGUF name; the decoder's embedding, final norm and layers are mapped after these.
+Result<HfMapping> MapGemma4Globals(std::string_view hf_name, const HfConfig& c,
+                                   const HfLayerNames& globals, const HfDecoderTensors& tensors) {
+  std::string name(hf_name);
+  if (size_t at = name.find("language_model."); at != std::string::npos) name.erase(at, 15);
+  if (auto it = globals.find(name); it != globals.end()) {
+    return HfMapping{.name = std::string(it->second)};
+  }
+  return MapHfDecoderTensor(hf_name, c, tensors);
+}
+
 Result<HfMapping> MapGemma4Tensor(std::string_view hf_name, const HfConfig& c) {
   static const HfLayerNames kGlobals = {
       {"model.embed_tokens_per_layer.weight", "per_layer_token_embd.weight"},
       {"model.per_layer_model_projection.weight", "per_layer_model_proj.weight"},
       {"model.per_layer_projection_norm.weight", "per_layer_proj_norm.weight"},
   };
-  std::string name(hf_name);
-  if (size_t at = name.find("language_model."); at != std::string::npos) name.erase(at, 15);
-  if (auto it = kGlobals.find(name); it != kGlobals.end()) {
-    return HfMapping{.name = std::string(it->second)};
-  }
   static const HfDecoderTensors tensors{.layer = Gemma4LayerNames(), .lm_head_tied = true};
-  return MapHfDecoderTensor(hf_name, c, tensors);
+  return MapGemma4Globals(hf_name, c, kGlobals, tensors);
 }
 
 void WriteGemma4Metadata(const HfConfig& c, GgufWriter& w) {
   AddHfDecoderMetadata(c, {}, w);  // key_length and rope.dimension_count: the full layers' head
-  const std::string a = "gemma4.";
+  const std::string a = c.gguf_arch + ".";
   w.SetUint32(a + "attention.key_length_swa", static_cast<uint32_t>(c.head_dim_swa));
   w.SetUint32(a + "attention.value_length_swa", static_cast<uint32_t>(c.head_dim_swa));
   w.SetUint32(a + "rope.dimension_count_swa", static_cast<uint32_t>(c.rope_dims_swa));
