@@ -1,5 +1,7 @@
 #include "model/gemma4_hf.h"
 
+#include <algorithm>
+#include <iterator>
 #include <string>
 #include <string_view>
 
@@ -58,7 +60,7 @@ Status ReadGemma4Shape(const HfConfigReader& r, HfConfig& c) {
   return Status::Ok();
 }
 
-// What kvserve's gemma4 loader does not compute, refused by key.
+// What kvserve's gemma4 and gemma4-assistant loaders do not compute, refused by key.
 Status CheckGemma4Limits(const HfConfigReader& r, const HfConfig& c) {
   KVSERVE_RETURN_IF_ERROR(r.RequireNumber("num_global_key_value_heads", c.n_kv_heads,
                                           "kvserve's " + c.gguf_arch +
@@ -179,6 +181,32 @@ Status ReadGemma4Config(const HfConfigReader& r, HfConfig& c) {
   return CheckGemma4Limits(r, c);
 }
 
+// Gemma4AssistantModel's: Gemma 4's keys, then backbone_hidden_size (the target's width). The
+// drafter keeps no cache (its layers read the target's, whatever the target computed them
+// from), so the target's cache rules do not apply; it has no experts and no per-layer inputs.
+Status ReadGemma4AssistantConfig(const HfConfigReader& r, HfConfig& c) {
+  KVSERVE_RETURN_IF_ERROR(ReadGemma4Common(r, c));
+  const std::string why = "kvserve's gemma4-assistant has no experts";
+  KVSERVE_RETURN_IF_ERROR(r.RequireBool("enable_moe_block", false, true, why));
+  KVSERVE_RETURN_IF_ERROR(r.RequireAbsent("num_experts", why));
+  KVSERVE_RETURN_IF_ERROR(r.RequireAbsent("num_local_experts", why));
+  if (c.n_embd_per_layer > 0) {
+    return r.Unsupported("hidden_size_per_layer_input",
+                         "kvserve's gemma4-assistant has no per-layer inputs");
+  }
+  KVSERVE_RETURN_IF_ERROR(r.Count({"backbone_hidden_size"}, kMaxHfDim, &c.n_embd_out));
+  if (c.n_embd_out == c.n_embd) {
+    return r.Unsupported("backbone_hidden_size",
+                         "equal to hidden_size; kvserve's gemma4-assistant loader takes "
+                         "embedding_length_out for the target's width, which must differ");
+  }
+  if (c.sliding_window < 2) {
+    return r.Unsupported("sliding_window",
+                         "kvserve's gemma4-assistant needs a window of 2 or more");
+  }
+  return CheckGemma4Limits(r, c);
+}
+
 // HF name after "model.layers.N." -> GGUF name after "blk.N.".
 HfLayerNames Gemma4LayerNames() {
   HfLayerNames names = GemmaLayerNames();
@@ -230,6 +258,40 @@ Result<HfMapping> MapGemma4Tensor(std::string_view hf_name, const HfConfig& c) {
   return MapGemma4Globals(hf_name, c, kGlobals, tensors);
 }
 
+// The assistant's layer (constants.py's GEMMA4_ASSISTANT list): Gemma 4's without K, V, their
+// norms, per-layer inputs or experts; anything else in a layer is refused by name.
+HfLayerNames Gemma4AssistantLayerNames() {
+  static constexpr std::string_view kKept[] = {"attn_norm.weight",
+                                               "attn_q.weight",
+                                               "attn_q_norm.weight",
+                                               "attn_output.weight",
+                                               "post_attention_norm.weight",
+                                               "ffn_norm.weight",
+                                               "ffn_gate.weight",
+                                               "ffn_up.weight",
+                                               "ffn_down.weight",
+                                               "post_ffw_norm.weight",
+                                               "layer_output_scale.weight"};
+  HfLayerNames names;
+  for (const auto& [hf, gguf] : Gemma4LayerNames()) {
+    if (std::find(std::begin(kKept), std::end(kKept), gguf) != std::end(kKept)) names[hf] = gguf;
+  }
+  return names;
+}
+
+// Gemma4AssistantModel's tensors: the masked embedding (centroids, token ordering) skipped as
+// the converter skips it; pre_projection [n_embd, 2 n_target] and post_projection
+// [n_target, n_embd] into nextn.*; the decoder's as Gemma 4's.
+Result<HfMapping> MapGemma4AssistantTensor(std::string_view hf_name, const HfConfig& c) {
+  if (hf_name.find("masked_embedding") != std::string_view::npos) return HfMapping{};
+  static const HfLayerNames kGlobals = {
+      {"pre_projection.weight", "nextn.pre_projection.weight"},
+      {"post_projection.weight", "nextn.post_projection.weight"},
+  };
+  static const HfDecoderTensors tensors{.layer = Gemma4AssistantLayerNames(), .lm_head_tied = true};
+  return MapGemma4Globals(hf_name, c, kGlobals, tensors);
+}
+
 void WriteGemma4Metadata(const HfConfig& c, GgufWriter& w) {
   AddHfDecoderMetadata(c, {}, w);  // key_length and rope.dimension_count: the full layers' head
   const std::string a = c.gguf_arch + ".";
@@ -256,6 +318,14 @@ void WriteGemma4Metadata(const HfConfig& c, GgufWriter& w) {
   }
 }
 
+// Gemma 4's keys, then the target's width and one next-token layer per block (the converter's).
+void WriteGemma4AssistantMetadata(const HfConfig& c, GgufWriter& w) {
+  WriteGemma4Metadata(c, w);
+  const std::string a = c.gguf_arch + ".";
+  w.SetUint32(a + "embedding_length_out", static_cast<uint32_t>(c.n_embd_out));
+  w.SetUint32(a + "nextn_predict_layers", static_cast<uint32_t>(c.n_layers));
+}
+
 }  // namespace
 
 std::vector<float> ProportionalRopeFreqs(int head_dim, double partial_rotary_factor) {
@@ -271,6 +341,13 @@ std::vector<HfClass> Gemma4HfClasses() {
            &WriteGemma4Metadata},
           {"Gemma4ForCausalLM", "gemma4_text", &ReadGemma4Config, &MapGemma4Tensor,
            &WriteGemma4Metadata}};
+}
+
+std::vector<HfClass> Gemma4AssistantHfClasses() {
+  return {{"Gemma4AssistantForCausalLM", "gemma4_assistant", &ReadGemma4AssistantConfig,
+           &MapGemma4AssistantTensor, &WriteGemma4AssistantMetadata},
+          {"Gemma4UnifiedAssistantForCausalLM", "gemma4_unified_assistant",
+           &ReadGemma4AssistantConfig, &MapGemma4AssistantTensor, &WriteGemma4AssistantMetadata}};
 }
 
 }  // namespace kvserve
