@@ -73,10 +73,20 @@ const std::map<std::string, std::string> kGlobalNames = {
     {"nextn.post_projection.weight", "post_projection.weight"},  // [n_target, n_embd]
 };
 
-// The file's tensors under HF names, and the masked embedding's centroids the converter skips.
-void WriteWeights(const GgufFile& gguf, const std::string& dir) {
+// [n] int64 values 0 .. n - 1, as safetensors stores them.
+std::vector<uint8_t> Int64Ramp(int64_t n) {
+  std::vector<uint8_t> bytes(static_cast<size_t>(n) * 8);
+  for (int64_t i = 0; i < n; ++i) std::memcpy(bytes.data() + i * 8, &i, 8);
+  return bytes;
+}
+
+// The file's tensors under HF names, and the masked embedding the converter skips (E2B's and
+// E4B's: F32 centroids and an I64 token ordering). With `integer_scalar`, layer 0's layer_scalar
+// is I64, which no weight may be.
+void WriteWeights(const GgufFile& gguf, const std::string& dir, bool integer_scalar = false) {
   testing::SafetensorsBuilder weights;
   weights.AddF32("masked_embedding.centroids", {16, 128}, std::vector<float>(16 * 128, 0.25f));
+  weights.Add("masked_embedding.token_ordering", "I64", {512}, Int64Ramp(512));
   for (const TensorInfo& t : gguf.tensors()) {
     const std::vector<int64_t> shape(t.dims.rbegin(), t.dims.rend());
     std::vector<uint8_t> bytes(t.data, t.data + t.n_bytes);
@@ -90,6 +100,10 @@ void WriteWeights(const GgufFile& gguf, const std::string& dir) {
     const size_t dot = t.name.find('.', 4);
     auto it = kLayerNames.find(t.name.substr(dot + 1));
     ASSERT_NE(it, kLayerNames.end()) << "no HF name for " << t.name;
+    if (integer_scalar && t.name == "blk.0.layer_output_scale.weight") {
+      weights.Add("model.layers.0.layer_scalar", "I64", shape, Int64Ramp(1));
+      continue;
+    }
     weights.Add("model.layers." + t.name.substr(4, dot - 4) + "." + it->second, "F32", shape,
                 std::move(bytes));
   }
@@ -157,6 +171,23 @@ const std::string& Folder() {
     return out;
   }();
   return dir;
+}
+
+// A folder whose I64 tensor is a weight, not one the converter skips, is refused naming it.
+TEST(HfGemma4Assistant, IntegerWeightIsRefusedByName) {
+  const std::string dir = testing::TempDir() + "/hf-gemma4-assistant-i64";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const char* file : {"config.json", "tokenizer.json"}) {
+    fs::copy_file(Folder() + "/" + file, dir + "/" + file);
+  }
+  auto gguf = GgufFile::Open(AssistantGguf());
+  ASSERT_TRUE(gguf.ok()) << gguf.message();
+  WriteWeights(*gguf, dir, true);
+  auto view = HfFolder::Open(dir);
+  ASSERT_FALSE(view.ok());
+  EXPECT_THAT(view.message(), HasSubstr("tensor 'model.layers.0.layer_scalar' is I64"));
+  fs::remove_all(dir);
 }
 
 // Every tensor of the file, with its name, shape, type and bytes, and nothing else.
