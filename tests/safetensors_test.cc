@@ -104,9 +104,9 @@ TEST(SafetensorsTest, InvalidJson) {
 
 TEST(SafetensorsTest, UnknownDtypeIsRefusedByName) {
   const std::string message =
-      ErrorOf(R"({"w": {"dtype": "I64", "shape": [1], "data_offsets": [0, 8]}})", 8);
+      ErrorOf(R"({"w": {"dtype": "F64", "shape": [1], "data_offsets": [0, 8]}})", 8);
   EXPECT_THAT(message, HasSubstr("tensor 'w'"));
-  EXPECT_THAT(message, HasSubstr("dtype 'I64' is not supported"));
+  EXPECT_THAT(message, HasSubstr("dtype 'F64' is not supported"));
   EXPECT_THAT(ErrorOf(R"({"w": {"shape": [1], "data_offsets": [0, 4]}})", 4),
               HasSubstr("missing string field 'dtype'"));
 }

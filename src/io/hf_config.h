@@ -58,6 +58,8 @@ struct HfConfig {
   int n_embd_per_layer = 0;
   std::vector<bool> swa_layers;
   std::vector<int> n_ff_layers;
+  // gemma4-assistant: backbone_hidden_size, the hidden width of the target it drafts for.
+  int n_embd_out = 0;
   // A generated rope_freqs.weight ([head_dim / 2] frequency divisors) other than llama3's
   // (gemma4's proportional RoPE); empty: none.
   std::vector<float> rope_freqs;

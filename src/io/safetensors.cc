@@ -33,6 +33,9 @@ bool DtypeFor(const std::string& name, GgmlType* type, uint64_t* size) {
   } else if (name == "U8") {  // raw bytes (gpt-oss's MXFP4 blocks and scales), typed I8
     *type = GgmlType::kI8;
     *size = 1;
+  } else if (name == "I32" || name == "I64") {  // indices (a converter skips them; never weights)
+    *type = name == "I32" ? GgmlType::kI32 : GgmlType::kI64;
+    *size = name == "I32" ? 4 : 8;
   } else {
     return false;
   }
@@ -65,7 +68,7 @@ Status ParseEntry(const std::string& source, const std::string& name, const json
   uint64_t element_size = 0;
   if (!DtypeFor(dtype->get<std::string>(), &out->type, &element_size)) {
     return Status::InvalidArgument(what + ": dtype '" + dtype->get<std::string>() +
-                                   "' is not supported (supported: F32, F16, BF16)");
+                                   "' is not supported (supported: F32, F16, BF16, U8, I32, I64)");
   }
   auto shape = entry.find("shape");
   if (shape == entry.end() || !shape->is_array()) {

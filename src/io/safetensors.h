@@ -29,7 +29,7 @@ namespace kvserve {
 
 struct SafetensorsTensor {
   std::string name;
-  GgmlType type = GgmlType::kF32;  // F32, F16, BF16, or I8 for U8 (raw bytes)
+  GgmlType type = GgmlType::kF32;  // F32, F16, BF16, I8 for U8 (raw bytes), I32, I64
   std::vector<int64_t> shape;      // row-major, as stored: shape.back() is contiguous
   uint64_t n_elements = 0;
   uint64_t n_bytes = 0;

@@ -1,5 +1,7 @@
 #include "model/gemma4_hf.h"
 
+#include <algorithm>
+#include <iterator>
 #include <string>
 #include <string_view>
 
@@ -58,16 +60,12 @@ Status ReadGemma4Shape(const HfConfigReader& r, HfConfig& c) {
   return Status::Ok();
 }
 
-// What kvserve's gemma4 loader does not compute, refused by key.
+// What kvserve's gemma4 and gemma4-assistant loaders do not compute, refused by key.
 Status CheckGemma4Limits(const HfConfigReader& r, const HfConfig& c) {
-  KVSERVE_RETURN_IF_ERROR(r.RequireBool(
-      "attention_k_eq_v", false, true,
-      "kvserve's gemma4 needs v_proj in every layer with a cache of its own; the full layers' V "
-      "taken from K is not implemented"));
-  KVSERVE_RETURN_IF_ERROR(
-      r.RequireNumber("num_global_key_value_heads", c.n_kv_heads,
-                      "kvserve's gemma4 has one KV head count, num_key_value_heads " +
-                          std::to_string(c.n_kv_heads) + ", for every layer"));
+  KVSERVE_RETURN_IF_ERROR(r.RequireNumber("num_global_key_value_heads", c.n_kv_heads,
+                                          "kvserve's " + c.gguf_arch +
+                                              " has one KV head count, num_key_value_heads " +
+                                              std::to_string(c.n_kv_heads) + ", for every layer"));
   KVSERVE_RETURN_IF_ERROR(r.RequireAbsent("attn_logit_softcapping", "Gemma 4 has none"));
   if (c.n_embd_per_layer > 0) {
     KVSERVE_RETURN_IF_ERROR(r.RequireNumber("vocab_size_per_layer_input", c.n_vocab,
@@ -108,9 +106,7 @@ Status ReadGemma4Rope(const HfConfigReader& r, HfConfig& c) {
   return Status::Ok();
 }
 
-// layer_types, the shared-KV layers (the loader's rule: the last two layers with a cache are a
-// sliding-window one, then a full one, whose caches the shared layers read) and the
-// feed-forward widths.
+// layer_types, the count of shared-KV layers (up to every layer) and the feed-forward widths.
 Status ReadGemma4Layers(const HfConfigReader& r, HfConfig& c) {
   KVSERVE_RETURN_IF_ERROR(Required(r, "layer_types"));
   const std::string n = std::to_string(c.n_layers);
@@ -126,14 +122,10 @@ Status ReadGemma4Layers(const HfConfigReader& r, HfConfig& c) {
   }
   KVSERVE_RETURN_IF_ERROR(Required(r, "num_kv_shared_layers"));
   KVSERVE_RETURN_IF_ERROR(CountOrZero(r, "num_kv_shared_layers", 4096, &c.n_kv_shared_layers));
-  const int n_kv = c.n_layers - c.n_kv_shared_layers;
-  if (n_kv < 1 || (c.n_kv_shared_layers > 0 &&
-                   (n_kv < 2 || !c.swa_layers[n_kv - 2] || c.swa_layers[n_kv - 1]))) {
-    return r.Unsupported("num_kv_shared_layers",
-                         "of " + n +
-                             " layers; the last two layers with a cache must be a "
-                             "sliding-window one, then a full one (kvserve's gemma4)");
+  if (c.n_kv_shared_layers > c.n_layers) {
+    return r.Unsupported("num_kv_shared_layers", "more than the " + n + " layers");
   }
+  const int n_kv = c.n_layers - c.n_kv_shared_layers;
   bool double_wide = false;
   KVSERVE_RETURN_IF_ERROR(r.Bool("use_double_wide_mlp", &double_wide));
   if (double_wide) {
@@ -155,12 +147,63 @@ Status ReadGemma4Experts(const HfConfigReader& r, HfConfig& c) {
   return r.Count({"expert_intermediate_size", "moe_intermediate_size"}, kMaxHfDim, &c.n_ff_expert);
 }
 
-Status ReadGemma4Config(const HfConfigReader& r, HfConfig& c) {
+// The target's caches: K and V of its own in every layer with a cache, and the loader's
+// shared-KV rule (the last two layers with a cache are a sliding-window one, then a full one,
+// whose caches the shared layers read).
+Status CheckGemma4Caches(const HfConfigReader& r, const HfConfig& c) {
+  KVSERVE_RETURN_IF_ERROR(r.RequireBool(
+      "attention_k_eq_v", false, true,
+      "kvserve's gemma4 needs v_proj in every layer with a cache of its own; the full layers' V "
+      "taken from K is not implemented"));
+  const int n_kv = c.n_layers - c.n_kv_shared_layers;
+  if (n_kv < 1 || (c.n_kv_shared_layers > 0 &&
+                   (n_kv < 2 || !c.swa_layers[n_kv - 2] || c.swa_layers[n_kv - 1]))) {
+    return r.Unsupported("num_kv_shared_layers",
+                         "of " + std::to_string(c.n_layers) +
+                             " layers; the last two layers with a cache must be a "
+                             "sliding-window one, then a full one (kvserve's gemma4)");
+  }
+  return Status::Ok();
+}
+
+// What Gemma4Model's set_gguf_parameters reads, for the target and its assistant alike.
+Status ReadGemma4Common(const HfConfigReader& r, HfConfig& c) {
   KVSERVE_RETURN_IF_ERROR(ReadGemma4Shape(r, c));
   KVSERVE_RETURN_IF_ERROR(ReadGemma4Rope(r, c));
   KVSERVE_RETURN_IF_ERROR(ReadGemma4Layers(r, c));
+  return r.Float("final_logit_softcapping", &c.final_softcap, false);
+}
+
+Status ReadGemma4Config(const HfConfigReader& r, HfConfig& c) {
+  KVSERVE_RETURN_IF_ERROR(ReadGemma4Common(r, c));
   KVSERVE_RETURN_IF_ERROR(ReadGemma4Experts(r, c));
-  KVSERVE_RETURN_IF_ERROR(r.Float("final_logit_softcapping", &c.final_softcap, false));
+  KVSERVE_RETURN_IF_ERROR(CheckGemma4Caches(r, c));
+  return CheckGemma4Limits(r, c);
+}
+
+// Gemma4AssistantModel's: Gemma 4's keys, then backbone_hidden_size (the target's width). The
+// drafter keeps no cache (its layers read the target's, whatever the target computed them
+// from), so the target's cache rules do not apply; it has no experts and no per-layer inputs.
+Status ReadGemma4AssistantConfig(const HfConfigReader& r, HfConfig& c) {
+  KVSERVE_RETURN_IF_ERROR(ReadGemma4Common(r, c));
+  const std::string why = "kvserve's gemma4-assistant has no experts";
+  KVSERVE_RETURN_IF_ERROR(r.RequireBool("enable_moe_block", false, true, why));
+  KVSERVE_RETURN_IF_ERROR(r.RequireAbsent("num_experts", why));
+  KVSERVE_RETURN_IF_ERROR(r.RequireAbsent("num_local_experts", why));
+  if (c.n_embd_per_layer > 0) {
+    return r.Unsupported("hidden_size_per_layer_input",
+                         "kvserve's gemma4-assistant has no per-layer inputs");
+  }
+  KVSERVE_RETURN_IF_ERROR(r.Count({"backbone_hidden_size"}, kMaxHfDim, &c.n_embd_out));
+  if (c.n_embd_out == c.n_embd) {
+    return r.Unsupported("backbone_hidden_size",
+                         "equal to hidden_size; kvserve's gemma4-assistant loader takes "
+                         "embedding_length_out for the target's width, which must differ");
+  }
+  if (c.sliding_window < 2) {
+    return r.Unsupported("sliding_window",
+                         "kvserve's gemma4-assistant needs a window of 2 or more");
+  }
   return CheckGemma4Limits(r, c);
 }
 
@@ -193,24 +236,65 @@ HfLayerNames Gemma4LayerNames() {
   return names;
 }
 
+// The tensors outside the layers, by HF name (after "language_model." is dropped, wherever it is)
+// -> GGUF name; the decoder's embedding, final norm and layers are mapped after these.
+Result<HfMapping> MapGemma4Globals(std::string_view hf_name, const HfConfig& c,
+                                   const HfLayerNames& globals, const HfDecoderTensors& tensors) {
+  std::string name(hf_name);
+  if (size_t at = name.find("language_model."); at != std::string::npos) name.erase(at, 15);
+  if (auto it = globals.find(name); it != globals.end()) {
+    return HfMapping{.name = std::string(it->second)};
+  }
+  return MapHfDecoderTensor(hf_name, c, tensors);
+}
+
 Result<HfMapping> MapGemma4Tensor(std::string_view hf_name, const HfConfig& c) {
   static const HfLayerNames kGlobals = {
       {"model.embed_tokens_per_layer.weight", "per_layer_token_embd.weight"},
       {"model.per_layer_model_projection.weight", "per_layer_model_proj.weight"},
       {"model.per_layer_projection_norm.weight", "per_layer_proj_norm.weight"},
   };
-  std::string name(hf_name);
-  if (size_t at = name.find("language_model."); at != std::string::npos) name.erase(at, 15);
-  if (auto it = kGlobals.find(name); it != kGlobals.end()) {
-    return HfMapping{.name = std::string(it->second)};
-  }
   static const HfDecoderTensors tensors{.layer = Gemma4LayerNames(), .lm_head_tied = true};
-  return MapHfDecoderTensor(hf_name, c, tensors);
+  return MapGemma4Globals(hf_name, c, kGlobals, tensors);
+}
+
+// The assistant's layer (constants.py's GEMMA4_ASSISTANT list): Gemma 4's without K, V, their
+// norms, per-layer inputs or experts; anything else in a layer is refused by name.
+HfLayerNames Gemma4AssistantLayerNames() {
+  static constexpr std::string_view kKept[] = {"attn_norm.weight",
+                                               "attn_q.weight",
+                                               "attn_q_norm.weight",
+                                               "attn_output.weight",
+                                               "post_attention_norm.weight",
+                                               "ffn_norm.weight",
+                                               "ffn_gate.weight",
+                                               "ffn_up.weight",
+                                               "ffn_down.weight",
+                                               "post_ffw_norm.weight",
+                                               "layer_output_scale.weight"};
+  HfLayerNames names;
+  for (const auto& [hf, gguf] : Gemma4LayerNames()) {
+    if (std::find(std::begin(kKept), std::end(kKept), gguf) != std::end(kKept)) names[hf] = gguf;
+  }
+  return names;
+}
+
+// Gemma4AssistantModel's tensors: the masked embedding (centroids, token ordering) skipped as
+// the converter skips it; pre_projection [n_embd, 2 n_target] and post_projection
+// [n_target, n_embd] into nextn.*; the decoder's as Gemma 4's.
+Result<HfMapping> MapGemma4AssistantTensor(std::string_view hf_name, const HfConfig& c) {
+  if (hf_name.find("masked_embedding") != std::string_view::npos) return HfMapping{};
+  static const HfLayerNames kGlobals = {
+      {"pre_projection.weight", "nextn.pre_projection.weight"},
+      {"post_projection.weight", "nextn.post_projection.weight"},
+  };
+  static const HfDecoderTensors tensors{.layer = Gemma4AssistantLayerNames(), .lm_head_tied = true};
+  return MapGemma4Globals(hf_name, c, kGlobals, tensors);
 }
 
 void WriteGemma4Metadata(const HfConfig& c, GgufWriter& w) {
   AddHfDecoderMetadata(c, {}, w);  // key_length and rope.dimension_count: the full layers' head
-  const std::string a = "gemma4.";
+  const std::string a = c.gguf_arch + ".";
   w.SetUint32(a + "attention.key_length_swa", static_cast<uint32_t>(c.head_dim_swa));
   w.SetUint32(a + "attention.value_length_swa", static_cast<uint32_t>(c.head_dim_swa));
   w.SetUint32(a + "rope.dimension_count_swa", static_cast<uint32_t>(c.rope_dims_swa));
@@ -234,6 +318,14 @@ void WriteGemma4Metadata(const HfConfig& c, GgufWriter& w) {
   }
 }
 
+// Gemma 4's keys, then the target's width and one next-token layer per block (the converter's).
+void WriteGemma4AssistantMetadata(const HfConfig& c, GgufWriter& w) {
+  WriteGemma4Metadata(c, w);
+  const std::string a = c.gguf_arch + ".";
+  w.SetUint32(a + "embedding_length_out", static_cast<uint32_t>(c.n_embd_out));
+  w.SetUint32(a + "nextn_predict_layers", static_cast<uint32_t>(c.n_layers));
+}
+
 }  // namespace
 
 std::vector<float> ProportionalRopeFreqs(int head_dim, double partial_rotary_factor) {
@@ -249,6 +341,13 @@ std::vector<HfClass> Gemma4HfClasses() {
            &WriteGemma4Metadata},
           {"Gemma4ForCausalLM", "gemma4_text", &ReadGemma4Config, &MapGemma4Tensor,
            &WriteGemma4Metadata}};
+}
+
+std::vector<HfClass> Gemma4AssistantHfClasses() {
+  return {{"Gemma4AssistantForCausalLM", "gemma4_assistant", &ReadGemma4AssistantConfig,
+           &MapGemma4AssistantTensor, &WriteGemma4AssistantMetadata},
+          {"Gemma4UnifiedAssistantForCausalLM", "gemma4_unified_assistant",
+           &ReadGemma4AssistantConfig, &MapGemma4AssistantTensor, &WriteGemma4AssistantMetadata}};
 }
 
 }  // namespace kvserve

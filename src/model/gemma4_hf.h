@@ -22,6 +22,15 @@
 // experts.gate_up_proj -> ffn_gate_up_exps (fused, as stored). Refused by key: what kvserve's
 // gemma4 loader does not compute (attention_k_eq_v, a num_global_key_value_heads of its own,
 // per_layer_config, other RoPE types and factors).
+//
+// Gemma 4's assistant (Gemma4AssistantModel: Gemma4AssistantForCausalLM and
+// Gemma4UnifiedAssistantForCausalLM, for arch/gemma4_assistant.cc) reads the same keys into
+// gemma4-assistant.*, plus
+//   backbone_hidden_size             -> embedding_length_out (the target's width; required)
+//   num_hidden_layers                -> nextn_predict_layers
+// and maps pre_projection -> nextn.pre_projection, post_projection -> nextn.post_projection and
+// its layers' q-only attention; masked_embedding.* is skipped. Refused by key: experts,
+// per-layer inputs, a backbone_hidden_size equal to hidden_size; tensors outside its list by name.
 #pragma once
 
 #include <vector>
@@ -32,6 +41,10 @@ namespace kvserve {
 
 // Gemma4ForConditionalGeneration and Gemma4ForCausalLM, for the gemma4 architecture's entry.
 std::vector<HfClass> Gemma4HfClasses();
+
+// Gemma4AssistantForCausalLM and Gemma4UnifiedAssistantForCausalLM (Gemma 4's drafter), for the
+// gemma4-assistant architecture's entry.
+std::vector<HfClass> Gemma4AssistantHfClasses();
 
 // The rope_freqs.weight of proportional RoPE: [head_dim / 2] divisors, 1 for the first
 // int(head_dim * partial_rotary_factor / 2) pairs, 1e30 (not turned) for the others.

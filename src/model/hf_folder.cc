@@ -341,6 +341,11 @@ Result<GgufFile> HfFolder::Open(const std::string& folder) {
     auto mapping = MapHfTensor(t->name, *config);
     if (!mapping.ok()) return Status::InvalidArgument(folder + ": " + mapping.message());
     if (mapping->name.empty()) continue;
+    if (t->type == GgmlType::kI32 || t->type == GgmlType::kI64) {
+      return Status::InvalidArgument(folder + ": tensor '" + t->name + "' is " +
+                                     (t->type == GgmlType::kI32 ? "I32" : "I64") +
+                                     ", which only tensors the converter skips may be");
+    }
     if (mapping->expert >= 0) {
       ExpertStack& stack = stacks[mapping->name];
       stack.experts.resize(static_cast<size_t>(config->n_experts), nullptr);

@@ -25,6 +25,7 @@
 
 #include "model/architecture.h"
 #include "model/decoder_blocks.h"
+#include "model/gemma4_hf.h"
 #include "model/hidden_state_drafter.h"
 #include "model/synthetic_model.h"
 #include "model/weight_loader.h"
@@ -381,6 +382,7 @@ const SyntheticRecipe& AssistantSynthetic() {
 KVSERVE_ARCHITECTURE(gemma4_assistant) {
   static const Architecture entry{.gguf_name = "gemma4-assistant",
                                   .load = &LoadModelOf<Gemma4AssistantModel>,
+                                  .hf_classes = Gemma4AssistantHfClasses(),
                                   .synthetic = &AssistantSynthetic()};
   return entry;
 }
