@@ -51,12 +51,26 @@ std::string InputText(const nlohmann::json& input) {
   return testing::ReadWholeFile(testing::TestDataPath(input.at("file").get<std::string>()));
 }
 
+// Writes the vocabulary file for make_reference.cc when KVSERVE_GEMMA4_VOCAB_OUT names a path
+// (tests/data/gemma4-tokenizer/README.md), and prints its sha256.
+void WriteVocabularyIfAsked(const std::vector<uint8_t>& image) {
+  const char* out = std::getenv("KVSERVE_GEMMA4_VOCAB_OUT");
+  if (out == nullptr) return;
+  FILE* f = std::fopen(out, "wb");
+  ASSERT_NE(f, nullptr) << out;
+  ASSERT_EQ(std::fwrite(image.data(), 1, image.size(), f), image.size());
+  ASSERT_EQ(std::fclose(f), 0);
+  std::printf("%s: %zu bytes, sha256 %s\n", out, image.size(),
+              Sha256::Hex(Sha256::Hash(image.data(), image.size())).c_str());
+}
+
 class Gemma4Tokenizer : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     auto source = GgufFile::Open(testing::ModelPath("vocab/ggml-vocab-llama-bpe.gguf"));
     ASSERT_TRUE(source.ok()) << source.message();
     image_ = new std::vector<uint8_t>(testing::Gemma4StyleVocab(*source));
+    WriteVocabularyIfAsked(*image_);
     auto file = GgufFile::Parse(image_->data(), image_->size(), "gemma4-style.gguf");
     ASSERT_TRUE(file.ok()) << file.message();
     auto tokenizer = Tokenizer::FromGguf(*file);
@@ -74,18 +88,6 @@ class Gemma4Tokenizer : public ::testing::Test {
 
 std::vector<uint8_t>* Gemma4Tokenizer::image_ = nullptr;
 Tokenizer* Gemma4Tokenizer::tokenizer_ = nullptr;
-
-// Writes the vocabulary file for make_reference.cc when KVSERVE_GEMMA4_VOCAB_OUT names a path.
-TEST_F(Gemma4Tokenizer, WritesTheVocabularyWhenAsked) {
-  const char* out = std::getenv("KVSERVE_GEMMA4_VOCAB_OUT");
-  if (out == nullptr) GTEST_SKIP() << "KVSERVE_GEMMA4_VOCAB_OUT is not set";
-  FILE* f = std::fopen(out, "wb");
-  ASSERT_NE(f, nullptr) << out;
-  ASSERT_EQ(std::fwrite(image_->data(), 1, image_->size(), f), image_->size());
-  ASSERT_EQ(std::fclose(f), 0);
-  std::printf("%s: %zu bytes, sha256 %s\n", out, image_->size(),
-              Sha256::Hex(Sha256::Hash(image_->data(), image_->size())).c_str());
-}
 
 TEST_F(Gemma4Tokenizer, GivesLlamaCppIdsAndTextForEveryInput) {
   const auto reference = nlohmann::json::parse(
