@@ -472,6 +472,7 @@ ChatOutputOptions OpenAiRoutes::ChatOutput(const CompletionRequest& request,
                          (request.reasoning_format.has_value() || chat.knows_think()),
       .prompt_opens_think = chat.prompt_opens_think(),
       .harmony = chat.family() == ChatFamily::kHarmony,
+      .gemma4 = chat.family() == ChatFamily::kGemma4,
       .tool_format = format,
       .parallel_tool_calls = request.parallel_tool_calls,
       .tools = format == ToolFormat::kQwenXml ? request.tools : std::vector<ChatTool>{}};
