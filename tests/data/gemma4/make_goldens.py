@@ -3,7 +3,8 @@
 (../shared/models/chat-templates/google-gemma-4-31B-it.jinja) through Jinja2, as Hugging Face's
 apply_chat_template does (trim_blocks, lstrip_blocks, bos_token "<bos>"), into jinja2.json:
 {"prompts": {name: text}}. tests/gemma4_render_test.cc renders the same conversations with kvserve
-(through the server's request parsing) and compares byte for byte.
+(through the server's request parsing) and compares byte for byte; tests/clients/test_gemma4.py
+runs this rendering live against `kvserve serve`.
 
 The messages are OpenAI's chat format, turned into what the template reads the way llama.cpp hands
 them to it: a call's "arguments" JSON text becomes the object it spells, "developer" is "system"
@@ -57,11 +58,11 @@ def template_messages(messages: list) -> list:
     return out
 
 
-def render(conversation: dict, source: str | None = None) -> str:
+def render(conversation: dict, source: str | None = None, bos_token: str = "<bos>") -> str:
     source = source if source is not None else TEMPLATE.read_text(encoding="utf-8")
     kwargs = {"messages": template_messages(conversation["messages"]),
               "add_generation_prompt": conversation.get("add_generation_prompt", True),
-              "bos_token": "<bos>", "eos_token": "<eos>"}
+              "bos_token": bos_token, "eos_token": "<eos>"}
     if conversation.get("tools"):
         kwargs["tools"] = conversation["tools"]
     if "enable_thinking" in conversation:
