@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string_view>
+#include <vector>
 
 #include "tokenizer/chat_text.h"
 
