@@ -1,7 +1,9 @@
 // libFuzzer harness for what the server does with a model's output: the chat output parser
 // (reasoning split from <think> blocks, tool calls of every family's format) on arbitrary text.
 // The first byte picks the options (tool format: none, Hermes, Llama 3, Mistral; reasoning split;
-// a prompt that opens <think>; parallel calls), the rest is the output. For any input:
+// a prompt that opens <think>; parallel calls; Qwen's XML calls; gpt-oss's harmony; Gemma 4's
+// thought channel and calls, with its calls parsed when bit 0 is set), the rest is the output.
+// For any input:
 // - the reasoning, content and calls do not depend on how the text is cut into pieces (whole, and
 //   pieces of every size from 1 to 7, as tokens arrive);
 // - every call has a non-empty name and arguments that are a JSON object's compact text, and a
@@ -77,16 +79,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   constexpr ToolFormat kFormats[] = {ToolFormat::kNone, ToolFormat::kHermes, ToolFormat::kLlama3,
                                      ToolFormat::kMistral};
   // Qwen's XML calls (bit 32), with a schema that makes parameter "s" of tool "f" a string;
-  // gpt-oss's harmony messages (bit 64).
+  // gpt-oss's harmony messages (bit 64); Gemma 4's output (bit 128).
   const bool xml = (mode & 32) != 0;
   const bool harmony = (mode & 64) != 0;
+  const bool gemma4 = !harmony && (mode & 128) != 0;
   const ChatOutputOptions options{
       .split_reasoning = (mode & 4) != 0,
       .prompt_opens_think = (mode & 8) != 0,
       .harmony = harmony,
-      .tool_format = harmony ? ToolFormat::kHarmony
-                     : xml   ? ToolFormat::kQwenXml
-                             : kFormats[mode & 3],
+      .gemma4 = gemma4,
+      .tool_format = harmony  ? ToolFormat::kHarmony
+                     : gemma4 ? ((mode & 1) != 0 ? ToolFormat::kGemma4 : ToolFormat::kNone)
+                     : xml    ? ToolFormat::kQwenXml
+                              : kFormats[mode & 3],
       .parallel_tool_calls = (mode & 16) != 0,
       .tools = {{"f", R"({"type": "function", "function": {"name": "f", "parameters": )"
                       R"({"type": "object", "properties": {"s": {"type": "string"}}}}})"}}};

@@ -136,7 +136,7 @@ PY
 
 # Model output: seeds are answers in every family's call format, with and without reasoning (the
 # first byte picks the options: bits 0-1 the format, 2 the reasoning split, 3 a prompt that opens
-# <think>, 4 parallel calls).
+# <think>, 4 parallel calls, 5 Qwen's XML calls, 6 gpt-oss's harmony, 7 Gemma 4's output).
 out_seeds="$build/fuzz-seeds-output"
 out_corpus="$build/fuzz-corpus-output"
 mkdir -p "$out_seeds" "$out_corpus"
@@ -148,6 +148,8 @@ seeds = [
     b"\x17" + b'[TOOL_CALLS][{"name": "w", "arguments": {"c": [1, 2]}}, {"name": "t", "arguments": {}}]',
     b"\x0d" + b'still thinking</think>answer <tool_call>{"name": broken</tool_call>',
     b"\x01" + b"<tool_call><tool_call>{\"name\": \"w\"}</tool_call></tool_call> \xc3\xa9",
+    b"\x95" + b'<|channel>thought\nplan<channel|>Sure. <|tool_call>call:w{c:<|"|>Paris<|"|>,n:[1,{a:true}]}<tool_call|><|tool_call>call:t{}<tool_call|>',
+    b"\x85" + b'<|channel>thought\nhm <|tool_call>call:w{c:<|"|>open}<tool_call|><channel|>x<channel|> <|tool_call>call:{}<tool_call|>',
 ]
 for i, seed in enumerate(seeds):
     open(f"{sys.argv[1]}/seed{i}", "wb").write(seed)

@@ -68,6 +68,7 @@ TEST(ChatTemplateTest, DetectsEveryRealTemplate) {
       {"microsoft-Phi-3.5-mini-instruct", "phi3"},
       {"deepseek-ai-DeepSeek-R1-Distill-Llama-8B", "deepseek-r1"},
       {"ibm-granite-granite-4.0", "granite"},
+      {"google-gemma-4-31B-it", "gemma4"},
   };
   for (const FamilyCase& c : cases) {
     const ChatTemplate t = DetectFile(c.file);
@@ -323,6 +324,11 @@ TEST(ChatTemplateTest, ByNameRendersEveryFamily) {
        "<|start|>developer<|message|># Instructions\n\nYou are a terse assistant.\n\n<|end|>"
        "<|start|>user<|message|>Hello!<|end|><|start|>assistant<|channel|>final<|message|>Hi "
        "there.<|end|><|start|>user<|message|>What is 2+2?<|end|><|start|>assistant"},
+      // Jinja2 3.1.6's rendering of google-gemma-4-31B-it.jinja (bos_token "<bos>").
+      {"gemma4",
+       "<bos><|turn>system\nYou are a terse assistant.<turn|>\n<|turn>user\nHello!<turn|>\n"
+       "<|turn>model\nHi there.<turn|>\n<|turn>user\nWhat is 2+2?<turn|>\n<|turn>model\n"
+       "<|channel>thought\n<channel|>"},
   };
   ASSERT_EQ(cases.size(), std::size(ChatTemplate::kNames));
   for (const auto& [name, golden] : cases) {
@@ -347,6 +353,7 @@ TEST(ChatTemplateTest, StopStringsEndTurns) {
   EXPECT_TRUE(has(DetectFile("Qwen-Qwen2.5-7B-Instruct"), "<|im_end|>"));
   EXPECT_TRUE(has(DetectFile("meta-llama-Llama-3.1-8B-Instruct"), "<|eot_id|>"));
   EXPECT_TRUE(has(DetectFile("google-gemma-2-2b-it"), "<end_of_turn>"));
+  EXPECT_TRUE(has(DetectFile("google-gemma-4-31B-it"), "<turn|>"));
   EXPECT_TRUE(has(DetectFile("microsoft-Phi-3.5-mini-instruct"), "<|end|>"));
   EXPECT_TRUE(has(DetectFile("mistralai-Mistral-Nemo-Instruct-2407"), "</s>"));
   EXPECT_TRUE(has(DetectFile("deepseek-ai-DeepSeek-R1-Distill-Llama-8B"), "<｜end▁of▁sentence｜>"));

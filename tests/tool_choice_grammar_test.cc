@@ -301,5 +301,13 @@ TEST(ToolChoiceGrammar, HarmonyOneFunctionAsPrefixAndArguments) {
       << several.message();
 }
 
+// Gemma 4 has no forced-call grammar yet: an error that names tool_choice.
+TEST(ToolChoiceGrammarTest, Gemma4RefusesForcedCalls) {
+  auto forced = ForcedToolCallGrammar(ToolFormat::kGemma4, kTools, {"get_weather"}, true);
+  ASSERT_FALSE(forced.ok());
+  EXPECT_TRUE(forced.message().starts_with("tool_choice: ")) << forced.message();
+  EXPECT_NE(forced.message().find("gemma4"), std::string::npos) << forced.message();
+}
+
 }  // namespace
 }  // namespace kvserve

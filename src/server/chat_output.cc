@@ -14,6 +14,11 @@ ChatOutputParser::ChatOutputParser(ChatOutputOptions options) : options_(std::mo
                                     .parse_calls = options_.tool_format == ToolFormat::kHarmony});
     return;
   }
+  if (options_.gemma4) {
+    gemma4_.emplace(Gemma4Options{.split_reasoning = options_.split_reasoning,
+                                  .parse_calls = options_.tool_format == ToolFormat::kGemma4});
+    return;
+  }
   if (options_.split_reasoning) reasoning_.emplace(options_.prompt_opens_think);
   if (options_.tool_format != ToolFormat::kNone)
     tools_.emplace(options_.tool_format, options_.tools);
@@ -34,8 +39,16 @@ ChatOutputDelta ChatOutputParser::FromHarmony(HarmonyOutput parsed) {
   return out;
 }
 
+ChatOutputDelta ChatOutputParser::FromGemma4(Gemma4Output parsed) {
+  ChatOutputDelta out{.reasoning = std::move(parsed.reasoning),
+                      .content = std::move(parsed.content)};
+  TakeCalls(parsed.calls, out);
+  return out;
+}
+
 ChatOutputDelta ChatOutputParser::Push(std::string_view text) {
   if (harmony_) return FromHarmony(harmony_->Push(text));
+  if (gemma4_) return FromGemma4(gemma4_->Push(text));
   if (!reasoning_) return ThroughTools(std::string(text), "", /*finish=*/false);
   ReasoningOutput split = reasoning_->Push(text);
   return ThroughTools(std::move(split.content), std::move(split.reasoning), /*finish=*/false);
@@ -43,6 +56,7 @@ ChatOutputDelta ChatOutputParser::Push(std::string_view text) {
 
 ChatOutputDelta ChatOutputParser::Finish() {
   if (harmony_) return FromHarmony(harmony_->Finish());
+  if (gemma4_) return FromGemma4(gemma4_->Finish());
   ReasoningOutput split = reasoning_ ? reasoning_->Finish() : ReasoningOutput{};
   return ThroughTools(std::move(split.content), std::move(split.reasoning), /*finish=*/true);
 }

@@ -1,6 +1,7 @@
 // What a chat choice's generated text becomes in the answer: reasoning (ReasoningSplitter),
 // content and tool calls (ToolCallParser), or for gpt-oss all three from its harmony messages
-// (HarmonyParser), decided as the text streams. The routes keep one per
+// (HarmonyParser) and for Gemma 4 from its thought channel and calls (Gemma4Parser), decided as the
+// text streams. The routes keep one per
 // choice and feed it each token's text.
 //
 //   ChatOutputParser parser({.split_reasoning = true, .tool_format = ToolFormat::kHermes});
@@ -13,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "server/gemma4_parser.h"
 #include "server/harmony_parser.h"
 #include "server/reasoning_splitter.h"
 #include "server/tool_call_parser.h"
@@ -33,6 +35,9 @@ struct ChatOutputOptions {
   // The template is gpt-oss's: the output is harmony messages (HarmonyParser), whose analysis is
   // the reasoning (with split_reasoning) and whose calls are parsed when tool_format is kHarmony.
   bool harmony = false;
+  // The template is Gemma 4's: thought blocks are the reasoning (with split_reasoning) and calls
+  // are parsed when tool_format is kGemma4 (Gemma4Parser).
+  bool gemma4 = false;
   // The template's tool format; kNone when the request offers no tools (or tool_choice "none"):
   // then nothing is parsed as a call.
   ToolFormat tool_format = ToolFormat::kNone;
@@ -58,7 +63,8 @@ class ChatOutputParser {
   int n_calls() const { return n_calls_; }
   // Whether the output is inside its reasoning block now (reasoning split out only).
   bool thinking() const {
-    return (reasoning_ && reasoning_->thinking()) || (harmony_ && harmony_->thinking());
+    return (reasoning_ && reasoning_->thinking()) || (harmony_ && harmony_->thinking()) ||
+           (gemma4_ && gemma4_->thinking());
   }
 
  private:
@@ -70,7 +76,9 @@ class ChatOutputParser {
   std::optional<ReasoningSplitter> reasoning_;
   std::optional<ToolCallParser> tools_;
   std::optional<HarmonyParser> harmony_;
+  std::optional<Gemma4Parser> gemma4_;
   ChatOutputDelta FromHarmony(HarmonyOutput parsed);
+  ChatOutputDelta FromGemma4(Gemma4Output parsed);
   int n_calls_ = 0;
 };
 

@@ -57,8 +57,9 @@ struct ChoiceProgress {
 
 // What closing a reasoning block by force needs: the choices' engine requests as submitted.
 struct ThinkingBudget {
-  int tokens = -1;    // -1: none
-  std::string close;  // what closes the block: kThinkClose, or gpt-oss's kHarmonyClose
+  int tokens = -1;  // -1: none
+  // What closes the block: kThinkClose, gpt-oss's kHarmonyClose or Gemma 4's kThoughtClose.
+  std::string close;
   std::vector<Request> requests;
   const Tokenizer* tokenizer = nullptr;
 };
@@ -96,6 +97,8 @@ void CountReasoning(ChoiceProgress& choice, const ChatOutputDelta& delta) {
 constexpr char kThinkClose[] = "\n</think>\n\n";
 // gpt-oss: the analysis message ends and the final answer's message starts.
 constexpr char kHarmonyClose[] = "<|end|><|start|>assistant<|channel|>final<|message|>";
+// Gemma 4: the thought channel ends as its template writes one.
+constexpr char kThoughtClose[] = "\n<channel|>";
 
 // Counts `event`'s token against the budget; when the choice has spent it inside its reasoning
 // block, closes the block: the choice's request is continued (CompletionJob::Continue) with the
@@ -472,6 +475,7 @@ ChatOutputOptions OpenAiRoutes::ChatOutput(const CompletionRequest& request,
                          (request.reasoning_format.has_value() || chat.knows_think()),
       .prompt_opens_think = chat.prompt_opens_think(),
       .harmony = chat.family() == ChatFamily::kHarmony,
+      .gemma4 = chat.family() == ChatFamily::kGemma4,
       .tool_format = format,
       .parallel_tool_calls = request.parallel_tool_calls,
       .tools = format == ToolFormat::kQwenXml ? request.tools : std::vector<ChatTool>{}};
@@ -643,9 +647,10 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
       r.cache_salt = tenant + "/" + request.cache_salt;
       if (!request.session_id.empty()) r.session_id = tenant + "/" + request.session_id;
       r.timeout_s = options_.request_timeout_s;
-      // Llama 3's <|python_tag|>, Mistral's [TOOL_CALLS] and gpt-oss's channel markup are
-      // control tokens: keep their text.
-      r.decode.render_special = output.harmony || output.tool_format == ToolFormat::kLlama3 ||
+      // Llama 3's <|python_tag|>, Mistral's [TOOL_CALLS], gpt-oss's channel markup and Gemma 4's
+      // channel and call markers are control tokens: keep their text.
+      r.decode.render_special = output.harmony || output.gemma4 ||
+                                output.tool_format == ToolFormat::kLlama3 ||
                                 output.tool_format == ToolFormat::kMistral;
       prepared.engine_requests.push_back(std::move(r));
       ChoiceProgress choice{.prompt_index = static_cast<int>(p)};
@@ -660,7 +665,9 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
   ThinkingBudget budget{.tokens = output.split_reasoning
                                       ? request.reasoning_budget.value_or(options_.reasoning_budget)
                                       : -1,
-                        .close = output.harmony ? kHarmonyClose : kThinkClose,
+                        .close = output.harmony  ? kHarmonyClose
+                                 : output.gemma4 ? kThoughtClose
+                                                 : kThinkClose,
                         .tokenizer = model_.tokenizer};
   if (budget.tokens >= 0) budget.requests = prepared.engine_requests;
   auto job = std::make_unique<CompletionJob>(*model_.engine, metrics_, arrival);

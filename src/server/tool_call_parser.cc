@@ -255,7 +255,8 @@ void ToolCallParser::AddCall(ParsedToolCall call, ToolCallOutput& out) {
 void ToolCallParser::Drain(bool final, ToolCallOutput& out) {
   bool more = true;
   while (more) {
-    if (mode_ == Mode::kPlain || format_ == ToolFormat::kNone || format_ == ToolFormat::kHarmony) {
+    if (mode_ == Mode::kPlain || format_ == ToolFormat::kNone || format_ == ToolFormat::kHarmony ||
+        format_ == ToolFormat::kGemma4) {
       EmitContent(pending_, out);
       pending_.clear();
       return;
@@ -274,6 +275,7 @@ void ToolCallParser::Drain(bool final, ToolCallOutput& out) {
         break;
       case ToolFormat::kNone:
       case ToolFormat::kHarmony:
+      case ToolFormat::kGemma4:
         return;
     }
   }

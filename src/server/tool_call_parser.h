@@ -23,6 +23,8 @@
 //            true, false and null), else a JSON string. So without the schemas, "42" is a number.
 //   kHarmony gpt-oss's calls are messages among its other channels: HarmonyParser
 //            (server/harmony_parser.h) parses them; here the text is all content.
+//   kGemma4  Gemma 4's <|tool_call>call:NAME{...}<tool_call|> calls come with its thought channel:
+//            Gemma4Parser (server/gemma4_parser.h) parses them; here the text is all content.
 // Malformed output (an unclosed tag, JSON that does not parse, an object without a name) is never
 // an error: it stays content, markers included. Whitespace around calls is not content: a run of
 // whitespace is held until text follows it and dropped at the end when calls were found.

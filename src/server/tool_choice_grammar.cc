@@ -182,6 +182,11 @@ Result<std::optional<ForcedToolCalls>> ForcedToolCallGrammar(ToolFormat format,
   if (format == ToolFormat::kNone) return std::optional<ForcedToolCalls>();
   if (format == ToolFormat::kQwenXml) return QwenXmlGrammar(tools, forced, parallel, limits);
   if (format == ToolFormat::kHarmony) return HarmonyGrammar(tools, forced, limits);
+  if (format == ToolFormat::kGemma4) {
+    return Status::InvalidArgument(
+        "tool_choice: \"required\" or a named function is not supported with the gemma4 chat "
+        "template (no grammar for its call syntax); use \"auto\"");
+  }
   const char* arguments_key = format == ToolFormat::kLlama3 ? "parameters" : "arguments";
   json any_of = json::array();
   for (const ChatTool& tool : tools) {

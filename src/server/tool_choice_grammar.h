@@ -19,6 +19,8 @@
 //   an error: the name would have to be chosen before <|message|>, a control token): the answer
 //   starts with "<|channel|>commentary to=functions.N <|constrain|>json<|message|>" as its
 //   prefix, and the grammar is the arguments' JSON; the model's <|call|> ends the answer.
+//   Gemma 4: none yet (its <|tool_call> is a control token and its arguments are not JSON): an
+//   error that names tool_choice.
 #pragma once
 
 #include <optional>

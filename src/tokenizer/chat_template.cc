@@ -176,10 +176,14 @@ ChatTemplate::ChatTemplate(ChatFamily family) : family_(family) {
       model_identity_ = "You are ChatGPT, a large language model trained by OpenAI.";
       cutoff_ = "Knowledge cutoff: 2024-06\n";
       break;
+    case ChatFamily::kGemma4:
+      bos_text_ = "<bos>";
+      eos_text_ = "<eos>";
+      break;
   }
   renders_bos_ = family == ChatFamily::kLlama2 || family == ChatFamily::kLlama3 ||
                  family == ChatFamily::kMistral || family == ChatFamily::kGemma ||
-                 family == ChatFamily::kDeepSeekR1;
+                 family == ChatFamily::kDeepSeekR1 || family == ChatFamily::kGemma4;
 }
 
 Result<ChatTemplate> ChatTemplate::Detect(std::string_view source) {
@@ -205,6 +209,10 @@ Result<ChatTemplate> ChatTemplate::DetectFamily(std::string_view source) {
       t.cutoff_ = *cutoff;
     }
     return t;
+  }
+  // Gemma 4: its turn markers and its call syntax (Gemma 2/3's <start_of_turn> is not in it).
+  if (Contains(source, "<|turn>") && Contains(source, "<|tool_call>call:")) {
+    return ChatTemplate(ChatFamily::kGemma4);
   }
   // Families without BOS in their usual form render it when the source asks for bos_token.
   const bool asks_bos = Contains(source, "bos_token");
@@ -291,7 +299,7 @@ Result<ChatTemplate> ChatTemplate::ByName(std::string_view name) {
       ChatFamily::kChatMl,  ChatFamily::kLlama2, ChatFamily::kLlama3, ChatFamily::kZephyr,
       ChatFamily::kMistral, ChatFamily::kGemma,  ChatFamily::kPhi3,   ChatFamily::kDeepSeekR1,
       ChatFamily::kGranite, ChatFamily::kPlain,  ChatFamily::kChatMl, ChatFamily::kChatMl,
-      ChatFamily::kHarmony};
+      ChatFamily::kHarmony, ChatFamily::kGemma4};
   static_assert(std::size(kFamilies) == std::size(kNames));
   for (size_t i = 0; i < std::size(kNames); ++i) {
     if (kNames[i] != name) continue;
@@ -340,6 +348,8 @@ std::string_view ChatTemplate::name() const {
       return "granite";
     case ChatFamily::kHarmony:
       return "gpt-oss";
+    case ChatFamily::kGemma4:
+      return "gemma4";
   }
   return "plain";
 }
@@ -408,6 +418,9 @@ std::vector<std::string> ChatTemplate::stop_strings() const {
     case ChatFamily::kHarmony:  // <|end|> ends a message, not the answer: analysis comes first
       stops = {"<|return|>", "<|call|>"};
       break;
+    case ChatFamily::kGemma4:  // a call is followed by the result the model waits for
+      stops = {"<turn|>", "<|tool_response>"};
+      break;
   }
   if (!eos_text_.empty() && std::find(stops.begin(), stops.end(), eos_text_) == stops.end()) {
     stops.push_back(eos_text_);
@@ -472,6 +485,8 @@ ToolFormat ChatTemplate::tool_format() const {
       return ToolFormat::kHermes;
     case ChatFamily::kHarmony:
       return ToolFormat::kHarmony;
+    case ChatFamily::kGemma4:
+      return ToolFormat::kGemma4;
     default:
       return ToolFormat::kNone;
   }
@@ -515,6 +530,7 @@ Status ChatTemplate::CheckToolUse(std::span<const ChatMessage> messages,
                                      "'; Mistral's template needs 9 characters");
     }
   }
+  if (format == ToolFormat::kGemma4) return CheckGemma4(messages);
   return format == ToolFormat::kHarmony ? CheckHarmony(messages) : Status::Ok();
 }
 
@@ -569,6 +585,9 @@ ChatText ChatTemplate::RenderText(std::span<const ChatMessage> messages, bool ad
       break;
     case ChatFamily::kHarmony:
       RenderHarmony(messages, add_generation_prompt, tools, options.reasoning_effort, out);
+      break;
+    case ChatFamily::kGemma4:
+      RenderGemma4(messages, add_generation_prompt, tools, options.enable_thinking, out);
       break;
   }
   return out;

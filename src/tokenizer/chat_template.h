@@ -29,6 +29,9 @@
 //           reasoning_effort; the first system/developer message as "# Instructions" of a
 //           developer message; answers in channels analysis / commentary / final; see
 //           chat_template_harmony.cc)
+//   gemma4  <bos><|turn>user\n...<turn|>\n  (Gemma 4: assistant is "model"; the first system
+//           message, the tools and <|think|> in a system turn; the cue closes an empty thought
+//           channel unless thinking is on; see chat_template_gemma4.cc)
 //   plain   "role: content\n" lines and a final "assistant:" cue (models without a template)
 //
 // Tools (ToolFormat, rendered by tokenizer/tool_prompt.h as each family's template does):
@@ -50,6 +53,10 @@
 //            <|constrain|>json<|message|>ARGS<|call|>), a result as <|start|>functions.NAME
 //            to=assistant<|channel|>commentary<|message|>"tojson of the text"<|end|>; one call per
 //            assistant turn; the reasoning of a turn with a call as its analysis message
+//   kGemma4  gemma4: the tools as <|tool>declaration:NAME{description:...,parameters:{...}}<tool|>
+//            in the system turn, calls as <|tool_call>call:NAME{key:VALUE,...}<tool_call|> in
+//            Gemma's syntax (strings quoted by <|"|>), results inside the calling model turn as
+//            <|tool_response>response:NAME{value:<|"|>TEXT<|"|>}<tool_response|>
 // The other families (and SmolLM3, whose template drops tools) have none: CheckToolUse refuses
 // tools for them by the family's name.
 //
@@ -93,6 +100,9 @@ struct ChatMessage {
 struct ChatRenderOptions {
   // gpt-oss's "Reasoning: " line: "low", "medium" or "high"; "" = the template's default, medium.
   std::string_view reasoning_effort;
+  // Gemma 4's enable_thinking: <|think|> in the system turn, and a cue that leaves the thought
+  // channel to the model (off: the cue closes an empty one).
+  bool enable_thinking = false;
 };
 
 // One entry of a request's "tools": {"type": "function", "function": {"name", "description",
@@ -102,7 +112,7 @@ struct ChatTool {
   std::string json;  // the whole tool object
 };
 
-enum class ToolFormat { kNone, kHermes, kLlama3, kMistral, kQwenXml, kHarmony };
+enum class ToolFormat { kNone, kHermes, kLlama3, kMistral, kQwenXml, kHarmony, kGemma4 };
 
 enum class ChatFamily {
   kPlain,
@@ -116,14 +126,15 @@ enum class ChatFamily {
   kDeepSeekR1,
   kGranite,
   kHarmony,
+  kGemma4,
 };
 
 class ChatTemplate {
  public:
   // Names accepted by ByName, in the order they are listed in messages.
   static constexpr std::string_view kNames[] = {
-      "chatml",      "llama2",  "llama3", "zephyr",  "mistral",     "gemma",  "phi3",
-      "deepseek-r1", "granite", "plain",  "qwen3.5", "qwen3-coder", "gpt-oss"};
+      "chatml",      "llama2",  "llama3", "zephyr",  "mistral",     "gemma",   "phi3",
+      "deepseek-r1", "granite", "plain",  "qwen3.5", "qwen3-coder", "gpt-oss", "gemma4"};
   // Template sources longer than this are rejected (real ones are under 20 KB).
   static constexpr size_t kMaxSourceBytes = 1 << 20;
 
@@ -157,7 +168,8 @@ class ChatTemplate {
   // template does; else an invalid-argument status that names the family and what its template
   // would refuse (no tool format; Llama 3's and gpt-oss's one call per turn; Mistral's 9-character
   // call ids; gpt-oss's channel tags in an assistant's text, a call's turn with both content and
-  // reasoning, a tool result with no call before it).
+  // reasoning, a tool result with no call before it; Gemma 4's tool result that answers no call
+  // of its turn and has no name).
   Status CheckToolUse(std::span<const ChatMessage> messages, std::span<const ChatTool> tools) const;
   // How this family writes tools and tool calls (kNone: it has no way).
   ToolFormat tool_format() const;
@@ -166,9 +178,11 @@ class ChatTemplate {
   // Qwen 3.5's cue is "<|im_start|>assistant\n<think>\n".
   bool prompt_opens_think() const { return family_ == ChatFamily::kDeepSeekR1 || qwen35_; }
   // Whether the template is a thinking model's: it mentions </think> (Qwen 3, SmolLM3, the
-  // DeepSeek-R1 distills), is deepseek-r1, or is gpt-oss (its analysis channel).
+  // DeepSeek-R1 distills), is deepseek-r1, gpt-oss (its analysis channel) or gemma4 (its thought
+  // channel).
   bool knows_think() const {
-    return knows_think_ || family_ == ChatFamily::kDeepSeekR1 || family_ == ChatFamily::kHarmony;
+    return knows_think_ || family_ == ChatFamily::kDeepSeekR1 || family_ == ChatFamily::kHarmony ||
+           family_ == ChatFamily::kGemma4;
   }
 
   // Token ids of a rendered conversation: special tokens written in the text become their ids,
@@ -240,6 +254,9 @@ class ChatTemplate {
                      std::span<const ChatTool> tools, std::string_view reasoning_effort,
                      ChatText& out) const;
   Status CheckHarmony(std::span<const ChatMessage> messages) const;
+  void RenderGemma4(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                    std::span<const ChatTool> tools, bool enable_thinking, ChatText& out) const;
+  Status CheckGemma4(std::span<const ChatMessage> messages) const;
   // Render, with the bytes that came from the messages marked.
   ChatText RenderText(std::span<const ChatMessage> messages, bool add_generation_prompt,
                       std::span<const ChatTool> tools, const ChatRenderOptions& options) const;
