@@ -1,6 +1,6 @@
-// `kvserve chat`'s reply display (src/cli/chat_display.cc): gpt-oss's harmony channels shown as
-// reasoning and answer, on a terminal and through a pipe, whatever the pieces' boundaries; other
-// templates' text as written; malformed harmony kept as the answer.
+// `kvserve chat`'s reply display (src/cli/chat_display.cc): gpt-oss's harmony channels and Gemma
+// 4's thought blocks shown as reasoning and answer, on a terminal and through a pipe, whatever the
+// pieces' boundaries; other templates' text as written; malformed harmony kept as the answer.
 #include "cli/chat_display.h"
 
 #include <gtest/gtest.h>
@@ -26,12 +26,12 @@ struct Shown {
 };
 
 // Shows `reply` cut into pieces of `piece` bytes.
-Shown Show(bool harmony, bool terminal, const std::string& reply, size_t piece) {
+Shown Show(ToolFormat format, bool terminal, const std::string& reply, size_t piece) {
   FILE* out = std::tmpfile();
   FILE* err = std::tmpfile();
   Shown shown;
   {
-    ChatDisplay display(harmony, out, err, terminal);
+    ChatDisplay display(format, out, err, terminal);
     for (size_t i = 0; i < reply.size(); i += piece) display.Show(reply.substr(i, piece), false);
     display.Show("", true);
     shown.content = display.content();
@@ -50,7 +50,7 @@ const std::string kReply =
 
 TEST(ChatDisplay, HarmonyThroughAPipeAnswersOnStdoutAndThinksOnStderr) {
   for (size_t piece : {1u, 3u, 7u, 1000u}) {
-    const Shown s = Show(true, false, kReply, piece);
+    const Shown s = Show(ToolFormat::kHarmony, false, kReply, piece);
     EXPECT_EQ(s.out, "Hello! How can I help?") << piece;
     EXPECT_EQ(s.err, "The user greets; answer briefly.\n") << piece;
     EXPECT_EQ(s.content, "Hello! How can I help?") << piece;
@@ -59,21 +59,31 @@ TEST(ChatDisplay, HarmonyThroughAPipeAnswersOnStdoutAndThinksOnStderr) {
 }
 
 TEST(ChatDisplay, HarmonyOnATerminalShowsTheReasoningDim) {
-  const Shown s = Show(true, true, kReply, 5);
+  const Shown s = Show(ToolFormat::kHarmony, true, kReply, 5);
   EXPECT_EQ(s.out, "\033[2mThe user greets; answer briefly.\033[0m\nHello! How can I help?");
   EXPECT_EQ(s.err, "");
   // A reply cut off while thinking still leaves the terminal's colours as they were.
-  const Shown cut = Show(true, true, "<|channel|>analysis<|message|>Let me", 4);
+  const Shown cut = Show(ToolFormat::kHarmony, true, "<|channel|>analysis<|message|>Let me", 4);
   EXPECT_EQ(cut.out, "\033[2mLet me\033[0m");
 }
 
+TEST(ChatDisplay, Gemma4ThoughtIsTheReasoning) {
+  const std::string reply = "<|channel>thought\nThe user greets.<channel|>Hi! What can I do?";
+  for (size_t piece : {1u, 4u, 1000u}) {
+    const Shown s = Show(ToolFormat::kGemma4, false, reply, piece);
+    EXPECT_EQ(s.out, "Hi! What can I do?") << piece;
+    EXPECT_EQ(s.reasoning, "The user greets.") << piece;
+    EXPECT_EQ(s.err, "The user greets.\n") << piece;
+  }
+}
+
 TEST(ChatDisplay, OtherTemplatesAndMalformedHarmonyStayAsWritten) {
-  const Shown plain = Show(false, false, kReply, 4);
+  const Shown plain = Show(ToolFormat::kHermes, false, kReply, 4);
   EXPECT_EQ(plain.out, kReply);
   EXPECT_EQ(plain.content, "");
   // No header: harmony's parser keeps the text as the answer, markup included.
   const std::string broken = "Hi there <|end|> and more";
-  const Shown s = Show(true, false, broken, 2);
+  const Shown s = Show(ToolFormat::kHarmony, false, broken, 2);
   EXPECT_EQ(s.out, broken);
   EXPECT_EQ(s.content, broken);
   EXPECT_EQ(s.reasoning, "");

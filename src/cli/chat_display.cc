@@ -2,15 +2,17 @@
 
 namespace kvserve {
 
-ChatDisplay::ChatDisplay(bool harmony, FILE* out, FILE* err, bool terminal)
-    : harmony_(harmony),
+ChatDisplay::ChatDisplay(ToolFormat format, FILE* out, FILE* err, bool terminal)
+    : parses_(format == ToolFormat::kHarmony || format == ToolFormat::kGemma4),
       out_(out),
       err_(err),
       terminal_(terminal),
-      parser_(ChatOutputOptions{.split_reasoning = true, .harmony = true}) {}
+      parser_(ChatOutputOptions{.split_reasoning = true,
+                                .harmony = format == ToolFormat::kHarmony,
+                                .gemma4 = format == ToolFormat::kGemma4}) {}
 
 void ChatDisplay::Show(std::string_view text, bool last) {
-  if (!harmony_) {
+  if (!parses_) {
     std::fwrite(text.data(), 1, text.size(), out_);
     std::fflush(out_);
     return;

@@ -11,9 +11,10 @@
 // Stopping: at end-of-generation tokens, and at the template's stop strings (held back while
 // they might be starting, never shown).
 //
-// gpt-oss (harmony) replies are channels: the analysis channel is shown as its reasoning (dim on
-// a terminal; on stderr when stdout is not one, so a pipe gets only the answers), the final
-// channel as the reply, and the conversation keeps the two apart as its template writes them.
+// gpt-oss (harmony) and Gemma 4 replies have channels: the reasoning (the analysis channel, the
+// thought blocks) is shown dim on a terminal, on stderr when stdout is not one (so a pipe gets
+// only the answers), the answer as the reply, and the conversation keeps the two apart as its
+// template writes them.
 #include <unistd.h>
 
 #include <algorithm>
@@ -121,8 +122,7 @@ Result<Turn> Reply(Engine& engine, const ChatTemplate& tmpl, Request request,
   const auto submitted = std::chrono::steady_clock::now();
   auto stream = engine.Submit(std::move(request));
   if (!stream.ok()) return stream.status();
-  ChatDisplay display(tmpl.tool_format() == ToolFormat::kHarmony, stdout, stderr,
-                      isatty(fileno(stdout)) != 0);
+  ChatDisplay display(tmpl.tool_format(), stdout, stderr, isatty(fileno(stdout)) != 0);
   auto done = Complete(**stream, submitted,
                        [&](const RequestEvent& event) { display.Show(event.text, false); });
   if (!done.ok()) return done.status();
@@ -131,7 +131,7 @@ Result<Turn> Reply(Engine& engine, const ChatTemplate& tmpl, Request request,
             .n_prompt = done->usage.prompt_tokens,
             .n_reused = done->usage.cached_tokens,
             .n_dropped = done->usage.dropped_tokens};
-  if (display.harmony()) {
+  if (display.parses()) {
     turn.text = display.content();
     turn.reasoning = display.reasoning();
   }
