@@ -386,7 +386,8 @@ std::optional<ApiError> ReadToolChoice(const json& body, CompletionRequest& out)
   return std::nullopt;
 }
 
-// Chat only: tools, tool_choice, parallel_tool_calls, reasoning_format.
+// Chat only: tools, tool_choice, parallel_tool_calls, reasoning_format and the reasoning fields,
+// chat_template_kwargs.
 std::optional<ApiError> ReadChatOptions(const json& body, CompletionRequest& out) {
   if (auto e = ParseChatTools(body, out.tools)) return e;
   if (auto e = ReadToolChoice(body, out)) return e;
@@ -408,6 +409,7 @@ std::optional<ApiError> ReadChatOptions(const json& body, CompletionRequest& out
                                 "reasoning_budget_tokens");
   }
   if (budget) out.reasoning_budget = static_cast<int>(*budget);
+  if (auto e = ParseChatTemplateKwargs(body, out.enable_thinking)) return e;
   return ParseReasoningEffort(body, out.reasoning_effort);
 }
 
@@ -628,6 +630,19 @@ std::optional<ApiError> ParseReasoningEffort(const json& body, std::string& out)
   return ApiError::BadRequest(
       "'reasoning_effort' must be \"low\", \"medium\" or \"high\", got " + Shown(*effort),
       "reasoning_effort");
+}
+
+std::optional<ApiError> ParseChatTemplateKwargs(const json& body, bool& enable_thinking) {
+  const json* kwargs = Field(body, "chat_template_kwargs");
+  if (!kwargs) return std::nullopt;
+  if (!kwargs->is_object()) return WrongType("chat_template_kwargs", "a JSON object", *kwargs);
+  const auto it = kwargs->find("enable_thinking");
+  if (it == kwargs->end() || it->is_null()) return std::nullopt;
+  if (!it->is_boolean()) {
+    return WrongType("chat_template_kwargs.enable_thinking", "true or false", *it);
+  }
+  enable_thinking = it->get<bool>();
+  return std::nullopt;
 }
 
 std::optional<ApiError> ParseChatTools(const json& body, std::vector<ChatTool>& out) {

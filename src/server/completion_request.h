@@ -85,6 +85,9 @@ struct CompletionRequest {
   // Chat: "reasoning_effort" ("low" | "medium" | "high"; "" when absent), which templates that
   // take it write into the prompt (gpt-oss's "Reasoning: " line; the others ignore it).
   std::string reasoning_effort;
+  // Chat: "chat_template_kwargs": {"enable_thinking": true} (vLLM's and llama-server's field),
+  // which templates that take it write into the prompt (Gemma 4's thinking switch).
+  bool enable_thinking = false;
 };
 
 // Fills `out` from `body`; returns the first problem found.
@@ -105,6 +108,11 @@ std::optional<ApiError> ParseChatMessages(const nlohmann::json& body,
 // "reasoning_effort": "low", "medium" or "high" into `out` (left as it is when absent or null);
 // anything else is a 400 that names the field and the value (also read by /apply-template).
 std::optional<ApiError> ParseReasoningEffort(const nlohmann::json& body, std::string& out);
+// "chat_template_kwargs": an object whose "enable_thinking" (a boolean) goes to `enable_thinking`
+// (left as it is when absent or null); its other keys are the template variables of Jinja
+// templates that kvserve's templates do not have, and are ignored, as a Jinja template ignores
+// variables it never reads. A wrong type is a 400 naming the field (also read by /apply-template).
+std::optional<ApiError> ParseChatTemplateKwargs(const nlohmann::json& body, bool& enable_thinking);
 // The "tools" array (also read by /apply-template).
 std::optional<ApiError> ParseChatTools(const nlohmann::json& body, std::vector<ChatTool>& out);
 inline constexpr size_t kMaxTools = 128;  // as OpenAI

@@ -403,7 +403,8 @@ PromptPlan EncodePrompts(const ServedModel& model, CompletionKind kind,
     return plan;
   }
   const ChatTemplate& chat = *model.chat_template;
-  const ChatRenderOptions render{.reasoning_effort = request.reasoning_effort};
+  const ChatRenderOptions render{.reasoning_effort = request.reasoning_effort,
+                                 .enable_thinking = request.enable_thinking};
   prepared.prompt_tokens.push_back(chat.EncodeConversation(
       tokenizer, request.messages, /*add_generation_prompt=*/true, request.tools, render));
   if (plan.shift && !request.pinned_prefix_tokens && request.messages.front().role == "system") {
@@ -752,13 +753,16 @@ void OpenAiRoutes::ApplyTemplate(const std::string& text, httplib::Response& res
   KeepToolKeyOrder(text, tools);
   std::string effort;
   if (auto error = ParseReasoningEffort(body, effort)) return ReplyError(response, *error);
+  bool thinking = false;
+  if (auto error = ParseChatTemplateKwargs(body, thinking)) return ReplyError(response, *error);
   const ChatTemplate& chat = *model_.chat_template;
   if (Status s = chat.CheckToolUse(messages, tools); !s.ok()) {
     return ReplyError(response, ApiError::BadRequest(s.message(), "tools"));
   }
   ReplyJson(response, 200,
-            {{"prompt", chat.PromptText(messages, /*add_generation_prompt=*/true, *model_.tokenizer,
-                                        tools, {.reasoning_effort = effort})}});
+            {{"prompt",
+              chat.PromptText(messages, /*add_generation_prompt=*/true, *model_.tokenizer, tools,
+                              {.reasoning_effort = effort, .enable_thinking = thinking})}});
 }
 
 void OpenAiRoutes::DeleteSession(const std::string& session_id, const std::string& tenant,

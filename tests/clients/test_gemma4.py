@@ -3,7 +3,8 @@ matter here) against Jinja2 over the real template (tests/data/gemma4/make_golde
 rendering): every conversation of tests/data/gemma4/conversations.json, byte for byte, through
 POST /apply-template. The server writes the model's BOS text where the template writes bos_token
 (as /apply-template shows it: without it when the tokenizer adds BOS itself), and renders with
-thinking off (it reads no chat_template_kwargs), so the goldens are rendered that way here.
+thinking off unless the request's chat_template_kwargs say {"enable_thinking": true}; both are
+compared.
 
 A forced tool_choice is a 400 naming tool_choice (no grammar for Gemma's call syntax), and a chat
 completion with tools runs through Gemma 4's output parser.
@@ -46,6 +47,8 @@ def kvserve_prompt(server, conversation):
     body = {"messages": conversation["messages"]}
     if "tools" in conversation:
         body["tools"] = conversation["tools"]
+    if conversation.get("enable_thinking"):
+        body["chat_template_kwargs"] = {"enable_thinking": True, "unused_variable": 1}
     status, answer = post(server, "/apply-template", body)
     assert status == 200, answer
     return answer["prompt"]
@@ -64,6 +67,24 @@ def test_renders_as_jinja2(server, bos_text, conversation):
     conversation = dict(conversation, add_generation_prompt=True, enable_thinking=False)
     assert kvserve_prompt(server, conversation) == make_goldens.render(conversation,
                                                                        bos_token=bos_text)
+
+
+@pytest.mark.parametrize("conversation", CONVERSATIONS["conversations"], ids=lambda c: c["name"])
+def test_renders_with_thinking_as_jinja2(server, bos_text, conversation):
+    # chat_template_kwargs {"enable_thinking": true}: <|think|> in the system turn, an open cue.
+    conversation = dict(conversation, add_generation_prompt=True, enable_thinking=True)
+    assert kvserve_prompt(server, conversation) == make_goldens.render(conversation,
+                                                                       bos_token=bos_text)
+
+
+def test_template_kwargs_of_a_wrong_type_are_named(server):
+    for kwargs, param in (([1], "chat_template_kwargs"),
+                          ({"enable_thinking": "yes"}, "chat_template_kwargs.enable_thinking")):
+        status, answer = post(server, "/v1/chat/completions",
+                              {"model": server.model, "max_tokens": 2, "chat_template_kwargs": kwargs,
+                               "messages": [{"role": "user", "content": "Hi"}]})
+        assert status == 400, answer
+        assert answer["error"]["param"] == param, answer
 
 
 def test_forced_tool_choice_is_refused(server):
