@@ -13,6 +13,7 @@
 
 #include "server/completion_request.h"
 #include "support/paths.h"
+#include "support/read_file.h"
 #include "tokenizer/chat_template.h"
 
 namespace kvserve {
@@ -22,16 +23,9 @@ using ::kvserve::testing::ModelPath;
 using ::kvserve::testing::TestDataPath;
 using OrderedJson = nlohmann::ordered_json;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << path;
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
 ChatTemplate Detected() {
-  auto t = ChatTemplate::Detect(ReadFile(ModelPath("chat-templates/google-gemma-4-31B-it.jinja")));
+  auto t = ChatTemplate::Detect(
+      testing::ReadWholeFile(ModelPath("chat-templates/google-gemma-4-31B-it.jinja")));
   EXPECT_TRUE(t.ok()) << t.message();
   return std::move(t).value();
 }
@@ -82,17 +76,17 @@ TEST(Gemma4RenderTest, DetectedFromItsTemplateAndByName) {
       "{{- '<|tool_call>call:' + name + '{' -}}");
   ASSERT_TRUE(markers.ok());
   EXPECT_EQ(markers->name(), "gemma4");
-  auto gemma2 =
-      ChatTemplate::Detect(ReadFile(ModelPath("chat-templates/google-gemma-2-2b-it.jinja")));
+  auto gemma2 = ChatTemplate::Detect(
+      testing::ReadWholeFile(ModelPath("chat-templates/google-gemma-2-2b-it.jinja")));
   ASSERT_TRUE(gemma2.ok());
   EXPECT_EQ(gemma2->name(), "gemma");
 }
 
 TEST(Gemma4RenderTest, ConversationsRenderAsJinja2) {
-  const OrderedJson conversations =
-      OrderedJson::parse(ReadFile(TestDataPath("gemma4/conversations.json")))["conversations"];
+  const OrderedJson conversations = OrderedJson::parse(
+      testing::ReadWholeFile(TestDataPath("gemma4/conversations.json")))["conversations"];
   const nlohmann::json goldens =
-      nlohmann::json::parse(ReadFile(TestDataPath("gemma4/jinja2.json")));
+      nlohmann::json::parse(testing::ReadWholeFile(TestDataPath("gemma4/jinja2.json")));
   const ChatTemplate detected = Detected();
   auto by_name = ChatTemplate::ByName("gemma4");
   ASSERT_TRUE(by_name.ok());

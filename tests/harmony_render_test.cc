@@ -19,6 +19,7 @@
 #include "io/gguf_writer.h"
 #include "server/completion_request.h"
 #include "support/paths.h"
+#include "support/read_file.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -29,16 +30,9 @@ using ::kvserve::testing::ModelPath;
 using ::kvserve::testing::TestDataPath;
 using OrderedJson = nlohmann::ordered_json;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << path;
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
 ChatTemplate Detected() {
-  auto t = ChatTemplate::Detect(ReadFile(ModelPath("chat-templates/openai-gpt-oss-120b.jinja")));
+  auto t = ChatTemplate::Detect(
+      testing::ReadWholeFile(ModelPath("chat-templates/openai-gpt-oss-120b.jinja")));
   EXPECT_TRUE(t.ok()) << t.message();
   return std::move(t).value();
 }
@@ -85,10 +79,10 @@ TEST(HarmonyRenderTest, DetectedFromItsTemplateAndByName) {
 }
 
 TEST(HarmonyRenderTest, ConversationsRenderAsJinja2) {
-  const OrderedJson conversations =
-      OrderedJson::parse(ReadFile(TestDataPath("harmony/conversations.json")))["conversations"];
+  const OrderedJson conversations = OrderedJson::parse(
+      testing::ReadWholeFile(TestDataPath("harmony/conversations.json")))["conversations"];
   const nlohmann::json goldens =
-      nlohmann::json::parse(ReadFile(TestDataPath("harmony/jinja2.json")));
+      nlohmann::json::parse(testing::ReadWholeFile(TestDataPath("harmony/jinja2.json")));
   ChatTemplate detected = Detected();
   auto by_name = ChatTemplate::ByName("gpt-oss");
   ASSERT_TRUE(by_name.ok());
@@ -200,7 +194,7 @@ std::unique_ptr<HarmonyVocab> MakeHarmonyVocab() {
   w.SetUint32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(first + 5));
   w.SetUint32("tokenizer.ggml.eot_token_id", static_cast<uint32_t>(first + 1));
   w.SetString("tokenizer.chat_template",
-              ReadFile(ModelPath("chat-templates/openai-gpt-oss-120b.jinja")));
+              testing::ReadWholeFile(ModelPath("chat-templates/openai-gpt-oss-120b.jinja")));
   auto out = std::make_unique<HarmonyVocab>();
   out->image = w.Serialize();
   auto file = GgufFile::Parse(out->image.data(), out->image.size(), "harmony-vocab");

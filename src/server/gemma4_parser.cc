@@ -18,14 +18,6 @@ constexpr std::string_view kCallClose = "<tool_call|>";
 constexpr std::string_view kQuote = "<|\"|>";
 constexpr std::string_view kCallPrefix = "call:";
 
-// The length of the longest end of `text` that is a proper beginning of `marker`.
-size_t PartialMarker(std::string_view text, std::string_view marker) {
-  for (size_t k = std::min(text.size(), marker.size() - 1); k > 0; --k) {
-    if (text.substr(text.size() - k) == marker.substr(0, k)) return k;
-  }
-  return 0;
-}
-
 // Where the call's <tool_call|> is in `text` (after <|tool_call>), skipping <|"|>-quoted strings;
 // npos while it has not come.
 size_t CallEnd(std::string_view text) {

@@ -9,6 +9,13 @@
 
 namespace kvserve {
 
+size_t PartialMarker(std::string_view text, std::string_view marker) {
+  for (size_t k = std::min(text.size(), marker.size() - 1); k > 0; --k) {
+    if (text.substr(text.size() - k) == marker.substr(0, k)) return k;
+  }
+  return 0;
+}
+
 namespace {
 
 using OrderedJson = nlohmann::ordered_json;
@@ -18,14 +25,6 @@ constexpr std::string_view kHermesOpen = "<tool_call>";
 constexpr std::string_view kHermesClose = "</tool_call>";
 constexpr std::string_view kMistralMarker = "[TOOL_CALLS]";
 constexpr std::string_view kPythonTag = "<|python_tag|>";
-
-// The length of the longest end of `text` that is a proper beginning of `marker`.
-size_t PartialMarker(std::string_view text, std::string_view marker) {
-  for (size_t k = std::min(text.size(), marker.size() - 1); k > 0; --k) {
-    if (text.substr(text.size() - k) == marker.substr(0, k)) return k;
-  }
-  return 0;
-}
 
 // The index just after the JSON object or array that starts at text[start] ('{' or '['), or npos
 // while it is unfinished. Only brackets and strings are followed; the parser checks the rest.

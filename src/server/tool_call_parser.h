@@ -45,6 +45,10 @@
 
 namespace kvserve {
 
+// The length of the longest end of `text` that is a proper beginning of `marker`: what a
+// streaming parser holds back, since the next piece may complete the marker.
+size_t PartialMarker(std::string_view text, std::string_view marker);
+
 struct ParsedToolCall {
   std::string id;         // "call_" + 24 random alphanumerics (Mistral: 9 alphanumerics)
   std::string name;       // the function's name
