@@ -192,6 +192,57 @@ Result<ChatTemplate> ChatTemplate::Detect(std::string_view source) {
   return detected;
 }
 
+// ChatML's variants: Hermes tools, Qwen 3.5's and Qwen3-Coder's XML calls, SmolLM3's reasoning
+// modes and Qwen's default system message, read from the source.
+ChatTemplate ChatTemplate::DetectChatMl(std::string_view source,
+                                        const std::vector<std::string>& literals, bool asks_bos) {
+  ChatTemplate t(ChatFamily::kChatMl);
+  t.renders_bos_ = asks_bos;
+  t.hermes_tools_ = Contains(source, "<tool_call>") && !Contains(source, "<function=");
+  t.hermes3_ = Contains(source, "You are a function calling AI model");
+  if (Contains(source, "<function=")) {
+    // Qwen3-Coder lists tools as XML (its render_extra_keys macro); Qwen 3.5 as JSON, with
+    // <think> blocks after the last user query.
+    t.qwen3_coder_ = Contains(source, "render_extra_keys");
+    t.qwen35_ = !t.qwen3_coder_ && Contains(source, "last_query_index") &&
+                Contains(source, "tool | tojson");
+    if (t.qwen35_ || t.qwen3_coder_) return t;
+    t.unsupported_tools_ = "chatml (XML <function=...> calls)";
+  }
+  if (Contains(source, "Reasoning Mode")) {
+    // SmolLM3: the two default instructions are the first long literals after the header.
+    const std::string* cutoff = FindLiteralStartingWith(literals, "Knowledge Cutoff Date:");
+    std::vector<const std::string*> defaults;
+    bool after_header = false;
+    for (const std::string& literal : literals) {
+      if (literal == "## Custom Instructions\n\n") after_header = true;
+      if (after_header && literal.size() > 40 && defaults.size() < 2) defaults.push_back(&literal);
+    }
+    if (cutoff != nullptr && defaults.size() == 2) {
+      t.smollm3_ = true;
+      t.cutoff_line_ = *cutoff;
+      t.think_instructions_ = *defaults[0];
+      t.no_think_instructions_ = *defaults[1];
+      return t;
+    }
+    t.warning_ =
+        "chat template: a SmolLM3-style template without its usual defaults; using "
+        "plain ChatML";
+    return t;
+  }
+  // Qwen: '<|im_start|>system\nDEFAULT<|im_end|>\n' when the conversation has no system turn.
+  constexpr std::string_view kSystemStart = "<|im_start|>system\n";
+  for (const std::string& literal : literals) {
+    if (!StartsWith(literal, kSystemStart)) continue;
+    const size_t end = literal.find("<|im_end|>");
+    if (end != std::string::npos && end > kSystemStart.size()) {
+      t.default_system_ = literal.substr(kSystemStart.size(), end - kSystemStart.size());
+      break;
+    }
+  }
+  return t;
+}
+
 Result<ChatTemplate> ChatTemplate::DetectFamily(std::string_view source) {
   if (source.size() > kMaxSourceBytes) {
     return Result<ChatTemplate>::InvalidArgument("chat template: " + std::to_string(source.size()) +
@@ -217,54 +268,7 @@ Result<ChatTemplate> ChatTemplate::DetectFamily(std::string_view source) {
   // Families without BOS in their usual form render it when the source asks for bos_token.
   const bool asks_bos = Contains(source, "bos_token");
 
-  if (Contains(source, "<|im_start|>")) {
-    ChatTemplate t(ChatFamily::kChatMl);
-    t.renders_bos_ = asks_bos;
-    t.hermes_tools_ = Contains(source, "<tool_call>") && !Contains(source, "<function=");
-    t.hermes3_ = Contains(source, "You are a function calling AI model");
-    if (Contains(source, "<function=")) {
-      // Qwen3-Coder lists tools as XML (its render_extra_keys macro); Qwen 3.5 as JSON, with
-      // <think> blocks after the last user query.
-      t.qwen3_coder_ = Contains(source, "render_extra_keys");
-      t.qwen35_ = !t.qwen3_coder_ && Contains(source, "last_query_index") &&
-                  Contains(source, "tool | tojson");
-      if (t.qwen35_ || t.qwen3_coder_) return t;
-      t.unsupported_tools_ = "chatml (XML <function=...> calls)";
-    }
-    if (Contains(source, "Reasoning Mode")) {
-      // SmolLM3: the two default instructions are the first long literals after the header.
-      const std::string* cutoff = FindLiteralStartingWith(literals, "Knowledge Cutoff Date:");
-      std::vector<const std::string*> defaults;
-      bool after_header = false;
-      for (const std::string& literal : literals) {
-        if (literal == "## Custom Instructions\n\n") after_header = true;
-        if (after_header && literal.size() > 40 && defaults.size() < 2)
-          defaults.push_back(&literal);
-      }
-      if (cutoff != nullptr && defaults.size() == 2) {
-        t.smollm3_ = true;
-        t.cutoff_line_ = *cutoff;
-        t.think_instructions_ = *defaults[0];
-        t.no_think_instructions_ = *defaults[1];
-        return t;
-      }
-      t.warning_ =
-          "chat template: a SmolLM3-style template without its usual defaults; using "
-          "plain ChatML";
-      return t;
-    }
-    // Qwen: '<|im_start|>system\nDEFAULT<|im_end|>\n' when the conversation has no system turn.
-    constexpr std::string_view kSystemStart = "<|im_start|>system\n";
-    for (const std::string& literal : literals) {
-      if (!StartsWith(literal, kSystemStart)) continue;
-      const size_t end = literal.find("<|im_end|>");
-      if (end != std::string::npos && end > kSystemStart.size()) {
-        t.default_system_ = literal.substr(kSystemStart.size(), end - kSystemStart.size());
-        break;
-      }
-    }
-    return t;
-  }
+  if (Contains(source, "<|im_start|>")) return DetectChatMl(source, literals, asks_bos);
   if (Contains(source, "<|start_header_id|>")) {
     ChatTemplate t(ChatFamily::kLlama3);
     if (const std::string* line = FindLiteralStartingWith(literals, "Cutting Knowledge Date:")) {

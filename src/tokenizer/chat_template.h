@@ -222,6 +222,9 @@ class ChatTemplate {
  private:
   explicit ChatTemplate(ChatFamily family);
   static Result<ChatTemplate> DetectFamily(std::string_view template_source);
+  // DetectFamily's ChatML branch (`literals`: the source's string literals).
+  static ChatTemplate DetectChatMl(std::string_view source,
+                                   const std::vector<std::string>& literals, bool asks_bos);
 
   void RenderChatMl(std::span<const ChatMessage> messages, bool add_generation_prompt,
                     std::span<const ChatTool> tools, ChatText& out) const;
