@@ -25,6 +25,7 @@
 
 #include "model/architecture.h"
 #include "model/decoder_blocks.h"
+#include "model/gated_feed_forward.h"
 #include "model/gemma4_hf.h"
 #include "model/hidden_state_drafter.h"
 #include "model/synthetic_model.h"
@@ -46,7 +47,8 @@ struct AssistantLayer {
   RopeParams rope;
   WeightVector attn_norm, q_norm, post_attn_norm, ffn_norm, post_ffw_norm;  // [n_embd], [head]
   WeightVector out_scale;                                                   // [1]
-  WeightMatrix wq, wo, gate, up, down;
+  WeightMatrix wq, wo;
+  GatedFeedForward feed_forward;  // GeGLU
 };
 
 class Gemma4AssistantModel final : public Model, public HiddenStateDrafter {
@@ -146,7 +148,6 @@ Status Gemma4AssistantModel::LoadLayer(const WeightLoader& r, int il, WeightList
   AssistantLayer& l = layers_[il];
   const std::string p = "blk." + std::to_string(il) + ".";
   const int q_dim = c.n_heads * l.head_dim;
-  const int n_ff = c.n_ff_layers.empty() ? c.n_ff : c.n_ff_layers[il];
   for (auto [name, v, n] : {std::tuple{"attn_norm", &l.attn_norm, c.n_embd},
                             {"attn_q_norm", &l.q_norm, l.head_dim},
                             {"post_attention_norm", &l.post_attn_norm, c.n_embd},
@@ -156,15 +157,10 @@ Status Gemma4AssistantModel::LoadLayer(const WeightLoader& r, int il, WeightList
     KVSERVE_RETURN_IF_ERROR(r.Vector(p + name + ".weight", n, v));
     weights.vectors.push_back(v);
   }
-  for (auto [name, m, n_out, n_in] : {std::tuple{"attn_q", &l.wq, q_dim, c.n_embd},
-                                      {"attn_output", &l.wo, c.n_embd, q_dim},
-                                      {"ffn_gate", &l.gate, n_ff, c.n_embd},
-                                      {"ffn_up", &l.up, n_ff, c.n_embd},
-                                      {"ffn_down", &l.down, c.n_embd, n_ff}}) {
-    KVSERVE_RETURN_IF_ERROR(r.Matrix(p + name + ".weight", n_out, n_in, m));
-    weights.matrices.push_back(m);
-  }
-  return Status::Ok();
+  KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "attn_q.weight", q_dim, c.n_embd, &l.wq));
+  KVSERVE_RETURN_IF_ERROR(r.Matrix(p + "attn_output.weight", c.n_embd, q_dim, &l.wo));
+  weights.matrices.insert(weights.matrices.end(), {&l.wq, &l.wo});
+  return l.feed_forward.Load(r, c, p, {.activation = GateActivation::kGelu}, weights);
 }
 
 Status Gemma4AssistantModel::Load() {
@@ -266,17 +262,10 @@ void Gemma4AssistantModel::FeedForward(const AssistantLayer& l, int n, float* x,
                                        Workspace& ws) const {
   const ModelConfig& c = config_;
   const Backend& be = backend_;
-  const size_t rows = static_cast<size_t>(n);
-  const int n_ff = static_cast<int>(l.gate.n_out);
-  float* xn = ws.Floats(kXn, rows * c.n_embd);
-  float* proj = ws.Floats(kProj, rows * c.n_embd);
-  float* gate = ws.Floats(kGate, rows * n_ff);
-  float* up = ws.Floats(kUp, rows * n_ff);
+  float* xn = ws.Floats(kXn, static_cast<size_t>(n) * c.n_embd);
+  float* proj = ws.Floats(kProj, static_cast<size_t>(n) * c.n_embd);
   be.RmsNorm(x, l.ffn_norm.data(), n, c.n_embd, c.norm_eps, xn, ws);
-  be.Matmul(l.gate, xn, n, gate, ws);
-  be.Matmul(l.up, xn, n, up, ws);
-  be.GeGlu(gate, up, n, n_ff, ws);
-  be.Matmul(l.down, gate, n, proj, ws);
+  l.feed_forward.Forward(be, c, n, xn, proj, ws);
   be.RmsNorm(proj, l.post_ffw_norm.data(), n, c.n_embd, c.norm_eps, proj, ws);
   be.Add(x, proj, n, c.n_embd, ws);
 }
