@@ -57,6 +57,32 @@ Status CheckRange(const char* field, int64_t value, int64_t min, int64_t max) {
   return Status::Ok();
 }
 
+// qwen35's delta-net fields and its M-RoPE sections (SyntheticRecipe::delta_net).
+Status CheckDeltaNet(const SyntheticShape& s) {
+  KVSERVE_RETURN_IF_ERROR(
+      CheckRange("full attention interval", s.full_attention_interval, 1, s.n_layers));
+  KVSERVE_RETURN_IF_ERROR(CheckRange("ssm state size", s.ssm_state_size, 1, 1024));
+  KVSERVE_RETURN_IF_ERROR(CheckRange("ssm group count", s.ssm_group_count, 1, 1024));
+  KVSERVE_RETURN_IF_ERROR(CheckRange("ssm time step rank", s.ssm_time_step_rank, 1, 1024));
+  KVSERVE_RETURN_IF_ERROR(CheckRange("ssm conv kernel", s.ssm_conv_kernel, 1, 64));
+  if (s.ssm_time_step_rank % s.ssm_group_count != 0) {
+    return Status::InvalidArgument("ssm time step rank (value heads) " +
+                                   std::to_string(s.ssm_time_step_rank) +
+                                   " is not a multiple of the ssm group count (key heads) " +
+                                   std::to_string(s.ssm_group_count));
+  }
+  int sections = 0;
+  for (int section : s.rope_sections) {
+    KVSERVE_RETURN_IF_ERROR(CheckRange("rope section", section, 0, 1024));
+    sections += section;
+  }
+  if (sections != s.RopeDims() / 2) {
+    return Status::InvalidArgument("rope sections sum to " + std::to_string(sections) +
+                                   ", not half the rope dims " + std::to_string(s.RopeDims()));
+  }
+  return Status::Ok();
+}
+
 Status CheckShape(const SyntheticShape& s, const SyntheticRecipe& recipe) {
   KVSERVE_RETURN_IF_ERROR(CheckRange("--embd", s.n_embd, 1, 1 << 16));
   KVSERVE_RETURN_IF_ERROR(CheckRange("--layers", s.n_layers, 1, 1024));
@@ -95,6 +121,11 @@ Status CheckShape(const SyntheticShape& s, const SyntheticRecipe& recipe) {
                                    " (--embd / --heads) must be even for " + s.arch +
                                    "'s rotary embedding");
   }
+  KVSERVE_RETURN_IF_ERROR(CheckRange("rope dims", s.rope_dims, 0, s.HeadDim()));
+  if (s.rope_dims % 2 != 0) {
+    return Status::InvalidArgument("rope dims " + std::to_string(s.rope_dims) + " must be even");
+  }
+  if (recipe.delta_net) KVSERVE_RETURN_IF_ERROR(CheckDeltaNet(s));
   if (!(s.norm_eps > 0.0f && s.norm_eps <= 1.0f)) {
     return Status::InvalidArgument("norm epsilon " + std::to_string(s.norm_eps) +
                                    " is out of range");
@@ -187,7 +218,7 @@ void AddSyntheticDecoderMetadata(const SyntheticShape& s, int64_t n_vocab, GgufW
   w.SetUint32(p + "attention.head_count", s.n_heads);
   w.SetUint32(p + "attention.head_count_kv", s.n_kv_heads);
   w.SetFloat32(p + "attention.layer_norm_rms_epsilon", s.norm_eps);
-  w.SetUint32(p + "rope.dimension_count", s.HeadDim());
+  w.SetUint32(p + "rope.dimension_count", s.RopeDims());
   if (s.head_dim != 0) {
     w.SetUint32(p + "attention.key_length", s.head_dim);
     w.SetUint32(p + "attention.value_length", s.head_dim);
@@ -310,10 +341,11 @@ Status SyntheticModel::Produce(size_t index, const ByteSink& sink) const {
   const int64_t n_in = t.dims[0];
   const int64_t n_rows = Rows(t);
   const size_t row_bytes = RowBytes(t.type, n_in);
-  if (t.fill != SyntheticFill::kRandom) {
+  if (t.fill == SyntheticFill::kOnes || t.fill == SyntheticFill::kZeros) {
     const std::vector<float> row(n_in, t.fill == SyntheticFill::kOnes ? 1.0f : 0.0f);
     return sink(reinterpret_cast<const uint8_t*>(row.data()), row_bytes);
   }
+  const bool negative = t.fill == SyntheticFill::kNegative;
   ThreadPool pool(options_.n_threads);
   const int64_t rows_per_chunk = std::max<int64_t>(1, kChunkBytes / row_bytes);
   std::vector<uint8_t> out(rows_per_chunk * row_bytes);
@@ -326,6 +358,9 @@ Status SyntheticModel::Produce(size_t index, const ByteSink& sink) const {
       const int64_t end = rows * (thread + 1) / pool.size();
       for (int64_t r = begin; r < end; ++r) {
         FillNormalRow(RowSeed(options_.seed, index, first + r), options_.stddev, row, n_in);
+        if (negative) {
+          for (int64_t i = 0; i < n_in; ++i) row[i] = -std::fabs(row[i]);
+        }
         QuantizeRow(t.type, row, n_in, out.data() + r * row_bytes);
       }
     });

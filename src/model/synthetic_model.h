@@ -13,6 +13,7 @@
 // (Architecture::synthetic); this file only checks shapes, draws values and writes.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -52,8 +53,28 @@ struct SyntheticShape {
   int shared_kv_layers = 0;
   int n_ff_expert = 0;    // gemma4 with experts: an expert's width (n_ff is the dense MLP's)
   int n_embd_target = 0;  // gemma4-assistant: the target's hidden width (embedding_length_out)
+  // Rotary dims when only part of a head rotates (rope.dimension_count); 0: the whole head.
+  int rope_dims = 0;
+  // qwen35's interleaved M-RoPE sections (rope.dimension_sections, [t, h, w, e] pairs), summing
+  // to RopeDims() / 2. Text tokens have the same t, h and w positions (e is 0).
+  std::array<int, 4> rope_sections{};
+  // qwen35: layer i is gated full attention when (i + 1) % full_attention_interval == 0, else a
+  // Gated DeltaNet layer: ssm_group_count key heads (ssm.group_count) and ssm_time_step_rank value
+  // heads (ssm.time_step_rank, a multiple of the key heads), all ssm_state_size wide
+  // (ssm.state_size; ssm.inner_size is ssm_state_size * ssm_time_step_rank), after a causal
+  // depthwise convolution of ssm_conv_kernel taps (ssm.conv_kernel).
+  int full_attention_interval = 0;
+  int ssm_state_size = 0;
+  int ssm_group_count = 0;
+  int ssm_time_step_rank = 0;
+  int ssm_conv_kernel = 0;
 
   int HeadDim() const { return head_dim > 0 ? head_dim : n_embd / n_heads; }
+  int RopeDims() const { return rope_dims > 0 ? rope_dims : HeadDim(); }
+  // qwen35: layer i is a delta-net (recurrent) layer, not full attention.
+  bool RecurrentLayer(int i) const {
+    return full_attention_interval > 0 && (i + 1) % full_attention_interval != 0;
+  }
   // gemma4, gemma4-assistant: layer i is global (else windowed) when i % swa_period ==
   // swa_period - 1; every layer without a period.
   bool GlobalLayer(int i) const { return swa_period == 0 || i % swa_period == swa_period - 1; }
@@ -68,7 +89,9 @@ std::string SyntheticArchitectureNames();
 // The vocabulary file a preset or architecture uses by default, relative to shared/models.
 const char* DefaultVocabFile(const std::string& arch);
 
-enum class SyntheticFill { kRandom, kOnes, kZeros };
+// kNegative: -|x|, x ~ normal(0, stddev) (qwen35's ssm_a, which llama.cpp's converter stores as
+// -exp(A_log): negative decay rates, small enough that the recurrence keeps a long memory).
+enum class SyntheticFill { kRandom, kOnes, kZeros, kNegative };
 
 // The tensors a recipe asks for, in file order. Matrices take the file's type (F16 where a row
 // does not fill whole blocks); vectors and F32 matrices are F32.
@@ -97,6 +120,9 @@ struct SyntheticRecipe {
   bool experts = false;    // n_expert and n_expert_used are required and checked
   bool always_tied = false;
   bool drafter = false;  // drafts for a target: n_embd_target is required
+  // Gated DeltaNet layers (qwen35): full_attention_interval, the ssm_* fields and rope_sections
+  // are required and checked.
+  bool delta_net = false;
   void (*tensors)(const SyntheticShape& s, int64_t n_vocab, SyntheticTensors& out);
   void (*metadata)(const SyntheticShape& s, int64_t n_vocab, GgufWriter& w);
   std::vector<NamedShape> presets;
