@@ -1,0 +1,127 @@
+#include "model/qwen35_synth.h"
+
+#include <string>
+
+namespace kvserve {
+
+namespace {
+
+void AddDeltaNet(const SyntheticShape& s, const std::string& p, SyntheticTensors& out) {
+  const int64_t key_dim = static_cast<int64_t>(s.ssm_state_size) * s.ssm_group_count;
+  const int64_t value_dim = static_cast<int64_t>(s.ssm_state_size) * s.ssm_time_step_rank;
+  out.Matrix(p + "attn_qkv.weight", s.n_embd, 2 * key_dim + value_dim);
+  out.Matrix(p + "attn_gate.weight", s.n_embd, value_dim);
+  out.F32Matrix(p + "ssm_conv1d.weight", s.ssm_conv_kernel, 2 * key_dim + value_dim);
+  out.Vector(p + "ssm_dt.bias", s.ssm_time_step_rank, SyntheticFill::kRandom);
+  out.Vector(p + "ssm_a", s.ssm_time_step_rank, SyntheticFill::kNegative);
+  out.Matrix(p + "ssm_beta.weight", s.n_embd, s.ssm_time_step_rank);
+  out.Matrix(p + "ssm_alpha.weight", s.n_embd, s.ssm_time_step_rank);
+  out.Vector(p + "ssm_norm.weight", s.ssm_state_size, SyntheticFill::kOnes);
+  out.Matrix(p + "ssm_out.weight", value_dim, s.n_embd);
+}
+
+void AddGatedAttention(const SyntheticShape& s, const std::string& p, SyntheticTensors& out) {
+  const int64_t head_dim = s.HeadDim();
+  out.Matrix(p + "attn_q.weight", s.n_embd, 2 * head_dim * s.n_heads);
+  out.Matrix(p + "attn_k.weight", s.n_embd, head_dim * s.n_kv_heads);
+  out.Matrix(p + "attn_v.weight", s.n_embd, head_dim * s.n_kv_heads);
+  out.Vector(p + "attn_q_norm.weight", head_dim, SyntheticFill::kOnes);
+  out.Vector(p + "attn_k_norm.weight", head_dim, SyntheticFill::kOnes);
+  out.Matrix(p + "attn_output.weight", head_dim * s.n_heads, s.n_embd);
+}
+
+void SynthQwen35Tensors(const SyntheticShape& s, int64_t n_vocab, SyntheticTensors& out) {
+  AddSyntheticDecoderGlobals(s, n_vocab, out);
+  for (int i = 0; i < s.n_layers; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    out.Vector(p + "attn_norm.weight", s.n_embd, SyntheticFill::kOnes);
+    if (s.RecurrentLayer(i)) {
+      AddDeltaNet(s, p, out);
+    } else {
+      AddGatedAttention(s, p, out);
+    }
+    out.Vector(p + "post_attention_norm.weight", s.n_embd, SyntheticFill::kOnes);
+    out.Matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff);
+    out.Matrix(p + "ffn_up.weight", s.n_embd, s.n_ff);
+    out.Matrix(p + "ffn_down.weight", s.n_ff, s.n_embd);
+  }
+}
+
+// The keys of llama.cpp's converter (Qwen3_5TextModel): the decoder's, the M-RoPE sections, the
+// delta net's ssm.* and the attention period.
+void SynthQwen35Metadata(const SyntheticShape& s, int64_t n_vocab, GgufWriter& w) {
+  AddSyntheticDecoderMetadata(s, n_vocab, w);
+  w.SetInt32Array("qwen35.rope.dimension_sections",
+                  {s.rope_sections.begin(), s.rope_sections.end()});
+  w.SetUint32("qwen35.ssm.conv_kernel", s.ssm_conv_kernel);
+  w.SetUint32("qwen35.ssm.state_size", s.ssm_state_size);
+  w.SetUint32("qwen35.ssm.group_count", s.ssm_group_count);
+  w.SetUint32("qwen35.ssm.time_step_rank", s.ssm_time_step_rank);
+  w.SetUint32("qwen35.ssm.inner_size", s.ssm_state_size * s.ssm_time_step_rank);
+  w.SetUint32("qwen35.full_attention_interval", s.full_attention_interval);
+}
+
+// Tests: 8 layers, of which 3 and 7 attend; 4 query heads of 32 (wider than n_embd / n_heads)
+// over 2 KV heads, a quarter of each head rotating (8 dims, sections 2 + 1 + 1), base 10000 so
+// that every pair turns visibly over a short prompt; delta nets of 2 key heads and 4 value heads
+// of 16 (two value heads per key head, as in the larger Qwen3.5 models).
+SyntheticShape TinyShape() {
+  return {.arch = "qwen35",
+          .n_embd = 64,
+          .n_layers = 8,
+          .n_heads = 4,
+          .n_kv_heads = 2,
+          .n_ff = 128,
+          .n_ctx = 512,
+          .norm_eps = 1e-6f,
+          .rope_freq_base = 10000.0f,
+          .head_dim = 32,
+          .rope_dims = 8,
+          .rope_sections = {2, 1, 1, 0},
+          .full_attention_interval = 4,
+          .ssm_state_size = 16,
+          .ssm_group_count = 2,
+          .ssm_time_step_rank = 4,
+          .ssm_conv_kernel = 4};
+}
+
+// Qwen/Qwen3.5-0.8B's text model (config.json's text_config, as remembered, not checked against
+// the file here): hidden 1024, 24 layers, full_attention_interval 4, 8 heads of 256 over 2 KV
+// heads, partial_rotary_factor 0.25 (64 rope dims), mrope_section [11, 11, 10], rope_theta 1e7,
+// linear attention 16 key and 16 value heads of 128, conv kernel 4, intermediate 3584, context
+// 262144, rms_norm_eps 1e-6, tied embeddings. Its vocabulary (248320 tokens) is not among the
+// shared files: the default qwen2 one gives 151936.
+SyntheticShape Qwen35_0_8B() {
+  return {.arch = "qwen35",
+          .n_embd = 1024,
+          .n_layers = 24,
+          .n_heads = 8,
+          .n_kv_heads = 2,
+          .n_ff = 3584,
+          .n_ctx = 262144,
+          .norm_eps = 1e-6f,
+          .rope_freq_base = 1e7f,
+          .tied_output = true,
+          .head_dim = 256,
+          .rope_dims = 64,
+          .rope_sections = {11, 11, 10, 0},
+          .full_attention_interval = 4,
+          .ssm_state_size = 128,
+          .ssm_group_count = 16,
+          .ssm_time_step_rank = 16,
+          .ssm_conv_kernel = 4};
+}
+
+}  // namespace
+
+const SyntheticRecipe& Qwen35Synthetic() {
+  static const SyntheticRecipe recipe{
+      .vocab_file = "vocab/ggml-vocab-qwen2.gguf",
+      .delta_net = true,
+      .tensors = &SynthQwen35Tensors,
+      .metadata = &SynthQwen35Metadata,
+      .presets = {{"qwen35-tiny", TinyShape()}, {"qwen35-0.8b", Qwen35_0_8B()}}};
+  return recipe;
+}
+
+}  // namespace kvserve
