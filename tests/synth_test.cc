@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -179,6 +180,98 @@ TEST(SynthTest, PresetsMatchTheAnchors) {
   EXPECT_FALSE(SyntheticPreset("gpt2-999m").ok());
 }
 
+// qwen35-tiny: layers 3 and 7 attend (full_attention_interval 4), the others are delta nets of
+// 2 key heads and 4 value heads of 16; attention has 4 query heads of 32 (q and gate: 256 rows).
+TEST(SynthTest, Qwen35TinyPlansDeltaNetAndGatedAttentionLayers) {
+  auto vocab = GgufFile::Open(VocabFor("qwen35"));
+  ASSERT_TRUE(vocab.ok()) << vocab.message();
+  auto model = SyntheticModel::Create(
+      {.shape = *SyntheticPreset("qwen35-tiny"), .type = GgmlType::kQ8_0}, *vocab);
+  ASSERT_TRUE(model.ok()) << model.message();
+  EXPECT_EQ(model->n_vocab(), 151936);  // the qwen2 vocabulary
+  EXPECT_TRUE(model->notes().empty());
+  using enum SyntheticFill;
+  using Row = std::tuple<std::string, GgmlType, std::vector<int64_t>, SyntheticFill>;
+  const GgmlType q8 = GgmlType::kQ8_0, f32 = GgmlType::kF32;
+  const std::vector<Row> recurrent = {
+      {"blk.0.attn_norm.weight", f32, {64}, kOnes},
+      {"blk.0.attn_qkv.weight", q8, {64, 128}, kRandom},  // q, k: 2 x 16; v: 4 x 16
+      {"blk.0.attn_gate.weight", q8, {64, 64}, kRandom},
+      {"blk.0.ssm_conv1d.weight", f32, {4, 128}, kRandom},
+      {"blk.0.ssm_dt.bias", f32, {4}, kRandom},
+      {"blk.0.ssm_a", f32, {4}, kNegative},
+      {"blk.0.ssm_beta.weight", q8, {64, 4}, kRandom},
+      {"blk.0.ssm_alpha.weight", q8, {64, 4}, kRandom},
+      {"blk.0.ssm_norm.weight", f32, {16}, kOnes},
+      {"blk.0.ssm_out.weight", q8, {64, 64}, kRandom},
+      {"blk.0.post_attention_norm.weight", f32, {64}, kOnes},
+      {"blk.0.ffn_gate.weight", q8, {64, 128}, kRandom},
+      {"blk.0.ffn_up.weight", q8, {64, 128}, kRandom},
+      {"blk.0.ffn_down.weight", q8, {128, 64}, kRandom}};
+  const std::vector<Row> attention = {{"blk.3.attn_norm.weight", f32, {64}, kOnes},
+                                      {"blk.3.attn_q.weight", q8, {64, 256}, kRandom},
+                                      {"blk.3.attn_k.weight", q8, {64, 64}, kRandom},
+                                      {"blk.3.attn_v.weight", q8, {64, 64}, kRandom},
+                                      {"blk.3.attn_q_norm.weight", f32, {32}, kOnes},
+                                      {"blk.3.attn_k_norm.weight", f32, {32}, kOnes},
+                                      {"blk.3.attn_output.weight", q8, {128, 64}, kRandom},
+                                      {"blk.3.post_attention_norm.weight", f32, {64}, kOnes},
+                                      {"blk.3.ffn_gate.weight", q8, {64, 128}, kRandom},
+                                      {"blk.3.ffn_up.weight", q8, {64, 128}, kRandom},
+                                      {"blk.3.ffn_down.weight", q8, {128, 64}, kRandom}};
+  std::vector<Row> layer0, layer3;
+  int attention_layers = 0;
+  for (const auto& t : model->plan()) {
+    const Row row{t.name, t.type, t.dims, t.fill};
+    if (t.name.starts_with("blk.0.")) layer0.push_back(row);
+    if (t.name.starts_with("blk.3.")) layer3.push_back(row);
+    if (t.name.ends_with("attn_q.weight")) ++attention_layers;
+  }
+  EXPECT_EQ(layer0, recurrent);
+  EXPECT_EQ(layer3, attention);
+  EXPECT_EQ(attention_layers, 2);  // layers 3 and 7
+  EXPECT_EQ(model->plan().size(), 3u + 6 * recurrent.size() + 2 * attention.size());
+  auto big = SyntheticModel::Create({.shape = *SyntheticPreset("qwen35-0.8b")}, *vocab);
+  ASSERT_TRUE(big.ok()) << big.message();
+  EXPECT_EQ(big->ParameterCount(), 653695808u);  // tied; 151936 tokens, not Qwen3.5's 248320
+}
+
+// The keys llama.cpp's qwen35 loader reads, and ssm_a's negative decay rates.
+TEST(SynthTest, Qwen35FileHasTheDeltaNetKeys) {
+  const std::string path = TempDir() + "/qwen35-tiny.gguf";
+  auto vocab = GgufFile::Open(ModelPath("stories260K.gguf"));
+  ASSERT_TRUE(vocab.ok()) << vocab.message();
+  auto model = SyntheticModel::Create({.shape = *SyntheticPreset("qwen35-tiny")}, *vocab);
+  ASSERT_TRUE(model.ok()) << model.message();
+  ASSERT_TRUE(model->WriteFile(path).ok());
+  auto file = GgufFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.message();
+  const std::pair<const char*, uint64_t> keys[] = {
+      {"qwen35.embedding_length", 64},      {"qwen35.block_count", 8},
+      {"qwen35.attention.head_count", 4},   {"qwen35.attention.head_count_kv", 2},
+      {"qwen35.attention.key_length", 32},  {"qwen35.attention.value_length", 32},
+      {"qwen35.rope.dimension_count", 8},   {"qwen35.ssm.conv_kernel", 4},
+      {"qwen35.ssm.state_size", 16},        {"qwen35.ssm.group_count", 2},
+      {"qwen35.ssm.time_step_rank", 4},     {"qwen35.ssm.inner_size", 64},
+      {"qwen35.full_attention_interval", 4}};
+  for (const auto& [key, value] : keys) {
+    auto got = file->GetUint(key);
+    ASSERT_TRUE(got.ok()) << key;
+    EXPECT_EQ(*got, value) << key;
+  }
+  const GgufValue* sections = file->Find("qwen35.rope.dimension_sections");
+  ASSERT_NE(sections, nullptr);
+  EXPECT_EQ(sections->array_type, GgufValueType::kInt32);
+  EXPECT_EQ(sections->array_size, 4u);
+  const TensorInfo* a = file->FindTensor("blk.0.ssm_a");
+  ASSERT_NE(a, nullptr);
+  const float* rates = reinterpret_cast<const float*>(a->data);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_LT(rates[i], 0.0f) << i;
+    EXPECT_GT(rates[i], -0.2f) << i;  // -|normal(0, 0.02)|
+  }
+}
+
 TEST(SynthTest, RowsThatCannotBeBlockedFallBackToF16) {
   auto vocab = GgufFile::Open(VocabFor("llama"));
   ASSERT_TRUE(vocab.ok());
@@ -230,13 +323,26 @@ TEST(SynthTest, BadShapesNameTheField) {
   expect_error(
       s,
       "architecture 'gemma2' has no synthetic recipe (known: gemma4, gemma4-assistant, gpt2, "
-      "gpt-oss, llama, qwen3moe)");
+      "gpt-oss, llama, qwen35, qwen3moe)");
   EXPECT_EQ(SyntheticArchitectureNames(),
-            "gemma4, gemma4-assistant, gpt2, gpt-oss, llama, qwen3moe");
+            "gemma4, gemma4-assistant, gpt2, gpt-oss, llama, qwen35, qwen3moe");
   EXPECT_EQ(SyntheticPresetNames(),
             "gemma4-e2b, gemma4-tiny, gemma4-moe-tiny, gemma4-assistant-tiny, gpt2-124m, "
             "gpt-oss-20b, gpt-oss-tiny, "
-            "tinyllama-1.1b, stories-15m, stories-260k");
+            "tinyllama-1.1b, stories-15m, stories-260k, qwen35-tiny, qwen35-0.8b");
+  // qwen35's delta net: value heads a multiple of key heads, M-RoPE sections half the rope dims.
+  s = *SyntheticPreset("qwen35-tiny");
+  s.ssm_time_step_rank = 3;
+  expect_error(s, "ssm time step rank (value heads) 3 is not a multiple of the ssm group count");
+  s = *SyntheticPreset("qwen35-tiny");
+  s.rope_sections = {2, 2, 1, 0};
+  expect_error(s, "rope sections sum to 5, not half the rope dims 8");
+  s = *SyntheticPreset("qwen35-tiny");
+  s.ssm_conv_kernel = 0;
+  expect_error(s, "ssm conv kernel 0 is out of range");
+  s = *SyntheticPreset("qwen35-tiny");
+  s.rope_dims = 7;
+  expect_error(s, "rope dims 7 must be even");
   // gemma4's shared-KV count must leave a layer with a cache.
   s = TinyShape("llama");
   s.arch = "gemma4";
