@@ -103,6 +103,20 @@ struct ExpertGroups {
   int rows_of(int expert) const { return begin[expert + 1] - begin[expert]; }
 };
 
+// One run of consecutive tokens of one sequence through a recurrent layer (ShortConv,
+// GatedDeltaNet): batch rows [row_begin, row_end), whose state starts as *from (nullptr: zeros;
+// from == to: in place) and is left in *to. The runs of one sequence follow each other in the
+// list, a later run's `from` being an earlier run's `to`; the backend keeps that order for every
+// head and channel (it may split heads/channels between threads, never a sequence's runs).
+// `from` may be memory other sequences read too (a cached checkpoint): it is only read, unless
+// from == to. States live in memory of the backend (Workspace or allocator()).
+struct RecurrentRun {
+  int row_begin = 0;
+  int row_end = 0;
+  const float* from = nullptr;
+  float* to = nullptr;
+};
+
 struct WorkspaceOptions {
   int n_threads = 0;  // 0 = one per core
 };
@@ -198,6 +212,44 @@ class Backend {
   // src: [n_rows * k, width]
   virtual void AddWeightedRows(float* x, const float* src, const float* weights, int n_rows, int k,
                                int width, Workspace& ws) const = 0;
+
+  // Recurrent layers (Qwen3.5's Gated DeltaNet), over the runs of a batch (RecurrentRun).
+  // Short causal depthwise convolution then SiLU (ggml_ssm_conv, then ggml_silu): for row t of a
+  // run, out[t][c] = silu(Σ_{j<kernel} weight[c * kernel + j] * x'[t + j][c]), summed in j order
+  // from 0, where x' is the run's kernel-1 state rows followed by its rows of x. State of a run:
+  // [kernel - 1, channels] floats, oldest row first; the run leaves in `to` the last kernel-1 rows
+  // of x'. x: rows x_stride floats apart; out: [n_rows, channels] contiguous (row r of the batch
+  // at out + r * channels); weight: [channels, kernel] (GGUF ssm_conv1d, dims {kernel, channels}).
+  virtual void ShortConv(const float* x, size_t x_stride, int channels, const float* weight,
+                         int kernel, std::span<const RecurrentRun> runs, float* out,
+                         Workspace& ws) const = 0;
+  // Gated delta rule (ggml_gated_delta_net, one snapshot), per run and value head h (key head
+  // h % n_k_heads, as ggml's tiled repeat), per row t in order: q and k of the key head are
+  // L2-normalized (x * (1 / max(sqrtf(Σ x²), eps)), Σ of the float squares in double in index
+  // order, as ggml_l2_norm), then
+  //   M *= expf(g[t][h]);  d[j] = (v[j] - M[j]·k) * beta[t][h];  M[j] += d[j] * k;
+  //   out[t][h][j] = (M[j]·q) / sqrt(head_dim)   (as ggml: times 1 / sqrtf(head_dim))
+  // M is the head's state, head_dim rows j (value index) of head_dim floats (key index,
+  // contiguous); a run's state is [n_v_heads, head_dim, head_dim] floats. The dot products M[j]·k
+  // and M[j]·q are summed in a fixed order (a row's result never depends on the batch or the
+  // threads). qkv row r (qkv_stride floats apart): q [n_k_heads * head_dim], then k
+  // [n_k_heads * head_dim], then v [n_v_heads * head_dim]. g, beta: [n_rows, n_v_heads];
+  // out: [n_rows, n_v_heads * head_dim].
+  virtual void GatedDeltaNet(const float* qkv, size_t qkv_stride, const float* g, const float* beta,
+                             int n_k_heads, int n_v_heads, int head_dim, float eps,
+                             std::span<const RecurrentRun> runs, float* out,
+                             Workspace& ws) const = 0;
+  // The delta rule's gates from their projections, per row and head h:
+  // g = softplus(alpha + dt_bias[h]) * a[h] (softplus(x) = x > 20 ? x : logf(1 + expf(x)), as
+  // ggml), beta = 1 / (1 + expf(-beta_in)). alpha, beta_in, g, beta: [n_rows, n_heads];
+  // dt_bias, a: [n_heads].
+  virtual void DeltaNetGates(const float* alpha, const float* beta_in, const float* dt_bias,
+                             const float* a, int n_rows, int n_heads, float* g, float* beta,
+                             Workspace& ws) const = 0;
+  // x[r][i] *= 1 / (1 + expf(-gate[r * gate_stride + i])), per row (Qwen3.5's attention output
+  // gate). x: [n_rows, width] contiguous.
+  virtual void SigmoidGate(float* x, const float* gate, size_t gate_stride, int n_rows, int width,
+                           Workspace& ws) const = 0;
 
   // Self-measurement and self-check (backend_checks.h), for `kvserve doctor` and `bench`.
   // Reads a buffer of `bytes` with every thread of ws: bytes per second.

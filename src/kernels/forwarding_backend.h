@@ -108,6 +108,24 @@ class ForwardingBackend : public Backend {
                        int width, Workspace& ws) const override {
     inner_.AddWeightedRows(x, src, weights, n_rows, k, width, ws);
   }
+  void ShortConv(const float* x, size_t x_stride, int channels, const float* weight, int kernel,
+                 std::span<const RecurrentRun> runs, float* out, Workspace& ws) const override {
+    inner_.ShortConv(x, x_stride, channels, weight, kernel, runs, out, ws);
+  }
+  void GatedDeltaNet(const float* qkv, size_t qkv_stride, const float* g, const float* beta,
+                     int n_k_heads, int n_v_heads, int head_dim, float eps,
+                     std::span<const RecurrentRun> runs, float* out, Workspace& ws) const override {
+    inner_.GatedDeltaNet(qkv, qkv_stride, g, beta, n_k_heads, n_v_heads, head_dim, eps, runs, out,
+                         ws);
+  }
+  void DeltaNetGates(const float* alpha, const float* beta_in, const float* dt_bias, const float* a,
+                     int n_rows, int n_heads, float* g, float* beta, Workspace& ws) const override {
+    inner_.DeltaNetGates(alpha, beta_in, dt_bias, a, n_rows, n_heads, g, beta, ws);
+  }
+  void SigmoidGate(float* x, const float* gate, size_t gate_stride, int n_rows, int width,
+                   Workspace& ws) const override {
+    inner_.SigmoidGate(x, gate, gate_stride, n_rows, width, ws);
+  }
   Measurement MeasureReadBandwidth(uint64_t bytes, int repeats, Workspace& ws) const override {
     return inner_.MeasureReadBandwidth(bytes, repeats, ws);
   }

@@ -17,6 +17,7 @@
 #include "kernels/cpu/moe_ops.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/packed_weights.h"
+#include "kernels/cpu/recurrent_ops.h"
 #include "kernels/quantize.h"
 #include "util/aligned_allocator.h"
 #include "util/large_memory.h"
@@ -48,6 +49,8 @@ class CpuWorkspace final : public Workspace {
   MatmulScratch matmul;
   AlignedFloats attention;         // [pool size][AttentionScratchFloats]
   std::vector<uint8_t> row_bytes;  // one stored-layout row, unpacked from a packed copy
+  // GatedDeltaNet's normalized q and k: [n_rows, 2, n_k_heads, head_dim]
+  AlignedFloats delta_net;
 
  private:
   std::vector<AlignedFloats> buffers_;
@@ -363,6 +366,49 @@ void CpuBackend::AddWeightedRows(float* x, const float* src, const float* weight
   ForRows(ws, n_rows, width * k, [&](int64_t i) {
     AddWeightedSum(x + i * width, src + i * k * width, weights + i * k, k, width);
   });
+}
+
+void CpuBackend::ShortConv(const float* x, size_t x_stride, int channels, const float* weight,
+                           int kernel, std::span<const RecurrentRun> runs, float* out,
+                           Workspace& ws) const {
+  ShortConvRuns({.x = x,
+                 .x_stride = x_stride,
+                 .channels = channels,
+                 .weight = weight,
+                 .kernel = kernel,
+                 .out = out},
+                runs, Cpu(ws).pool);
+}
+
+void CpuBackend::GatedDeltaNet(const float* qkv, size_t qkv_stride, const float* g,
+                               const float* beta, int n_k_heads, int n_v_heads, int head_dim,
+                               float eps, std::span<const RecurrentRun> runs, float* out,
+                               Workspace& ws) const {
+  GatedDeltaNetRuns({.qkv = qkv,
+                     .qkv_stride = qkv_stride,
+                     .g = g,
+                     .beta = beta,
+                     .n_k_heads = n_k_heads,
+                     .n_v_heads = n_v_heads,
+                     .head_dim = head_dim,
+                     .eps = eps,
+                     .out = out},
+                    runs, Cpu(ws).delta_net, Cpu(ws).pool);
+}
+
+void CpuBackend::DeltaNetGates(const float* alpha, const float* beta_in, const float* dt_bias,
+                               const float* a, int n_rows, int n_heads, float* g, float* beta,
+                               Workspace& ws) const {
+  ForRows(ws, n_rows, n_heads * 4, [&](int64_t i) {
+    const size_t at = static_cast<size_t>(i) * n_heads;
+    DeltaNetGatesRow(alpha + at, beta_in + at, dt_bias, a, n_heads, g + at, beta + at);
+  });
+}
+
+void CpuBackend::SigmoidGate(float* x, const float* gate, size_t gate_stride, int n_rows, int width,
+                             Workspace& ws) const {
+  ForRows(ws, n_rows, width,
+          [&](int64_t i) { SigmoidGateRow(x + i * width, gate + i * gate_stride, width); });
 }
 
 }  // namespace kvserve

@@ -81,6 +81,15 @@ class CpuBackend final : public Backend {
                    float* dst) const override;
   void AddWeightedRows(float* x, const float* src, const float* weights, int n_rows, int k,
                        int width, Workspace& ws) const override;
+  void ShortConv(const float* x, size_t x_stride, int channels, const float* weight, int kernel,
+                 std::span<const RecurrentRun> runs, float* out, Workspace& ws) const override;
+  void GatedDeltaNet(const float* qkv, size_t qkv_stride, const float* g, const float* beta,
+                     int n_k_heads, int n_v_heads, int head_dim, float eps,
+                     std::span<const RecurrentRun> runs, float* out, Workspace& ws) const override;
+  void DeltaNetGates(const float* alpha, const float* beta_in, const float* dt_bias, const float* a,
+                     int n_rows, int n_heads, float* g, float* beta, Workspace& ws) const override;
+  void SigmoidGate(float* x, const float* gate, size_t gate_stride, int n_rows, int width,
+                   Workspace& ws) const override;
 
   Measurement MeasureReadBandwidth(uint64_t bytes, int repeats, Workspace& ws) const override;
   Measurement MeasureMatmulFlops(GgmlType type, int m, int n_out, int n_in, int repeats,
