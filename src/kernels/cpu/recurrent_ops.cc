@@ -37,8 +37,9 @@ void ShortConvChunk(const ShortConvArgs& a, const RecurrentRun& run, int c_begin
   const int width = c_end - c_begin;
   // Row i of x' (hist state rows, then the run's rows of x), from channel c_begin.
   auto window_row = [&](int i) -> const float* {
-    if (i >= hist)
+    if (i >= hist) {
       return a.x + static_cast<size_t>(run.row_begin + i - hist) * a.x_stride + c_begin;
+    }
     if (run.from == nullptr) return kZeros;
     return run.from + static_cast<size_t>(i) * a.channels + c_begin;
   };
