@@ -6,14 +6,16 @@
 namespace kvserve {
 
 uint64_t KvCache::BytesPerBlock(const KvSpec& spec, const KvFormat& format, int block_size) {
-  return spec.BytesPerToken(format) * static_cast<uint64_t>(block_size);
+  uint64_t bytes = 0;
+  for (size_t g = 0; g < spec.groups.size(); ++g) {
+    bytes += spec.groups[g].BlockBytes(format.group(g), block_size);
+  }
+  return bytes;
 }
 
 uint64_t KvCache::BytesPerBlock(const KvSpec& spec, const KvFormat& format, int block_size,
                                 int group) {
-  const KvGroupSpec& g = spec.groups[group];
-  return 2 * g.layers.size() * static_cast<uint64_t>(g.n_kv_heads) *
-         KvHeadBytes(format.group(group), g.head_dim) * static_cast<uint64_t>(block_size);
+  return spec.groups[group].BlockBytes(format.group(group), block_size);
 }
 
 KvCache::KvCache(const KvSpec& spec, const KvFormat& format, int block_size,
@@ -24,14 +26,18 @@ KvCache::KvCache(const KvSpec& spec, const KvFormat& format, int block_size,
       n_blocks_(std::move(n_blocks)) {
   assert(spec.CheckFormat(format).ok());
   assert(n_blocks_.size() == spec.groups.size());
+  // One layer's K pool (V likewise), or its pool of states in a recurrent group.
   auto pool_bytes = [&](size_t g) {
     const KvGroupSpec& group = spec.groups[g];
-    const uint64_t row_bytes = group.n_kv_heads * KvHeadBytes(format.group(g), group.head_dim);
-    return (row_bytes * block_size * static_cast<uint64_t>(n_blocks_[g]) + 63) / 64 * 64;
+    const uint64_t block_bytes = group.BlockBytes(format.group(g), block_size) /
+                                 (group.kind->per_position() ? 2 : 1) /
+                                 std::max<size_t>(1, group.layers.size());
+    return (block_bytes * static_cast<uint64_t>(n_blocks_[g]) + 63) / 64 * 64;
   };
+  auto pools_per_layer = [&](size_t g) { return spec.groups[g].kind->per_position() ? 2 : 1; };
   uint64_t total = 0;
   for (size_t g = 0; g < spec.groups.size(); ++g) {
-    total += pool_bytes(g) * 2 * spec.groups[g].layers.size();
+    total += pool_bytes(g) * pools_per_layer(g) * spec.groups[g].layers.size();
   }
   // Zeroed so that a slot read before it is written (a bug) gives zeros, not stale data.
   memory_ = allocator.AllocateZeroed(total);
@@ -44,9 +50,10 @@ KvCache::KvCache(const KvSpec& spec, const KvFormat& format, int block_size,
       assert(layer >= 0 && layer < static_cast<int>(views_.size()));
       KvLayerView& view = views_[layer];
       view.k = next;
-      view.v = next + bytes;
-      next += 2 * bytes;
-      view.type = format.group(g);
+      view.v = pools_per_layer(g) == 2 ? next + bytes : nullptr;
+      next += pools_per_layer(g) * bytes;
+      view.type = group.kind->per_position() ? format.group(g) : KvType::kF32;
+      view.state_floats = group.state_floats;
       view.block_size = block_size;
       view.group = static_cast<int>(g);
       view.n_kv_heads = group.n_kv_heads;

@@ -1,8 +1,8 @@
 // What one kind of KV layer group keeps of a sequence, and what that means for blocks and
-// attention. One class per kind (full_causal_kind.h, sliding_window_kind.h; the coming ones:
-// cross-attention, recurrent state, layers reading another layer's cache); a KvGroupSpec holds
-// one, immutable and shared. KvSpec's pool sizing, BlockManager's releases and prefix-hit rule,
-// and the models' attention ask it; nothing tests which kind it is.
+// attention. One class per kind (full_causal_kind.h, sliding_window_kind.h,
+// recurrent_state_kind.h; the coming one: cross-attention); a KvGroupSpec holds one, immutable and
+// shared. KvSpec's pool sizing, BlockManager's releases and prefix-hit rule, and the models'
+// attention ask it; nothing tests which kind it is.
 #pragma once
 
 #include <memory>
@@ -36,6 +36,10 @@ class KvCacheKind {
   // window). A kind whose state is not per position (a recurrent state) says no, and an engine
   // over it runs without the disk tier, saying why.
   virtual bool disk_storable() const = 0;
+
+  // Whether each block holds a K and a V row per position (the attention kinds), or one state
+  // per layer of the group's KvGroupSpec::state_floats floats (a recurrent state).
+  virtual bool per_position() const { return true; }
 };
 
 using KvCacheKindPtr = std::shared_ptr<const KvCacheKind>;

@@ -63,6 +63,14 @@ struct KvLayerView {
   // Keys a query reads, its own included; 0: every earlier key. The group's cache kind's
   // (KvCacheKind::attention_window), so models do not restate it.
   int attention_window = 0;
+  // A recurrent-state group's layer (KvGroupSpec::state_floats > 0): `k` holds one state of
+  // state_floats floats per block, `v` is null, and there are no K/V rows.
+  int64_t state_floats = 0;
+
+  // The state of block `block` (a recurrent-state layer).
+  float* state(int32_t block) const {
+    return reinterpret_cast<float*>(k) + static_cast<size_t>(block) * state_floats;
+  }
 
   size_t row_elements() const { return static_cast<size_t>(n_kv_heads) * head_dim; }
   size_t head_bytes() const { return KvHeadBytes(type, head_dim); }

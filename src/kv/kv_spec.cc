@@ -21,23 +21,31 @@ int KvSpec::n_layers() const {
   return n;
 }
 
+uint64_t KvGroupSpec::BlockBytes(KvType type, int block_size) const {
+  if (!kind->per_position()) return layers.size() * static_cast<uint64_t>(state_floats) * 4;
+  return 2 * layers.size() * static_cast<uint64_t>(n_kv_heads) * KvHeadBytes(type, head_dim) *
+         static_cast<uint64_t>(block_size);
+}
+
 uint64_t KvSpec::BytesPerToken(const KvFormat& format) const {
   uint64_t bytes = 0;
   for (size_t g = 0; g < groups.size(); ++g) {
-    const KvGroupSpec& group = groups[g];
-    bytes += 2 * group.layers.size() * static_cast<uint64_t>(group.n_kv_heads) *
-             KvHeadBytes(format.group(g), group.head_dim);
+    if (groups[g].kind->per_position()) bytes += groups[g].BlockBytes(format.group(g), 1);
   }
   return bytes;
+}
+
+bool KvSpec::has_recurrent_state() const {
+  return std::any_of(groups.begin(), groups.end(),
+                     [](const KvGroupSpec& g) { return !g.kind->per_position(); });
 }
 
 uint64_t KvSpec::BytesHeld(const KvFormat& format, int n_tokens, int block_size) const {
   uint64_t bytes = 0;
   for (size_t g = 0; g < groups.size(); ++g) {
     const KvGroupSpec& group = groups[g];
-    const uint64_t per_token = 2 * group.layers.size() * static_cast<uint64_t>(group.n_kv_heads) *
-                               KvHeadBytes(format.group(g), group.head_dim);
-    bytes += per_token * block_size * group.BlocksPerSequence(n_tokens, block_size);
+    bytes += group.BlockBytes(format.group(g), block_size) *
+             group.BlocksPerSequence(n_tokens, block_size);
   }
   return bytes;
 }

@@ -25,9 +25,14 @@ struct KvGroupSpec {
   std::vector<int> layers;                       // model layer indices, ascending
   int n_kv_heads = 0;
   int head_dim = 0;
+  // A recurrent-state group (kind->per_position() false): floats of one layer's state in one
+  // block, in place of K/V rows (always F32, whatever the KV type). 0 for attention groups.
+  int64_t state_floats = 0;
 
   // Elements of one token's K row (V likewise).  [n_kv_heads * head_dim]
   int64_t row_elements() const { return static_cast<int64_t>(n_kv_heads) * head_dim; }
+  // Bytes of one block of this group over its layers, K and V rows in `type` (or the states).
+  uint64_t BlockBytes(KvType type, int block_size) const;
   // Most blocks one decoding sequence of up to n_ctx tokens holds in this group's pool (the
   // kind's rule).
   int BlocksPerSequence(int n_ctx, int block_size) const {
@@ -44,8 +49,11 @@ struct KvSpec {
   // One group of every layer, all of one shape.
   static KvSpec Uniform(int n_layers, int n_kv_heads, int head_dim);
   int n_layers() const;
-  // Bytes of K and V per token of context, over every layer, each group in its format's type.
+  // Bytes of K and V per token of context, over every layer, each group in its format's type
+  // (recurrent-state groups hold bytes per sequence, not per token: not counted).
   uint64_t BytesPerToken(const KvFormat& format) const;
+  // Whether some group holds a recurrent state (a hybrid model's linear-attention layers).
+  bool has_recurrent_state() const;
   // Bytes of K and V that one sequence of n_tokens tokens holds at most, over every group
   // (BlocksPerSequence blocks of block_size tokens in each).
   uint64_t BytesHeld(const KvFormat& format, int n_tokens, int block_size) const;

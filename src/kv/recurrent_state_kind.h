@@ -1,0 +1,38 @@
+// The recurrent-state kind: layers whose memory of a sequence is one fixed-size state (Gated
+// DeltaNet's delta-rule matrix and short-convolution window; Qwen3.5's linear-attention layers),
+// not a K/V row per position. Each block of the group's pool holds one state per layer
+// (KvGroupSpec::state_floats floats, F32), and the entry of logical block i in a sequence's row
+// holds the state after the last token it has computed among positions [i * block_size,
+// (i + 1) * block_size): the live state sits in the block of the sequence's last computed token,
+// and a full block keeps the state after its last position, frozen once the sequence moves on.
+// So a full block is a checkpoint keyed like every block by its token prefix: it goes to the
+// prefix cache's LRU when the sequence lets it go, and a later request sharing that prefix
+// resumes from it exactly, computing only the rest (docs/kv-cache.md, "Recurrent state").
+//
+// A sequence keeps the block of its last computed token and, at a block boundary, the one
+// before (the window rule with a window of one position); a prefix hit of n blocks needs only
+// block n - 1. A state is not per position: the disk tier does not store it (an engine over it
+// runs without the tier, saying why), and a rejected speculative token cannot be taken back out
+// of it (the engine refuses drafts and context shift on such a model).
+#pragma once
+
+#include "kv/kv_cache_kind.h"
+
+namespace kvserve {
+
+class RecurrentStateKind final : public KvCacheKind {
+ public:
+  static KvCacheKindPtr Make();
+
+  std::string Describe() const override { return "recurrent state"; }
+  bool keeps_every_block() const override { return false; }
+  // The block of the last computed token, next_position - 1 (block 0 before any).
+  int FirstLiveBlock(int next_position, int block_size) const override;
+  // Two: the live block and, once it fills, the next one.
+  int BlocksPerSequence(int n_tokens, int block_size) const override;
+  int attention_window() const override { return 0; }  // nothing attends to a state
+  bool disk_storable() const override { return false; }
+  bool per_position() const override { return false; }
+};
+
+}  // namespace kvserve
