@@ -40,6 +40,23 @@ Status WeightLoader::Vector(const std::string& name, int64_t n, WeightVector* ou
   return Status::Ok();
 }
 
+Status WeightLoader::Vector2d(const std::string& name, int64_t n0, int64_t n1,
+                              WeightVector* out) const {
+  const TensorInfo* t = file_.FindTensor(name);
+  if (t == nullptr) return Missing(name);
+  if (t->dims.size() != 2 || t->dims[0] != n0 || t->dims[1] != n1) {
+    return WrongShape(*t, "[" + std::to_string(n0) + ", " + std::to_string(n1) + "]");
+  }
+  if (!TraitsOf(t->type).supported || TraitsOf(t->type).block_elements != 1) {
+    return Status::InvalidArgument(file_.path() + ": tensor '" + name + "' has type " +
+                                   GgmlTypeName(t->type) + " (expected F32, F16 or BF16)");
+  }
+  out->host.resize(static_cast<size_t>(n0 * n1));
+  out->prepared = nullptr;
+  DequantizeRow(t->type, t->data, n0 * n1, out->host.data());
+  return Status::Ok();
+}
+
 Status WeightLoader::ExpertVectors(const std::string& name, int64_t n_expert, int64_t n,
                                    std::vector<WeightVector>* out) const {
   const TensorInfo* t = file_.FindTensor(name);

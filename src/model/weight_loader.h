@@ -33,6 +33,9 @@ class WeightLoader {
   Status Matrix(const std::string& name, int64_t n_out, int64_t n_in, WeightMatrix* out) const;
   // A 1-D vector of n elements, decoded to float32 (into out->host).
   Status Vector(const std::string& name, int64_t n, WeightVector* out) const;
+  // A 2-D tensor of n1 rows of n0 elements (GGUF dims [n0, n1]) in F32, F16 or BF16, decoded to
+  // one float32 vector of n0 * n1, row after row (a convolution's taps: ssm_conv1d).
+  Status Vector2d(const std::string& name, int64_t n0, int64_t n1, WeightVector* out) const;
   bool Has(const std::string& name) const { return file_.FindTensor(name) != nullptr; }
   // A 3-D tensor of n_expert matrices of n_out rows of n_in elements (GGUF dims [n_in, n_out,
   // n_expert]; a mixture of experts' ffn_*_exps), as one view per expert into the mapped tensor:
