@@ -153,6 +153,16 @@ void PrintKvCache(const KvSpec& spec, int n_ctx_train) {
   for (size_t g = 0; g < spec.groups.size(); ++g) {
     const KvGroupSpec& group = spec.groups[g];
     const std::string kind = group.kind->Describe();
+    if (!group.kind->per_position()) {
+      // One state per layer and sequence; each full block keeps one as a prefix checkpoint.
+      const uint64_t bytes = group.BlockBytes(KvType::kF32, 1);
+      std::printf(
+          "KV group %zu:    %s, layers %s, %s per sequence (f32; one more per cached "
+          "block checkpoint)\n",
+          g, kind.c_str(), LayerRuns(group.layers).c_str(),
+          HumanBytes(static_cast<double>(bytes)).c_str());
+      continue;
+    }
     std::printf("KV group %zu:    %s, layers %s, %d kv heads x %d\n", g, kind.c_str(),
                 LayerRuns(group.layers).c_str(), group.n_kv_heads, group.head_dim);
   }
@@ -181,7 +191,7 @@ void PrintKvCache(const KvSpec& spec, int n_ctx_train) {
     const uint64_t held = spec.BytesHeld(KvType::kF16, n_ctx_train, kBlockSize);
     std::printf(
         "KV held f16:   %s by one sequence at context %d, %.1f bytes/token (window "
-        "groups keep their window, blocks of %d)\n",
+        "groups keep their window, recurrent groups their state, blocks of %d)\n",
         HumanBytes(static_cast<double>(held)).c_str(), n_ctx_train,
         static_cast<double>(held) / n_ctx_train, kBlockSize);
   }

@@ -83,6 +83,24 @@ Status ValidateSpec(const SpecOptions& spec, const Model& model) {
   return Status::Ok();
 }
 
+// What a model with a recurrent state (kv/recurrent_state_kind.h) cannot do yet: take rejected
+// speculative tokens back out of the state, or drop the head of its context.
+Status CheckRecurrentState(const KvSpec& spec, const EngineOptions& o) {
+  if (!spec.has_recurrent_state()) return Status::Ok();
+  if (o.spec.method != SpecMethod::kNone) {
+    return Status::InvalidArgument(
+        std::string("speculative decoding (--spec ") + SpecMethodName(o.spec.method) +
+        ") is not supported on a model with a recurrent state yet: a rejected draft cannot be "
+        "taken back out of the state (use --spec none)");
+  }
+  if (o.context_overflow == ContextOverflow::kShift) {
+    return Status::InvalidArgument(
+        "context shift is not supported on a model with a recurrent state: its state holds the "
+        "dropped tokens (use --context-overflow error)");
+  }
+  return Status::Ok();
+}
+
 // Blocks of each layer group's pool. A group's need per sequence is its BlocksPerSequence (a
 // window group: about window / block_size + 1); a window group also gets the blocks that the
 // step's prefill chunks may hold beyond their windows (max_batched_tokens / block_size, plus one
@@ -154,6 +172,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokeniz
                                    " is out of range (0 to 1e6)");
   }
   KVSERVE_RETURN_IF_ERROR(ValidateSpec(o.spec, model));
+  KVSERVE_RETURN_IF_ERROR(CheckRecurrentState(model.kv_spec(), o));
   if (o.context_overflow == ContextOverflow::kDefault) o.context_overflow = ContextOverflow::kError;
   if (o.sink_tokens < 0) {
     return Status::InvalidArgument("sink tokens " + std::to_string(o.sink_tokens) +
@@ -194,6 +213,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokeniz
   std::unique_ptr<Engine> engine(new Engine());
   engine->options_ = o;
   engine->n_vocab_ = c.n_vocab;
+  engine->recurrent_state_ = model.kv_spec().has_recurrent_state();
   Engine* e = engine.get();
   engine->core_ = std::make_unique<EngineCore>(
       model, tokenizer, o, *std::move(n_blocks), n_draft_blocks, [e](std::vector<std::string> ids) {
@@ -235,6 +255,11 @@ Result<std::shared_ptr<RequestStream>> Engine::Submit(Request request) {
   if (request.context_overflow == ContextOverflow::kDefault)
     request.context_overflow = options_.context_overflow;
   const bool shift = request.context_overflow == ContextOverflow::kShift;
+  if (shift && recurrent_state_) {
+    return R::InvalidArgument(
+        "context_overflow shift is not supported on a model with a recurrent state: its state "
+        "holds the dropped tokens");
+  }
   if (request.pinned_prefix_tokens < 0) {
     return R::InvalidArgument("pinned_prefix_tokens " +
                               std::to_string(request.pinned_prefix_tokens) +
