@@ -4,10 +4,12 @@
 // on kvserve synth's qwen35-tiny file (stories260K's vocabulary), every token and logprob is bit
 // for bit the unfreed SequenceRunner run's: whole prompt, chunked, no-cache, after prefix hits
 // (resuming from a cached state checkpoint), and 16 at once under preemption, leaking nothing;
-// what the engine cannot do on such a model yet (drafts, context shift) is refused by name.
+// speculative drafts, rejected ones recomputed from the last block boundary's checkpoint, keep
+// the answer; context shift is refused by name and the disk tier is off.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -15,6 +17,7 @@
 
 #include "engine/engine.h"
 #include "engine/engine_core.h"
+#include "engine/proposer_replay.h"
 #include "engine/sampler.h"
 #include "engine/sequence_runner.h"
 #include "kv/block_manager.h"
@@ -307,16 +310,52 @@ TEST(Qwen35, SixteenAtOnceUnderPreemptionLeakNothing) {
   }
 }
 
-TEST(Qwen35, TheEngineRefusesWhatAStateCannotDoByName) {
+// Speculative decoding: drafts of the right answer, each right with probability 0.7, so rejected
+// drafts send the sequence back to its last block boundary's state checkpoint to recompute the
+// accepted tokens; 8 requests at once, pinned sessions between their turns.
+TEST(Qwen35, DraftsAndSessionsKeepTheAnswerAndLeakNothing) {
+  Loaded l = LoadTiny();
+  ASSERT_TRUE(l.model && l.tokenizer);
+  const KvSpec spec = l.model->kv_spec();
+  const int n_vocab = l.model->config().n_vocab;
+  std::mt19937 rng(21);
+  std::vector<Request> requests;
+  std::map<std::string, std::vector<int32_t>> reference;
+  std::vector<Output> want;
+  for (int i = 0; i < 8; ++i) {
+    Request r = Sampled(RandomPrompt(rng, 12 + static_cast<int>(rng() % 20), n_vocab), 40, 30 + i);
+    r.session_id = "s" + std::to_string(i % 4);
+    want.push_back(Unfreed(*l.model, r));
+    std::vector<int32_t> all = r.prompt;
+    all.insert(all.end(), want.back().tokens.begin(), want.back().tokens.end());
+    reference[r.id] = all;
+    requests.push_back(r);
+  }
+  EngineOptions options = Options(true);
+  options.spec.proposer = std::make_shared<ReplayProposer>(reference, 0.7, n_vocab, 3);
+  options.spec.max_tokens = 4;
+  options.spec.batch_tokens = 64;
+  EngineCore core(*l.model, *l.tokenizer, options, Pools(spec, 160, 64), 0, nullptr);
+  const std::vector<Output> outputs = testing::RunCoreChecked(core, requests);
+  EngineStats stats;
+  core.FillStats(stats);
+  EXPECT_GT(stats.spec_draft_tokens, stats.spec_accepted_tokens);
+  EXPECT_GT(stats.spec_accepted_tokens, 0u);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(outputs[i].tokens, want[i].tokens) << "request " << i;
+    EXPECT_EQ(outputs[i].logprobs, want[i].logprobs) << "request " << i;
+  }
+  EXPECT_EQ(core.SessionIds().size(), 4u);
+  for (const std::string& id : core.SessionIds()) EXPECT_TRUE(core.ReleaseSession(id));
+  ASSERT_TRUE(core.CheckBlockInvariants().ok()) << core.CheckBlockInvariants().message();
+  core.FillStats(stats);
+  for (int used : stats.group_blocks_used) EXPECT_EQ(used, 0);
+}
+
+TEST(Qwen35, ContextShiftIsRefusedAndTheDiskTierOff) {
   Loaded l = LoadTiny();
   ASSERT_TRUE(l.model && l.tokenizer);
   EngineOptions o = Options(true);
-  o.spec.method = SpecMethod::kNgram;
-  auto drafts = Engine::Create(*l.model, *l.tokenizer, o);
-  ASSERT_FALSE(drafts.ok());
-  EXPECT_NE(drafts.message().find("--spec ngram"), std::string::npos) << drafts.message();
-  EXPECT_NE(drafts.message().find("recurrent state"), std::string::npos) << drafts.message();
-  o = Options(true);
   o.context_overflow = ContextOverflow::kShift;
   auto shift = Engine::Create(*l.model, *l.tokenizer, o);
   ASSERT_FALSE(shift.ok());

@@ -349,13 +349,6 @@ int RunServe(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "kvserve serve: %s\n", chat->warning().c_str());
   EngineOptions engine_options = options->engine;
   engine_options.n_ctx = model_options->n_ctx;  // as LoadModel resolved it
-  if (!args->Has("--spec") && (*model)->kv_spec().has_recurrent_state()) {
-    // Serve's default speculation needs drafts taken back out of the cache, which a recurrent
-    // state cannot do yet (Engine::Create refuses it when asked for).
-    engine_options.spec.method = SpecMethod::kNone;
-    std::fprintf(stderr, "kvserve serve: speculative decoding off: %s keeps a recurrent state\n",
-                 (*model)->config().arch.c_str());
-  }
   auto draft = OpenDraftModel(*args, engine_options.spec);
   if (!draft.ok()) return stop_with(draft.message());
   auto engine = Engine::Create(**model, **tokenizer, engine_options);

@@ -83,17 +83,10 @@ Status ValidateSpec(const SpecOptions& spec, const Model& model) {
   return Status::Ok();
 }
 
-// What a model with a recurrent state (kv/recurrent_state_kind.h) cannot do yet: take rejected
-// speculative tokens back out of the state, or drop the head of its context.
+// What a model with a recurrent state (kv/recurrent_state_kind.h) cannot do: drop the head of
+// its context (the state holds the dropped tokens).
 Status CheckRecurrentState(const KvSpec& spec, const EngineOptions& o) {
-  if (!spec.has_recurrent_state()) return Status::Ok();
-  if (o.spec.method != SpecMethod::kNone) {
-    return Status::InvalidArgument(
-        std::string("speculative decoding (--spec ") + SpecMethodName(o.spec.method) +
-        ") is not supported on a model with a recurrent state yet: a rejected draft cannot be "
-        "taken back out of the state (use --spec none)");
-  }
-  if (o.context_overflow == ContextOverflow::kShift) {
+  if (spec.has_recurrent_state() && o.context_overflow == ContextOverflow::kShift) {
     return Status::InvalidArgument(
         "context shift is not supported on a model with a recurrent state: its state holds the "
         "dropped tokens (use --context-overflow error)");

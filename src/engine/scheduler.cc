@@ -212,6 +212,12 @@ std::vector<SequenceOutput> Scheduler::Postprocess(const StepPlan& plan,
       seq->n_accepted += n_accepted;
       // The rejected drafts' slots: only blocks for the tokens the sequence holds stay.
       blocks_.Truncate(seq->blocks, static_cast<int>(seq->tokens.size()));
+      // A recurrent state ran over the rejected drafts: go back to the last block boundary,
+      // whose checkpoint holds accepted tokens only, and compute the rest again with the next
+      // step's tokens (docs/kv-cache.md, "Recurrent state").
+      if (n_accepted < chunk.n_draft && blocks_.holds_states()) {
+        seq->n_computed -= seq->n_computed % blocks_.block_size();
+      }
     }
     seq->draft.clear();
     blocks_.Commit(seq->blocks, seq->tokens, seq->n_computed, seq->request.cache_salt);

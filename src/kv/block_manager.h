@@ -92,6 +92,14 @@ class BlockManager {
   BlockManager(std::vector<BlockPoolSpec> pools, int block_size, bool prefix_caching);
 
   int block_size() const { return block_size_; }
+  // Whether some group's blocks hold recurrent states (kv/recurrent_state_kind.h): a sequence's
+  // state there cannot be truncated, only recomputed from a block boundary's checkpoint.
+  bool holds_states() const {
+    for (const Pool& pool : pools_) {
+      if (!pool.kind->per_position()) return true;
+    }
+    return false;
+  }
   int n_groups() const { return static_cast<int>(pools_.size()); }
   // Blocks of every pool together; of one group's pool.
   int n_blocks() const;
