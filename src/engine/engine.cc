@@ -83,6 +83,9 @@ Status ValidateSpec(const SpecOptions& spec, const Model& model) {
   return Status::Ok();
 }
 
+// Tokens per step at most on a model with a recurrent state (prefill runs in chunks of it).
+constexpr int kRecurrentStepTokens = 512;
+
 // What a model with a recurrent state (kv/recurrent_state_kind.h) cannot do: drop the head of
 // its context (the state holds the dropped tokens).
 Status CheckRecurrentState(const KvSpec& spec, const EngineOptions& o) {
@@ -135,6 +138,16 @@ Result<std::vector<int>> PoolBlocks(const KvSpec& spec, const EngineOptions& o, 
   return n_blocks;
 }
 
+// Bytes of the target's pools: n_blocks[g] blocks of each group.
+uint64_t PoolBytes(const KvSpec& spec, const EngineOptions& o, const std::vector<int>& n_blocks) {
+  uint64_t bytes = 0;
+  for (size_t g = 0; g < spec.groups.size(); ++g) {
+    bytes += KvCache::BytesPerBlock(spec, o.kv_type, o.block_size, static_cast<int>(g)) *
+             static_cast<uint64_t>(n_blocks[g]);
+  }
+  return bytes;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokenizer& tokenizer,
@@ -166,6 +179,11 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokeniz
   }
   KVSERVE_RETURN_IF_ERROR(ValidateSpec(o.spec, model));
   KVSERVE_RETURN_IF_ERROR(CheckRecurrentState(model.kv_spec(), o));
+  if (model.kv_spec().has_recurrent_state()) {
+    // Every block a step's chunk touches gets its state checkpoint, so the chunk bounds the
+    // state pool (PoolBlocks): `run`'s whole-context chunks would ask a state per 16 tokens.
+    o.max_batched_tokens = std::min(o.max_batched_tokens, kRecurrentStepTokens);
+  }
   if (o.context_overflow == ContextOverflow::kDefault) o.context_overflow = ContextOverflow::kError;
   if (o.sink_tokens < 0) {
     return Status::InvalidArgument("sink tokens " + std::to_string(o.sink_tokens) +
@@ -208,11 +226,20 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokeniz
   engine->n_vocab_ = c.n_vocab;
   engine->recurrent_state_ = model.kv_spec().has_recurrent_state();
   Engine* e = engine.get();
-  engine->core_ = std::make_unique<EngineCore>(
-      model, tokenizer, o, *std::move(n_blocks), n_draft_blocks, [e](std::vector<std::string> ids) {
-        std::lock_guard<std::mutex> lock(e->mutex_);
-        e->session_ids_ = std::set<std::string>(ids.begin(), ids.end());
-      });
+  const uint64_t pool_bytes = PoolBytes(model.kv_spec(), o, *n_blocks);
+  try {
+    engine->core_ = std::make_unique<EngineCore>(model, tokenizer, o, *std::move(n_blocks),
+                                                 n_draft_blocks, [e](std::vector<std::string> ids) {
+                                                   std::lock_guard<std::mutex> lock(e->mutex_);
+                                                   e->session_ids_ = std::set<std::string>(
+                                                       ids.begin(), ids.end());
+                                                 });
+  } catch (const std::bad_alloc&) {
+    return Status::InvalidArgument(
+        "the KV cache's " + std::to_string(pool_bytes >> 20) + " MiB (context " +
+        std::to_string(o.n_ctx) + " x " + std::to_string(o.max_num_seqs) +
+        " sequences) cannot be allocated: lower --ctx-size or --max-num-seqs, or set --kv-memory");
+  }
   engine->core_->FillStats(engine->stats_);
   engine->thread_ = std::thread([e = engine.get()] { e->Loop(); });
   // Named so that tools (and the /health watchdog test) can find the step loop in /proc.
