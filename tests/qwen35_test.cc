@@ -40,6 +40,37 @@ std::vector<int32_t> Iota(int n, int start) {
   return v;
 }
 
+// A prefill chunk of 10 blocks takes a state block at every 4th (3, 7: checkpoints) and at its
+// last two (8, 9); a rejected draft's return finds the last boundary with a state behind it.
+TEST(BlockManagerRecurrent, AChunkHoldsItsCheckpointsAndItsLastTwoBlocks) {
+  BlockManager m({{.n_blocks = 64}, {.n_blocks = 8, .kind = RecurrentStateKind::Make(4)}}, kBs,
+                 true);
+  BlockTable table;
+  ASSERT_TRUE(m.Grow(table, 40));
+  EXPECT_EQ(m.Stats(0).used, 10);
+  EXPECT_EQ(m.Stats(1).used, 4);
+  for (int b = 0; b < 10; ++b) {
+    EXPECT_EQ(table.group(1)[b] != kNoBlock, b == 3 || b == 7 || b == 8 || b == 9) << b;
+  }
+  EXPECT_EQ(m.LastHeldBoundary(table, 40), 40);
+  EXPECT_EQ(m.LastHeldBoundary(table, 39), 36);
+  EXPECT_EQ(m.LastHeldBoundary(table, 35), 32);
+  EXPECT_EQ(m.LastHeldBoundary(table, 31), 16);
+  EXPECT_EQ(m.LastHeldBoundary(table, 15), 0);
+  // Growing on by a token takes the next block alone; by a short chunk, its last two.
+  ASSERT_TRUE(m.Grow(table, 41));
+  EXPECT_NE(table.group(1)[10], kNoBlock);
+  ASSERT_TRUE(m.Grow(table, 52));
+  EXPECT_NE(table.group(1)[11], kNoBlock);  // a checkpoint
+  EXPECT_NE(table.group(1)[12], kNoBlock);
+  // All or nothing: 20 more blocks need 7 states, and 1 is left.
+  EXPECT_EQ(m.Stats(1).used, 7);
+  EXPECT_FALSE(m.Grow(table, 132));
+  EXPECT_EQ(table.n_logical(), 13);
+  m.Free(table);
+  ASSERT_TRUE(m.CheckInvariants().ok()) << m.CheckInvariants().message();
+}
+
 TEST(BlockManagerRecurrent, ASequenceHoldsItsLiveStateBlockAndTheLastCheckpoint) {
   BlockManager m({{.n_blocks = 64}, {.n_blocks = 6, .kind = RecurrentStateKind::Make()}}, kBs,
                  true);
@@ -242,7 +273,8 @@ TEST(Qwen35, ChunkedWholeAndNoCacheGiveTheUnfreedAnswer) {
 }
 
 // Prefix caching: a second turn resumes from the first turn's last state checkpoint and gives
-// the unfreed answer bit for bit; a prompt sharing 21 tokens of it resumes after 20.
+// the unfreed answer bit for bit; a prompt sharing 21 tokens of it resumes after 16, its
+// deepest checkpoint (every 4th block inside a prefill chunk).
 TEST(Qwen35, PrefixHitsResumeFromAStateCheckpointExactly) {
   Loaded l = LoadTiny();
   ASSERT_TRUE(l.model && l.tokenizer);
@@ -270,7 +302,10 @@ TEST(Qwen35, PrefixHitsResumeFromAStateCheckpointExactly) {
   head.insert(head.end(), tail.begin(), tail.end());
   const Request third = Sampled(head, 20, 3);
   const Output c = run(third);
-  EXPECT_EQ(c.usage.cached_tokens, 20);
+  // The first prompt was computed in chunks of 16 (blocks 0-3, 4-7, ...); inside a chunk only
+  // every 4th block keeps a state (and the chunk's last two), so the deepest checkpoint within
+  // the 21 shared tokens is after 16 of them (block 3), not 20.
+  EXPECT_EQ(c.usage.cached_tokens, 16);
   const Output c_want = Unfreed(*l.model, third);
   EXPECT_EQ(c.tokens, c_want.tokens);
   EXPECT_EQ(c.logprobs, c_want.logprobs);

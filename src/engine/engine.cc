@@ -113,8 +113,8 @@ Result<std::vector<int>> PoolBlocks(const KvSpec& spec, const EngineOptions& o, 
     const uint64_t full = static_cast<uint64_t>(blocks_per_seq) * o.max_num_seqs;
     need[g] = static_cast<uint64_t>(per_seq) * o.max_num_seqs;
     if (per_seq < blocks_per_seq) {
-      need[g] = std::min(full, need[g] + (o.max_batched_tokens + o.block_size - 1) / o.block_size +
-                                   o.max_num_seqs);
+      const int chunk = spec.groups[g].kind->BlocksPerChunk(o.max_batched_tokens, o.block_size);
+      need[g] = std::min(full, need[g] + chunk + o.max_num_seqs);
     }
     block_bytes[g] = KvCache::BytesPerBlock(spec, o.kv_type, o.block_size, static_cast<int>(g));
     need_bytes += static_cast<double>(need[g] * block_bytes[g]);

@@ -216,7 +216,8 @@ std::vector<SequenceOutput> Scheduler::Postprocess(const StepPlan& plan,
       // whose checkpoint holds accepted tokens only, and compute the rest again with the next
       // step's tokens (docs/kv-cache.md, "Recurrent state").
       if (n_accepted < chunk.n_draft && blocks_.holds_states()) {
-        seq->n_computed -= seq->n_computed % blocks_.block_size();
+        seq->n_computed = blocks_.LastHeldBoundary(seq->blocks, seq->n_computed);
+        blocks_.Truncate(seq->blocks, seq->n_computed);
       }
     }
     seq->draft.clear();

@@ -262,14 +262,32 @@ bool BlockManager::AdoptCached(const BlockKey& key,
 bool BlockManager::Grow(BlockTable& table, int n_tokens, bool evict) {
   const int needed = BlocksToHold(table, n_tokens);
   if (needed == 0) return true;
+  const int first = table.n_logical(), last = first + needed - 1;
   for (const Pool& pool : pools_) {
-    if (needed > (evict ? pool.available() : static_cast<int>(pool.free.size()))) return false;
+    int fresh = 0;
+    for (int b = first; b <= last; ++b) fresh += pool.kind->HoldsBlock(b, last);
+    if (fresh > (evict ? pool.available() : static_cast<int>(pool.free.size()))) return false;
   }
   table.groups.resize(pools_.size());
   for (size_t g = 0; g < pools_.size(); ++g) {
-    for (int i = 0; i < needed; ++i) table.group(g).push_back(TakeFreshBlock(g));
+    for (int b = first; b <= last; ++b) {
+      table.group(g).push_back(pools_[g].kind->HoldsBlock(b, last) ? TakeFreshBlock(g) : kNoBlock);
+    }
   }
   return true;
+}
+
+int BlockManager::LastHeldBoundary(const BlockTable& table, int n_tokens) const {
+  int boundary = std::min(n_tokens, table.n_logical() * block_size_) / block_size_ * block_size_;
+  for (; boundary > 0; boundary -= block_size_) {
+    const int b = boundary / block_size_ - 1;
+    bool held = true;
+    for (size_t g = 0; g < pools_.size(); ++g) {
+      if (!pools_[g].kind->per_position()) held = held && table.group(g)[b] != kNoBlock;
+    }
+    if (held) return boundary;
+  }
+  return 0;
 }
 
 void BlockManager::SlideWindows(BlockTable& table, int next_position) {

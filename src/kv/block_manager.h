@@ -142,8 +142,11 @@ class BlockManager {
   int BlocksToHold(const BlockTable& table, int n_tokens) const;
   // Grows the table to hold n_tokens tokens; false (and no change) when some group's blocks run
   // out. With evict false only free blocks are taken (speculative drafts must not evict cached
-  // prefixes).
+  // prefixes). A group's kind may leave new entries kNoBlock (KvCacheKind::HoldsBlock).
   bool Grow(BlockTable& table, int n_tokens, bool evict = true);
+  // The last block boundary at or below n_tokens after which every recurrent-state group holds
+  // its state (the entry of the block before it is a block); 0 when none.
+  int LastHeldBoundary(const BlockTable& table, int n_tokens) const;
 
   // Window groups: releases the table's blocks wholly before the window of the last block
   // boundary at or before `next_position` (the next token to compute; B = next_position rounded

@@ -40,6 +40,16 @@ class KvCacheKind {
   // Whether each block holds a K and a V row per position (the attention kinds), or one state
   // per layer of the group's KvGroupSpec::state_floats floats (a recurrent state).
   virtual bool per_position() const { return true; }
+
+  // Whether a row growing to end at logical block `last` takes a block at new entry `logical`
+  // (<= last); false leaves it kNoBlock (a recurrent state's chunk interior, between its
+  // checkpoints). Attention kinds take every one.
+  virtual bool HoldsBlock(int logical, int last) const { return true; }
+  // Most blocks a prefill chunk of n_tokens takes in this group's pool beyond BlocksPerSequence
+  // (the engine's pool sizing); every block it touches for attention kinds.
+  virtual int BlocksPerChunk(int n_tokens, int block_size) const {
+    return (n_tokens + block_size - 1) / block_size;
+  }
 };
 
 using KvCacheKindPtr = std::shared_ptr<const KvCacheKind>;

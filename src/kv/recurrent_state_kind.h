@@ -11,9 +11,12 @@
 //
 // A sequence keeps the block of its last computed token and, at a block boundary, the one
 // before (the window rule with a window of one position); a prefix hit of n blocks needs only
-// block n - 1. A state is not per position: the disk tier does not store it (an engine over it
-// runs without the tier, saying why), and a rejected speculative token cannot be taken back out
-// of it (the engine refuses drafts and context shift on such a model).
+// block n - 1. Inside a prefill chunk only every interval-th block and the chunk's last two get
+// a block (HoldsBlock; the others stay kNoBlock and the forward pass runs past them), so a chunk
+// of 512 tokens takes a handful of states, not 32; while decoding, every block the sequence
+// reaches holds its state. A state is not per position: the disk tier does not store it (an engine
+// over it runs without the tier, saying why), and a rejected speculative token cannot be taken back
+// out of it (the engine refuses drafts and context shift on such a model).
 #pragma once
 
 #include "kv/kv_cache_kind.h"
@@ -22,7 +25,11 @@ namespace kvserve {
 
 class RecurrentStateKind final : public KvCacheKind {
  public:
-  static KvCacheKindPtr Make();
+  // Checkpoints every `interval` blocks inside a prefill chunk (docs/kv-cache.md).
+  static constexpr int kDefaultInterval = 4;
+
+  static KvCacheKindPtr Make(int interval = kDefaultInterval);
+  explicit RecurrentStateKind(int interval) : interval_(interval) {}
 
   std::string Describe() const override { return "recurrent state"; }
   bool keeps_every_block() const override { return false; }
@@ -33,6 +40,16 @@ class RecurrentStateKind final : public KvCacheKind {
   int attention_window() const override { return 0; }  // nothing attends to a state
   bool disk_storable() const override { return false; }
   bool per_position() const override { return false; }
+  // The chunk's last two blocks (the state after its end, and after its last block boundary,
+  // where a rejected draft returns to) and every interval-th (a checkpoint).
+  bool HoldsBlock(int logical, int last) const override {
+    return logical >= last - 1 || (logical + 1) % interval_ == 0;
+  }
+  int BlocksPerChunk(int n_tokens, int block_size) const override;
+  int interval() const { return interval_; }
+
+ private:
+  int interval_;
 };
 
 }  // namespace kvserve

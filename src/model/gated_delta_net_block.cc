@@ -4,6 +4,7 @@
 #include <tuple>
 #include <utility>
 
+#include "kv/block_manager.h"
 #include "kv/recurrent_state_kind.h"
 #include "model/decoder_blocks.h"
 
@@ -85,14 +86,19 @@ std::vector<RecurrentRun> GatedDeltaNetBlock::Runs(const ForwardBatch& batch, co
     // The state before the run: the block of the sequence's last computed token.
     const float* from = p0 == 0 ? nullptr : kv.state(table[(p0 - 1) / bs]) + offset;
     while (r < n && batch.seq_index[r] == seq) {
-      const int logical = batch.positions[r] / bs;
+      // The run ends in the next block that holds a state (a chunk's interior blocks between
+      // checkpoints are kNoBlock: RecurrentStateKind::HoldsBlock).
+      int logical = batch.positions[r] / bs;
+      while (table[logical] == kNoBlock) {
+        ++logical;
+        assert(logical < static_cast<int>(table.size()));
+      }
       const int end_position = (logical + 1) * bs;
       int end = r + 1;
       while (end < n && batch.seq_index[end] == seq && batch.positions[end] < end_position) {
         assert(batch.positions[end] == batch.positions[end - 1] + 1);
         ++end;
       }
-      assert(table[logical] != kNoBlock);
       float* to = kv.state(table[logical]) + offset;
       runs.push_back({.row_begin = r, .row_end = end, .from = from, .to = to});
       from = to;

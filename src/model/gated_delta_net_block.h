@@ -79,8 +79,9 @@ class GatedDeltaNetBlock {
                const KvLayerView& kv, const float* xn, float* out, Workspace& ws) const;
 
  private:
-  // The runs of the batch's rows over the state blocks (one per logical block a sequence's rows
-  // touch), with each state's part at `offset` floats into its block.
+  // The runs of the batch's rows over the state blocks (one per block holding a state that a
+  // sequence's rows reach; rows in kNoBlock blocks run on into the next), with each state's part
+  // at `offset` floats into its block.
   std::vector<RecurrentRun> Runs(const ForwardBatch& batch, const KvLayerView& kv,
                                  int64_t offset) const;
 
