@@ -271,6 +271,22 @@ Result<std::vector<std::string>> HfConfigReader::StringList(const char* key, siz
   return out;
 }
 
+Result<std::vector<int64_t>> HfConfigReader::IntList(const char* key, size_t max_size,
+                                                     const std::string& why) const {
+  const json* value = parsed_->Find(key);
+  if (value == nullptr || !value->is_array() || value->size() > max_size) {
+    return Unsupported(key, why);
+  }
+  std::vector<int64_t> out;
+  for (const json& item : *value) {
+    if (!item.is_number_integer() || item.get<int64_t>() < 0 || item.get<int64_t>() > INT32_MAX) {
+      return Unsupported(key, why);
+    }
+    out.push_back(item.get<int64_t>());
+  }
+  return out;
+}
+
 Status HfConfigReader::Unsupported(const char* key, const std::string& why) const {
   const json* value = parsed_->Find(key);
   return UnsupportedValue(source(), key, value != nullptr ? *value : json(), why);

@@ -60,6 +60,19 @@ struct HfConfig {
   std::vector<int> n_ff_layers;
   // gemma4-assistant: backbone_hidden_size, the hidden width of the target it drafts for.
   int n_embd_out = 0;
+  // qwen35: the Gated DeltaNet layers' key and value heads (linear_num_key_heads,
+  // linear_num_value_heads) of ssm_head_dim (linear_key_head_dim = linear_value_head_dim), their
+  // conv kernel, one attention layer per full_attention_interval, the rotated dimensions of an
+  // attention head (0: head_dim), the M-RoPE sections (empty: none) and the MTP layers after the
+  // main stack (mtp_num_hidden_layers).
+  int ssm_k_heads = 0;
+  int ssm_v_heads = 0;
+  int ssm_head_dim = 0;
+  int ssm_conv_kernel = 0;
+  int full_attention_interval = 0;
+  int rope_dims = 0;
+  std::vector<int> rope_sections;
+  int n_nextn_layers = 0;
   // A generated rope_freqs.weight ([head_dim / 2] frequency divisors) other than llama3's
   // (gemma4's proportional RoPE); empty: none.
   std::vector<float> rope_freqs;
@@ -110,6 +123,9 @@ class HfConfigReader {
   // A list of strings of exactly `size` entries.
   Result<std::vector<std::string>> StringList(const char* key, size_t size,
                                               const std::string& why) const;
+  // A list of at most `max_size` integers from 0 to INT32_MAX (may be empty).
+  Result<std::vector<int64_t>> IntList(const char* key, size_t max_size,
+                                       const std::string& why) const;
   // "<source>: '<key>' = <value> is not supported (<why>)".
   Status Unsupported(const char* key, const std::string& why) const;
 

@@ -42,6 +42,26 @@ enum class HfTransform {
   // joined into GGML's MXFP4 blocks of tensor `name`.
   kMxfp4Blocks,
   kMxfp4Scales,
+  // Mamba / Gated DeltaNet A_log -> ssm_a = -exp(A_log), kept in F32 (computed in f16 for f16
+  // data, else in f32, as torch does after the converter widens BF16).
+  kNegExp,
+  // Size-1 dimensions dropped, as torch's squeeze(): the [channels, 1, kernel] conv1d weight is
+  // GGML [kernel, channels] (ssm_conv1d, kept in F32).
+  kSqueeze,
+};
+
+// llama.cpp's _reorder_v_heads (linear attention with fewer key heads than value heads): the
+// checkpoint groups value heads by key head (key head g's j-th value head at g * per_group + j);
+// llama.cpp's graph repeats key heads by tiling (value head h reads key head h % n_groups), so
+// the converter moves that head to j * n_groups + g. Applied after the mapping's transform to
+// rows (or, with `columns`, columns) [first, first + n_groups * per_group * head_size); q and k
+// before `first` stay. n_groups 0: none.
+struct HfHeadTiling {
+  int n_groups = 0;      // key heads
+  int per_group = 0;     // value heads per key head
+  int head_size = 0;     // rows (columns) of one value head: its head_dim, or 1 (A_log, beta)
+  int64_t first = 0;     // rows (columns) before the value heads: 2 x key_dim in qkv and conv1d
+  bool columns = false;  // out_proj: the value heads are its input columns
 };
 
 // Where one safetensors tensor goes in the GGUF view of a Hugging Face folder.
@@ -52,6 +72,7 @@ struct HfMapping {
   int expert = -1;  // >= 0: this expert's slice of the stacked 3-D tensor `name`
   // MXFP4 parts of ffn_gate_exps: the rows alternate between gate (even) and up (odd).
   bool interleaved_rows = false;
+  HfHeadTiling tiling;  // value heads reordered after `transform` (Qwen3.5's linear attention)
 };
 
 // One Hugging Face class an architecture reads (Mistral's is llama's second).

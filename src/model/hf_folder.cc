@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -48,24 +49,31 @@ void PermuteHeads(const uint8_t* in, int64_t rows, uint64_t row_bytes, int n_hea
   }
 }
 
-// The tensor's elements as f32, Gemma's +1 applied (in f16 for f16 data, as torch adds).
-std::vector<uint8_t> ToF32(const SafetensorsTensor& t, bool plus_one) {
+// `v` with the element-wise transform `op` applied: Gemma's 1 + w, or -exp(w) (ssm_a).
+float ApplyElementwise(HfTransform op, float v) {
+  if (op == HfTransform::kPlusOne) return v + 1.0f;
+  if (op == HfTransform::kNegExp) return -std::exp(v);
+  return v;
+}
+
+// The tensor's elements as f32, with the element-wise transform `op` (kNone, kPlusOne, kNegExp)
+// applied in f16 for f16 data (as torch computes), else in f32 (the converter widens BF16 first).
+std::vector<uint8_t> ToF32(const SafetensorsTensor& t, HfTransform op) {
   std::vector<uint8_t> out(t.n_elements * sizeof(float));
   auto* o = reinterpret_cast<float*>(out.data());
   for (uint64_t i = 0; i < t.n_elements; ++i) {
     float v;
     if (t.type == GgmlType::kF32) {
       std::memcpy(&v, t.data + i * 4, 4);
-      if (plus_one) v += 1.0f;
+      v = ApplyElementwise(op, v);
     } else {
       uint16_t h;
       std::memcpy(&h, t.data + i * 2, 2);
       if (t.type == GgmlType::kF16) {
         v = Fp16ToFloat(h);
-        if (plus_one) v = Fp16ToFloat(FloatToFp16(v + 1.0f));
+        if (op != HfTransform::kNone) v = Fp16ToFloat(FloatToFp16(ApplyElementwise(op, v)));
       } else {
-        v = Bf16ToFloat(h);  // the converter widens BF16 to f32 before adding
-        if (plus_one) v += 1.0f;
+        v = ApplyElementwise(op, Bf16ToFloat(h));
       }
     }
     o[i] = v;
@@ -73,11 +81,54 @@ std::vector<uint8_t> ToF32(const SafetensorsTensor& t, bool plus_one) {
   return out;
 }
 
-// llama.cpp's converter stores vectors, norms, the MoE router and learned positions in F32.
+// HfHeadTiling over `n_outer` slices of `axis` units of `unit` bytes (the units being rows, or
+// the elements of one row): each slice's value heads from grouped to tiled order, in place.
+Status TileHeads(const HfHeadTiling& h, int64_t n_outer, int64_t axis, uint64_t unit, uint8_t* data,
+                 const std::string& what) {
+  const int64_t n_heads = static_cast<int64_t>(h.n_groups) * h.per_group;
+  if (h.per_group <= 0 || h.head_size <= 0 || h.first < 0 ||
+      h.first + n_heads * h.head_size != axis) {
+    return Status::InvalidArgument(what + " has " + std::to_string(axis) + " " +
+                                   (h.columns ? "columns" : "rows") + ", not " +
+                                   std::to_string(h.first) + " + " + std::to_string(n_heads) +
+                                   " value heads of " + std::to_string(h.head_size));
+  }
+  const uint64_t head_bytes = static_cast<uint64_t>(h.head_size) * unit;
+  std::vector<uint8_t> heads(static_cast<uint64_t>(n_heads) * head_bytes);
+  for (int64_t o = 0; o < n_outer; ++o) {
+    uint8_t* base = data + static_cast<uint64_t>(o * axis + h.first) * unit;
+    for (int64_t g = 0; g < h.n_groups; ++g) {
+      for (int64_t j = 0; j < h.per_group; ++j) {  // grouped g * per_group + j -> j * n_groups + g
+        std::memcpy(heads.data() + (j * h.n_groups + g) * head_bytes,
+                    base + (g * h.per_group + j) * head_bytes, head_bytes);
+      }
+    }
+    std::memcpy(base, heads.data(), heads.size());
+  }
+  return Status::Ok();
+}
+
+// llama.cpp's converter stores vectors, norms, the MoE router, learned positions and the
+// recurrent layers' conv1d in F32.
 bool KeptInF32(const std::string& gguf_name, size_t n_dims) {
   const std::string_view n = gguf_name;
   return n_dims <= 1 || n.ends_with("_norm.weight") || n.ends_with("ffn_gate_inp.weight") ||
-         n.ends_with("_exps.bias") || n == "position_embd.weight";
+         n.ends_with("_exps.bias") || n == "position_embd.weight" ||
+         n.ends_with("ssm_conv1d.weight");
+}
+
+// Value heads of `info` (after its transform, in its final type) reordered as `h` says: rows of
+// the row-major [rows, ...] tensor, or the columns of each row of a matrix.
+Status TileTensor(const HfHeadTiling& h, TensorInfo& info, uint8_t* data, const std::string& what) {
+  const uint64_t size = ElementBytes(info.type);
+  const int64_t rows = info.dims.back();
+  if (h.columns) {
+    if (info.dims.size() != 2) return Status::InvalidArgument(what + " must be a matrix");
+    return TileHeads(h, rows, info.dims[0], size, data, what);
+  }
+  int64_t row_elements = 1;
+  for (size_t i = 0; i + 1 < info.dims.size(); ++i) row_elements *= info.dims[i];
+  return TileHeads(h, 1, rows, static_cast<uint64_t>(row_elements) * size, data, what);
 }
 
 Result<TensorInfo> MakeTensor(const SafetensorsTensor& t, const HfMapping& m, Storage& storage,
@@ -90,16 +141,23 @@ Result<TensorInfo> MakeTensor(const SafetensorsTensor& t, const HfMapping& m, St
   }
   TensorInfo info{.name = m.name, .type = t.type, .data = t.data};
   info.dims.assign(t.shape.rbegin(), t.shape.rend());  // row-major [.., a, b] is GGML [b, a, ..]
+  if (m.transform == HfTransform::kSqueeze) {
+    std::erase(info.dims, 1);
+    if (info.dims.empty()) info.dims = {1};
+  }
   const uint64_t size = ElementBytes(t.type);
   const bool misaligned = reinterpret_cast<uintptr_t>(t.data) % size != 0;
-  const bool plus_one = m.transform == HfTransform::kPlusOne;
-  const bool widen = KeptInF32(m.name, t.shape.size()) && t.type != GgmlType::kF32;
-  if (m.transform == HfTransform::kNone && !misaligned && !widen) return info;
+  const bool elementwise =
+      m.transform == HfTransform::kPlusOne || m.transform == HfTransform::kNegExp;
+  const bool as_stored = m.transform == HfTransform::kNone || m.transform == HfTransform::kSqueeze;
+  const bool widen = KeptInF32(m.name, info.dims.size()) && t.type != GgmlType::kF32;
+  const bool tiled = m.tiling.n_groups > 0;
+  if (as_stored && !misaligned && !widen && !tiled) return info;
   std::vector<uint8_t> buffer;
-  if (plus_one || widen) {
-    buffer = ToF32(t, plus_one);
+  if (elementwise || widen) {
+    buffer = ToF32(t, elementwise ? m.transform : HfTransform::kNone);
     info.type = GgmlType::kF32;
-  } else if (m.transform == HfTransform::kNone) {
+  } else if (as_stored) {
     buffer.assign(t.data, t.data + t.n_bytes);
   } else if (t.shape.size() != 2) {
     return Status::InvalidArgument(what + " must be a matrix, has " +
@@ -118,6 +176,7 @@ Result<TensorInfo> MakeTensor(const SafetensorsTensor& t, const HfMapping& m, St
     buffer.resize(t.n_bytes);
     PermuteHeads(t.data, t.shape[0], t.shape[1] * size, m.n_heads, buffer.data());
   }
+  if (tiled) KVSERVE_RETURN_IF_ERROR(TileTensor(m.tiling, info, buffer.data(), what));
   info.data = buffer.data();
   storage.buffers.push_back(std::move(buffer));  // the heap block (and info.data) stays put
   return info;
@@ -162,7 +221,7 @@ Status SplitInterleavedGateUp(const SafetensorsTensor& t, const HfMapping& m, St
   }
   const int64_t n_expert = t.shape[0], n_ff = t.shape.back() / 2;
   const int64_t n_embd = bias ? 1 : t.shape[1];
-  const std::vector<uint8_t> wide = ToF32(t, /*plus_one=*/false);  // f32 bytes
+  const std::vector<uint8_t> wide = ToF32(t, HfTransform::kNone);  // f32 bytes
   const float* values = reinterpret_cast<const float*>(wide.data());
   std::string up_name = m.name;
   up_name.replace(up_name.find("ffn_gate_exps"), 13, "ffn_up_exps");
