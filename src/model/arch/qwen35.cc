@@ -23,6 +23,7 @@
 #include "model/decoder_blocks.h"
 #include "model/gated_delta_net_block.h"
 #include "model/gated_feed_forward.h"
+#include "model/qwen35_hf.h"
 #include "model/qwen35_synth.h"
 #include "model/weight_loader.h"
 
@@ -247,8 +248,10 @@ void Qwen35Model::Forward(const ForwardBatch& batch, KvCache& kv, Workspace& ws,
 }  // namespace
 
 KVSERVE_ARCHITECTURE(qwen35) {
-  static const Architecture entry{
-      .gguf_name = "qwen35", .load = &LoadModelOf<Qwen35Model>, .synthetic = &Qwen35Synthetic()};
+  static const Architecture entry{.gguf_name = "qwen35",
+                                  .load = &LoadModelOf<Qwen35Model>,
+                                  .hf_classes = Qwen35HfClasses(),
+                                  .synthetic = &Qwen35Synthetic()};
   return entry;
 }
 
