@@ -221,8 +221,9 @@ Result<HfMapping> MapQwen35Mtp(std::string_view name, const HfConfig& c) {
   };
   if (c.n_nextn_layers == 0) return Status::InvalidArgument("");
   if (auto it = kNextn.find(name); it != kNextn.end()) {
+    // + 1 on the renamed norms (enorm, hnorm, shared_head.norm end in "norm.weight" there).
     HfMapping m{.name = GgufBlockName(c.n_layers, it->second)};
-    if (name.ends_with("norm.weight")) m.transform = HfTransform::kPlusOne;
+    if (it->second.ends_with("norm.weight")) m.transform = HfTransform::kPlusOne;
     return m;
   }
   int index = 0;

@@ -1,0 +1,625 @@
+// Hugging Face Qwen3.5 folders (model/qwen35_hf.h), written here from the `kvserve synth`
+// qwen35-tiny file by undoing what llama.cpp's converter does (GGUF names back to the HF ones,
+// written apart from the loader's table; norms but ssm_norm minus 1; ssm_a back to A_log; value
+// heads from tiled back to grouped by key head; conv1d [C, 1, K]; shapes reversed): as a
+// multimodal Qwen3_5ForConditionalGeneration folder (text_config, "model.language_model." names,
+// a vision tower, one MTP layer) and as a Qwen3_5ForCausalLM folder (rope_scaling of type mrope,
+// top-level rope_theta and partial_rotary_factor). The expected file is the synthesized one with
+// ssm_a = -exp(A_log) of the folder's A_log (log(-a) does not come back to a bit for bit) and,
+// with MTP, block_count 9, nextn_predict_layers 1 and the MTP layer's blk.8.* tensors. The
+// folder's view holds that file's tensors byte for byte and its qwen35.* keys; the model from the
+// folder, and `kvserve convert` of it, give its logits bit for bit. Plus the value heads' order
+// written out by hand, a real-size config's keys, and the refusals by key.
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "io/gguf_reader.h"
+#include "io/gguf_writer.h"
+#include "model/hf_families.h"
+#include "model/hf_folder.h"
+#include "model/model.h"
+#include "support/cli.h"
+#include "support/forward.h"
+#include "support/paths.h"
+#include "support/safetensors_builder.h"
+#include "support/spm_tokenizer_json.h"
+#include "support/synthetic_files.h"
+#include "support/test_backend.h"
+
+namespace kvserve {
+namespace {
+
+using nlohmann::ordered_json;
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+struct Qwen35Case {
+  const char* name;
+  bool multimodal;  // Qwen3_5ForConditionalGeneration: text_config, vision tower, "mtp.*"
+};
+
+const Qwen35Case kCases[] = {
+    {"ConditionalGeneration", true},
+    {"CausalLm", false},
+};
+
+void PrintTo(const Qwen35Case& c, std::ostream* os) { *os << c.name; }
+
+std::string SynthPath() {
+  return testing::SynthesizedModel("qwen35-tiny", "qwen35-tiny-f32", GgmlType::kF32);
+}
+
+// The delta nets' heads, from the file's ssm.* keys.
+struct Heads {
+  int64_t n_k = 0, n_v = 0, size = 0;  // key heads, value heads, state_size
+  int64_t key_dim() const { return n_k * size; }
+};
+
+// How a GGUF tensor goes back to its HF form.
+enum class Back {
+  kSame,
+  kMinusOne,         // Qwen3.5's (1 + w) RMSNorm weights
+  kHeadRows,         // value heads of head_dim rows (z)
+  kHeadRowsAfterQk,  // value heads of head_dim rows after q and k (qkv)
+  kOneRows,          // one row per value head (b, a, dt_bias)
+  kALog,             // ssm_a -> A_log, one per value head
+  kConv,             // ssm_conv1d [K, C] -> [C, 1, K], value channels after q and k
+  kHeadColumns,      // value heads of head_dim columns (out_proj)
+};
+
+struct LayerRule {
+  const char* gguf;  // after "blk.N."
+  const char* hf;    // after "layers.N."
+  Back back;
+};
+
+const LayerRule kLayerRules[] = {
+    {"attn_norm.weight", "input_layernorm.weight", Back::kMinusOne},
+    {"post_attention_norm.weight", "post_attention_layernorm.weight", Back::kMinusOne},
+    {"attn_q.weight", "self_attn.q_proj.weight", Back::kSame},
+    {"attn_k.weight", "self_attn.k_proj.weight", Back::kSame},
+    {"attn_v.weight", "self_attn.v_proj.weight", Back::kSame},
+    {"attn_output.weight", "self_attn.o_proj.weight", Back::kSame},
+    {"attn_q_norm.weight", "self_attn.q_norm.weight", Back::kMinusOne},
+    {"attn_k_norm.weight", "self_attn.k_norm.weight", Back::kMinusOne},
+    {"ffn_gate.weight", "mlp.gate_proj.weight", Back::kSame},
+    {"ffn_up.weight", "mlp.up_proj.weight", Back::kSame},
+    {"ffn_down.weight", "mlp.down_proj.weight", Back::kSame},
+    {"attn_qkv.weight", "linear_attn.in_proj_qkv.weight", Back::kHeadRowsAfterQk},
+    {"attn_gate.weight", "linear_attn.in_proj_z.weight", Back::kHeadRows},
+    {"ssm_beta.weight", "linear_attn.in_proj_b.weight", Back::kOneRows},
+    {"ssm_alpha.weight", "linear_attn.in_proj_a.weight", Back::kOneRows},
+    {"ssm_a", "linear_attn.A_log", Back::kALog},
+    {"ssm_dt.bias", "linear_attn.dt_bias", Back::kOneRows},
+    {"ssm_conv1d.weight", "linear_attn.conv1d.weight", Back::kConv},
+    {"ssm_norm.weight", "linear_attn.norm.weight", Back::kSame},  // the gated norm: as stored
+    {"ssm_out.weight", "linear_attn.out_proj.weight", Back::kHeadColumns},
+};
+
+// Value heads of a row-major [rows, cols] tensor back from llama.cpp's tiled order (key head g's
+// j-th value head at j * n_k + g) to the checkpoint's grouped one (at g * r + j): heads of
+// `head_size` rows from row `first` on, or with `columns` the columns of each row.
+std::vector<float> Untile(const std::vector<float>& in, int64_t rows, int64_t cols, const Heads& h,
+                          int64_t head_size, int64_t first, bool columns) {
+  std::vector<float> out = in;
+  const int64_t r = h.n_v / h.n_k;
+  for (int64_t g = 0; g < h.n_k; ++g) {
+    for (int64_t j = 0; j < r; ++j) {
+      const int64_t from = first + (j * h.n_k + g) * head_size;
+      const int64_t to = first + (g * r + j) * head_size;
+      for (int64_t k = 0; k < head_size; ++k) {
+        for (int64_t i = 0; i < (columns ? rows : cols); ++i) {
+          if (columns) {
+            out[i * cols + to + k] = in[i * cols + from + k];
+          } else {
+            out[(to + k) * cols + i] = in[(from + k) * cols + i];
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+struct HfTensor {
+  std::vector<int64_t> shape;
+  std::vector<float> values;
+};
+
+// The HF form of a layer tensor whose GGUF values are `gguf`; for ssm_a, `gguf` becomes
+// -exp(A_log) of the A_log written (what the converter makes of it).
+HfTensor BackToHf(Back back, const std::vector<int64_t>& dims, const Heads& h,
+                  std::vector<float>& gguf) {
+  HfTensor t{.shape = {dims.rbegin(), dims.rend()}, .values = gguf};
+  const int64_t rows = t.shape[0];
+  const int64_t cols = static_cast<int64_t>(gguf.size()) / rows;
+  switch (back) {
+    case Back::kSame:
+      break;
+    case Back::kMinusOne:
+      for (float& v : t.values) v -= 1.0f;
+      break;
+    case Back::kHeadRows:
+      t.values = Untile(gguf, rows, cols, h, h.size, 0, false);
+      break;
+    case Back::kHeadRowsAfterQk:
+      t.values = Untile(gguf, rows, cols, h, h.size, 2 * h.key_dim(), false);
+      break;
+    case Back::kOneRows:
+      t.values = Untile(gguf, rows, cols, h, 1, 0, false);
+      break;
+    case Back::kALog: {
+      std::vector<float> a_log(gguf.size());
+      for (size_t i = 0; i < gguf.size(); ++i) {
+        a_log[i] = static_cast<float>(std::log(-static_cast<double>(gguf[i])));
+        gguf[i] = -std::exp(a_log[i]);
+      }
+      t.values = Untile(a_log, rows, cols, h, 1, 0, false);
+      break;
+    }
+    case Back::kConv:
+      t.values = Untile(gguf, rows, cols, h, h.size, 2 * h.key_dim(), false);
+      t.shape = {rows, 1, cols};
+      break;
+    case Back::kHeadColumns:
+      t.values = Untile(gguf, rows, cols, h, h.size, 0, true);
+      break;
+  }
+  return t;
+}
+
+std::vector<float> FloatsOf(const TensorInfo& t) {
+  std::vector<float> v(t.n_bytes / sizeof(float));
+  std::memcpy(v.data(), t.data, t.n_bytes);
+  return v;
+}
+
+std::vector<uint8_t> BytesOf(const std::vector<float>& v) {
+  std::vector<uint8_t> b(v.size() * sizeof(float));
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+// A built case: the folder, the GGUF file it must convert to, and the HF values written.
+struct Built {
+  std::string folder, gguf;
+  std::map<std::string, std::vector<float>> hf;  // by HF name
+};
+
+// The text config of the synthesized file in Qwen3.5's keys (the multimodal case's text_config).
+ordered_json TextConfigOf(const GgufFile& f, const Qwen35Case& c) {
+  auto u = [&](const std::string& key) { return f.GetUint("qwen35." + key).value(); };
+  const int n_layers = static_cast<int>(u("block_count"));
+  const uint64_t interval = u("full_attention_interval");
+  ordered_json types = ordered_json::array();
+  for (int i = 0; i < n_layers; ++i) {
+    types.push_back((i + 1) % interval == 0 ? "full_attention" : "linear_attention");
+  }
+  const double theta = f.GetFloat("qwen35.rope.freq_base").value();
+  const std::vector<int64_t> sections = f.GetIntArray("qwen35.rope.dimension_sections").value();
+  const double partial = static_cast<double>(u("rope.dimension_count")) /
+                         static_cast<double>(u("attention.key_length"));
+  ordered_json j = {
+      {"model_type", "qwen3_5_text"},
+      {"hidden_size", u("embedding_length")},
+      {"num_hidden_layers", n_layers},
+      {"num_attention_heads", u("attention.head_count")},
+      {"num_key_value_heads", u("attention.head_count_kv")},
+      {"head_dim", u("attention.key_length")},
+      {"intermediate_size", u("feed_forward_length")},
+      {"max_position_embeddings", u("context_length")},
+      {"rms_norm_eps", f.GetFloat("qwen35.attention.layer_norm_rms_epsilon").value()},
+      {"hidden_act", "silu"},
+      {"attention_bias", false},
+      {"attn_output_gate", true},
+      {"full_attention_interval", interval},
+      {"layer_types", types},
+      {"linear_conv_kernel_dim", u("ssm.conv_kernel")},
+      {"linear_key_head_dim", u("ssm.state_size")},
+      {"linear_value_head_dim", u("ssm.state_size")},
+      {"linear_num_key_heads", u("ssm.group_count")},
+      {"linear_num_value_heads", u("ssm.time_step_rank")},
+      {"tie_word_embeddings", false},
+      {"vocab_size", f.GetStringArray("tokenizer.ggml.tokens")->size()},
+      {"bos_token_id", 1},
+      {"eos_token_id", 2},
+  };
+  const ordered_json mrope = {sections[0], sections[1], sections[2]};
+  if (c.multimodal) {  // transformers 5: everything in rope_parameters
+    j["mtp_num_hidden_layers"] = 1;
+    j["rope_parameters"] = {{"mrope_interleaved", true},
+                            {"mrope_section", mrope},
+                            {"rope_type", "default"},
+                            {"rope_theta", theta},
+                            {"partial_rotary_factor", partial}};
+  } else {  // transformers 4: rope_scaling of type mrope, theta and factor at the top
+    j["rope_theta"] = theta;
+    j["partial_rotary_factor"] = partial;
+    j["rope_scaling"] = {{"type", "mrope"}, {"mrope_section", mrope}};
+  }
+  return j;
+}
+
+// The MTP layer (as layer 7, an attention layer, in the synthesized file) and its nextn.*
+// tensors, into the expected file as blk.8.* and the folder as mtp.*.
+void AddMtp(const GgufFile& f, const Heads& h, GgufWriter& expected,
+            testing::SafetensorsBuilder& weights) {
+  const int64_t n_embd = static_cast<int64_t>(f.GetUint("qwen35.embedding_length").value());
+  for (const LayerRule& rule : kLayerRules) {
+    const TensorInfo* t = f.FindTensor(std::string("blk.7.") + rule.gguf);
+    if (t == nullptr) continue;
+    std::vector<float> values = FloatsOf(*t);
+    HfTensor hf = BackToHf(rule.back, t->dims, h, values);
+    expected.AddTensor(std::string("blk.8.") + rule.gguf, GgmlType::kF32, t->dims, BytesOf(values));
+    weights.AddF32(std::string("mtp.layers.0.") + rule.hf, hf.shape, hf.values);
+  }
+  std::vector<float> fc = FloatsOf(*f.FindTensor("token_embd.weight"));
+  fc.resize(static_cast<size_t>(2 * n_embd * n_embd));  // [n_embd, 2 n_embd]: some numbers
+  expected.AddTensor("blk.8.nextn.eh_proj.weight", GgmlType::kF32, {2 * n_embd, n_embd},
+                     BytesOf(fc));
+  weights.AddF32("mtp.fc.weight", {n_embd, 2 * n_embd}, fc);
+  for (const auto& [gguf, hf] :
+       std::map<std::string, std::string>{{"enorm", "mtp.pre_fc_norm_embedding.weight"},
+                                          {"hnorm", "mtp.pre_fc_norm_hidden.weight"},
+                                          {"shared_head_norm", "mtp.norm.weight"}}) {
+    std::vector<float> norm(static_cast<size_t>(n_embd));
+    for (int64_t i = 0; i < n_embd; ++i) norm[i] = 0.5f + 0.25f * static_cast<float>(i % 3);
+    expected.AddTensor("blk.8.nextn." + gguf + ".weight", GgmlType::kF32, {n_embd}, BytesOf(norm));
+    for (float& v : norm) v -= 1.0f;  // exact: 0.5, 0.75 and 1.0 less 1
+    weights.AddF32(hf, {n_embd}, norm);
+  }
+  expected.SetUint32("qwen35.block_count", 9);
+  expected.SetUint32("qwen35.nextn_predict_layers", 1);
+}
+
+// The tensors of the synthesized file under HF names and layouts, and the expected file.
+void WriteWeights(const Qwen35Case& c, const GgufFile& f, Built& built) {
+  const Heads h{.n_k = static_cast<int64_t>(f.GetUint("qwen35.ssm.group_count").value()),
+                .n_v = static_cast<int64_t>(f.GetUint("qwen35.ssm.time_step_rank").value()),
+                .size = static_cast<int64_t>(f.GetUint("qwen35.ssm.state_size").value())};
+  ASSERT_LT(h.n_k, h.n_v) << "the preset must have value heads to reorder";
+  const std::string prefix = c.multimodal ? "model.language_model." : "model.";
+  const std::map<std::string, std::pair<std::string, Back>> globals = {
+      {"token_embd.weight", {prefix + "embed_tokens.weight", Back::kSame}},
+      {"output_norm.weight", {prefix + "norm.weight", Back::kMinusOne}},
+      {"output.weight", {"lm_head.weight", Back::kSame}}};
+  GgufWriter expected(f.alignment());
+  for (const auto& [key, value] : f.metadata()) expected.CopyValue(key, value);
+  testing::SafetensorsBuilder weights;
+  if (c.multimodal) {  // the tower the text model leaves out
+    for (const char* name :
+         {"model.visual.blocks.0.attn.qkv.weight", "model.visual.merger.linear_fc1.weight"}) {
+      weights.AddF32(name, {2, 4}, std::vector<float>(8, 0.5f));
+    }
+  }
+  for (const TensorInfo& t : f.tensors()) {
+    ASSERT_EQ(t.type, GgmlType::kF32) << t.name;
+    std::vector<float> values = FloatsOf(t);
+    std::string hf_name;
+    HfTensor hf;
+    if (auto it = globals.find(t.name); it != globals.end()) {
+      hf_name = it->second.first;
+      hf = BackToHf(it->second.second, t.dims, h, values);
+    } else {
+      const size_t dot = t.name.find('.', 4);
+      const std::string suffix = t.name.substr(dot + 1);
+      const LayerRule* rule = nullptr;
+      for (const LayerRule& r : kLayerRules) {
+        if (suffix == r.gguf) rule = &r;
+      }
+      ASSERT_NE(rule, nullptr) << "no HF name for " << t.name;
+      hf_name = prefix + "layers." + t.name.substr(4, dot - 4) + "." + rule->hf;
+      hf = BackToHf(rule->back, t.dims, h, values);
+    }
+    expected.AddTensor(t.name, GgmlType::kF32, t.dims, BytesOf(values));
+    built.hf[hf_name] = hf.values;
+    weights.AddF32(hf_name, hf.shape, hf.values);
+  }
+  if (c.multimodal) AddMtp(f, h, expected, weights);
+  ASSERT_TRUE(weights.WriteFile(built.folder + "/model.safetensors"));
+  ASSERT_TRUE(expected.WriteFile(built.gguf).ok());
+}
+
+// The folder of `c` and its expected file (built once per test process and case).
+const Built& BuiltOf(const Qwen35Case& c) {
+  static std::map<std::string, Built> cases;
+  auto [it, added] = cases.try_emplace(c.name);
+  if (!added) return it->second;
+  Built& b = it->second;
+  b.folder = testing::TempDir() + "/hf-qwen35-" + c.name;
+  b.gguf = testing::TempDir() + "/hf-qwen35-" + c.name + "-expected.gguf";
+  fs::remove_all(b.folder);
+  fs::create_directories(b.folder);
+  auto f = GgufFile::Open(SynthPath());
+  EXPECT_TRUE(f.ok()) << f.message();
+  if (!f.ok()) return b;
+  ordered_json config = TextConfigOf(*f, c);
+  if (c.multimodal) {
+    config = {{"architectures", {"Qwen3_5ForConditionalGeneration"}},
+              {"model_type", "qwen3_5"},
+              {"text_config", config},
+              {"vision_config", {{"model_type", "qwen3_5"}, {"depth", 1}, {"hidden_size", 4}}},
+              {"tie_word_embeddings", false}};
+  } else {
+    config["architectures"] = {"Qwen3_5ForCausalLM"};
+  }
+  EXPECT_TRUE(testing::WriteText(b.folder + "/config.json", config.dump(2)));
+  WriteWeights(c, *f, b);
+  EXPECT_TRUE(
+      testing::WriteText(b.folder + "/tokenizer.json", testing::SpmTokenizerJson(*f).dump()));
+  return b;
+}
+
+std::unique_ptr<Model> LoadOrDie(const std::string& path) {
+  auto model = LoadModel(path, TestBackend());
+  EXPECT_TRUE(model.ok()) << model.message();
+  return model.ok() ? std::move(model).value() : nullptr;
+}
+
+// 20 tokens: five attention periods of the delta nets' state.
+const std::vector<int32_t> kTokens = {1,   72, 301, 15,  499, 260, 33,  87, 144, 410,
+                                      222, 9,  356, 480, 61,  190, 305, 17, 444, 128};
+
+void ExpectSameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_FALSE(a.empty());
+  size_t first = a.size();
+  for (size_t i = 0; i < a.size() && first == a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) first = i;
+  }
+  EXPECT_EQ(first, a.size()) << "first difference at " << first << ": " << a[first] << " vs "
+                             << b[first];
+}
+
+// Every tensor of the file, with its name, shape, type and bytes, and nothing else.
+void ExpectSameTensors(const GgufFile& mine, const GgufFile& file) {
+  EXPECT_EQ(mine.tensors().size(), file.tensors().size());
+  for (const TensorInfo& t : file.tensors()) {
+    const TensorInfo* m = mine.FindTensor(t.name);
+    ASSERT_NE(m, nullptr) << t.name;
+    EXPECT_EQ(m->dims, t.dims) << t.name;
+    EXPECT_EQ(m->type, t.type) << t.name;
+    ASSERT_EQ(m->n_bytes, t.n_bytes) << t.name;
+    EXPECT_EQ(std::memcmp(m->data, t.data, t.n_bytes), 0) << t.name;
+  }
+}
+
+// Every qwen35.* key of the file with the same type and value, and no other; qwen35.vocab_size
+// alone is the synthesizer's (the converter writes none for Qwen3.5).
+void ExpectSameKeys(const GgufFile& mine, const GgufFile& file) {
+  EXPECT_EQ(mine.GetString("general.architecture").value(), "qwen35");
+  for (const auto& [key, value] : file.metadata()) {
+    if (key.rfind("qwen35.", 0) != 0 || key == "qwen35.vocab_size") continue;
+    const GgufValue* m = mine.Find(key);
+    ASSERT_NE(m, nullptr) << key;
+    EXPECT_EQ(m->type, value.type) << key;
+    EXPECT_EQ(m->array_type, value.array_type) << key;
+    EXPECT_EQ(m->array_size, value.array_size) << key;
+    EXPECT_EQ(m->u, value.u) << key;
+    EXPECT_EQ(m->f, value.f) << key;
+    if (value.type == GgufValueType::kArray && m->array_type == value.array_type &&
+        m->array_size == value.array_size) {
+      const uint64_t bytes = value.array_size * GgufScalarBytes(value.array_type);
+      EXPECT_EQ(std::memcmp(m->array_data, value.array_data, bytes), 0) << key;
+    }
+  }
+  for (const auto& [key, value] : mine.metadata()) {
+    if (key.rfind("qwen35.", 0) == 0) {
+      EXPECT_NE(file.Find(key), nullptr) << "extra key " << key;
+    }
+  }
+}
+
+class HfQwen35Test : public ::testing::TestWithParam<Qwen35Case> {};
+
+TEST_P(HfQwen35Test, FolderHoldsTheGgufTensorsAndKeys) {
+  const Built& b = BuiltOf(GetParam());
+  auto view = HfFolder::Open(b.folder);
+  ASSERT_TRUE(view.ok()) << view.message();
+  auto file = GgufFile::Open(b.gguf);
+  ASSERT_TRUE(file.ok()) << file.message();
+  ExpectSameTensors(*view, *file);
+  ExpectSameKeys(*view, *file);
+}
+
+// llama.cpp's _reorder_v_heads written out for 2 key heads of 2 value heads each: the grouped
+// [k0v0, k0v1, k1v0, k1v1] become [k0v0, k1v0, k0v1, k1v1]; A_log's after -exp; conv1d's q and
+// k channels in place.
+TEST_P(HfQwen35Test, ValueHeadsGoFromGroupedToTiled) {
+  const Built& b = BuiltOf(GetParam());
+  auto view = HfFolder::Open(b.folder);
+  ASSERT_TRUE(view.ok()) << view.message();
+  const std::string p = GetParam().multimodal ? "model.language_model.layers.0.linear_attn."
+                                              : "model.layers.0.linear_attn.";
+  const std::vector<float> dt = b.hf.at(p + "dt_bias"), a_log = b.hf.at(p + "A_log");
+  ASSERT_EQ(dt.size(), 4u);
+  const std::vector<float> tiled_dt = FloatsOf(*view->FindTensor("blk.0.ssm_dt.bias"));
+  EXPECT_EQ(tiled_dt, (std::vector<float>{dt[0], dt[2], dt[1], dt[3]}));
+  const std::vector<float> ssm_a = FloatsOf(*view->FindTensor("blk.0.ssm_a"));
+  const int order[4] = {0, 2, 1, 3};
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(ssm_a[i], -std::exp(a_log[order[i]])) << i;
+  const TensorInfo* conv = view->FindTensor("blk.0.ssm_conv1d.weight");
+  ASSERT_NE(conv, nullptr);
+  ASSERT_EQ(conv->dims, (std::vector<int64_t>{4, 2 * 32 + 64}));  // [K, C], q k v channels
+  const std::vector<float> c = FloatsOf(*conv), hf = b.hf.at(p + "conv1d.weight");
+  EXPECT_EQ(std::vector<float>(c.begin(), c.begin() + 64 * 4),
+            std::vector<float>(hf.begin(), hf.begin() + 64 * 4));
+  // v channel 64 + 16 + i (tiled head 1 = key head 1's value head 0) is grouped head 2's.
+  EXPECT_EQ(c[(64 + 16) * 4], hf[(64 + 32) * 4]);
+}
+
+TEST_P(HfQwen35Test, FolderGivesTheGgufLogitsBitForBit) {
+  const Built& b = BuiltOf(GetParam());
+  auto gguf = LoadOrDie(b.gguf);
+  auto folder = LoadOrDie(b.folder);
+  ASSERT_TRUE(gguf && folder);
+  EXPECT_EQ(folder->config().arch, "qwen35");
+  EXPECT_EQ(folder->config().n_layers, 8);
+  ExpectSameBits(testing::AllPositionLogits(*folder, kTokens),
+                 testing::AllPositionLogits(*gguf, kTokens));
+}
+
+TEST_P(HfQwen35Test, ConvertedFolderIsTheGguf) {
+  const Built& b = BuiltOf(GetParam());
+  const std::string out = testing::TempDir() + "/hf-qwen35-" + GetParam().name + ".gguf";
+  const std::string args = "convert -m '" + b.folder + "' -o '" + out + "' --type f32";
+  std::string printed, errors;
+  ASSERT_EQ(testing::RunKvserve(args, &printed, &errors), 0) << args << ": " << errors;
+  auto converted = GgufFile::Open(out);
+  auto file = GgufFile::Open(b.gguf);
+  ASSERT_TRUE(converted.ok() && file.ok()) << converted.message();
+  ExpectSameTensors(*converted, *file);
+  ExpectSameKeys(*converted, *file);
+  fs::remove(out);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, HfQwen35Test, ::testing::ValuesIn(kCases),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// Qwen3.5-0.8B's text config as remembered (not checked against the file here): 24 layers, one
+// MTP layer, heads of 256 a quarter turned, default M-RoPE sections.
+ordered_json SmallConfig() {
+  ordered_json types = ordered_json::array();
+  for (int i = 0; i < 24; ++i) types.push_back(i % 4 == 3 ? "full_attention" : "linear_attention");
+  return {{"architectures", {"Qwen3_5ForCausalLM"}},
+          {"hidden_size", 1024},
+          {"num_hidden_layers", 24},
+          {"num_attention_heads", 8},
+          {"num_key_value_heads", 2},
+          {"head_dim", 256},
+          {"intermediate_size", 3584},
+          {"max_position_embeddings", 262144},
+          {"rms_norm_eps", 1e-6},
+          {"hidden_act", "silu"},
+          {"attn_output_gate", true},
+          {"full_attention_interval", 4},
+          {"layer_types", types},
+          {"linear_conv_kernel_dim", 4},
+          {"linear_key_head_dim", 128},
+          {"linear_value_head_dim", 128},
+          {"linear_num_key_heads", 16},
+          {"linear_num_value_heads", 16},
+          {"mtp_num_hidden_layers", 1},
+          {"tie_word_embeddings", true},
+          {"vocab_size", 248320},
+          {"rope_parameters",
+           {{"mrope_interleaved", true},
+            {"rope_type", "default"},
+            {"rope_theta", 1e7},
+            {"partial_rotary_factor", 0.25}}}};
+}
+
+TEST(HfQwen35Keys, RealSizeKeysAsTheConverterWritesThem) {
+  auto c = ParseHfConfig(SmallConfig().dump(), "config.json");
+  ASSERT_TRUE(c.ok()) << c.message();
+  GgufWriter w;
+  AddHfHyperParameters(*c, "qwen3.5-0.8b", w);
+  const std::vector<uint8_t> image = w.Serialize();
+  auto file = GgufFile::Parse(image.data(), image.size(), "qwen35");
+  ASSERT_TRUE(file.ok()) << file.message();
+  auto u = [&](const char* key) { return file->GetUint(std::string("qwen35.") + key).value(); };
+  EXPECT_EQ(u("block_count"), 25u);  // the MTP layer after the 24
+  EXPECT_EQ(u("nextn_predict_layers"), 1u);
+  EXPECT_EQ(u("rope.dimension_count"), 64u);
+  EXPECT_EQ(u("attention.key_length"), 256u);
+  EXPECT_EQ(u("ssm.state_size"), 128u);
+  EXPECT_EQ(u("ssm.inner_size"), 2048u);
+  EXPECT_EQ(u("ssm.group_count"), 16u);
+  EXPECT_EQ(u("ssm.time_step_rank"), 16u);
+  EXPECT_EQ(u("ssm.conv_kernel"), 4u);
+  EXPECT_EQ(u("full_attention_interval"), 4u);
+  EXPECT_EQ(u("context_length"), 262144u);
+  EXPECT_EQ(file->GetFloat("qwen35.rope.freq_base").value(), 1e7);
+  EXPECT_EQ(file->GetIntArray("qwen35.rope.dimension_sections").value(),
+            (std::vector<int64_t>{11, 11, 10, 0}));  // the mixin's default
+  // Tied: lm_head is skipped; MTP tensors go after the stack; the gated norm is not + 1.
+  EXPECT_EQ(MapHfTensor("lm_head.weight", *c)->name, "");
+  EXPECT_EQ(MapHfTensor("mtp.layers.0.self_attn.q_norm.weight", *c)->name,
+            "blk.24.attn_q_norm.weight");
+  EXPECT_EQ(MapHfTensor("mtp.fc.weight", *c)->name, "blk.24.nextn.eh_proj.weight");
+  EXPECT_EQ(MapHfTensor("model.mtp.norm.weight", *c)->transform, HfTransform::kPlusOne);
+  EXPECT_EQ(MapHfTensor("mtp.pre_fc_norm_hidden.weight", *c)->transform, HfTransform::kPlusOne);
+  EXPECT_EQ(MapHfTensor("mtp.fc.weight", *c)->transform, HfTransform::kNone);
+  EXPECT_EQ(MapHfTensor("model.layers.0.linear_attn.norm.weight", *c)->transform,
+            HfTransform::kNone);
+  EXPECT_EQ(MapHfTensor("model.layers.0.linear_attn.A_log", *c)->tiling.n_groups, 0);  // 16 = 16
+  EXPECT_EQ(MapHfTensor("model.visual.blocks.0.norm1.weight", *c)->name, "");
+  auto extra = MapHfTensor("mtp.layers.1.mlp.up_proj.weight", *c);
+  EXPECT_THAT(extra.message(), HasSubstr("'mtp.layers.1.mlp.up_proj.weight'"));
+  auto fused = MapHfTensor("model.layers.0.linear_attn.in_proj_qkvz.weight", *c);
+  EXPECT_THAT(fused.message(), HasSubstr("'model.layers.0.linear_attn.in_proj_qkvz.weight'"));
+  ordered_json j = SmallConfig();
+  j.erase("mtp_num_hidden_layers");
+  auto no_mtp = ParseHfConfig(j.dump(), "config.json");
+  ASSERT_TRUE(no_mtp.ok());
+  EXPECT_FALSE(MapHfTensor("mtp.fc.weight", *no_mtp).ok());
+}
+
+// What kvserve's qwen35 does not compute, and what the converter requires, refused by key.
+TEST(HfQwen35Keys, ConfigsKvserveCannotComputeAreRefusedByKey) {
+  auto error = [](const ordered_json& j) {
+    auto c = ParseHfConfig(j.dump(), "config.json");
+    EXPECT_FALSE(c.ok()) << j.dump();
+    return c.ok() ? std::string() : c.message();
+  };
+  const ordered_json base = SmallConfig();
+  ordered_json j = base;
+  j["rope_parameters"]["rope_type"] = "yarn";
+  EXPECT_THAT(error(j), HasSubstr("'rope_parameters.rope_type' = \"yarn\" is not supported"));
+  j = base;
+  j["attn_output_gate"] = false;
+  EXPECT_THAT(error(j), HasSubstr("'attn_output_gate' = false is not supported"));
+  j = base;
+  j["linear_value_head_dim"] = 64;
+  EXPECT_THAT(error(j), HasSubstr("'linear_value_head_dim' = 64 is not supported"));
+  j = base;
+  j["linear_num_value_heads"] = 24;
+  EXPECT_THAT(error(j), HasSubstr("'linear_num_value_heads' = 24 is not supported"));
+  j = base;
+  j["layer_types"][3] = "linear_attention";
+  EXPECT_THAT(error(j), HasSubstr("'layer_types'"));
+  EXPECT_THAT(error(j), HasSubstr("layer 3 is 'linear_attention'"));
+  j = base;
+  j["full_attention_interval"] = 3;
+  EXPECT_THAT(error(j), HasSubstr("layer 2 is 'linear_attention'"));
+  j = base;
+  j["rope_parameters"]["partial_rotary_factor"] = 0.002;  // int(0.512) = 0 dims
+  EXPECT_THAT(error(j), HasSubstr("'rope_parameters.partial_rotary_factor' = 0.002"));
+  j = base;
+  j["rope_parameters"]["mrope_section"] = {0, 0, 4};
+  EXPECT_THAT(error(j), HasSubstr("'rope_parameters.mrope_section' = [0,0,4] is not supported"));
+  j = base;
+  j["hidden_act"] = "gelu";
+  EXPECT_THAT(error(j), HasSubstr("'hidden_act' = \"gelu\""));
+  j = base;
+  j["attention_bias"] = true;
+  EXPECT_THAT(error(j), HasSubstr("'attention_bias' = true"));
+  j = base;
+  j.erase("linear_num_key_heads");
+  EXPECT_THAT(error(j), HasSubstr("'linear_num_key_heads'"));
+  j = base;
+  j.erase("rms_norm_eps");
+  EXPECT_THAT(error(j), HasSubstr("'rms_norm_eps'"));
+}
+
+class RemoveFolders : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    for (const Qwen35Case& c : kCases) {
+      fs::remove_all(testing::TempDir() + "/hf-qwen35-" + c.name);
+      fs::remove(testing::TempDir() + "/hf-qwen35-" + c.name + "-expected.gguf");
+    }
+  }
+};
+const auto* const kRemoveFolders = ::testing::AddGlobalTestEnvironment(new RemoveFolders);
+
+}  // namespace
+}  // namespace kvserve
