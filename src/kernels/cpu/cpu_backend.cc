@@ -377,7 +377,7 @@ void CpuBackend::ShortConv(const float* x, size_t x_stride, int channels, const 
                  .weight = weight,
                  .kernel = kernel,
                  .out = out},
-                runs, Cpu(ws).pool);
+                runs, kernels_, Cpu(ws).pool);
 }
 
 void CpuBackend::GatedDeltaNet(const float* qkv, size_t qkv_stride, const float* g,
@@ -393,7 +393,7 @@ void CpuBackend::GatedDeltaNet(const float* qkv, size_t qkv_stride, const float*
                      .head_dim = head_dim,
                      .eps = eps,
                      .out = out},
-                    runs, Cpu(ws).delta_net, Cpu(ws).pool);
+                    runs, kernels_, Cpu(ws).delta_net, Cpu(ws).pool);
 }
 
 void CpuBackend::DeltaNetGates(const float* alpha, const float* beta_in, const float* dt_bias,

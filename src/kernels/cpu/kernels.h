@@ -85,6 +85,49 @@ constexpr int kMaxAttendHeadDim = 256;
 
 using AttendHeadFn = void (*)(const AttendJob& job);
 
+// One row (token) of the gated delta rule (recurrent_ops.h) on state rows [j_begin, j_end) of one
+// value head. For each state row j, in increasing j:
+//   m = src[j] * decay (0 * decay where src is nullptr);  d = (v[j] - LaneDot(m, k)) * beta;
+//   m += d * k;  state[j] = m;  out[j] = LaneDot(m, q) * scale
+// where LaneDot(a, b) adds a[i] * b[i] into lane i % 16 in increasing i (from +0), then adds the
+// lanes pairwise (l + 8, then + 4, + 2, + 1). Every product and sum is rounded on its own (no
+// FMA), so every table gives the same bits. src may equal state; rows outside the range are not
+// touched.
+struct DeltaRuleStep {
+  const float* src;  // [head_dim, head_dim], the state before this row; nullptr = zeros
+  float* state;      // [head_dim, head_dim], the state after it
+  const float* q;    // [head_dim], L2-normalized
+  const float* k;    // [head_dim], L2-normalized
+  const float* v;    // [head_dim]
+  float* out;        // [head_dim]
+  float decay;       // expf(g)
+  float beta;
+  float scale;  // 1 / sqrtf(head_dim)
+  int head_dim;
+  int j_begin;
+  int j_end;
+};
+using DeltaRuleStepFn = void (*)(const DeltaRuleStep& step);
+
+// Rows of the short causal convolution then SiLU (Backend::ShortConv) on `width` channels:
+//   out[t][c] = silu(Σ_{j < kernel} weight[c * kernel + j] * window(t + j)[c]),
+// summed from +0 in increasing j, each product rounded (no FMA); silu(s) = s / (1 + expf(-s)),
+// expf the C library's. window(i) is hist row i for i < kernel - 1 (zeros where hist is nullptr),
+// then x row i - (kernel - 1).
+struct ConvRows {
+  const float* hist;  // [kernel - 1] rows hist_stride floats apart, or nullptr
+  size_t hist_stride;
+  const float* x;  // [n_rows] rows x_stride floats apart
+  size_t x_stride;
+  const float* weight;  // [width, kernel]
+  int kernel;
+  int width;
+  int n_rows;
+  float* out;  // [n_rows] rows out_stride floats apart
+  size_t out_stride;
+};
+using ConvRowsFn = void (*)(const ConvRows& rows);
+
 struct KernelTable {
   const char* isa;  // "scalar", "avx2", "avx512"
   MatmulTileFn matmul_f32;
@@ -161,6 +204,9 @@ struct KernelTable {
   // SwiGLU in place: gate[i] = gate[i] / (1 + KvExp(-gate[i])) * up[i], in exactly that order of
   // IEEE operations (KvExp: attend_head.h), so every table gives the same bits.  [n]
   void (*swiglu)(float* gate, const float* up, int n);
+  // The recurrent layers' hot loops (recurrent_ops.h): the same bits on every table.
+  DeltaRuleStepFn delta_rule_step;
+  ConvRowsFn conv_rows;
 };
 
 const KernelTable& ScalarKernels();

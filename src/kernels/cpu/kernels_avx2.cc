@@ -23,6 +23,7 @@
 #include "kernels/cpu/kv_exp_avx2.h"
 #include "kernels/cpu/quant_matmul.h"
 #include "kernels/cpu/quant_tiles_scalar.h"
+#include "kernels/cpu/recurrent_rows.h"
 #include "kernels/cpu/tile_walk.h"
 
 namespace kvserve {
@@ -302,6 +303,8 @@ constexpr KernelTable kAvx2 = {
     .attend_head = avx2::AttendHead,
     .gelu_f16_table = GeluF16Table,
     .swiglu = SwiGlu,
+    .delta_rule_step = avx2::DeltaRule,
+    .conv_rows = avx2::ShortConvRows,
 };
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "kernels/cpu/kv_exp_avx512.h"
 #include "kernels/cpu/quant_matmul.h"
 #include "kernels/cpu/quant_tiles_scalar.h"
+#include "kernels/cpu/recurrent_rows.h"
 
 namespace kvserve {
 
@@ -156,6 +157,8 @@ constexpr KernelTable kAvx512 = {
     .attend_head = avx512::AttendHead,
     .gelu_f16_table = GeluF16Table,
     .swiglu = SwiGlu,
+    .delta_rule_step = avx512::DeltaRule,
+    .conv_rows = avx512::ShortConvRows,
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/kquant_tiles.h"
 #include "kernels/cpu/quant_tiles_scalar.h"
+#include "kernels/cpu/recurrent_rows.h"
 #include "kernels/quantize_ggml.h"
 #include "util/half.h"
 
@@ -164,6 +165,8 @@ constexpr KernelTable kScalar = {
     .attend_head = scalar::AttendHead,
     .gelu_f16_table = GeluF16Table,
     .swiglu = SwiGlu,
+    .delta_rule_step = scalar::DeltaRule,
+    .conv_rows = scalar::ShortConvRows,
 };
 
 }  // namespace

@@ -4,13 +4,15 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cpu/recurrent_rows.h"
+
 namespace kvserve {
 
 namespace {
 
 // Channels per ShortConv task, and state rows (value indices) per GatedDeltaNet task. Neither
 // changes a bit of the results: each channel and each state row is computed alone.
-constexpr int kConvChunk = 64;
+constexpr int kConvChunk = kMaxConvWidth;
 constexpr int kStateRows = 16;
 constexpr int kLanes = 16;  // LaneDot's accumulators
 
@@ -27,36 +29,41 @@ int MaxRowEnd(std::span<const RecurrentRun> runs) {
   return n_rows;
 }
 
-// One run of ShortConv on channels [c_begin, c_end) (at most kConvChunk): the outputs first, all
-// read from `from`, then the new state, row i from x' row n + i in increasing i, so from == to
-// reads each old row before it is overwritten.
-void ShortConvChunk(const ShortConvArgs& a, const RecurrentRun& run, int c_begin, int c_end) {
-  static constexpr float kZeros[kConvChunk] = {};
+// One run of ShortConv on channels [c_begin, c_end) (at most kMaxConvWidth): the outputs first,
+// all read from `from` and x, then the new state, row i from x' row n + i in increasing i (x' =
+// the kernel - 1 state rows, then the run's rows of x), so from == to reads each old row before it
+// is overwritten.
+void ShortConvChunk(const ShortConvArgs& a, const KernelTable& kernels, const RecurrentRun& run,
+                    int c_begin, int c_end) {
   const int hist = a.kernel - 1;
   const int n = run.row_end - run.row_begin;
   const int width = c_end - c_begin;
-  // Row i of x' (hist state rows, then the run's rows of x), from channel c_begin.
-  auto window_row = [&](int i) -> const float* {
-    if (i >= hist) {
-      return a.x + static_cast<size_t>(run.row_begin + i - hist) * a.x_stride + c_begin;
-    }
-    if (run.from == nullptr) return kZeros;
-    return run.from + static_cast<size_t>(i) * a.channels + c_begin;
-  };
-  const float* weight = a.weight + static_cast<size_t>(c_begin) * a.kernel;
-  for (int t = 0; t < n; ++t) {
-    float sum[kConvChunk] = {};  // per channel, over j in increasing order
-    for (int j = 0; j < a.kernel; ++j) {
-      const float* x = window_row(t + j);
-      for (int c = 0; c < width; ++c) sum[c] += weight[c * a.kernel + j] * x[c];
-    }
-    float* out = a.out + static_cast<size_t>(run.row_begin + t) * a.channels + c_begin;
-    for (int c = 0; c < width; ++c) out[c] = Silu(sum[c]);
+  const float* x = a.x + static_cast<size_t>(run.row_begin) * a.x_stride + c_begin;
+  const float* from = run.from != nullptr ? run.from + c_begin : nullptr;
+  if (n > 0) {
+    kernels.conv_rows({.hist = from,
+                       .hist_stride = static_cast<size_t>(a.channels),
+                       .x = x,
+                       .x_stride = a.x_stride,
+                       .weight = a.weight + static_cast<size_t>(c_begin) * a.kernel,
+                       .kernel = a.kernel,
+                       .width = width,
+                       .n_rows = n,
+                       .out = a.out + static_cast<size_t>(run.row_begin) * a.channels + c_begin,
+                       .out_stride = static_cast<size_t>(a.channels)});
   }
   for (int i = 0; i < hist; ++i) {
-    const float* src = window_row(n + i);
     float* dst = run.to + static_cast<size_t>(i) * a.channels + c_begin;
-    if (src != dst) std::copy(src, src + width, dst);
+    const int w = n + i;  // row w of x'
+    if (w >= hist) {
+      const float* src = x + static_cast<size_t>(w - hist) * a.x_stride;
+      std::copy(src, src + width, dst);
+    } else if (from == nullptr) {
+      std::fill(dst, dst + width, 0.0f);
+    } else {
+      const float* src = from + static_cast<size_t>(w) * a.channels;
+      if (src != dst) std::copy(src, src + width, dst);
+    }
   }
 }
 
@@ -75,8 +82,8 @@ void NormalizeQk(const DeltaNetArgs& a, int64_t unit, float* qk) {
 // Phase 2: the delta rule of value head h on state rows [j_begin, j_end), every row of one run.
 // Each state row evolves alone (its own decay, dots and update), so a split by rows changes no
 // bit. The run's first row reads `from` (or zeros) and writes `to`; the later rows work in place.
-void DeltaRuleRun(const DeltaNetArgs& a, const float* qk, const RecurrentRun& run, int h,
-                  int j_begin, int j_end) {
+void DeltaRuleRun(const DeltaNetArgs& a, const KernelTable& kernels, const float* qk,
+                  const RecurrentRun& run, int h, int j_begin, int j_end) {
   const int hd = a.head_dim;
   const size_t head_floats = static_cast<size_t>(hd) * hd;
   const size_t k_width = static_cast<size_t>(a.n_k_heads) * hd;
@@ -97,24 +104,19 @@ void DeltaRuleRun(const DeltaNetArgs& a, const float* qk, const RecurrentRun& ru
   }
   for (int r = run.row_begin; r < run.row_end; ++r) {
     const float* q = qk + 2 * k_width * r + static_cast<size_t>(kh) * hd;
-    const float* k = q + k_width;
-    const float* v = a.qkv + r * a.qkv_stride + 2 * k_width + static_cast<size_t>(h) * hd;
-    const float decay = std::exp(a.g[static_cast<size_t>(r) * a.n_v_heads + h]);
-    const float beta = a.beta[static_cast<size_t>(r) * a.n_v_heads + h];
-    float* out = a.out + (static_cast<size_t>(r) * a.n_v_heads + h) * hd;
-    const float* src = r == run.row_begin ? from : state;
-    for (int j = j_begin; j < j_end; ++j) {
-      float* m = state + static_cast<size_t>(j) * hd;
-      if (src != nullptr) {
-        const float* s = src + static_cast<size_t>(j) * hd;
-        for (int i = 0; i < hd; ++i) m[i] = s[i] * decay;
-      } else {
-        for (int i = 0; i < hd; ++i) m[i] = 0.0f * decay;
-      }
-      const float d = (v[j] - LaneDot(m, k, hd)) * beta;
-      for (int i = 0; i < hd; ++i) m[i] += d * k[i];
-      out[j] = LaneDot(m, q, hd) * scale;
-    }
+    kernels.delta_rule_step(
+        {.src = r == run.row_begin ? from : state,
+         .state = state,
+         .q = q,
+         .k = q + k_width,
+         .v = a.qkv + r * a.qkv_stride + 2 * k_width + static_cast<size_t>(h) * hd,
+         .out = a.out + (static_cast<size_t>(r) * a.n_v_heads + h) * hd,
+         .decay = std::exp(a.g[static_cast<size_t>(r) * a.n_v_heads + h]),
+         .beta = a.beta[static_cast<size_t>(r) * a.n_v_heads + h],
+         .scale = scale,
+         .head_dim = hd,
+         .j_begin = j_begin,
+         .j_end = j_end});
   }
 }
 
@@ -141,7 +143,7 @@ void L2Normalize(const float* x, int n, float eps, float* out) {
 }
 
 void ShortConvRuns(const ShortConvArgs& args, std::span<const RecurrentRun> runs,
-                   ThreadPool& pool) {
+                   const KernelTable& kernels, ThreadPool& pool) {
   const int64_t n_chunks = (args.channels + kConvChunk - 1) / kConvChunk;
   const int64_t cost = static_cast<int64_t>(MaxRowEnd(runs)) * args.channels * args.kernel * 2;
   pool.ParallelFor(
@@ -150,14 +152,14 @@ void ShortConvRuns(const ShortConvArgs& args, std::span<const RecurrentRun> runs
         for (int64_t chunk = begin; chunk < end; ++chunk) {
           const int c_begin = static_cast<int>(chunk) * kConvChunk;
           const int c_end = std::min(args.channels, c_begin + kConvChunk);
-          for (const RecurrentRun& run : runs) ShortConvChunk(args, run, c_begin, c_end);
+          for (const RecurrentRun& run : runs) ShortConvChunk(args, kernels, run, c_begin, c_end);
         }
       },
       cost);
 }
 
 void GatedDeltaNetRuns(const DeltaNetArgs& args, std::span<const RecurrentRun> runs,
-                       AlignedFloats& scratch, ThreadPool& pool) {
+                       const KernelTable& kernels, AlignedFloats& scratch, ThreadPool& pool) {
   const int n_rows = MaxRowEnd(runs);
   const int hd = args.head_dim;
   const size_t qk_floats = static_cast<size_t>(n_rows) * 2 * args.n_k_heads * hd;
@@ -181,11 +183,52 @@ void GatedDeltaNetRuns(const DeltaNetArgs& args, std::span<const RecurrentRun> r
           const int h = static_cast<int>(unit / blocks);
           const int j_begin = static_cast<int>(unit % blocks) * kStateRows;
           const int j_end = std::min(hd, j_begin + kStateRows);
-          for (const RecurrentRun& run : runs) DeltaRuleRun(args, qk, run, h, j_begin, j_end);
+          for (const RecurrentRun& run : runs)
+            DeltaRuleRun(args, kernels, qk, run, h, j_begin, j_end);
         }
       },
       cost);
 }
+
+namespace scalar {
+
+void DeltaRule(const DeltaRuleStep& s) {
+  const int hd = s.head_dim;
+  for (int j = s.j_begin; j < s.j_end; ++j) {
+    float* m = s.state + static_cast<size_t>(j) * hd;
+    if (s.src != nullptr) {
+      const float* src = s.src + static_cast<size_t>(j) * hd;
+      for (int i = 0; i < hd; ++i) m[i] = src[i] * s.decay;
+    } else {
+      for (int i = 0; i < hd; ++i) m[i] = 0.0f * s.decay;
+    }
+    const float d = (s.v[j] - LaneDot(m, s.k, hd)) * s.beta;
+    for (int i = 0; i < hd; ++i) m[i] += d * s.k[i];
+    s.out[j] = LaneDot(m, s.q, hd) * s.scale;
+  }
+}
+
+void ShortConvRows(const ConvRows& a) {
+  static constexpr float kZeros[kMaxConvWidth] = {};
+  const int hist = a.kernel - 1;
+  // Row i of x' (hist state rows, then the rows of x).
+  auto window_row = [&](int i) -> const float* {
+    if (i >= hist) return a.x + static_cast<size_t>(i - hist) * a.x_stride;
+    if (a.hist == nullptr) return kZeros;
+    return a.hist + static_cast<size_t>(i) * a.hist_stride;
+  };
+  for (int t = 0; t < a.n_rows; ++t) {
+    float sum[kMaxConvWidth] = {};  // per channel, over j in increasing order
+    for (int j = 0; j < a.kernel; ++j) {
+      const float* x = window_row(t + j);
+      for (int c = 0; c < a.width; ++c) sum[c] += a.weight[c * a.kernel + j] * x[c];
+    }
+    float* out = a.out + static_cast<size_t>(t) * a.out_stride;
+    for (int c = 0; c < a.width; ++c) out[c] = Silu(sum[c]);
+  }
+}
+
+}  // namespace scalar
 
 void DeltaNetGatesRow(const float* alpha, const float* beta_in, const float* dt_bias,
                       const float* a, int n_heads, float* g, float* beta) {

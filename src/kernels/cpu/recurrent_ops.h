@@ -1,7 +1,10 @@
 // The recurrent layers' operations (Backend::ShortConv, GatedDeltaNet, DeltaNetGates,
-// SigmoidGate) on the CPU: plain C++ that every ISA table shares, so every table gives the same
-// bits (no intrinsics, no FMA: the file is compiled for the baseline ISA). Sums run in an order
-// fixed by the row alone: a row's result never depends on the batch or the thread split.
+// SigmoidGate) on the CPU. The hot loops (one token of the delta rule on a block of state rows,
+// the convolution's taps and SiLU) are kernel-table entries (kernels.h: delta_rule_step,
+// conv_rows): plain C++ here for the scalar table (no intrinsics, no FMA: the file is compiled for
+// the baseline ISA), AVX2 and AVX-512 in recurrent_rows_*.cc, all giving the same bits. The rest
+// is plain C++ that every table shares. Sums run in an order fixed by the row alone: a row's
+// result never depends on the batch or the thread split.
 //
 // Threads: ShortConvRuns splits channels, GatedDeltaNetRuns splits (value head, state rows); each
 // task walks the runs in list order, so a sequence's chained runs (RecurrentRun) stay in order.
@@ -11,6 +14,7 @@
 #include <span>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/kernels.h"
 #include "util/aligned_allocator.h"
 #include "util/thread_pool.h"
 
@@ -25,8 +29,9 @@ struct ShortConvArgs {
   int kernel = 0;
   float* out = nullptr;  // [n_rows, channels]
 };
-// Backend::ShortConv on `pool`, in channel chunks.
-void ShortConvRuns(const ShortConvArgs& args, std::span<const RecurrentRun> runs, ThreadPool& pool);
+// Backend::ShortConv on `pool`, in channel chunks, through kernels.conv_rows.
+void ShortConvRuns(const ShortConvArgs& args, std::span<const RecurrentRun> runs,
+                   const KernelTable& kernels, ThreadPool& pool);
 
 // Backend::GatedDeltaNet's operands.
 struct DeltaNetArgs {
@@ -42,9 +47,9 @@ struct DeltaNetArgs {
 };
 // Backend::GatedDeltaNet on `pool`: first the L2-normalized q and k of every row into `scratch`
 // (grown to [n_rows, 2, n_k_heads, head_dim]; n_rows = the largest row_end), then the delta rule
-// per (value head, block of state rows).
+// per (value head, block of state rows) through kernels.delta_rule_step.
 void GatedDeltaNetRuns(const DeltaNetArgs& args, std::span<const RecurrentRun> runs,
-                       AlignedFloats& scratch, ThreadPool& pool);
+                       const KernelTable& kernels, AlignedFloats& scratch, ThreadPool& pool);
 
 // The sum of a[i] * b[i] in the order the recurrent ops use: element i goes to lane i % 16 (in
 // increasing i), then the lanes are added pairwise (l + 8, then + 4, + 2, + 1).  [n]
