@@ -33,7 +33,10 @@ constexpr float kNormEps = 1e-6f;  // the L2 norms' eps (Qwen3.5's rms_norm_eps)
 struct Shape {
   int n_k_heads, n_v_heads, head_dim;
 };
-constexpr Shape kShapes[] = {{1, 2, 16}, {2, 4, 24}, {1, 3, 24}, {2, 2, 16}};
+// Head dims below, at and past the SIMD kernels' 16 lanes and Qwen3.5's 128; conv widths
+// (channels) that leave a last chunk of 56, 8 and 32 + 8 channels (tails of their vectors).
+constexpr Shape kShapes[] = {{1, 2, 16}, {2, 4, 24}, {1, 3, 24}, {2, 2, 16},
+                             {3, 3, 8},  {2, 1, 40}, {1, 2, 128}};
 
 std::string Name(const Shape& s) {
   return "k" + std::to_string(s.n_k_heads) + " v" + std::to_string(s.n_v_heads) + " d" +
@@ -343,6 +346,87 @@ TEST(RecurrentOps, EveryKernelTableGivesTheSameBits) {
       Scenario conv(in.conv_state(), 1), delta(in.delta_state(), 11);
       const Outputs got = RunBoth(backend, 2, in, conv.runs, delta.runs);
       ExpectSameScenario(first, conv0, delta0, got, conv, delta);
+    }
+  }
+}
+
+// The tables' delta_rule_step and conv_rows entries against the scalar table's (the plain C++),
+// bit for bit, on the sizes around their vectors' lengths, odd row ranges and misaligned pointers:
+// from zeros, from another state and in place; convolutions from zeros and from state rows, with
+// kernels of 1 to 9 taps (past 8 the SIMD tables hand over to the plain code).
+TEST(RecurrentOps, EveryTableEntryGivesThePlainBits) {
+  const std::vector<const KernelTable*> tables = testing::FastTables();
+  if (tables.empty()) GTEST_SKIP() << "no SIMD table for this CPU";
+  const KernelTable& plain = ScalarKernels();
+  for (const KernelTable* table : tables) {
+    SCOPED_TRACE(table->isa);
+    for (int hd : {1, 7, 8, 9, 15, 16, 17, 24, 31, 33, 128}) {
+      for (int src_kind = 0; src_kind < 3; ++src_kind) {  // zeros, another state, in place
+        SCOPED_TRACE("head_dim " + std::to_string(hd) + " src " + std::to_string(src_kind));
+        const size_t n = static_cast<size_t>(hd) * hd;
+        const std::vector<float> qkv = Uniform(3 * hd + 3, -1.0f, 1.0f, 61 + hd);
+        const std::vector<float> from = RandomState(n + 1, 62 + hd);
+        // q and k at odd float offsets: misaligned for every vector length.
+        const float* q = qkv.data() + 1;
+        const float* k = q + hd + 1;
+        const float* v = k + hd;
+        const int j_begin = hd > 2 ? 1 : 0;
+        const int j_end = hd > 6 ? hd - 2 : hd;
+        auto run = [&](const KernelTable& t, std::vector<float>& state, std::vector<float>& out) {
+          state.assign(n + 1, 3.0f);
+          if (src_kind == 2) std::copy(from.begin(), from.end(), state.begin());
+          out.assign(hd, -7.0f);
+          const float* src = src_kind == 0   ? nullptr
+                             : src_kind == 1 ? from.data() + 1
+                                             : state.data() + 1;
+          t.delta_rule_step({.src = src,
+                             .state = state.data() + 1,
+                             .q = q,
+                             .k = k,
+                             .v = v,
+                             .out = out.data(),
+                             .decay = 0.75f,
+                             .beta = 0.625f,
+                             .scale = 1.0f / std::sqrt(static_cast<float>(hd)),
+                             .head_dim = hd,
+                             .j_begin = j_begin,
+                             .j_end = j_end});
+        };
+        std::vector<float> want_state, want_out, got_state, got_out;
+        run(plain, want_state, want_out);
+        run(*table, got_state, got_out);
+        EXPECT_TRUE(SameBits(got_state.data(), want_state.data(), want_state.size()));
+        EXPECT_TRUE(SameBits(got_out.data(), want_out.data(), hd));
+      }
+    }
+    for (int width : {1, 7, 8, 9, 15, 16, 17, 33, 56, 63, 64}) {
+      for (int kernel : {1, 2, 4, 9}) {
+        for (bool from_state : {false, true}) {
+          SCOPED_TRACE("width " + std::to_string(width) + " kernel " + std::to_string(kernel) +
+                       (from_state ? " from state" : " from zeros"));
+          constexpr int kRows = 5;
+          const size_t stride = width + 3;
+          const std::vector<float> x = Uniform(kRows * stride + 1, -2.0f, 2.0f, 71 + width);
+          const std::vector<float> hist = RandomState((kernel - 1) * stride + 1, 72 + width);
+          const std::vector<float> weight = Uniform(width * kernel + 1, -0.8f, 0.8f, 73);
+          auto run = [&](const KernelTable& t) {
+            std::vector<float> out(kRows * stride + 1, -7.0f);
+            t.conv_rows({.hist = from_state ? hist.data() + 1 : nullptr,
+                         .hist_stride = stride,
+                         .x = x.data() + 1,
+                         .x_stride = stride,
+                         .weight = weight.data() + 1,
+                         .kernel = kernel,
+                         .width = width,
+                         .n_rows = kRows,
+                         .out = out.data() + 1,
+                         .out_stride = stride});
+            return out;
+          };
+          const std::vector<float> got = run(*table), want = run(plain);
+          EXPECT_TRUE(SameBits(got.data(), want.data(), want.size()));
+        }
+      }
     }
   }
 }
