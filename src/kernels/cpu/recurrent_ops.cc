@@ -149,10 +149,12 @@ void ShortConvRuns(const ShortConvArgs& args, std::span<const RecurrentRun> runs
   pool.ParallelFor(
       n_chunks,
       [&](int64_t begin, int64_t end) {
-        for (int64_t chunk = begin; chunk < end; ++chunk) {
-          const int c_begin = static_cast<int>(chunk) * kConvChunk;
-          const int c_end = std::min(args.channels, c_begin + kConvChunk);
-          for (const RecurrentRun& run : runs) ShortConvChunk(args, kernels, run, c_begin, c_end);
+        for (const RecurrentRun& run : runs) {
+          for (int64_t chunk = begin; chunk < end; ++chunk) {
+            const int c_begin = static_cast<int>(chunk) * kConvChunk;
+            const int c_end = std::min(args.channels, c_begin + kConvChunk);
+            ShortConvChunk(args, kernels, run, c_begin, c_end);
+          }
         }
       },
       cost);
@@ -179,12 +181,15 @@ void GatedDeltaNetRuns(const DeltaNetArgs& args, std::span<const RecurrentRun> r
   pool.ParallelFor(
       n_units,
       [&](int64_t begin, int64_t end) {
-        for (int64_t unit = begin; unit < end; ++unit) {
-          const int h = static_cast<int>(unit / blocks);
-          const int j_begin = static_cast<int>(unit % blocks) * kStateRows;
-          const int j_end = std::min(hd, j_begin + kStateRows);
-          for (const RecurrentRun& run : runs)
+        // Run by run, so that a task reads one contiguous span of each run's state (units are
+        // head-major): a batch of decode rows streams its states as one run does.
+        for (const RecurrentRun& run : runs) {
+          for (int64_t unit = begin; unit < end; ++unit) {
+            const int h = static_cast<int>(unit / blocks);
+            const int j_begin = static_cast<int>(unit % blocks) * kStateRows;
+            const int j_end = std::min(hd, j_begin + kStateRows);
             DeltaRuleRun(args, kernels, qk, run, h, j_begin, j_end);
+          }
         }
       },
       cost);

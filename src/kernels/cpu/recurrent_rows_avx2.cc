@@ -6,7 +6,8 @@
 //   rows go side by side, so the dependency chains of their sums overlap.
 // - the convolution: 8 channels per ymm, summed over the taps in order from +0; SiLU's expf is the
 //   C library's, one element at a time (a vector exp would give other bits), and its add and
-//   division are vector operations, rounded as the scalar ones.
+//   division are vector operations, rounded as the scalar ones. Masked loads and stores (slow on
+//   AMD) only for the last partial vector.
 // Every product is rounded before its sum (Rounded): the file is compiled with FMA enabled and
 // -ffp-contract=fast, and the plain twin has no FMA.
 //
@@ -169,7 +170,16 @@ void ShortConvRows(const ConvRows& a) {
   for (int t = 0; t < a.n_rows; ++t) {
     alignas(32) float sum[kMaxConvWidth];
     alignas(32) float e[kMaxConvWidth];
-    for (int c = 0; c < a.width; c += kHalf) {
+    int c = 0;
+    for (; c + kHalf <= a.width; c += kHalf) {
+      __m256 acc = _mm256_setzero_ps();
+      for (int j = 0; j < a.kernel; ++j) {
+        const __m256 x = _mm256_loadu_ps(window_row(t + j) + c);
+        acc = _mm256_add_ps(acc, Rounded(_mm256_mul_ps(_mm256_load_ps(wt[j] + c), x)));
+      }
+      _mm256_store_ps(sum + c, acc);
+    }
+    if (c < a.width) {
       const __m256i live = FirstLanes(a.width - c);
       __m256 acc = _mm256_setzero_ps();
       for (int j = 0; j < a.kernel; ++j) {
@@ -178,9 +188,13 @@ void ShortConvRows(const ConvRows& a) {
       }
       _mm256_store_ps(sum + c, acc);
     }
-    for (int c = 0; c < a.width; ++c) e[c] = expf(-sum[c]);
+    for (c = 0; c < a.width; ++c) e[c] = expf(-sum[c]);
     float* out = a.out + static_cast<size_t>(t) * a.out_stride;
-    for (int c = 0; c < a.width; c += kHalf) {
+    for (c = 0; c + kHalf <= a.width; c += kHalf) {
+      _mm256_storeu_ps(out + c, _mm256_div_ps(_mm256_load_ps(sum + c),
+                                              _mm256_add_ps(one, _mm256_load_ps(e + c))));
+    }
+    if (c < a.width) {
       const __m256i live = FirstLanes(a.width - c);
       const __m256 silu = _mm256_div_ps(_mm256_load_ps(sum + c),
                                         _mm256_add_ps(one, _mm256_maskload_ps(e + c, live)));

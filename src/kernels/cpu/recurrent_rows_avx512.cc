@@ -111,10 +111,46 @@ void DeltaRows(const DeltaRuleStep& s, int j0) {
   for (int r = 0; r < R; ++r) s.out[j0 + r] = Tree(acc[r]) * s.scale;
 }
 
+// DeltaRows for head_dim = 16 NV: the rows stay in registers between the two passes, so each is
+// stored once.
+template <int R, int NV>
+void DeltaRowsInRegisters(const DeltaRuleStep& s, int j0) {
+  constexpr int hd = NV * kLanes;
+  const __m512 decay = _mm512_set1_ps(s.decay);
+  const __m512 zero = _mm512_setzero_ps();
+  __m512 x[R][NV];
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) {
+    acc[r] = zero;
+    const float* src = s.src != nullptr ? s.src + static_cast<size_t>(j0 + r) * hd : nullptr;
+    for (int b = 0; b < NV; ++b) {
+      x[r][b] = _mm512_mul_ps(src != nullptr ? _mm512_loadu_ps(src + b * kLanes) : zero, decay);
+      acc[r] =
+          _mm512_add_ps(acc[r], Rounded(_mm512_mul_ps(x[r][b], _mm512_loadu_ps(s.k + b * kLanes))));
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    const __m512 d = _mm512_set1_ps((s.v[j0 + r] - Tree(acc[r])) * s.beta);
+    float* m = s.state + static_cast<size_t>(j0 + r) * hd;
+    acc[r] = zero;
+    for (int b = 0; b < NV; ++b) {
+      x[r][b] =
+          _mm512_add_ps(x[r][b], Rounded(_mm512_mul_ps(d, _mm512_loadu_ps(s.k + b * kLanes))));
+      _mm512_storeu_ps(m + b * kLanes, x[r][b]);
+      acc[r] =
+          _mm512_add_ps(acc[r], Rounded(_mm512_mul_ps(x[r][b], _mm512_loadu_ps(s.q + b * kLanes))));
+    }
+    s.out[j0 + r] = Tree(acc[r]) * s.scale;
+  }
+}
+
 }  // namespace
 
 void DeltaRule(const DeltaRuleStep& step) {
   int j = step.j_begin;
+  if (step.head_dim == 128) {
+    for (; j + 2 <= step.j_end; j += 2) DeltaRowsInRegisters<2, 8>(step, j);
+  }
   for (; j + kRowsAtOnce <= step.j_end; j += kRowsAtOnce) DeltaRows<kRowsAtOnce>(step, j);
   for (; j < step.j_end; ++j) DeltaRows<1>(step, j);
 }
