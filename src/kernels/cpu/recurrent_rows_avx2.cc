@@ -28,7 +28,7 @@ namespace {
 
 constexpr int kLanes = 16;      // LaneDot's: two ymm
 constexpr int kHalf = 8;        // floats per ymm
-constexpr int kRowsAtOnce = 4;  // state rows side by side
+constexpr int kRowsAtOnce = 2;  // state rows side by side
 constexpr int kMaxKernel = 8;   // longer convolutions take the plain twin
 
 // v as rounded floats: keeps GCC from fusing the product with the sum that follows.
@@ -56,7 +56,19 @@ inline __m256 MaskAdd(__m256 acc, __m256i mask, __m256 p) {
   return _mm256_blendv_ps(acc, _mm256_add_ps(acc, p), _mm256_castsi256_ps(mask));
 }
 
-// State rows j0 .. j0 + R - 1 of the step.
+// m = src[i ..] * decay (0 * decay where src is nullptr), on 8 lanes or those of `mask`.
+inline __m256 Decayed(const float* src, int i, __m256 decay) {
+  return _mm256_mul_ps(src != nullptr ? _mm256_loadu_ps(src + i) : _mm256_setzero_ps(), decay);
+}
+inline __m256 Decayed(const float* src, int i, __m256 decay, __m256i mask) {
+  return _mm256_mul_ps(src != nullptr ? _mm256_maskload_ps(src + i, mask) : _mm256_setzero_ps(),
+                       decay);
+}
+
+// State rows j0 .. j0 + R - 1 of the step. A 128-wide row does not fit AVX2's 16 registers, and
+// storing m = src * decay to read it back in the second pass measured slower than computing it
+// again (the same bits), so each state row is read twice (the second time from L1) and stored
+// once; src may be the state, since each element is read before it is stored.
 template <int R>
 void DeltaRows(const DeltaRuleStep& s, int j0) {
   const int hd = s.head_dim;
@@ -72,7 +84,7 @@ void DeltaRows(const DeltaRuleStep& s, int j0) {
     m[r] = s.state + static_cast<size_t>(j0 + r) * hd;
     src[r] = s.src != nullptr ? s.src + static_cast<size_t>(j0 + r) * hd : nullptr;
   }
-  // m = src * decay, stored; acc = LaneDot(m, k).
+  // acc = LaneDot(src * decay, k).
   __m256 lo[R], hi[R];
   for (int r = 0; r < R; ++r) lo[r] = hi[r] = zero;
   int i = 0;
@@ -80,12 +92,8 @@ void DeltaRows(const DeltaRuleStep& s, int j0) {
     const __m256 k0 = _mm256_loadu_ps(s.k + i);
     const __m256 k1 = _mm256_loadu_ps(s.k + i + kHalf);
     for (int r = 0; r < R; ++r) {
-      const __m256 x0 =
-          _mm256_mul_ps(src[r] != nullptr ? _mm256_loadu_ps(src[r] + i) : zero, decay);
-      const __m256 x1 =
-          _mm256_mul_ps(src[r] != nullptr ? _mm256_loadu_ps(src[r] + i + kHalf) : zero, decay);
-      _mm256_storeu_ps(m[r] + i, x0);
-      _mm256_storeu_ps(m[r] + i + kHalf, x1);
+      const __m256 x0 = Decayed(src[r], i, decay);
+      const __m256 x1 = Decayed(src[r], i + kHalf, decay);
       lo[r] = _mm256_add_ps(lo[r], Rounded(_mm256_mul_ps(x0, k0)));
       hi[r] = _mm256_add_ps(hi[r], Rounded(_mm256_mul_ps(x1, k1)));
     }
@@ -94,17 +102,13 @@ void DeltaRows(const DeltaRuleStep& s, int j0) {
     const __m256 k0 = _mm256_maskload_ps(s.k + i, tail_lo);
     const __m256 k1 = _mm256_maskload_ps(s.k + i + kHalf, tail_hi);
     for (int r = 0; r < R; ++r) {
-      const __m256 x0 =
-          _mm256_mul_ps(src[r] != nullptr ? _mm256_maskload_ps(src[r] + i, tail_lo) : zero, decay);
-      const __m256 x1 = _mm256_mul_ps(
-          src[r] != nullptr ? _mm256_maskload_ps(src[r] + i + kHalf, tail_hi) : zero, decay);
-      _mm256_maskstore_ps(m[r] + i, tail_lo, x0);
-      _mm256_maskstore_ps(m[r] + i + kHalf, tail_hi, x1);
+      const __m256 x0 = Decayed(src[r], i, decay, tail_lo);
+      const __m256 x1 = Decayed(src[r], i + kHalf, decay, tail_hi);
       lo[r] = MaskAdd(lo[r], tail_lo, Rounded(_mm256_mul_ps(x0, k0)));
       hi[r] = MaskAdd(hi[r], tail_hi, Rounded(_mm256_mul_ps(x1, k1)));
     }
   }
-  // m += d * k, stored; acc = LaneDot(m, q).
+  // m = src * decay + d * k, stored; acc = LaneDot(m, q).
   __m256 d[R];
   for (int r = 0; r < R; ++r) {
     d[r] = _mm256_set1_ps((s.v[j0 + r] - Tree(lo[r], hi[r])) * s.beta);
@@ -116,9 +120,10 @@ void DeltaRows(const DeltaRuleStep& s, int j0) {
     const __m256 q0 = _mm256_loadu_ps(s.q + i);
     const __m256 q1 = _mm256_loadu_ps(s.q + i + kHalf);
     for (int r = 0; r < R; ++r) {
-      const __m256 x0 = _mm256_add_ps(_mm256_loadu_ps(m[r] + i), Rounded(_mm256_mul_ps(d[r], k0)));
-      const __m256 x1 =
-          _mm256_add_ps(_mm256_loadu_ps(m[r] + i + kHalf), Rounded(_mm256_mul_ps(d[r], k1)));
+      const __m256 x0 =
+          _mm256_add_ps(Rounded(Decayed(src[r], i, decay)), Rounded(_mm256_mul_ps(d[r], k0)));
+      const __m256 x1 = _mm256_add_ps(Rounded(Decayed(src[r], i + kHalf, decay)),
+                                      Rounded(_mm256_mul_ps(d[r], k1)));
       _mm256_storeu_ps(m[r] + i, x0);
       _mm256_storeu_ps(m[r] + i + kHalf, x1);
       lo[r] = _mm256_add_ps(lo[r], Rounded(_mm256_mul_ps(x0, q0)));
@@ -131,9 +136,9 @@ void DeltaRows(const DeltaRuleStep& s, int j0) {
     const __m256 q0 = _mm256_maskload_ps(s.q + i, tail_lo);
     const __m256 q1 = _mm256_maskload_ps(s.q + i + kHalf, tail_hi);
     for (int r = 0; r < R; ++r) {
-      const __m256 x0 =
-          _mm256_add_ps(_mm256_maskload_ps(m[r] + i, tail_lo), Rounded(_mm256_mul_ps(d[r], k0)));
-      const __m256 x1 = _mm256_add_ps(_mm256_maskload_ps(m[r] + i + kHalf, tail_hi),
+      const __m256 x0 = _mm256_add_ps(Rounded(Decayed(src[r], i, decay, tail_lo)),
+                                      Rounded(_mm256_mul_ps(d[r], k0)));
+      const __m256 x1 = _mm256_add_ps(Rounded(Decayed(src[r], i + kHalf, decay, tail_hi)),
                                       Rounded(_mm256_mul_ps(d[r], k1)));
       _mm256_maskstore_ps(m[r] + i, tail_lo, x0);
       _mm256_maskstore_ps(m[r] + i + kHalf, tail_hi, x1);
