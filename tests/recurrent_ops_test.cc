@@ -1,5 +1,5 @@
 // The recurrent layers' operations (Backend::ShortConv, GatedDeltaNet, DeltaNetGates,
-// SigmoidGate; cpu/recurrent_ops.h):
+// SigmoidGate, SigmoidScaleRows; cpu/recurrent_ops.h):
 // - against double-precision references written here, within tolerances derived from the float
 //   arithmetic (each reference states its own), on odd shapes and batches of runs that start from
 //   zeros, from a read-only checkpoint, in place, and as a chain of two runs of one sequence;
@@ -553,6 +553,25 @@ TEST(RecurrentOps, SigmoidGateMatchesTheDoubleReference) {
   ExpectNear(want, tol, x.data(), "sigmoid gate");
 }
 
+// x * sigmoid(gate[row]), one factor per row: <= 5 eps relative, as SigmoidGate.
+TEST(RecurrentOps, SigmoidScaleRowsMatchesTheDoubleReference) {
+  const CpuBackend backend;
+  auto ws = backend.NewWorkspace({.n_threads = 2});
+  constexpr int kRows = 9, kWidth = 37;
+  const std::vector<float> x0 = Uniform(kRows * kWidth, -3.0f, 3.0f, 53);
+  const std::vector<float> gate = Uniform(kRows, -15.0f, 15.0f, 54);
+  std::vector<float> x = x0;
+  backend.SigmoidScaleRows(x.data(), gate.data(), kRows, kWidth, *ws);
+  std::vector<double> want, tol;
+  for (int r = 0; r < kRows; ++r) {
+    for (int i = 0; i < kWidth; ++i) {
+      want.push_back(x0[r * kWidth + i] / (1.0 + std::exp(-double{gate[r]})));
+      tol.push_back(5 * kEps * std::fabs(want.back()) + kTiny);
+    }
+  }
+  ExpectNear(want, tol, x.data(), "sigmoid scale rows");
+}
+
 // ProfilingBackend (a ForwardingBackend) gives the CPU backend's bits and times each operation.
 TEST(RecurrentOps, ProfilingBackendPassesThemThrough) {
   const CpuBackend cpu;
@@ -573,6 +592,7 @@ TEST(RecurrentOps, ProfilingBackendPassesThemThrough) {
                           beta.data(), *ws);
   profiling.SigmoidGate(g.data(), beta.data(), GateInputs::kHeads, GateInputs::kRows,
                         GateInputs::kHeads, *ws);
+  profiling.SigmoidScaleRows(g.data(), beta.data(), GateInputs::kRows, GateInputs::kHeads, *ws);
   std::vector<std::string> names;
   for (const ProfilingBackend::OpTotals& op : profiling.totals()) {
     EXPECT_EQ(op.calls, 1u) << op.name;
@@ -580,7 +600,7 @@ TEST(RecurrentOps, ProfilingBackendPassesThemThrough) {
   }
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"delta_net_gates", "gated_delta_net", "short_conv",
-                                             "sigmoid_gate"}));
+                                             "sigmoid_gate", "sigmoid_scale_rows"}));
 }
 
 }  // namespace

@@ -250,6 +250,10 @@ class Backend {
   // gate). x: [n_rows, width] contiguous.
   virtual void SigmoidGate(float* x, const float* gate, size_t gate_stride, int n_rows, int width,
                            Workspace& ws) const = 0;
+  // x[r][i] *= 1 / (1 + expf(-gate[r])): one factor per row (Qwen3.5 MoE's shared-expert gate).
+  // x: [n_rows, width] contiguous; gate: [n_rows].
+  virtual void SigmoidScaleRows(float* x, const float* gate, int n_rows, int width,
+                                Workspace& ws) const = 0;
 
   // Self-measurement and self-check (backend_checks.h), for `kvserve doctor` and `bench`.
   // Reads a buffer of `bytes` with every thread of ws: bytes per second.

@@ -126,6 +126,10 @@ class ForwardingBackend : public Backend {
                    Workspace& ws) const override {
     inner_.SigmoidGate(x, gate, gate_stride, n_rows, width, ws);
   }
+  void SigmoidScaleRows(float* x, const float* gate, int n_rows, int width,
+                        Workspace& ws) const override {
+    inner_.SigmoidScaleRows(x, gate, n_rows, width, ws);
+  }
   Measurement MeasureReadBandwidth(uint64_t bytes, int repeats, Workspace& ws) const override {
     return inner_.MeasureReadBandwidth(bytes, repeats, ws);
   }

@@ -173,4 +173,9 @@ void ProfilingBackend::SigmoidGate(float* x, const float* gate, size_t gate_stri
         [&] { inner_.SigmoidGate(x, gate, gate_stride, n_rows, width, ws); });
 }
 
+void ProfilingBackend::SigmoidScaleRows(float* x, const float* gate, int n_rows, int width,
+                                        Workspace& ws) const {
+  Timed("sigmoid_scale_rows", &ws, 0, [&] { inner_.SigmoidScaleRows(x, gate, n_rows, width, ws); });
+}
+
 }  // namespace kvserve

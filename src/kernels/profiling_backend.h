@@ -82,6 +82,8 @@ class ProfilingBackend final : public ForwardingBackend {
                      int n_rows, int n_heads, float* g, float* beta, Workspace& ws) const override;
   void SigmoidGate(float* x, const float* gate, size_t gate_stride, int n_rows, int width,
                    Workspace& ws) const override;
+  void SigmoidScaleRows(float* x, const float* gate, int n_rows, int width,
+                        Workspace& ws) const override;
 
  private:
   // Runs fn() and adds its time (and, with a workspace, its workers' counters) to op `name`.

@@ -411,4 +411,9 @@ void CpuBackend::SigmoidGate(float* x, const float* gate, size_t gate_stride, in
           [&](int64_t i) { SigmoidGateRow(x + i * width, gate + i * gate_stride, width); });
 }
 
+void CpuBackend::SigmoidScaleRows(float* x, const float* gate, int n_rows, int width,
+                                  Workspace& ws) const {
+  ForRows(ws, n_rows, width, [&](int64_t i) { SigmoidScaleRow(x + i * width, gate[i], width); });
+}
+
 }  // namespace kvserve

@@ -90,6 +90,8 @@ class CpuBackend final : public Backend {
                      int n_rows, int n_heads, float* g, float* beta, Workspace& ws) const override;
   void SigmoidGate(float* x, const float* gate, size_t gate_stride, int n_rows, int width,
                    Workspace& ws) const override;
+  void SigmoidScaleRows(float* x, const float* gate, int n_rows, int width,
+                        Workspace& ws) const override;
 
   Measurement MeasureReadBandwidth(uint64_t bytes, int repeats, Workspace& ws) const override;
   Measurement MeasureMatmulFlops(GgmlType type, int m, int n_out, int n_in, int repeats,

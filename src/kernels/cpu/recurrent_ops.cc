@@ -247,4 +247,9 @@ void SigmoidGateRow(float* x, const float* gate, int n) {
   for (int i = 0; i < n; ++i) x[i] *= Sigmoid(gate[i]);
 }
 
+void SigmoidScaleRow(float* x, float gate, int n) {
+  const float factor = Sigmoid(gate);
+  for (int i = 0; i < n; ++i) x[i] *= factor;
+}
+
 }  // namespace kvserve

@@ -1,10 +1,10 @@
 // The recurrent layers' operations (Backend::ShortConv, GatedDeltaNet, DeltaNetGates,
-// SigmoidGate) on the CPU. The hot loops (one token of the delta rule on a block of state rows,
-// the convolution's taps and SiLU) are kernel-table entries (kernels.h: delta_rule_step,
-// conv_rows): plain C++ here for the scalar table (no intrinsics, no FMA: the file is compiled for
-// the baseline ISA), AVX2 and AVX-512 in recurrent_rows_*.cc, all giving the same bits. The rest
-// is plain C++ that every table shares. Sums run in an order fixed by the row alone: a row's
-// result never depends on the batch or the thread split.
+// SigmoidGate, SigmoidScaleRows) on the CPU. The hot loops (one token of the delta rule on a
+// block of state rows, the convolution's taps and SiLU) are kernel-table entries (kernels.h:
+// delta_rule_step, conv_rows): plain C++ here for the scalar table (no intrinsics, no FMA: the
+// file is compiled for the baseline ISA), AVX2 and AVX-512 in recurrent_rows_*.cc, all giving the
+// same bits. The rest is plain C++ that every table shares. Sums run in an order fixed by the row
+// alone: a row's result never depends on the batch or the thread split.
 //
 // Threads: ShortConvRuns splits channels, GatedDeltaNetRuns splits (value head, state rows); each
 // task walks the runs in list order, so a sequence's chained runs (RecurrentRun) stay in order.
@@ -64,5 +64,8 @@ void DeltaNetGatesRow(const float* alpha, const float* beta_in, const float* dt_
 
 // x[i] *= 1 / (1 + expf(-gate[i])).  [n]
 void SigmoidGateRow(float* x, const float* gate, int n);
+
+// x[i] *= 1 / (1 + expf(-gate)), the factor computed once.  [n]
+void SigmoidScaleRow(float* x, float gate, int n);
 
 }  // namespace kvserve
