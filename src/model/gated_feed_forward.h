@@ -18,12 +18,17 @@ enum class GateActivation { kSilu, kGelu };
 struct GatedFeedForwardOptions {
   GateActivation activation = GateActivation::kSilu;
   bool fused_gate_up = false;  // one ffn_up.weight of 2 * n_ff rows: gate, then up
+  // Appended to the tensor names' stem (ffn_gate<suffix>.weight): "_shexp" for a mixture's shared
+  // expert (qwen35moe).
+  const char* name_suffix = "";
+  int n_ff = 0;  // the hidden width; 0: c.n_ff
 };
 
 class GatedFeedForward {
  public:
   // Reads <prefix>ffn_gate.weight and ffn_up.weight (or the fused ffn_up.weight) and
-  // ffn_down.weight with c's shapes; adds them to `weights`. Must not move afterwards.
+  // ffn_down.weight (each stem with the options' suffix) with c's shapes and the options' width;
+  // adds them to `weights`. Must not move afterwards.
   Status Load(const WeightLoader& r, const ModelConfig& c, const std::string& prefix,
               const GatedFeedForwardOptions& options, WeightList& weights);
 
@@ -36,6 +41,7 @@ class GatedFeedForward {
   WeightMatrix w_gate_up_;      // [2 * n_ff, n_embd], when fused
   WeightMatrix w_down_;         // [n_embd, n_ff]
   GatedFeedForwardOptions options_;
+  int n_ff_ = 0;  // the hidden width
 };
 
 }  // namespace kvserve

@@ -24,6 +24,25 @@ Status WeightLoader::Matrix(const std::string& name, int64_t n_out, int64_t n_in
   return Status::Ok();
 }
 
+Status WeightLoader::RowMatrix(const std::string& name, int64_t n_in, WeightMatrix* out) const {
+  const TensorInfo* t = file_.FindTensor(name);
+  if (t == nullptr) return Missing(name);
+  if (t->dims.size() != 1 || t->dims[0] != n_in) {
+    return WrongShape(*t, "[" + std::to_string(n_in) + "]");
+  }
+  if (!TraitsOf(t->type).supported) {
+    return Status::InvalidArgument(file_.path() + ": tensor '" + name + "' has type " +
+                                   GgmlTypeName(t->type) + ", which kvserve cannot compute with " +
+                                   "(supported: F32, F16, BF16, Q8_0, Q4_0)");
+  }
+  *out = WeightMatrix{.type = t->type,
+                      .data = t->data,
+                      .n_out = 1,
+                      .n_in = n_in,
+                      .row_bytes = RowBytes(t->type, n_in)};
+  return Status::Ok();
+}
+
 Status WeightLoader::Vector(const std::string& name, int64_t n, WeightVector* out) const {
   const TensorInfo* t = file_.FindTensor(name);
   if (t == nullptr) return Missing(name);
