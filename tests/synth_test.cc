@@ -272,6 +272,61 @@ TEST(SynthTest, Qwen35FileHasTheDeltaNetKeys) {
   }
 }
 
+// qwen35moe-tiny: qwen35-tiny's layers with a mixture in place of the MLP (8 experts of 32, 2
+// per token, a shared expert of 64 whose gate is a 1-D F32 vector), and the keys llama.cpp's
+// qwen35moe loader reads for it.
+TEST(SynthTest, Qwen35MoeTinyPlansExpertsAndASharedExpert) {
+  auto vocab = GgufFile::Open(ModelPath("stories260K.gguf"));
+  ASSERT_TRUE(vocab.ok()) << vocab.message();
+  auto model = SyntheticModel::Create(
+      {.shape = *SyntheticPreset("qwen35moe-tiny"), .type = GgmlType::kQ8_0}, *vocab);
+  ASSERT_TRUE(model.ok()) << model.message();
+  using enum SyntheticFill;
+  using Row = std::tuple<std::string, GgmlType, std::vector<int64_t>, SyntheticFill>;
+  const GgmlType q8 = GgmlType::kQ8_0, f32 = GgmlType::kF32;
+  const std::vector<Row> mixture = {{"blk.3.post_attention_norm.weight", f32, {64}, kOnes},
+                                    {"blk.3.ffn_gate_inp.weight", f32, {64, 8}, kRandom},
+                                    {"blk.3.ffn_gate_exps.weight", q8, {64, 32, 8}, kRandom},
+                                    {"blk.3.ffn_up_exps.weight", q8, {64, 32, 8}, kRandom},
+                                    {"blk.3.ffn_down_exps.weight", q8, {32, 64, 8}, kRandom},
+                                    {"blk.3.ffn_gate_inp_shexp.weight", f32, {64}, kRandom},
+                                    {"blk.3.ffn_gate_shexp.weight", q8, {64, 64}, kRandom},
+                                    {"blk.3.ffn_up_shexp.weight", q8, {64, 64}, kRandom},
+                                    {"blk.3.ffn_down_shexp.weight", q8, {64, 64}, kRandom}};
+  std::vector<Row> layer3;
+  for (const auto& t : model->plan()) {
+    if (t.name.starts_with("blk.3.post") || t.name.starts_with("blk.3.ffn")) {
+      layer3.emplace_back(t.name, t.type, t.dims, t.fill);
+    }
+  }
+  EXPECT_EQ(layer3, mixture);
+  const std::string path = TempDir() + "/qwen35moe-tiny.gguf";
+  ASSERT_TRUE(model->WriteFile(path).ok());
+  auto file = GgufFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.message();
+  const std::pair<const char*, uint64_t> keys[] = {
+      {"qwen35moe.block_count", 8},
+      {"qwen35moe.feed_forward_length", 64},
+      {"qwen35moe.expert_count", 8},
+      {"qwen35moe.expert_used_count", 2},
+      {"qwen35moe.expert_feed_forward_length", 32},
+      {"qwen35moe.expert_shared_feed_forward_length", 64},
+      {"qwen35moe.ssm.time_step_rank", 4},
+      {"qwen35moe.full_attention_interval", 4}};
+  for (const auto& [key, value] : keys) {
+    auto got = file->GetUint(key);
+    ASSERT_TRUE(got.ok()) << key;
+    EXPECT_EQ(*got, value) << key;
+  }
+  EXPECT_NE(file->Find("qwen35moe.rope.dimension_sections"), nullptr);
+  auto qwen2 = GgufFile::Open(VocabFor("qwen35moe"));
+  ASSERT_TRUE(qwen2.ok()) << qwen2.message();
+  auto big = SyntheticModel::Create({.shape = *SyntheticPreset("qwen35moe-35b-a3b")}, *qwen2);
+  ASSERT_TRUE(big.ok()) << big.message();
+  // 151936 tokens; with Qwen3.5's 248320 (untied) 34.66e9: the "35B" of the name.
+  EXPECT_EQ(big->ParameterCount(), 34265821824u);
+}
+
 TEST(SynthTest, RowsThatCannotBeBlockedFallBackToF16) {
   auto vocab = GgufFile::Open(VocabFor("llama"));
   ASSERT_TRUE(vocab.ok());
@@ -323,13 +378,14 @@ TEST(SynthTest, BadShapesNameTheField) {
   expect_error(
       s,
       "architecture 'gemma2' has no synthetic recipe (known: gemma4, gemma4-assistant, gpt2, "
-      "gpt-oss, llama, qwen35, qwen3moe)");
+      "gpt-oss, llama, qwen35, qwen35moe, qwen3moe)");
   EXPECT_EQ(SyntheticArchitectureNames(),
-            "gemma4, gemma4-assistant, gpt2, gpt-oss, llama, qwen35, qwen3moe");
+            "gemma4, gemma4-assistant, gpt2, gpt-oss, llama, qwen35, qwen35moe, qwen3moe");
   EXPECT_EQ(SyntheticPresetNames(),
             "gemma4-e2b, gemma4-tiny, gemma4-moe-tiny, gemma4-assistant-tiny, gpt2-124m, "
             "gpt-oss-20b, gpt-oss-tiny, "
-            "tinyllama-1.1b, stories-15m, stories-260k, qwen35-tiny, qwen35-0.8b");
+            "tinyllama-1.1b, stories-15m, stories-260k, qwen35-tiny, qwen35-0.8b, qwen35moe-tiny, "
+            "qwen35moe-35b-a3b");
   // qwen35's delta net: value heads a multiple of key heads, M-RoPE sections half the rope dims.
   s = *SyntheticPreset("qwen35-tiny");
   s.ssm_time_step_rank = 3;

@@ -30,7 +30,9 @@ void AddGatedAttention(const SyntheticShape& s, const std::string& p, SyntheticT
   out.Matrix(p + "attn_output.weight", head_dim * s.n_heads, s.n_embd);
 }
 
-void SynthQwen35Tensors(const SyntheticShape& s, int64_t n_vocab, SyntheticTensors& out) {
+// Every layer's norms and mixer, with `ffn` adding the layer's feed-forward under prefix p.
+template <typename Ffn>
+void AddLayers(const SyntheticShape& s, int64_t n_vocab, SyntheticTensors& out, Ffn&& ffn) {
   AddSyntheticDecoderGlobals(s, n_vocab, out);
   for (int i = 0; i < s.n_layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
@@ -41,24 +43,58 @@ void SynthQwen35Tensors(const SyntheticShape& s, int64_t n_vocab, SyntheticTenso
       AddGatedAttention(s, p, out);
     }
     out.Vector(p + "post_attention_norm.weight", s.n_embd, SyntheticFill::kOnes);
+    ffn(p);
+  }
+}
+
+void SynthQwen35Tensors(const SyntheticShape& s, int64_t n_vocab, SyntheticTensors& out) {
+  AddLayers(s, n_vocab, out, [&](const std::string& p) {
     out.Matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff);
     out.Matrix(p + "ffn_up.weight", s.n_embd, s.n_ff);
     out.Matrix(p + "ffn_down.weight", s.n_ff, s.n_embd);
-  }
+  });
+}
+
+// An expert's width: n_ff_expert, or n_ff where unset.
+int64_t ExpertWidth(const SyntheticShape& s) { return s.n_ff_expert > 0 ? s.n_ff_expert : s.n_ff; }
+
+// The router F32 and the shared expert's gate a 1-D F32 vector, as in llama.cpp's files.
+void SynthQwen35MoeTensors(const SyntheticShape& s, int64_t n_vocab, SyntheticTensors& out) {
+  const int64_t n_ff_exp = ExpertWidth(s);
+  AddLayers(s, n_vocab, out, [&](const std::string& p) {
+    out.F32Matrix(p + "ffn_gate_inp.weight", s.n_embd, s.n_expert);
+    out.Experts(p + "ffn_gate_exps.weight", s.n_embd, n_ff_exp, s.n_expert);
+    out.Experts(p + "ffn_up_exps.weight", s.n_embd, n_ff_exp, s.n_expert);
+    out.Experts(p + "ffn_down_exps.weight", n_ff_exp, s.n_embd, s.n_expert);
+    out.Vector(p + "ffn_gate_inp_shexp.weight", s.n_embd, SyntheticFill::kRandom);
+    out.Matrix(p + "ffn_gate_shexp.weight", s.n_embd, s.n_ff);
+    out.Matrix(p + "ffn_up_shexp.weight", s.n_embd, s.n_ff);
+    out.Matrix(p + "ffn_down_shexp.weight", s.n_ff, s.n_embd);
+  });
 }
 
 // The keys of llama.cpp's converter (Qwen3_5TextModel): the decoder's, the M-RoPE sections, the
 // delta net's ssm.* and the attention period.
 void SynthQwen35Metadata(const SyntheticShape& s, int64_t n_vocab, GgufWriter& w) {
+  const std::string a = s.arch + ".";
   AddSyntheticDecoderMetadata(s, n_vocab, w);
-  w.SetInt32Array("qwen35.rope.dimension_sections",
-                  {s.rope_sections.begin(), s.rope_sections.end()});
-  w.SetUint32("qwen35.ssm.conv_kernel", s.ssm_conv_kernel);
-  w.SetUint32("qwen35.ssm.state_size", s.ssm_state_size);
-  w.SetUint32("qwen35.ssm.group_count", s.ssm_group_count);
-  w.SetUint32("qwen35.ssm.time_step_rank", s.ssm_time_step_rank);
-  w.SetUint32("qwen35.ssm.inner_size", s.ssm_state_size * s.ssm_time_step_rank);
-  w.SetUint32("qwen35.full_attention_interval", s.full_attention_interval);
+  w.SetInt32Array(a + "rope.dimension_sections", {s.rope_sections.begin(), s.rope_sections.end()});
+  w.SetUint32(a + "ssm.conv_kernel", s.ssm_conv_kernel);
+  w.SetUint32(a + "ssm.state_size", s.ssm_state_size);
+  w.SetUint32(a + "ssm.group_count", s.ssm_group_count);
+  w.SetUint32(a + "ssm.time_step_rank", s.ssm_time_step_rank);
+  w.SetUint32(a + "ssm.inner_size", s.ssm_state_size * s.ssm_time_step_rank);
+  w.SetUint32(a + "full_attention_interval", s.full_attention_interval);
+}
+
+// Qwen3_5MoeTextModel's: qwen35's and the experts' (n_ff is the shared expert's width).
+void SynthQwen35MoeMetadata(const SyntheticShape& s, int64_t n_vocab, GgufWriter& w) {
+  const std::string a = s.arch + ".";
+  SynthQwen35Metadata(s, n_vocab, w);
+  w.SetUint32(a + "expert_count", s.n_expert);
+  w.SetUint32(a + "expert_used_count", s.n_expert_used);
+  w.SetUint32(a + "expert_feed_forward_length", static_cast<uint32_t>(ExpertWidth(s)));
+  w.SetUint32(a + "expert_shared_feed_forward_length", s.n_ff);
 }
 
 // Tests: 8 layers, of which 3 and 7 attend; 4 query heads of 32 (wider than n_embd / n_heads)
@@ -112,7 +148,61 @@ SyntheticShape Qwen35_0_8B() {
           .ssm_conv_kernel = 4};
 }
 
+// qwen35-tiny's layers with a mixture in place of the MLP: 8 experts of 32, 2 per token, and a
+// shared expert of 64.
+SyntheticShape MoeTinyShape() {
+  SyntheticShape s = TinyShape();
+  s.arch = "qwen35moe";
+  s.n_ff = 64;
+  s.n_ff_expert = 32;
+  s.n_expert = 8;
+  s.n_expert_used = 2;
+  return s;
+}
+
+// Qwen/Qwen3.5-35B-A3B's text model. From llama.cpp's sources and documents: 40 layers (its
+// LLM_TYPE_35B_A3B), 16 query heads over 2 KV heads, 256 experts, 8 routed per token plus one
+// shared expert, full_attention_interval 4 and mrope_section [11, 11, 10] (the converter's
+// defaults), a quarter of each head rotating. As remembered, not checked against config.json
+// here: hidden 2048, heads of 256, moe_intermediate_size 512, shared_expert_intermediate_size
+// 512, linear attention 16 key and 32 value heads of 128, conv kernel 4, rope_theta 1e7, context
+// 262144, rms_norm_eps 1e-6, untied output. Its vocabulary (248320 tokens) is not among the
+// shared files: the default qwen2 one gives 151936.
+SyntheticShape Qwen35Moe35BA3B() {
+  return {.arch = "qwen35moe",
+          .n_embd = 2048,
+          .n_layers = 40,
+          .n_heads = 16,
+          .n_kv_heads = 2,
+          .n_ff = 512,
+          .n_ctx = 262144,
+          .norm_eps = 1e-6f,
+          .rope_freq_base = 1e7f,
+          .n_expert = 256,
+          .n_expert_used = 8,
+          .head_dim = 256,
+          .n_ff_expert = 512,
+          .rope_dims = 64,
+          .rope_sections = {11, 11, 10, 0},
+          .full_attention_interval = 4,
+          .ssm_state_size = 128,
+          .ssm_group_count = 16,
+          .ssm_time_step_rank = 32,
+          .ssm_conv_kernel = 4};
+}
+
 }  // namespace
+
+const SyntheticRecipe& Qwen35MoeSynthetic() {
+  static const SyntheticRecipe recipe{
+      .vocab_file = "vocab/ggml-vocab-qwen2.gguf",
+      .experts = true,
+      .delta_net = true,
+      .tensors = &SynthQwen35MoeTensors,
+      .metadata = &SynthQwen35MoeMetadata,
+      .presets = {{"qwen35moe-tiny", MoeTinyShape()}, {"qwen35moe-35b-a3b", Qwen35Moe35BA3B()}}};
+  return recipe;
+}
 
 const SyntheticRecipe& Qwen35Synthetic() {
   static const SyntheticRecipe recipe{

@@ -1,7 +1,7 @@
-// The random-weight recipe of llama.cpp's qwen35 architecture (Qwen3.5 dense): Gated DeltaNet
-// layers with a gated full-attention layer every full_attention_interval layers, for
-// `kvserve synth` (synthetic_model.h). The architecture's entry (src/model/arch/qwen35.cc) points
-// its Architecture::synthetic here.
+// The random-weight recipes of llama.cpp's qwen35 and qwen35moe architectures (Qwen3.5 dense and
+// mixture of experts): Gated DeltaNet layers with a gated full-attention layer every
+// full_attention_interval layers, for `kvserve synth` (synthetic_model.h). The architectures'
+// entries (src/model/arch/qwen35.cc, qwen35moe.cc) point their Architecture::synthetic here.
 #pragma once
 
 #include "model/synthetic_model.h"
@@ -22,5 +22,12 @@ namespace kvserve {
 //     attn_output [n_head head_dim -> n_embd]
 // and token_embd, output_norm, output (unless tied). Presets: qwen35-tiny (tests), qwen35-0.8b.
 const SyntheticRecipe& Qwen35Synthetic();
+
+// qwen35's tensors with a mixture in place of each layer's ffn_gate, ffn_up, ffn_down:
+// ffn_gate_inp [n_embd -> n_expert] (F32); ffn_gate_exps, ffn_up_exps [n_embd -> n_ff_expert] and
+// ffn_down_exps [n_ff_expert -> n_embd], n_expert each; the shared expert ffn_gate_shexp,
+// ffn_up_shexp [n_embd -> n_ff], ffn_down_shexp [n_ff -> n_embd] and its gate
+// ffn_gate_inp_shexp {n_embd} (F32, random). Presets: qwen35moe-tiny (tests), qwen35moe-35b-a3b.
+const SyntheticRecipe& Qwen35MoeSynthetic();
 
 }  // namespace kvserve
