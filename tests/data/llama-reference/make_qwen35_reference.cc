@@ -1,8 +1,9 @@
-// Writes a llama.cpp reference case for a qwen35 file (Gated DeltaNet layers between gated
-// full-attention layers), in make_reference.cc's format: <out>.json {"n_vocab", "prompt_tokens",
-// "greedy_tokens", "llama_variation"}, <out>.logits.f32 (the logits at every prompt position,
-// [n_prompt, n_vocab], one batched decode) and <out>.gen.logits.f32 (row i: the logits after
-// feeding greedy_tokens[i], one token per decode with the recurrent state and the KV cache).
+// Writes a llama.cpp reference case for a qwen35 or qwen35moe file (Gated DeltaNet layers between
+// gated full-attention layers; the program uses only llama.cpp's API), in make_reference.cc's
+// format: <out>.json {"n_vocab", "prompt_tokens", "greedy_tokens", "llama_variation"},
+// <out>.logits.f32 (the logits at every prompt position, [n_prompt, n_vocab], one batched decode)
+// and <out>.gen.logits.f32 (row i: the logits after feeding greedy_tokens[i], one token per decode
+// with the recurrent state and the KV cache).
 //
 // llama.cpp's own variation, for the tests' tolerances: the prompt is decoded twice more in fresh
 // contexts, token by token and in two chunks (split at SPLIT), each followed by the same greedy
