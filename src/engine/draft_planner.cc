@@ -87,7 +87,7 @@ void DraftPlanner::Plan(const Scheduler& scheduler) {
   int n_decoding = 0;
   for (const auto& seq : scheduler.running()) {
     seq->draft.clear();
-    if (seq->n_pending() == 1) ++n_decoding;
+    if (seq->decoding()) ++n_decoding;
   }
   if (n_decoding == 0 || recompute_) return;
   // Back-off: every live sequence (prefilling or waiting ones soon decode too) counts as load.
@@ -99,12 +99,12 @@ void DraftPlanner::Plan(const Scheduler& scheduler) {
   std::vector<int> max_tokens;
   for (const auto& owned : scheduler.running()) {
     Sequence* seq = owned.get();
-    if (seq->n_pending() != 1 || !seq->request.speculative) continue;
+    if (!seq->decoding() || !seq->request.speculative) continue;
     if (seq->spec_depth == 0) seq->spec_depth = spec_.max_tokens;
     // Drafts past max_tokens or the context would only follow a finish.
-    const int k =
-        std::min({seq->spec_depth, share, spec_.max_tokens,
-                  seq->request.max_tokens - seq->n_generated() - 1, n_ctx_ - 1 - seq->n_computed});
+    const int k = std::min({seq->spec_depth, share, spec_.max_tokens,
+                            seq->request.max_tokens - seq->n_generated() - 1,
+                            n_ctx_ - static_cast<int>(seq->tokens.size())});
     if (k < floor) continue;
     seqs.push_back(seq);
     max_tokens.push_back(k);

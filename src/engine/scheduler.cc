@@ -127,9 +127,11 @@ void Scheduler::AddDrafts(StepPlan& plan, int& budget) {
   for (ScheduledChunk& chunk : plan.chunks) {
     Sequence* seq = chunk.seq;
     if (budget <= 0 || prefill_left_ <= 0) break;
-    if (seq->draft.empty() || !chunk.sample || chunk.n_tokens != 1) continue;
+    // The chunk must reach the sequence's last token (one, or a resuming sequence's rest).
+    if (seq->draft.empty() || !chunk.sample || chunk.n_tokens != seq->n_pending()) continue;
     const int n_draft = std::min({static_cast<int>(seq->draft.size()), budget, prefill_left_});
-    if (!blocks_.Grow(seq->blocks, seq->n_computed + 1 + n_draft, /*evict=*/false)) continue;
+    if (!blocks_.Grow(seq->blocks, seq->n_computed + chunk.n_tokens + n_draft, /*evict=*/false))
+      continue;
     chunk.n_tokens += n_draft;
     chunk.n_draft = n_draft;
     plan.n_tokens += n_draft;
@@ -183,6 +185,7 @@ std::vector<SequenceOutput> Scheduler::Postprocess(const StepPlan& plan,
     }
     assert(next < sampled.size());
     const std::vector<SampleResult>& samples = sampled[next++];
+    seq->resuming = false;
     assert(!samples.empty() && static_cast<int>(samples.size()) <= chunk.n_draft + 1);
     // Fed tokens before the drafts are computed; so is each draft that the next sample confirms.
     seq->n_computed += chunk.n_tokens - chunk.n_draft;
@@ -218,6 +221,7 @@ std::vector<SequenceOutput> Scheduler::Postprocess(const StepPlan& plan,
       if (n_accepted < chunk.n_draft && blocks_.holds_states()) {
         seq->n_computed = blocks_.LastHeldBoundary(seq->blocks, seq->n_computed);
         blocks_.Truncate(seq->blocks, seq->n_computed);
+        seq->resuming = true;
       }
     }
     seq->draft.clear();

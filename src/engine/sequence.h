@@ -55,6 +55,12 @@ struct Sequence {
   AcceptanceEstimate spec_acceptance;
   int n_drafted = 0;
   int n_accepted = 0;
+  // Sent back over rejected drafts to a recurrent state's checkpoint (Scheduler::Postprocess):
+  // its pending tokens are recomputed by its next chunk, which may carry drafts after them as a
+  // decoding sequence's does. Cleared when that chunk samples.
+  bool resuming = false;
+  // Decoding: one pending token, or the tokens a resuming sequence recomputes before sampling.
+  bool decoding() const { return n_pending() == 1 || resuming; }
   // For a drafter that reads the target's state (Proposer::wants_target_hidden): the final
   // hidden row (after the output norm) of the forward row that sampled tokens.back().  [n_embd]
   std::vector<float> target_hidden;
