@@ -1,6 +1,7 @@
 #include "model/hf_families.h"
 
 #include <cmath>
+#include <map>
 #include <numbers>
 
 namespace kvserve {
@@ -172,6 +173,47 @@ bool SplitHfLayer(std::string_view name, std::string_view prefix, int* layer, st
 
 std::string GgufBlockName(int layer, std::string_view rest) {
   return "blk." + std::to_string(layer) + "." + std::string(rest);
+}
+
+namespace {
+
+// "mlp.experts.E.<w>_proj.weight": expert E of the stacked ffn_<w>_exps tensor.
+bool MapHfExpert(const std::string& rest, const HfConfig& c, int layer, HfMapping* out) {
+  int expert = 0;
+  std::string w;
+  if (!SplitHfLayer(rest, "mlp.experts.", &expert, &w) || expert >= c.n_experts) return false;
+  static const std::map<std::string_view, std::string_view> kExperts = {
+      {"gate_proj.weight", "ffn_gate_exps.weight"},
+      {"up_proj.weight", "ffn_up_exps.weight"},
+      {"down_proj.weight", "ffn_down_exps.weight"},
+  };
+  auto it = kExperts.find(w);
+  if (it == kExperts.end()) return false;
+  *out = HfMapping{.name = GgufBlockName(layer, it->second), .expert = expert};
+  return true;
+}
+
+// transformers 5's fused experts: "mlp.experts.gate_up_proj" [n_expert, 2 n_ff, n_embd] (gate
+// rows, then up rows, per expert) and "mlp.experts.down_proj" [n_expert, n_embd, n_ff], with or
+// without ".weight".
+bool MapHfFusedExperts(std::string rest, int layer, HfMapping* out) {
+  if (rest.ends_with(".weight")) rest.resize(rest.size() - 7);
+  if (rest == "mlp.experts.gate_up_proj") {
+    *out = HfMapping{.name = GgufBlockName(layer, "ffn_gate_exps.weight"),
+                     .transform = HfTransform::kSplitGateUp};
+    return true;
+  }
+  if (rest == "mlp.experts.down_proj") {
+    *out = HfMapping{.name = GgufBlockName(layer, "ffn_down_exps.weight")};
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool MapHfExperts(const std::string& rest, const HfConfig& c, int layer, HfMapping* out) {
+  return MapHfExpert(rest, c, layer, out) || MapHfFusedExperts(rest, layer, out);
 }
 
 Result<HfMapping> MapHfDecoderTensor(std::string_view hf_name, const HfConfig& c,

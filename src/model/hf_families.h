@@ -88,6 +88,12 @@ Result<HfMapping> MapHfDecoderTensor(std::string_view hf_name, const HfConfig& c
 bool SplitHfLayer(std::string_view name, std::string_view prefix, int* layer, std::string* rest);
 // "blk.<layer>.<rest>".
 std::string GgufBlockName(int layer, std::string_view rest);
+// Qwen-style experts after "model.layers.N.", as Qwen2MoeModel's converter stacks them: one
+// tensor per expert ("mlp.experts.E.{gate,up,down}_proj.weight", E < c.n_experts: slice E of
+// ffn_{gate,up,down}_exps) or transformers 5's fused "mlp.experts.gate_up_proj" (split into
+// ffn_gate_exps and ffn_up_exps) and "mlp.experts.down_proj", with or without ".weight". True
+// when it mapped `rest`.
+bool MapHfExperts(const std::string& rest, const HfConfig& c, int layer, HfMapping* out);
 
 struct HfDecoderMetadata {
   bool rope_dimension_count = true;  // rope.dimension_count (not Gemma)

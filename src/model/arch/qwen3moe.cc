@@ -7,7 +7,6 @@
 // moe_intermediate_size; norm_topk_prob must be true and every layer sparse). Experts come one
 // tensor each ("mlp.experts.E.gate_proj.weight") or fused per layer (transformers 5), and are
 // stacked into the 3-D GGUF tensors.
-#include <map>
 #include <string>
 #include <vector>
 
@@ -103,43 +102,6 @@ Status ReadQwen3MoeConfig(const HfConfigReader& r, HfConfig& c) {
   return r.RequireAbsent("mlp_only_layers", "every layer must be a mixture of experts");
 }
 
-// "mlp.experts.E.<w>_proj.weight": expert E of the stacked ffn_<w>_exps tensor.
-bool MapExpert(const std::string& rest, const HfConfig& c, int layer, HfMapping* out) {
-  int expert = 0;
-  std::string w;
-  if (!SplitHfLayer(rest, "mlp.experts.", &expert, &w) || expert >= c.n_experts) return false;
-  static const std::map<std::string_view, std::string_view> kExperts = {
-      {"gate_proj.weight", "ffn_gate_exps.weight"},
-      {"up_proj.weight", "ffn_up_exps.weight"},
-      {"down_proj.weight", "ffn_down_exps.weight"},
-  };
-  auto it = kExperts.find(w);
-  if (it == kExperts.end()) return false;
-  *out = HfMapping{.name = GgufBlockName(layer, it->second), .expert = expert};
-  return true;
-}
-
-// transformers 5's fused experts: "mlp.experts.gate_up_proj" [n_expert, 2 n_ff, n_embd] (gate
-// rows, then up rows, per expert) and "mlp.experts.down_proj" [n_expert, n_embd, n_ff], with or
-// without ".weight".
-bool MapFusedExperts(std::string rest, int layer, HfMapping* out) {
-  if (rest.ends_with(".weight")) rest.resize(rest.size() - 7);
-  if (rest == "mlp.experts.gate_up_proj") {
-    *out = HfMapping{.name = GgufBlockName(layer, "ffn_gate_exps.weight"),
-                     .transform = HfTransform::kSplitGateUp};
-    return true;
-  }
-  if (rest == "mlp.experts.down_proj") {
-    *out = HfMapping{.name = GgufBlockName(layer, "ffn_down_exps.weight")};
-    return true;
-  }
-  return false;
-}
-
-bool MapExperts(const std::string& rest, const HfConfig& c, int layer, HfMapping* out) {
-  return MapExpert(rest, c, layer, out) || MapFusedExperts(rest, layer, out);
-}
-
 Result<HfMapping> MapQwen3MoeTensor(std::string_view hf_name, const HfConfig& c) {
   static const HfDecoderTensors tensors{
       .layer =
@@ -153,7 +115,7 @@ Result<HfMapping> MapQwen3MoeTensor(std::string_view hf_name, const HfConfig& c)
             names["self_attn.k_norm.weight"] = "attn_k_norm.weight";
             return names;
           }(),
-      .map_layer = &MapExperts};
+      .map_layer = &MapHfExperts};
   return MapHfDecoderTensor(hf_name, c, tensors);
 }
 
