@@ -95,9 +95,11 @@ Result<GgufConverter> GgufConverter::Create(const GgufFile& source, const QuantR
         tensor.name == "output.weight" || (tied && tensor.name == "token_embd.weight");
     TensorPlan plan{.source = &tensor,
                     .type = recipe.TypeOf(tensor.name, shape, is_output, tensor.dim(2))};
-    // As llama-quantize: only matrices named *.weight are converted; vectors and other tensors
+    // As llama-quantize: only matrices named *.weight are converted; vectors (one row, as its
+    // ggml_n_dims counts: qwen35moe's [n_embd, 1] ffn_gate_inp_shexp too) and other tensors
     // (gpt-oss's 2-D expert biases) are kept in F32.
-    if (tensor.dims.size() == 1 || !tensor.name.ends_with(".weight")) {
+    if (tensor.n_elements == static_cast<uint64_t>(tensor.dims[0]) ||
+        !tensor.name.ends_with(".weight")) {
       plan.type = GgmlType::kF32;
     } else {
       const GgmlType wanted = plan.wanted = plan.type;

@@ -108,13 +108,13 @@ Status TileHeads(const HfHeadTiling& h, int64_t n_outer, int64_t axis, uint64_t 
   return Status::Ok();
 }
 
-// llama.cpp's converter stores vectors, norms, the MoE router, learned positions and the
-// recurrent layers' conv1d in F32.
+// llama.cpp's converter stores vectors, norms, the MoE router and shared-expert gate, learned
+// positions and the recurrent layers' conv1d in F32.
 bool KeptInF32(const std::string& gguf_name, size_t n_dims) {
   const std::string_view n = gguf_name;
   return n_dims <= 1 || n.ends_with("_norm.weight") || n.ends_with("ffn_gate_inp.weight") ||
-         n.ends_with("_exps.bias") || n == "position_embd.weight" ||
-         n.ends_with("ssm_conv1d.weight");
+         n.ends_with("ffn_gate_inp_shexp.weight") || n.ends_with("_exps.bias") ||
+         n == "position_embd.weight" || n.ends_with("ssm_conv1d.weight");
 }
 
 // Value heads of `info` (after its transform, in its final type) reordered as `h` says: rows of

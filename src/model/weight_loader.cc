@@ -27,8 +27,9 @@ Status WeightLoader::Matrix(const std::string& name, int64_t n_out, int64_t n_in
 Status WeightLoader::RowMatrix(const std::string& name, int64_t n_in, WeightMatrix* out) const {
   const TensorInfo* t = file_.FindTensor(name);
   if (t == nullptr) return Missing(name);
-  if (t->dims.size() != 1 || t->dims[0] != n_in) {
-    return WrongShape(*t, "[" + std::to_string(n_in) + "]");
+  const bool row = t->dims.size() == 1 || (t->dims.size() == 2 && t->dims[1] == 1);
+  if (!row || t->dims[0] != n_in) {
+    return WrongShape(*t, "[" + std::to_string(n_in) + "] or [" + std::to_string(n_in) + ", 1]");
   }
   if (!TraitsOf(t->type).supported) {
     return Status::InvalidArgument(file_.path() + ": tensor '" + name + "' has type " +

@@ -31,8 +31,9 @@ class WeightLoader {
 
   // A 2-D matrix with n_out rows of n_in elements, in a type kvserve can multiply.
   Status Matrix(const std::string& name, int64_t n_out, int64_t n_in, WeightMatrix* out) const;
-  // A 1-D tensor of n_in elements as a matrix of one row, in its stored type (qwen35moe's
-  // shared-expert gate ffn_gate_inp_shexp, which llama.cpp multiplies as a matrix).
+  // A tensor of n_in elements, [n_in] or [n_in, 1], as a matrix of one row, in its stored type
+  // (qwen35moe's shared-expert gate ffn_gate_inp_shexp, which llama.cpp multiplies as a matrix
+  // and its converter writes [n_in, 1], from the checkpoint's [1, n_in]).
   Status RowMatrix(const std::string& name, int64_t n_in, WeightMatrix* out) const;
   // A 1-D vector of n elements, decoded to float32 (into out->host).
   Status Vector(const std::string& name, int64_t n, WeightVector* out) const;
