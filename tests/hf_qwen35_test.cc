@@ -43,18 +43,24 @@ namespace fs = std::filesystem;
 
 struct Qwen35Case {
   const char* name;
-  bool multimodal;  // Qwen3_5ForConditionalGeneration: text_config, vision tower, "mtp.*"
+  bool multimodal;   // Qwen3_5ForConditionalGeneration: text_config, vision tower, "mtp.*"
+  bool moe = false;  // Qwen3_5Moe*: qwen35moe-tiny, the mixture in place of the MLP
+  bool fused_experts = false;  // transformers 5's mlp.experts.gate_up_proj and down_proj
+  const char* arch() const { return moe ? "qwen35moe" : "qwen35"; }
 };
 
 const Qwen35Case kCases[] = {
     {"ConditionalGeneration", true},
     {"CausalLm", false},
+    {"MoeConditionalGeneration", true, true, false},
+    {"MoeCausalLmFusedExperts", false, true, true},
 };
 
 void PrintTo(const Qwen35Case& c, std::ostream* os) { *os << c.name; }
 
-std::string SynthPath() {
-  return testing::SynthesizedModel("qwen35-tiny", "qwen35-tiny-f32", GgmlType::kF32);
+std::string SynthPath(const Qwen35Case& c) {
+  const std::string preset = std::string(c.arch()) + "-tiny";
+  return testing::SynthesizedModel(preset, preset + "-f32", GgmlType::kF32);
 }
 
 // The delta nets' heads, from the file's ssm.* keys.
@@ -73,6 +79,7 @@ enum class Back {
   kALog,             // ssm_a -> A_log, one per value head
   kConv,             // ssm_conv1d [K, C] -> [C, 1, K], value channels after q and k
   kHeadColumns,      // value heads of head_dim columns (out_proj)
+  kRow,              // [n] -> HF [1, n] (the shared expert's gate), GGUF [n, 1] as converted
 };
 
 struct LayerRule {
@@ -102,6 +109,11 @@ const LayerRule kLayerRules[] = {
     {"ssm_conv1d.weight", "linear_attn.conv1d.weight", Back::kConv},
     {"ssm_norm.weight", "linear_attn.norm.weight", Back::kSame},  // the gated norm: as stored
     {"ssm_out.weight", "linear_attn.out_proj.weight", Back::kHeadColumns},
+    {"ffn_gate_inp.weight", "mlp.gate.weight", Back::kSame},
+    {"ffn_gate_shexp.weight", "mlp.shared_expert.gate_proj.weight", Back::kSame},
+    {"ffn_up_shexp.weight", "mlp.shared_expert.up_proj.weight", Back::kSame},
+    {"ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight", Back::kSame},
+    {"ffn_gate_inp_shexp.weight", "mlp.shared_expert_gate.weight", Back::kRow},
 };
 
 // Value heads of a row-major [rows, cols] tensor back from llama.cpp's tiled order (key head g's
@@ -172,6 +184,9 @@ HfTensor BackToHf(Back back, const std::vector<int64_t>& dims, const Heads& h,
     case Back::kHeadColumns:
       t.values = Untile(gguf, rows, cols, h, h.size, 0, true);
       break;
+    case Back::kRow:
+      t.shape = {1, rows};
+      break;
   }
   return t;
 }
@@ -196,19 +211,20 @@ struct Built {
 
 // The text config of the synthesized file in Qwen3.5's keys (the multimodal case's text_config).
 ordered_json TextConfigOf(const GgufFile& f, const Qwen35Case& c) {
-  auto u = [&](const std::string& key) { return f.GetUint("qwen35." + key).value(); };
+  const std::string a = std::string(c.arch()) + ".";
+  auto u = [&](const std::string& key) { return f.GetUint(a + key).value(); };
   const int n_layers = static_cast<int>(u("block_count"));
   const uint64_t interval = u("full_attention_interval");
   ordered_json types = ordered_json::array();
   for (int i = 0; i < n_layers; ++i) {
     types.push_back((i + 1) % interval == 0 ? "full_attention" : "linear_attention");
   }
-  const double theta = f.GetFloat("qwen35.rope.freq_base").value();
-  const std::vector<int64_t> sections = f.GetIntArray("qwen35.rope.dimension_sections").value();
+  const double theta = f.GetFloat(a + "rope.freq_base").value();
+  const std::vector<int64_t> sections = f.GetIntArray(a + "rope.dimension_sections").value();
   const double partial = static_cast<double>(u("rope.dimension_count")) /
                          static_cast<double>(u("attention.key_length"));
   ordered_json j = {
-      {"model_type", "qwen3_5_text"},
+      {"model_type", c.moe ? "qwen3_5_moe_text" : "qwen3_5_text"},
       {"hidden_size", u("embedding_length")},
       {"num_hidden_layers", n_layers},
       {"num_attention_heads", u("attention.head_count")},
@@ -216,7 +232,7 @@ ordered_json TextConfigOf(const GgufFile& f, const Qwen35Case& c) {
       {"head_dim", u("attention.key_length")},
       {"intermediate_size", u("feed_forward_length")},
       {"max_position_embeddings", u("context_length")},
-      {"rms_norm_eps", f.GetFloat("qwen35.attention.layer_norm_rms_epsilon").value()},
+      {"rms_norm_eps", f.GetFloat(a + "attention.layer_norm_rms_epsilon").value()},
       {"hidden_act", "silu"},
       {"attention_bias", false},
       {"attn_output_gate", true},
@@ -232,6 +248,14 @@ ordered_json TextConfigOf(const GgufFile& f, const Qwen35Case& c) {
       {"bos_token_id", 1},
       {"eos_token_id", 2},
   };
+  if (c.moe) {
+    j["num_experts"] = u("expert_count");
+    j["num_experts_per_tok"] = u("expert_used_count");
+    j["moe_intermediate_size"] = u("expert_feed_forward_length");
+    j["shared_expert_intermediate_size"] = u("expert_shared_feed_forward_length");
+    j["norm_topk_prob"] = true;  // not read
+    j["router_aux_loss_coef"] = 0.001;
+  }
   const ordered_json mrope = {sections[0], sections[1], sections[2]};
   if (c.multimodal) {  // transformers 5: everything in rope_parameters
     j["mtp_num_hidden_layers"] = 1;
@@ -248,43 +272,112 @@ ordered_json TextConfigOf(const GgufFile& f, const Qwen35Case& c) {
   return j;
 }
 
+// Where one layer's tensors go: the expected file's block prefix ("blk.N.") and the folder's
+// layer prefix ("model.layers.N.", "mtp.layers.0.").
+struct LayerOut {
+  std::string gguf, hf;
+};
+
+// What a built case writes into.
+struct Writers {
+  const Qwen35Case& c;
+  const GgufFile& f;
+  const Heads& h;
+  GgufWriter& expected;
+  testing::SafetensorsBuilder& weights;
+  Built& built;
+};
+
+// The experts' tensor `t` (ffn_{gate,up,down}_exps, GGML [cols, rows, n_expert]) in the HF
+// layout: one [rows, cols] tensor per expert, or fused: each expert's gate rows then up rows in
+// mlp.experts.gate_up_proj [n_expert, 2 n_ff, n_embd], mlp.experts.down_proj [n_expert, n_embd,
+// n_ff] as stored (transformers 5's parameters, without ".weight").
+void AddExperts(const Writers& w, const TensorInfo& t, const std::string& suffix,
+                const std::string& layer) {
+  const std::string kind = suffix.substr(4, suffix.find("_exps") - 4);  // gate, up or down
+  const int64_t cols = t.dims[0], rows = t.dims[1], n_expert = t.dims[2];
+  const std::vector<float> values = FloatsOf(t);
+  const auto matrix = values.begin();
+  const int64_t size = rows * cols;
+  if (!w.c.fused_experts) {
+    for (int64_t e = 0; e < n_expert; ++e) {
+      w.weights.AddF32(layer + "mlp.experts." + std::to_string(e) + "." + kind + "_proj.weight",
+                       {rows, cols},
+                       std::vector<float>(matrix + e * size, matrix + (e + 1) * size));
+    }
+  } else if (kind == "down") {
+    w.weights.AddF32(layer + "mlp.experts.down_proj", {n_expert, rows, cols}, values);
+  } else if (kind == "gate") {
+    std::string up_name = t.name;
+    up_name.replace(up_name.find("ffn_gate_exps"), 13, "ffn_up_exps");
+    const std::vector<float> up = FloatsOf(*w.f.FindTensor(up_name));
+    std::vector<float> fused;
+    for (int64_t e = 0; e < n_expert; ++e) {
+      fused.insert(fused.end(), matrix + e * size, matrix + (e + 1) * size);
+      fused.insert(fused.end(), up.begin() + e * size, up.begin() + (e + 1) * size);
+    }
+    w.weights.AddF32(layer + "mlp.experts.gate_up_proj", {n_expert, 2 * rows, cols}, fused);
+  }  // up: with gate
+}
+
+// Layer tensor `t` (`suffix` after "blk.N.") into the expected file and the folder.
+void AddLayerTensor(const Writers& w, const TensorInfo& t, const std::string& suffix,
+                    const LayerOut& out) {
+  std::vector<float> values = FloatsOf(t);
+  if (suffix.ends_with("_exps.weight")) {
+    w.expected.AddTensor(out.gguf + suffix, GgmlType::kF32, t.dims, BytesOf(values));
+    AddExperts(w, t, suffix, out.hf);
+    return;
+  }
+  const LayerRule* rule = nullptr;
+  for (const LayerRule& r : kLayerRules) {
+    if (suffix == r.gguf) rule = &r;
+  }
+  ASSERT_NE(rule, nullptr) << "no HF name for " << t.name;
+  HfTensor hf = BackToHf(rule->back, t.dims, w.h, values);
+  // The converter keeps the shared expert gate's [1, n_embd] as GGML [n_embd, 1].
+  const std::vector<int64_t> dims =
+      rule->back == Back::kRow ? std::vector<int64_t>{t.dims[0], 1} : t.dims;
+  w.expected.AddTensor(out.gguf + suffix, GgmlType::kF32, dims, BytesOf(values));
+  w.built.hf[out.hf + rule->hf] = hf.values;
+  w.weights.AddF32(out.hf + rule->hf, hf.shape, hf.values);
+}
+
 // The MTP layer (as layer 7, an attention layer, in the synthesized file) and its nextn.*
 // tensors, into the expected file as blk.8.* and the folder as mtp.*.
-void AddMtp(const GgufFile& f, const Heads& h, GgufWriter& expected,
-            testing::SafetensorsBuilder& weights) {
-  const int64_t n_embd = static_cast<int64_t>(f.GetUint("qwen35.embedding_length").value());
-  for (const LayerRule& rule : kLayerRules) {
-    const TensorInfo* t = f.FindTensor(std::string("blk.7.") + rule.gguf);
-    if (t == nullptr) continue;
-    std::vector<float> values = FloatsOf(*t);
-    HfTensor hf = BackToHf(rule.back, t->dims, h, values);
-    expected.AddTensor(std::string("blk.8.") + rule.gguf, GgmlType::kF32, t->dims, BytesOf(values));
-    weights.AddF32(std::string("mtp.layers.0.") + rule.hf, hf.shape, hf.values);
+void AddMtp(const Writers& w) {
+  const std::string a = std::string(w.c.arch()) + ".";
+  const int64_t n_embd = static_cast<int64_t>(w.f.GetUint(a + "embedding_length").value());
+  for (const TensorInfo& t : w.f.tensors()) {
+    if (!t.name.starts_with("blk.7.")) continue;
+    AddLayerTensor(w, t, t.name.substr(6), {.gguf = "blk.8.", .hf = "mtp.layers.0."});
   }
-  std::vector<float> fc = FloatsOf(*f.FindTensor("token_embd.weight"));
+  std::vector<float> fc = FloatsOf(*w.f.FindTensor("token_embd.weight"));
   fc.resize(static_cast<size_t>(2 * n_embd * n_embd));  // [n_embd, 2 n_embd]: some numbers
-  expected.AddTensor("blk.8.nextn.eh_proj.weight", GgmlType::kF32, {2 * n_embd, n_embd},
-                     BytesOf(fc));
-  weights.AddF32("mtp.fc.weight", {n_embd, 2 * n_embd}, fc);
+  w.expected.AddTensor("blk.8.nextn.eh_proj.weight", GgmlType::kF32, {2 * n_embd, n_embd},
+                       BytesOf(fc));
+  w.weights.AddF32("mtp.fc.weight", {n_embd, 2 * n_embd}, fc);
   for (const auto& [gguf, hf] :
        std::map<std::string, std::string>{{"enorm", "mtp.pre_fc_norm_embedding.weight"},
                                           {"hnorm", "mtp.pre_fc_norm_hidden.weight"},
                                           {"shared_head_norm", "mtp.norm.weight"}}) {
     std::vector<float> norm(static_cast<size_t>(n_embd));
     for (int64_t i = 0; i < n_embd; ++i) norm[i] = 0.5f + 0.25f * static_cast<float>(i % 3);
-    expected.AddTensor("blk.8.nextn." + gguf + ".weight", GgmlType::kF32, {n_embd}, BytesOf(norm));
+    w.expected.AddTensor("blk.8.nextn." + gguf + ".weight", GgmlType::kF32, {n_embd},
+                         BytesOf(norm));
     for (float& v : norm) v -= 1.0f;  // exact: 0.5, 0.75 and 1.0 less 1
-    weights.AddF32(hf, {n_embd}, norm);
+    w.weights.AddF32(hf, {n_embd}, norm);
   }
-  expected.SetUint32("qwen35.block_count", 9);
-  expected.SetUint32("qwen35.nextn_predict_layers", 1);
+  w.expected.SetUint32(a + "block_count", 9);
+  w.expected.SetUint32(a + "nextn_predict_layers", 1);
 }
 
 // The tensors of the synthesized file under HF names and layouts, and the expected file.
 void WriteWeights(const Qwen35Case& c, const GgufFile& f, Built& built) {
-  const Heads h{.n_k = static_cast<int64_t>(f.GetUint("qwen35.ssm.group_count").value()),
-                .n_v = static_cast<int64_t>(f.GetUint("qwen35.ssm.time_step_rank").value()),
-                .size = static_cast<int64_t>(f.GetUint("qwen35.ssm.state_size").value())};
+  const std::string a = std::string(c.arch()) + ".";
+  const Heads h{.n_k = static_cast<int64_t>(f.GetUint(a + "ssm.group_count").value()),
+                .n_v = static_cast<int64_t>(f.GetUint(a + "ssm.time_step_rank").value()),
+                .size = static_cast<int64_t>(f.GetUint(a + "ssm.state_size").value())};
   ASSERT_LT(h.n_k, h.n_v) << "the preset must have value heads to reorder";
   const std::string prefix = c.multimodal ? "model.language_model." : "model.";
   const std::map<std::string, std::pair<std::string, Back>> globals = {
@@ -294,6 +387,7 @@ void WriteWeights(const Qwen35Case& c, const GgufFile& f, Built& built) {
   GgufWriter expected(f.alignment());
   for (const auto& [key, value] : f.metadata()) expected.CopyValue(key, value);
   testing::SafetensorsBuilder weights;
+  const Writers w{.c = c, .f = f, .h = h, .expected = expected, .weights = weights, .built = built};
   if (c.multimodal) {  // the tower the text model leaves out
     for (const char* name :
          {"model.visual.blocks.0.attn.qkv.weight", "model.visual.merger.linear_fc1.weight"}) {
@@ -302,28 +396,21 @@ void WriteWeights(const Qwen35Case& c, const GgufFile& f, Built& built) {
   }
   for (const TensorInfo& t : f.tensors()) {
     ASSERT_EQ(t.type, GgmlType::kF32) << t.name;
-    std::vector<float> values = FloatsOf(t);
-    std::string hf_name;
-    HfTensor hf;
-    if (auto it = globals.find(t.name); it != globals.end()) {
-      hf_name = it->second.first;
-      hf = BackToHf(it->second.second, t.dims, h, values);
-    } else {
+    auto it = globals.find(t.name);
+    if (it == globals.end()) {
       const size_t dot = t.name.find('.', 4);
-      const std::string suffix = t.name.substr(dot + 1);
-      const LayerRule* rule = nullptr;
-      for (const LayerRule& r : kLayerRules) {
-        if (suffix == r.gguf) rule = &r;
-      }
-      ASSERT_NE(rule, nullptr) << "no HF name for " << t.name;
-      hf_name = prefix + "layers." + t.name.substr(4, dot - 4) + "." + rule->hf;
-      hf = BackToHf(rule->back, t.dims, h, values);
+      const std::string layer = t.name.substr(4, dot - 4);
+      AddLayerTensor(w, t, t.name.substr(dot + 1),
+                     {.gguf = "blk." + layer + ".", .hf = prefix + "layers." + layer + "."});
+      continue;
     }
+    std::vector<float> values = FloatsOf(t);
+    HfTensor hf = BackToHf(it->second.second, t.dims, h, values);
     expected.AddTensor(t.name, GgmlType::kF32, t.dims, BytesOf(values));
-    built.hf[hf_name] = hf.values;
-    weights.AddF32(hf_name, hf.shape, hf.values);
+    built.hf[it->second.first] = hf.values;
+    weights.AddF32(it->second.first, hf.shape, hf.values);
   }
-  if (c.multimodal) AddMtp(f, h, expected, weights);
+  if (c.multimodal) AddMtp(w);
   ASSERT_TRUE(weights.WriteFile(built.folder + "/model.safetensors"));
   ASSERT_TRUE(expected.WriteFile(built.gguf).ok());
 }
@@ -338,18 +425,20 @@ const Built& BuiltOf(const Qwen35Case& c) {
   b.gguf = testing::TempDir() + "/hf-qwen35-" + c.name + "-expected.gguf";
   fs::remove_all(b.folder);
   fs::create_directories(b.folder);
-  auto f = GgufFile::Open(SynthPath());
+  auto f = GgufFile::Open(SynthPath(c));
   EXPECT_TRUE(f.ok()) << f.message();
   if (!f.ok()) return b;
   ordered_json config = TextConfigOf(*f, c);
   if (c.multimodal) {
-    config = {{"architectures", {"Qwen3_5ForConditionalGeneration"}},
-              {"model_type", "qwen3_5"},
+    const char* type = c.moe ? "qwen3_5_moe" : "qwen3_5";
+    config = {{"architectures",
+               {c.moe ? "Qwen3_5MoeForConditionalGeneration" : "Qwen3_5ForConditionalGeneration"}},
+              {"model_type", type},
               {"text_config", config},
-              {"vision_config", {{"model_type", "qwen3_5"}, {"depth", 1}, {"hidden_size", 4}}},
+              {"vision_config", {{"model_type", type}, {"depth", 1}, {"hidden_size", 4}}},
               {"tie_word_embeddings", false}};
   } else {
-    config["architectures"] = {"Qwen3_5ForCausalLM"};
+    config["architectures"] = {c.moe ? "Qwen3_5MoeForCausalLM" : "Qwen3_5ForCausalLM"};
   }
   EXPECT_TRUE(testing::WriteText(b.folder + "/config.json", config.dump(2)));
   WriteWeights(c, *f, b);
@@ -392,12 +481,13 @@ void ExpectSameTensors(const GgufFile& mine, const GgufFile& file) {
   }
 }
 
-// Every qwen35.* key of the file with the same type and value, and no other; qwen35.vocab_size
+// Every <arch>.* key of the file with the same type and value, and no other; <arch>.vocab_size
 // alone is the synthesizer's (the converter writes none for Qwen3.5).
-void ExpectSameKeys(const GgufFile& mine, const GgufFile& file) {
-  EXPECT_EQ(mine.GetString("general.architecture").value(), "qwen35");
+void ExpectSameKeys(const GgufFile& mine, const GgufFile& file, const std::string& arch) {
+  EXPECT_EQ(mine.GetString("general.architecture").value(), arch);
+  const std::string a = arch + ".";
   for (const auto& [key, value] : file.metadata()) {
-    if (key.rfind("qwen35.", 0) != 0 || key == "qwen35.vocab_size") continue;
+    if (!key.starts_with(a) || key == a + "vocab_size") continue;
     const GgufValue* m = mine.Find(key);
     ASSERT_NE(m, nullptr) << key;
     EXPECT_EQ(m->type, value.type) << key;
@@ -412,7 +502,7 @@ void ExpectSameKeys(const GgufFile& mine, const GgufFile& file) {
     }
   }
   for (const auto& [key, value] : mine.metadata()) {
-    if (key.rfind("qwen35.", 0) == 0) {
+    if (key.starts_with(a)) {
       EXPECT_NE(file.Find(key), nullptr) << "extra key " << key;
     }
   }
@@ -427,7 +517,7 @@ TEST_P(HfQwen35Test, FolderHoldsTheGgufTensorsAndKeys) {
   auto file = GgufFile::Open(b.gguf);
   ASSERT_TRUE(file.ok()) << file.message();
   ExpectSameTensors(*view, *file);
-  ExpectSameKeys(*view, *file);
+  ExpectSameKeys(*view, *file, GetParam().arch());
 }
 
 // llama.cpp's _reorder_v_heads written out for 2 key heads of 2 value heads each: the grouped
@@ -461,7 +551,7 @@ TEST_P(HfQwen35Test, FolderGivesTheGgufLogitsBitForBit) {
   auto gguf = LoadOrDie(b.gguf);
   auto folder = LoadOrDie(b.folder);
   ASSERT_TRUE(gguf && folder);
-  EXPECT_EQ(folder->config().arch, "qwen35");
+  EXPECT_EQ(folder->config().arch, GetParam().arch());
   EXPECT_EQ(folder->config().n_layers, 8);
   ExpectSameBits(testing::AllPositionLogits(*folder, kTokens),
                  testing::AllPositionLogits(*gguf, kTokens));
@@ -477,7 +567,7 @@ TEST_P(HfQwen35Test, ConvertedFolderIsTheGguf) {
   auto file = GgufFile::Open(b.gguf);
   ASSERT_TRUE(converted.ok() && file.ok()) << converted.message();
   ExpectSameTensors(*converted, *file);
-  ExpectSameKeys(*converted, *file);
+  ExpectSameKeys(*converted, *file, GetParam().arch());
   fs::remove(out);
 }
 
@@ -608,6 +698,108 @@ TEST(HfQwen35Keys, ConfigsKvserveCannotComputeAreRefusedByKey) {
   j = base;
   j.erase("rms_norm_eps");
   EXPECT_THAT(error(j), HasSubstr("'rms_norm_eps'"));
+}
+
+// Qwen3.5-35B-A3B's text config as transformers' Qwen3_5MoeTextConfig defaults it (40 layers,
+// 16 heads of 256 over 2 KV heads, delta nets of 16 key and 32 value heads of 128, 256 experts of
+// 512, 8 used, a shared expert of 512), not checked against the released file; intermediate_size
+// (which that class does not have) is a test value, mtp_num_hidden_layers 1 as in the dense one.
+ordered_json MoeConfig() {
+  ordered_json j = SmallConfig();
+  ordered_json types = ordered_json::array();
+  for (int i = 0; i < 40; ++i) types.push_back(i % 4 == 3 ? "full_attention" : "linear_attention");
+  j["architectures"] = {"Qwen3_5MoeForCausalLM"};
+  j["hidden_size"] = 2048;
+  j["num_hidden_layers"] = 40;
+  j["layer_types"] = types;
+  j["num_attention_heads"] = 16;
+  j["linear_num_value_heads"] = 32;
+  j["intermediate_size"] = 512;
+  j["num_experts"] = 256;
+  j["num_experts_per_tok"] = 8;
+  j["moe_intermediate_size"] = 512;
+  j["shared_expert_intermediate_size"] = 512;
+  j["router_aux_loss_coef"] = 0.001;
+  j["tie_word_embeddings"] = false;
+  return j;
+}
+
+TEST(HfQwen35MoeKeys, RealSizeKeysAndNamesAsTheConverterWritesThem) {
+  auto c = ParseHfConfig(MoeConfig().dump(), "config.json");
+  ASSERT_TRUE(c.ok()) << c.message();
+  GgufWriter w;
+  AddHfHyperParameters(*c, "qwen3.5-35b-a3b", w);
+  const std::vector<uint8_t> image = w.Serialize();
+  auto file = GgufFile::Parse(image.data(), image.size(), "qwen35moe");
+  ASSERT_TRUE(file.ok()) << file.message();
+  EXPECT_EQ(file->GetString("general.architecture").value(), "qwen35moe");
+  auto u = [&](const char* key) { return file->GetUint(std::string("qwen35moe.") + key).value(); };
+  EXPECT_EQ(u("block_count"), 41u);
+  EXPECT_EQ(u("expert_count"), 256u);
+  EXPECT_EQ(u("expert_used_count"), 8u);
+  EXPECT_EQ(u("expert_feed_forward_length"), 512u);
+  EXPECT_EQ(u("expert_shared_feed_forward_length"), 512u);
+  EXPECT_EQ(u("feed_forward_length"), 512u);
+  EXPECT_EQ(u("ssm.time_step_rank"), 32u);
+  EXPECT_EQ(u("ssm.inner_size"), 4096u);
+  auto expert = MapHfTensor("model.language_model.layers.2.mlp.experts.255.down_proj.weight", *c);
+  ASSERT_TRUE(expert.ok()) << expert.message();
+  EXPECT_EQ(expert->name, "blk.2.ffn_down_exps.weight");
+  EXPECT_EQ(expert->expert, 255);
+  auto mtp = MapHfTensor("mtp.layers.0.mlp.experts.7.up_proj.weight", *c);
+  ASSERT_TRUE(mtp.ok()) << mtp.message();
+  EXPECT_EQ(mtp->name, "blk.40.ffn_up_exps.weight");
+  EXPECT_EQ(mtp->expert, 7);
+  auto fused = MapHfTensor("model.layers.3.mlp.experts.gate_up_proj", *c);
+  ASSERT_TRUE(fused.ok()) << fused.message();
+  EXPECT_EQ(fused->name, "blk.3.ffn_gate_exps.weight");
+  EXPECT_EQ(fused->transform, HfTransform::kSplitGateUp);
+  EXPECT_EQ(MapHfTensor("model.layers.3.mlp.experts.down_proj", *c)->name,
+            "blk.3.ffn_down_exps.weight");
+  EXPECT_EQ(MapHfTensor("model.layers.0.mlp.gate.weight", *c)->name, "blk.0.ffn_gate_inp.weight");
+  EXPECT_EQ(MapHfTensor("model.layers.0.mlp.shared_expert.down_proj.weight", *c)->name,
+            "blk.0.ffn_down_shexp.weight");
+  auto gate = MapHfTensor("model.layers.0.mlp.shared_expert_gate.weight", *c);
+  EXPECT_EQ(gate->name, "blk.0.ffn_gate_inp_shexp.weight");
+  EXPECT_EQ(gate->transform, HfTransform::kNone);  // [1, n_embd] kept: GGML [n_embd, 1]
+  EXPECT_EQ(MapHfTensor("model.layers.0.linear_attn.A_log", *c)->tiling.per_group, 2);
+  auto beyond = MapHfTensor("model.layers.0.mlp.experts.256.gate_proj.weight", *c);
+  EXPECT_THAT(beyond.message(), HasSubstr("'model.layers.0.mlp.experts.256.gate_proj.weight'"));
+  auto dense = MapHfTensor("model.layers.0.mlp.up_proj.weight", *c);
+  EXPECT_THAT(dense.message(), HasSubstr("'model.layers.0.mlp.up_proj.weight'"));
+  auto small = ParseHfConfig(SmallConfig().dump(), "config.json");  // the dense has no router
+  ASSERT_TRUE(small.ok());
+  EXPECT_FALSE(MapHfTensor("model.layers.0.mlp.gate.weight", *small).ok());
+}
+
+TEST(HfQwen35MoeKeys, ConfigsKvserveCannotComputeAreRefusedByKey) {
+  auto error = [](const ordered_json& j) {
+    auto c = ParseHfConfig(j.dump(), "config.json");
+    EXPECT_FALSE(c.ok()) << j.dump();
+    return c.ok() ? std::string() : c.message();
+  };
+  const ordered_json base = MoeConfig();
+  for (const char* key : {"num_experts", "num_experts_per_tok", "moe_intermediate_size",
+                          "shared_expert_intermediate_size", "intermediate_size"}) {
+    ordered_json j = base;
+    j.erase(key);
+    EXPECT_THAT(error(j), HasSubstr(std::string("missing required key '") + key + "'"));
+  }
+  ordered_json j = base;
+  j["num_experts_per_tok"] = 300;
+  EXPECT_THAT(error(j), HasSubstr("'num_experts_per_tok' = 300"));
+  j = base;
+  j["num_experts"] = 2048;
+  EXPECT_THAT(error(j), HasSubstr("'num_experts' = 2048"));
+  j = base;
+  j["scoring_func"] = "sigmoid";
+  EXPECT_THAT(error(j), HasSubstr("'scoring_func' = \"sigmoid\" is not supported"));
+  j = base;
+  j["n_group"] = 8;
+  EXPECT_THAT(error(j), HasSubstr("'n_group' = 8 is not supported"));
+  j = base;
+  j["linear_num_value_heads"] = 24;  // the dense model's rules hold
+  EXPECT_THAT(error(j), HasSubstr("'linear_num_value_heads' = 24 is not supported"));
 }
 
 class RemoveFolders : public ::testing::Environment {

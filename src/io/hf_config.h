@@ -45,9 +45,10 @@ struct HfConfig {
   double rope_local_theta = 0;         // gemma3: rope_local_base_freq; 0: not given
   double attn_softcap = 0;             // gemma2
   double final_softcap = 0;            // gemma2; gemma3 where given
-  int n_experts = 0;                   // qwen3moe
+  int n_experts = 0;                   // qwen3moe, qwen35moe
   int n_experts_used = 0;
   int n_ff_expert = 0;
+  int n_ff_shared_expert = 0;  // qwen35moe: shared_expert_intermediate_size
   bool tie_word_embeddings = false;
   // gemma4: head_dim of the sliding-window layers (head_dim above is the global layers'), their
   // rotated dimensions, the layers reading another layer's cache, the per-layer input width, one

@@ -146,6 +146,29 @@ Status ReadQwen35Config(const HfConfigReader& r, HfConfig& c) {
   return ReadQwen35Rope(r, c);
 }
 
+// The dense model's keys and the mixture's: TextModel's expert_count (num_local_experts or
+// num_experts) and expert_used_count, Qwen2MoeModel's two widths. The converter writes the widths
+// only when given; kvserve's qwen35moe needs both. Routing other than a softmax over every expert
+// (a score function, expert groups) is refused: kvserve's qwen35moe reads no such key.
+Status ReadQwen35MoeConfig(const HfConfigReader& r, HfConfig& c) {
+  KVSERVE_RETURN_IF_ERROR(ReadQwen35Config(r, c));
+  // The converter's order; Qwen's own key named when neither is given.
+  const char* experts = r.Has("num_local_experts") ? "num_local_experts" : "num_experts";
+  KVSERVE_RETURN_IF_ERROR(r.Count({experts}, 1024, &c.n_experts));
+  KVSERVE_RETURN_IF_ERROR(r.Count({"num_experts_per_tok", "num_experts_per_token", "top_k_experts"},
+                                  c.n_experts, &c.n_experts_used));
+  KVSERVE_RETURN_IF_ERROR(r.Count({"moe_intermediate_size"}, kMaxHfDim, &c.n_ff_expert));
+  KVSERVE_RETURN_IF_ERROR(
+      r.Count({"shared_expert_intermediate_size"}, kMaxHfDim, &c.n_ff_shared_expert));
+  for (const char* key :
+       {"score_function", "scoring_func", "score_func", "moe_router_activation",
+        "moe_router_activation_func", "expert_selection_fn", "n_group", "topk_group"}) {
+    KVSERVE_RETURN_IF_ERROR(r.RequireAbsent(
+        key, "kvserve's qwen35moe routes by a softmax over every expert, as Qwen3.5 MoE does"));
+  }
+  return Status::Ok();
+}
+
 // One linear_attn tensor: its GGUF name, transform and where its value heads are.
 struct LinearAttnName {
   std::string_view hf;  // after "linear_attn."
@@ -172,19 +195,33 @@ constexpr LinearAttnName kLinearAttn[] = {
     {.hf = "out_proj.weight", .gguf = "ssm_out.weight", .columns = true},
 };
 
-// HF name after "model.layers.N." -> GGUF name after "blk.N.", norms + 1.
-const HfLayerNames& Qwen35LayerNames() {
-  static const HfLayerNames names = [] {
+// HF name after "model.layers.N." -> GGUF name after "blk.N.", norms + 1: the dense model's, or
+// (`moe`) with the mixture in place of the MLP (the experts apart: MapHfExperts).
+const HfLayerNames& Qwen35LayerNames(bool moe) {
+  static const HfLayerNames dense = [] {
     HfLayerNames n = LlamaLayerNames();
     n["post_attention_layernorm.weight"] = "post_attention_norm.weight";
     n["self_attn.q_norm.weight"] = "attn_q_norm.weight";
     n["self_attn.k_norm.weight"] = "attn_k_norm.weight";
     return n;
   }();
-  return names;
+  static const HfLayerNames mixture = [] {
+    HfLayerNames n = dense;
+    for (const char* w : {"gate", "up", "down"}) n.erase("mlp." + std::string(w) + "_proj.weight");
+    n["mlp.gate.weight"] = "ffn_gate_inp.weight";  // the router, [n_expert, n_embd]
+    n["mlp.shared_expert.gate_proj.weight"] = "ffn_gate_shexp.weight";
+    n["mlp.shared_expert.up_proj.weight"] = "ffn_up_shexp.weight";
+    n["mlp.shared_expert.down_proj.weight"] = "ffn_down_shexp.weight";
+    // [1, n_embd], not squeezed: GGML [n_embd, 1], kept in F32 as the router.
+    n["mlp.shared_expert_gate.weight"] = "ffn_gate_inp_shexp.weight";
+    return n;
+  }();
+  return moe ? mixture : dense;
 }
 
 Result<HfMapping> MapQwen35Layer(std::string_view rest, const HfConfig& c, int layer) {
+  const bool moe = c.n_experts > 0;
+  if (HfMapping m; moe && MapHfExperts(std::string(rest), c, layer, &m)) return m;
   if (rest.ends_with("rotary_emb.inv_freq")) return HfMapping{};  // the converter skips it
   if (rest.starts_with("linear_attn.")) {
     rest.remove_prefix(12);
@@ -203,8 +240,9 @@ Result<HfMapping> MapQwen35Layer(std::string_view rest, const HfConfig& c, int l
     }
     return Status::InvalidArgument("");
   }
-  auto it = Qwen35LayerNames().find(rest);
-  if (it == Qwen35LayerNames().end()) return Status::InvalidArgument("");
+  const HfLayerNames& names = Qwen35LayerNames(moe);
+  auto it = names.find(rest);
+  if (it == names.end()) return Status::InvalidArgument("");
   HfMapping m{.name = GgufBlockName(layer, it->second)};
   if (rest.ends_with("norm.weight")) m.transform = HfTransform::kPlusOne;
   return m;
@@ -298,6 +336,16 @@ void WriteQwen35Metadata(const HfConfig& c, GgufWriter& w) {
   if (c.n_nextn_layers > 0) u32("nextn_predict_layers", c.n_nextn_layers);
 }
 
+// Qwen3_5MoeTextModel's: the dense keys and the experts'.
+void WriteQwen35MoeMetadata(const HfConfig& c, GgufWriter& w) {
+  WriteQwen35Metadata(c, w);
+  const std::string a = c.gguf_arch + ".";
+  w.SetUint32(a + "expert_count", static_cast<uint32_t>(c.n_experts));
+  w.SetUint32(a + "expert_used_count", static_cast<uint32_t>(c.n_experts_used));
+  w.SetUint32(a + "expert_feed_forward_length", static_cast<uint32_t>(c.n_ff_expert));
+  w.SetUint32(a + "expert_shared_feed_forward_length", static_cast<uint32_t>(c.n_ff_shared_expert));
+}
+
 }  // namespace
 
 std::vector<HfClass> Qwen35HfClasses() {
@@ -305,6 +353,13 @@ std::vector<HfClass> Qwen35HfClasses() {
            &WriteQwen35Metadata},
           {"Qwen3_5ForCausalLM", "qwen3_5_text", &ReadQwen35Config, &MapQwen35Tensor,
            &WriteQwen35Metadata}};
+}
+
+std::vector<HfClass> Qwen35MoeHfClasses() {
+  return {{"Qwen3_5MoeForConditionalGeneration", "qwen3_5_moe", &ReadQwen35MoeConfig,
+           &MapQwen35Tensor, &WriteQwen35MoeMetadata},
+          {"Qwen3_5MoeForCausalLM", "qwen3_5_moe_text", &ReadQwen35MoeConfig, &MapQwen35Tensor,
+           &WriteQwen35MoeMetadata}};
 }
 
 }  // namespace kvserve

@@ -38,6 +38,24 @@
 // mrope, attn_output_gate false, biases, other activations, value heads of another size than
 // key heads, value heads not a multiple of key heads, layer_types off the interval, M-RoPE
 // sections that turn some text pair by no position, an odd or empty rotated part).
+//
+// Qwen3.5 MoE (conversion/qwen.py's Qwen3_5MoeTextModel over the same bases, the experts as
+// Qwen2MoeModel stacks them): Qwen3_5MoeForConditionalGeneration (qwen3_5_moe) and
+// Qwen3_5MoeForCausalLM (qwen3_5_moe_text), for the qwen35moe architecture (arch/qwen35moe.cc).
+// The dense keys and names above, the mixture in place of the MLP:
+//   num_local_experts or num_experts -> expert_count; num_experts_per_tok (or
+//   num_experts_per_token, top_k_experts) -> expert_used_count; moe_intermediate_size ->
+//   expert_feed_forward_length; shared_expert_intermediate_size ->
+//   expert_shared_feed_forward_length (both widths required: the converter writes them when given,
+//   kvserve's qwen35moe needs them); intermediate_size -> feed_forward_length as in the dense
+//   model (required: kvserve's loader reads it). norm_topk_prob is not read (the converter does
+//   not; Qwen3.5 MoE and llama.cpp's graph always renormalise); a score function or expert groups
+//   are refused.
+//   mlp.gate -> ffn_gate_inp (F32); mlp.experts.E.{gate,up,down}_proj stacked into
+//   ffn_{gate,up,down}_exps, or the fused mlp.experts.gate_up_proj split and mlp.experts.down_proj
+//   as is (MapHfExperts); mlp.shared_expert.{gate,up,down}_proj -> ffn_{gate,up,down}_shexp;
+//   mlp.shared_expert_gate [1, n_embd] -> ffn_gate_inp_shexp as the converter writes it, GGML
+//   [n_embd, 1] in F32 (not squeezed; kvserve reads it as one row).
 #pragma once
 
 #include <vector>
@@ -48,5 +66,8 @@ namespace kvserve {
 
 // Qwen3_5ForConditionalGeneration and Qwen3_5ForCausalLM, for the qwen35 architecture's entry.
 std::vector<HfClass> Qwen35HfClasses();
+
+// Qwen3_5MoeForConditionalGeneration and Qwen3_5MoeForCausalLM, for the qwen35moe architecture's.
+std::vector<HfClass> Qwen35MoeHfClasses();
 
 }  // namespace kvserve

@@ -18,6 +18,7 @@
 #include "model/decoder_blocks.h"
 #include "model/gated_feed_forward.h"
 #include "model/moe_feed_forward.h"
+#include "model/qwen35_hf.h"
 #include "model/qwen35_layout.h"
 #include "model/qwen35_mixer.h"
 #include "model/qwen35_synth.h"
@@ -136,6 +137,7 @@ void Qwen35MoeModel::Forward(const ForwardBatch& batch, KvCache& kv, Workspace& 
 KVSERVE_ARCHITECTURE(qwen35moe) {
   static const Architecture entry{.gguf_name = "qwen35moe",
                                   .load = &LoadModelOf<Qwen35MoeModel>,
+                                  .hf_classes = Qwen35MoeHfClasses(),
                                   .synthetic = &Qwen35MoeSynthetic()};
   return entry;
 }
