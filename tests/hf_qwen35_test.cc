@@ -10,6 +10,13 @@
 // folder's view holds that file's tensors byte for byte and its qwen35.* keys; the model from the
 // folder, and `kvserve convert` of it, give its logits bit for bit. Plus the value heads' order
 // written out by hand, a real-size config's keys, and the refusals by key.
+//
+// Qwen3.5 MoE (the same reading with the mixture in place of the MLP): the same cases over the
+// qwen35moe-tiny file, as a Qwen3_5MoeForConditionalGeneration folder with one tensor per expert
+// (mlp.experts.E.*_proj.weight, the MTP layer's too) and a Qwen3_5MoeForCausalLM folder with
+// transformers 5's fused mlp.experts.gate_up_proj and down_proj; the shared expert's gate is the
+// checkpoint's [1, n_embd], so the expected file holds it as the converter writes it, GGML
+// [n_embd, 1]. Plus a 35B-A3B-size config's keys and names, and its refusals by key.
 #include <cmath>
 #include <cstring>
 #include <filesystem>
