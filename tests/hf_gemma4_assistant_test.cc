@@ -28,6 +28,7 @@
 #include "model/hidden_state_drafter.h"
 #include "model/model.h"
 #include "support/cli.h"
+#include "support/gguf_compare.h"
 #include "support/paths.h"
 #include "support/reference_runs.h"
 #include "support/safetensors_builder.h"
@@ -190,50 +191,16 @@ TEST(HfGemma4Assistant, IntegerWeightIsRefusedByName) {
   fs::remove_all(dir);
 }
 
-// Every tensor of the file, with its name, shape, type and bytes, and nothing else.
-void ExpectSameTensors(const GgufFile& mine, const GgufFile& file) {
-  EXPECT_EQ(mine.tensors().size(), file.tensors().size());
-  for (const TensorInfo& t : file.tensors()) {
-    const TensorInfo* m = mine.FindTensor(t.name);
-    ASSERT_NE(m, nullptr) << t.name;
-    EXPECT_EQ(m->dims, t.dims) << t.name;
-    EXPECT_EQ(m->type, t.type) << t.name;
-    ASSERT_EQ(m->n_bytes, t.n_bytes) << t.name;
-    EXPECT_EQ(std::memcmp(m->data, t.data, t.n_bytes), 0) << t.name;
-  }
-}
-
-// Every gemma4-assistant.* key of the file with the same type and value (vocab_size alone is the
-// synthesizer's); the converter's two keys the synthesizer does not write, as 0, and no others.
+// The keys of the assistant's file, but shared_kv_layers and embedding_length_per_layer_input,
+// which the converter writes as 0 for the assistant.
 void ExpectSameKeys(const GgufFile& mine, const GgufFile& file) {
-  const std::string a = std::string(kArch) + ".";
-  EXPECT_EQ(mine.GetString("general.architecture").value(), kArch);
-  for (const auto& [key, value] : file.metadata()) {
-    if (key.rfind(a, 0) != 0 || key == a + "vocab_size") continue;
-    const GgufValue* m = mine.Find(key);
-    ASSERT_NE(m, nullptr) << key;
-    EXPECT_EQ(m->type, value.type) << key;
-    EXPECT_EQ(m->array_type, value.array_type) << key;
-    EXPECT_EQ(m->array_size, value.array_size) << key;
-    EXPECT_EQ(m->u, value.u) << key;
-    EXPECT_EQ(m->f, value.f) << key;
-    if (value.type == GgufValueType::kArray && m->array_type == value.array_type &&
-        m->array_size == value.array_size) {
-      const uint64_t bytes = value.array_size * GgufScalarBytes(value.array_type);
-      EXPECT_EQ(std::memcmp(m->array_data, value.array_data, bytes), 0) << key;
-    }
-  }
-  for (const char* key : {"attention.shared_kv_layers", "embedding_length_per_layer_input"}) {
-    auto value = mine.GetUint(a + key);
+  const std::vector<std::string> zero = {"attention.shared_kv_layers",
+                                         "embedding_length_per_layer_input"};
+  testing::ExpectSameArchKeys(mine, file, kArch, zero);
+  for (const std::string& key : zero) {
+    auto value = mine.GetUint(std::string(kArch) + "." + key);
     ASSERT_TRUE(value.ok()) << value.message();
     EXPECT_EQ(*value, 0u) << key;
-  }
-  for (const auto& [key, value] : mine.metadata()) {
-    if (key.rfind(a, 0) != 0 || key == a + "attention.shared_kv_layers" ||
-        key == a + "embedding_length_per_layer_input") {
-      continue;
-    }
-    EXPECT_NE(file.Find(key), nullptr) << "extra key " << key;
   }
 }
 
@@ -243,7 +210,7 @@ TEST(HfGemma4Assistant, FolderHoldsTheGgufTensorsAndKeys) {
   auto file = GgufFile::Open(AssistantGguf());
   ASSERT_TRUE(file.ok()) << file.message();
   EXPECT_EQ(view->FindTensor("masked_embedding.centroids"), nullptr);
-  ExpectSameTensors(*view, *file);
+  testing::ExpectSameTensors(*view, *file);
   ExpectSameKeys(*view, *file);
 }
 
@@ -305,17 +272,6 @@ std::vector<std::vector<float>> DraftsOf(const std::vector<const Model*>& assist
   return out;
 }
 
-void ExpectSameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  ASSERT_FALSE(a.empty());
-  size_t first = a.size();
-  for (size_t i = 0; i < a.size() && first == a.size(); ++i) {
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) first = i;
-  }
-  EXPECT_EQ(first, a.size()) << "first difference at " << first << ": " << a[first] << " vs "
-                             << b[first];
-}
-
 TEST(HfGemma4Assistant, FolderDraftsAsTheGgufBitForBit) {
   auto file = testing::LoadPathOrDie(AssistantGguf());
   auto folder = testing::LoadPathOrDie(Folder());
@@ -324,7 +280,7 @@ TEST(HfGemma4Assistant, FolderDraftsAsTheGgufBitForBit) {
   ASSERT_NE(folder->hidden_state_drafter(), nullptr);
   const auto drafts = DraftsOf({file.get(), folder.get()});
   ASSERT_EQ(drafts.size(), 2u);
-  ExpectSameBits(drafts[1], drafts[0]);
+  testing::ExpectSameBits(drafts[1], drafts[0]);
 }
 
 TEST(HfGemma4Assistant, ConvertedFolderIsTheGguf) {
@@ -336,14 +292,14 @@ TEST(HfGemma4Assistant, ConvertedFolderIsTheGguf) {
     auto converted_file = GgufFile::Open(out);
     auto file = GgufFile::Open(AssistantGguf());
     ASSERT_TRUE(converted_file.ok() && file.ok()) << converted_file.message();
-    ExpectSameTensors(*converted_file, *file);
+    testing::ExpectSameTensors(*converted_file, *file);
     ExpectSameKeys(*converted_file, *file);
     auto assistant = testing::LoadPathOrDie(AssistantGguf());
     auto converted = testing::LoadPathOrDie(out);
     ASSERT_TRUE(assistant && converted);
     const auto drafts = DraftsOf({assistant.get(), converted.get()});
     ASSERT_EQ(drafts.size(), 2u);
-    ExpectSameBits(drafts[1], drafts[0]);
+    testing::ExpectSameBits(drafts[1], drafts[0]);
   }
   fs::remove(out);
 }

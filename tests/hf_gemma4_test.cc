@@ -26,7 +26,9 @@
 #include "model/model.h"
 #include "support/cli.h"
 #include "support/forward.h"
+#include "support/gguf_compare.h"
 #include "support/paths.h"
+#include "support/reference_runs.h"
 #include "support/safetensors_builder.h"
 #include "support/spm_tokenizer_json.h"
 #include "support/synthetic_files.h"
@@ -210,65 +212,9 @@ const std::string& FolderOf(const Gemma4Case& c) {
   return it->second;
 }
 
-std::unique_ptr<Model> LoadOrDie(const std::string& path) {
-  auto model = LoadModel(path, TestBackend());
-  EXPECT_TRUE(model.ok()) << model.message();
-  return model.ok() ? std::move(model).value() : nullptr;
-}
-
 // 20 tokens: past the window of 8, through every layer kind.
 const std::vector<int32_t> kTokens = {1,   72, 301, 15,  499, 260, 33,  87, 144, 410,
                                       222, 9,  356, 480, 61,  190, 305, 17, 444, 128};
-
-void ExpectSameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  ASSERT_FALSE(a.empty());
-  size_t first = a.size();
-  for (size_t i = 0; i < a.size() && first == a.size(); ++i) {
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) first = i;
-  }
-  EXPECT_EQ(first, a.size()) << "first difference at " << first << ": " << a[first] << " vs "
-                             << b[first];
-}
-
-// Every tensor of the file, with its name, shape, type and bytes, and nothing else.
-void ExpectSameTensors(const GgufFile& mine, const GgufFile& file) {
-  EXPECT_EQ(mine.tensors().size(), file.tensors().size());
-  for (const TensorInfo& t : file.tensors()) {
-    const TensorInfo* m = mine.FindTensor(t.name);
-    ASSERT_NE(m, nullptr) << t.name;
-    EXPECT_EQ(m->dims, t.dims) << t.name;
-    EXPECT_EQ(m->type, t.type) << t.name;
-    ASSERT_EQ(m->n_bytes, t.n_bytes) << t.name;
-    EXPECT_EQ(std::memcmp(m->data, t.data, t.n_bytes), 0) << t.name;
-  }
-}
-
-// Every gemma4.* key of the file with the same type and value; gemma4.vocab_size alone is the
-// synthesizer's (the converter writes none for Gemma 4).
-void ExpectSameKeys(const GgufFile& mine, const GgufFile& file) {
-  EXPECT_EQ(mine.GetString("general.architecture").value(), "gemma4");
-  for (const auto& [key, value] : file.metadata()) {
-    if (key.rfind("gemma4.", 0) != 0 || key == "gemma4.vocab_size") continue;
-    const GgufValue* m = mine.Find(key);
-    ASSERT_NE(m, nullptr) << key;
-    EXPECT_EQ(m->type, value.type) << key;
-    EXPECT_EQ(m->array_type, value.array_type) << key;
-    EXPECT_EQ(m->array_size, value.array_size) << key;
-    EXPECT_EQ(m->u, value.u) << key;
-    EXPECT_EQ(m->f, value.f) << key;
-    if (value.type == GgufValueType::kArray && m->array_type == value.array_type &&
-        m->array_size == value.array_size) {
-      const uint64_t bytes = value.array_size * GgufScalarBytes(value.array_type);
-      EXPECT_EQ(std::memcmp(m->array_data, value.array_data, bytes), 0) << key;
-    }
-  }
-  for (const auto& [key, value] : mine.metadata()) {
-    if (key.rfind("gemma4.", 0) == 0) {
-      EXPECT_NE(file.Find(key), nullptr) << "extra key " << key;
-    }
-  }
-}
 
 class HfGemma4Test : public ::testing::TestWithParam<Gemma4Case> {};
 
@@ -277,18 +223,18 @@ TEST_P(HfGemma4Test, FolderHoldsTheGgufTensorsAndKeys) {
   ASSERT_TRUE(view.ok()) << view.message();
   auto file = GgufFile::Open(GgufOf(GetParam()));
   ASSERT_TRUE(file.ok()) << file.message();
-  ExpectSameTensors(*view, *file);
-  ExpectSameKeys(*view, *file);
+  testing::ExpectSameTensors(*view, *file);
+  testing::ExpectSameArchKeys(*view, *file, "gemma4");
 }
 
 TEST_P(HfGemma4Test, FolderGivesTheGgufLogitsBitForBit) {
-  auto gguf = LoadOrDie(GgufOf(GetParam()));
-  auto folder = LoadOrDie(FolderOf(GetParam()));
+  auto gguf = testing::LoadPathOrDie(GgufOf(GetParam()));
+  auto folder = testing::LoadPathOrDie(FolderOf(GetParam()));
   ASSERT_TRUE(gguf && folder);
   EXPECT_EQ(folder->config().arch, "gemma4");
   EXPECT_EQ(folder->kv_spec().readers, gguf->kv_spec().readers);
-  ExpectSameBits(testing::AllPositionLogits(*folder, kTokens),
-                 testing::AllPositionLogits(*gguf, kTokens));
+  testing::ExpectSameBits(testing::AllPositionLogits(*folder, kTokens),
+                          testing::AllPositionLogits(*gguf, kTokens));
 }
 
 TEST_P(HfGemma4Test, ConvertedFolderIsTheGguf) {
@@ -299,13 +245,13 @@ TEST_P(HfGemma4Test, ConvertedFolderIsTheGguf) {
   auto converted_file = GgufFile::Open(out);
   auto file = GgufFile::Open(GgufOf(GetParam()));
   ASSERT_TRUE(converted_file.ok() && file.ok()) << converted_file.message();
-  ExpectSameTensors(*converted_file, *file);
-  ExpectSameKeys(*converted_file, *file);
-  auto gguf = LoadOrDie(GgufOf(GetParam()));
-  auto converted = LoadOrDie(out);
+  testing::ExpectSameTensors(*converted_file, *file);
+  testing::ExpectSameArchKeys(*converted_file, *file, "gemma4");
+  auto gguf = testing::LoadPathOrDie(GgufOf(GetParam()));
+  auto converted = testing::LoadPathOrDie(out);
   ASSERT_TRUE(gguf && converted);
-  ExpectSameBits(testing::AllPositionLogits(*converted, kTokens),
-                 testing::AllPositionLogits(*gguf, kTokens));
+  testing::ExpectSameBits(testing::AllPositionLogits(*converted, kTokens),
+                          testing::AllPositionLogits(*gguf, kTokens));
   fs::remove(out);  // the mapping stays valid until `converted` is destroyed
 }
 

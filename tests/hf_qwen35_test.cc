@@ -35,7 +35,9 @@
 #include "model/model.h"
 #include "support/cli.h"
 #include "support/forward.h"
+#include "support/gguf_compare.h"
 #include "support/paths.h"
+#include "support/reference_runs.h"
 #include "support/safetensors_builder.h"
 #include "support/spm_tokenizer_json.h"
 #include "support/synthetic_files.h"
@@ -454,66 +456,9 @@ const Built& BuiltOf(const Qwen35Case& c) {
   return b;
 }
 
-std::unique_ptr<Model> LoadOrDie(const std::string& path) {
-  auto model = LoadModel(path, TestBackend());
-  EXPECT_TRUE(model.ok()) << model.message();
-  return model.ok() ? std::move(model).value() : nullptr;
-}
-
 // 20 tokens: five attention periods of the delta nets' state.
 const std::vector<int32_t> kTokens = {1,   72, 301, 15,  499, 260, 33,  87, 144, 410,
                                       222, 9,  356, 480, 61,  190, 305, 17, 444, 128};
-
-void ExpectSameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  ASSERT_FALSE(a.empty());
-  size_t first = a.size();
-  for (size_t i = 0; i < a.size() && first == a.size(); ++i) {
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) first = i;
-  }
-  EXPECT_EQ(first, a.size()) << "first difference at " << first << ": " << a[first] << " vs "
-                             << b[first];
-}
-
-// Every tensor of the file, with its name, shape, type and bytes, and nothing else.
-void ExpectSameTensors(const GgufFile& mine, const GgufFile& file) {
-  EXPECT_EQ(mine.tensors().size(), file.tensors().size());
-  for (const TensorInfo& t : file.tensors()) {
-    const TensorInfo* m = mine.FindTensor(t.name);
-    ASSERT_NE(m, nullptr) << t.name;
-    EXPECT_EQ(m->dims, t.dims) << t.name;
-    EXPECT_EQ(m->type, t.type) << t.name;
-    ASSERT_EQ(m->n_bytes, t.n_bytes) << t.name;
-    EXPECT_EQ(std::memcmp(m->data, t.data, t.n_bytes), 0) << t.name;
-  }
-}
-
-// Every <arch>.* key of the file with the same type and value, and no other; <arch>.vocab_size
-// alone is the synthesizer's (the converter writes none for Qwen3.5).
-void ExpectSameKeys(const GgufFile& mine, const GgufFile& file, const std::string& arch) {
-  EXPECT_EQ(mine.GetString("general.architecture").value(), arch);
-  const std::string a = arch + ".";
-  for (const auto& [key, value] : file.metadata()) {
-    if (!key.starts_with(a) || key == a + "vocab_size") continue;
-    const GgufValue* m = mine.Find(key);
-    ASSERT_NE(m, nullptr) << key;
-    EXPECT_EQ(m->type, value.type) << key;
-    EXPECT_EQ(m->array_type, value.array_type) << key;
-    EXPECT_EQ(m->array_size, value.array_size) << key;
-    EXPECT_EQ(m->u, value.u) << key;
-    EXPECT_EQ(m->f, value.f) << key;
-    if (value.type == GgufValueType::kArray && m->array_type == value.array_type &&
-        m->array_size == value.array_size) {
-      const uint64_t bytes = value.array_size * GgufScalarBytes(value.array_type);
-      EXPECT_EQ(std::memcmp(m->array_data, value.array_data, bytes), 0) << key;
-    }
-  }
-  for (const auto& [key, value] : mine.metadata()) {
-    if (key.starts_with(a)) {
-      EXPECT_NE(file.Find(key), nullptr) << "extra key " << key;
-    }
-  }
-}
 
 class HfQwen35Test : public ::testing::TestWithParam<Qwen35Case> {};
 
@@ -523,8 +468,8 @@ TEST_P(HfQwen35Test, FolderHoldsTheGgufTensorsAndKeys) {
   ASSERT_TRUE(view.ok()) << view.message();
   auto file = GgufFile::Open(b.gguf);
   ASSERT_TRUE(file.ok()) << file.message();
-  ExpectSameTensors(*view, *file);
-  ExpectSameKeys(*view, *file, GetParam().arch());
+  testing::ExpectSameTensors(*view, *file);
+  testing::ExpectSameArchKeys(*view, *file, GetParam().arch());
 }
 
 // llama.cpp's _reorder_v_heads written out for 2 key heads of 2 value heads each: the grouped
@@ -555,13 +500,13 @@ TEST_P(HfQwen35Test, ValueHeadsGoFromGroupedToTiled) {
 
 TEST_P(HfQwen35Test, FolderGivesTheGgufLogitsBitForBit) {
   const Built& b = BuiltOf(GetParam());
-  auto gguf = LoadOrDie(b.gguf);
-  auto folder = LoadOrDie(b.folder);
+  auto gguf = testing::LoadPathOrDie(b.gguf);
+  auto folder = testing::LoadPathOrDie(b.folder);
   ASSERT_TRUE(gguf && folder);
   EXPECT_EQ(folder->config().arch, GetParam().arch());
   EXPECT_EQ(folder->config().n_layers, 8);
-  ExpectSameBits(testing::AllPositionLogits(*folder, kTokens),
-                 testing::AllPositionLogits(*gguf, kTokens));
+  testing::ExpectSameBits(testing::AllPositionLogits(*folder, kTokens),
+                          testing::AllPositionLogits(*gguf, kTokens));
 }
 
 TEST_P(HfQwen35Test, ConvertedFolderIsTheGguf) {
@@ -573,8 +518,8 @@ TEST_P(HfQwen35Test, ConvertedFolderIsTheGguf) {
   auto converted = GgufFile::Open(out);
   auto file = GgufFile::Open(b.gguf);
   ASSERT_TRUE(converted.ok() && file.ok()) << converted.message();
-  ExpectSameTensors(*converted, *file);
-  ExpectSameKeys(*converted, *file, GetParam().arch());
+  testing::ExpectSameTensors(*converted, *file);
+  testing::ExpectSameArchKeys(*converted, *file, GetParam().arch());
   fs::remove(out);
 }
 

@@ -33,6 +33,7 @@
 #include "support/reference_runs.h"
 #include "support/synthetic_files.h"
 #include "support/test_backend.h"
+#include "support/unfreed_run.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvserve {
@@ -212,42 +213,9 @@ Loaded LoadCase(const std::string& name) {
 }
 
 using Output = testing::StreamOutput;
-
-// The request alone on a SequenceRunner (f32 KV, every position kept), sampled as the engine
-// samples: the request's own Sampler over prompt + generated.
-Output Unfreed(const Model& model, const Request& r, int n_ctx) {
-  SequenceRunner runner(model, KvType::kF32, n_ctx, 2);
-  Sampler sampler(r.sampling, model.config().n_vocab);
-  Output out;
-  auto logits = runner.Append(r.prompt);
-  while (logits.ok() && static_cast<int>(out.tokens.size()) < r.max_tokens) {
-    const SampleResult s = sampler.Sample(*logits, runner.tokens());
-    out.tokens.push_back(s.token);
-    out.logprobs.push_back(s.logprob);
-    if (static_cast<int>(out.tokens.size()) == r.max_tokens) break;
-    logits = runner.Append(std::span(&s.token, 1));
-  }
-  EXPECT_TRUE(logits.ok()) << logits.message();
-  return out;
-}
-
-Request Sampled(std::vector<int32_t> prompt, int max_tokens, int i) {
-  Request r;
-  r.id = "r" + std::to_string(i);
-  r.prompt = std::move(prompt);
-  r.max_tokens = max_tokens;
-  r.ignore_eos = true;
-  r.logprobs = true;
-  r.sampling.temperature = 0.8f;
-  r.sampling.seed = 100 + i;
-  return r;
-}
-
-std::vector<int32_t> RandomPrompt(std::mt19937& rng, int n, int n_vocab) {
-  std::vector<int32_t> prompt;
-  for (int i = 0; i < n; ++i) prompt.push_back(3 + static_cast<int32_t>(rng() % (n_vocab - 3)));
-  return prompt;
-}
+using testing::RandomPrompt;
+using testing::Sampled;
+using testing::Unfreed;
 
 // The group indices of the case's full group (-1: none) and window group.
 std::pair<int, int> Groups(const KvSpec& spec) {

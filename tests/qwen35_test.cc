@@ -28,6 +28,7 @@
 #include "support/reference.h"
 #include "support/reference_runs.h"
 #include "support/synthetic_files.h"
+#include "support/unfreed_run.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvserve {
@@ -207,41 +208,9 @@ Loaded LoadTiny(const std::string& preset) {
 }
 
 using Output = testing::StreamOutput;
-
-// The request alone on a SequenceRunner (every state block kept), sampled as the engine does.
-Output Unfreed(const Model& model, const Request& r) {
-  SequenceRunner runner(model, KvType::kF32, 256, 2);
-  Sampler sampler(r.sampling, model.config().n_vocab);
-  Output out;
-  auto logits = runner.Append(r.prompt);
-  while (logits.ok() && static_cast<int>(out.tokens.size()) < r.max_tokens) {
-    const SampleResult s = sampler.Sample(*logits, runner.tokens());
-    out.tokens.push_back(s.token);
-    out.logprobs.push_back(s.logprob);
-    if (static_cast<int>(out.tokens.size()) == r.max_tokens) break;
-    logits = runner.Append(std::span(&s.token, 1));
-  }
-  EXPECT_TRUE(logits.ok()) << logits.message();
-  return out;
-}
-
-Request Sampled(std::vector<int32_t> prompt, int max_tokens, int i) {
-  Request r;
-  r.id = "r" + std::to_string(i);
-  r.prompt = std::move(prompt);
-  r.max_tokens = max_tokens;
-  r.ignore_eos = true;
-  r.logprobs = true;
-  r.sampling.temperature = 0.8f;
-  r.sampling.seed = 100 + i;
-  return r;
-}
-
-std::vector<int32_t> RandomPrompt(std::mt19937& rng, int n, int n_vocab) {
-  std::vector<int32_t> prompt;
-  for (int i = 0; i < n; ++i) prompt.push_back(3 + static_cast<int32_t>(rng() % (n_vocab - 3)));
-  return prompt;
-}
+using testing::RandomPrompt;
+using testing::Sampled;
+using testing::Unfreed;
 
 EngineOptions Options(bool prefix_caching) {
   return EngineOptions{.n_threads = 2,
@@ -284,7 +253,7 @@ TEST_P(Qwen35Engine, ChunkedWholeAndNoCacheGiveTheUnfreedAnswer) {
   const KvSpec spec = l.model->kv_spec();
   std::mt19937 rng(17);
   const Request r = Sampled(RandomPrompt(rng, 50, l.model->config().n_vocab), 30, 4);
-  const Output want = Unfreed(*l.model, r);
+  const Output want = Unfreed(*l.model, r, 256);
   for (int mode = 0; mode < 3; ++mode) {
     EngineOptions options = Options(false);
     options.max_batched_tokens = mode == 0 ? 16 : 256;
@@ -309,7 +278,7 @@ TEST_P(Qwen35Engine, PrefixHitsResumeFromAStateCheckpointExactly) {
   auto run = [&](const Request& r) { return testing::RunCoreChecked(core, {r})[0]; };
   const Request first = Sampled(RandomPrompt(rng, 40, n_vocab), 30, 1);
   const Output a = run(first);
-  EXPECT_EQ(a.tokens, Unfreed(*l.model, first).tokens);
+  EXPECT_EQ(a.tokens, Unfreed(*l.model, first, 256).tokens);
   std::vector<int32_t> turn = first.prompt;
   turn.insert(turn.end(), a.tokens.begin(), a.tokens.end());
   const std::vector<int32_t> more = RandomPrompt(rng, 10, n_vocab);
@@ -317,7 +286,7 @@ TEST_P(Qwen35Engine, PrefixHitsResumeFromAStateCheckpointExactly) {
   const Request second = Sampled(turn, 20, 2);
   const Output b = run(second);
   EXPECT_EQ(b.usage.cached_tokens, 68);  // every committed block of the 69 computed tokens
-  const Output b_want = Unfreed(*l.model, second);
+  const Output b_want = Unfreed(*l.model, second, 256);
   EXPECT_EQ(b.tokens, b_want.tokens);
   EXPECT_EQ(b.logprobs, b_want.logprobs);
 
@@ -330,7 +299,7 @@ TEST_P(Qwen35Engine, PrefixHitsResumeFromAStateCheckpointExactly) {
   // every 4th block keeps a state (and the chunk's last two), so the deepest checkpoint within
   // the 21 shared tokens is after 16 of them (block 3), not 20.
   EXPECT_EQ(c.usage.cached_tokens, 16);
-  const Output c_want = Unfreed(*l.model, third);
+  const Output c_want = Unfreed(*l.model, third, 256);
   EXPECT_EQ(c.tokens, c_want.tokens);
   EXPECT_EQ(c.logprobs, c_want.logprobs);
   EngineStats stats;
@@ -363,7 +332,7 @@ TEST_P(Qwen35Engine, SixteenAtOnceUnderPreemptionLeakNothing) {
   EXPECT_EQ(stats.running + stats.waiting, 0);
   for (int used : stats.group_blocks_used) EXPECT_EQ(used, 0);
   for (size_t i = 0; i < requests.size(); ++i) {
-    const Output want = Unfreed(*l.model, requests[i]);
+    const Output want = Unfreed(*l.model, requests[i], 256);
     EXPECT_EQ(outputs[i].tokens, want.tokens) << "request " << i;
     EXPECT_EQ(outputs[i].logprobs, want.logprobs) << "request " << i;
   }
@@ -384,7 +353,7 @@ TEST_P(Qwen35Engine, DraftsAndSessionsKeepTheAnswerAndLeakNothing) {
   for (int i = 0; i < 8; ++i) {
     Request r = Sampled(RandomPrompt(rng, 12 + static_cast<int>(rng() % 20), n_vocab), 40, 30 + i);
     r.session_id = "s" + std::to_string(i % 4);
-    want.push_back(Unfreed(*l.model, r));
+    want.push_back(Unfreed(*l.model, r, 256));
     std::vector<int32_t> all = r.prompt;
     all.insert(all.end(), want.back().tokens.begin(), want.back().tokens.end());
     reference[r.id] = all;
