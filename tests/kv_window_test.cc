@@ -20,8 +20,6 @@
 #include "engine/engine.h"
 #include "engine/engine_core.h"
 #include "engine/proposer_replay.h"
-#include "engine/sampler.h"
-#include "engine/sequence_runner.h"
 #include "io/gguf_reader.h"
 #include "io/gguf_writer.h"
 #include "kv/block_manager.h"

@@ -19,8 +19,6 @@
 #include "engine/engine.h"
 #include "engine/engine_core.h"
 #include "engine/proposer_replay.h"
-#include "engine/sampler.h"
-#include "engine/sequence_runner.h"
 #include "kv/block_manager.h"
 #include "kv/recurrent_state_kind.h"
 #include "model/model.h"
