@@ -23,6 +23,8 @@
 #include "kv/recurrent_state_kind.h"
 #include "model/model.h"
 #include "support/core_run.h"
+#include "support/edited_model.h"
+#include "support/forward.h"
 #include "support/reference.h"
 #include "support/reference_runs.h"
 #include "support/synthetic_files.h"
@@ -224,6 +226,22 @@ std::vector<int> Pools(const KvSpec& spec, int full, int state) {
   std::vector<int> n;
   for (const KvGroupSpec& g : spec.groups) n.push_back(g.kind->per_position() ? full : state);
   return n;
+}
+
+// llama.cpp's converter writes feed_forward_length only from a config's intermediate_size, and a
+// qwen35moe layer has no dense feed-forward: a file without the key loads and computes the same.
+TEST(Qwen35Moe, LoadsWithoutTheDenseFeedForwardWidth) {
+  const std::string path =
+      testing::SynthesizedModel("qwen35moe-tiny", "qwen35moe-tiny-f32", GgmlType::kF32);
+  auto full = testing::LoadPathOrDie(path);
+  ASSERT_NE(full, nullptr);
+  const testing::EditedModel edited =
+      testing::LoadEditedModel(path, "", nullptr, "qwen35moe.feed_forward_length");
+  ASSERT_TRUE(edited.model.ok()) << edited.model.message();
+  EXPECT_EQ((*edited.model)->config().n_ff, 0);
+  const std::vector<int32_t> tokens = {1, 72, 301, 15, 499, 260, 33, 87};
+  EXPECT_EQ(testing::AllPositionLogits(**edited.model, tokens),
+            testing::AllPositionLogits(*full, tokens));
 }
 
 class Qwen35Engine : public ::testing::TestWithParam<std::string> {};

@@ -65,7 +65,12 @@ Result<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
   KVSERVE_RETURN_IF_ERROR(ReadCount(file, prefix + "embedding_length", kMaxDim, &config.n_embd));
   KVSERVE_RETURN_IF_ERROR(ReadCount(file, prefix + "block_count", 4096, &config.n_layers));
   KVSERVE_RETURN_IF_ERROR(ReadCount(file, prefix + "attention.head_count", 4096, &config.n_heads));
-  KVSERVE_RETURN_IF_ERROR(ReadFeedForward(file, prefix + "feed_forward_length", config));
+  // A mixture of experts may have no dense feed-forward, and llama.cpp's converter writes its
+  // width only from a config's intermediate_size: without the key n_ff stays 0 there.
+  if (file.Find(prefix + "feed_forward_length") != nullptr ||
+      file.Find(prefix + "expert_feed_forward_length") == nullptr) {
+    KVSERVE_RETURN_IF_ERROR(ReadFeedForward(file, prefix + "feed_forward_length", config));
+  }
   KVSERVE_RETURN_IF_ERROR(ReadCount(file, prefix + "context_length", 1 << 24, &config.n_ctx_train));
   config.n_kv_heads = config.n_heads;
   if (file.Find(prefix + "attention.head_count_kv")) {
