@@ -654,8 +654,8 @@ TEST(HfQwen35Keys, ConfigsKvserveCannotComputeAreRefusedByKey) {
 
 // Qwen3.5-35B-A3B's text config as transformers' Qwen3_5MoeTextConfig defaults it (40 layers,
 // 16 heads of 256 over 2 KV heads, delta nets of 16 key and 32 value heads of 128, 256 experts of
-// 512, 8 used, a shared expert of 512), not checked against the released file; intermediate_size
-// (which that class does not have) is a test value, mtp_num_hidden_layers 1 as in the dense one.
+// 512, 8 used, a shared expert of 512), not checked against the released file; no
+// intermediate_size (that class has none), mtp_num_hidden_layers 1 as in the dense one.
 ordered_json MoeConfig() {
   ordered_json j = SmallConfig();
   ordered_json types = ordered_json::array();
@@ -666,7 +666,7 @@ ordered_json MoeConfig() {
   j["layer_types"] = types;
   j["num_attention_heads"] = 16;
   j["linear_num_value_heads"] = 32;
-  j["intermediate_size"] = 512;
+  j.erase("intermediate_size");
   j["num_experts"] = 256;
   j["num_experts_per_tok"] = 8;
   j["moe_intermediate_size"] = 512;
@@ -691,7 +691,9 @@ TEST(HfQwen35MoeKeys, RealSizeKeysAndNamesAsTheConverterWritesThem) {
   EXPECT_EQ(u("expert_used_count"), 8u);
   EXPECT_EQ(u("expert_feed_forward_length"), 512u);
   EXPECT_EQ(u("expert_shared_feed_forward_length"), 512u);
-  EXPECT_EQ(u("feed_forward_length"), 512u);
+  // No dense width: the converter writes feed_forward_length only from intermediate_size (and
+  // kvserve's loader takes a mixture without it, Qwen35Moe.LoadsWithoutTheDenseFeedForwardWidth).
+  EXPECT_EQ(file->Find("qwen35moe.feed_forward_length"), nullptr);
   EXPECT_EQ(u("ssm.time_step_rank"), 32u);
   EXPECT_EQ(u("ssm.inner_size"), 4096u);
   auto expert = MapHfTensor("model.language_model.layers.2.mlp.experts.255.down_proj.weight", *c);
@@ -732,7 +734,7 @@ TEST(HfQwen35MoeKeys, ConfigsKvserveCannotComputeAreRefusedByKey) {
   };
   const ordered_json base = MoeConfig();
   for (const char* key : {"num_experts", "num_experts_per_tok", "moe_intermediate_size",
-                          "shared_expert_intermediate_size", "intermediate_size"}) {
+                          "shared_expert_intermediate_size"}) {
     ordered_json j = base;
     j.erase(key);
     EXPECT_THAT(error(j), HasSubstr(std::string("missing required key '") + key + "'"));

@@ -20,13 +20,17 @@ Status CountOrZero(const HfConfigReader& r, const char* key, int64_t max, int* o
   return r.Count({key}, max, out);
 }
 
-// The decoder's keys (TextModel.set_gguf_parameters), and what kvserve's gated attention needs.
-Status ReadQwen35Shape(const HfConfigReader& r, HfConfig& c) {
+// The decoder's keys (TextModel.set_gguf_parameters), and what kvserve's gated attention needs;
+// intermediate_size is the dense model's (a mixture's layers have none: optional there, and the
+// converter then writes no feed_forward_length).
+Status ReadQwen35Shape(const HfConfigReader& r, HfConfig& c, bool dense = true) {
   KVSERVE_RETURN_IF_ERROR(r.Count({"hidden_size"}, kMaxHfDim, &c.n_embd));
   KVSERVE_RETURN_IF_ERROR(r.Count({"num_hidden_layers"}, 4096, &c.n_layers));
   KVSERVE_RETURN_IF_ERROR(r.Count({"num_attention_heads"}, 4096, &c.n_heads));
   KVSERVE_RETURN_IF_ERROR(r.Count({"num_key_value_heads"}, 4096, &c.n_kv_heads, c.n_heads));
-  KVSERVE_RETURN_IF_ERROR(r.Count({"intermediate_size"}, kMaxHfDim, &c.n_ff));
+  if (dense || r.Has("intermediate_size")) {
+    KVSERVE_RETURN_IF_ERROR(r.Count({"intermediate_size"}, kMaxHfDim, &c.n_ff));
+  }
   KVSERVE_RETURN_IF_ERROR(r.Count({"max_position_embeddings"}, 1 << 24, &c.n_ctx));
   KVSERVE_RETURN_IF_ERROR(r.Float("rms_norm_eps", &c.norm_eps, true));
   c.tie_word_embeddings = false;
@@ -139,11 +143,15 @@ Status ReadQwen35Rope(const HfConfigReader& r, HfConfig& c) {
   return Status::Ok();
 }
 
-Status ReadQwen35Config(const HfConfigReader& r, HfConfig& c) {
-  KVSERVE_RETURN_IF_ERROR(ReadQwen35Shape(r, c));
+Status ReadQwen35Layout(const HfConfigReader& r, HfConfig& c, bool dense) {
+  KVSERVE_RETURN_IF_ERROR(ReadQwen35Shape(r, c, dense));
   KVSERVE_RETURN_IF_ERROR(ReadQwen35LinearAttention(r, c));
   KVSERVE_RETURN_IF_ERROR(ReadQwen35Layers(r, c));
   return ReadQwen35Rope(r, c);
+}
+
+Status ReadQwen35Config(const HfConfigReader& r, HfConfig& c) {
+  return ReadQwen35Layout(r, c, /*dense=*/true);
 }
 
 // The dense model's keys and the mixture's: TextModel's expert_count (num_local_experts or
@@ -151,7 +159,7 @@ Status ReadQwen35Config(const HfConfigReader& r, HfConfig& c) {
 // only when given; kvserve's qwen35moe needs both. Routing other than a softmax over every expert
 // (a score function, expert groups) is refused: kvserve's qwen35moe reads no such key.
 Status ReadQwen35MoeConfig(const HfConfigReader& r, HfConfig& c) {
-  KVSERVE_RETURN_IF_ERROR(ReadQwen35Config(r, c));
+  KVSERVE_RETURN_IF_ERROR(ReadQwen35Layout(r, c, /*dense=*/false));
   // The converter's order; Qwen's own key named when neither is given.
   const char* experts = r.Has("num_local_experts") ? "num_local_experts" : "num_experts";
   KVSERVE_RETURN_IF_ERROR(r.Count({experts}, 1024, &c.n_experts));
@@ -316,7 +324,7 @@ void WriteQwen35Metadata(const HfConfig& c, GgufWriter& w) {
   u32("context_length", c.n_ctx);
   u32("embedding_length", c.n_embd);
   u32("block_count", c.n_layers + c.n_nextn_layers);
-  u32("feed_forward_length", c.n_ff);
+  if (c.n_ff > 0) u32("feed_forward_length", c.n_ff);
   u32("attention.head_count", c.n_heads);
   u32("attention.head_count_kv", c.n_kv_heads);
   w.SetInt32Array(a + "rope.dimension_sections", {c.rope_sections.begin(), c.rope_sections.end()});
