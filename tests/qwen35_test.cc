@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <random>
@@ -279,6 +280,37 @@ TEST_P(Qwen35Engine, ChunkedWholeAndNoCacheGiveTheUnfreedAnswer) {
     EXPECT_EQ(got.tokens, want.tokens) << "mode " << mode;
     EXPECT_EQ(got.logprobs, want.logprobs) << "mode " << mode;
   }
+}
+
+// A long prompt in chunks of 16 tokens (4 blocks): each chunk takes states only at its checkpoint
+// and its last two blocks, and the sequence gives back every state before its last boundary's
+// (holes between checkpoints included), so without the prefix cache to take them it holds at
+// most two states after each step and runs in a pool of 8 (before holes were walked past, it kept
+// every checkpoint, ran out and preempted itself forever).
+TEST_P(Qwen35Engine, ALongPromptHoldsTwoStatesBetweenSteps) {
+  Loaded l = LoadTiny(GetParam());
+  ASSERT_TRUE(l.model && l.tokenizer);
+  const KvSpec spec = l.model->kv_spec();
+  std::mt19937 rng(33);
+  const Request r = Sampled(RandomPrompt(rng, 230, l.model->config().n_vocab), 20, 7);
+  EngineCore core(*l.model, *l.tokenizer, Options(false), Pools(spec, 128, 8), 0, nullptr);
+  auto stream = std::make_shared<RequestStream>();
+  core.Add(r, stream);
+  EngineStats stats;
+  int steps = 0;
+  for (; steps < 500 && core.Step(); ++steps) {
+    ASSERT_TRUE(core.CheckBlockInvariants().ok()) << core.CheckBlockInvariants().message();
+    core.FillStats(stats);
+    EXPECT_LE(stats.group_blocks_used[1], 2) << "step " << steps;
+  }
+  EXPECT_LT(steps, 500);
+  core.FillStats(stats);
+  EXPECT_EQ(stats.preemptions, 0u);
+  for (int used : stats.group_blocks_used) EXPECT_EQ(used, 0);
+  const Output got = testing::CollectStream(*stream, std::chrono::milliseconds(0));
+  const Output want = Unfreed(*l.model, r, 256);
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_EQ(got.logprobs, want.logprobs);
 }
 
 // Prefix caching: a second turn resumes from the first turn's last state checkpoint and gives

@@ -295,12 +295,16 @@ void BlockManager::SlideWindows(BlockTable& table, int next_position) {
     if (pools_[g].kind->keeps_every_block()) continue;
     std::vector<int32_t>& row = table.group(g);
     // The window of the last block boundary stays: a prefix hit on this sequence's blocks (a
-    // whole number of blocks, a session's next turn) needs it. Kept entries are contiguous: walk
-    // down from the first kept one to the last released.
+    // whole number of blocks, a session's next turn) needs it. A window's kept entries are
+    // contiguous: walk down from the first kept one to the last released. A recurrent state's
+    // row has holes (a chunk's blocks between checkpoints, HoldsBlock), so its walk goes on past
+    // them to the row's start.
+    const bool holes = !pools_[g].kind->per_position();
     const int boundary = next_position / block_size_ * block_size_;
     int b =
         std::min(FirstLiveBlock(static_cast<int>(g), boundary), static_cast<int>(row.size())) - 1;
-    for (; b >= 0 && row[b] != kNoBlock; --b) {
+    for (; b >= 0 && (holes || row[b] != kNoBlock); --b) {
+      if (row[b] == kNoBlock) continue;
       Release(pools_[g], row[b]);
       row[b] = kNoBlock;
     }
