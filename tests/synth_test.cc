@@ -4,11 +4,13 @@
 //   forward pass gives finite, varied logits;
 // - values: norm weights 1, biases 0, matrices with mean ~0 and stddev ~0.02;
 // - same seed → identical bytes (whatever the thread count); another seed → different bytes;
-// - the presets have the anchors' parameter counts; bad shapes and flags give clear errors.
+// - the presets have the anchors' parameter counts; bad shapes and flags give clear errors;
+// - qwen35's -mtp presets: the plain preset's tensors, byte for byte, and one MTP layer.
 #include <sys/wait.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <tuple>
@@ -21,7 +23,9 @@
 #include "model/model.h"
 #include "model/synthetic_model.h"
 #include "support/cli.h"
+#include "support/forward.h"
 #include "support/paths.h"
+#include "support/synthetic_files.h"
 #include "support/test_backend.h"
 
 namespace kvserve {
@@ -233,7 +237,8 @@ TEST(SynthTest, Qwen35TinyPlansDeltaNetAndGatedAttentionLayers) {
   EXPECT_EQ(model->plan().size(), 3u + 6 * recurrent.size() + 2 * attention.size());
   auto big = SyntheticModel::Create({.shape = *SyntheticPreset("qwen35-0.8b")}, *vocab);
   ASSERT_TRUE(big.ok()) << big.message();
-  EXPECT_EQ(big->ParameterCount(), 653695808u);  // tied; 151936 tokens, not Qwen3.5's 248320
+  // Tied; 151936 tokens, not Qwen3.5's 248320; its MTP layer 20452864 of them.
+  EXPECT_EQ(big->ParameterCount(), 674148672u);
 }
 
 // The keys llama.cpp's qwen35 loader reads, and ssm_a's negative decay rates.
@@ -323,8 +328,152 @@ TEST(SynthTest, Qwen35MoeTinyPlansExpertsAndASharedExpert) {
   ASSERT_TRUE(qwen2.ok()) << qwen2.message();
   auto big = SyntheticModel::Create({.shape = *SyntheticPreset("qwen35moe-35b-a3b")}, *qwen2);
   ASSERT_TRUE(big.ok()) << big.message();
-  // 151936 tokens; with Qwen3.5's 248320 (untied) 34.66e9: the "35B" of the name.
-  EXPECT_EQ(big->ParameterCount(), 34265821824u);
+  // 151936 tokens, its MTP layer 844640768 of them; with Qwen3.5's 248320 (untied) 34.66e9
+  // without the MTP layer: the "35B" of the name.
+  EXPECT_EQ(big->ParameterCount(), 35110462592u);
+}
+
+// qwen35-tiny-mtp: qwen35-tiny's tensors, the same bytes, then one MTP layer as llama.cpp's
+// load_block_mtp reads it (blk.8: an attention layer, though the period would make layer 8 a
+// delta net, and the nextn.* tensors), block_count 9 and nextn_predict_layers 1. The nextn norms
+// are 1 + normal(0, 0.1), each its own; kvserve's loader reads the main stack alone, so the file
+// gives qwen35-tiny's logits.
+TEST(SynthTest, Qwen35TinyMtpAddsOneNextnLayer) {
+  const std::string plain =
+      testing::SynthesizedModel("qwen35-tiny", "qwen35-tiny-f32", GgmlType::kF32);
+  const std::string mtp =
+      testing::SynthesizedModel("qwen35-tiny-mtp", "qwen35-tiny-mtp-f32", GgmlType::kF32);
+  auto a = GgufFile::Open(plain);
+  auto b = GgufFile::Open(mtp);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.message() << b.message();
+  ASSERT_EQ(b->tensors().size(), a->tensors().size() + 15);  // blk.8's, below
+  for (size_t i = 0; i < a->tensors().size(); ++i) {
+    const TensorInfo& x = a->tensors()[i];
+    const TensorInfo& y = b->tensors()[i];
+    ASSERT_EQ(x.name, y.name);
+    ASSERT_EQ(x.n_bytes, y.n_bytes) << x.name;
+    EXPECT_EQ(std::memcmp(x.data, y.data, x.n_bytes), 0) << x.name;
+  }
+  using Row = std::tuple<std::string, GgmlType, std::vector<int64_t>>;
+  const GgmlType f32 = GgmlType::kF32;
+  const std::vector<Row> expected = {{"blk.8.attn_norm.weight", f32, {64}},
+                                     {"blk.8.attn_q.weight", f32, {64, 256}},
+                                     {"blk.8.attn_k.weight", f32, {64, 64}},
+                                     {"blk.8.attn_v.weight", f32, {64, 64}},
+                                     {"blk.8.attn_q_norm.weight", f32, {32}},
+                                     {"blk.8.attn_k_norm.weight", f32, {32}},
+                                     {"blk.8.attn_output.weight", f32, {128, 64}},
+                                     {"blk.8.post_attention_norm.weight", f32, {64}},
+                                     {"blk.8.ffn_gate.weight", f32, {64, 128}},
+                                     {"blk.8.ffn_up.weight", f32, {64, 128}},
+                                     {"blk.8.ffn_down.weight", f32, {128, 64}},
+                                     {"blk.8.nextn.eh_proj.weight", f32, {128, 64}},
+                                     {"blk.8.nextn.enorm.weight", f32, {64}},
+                                     {"blk.8.nextn.hnorm.weight", f32, {64}},
+                                     {"blk.8.nextn.shared_head_norm.weight", f32, {64}}};
+  std::vector<Row> layer8;
+  for (const TensorInfo& t : b->tensors()) {
+    if (t.name.starts_with("blk.8.")) layer8.emplace_back(t.name, t.type, t.dims);
+  }
+  EXPECT_EQ(layer8, expected);
+  EXPECT_EQ(*b->GetUint("qwen35.block_count"), 9u);
+  EXPECT_EQ(*b->GetUint("qwen35.nextn_predict_layers"), 1u);
+  EXPECT_EQ(*b->GetUint("qwen35.full_attention_interval"), 4u);
+  EXPECT_EQ(b->Find("qwen35.attention.recurrent_layers"), nullptr);  // llama.cpp: from the period
+  EXPECT_EQ(a->Find("qwen35.nextn_predict_layers"), nullptr);
+  std::vector<std::vector<float>> norms;
+  for (const char* name : {"enorm", "hnorm", "shared_head_norm"}) {
+    const TensorInfo* t = b->FindTensor("blk.8.nextn." + std::string(name) + ".weight");
+    ASSERT_NE(t, nullptr) << name;
+    const float* v = reinterpret_cast<const float*>(t->data);
+    norms.emplace_back(v, v + 64);
+    double sum = 0;
+    for (float w : norms.back()) {
+      EXPECT_GT(w, 0.5f) << name;
+      EXPECT_LT(w, 2.0f) << name;
+      sum += w;
+    }
+    EXPECT_NEAR(sum / 64, 1.0, 6 * 0.1 / 8) << name;  // 6 standard errors of the mean
+    EXPECT_NE(norms.back(), std::vector<float>(64, 1.0f)) << name;
+  }
+  EXPECT_NE(norms[0], norms[1]);
+  EXPECT_NE(norms[1], norms[2]);
+
+  auto with = LoadModel(mtp, TestBackend());
+  auto without = LoadModel(plain, TestBackend());
+  ASSERT_TRUE(with.ok()) << with.message();
+  ASSERT_TRUE(without.ok()) << without.message();
+  EXPECT_EQ((*with)->config().n_layers, 8);
+  const std::vector<int32_t> tokens = {1, 307, 83, 450, 262, 119, 498, 37};
+  const std::vector<float> x = testing::AllPositionLogits(**with, tokens);
+  const std::vector<float> y = testing::AllPositionLogits(**without, tokens);
+  ASSERT_EQ(x.size(), y.size());
+  EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)), 0);
+}
+
+// qwen35moe-tiny-mtp: the MTP layer has the mixture and the shared expert of the main layers.
+TEST(SynthTest, Qwen35MoeTinyMtpLayerHasTheMixture) {
+  auto vocab = GgufFile::Open(ModelPath("stories260K.gguf"));
+  ASSERT_TRUE(vocab.ok()) << vocab.message();
+  auto plain = SyntheticModel::Create(
+      {.shape = *SyntheticPreset("qwen35moe-tiny"), .type = GgmlType::kQ8_0}, *vocab);
+  auto model = SyntheticModel::Create(
+      {.shape = *SyntheticPreset("qwen35moe-tiny-mtp"), .type = GgmlType::kQ8_0}, *vocab);
+  ASSERT_TRUE(plain.ok() && model.ok()) << model.message();
+  std::vector<std::string> names;
+  for (const auto& t : model->plan()) {
+    if (t.name.starts_with("blk.8.")) names.push_back(t.name.substr(6));
+  }
+  const std::vector<std::string> expected = {"attn_norm.weight",
+                                             "attn_q.weight",
+                                             "attn_k.weight",
+                                             "attn_v.weight",
+                                             "attn_q_norm.weight",
+                                             "attn_k_norm.weight",
+                                             "attn_output.weight",
+                                             "post_attention_norm.weight",
+                                             "ffn_gate_inp.weight",
+                                             "ffn_gate_exps.weight",
+                                             "ffn_up_exps.weight",
+                                             "ffn_down_exps.weight",
+                                             "ffn_gate_inp_shexp.weight",
+                                             "ffn_gate_shexp.weight",
+                                             "ffn_up_shexp.weight",
+                                             "ffn_down_shexp.weight",
+                                             "nextn.eh_proj.weight",
+                                             "nextn.enorm.weight",
+                                             "nextn.hnorm.weight",
+                                             "nextn.shared_head_norm.weight"};
+  EXPECT_EQ(names, expected);
+  EXPECT_EQ(model->plan().size(), plain->plan().size() + expected.size());
+  const std::string path = TempDir() + "/qwen35moe-tiny-mtp.gguf";
+  ASSERT_TRUE(model->WriteFile(path).ok());
+  auto file = GgufFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.message();
+  EXPECT_EQ(*file->GetUint("qwen35moe.block_count"), 9u);
+  EXPECT_EQ(*file->GetUint("qwen35moe.nextn_predict_layers"), 1u);
+  EXPECT_EQ(file->FindTensor("blk.8.nextn.eh_proj.weight")->type, GgmlType::kQ8_0);
+  auto loaded = LoadModel(path, TestBackend());
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  EXPECT_EQ((*loaded)->config().n_layers, 8);
+}
+
+// Only qwen35's recipes take MTP layers, and llama.cpp's graph runs one.
+TEST(SynthTest, NextnLayersAreQwen35sAndOne) {
+  auto vocab = GgufFile::Open(ModelPath("stories260K.gguf"));
+  ASSERT_TRUE(vocab.ok()) << vocab.message();
+  SyntheticShape s = *SyntheticPreset("qwen35-tiny-mtp");
+  s.nextn_layers = 2;
+  auto two = SyntheticModel::Create({.shape = s}, *vocab);
+  ASSERT_FALSE(two.ok());
+  EXPECT_NE(two.message().find("nextn layers 2 is out of range (0 to 1)"), std::string::npos)
+      << two.message();
+  s = TinyShape("llama");
+  s.nextn_layers = 1;
+  auto llama = SyntheticModel::Create({.shape = s}, *vocab);
+  ASSERT_FALSE(llama.ok());
+  EXPECT_NE(llama.message().find("nextn layers 1 is out of range (0 to 0)"), std::string::npos)
+      << llama.message();
 }
 
 TEST(SynthTest, RowsThatCannotBeBlockedFallBackToF16) {
@@ -384,8 +533,8 @@ TEST(SynthTest, BadShapesNameTheField) {
   EXPECT_EQ(SyntheticPresetNames(),
             "gemma4-e2b, gemma4-tiny, gemma4-moe-tiny, gemma4-assistant-tiny, gpt2-124m, "
             "gpt-oss-20b, gpt-oss-tiny, "
-            "tinyllama-1.1b, stories-15m, stories-260k, qwen35-tiny, qwen35-0.8b, qwen35moe-tiny, "
-            "qwen35moe-35b-a3b");
+            "tinyllama-1.1b, stories-15m, stories-260k, qwen35-tiny, qwen35-tiny-mtp, qwen35-0.8b, "
+            "qwen35moe-tiny, qwen35moe-tiny-mtp, qwen35moe-35b-a3b");
   // qwen35's delta net: value heads a multiple of key heads, M-RoPE sections half the rope dims.
   s = *SyntheticPreset("qwen35-tiny");
   s.ssm_time_step_rank = 3;

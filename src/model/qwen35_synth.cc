@@ -30,20 +30,33 @@ void AddGatedAttention(const SyntheticShape& s, const std::string& p, SyntheticT
   out.Matrix(p + "attn_output.weight", head_dim * s.n_heads, s.n_embd);
 }
 
-// Every layer's norms and mixer, with `ffn` adding the layer's feed-forward under prefix p.
+// Every layer's norms and mixer, with `ffn` adding the layer's feed-forward under prefix p; then
+// the MTP layers (llama.cpp's load_block_mtp): a gated full-attention layer whatever
+// full_attention_interval says, and its nextn.* tensors. eh_proj [2 n_embd -> n_embd] maps the
+// concatenation (enorm(token embedding), hnorm(hidden)); shared_head_norm is the norm before the
+// shared output head. The three nextn norms are kNearOne, so that a test tells them from each
+// other and from output_norm; no nextn.embed_tokens or shared_head_head (llama.cpp then takes
+// token_embd and output, as the released Qwen3.5 files have it).
 template <typename Ffn>
 void AddLayers(const SyntheticShape& s, int64_t n_vocab, SyntheticTensors& out, Ffn&& ffn) {
   AddSyntheticDecoderGlobals(s, n_vocab, out);
-  for (int i = 0; i < s.n_layers; ++i) {
+  for (int i = 0; i < s.n_layers + s.nextn_layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
+    const bool mtp = i >= s.n_layers;
     out.Vector(p + "attn_norm.weight", s.n_embd, SyntheticFill::kOnes);
-    if (s.RecurrentLayer(i)) {
+    if (!mtp && s.RecurrentLayer(i)) {
       AddDeltaNet(s, p, out);
     } else {
       AddGatedAttention(s, p, out);
     }
     out.Vector(p + "post_attention_norm.weight", s.n_embd, SyntheticFill::kOnes);
     ffn(p);
+    if (mtp) {
+      out.Matrix(p + "nextn.eh_proj.weight", 2 * int64_t{s.n_embd}, s.n_embd);
+      out.Vector(p + "nextn.enorm.weight", s.n_embd, SyntheticFill::kNearOne);
+      out.Vector(p + "nextn.hnorm.weight", s.n_embd, SyntheticFill::kNearOne);
+      out.Vector(p + "nextn.shared_head_norm.weight", s.n_embd, SyntheticFill::kNearOne);
+    }
   }
 }
 
@@ -74,10 +87,16 @@ void SynthQwen35MoeTensors(const SyntheticShape& s, int64_t n_vocab, SyntheticTe
 }
 
 // The keys of llama.cpp's converter (Qwen3_5TextModel): the decoder's, the M-RoPE sections, the
-// delta net's ssm.* and the attention period.
+// delta net's ssm.* and the attention period; with MTP layers, block_count counts them and
+// nextn_predict_layers is written (_QwenMtpMixin). No attention.recurrent_layers array: llama.cpp
+// then takes the period for the main layers and marks the MTP layers non-recurrent.
 void SynthQwen35Metadata(const SyntheticShape& s, int64_t n_vocab, GgufWriter& w) {
   const std::string a = s.arch + ".";
   AddSyntheticDecoderMetadata(s, n_vocab, w);
+  if (s.nextn_layers > 0) {
+    w.SetUint32(a + "block_count", s.n_layers + s.nextn_layers);  // in place: the key order kept
+    w.SetUint32(a + "nextn_predict_layers", s.nextn_layers);
+  }
   w.SetInt32Array(a + "rope.dimension_sections", {s.rope_sections.begin(), s.rope_sections.end()});
   w.SetUint32(a + "ssm.conv_kernel", s.ssm_conv_kernel);
   w.SetUint32(a + "ssm.state_size", s.ssm_state_size);
@@ -125,8 +144,8 @@ SyntheticShape TinyShape() {
 // the file here): hidden 1024, 24 layers, full_attention_interval 4, 8 heads of 256 over 2 KV
 // heads, partial_rotary_factor 0.25 (64 rope dims), mrope_section [11, 11, 10], rope_theta 1e7,
 // linear attention 16 key and 16 value heads of 128, conv kernel 4, intermediate 3584, context
-// 262144, rms_norm_eps 1e-6, tied embeddings. Its vocabulary (248320 tokens) is not among the
-// shared files: the default qwen2 one gives 151936.
+// 262144, rms_norm_eps 1e-6, tied embeddings, mtp_num_hidden_layers 1. Its vocabulary (248320
+// tokens) is not among the shared files: the default qwen2 one gives 151936.
 SyntheticShape Qwen35_0_8B() {
   return {.arch = "qwen35",
           .n_embd = 1024,
@@ -145,7 +164,14 @@ SyntheticShape Qwen35_0_8B() {
           .ssm_state_size = 128,
           .ssm_group_count = 16,
           .ssm_time_step_rank = 16,
-          .ssm_conv_kernel = 4};
+          .ssm_conv_kernel = 4,
+          .nextn_layers = 1};
+}
+
+// A preset with one MTP layer after its main stack.
+SyntheticShape WithMtp(SyntheticShape s) {
+  s.nextn_layers = 1;
+  return s;
 }
 
 // qwen35-tiny's layers with a mixture in place of the MLP: 8 experts of 32, 2 per token, and a
@@ -166,8 +192,8 @@ SyntheticShape MoeTinyShape() {
 // defaults), a quarter of each head rotating. As remembered, not checked against config.json
 // here: hidden 2048, heads of 256, moe_intermediate_size 512, shared_expert_intermediate_size
 // 512, linear attention 16 key and 32 value heads of 128, conv kernel 4, rope_theta 1e7, context
-// 262144, rms_norm_eps 1e-6, untied output. Its vocabulary (248320 tokens) is not among the
-// shared files: the default qwen2 one gives 151936.
+// 262144, rms_norm_eps 1e-6, untied output, mtp_num_hidden_layers 1. Its vocabulary (248320 tokens)
+// is not among the shared files: the default qwen2 one gives 151936.
 SyntheticShape Qwen35Moe35BA3B() {
   return {.arch = "qwen35moe",
           .n_embd = 2048,
@@ -188,29 +214,32 @@ SyntheticShape Qwen35Moe35BA3B() {
           .ssm_state_size = 128,
           .ssm_group_count = 16,
           .ssm_time_step_rank = 32,
-          .ssm_conv_kernel = 4};
+          .ssm_conv_kernel = 4,
+          .nextn_layers = 1};
 }
 
 }  // namespace
 
 const SyntheticRecipe& Qwen35MoeSynthetic() {
-  static const SyntheticRecipe recipe{
-      .vocab_file = "vocab/ggml-vocab-qwen2.gguf",
-      .experts = true,
-      .delta_net = true,
-      .tensors = &SynthQwen35MoeTensors,
-      .metadata = &SynthQwen35MoeMetadata,
-      .presets = {{"qwen35moe-tiny", MoeTinyShape()}, {"qwen35moe-35b-a3b", Qwen35Moe35BA3B()}}};
+  static const SyntheticRecipe recipe{.vocab_file = "vocab/ggml-vocab-qwen2.gguf",
+                                      .experts = true,
+                                      .delta_net = true,
+                                      .tensors = &SynthQwen35MoeTensors,
+                                      .metadata = &SynthQwen35MoeMetadata,
+                                      .presets = {{"qwen35moe-tiny", MoeTinyShape()},
+                                                  {"qwen35moe-tiny-mtp", WithMtp(MoeTinyShape())},
+                                                  {"qwen35moe-35b-a3b", Qwen35Moe35BA3B()}}};
   return recipe;
 }
 
 const SyntheticRecipe& Qwen35Synthetic() {
-  static const SyntheticRecipe recipe{
-      .vocab_file = "vocab/ggml-vocab-qwen2.gguf",
-      .delta_net = true,
-      .tensors = &SynthQwen35Tensors,
-      .metadata = &SynthQwen35Metadata,
-      .presets = {{"qwen35-tiny", TinyShape()}, {"qwen35-0.8b", Qwen35_0_8B()}}};
+  static const SyntheticRecipe recipe{.vocab_file = "vocab/ggml-vocab-qwen2.gguf",
+                                      .delta_net = true,
+                                      .tensors = &SynthQwen35Tensors,
+                                      .metadata = &SynthQwen35Metadata,
+                                      .presets = {{"qwen35-tiny", TinyShape()},
+                                                  {"qwen35-tiny-mtp", WithMtp(TinyShape())},
+                                                  {"qwen35-0.8b", Qwen35_0_8B()}}};
   return recipe;
 }
 

@@ -96,6 +96,8 @@ Status CheckShape(const SyntheticShape& s, const SyntheticRecipe& recipe) {
   KVSERVE_RETURN_IF_ERROR(CheckRange("shared KV layers", s.shared_kv_layers, 0, s.n_layers - 1));
   KVSERVE_RETURN_IF_ERROR(
       CheckRange("--target-embd", s.n_embd_target, recipe.drafter ? 1 : 0, 1 << 16));
+  // llama.cpp's qwen35 and qwen35moe graphs run one MTP layer; no other recipe has any.
+  KVSERVE_RETURN_IF_ERROR(CheckRange("nextn layers", s.nextn_layers, 0, recipe.delta_net ? 1 : 0));
   if (s.head_dim != 0) {
     KVSERVE_RETURN_IF_ERROR(CheckRange("--head-dim", s.head_dim, 1, 1024));
   } else if (s.n_embd % s.n_heads != 0) {
@@ -346,6 +348,8 @@ Status SyntheticModel::Produce(size_t index, const ByteSink& sink) const {
     return sink(reinterpret_cast<const uint8_t*>(row.data()), row_bytes);
   }
   const bool negative = t.fill == SyntheticFill::kNegative;
+  const bool near_one = t.fill == SyntheticFill::kNearOne;
+  const float stddev = near_one ? 5.0f * options_.stddev : options_.stddev;
   ThreadPool pool(options_.n_threads);
   const int64_t rows_per_chunk = std::max<int64_t>(1, kChunkBytes / row_bytes);
   std::vector<uint8_t> out(rows_per_chunk * row_bytes);
@@ -357,9 +361,12 @@ Status SyntheticModel::Produce(size_t index, const ByteSink& sink) const {
       const int64_t begin = rows * thread / pool.size();
       const int64_t end = rows * (thread + 1) / pool.size();
       for (int64_t r = begin; r < end; ++r) {
-        FillNormalRow(RowSeed(options_.seed, index, first + r), options_.stddev, row, n_in);
+        FillNormalRow(RowSeed(options_.seed, index, first + r), stddev, row, n_in);
         if (negative) {
           for (int64_t i = 0; i < n_in; ++i) row[i] = -std::fabs(row[i]);
+        }
+        if (near_one) {
+          for (int64_t i = 0; i < n_in; ++i) row[i] += 1.0f;
         }
         QuantizeRow(t.type, row, n_in, out.data() + r * row_bytes);
       }

@@ -2,7 +2,8 @@
 // and metadata keys of llama.cpp's converters, so llama.cpp reads it too, and the tokenizer is
 // copied from a vocabulary-only GGUF (every tokenizer.* key), which also fixes n_vocab.
 //
-// Values: every matrix element ~ normal(0, stddev), norm weights 1, biases 0. Row r of tensor t
+// Values: every matrix element ~ normal(0, stddev), norm weights 1 (unless a recipe asks for
+// kNearOne), biases 0. Row r of tensor t
 // draws from its own SplitMix64 stream seeded by (seed, t, r), so the bytes depend only on the
 // options and the vocabulary, never on the thread count. Matrices (token and position embeddings
 // included) are stored in the chosen type; a row length that is not a multiple of a block type's
@@ -68,6 +69,10 @@ struct SyntheticShape {
   int ssm_group_count = 0;
   int ssm_time_step_rank = 0;
   int ssm_conv_kernel = 0;
+  // qwen35: MTP (nextn) layers after the n_layers main ones (nextn_predict_layers; block_count is
+  // n_layers + nextn_layers). Each is a gated full-attention decoder layer with the nextn.*
+  // tensors; llama.cpp runs at most one.
+  int nextn_layers = 0;
 
   int HeadDim() const { return head_dim > 0 ? head_dim : n_embd / n_heads; }
   int RopeDims() const { return rope_dims > 0 ? rope_dims : HeadDim(); }
@@ -91,7 +96,10 @@ const char* DefaultVocabFile(const std::string& arch);
 
 // kNegative: -|x|, x ~ normal(0, stddev) (qwen35's ssm_a, which llama.cpp's converter stores as
 // -exp(A_log): negative decay rates, small enough that the recurrence keeps a long memory).
-enum class SyntheticFill { kRandom, kOnes, kZeros, kNegative };
+// kNearOne: 1 + x, x ~ normal(0, 5 stddev) (0.1 at the default): RMSNorm weights that differ per
+// channel and per tensor, where a test must tell one norm from another (qwen35's nextn norms);
+// within [0.5, 2] in practice, so 1 + (w - 1) gives w back exactly.
+enum class SyntheticFill { kRandom, kOnes, kZeros, kNegative, kNearOne };
 
 // The tensors a recipe asks for, in file order. Matrices take the file's type (F16 where a row
 // does not fill whole blocks); vectors and F32 matrices are F32.
