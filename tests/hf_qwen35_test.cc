@@ -1,22 +1,26 @@
-// Hugging Face Qwen3.5 folders (model/qwen35_hf.h), written here from the `kvserve synth`
-// qwen35-tiny file by undoing what llama.cpp's converter does (GGUF names back to the HF ones,
-// written apart from the loader's table; norms but ssm_norm minus 1; ssm_a back to A_log; value
-// heads from tiled back to grouped by key head; conv1d [C, 1, K]; shapes reversed): as a
+// Hugging Face Qwen3.5 folders (model/qwen35_hf.h), written here from a `kvserve synth` file by
+// undoing what llama.cpp's converter does (GGUF names back to the HF ones, written apart from the
+// loader's table; norms but ssm_norm minus 1; ssm_a back to A_log; value heads from tiled back to
+// grouped by key head; conv1d [C, 1, K]; shapes reversed): from the qwen35-tiny-mtp file as a
 // multimodal Qwen3_5ForConditionalGeneration folder (text_config, "model.language_model." names,
-// a vision tower, one MTP layer) and as a Qwen3_5ForCausalLM folder (rope_scaling of type mrope,
-// top-level rope_theta and partial_rotary_factor). The expected file is the synthesized one with
-// ssm_a = -exp(A_log) of the folder's A_log (log(-a) does not come back to a bit for bit) and,
-// with MTP, block_count 9, nextn_predict_layers 1 and the MTP layer's blk.8.* tensors. The
-// folder's view holds that file's tensors byte for byte and its qwen35.* keys; the model from the
-// folder, and `kvserve convert` of it, give its logits bit for bit. Plus the value heads' order
-// written out by hand, a real-size config's keys, and the refusals by key.
+// a vision tower, the MTP layer blk.8 as mtp.layers.0.* and its nextn.* as mtp.fc,
+// mtp.pre_fc_norm_embedding / pre_fc_norm_hidden and mtp.norm, mtp_num_hidden_layers 1:
+// _QwenMtpMixin's renaming undone), and from the qwen35-tiny file as a Qwen3_5ForCausalLM folder
+// (rope_scaling of type mrope, top-level rope_theta and partial_rotary_factor). The expected file
+// is the synthesized one with ssm_a = -exp(A_log) of the folder's A_log (log(-a) does not come
+// back to a bit for bit); with MTP it is the -mtp file's block_count 9, nextn_predict_layers 1
+// and blk.8.* tensors as synthesized. The folder's view holds that file's tensors byte for byte
+// and its qwen35.* keys; the model from the folder, and `kvserve convert` of it, give its logits
+// bit for bit. Plus the value heads' order written out by hand, a real-size config's keys, and the
+// refusals by key.
 //
 // Qwen3.5 MoE (the same reading with the mixture in place of the MLP): the same cases over the
-// qwen35moe-tiny file, as a Qwen3_5MoeForConditionalGeneration folder with one tensor per expert
-// (mlp.experts.E.*_proj.weight, the MTP layer's too) and a Qwen3_5MoeForCausalLM folder with
-// transformers 5's fused mlp.experts.gate_up_proj and down_proj; the shared expert's gate is the
-// checkpoint's [1, n_embd], so the expected file holds it as the converter writes it, GGML
-// [n_embd, 1]. Plus a 35B-A3B-size config's keys and names, and its refusals by key.
+// qwen35moe-tiny-mtp file, as a Qwen3_5MoeForConditionalGeneration folder with one tensor per
+// expert (mlp.experts.E.*_proj.weight, the MTP layer's too) and a Qwen3_5MoeForCausalLM folder
+// with MTP and transformers 5's fused mlp.experts.gate_up_proj and down_proj (the MTP layer's
+// too); the shared expert's gate is the checkpoint's [1, n_embd], so the expected file holds it as
+// the converter writes it, GGML [n_embd, 1]. Plus a 35B-A3B-size config's keys and names, and its
+// refusals by key.
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -52,24 +56,25 @@ namespace fs = std::filesystem;
 
 struct Qwen35Case {
   const char* name;
-  bool multimodal;   // Qwen3_5ForConditionalGeneration: text_config, vision tower, "mtp.*"
-  bool moe = false;  // Qwen3_5Moe*: qwen35moe-tiny, the mixture in place of the MLP
+  bool multimodal;             // Qwen3_5ForConditionalGeneration: text_config, vision tower
+  bool mtp;                    // the -mtp preset: its MTP layer as "mtp.*", mtp_num_hidden_layers 1
+  bool moe = false;            // Qwen3_5Moe*: qwen35moe-tiny(-mtp), the mixture in place of the MLP
   bool fused_experts = false;  // transformers 5's mlp.experts.gate_up_proj and down_proj
   const char* arch() const { return moe ? "qwen35moe" : "qwen35"; }
+  std::string preset() const { return std::string(arch()) + (mtp ? "-tiny-mtp" : "-tiny"); }
 };
 
 const Qwen35Case kCases[] = {
-    {"ConditionalGeneration", true},
-    {"CausalLm", false},
-    {"MoeConditionalGeneration", true, true, false},
-    {"MoeCausalLmFusedExperts", false, true, true},
+    {"ConditionalGeneration", true, true},
+    {"CausalLm", false, false},
+    {"MoeConditionalGeneration", true, true, true, false},
+    {"MoeCausalLmFusedExperts", false, true, true, true},
 };
 
 void PrintTo(const Qwen35Case& c, std::ostream* os) { *os << c.name; }
 
 std::string SynthPath(const Qwen35Case& c) {
-  const std::string preset = std::string(c.arch()) + "-tiny";
-  return testing::SynthesizedModel(preset, preset + "-f32", GgmlType::kF32);
+  return testing::SynthesizedModel(c.preset(), c.preset() + "-f32", GgmlType::kF32);
 }
 
 // The delta nets' heads, from the file's ssm.* keys.
@@ -222,7 +227,8 @@ struct Built {
 ordered_json TextConfigOf(const GgufFile& f, const Qwen35Case& c) {
   const std::string a = std::string(c.arch()) + ".";
   auto u = [&](const std::string& key) { return f.GetUint(a + key).value(); };
-  const int n_layers = static_cast<int>(u("block_count"));
+  const int n_layers =
+      static_cast<int>(u("block_count") - f.GetUintOr(a + "nextn_predict_layers", 0).value());
   const uint64_t interval = u("full_attention_interval");
   ordered_json types = ordered_json::array();
   for (int i = 0; i < n_layers; ++i) {
@@ -266,8 +272,8 @@ ordered_json TextConfigOf(const GgufFile& f, const Qwen35Case& c) {
     j["router_aux_loss_coef"] = 0.001;
   }
   const ordered_json mrope = {sections[0], sections[1], sections[2]};
+  if (c.mtp) j["mtp_num_hidden_layers"] = 1;
   if (c.multimodal) {  // transformers 5: everything in rope_parameters
-    j["mtp_num_hidden_layers"] = 1;
     j["rope_parameters"] = {{"mrope_interleaved", true},
                             {"mrope_section", mrope},
                             {"rope_type", "default"},
@@ -352,33 +358,23 @@ void AddLayerTensor(const Writers& w, const TensorInfo& t, const std::string& su
   w.weights.AddF32(out.hf + rule->hf, hf.shape, hf.values);
 }
 
-// The MTP layer (as layer 7, an attention layer, in the synthesized file) and its nextn.*
-// tensors, into the expected file as blk.8.* and the folder as mtp.*.
-void AddMtp(const Writers& w) {
-  const std::string a = std::string(w.c.arch()) + ".";
-  const int64_t n_embd = static_cast<int64_t>(w.f.GetUint(a + "embedding_length").value());
-  for (const TensorInfo& t : w.f.tensors()) {
-    if (!t.name.starts_with("blk.7.")) continue;
-    AddLayerTensor(w, t, t.name.substr(6), {.gguf = "blk.8.", .hf = "mtp.layers.0."});
-  }
-  std::vector<float> fc = FloatsOf(*w.f.FindTensor("token_embd.weight"));
-  fc.resize(static_cast<size_t>(2 * n_embd * n_embd));  // [n_embd, 2 n_embd]: some numbers
-  w.expected.AddTensor("blk.8.nextn.eh_proj.weight", GgmlType::kF32, {2 * n_embd, n_embd},
-                       BytesOf(fc));
-  w.weights.AddF32("mtp.fc.weight", {n_embd, 2 * n_embd}, fc);
-  for (const auto& [gguf, hf] :
-       std::map<std::string, std::string>{{"enorm", "mtp.pre_fc_norm_embedding.weight"},
-                                          {"hnorm", "mtp.pre_fc_norm_hidden.weight"},
-                                          {"shared_head_norm", "mtp.norm.weight"}}) {
-    std::vector<float> norm(static_cast<size_t>(n_embd));
-    for (int64_t i = 0; i < n_embd; ++i) norm[i] = 0.5f + 0.25f * static_cast<float>(i % 3);
-    w.expected.AddTensor("blk.8.nextn." + gguf + ".weight", GgmlType::kF32, {n_embd},
-                         BytesOf(norm));
-    for (float& v : norm) v -= 1.0f;  // exact: 0.5, 0.75 and 1.0 less 1
-    w.weights.AddF32(hf, {n_embd}, norm);
-  }
-  w.expected.SetUint32(a + "block_count", 9);
-  w.expected.SetUint32(a + "nextn_predict_layers", 1);
+// _QwenMtpMixin's renaming undone: the MTP layer's nextn.* tensor `suffix` (after "blk.N.") as
+// the top-level mtp.* tensor it came from (norms minus 1: the converter adds 1 to every name
+// ending in "norm.weight" after renaming), or false for the layer's decoder tensors.
+bool AddNextn(const Writers& w, const TensorInfo& t, const std::string& suffix) {
+  static const std::map<std::string, std::pair<std::string, Back>> kNextn = {
+      {"nextn.eh_proj.weight", {"mtp.fc.weight", Back::kSame}},
+      {"nextn.enorm.weight", {"mtp.pre_fc_norm_embedding.weight", Back::kMinusOne}},
+      {"nextn.hnorm.weight", {"mtp.pre_fc_norm_hidden.weight", Back::kMinusOne}},
+      {"nextn.shared_head_norm.weight", {"mtp.norm.weight", Back::kMinusOne}}};
+  auto it = kNextn.find(suffix);
+  if (it == kNextn.end()) return false;
+  std::vector<float> values = FloatsOf(t);
+  HfTensor hf = BackToHf(it->second.second, t.dims, w.h, values);
+  w.expected.AddTensor(t.name, GgmlType::kF32, t.dims, BytesOf(values));
+  w.built.hf[it->second.first] = hf.values;
+  w.weights.AddF32(it->second.first, hf.shape, hf.values);
+  return true;
 }
 
 // The tensors of the synthesized file under HF names and layouts, and the expected file.
@@ -389,6 +385,9 @@ void WriteWeights(const Qwen35Case& c, const GgufFile& f, Built& built) {
                 .size = static_cast<int64_t>(f.GetUint(a + "ssm.state_size").value())};
   ASSERT_LT(h.n_k, h.n_v) << "the preset must have value heads to reorder";
   const std::string prefix = c.multimodal ? "model.language_model." : "model.";
+  const uint64_t n_nextn = f.GetUintOr(a + "nextn_predict_layers", 0).value();
+  ASSERT_EQ(n_nextn, c.mtp ? 1u : 0u) << c.preset();
+  const int n_main = static_cast<int>(f.GetUint(a + "block_count").value() - n_nextn);
   const std::map<std::string, std::pair<std::string, Back>> globals = {
       {"token_embd.weight", {prefix + "embed_tokens.weight", Back::kSame}},
       {"output_norm.weight", {prefix + "norm.weight", Back::kMinusOne}},
@@ -409,8 +408,13 @@ void WriteWeights(const Qwen35Case& c, const GgufFile& f, Built& built) {
     if (it == globals.end()) {
       const size_t dot = t.name.find('.', 4);
       const std::string layer = t.name.substr(4, dot - 4);
-      AddLayerTensor(w, t, t.name.substr(dot + 1),
-                     {.gguf = "blk." + layer + ".", .hf = prefix + "layers." + layer + "."});
+      const std::string suffix = t.name.substr(dot + 1);
+      if (std::stoi(layer) < n_main) {
+        AddLayerTensor(w, t, suffix,
+                       {.gguf = "blk." + layer + ".", .hf = prefix + "layers." + layer + "."});
+      } else if (!AddNextn(w, t, suffix)) {  // MTP layer I is mtp.layers.I (I = 0 here)
+        AddLayerTensor(w, t, suffix, {.gguf = "blk." + layer + ".", .hf = "mtp.layers.0."});
+      }
       continue;
     }
     std::vector<float> values = FloatsOf(t);
@@ -419,7 +423,6 @@ void WriteWeights(const Qwen35Case& c, const GgufFile& f, Built& built) {
     built.hf[it->second.first] = hf.values;
     weights.AddF32(it->second.first, hf.shape, hf.values);
   }
-  if (c.multimodal) AddMtp(w);
   ASSERT_TRUE(weights.WriteFile(built.folder + "/model.safetensors"));
   ASSERT_TRUE(expected.WriteFile(built.gguf).ok());
 }
