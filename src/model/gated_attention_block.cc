@@ -25,6 +25,27 @@ Status GatedAttentionBlock::Load(const WeightLoader& r, const ModelConfig& c, co
   return Status::Ok();
 }
 
+void GatedAttentionBlock::KeysValues(const Backend& be, const ModelConfig& c,
+                                     const ForwardBatch& batch, const RopeParams& rope,
+                                     const float* xn, float* k, float* v, Workspace& ws) const {
+  const int n = batch.n_tokens(), d = c.head_dim;
+  be.Matmul(wk_, xn, n, k, ws);
+  be.Matmul(wv_, xn, n, v, ws);
+  be.RmsNorm(k, k_norm_.data(), n * c.n_kv_heads, d, c.norm_eps, k, ws);
+  be.Rope(k, batch.positions, c.n_kv_heads, d, rope, ws);
+}
+
+void GatedAttentionBlock::StoreKv(const Backend& be, const ModelConfig& c,
+                                  const ForwardBatch& batch, const KvLayerView& kv,
+                                  const RopeParams& rope, const float* xn, Workspace& ws) const {
+  const size_t rows = static_cast<size_t>(batch.n_tokens());
+  const int kv_dim = c.n_kv_heads * c.head_dim;
+  float* k = ws.Floats(kK, rows * kv_dim);
+  float* v = ws.Floats(kV, rows * kv_dim);
+  KeysValues(be, c, batch, rope, xn, k, v, ws);
+  be.StoreKv(kv, batch.slots(kv.group), k, v, kv_dim, ws);
+}
+
 void GatedAttentionBlock::Forward(const Backend& be, const ModelConfig& c,
                                   const ForwardBatch& batch, const KvLayerView& kv,
                                   const RopeParams& rope, const float* xn, float* out,
@@ -39,12 +60,9 @@ void GatedAttentionBlock::Forward(const Backend& be, const ModelConfig& c,
   float* attn = ws.Floats(kAttn, rows * q_dim);
   be.Matmul(wq_, xn, n, qg, ws);
   be.CopyRows(qg, 2 * d, n * c.n_heads, d, q);  // each head's q; its gate follows it
-  be.Matmul(wk_, xn, n, k, ws);
-  be.Matmul(wv_, xn, n, v, ws);
   be.RmsNorm(q, q_norm_.data(), n * c.n_heads, d, c.norm_eps, q, ws);
-  be.RmsNorm(k, k_norm_.data(), n * c.n_kv_heads, d, c.norm_eps, k, ws);
   be.Rope(q, batch.positions, c.n_heads, d, rope, ws);
-  be.Rope(k, batch.positions, c.n_kv_heads, d, rope, ws);
+  KeysValues(be, c, batch, rope, xn, k, v, ws);
   SelfAttention(be, batch, kv, q, k, v, kv_dim, c.n_heads, attn, ws);
   be.SigmoidGate(attn, qg + d, 2 * d, n * c.n_heads, d, ws);
   be.Matmul(wo_, attn, n, out, ws);

@@ -39,7 +39,16 @@ class GatedAttentionBlock {
                const KvLayerView& kv, const RopeParams& rope, const float* xn, float* out,
                Workspace& ws) const;
 
+  // Stores the K and V of xn's rows in the layer's cache alone (no attention): a layer whose
+  // output nobody reads but whose cache later rows attend to (qwen35_nextn.h's catch-up).
+  void StoreKv(const Backend& be, const ModelConfig& c, const ForwardBatch& batch,
+               const KvLayerView& kv, const RopeParams& rope, const float* xn, Workspace& ws) const;
+
  private:
+  // k = rope(k_norm(attn_k · xn)), v = attn_v · xn.  k, v: [n_tokens, n_kv_heads * head_dim]
+  void KeysValues(const Backend& be, const ModelConfig& c, const ForwardBatch& batch,
+                  const RopeParams& rope, const float* xn, float* k, float* v, Workspace& ws) const;
+
   WeightMatrix wq_;               // [2 * n_heads * head_dim, n_embd]: per head q, then its gate
   WeightMatrix wk_, wv_;          // [n_kv_heads * head_dim, n_embd]
   WeightMatrix wo_;               // [n_embd, n_heads * head_dim]

@@ -41,11 +41,12 @@ Result<DeltaNetShape> DeltaNetShape::Read(const GgufFile& file, const std::strin
   return s;
 }
 
-KvGroupSpec DeltaNetGroup(const DeltaNetShape& shape, std::vector<int> layers) {
+KvGroupSpec DeltaNetGroup(const DeltaNetShape& shape, std::vector<int> layers,
+                          int64_t extra_floats) {
   KvGroupSpec group;
   group.kind = RecurrentStateKind::Make();
   group.layers = std::move(layers);
-  group.state_floats = shape.state_floats();
+  group.state_floats = shape.state_floats() + extra_floats;
   return group;
 }
 
@@ -74,8 +75,8 @@ Status GatedDeltaNetBlock::Load(const WeightLoader& r, const ModelConfig& c,
   return Status::Ok();
 }
 
-std::vector<RecurrentRun> GatedDeltaNetBlock::Runs(const ForwardBatch& batch, const KvLayerView& kv,
-                                                   int64_t offset) const {
+std::vector<RecurrentRun> RecurrentRuns(const ForwardBatch& batch, const KvLayerView& kv,
+                                        int64_t offset) {
   std::vector<RecurrentRun> runs;
   const int n = batch.n_tokens(), bs = kv.block_size;
   const auto& tables = batch.kv_groups[kv.group].block_tables;
@@ -128,9 +129,9 @@ void GatedDeltaNetBlock::Forward(const Backend& be, const ModelConfig& c, const 
   be.Matmul(w_beta_, xn, n, beta_in, ws);
   be.Matmul(w_alpha_, xn, n, alpha, ws);
   be.DeltaNetGates(alpha, beta_in, dt_bias_.data(), a_.data(), n, s.n_v_heads, g, beta, ws);
-  const std::vector<RecurrentRun> conv_runs = Runs(batch, kv, 0);
+  const std::vector<RecurrentRun> conv_runs = RecurrentRuns(batch, kv, 0);
   be.ShortConv(qkv, channels, channels, conv_.data(), s.conv_kernel, conv_runs, conv, ws);
-  const std::vector<RecurrentRun> delta_runs = Runs(batch, kv, s.conv_floats());
+  const std::vector<RecurrentRun> delta_runs = RecurrentRuns(batch, kv, s.conv_floats());
   be.GatedDeltaNet(conv, channels, g, beta, s.n_k_heads, s.n_v_heads, s.head_dim, c.norm_eps,
                    delta_runs, o, ws);
   be.RmsNorm(o, norm_.data(), n * s.n_v_heads, s.head_dim, c.norm_eps, o, ws);

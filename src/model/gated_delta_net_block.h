@@ -47,8 +47,19 @@ struct DeltaNetShape {
   static Result<DeltaNetShape> Read(const GgufFile& file, const std::string& arch);
 };
 
-// The recurrent-state group of `layers` for a delta net of `shape`.
-KvGroupSpec DeltaNetGroup(const DeltaNetShape& shape, std::vector<int> layers);
+// The recurrent-state group of `layers` for a delta net of `shape`; each layer's state has
+// `extra_floats` more floats past the delta net's own (where the model keeps other per-sequence
+// state that follows the same checkpoints: qwen35_nextn.h).
+KvGroupSpec DeltaNetGroup(const DeltaNetShape& shape, std::vector<int> layers,
+                          int64_t extra_floats = 0);
+
+// The runs of the batch's rows over a recurrent-state layer's blocks (one per block holding a
+// state that a sequence's rows reach; rows in kNoBlock blocks run on into the next), with each
+// state's part at `offset` floats into its block: `from` is the state before the run's first row
+// (null at position 0), `to` where the state after its last row goes. The batch's rows of one
+// sequence are contiguous with consecutive positions.
+std::vector<RecurrentRun> RecurrentRuns(const ForwardBatch& batch, const KvLayerView& kv,
+                                        int64_t offset);
 
 // Workspace buffer ids of the block, past the mixture of experts' (moe_feed_forward.h), so a
 // layer may have both; an architecture using it starts its own at kDeltaNetBufferEnd.
@@ -79,12 +90,6 @@ class GatedDeltaNetBlock {
                const KvLayerView& kv, const float* xn, float* out, Workspace& ws) const;
 
  private:
-  // The runs of the batch's rows over the state blocks (one per block holding a state that a
-  // sequence's rows reach; rows in kNoBlock blocks run on into the next), with each state's part
-  // at `offset` floats into its block.
-  std::vector<RecurrentRun> Runs(const ForwardBatch& batch, const KvLayerView& kv,
-                                 int64_t offset) const;
-
   DeltaNetShape shape_;
   WeightMatrix w_qkv_;        // [conv_channels, n_embd]
   WeightMatrix w_gate_;       // [value_dim, n_embd]: z

@@ -18,6 +18,7 @@
 #include "kv/kv_spec.h"
 #include "model/forward_batch.h"
 #include "model/hidden_state_drafter.h"
+#include "model/nextn_drafter.h"
 #include "model/model_config.h"
 #include "model/weight_loader.h"
 #include "util/status.h"
@@ -60,6 +61,9 @@ class Model {
   // Non-null for a drafter that runs only beside a target (gemma4-assistant): Forward is never
   // called on it, and the CLI and the engine refuse it as the model to serve.
   virtual const HiddenStateDrafter* hidden_state_drafter() const { return nullptr; }
+  // Non-null when the file has multi-token-prediction layers the model runs (Qwen3.5's nextn
+  // layer): `--spec mtp` drafts with them.
+  virtual const NextnDrafter* nextn_drafter() const { return nullptr; }
 
  protected:
   Model(GgufFile file, ModelConfig config, const Backend& backend);

@@ -23,15 +23,16 @@ bool SectionsRotateAlike(const std::vector<int64_t>& sections, int rope_dims) {
   return true;
 }
 
-// The main stack's recurrent flags; sets config.n_layers to its length.
-Result<std::vector<bool>> ReadRecurrentLayers(const GgufFile& f, ModelConfig& config) {
+// The main stack's recurrent flags; sets config.n_layers to its length and n_nextn.
+Result<std::vector<bool>> ReadRecurrentLayers(const GgufFile& f, ModelConfig& config,
+                                              int& n_nextn) {
   const std::string a = config.arch + ".";
   auto interval = f.GetUintOr(a + "full_attention_interval", 4);
   if (!interval.ok()) return interval.status();
   if (*interval == 0) {
     return Status::InvalidArgument(f.path() + ": " + a + "full_attention_interval is 0");
   }
-  // block_count counts the MTP layers that follow the main stack; they do not run here.
+  // block_count counts the MTP layers that follow the main stack.
   auto nextn = f.GetUintOr(a + "nextn_predict_layers", 0);
   if (!nextn.ok()) return nextn.status();
   const int n_all = config.n_layers;
@@ -40,7 +41,8 @@ Result<std::vector<bool>> ReadRecurrentLayers(const GgufFile& f, ModelConfig& co
                                    std::to_string(*nextn) + " leaves none of the " +
                                    std::to_string(n_all) + " layers");
   }
-  const int n = n_all - static_cast<int>(*nextn);
+  n_nextn = static_cast<int>(*nextn);
+  const int n = n_all - n_nextn;
   config.n_layers = n;
   std::vector<bool> recurrent(n);
   for (int i = 0; i < n; ++i) recurrent[i] = (i + 1) % *interval != 0;
@@ -87,7 +89,7 @@ Result<Qwen35Layout> Qwen35Layout::Read(const GgufFile& f, ModelConfig& config) 
   auto delta = DeltaNetShape::Read(f, config.arch);
   if (!delta.ok()) return delta.status();
   layout.delta = *delta;
-  auto recurrent = ReadRecurrentLayers(f, config);
+  auto recurrent = ReadRecurrentLayers(f, config, layout.n_nextn);
   if (!recurrent.ok()) return recurrent.status();
   layout.recurrent = std::move(recurrent).value();
   auto rope = ReadRope(f, config);
@@ -96,15 +98,20 @@ Result<Qwen35Layout> Qwen35Layout::Read(const GgufFile& f, ModelConfig& config) 
   return layout;
 }
 
-KvSpec Qwen35Layout::Spec(const ModelConfig& c) const {
+KvSpec Qwen35Layout::Spec(const ModelConfig& c, bool nextn) const {
   std::vector<int> attention, states;
   for (int i = 0; i < c.n_layers; ++i) (recurrent[i] ? states : attention).push_back(i);
+  if (nextn) {
+    for (int i = 0; i < n_nextn; ++i) attention.push_back(c.n_layers + i);
+  }
   KvSpec spec;
   if (!attention.empty()) {
     spec.groups.push_back(
         KvGroupSpec{.layers = attention, .n_kv_heads = c.n_kv_heads, .head_dim = c.head_dim});
   }
-  if (!states.empty()) spec.groups.push_back(DeltaNetGroup(delta, std::move(states)));
+  if (!states.empty()) {
+    spec.groups.push_back(DeltaNetGroup(delta, std::move(states), nextn ? c.n_embd : 0));
+  }
   return spec;
 }
 

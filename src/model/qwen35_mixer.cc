@@ -1,12 +1,13 @@
 #include "model/qwen35_mixer.h"
 
+#include <cassert>
 #include <utility>
 
 namespace kvserve {
 
 Status Qwen35Mixer::Load(const WeightLoader& r, const ModelConfig& c, const Qwen35Layout& layout,
                          int il, WeightList& weights) {
-  recurrent_ = layout.recurrent[il];
+  recurrent_ = layout.IsRecurrent(il);
   const std::string p = "blk." + std::to_string(il) + ".";
   for (auto [name, v] : {std::pair{"attn_norm.weight", &attn_norm_},
                          {"post_attention_norm.weight", &post_attn_norm_}}) {
@@ -29,6 +30,14 @@ void Qwen35Mixer::Forward(const Backend& be, const ModelConfig& c, const Forward
   }
   be.Add(x, proj, n, c.n_embd, ws);
   be.RmsNorm(x, post_attn_norm_.data(), n, c.n_embd, c.norm_eps, xn, ws);
+}
+
+void Qwen35Mixer::StoreKv(const Backend& be, const ModelConfig& c, const ForwardBatch& batch,
+                          const KvLayerView& kv, const RopeParams& rope, const float* x, float* xn,
+                          Workspace& ws) const {
+  assert(!recurrent_);
+  be.RmsNorm(x, attn_norm_.data(), batch.n_tokens(), c.n_embd, c.norm_eps, xn, ws);
+  attention_.StoreKv(be, c, batch, kv, rope, xn, ws);
 }
 
 }  // namespace kvserve

@@ -32,6 +32,12 @@ class Qwen35Mixer {
                const KvLayerView& kv, const RopeParams& rope, float* x, float* xn, float* proj,
                Workspace& ws) const;
 
+  // The K/V of attn_norm(x) stored in the layer's cache alone (an attention layer's; xn is
+  // scratch): the MTP layer's catch-up (qwen35_nextn.h).
+  void StoreKv(const Backend& be, const ModelConfig& c, const ForwardBatch& batch,
+               const KvLayerView& kv, const RopeParams& rope, const float* x, float* xn,
+               Workspace& ws) const;
+
  private:
   bool recurrent_ = false;
   WeightVector attn_norm_, post_attn_norm_;  // [n_embd]

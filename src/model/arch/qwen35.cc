@@ -3,8 +3,8 @@
 // memory is a fixed-size recurrent state, and gated full-attention layers
 // (gated_attention_block.h), one in every full_attention_interval (qwen35_layout.h). Per layer:
 // x += mixer(attn_norm(x)) (qwen35_mixer.h), then x += SwiGLU(post_attention_norm(x)); final
-// RMSNorm and output (token_embd when the file has no output.weight). The MTP (nextn) layers
-// past the main stack are not read yet.
+// RMSNorm and output (token_embd when the file has no output.weight). The file's MTP (nextn)
+// layer, when it has one, drafts (qwen35_nextn.h: NextnDrafter), its cache filled by Forward.
 //
 // The KV spec has two groups: the attention layers' full causal K/V, and the recurrent layers'
 // states (kv/recurrent_state_kind.h), whose full blocks are checkpoints the prefix cache keeps.
@@ -19,6 +19,7 @@
 #include "model/qwen35_hf.h"
 #include "model/qwen35_layout.h"
 #include "model/qwen35_mixer.h"
+#include "model/qwen35_nextn.h"
 #include "model/qwen35_synth.h"
 #include "model/weight_loader.h"
 
@@ -31,7 +32,7 @@ struct Qwen35Layer {
   GatedFeedForward ffn;
 };
 
-class Qwen35Model final : public Model {
+class Qwen35Model final : public Model, public NextnDrafter {
  public:
   Qwen35Model(GgufFile file, ModelConfig config, const Backend& backend)
       : Model(std::move(file), std::move(config), backend) {}
@@ -43,18 +44,23 @@ class Qwen35Model final : public Model {
     const WeightLoader r(file_);
     KVSERVE_RETURN_IF_ERROR(head_.Load(r, config_));
     WeightList weights{.matrices = {head_.output}, .vectors = {&head_.norm}};
-    layers_ = std::vector<Qwen35Layer>(config_.n_layers);
-    for (int il = 0; il < config_.n_layers; ++il) {
+    KVSERVE_RETURN_IF_ERROR(ResolveNextnLayers(r, config_, layout_));
+    const int n_all = config_.n_layers + layout_.n_nextn;
+    layers_ = std::vector<Qwen35Layer>(n_all);
+    for (int il = 0; il < n_all; ++il) {
       Qwen35Layer& l = layers_[il];
       KVSERVE_RETURN_IF_ERROR(l.mixer.Load(r, config_, layout_, il, weights));
       const std::string p = "blk." + std::to_string(il) + ".";
       KVSERVE_RETURN_IF_ERROR(l.ffn.Load(r, config_, p, {}, weights));
     }
+    if (layout_.n_nextn > 0) {
+      KVSERVE_RETURN_IF_ERROR(nextn_.Load(r, config_, layout_, config_.n_layers, head_, weights));
+    }
     DeclareWeights(weights);
     return Status::Ok();
   }
 
-  KvSpec kv_spec() const override { return layout_.Spec(config_); }
+  KvSpec kv_spec() const override { return layout_.Spec(config_, layout_.n_nextn > 0); }
 
   void Forward(const ForwardBatch& batch, KvCache& kv, Workspace& ws,
                float* logits) const override {
@@ -69,18 +75,35 @@ class Qwen35Model final : public Model {
       l.ffn.Forward(be, c, n, xn, proj, ws);
       be.Add(x, proj, n, c.n_embd, ws);
     }
-    auto norm = [&](const float* in, int n_rows, float* out) {
-      be.RmsNorm(in, head_.norm.data(), n_rows, c.n_embd, c.norm_eps, out, ws);
-    };
-    ProjectLogits(be, batch, x, c.n_embd, norm, *head_.output, logits, ws);
+    FinishForward(be, c, batch, head_, layout_.n_nextn > 0 ? &nextn_ : nullptr,
+                  layers_.back().mixer, layout_.rope, x, kv, logits, ws);
   }
 
   const WeightMatrix* token_embedding() const override { return &head_.token_embd; }
+  const NextnDrafter* nextn_drafter() const override {
+    return layout_.n_nextn > 0 ? this : nullptr;
+  }
+  int hidden_width() const override { return config_.n_embd; }
+
+  void Draft(const ForwardBatch& batch, const float* hidden, KvCache& kv, Workspace& ws,
+             float* logits, float* hidden_next) const override {
+    const ModelConfig& c = config_;
+    const Backend& be = backend_;
+    const int n = batch.n_tokens();
+    const auto [x, xn, proj] = ResidualStream(ws, n, c.n_embd);
+    const Qwen35Layer& l = layers_[nextn_.layer()];
+    nextn_.Input(be, c, batch, hidden, x, ws);
+    l.mixer.Forward(be, c, batch, kv.layer(nextn_.layer()), layout_.rope, x, xn, proj, ws);
+    l.ffn.Forward(be, c, n, xn, proj, ws);
+    be.Add(x, proj, n, c.n_embd, ws);
+    nextn_.Output(be, c, n, x, logits, hidden_next, ws);
+  }
 
  private:
   Qwen35Layout layout_;
   OutputHead head_;
-  std::vector<Qwen35Layer> layers_;
+  std::vector<Qwen35Layer> layers_;  // the main stack's, then the MTP layer's
+  Qwen35Nextn nextn_;
 };
 
 }  // namespace

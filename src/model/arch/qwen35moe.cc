@@ -7,8 +7,8 @@
 // their probabilities renormalised over the chosen (llama.cpp's build_moe_ffn with norm_w true,
 // no expert_weights_scale: the file's key is not read), SwiGLU experts without biases
 // (moe_feed_forward.h). shared: one SwiGLU MLP of expert_shared_feed_forward_length (default
-// feed_forward_length), ffn_{gate,up,down}_shexp; its gate is one scalar per token. The MTP
-// (nextn) layers past the main stack are not read yet.
+// feed_forward_length), ffn_{gate,up,down}_shexp; its gate is one scalar per token. The file's
+// MTP (nextn) layer, a gated attention layer with the same mixture, drafts (qwen35_nextn.h).
 #include <memory>
 #include <string>
 #include <utility>
@@ -21,6 +21,7 @@
 #include "model/qwen35_hf.h"
 #include "model/qwen35_layout.h"
 #include "model/qwen35_mixer.h"
+#include "model/qwen35_nextn.h"
 #include "model/qwen35_synth.h"
 #include "model/weight_loader.h"
 
@@ -29,7 +30,7 @@ namespace kvserve {
 namespace {
 
 enum Qwen35MoeBuffer : int {
-  kSharedGate = kGatedAttentionBufferEnd,  // [n_tokens]: ffn_gate_inp_shexp · xn
+  kSharedGate = kNextnBufferEnd,  // [n_tokens]: ffn_gate_inp_shexp · xn
 };
 
 struct Qwen35MoeLayer {
@@ -39,15 +40,21 @@ struct Qwen35MoeLayer {
   WeightMatrix shared_gate;  // [1, n_embd]: ffn_gate_inp_shexp
 };
 
-class Qwen35MoeModel final : public Model {
+class Qwen35MoeModel final : public Model, public NextnDrafter {
  public:
   Qwen35MoeModel(GgufFile file, ModelConfig config, const Backend& backend)
       : Model(std::move(file), std::move(config), backend) {}
 
   Status Load();
-  KvSpec kv_spec() const override { return layout_.Spec(config_); }
+  KvSpec kv_spec() const override { return layout_.Spec(config_, layout_.n_nextn > 0); }
   void Forward(const ForwardBatch& batch, KvCache& kv, Workspace& ws, float* logits) const override;
   const WeightMatrix* token_embedding() const override { return &head_.token_embd; }
+  const NextnDrafter* nextn_drafter() const override {
+    return layout_.n_nextn > 0 ? this : nullptr;
+  }
+  int hidden_width() const override { return config_.n_embd; }
+  void Draft(const ForwardBatch& batch, const float* hidden, KvCache& kv, Workspace& ws,
+             float* logits, float* hidden_next) const override;
 
  private:
   // Reads the layer's mixture: router and experts, shared expert and its gate.
@@ -59,7 +66,8 @@ class Qwen35MoeModel final : public Model {
 
   Qwen35Layout layout_;
   OutputHead head_;
-  std::vector<Qwen35MoeLayer> layers_;
+  std::vector<Qwen35MoeLayer> layers_;  // the main stack's, then the MTP layer's
+  Qwen35Nextn nextn_;
 };
 
 Status Qwen35MoeModel::LoadMixture(const WeightLoader& r, const MoeShape& shape, int n_ff_shared,
@@ -92,10 +100,15 @@ Status Qwen35MoeModel::Load() {
   const WeightLoader r(file_);
   KVSERVE_RETURN_IF_ERROR(head_.Load(r, config_));
   WeightList weights{.matrices = {head_.output}, .vectors = {&head_.norm}};
-  layers_ = std::vector<Qwen35MoeLayer>(config_.n_layers);
-  for (int il = 0; il < config_.n_layers; ++il) {
+  KVSERVE_RETURN_IF_ERROR(ResolveNextnLayers(r, config_, layout_));
+  const int n_all = config_.n_layers + layout_.n_nextn;
+  layers_ = std::vector<Qwen35MoeLayer>(n_all);
+  for (int il = 0; il < n_all; ++il) {
     KVSERVE_RETURN_IF_ERROR(layers_[il].mixer.Load(r, config_, layout_, il, weights));
     KVSERVE_RETURN_IF_ERROR(LoadMixture(r, *shape, static_cast<int>(*n_ff_shared), il, weights));
+  }
+  if (layout_.n_nextn > 0) {
+    KVSERVE_RETURN_IF_ERROR(nextn_.Load(r, config_, layout_, config_.n_layers, head_, weights));
   }
   DeclareWeights(weights);
   return Status::Ok();
@@ -126,10 +139,21 @@ void Qwen35MoeModel::Forward(const ForwardBatch& batch, KvCache& kv, Workspace& 
     l.mixer.Forward(be, c, batch, kv.layer(il), layout_.rope, x, xn, proj, ws);
     Mixture(l, n, xn, x, proj, ws);
   }
-  auto norm = [&](const float* in, int n_rows, float* out) {
-    be.RmsNorm(in, head_.norm.data(), n_rows, c.n_embd, c.norm_eps, out, ws);
-  };
-  ProjectLogits(be, batch, x, c.n_embd, norm, *head_.output, logits, ws);
+  FinishForward(be, c, batch, head_, layout_.n_nextn > 0 ? &nextn_ : nullptr, layers_.back().mixer,
+                layout_.rope, x, kv, logits, ws);
+}
+
+void Qwen35MoeModel::Draft(const ForwardBatch& batch, const float* hidden, KvCache& kv,
+                           Workspace& ws, float* logits, float* hidden_next) const {
+  const ModelConfig& c = config_;
+  const Backend& be = backend_;
+  const int n = batch.n_tokens();
+  const auto [x, xn, proj] = ResidualStream(ws, n, c.n_embd);
+  const Qwen35MoeLayer& l = layers_[nextn_.layer()];
+  nextn_.Input(be, c, batch, hidden, x, ws);
+  l.mixer.Forward(be, c, batch, kv.layer(nextn_.layer()), layout_.rope, x, xn, proj, ws);
+  Mixture(l, n, xn, x, proj, ws);
+  nextn_.Output(be, c, n, x, logits, hidden_next, ws);
 }
 
 }  // namespace
