@@ -242,15 +242,16 @@ Status ReadSpecOptions(const Args& args, SpecOptions& spec, const std::string& d
   const std::string method = args.GetOr("--spec", default_method);
   bool known = false;
   for (SpecMethod m : {SpecMethod::kNone, SpecMethod::kNgram, SpecMethod::kDraft,
-                       SpecMethod::kHistory, SpecMethod::kNgramHistory}) {
+                       SpecMethod::kHistory, SpecMethod::kNgramHistory, SpecMethod::kMtp}) {
     if (method == SpecMethodName(m)) {
       spec.method = m;
       known = true;
     }
   }
   if (!known) {
-    return Status::InvalidArgument("flag --spec: '" + method +
-                                   "' is not one of none, ngram, draft, history, ngram+history");
+    return Status::InvalidArgument(
+        "flag --spec: '" + method +
+        "' is not one of none, ngram, draft, history, ngram+history, mtp");
   }
   KVSERVE_RETURN_IF_ERROR(ReadBounded(args, "--spec-max", 5, 1, 64, &spec.max_tokens));
   KVSERVE_RETURN_IF_ERROR(ReadBounded(args, "--spec-min", 1, 0, spec.max_tokens, &spec.min_tokens));

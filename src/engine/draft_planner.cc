@@ -5,6 +5,7 @@
 #include "engine/proposer_assistant.h"
 #include "engine/proposer_draft.h"
 #include "engine/proposer_history.h"
+#include "engine/proposer_mtp.h"
 #include "engine/proposer_ngram.h"
 
 namespace kvserve {
@@ -26,6 +27,9 @@ std::shared_ptr<Proposer> MakeProposer(const EngineOptions& options, int n_draft
                                .prompt_ngram_min = spec.ngram_min,
                                .prompt_ngram_max = spec.ngram_max,
                                .block_size = options.prefix_caching ? options.block_size : 0});
+  }
+  if (spec.method == SpecMethod::kMtp && target.nextn_drafter() != nullptr) {
+    return std::make_shared<MtpProposer>(target, target_kv, options.n_threads);
   }
   if (spec.method == SpecMethod::kDraft && spec.draft_model != nullptr &&
       spec.draft_model->hidden_state_drafter() != nullptr) {
@@ -110,7 +114,15 @@ void DraftPlanner::Plan(const Scheduler& scheduler) {
     max_tokens.push_back(k);
   }
   if (seqs.empty()) return;
-  proposer_->Propose(seqs, max_tokens);
+  if (proposer_->drafts_after_scheduling()) {
+    // Placeholders the scheduler places; Fill writes the drafts (the pending token repeated is
+    // never read: Fill replaces or cuts every one the step verifies).
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      seqs[i]->draft.assign(max_tokens[i], seqs[i]->tokens.back());
+    }
+  } else {
+    proposer_->Propose(seqs, max_tokens);
+  }
   for (size_t i = 0; i < seqs.size(); ++i) {
     std::vector<int32_t>& draft = seqs[i]->draft;
     if (static_cast<int>(draft.size()) > max_tokens[i]) draft.resize(max_tokens[i]);
@@ -118,6 +130,27 @@ void DraftPlanner::Plan(const Scheduler& scheduler) {
   if (spec_.cost_gate) Gate(seqs, n_decoding);
   for (Sequence* seq : seqs) {
     if (static_cast<int>(seq->draft.size()) < floor) seq->draft.clear();
+  }
+}
+
+void DraftPlanner::Fill(StepPlan& plan) {
+  if (!proposer_ || !proposer_->drafts_after_scheduling()) return;
+  std::vector<Sequence*> seqs;
+  std::vector<int> max_tokens;
+  for (ScheduledChunk& chunk : plan.chunks) {
+    chunk.seq->draft.clear();
+    if (chunk.n_draft == 0) continue;
+    seqs.push_back(chunk.seq);
+    max_tokens.push_back(chunk.n_draft);
+  }
+  if (!seqs.empty()) proposer_->Propose(seqs, max_tokens);
+  for (ScheduledChunk& chunk : plan.chunks) {
+    const int got = std::min(chunk.n_draft, static_cast<int>(chunk.seq->draft.size()));
+    chunk.seq->draft.resize(got);
+    const int cut = chunk.n_draft - got;
+    chunk.n_draft = got;
+    chunk.n_tokens -= cut;
+    plan.n_tokens -= cut;
   }
 }
 

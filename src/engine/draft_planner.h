@@ -47,6 +47,10 @@ class DraftPlanner {
   // Clears every running sequence's draft, then asks the proposer for the decoding ones that
   // may speculate (none under recompute, none past the back-off budget).
   void Plan(const Scheduler& scheduler);
+  // After the step is scheduled: a proposer that drafts after scheduling writes the drafts of the
+  // chunks that verify some (Proposer::drafts_after_scheduling), and chunks whose sequence got
+  // fewer shrink; every other sequence's draft is cleared. Does nothing for other proposers.
+  void Fill(StepPlan& plan);
   // After a verify of n_draft drafts of which n_accepted were accepted: the sequence's next depth.
   void Observe(Sequence& seq, int n_draft, int n_accepted) const;
   // The sequence leaves the engine.

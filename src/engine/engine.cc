@@ -42,6 +42,8 @@ const char* SpecMethodName(SpecMethod method) {
       return "history";
     case SpecMethod::kNgramHistory:
       return "ngram+history";
+    case SpecMethod::kMtp:
+      return "mtp";
   }
   return "none";
 }
@@ -63,6 +65,11 @@ Status ValidateSpec(const SpecOptions& spec, const Model& model) {
       spec.method == SpecMethod::kNgramHistory) {
     KVSERVE_RETURN_IF_ERROR(range("spec ngram min", spec.ngram_min, 1, 64));
     KVSERVE_RETURN_IF_ERROR(range("spec ngram max", spec.ngram_max, spec.ngram_min, 64));
+  }
+  if (spec.method == SpecMethod::kMtp && spec.proposer == nullptr &&
+      model.nextn_drafter() == nullptr) {
+    return Status::InvalidArgument("spec method mtp: the model (" + model.config().arch +
+                                   ") has no multi-token-prediction layer to draft with");
   }
   if (spec.method == SpecMethod::kDraft && spec.proposer == nullptr) {
     if (spec.draft_model == nullptr)

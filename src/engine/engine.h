@@ -31,8 +31,9 @@ class Proposer;  // engine/proposer.h
 
 // kHistory: drafts from what earlier requests of the same tenant read or produced
 // (engine/proposer_history.h); kNgramHistory: the sequence's own tokens first, then that history.
-enum class SpecMethod { kNone, kNgram, kDraft, kHistory, kNgramHistory };
-// "none", "ngram", "draft", "history", "ngram+history" (the --spec names).
+// kMtp: the target's own multi-token-prediction layer (engine/proposer_mtp.h).
+enum class SpecMethod { kNone, kNgram, kDraft, kHistory, kNgramHistory, kMtp };
+// "none", "ngram", "draft", "history", "ngram+history", "mtp" (the --spec names).
 const char* SpecMethodName(SpecMethod method);
 
 // Speculative decoding (`--spec`): drafted tokens are verified in the step's batched forward by

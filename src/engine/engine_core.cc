@@ -172,8 +172,9 @@ void EngineCore::ShiftIfOverflowing(Sequence& seq) {
 
 bool EngineCore::Step() {
   Prepare();
-  const StepPlan plan = scheduler_.Schedule();
+  StepPlan plan = scheduler_.Schedule();
   if (plan.empty()) return false;
+  drafts_.Fill(plan);
   const auto start = std::chrono::steady_clock::now();
   const StepLogits logits = Run(plan);
   const StepSamples sampled = Sample(plan, logits);

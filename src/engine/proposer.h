@@ -31,6 +31,11 @@ class Proposer {
   virtual void BlockEvicted(const BlockKey& key) { (void)key; }
   // Whether it reads Sequence::target_hidden (the engine then keeps it after every sample).
   virtual bool wants_target_hidden() const { return false; }
+  // Whether it drafts after the step is scheduled (MtpProposer: its steps write the target's
+  // cache at the drafts' positions): the planner then gives each sequence max_tokens[i]
+  // placeholder drafts to schedule, and calls Propose with the scheduled chunks' sequences and
+  // drafts; it must write exactly max_tokens[i] drafts (fewer shrink the chunk).
+  virtual bool drafts_after_scheduling() const { return false; }
 };
 
 // The per-sequence depth rule: after a verify of n_draft drafts of which n_accepted were
