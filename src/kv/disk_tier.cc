@@ -32,7 +32,7 @@ constexpr auto kStaleTempAge = std::chrono::minutes(1);
 struct Header {
   char magic[8];
   uint32_t version;
-  uint32_t reserved;
+  uint32_t group;  // the KV layer group (version 1 before groups: "reserved", always 0)
   Sha256Digest fingerprint;
   Sha256Digest key;
   uint64_t payload_bytes;
@@ -78,32 +78,36 @@ bool IsBlockFile(const fs::directory_entry& entry) {
 }  // namespace
 
 std::string DiskTier::Fingerprint(const std::string& model_identity, const std::string& kv_format,
-                                  int block_size) {
-  return "model=" + model_identity + ";kv=" + kv_format + ";block=" + std::to_string(block_size);
+                                  int block_size, const std::string& group_layout) {
+  return "model=" + model_identity + ";kv=" + kv_format + ";block=" + std::to_string(block_size) +
+         (group_layout.empty() ? "" : ";groups=" + group_layout);
 }
 
 DiskTier::DiskTier(std::string dir, uint64_t max_bytes, const std::string& fingerprint,
-                   uint64_t block_bytes)
+                   std::vector<uint64_t> block_bytes)
     : dir_(std::move(dir)),
       max_bytes_(max_bytes),
       fingerprint_(Sha256::Hash(fingerprint.data(), fingerprint.size())),
-      block_bytes_(block_bytes),
+      block_bytes_(std::move(block_bytes)),
       nonce_(std::random_device{}()) {}
 
 Result<std::unique_ptr<DiskTier>> DiskTier::Open(const std::string& dir, uint64_t max_bytes,
                                                  const std::string& fingerprint,
-                                                 uint64_t block_bytes) {
+                                                 std::vector<uint64_t> block_bytes) {
+  if (block_bytes.empty()) return Status::InvalidArgument("KV disk tier of no layer group");
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (!fs::is_directory(dir, ec)) {
     return Status::Unavailable("KV disk directory '" + dir + "' cannot be created" +
                                (ec ? ": " + ec.message() : std::string(" (not a directory)")));
   }
-  std::unique_ptr<DiskTier> tier(new DiskTier(dir, max_bytes, fingerprint, block_bytes));
-  if (max_bytes < tier->file_bytes()) {
+  std::unique_ptr<DiskTier> tier(new DiskTier(dir, max_bytes, fingerprint, std::move(block_bytes)));
+  uint64_t largest = 0;
+  for (int g = 0; g < tier->n_groups(); ++g) largest = std::max(largest, tier->file_bytes(g));
+  if (max_bytes < largest) {
     return Status::InvalidArgument("KV disk size " + std::to_string(max_bytes) +
-                                   " bytes cannot hold one block of " +
-                                   std::to_string(tier->file_bytes()) + " bytes");
+                                   " bytes cannot hold one block of " + std::to_string(largest) +
+                                   " bytes");
   }
   tier->read_only_reason_ = tier->ProbeWrite();
   if (tier->writable()) tier->DeleteStaleTemporaries();
@@ -144,12 +148,15 @@ void DiskTier::DeleteStaleTemporaries() {
   }
 }
 
-uint64_t DiskTier::file_bytes() const { return sizeof(Header) + block_bytes_; }
+uint64_t DiskTier::file_bytes(int group) const { return sizeof(Header) + block_bytes_[group]; }
 
-std::string DiskTier::PathOf(const Sha256Digest& key) const {
+std::string DiskTier::PathOf(const Sha256Digest& key, int group) const {
   Sha256 name;
   name.Update(fingerprint_.data(), fingerprint_.size());
   name.Update(key.data(), key.size());
+  // Group 0's name is the one a one-group model's file always had.
+  const uint32_t group_id = static_cast<uint32_t>(group);
+  if (group_id != 0) name.Update(&group_id, sizeof(group_id));
   return (fs::path(dir_) / (Sha256::Hex(name.Finish()) + kSuffix)).string();
 }
 
@@ -204,28 +211,32 @@ void DiskTier::MakeRoom(uint64_t incoming) {
   stats_.bytes_used = used;
 }
 
-Status DiskTier::Put(const Sha256Digest& key, std::span<const uint8_t> payload) {
+Status DiskTier::Put(const Sha256Digest& key, std::span<const uint8_t> payload, int group) {
   auto fail = [&](std::string message) {
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.write_failures;
     return Status::Unavailable(std::move(message));
   };
-  if (payload.size() != block_bytes_) {
-    return fail("KV disk block of " + std::to_string(payload.size()) + " bytes, expected " +
-                std::to_string(block_bytes_));
+  if (group < 0 || group >= n_groups() || payload.size() != block_bytes_[group]) {
+    return fail("KV disk block of " + std::to_string(payload.size()) + " bytes in group " +
+                std::to_string(group) + ", expected " +
+                (group < 0 || group >= n_groups()
+                     ? std::string("a group below ") + std::to_string(n_groups())
+                     : std::to_string(block_bytes_[group])));
   }
   if (!writable()) {
     return fail("KV disk directory '" + dir_ + "' is read-only (" + read_only_reason_ + ")");
   }
-  MakeRoom(file_bytes());
+  MakeRoom(file_bytes(group));
   Header header{};
   std::memcpy(header.magic, kMagic, sizeof(kMagic));
   header.version = kVersion;
+  header.group = static_cast<uint32_t>(group);
   header.fingerprint = fingerprint_;
   header.key = key;
   header.payload_bytes = payload.size();
   header.checksum = Sha256::Hash(payload.data(), payload.size());
-  const std::string path = PathOf(key);
+  const std::string path = PathOf(key, group);
   const std::string temp = TempPath(fs::path(path).filename().string());
   // Crash safety (disk_tier.h): the whole file is written under a temporary name, then renamed
   // into place; no fsync (a torn file after a power loss fails its checksum and is dropped).
@@ -243,7 +254,7 @@ Status DiskTier::Put(const Sha256Digest& key, std::span<const uint8_t> payload) 
   std::lock_guard<std::mutex> lock(mutex_);
   ++stats_.writes;
   stats_.write_bytes += payload.size();
-  stats_.bytes_used += file_bytes();
+  stats_.bytes_used += file_bytes(group);
   return Status::Ok();
 }
 
@@ -254,8 +265,9 @@ void DiskTier::Reject(const std::string& path) {
   ++stats_.misses;
 }
 
-bool DiskTier::Get(const Sha256Digest& key, std::span<uint8_t> out) {
-  const std::string path = PathOf(key);
+bool DiskTier::Get(const Sha256Digest& key, std::span<uint8_t> out, int group) {
+  if (group < 0 || group >= n_groups()) return false;
+  const std::string path = PathOf(key, group);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -264,12 +276,14 @@ bool DiskTier::Get(const Sha256Digest& key, std::span<uint8_t> out) {
   }
   Header header{};
   struct stat st {};
-  const bool ok = ::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) == file_bytes() &&
+  const uint64_t bytes = block_bytes_[group];
+  const bool ok = ::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) == file_bytes(group) &&
                   ReadAll(fd, &header, sizeof(header)) &&
                   std::memcmp(header.magic, kMagic, sizeof(kMagic)) == 0 &&
-                  header.version == kVersion && header.fingerprint == fingerprint_ &&
-                  header.key == key && header.payload_bytes == block_bytes_ &&
-                  out.size() == block_bytes_ && ReadAll(fd, out.data(), out.size()) &&
+                  header.version == kVersion && header.group == static_cast<uint32_t>(group) &&
+                  header.fingerprint == fingerprint_ && header.key == key &&
+                  header.payload_bytes == bytes && out.size() == bytes &&
+                  ReadAll(fd, out.data(), out.size()) &&
                   Sha256::Hash(out.data(), out.size()) == header.checksum;
   ::close(fd);
   if (!ok) {
@@ -283,9 +297,10 @@ bool DiskTier::Get(const Sha256Digest& key, std::span<uint8_t> out) {
   return true;
 }
 
-bool DiskTier::Contains(const Sha256Digest& key) const {
+bool DiskTier::Contains(const Sha256Digest& key, int group) const {
+  if (group < 0 || group >= n_groups()) return false;
   std::error_code ec;
-  return fs::exists(PathOf(key), ec);
+  return fs::exists(PathOf(key, group), ec);
 }
 
 DiskTierStats DiskTier::Stats() const {

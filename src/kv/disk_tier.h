@@ -1,16 +1,21 @@
 // A directory of KV blocks (`--kv-disk DIR --kv-disk-size SIZE`): the bytes of a block that leaves
-// the in-memory prefix cache are written to one file named by its prefix-cache key and a
-// fingerprint of what produced them (model file, KV format, block size), so a later request with
-// that prefix, or a restarted server, can read them back instead of recomputing.
+// the in-memory prefix cache are written to one file named by its prefix-cache key, its KV layer
+// group and a fingerprint of what produced them (model file, KV format, block size, the groups'
+// layout), so a later request with that prefix, or a restarted server, can read them back instead
+// of recomputing. Each layer group (KvSpec::groups) has its own block size in bytes: a model of
+// several groups (an attention group and a recurrent-state group, window and global layers) keeps
+// one file per group and key, and group 0's file is named as a one-group model's always was.
 //
-// Every file: a header (magic "KVSDISK1", version, SHA-256 of the fingerprint, the block key, the
-// payload size, SHA-256 of the payload), then the payload. A file that fails any check (short,
-// another magic or version, another fingerprint or key, another size, a checksum mismatch) is
-// never used: it is deleted and counted. The directory's size is kept under its limit by deleting
-// the least recently used files (by modification time; a read touches the file) before each
-// write; several processes may share a directory (each rescans it when it needs room). Nothing
-// here throws or aborts on a disk error: Put returns the error (the caller warns and goes on
-// without the copy), Get returns false (the caller recomputes).
+// Every file: a header (magic "KVSDISK1", version, the group, SHA-256 of the fingerprint, the
+// block key, the payload size, SHA-256 of the payload), then the payload. (The group sits in
+// what version 1 wrote as a zero "reserved" field: a one-group model's files are group 0's, so
+// directories written before groups were stored stay valid, and the version is unchanged.) A file
+// that fails any check (short, another magic or version, another group, fingerprint or key,
+// another size, a checksum mismatch) is never used: it is deleted and counted. The directory's size
+// is kept under its limit by deleting the least recently used files (by modification time; a read
+// touches the file) before each write; several processes may share a directory (each rescans it
+// when it needs room). Nothing here throws or aborts on a disk error: Put returns the error (the
+// caller warns and goes on without the copy), Get returns false (the caller recomputes).
 //
 // Crash safety: a write goes to a temporary file in the directory (".tmp.*", counted in the size
 // like a block file), then rename() puts it in place, so a reader sees a whole file or none. A
@@ -34,6 +39,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "util/sha256.h"
 #include "util/status.h"
@@ -55,42 +61,51 @@ struct DiskTierStats {
 class DiskTier {
  public:
   // What a block's bytes depend on besides its key: the model file's identity (e.g. its SHA-256 or
-  // path, size and modification time), the KV format's name and the block size.
+  // path, size and modification time), the KV format's name, the block size and, for a model of
+  // several layer groups, their layout (empty: a one-group model's fingerprint, as before groups
+  // were stored).
   static std::string Fingerprint(const std::string& model_identity, const std::string& kv_format,
-                                 int block_size);
+                                 int block_size, const std::string& group_layout = "");
 
   // Creates `dir` if needed, deletes stale temporary files and counts the block files in it.
-  // block_bytes: the payload size of every block (KvCache::BytesPerBlock). Fails (naming the
-  // path) when the directory cannot be created or read, or max_bytes cannot hold one block; a
-  // directory that cannot be written opens read-only.
+  // block_bytes: the payload size of one block of each layer group (KvCache::BytesPerBlock of
+  // each; one entry for a one-group model). Fails (naming the path) when the directory cannot be
+  // created or read, or max_bytes cannot hold the largest block; a directory that cannot be
+  // written opens read-only.
   static Result<std::unique_ptr<DiskTier>> Open(const std::string& dir, uint64_t max_bytes,
                                                 const std::string& fingerprint,
-                                                uint64_t block_bytes);
+                                                std::vector<uint64_t> block_bytes);
+  static Result<std::unique_ptr<DiskTier>> Open(const std::string& dir, uint64_t max_bytes,
+                                                const std::string& fingerprint,
+                                                uint64_t block_bytes) {
+    return Open(dir, max_bytes, fingerprint, std::vector<uint64_t>{block_bytes});
+  }
 
-  // Writes `payload` (block_bytes long) as the file of `key`, replacing an older one, after
-  // deleting least recently used files until it fits. The error names the path and the reason
-  // (a read-only tier refuses every write).
-  Status Put(const Sha256Digest& key, std::span<const uint8_t> payload);
-  // Fills `out` (block_bytes long) from the file of `key`; false when there is none or it is
-  // invalid (then deleted), and `out` may then hold anything.
-  bool Get(const Sha256Digest& key, std::span<uint8_t> out);
-  bool Contains(const Sha256Digest& key) const;
+  // Writes `payload` (block_bytes(group) long) as the file of `key` in `group`, replacing an
+  // older one, after deleting least recently used files until it fits. The error names the path
+  // and the reason (a read-only tier refuses every write).
+  Status Put(const Sha256Digest& key, std::span<const uint8_t> payload, int group = 0);
+  // Fills `out` (block_bytes(group) long) from the file of `key` in `group`; false when there is
+  // none or it is invalid (then deleted), and `out` may then hold anything.
+  bool Get(const Sha256Digest& key, std::span<uint8_t> out, int group = 0);
+  bool Contains(const Sha256Digest& key, int group = 0) const;
 
   DiskTierStats Stats() const;
   const std::string& dir() const { return dir_; }
   uint64_t max_bytes() const { return max_bytes_; }
-  uint64_t block_bytes() const { return block_bytes_; }
+  int n_groups() const { return static_cast<int>(block_bytes_.size()); }
+  uint64_t block_bytes(int group = 0) const { return block_bytes_[group]; }
   // False when Open found the directory unwritable; read_only_reason() then says why.
   bool writable() const { return read_only_reason_.empty(); }
   const std::string& read_only_reason() const { return read_only_reason_; }
-  // Bytes of one block's file: header + payload.
-  uint64_t file_bytes() const;
-  // The file that holds `key`.
-  std::string PathOf(const Sha256Digest& key) const;
+  // Bytes of one block's file in `group`: header + payload.
+  uint64_t file_bytes(int group = 0) const;
+  // The file that holds `key` of `group`.
+  std::string PathOf(const Sha256Digest& key, int group = 0) const;
 
  private:
   DiskTier(std::string dir, uint64_t max_bytes, const std::string& fingerprint,
-           uint64_t block_bytes);
+           std::vector<uint64_t> block_bytes);
   // A fresh temporary name in the directory for a file named `final_name`.
   std::string TempPath(const std::string& final_name);
   // Creates and deletes a temporary file; its error ("Permission denied", ...) or "".
@@ -103,9 +118,9 @@ class DiskTier {
   std::string dir_;
   uint64_t max_bytes_;
   Sha256Digest fingerprint_;
-  uint64_t block_bytes_;
-  std::string read_only_reason_;  // empty: writable
-  mutable std::mutex mutex_;      // guards stats_ and temp_counter_
+  std::vector<uint64_t> block_bytes_;  // [n_groups]
+  std::string read_only_reason_;       // empty: writable
+  mutable std::mutex mutex_;           // guards stats_ and temp_counter_
   DiskTierStats stats_;
   uint64_t temp_counter_ = 0;
   uint64_t nonce_;  // random: temporary names of two instances in one process never collide
