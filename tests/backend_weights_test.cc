@@ -123,13 +123,13 @@ TEST(KvCacheBlockCopies, GoThroughTheBackendsAllocator) {
   KvCache kv(spec, KvType::kF16, 16, 4, allocator);
   std::vector<uint8_t> block(KvCache::BytesPerBlock(spec, KvType::kF16, 16));
   for (size_t i = 0; i < block.size(); ++i) block[i] = static_cast<uint8_t>(i * 7 + 1);
-  kv.CopyBlockIn(2, block);
+  kv.CopyBlockIn(0, 2, block);
   EXPECT_EQ(allocator.from_host, 2 * kv.n_layers());  // K and V of every layer
   std::vector<uint8_t> back(block.size());
-  kv.CopyBlockOut(2, back);
+  kv.CopyBlockOut(0, 2, back);
   EXPECT_EQ(allocator.to_host, 2 * kv.n_layers());
   EXPECT_EQ(back, block);
-  kv.CopyBlockOut(1, back);  // untouched: zeros
+  kv.CopyBlockOut(0, 1, back);  // untouched: zeros
   EXPECT_EQ(back, std::vector<uint8_t>(block.size(), 0));
 }
 

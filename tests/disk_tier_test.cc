@@ -91,6 +91,49 @@ void Poke(const std::string& path, long offset, char byte) {
   f.put(byte);
 }
 
+// A tier of two layer groups (an attention group and a recurrent-state group): one file per
+// group and key, each of its group's size; group 0's file has the name a one-group tier always
+// gave it (SHA-256 of the fingerprint's hash and the key), so older directories stay valid; a
+// group's file put in another group's place is refused by its header.
+TEST(DiskTier, KeepsOneFilePerGroupAndKey) {
+  const std::string dir = FreshDir("groups");
+  auto opened = DiskTier::Open(dir, 1 << 20, "hybrid", std::vector<uint64_t>{kBlockBytes, 40});
+  ASSERT_TRUE(opened.ok()) << opened.message();
+  DiskTier& tier = **opened;
+  const std::vector<uint8_t> kv = Payload(1);
+  const std::vector<uint8_t> state(40, 7);
+  ASSERT_TRUE(tier.Put(Key(1), kv, 0).ok());
+  EXPECT_FALSE(tier.Contains(Key(1), 1));
+  EXPECT_FALSE(tier.Put(Key(1), kv, 1).ok());  // group 1's blocks are 40 bytes
+  ASSERT_TRUE(tier.Put(Key(1), state, 1).ok());
+  EXPECT_NE(tier.PathOf(Key(1), 0), tier.PathOf(Key(1), 1));
+  EXPECT_EQ(tier.file_bytes(1), tier.file_bytes(0) - kBlockBytes + 40);
+  const Sha256Digest fingerprint = Sha256::Hash("hybrid", 6);
+  Sha256 name;
+  name.Update(fingerprint.data(), fingerprint.size());
+  name.Update(Key(1).data(), Key(1).size());
+  EXPECT_EQ(fs::path(tier.PathOf(Key(1))).filename().string(),
+            Sha256::Hex(name.Finish()) + ".kvblock");
+  std::vector<uint8_t> kv_back(kBlockBytes), state_back(40);
+  ASSERT_TRUE(tier.Get(Key(1), kv_back, 0));
+  ASSERT_TRUE(tier.Get(Key(1), state_back, 1));
+  EXPECT_EQ(kv_back, kv);
+  EXPECT_EQ(state_back, state);
+  // Two groups of one size: group 1's file copied over group 0's is refused (and deleted).
+  auto same = DiskTier::Open(FreshDir("groups-same"), 1 << 20, "hybrid",
+                             std::vector<uint64_t>{kBlockBytes, kBlockBytes});
+  ASSERT_TRUE(same.ok()) << same.message();
+  ASSERT_TRUE((*same)->Put(Key(2), Payload(2), 1).ok());
+  fs::copy_file((*same)->PathOf(Key(2), 1), (*same)->PathOf(Key(2), 0));
+  EXPECT_FALSE((*same)->Get(Key(2), kv_back, 0));
+  EXPECT_EQ((*same)->Stats().rejected, 1u);
+  EXPECT_TRUE((*same)->Get(Key(2), kv_back, 1));
+  // The size limit must hold the largest group's block.
+  auto small = DiskTier::Open(FreshDir("groups-small"), 200, "hybrid",
+                              std::vector<uint64_t>{40, kBlockBytes});
+  EXPECT_FALSE(small.ok());
+}
+
 TEST(DiskTier, CorruptedTruncatedForeignAndMisplacedFilesAreNeverUsed) {
   const std::string dir = FreshDir("invalid");
   auto tier = OpenOrDie(dir, 1 << 20);
@@ -259,7 +302,8 @@ TEST(DiskTier, TwoInstancesShareOneDirectory) {
 
 // ---- The hooks the tier needs from kv/ ------------------------------------------------------
 
-// A block's bytes, every layer's K and V, out of one block and into another.
+// A block's bytes of one group, each of its layers' K and V, out of one block and into another;
+// the other group's block of the same id is untouched.
 TEST(DiskTierHooks, KvCacheCopiesOneBlockOutAndIn) {
   KvSpec spec = KvSpec::Uniform(3, 2, 40);
   spec.groups.push_back(spec.groups[0]);
@@ -269,7 +313,6 @@ TEST(DiskTierHooks, KvCacheCopiesOneBlockOutAndIn) {
   const KvFormat format = KvFormat::PerGroup({KvType::kQ8_0, KvType::kF16});
   HostAllocator allocator;
   KvCache cache(spec, format, 4, 6, allocator);
-  const uint64_t block_bytes = KvCache::BytesPerBlock(spec, format, 4);
   std::mt19937 rng(7);
   for (int layer = 0; layer < cache.n_layers(); ++layer) {
     const KvLayerView& view = cache.layer(layer);
@@ -278,18 +321,22 @@ TEST(DiskTierHooks, KvCacheCopiesOneBlockOutAndIn) {
       view.v[i] = static_cast<uint8_t>(rng());
     }
   }
+  EXPECT_EQ(KvCache::BytesPerBlock(spec, format, 4, 0) + KvCache::BytesPerBlock(spec, format, 4, 1),
+            KvCache::BytesPerBlock(spec, format, 4));
+  const uint64_t block_bytes = KvCache::BytesPerBlock(spec, format, 4, 0);
   std::vector<uint8_t> bytes(block_bytes);
-  cache.CopyBlockOut(2, bytes);
-  cache.CopyBlockIn(5, bytes);
+  cache.CopyBlockOut(0, 2, bytes);
+  cache.CopyBlockIn(0, 5, bytes);
   for (int layer = 0; layer < cache.n_layers(); ++layer) {
     const KvLayerView& view = cache.layer(layer);
     const size_t n = view.slot_bytes() * 4;
-    EXPECT_EQ(std::memcmp(view.k + 5 * n, view.k + 2 * n, n), 0) << layer;
-    EXPECT_EQ(std::memcmp(view.v + 5 * n, view.v + 2 * n, n), 0) << layer;
+    const bool copied = view.group == 0;
+    EXPECT_EQ(std::memcmp(view.k + 5 * n, view.k + 2 * n, n) == 0, copied) << layer;
+    EXPECT_EQ(std::memcmp(view.v + 5 * n, view.v + 2 * n, n) == 0, copied) << layer;
     EXPECT_NE(std::memcmp(view.k + 4 * n, view.k + 2 * n, n), 0) << layer;
   }
   std::vector<uint8_t> again(block_bytes);
-  cache.CopyBlockOut(5, again);
+  cache.CopyBlockOut(0, 5, again);
   EXPECT_EQ(again, bytes);
 }
 
@@ -299,9 +346,10 @@ TEST(DiskTierHooks, BlockManagerCallsTheEvictionHookWithTheKey) {
   BlockManager manager(2, 2, true);
   std::vector<std::pair<int32_t, BlockKey>> evicted;
   int removed_calls = 0;
-  const int removed = manager.AddEvictionHook([&](int32_t, const BlockKey&) { ++removed_calls; });
+  const int removed =
+      manager.AddEvictionHook([&](int, int32_t, const BlockKey&) { ++removed_calls; });
   manager.AddEvictionHook(
-      [&](int32_t block, const BlockKey& key) { evicted.emplace_back(block, key); });
+      [&](int, int32_t block, const BlockKey& key) { evicted.emplace_back(block, key); });
   manager.RemoveEvictionHook(removed);
   const std::vector<int32_t> tokens = {5, 6, 7, 8};
   BlockTable table;
@@ -346,7 +394,7 @@ TEST(KvDiskSpill, EvictedBlocksComeBackAfterARestart) {
     for (int32_t block : table.group(0)) {
       std::vector<uint8_t> bytes = Payload(block);
       bytes.resize(block_bytes);
-      cache.CopyBlockIn(block, bytes);
+      cache.CopyBlockIn(0, block, bytes);
       contents.push_back(bytes);
     }
     manager.Commit(table, prompt, 7, "");
@@ -364,15 +412,15 @@ TEST(KvDiskSpill, EvictedBlocksComeBackAfterARestart) {
   BlockManager manager(4, 2, true);
   KvDiskSpill spill(manager, cache, **tier);
   EXPECT_EQ(manager.CachedPrefixTokens(prompt, ""), 0);
-  EXPECT_EQ(spill.Restore(prompt, "tenant-b", 4), 0);  // salts apply on disk too
-  EXPECT_EQ(spill.Restore(prompt, "", 4), 3);
-  EXPECT_EQ(spill.Restore(prompt, "", 4), 0);  // in memory now
+  EXPECT_EQ(spill.Restore(prompt, "tenant-b"), 0);  // salts apply on disk too
+  EXPECT_EQ(spill.Restore(prompt, ""), 3);
+  EXPECT_EQ(spill.Restore(prompt, ""), 0);  // in memory now
   EXPECT_TRUE(manager.CheckInvariants().ok());
   BlockTable table;
   ASSERT_EQ(manager.AllocatePrefix(table, prompt, ""), 6);
   std::vector<uint8_t> bytes(block_bytes);
   for (size_t i = 0; i < table.group(0).size(); ++i) {
-    cache.CopyBlockOut(table.group(0)[i], bytes);
+    cache.CopyBlockOut(0, table.group(0)[i], bytes);
     EXPECT_EQ(bytes, contents[i]) << "block " << i;
   }
   manager.Free(table);
@@ -384,7 +432,7 @@ TEST(KvDiskSpill, EvictedBlocksComeBackAfterARestart) {
   Poke((*tier)->PathOf(second), -2, 0);
   BlockManager fresh(4, 2, true);
   KvDiskSpill again(fresh, cache, **tier);
-  EXPECT_EQ(again.Restore(prompt, "", 4), 1);
+  EXPECT_EQ(again.Restore(prompt, ""), 1);
   EXPECT_EQ(fresh.CachedPrefixTokens(prompt, ""), 2);
   EXPECT_TRUE(fresh.CheckInvariants().ok());
 }
@@ -410,7 +458,7 @@ TEST(KvDiskSpill, WriteFailuresNeverStopEviction) {
   BlockTable other;
   ASSERT_TRUE(manager.Grow(other, 4));
   EXPECT_EQ(spill.write_failures(), 2u);
-  EXPECT_EQ(spill.Restore(prompt, "", 2), 0);
+  EXPECT_EQ(spill.Restore(prompt, ""), 0);
   EXPECT_TRUE(manager.CheckInvariants().ok());
   fs::remove(dir);
 }

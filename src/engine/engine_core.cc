@@ -48,7 +48,9 @@ EngineCore::EngineCore(const Model& model, const Tokenizer& tokenizer, const Eng
       drafts_(options, n_draft_blocks, model, kv_) {
   runner_.KeepFinalHidden(drafts_.wants_target_hidden());
   if (drafts_.enabled()) {
-    blocks_.AddEvictionHook([this](int32_t, const BlockKey& key) { drafts_.BlockEvicted(key); });
+    blocks_.AddEvictionHook([this](int group, int32_t, const BlockKey& key) {
+      if (group == 0) drafts_.BlockEvicted(key);
+    });
   }
   if (!options_.kv_disk_dir.empty()) OpenDiskTier();
 }
@@ -73,7 +75,7 @@ void EngineCore::OpenDiskTier() {
   }
   spill_ = std::make_unique<KvDiskSpill>(blocks_, kv_, *disk_);
   scheduler_.SetPrefixRestore([this](std::span<const int32_t> tokens, const std::string& salt) {
-    const int restored = spill_->Restore(tokens, salt, blocks_.available());
+    const int restored = spill_->Restore(tokens, salt);
     counters_.disk_restored_tokens += static_cast<uint64_t>(restored) * blocks_.block_size();
   });
 }

@@ -228,8 +228,8 @@ int32_t BlockManager::TakeFreshBlock(size_t group) {
   } else {
     assert(!pool.lru.empty());
     block = pool.lru.front();
-    if (group == 0) {
-      for (const auto& [id, hook] : on_evict_) hook(block, pool.key_of[block]);
+    for (const auto& [id, hook] : on_evict_) {
+      hook(static_cast<int>(group), block, pool.key_of[block]);
     }
     pool.lru.pop_front();
     pool.in_lru[block] = false;
@@ -240,11 +240,11 @@ int32_t BlockManager::TakeFreshBlock(size_t group) {
   return block;
 }
 
-bool BlockManager::AdoptCached(const BlockKey& key,
+bool BlockManager::AdoptCached(int group, const BlockKey& key,
                                const std::function<bool(int32_t block)>& fill) {
-  Pool& pool = pools_[0];
-  if (!prefix_caching_ || pool.available() == 0 || HasKey(key)) return false;
-  const int32_t block = TakeFreshBlock(0);
+  Pool& pool = pools_[group];
+  if (!prefix_caching_ || pool.available() == 0 || HasKey(group, key)) return false;
+  const int32_t block = TakeFreshBlock(group);
   pool.refs[block] = 0;
   if (!fill(block)) {
     pool.free.push_back(block);
@@ -257,6 +257,13 @@ bool BlockManager::AdoptCached(const BlockKey& key,
   pool.lru_pos[block] = std::prev(pool.lru.end());
   pool.in_lru[block] = true;
   return true;
+}
+
+void BlockManager::Touch(int group, const BlockKey& key) {
+  Pool& pool = pools_[group];
+  const auto it = pool.cached.find(key);
+  if (it == pool.cached.end() || !pool.in_lru[it->second]) return;
+  pool.lru.splice(pool.lru.end(), pool.lru, pool.lru_pos[it->second]);
 }
 
 bool BlockManager::Grow(BlockTable& table, int n_tokens, bool evict) {
@@ -376,8 +383,8 @@ void BlockManager::Free(BlockTable& table) {
   table.keys.clear();
 }
 
-std::vector<std::pair<int32_t, BlockKey>> BlockManager::KeyedBlocks() const {
-  const Pool& pool = pools_[0];
+std::vector<std::pair<int32_t, BlockKey>> BlockManager::KeyedBlocks(int group) const {
+  const Pool& pool = pools_[group];
   std::vector<std::pair<int32_t, BlockKey>> out;
   for (size_t b = 0; b < pool.refs.size(); ++b) {
     if (pool.has_key[b]) out.emplace_back(static_cast<int32_t>(b), pool.key_of[b]);

@@ -104,9 +104,9 @@ class BlockManager {
   // Blocks of every pool together; of one group's pool.
   int n_blocks() const;
   int n_blocks(int group) const { return static_cast<int>(pools_[group].refs.size()); }
-  // Blocks of group 0's pool that can be handed out now (free + evictable cached); the disk
-  // tier's bound (it serves models of one group).
-  int available() const { return pools_[0].available(); }
+  // Blocks of a group's pool that can be handed out now (free + evictable cached); the disk
+  // tier's bound on what it reads back.
+  int available(int group = 0) const { return pools_[group].available(); }
   // Counts over every pool; of one group's pool.
   BlockManagerStats Stats() const;
   BlockManagerStats Stats(int group) const;
@@ -185,20 +185,31 @@ class BlockManager {
   // Checks every invariant of every pool (states, counts, lists, map); for tests.
   Status CheckInvariants() const;
 
-  // Hooks on group 0's pool (the disk tier's write, history drafting's forgetting): each is called
-  // with a cached block and its key just before the block is evicted for reuse, while its K/V
-  // still holds the key's content. Add returns an id for Remove. Called in the order added.
-  using EvictionHook = std::function<void(int32_t block, const BlockKey& key)>;
+  // Hooks on every group's pool (the disk tier's write; history drafting's forgetting, which
+  // watches group 0): each is called with the group, a cached block and its key just before the
+  // block is evicted for reuse, while its K/V (or state) still holds the key's content. Add
+  // returns an id for Remove. Called in the order added.
+  using EvictionHook = std::function<void(int group, int32_t block, const BlockKey& key)>;
   int AddEvictionHook(EvictionHook hook);
   void RemoveEvictionHook(int id);
-  // The disk tier's read: whether a block of `key` is in memory (used or cached), and taking a
-  // fresh block that `fill` loads with the key's K/V, kept as a cached block of `key` (the most
-  // recently used) when `fill` returns true, else freed. False when no block is available.
-  bool HasKey(const BlockKey& key) const { return pools_[0].cached.count(key) != 0; }
-  bool AdoptCached(const BlockKey& key, const std::function<bool(int32_t block)>& fill);
-  // Every block that has a key (used or cached) with its key, by block id (the disk tier's
-  // write at shutdown).
-  std::vector<std::pair<int32_t, BlockKey>> KeyedBlocks() const;
+  // The disk tier's read: whether a group's block of `key` is in memory (used or cached), and
+  // taking a fresh block of the group that `fill` loads with the key's K/V (or state), kept as a
+  // cached block of `key` (the most recently used) when `fill` returns true, else freed. False
+  // when no block is available.
+  bool HasKey(int group, const BlockKey& key) const { return pools_[group].cached.count(key) != 0; }
+  // Whether that block is cached, unreferenced (evictable: it counts in available()).
+  bool IsEvictable(int group, const BlockKey& key) const {
+    const auto it = pools_[group].cached.find(key);
+    return it != pools_[group].cached.end() && pools_[group].in_lru[it->second];
+  }
+  bool AdoptCached(int group, const BlockKey& key, const std::function<bool(int32_t block)>& fill);
+  // Makes a cached (unreferenced) block of `key` the group's most recently used, so that taking
+  // fresh blocks evicts others first (the disk tier keeps the in-memory part of the prefix it
+  // completes). No change for a used block or an unknown key.
+  void Touch(int group, const BlockKey& key);
+  // Every block of a group's pool that has a key (used or cached) with its key, by block id (the
+  // disk tier's write at shutdown).
+  std::vector<std::pair<int32_t, BlockKey>> KeyedBlocks(int group) const;
 
  private:
   struct KeyHash {

@@ -63,30 +63,46 @@ KvCache::KvCache(const KvSpec& spec, const KvFormat& format, int block_size,
   }
 }
 
-void KvCache::CopyBlockOut(int block, std::span<uint8_t> out) const {
-  assert(block >= 0 && block < *std::min_element(n_blocks_.begin(), n_blocks_.end()));
+namespace {
+
+// The pools of one layer's block: K then V rows, or the one state.  (pool, bytes)
+template <typename Fn>
+void ForEachBlockPool(const KvLayerView& view, int block_size, int block, Fn&& fn) {
+  if (view.state_floats > 0) {
+    fn(reinterpret_cast<uint8_t*>(view.state(block)),
+       static_cast<size_t>(view.state_floats) * sizeof(float));
+    return;
+  }
+  const size_t bytes = view.slot_bytes() * block_size;
+  for (uint8_t* pool : {view.k, view.v}) fn(pool + static_cast<size_t>(block) * bytes, bytes);
+}
+
+}  // namespace
+
+void KvCache::CopyBlockOut(int group, int block, std::span<uint8_t> out) const {
+  assert(block >= 0 && block < n_blocks_[group]);
   size_t at = 0;
   for (const KvLayerView& view : views_) {
-    const size_t bytes = view.slot_bytes() * block_size_;
-    for (const uint8_t* pool : {view.k, view.v}) {
+    if (view.group != group || view.k == nullptr) continue;
+    ForEachBlockPool(view, block_size_, block, [&](const uint8_t* pool, size_t bytes) {
       assert(at + bytes <= out.size());
-      allocator_->CopyToHost(pool + static_cast<size_t>(block) * bytes, bytes, out.data() + at);
+      allocator_->CopyToHost(pool, bytes, out.data() + at);
       at += bytes;
-    }
+    });
   }
   assert(at == out.size());
 }
 
-void KvCache::CopyBlockIn(int block, std::span<const uint8_t> in) {
-  assert(block >= 0 && block < *std::min_element(n_blocks_.begin(), n_blocks_.end()));
+void KvCache::CopyBlockIn(int group, int block, std::span<const uint8_t> in) {
+  assert(block >= 0 && block < n_blocks_[group]);
   size_t at = 0;
   for (const KvLayerView& view : views_) {
-    const size_t bytes = view.slot_bytes() * block_size_;
-    for (uint8_t* pool : {view.k, view.v}) {
+    if (view.group != group || view.k == nullptr) continue;
+    ForEachBlockPool(view, block_size_, block, [&](uint8_t* pool, size_t bytes) {
       assert(at + bytes <= in.size());
-      allocator_->CopyFromHost(in.data() + at, bytes, pool + static_cast<size_t>(block) * bytes);
+      allocator_->CopyFromHost(in.data() + at, bytes, pool);
       at += bytes;
-    }
+    });
   }
   assert(at == in.size());
 }

@@ -45,12 +45,12 @@ class KvCache {
   static uint64_t BytesPerBlock(const KvSpec& spec, const KvFormat& format, int block_size);
   static uint64_t BytesPerBlock(const KvSpec& spec, const KvFormat& format, int block_size,
                                 int group);
-  // One block's K and V of every layer, as one byte string (layer order, K then V; the disk
-  // tier's payload), and back, through the allocator's copies (device memory on a GPU backend).
-  // Only where every group has this block id: one block of each group's pools (the engine's disk
-  // tier serves models of one group).  out, in: [BytesPerBlock]
-  void CopyBlockOut(int block, std::span<uint8_t> out) const;
-  void CopyBlockIn(int block, std::span<const uint8_t> in);
+  // One block of one group's pools as one byte string (the disk tier's payload), and back,
+  // through the allocator's copies (device memory on a GPU backend): the group's layers in order,
+  // each its K then V rows of the block, or its state (a recurrent-state group: state_floats
+  // F32). A one-group model's bytes are every layer's K and V.  out, in: [BytesPerBlock(group)]
+  void CopyBlockOut(int group, int block, std::span<uint8_t> out) const;
+  void CopyBlockIn(int group, int block, std::span<const uint8_t> in);
 
  private:
   KvFormat format_;

@@ -1,24 +1,29 @@
 #include "kv/kv_disk_spill.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cstdio>
 
 namespace kvserve {
 
 KvDiskSpill::KvDiskSpill(BlockManager& manager, KvCache& cache, DiskTier& tier)
-    : manager_(manager), cache_(cache), tier_(tier), buffer_(tier.block_bytes()) {
-  hook_id_ =
-      manager_.AddEvictionHook([this](int32_t block, const BlockKey& key) { OnEvict(block, key); });
+    : manager_(manager), cache_(cache), tier_(tier) {
+  assert(tier.n_groups() == manager.n_groups() && cache.n_groups() == manager.n_groups());
+  for (int g = 0; g < tier.n_groups(); ++g) buffers_.emplace_back(tier.block_bytes(g));
+  hook_id_ = manager_.AddEvictionHook(
+      [this](int group, int32_t block, const BlockKey& key) { OnEvict(group, block, key); });
 }
 
 KvDiskSpill::~KvDiskSpill() { manager_.RemoveEvictionHook(hook_id_); }
 
-bool KvDiskSpill::OnEvict(int32_t block, const BlockKey& key) {
+bool KvDiskSpill::OnEvict(int group, int32_t block, const BlockKey& key) {
   // A read-only tier was reported once at start-up (EngineCore::OpenDiskTier), not per block.
   if (!tier_.writable()) return false;
-  if (tier_.Contains(key)) return false;  // already there (read back earlier, or another process)
-  cache_.CopyBlockOut(block, buffer_);
-  const Status written = tier_.Put(key, buffer_);
+  // Already there (read back earlier, or another process).
+  if (tier_.Contains(key, group)) return false;
+  std::vector<uint8_t>& buffer = buffers_[group];
+  cache_.CopyBlockOut(group, block, buffer);
+  const Status written = tier_.Put(key, buffer, group);
   if (written.ok()) return true;
   ++write_failures_;
   if (!warned_) {
@@ -31,28 +36,99 @@ bool KvDiskSpill::OnEvict(int32_t block, const BlockKey& key) {
 
 int KvDiskSpill::Flush() {
   int written = 0;
-  for (const auto& [block, key] : manager_.KeyedBlocks()) written += OnEvict(block, key) ? 1 : 0;
+  for (int g = 0; g < manager_.n_groups(); ++g) {
+    for (const auto& [block, key] : manager_.KeyedBlocks(g)) {
+      written += OnEvict(g, block, key) ? 1 : 0;
+    }
+  }
   return written;
 }
 
-int KvDiskSpill::Restore(std::span<const int32_t> tokens, const std::string& salt, int max_blocks) {
+KvDiskSpill::Where KvDiskSpill::Locate(int group, int b, const std::vector<BlockKey>& keys,
+                                       WhereTable& where) const {
+  Where& w = where[group][b];
+  if (w == Where::kUnknown) {
+    w = manager_.IsEvictable(group, keys[b]) ? Where::kCached
+        : manager_.HasKey(group, keys[b])    ? Where::kUsed
+        : tier_.Contains(keys[b], group)     ? Where::kDisk
+                                             : Where::kNone;
+  }
+  return w;
+}
+
+int KvDiskSpill::FirstNeeded(int group, int n) const {
+  return std::min(n, manager_.FirstLiveBlock(group, n * manager_.block_size()));
+}
+
+int KvDiskSpill::DeepestHit(const std::vector<BlockKey>& keys, WhereTable& where) const {
+  const int n_groups = manager_.n_groups();
+  // The groups that need every block of the deepest hit bound it by their leading run.
+  int n_max = static_cast<int>(keys.size());
+  for (int g = 0; g < n_groups; ++g) {
+    if (FirstNeeded(g, n_max) != 0) continue;  // a window or a state: checked per hit below
+    for (int b = 0; b < n_max; ++b) {
+      if (Locate(g, b, keys, where) == Where::kNone) {
+        n_max = b;
+        break;
+      }
+    }
+  }
+  for (int n = n_max; n > 0; --n) {
+    bool found = true;
+    for (int g = 0; g < n_groups && found; ++g) {
+      // The reads must fit in the pool beside the needed cached blocks, which ReadBack keeps.
+      int room = 0;
+      for (int b = FirstNeeded(g, n); b < n && found; ++b) {
+        const Where w = Locate(g, b, keys, where);
+        found = w != Where::kNone;
+        room += w == Where::kDisk || w == Where::kCached ? 1 : 0;
+      }
+      found = found && room <= manager_.available(g);
+    }
+    if (found) return n;
+  }
+  return 0;
+}
+
+bool KvDiskSpill::ReadBack(const std::vector<BlockKey>& keys, int n, WhereTable& where) {
+  for (int g = 0; g < manager_.n_groups(); ++g) {
+    std::vector<uint8_t>& buffer = buffers_[g];
+    // The needed blocks already in memory become the most recently used: the reads evict others.
+    for (int b = FirstNeeded(g, n); b < n; ++b) {
+      if (where[g][b] == Where::kCached) manager_.Touch(g, keys[b]);
+    }
+    for (int b = FirstNeeded(g, n); b < n; ++b) {
+      if (where[g][b] != Where::kDisk) continue;
+      const bool read = manager_.AdoptCached(g, keys[b], [&](int32_t block) {
+        if (!tier_.Get(keys[b], buffer, g)) return false;
+        cache_.CopyBlockIn(g, block, buffer);
+        return true;
+      });
+      where[g][b] = read ? Where::kCached : Where::kNone;
+      if (!read) return false;
+    }
+  }
+  return true;
+}
+
+int KvDiskSpill::Restore(std::span<const int32_t> tokens, const std::string& salt) {
   if (tokens.empty()) return 0;
   const int block_size = manager_.block_size();
+  const int before = manager_.CachedPrefixTokens(tokens, salt) / block_size;
   const size_t n_full = (tokens.size() - 1) / block_size;
-  int restored = 0;
-  BlockKey key{};
-  for (size_t b = 0; b < n_full && restored < max_blocks; ++b) {
-    key = BlockManager::KeyOf(b ? &key : nullptr, salt, tokens.subspan(b * block_size, block_size));
-    if (manager_.HasKey(key)) continue;
-    const bool read = manager_.AdoptCached(key, [&](int32_t block) {
-      if (!tier_.Get(key, buffer_)) return false;
-      cache_.CopyBlockIn(block, buffer_);
-      return true;
-    });
-    if (!read) break;
-    ++restored;
+  std::vector<BlockKey> keys;
+  keys.reserve(n_full);
+  for (size_t b = 0; b < n_full; ++b) {
+    keys.push_back(BlockManager::KeyOf(b ? &keys.back() : nullptr, salt,
+                                       tokens.subspan(b * block_size, block_size)));
   }
-  return restored;
+  WhereTable where(manager_.n_groups(), std::vector<Where>(n_full, Where::kUnknown));
+  // Each failed read marks one block kNone, so this ends.
+  for (;;) {
+    const int n = DeepestHit(keys, where);
+    if (n <= before || ReadBack(keys, n, where)) break;
+  }
+  return std::max(0, manager_.CachedPrefixTokens(tokens, salt) / block_size - before);
 }
 
 }  // namespace kvserve
