@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <random>
@@ -464,25 +465,34 @@ TEST(KvWindowPools, EngineSizesEachGroupByItsNeed) {
   EXPECT_LE((*budget)->Stats().kv_bytes, uint64_t{1} << 20);
 }
 
-// The disk tier stores one block id's K/V of every layer; a model with a window group has one
-// block id per group, so the tier stays off (with a warning) and the engine still serves.
-TEST(KvWindowDiskTier, IsOffForAModelWithSeveralGroups) {
+// The disk tier keeps one file per group and block: a model with a window group runs with it,
+// and a restart over the same directory (a new core) answers a prompt from disk, its cached
+// tokens the blocks the full group and the last window read back, the same tokens and logprobs
+// as the unfreed run, nothing left referenced.
+TEST(KvWindowDiskTier, AModelWithSeveralGroupsResumesFromDiskAfterARestart) {
   Loaded l = LoadCase("gemma2-f32");
   ASSERT_TRUE(l.model && l.tokenizer);
   EngineOptions options = Options(true);
   options.kv_disk_dir = testing::TempDir() + "/kv-window-disk";
-  EngineCore core(*l.model, *l.tokenizer, options, Pools(l.model->kv_spec(), 64, 16), 0, nullptr);
-  EngineStats stats;
-  core.FillStats(stats);
-  EXPECT_FALSE(stats.kv_disk);
+  std::filesystem::remove_all(options.kv_disk_dir);
   std::mt19937 rng(2);
-  const Request r = Sampled(RandomPrompt(rng, 20, l.model->config().n_vocab), 10, 0);
-  auto stream = std::make_shared<RequestStream>();
-  core.Add(r, stream);
-  while (core.Step()) {
+  const Request r = Sampled(RandomPrompt(rng, 60, l.model->config().n_vocab), 10, 0);
+  const testing::StreamOutput want = Unfreed(*l.model, r, 256);
+  for (int run = 0; run < 2; ++run) {
+    EngineCore core(*l.model, *l.tokenizer, options, Pools(l.model->kv_spec(), 64, 16), 0, nullptr);
+    const testing::StreamOutput got = testing::RunCoreChecked(core, {r})[0];
+    EXPECT_EQ(got.tokens, want.tokens) << "run " << run;
+    EXPECT_EQ(got.logprobs, want.logprobs) << "run " << run;
+    EngineStats stats;
+    core.FillStats(stats);
+    EXPECT_TRUE(stats.kv_disk);
+    for (int used : stats.group_blocks_used) EXPECT_EQ(used, 0) << "run " << run;
+    if (run == 1) {
+      EXPECT_EQ(got.usage.cached_tokens, 56);  // the 14 full blocks before the last token
+      EXPECT_EQ(stats.kv_disk_restored_tokens, 56u);
+      EXPECT_GT(stats.kv_disk_hits, 0u);
+    }
   }
-  EXPECT_EQ(testing::CollectStream(*stream, std::chrono::milliseconds(0)).tokens,
-            Unfreed(*l.model, r, 256).tokens);
 }
 
 }  // namespace

@@ -6,15 +6,19 @@
 // for bit the unfreed SequenceRunner run's: whole prompt, chunked, no-cache, after prefix hits
 // (resuming from a cached state checkpoint), and 16 at once under preemption, leaking nothing;
 // speculative drafts, rejected ones recomputed from the last block boundary's checkpoint, keep
-// the answer; context shift is refused by name and the disk tier is off.
+// the answer; context shift is refused by name; the disk tier keeps the attention blocks and the
+// state checkpoints, so a restarted engine (and one whose small pools evicted them) resumes a
+// prompt from the deepest checkpoint on disk with the uncached answer.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/engine.h"
@@ -428,7 +432,7 @@ TEST_P(Qwen35Engine, DraftsAndSessionsKeepTheAnswerAndLeakNothing) {
   for (int used : stats.group_blocks_used) EXPECT_EQ(used, 0);
 }
 
-TEST_P(Qwen35Engine, ContextShiftIsRefusedAndTheDiskTierOff) {
+TEST_P(Qwen35Engine, ContextShiftIsRefused) {
   Loaded l = LoadTiny(GetParam());
   ASSERT_TRUE(l.model && l.tokenizer);
   EngineOptions o = Options(true);
@@ -436,12 +440,6 @@ TEST_P(Qwen35Engine, ContextShiftIsRefusedAndTheDiskTierOff) {
   auto shift = Engine::Create(*l.model, *l.tokenizer, o);
   ASSERT_FALSE(shift.ok());
   EXPECT_NE(shift.message().find("context shift"), std::string::npos) << shift.message();
-  // The disk tier cannot store a state: the engine runs without it (and says so on stderr).
-  o = Options(true);
-  o.kv_disk_dir = ::testing::TempDir() + GetParam() + "-disk";
-  auto disk = Engine::Create(*l.model, *l.tokenizer, o);
-  ASSERT_TRUE(disk.ok()) << disk.message();
-  EXPECT_EQ((*disk)->Stats().kv_disk_bytes_used, 0u);
   // A request asking to shift on an engine that allows nothing else is refused too.
   auto engine = Engine::Create(*l.model, *l.tokenizer, Options(true));
   ASSERT_TRUE(engine.ok()) << engine.message();
@@ -450,6 +448,128 @@ TEST_P(Qwen35Engine, ContextShiftIsRefusedAndTheDiskTierOff) {
   auto submitted = (*engine)->Submit(r);
   ASSERT_FALSE(submitted.ok());
   EXPECT_NE(submitted.status().message().find("recurrent state"), std::string::npos);
+}
+
+// ---- The disk tier: attention blocks and state checkpoints, one file each ----------------------
+
+// Blocks of 16 tokens and chunks of 64 (4 blocks: a chunk holds states at its blocks 2 and 3), so
+// a 600-token prompt's checkpoints are blocks 2, 3, 6, 7, ..., 34, 35 and 36 (the last chunk's).
+EngineOptions DiskOptions(const std::string& dir) {
+  EngineOptions o = Options(true);
+  o.n_ctx = 1024;
+  o.block_size = 16;
+  o.max_batched_tokens = 64;
+  o.kv_disk_dir = dir;
+  return o;
+}
+
+std::string FreshDiskDir(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + name;
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+// One request through an engine; `stats` gets the engine's stats once its blocks are released
+// (the engine thread frees them just after the finish event; a leak shows after 5 s).
+Output Serve(Engine& engine, const Request& r, EngineStats& stats) {
+  auto stream = engine.Submit(r);
+  EXPECT_TRUE(stream.ok()) << stream.message();
+  if (!stream.ok()) return {};
+  const Output out = testing::CollectStream(**stream, std::chrono::seconds(120));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  do {
+    stats = engine.Stats();
+    if (std::all_of(stats.group_blocks_used.begin(), stats.group_blocks_used.end(),
+                    [](int used) { return used == 0; })) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  } while (std::chrono::steady_clock::now() < deadline);
+  return out;
+}
+
+// A 600-token prompt answered by one engine, then (a restart: the engine destroyed, a new one
+// on the same directory) the same prompt and one sharing its first 300 tokens: the first resumes
+// after 592 tokens (37 blocks read back and block 36's state, the last chunk's), the second from
+// the deepest checkpoint inside its 18 shared blocks (block 15's state: 256 tokens); both answers
+// equal an engine's without a prefix cache bit for bit, and no block stays referenced.
+TEST_P(Qwen35Engine, TheDiskTierResumesFromACheckpointAfterARestart) {
+  Loaded l = LoadTiny(GetParam());
+  ASSERT_TRUE(l.model && l.tokenizer);
+  const int n_vocab = l.model->config().n_vocab;
+  std::mt19937 rng(61);
+  const Request a = Sampled(RandomPrompt(rng, 600, n_vocab), 20, 3);
+  std::vector<int32_t> shared(a.prompt.begin(), a.prompt.begin() + 300);
+  const std::vector<int32_t> tail = RandomPrompt(rng, 40, n_vocab);
+  shared.insert(shared.end(), tail.begin(), tail.end());
+  const Request b = Sampled(shared, 20, 4);
+  const std::string dir = FreshDiskDir(GetParam() + "-disk-restart");
+  EngineStats stats;
+  std::vector<Output> want;
+  {
+    EngineOptions plain = DiskOptions("");
+    plain.prefix_caching = false;
+    auto engine = Engine::Create(*l.model, *l.tokenizer, plain);
+    ASSERT_TRUE(engine.ok()) << engine.message();
+    for (const Request& r : {a, b}) want.push_back(Serve(**engine, r, stats));
+  }
+  EXPECT_EQ(want[0].tokens, Unfreed(*l.model, a, 1024).tokens);
+  {
+    auto engine = Engine::Create(*l.model, *l.tokenizer, DiskOptions(dir));
+    ASSERT_TRUE(engine.ok()) << engine.message();
+    const Output first = Serve(**engine, a, stats);
+    EXPECT_EQ(first.tokens, want[0].tokens);
+    EXPECT_EQ(first.logprobs, want[0].logprobs);
+    EXPECT_TRUE(stats.kv_disk);
+    for (int used : stats.group_blocks_used) EXPECT_EQ(used, 0);
+  }  // the engine writes its prefix blocks and checkpoints as it stops
+  auto engine = Engine::Create(*l.model, *l.tokenizer, DiskOptions(dir));
+  ASSERT_TRUE(engine.ok()) << engine.message();
+  const Output again = Serve(**engine, a, stats);
+  EXPECT_EQ(again.usage.cached_tokens, 592);
+  EXPECT_EQ(stats.kv_disk_restored_tokens, 592u);
+  EXPECT_EQ(again.tokens, want[0].tokens);
+  EXPECT_EQ(again.logprobs, want[0].logprobs);
+  const Output part = Serve(**engine, b, stats);
+  EXPECT_EQ(part.usage.cached_tokens, 256);
+  EXPECT_EQ(stats.kv_disk_restored_tokens, 592u + 256u);
+  EXPECT_EQ(part.tokens, want[1].tokens);
+  EXPECT_EQ(part.logprobs, want[1].logprobs);
+  EXPECT_EQ(stats.kv_disk_rejected, 0u);
+  for (int used : stats.group_blocks_used) EXPECT_EQ(used, 0);
+}
+
+// Pools too small for two long prompts (48 attention blocks, 8 states): a second prompt evicts
+// the first one's blocks and checkpoints to disk mid-run, and the first prompt asked again is
+// read back from there (the same engine), with the uncached answer, the pools' invariants after
+// every step and nothing referenced at the end.
+TEST_P(Qwen35Engine, ASmallPoolSpillsCheckpointsToDiskAndReadsThemBack) {
+  Loaded l = LoadTiny(GetParam());
+  ASSERT_TRUE(l.model && l.tokenizer);
+  const int n_vocab = l.model->config().n_vocab;
+  std::mt19937 rng(62);
+  const Request a = Sampled(RandomPrompt(rng, 600, n_vocab), 20, 5);
+  const Request c = Sampled(RandomPrompt(rng, 600, n_vocab), 20, 6);
+  const Output want_a = Unfreed(*l.model, a, 1024);
+  EngineCore core(*l.model, *l.tokenizer, DiskOptions(FreshDiskDir(GetParam() + "-disk-spill")),
+                  Pools(l.model->kv_spec(), 48, 8), 0, nullptr);
+  const Output first = testing::RunCoreChecked(core, {a})[0];
+  const Output other = testing::RunCoreChecked(core, {c})[0];
+  EngineStats stats;
+  core.FillStats(stats);
+  EXPECT_GT(stats.kv_disk_writes, 37u);  // a's attention blocks and some of its checkpoints
+  EXPECT_EQ(stats.kv_disk_hits, 0u);
+  const Output again = testing::RunCoreChecked(core, {a})[0];
+  core.FillStats(stats);
+  EXPECT_EQ(again.usage.cached_tokens, 592);
+  EXPECT_GT(stats.kv_disk_hits, 0u);
+  EXPECT_EQ(stats.kv_disk_restored_tokens, 592u);
+  for (const Output* out : {&first, &again}) {
+    EXPECT_EQ(out->tokens, want_a.tokens);
+    EXPECT_EQ(out->logprobs, want_a.logprobs);
+  }
+  EXPECT_EQ(other.tokens, Unfreed(*l.model, c, 1024).tokens);
+  for (int used : stats.group_blocks_used) EXPECT_EQ(used, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, Qwen35Engine, ::testing::Values("qwen35-tiny", "qwen35moe-tiny"),

@@ -2,6 +2,8 @@
 
 #include <filesystem>
 #include <system_error>
+#include <utility>
+#include <vector>
 
 #include "kv/kv_cache.h"
 
@@ -14,6 +16,20 @@ std::string DiskModelIdentity(const EngineOptions& options, const GgufFile& file
   const auto mtime = std::filesystem::last_write_time(file.path(), error);
   return (path.empty() ? file.path() : path.string()) + "|" + std::to_string(file.file_size()) +
          "|" + std::to_string(error ? 0 : mtime.time_since_epoch().count());
+}
+
+std::string DiskGroupLayout(const KvSpec& spec) {
+  if (spec.groups.size() <= 1) return "";
+  std::string layout;
+  for (const KvGroupSpec& group : spec.groups) {
+    if (!layout.empty()) layout += "|";
+    layout += group.kind->Describe() + ":layers";
+    for (int layer : group.layers) layout += " " + std::to_string(layer);
+    layout += group.kind->per_position()
+                  ? ":kv " + std::to_string(group.n_kv_heads) + "x" + std::to_string(group.head_dim)
+                  : ":state " + std::to_string(group.state_floats);
+  }
+  return layout;
 }
 
 Result<std::unique_ptr<DiskTier>> OpenEngineDiskTier(const EngineOptions& options,
@@ -30,18 +46,18 @@ Result<std::unique_ptr<DiskTier>> OpenEngineDiskTier(const EngineOptions& option
                                 " layers keep state the disk tier cannot store");
     }
   }
-  // A block file holds one block id's K/V of every layer; with several layer groups a block id
-  // names a different block in each group's pool.
-  const int n_groups = static_cast<int>(spec.groups.size());
-  if (n_groups != 1) {
-    return R::InvalidArgument("the model has " + std::to_string(n_groups) +
-                              " KV layer groups (sliding-window layers); the disk tier serves "
-                              "models of one group");
+  // One file per group and block: what a block of each group holds is its kind's (K/V rows of
+  // its positions, or a recurrent state), BytesPerBlock of that group.
+  std::vector<uint64_t> block_bytes;
+  for (size_t g = 0; g < spec.groups.size(); ++g) {
+    block_bytes.push_back(
+        KvCache::BytesPerBlock(spec, options.kv_type, options.block_size, static_cast<int>(g)));
   }
-  const std::string fingerprint = DiskTier::Fingerprint(DiskModelIdentity(options, model.file()),
-                                                        options.kv_type.Name(), options.block_size);
+  const std::string fingerprint =
+      DiskTier::Fingerprint(DiskModelIdentity(options, model.file()), options.kv_type.Name(),
+                            options.block_size, DiskGroupLayout(spec));
   return DiskTier::Open(options.kv_disk_dir, options.kv_disk_bytes, fingerprint,
-                        KvCache::BytesPerBlock(spec, options.kv_type, options.block_size));
+                        std::move(block_bytes));
 }
 
 }  // namespace kvserve

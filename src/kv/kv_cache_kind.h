@@ -31,10 +31,12 @@ class KvCacheKind {
   // Keys a query reads, its own included, for AttentionParams::window; 0: every earlier key.
   virtual int attention_window() const = 0;
 
-  // Whether the disk tier may keep this group's blocks: a block holds the K/V of fixed positions
-  // of a token prefix, valid for any later sequence with that prefix (full causal, sliding
-  // window). A kind whose state is not per position (a recurrent state) says no, and an engine
-  // over it runs without the disk tier, saying why.
+  // Whether the disk tier may keep this group's blocks (KvGroupSpec::BlockBytes each, one file
+  // per block and key): a block holds what a token prefix determines alone, valid for any later
+  // sequence with that prefix: the K/V of fixed positions (full causal, sliding window) or the
+  // state after the prefix's last token (a recurrent state's checkpoint). A kind whose blocks
+  // depend on more than their prefix says no, and an engine over it runs without the disk tier,
+  // saying why.
   virtual bool disk_storable() const = 0;
 
   // Whether each block holds a K and a V row per position (the attention kinds), or one state

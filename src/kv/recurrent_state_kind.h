@@ -14,9 +14,10 @@
 // block n - 1. Inside a prefill chunk only every interval-th block and the chunk's last two get
 // a block (HoldsBlock; the others stay kNoBlock and the forward pass runs past them), so a chunk
 // of 512 tokens takes a handful of states, not 32; while decoding, every block the sequence
-// reaches holds its state. A state is not per position: the disk tier does not store it (an engine
-// over it runs without the tier, saying why), and a rejected speculative token cannot be taken back
-// out of it (the engine refuses drafts and context shift on such a model).
+// reaches holds its state. A checkpoint is valid for any later sequence with its prefix, so the
+// disk tier stores it like a K/V block (one file per checkpoint: the state of every layer of the
+// group). A state is not per position: a rejected speculative token cannot be taken back out of
+// it (the scheduler recomputes from the last checkpoint) and a context shift is refused.
 #pragma once
 
 #include "kv/kv_cache_kind.h"
@@ -37,8 +38,8 @@ class RecurrentStateKind final : public KvCacheKind {
   int FirstLiveBlock(int next_position, int block_size) const override;
   // Two: the live block and, once it fills, the next one.
   int BlocksPerSequence(int n_tokens, int block_size) const override;
-  int attention_window() const override { return 0; }  // nothing attends to a state
-  bool disk_storable() const override { return false; }
+  int attention_window() const override { return 0; }   // nothing attends to a state
+  bool disk_storable() const override { return true; }  // a checkpoint, per prefix key
   bool per_position() const override { return false; }
   // The chunk's last two blocks (the state after its end, and after its last block boundary,
   // where a rejected draft returns to) and every interval-th (a checkpoint).
