@@ -158,11 +158,56 @@ TEST(QuantRecipe, UnknownNamesAreRefusedWithTheChoices) {
   EXPECT_NE(recipe.message().find("q4_k_m"), std::string::npos) << recipe.message();
 }
 
+// llama-quantize keeps these whatever the file type (its tensor_allows_quantization): Qwen3.5's
+// and Mamba's ssm_conv1d, LFM2's short convolutions, RWKV's time_mix matrices, norms, routers,
+// Gemma's per-layer projection. The delta net's other matrices are quantized as any other.
+TEST(QuantRecipe, TensorsLlamaCppNeverQuantizesStayF32) {
+  const QuantModelShape shape{.n_layers = 8, .n_gqa = 2};
+  using T = GgmlType;
+  for (const char* r : {"f16", "bf16", "q8_0", "q4_0", "q2_k", "q4_k_m", "q6_k", "mxfp4_moe"}) {
+    for (const std::string& t :
+         {Blk(2, "ssm_conv1d"), Blk(0, "shortconv.conv"), Blk(1, "time_mix_w1"),
+          Blk(1, "time_mix_lerp_fused"), Blk(1, "time_mix_decay_w2"), Blk(3, "ssm_norm"),
+          Blk(3, "attn_q_norm"), Blk(3, "ffn_gate_inp"), Blk(0, "altup_correct_coef"),
+          Blk(0, "laurel_l"), Blk(0, "attn_rel_b"), Blk(0, "indexer.k_proj"),
+          std::string("per_layer_model_proj.weight"), std::string("position_embd.weight"),
+          std::string("token_types.weight")}) {
+      EXPECT_EQ(TypeIn(r, t, shape), T::kF32) << r << " " << t;
+    }
+  }
+  EXPECT_EQ(TypeIn("q4_k_m", Blk(2, "ssm_out"), shape), T::kQ4_K);
+  EXPECT_EQ(TypeIn("q4_k_m", Blk(2, "ssm_alpha"), shape), T::kQ4_K);
+  EXPECT_EQ(TypeIn("q4_k_m", Blk(2, "attn_gate"), shape), T::kQ4_K);
+  EXPECT_EQ(TypeIn("q8_0", Blk(2, "ssm_beta"), shape), T::kQ8_0);
+}
+
+// llama.cpp counts every tensor whose name holds "ffn_down" as a down projection: a shared
+// expert's (qwen35moe, qwen2moe) gets the same extra bits as the layer's dense or expert one.
+TEST(QuantRecipe, SharedExpertDownProjectionsFollowTheDownRules) {
+  const QuantModelShape moe{.n_layers = 8, .n_gqa = 2, .n_expert = 4};
+  using T = GgmlType;
+  for (int layer = 0; layer < 8; ++layer) {
+    // More bits in layers 0, 3, 6 and 7 of 8 (the first and last eighth, every third between).
+    const bool more = layer == 0 || layer == 3 || layer >= 6;
+    EXPECT_EQ(TypeIn("q4_k_m", Blk(layer, "ffn_down_shexp"), moe), more ? T::kQ6_K : T::kQ4_K)
+        << layer;
+    EXPECT_EQ(TypeIn("q5_k_m", Blk(layer, "ffn_down_shexp"), moe), more ? T::kQ6_K : T::kQ5_K)
+        << layer;
+    EXPECT_EQ(TypeIn("q4_k_m", Blk(layer, "ffn_down_shexp"), moe),
+              TypeIn("q4_k_m", Blk(layer, "ffn_down_exps"), moe))
+        << layer;
+    EXPECT_EQ(TypeIn("q2_k", Blk(layer, "ffn_down_shexp"), moe), T::kQ3_K) << layer;
+    EXPECT_EQ(TypeIn("q4_k_m", Blk(layer, "ffn_up_shexp"), moe), T::kQ4_K) << layer;
+  }
+}
+
 TEST(QuantRecipe, RowsOffTheSuperBlockTakeLlamaCppsFallback) {
   EXPECT_EQ(SuperBlockFallback(GgmlType::kQ4_K), GgmlType::kQ5_0);
   EXPECT_EQ(SuperBlockFallback(GgmlType::kQ5_K), GgmlType::kQ5_1);
   EXPECT_EQ(SuperBlockFallback(GgmlType::kQ6_K), GgmlType::kQ8_0);
-  EXPECT_EQ(SuperBlockFallback(GgmlType::kQ2_K), GgmlType::kIQ4_NL);
+  // llama.cpp 3f545becc: Q2_K and Q3_K rows fall back to Q4_0 (older versions took IQ4_NL).
+  EXPECT_EQ(SuperBlockFallback(GgmlType::kQ2_K), GgmlType::kQ4_0);
+  EXPECT_EQ(SuperBlockFallback(GgmlType::kQ3_K), GgmlType::kQ4_0);
   EXPECT_EQ(SuperBlockFallback(GgmlType::kQ8_0), GgmlType::kQ8_0);
 }
 

@@ -1,5 +1,6 @@
 #include "model/quant_recipe.h"
 
+#include <algorithm>
 #include <charconv>
 
 namespace kvserve {
@@ -48,6 +49,34 @@ constexpr Entry kRecipes[] = {
     {"mxfp4_moe", GgmlType::kMXFP4, 38, kMxfp4Moe},
 };
 
+// What llama-quantize never quantizes, whatever the recipe (llama-quant.cpp's
+// tensor_allows_quantization, read as the spec): a tensor whose name contains one of these.
+// clang-format off
+constexpr std::string_view kNeverQuantized[] = {
+    // Norms (2-D ones too), mixture-of-experts routers and token -> expert tables.
+    "_norm.weight", "ffn_gate_inp.weight", "ffn_gate_tid2eid.weight",
+    // Gemma 3n's and Gemma 4's small matrices.
+    "altup", "laurel", "per_layer_model_proj",
+    // Recurrent layers' convolutions (Mamba, Qwen3.5's delta net, LFM2), indexer projections.
+    "ssm_conv1d", "shortconv.conv.weight", "indexer.k_proj.weight", "indexer.q_proj.weight",
+    // RWKV's small 2-D weights.
+    "time_mix_first.weight", "time_mix_w0.weight", "time_mix_w1.weight", "time_mix_w2.weight",
+    "time_mix_v0.weight", "time_mix_v1.weight", "time_mix_v2.weight", "time_mix_a0.weight",
+    "time_mix_a1.weight", "time_mix_a2.weight", "time_mix_g1.weight", "time_mix_g2.weight",
+    "time_mix_decay_w1.weight", "time_mix_decay_w2.weight", "time_mix_lerp_fused.weight",
+    // T5's relative position bias; multimodal encoders' positions, patches and codebooks.
+    "attn_rel_b.weight", ".position_embd", "sam.pos_embd", "sam.neck.", "sam.net_", ".rel_pos",
+    ".patch_embd", ".patch_merger", "a.rvq.codebook", "mm.a.code_embd"};
+// clang-format on
+
+bool NeverQuantized(std::string_view tensor) {
+  // Learned positions and BERT's token types, by their whole names.
+  if (tensor == "position_embd.weight" || tensor == "token_types.weight") return true;
+  return std::ranges::any_of(kNeverQuantized, [&](std::string_view part) {
+    return tensor.find(part) != std::string_view::npos;
+  });
+}
+
 // The layer index of "blk.N.…", or -1.
 int LayerOf(std::string_view tensor) {
   if (!tensor.starts_with("blk.")) return -1;
@@ -88,8 +117,8 @@ std::string QuantRecipeNames() {
 
 GgmlType QuantRecipe::TypeOf(std::string_view tensor, const QuantModelShape& shape, bool is_output,
                              int64_t experts) const {
-  // A mixture-of-experts router is small and decides which experts run: never quantized.
-  if (tensor.ends_with(".ffn_gate_inp.weight")) return GgmlType::kF32;
+  // Routers, norms, recurrent convolutions and the rest llama.cpp keeps: never quantized.
+  if (NeverQuantized(tensor)) return GgmlType::kF32;
   if (mix_ == Mix::kUniform) return main_;
   // llama.cpp's MXFP4_MOE: tensors with more than one matrix (ne[2] > 1) in MXFP4, the rest
   // (output and embedding included) in Q8_0.
@@ -102,9 +131,8 @@ GgmlType QuantRecipe::TypeOf(std::string_view tensor, const QuantModelShape& sha
   if (tensor.ends_with(".attn_k.weight")) {
     return shape.n_expert == 8 ? GgmlType::kQ8_0 : main_;
   }
-  if (tensor.ends_with(".ffn_down.weight") || tensor.ends_with(".ffn_down_exps.weight")) {
-    return DownType(layer, shape);
-  }
+  // Any down projection: dense, the experts' and the shared expert's (ffn_down_shexp).
+  if (tensor.find("ffn_down") != std::string_view::npos) return DownType(layer, shape);
   if (tensor.ends_with(".attn_output.weight")) return AttentionOutputType(shape);
   return main_;
 }
@@ -181,7 +209,7 @@ GgmlType SuperBlockFallback(GgmlType type) {
   switch (type) {
     case GgmlType::kQ2_K:
     case GgmlType::kQ3_K:
-      return GgmlType::kIQ4_NL;
+      return GgmlType::kQ4_0;
     case GgmlType::kQ4_K:
       return GgmlType::kQ5_0;
     case GgmlType::kQ5_K:

@@ -7,10 +7,11 @@
 // applies the same rules, so a q4_k_m file has the tensor types llama.cpp's `llama-quantize ...
 // Q4_K_M` gives it (tested against ../shared/models/arch). The plain names of types that are no
 // llama.cpp recipe (q3_k, q4_k, q5_k) and f32/f16/bf16/q8_0/q4_0 (as kvserve always wrote them) put
-// every matrix in that one type. A mixture-of-experts router (ffn_gate_inp) stays F32, as llama.cpp
-// keeps it. mxfp4_moe is llama.cpp's MXFP4_MOE (gpt-oss's own mix): the 3-D expert tensors in
-// MXFP4, every other matrix (the output and the token embedding included) in Q8_0; mxfp4 puts
-// every matrix in MXFP4.
+// every matrix in that one type. In every recipe the tensors llama.cpp never quantizes stay F32:
+// mixture-of-experts routers (ffn_gate_inp), norms, recurrent convolutions (ssm_conv1d), RWKV's
+// small time_mix matrices and the others its tensor_allows_quantization names. mxfp4_moe is
+// llama.cpp's MXFP4_MOE (gpt-oss's own mix): the 3-D expert tensors in MXFP4, every other matrix
+// (the output and the token embedding included) in Q8_0; mxfp4 puts every matrix in MXFP4.
 #pragma once
 
 #include <cstdint>
@@ -64,7 +65,8 @@ class QuantRecipe {
   };
   // The type of an attention value projection (attn_v or a fused attn_qkv) of `layer`.
   GgmlType ValueType(int layer, const QuantModelShape& shape) const;
-  // The type of a feed-forward down projection (dense or the experts') of `layer`.
+  // The type of a feed-forward down projection (dense, the experts' or a shared expert's) of
+  // `layer`.
   GgmlType DownType(int layer, const QuantModelShape& shape) const;
   GgmlType AttentionOutputType(const QuantModelShape& shape) const;
   QuantRecipe(std::string name, GgmlType main, uint32_t file_type, Mix mix)
@@ -78,7 +80,8 @@ class QuantRecipe {
 // "f32, f16, bf16, q8_0, q4_0, q4_1, ...": the names QuantRecipe::Find accepts.
 std::string QuantRecipeNames();
 // The type llama.cpp falls back to when a row length is not a multiple of `type`'s 256-element
-// super-block (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K/Q3_K -> IQ4_NL); `type` otherwise.
+// super-block (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K/Q3_K -> Q4_0, as llama.cpp
+// 3f545becc's tensor_type_fallback); `type` otherwise.
 GgmlType SuperBlockFallback(GgmlType type);
 
 }  // namespace kvserve
