@@ -140,6 +140,31 @@ SyntheticShape TinyShape() {
           .ssm_conv_kernel = 4};
 }
 
+// Tests of the K-quant recipes: qwen35-tiny's layout at 256 wide, every row llama.cpp quantizes
+// a multiple of the 256-element super-block (attn_output and ssm_out 512, ffn_down 512), so that
+// llama-quantize's Q4_K_M keeps its Q4_K / Q6_K choices. 4 layers, the last attending: 4 query
+// heads of 128 over 2 KV heads (q 1024 rows), a quarter rotating (32 dims, sections 6 + 5 + 5);
+// delta nets of 2 key heads and 4 value heads of 128 (key dim 256, value dim 512). F32: 15.8 MB.
+SyntheticShape SmallShape() {
+  return {.arch = "qwen35",
+          .n_embd = 256,
+          .n_layers = 4,
+          .n_heads = 4,
+          .n_kv_heads = 2,
+          .n_ff = 512,
+          .n_ctx = 512,
+          .norm_eps = 1e-6f,
+          .rope_freq_base = 10000.0f,
+          .head_dim = 128,
+          .rope_dims = 32,
+          .rope_sections = {6, 5, 5, 0},
+          .full_attention_interval = 4,
+          .ssm_state_size = 128,
+          .ssm_group_count = 2,
+          .ssm_time_step_rank = 4,
+          .ssm_conv_kernel = 4};
+}
+
 // Qwen/Qwen3.5-0.8B's text model (config.json's text_config, as remembered, not checked against
 // the file here): hidden 1024, 24 layers, full_attention_interval 4, 8 heads of 256 over 2 KV
 // heads, partial_rotary_factor 0.25 (64 rope dims), mrope_section [11, 11, 10], rope_theta 1e7,
@@ -186,6 +211,18 @@ SyntheticShape MoeTinyShape() {
   return s;
 }
 
+// qwen35-small's layers with a mixture in place of the MLP: 4 experts of 256, 2 per token, and a
+// shared expert of 256. F32: 25 MB.
+SyntheticShape MoeSmallShape() {
+  SyntheticShape s = SmallShape();
+  s.arch = "qwen35moe";
+  s.n_ff = 256;
+  s.n_ff_expert = 256;
+  s.n_expert = 4;
+  s.n_expert_used = 2;
+  return s;
+}
+
 // Qwen/Qwen3.5-35B-A3B's text model. From llama.cpp's sources and documents: 40 layers (its
 // LLM_TYPE_35B_A3B), 16 query heads over 2 KV heads, 256 experts, 8 routed per token plus one
 // shared expert, full_attention_interval 4 and mrope_section [11, 11, 10] (the converter's
@@ -228,6 +265,7 @@ const SyntheticRecipe& Qwen35MoeSynthetic() {
                                       .metadata = &SynthQwen35MoeMetadata,
                                       .presets = {{"qwen35moe-tiny", MoeTinyShape()},
                                                   {"qwen35moe-tiny-mtp", WithMtp(MoeTinyShape())},
+                                                  {"qwen35moe-small", MoeSmallShape()},
                                                   {"qwen35moe-35b-a3b", Qwen35Moe35BA3B()}}};
   return recipe;
 }
@@ -239,6 +277,7 @@ const SyntheticRecipe& Qwen35Synthetic() {
                                       .metadata = &SynthQwen35Metadata,
                                       .presets = {{"qwen35-tiny", TinyShape()},
                                                   {"qwen35-tiny-mtp", WithMtp(TinyShape())},
+                                                  {"qwen35-small", SmallShape()},
                                                   {"qwen35-0.8b", Qwen35_0_8B()}}};
   return recipe;
 }

@@ -26,7 +26,8 @@ namespace kvserve {
 //     1 + normal: SyntheticFill::kNearOne); no nextn.embed_tokens or nextn.shared_head_head.
 //     block_count counts them, nextn_predict_layers is written.
 // and token_embd, output_norm, output (unless tied). Presets: qwen35-tiny (tests, no MTP layer),
-// qwen35-tiny-mtp (qwen35-tiny and one MTP layer, blk.8), qwen35-0.8b (with its MTP layer).
+// qwen35-tiny-mtp (qwen35-tiny and one MTP layer, blk.8), qwen35-small (tests; rows multiples of
+// the K-quants' 256), qwen35-0.8b (with its MTP layer).
 const SyntheticRecipe& Qwen35Synthetic();
 
 // qwen35's tensors with a mixture in place of each layer's ffn_gate, ffn_up, ffn_down:
@@ -34,7 +35,8 @@ const SyntheticRecipe& Qwen35Synthetic();
 // ffn_down_exps [n_ff_expert -> n_embd], n_expert each; the shared expert ffn_gate_shexp,
 // ffn_up_shexp [n_embd -> n_ff], ffn_down_shexp [n_ff -> n_embd] and its gate
 // ffn_gate_inp_shexp {n_embd} (F32, random); the MTP layer's too. Presets: qwen35moe-tiny (tests,
-// no MTP layer), qwen35moe-tiny-mtp (and one MTP layer), qwen35moe-35b-a3b (with its MTP layer).
+// no MTP layer), qwen35moe-tiny-mtp (and one MTP layer), qwen35moe-small (tests; rows multiples
+// of the K-quants' 256), qwen35moe-35b-a3b (with its MTP layer).
 const SyntheticRecipe& Qwen35MoeSynthetic();
 
 }  // namespace kvserve
