@@ -341,14 +341,172 @@ void Q3_K(const float* x, int64_t n, uint8_t* out) {
   }
 }
 
+namespace {
+
+// llama.cpp's nearest_int: the float adder's round-half-to-even through the 1.5 * 2^23 bias
+// (exact for |v| < 2^22; larger values only meet a clamp).
+int NearestIntBiased(float v) {
+  const float biased = v + 12582912.0f;
+  int32_t bits = 0;
+  std::memcpy(&bits, &biased, sizeof(bits));
+  return (bits & 0x007fffff) - 0x00400000;
+}
+
+int Clamp(int v, int lo, int hi) { return std::max(lo, std::min(hi, v)); }
+
+// A Q4_K sub-block of 32: llama.cpp's weighted search for a scale and a min (the algorithm of its
+// make_qkx2_quants with 15 levels, rmin -1, rdelta 0.1, 20 steps, squared error), every float
+// operation in its order so that the bytes are llama-quantize's. Returns the scale, writes -min
+// (>= 0) and the levels L.
+float FitQ4KSub(const float* x, const float* w, uint8_t L[32], float* neg_min) {
+  constexpr int kN = 32, kLevels = 15;
+  float min = x[0], max = x[0], sum_w = w[0], sum_x = w[0] * x[0];
+  for (int i = 1; i < kN; ++i) {
+    if (x[i] < min) min = x[i];
+    if (x[i] > max) max = x[i];
+    sum_w += w[i];
+    sum_x += w[i] * x[i];
+  }
+  if (min > 0.0f) min = 0.0f;
+  if (max == min) {
+    std::fill(L, L + kN, 0);
+    *neg_min = -min;
+    return 0.0f;
+  }
+  float iscale = static_cast<float>(kLevels) / (max - min);
+  float scale = 1.0f / iscale;
+  float best = 0.0f;
+  for (int i = 0; i < kN; ++i) {
+    L[i] = static_cast<uint8_t>(Clamp(NearestIntBiased(iscale * (x[i] - min)), 0, kLevels));
+    const float diff = scale * static_cast<float>(L[i]) + min - x[i];
+    best += w[i] * (diff * diff);
+  }
+  uint8_t aux[kN];
+  for (int step = 0; step <= 20; ++step) {
+    iscale = (-1.0f + 0.1f * static_cast<float>(step) + static_cast<float>(kLevels)) / (max - min);
+    float sum_l = 0.0f, sum_l2 = 0.0f, sum_xl = 0.0f;
+    for (int i = 0; i < kN; ++i) {
+      const int l = Clamp(NearestIntBiased(iscale * (x[i] - min)), 0, kLevels);
+      aux[i] = static_cast<uint8_t>(l);
+      const float lf = static_cast<float>(l);
+      sum_l += w[i] * lf;
+      sum_l2 += w[i] * lf * lf;
+      sum_xl += w[i] * lf * x[i];
+    }
+    const float det = sum_w * sum_l2 - sum_l * sum_l;
+    if (!(det > 0.0f)) continue;
+    float this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
+    float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
+    if (this_min > 0.0f) {
+      this_min = 0.0f;
+      this_scale = sum_xl / sum_l2;
+    }
+    float error = 0.0f;
+    for (int i = 0; i < kN; ++i) {
+      const float diff = this_scale * static_cast<float>(aux[i]) + this_min - x[i];
+      error += w[i] * (diff * diff);
+    }
+    if (error < best) {
+      std::copy(aux, aux + kN, L);
+      best = error;
+      scale = this_scale;
+      min = this_min;
+    }
+  }
+  *neg_min = -min;
+  return scale;
+}
+
+// A Q6_K sub-block of 16: llama.cpp's search over 19 scales weighted by x^2 (its make_qx_quants
+// with 32 levels each side, rmse_type 1), in its float order. Returns the scale; L = level + 32.
+float FitQ6KSub(const float* x, uint8_t L[16]) {
+  constexpr int kN = 16, kHalf = 32;
+  float max = 0.0f, amax = 0.0f;
+  for (int i = 0; i < kN; ++i) {
+    if (std::fabs(x[i]) > amax) {
+      amax = std::fabs(x[i]);
+      max = x[i];
+    }
+  }
+  if (amax < 1e-15f) {
+    std::fill(L, L + kN, 0);
+    return 0.0f;
+  }
+  // The sums of w x l and w l^2 (w = x^2) at `iscale`; `levels` gets L when not null.
+  const auto sums = [&](float iscale, float* sumlx, float* suml2, uint8_t* levels) {
+    *sumlx = *suml2 = 0.0f;
+    for (int i = 0; i < kN; ++i) {
+      const int l = Clamp(NearestIntBiased(iscale * x[i]), -kHalf, kHalf - 1);
+      if (levels != nullptr) levels[i] = static_cast<uint8_t>(l + kHalf);
+      const float w = x[i] * x[i], lf = static_cast<float>(l);
+      *sumlx += w * x[i] * lf;
+      *suml2 += w * lf * lf;
+    }
+  };
+  float sumlx = 0.0f, suml2 = 0.0f;
+  sums(static_cast<float>(-kHalf) / max, &sumlx, &suml2, L);
+  float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
+  float best = scale * sumlx;
+  for (int step = -9; step <= 9; ++step) {
+    if (step == 0) continue;
+    const float iscale = -(static_cast<float>(kHalf) + 0.1f * static_cast<float>(step)) / max;
+    sums(iscale, &sumlx, &suml2, nullptr);
+    if (suml2 > 0.0f && sumlx * sumlx > best * suml2) {
+      sums(iscale, &sumlx, &suml2, L);
+      scale = sumlx / suml2;
+      best = scale * sumlx;
+    }
+  }
+  return scale;
+}
+
+}  // namespace
+
+// llama.cpp's quantize_row_q4_K_ref (what llama-quantize writes without an importance matrix):
+// per sub-block of 32 the weighted search with w = rms(sub-block) + |x|, scales and mins to 6 bits
+// against the largest, then every value rounded against its stored scale and min (a sub-block
+// whose stored scale is 0 keeps the search's levels).
 void Q4_K(const float* x, int64_t n, uint8_t* out) {
   for (int64_t b = 0; b < n / 256; ++b) {
-    const AsymK r = QuantizeAsymK(x + b * 256, 32, 16, 64);
+    const float* v = x + b * 256;
+    uint8_t L[256];
+    float scales[8], mins[8], weights[32];
+    float max_scale = 0.0f, max_min = 0.0f;
+    for (int s = 0; s < 8; ++s) {
+      const float* xs = v + 32 * s;
+      float sum_x2 = 0.0f;
+      for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
+      const float av_x = std::sqrt(sum_x2 / 32.0f);
+      for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(xs[l]);
+      scales[s] = FitQ4KSub(xs, weights, L + 32 * s, &mins[s]);
+      if (scales[s] > max_scale) max_scale = scales[s];
+      if (mins[s] > max_min) max_min = mins[s];
+    }
+    const float inv_scale = max_scale > 0.0f ? 63.0f / max_scale : 0.0f;
+    const float inv_min = max_min > 0.0f ? 63.0f / max_min : 0.0f;
+    int ls[8], lm[8];
+    for (int s = 0; s < 8; ++s) {
+      ls[s] = std::min(
+          63, static_cast<int>(static_cast<uint8_t>(NearestIntBiased(inv_scale * scales[s]))));
+      lm[s] =
+          std::min(63, static_cast<int>(static_cast<uint8_t>(NearestIntBiased(inv_min * mins[s]))));
+    }
     BlockQ4_K block{};
-    block.d = r.d;
-    block.dmin = r.dmin;
-    PackScaleMinK4(r.scales, r.mins, block.scales);
-    PackK4Nibbles(r.q, block.quants);
+    block.d = FloatToFp16(max_scale / 63.0f);
+    block.dmin = FloatToFp16(max_min / 63.0f);
+    PackScaleMinK4(ls, lm, block.scales);
+    for (int s = 0; s < 8; ++s) {
+      const float d = Fp16ToFloat(block.d) * static_cast<float>(ls[s]);
+      if (d == 0.0f) continue;
+      const float dm = Fp16ToFloat(block.dmin) * static_cast<float>(lm[s]);
+      for (int j = 0; j < 32; ++j) {
+        L[32 * s + j] =
+            static_cast<uint8_t>(Clamp(NearestIntBiased((v[32 * s + j] + dm) / d), 0, 15));
+      }
+    }
+    int q[256];
+    for (int e = 0; e < 256; ++e) q[e] = L[e];
+    PackK4Nibbles(q, block.quants);
     StoreBlock(block, out, b);
   }
 }
@@ -368,18 +526,45 @@ void Q5_K(const float* x, int64_t n, uint8_t* out) {
   }
 }
 
+// llama.cpp's quantize_row_q6_K_ref: per sub-block of 16 the searched scale, the scales to 8
+// bits against the one of largest magnitude (-128 / it), then every value rounded against its
+// stored scale (a sub-block whose stored scale is 0 keeps the search's levels); an all-zero block
+// (largest scale below 1e-15) is all zero bytes.
 void Q6_K(const float* x, int64_t n, uint8_t* out) {
   for (int64_t b = 0; b < n / 256; ++b) {
-    const SymK r = QuantizeSymK(x + b * 256, 32, 128);
+    const float* v = x + b * 256;
+    uint8_t L[256];
+    float scales[16];
+    float max_scale = 0.0f, max_abs_scale = 0.0f;
+    for (int s = 0; s < 16; ++s) {
+      scales[s] = FitQ6KSub(v + 16 * s, L + 16 * s);
+      if (std::fabs(scales[s]) > max_abs_scale) {
+        max_abs_scale = std::fabs(scales[s]);
+        max_scale = scales[s];
+      }
+    }
     BlockQ6_K block{};
-    block.d = r.d;
-    for (int s = 0; s < 16; ++s) block.scales[s] = static_cast<int8_t>(r.scales[s]);
-    for (int e = 0; e < 256; ++e) {
-      const int v = r.q[e] + 32;  // [0, 63]
-      const int nn = e / 128, j = e % 128 / 32, l = e % 32;
-      const int lo = 64 * nn + l + 32 * (j & 1);
-      block.ql[lo] = static_cast<uint8_t>(block.ql[lo] | (v & 0x0f) << (4 * (j / 2)));
-      block.qh[32 * nn + l] = static_cast<uint8_t>(block.qh[32 * nn + l] | (v >> 4) << (2 * j));
+    if (!(max_abs_scale < 1e-15f)) {
+      const float iscale = -128.0f / max_scale;
+      block.d = FloatToFp16(1.0f / iscale);
+      for (int s = 0; s < 16; ++s) {
+        block.scales[s] = static_cast<int8_t>(std::min(127, NearestIntBiased(iscale * scales[s])));
+      }
+      for (int s = 0; s < 16; ++s) {
+        const float d = Fp16ToFloat(block.d) * static_cast<float>(block.scales[s]);
+        if (d == 0.0f) continue;
+        for (int j = 0; j < 16; ++j) {
+          const int l = Clamp(NearestIntBiased(v[16 * s + j] / d), -32, 31);
+          L[16 * s + j] = static_cast<uint8_t>(l + 32);
+        }
+      }
+      for (int e = 0; e < 256; ++e) {
+        const int value = L[e], nn = e / 128, j = e % 128 / 32, l = e % 32;
+        const int lo = 64 * nn + l + 32 * (j & 1);
+        block.ql[lo] = static_cast<uint8_t>(block.ql[lo] | (value & 0x0f) << (4 * (j / 2)));
+        block.qh[32 * nn + l] =
+            static_cast<uint8_t>(block.qh[32 * nn + l] | (value >> 4) << (2 * j));
+      }
     }
     StoreBlock(block, out, b);
   }

@@ -1,6 +1,8 @@
 // The encoders of the GGML block types beyond Q8_0/Q4_0 (quantize_ggml.cc), behind QuantizeRow.
-// Weight encoders (MXFP4's aside) are plain, non-optimizing ones: per block (or sub-block) the
-// scale and offset come from the minimum and maximum, and every value rounds to the nearest level.
+// Q4_K and Q6_K are llama.cpp's searched encoders (quantize_row_q4_K_ref / q6_K_ref, what
+// llama-quantize writes without an importance matrix), byte for byte; MXFP4 is llama.cpp's too.
+// The other weight encoders are plain, non-optimizing ones: per block (or sub-block) the scale and
+// offset come from the minimum and maximum, and every value rounds to the nearest level.
 // The activation encoders (Q8_1, Q8_K) round exactly as llama.cpp's CPU backend does, so that the
 // integer dot products see the same activations.
 #pragma once
