@@ -208,8 +208,9 @@ struct KQuantCase {
   const char* preset;
   const char* name;
   const char* recipe;
-  double tolerance;  // see kKQuantCases
-  int exact_greedy;  // leading greedy tokens that must be llama.cpp's
+  double tolerance;                          // see kKQuantCases
+  int exact_greedy;                          // leading greedy tokens that must be llama.cpp's
+  std::vector<testing::RowTolerance> apart;  // rows where a router picks other experts
 };
 
 // Same bytes, so only the arithmetic differs. llama.cpp's own batch-against-token-by-token noise
@@ -217,12 +218,26 @@ struct KQuantCase {
 // 2e-2 of the row): its matmuls quantize activations to Q8_K, and an activation rounding one
 // step the other way moves a row by that much. kvserve, whose sums run in other orders, measured
 // 4.9e-2 on qwen35-small (two such roundings; tolerance 7e-2) with all 16 greedy tokens
-// llama.cpp's. qwen35moe-small measured 3.0e-1, far above that noise, and its 12th greedy token
-// differs (443 against 346): not explained yet (a router choosing other experts of its 4 for some
-// row would do it); its tolerance 0.35 and 11 exact tokens record the measurement, not a bound.
+// llama.cpp's.
+//
+// qwen35moe-small: 3.4e-2 on every row but one (prompt row 9), tolerance 5e-2 (two roundings of
+// 2.3e-2, one each side). Row 9 measured 3.0e-1: in layer 3 llama.cpp's router logits for that
+// token are [-0.0707, 0.1718, -0.0911, -0.4690] (experts 1 and 0, expert 0 ahead of expert 2 by
+// 2.0e-2) and kvserve's [-0.0839, 0.1795, -0.0785, -0.4703] (experts 1 and 2): its layer-3 input
+// has drifted by the Q8_K roundings above (router logits 1.3e-2 from llama.cpp's there, 1.9e-2 at
+// most over the 40 prompt rows; llama.cpp's own token-by-token run moves them by up to 7.1e-3),
+// enough to cross a 2.0e-2 gap. Every other prompt (row, layer) picks llama.cpp's two experts, and
+// forcing experts 1 and 0 for that one token brings row 9 under 3e-2 with the batch's worst row
+// 3.35e-2: the router's choice is the whole gap. A different expert's output is not a rounding, so
+// row 9's bound (0.35, measured 0.304) records the measurement; the row must still exceed 5e-2
+// (testing::ExpectTeacherForcedMatch), so the exception cannot outlive the flip.
+// Greedy: the 12th token is a tie in llama.cpp's own logits (346 ahead of 443 by 1.1e-3 of a
+// largest |logit| of 0.86, under the 2.9e-2 the rows above move by), and kvserve picks 443; the 5th
+// and 6th are as close (gaps 2.5e-3 and 4e-4) and come out llama.cpp's, so the first 11 are held,
+// and nothing past a tie is implied.
 const KQuantCase kKQuantCases[] = {
-    {"qwen35-small", "qwen35-small-q4_k_m", "q4_k_m", 7e-2, 16},
-    {"qwen35moe-small", "qwen35moe-small-q4_k_m", "q4_k_m", 0.35, 11},
+    {"qwen35-small", "qwen35-small-q4_k_m", "q4_k_m", 7e-2, 16, {}},
+    {"qwen35moe-small", "qwen35moe-small-q4_k_m", "q4_k_m", 5e-2, 11, {{9, 0.35}}},
 };
 
 std::string Quantized(const KQuantCase& c) {
@@ -277,7 +292,7 @@ TEST_P(Qwen35KQuantReferenceTest, TeacherForcedLogitsAndGreedyTokensMatchLlamaCp
   const testing::ReferenceCase c = testing::LoadCommittedReferenceCase(kc.name, Quantized(kc));
   auto model = testing::LoadPathOrDie(c.model);
   ASSERT_NE(model, nullptr);
-  testing::ExpectTeacherForcedMatch(*model, c, kc.tolerance);
+  testing::ExpectTeacherForcedMatch(*model, c, kc.tolerance, kc.apart);
   const testing::GreedyRuns runs = testing::RunGreedy(*model, c);
   ASSERT_EQ(runs.alone.size(), c.greedy_tokens.size());
   EXPECT_TRUE(std::equal(c.greedy_tokens.begin(), c.greedy_tokens.begin() + kc.exact_greedy,
