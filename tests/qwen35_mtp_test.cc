@@ -16,6 +16,7 @@
 #include "engine/engine_core.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
+#include "support/cli.h"
 #include "support/core_run.h"
 #include "support/paths.h"
 #include "support/reference.h"
@@ -331,6 +332,34 @@ TEST(Qwen35MtpEngine, SpecMtpIsRefusedOnAFileWithoutTheLayer) {
   auto engine = Engine::Create(*model, **tokenizer, MtpOptions());
   ASSERT_FALSE(engine.ok());
   EXPECT_NE(engine.message().find("multi-token-prediction"), std::string::npos) << engine.message();
+}
+
+// The command line: `info` names the layer, `run --spec mtp` drafts and answers as `--spec none`,
+// and says why on a file without the layer.
+TEST(Qwen35MtpCli, InfoAndRunSpecMtp) {
+  const std::string path =
+      testing::SynthesizedModel("qwen35-tiny-mtp", "qwen35-tiny-mtp-f32", GgmlType::kF32);
+  std::string out, err;
+  ASSERT_EQ(testing::RunKvserve("info " + path, &out, &err), 0) << err;
+  EXPECT_NE(out.find("MTP:           layer 8 drafts with --spec mtp"), std::string::npos) << out;
+  EXPECT_NE(out.find("full causal, layers 3,7-8"), std::string::npos) << out;
+  const std::string run = "run -m " + path + " --prompt-tokens 1,5,9,200,33,47 -n 24 --temp 0 " +
+                          "--output-format json --spec ";
+  std::string plain, mtp;
+  ASSERT_EQ(testing::RunKvserve(run + "none", &plain, &err), 0) << err;
+  ASSERT_EQ(testing::RunKvserve(run + "mtp", &mtp, &err), 0) << err;
+  const auto tokens = [](const std::string& json) {
+    const size_t at = json.find("\"tokens\"");
+    return at == std::string::npos ? std::string() : json.substr(at, json.find(']', at) - at);
+  };
+  EXPECT_FALSE(tokens(plain).empty()) << plain;
+  EXPECT_EQ(tokens(mtp), tokens(plain));
+  EXPECT_EQ(mtp.find("\"drafted_tokens\":0,"), std::string::npos) << mtp;
+  EXPECT_NE(mtp.find("\"drafted_tokens\":"), std::string::npos) << mtp;
+  const std::string plain_file =
+      testing::SynthesizedModel("qwen35-tiny", "qwen35-tiny-f32", GgmlType::kF32);
+  EXPECT_NE(testing::RunKvserve("run -m " + plain_file + " -p hi -n 2 --spec mtp", &out, &err), 0);
+  EXPECT_NE(err.find("no multi-token-prediction layer"), std::string::npos) << err;
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, Qwen35Mtp,

@@ -225,6 +225,12 @@ int RunInfo(const std::vector<std::string>& argv) {
   PrintTokenizer((*model)->file());
   PrintTensors((*model)->file());
   PrintKvCache((*model)->kv_spec(), (*model)->config().n_ctx_train);
+  if ((*model)->nextn_drafter() != nullptr) {
+    std::printf(
+        "MTP:           layer %d drafts with --spec mtp (its cache is the attention group's "
+        "last layer)\n",
+        (*model)->config().n_layers);
+  }
   return 0;
 }
 }  // namespace kvserve
