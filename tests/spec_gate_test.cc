@@ -103,5 +103,38 @@ TEST(KeptDraftTokens, TheLikelierSequenceKeepsItsTokensFirst) {
   EXPECT_EQ(swapped[1], kept[0]);
 }
 
+// What verifying does not show: drafting's own time and, on a model whose recurrent state cannot
+// be taken back, the tokens a rejection recomputes.
+TEST(KeptDraftTokens, DraftingTimeAndRecomputeCountAgainstADraft) {
+  const std::vector<int> lengths = {3};
+  const BatchCostTable free_rows = Linear(10, 0);  // bandwidth bound: rows cost nothing
+  EXPECT_EQ(KeptDraftTokens(std::vector<double>{0.3}, lengths, 1, free_rows), lengths);
+  // Drafting a token costs 5 ms of a 10 ms step: a token accepted 3 times in 10 does not pay,
+  // one accepted 9 times in 10 does.
+  EXPECT_EQ(KeptDraftTokens(std::vector<double>{0.3}, lengths, 1, free_rows, {}, 5.0),
+            (std::vector<int>{0}));
+  EXPECT_GE(KeptDraftTokens(std::vector<double>{0.9}, lengths, 1, free_rows, {}, 5.0)[0], 1);
+  // Rows cost 1 ms each (T(1) = 11): recomputing 15 tokens after a rejection costs 15 ms, so a
+  // draft accepted half the time pays without the recompute and not with it.
+  const BatchCostTable costs = Linear(10, 1);
+  EXPECT_GE(KeptDraftTokens(std::vector<double>{0.5}, lengths, 1, costs)[0], 1);
+  EXPECT_EQ(KeptDraftTokens(std::vector<double>{0.5}, lengths, 1, costs, std::vector<int>{15}),
+            (std::vector<int>{0}));
+  // A recompute of one token (the pending one, at a block boundary) changes nothing.
+  EXPECT_EQ(KeptDraftTokens(std::vector<double>{0.5}, lengths, 1, costs, std::vector<int>{1}),
+            KeptDraftTokens(std::vector<double>{0.5}, lengths, 1, costs));
+}
+
+// A noisy table that timed 2-token steps under 1-token ones does not make a draft free.
+TEST(KeptDraftTokens, ALargerStepIsNeverCheaper) {
+  BatchCostTable costs;
+  for (int i = 0; i < BatchCostTable::kMinSamples; ++i) {
+    costs.Observe(1, 30);
+    costs.Observe(2, 27);
+  }
+  EXPECT_EQ(KeptDraftTokens(std::vector<double>{0.1}, std::vector<int>{1}, 1, costs, {}, 5.0),
+            (std::vector<int>{0}));
+}
+
 }  // namespace
 }  // namespace kvserve

@@ -1,6 +1,7 @@
 #include "engine/draft_planner.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "engine/proposer_assistant.h"
 #include "engine/proposer_draft.h"
@@ -50,27 +51,45 @@ std::shared_ptr<Proposer> MakeProposer(const EngineOptions& options, int n_draft
 }  // namespace
 
 std::vector<int> KeptDraftTokens(std::span<const double> p, std::span<const int> lengths,
-                                 int n_decoding, const BatchCostTable& costs) {
+                                 int n_decoding, const BatchCostTable& costs,
+                                 std::span<const int> rollback_tokens, double draft_ms_per_token) {
   std::vector<int> kept(lengths.begin(), lengths.end());
   const std::optional<double> base_ms = costs.Predict(std::max(1, n_decoding));
   if (!base_ms || *base_ms <= 0) return kept;  // nothing timed yet: draft, and learn the cost
+  // A step of more tokens never costs less: the timed means, made monotone (a noisy table can
+  // time 2-token steps under 1-token ones, which would make a draft look free).
+  const auto step_ms = [&](int extra_tokens) {
+    double ms = *base_ms;
+    for (int j = 1; j <= extra_tokens; ++j) {
+      ms = std::max(ms, *costs.Predict(std::max(1, n_decoding) + j));
+    }
+    return ms;
+  };
   struct Candidate {
-    double gain;  // expected accepted tokens: p^j for a draft's j-th token
+    double gain;      // expected accepted tokens: p^j for a draft's j-th token
+    double extra_ms;  // drafting it, and the recompute should the draft fail there
     size_t seq;
   };
   std::vector<Candidate> candidates;
   for (size_t i = 0; i < lengths.size(); ++i) {
+    const int r = i < rollback_tokens.size() ? rollback_tokens[i] : 0;
+    const double recompute_ms = step_ms(r) - *base_ms;
     double gain = 1;
-    for (int j = 0; j < lengths[i]; ++j) candidates.push_back({gain *= p[i], i});
+    for (int j = 0; j < lengths[i]; ++j) {
+      const double before = gain;
+      gain *= p[i];
+      candidates.push_back({gain, draft_ms_per_token + (before - gain) * recompute_ms, i});
+    }
   }
   // A sequence's gains fall with j, so the best k candidates are a prefix of each one's draft.
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const Candidate& a, const Candidate& b) { return a.gain > b.gain; });
-  double best_rate = n_decoding / *base_ms, expected = n_decoding;
+  double best_rate = n_decoding / *base_ms, expected = n_decoding, extra_ms = 0;
   size_t best_k = 0;
   for (size_t k = 1; k <= candidates.size(); ++k) {
     expected += candidates[k - 1].gain;
-    const double ms = *costs.Predict(n_decoding + static_cast<int>(k));
+    extra_ms += candidates[k - 1].extra_ms;
+    const double ms = step_ms(static_cast<int>(k)) + extra_ms;
     const double rate = expected / std::max(ms, 1e-9);
     if (rate > best_rate) best_rate = rate, best_k = k;
   }
@@ -121,13 +140,13 @@ void DraftPlanner::Plan(const Scheduler& scheduler) {
       seqs[i]->draft.assign(max_tokens[i], seqs[i]->tokens.back());
     }
   } else {
-    proposer_->Propose(seqs, max_tokens);
+    ProposeTimed(seqs, max_tokens);
   }
   for (size_t i = 0; i < seqs.size(); ++i) {
     std::vector<int32_t>& draft = seqs[i]->draft;
     if (static_cast<int>(draft.size()) > max_tokens[i]) draft.resize(max_tokens[i]);
   }
-  if (spec_.cost_gate) Gate(seqs, n_decoding);
+  if (spec_.cost_gate) Gate(scheduler, seqs, n_decoding);
   for (Sequence* seq : seqs) {
     if (static_cast<int>(seq->draft.size()) < floor) seq->draft.clear();
   }
@@ -143,7 +162,7 @@ void DraftPlanner::Fill(StepPlan& plan) {
     seqs.push_back(chunk.seq);
     max_tokens.push_back(chunk.n_draft);
   }
-  if (!seqs.empty()) proposer_->Propose(seqs, max_tokens);
+  if (!seqs.empty()) ProposeTimed(seqs, max_tokens);
   for (ScheduledChunk& chunk : plan.chunks) {
     const int got = std::min(chunk.n_draft, static_cast<int>(chunk.seq->draft.size()));
     chunk.seq->draft.resize(got);
@@ -154,14 +173,32 @@ void DraftPlanner::Fill(StepPlan& plan) {
   }
 }
 
-void DraftPlanner::Gate(std::span<Sequence* const> seqs, int n_decoding) {
+void DraftPlanner::ProposeTimed(std::span<Sequence* const> seqs, std::span<const int> max_tokens) {
+  size_t before = 0;
+  for (const Sequence* seq : seqs) before += seq->draft.size();
+  const auto start = std::chrono::steady_clock::now();
+  proposer_->Propose(seqs, max_tokens);
+  const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
+  size_t after = 0;
+  for (const Sequence* seq : seqs) after += seq->draft.size();
+  if (after <= before) return;
+  constexpr double kKeep = 0.8;  // of the mean so far, per propose
+  const double per_token = ms.count() / static_cast<double>(after - before);
+  draft_ms_per_token_ =
+      draft_ms_per_token_ == 0 ? per_token : kKeep * draft_ms_per_token_ + (1 - kKeep) * per_token;
+}
+
+void DraftPlanner::Gate(const Scheduler& scheduler, std::span<Sequence* const> seqs,
+                        int n_decoding) {
   std::vector<double> p;
-  std::vector<int> lengths;
+  std::vector<int> lengths, rollback;
   for (const Sequence* seq : seqs) {
     p.push_back(seq->spec_acceptance.p());
     lengths.push_back(static_cast<int>(seq->draft.size()));
+    rollback.push_back(scheduler.RollbackTokens(*seq));
   }
-  const std::vector<int> kept = KeptDraftTokens(p, lengths, n_decoding, step_costs_);
+  const std::vector<int> kept =
+      KeptDraftTokens(p, lengths, n_decoding, step_costs_, rollback, draft_ms_per_token_);
   for (size_t i = 0; i < seqs.size(); ++i) {
     if (kept[i] == 0 && lengths[i] > 0) seqs[i]->spec_acceptance.Idle();
     seqs[i]->draft.resize(kept[i]);

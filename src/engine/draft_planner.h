@@ -30,9 +30,16 @@ namespace kvserve {
 // sequence whose per-token acceptance estimate is p[i]), how many tokens of each to verify in a
 // step that decodes n_decoding sequences, so that (n_decoding + expected accepted tokens) /
 // costs.Predict(n_decoding + kept tokens) is the largest (ties keep fewer). All of them when
-// `costs` knows nothing yet.
+// `costs` knows nothing yet. Two costs outside the step count too: drafting itself
+// (`draft_ms_per_token`, the proposer's measured time per drafted token: a second model's or an
+// MTP layer's forward), and on a model whose recurrent state cannot be taken back, the tokens a
+// rejection makes the sequence recompute (rollback_tokens[i], empty = none): the candidate j of
+// a sequence adds (p^(j-1) - p^j) · (T(n_decoding + r) - T(n_decoding)), the chance that its
+// draft fails at token j times the recompute's cost.
 std::vector<int> KeptDraftTokens(std::span<const double> p, std::span<const int> lengths,
-                                 int n_decoding, const BatchCostTable& costs);
+                                 int n_decoding, const BatchCostTable& costs,
+                                 std::span<const int> rollback_tokens = {},
+                                 double draft_ms_per_token = 0);
 
 class DraftPlanner {
  public:
@@ -67,8 +74,11 @@ class DraftPlanner {
   int n_ctx_ = 0;
   bool recompute_ = false;
   // Cuts the proposed drafts of `seqs` to those the cost gate keeps (see above).
-  void Gate(std::span<Sequence* const> seqs, int n_decoding);
+  void Gate(const Scheduler& scheduler, std::span<Sequence* const> seqs, int n_decoding);
+  // Runs the proposer, timing it per drafted token (draft_ms_per_token_, a decayed mean).
+  void ProposeTimed(std::span<Sequence* const> seqs, std::span<const int> max_tokens);
 
+  double draft_ms_per_token_ = 0;
   std::shared_ptr<Proposer> proposer_;  // null: no speculative decoding
   BatchCostTable step_costs_;
 };

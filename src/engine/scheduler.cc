@@ -161,6 +161,12 @@ int Scheduler::PrefillAllowance() const {
   return room < budget ? static_cast<int>(room) : budget;
 }
 
+int Scheduler::RollbackTokens(const Sequence& seq) const {
+  if (!blocks_.holds_states()) return 0;
+  const int n = seq.n_computed + 1;
+  return n - blocks_.LastHeldBoundary(seq.blocks, n);
+}
+
 StepPlan Scheduler::Schedule() {
   StepPlan plan;
   int budget = options_.max_batched_tokens;

@@ -99,6 +99,10 @@ class Scheduler {
   std::unique_ptr<Sequence> Remove(Sequence* seq);
 
   const std::vector<std::unique_ptr<Sequence>>& running() const { return running_; }
+  // Tokens a decoding sequence recomputes after a verify that rejects a draft: 0, but on a model
+  // whose recurrent state cannot be taken back (BlockManager::holds_states) those since its last
+  // block boundary with a state, the pending one included.
+  int RollbackTokens(const Sequence& seq) const;
   const std::deque<std::unique_ptr<Sequence>>& waiting() const { return waiting_; }
   uint64_t preemptions() const { return preemptions_; }
   // Speculative decoding totals: chunks verified with drafts, drafted tokens, accepted ones, and
