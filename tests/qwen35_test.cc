@@ -475,6 +475,39 @@ TEST_P(Qwen35Engine, PrefixHitsResumeFromAStateCheckpointExactly) {
   for (int used : stats.group_blocks_used) EXPECT_EQ(used, 0);
 }
 
+// The check: a 600-token prompt computed once (in 16-token steps), then a request
+// sharing it up to each block boundary and going on with tokens of its own: each resumes from
+// the deepest checkpoint inside the shared part (within 4 blocks of the boundary: every 4th block
+// of a chunk keeps its state) and answers as the unfreed run, bit for bit.
+TEST_P(Qwen35Engine, EveryBlockBoundaryOfA600TokenPromptResumesExactly) {
+  Loaded l = LoadTiny(GetParam());
+  ASSERT_TRUE(l.model && l.tokenizer);
+  const KvSpec spec = l.model->kv_spec();
+  const int n_vocab = l.model->config().n_vocab;
+  std::mt19937 rng(23);
+  EngineOptions options = Options(true);
+  options.n_ctx = 640;
+  EngineCore core(*l.model, *l.tokenizer, options, Pools(spec, 400, 200), 0, nullptr);
+  auto run = [&](const Request& r) { return testing::RunCoreChecked(core, {r})[0]; };
+  const std::vector<int32_t> prompt = RandomPrompt(rng, 600, n_vocab);
+  ASSERT_EQ(run(Sampled(prompt, 1, 0)).usage.cached_tokens, 0);
+  for (int boundary = kBs; boundary <= 600; boundary += kBs) {
+    std::vector<int32_t> tokens(prompt.begin(), prompt.begin() + boundary);
+    for (int32_t t : RandomPrompt(rng, 3, n_vocab)) tokens.push_back(t);
+    const Request r = Sampled(tokens, 2, boundary);
+    const Output got = run(r);
+    const Output want = Unfreed(*l.model, r, 640);
+    ASSERT_EQ(got.tokens, want.tokens) << "boundary " << boundary;
+    ASSERT_EQ(got.logprobs, want.logprobs) << "boundary " << boundary;
+    EXPECT_LE(got.usage.cached_tokens, boundary) << "boundary " << boundary;
+    EXPECT_GT(got.usage.cached_tokens, boundary - 4 * kBs) << "boundary " << boundary;
+  }
+  EngineStats stats;
+  core.FillStats(stats);
+  for (int used : stats.group_blocks_used) EXPECT_EQ(used, 0);
+  ASSERT_TRUE(core.CheckBlockInvariants().ok()) << core.CheckBlockInvariants().message();
+}
+
 // 16 requests at once (pairs sharing 12 tokens) in pools too small for all of them: preemption
 // happens, every step keeps the invariants, no block leaks, every answer is the unfreed one.
 TEST_P(Qwen35Engine, SixteenAtOnceUnderPreemptionLeakNothing) {
