@@ -10,7 +10,8 @@ tests=(gguf_test safetensors_test block_manager_test engine_test tokenizer_test 
        kernels_test attention_test packed_weights_test hf_folder_test args_test cli_help_test
        request_limits_test tenant_limiter_test server_limits_test server_hostile_test
        kquant_simd_test packed_blocks32_test spec_decode_test kv_map_test kv_disk_test
-       context_shift_test kv_window_test hf_normalizer_test large_memory_test)
+       context_shift_test kv_window_test hf_normalizer_test large_memory_test
+       qwen35_mtp_test)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
   -DKVSERVE_SANITIZE=ON >/dev/null
 ninja -C "$build" -j "$(nproc)" kvserve "${tests[@]}"
