@@ -539,6 +539,37 @@ TEST_P(Qwen35Engine, SixteenAtOnceUnderPreemptionLeakNothing) {
   }
 }
 
+// 16 requests at once behind one 64-token system prompt, after a first request computed it: each
+// resumes from the prompt's checkpoint (cached tokens reported) and answers as the unfreed run.
+TEST_P(Qwen35Engine, SixteenSharingASystemPromptResumeFromItsCheckpoint) {
+  Loaded l = LoadTiny(GetParam());
+  ASSERT_TRUE(l.model && l.tokenizer);
+  const int n_vocab = l.model->config().n_vocab;
+  std::mt19937 rng(31);
+  const std::vector<int32_t> system = RandomPrompt(rng, 64, n_vocab);
+  EngineCore core(*l.model, *l.tokenizer, Options(true), Pools(l.model->kv_spec(), 200, 64), 0,
+                  nullptr);
+  testing::RunCoreChecked(core, {Sampled(system, 1, 0)});
+  std::vector<Request> requests;
+  for (int i = 0; i < 16; ++i) {
+    std::vector<int32_t> prompt = system;
+    for (int32_t t : RandomPrompt(rng, 5 + static_cast<int>(rng() % 20), n_vocab)) {
+      prompt.push_back(t);
+    }
+    requests.push_back(Sampled(prompt, 12, 40 + i));
+  }
+  const std::vector<Output> outputs = testing::RunCoreChecked(core, requests);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(outputs[i].usage.cached_tokens, 64) << "request " << i;
+    const Output want = Unfreed(*l.model, requests[i], 256);
+    EXPECT_EQ(outputs[i].tokens, want.tokens) << "request " << i;
+    EXPECT_EQ(outputs[i].logprobs, want.logprobs) << "request " << i;
+  }
+  EngineStats stats;
+  core.FillStats(stats);
+  for (int used : stats.group_blocks_used) EXPECT_EQ(used, 0);
+}
+
 // Speculative decoding: drafts of the right answer, each right with probability 0.7, so rejected
 // drafts send the sequence back to its last block boundary's state checkpoint to recompute the
 // accepted tokens; 8 requests at once, pinned sessions between their turns.
