@@ -43,4 +43,15 @@ class Proposer {
 // acceptance, else one past what was accepted.
 int NextSpecDepth(int depth, int n_draft, int n_accepted, int floor, int max);
 
+// The end of one greedy drafting step of the hidden-row drafters (Assistant, Mtp): row r of the
+// step drafted for seqs[active[r]]; appends its argmax to that sequence's draft, then keeps, in
+// order, the rows whose sequence wants more than step + 1 tokens (max_tokens), moving their next
+// hidden rows to the front of `hidden`. Returns the old row of each kept one, in order.
+// logits: [active.size(), n_vocab]; hidden_next: [active.size(), width]
+std::vector<size_t> KeepGreedyDrafting(std::span<Sequence* const> seqs,
+                                       std::span<const int> max_tokens, int step,
+                                       std::vector<size_t>& active, const float* logits,
+                                       int n_vocab, const float* hidden_next, size_t width,
+                                       std::vector<float>& hidden);
+
 }  // namespace kvserve

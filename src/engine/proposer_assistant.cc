@@ -45,25 +45,20 @@ void AssistantProposer::Propose(std::span<Sequence* const> seqs, std::span<const
                    hidden_next_.data());
     ++steps_;
     // Rows whose sequence wants more drafts go on, with their draft and next hidden row.
-    size_t kept = 0;
-    for (size_t r = 0; r < n; ++r) {
-      const float* row = logits_.data() + r * n_vocab;
-      Sequence& seq = *seqs[active[r]];
-      seq.draft.push_back(static_cast<int32_t>(std::max_element(row, row + n_vocab) - row));
-      if (step + 1 >= max_tokens[active[r]]) continue;
-      active[kept] = active[r];
-      batch_.tokens[kept] = seq.draft.back();
-      batch_.positions[kept] = batch_.positions[r];
-      batch_.seq_index[kept] = static_cast<int32_t>(kept);
-      batch_.logit_rows[kept] = static_cast<int32_t>(kept);
+    const std::vector<size_t> rows =
+        KeepGreedyDrafting(seqs, max_tokens, step, active, logits_.data(), n_vocab,
+                           hidden_next_.data(), width, hidden_);
+    const size_t kept = rows.size();
+    for (size_t k = 0; k < kept; ++k) {
+      const size_t r = rows[k];
+      batch_.tokens[k] = seqs[active[k]]->draft.back();
+      batch_.positions[k] = batch_.positions[r];
+      batch_.seq_index[k] = static_cast<int32_t>(k);
+      batch_.logit_rows[k] = static_cast<int32_t>(k);
       for (KvGroupBatch& group : batch_.kv_groups) {
-        if (kept != r) group.block_tables[kept] = std::move(group.block_tables[r]);
+        if (k != r) group.block_tables[k] = std::move(group.block_tables[r]);
       }
-      std::memcpy(hidden_.data() + kept * width, hidden_next_.data() + r * width,
-                  sizeof(float) * width);
-      ++kept;
     }
-    active.resize(kept);
     batch_.tokens.resize(kept);
     batch_.positions.resize(kept);
     batch_.seq_index.resize(kept);

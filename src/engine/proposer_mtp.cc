@@ -1,9 +1,5 @@
 #include "engine/proposer_mtp.h"
 
-#include <algorithm>
-#include <cassert>
-#include <cstring>
-
 #include "kv/kv_layer_view.h"
 
 namespace kvserve {
@@ -51,19 +47,8 @@ void MtpProposer::Propose(std::span<Sequence* const> seqs, std::span<const int> 
     hidden_next_.resize(n * width);
     drafter_.Draft(batch_, hidden_.data(), kv_, *workspace_, logits_.data(), hidden_next_.data());
     ++steps_;
-    size_t kept = 0;
-    for (size_t r = 0; r < n; ++r) {
-      const float* row = logits_.data() + r * n_vocab;
-      Sequence& seq = *seqs[active[r]];
-      seq.draft.push_back(static_cast<int32_t>(std::max_element(row, row + n_vocab) - row));
-      if (step + 1 >= max_tokens[active[r]]) continue;
-      active[kept] = active[r];
-      std::memcpy(hidden_.data() + kept * width, hidden_next_.data() + r * width,
-                  sizeof(float) * width);
-      ++kept;
-    }
-    active.resize(kept);
-    hidden_.resize(kept * width);
+    KeepGreedyDrafting(seqs, max_tokens, step, active, logits_.data(), n_vocab, hidden_next_.data(),
+                       width, hidden_);
   }
 }
 
