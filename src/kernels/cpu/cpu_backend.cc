@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/cpu_probe.h"
+#include "kernels/cpu/delta_chunked.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/moe_ops.h"
 #include "kernels/cpu/ops.h"
@@ -88,12 +89,22 @@ CpuBackendOptions CpuBackendOptions::FromEnvironment() {
                    "kvserve: KVSERVE_DECODE_TILE=%s is not auto, first or alt; using auto\n", tile);
     }
   }
+  if (const char* chunk = std::getenv("KVSERVE_DELTA_CHUNK")) {
+    const int value = std::atoi(chunk);
+    if (value >= 0 && value <= kMaxDeltaChunk) {
+      options.delta_chunk = value;
+    } else {
+      std::fprintf(stderr, "kvserve: KVSERVE_DELTA_CHUNK=%s is not 0..%d; using 0 (off)\n", chunk,
+                   kMaxDeltaChunk);
+    }
+  }
   return options;
 }
 
 CpuBackend::CpuBackend(const CpuBackendOptions& options)
     : kernels_(KernelsFor(options.isa)),
       pack_(options.pack),
+      delta_chunk_(options.delta_chunk),
       decode_tiles_(kernels_, options.decode_tile) {}
 
 std::string CpuBackend::name() const { return std::string("cpu-") + kernels_.isa; }
@@ -392,7 +403,8 @@ void CpuBackend::GatedDeltaNet(const float* qkv, size_t qkv_stride, const float*
                      .n_v_heads = n_v_heads,
                      .head_dim = head_dim,
                      .eps = eps,
-                     .out = out},
+                     .out = out,
+                     .chunk = delta_chunk_},
                     runs, kernels_, Cpu(ws).delta_net, Cpu(ws).pool);
 }
 

@@ -19,9 +19,12 @@ struct CpuBackendOptions {
   // The packed K-quants' tile at decode (decode_tile_chooser.h): "" (timed on the first decode
   // matmuls), "first" or "alt". Same bits either way.
   std::string decode_tile;
+  // GatedDeltaNet's chunked form (delta_chunked.h) for runs of at least this many rows, in chunks
+  // of this many; 0 = off (the default): token by token, the bits the prefix cache promises.
+  int delta_chunk = 0;
 
   // KVSERVE_ISA=scalar|avx2|avxvnni|avx512 caps the table, KVSERVE_PACK=0 turns packing off,
-  // KVSERVE_DECODE_TILE=auto|first|alt sets decode_tile.
+  // KVSERVE_DECODE_TILE=auto|first|alt sets decode_tile, KVSERVE_DELTA_CHUNK=n sets delta_chunk.
   // Called by entry points only (the CLI at start-up, the tests' support): nothing below them
   // reads the environment.
   static CpuBackendOptions FromEnvironment();
@@ -101,6 +104,7 @@ class CpuBackend final : public Backend {
  private:
   const KernelTable& kernels_;
   bool pack_;
+  int delta_chunk_;  // CpuBackendOptions::delta_chunk
   mutable HostAllocator allocator_;
   mutable DecodeTileChooser decode_tiles_;  // thread-safe: the runners share it
 };

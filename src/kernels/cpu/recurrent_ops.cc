@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cpu/delta_chunked.h"
 #include "kernels/cpu/recurrent_rows.h"
 
 namespace kvserve {
@@ -120,6 +121,38 @@ void DeltaRuleRun(const DeltaNetArgs& a, const KernelTable& kernels, const float
   }
 }
 
+bool HasChunkedRun(const DeltaNetArgs& a, std::span<const RecurrentRun> runs) {
+  if (a.chunk <= 0) return false;
+  for (const RecurrentRun& run : runs) {
+    if (run.row_end - run.row_begin >= a.chunk) return true;
+  }
+  return false;
+}
+
+// Phase 2 with the chunked form on: units are value heads (a head's chunk matrices are shared by
+// all its state rows), each run of at least a.chunk rows chunked, the others token by token.
+void DeltaRuleHeads(const DeltaNetArgs& a, std::span<const RecurrentRun> runs,
+                    const KernelTable& kernels, const float* qk, ThreadPool& pool) {
+  const int hd = a.head_dim;
+  const int64_t cost = static_cast<int64_t>(MaxRowEnd(runs)) * a.n_v_heads * hd * hd * 6;
+  pool.ParallelFor(
+      a.n_v_heads,
+      [&](int64_t begin, int64_t end) {
+        DeltaChunkScratch scratch;
+        for (const RecurrentRun& run : runs) {
+          const bool chunked = run.row_end - run.row_begin >= a.chunk;
+          for (int h = static_cast<int>(begin); h < static_cast<int>(end); ++h) {
+            if (chunked) {
+              DeltaRuleChunkedRun(a, qk, run, h, a.chunk, scratch);
+            } else {
+              DeltaRuleRun(a, kernels, qk, run, h, 0, hd);
+            }
+          }
+        }
+      },
+      cost);
+}
+
 }  // namespace
 
 float LaneDot(const float* a, const float* b, int n) {
@@ -174,6 +207,10 @@ void GatedDeltaNetRuns(const DeltaNetArgs& args, std::span<const RecurrentRun> r
         for (int64_t unit = begin; unit < end; ++unit) NormalizeQk(args, unit, qk);
       },
       n_norms * hd * 4);
+  if (HasChunkedRun(args, runs)) {
+    DeltaRuleHeads(args, runs, kernels, qk, pool);
+    return;
+  }
   // Units (value head, block of state rows), head-major.
   const int blocks = (hd + kStateRows - 1) / kStateRows;
   const int64_t n_units = static_cast<int64_t>(args.n_v_heads) * blocks;

@@ -44,10 +44,14 @@ struct DeltaNetArgs {
   int head_dim = 0;
   float eps = 0;         // of the L2 norms
   float* out = nullptr;  // [n_rows, n_v_heads * head_dim]
+  // 0: token by token. Else runs of at least `chunk` rows take the chunked form (delta_chunked.h;
+  // equal within rounding only, bits depending on the chunks' starts), the others token by token.
+  int chunk = 0;
 };
 // Backend::GatedDeltaNet on `pool`: first the L2-normalized q and k of every row into `scratch`
 // (grown to [n_rows, 2, n_k_heads, head_dim]; n_rows = the largest row_end), then the delta rule
-// per (value head, block of state rows) through kernels.delta_rule_step.
+// per (value head, block of state rows) through kernels.delta_rule_step; with args.chunk set and a
+// run that long, per value head instead (DeltaRuleChunkedRun for the long runs).
 void GatedDeltaNetRuns(const DeltaNetArgs& args, std::span<const RecurrentRun> runs,
                        const KernelTable& kernels, AlignedFloats& scratch, ThreadPool& pool);
 
