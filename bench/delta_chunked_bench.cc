@@ -1,5 +1,6 @@
 // In-process A/B of the gated delta rule's two forms (cpu/recurrent_ops.h, delta_chunked.h): one
-// 512-row prefill run (from a nonzero state) at Qwen3.5-0.8B's shape (16 key heads, 16 value heads
+// 512-row prefill (from a nonzero state; one run, or RUN=16: chained runs of 16 as the engine cuts
+// a prompt at its blocks) at Qwen3.5-0.8B's shape (16 key heads, 16 value heads
 // of 128) through GatedDeltaNetRuns with DeltaNetArgs::chunk = 0 (token by token, the best kernel
 // table of this CPU) and chunk = 16, 32, 64, 128, on the engine's ThreadPool. Versions alternate
 // call by call; prints the median over ROUNDS (default 9) rounds of ms per call (q/k norms
@@ -8,7 +9,8 @@
 // Not part of the CMake build. With the build's libraries (build/):
 //   g++ -std=c++20 -O3 -DNDEBUG -Isrc bench/delta_chunked_bench.cc
 //       build/libkvserve_{kernels,kv,io,util}.a -lpthread -o /tmp/delta_chunked_bench
-//   /tmp/delta_chunked_bench            (ROUNDS=n, THREADS=n (default 2), ROWS=n (default 512))
+//   /tmp/delta_chunked_bench            (ROUNDS=n, THREADS=n (default 2), ROWS=n (default 512),
+//                                        RUN=n: chained runs of n rows, as the engine's blocks)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -61,8 +63,15 @@ int Main() {
   AlignedFloats scratch;
   const std::vector<int> chunks = {0, 16, 32, 64, 128};
   std::vector<std::vector<double>> ms(chunks.size());
+  const int run_rows = EnvInt("RUN", rows);
+  std::vector<RecurrentRun> runs;
+  for (int r = 0; r < rows; r += run_rows) {
+    runs.push_back({.row_begin = r,
+                    .row_end = std::min(rows, r + run_rows),
+                    .from = r == 0 ? init.data() : state.data(),
+                    .to = state.data()});
+  }
   auto call = [&](int chunk) {
-    const RecurrentRun run{.row_begin = 0, .row_end = rows, .from = init.data(), .to = state.data()};
     GatedDeltaNetRuns({.qkv = qkv.data(),
                        .qkv_stride = stride,
                        .g = g.data(),
@@ -73,7 +82,7 @@ int Main() {
                        .eps = 1e-6f,
                        .out = out.data(),
                        .chunk = chunk},
-                      {&run, 1}, kernels, scratch, pool);
+                      runs, kernels, scratch, pool);
   };
   for (int chunk : chunks) call(chunk);  // warm-up
   for (int r = 0; r < rounds; ++r) {
@@ -83,8 +92,10 @@ int Main() {
       ms[v].push_back((Now() - t0) * 1e3);
     }
   }
-  std::printf("delta rule, %d rows, 16/16 heads of 128, %d threads, table %s, %d rounds:\n", rows,
-              pool.size(), kernels.isa, rounds);
+  std::printf(
+      "delta rule, %d rows in runs of %d, 16/16 heads of 128, %d threads, table %s, %d "
+      "rounds:\n",
+      rows, run_rows, pool.size(), kernels.isa, rounds);
   for (size_t v = 0; v < chunks.size(); ++v) {
     std::printf("  %-16s median %7.2f ms  (min %.2f, max %.2f)\n",
                 chunks[v] == 0 ? "token by token" : ("chunk " + std::to_string(chunks[v])).c_str(),
