@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -14,6 +15,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/delta_chunked.h"
+#include "support/kernel_tables.h"
 
 namespace kvserve {
 namespace {
@@ -71,7 +73,8 @@ struct Result {
 // The backend over chained runs of the given lengths from in.init (run i's `to` is run i+1's
 // `from`, in place after the first).
 Result RunBackend(const Inputs& in, const std::vector<int>& lengths, int chunk, int threads) {
-  const CpuBackend backend({.delta_chunk = chunk});
+  const char* isa = std::getenv("KVSERVE_ISA");  // the tables' runs: KVSERVE_ISA=scalar|avx2
+  const CpuBackend backend({.isa = isa != nullptr ? isa : "", .delta_chunk = chunk});
   auto ws = backend.NewWorkspace({.n_threads = threads});
   Result r{std::vector<float>(in.out_floats(), -7.0f), std::vector<float>(in.state_floats())};
   std::vector<RecurrentRun> runs;
@@ -384,6 +387,44 @@ TEST(DeltaChunked, TheThreadCountChangesNoBit) {
     EXPECT_EQ(0, std::memcmp(one.out.data(), many.out.data(), one.out.size() * sizeof(float)));
     EXPECT_EQ(0,
               std::memcmp(one.state.data(), many.state.data(), one.state.size() * sizeof(float)));
+  }
+}
+
+// kernels.mat_acc on every table this CPU runs, against double: sizes around the vectors' 8, 16
+// and 32 columns and the 4-row blocks, odd strides. Each y[r][j] is a sum of m + 1 terms in
+// increasing c, rounded once per product and sum (once per term where fused): within
+// (m + 1) u Σ_c |x[r][c] b[c][j]| + u |y| of the exact sum.
+TEST(DeltaChunked, MatAccMatchesTheDoubleProductOnEveryTable) {
+  std::vector<const KernelTable*> tables = testing::FastTables();
+  tables.push_back(&ScalarKernels());
+  for (const KernelTable* table : tables) {
+    SCOPED_TRACE(table->isa);
+    for (int n : {0, 1, 3, 4, 5, 9}) {
+      for (int m : {0, 1, 7, 16, 64, 129}) {
+        for (int w : {1, 7, 8, 15, 16, 17, 31, 32, 33, 128}) {
+          const size_t xs = m + 3, bs = w + 5, ys = w + 2;
+          const std::vector<float> x = Uniform(n * xs + 1, -1, 1, n * 7 + m);
+          const std::vector<float> b = Uniform(m * bs + 1, -1, 1, m * 5 + w);
+          std::vector<float> y = Uniform(n * ys + 1, -1, 1, w * 3 + n);
+          const std::vector<float> y0 = y;
+          table->mat_acc({x.data(), xs, b.data(), bs, y.data(), ys, n, m, w});
+          for (int r = 0; r < n; ++r) {
+            for (int j = 0; j < w; ++j) {
+              double want = y0[r * ys + j], mag = std::fabs(want);
+              for (int c = 0; c < m; ++c) {
+                want += double{x[r * xs + c]} * b[c * bs + j];
+                mag += std::fabs(double{x[r * xs + c]} * b[c * bs + j]);
+              }
+              ASSERT_NEAR(y[r * ys + j], want, (m + 2) * kU * mag)
+                  << "n " << n << " m " << m << " w " << w << " at " << r << ", " << j;
+            }
+            for (size_t j = w; j < ys && r * ys + j < y.size(); ++j) {
+              ASSERT_EQ(y[r * ys + j], y0[r * ys + j]) << "wrote past w";
+            }
+          }
+        }
+      }
+    }
   }
 }
 

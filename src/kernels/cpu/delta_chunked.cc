@@ -8,107 +8,100 @@ namespace kvserve {
 
 namespace {
 
-// y[j] += alpha * x[j].  [n]
-void Axpy(float alpha, const float* x, float* y, int n) {
-  for (int j = 0; j < n; ++j) y[j] += alpha * x[j];
-}
-
 void Grow(DeltaChunkScratch& s, int hd, int chunk) {
   const size_t c = static_cast<size_t>(chunk);
   s.s.resize(static_cast<size_t>(hd) * hd);
   s.ks.resize(c * hd);
   s.qs.resize(c * hd);
+  s.kt.resize(c * hd);
   s.a.resize(c * c);
   s.qk.resize(c * c);
   s.g.resize(c);
-  s.k.resize(c);
-  s.q.resize(c);
 }
 
-// The chunk's rows [r0, r0 + n): G_t, the q and k pointers, and the two n x n matrices
-// a[t][u] = β_t exp(G_t - G_u) (k_t·k_u) (u < t) and qk[t][u] = exp(G_t - G_u) (q_t·k_u) (u <= t).
-void ChunkMatrices(const DeltaNetArgs& a, const float* qk, int h, int r0, int n, int chunk,
+// y = 0, then y += x b through the table ([n, m] times [m, w]).
+void Product(const KernelTable& kernels, const MatAcc& p) {
+  for (int r = 0; r < p.n; ++r) std::fill_n(p.y + r * p.y_stride, p.w, 0.0f);
+  kernels.mat_acc(p);
+}
+
+// The chunk's rows [r0, r0 + n): G_t, k^T, and the two n x n matrices
+// a[t][u] = -β_t exp(G_t - G_u) (k_t·k_u) (u < t; negated for the substitution) and
+// qk[t][u] = exp(G_t - G_u) (q_t·k_u) (u <= t; 0 past t). q0, k0: row r0's q and k; rows
+// `qk_stride` floats apart.
+void ChunkMatrices(const DeltaNetArgs& a, const KernelTable& kernels, const float* q0,
+                   const float* k0, size_t qk_stride, int h, int r0, int n, int chunk,
                    DeltaChunkScratch& s) {
   const int hd = a.head_dim;
-  const size_t k_width = static_cast<size_t>(a.n_k_heads) * hd;
-  const int kh = h % a.n_k_heads;
+  const size_t c = static_cast<size_t>(chunk);
   float sum = 0.0f;
   for (int t = 0; t < n; ++t) {
-    const size_t r = static_cast<size_t>(r0 + t);
-    sum += a.g[r * a.n_v_heads + h];
+    sum += a.g[static_cast<size_t>(r0 + t) * a.n_v_heads + h];
     s.g[t] = sum;
-    s.q[t] = qk + 2 * k_width * r + static_cast<size_t>(kh) * hd;
-    s.k[t] = s.q[t] + k_width;
+    for (int i = 0; i < hd; ++i) s.kt[i * c + t] = k0[t * qk_stride + i];
   }
+  Product(kernels, {k0, qk_stride, s.kt.data(), c, s.a.data(), c, n, hd, n});
+  Product(kernels, {q0, qk_stride, s.kt.data(), c, s.qk.data(), c, n, hd, n});
   for (int t = 0; t < n; ++t) {
     const float beta = a.beta[static_cast<size_t>(r0 + t) * a.n_v_heads + h];
-    float* a_row = s.a.data() + static_cast<size_t>(t) * chunk;
-    float* qk_row = s.qk.data() + static_cast<size_t>(t) * chunk;
-    for (int u = 0; u <= t; ++u) {
-      const float decay = std::exp(s.g[t] - s.g[u]);
-      if (u < t) a_row[u] = beta * decay * LaneDot(s.k[t], s.k[u], hd);
-      qk_row[u] = decay * LaneDot(s.q[t], s.k[u], hd);
+    float* a_row = s.a.data() + t * c;
+    float* qk_row = s.qk.data() + t * c;
+    for (int u = 0; u < n; ++u) {
+      const float decay = u <= t ? std::exp(s.g[t] - s.g[u]) : 0.0f;
+      a_row[u] = -(beta * decay * a_row[u]);
+      qk_row[u] = decay * qk_row[u];
     }
   }
 }
 
-// ks[t] = S0^T k_t and qs[t] = S0^T q_t for the chunk's n rows (S0 = s.s, [key i][value j]).
-void StateProducts(int hd, int n, DeltaChunkScratch& s) {
-  for (int t = 0; t < n; ++t) {
-    float* ks = s.ks.data() + static_cast<size_t>(t) * hd;
-    float* qs = s.qs.data() + static_cast<size_t>(t) * hd;
-    std::fill(ks, ks + hd, 0.0f);
-    std::fill(qs, qs + hd, 0.0f);
-    for (int i = 0; i < hd; ++i) {
-      const float* row = s.s.data() + static_cast<size_t>(i) * hd;
-      Axpy(s.k[t][i], row, ks, hd);
-      Axpy(s.q[t][i], row, qs, hd);
-    }
-  }
-}
-
-// Δ by forward substitution, in place of ks (row t needs rows u < t), then the outputs.
-void SolveAndOutput(const DeltaNetArgs& a, int h, int r0, int n, int chunk, DeltaChunkScratch& s) {
+// Δ by forward substitution, in place of ks = S0^T k_t (row t needs rows u < t), then the
+// outputs: γ_t S0^T q_t + Σ_u qk[t][u] Δ_u, times the scale.
+void SolveAndOutput(const DeltaNetArgs& a, const KernelTable& kernels, int h, int r0, int n,
+                    int chunk, DeltaChunkScratch& s) {
   const int hd = a.head_dim;
   const size_t k_width = static_cast<size_t>(a.n_k_heads) * hd;
+  const size_t c = static_cast<size_t>(chunk);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const size_t out_stride = static_cast<size_t>(a.n_v_heads) * hd;
+  float* out0 = a.out + static_cast<size_t>(r0) * out_stride + static_cast<size_t>(h) * hd;
   for (int t = 0; t < n; ++t) {
     const size_t r = static_cast<size_t>(r0 + t);
     const float* v = a.qkv + r * a.qkv_stride + 2 * k_width + static_cast<size_t>(h) * hd;
     const float beta = a.beta[r * a.n_v_heads + h];
     const float gamma = std::exp(s.g[t]);
-    float* d = s.ks.data() + static_cast<size_t>(t) * hd;
+    float* d = s.ks.data() + t * static_cast<size_t>(hd);
     for (int j = 0; j < hd; ++j) d[j] = beta * (v[j] - gamma * d[j]);
-    const float* a_row = s.a.data() + static_cast<size_t>(t) * chunk;
-    for (int u = 0; u < t; ++u) Axpy(-a_row[u], s.ks.data() + static_cast<size_t>(u) * hd, d, hd);
-    float* out = a.out + (r * a.n_v_heads + h) * hd;
-    const float* qs = s.qs.data() + static_cast<size_t>(t) * hd;
+    kernels.mat_acc({s.a.data() + t * c, c, s.ks.data(), static_cast<size_t>(hd), d,
+                     static_cast<size_t>(hd), 1, t, hd});
+    float* out = out0 + t * out_stride;
+    const float* qs = s.qs.data() + t * static_cast<size_t>(hd);
     for (int j = 0; j < hd; ++j) out[j] = gamma * qs[j];
-    const float* qk_row = s.qk.data() + static_cast<size_t>(t) * chunk;
-    for (int u = 0; u <= t; ++u)
-      Axpy(qk_row[u], s.ks.data() + static_cast<size_t>(u) * hd, out, hd);
-    for (int j = 0; j < hd; ++j) out[j] *= scale;
+  }
+  kernels.mat_acc(
+      {s.qk.data(), c, s.ks.data(), static_cast<size_t>(hd), out0, out_stride, n, n, hd});
+  for (int t = 0; t < n; ++t) {
+    for (int j = 0; j < hd; ++j) out0[t * out_stride + j] *= scale;
   }
 }
 
-// S = γ_{n-1} S0 + Σ_u exp(G_{n-1} - G_u) k_u Δ_u^T.
-void UpdateState(int hd, int n, DeltaChunkScratch& s) {
+// S = γ_{n-1} S0 + Σ_u exp(G_{n-1} - G_u) k_u Δ_u^T (kt's columns scaled by the decays).
+void UpdateState(const KernelTable& kernels, int hd, int n, int chunk, DeltaChunkScratch& s) {
+  const size_t c = static_cast<size_t>(chunk);
   const float last = s.g[n - 1];
   const float gamma = std::exp(last);
-  float* w = s.qs.data();  // exp(G_{n-1} - G_u); qs is read by now
-  for (int u = 0; u < n; ++u) w[u] = std::exp(last - s.g[u]);
-  for (int i = 0; i < hd; ++i) {
-    float* row = s.s.data() + static_cast<size_t>(i) * hd;
-    for (int j = 0; j < hd; ++j) row[j] *= gamma;
-    for (int u = 0; u < n; ++u)
-      Axpy(w[u] * s.k[u][i], s.ks.data() + static_cast<size_t>(u) * hd, row, hd);
+  for (int u = 0; u < n; ++u) {
+    const float w = std::exp(last - s.g[u]);
+    for (int i = 0; i < hd; ++i) s.kt[i * c + u] *= w;
   }
+  for (float& x : s.s) x *= gamma;
+  kernels.mat_acc({s.kt.data(), c, s.ks.data(), static_cast<size_t>(hd), s.s.data(),
+                   static_cast<size_t>(hd), hd, n, hd});
 }
 
 }  // namespace
 
-void DeltaRuleChunkedRun(const DeltaNetArgs& a, const float* qk, const RecurrentRun& run, int h,
-                         int chunk, DeltaChunkScratch& scratch) {
+void DeltaRuleChunkedRun(const DeltaNetArgs& a, const KernelTable& kernels, const float* qk,
+                         const RecurrentRun& run, int h, int chunk, DeltaChunkScratch& scratch) {
   const int hd = a.head_dim;
   const size_t head_floats = static_cast<size_t>(hd) * hd;
   Grow(scratch, hd, chunk);
@@ -120,12 +113,18 @@ void DeltaRuleChunkedRun(const DeltaNetArgs& a, const float* qk, const Recurrent
           from != nullptr ? from[static_cast<size_t>(j) * hd + i] : 0.0f;
     }
   }
+  const size_t k_width = static_cast<size_t>(a.n_k_heads) * hd;
+  const size_t qk_stride = 2 * k_width;
+  const size_t hd_size = static_cast<size_t>(hd);
   for (int r0 = run.row_begin; r0 < run.row_end; r0 += chunk) {
     const int n = std::min(chunk, run.row_end - r0);
-    ChunkMatrices(a, qk, h, r0, n, chunk, scratch);
-    StateProducts(hd, n, scratch);
-    SolveAndOutput(a, h, r0, n, chunk, scratch);
-    UpdateState(hd, n, scratch);
+    const float* q0 = qk + qk_stride * r0 + static_cast<size_t>(h % a.n_k_heads) * hd;
+    const float* k0 = q0 + k_width;
+    ChunkMatrices(a, kernels, q0, k0, qk_stride, h, r0, n, chunk, scratch);
+    Product(kernels, {k0, qk_stride, s, hd_size, scratch.ks.data(), hd_size, n, hd, hd});
+    Product(kernels, {q0, qk_stride, s, hd_size, scratch.qs.data(), hd_size, n, hd, hd});
+    SolveAndOutput(a, kernels, h, r0, n, chunk, scratch);
+    UpdateState(kernels, hd, n, chunk, scratch);
   }
   float* to = run.to + h * head_floats;
   for (int j = 0; j < hd; ++j) {

@@ -29,20 +29,20 @@ constexpr int kMaxDeltaChunk = 1024;
 
 // One task's scratch for DeltaRuleChunkedRun, grown on first use. Floats, d = head_dim, C = chunk.
 struct DeltaChunkScratch {
-  std::vector<float> s;         // [d (key i), d (value j)], the state transposed
-  std::vector<float> ks;        // [C, d], γ_t S0^T k_t, then the right-hand side, then Δ
-  std::vector<float> qs;        // [C, d], S0^T q_t
-  std::vector<float> a;         // [C, C], β_t exp(G_t - G_s) (k_t·k_s), s < t
-  std::vector<float> qk;        // [C, C], exp(G_t - G_s) (q_t·k_s), s <= t
-  std::vector<float> g;         // [C], G_t
-  std::vector<const float*> k;  // [C], the rows' normalized k
-  std::vector<const float*> q;  // [C], the rows' normalized q
+  std::vector<float> s;   // [d (key i), d (value j)], the state transposed
+  std::vector<float> ks;  // [C, d], γ_t S0^T k_t, then the right-hand side, then Δ
+  std::vector<float> qs;  // [C, d], S0^T q_t
+  std::vector<float> kt;  // [d (key i), C], k_u[i], then times exp(G_{n-1} - G_u)
+  std::vector<float> a;   // [C, C], -β_t exp(G_t - G_s) (k_t·k_s), s < t
+  std::vector<float> qk;  // [C, C], exp(G_t - G_s) (q_t·k_s), s <= t
+  std::vector<float> g;   // [C], G_t
 };
 
 // Value head h of one run (DeltaRuleRun's contract: reads run.from, or zeros; writes run.to; from
 // == to in place), in chunks of `chunk` rows from the run's first row (the last one shorter).
 // `qk`: the normalized q and k, [n_rows, 2, n_k_heads, head_dim] (GatedDeltaNetRuns' phase 1).
-void DeltaRuleChunkedRun(const DeltaNetArgs& a, const float* qk, const RecurrentRun& run, int h,
-                         int chunk, DeltaChunkScratch& scratch);
+// The products run through kernels.mat_acc (each table within rounding of the plain one).
+void DeltaRuleChunkedRun(const DeltaNetArgs& a, const KernelTable& kernels, const float* qk,
+                         const RecurrentRun& run, int h, int chunk, DeltaChunkScratch& scratch);
 
 }  // namespace kvserve

@@ -109,6 +109,21 @@ struct DeltaRuleStep {
 };
 using DeltaRuleStepFn = void (*)(const DeltaRuleStep& step);
 
+// A small product accumulated in place, for the chunked delta rule (delta_chunked.h, opt-in):
+//   y[r][j] += Σ_{c < m} x[r][c] * b[c][j]   for r < n, j < w.
+// Unlike the other entries the tables need not give the same bits (the AVX ones fuse the
+// multiply-adds): each sum runs in increasing c, within 1 rounding of the plain one per term.
+struct MatAcc {
+  const float* x;  // [n, m], rows x_stride floats apart
+  size_t x_stride;
+  const float* b;  // [m, w], rows b_stride floats apart
+  size_t b_stride;
+  float* y;  // [n, w], rows y_stride floats apart
+  size_t y_stride;
+  int n, m, w;
+};
+using MatAccFn = void (*)(const MatAcc& p);
+
 // Rows of the short causal convolution then SiLU (Backend::ShortConv) on `width` channels:
 //   out[t][c] = silu(Σ_{j < kernel} weight[c * kernel + j] * window(t + j)[c]),
 // summed from +0 in increasing j, each product rounded (no FMA); silu(s) = s / (1 + expf(-s)),
@@ -207,6 +222,7 @@ struct KernelTable {
   // The recurrent layers' hot loops (recurrent_ops.h): the same bits on every table.
   DeltaRuleStepFn delta_rule_step;
   ConvRowsFn conv_rows;
+  MatAccFn mat_acc;  // within rounding, not the same bits: see MatAcc
 };
 
 const KernelTable& ScalarKernels();

@@ -305,6 +305,7 @@ constexpr KernelTable kAvx2 = {
     .swiglu = SwiGlu,
     .delta_rule_step = avx2::DeltaRule,
     .conv_rows = avx2::ShortConvRows,
+    .mat_acc = avx2::MatAccumulate,
 };
 
 }  // namespace

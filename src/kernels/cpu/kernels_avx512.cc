@@ -159,6 +159,7 @@ constexpr KernelTable kAvx512 = {
     .swiglu = SwiGlu,
     .delta_rule_step = avx512::DeltaRule,
     .conv_rows = avx512::ShortConvRows,
+    .mat_acc = avx512::MatAccumulate,
 };
 
 }  // namespace

@@ -167,6 +167,7 @@ constexpr KernelTable kScalar = {
     .swiglu = SwiGlu,
     .delta_rule_step = scalar::DeltaRule,
     .conv_rows = scalar::ShortConvRows,
+    .mat_acc = scalar::MatAccumulate,
 };
 
 }  // namespace

@@ -143,7 +143,7 @@ void DeltaRuleHeads(const DeltaNetArgs& a, std::span<const RecurrentRun> runs,
           const bool chunked = run.row_end - run.row_begin >= a.chunk;
           for (int h = static_cast<int>(begin); h < static_cast<int>(end); ++h) {
             if (chunked) {
-              DeltaRuleChunkedRun(a, qk, run, h, a.chunk, scratch);
+              DeltaRuleChunkedRun(a, kernels, qk, run, h, a.chunk, scratch);
             } else {
               DeltaRuleRun(a, kernels, qk, run, h, 0, hd);
             }
@@ -267,6 +267,17 @@ void ShortConvRows(const ConvRows& a) {
     }
     float* out = a.out + static_cast<size_t>(t) * a.out_stride;
     for (int c = 0; c < a.width; ++c) out[c] = Silu(sum[c]);
+  }
+}
+
+void MatAccumulate(const MatAcc& p) {
+  for (int r = 0; r < p.n; ++r) {
+    float* y = p.y + r * p.y_stride;
+    for (int c = 0; c < p.m; ++c) {
+      const float x = p.x[r * p.x_stride + c];
+      const float* b = p.b + c * p.b_stride;
+      for (int j = 0; j < p.w; ++j) y[j] += x * b[j];
+    }
   }
 }
 

@@ -13,16 +13,19 @@ constexpr int kMaxConvWidth = 64;
 namespace scalar {
 void DeltaRule(const DeltaRuleStep& step);
 void ShortConvRows(const ConvRows& rows);
+void MatAccumulate(const MatAcc& p);
 }  // namespace scalar
 
 namespace avx2 {
 void DeltaRule(const DeltaRuleStep& step);
 void ShortConvRows(const ConvRows& rows);
+void MatAccumulate(const MatAcc& p);
 }  // namespace avx2
 
 namespace avx512 {
 void DeltaRule(const DeltaRuleStep& step);
 void ShortConvRows(const ConvRows& rows);
+void MatAccumulate(const MatAcc& p);
 }  // namespace avx512
 
 }  // namespace kvserve

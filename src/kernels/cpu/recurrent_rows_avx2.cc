@@ -208,4 +208,45 @@ void ShortConvRows(const ConvRows& a) {
   }
 }
 
+// R rows of y, columns [j, j + 16) (two ymm), over all c.
+template <int R>
+void MatAccBlock(const MatAcc& p, int r0, int j) {
+  __m256 acc[R][2];
+  for (int r = 0; r < R; ++r) {
+    for (int v = 0; v < 2; ++v)
+      acc[r][v] = _mm256_loadu_ps(p.y + (r0 + r) * p.y_stride + j + v * 8);
+  }
+  for (int c = 0; c < p.m; ++c) {
+    const __m256 b0 = _mm256_loadu_ps(p.b + c * p.b_stride + j);
+    const __m256 b1 = _mm256_loadu_ps(p.b + c * p.b_stride + j + 8);
+    for (int r = 0; r < R; ++r) {
+      const __m256 x = _mm256_set1_ps(p.x[(r0 + r) * p.x_stride + c]);
+      acc[r][0] = _mm256_fmadd_ps(x, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(x, b1, acc[r][1]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int v = 0; v < 2; ++v)
+      _mm256_storeu_ps(p.y + (r0 + r) * p.y_stride + j + v * 8, acc[r][v]);
+  }
+}
+
+template <int R>
+void MatAccRows(const MatAcc& p, int r0) {
+  int j = 0;
+  for (; j + 16 <= p.w; j += 16) MatAccBlock<R>(p, r0, j);
+  for (int r = r0; r < r0 + R; ++r) {  // the last w % 16 columns
+    for (int c = 0; c < p.m; ++c) {
+      const float x = p.x[r * p.x_stride + c];
+      for (int jj = j; jj < p.w; ++jj) p.y[r * p.y_stride + jj] += x * p.b[c * p.b_stride + jj];
+    }
+  }
+}
+
+void MatAccumulate(const MatAcc& p) {
+  int r = 0;
+  for (; r + 4 <= p.n; r += 4) MatAccRows<4>(p, r);
+  for (; r < p.n; ++r) MatAccRows<1>(p, r);
+}
+
 }  // namespace kvserve::avx2

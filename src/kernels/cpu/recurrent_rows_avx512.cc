@@ -193,4 +193,42 @@ void ShortConvRows(const ConvRows& a) {
   }
 }
 
+// R rows of y, columns [j, j + 32) (two vectors) or under `live` [j, j + 16) (one), over all c.
+template <int R, int V>
+void MatAccBlock(const MatAcc& p, int r0, int j, __mmask16 live) {
+  __m512 acc[R][V];
+  for (int r = 0; r < R; ++r) {
+    for (int v = 0; v < V; ++v) {
+      acc[r][v] = _mm512_maskz_loadu_ps(live, p.y + (r0 + r) * p.y_stride + j + v * kLanes);
+    }
+  }
+  for (int c = 0; c < p.m; ++c) {
+    __m512 b[V];
+    for (int v = 0; v < V; ++v)
+      b[v] = _mm512_maskz_loadu_ps(live, p.b + c * p.b_stride + j + v * kLanes);
+    for (int r = 0; r < R; ++r) {
+      const __m512 x = _mm512_set1_ps(p.x[(r0 + r) * p.x_stride + c]);
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(x, b[v], acc[r][v]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int v = 0; v < V; ++v) {
+      _mm512_mask_storeu_ps(p.y + (r0 + r) * p.y_stride + j + v * kLanes, live, acc[r][v]);
+    }
+  }
+}
+
+template <int R>
+void MatAccRows(const MatAcc& p, int r0) {
+  int j = 0;
+  for (; j + 2 * kLanes <= p.w; j += 2 * kLanes) MatAccBlock<R, 2>(p, r0, j, 0xFFFF);
+  for (; j < p.w; j += kLanes) MatAccBlock<R, 1>(p, r0, j, FirstLanes(p.w - j));
+}
+
+void MatAccumulate(const MatAcc& p) {
+  int r = 0;
+  for (; r + 4 <= p.n; r += 4) MatAccRows<4>(p, r);
+  for (; r < p.n; ++r) MatAccRows<1>(p, r);
+}
+
 }  // namespace kvserve::avx512
