@@ -10,10 +10,11 @@ namespace {
 
 void Grow(DeltaChunkScratch& s, int hd, int chunk) {
   const size_t c = static_cast<size_t>(chunk);
-  s.s.resize(static_cast<size_t>(hd) * hd);
   s.ks.resize(c * hd);
   s.qs.resize(c * hd);
   s.kt.resize(c * hd);
+  s.dt.resize(c * hd);
+  s.wk.resize(c * hd);
   s.a.resize(c * c);
   s.qk.resize(c * c);
   s.g.resize(c);
@@ -84,18 +85,43 @@ void SolveAndOutput(const DeltaNetArgs& a, const KernelTable& kernels, int h, in
   }
 }
 
-// S = γ_{n-1} S0 + Σ_u exp(G_{n-1} - G_u) k_u Δ_u^T (kt's columns scaled by the decays).
-void UpdateState(const KernelTable& kernels, int hd, int n, int chunk, DeltaChunkScratch& s) {
-  const size_t c = static_cast<size_t>(chunk);
+// S0^T k_t and S0^T q_t as rows t of ks and qs: y[j][t] = M[j]·k_t (M: the state in its own
+// layout, rows j; nullptr: zeros) into the [d, C] scratch dt, then transposed.
+void StateProducts(const KernelTable& kernels, const float* m, const float* q0, const float* k0,
+                   size_t qk_stride, int hd, int n, int chunk, DeltaChunkScratch& s) {
+  const size_t c = static_cast<size_t>(chunk), d = static_cast<size_t>(hd);
+  if (m == nullptr) {
+    std::fill_n(s.ks.data(), n * d, 0.0f);
+    std::fill_n(s.qs.data(), n * d, 0.0f);
+    return;
+  }
+  for (int t = 0; t < n; ++t) {  // kt[i][t] = q_t[i], in dt's place
+    for (int i = 0; i < hd; ++i) s.dt[i * c + t] = q0[t * qk_stride + i];
+  }
+  Product(kernels, {m, d, s.dt.data(), c, s.wk.data(), c, hd, hd, n});
+  for (int j = 0; j < hd; ++j) {
+    for (int t = 0; t < n; ++t) s.qs[t * d + j] = s.wk[j * c + t];
+  }
+  Product(kernels, {m, d, s.kt.data(), c, s.wk.data(), c, hd, hd, n});
+  for (int j = 0; j < hd; ++j) {
+    for (int t = 0; t < n; ++t) s.ks[t * d + j] = s.wk[j * c + t];
+  }
+}
+
+// M = γ_{n-1} M0 + Σ_u Δ_u (exp(G_{n-1} - G_u) k_u)^T in the state's layout: to = γ src (src
+// nullptr: zeros; src == to: in place), then to += Δ^T [d, n] times the decayed k [n, d].
+void UpdateState(const KernelTable& kernels, const float* src, float* to, const float* k0,
+                 size_t qk_stride, int hd, int n, int chunk, DeltaChunkScratch& s) {
+  const size_t c = static_cast<size_t>(chunk), d = static_cast<size_t>(hd);
   const float last = s.g[n - 1];
   const float gamma = std::exp(last);
   for (int u = 0; u < n; ++u) {
     const float w = std::exp(last - s.g[u]);
-    for (int i = 0; i < hd; ++i) s.kt[i * c + u] *= w;
+    for (int i = 0; i < hd; ++i) s.wk[u * d + i] = w * k0[u * qk_stride + i];
+    for (int j = 0; j < hd; ++j) s.dt[j * c + u] = s.ks[u * d + j];
   }
-  for (float& x : s.s) x *= gamma;
-  kernels.mat_acc({s.kt.data(), c, s.ks.data(), static_cast<size_t>(hd), s.s.data(),
-                   static_cast<size_t>(hd), hd, n, hd});
+  for (size_t i = 0; i < d * d; ++i) to[i] = src != nullptr ? gamma * src[i] : 0.0f;
+  kernels.mat_acc({s.dt.data(), c, s.wk.data(), d, to, d, hd, n, hd});
 }
 
 }  // namespace
@@ -105,31 +131,19 @@ void DeltaRuleChunkedRun(const DeltaNetArgs& a, const KernelTable& kernels, cons
   const int hd = a.head_dim;
   const size_t head_floats = static_cast<size_t>(hd) * hd;
   Grow(scratch, hd, chunk);
-  float* s = scratch.s.data();
-  const float* from = run.from != nullptr ? run.from + h * head_floats : nullptr;
-  for (int j = 0; j < hd; ++j) {  // s[i][j] = M0[j][i]
-    for (int i = 0; i < hd; ++i) {
-      s[static_cast<size_t>(i) * hd + j] =
-          from != nullptr ? from[static_cast<size_t>(j) * hd + i] : 0.0f;
-    }
-  }
   const size_t k_width = static_cast<size_t>(a.n_k_heads) * hd;
   const size_t qk_stride = 2 * k_width;
-  const size_t hd_size = static_cast<size_t>(hd);
+  const float* src = run.from != nullptr ? run.from + h * head_floats : nullptr;
+  float* to = run.to + h * head_floats;
   for (int r0 = run.row_begin; r0 < run.row_end; r0 += chunk) {
     const int n = std::min(chunk, run.row_end - r0);
     const float* q0 = qk + qk_stride * r0 + static_cast<size_t>(h % a.n_k_heads) * hd;
     const float* k0 = q0 + k_width;
     ChunkMatrices(a, kernels, q0, k0, qk_stride, h, r0, n, chunk, scratch);
-    Product(kernels, {k0, qk_stride, s, hd_size, scratch.ks.data(), hd_size, n, hd, hd});
-    Product(kernels, {q0, qk_stride, s, hd_size, scratch.qs.data(), hd_size, n, hd, hd});
+    StateProducts(kernels, src, q0, k0, qk_stride, hd, n, chunk, scratch);
     SolveAndOutput(a, kernels, h, r0, n, chunk, scratch);
-    UpdateState(kernels, hd, n, chunk, scratch);
-  }
-  float* to = run.to + h * head_floats;
-  for (int j = 0; j < hd; ++j) {
-    for (int i = 0; i < hd; ++i)
-      to[static_cast<size_t>(j) * hd + i] = s[static_cast<size_t>(i) * hd + j];
+    UpdateState(kernels, src, to, k0, qk_stride, hd, n, chunk, scratch);
+    src = to;
   }
 }
 

@@ -29,10 +29,11 @@ constexpr int kMaxDeltaChunk = 1024;
 
 // One task's scratch for DeltaRuleChunkedRun, grown on first use. Floats, d = head_dim, C = chunk.
 struct DeltaChunkScratch {
-  std::vector<float> s;   // [d (key i), d (value j)], the state transposed
-  std::vector<float> ks;  // [C, d], γ_t S0^T k_t, then the right-hand side, then Δ
+  std::vector<float> ks;  // [C, d], S0^T k_t, then the right-hand side, then Δ
   std::vector<float> qs;  // [C, d], S0^T q_t
-  std::vector<float> kt;  // [d (key i), C], k_u[i], then times exp(G_{n-1} - G_u)
+  std::vector<float> kt;  // [d (key i), C], k_u[i]
+  std::vector<float> dt;  // [d, C], q_t[i], then Δ_u[j]
+  std::vector<float> wk;  // [d, C], M q_t, M k_t; then [C, d], exp(G_{n-1} - G_u) k_u[i]
   std::vector<float> a;   // [C, C], -β_t exp(G_t - G_s) (k_t·k_s), s < t
   std::vector<float> qk;  // [C, C], exp(G_t - G_s) (q_t·k_s), s <= t
   std::vector<float> g;   // [C], G_t
