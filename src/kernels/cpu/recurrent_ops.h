@@ -4,7 +4,9 @@
 // delta_rule_step, conv_rows): plain C++ here for the scalar table (no intrinsics, no FMA: the
 // file is compiled for the baseline ISA), AVX2 and AVX-512 in recurrent_rows_*.cc, all giving the
 // same bits. The rest is plain C++ that every table shares. Sums run in an order fixed by the row
-// alone: a row's result never depends on the batch or the thread split.
+// alone: a row's result never depends on the batch or the thread split. The exception is the
+// opt-in chunked form (DeltaNetArgs::chunk, delta_chunked.h): its products go through
+// kernels.mat_acc, whose tables agree within rounding only.
 //
 // Threads: ShortConvRuns splits channels, GatedDeltaNetRuns splits (value head, state rows); each
 // task walks the runs in list order, so a sequence's chained runs (RecurrentRun) stay in order.
