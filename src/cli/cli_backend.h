@@ -1,6 +1,7 @@
 // The backend every command runs on, chosen by name from the registry (kernels/backend_registry.h):
 // `--backend NAME`, else KVSERVE_BACKEND, else "cpu". Each backend reads its own settings from
-// the environment when it is built (the CPU: KVSERVE_ISA, KVSERVE_PACK, KVSERVE_DECODE_TILE).
+// the environment when it is built (the CPU: KVSERVE_ISA, KVSERVE_PACK, KVSERVE_DECODE_TILE,
+// KVSERVE_DELTA_CHUNK).
 #pragma once
 
 #include "cli/args.h"
