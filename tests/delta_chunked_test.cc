@@ -428,6 +428,20 @@ TEST(DeltaChunked, MatAccMatchesTheDoubleProductOnEveryTable) {
   }
 }
 
+// KVSERVE_DELTA_CHUNK sets it (0..kMaxDeltaChunk; anything else: off, with a warning).
+TEST(DeltaChunked, TheEnvironmentSetsTheChunk) {
+  const char* saved = std::getenv("KVSERVE_DELTA_CHUNK");
+  const std::string keep = saved != nullptr ? saved : "";
+  for (const auto& [value, want] : std::vector<std::pair<const char*, int>>{
+           {"64", 64}, {"16", 16}, {"0", 0}, {"-3", 0}, {"100000", 0}}) {
+    setenv("KVSERVE_DELTA_CHUNK", value, 1);
+    EXPECT_EQ(CpuBackendOptions::FromEnvironment().delta_chunk, want) << value;
+  }
+  unsetenv("KVSERVE_DELTA_CHUNK");
+  EXPECT_EQ(CpuBackendOptions::FromEnvironment().delta_chunk, 0);
+  if (saved != nullptr) setenv("KVSERVE_DELTA_CHUNK", keep.c_str(), 1);
+}
+
 // Off by default, and runs shorter than the chunk keep the token-by-token bits.
 TEST(DeltaChunked, ShortRunsAndTheDefaultKeepTheTokenByTokenBits) {
   EXPECT_EQ(CpuBackendOptions{}.delta_chunk, 0);
