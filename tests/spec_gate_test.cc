@@ -120,6 +120,13 @@ TEST(KeptDraftTokens, DraftingTimeAndRecomputeCountAgainstADraft) {
   EXPECT_GE(KeptDraftTokens(std::vector<double>{0.5}, lengths, 1, costs)[0], 1);
   EXPECT_EQ(KeptDraftTokens(std::vector<double>{0.5}, lengths, 1, costs, std::vector<int>{15}),
             (std::vector<int>{0}));
+  // The recompute measured at 3 ms a token (prefill's pace on a hybrid, not decode's 1 ms): a
+  // draft accepted half the time no longer pays for a 4-token recompute.
+  EXPECT_GE(KeptDraftTokens(std::vector<double>{0.5}, lengths, 1, costs, std::vector<int>{4})[0],
+            1);
+  EXPECT_EQ(KeptDraftTokens(std::vector<double>{0.5}, lengths, 1, costs, std::vector<int>{4}, 0,
+                            StepCost{.fixed_ms = 10, .ms_per_token = 3}),
+            (std::vector<int>{0}));
   // A recompute of one token (the pending one, at a block boundary) changes nothing.
   EXPECT_EQ(KeptDraftTokens(std::vector<double>{0.5}, lengths, 1, costs, std::vector<int>{1}),
             KeptDraftTokens(std::vector<double>{0.5}, lengths, 1, costs));

@@ -52,17 +52,23 @@ std::shared_ptr<Proposer> MakeProposer(const EngineOptions& options, int n_draft
 
 std::vector<int> KeptDraftTokens(std::span<const double> p, std::span<const int> lengths,
                                  int n_decoding, const BatchCostTable& costs,
-                                 std::span<const int> rollback_tokens, double draft_ms_per_token) {
+                                 std::span<const int> rollback_tokens, double draft_ms_per_token,
+                                 const StepCost& line) {
   std::vector<int> kept(lengths.begin(), lengths.end());
-  const std::optional<double> base_ms = costs.Predict(std::max(1, n_decoding));
+  const int n = std::max(1, n_decoding);
+  // T(n + j): the table's timed means, else the fitted line.
+  const auto predict = [&](int tokens) -> std::optional<double> {
+    if (std::optional<double> ms = costs.Predict(tokens)) return ms;
+    if (line.known()) return line.Predict(tokens);
+    return std::nullopt;
+  };
+  const std::optional<double> base_ms = predict(n);
   if (!base_ms || *base_ms <= 0) return kept;  // nothing timed yet: draft, and learn the cost
   // A step of more tokens never costs less: the timed means, made monotone (a noisy table can
   // time 2-token steps under 1-token ones, which would make a draft look free).
   const auto step_ms = [&](int extra_tokens) {
     double ms = *base_ms;
-    for (int j = 1; j <= extra_tokens; ++j) {
-      ms = std::max(ms, *costs.Predict(std::max(1, n_decoding) + j));
-    }
+    for (int j = 1; j <= extra_tokens; ++j) ms = std::max(ms, *predict(n + j));
     return ms;
   };
   struct Candidate {
@@ -73,7 +79,10 @@ std::vector<int> KeptDraftTokens(std::span<const double> p, std::span<const int>
   std::vector<Candidate> candidates;
   for (size_t i = 0; i < lengths.size(); ++i) {
     const int r = i < rollback_tokens.size() ? rollback_tokens[i] : 0;
-    const double recompute_ms = step_ms(r) - *base_ms;
+    // The line's slope where it is a line (a fixed part fitted); through the origin it is a
+    // whole step per token, far above a recomputed token's cost.
+    const double recompute_ms =
+        line.known() && line.fixed_ms > 0 ? r * line.ms_per_token : step_ms(r) - *base_ms;
     double gain = 1;
     for (int j = 0; j < lengths[i]; ++j) {
       const double before = gain;
@@ -188,6 +197,11 @@ void DraftPlanner::ProposeTimed(std::span<Sequence* const> seqs, std::span<const
       draft_ms_per_token_ == 0 ? per_token : kKeep * draft_ms_per_token_ + (1 - kKeep) * per_token;
 }
 
+void DraftPlanner::ObserveDecodeStep(int n_tokens, int n_recomputed, double ms) {
+  if (n_recomputed == 0) step_costs_.Observe(n_tokens, ms);
+  step_line_.Observe(n_tokens + n_recomputed, ms);
+}
+
 void DraftPlanner::Gate(const Scheduler& scheduler, std::span<Sequence* const> seqs,
                         int n_decoding) {
   std::vector<double> p;
@@ -197,8 +211,8 @@ void DraftPlanner::Gate(const Scheduler& scheduler, std::span<Sequence* const> s
     lengths.push_back(static_cast<int>(seq->draft.size()));
     rollback.push_back(scheduler.RollbackTokens(*seq));
   }
-  const std::vector<int> kept =
-      KeptDraftTokens(p, lengths, n_decoding, step_costs_, rollback, draft_ms_per_token_);
+  const std::vector<int> kept = KeptDraftTokens(p, lengths, n_decoding, step_costs_, rollback,
+                                                draft_ms_per_token_, step_line_.cost());
   for (size_t i = 0; i < seqs.size(); ++i) {
     if (kept[i] == 0 && lengths[i] > 0) seqs[i]->spec_acceptance.Idle();
     seqs[i]->draft.resize(kept[i]);

@@ -21,6 +21,7 @@
 #include "engine/engine.h"
 #include "engine/proposer.h"
 #include "engine/scheduler.h"
+#include "engine/step_cost.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 
@@ -34,12 +35,15 @@ namespace kvserve {
 // (`draft_ms_per_token`, the proposer's measured time per drafted token: a second model's or an
 // MTP layer's forward), and on a model whose recurrent state cannot be taken back, the tokens a
 // rejection makes the sequence recompute (rollback_tokens[i], empty = none): the candidate j of
-// a sequence adds (p^(j-1) - p^j) · (T(n_decoding + r) - T(n_decoding)), the chance that its
-// draft fails at token j times the recompute's cost.
+// a sequence adds (p^(j-1) - p^j) · R, the chance that its draft fails at token j times the
+// recompute's cost R: r times `line`'s cost per token where it is a fitted line with a fixed part
+// (over the decoding steps, recomputes included: on a hybrid a recomputed token costs prefill's
+// pace, not a verify row's), else T(n_decoding + r) - T(n_decoding). `line` also stands in for T
+// where `costs` knows nothing yet.
 std::vector<int> KeptDraftTokens(std::span<const double> p, std::span<const int> lengths,
                                  int n_decoding, const BatchCostTable& costs,
                                  std::span<const int> rollback_tokens = {},
-                                 double draft_ms_per_token = 0);
+                                 double draft_ms_per_token = 0, const StepCost& line = {});
 
 class DraftPlanner {
  public:
@@ -66,8 +70,10 @@ class DraftPlanner {
   void BlockEvicted(const BlockKey& key) {
     if (proposer_) proposer_->BlockEvicted(key);
   }
-  // A decode step (every chunk one token plus its drafts) of n_tokens took ms milliseconds.
-  void ObserveDecodeStep(int n_tokens, double ms) { step_costs_.Observe(n_tokens, ms); }
+  // A step of decoding chunks only took ms milliseconds: n_tokens of one token and its drafts
+  // each, and n_recomputed more that hybrid sequences sent back to a checkpoint recomputed
+  // before theirs (the table learns steps without those; the line all of them).
+  void ObserveDecodeStep(int n_tokens, int n_recomputed, double ms);
 
  private:
   SpecOptions spec_;
@@ -79,6 +85,7 @@ class DraftPlanner {
   void ProposeTimed(std::span<Sequence* const> seqs, std::span<const int> max_tokens);
 
   double draft_ms_per_token_ = 0;
+  StepCostModel step_line_;
   std::shared_ptr<Proposer> proposer_;  // null: no speculative decoding
   BatchCostTable step_costs_;
 };

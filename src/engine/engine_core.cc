@@ -201,14 +201,24 @@ StepLogits EngineCore::Run(const StepPlan& plan) {
 void EngineCore::ObserveStepTime(const StepPlan& plan,
                                  std::chrono::steady_clock::time_point start) {
   const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
-  if (drafts_.enabled() && std::all_of(plan.chunks.begin(), plan.chunks.end(), [](const auto& c) {
-        return c.sample && c.n_tokens == c.n_draft + 1;
-      })) {
-    drafts_.ObserveDecodeStep(plan.n_tokens, ms.count());
-  }
+  if (drafts_.enabled()) ObserveDraftingStep(plan, ms.count());
   if (options_.max_step_ms <= 0) return;
   step_cost_.Observe(plan.n_tokens, ms.count());
   scheduler_.SetStepCost(step_cost_.cost());
+}
+
+// A decode step (every chunk one token and its drafts) teaches the gate the step's cost; one in
+// which hybrid sequences sent back to a checkpoint recompute tokens before theirs, what those
+// cost; a step with a prompt chunk neither.
+void EngineCore::ObserveDraftingStep(const StepPlan& plan, double ms) {
+  int n_decode = 0, n_recomputed = 0;
+  for (const ScheduledChunk& c : plan.chunks) {
+    const int extra = c.n_tokens - c.n_draft - 1;
+    if (!c.sample || (extra > 0 && !c.seq->resuming)) return;
+    n_decode += c.n_draft + 1;
+    n_recomputed += extra;
+  }
+  drafts_.ObserveDecodeStep(n_decode, n_recomputed, ms);
 }
 
 StepSamples EngineCore::Sample(const StepPlan& plan, const StepLogits& logits) {

@@ -78,6 +78,8 @@ class EngineCore {
   // Under max_step_ms, feeds the time since `start` (forward and sampling) to the step-cost model
   // the scheduler sizes steps by.
   void ObserveStepTime(const StepPlan& plan, std::chrono::steady_clock::time_point start);
+  // What a step of `ms` milliseconds teaches speculation's cost gate (DraftPlanner).
+  void ObserveDraftingStep(const StepPlan& plan, double ms);
   // Before a step is scheduled: shifts the sequences whose context is full, then plans drafts.
   void Prepare();
   // Sends each output's token event and finishes the sequences whose stop rules said so.

@@ -163,8 +163,10 @@ int Scheduler::PrefillAllowance() const {
 
 int Scheduler::RollbackTokens(const Sequence& seq) const {
   if (!blocks_.holds_states()) return 0;
-  const int n = seq.n_computed + 1;
-  return n - blocks_.LastHeldBoundary(seq.blocks, n);
+  // Back to the boundary its computed tokens reach, then every token after it again (a resuming
+  // sequence's pending ones included).
+  return static_cast<int>(seq.tokens.size()) -
+         blocks_.LastHeldBoundary(seq.blocks, seq.n_computed + 1);
 }
 
 StepPlan Scheduler::Schedule() {
