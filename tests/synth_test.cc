@@ -530,11 +530,12 @@ TEST(SynthTest, BadShapesNameTheField) {
       "gpt-oss, llama, qwen35, qwen35moe, qwen3moe)");
   EXPECT_EQ(SyntheticArchitectureNames(),
             "gemma4, gemma4-assistant, gpt2, gpt-oss, llama, qwen35, qwen35moe, qwen3moe");
-  EXPECT_EQ(SyntheticPresetNames(),
-            "gemma4-e2b, gemma4-tiny, gemma4-moe-tiny, gemma4-assistant-tiny, gpt2-124m, "
-            "gpt-oss-20b, gpt-oss-tiny, "
-            "tinyllama-1.1b, stories-15m, stories-260k, qwen35-tiny, qwen35-tiny-mtp, qwen35-small, "
-            "qwen35-0.8b, qwen35moe-tiny, qwen35moe-tiny-mtp, qwen35moe-small, qwen35moe-35b-a3b");
+  EXPECT_EQ(
+      SyntheticPresetNames(),
+      "gemma4-e2b, gemma4-tiny, gemma4-moe-tiny, gemma4-assistant-tiny, gpt2-124m, "
+      "gpt-oss-20b, gpt-oss-tiny, "
+      "tinyllama-1.1b, stories-15m, stories-260k, qwen35-tiny, qwen35-tiny-mtp, qwen35-small, "
+      "qwen35-0.8b, qwen35moe-tiny, qwen35moe-tiny-mtp, qwen35moe-small, qwen35moe-35b-a3b");
   // qwen35's delta net: value heads a multiple of key heads, M-RoPE sections half the rope dims.
   s = *SyntheticPreset("qwen35-tiny");
   s.ssm_time_step_rank = 3;

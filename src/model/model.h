@@ -18,8 +18,8 @@
 #include "kv/kv_spec.h"
 #include "model/forward_batch.h"
 #include "model/hidden_state_drafter.h"
-#include "model/nextn_drafter.h"
 #include "model/model_config.h"
+#include "model/nextn_drafter.h"
 #include "model/weight_loader.h"
 #include "util/status.h"
 
