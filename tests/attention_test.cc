@@ -6,7 +6,9 @@
 // - AttendHead (attention.h) computing the same as the kernel on a KvLayerView;
 // - sliding windows (AttendJob::first_key) and score soft-caps: the scalar kernel against a
 //   double-precision reference, every SIMD table bit-identical to it, and no key outside the
-//   window read.
+//   window read;
+// - a bias per key (T5's relative position bias): the same checks, and PagedAttention looking it
+//   up by distance and reading every key of a sequence when told its key count (non-causal).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -208,14 +210,15 @@ TEST(AttendHeadTest, AttentionViewCallsTheKernel) {
 
 // As RunAttend, with keys first_key .. n_keys - 1 and a soft-cap.
 std::vector<float> RunAttendLimited(AttendHeadFn fn, const Pool& pool, const std::vector<float>& q,
-                                    int head, int first_key, float soft_cap,
-                                    float sink = -INFINITY) {
+                                    int head, int first_key, float soft_cap, float sink = -INFINITY,
+                                    const float* bias = nullptr) {
   std::vector<float> scores(AttentionScratchFloats(pool.n_keys - first_key, pool.head_dim));
   std::vector<float> out(pool.head_dim + 16, 7.0f);
   AttendJob job = pool.Job(q.data(), head, scores.data(), out.data());
   job.first_key = first_key;
   job.soft_cap = soft_cap;
   job.sink = sink;
+  job.bias = bias;
   fn(job);
   for (int d = pool.head_dim; d < pool.head_dim + 16; ++d) {
     EXPECT_EQ(out[d], 7.0f) << "wrote past head_dim at " << d;
@@ -398,6 +401,117 @@ TEST(AttendHeadSinkTest, PagedAttentionGivesEachHeadItsSink) {
     const bool same = std::memcmp(sunk.data() + h * head_dim, plain.data() + h * head_dim,
                                   sizeof(float) * head_dim) == 0;
     EXPECT_EQ(same, sinks[h] == -INFINITY) << "head " << h;
+  }
+}
+
+// ---- Position bias and non-causal key counts (T5) ----------------------------------------------
+
+std::vector<float> RandomBias(int n, float scale, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> bias(n);
+  for (float& x : bias) x = dist(rng);
+  return bias;
+}
+
+TEST(AttendHeadBiasTest, ScalarMatchesDoubleSoftmax) {
+  std::mt19937 rng(51);
+  for (KvType type : kKvTypes) {
+    for (int n_keys : {1, 9, 40}) {
+      const Pool pool(type, 48, 2, 8, n_keys, rng);
+      for (int first : {0, n_keys / 2}) {
+        for (float soft_cap : {0.0f, 3.0f}) {
+          SCOPED_TRACE(std::string(KvTypeName(type)) + " n_keys=" + std::to_string(n_keys) +
+                       " first=" + std::to_string(first) + " cap=" + std::to_string(soft_cap));
+          const std::vector<float> q = RandomQuery(48, 2.0f, rng);
+          const std::vector<float> bias = RandomBias(n_keys - first, 4.0f, rng);
+          const std::vector<float> got = RunAttendLimited(scalar::AttendHead, pool, q, 1, first,
+                                                          soft_cap, -INFINITY, bias.data());
+          testing::ExpectNearDoubleAttention(pool, q, 1, first, soft_cap, -INFINITY, got,
+                                             bias.data());
+        }
+      }
+    }
+  }
+}
+
+TEST(AttendHeadBiasTest, SimdMatchesScalarBitwise) {
+  const auto tables = FastTables();
+  if (tables.empty()) GTEST_SKIP() << "no SIMD table for this CPU";
+  std::mt19937 rng(53);
+  for (KvType type : kKvTypes) {
+    for (int head_dim : {15, 64, 256}) {
+      for (int n_keys : {1, 17, 129}) {
+        const Pool pool(type, head_dim, 2, 16, n_keys, rng);
+        for (int first : {0, n_keys > 16 ? n_keys - 16 : 0}) {
+          const std::vector<float> q = RandomQuery(head_dim, 4.0f, rng);
+          const std::vector<float> bias = RandomBias(n_keys - first, 8.0f, rng);
+          const std::vector<float> want =
+              RunAttendLimited(scalar::AttendHead, pool, q, 1, first, 0.0f, 0.5f, bias.data());
+          for (const KernelTable* t : tables) {
+            SCOPED_TRACE(std::string(t->isa) + " " + KvTypeName(type) + " head_dim=" +
+                         std::to_string(head_dim) + " n_keys=" + std::to_string(n_keys));
+            const std::vector<float> got =
+                RunAttendLimited(t->attend_head, pool, q, 1, first, 0.0f, 0.5f, bias.data());
+            ASSERT_EQ(std::memcmp(got.data(), want.data(), sizeof(float) * head_dim), 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+// PagedAttention looks each head's bias up by key distance (AttentionParams::position_bias), and
+// with key_counts every query of a sequence reads all its keys whatever its position; a query at
+// the last position, causal, reads the same keys and so gives the same bits.
+TEST(AttendHeadBiasTest, PagedAttentionLooksUpDistancesAndReadsKeyCounts) {
+  std::mt19937 rng(57);
+  constexpr int kHeads = 2;
+  const int head_dim = 32, n_keys = 19;
+  const Pool pool(KvType::kF32, head_dim, 1, 8, n_keys, rng);
+  const KvLayerView view = pool.View();
+  const std::vector<float> q0 = RandomQuery(head_dim, 2.0f, rng);
+  const std::vector<float> q1 = RandomQuery(head_dim, 2.0f, rng);
+  std::vector<float> q(q0);
+  q.insert(q.end(), q1.begin(), q1.end());
+  q.insert(q.end(), q.begin(), q.end());  // tokens 0 and 1: the same two heads
+  // Distances -(n_keys - 1) .. n_keys - 1 for each head.
+  const int width = 2 * n_keys - 1, zero = n_keys - 1;
+  const std::vector<float> table = RandomBias(kHeads * width, 4.0f, rng);
+  const std::vector<int32_t> positions = {4, n_keys - 1}, seq_index = {0, 0};
+  const std::vector<int32_t> key_counts = {n_keys};
+  const std::vector<std::vector<int32_t>> tables = {pool.block_table};
+  const Backend& backend = TestBackend();
+  auto ws = backend.NewWorkspace({});
+  const AttentionParams params{.scale = 1.0f / std::sqrt(static_cast<float>(head_dim)),
+                               .position_bias = table.data(),
+                               .bias_width = width,
+                               .bias_zero = zero};
+  std::vector<float> all(2 * kHeads * head_dim), causal(2 * kHeads * head_dim);
+  backend.PagedAttention(view,
+                         {.positions = positions,
+                          .seq_index = seq_index,
+                          .block_tables = tables,
+                          .key_counts = key_counts},
+                         q.data(), kHeads, params, all.data(), *ws);
+  backend.PagedAttention(view,
+                         {.positions = positions, .seq_index = seq_index, .block_tables = tables},
+                         q.data(), kHeads, params, causal.data(), *ws);
+  for (int i = 0; i < 2; ++i) {
+    for (int h = 0; h < kHeads; ++h) {
+      SCOPED_TRACE("token " + std::to_string(i) + " head " + std::to_string(h));
+      const float* bias = table.data() + h * width + zero - positions[i];
+      const std::vector<float> want =
+          RunAttendLimited(testing::TestCpuKernels().attend_head, pool, h == 0 ? q0 : q1, 0, 0,
+                           0.0f, -INFINITY, bias);
+      const size_t offset = (static_cast<size_t>(i) * kHeads + h) * head_dim;
+      EXPECT_EQ(std::memcmp(all.data() + offset, want.data(), sizeof(float) * head_dim), 0);
+      testing::ExpectNearDoubleAttention(
+          pool, h == 0 ? q0 : q1, 0, 0, 0.0f, -INFINITY,
+          std::vector<float>(all.begin() + offset, all.begin() + offset + head_dim), bias);
+      const bool same =
+          std::memcmp(causal.data() + offset, want.data(), sizeof(float) * head_dim) == 0;
+      EXPECT_EQ(same, positions[i] == n_keys - 1);
+    }
   }
 }
 

@@ -31,6 +31,10 @@ struct AttentionBatch {
   std::span<const int32_t> positions;                  // [n_tokens]
   std::span<const int32_t> seq_index;                  // [n_tokens], index into block_tables
   std::span<const std::vector<int32_t>> block_tables;  // [n_sequences]
+  // Non-causal attention (an encoder's self-attention, a decoder's cross-attention): when set,
+  // every query of sequence s reads keys 0 .. key_counts[s] - 1 whatever its position (at least
+  // one); empty = causal, a query at position p reads keys up to p.
+  std::span<const int32_t> key_counts = {};
 };
 
 // A forward pass's execution context: buffers that grow to the largest batch seen and are then
@@ -89,6 +93,13 @@ struct AttentionParams {
   // Learned attention sinks (gpt-oss): per query head, a logit that joins the softmax's
   // denominator without a value, so a head may attend to nothing. [n_heads]; nullptr = none.
   const float* sinks = nullptr;
+  // A bias added to every scaled score by the key's distance from the query (T5's relative
+  // position buckets, looked up once per batch): head h's bias for key position k and query
+  // position q is position_bias[h * bias_width + bias_zero + (k - q)]; the table covers every
+  // distance the batch reads. nullptr = none.
+  const float* position_bias = nullptr;
+  int bias_width = 0;
+  int bias_zero = 0;
 };
 
 // Which rows each expert of a mixture serves this step (Backend::GroupByExpert): expert e's rows

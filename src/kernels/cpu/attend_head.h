@@ -40,6 +40,10 @@ float KvExp(float x);
 // scores[j] = tanh(scores[j] * (1 / cap)) * cap for j < n, one at a time; returns their maximum
 // (NaN skipped, as std::fmax). Every table's attend_head calls this one function for a soft-cap.
 float SoftCapScores(float* scores, int n, float cap);
+// What every table does to the scores between scoring and the softmax, one key at a time: adds
+// job.bias (scores[j] = scores[j] + bias[j]), then soft-caps; returns the new maximum, or
+// `max_score` when the job has neither.
+float AdjustScores(const AttendJob& job, float max_score);
 }  // namespace scalar
 
 namespace avx2 {

@@ -120,9 +120,7 @@ template <KvType T, int kVec>
 void AttendTyped(const AttendJob& job) {
   const int rest = job.head_dim - kLanes * (kVec - 1);  // 1 .. 16
   float max_score = ScoreKeys<T, kVec>(job, rest);
-  if (job.soft_cap > 0.0f) {
-    max_score = scalar::SoftCapScores(job.scores, job.n_keys - job.first_key, job.soft_cap);
-  }
+  max_score = scalar::AdjustScores(job, max_score);
   max_score = std::fmax(max_score, job.sink);
   const float inv_sum = 1.0f / (ExpScores(job, max_score) + scalar::KvExp(job.sink - max_score));
   AccumulateValues<T, kVec>(job, inv_sum, rest);

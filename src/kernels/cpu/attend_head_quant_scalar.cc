@@ -53,7 +53,7 @@ void AttendHeadQuant(const AttendJob& job) {
     job.scores[j] = Score(job, row);
     max_score = std::fmax(max_score, job.scores[j]);
   }
-  if (job.soft_cap > 0.0f) max_score = SoftCapScores(job.scores, n, job.soft_cap);
+  max_score = AdjustScores(job, max_score);
   max_score = std::fmax(max_score, job.sink);
   float sums[kLanes] = {};
   for (int j = 0; j < n; ++j) {

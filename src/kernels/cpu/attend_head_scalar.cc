@@ -73,6 +73,19 @@ float SoftCapScores(float* scores, int n, float cap) {
   return max_score;
 }
 
+float AdjustScores(const AttendJob& job, float max_score) {
+  const int n = job.n_keys - job.first_key;
+  if (job.bias != nullptr) {
+    max_score = -INFINITY;
+    for (int j = 0; j < n; ++j) {
+      job.scores[j] = job.scores[j] + job.bias[j];
+      max_score = std::fmax(max_score, job.scores[j]);
+    }
+  }
+  if (job.soft_cap > 0.0f) max_score = SoftCapScores(job.scores, n, job.soft_cap);
+  return max_score;
+}
+
 // Key j of the job is position first_key + j.
 void AttendHead(const AttendJob& job) {
   assert(job.head_dim > 0 && job.head_dim <= kMaxAttendHeadDim);
@@ -88,7 +101,7 @@ void AttendHead(const AttendJob& job) {
     job.scores[j] = Score(job, job.k + slot_offset(j));
     max_score = std::fmax(max_score, job.scores[j]);
   }
-  if (job.soft_cap > 0.0f) max_score = SoftCapScores(job.scores, n, job.soft_cap);
+  max_score = AdjustScores(job, max_score);
   max_score = std::fmax(max_score, job.sink);
   float sums[kLanes] = {};
   for (int j = 0; j < n; ++j) {

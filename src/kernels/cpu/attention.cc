@@ -64,6 +64,7 @@ void AttendHead(const KernelTable& kernels, const KvLayerView& kv, const float* 
       .first_key = limits.first_key,
       .soft_cap = limits.soft_cap,
       .sink = limits.sink,
+      .bias = limits.bias,
   });
 }
 

@@ -18,9 +18,10 @@ void StoreKv(const KvLayerView& kv, int64_t slot, const float* k, const float* v
 
 // A window and a soft-cap of AttendHead (AttendJob's first_key and soft_cap).
 struct AttendLimits {
-  int first_key = 0;       // the first key read; 0 = every key
-  float soft_cap = 0.0f;   // 0 = none
-  float sink = -INFINITY;  // a learned sink's logit (AttendJob::sink); -infinity = none
+  int first_key = 0;            // the first key read; 0 = every key
+  float soft_cap = 0.0f;        // 0 = none
+  float sink = -INFINITY;       // a learned sink's logit (AttendJob::sink); -infinity = none
+  const float* bias = nullptr;  // [n_keys - first_key], AttendJob::bias; nullptr = none
 };
 
 // One query head of a token at position n_keys - 1:

@@ -301,13 +301,18 @@ void CpuBackend::PagedAttention(const KvLayerView& kv, const AttentionBatch& bat
   const int head_dim = kv.head_dim;
   const int group = n_heads / kv.n_kv_heads;
   const int n_tokens = static_cast<int>(batch.positions.size());
-  auto first_key = [&](int32_t pos) {
-    return params.window > 0 ? std::max(0, pos - params.window + 1) : 0;
+  const bool causal = batch.key_counts.empty();
+  // Token i reads keys [first_key(i), keys_end(i)).
+  auto keys_end = [&](int i) {
+    return causal ? batch.positions[i] + 1 : batch.key_counts[batch.seq_index[i]];
+  };
+  auto first_key = [&](int i) {
+    return causal && params.window > 0 ? std::max(0, batch.positions[i] - params.window + 1) : 0;
   };
   int max_keys = 0;
   int64_t cost = 0;
-  for (int32_t pos : batch.positions) {
-    const int n_keys = pos + 1 - first_key(pos);
+  for (int i = 0; i < n_tokens; ++i) {
+    const int n_keys = keys_end(i) - first_key(i);
     max_keys = std::max(max_keys, n_keys);
     cost += static_cast<int64_t>(n_keys) * head_dim * n_heads * 2;
   }
@@ -325,13 +330,19 @@ void CpuBackend::PagedAttention(const KvLayerView& kv, const AttentionBatch& bat
           const int dealt = static_cast<int>(unit % n_tokens);
           const int i = dealt % 2 == 0 ? dealt / 2 : n_tokens - 1 - dealt / 2;
           const size_t offset = (static_cast<size_t>(i) * n_heads + h) * head_dim;
-          const int32_t pos = batch.positions[i];
+          const int first = first_key(i);
+          const float* bias = nullptr;
+          if (params.position_bias != nullptr) {
+            bias = params.position_bias + static_cast<ptrdiff_t>(h) * params.bias_width +
+                   params.bias_zero + (first - batch.positions[i]);
+          }
           AttendHead(kernels_, kv, q + offset, h / group,
-                     batch.block_tables[batch.seq_index[i]].data(), pos + 1, params.scale,
+                     batch.block_tables[batch.seq_index[i]].data(), keys_end(i), params.scale,
                      out + offset, scratch,
-                     {.first_key = first_key(pos),
+                     {.first_key = first,
                       .soft_cap = params.soft_cap,
-                      .sink = params.sinks != nullptr ? params.sinks[h] : -INFINITY});
+                      .sink = params.sinks != nullptr ? params.sinks[h] : -INFINITY,
+                      .bias = bias});
         }
       },
       cost);

@@ -80,6 +80,9 @@ struct AttendJob {
   int first_key = 0;       // the window's first position; 0 = every key
   float soft_cap = 0.0f;   // attention logit soft-cap; 0 = none
   float sink = -INFINITY;  // a learned attention sink's logit (gpt-oss); -infinity = none
+  // Added to each scaled score before the soft-cap (T5's relative position bias): bias[j] for
+  // key first_key + j, [n_keys - first_key]; nullptr = none.
+  const float* bias = nullptr;
 };
 constexpr int kMaxAttendHeadDim = 256;
 
