@@ -189,6 +189,8 @@ class Backend {
                          float limit, Workspace& ws) const = 0;
   // GELU (tanh form, through GGML's f16 table), in place.
   virtual void Gelu(float* x, int n_rows, int width, Workspace& ws) const = 0;
+  // x = x > 0 ? x : 0 elementwise (T5's feed-forward; -0 and NaN become 0, as in ggml).
+  virtual void Relu(float* x, int n_rows, int width, Workspace& ws) const = 0;
   // gate = Gelu(gate) * up, per row (GeGLU, gemma's gated feed-forward).
   virtual void GeGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const = 0;
   // x *= factor, per row (gemma's embedding scale).

@@ -74,6 +74,9 @@ class ForwardingBackend : public Backend {
   void Gelu(float* x, int n_rows, int width, Workspace& ws) const override {
     inner_.Gelu(x, n_rows, width, ws);
   }
+  void Relu(float* x, int n_rows, int width, Workspace& ws) const override {
+    inner_.Relu(x, n_rows, width, ws);
+  }
   void GeGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const override {
     inner_.GeGlu(gate, up, n_rows, width, ws);
   }

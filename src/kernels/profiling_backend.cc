@@ -92,6 +92,10 @@ void ProfilingBackend::SwiGluOai(float* gate, const float* up, int n_rows, int w
   Timed("swiglu", &ws, 0, [&] { inner_.SwiGluOai(gate, up, n_rows, width, alpha, limit, ws); });
 }
 
+void ProfilingBackend::Relu(float* x, int n_rows, int width, Workspace& ws) const {
+  Timed("relu", &ws, 0, [&] { inner_.Relu(x, n_rows, width, ws); });
+}
+
 void ProfilingBackend::Gelu(float* x, int n_rows, int width, Workspace& ws) const {
   Timed("gelu", &ws, 0, [&] { inner_.Gelu(x, n_rows, width, ws); });
 }

@@ -57,6 +57,7 @@ class ProfilingBackend final : public ForwardingBackend {
   void SwiGluOai(float* gate, const float* up, int n_rows, int width, float alpha, float limit,
                  Workspace& ws) const override;
   void Gelu(float* x, int n_rows, int width, Workspace& ws) const override;
+  void Relu(float* x, int n_rows, int width, Workspace& ws) const override;
   void GeGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const override;
   void Scale(float* x, int n_rows, int width, float factor, Workspace& ws) const override;
   void SoftCap(float* x, int n_rows, int width, float cap, Workspace& ws) const override;

@@ -17,6 +17,9 @@ struct KvGroupBatch {
   // Per sequence, the physical block of each logical block; must cover the positions attention
   // reads (a window group's entries before the window may be kNoBlock, never read).
   std::vector<std::vector<int32_t>> block_tables;
+  // A non-causal group (an encoder-decoder's cross-attention): per sequence, the keys all of its
+  // queries read (AttentionBatch::key_counts); empty for a causal group.
+  std::vector<int32_t> key_counts;
 };
 
 struct ForwardBatch {
@@ -34,7 +37,8 @@ struct ForwardBatch {
   AttentionBatch attention(int group) const {
     return AttentionBatch{.positions = positions,
                           .seq_index = seq_index,
-                          .block_tables = kv_groups[group].block_tables};
+                          .block_tables = kv_groups[group].block_tables,
+                          .key_counts = kv_groups[group].key_counts};
   }
   // Empties the batch, keeping n_groups (empty) groups.
   void Clear(int n_groups) {
@@ -45,9 +49,31 @@ struct ForwardBatch {
     for (KvGroupBatch& group : kv_groups) {
       group.slots.clear();
       group.block_tables.clear();
+      group.key_counts.clear();
     }
     logit_rows.clear();
     final_hidden = nullptr;
+  }
+};
+
+// The input of an encoder-decoder model's encode step (Model::Encode): each sequence's whole
+// encoder input, its tokens one after another in order, and where the cross-attention K/V of
+// each input position go. The encoder is bidirectional, so an input is never split between
+// batches.
+struct EncodeBatch {
+  std::vector<int32_t> tokens;       // [n_tokens]
+  std::vector<int32_t> lengths;      // [n_sequences]: input tokens of each, in batch order
+  std::vector<int64_t> cross_slots;  // [n_tokens], slot of the position in the cross group
+  // When set: [n_tokens, n_embd], where Encode leaves the encoder's output (after its final
+  // norm), for tests and encoder-only use.
+  float* encoder_output = nullptr;
+
+  int n_tokens() const { return static_cast<int>(tokens.size()); }
+  void Clear() {
+    tokens.clear();
+    lengths.clear();
+    cross_slots.clear();
+    encoder_output = nullptr;
   }
 };
 

@@ -65,6 +65,16 @@ class Model {
   // layer): `--spec mtp` drafts with them.
   virtual const NextnDrafter* nextn_drafter() const { return nullptr; }
 
+  // Encoder-decoder models (T5). cross_group(): the KV group whose blocks hold each sequence's
+  // cross-attention K/V over its encoder input, which Forward's decoder reads (key_counts of that
+  // group: the input's length); -1 for a decoder-only model, which never gets Encode.
+  virtual int cross_group() const { return -1; }
+  // Runs the encoder over every sequence's whole input and stores, for every decoder layer, the
+  // K and V of its output at batch.cross_slots. Writes nothing else of `kv`.
+  virtual void Encode(const EncodeBatch& batch, KvCache& kv, Workspace& ws) const {}
+  // The token a decoder's output starts from (T5's decoder_start_token_id); -1: none.
+  virtual int32_t decoder_start_token() const { return -1; }
+
  protected:
   Model(GgufFile file, ModelConfig config, const Backend& backend);
   // Declares the matrices Forward multiplies and the vectors it reads (the model's own members;

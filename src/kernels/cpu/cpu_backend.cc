@@ -258,6 +258,13 @@ void CpuBackend::Gelu(float* x, int n_rows, int width, Workspace& ws) const {
   ForRows(ws, n_rows, width, [&](int64_t i) { GeluInPlace(kernels_, x + i * width, width); });
 }
 
+void CpuBackend::Relu(float* x, int n_rows, int width, Workspace& ws) const {
+  ForRows(ws, n_rows, width, [&](int64_t i) {
+    float* row = x + i * width;
+    for (int j = 0; j < width; ++j) row[j] = row[j] > 0.0f ? row[j] : 0.0f;
+  });
+}
+
 void CpuBackend::GeGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const {
   ForRows(ws, n_rows, width, [&](int64_t i) {
     float* g = gate + i * width;
