@@ -5,7 +5,8 @@
 // - values: norm weights 1, biases 0, matrices with mean ~0 and stddev ~0.02;
 // - same seed → identical bytes (whatever the thread count); another seed → different bytes;
 // - the presets have the anchors' parameter counts; bad shapes and flags give clear errors;
-// - qwen35's -mtp presets: the plain preset's tensors, byte for byte, and one MTP layer.
+// - qwen35's -mtp presets: the plain preset's tensors, byte for byte, and one MTP layer;
+// - t5: the encoder's and decoder's tensors, the converter's keys, v1.0 against v1.1.
 #include <sys/wait.h>
 
 #include <cmath>
@@ -277,6 +278,138 @@ TEST(SynthTest, Qwen35FileHasTheDeltaNetKeys) {
   }
 }
 
+// t5-tiny (v1.1): 2 encoder and 2 decoder layers of 4 heads of 32 (128 rows, wider than 64),
+// gated GELU of 192, the relative position bias on layer 0 only (F32 whatever the type, GGML
+// dims {n_head, n_buckets}), separate output; t5-tiny-v1: no ffn_gate, no output (tied); the
+// presets of t5-small and t5-base have Hugging Face's parameter counts less the 128 tokens the
+// shared llama vocabulary lacks.
+TEST(SynthTest, T5TinyPlansEncoderAndDecoderLayers) {
+  auto vocab = GgufFile::Open(ModelPath("stories260K.gguf"));
+  ASSERT_TRUE(vocab.ok()) << vocab.message();
+  auto model = SyntheticModel::Create(
+      {.shape = *SyntheticPreset("t5-tiny"), .type = GgmlType::kQ8_0}, *vocab);
+  ASSERT_TRUE(model.ok()) << model.message();
+  EXPECT_TRUE(model->notes().empty());
+  using enum SyntheticFill;
+  using Row = std::tuple<std::string, GgmlType, std::vector<int64_t>, SyntheticFill>;
+  const GgmlType q8 = GgmlType::kQ8_0, f32 = GgmlType::kF32;
+  const std::vector<Row> encoder0 = {{"enc.blk.0.attn_norm.weight", f32, {64}, kNearOne},
+                                     {"enc.blk.0.attn_rel_b.weight", f32, {4, 32}, kWide},
+                                     {"enc.blk.0.attn_q.weight", q8, {64, 128}, kRandom},
+                                     {"enc.blk.0.attn_k.weight", q8, {64, 128}, kRandom},
+                                     {"enc.blk.0.attn_v.weight", q8, {64, 128}, kRandom},
+                                     {"enc.blk.0.attn_o.weight", q8, {128, 64}, kRandom},
+                                     {"enc.blk.0.ffn_norm.weight", f32, {64}, kNearOne},
+                                     {"enc.blk.0.ffn_gate.weight", q8, {64, 192}, kRandom},
+                                     {"enc.blk.0.ffn_down.weight", q8, {192, 64}, kRandom},
+                                     {"enc.blk.0.ffn_up.weight", q8, {64, 192}, kRandom}};
+  const std::vector<Row> decoder1 = {{"dec.blk.1.attn_norm.weight", f32, {64}, kNearOne},
+                                     {"dec.blk.1.attn_q.weight", q8, {64, 128}, kRandom},
+                                     {"dec.blk.1.attn_k.weight", q8, {64, 128}, kRandom},
+                                     {"dec.blk.1.attn_v.weight", q8, {64, 128}, kRandom},
+                                     {"dec.blk.1.attn_o.weight", q8, {128, 64}, kRandom},
+                                     {"dec.blk.1.cross_attn_norm.weight", f32, {64}, kNearOne},
+                                     {"dec.blk.1.cross_attn_q.weight", q8, {64, 128}, kRandom},
+                                     {"dec.blk.1.cross_attn_k.weight", q8, {64, 128}, kRandom},
+                                     {"dec.blk.1.cross_attn_v.weight", q8, {64, 128}, kRandom},
+                                     {"dec.blk.1.cross_attn_o.weight", q8, {128, 64}, kRandom},
+                                     {"dec.blk.1.ffn_norm.weight", f32, {64}, kNearOne},
+                                     {"dec.blk.1.ffn_gate.weight", q8, {64, 192}, kRandom},
+                                     {"dec.blk.1.ffn_down.weight", q8, {192, 64}, kRandom},
+                                     {"dec.blk.1.ffn_up.weight", q8, {64, 192}, kRandom}};
+  std::vector<Row> enc0, dec1;
+  std::vector<std::string> rel_b, globals;
+  for (const auto& t : model->plan()) {
+    const Row row{t.name, t.type, t.dims, t.fill};
+    if (t.name.starts_with("enc.blk.0.")) enc0.push_back(row);
+    if (t.name.starts_with("dec.blk.1.")) dec1.push_back(row);
+    if (t.name.ends_with("rel_b.weight")) rel_b.push_back(t.name);
+    if (!t.name.starts_with("enc.blk.") && !t.name.starts_with("dec.blk.")) {
+      globals.push_back(t.name);
+    }
+  }
+  EXPECT_EQ(enc0, encoder0);
+  EXPECT_EQ(dec1, decoder1);
+  EXPECT_EQ(rel_b, (std::vector<std::string>{"enc.blk.0.attn_rel_b.weight",
+                                             "dec.blk.0.attn_rel_b.weight"}));
+  EXPECT_EQ(globals,
+            (std::vector<std::string>{"token_embd.weight", "output.weight",
+                                      "enc.output_norm.weight", "dec.output_norm.weight"}));
+  EXPECT_EQ(model->plan().size(), 4u + 2 * encoder0.size() + 2 * decoder1.size());
+
+  auto v1 = SyntheticModel::Create({.shape = *SyntheticPreset("t5-tiny-v1")}, *vocab);
+  ASSERT_TRUE(v1.ok()) << v1.message();
+  for (const auto& t : v1->plan()) {
+    EXPECT_FALSE(t.name.ends_with("ffn_gate.weight") || t.name == "output.weight") << t.name;
+  }
+  EXPECT_EQ(v1->plan().size(), model->plan().size() - 1 - 4);
+
+  auto llama_vocab = GgufFile::Open(VocabFor("t5"));
+  ASSERT_TRUE(llama_vocab.ok()) << llama_vocab.message();
+  auto small = SyntheticModel::Create({.shape = *SyntheticPreset("t5-small")}, *llama_vocab);
+  ASSERT_TRUE(small.ok()) << small.message();
+  EXPECT_EQ(small->n_vocab(), 32000);
+  EXPECT_EQ(small->ParameterCount(), 60506624u - 128 * 512);  // t5-small: 60.5 M
+  auto base = SyntheticModel::Create({.shape = *SyntheticPreset("t5-base")}, *llama_vocab);
+  ASSERT_TRUE(base.ok()) << base.message();
+  EXPECT_EQ(base->ParameterCount(), 222903552u - 128 * 768);  // t5-base: 222.9 M
+}
+
+// The keys llama.cpp's converter writes (conversion/t5.py) and its t5 loader reads; the relative
+// position bias of a few units, the norms near one.
+TEST(SynthTest, T5FileHasTheConvertersKeys) {
+  const std::string dir = TempDir();
+  auto vocab = GgufFile::Open(ModelPath("stories260K.gguf"));
+  ASSERT_TRUE(vocab.ok()) << vocab.message();
+  for (const char* preset : {"t5-tiny", "t5-tiny-v1"}) {
+    auto model = SyntheticModel::Create({.shape = *SyntheticPreset(preset)}, *vocab);
+    ASSERT_TRUE(model.ok()) << model.message();
+    ASSERT_TRUE(model->WriteFile(dir + "/" + preset + ".gguf").ok());
+  }
+  auto file = GgufFile::Open(dir + "/t5-tiny.gguf");
+  ASSERT_TRUE(file.ok()) << file.message();
+  const std::pair<const char*, uint64_t> keys[] = {{"t5.context_length", 512},
+                                                   {"t5.embedding_length", 64},
+                                                   {"t5.feed_forward_length", 192},
+                                                   {"t5.block_count", 2},
+                                                   {"t5.decoder_block_count", 2},
+                                                   {"t5.attention.head_count", 4},
+                                                   {"t5.attention.key_length", 32},
+                                                   {"t5.attention.value_length", 32},
+                                                   {"t5.attention.relative_buckets_count", 32},
+                                                   {"t5.decoder_start_token_id", 0}};
+  for (const auto& [key, value] : keys) {
+    auto got = file->GetUint(key);
+    ASSERT_TRUE(got.ok()) << key;
+    EXPECT_EQ(*got, value) << key;
+  }
+  for (const char* key :
+       {"t5.attention.layer_norm_epsilon", "t5.attention.layer_norm_rms_epsilon"}) {
+    auto eps = file->GetFloat(key);
+    ASSERT_TRUE(eps.ok()) << key;
+    EXPECT_EQ(*eps, 1e-6f) << key;
+  }
+  for (const char* key : {"t5.attention.head_count_kv", "t5.vocab_size", "t5.rope.freq_base"}) {
+    EXPECT_EQ(file->Find(key), nullptr) << key;
+  }
+  auto v1 = GgufFile::Open(dir + "/t5-tiny-v1.gguf");
+  ASSERT_TRUE(v1.ok()) << v1.message();
+  EXPECT_EQ(v1->Find("t5.decoder_block_count"), nullptr);  // as t5-small's config: absent
+
+  const TensorInfo* rel_b = file->FindTensor("dec.blk.0.attn_rel_b.weight");
+  ASSERT_NE(rel_b, nullptr);
+  const float* bias = reinterpret_cast<const float*>(rel_b->data);
+  double sq = 0;
+  for (uint64_t i = 0; i < rel_b->n_elements; ++i) sq += double{bias[i]} * bias[i];
+  EXPECT_NEAR(std::sqrt(sq / rel_b->n_elements), 1.0, 0.25);  // normal(0, 50 x 0.02)
+  for (const char* name : {"enc.output_norm.weight", "dec.blk.1.cross_attn_norm.weight"}) {
+    const TensorInfo* norm = file->FindTensor(name);
+    ASSERT_NE(norm, nullptr) << name;
+    const float* w = reinterpret_cast<const float*>(norm->data);
+    for (int i = 0; i < 64; ++i) EXPECT_NEAR(w[i], 1.0f, 0.6f) << name << " " << i;
+  }
+}
+
 // qwen35moe-tiny: qwen35-tiny's layers with a mixture in place of the MLP (8 experts of 32, 2
 // per token, a shared expert of 64 whose gate is a 1-D F32 vector), and the keys llama.cpp's
 // qwen35moe loader reads for it.
@@ -527,15 +660,23 @@ TEST(SynthTest, BadShapesNameTheField) {
   expect_error(
       s,
       "architecture 'gemma2' has no synthetic recipe (known: gemma4, gemma4-assistant, gpt2, "
-      "gpt-oss, llama, qwen35, qwen35moe, qwen3moe)");
+      "gpt-oss, llama, qwen35, qwen35moe, qwen3moe, t5)");
   EXPECT_EQ(SyntheticArchitectureNames(),
-            "gemma4, gemma4-assistant, gpt2, gpt-oss, llama, qwen35, qwen35moe, qwen3moe");
+            "gemma4, gemma4-assistant, gpt2, gpt-oss, llama, qwen35, qwen35moe, qwen3moe, t5");
   EXPECT_EQ(
       SyntheticPresetNames(),
       "gemma4-e2b, gemma4-tiny, gemma4-moe-tiny, gemma4-assistant-tiny, gpt2-124m, "
       "gpt-oss-20b, gpt-oss-tiny, "
       "tinyllama-1.1b, stories-15m, stories-260k, qwen35-tiny, qwen35-tiny-mtp, qwen35-small, "
-      "qwen35-0.8b, qwen35moe-tiny, qwen35moe-tiny-mtp, qwen35moe-small, qwen35moe-35b-a3b");
+      "qwen35-0.8b, qwen35moe-tiny, qwen35moe-tiny-mtp, qwen35moe-small, qwen35moe-35b-a3b, "
+      "t5-tiny, t5-tiny-v1, t5-small, t5-base");
+  // t5's relative position buckets are required; decoder layers are t5's alone.
+  s = *SyntheticPreset("t5-tiny");
+  s.rel_buckets = 0;
+  expect_error(s, "relative buckets 0 is out of range (1 to 1024)");
+  s = TinyShape("llama");
+  s.n_decoder_layers = 2;
+  expect_error(s, "decoder layers 2 is out of range (0 to 0)");
   // qwen35's delta net: value heads a multiple of key heads, M-RoPE sections half the rope dims.
   s = *SyntheticPreset("qwen35-tiny");
   s.ssm_time_step_rank = 3;

@@ -98,6 +98,10 @@ Status CheckShape(const SyntheticShape& s, const SyntheticRecipe& recipe) {
       CheckRange("--target-embd", s.n_embd_target, recipe.drafter ? 1 : 0, 1 << 16));
   // llama.cpp's qwen35 and qwen35moe graphs run one MTP layer; no other recipe has any.
   KVSERVE_RETURN_IF_ERROR(CheckRange("nextn layers", s.nextn_layers, 0, recipe.delta_net ? 1 : 0));
+  KVSERVE_RETURN_IF_ERROR(
+      CheckRange("decoder layers", s.n_decoder_layers, 0, recipe.encoder_decoder ? 1024 : 0));
+  KVSERVE_RETURN_IF_ERROR(
+      CheckRange("relative buckets", s.rel_buckets, recipe.encoder_decoder ? 1 : 0, 1024));
   if (s.head_dim != 0) {
     KVSERVE_RETURN_IF_ERROR(CheckRange("--head-dim", s.head_dim, 1, 1024));
   } else if (s.n_embd % s.n_heads != 0) {
@@ -236,8 +240,9 @@ class SyntheticModel::Planner final : public SyntheticTensors {
   void Matrix(const std::string& name, int64_t n_in, int64_t n_out) override {
     Matrix(name, n_in, n_out, model_.options_.type);
   }
-  void F32Matrix(const std::string& name, int64_t n_in, int64_t n_out) override {
-    model_.plan_.push_back({name, GgmlType::kF32, {n_in, n_out}, SyntheticFill::kRandom});
+  void F32Matrix(const std::string& name, int64_t n_in, int64_t n_out,
+                 SyntheticFill fill) override {
+    model_.plan_.push_back({name, GgmlType::kF32, {n_in, n_out}, fill});
   }
   void Vector(const std::string& name, int64_t n, SyntheticFill fill) override {
     model_.plan_.push_back({name, GgmlType::kF32, {n}, fill});
@@ -349,7 +354,9 @@ Status SyntheticModel::Produce(size_t index, const ByteSink& sink) const {
   }
   const bool negative = t.fill == SyntheticFill::kNegative;
   const bool near_one = t.fill == SyntheticFill::kNearOne;
-  const float stddev = near_one ? 5.0f * options_.stddev : options_.stddev;
+  const float stddev = near_one                         ? 5.0f * options_.stddev
+                       : t.fill == SyntheticFill::kWide ? 50.0f * options_.stddev
+                                                        : options_.stddev;
   ThreadPool pool(options_.n_threads);
   const int64_t rows_per_chunk = std::max<int64_t>(1, kChunkBytes / row_bytes);
   std::vector<uint8_t> out(rows_per_chunk * row_bytes);

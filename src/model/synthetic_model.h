@@ -73,6 +73,14 @@ struct SyntheticShape {
   // n_layers + nextn_layers). Each is a gated full-attention decoder layer with the nextn.*
   // tensors; llama.cpp runs at most one.
   int nextn_layers = 0;
+  // t5 (encoder-decoder): n_layers encoder blocks, then n_decoder_layers decoder blocks
+  // (decoder_block_count, written where set, as Hugging Face configs with num_decoder_layers
+  // have it; 0: as many as the encoder); rel_buckets relative-position buckets
+  // (attention.relative_buckets_count); gated_ffn: T5 v1.1's gated GELU (ffn_gate), else v1.0's
+  // ReLU.
+  int n_decoder_layers = 0;
+  int rel_buckets = 0;
+  bool gated_ffn = false;
 
   int HeadDim() const { return head_dim > 0 ? head_dim : n_embd / n_heads; }
   int RopeDims() const { return rope_dims > 0 ? rope_dims : HeadDim(); }
@@ -99,7 +107,9 @@ const char* DefaultVocabFile(const std::string& arch);
 // kNearOne: 1 + x, x ~ normal(0, 5 stddev) (0.1 at the default): RMSNorm weights that differ per
 // channel and per tensor, where a test must tell one norm from another (qwen35's nextn norms);
 // within [0.5, 2] in practice, so 1 + (w - 1) gives w back exactly.
-enum class SyntheticFill { kRandom, kOnes, kZeros, kNegative, kNearOne };
+// kWide: x ~ normal(0, 50 stddev) (1 at the default): T5's relative position biases, added to
+// the attention scores as they are, large enough to make attention depend on the distance.
+enum class SyntheticFill { kRandom, kOnes, kZeros, kNegative, kNearOne, kWide };
 
 // The tensors a recipe asks for, in file order. Matrices take the file's type (F16 where a row
 // does not fill whole blocks); vectors and F32 matrices are F32.
@@ -108,7 +118,8 @@ class SyntheticTensors {
   virtual ~SyntheticTensors() = default;
   // n_out rows of n_in (GGML dims [n_in, n_out]).
   virtual void Matrix(const std::string& name, int64_t n_in, int64_t n_out) = 0;
-  virtual void F32Matrix(const std::string& name, int64_t n_in, int64_t n_out) = 0;
+  virtual void F32Matrix(const std::string& name, int64_t n_in, int64_t n_out,
+                         SyntheticFill fill = SyntheticFill::kRandom) = 0;
   virtual void Vector(const std::string& name, int64_t n, SyntheticFill fill) = 0;
   // n_expert matrices of n_out rows of n_in in one 3-D tensor (dims [n_in, n_out, n_expert]).
   virtual void Experts(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_expert) = 0;
@@ -131,6 +142,8 @@ struct SyntheticRecipe {
   // Gated DeltaNet layers (qwen35): full_attention_interval, the ssm_* fields and rope_sections
   // are required and checked.
   bool delta_net = false;
+  // An encoder and a decoder with relative position buckets (t5): rel_buckets is required.
+  bool encoder_decoder = false;
   void (*tensors)(const SyntheticShape& s, int64_t n_vocab, SyntheticTensors& out);
   void (*metadata)(const SyntheticShape& s, int64_t n_vocab, GgufWriter& w);
   std::vector<NamedShape> presets;
