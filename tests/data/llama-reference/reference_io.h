@@ -1,6 +1,6 @@
 // What the reference programs of this folder (make_reference.cc, make_assistant_reference.cc,
-// make_qwen35_reference.cc) share: writing float32 files, a JSON list of token ids, and greedy's
-// choice.
+// make_qwen35_reference.cc, make_t5_reference.cc) share: writing float32 files, a JSON list of
+// token ids, and greedy's choice.
 #pragma once
 
 #include <cstdio>
