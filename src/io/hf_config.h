@@ -74,6 +74,12 @@ struct HfConfig {
   int rope_dims = 0;
   std::vector<int> rope_sections;
   int n_nextn_layers = 0;
+  // t5: the decoder's blocks (num_decoder_layers; 0: not given, as many as the encoder's
+  // n_layers), the relative position buckets (relative_attention_num_buckets) and the decoder's
+  // first token (decoder_start_token_id).
+  int n_decoder_layers = 0;
+  int rel_buckets = 0;
+  int64_t decoder_start_token_id = -1;
   // A generated rope_freqs.weight ([head_dim / 2] frequency divisors) other than llama3's
   // (gemma4's proportional RoPE); empty: none.
   std::vector<float> rope_freqs;
