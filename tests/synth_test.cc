@@ -410,6 +410,23 @@ TEST(SynthTest, T5FileHasTheConvertersKeys) {
   }
 }
 
+// The files tests/data/llama-reference's t5 cases were made from (its README): a change to the
+// recipe fails here, and the cases must be made again.
+TEST(SynthTest, T5FilesAreTheOnesLlamaCppRead) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"t5-tiny-f32", "e030a8cf1a7897384b63fe4ae72ae723118d73de0b163f3af5cb3232f574bc31"},
+      {"t5-tiny-q8_0", "825ef64f30ed77bc847c64db673b970b0603dac37034707085cb9d1ac144f40d"},
+      {"t5-tiny-v1-f32", "05822e00d51fcbdcb7785428f04f6be2a041616071c7f6373a769404de6c1cc4"},
+      {"t5-tiny-v1-q8_0", "f48af2ca5be777446d6a248c9520d6b6968c8b584b634fa61439a7c356ef6b10"}};
+  for (const auto& [name, sha256] : cases) {
+    const std::string file = name;
+    const std::string preset = file.starts_with("t5-tiny-v1") ? "t5-tiny-v1" : "t5-tiny";
+    const GgmlType type = file.ends_with("q8_0") ? GgmlType::kQ8_0 : GgmlType::kF32;
+    EXPECT_EQ(testing::FileSha256(testing::SynthesizedModel(preset, file, type)), sha256)
+        << file << ": make tests/data/llama-reference's t5 cases again (its README)";
+  }
+}
+
 // qwen35moe-tiny: qwen35-tiny's layers with a mixture in place of the MLP (8 experts of 32, 2
 // per token, a shared expert of 64 whose gate is a 1-D F32 vector), and the keys llama.cpp's
 // qwen35moe loader reads for it.
