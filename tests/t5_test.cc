@@ -22,6 +22,7 @@
 #include "support/reference.h"
 #include "support/reference_runs.h"
 #include "support/synthetic_files.h"
+#include "support/t5_run.h"
 #include "support/test_backend.h"
 
 namespace kvserve {
@@ -49,89 +50,6 @@ TEST(T5PositionBucket, EqualsLlamaCppForEveryDistance) {
     }
   }
 }
-
-// A T5 model run by hand: inputs encoded into cross-attention blocks, then decoder tokens fed
-// with their own self-attention blocks; every sequence's blocks laid out by the test (`order`
-// permutes the physical blocks, so layouts can differ between runs).
-class T5Run {
- public:
-  static constexpr int kBlockSize = 4;
-  static constexpr int kBlocksPerSequence = 16;  // 64 positions of each kind
-
-  T5Run(const Model& model, int n_sequences, unsigned shuffle = 0)
-      : model_(model),
-        kv_(model.kv_spec(), KvType::kF32, kBlockSize, n_sequences * kBlocksPerSequence,
-            model.backend().allocator()),
-        ws_(model.backend().NewWorkspace({.n_threads = 2})) {
-    std::vector<int32_t> order(n_sequences * kBlocksPerSequence);
-    std::iota(order.begin(), order.end(), 0);
-    if (shuffle != 0) std::reverse(order.begin() + shuffle % order.size(), order.end());
-    for (int g = 0; g < 2; ++g) {
-      tables_[g].resize(n_sequences);
-      for (int s = 0; s < n_sequences; ++s) {
-        tables_[g][s].assign(order.begin() + s * kBlocksPerSequence,
-                             order.begin() + (s + 1) * kBlocksPerSequence);
-        if (g == 1) std::reverse(tables_[g][s].begin(), tables_[g][s].end());
-      }
-    }
-    lengths_.assign(n_sequences, 0);
-    n_past_.assign(n_sequences, 0);
-  }
-
-  // Encodes inputs[s] for sequence s (empty: none); returns the encoder output of each token.
-  std::vector<float> Encode(const std::vector<std::vector<int32_t>>& inputs) {
-    EncodeBatch batch;
-    for (size_t s = 0; s < inputs.size(); ++s) {
-      if (inputs[s].empty()) continue;
-      lengths_[s] = static_cast<int>(inputs[s].size());
-      batch.lengths.push_back(lengths_[s]);
-      for (int p = 0; p < lengths_[s]; ++p) {
-        batch.tokens.push_back(inputs[s][p]);
-        batch.cross_slots.push_back(Slot(1, static_cast<int>(s), p));
-      }
-    }
-    std::vector<float> out(static_cast<size_t>(batch.n_tokens()) * model_.config().n_embd);
-    batch.encoder_output = out.data();
-    model_.Encode(batch, kv_, *ws_);
-    return out;
-  }
-
-  // Feeds tokens[s] to sequence s (after what it was fed before); returns the logits of every
-  // token fed, in order.
-  std::vector<float> Decode(const std::vector<std::vector<int32_t>>& tokens) {
-    ForwardBatch batch;
-    batch.Clear(2);
-    for (int g = 0; g < 2; ++g) batch.kv_groups[g].block_tables = tables_[g];
-    batch.kv_groups[1].key_counts = lengths_;
-    for (size_t s = 0; s < tokens.size(); ++s) {
-      for (int32_t token : tokens[s]) {
-        const int pos = n_past_[s]++;
-        batch.logit_rows.push_back(batch.n_tokens());
-        batch.tokens.push_back(token);
-        batch.positions.push_back(pos);
-        batch.seq_index.push_back(static_cast<int32_t>(s));
-        batch.kv_groups[0].slots.push_back(Slot(0, static_cast<int>(s), pos));
-        batch.kv_groups[1].slots.push_back(-1);
-      }
-    }
-    std::vector<float> logits(static_cast<size_t>(batch.n_tokens()) * model_.config().n_vocab);
-    model_.Forward(batch, kv_, *ws_, logits.data());
-    return logits;
-  }
-
- private:
-  int64_t Slot(int group, int s, int pos) const {
-    return static_cast<int64_t>(tables_[group][s][pos / kBlockSize]) * kBlockSize +
-           pos % kBlockSize;
-  }
-
-  const Model& model_;
-  KvCache kv_;
-  std::unique_ptr<Workspace> ws_;
-  std::vector<std::vector<int32_t>> tables_[2];
-  std::vector<int32_t> lengths_;
-  std::vector<int32_t> n_past_;
-};
 
 struct T5Case {
   const char* name;
@@ -208,7 +126,7 @@ TEST_P(T5ReferenceTest, EncoderAndDecoderMatchLlamaCpp) {
   const int n_embd = model->config().n_embd;
   ASSERT_EQ(model->config().n_vocab, ref.n_vocab);
   EXPECT_EQ(ref.decoder_prompt[0], model->decoder_start_token());
-  T5Run run(*model, 1);
+  testing::T5Run run(*model, 1);
   const std::vector<float> encoded = run.Encode({ref.encoder_tokens});
   ASSERT_EQ(encoded.size(), ref.encoded.size());
   const double enc_error = testing::MaxRelativeRowError(encoded, ref.encoded, n_embd);
@@ -250,11 +168,11 @@ TEST(T5Batch, TogetherEqualsAloneBitForBit) {
   const int n_vocab = model->config().n_vocab;
   std::vector<float> alone_enc[2], alone_dec[2];
   for (int s = 0; s < 2; ++s) {
-    T5Run run(*model, 1);
+    testing::T5Run run(*model, 1);
     alone_enc[s] = run.Encode({s == 0 ? a : b});
     alone_dec[s] = run.Decode({s == 0 ? da : db});
   }
-  T5Run run(*model, 2, /*shuffle=*/5);
+  testing::T5Run run(*model, 2, /*shuffle=*/5);
   const std::vector<float> enc = run.Encode({a, b});
   const std::vector<float> dec = run.Decode({da, db});
   const size_t n_embd = model->config().n_embd;

@@ -43,7 +43,8 @@ EngineCore::EngineCore(const Model& model, const Tokenizer& tokenizer, const Eng
                                   .recompute = options.recompute,
                                   .share_in_batch = options.prefix_caching,
                                   .max_step_ms = options.max_step_ms,
-                                  .max_step_decodes = options.max_step_decodes},
+                                  .max_step_decodes = options.max_step_decodes,
+                                  .cross_group = model.cross_group()},
                  [this] { return sessions_.ReleaseOldest(); }),
       drafts_(options, n_draft_blocks, model, kv_) {
   runner_.KeepFinalHidden(drafts_.wants_target_hidden());
@@ -85,6 +86,7 @@ void EngineCore::Add(Request request, std::shared_ptr<RequestStream> stream) {
   const bool shift = request.context_overflow == ContextOverflow::kShift;
   auto seq = std::make_unique<Sequence>(std::move(request), std::move(stream), tokenizer_,
                                         model_.config().n_vocab, shift ? INT_MAX : options_.n_ctx);
+  if (model_.cross_group() >= 0) StartDecoder(*seq);
   if (shift) {
     seq->shift = true;
     seq->n_head = ContextShiftHead(options_.sink_tokens,
@@ -103,6 +105,18 @@ void EngineCore::Add(Request request, std::shared_ptr<RequestStream> stream) {
   if (added->request.max_tokens == 0) Finish(added, FinishReason::kLength);
 }
 
+// An encoder-decoder model's sequence: the prompt goes to the encoder, the decoder starts from the
+// model's start token. The decoder's K/V depend on the input too (through cross-attention), so its
+// prefix keys are salted with the input's key: a decoder prefix is shared only under the same
+// input (and the request's own salt, which the input's key already holds).
+void EngineCore::StartDecoder(Sequence& seq) {
+  seq.encoder_input = std::move(seq.tokens);
+  seq.tokens = {model_.decoder_start_token()};
+  seq.n_prompt = 1;
+  seq.input_key = BlockManager::InputKey(seq.encoder_input, seq.request.cache_salt);
+  seq.request.cache_salt = "encoder input " + Sha256::Hex(seq.input_key);
+}
+
 void EngineCore::Finish(Sequence* seq, FinishReason reason, const std::string& tail,
                         const std::string& stop_string) {
   RequestEvent event;
@@ -110,7 +124,7 @@ void EngineCore::Finish(Sequence* seq, FinishReason reason, const std::string& t
   event.finish_reason = reason;
   event.text = tail;
   event.stop_string = stop_string;
-  event.usage.prompt_tokens = seq->n_prompt;
+  event.usage.prompt_tokens = seq->n_prompt_tokens();
   event.usage.completion_tokens = seq->n_generated();
   event.usage.cached_tokens = std::max(0, seq->n_cached_prompt);
   event.usage.drafted_tokens = seq->n_drafted;

@@ -64,6 +64,8 @@ class EngineCore {
 
  private:
   // `stop_string`: the stop string that ended it, if one did (RequestEvent::stop_string).
+  // An encoder-decoder model's new sequence: its prompt becomes the encoder's input.
+  void StartDecoder(Sequence& seq);
   void Finish(Sequence* seq, FinishReason reason, const std::string& tail = "",
               const std::string& stop_string = "");
   // ContextOverflow::kShift: cuts a sequence that holds more tokens than the context

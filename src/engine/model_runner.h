@@ -62,8 +62,14 @@ class ModelRunner {
   // Appends `chunk` (the tokens at positions first, first + 1, ...) of one sequence to the batch,
   // its K/V in group g at the slots of table.group(g); a logits row for each of its last
   // n_logit_rows tokens.
+  // `seq`, when given, supplies an encoder-decoder's cross-attention table (AddCrossTable).
   void AddChunk(std::span<const int32_t> chunk, int first, const BlockTable& table,
-                int n_logit_rows);
+                int n_logit_rows, const Sequence* seq = nullptr);
+  // An encoder-decoder model: the last sequence added reads seq's encoded input (its
+  // cross_blocks, all encoder_input.size() keys of them) in the cross-attention group.
+  void AddCrossTable(const Sequence& seq);
+  // Runs the encoder over each sequence's input into its cross_blocks (Model::Encode).
+  void Encode(std::span<Sequence* const> seqs);
   // As AddChunk, with one block table for every group.
   void AddChunk(std::span<const int32_t> chunk, int first, const std::vector<int32_t>& block_table,
                 int n_logit_rows);
@@ -78,6 +84,8 @@ class ModelRunner {
   bool keep_hidden_ = false;
   std::vector<float> hidden_;  // [n_rows, n_embd] when keep_hidden_
   std::vector<int32_t> fed_;   // a chunk's pending tokens followed by its drafts
+  int cross_group_ = -1;       // Model::cross_group
+  EncodeBatch encode_;
 };
 
 }  // namespace kvserve

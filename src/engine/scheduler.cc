@@ -19,6 +19,7 @@ void Scheduler::Preempt(size_t running_index) {
   std::unique_ptr<Sequence> seq = std::move(running_[running_index]);
   running_.erase(running_.begin() + running_index);
   blocks_.Free(seq->blocks);
+  FreeEncoderInput(*seq);
   seq->n_computed = 0;
   seq->draft.clear();
   ++preemptions_;
@@ -87,6 +88,21 @@ void Scheduler::AdmitWaiting(StepPlan& plan, int& budget) {
          static_cast<int>(running_.size()) < options_.max_num_seqs) {
     Sequence* seq = waiting_[i].get();
     assert(seq->blocks.empty());
+    const size_t n_encodes = plan.encodes.size();
+    const int budget_before = budget;
+    if (seq->encoder_decoder() && !AdmitEncoderInput(*seq, plan, budget)) {
+      if (running_.empty() && plan.empty() && reclaim_ && reclaim_()) continue;
+      return;
+    }
+    // Undoes AdmitEncoderInput when the decoder's part does not fit after all.
+    auto undo_encode = [&] {
+      if (plan.encodes.size() > n_encodes) {
+        plan.encodes.pop_back();
+        plan.n_tokens -= budget_before - budget;
+      }
+      budget = budget_before;
+      FreeEncoderInput(*seq);
+    };
     if (restore_) restore_(seq->tokens, seq->request.cache_salt);
     const int cached = blocks_.AllocatePrefix(seq->blocks, seq->tokens, seq->request.cache_salt);
     if (options_.share_in_batch && !in_flight.empty()) {
@@ -94,22 +110,26 @@ void Scheduler::AdmitWaiting(StepPlan& plan, int& budget) {
       const size_t next_block = cached / blocks_.block_size();
       if (next_block < keys.size() && in_flight.count(keys[next_block])) {
         blocks_.Free(seq->blocks);
+        undo_encode();
         ++i;
         continue;
       }
     }
     seq->n_computed = cached;
     const int n = ChunkTokens(*seq, budget);
-    if (!blocks_.Grow(seq->blocks, seq->n_computed + n)) {
+    if (n == 0 || !blocks_.Grow(seq->blocks, seq->n_computed + n)) {
       blocks_.Free(seq->blocks);
+      undo_encode();
       seq->n_computed = 0;
       if (running_.empty() && plan.empty() && reclaim_ && reclaim_()) continue;
       return;
     }
     if (seq->n_cached_prompt < 0) {
-      // First admission: this is the request's prefix-cache lookup.
+      // First admission: this is the request's prefix-cache lookup (an encoder input's was
+      // counted by AllocateInput).
       seq->n_cached_prompt = std::min(cached, seq->n_prompt);
       blocks_.RecordQuery(seq->n_prompt, seq->n_cached_prompt);
+      if (seq->encoded) seq->n_cached_prompt += static_cast<int>(seq->encoder_input.size());
     }
     if (seq->n_pending() > 1) prefill_left_ -= n;
     plan.chunks.push_back({seq, n, seq->n_computed + n == static_cast<int>(seq->tokens.size())});
@@ -182,6 +202,10 @@ StepPlan Scheduler::Schedule() {
 std::vector<SequenceOutput> Scheduler::Postprocess(const StepPlan& plan,
                                                    const StepSamples& sampled) {
   std::vector<SequenceOutput> outputs;
+  for (Sequence* seq : plan.encodes) {
+    seq->encoded = true;
+    blocks_.CommitInput(options_.cross_group, seq->input_key, seq->cross_blocks);
+  }
   size_t next = 0;  // index into sampled
   for (const ScheduledChunk& chunk : plan.chunks) {
     Sequence* seq = chunk.seq;
@@ -261,7 +285,34 @@ std::unique_ptr<Sequence> Scheduler::Remove(Sequence* seq) {
     waiting_.erase(in_waiting);
   }
   blocks_.Free(out->blocks);
+  FreeEncoderInput(*out);
   return out;
+}
+
+bool Scheduler::AdmitEncoderInput(Sequence& seq, StepPlan& plan, int& budget) {
+  const int n_input = static_cast<int>(seq.encoder_input.size());
+  // The encoder runs over the whole input in one step: within the budget (leaving the decoder's
+  // first token), or alone.
+  if (n_input >= budget && !(plan.empty() && plan.encodes.empty())) return false;
+  const int bs = blocks_.block_size();
+  bool hit = false;
+  if (!blocks_.AllocateInput(options_.cross_group, seq.input_key, (n_input + bs - 1) / bs, n_input,
+                             seq.cross_blocks, &hit)) {
+    return false;
+  }
+  seq.encoded = hit;
+  if (!hit) {
+    plan.encodes.push_back(&seq);
+    plan.n_tokens += n_input;
+    budget -= std::min(budget - 1, n_input);
+  }
+  return true;
+}
+
+void Scheduler::FreeEncoderInput(Sequence& seq) {
+  if (seq.cross_blocks.empty()) return;
+  blocks_.FreeInput(options_.cross_group, seq.cross_blocks);
+  seq.encoded = false;
 }
 
 }  // namespace kvserve

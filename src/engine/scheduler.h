@@ -37,6 +37,9 @@ struct SchedulerOptions {
   // for a few of their steps, not for max_step_ms. 0 = max_step_ms alone.
   double max_step_decodes = 0;
   int min_prefill_tokens = 16;
+  // An encoder-decoder model's cross-attention group (Model::cross_group), whose blocks hold each
+  // sequence's encoded input; -1: a decoder-only model.
+  int cross_group = -1;
 };
 
 // One sequence's share of a step: compute tokens [n_computed, n_computed + n_tokens). With
@@ -51,7 +54,10 @@ struct ScheduledChunk {
 
 struct StepPlan {
   std::vector<ScheduledChunk> chunks;
-  int n_tokens = 0;
+  int n_tokens = 0;  // decoder tokens and encoder inputs' tokens
+  // Sequences whose encoder input runs before this step's chunks (an encoder-decoder model): the
+  // whole input each, into its cross_blocks.
+  std::vector<Sequence*> encodes;
   bool empty() const { return chunks.empty(); }
 };
 
@@ -122,6 +128,12 @@ class Scheduler {
   // Extends decode chunks with their sequences' drafts, with the budget and blocks left.
   void AddDrafts(StepPlan& plan, int& budget);
   void Preempt(size_t running_index);
+  // An encoder-decoder's waiting sequence: takes its input's cross-attention blocks (cached ones
+  // hold its encoding; else the plan encodes it, its tokens from the budget). False when the
+  // blocks or the budget lack room (nothing taken).
+  bool AdmitEncoderInput(Sequence& seq, StepPlan& plan, int& budget);
+  // Gives back the cross-attention blocks of an encoder-decoder's sequence.
+  void FreeEncoderInput(Sequence& seq);
   // Tokens of seq's next chunk: its pending ones within the budget and, for a prefill chunk
   // (more than one token pending), within prefill_left_ (which that chunk then spends).
   int ChunkTokens(const Sequence& seq, int budget) const;

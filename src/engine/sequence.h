@@ -76,6 +76,21 @@ struct Sequence {
   std::vector<int32_t> dropped;
   int n_shifts = 0;
 
+  // Encoder-decoder models (Model::cross_group): the request's prompt is the encoder's input and
+  // `tokens` the decoder's (its start token first); the cross-attention blocks of the input
+  // (BlockManager::AllocateInput, apart from `blocks`), the input's key, and whether the blocks
+  // hold its encoding (computed by a step's encode, or found in the prefix cache).
+  std::vector<int32_t> encoder_input;
+  std::vector<int32_t> cross_blocks;
+  BlockKey input_key{};
+  bool encoded = false;
+
+  bool encoder_decoder() const { return !encoder_input.empty(); }
+  // Prompt tokens as the usage reports them: the encoder's input and the decoder's prompt past its
+  // start token, or the prompt.
+  int n_prompt_tokens() const {
+    return encoder_decoder() ? static_cast<int>(encoder_input.size()) + n_prompt - 1 : n_prompt;
+  }
   int n_dropped() const { return static_cast<int>(dropped.size()); }
   // Tokens generated so far, the dropped ones included.
   int n_generated() const { return static_cast<int>(tokens.size() + dropped.size()) - n_prompt; }

@@ -383,6 +383,62 @@ void BlockManager::Free(BlockTable& table) {
   table.keys.clear();
 }
 
+BlockKey BlockManager::InputKey(std::span<const int32_t> input, const std::string& salt) {
+  return KeyOf(nullptr, "encoder input\n" + salt, input);
+}
+
+namespace {
+
+// Block b of the input of `key`.
+BlockKey InputBlockKey(const BlockKey& key, int b) {
+  const int32_t index = b;
+  return BlockManager::KeyOf(&key, "", std::span(&index, 1));
+}
+
+}  // namespace
+
+bool BlockManager::AllocateInput(int group, const BlockKey& key, int n_blocks, int n_input_tokens,
+                                 std::vector<int32_t>& blocks, bool* hit) {
+  assert(blocks.empty());
+  Pool& pool = pools_[group];
+  *hit = prefix_caching_;
+  for (int b = 0; b < n_blocks && *hit; ++b) *hit = pool.cached.count(InputBlockKey(key, b)) != 0;
+  if (*hit) {
+    for (int b = 0; b < n_blocks; ++b) {
+      const int32_t block = pool.cached.at(InputBlockKey(key, b));
+      Reference(pool, block);
+      ++pool.hits_of[block];
+      blocks.push_back(block);
+    }
+  } else {
+    if (n_blocks > pool.available()) return false;
+    for (int b = 0; b < n_blocks; ++b) blocks.push_back(TakeFreshBlock(group));
+  }
+  if (prefix_caching_) RecordQuery(n_input_tokens, *hit ? n_input_tokens : 0);
+  return true;
+}
+
+void BlockManager::CommitInput(int group, const BlockKey& key, std::span<const int32_t> blocks) {
+  if (!prefix_caching_) return;
+  Pool& pool = pools_[group];
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    const int32_t block = blocks[b];
+    if (pool.has_key[block]) continue;
+    const BlockKey block_key = InputBlockKey(key, static_cast<int>(b));
+    if (pool.cached.emplace(block_key, block).second) {
+      pool.has_key[block] = true;
+      pool.key_of[block] = block_key;
+      pool.chain_index[block] = static_cast<int32_t>(b);
+      pool.hits_of[block] = 0;
+    }
+  }
+}
+
+void BlockManager::FreeInput(int group, std::vector<int32_t>& blocks) {
+  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) Release(pools_[group], *it);
+  blocks.clear();
+}
+
 std::vector<std::pair<int32_t, BlockKey>> BlockManager::KeyedBlocks(int group) const {
   const Pool& pool = pools_[group];
   std::vector<std::pair<int32_t, BlockKey>> out;

@@ -179,6 +179,23 @@ class BlockManager {
   // freed last), others free. Leaves the table empty.
   void Free(BlockTable& table);
 
+  // Encoder inputs (an encoder-decoder's cross-attention group, kv/cross_attention_kind.h): a
+  // sequence holds the blocks of its whole input apart from its BlockTable (whose row of that
+  // group stays kNoBlock), all keyed by the input's key, since they hold what the whole input
+  // determines. InputKey: SHA-256 over (salt, the input's tokens).
+  static BlockKey InputKey(std::span<const int32_t> input, const std::string& salt);
+  // For an empty `blocks`: n_blocks blocks of the group's pool for the input of `key`: its cached
+  // blocks when every one of them is (then *hit is set: they hold its encoding; the lookup of
+  // n_input_tokens is counted), else fresh ones. False (and nothing taken) when the pool lacks
+  // them.
+  bool AllocateInput(int group, const BlockKey& key, int n_blocks, int n_input_tokens,
+                     std::vector<int32_t>& blocks, bool* hit);
+  // Registers blocks that now hold the input's encoding in the prefix cache (no change without
+  // prefix caching, or for blocks another sequence registered first).
+  void CommitInput(int group, const BlockKey& key, std::span<const int32_t> blocks);
+  // Drops the references of AllocateInput's blocks (keyed ones become cached). Empties `blocks`.
+  void FreeInput(int group, std::vector<int32_t>& blocks);
+
   // Every block's state in one group's pool, indexed by block id; O(n_blocks), changes nothing.
   std::vector<BlockSnapshot> Snapshot(int group = 0) const;
 

@@ -33,8 +33,8 @@ struct T5DecoderLayer {
 // The self-attention keys of an encode batch: each sequence's K/V rows are its tokens' rows of
 // the layer's K and V matrices (a cache of block size 1 over the workspace).
 struct EncoderKeys {
-  std::vector<int32_t> positions;  // [n_tokens], within the sequence's input
-  std::vector<int32_t> seq_index;  // [n_tokens]
+  std::vector<int32_t> positions;            // [n_tokens], within the sequence's input
+  std::vector<int32_t> seq_index;            // [n_tokens]
   std::vector<std::vector<int32_t>> tables;  // per sequence: its rows
   int max_length = 0;
 
@@ -80,8 +80,7 @@ class T5Model final : public Model {
   int32_t decoder_start_token() const override { return start_token_; }
 
   void Encode(const EncodeBatch& batch, KvCache& kv, Workspace& ws) const override;
-  void Forward(const ForwardBatch& batch, KvCache& kv, Workspace& ws,
-               float* logits) const override;
+  void Forward(const ForwardBatch& batch, KvCache& kv, Workspace& ws, float* logits) const override;
 
  private:
   Status ReadKeys();
@@ -116,7 +115,7 @@ Status T5Model::ReadKeys() {
     if (!value.ok()) return value.status();
     if (*value < 0 || *value >= limit) {
       return Status::InvalidArgument("t5: '" + prefix + key + "' = " + std::to_string(*value) +
-                           " is outside [0, " + std::to_string(limit) + ")");
+                                     " is outside [0, " + std::to_string(limit) + ")");
     }
     *out = static_cast<int>(*value);
     return Status::Ok();
@@ -124,7 +123,7 @@ Status T5Model::ReadKeys() {
   KVSERVE_RETURN_IF_ERROR(read("attention.relative_buckets_count", true, 1 << 16, &n_buckets_));
   if (n_buckets_ < 4) {
     return Status::InvalidArgument("t5: '" + prefix + "attention.relative_buckets_count' = " +
-                         std::to_string(n_buckets_) + " (at least 4)");
+                                   std::to_string(n_buckets_) + " (at least 4)");
   }
   n_dec_ = config_.n_layers;
   KVSERVE_RETURN_IF_ERROR(read("decoder_block_count", false, 4096, &n_dec_));
@@ -160,7 +159,8 @@ Status T5Model::LoadLayers(const WeightLoader& r, WeightList& weights) {
   const ModelConfig& c = config_;
   auto load_rel_b = [&](const std::string& name, int il, WeightVector* out) -> Status {
     if (!r.Has(name)) {
-      if (il == 0) return Status::InvalidArgument("t5: missing tensor '" + name + "' (layer 0 needs it)");
+      if (il == 0)
+        return Status::InvalidArgument("t5: missing tensor '" + name + "' (layer 0 needs it)");
       return Status::Ok();
     }
     return r.Vector2d(name, c.n_heads, n_buckets_, out);
@@ -275,8 +275,8 @@ void T5Model::DecoderLayer(int il, const ForwardBatch& batch, KvCache& kv,
   be.RmsNorm(x, l.cross_norm.data(), n, c.n_embd, c.norm_eps, xn, ws);
   be.Matmul(l.cross.wq, xn, n, q, ws);
   const KvLayerView& cross_kv = kv.layer(n_dec_ + il);
-  T5Attend(be, c, cross_kv, batch.attention(cross_kv.group), {.scale = 1.0f}, q, l.cross.wo,
-           proj, ws);
+  T5Attend(be, c, cross_kv, batch.attention(cross_kv.group), {.scale = 1.0f}, q, l.cross.wo, proj,
+           ws);
   be.Add(x, proj, n, c.n_embd, ws);
   be.RmsNorm(x, l.ffn_norm.data(), n, c.n_embd, c.norm_eps, xn, ws);
   l.ffn.Forward(be, c, n, xn, proj, ws);
@@ -289,8 +289,8 @@ void T5Model::Forward(const ForwardBatch& batch, KvCache& kv, Workspace& ws, flo
   const int n = batch.n_tokens();
   const auto [x, xn, proj] = ResidualStream(ws, n, c.n_embd);
   EmbedTokens(be, batch, token_embd_, x, ws);
-  const int max_back = n > 0 ? *std::max_element(batch.positions.begin(), batch.positions.end())
-                             : 0;
+  const int max_back =
+      n > 0 ? *std::max_element(batch.positions.begin(), batch.positions.end()) : 0;
   PositionBiasTable bias;
   AttentionParams params{.scale = 1.0f};
   for (int il = 0; il < n_dec_; ++il) {
