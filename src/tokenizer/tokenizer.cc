@@ -28,12 +28,39 @@ void MarkHarmonyEnds(const Vocab& v, std::vector<bool>& end_of_generation) {
   if (end != kNoToken) end_of_generation[static_cast<size_t>(end)] = false;
 }
 
+// The byte of a "<0xNN>" byte token, or an error that names its id.
+Result<std::string> BytePiece(const TokenData& token, int32_t id) {
+  const int byte = SpmEncoder::ParseByteToken(token.text);
+  if (byte < 0) {
+    return Result<std::string>::InvalidArgument("tokenizer.ggml.tokens[" + std::to_string(id) +
+                                                "]: byte token '" + token.text +
+                                                "' is not of the form <0xNN>");
+  }
+  return std::string(1, static_cast<char>(byte));
+}
+
+// t5 (llama.cpp's unigram model): normal tokens with ▁ turned into spaces, user-defined tokens as
+// written, byte tokens as their byte, everything else (control, unknown, unused, undefined) "".
+Result<std::string> UnigramPieceOf(const TokenData& token, int32_t id) {
+  switch (token.type) {
+    case TokenType::kNormal:
+      return SpmEncoder::UnescapeWhitespace(token.text);
+    case TokenType::kUserDefined:
+      return token.text;
+    case TokenType::kByte:
+      return BytePiece(token, id);
+    default:
+      return std::string();
+  }
+}
+
 // The bytes a token stands for, as llama.cpp's token_to_piece gives them without special tokens:
 // gpt2 maps byte-level characters back, llama and gemma4 turn ▁ into a space and <0xNN> into
 // the byte. An error names the id of a byte token that is not of the form <0xNN>.
 Result<std::string> PieceOf(const Vocab& v, int32_t id) {
   const TokenData& token = v.token(id);
   const VocabModel model = v.model();
+  if (model == VocabModel::kT5) return UnigramPieceOf(token, id);
   const bool spm = model == VocabModel::kLlama;
   switch (token.type) {
     case TokenType::kNormal:
@@ -46,16 +73,9 @@ Result<std::string> PieceOf(const Vocab& v, int32_t id) {
       return spm ? SpmEncoder::UnescapeWhitespace(token.text) : token.text;
     case TokenType::kUnknown:
       return spm ? std::string(kUnknownPiece) : std::string();
-    case TokenType::kByte: {
+    case TokenType::kByte:
       if (model == VocabModel::kGpt2) return BpeEncoder::UnmapBytes(token.text);
-      const int byte = SpmEncoder::ParseByteToken(token.text);
-      if (byte < 0) {
-        return Result<std::string>::InvalidArgument("tokenizer.ggml.tokens[" + std::to_string(id) +
-                                                    "]: byte token '" + token.text +
-                                                    "' is not of the form <0xNN>");
-      }
-      return std::string(1, static_cast<char>(byte));
-    }
+      return BytePiece(token, id);
     case TokenType::kControl:
     case TokenType::kUnused:
       break;
@@ -70,9 +90,12 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& file) {
   if (!vocab.ok()) return vocab.status();
   std::unique_ptr<Tokenizer> tokenizer(new Tokenizer(std::move(*vocab)));
   const Vocab& v = tokenizer->vocab_;
-  const bool spm = v.model() == VocabModel::kLlama;
-  if (spm) {
+  if (v.model() == VocabModel::kLlama) {
     tokenizer->spm_ = std::make_unique<SpmEncoder>(v);
+  } else if (v.model() == VocabModel::kT5) {
+    auto ugm = UgmEncoder::Create(file, v);
+    if (!ugm.ok()) return ugm.status();
+    tokenizer->ugm_ = std::make_unique<UgmEncoder>(std::move(*ugm));
   } else {
     auto bpe = BpeEncoder::Create(file, v);
     if (!bpe.ok()) return bpe.status();
@@ -124,6 +147,8 @@ std::string_view Tokenizer::model_name() const {
       return "llama";
     case VocabModel::kGemma4:
       return "gemma4";
+    case VocabModel::kT5:
+      return "t5";
   }
   return "llama";
 }
@@ -143,6 +168,10 @@ void Tokenizer::EncodeFragment(std::string_view raw, bool after_special,
   const std::string_view text = normalizer_.empty() ? raw : std::string_view(normalized);
   if (bpe_) {
     bpe_->Encode(text, out);
+    return;
+  }
+  if (ugm_) {  // normalizes, prefix space included, fragment by fragment
+    ugm_->Encode(text, out);
     return;
   }
   // SentencePiece adds a space before text that starts the input or follows a special token.
@@ -189,7 +218,7 @@ std::vector<int32_t> Tokenizer::EncodeFragments(
 std::string Tokenizer::TokenPiece(int32_t id, bool render_special) const {
   if (!vocab_.Contains(id)) return "";
   if (render_special && vocab_.type(id) == TokenType::kControl) return vocab_.token(id).text;
-  if (render_special && vocab_.type(id) == TokenType::kUnknown && bpe_) {
+  if (render_special && vocab_.type(id) == TokenType::kUnknown && (bpe_ || ugm_)) {
     return vocab_.token(id).text;
   }
   return pieces_[static_cast<size_t>(id)];

@@ -107,10 +107,12 @@ Status Vocab::ReadModel(const GgufFile& file) {
     model_ = VocabModel::kLlama;
   } else if (*model == "gemma4") {
     model_ = VocabModel::kGemma4;
+  } else if (*model == "t5") {
+    model_ = VocabModel::kT5;
   } else {
     return Status::InvalidArgument(std::string(kModelKey) + ": unsupported tokenizer model '" +
                                    std::string(*model) +
-                                   "' (expected 'gpt2', 'llama' or 'gemma4')");
+                                   "' (expected 'gpt2', 'llama', 'gemma4' or 't5')");
   }
   if (model_ == VocabModel::kGemma4) {
     pre_ = "gemma4";  // llama.cpp ignores tokenizer.ggml.pre for this model
@@ -176,9 +178,11 @@ Status Vocab::ReadTokens(const GgufFile& file) {
 Status Vocab::ReadSpecialTokens(const GgufFile& file) {
   const size_t n_vocab = tokens_.size();
   // Defaults follow llama.cpp: SentencePiece models have <unk>=0, <s>=1, </s>=2, add BOS and a
-  // prefix space; GPT-2 style models have no defaults and add nothing, except Llama-3 style
-  // vocabularies, which add BOS.
+  // prefix space; T5's unigram models have <pad>=0, </s>=1, <unk>=2, no BOS, add EOS and no prefix
+  // space unless the file says so; GPT-2 style models have no defaults and add nothing, except
+  // Llama-3 style vocabularies, which add BOS.
   const bool spm = model_ == VocabModel::kLlama;
+  const bool t5 = model_ == VocabModel::kT5;
   const int32_t n = static_cast<int32_t>(n_vocab);
   const struct {
     std::string_view key;
@@ -186,9 +190,9 @@ Status Vocab::ReadSpecialTokens(const GgufFile& file) {
     int32_t* out;
   } ids[] = {
       {"tokenizer.ggml.bos_token_id", spm ? 1 : kNoToken, &bos_},
-      {"tokenizer.ggml.eos_token_id", spm ? 2 : kNoToken, &eos_},
-      {"tokenizer.ggml.unknown_token_id", spm ? 0 : kNoToken, &unk_},
-      {"tokenizer.ggml.padding_token_id", kNoToken, &pad_},
+      {"tokenizer.ggml.eos_token_id", spm ? 2 : (t5 ? 1 : kNoToken), &eos_},
+      {"tokenizer.ggml.unknown_token_id", spm ? 0 : (t5 ? 2 : kNoToken), &unk_},
+      {"tokenizer.ggml.padding_token_id", t5 ? 0 : kNoToken, &pad_},
       {"tokenizer.ggml.eot_token_id", kNoToken, &eot_},
       {"tokenizer.ggml.eom_token_id", kNoToken, &eom_},
   };
@@ -201,13 +205,18 @@ Status Vocab::ReadSpecialTokens(const GgufFile& file) {
   const bool llama3 = pre_ == "llama-bpe" || pre_ == "llama3";
   auto add_bos = file.GetBoolOr("tokenizer.ggml.add_bos_token", spm || llama3);
   if (!add_bos.ok()) return add_bos.status();
-  auto add_eos = file.GetBoolOr("tokenizer.ggml.add_eos_token", false);
+  auto add_eos = file.GetBoolOr("tokenizer.ggml.add_eos_token", t5);
   if (!add_eos.ok()) return add_eos.status();
   auto add_space_prefix = file.GetBoolOr("tokenizer.ggml.add_space_prefix", spm);
   if (!add_space_prefix.ok()) return add_space_prefix.status();
   add_bos_ = *add_bos;
   add_eos_ = *add_eos;
   add_space_prefix_ = *add_space_prefix;
+  if (t5) {
+    auto remove_extra = file.GetBoolOr("tokenizer.ggml.remove_extra_whitespaces", false);
+    if (!remove_extra.ok()) return remove_extra.status();
+    remove_extra_whitespaces_ = *remove_extra;
+  }
   if (model_ == VocabModel::kGemma4) {
     // llama.cpp overrides add_bos_token false to true for Gemma 4 (its PR 21500), and a BPE
     // model never adds a prefix space when encoding.

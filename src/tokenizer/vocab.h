@@ -29,6 +29,7 @@ enum class VocabModel : uint8_t {
   kGpt2,    // byte-level BPE with merge ranks
   kLlama,   // SentencePiece BPE over scores with byte fallback
   kGemma4,  // BPE with merge ranks over raw UTF-8, ▁ for spaces, <0xNN> byte fallback
+  kT5,      // SentencePiece unigram over scores with a precompiled charsmap (llama.cpp's "t5")
 };
 
 struct TokenData {
@@ -76,6 +77,8 @@ class Vocab {
   bool add_bos() const { return add_bos_; }
   bool add_eos() const { return add_eos_; }
   bool add_space_prefix() const { return add_space_prefix_; }
+  // tokenizer.ggml.remove_extra_whitespaces (t5 only; false when absent, as in llama.cpp).
+  bool remove_extra_whitespaces() const { return remove_extra_whitespaces_; }
   // tokenizer.ggml.pre ("default" when absent; always "gemma4" for the gemma4 model, as
   // llama.cpp ignores the key there).
   const std::string& pre() const { return pre_; }
@@ -106,6 +109,7 @@ class Vocab {
   bool add_bos_ = false;
   bool add_eos_ = false;
   bool add_space_prefix_ = false;
+  bool remove_extra_whitespaces_ = false;
   std::string pre_ = "default";
   std::vector<std::string> pre_stages_;
 };
