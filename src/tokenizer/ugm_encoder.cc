@@ -69,16 +69,18 @@ Result<UgmEncoder> UgmEncoder::Create(const GgufFile& file, const Vocab& vocab) 
 UgmEncoder::UgmEncoder(const Vocab& vocab, CharsmapNormalizer charsmap)
     : vocab_(&vocab), charsmap_(std::move(charsmap)) {
   float min_score = FLT_MAX;
+  std::vector<std::pair<std::string_view, int32_t>> matched, user_defined;
   for (int32_t id = 0; id < vocab.size(); ++id) {
     const TokenData& token = vocab.token(id);
     if (token.type == TokenType::kNormal) min_score = std::min(min_score, token.score);
-    const bool matched = token.type == TokenType::kNormal ||
-                         token.type == TokenType::kUserDefined || token.type == TokenType::kUnused;
-    if (matched && !token.text.empty()) tokens_.Insert(token.text, id);
-    if (token.type == TokenType::kUserDefined && !token.text.empty()) {
-      user_defined_.Insert(token.text, id);
+    if (token.type == TokenType::kNormal || token.type == TokenType::kUserDefined ||
+        token.type == TokenType::kUnused) {
+      matched.emplace_back(token.text, id);
     }
+    if (token.type == TokenType::kUserDefined) user_defined.emplace_back(token.text, id);
   }
+  tokens_ = ByteTrie(matched);
+  user_defined_ = ByteTrie(user_defined);
   unknown_score_ = min_score - kUnknownPenalty;  // in float, as llama.cpp computes it
 }
 
@@ -160,7 +162,7 @@ void UgmEncoder::Encode(std::string_view text, std::vector<int32_t>& out) const 
       if (score > best[end].score) best[end] = Best{id, start, score};
     }
     if (!whole_char_token) {
-      const double score = base + static_cast<double>(unknown_score_);
+      const double score = base + unknown_score_;
       Best& champion = best[start + char_length];
       if (score > champion.score) champion = Best{unk, start, score};
     }
