@@ -1,0 +1,327 @@
+// The t5 tokenizer model (tokenizer.ggml.model "t5", SentencePiece unigram) against llama.cpp at
+// 3f545becc. T5's vocabulary is not on this machine, so tests/data/t5-tokenizer/make_vocab.py
+// trained two small unigram vocabularies with sentencepiece (vocab-*.json), and
+// tests/support/t5_vocab.h turns them into GGUF files: "nfkc" (T5's layout and flags, a charsmap
+// compiled from nmt_nfkc rules, <sep> and <extra_id_N> user-defined, [PADn] unused),
+// "nfkc-no-charsmap" (the same file without its charsmap) and "identity" (no charsmap, no prefix
+// space, whitespace kept, byte tokens, BOS added, no EOS). reference-*.json hold the ids and the
+// text llama.cpp gives for those very files (their sha256 is checked) on inputs.json: plain text,
+// whitespace runs, text nmt_nfkc changes, CJK, emoji, unknown characters, special-token texts,
+// invalid UTF-8 and two files of the tokenizer corpus. Every input, with add_special and
+// parse_special on and off, must give llama.cpp's ids, and the ids must decode to llama.cpp's text.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "io/gguf_reader.h"
+#include "io/gguf_writer.h"
+#include "support/paths.h"
+#include "support/read_file.h"
+#include "support/t5_vocab.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8.h"
+#include "util/sha256.h"
+
+namespace kvserve {
+namespace {
+
+std::string FromHex(const std::string& hex) {
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  }
+  return out;
+}
+
+// make_reference.cc's Edit, undone: the head and tail of `input` around the middle bytes.
+std::string ApplyEdit(const nlohmann::json& edit, const std::string& input) {
+  const auto head = edit.at("head").get<size_t>();
+  const auto tail = edit.at("tail").get<size_t>();
+  const std::string middle = edit.contains("middle")
+                                 ? edit.at("middle").get<std::string>()
+                                 : FromHex(edit.at("middle_hex").get<std::string>());
+  return input.substr(0, head) + middle + input.substr(input.size() - tail);
+}
+
+std::string InputText(const nlohmann::json& input) {
+  if (input.contains("text")) return input.at("text").get<std::string>();
+  if (input.contains("hex")) return FromHex(input.at("hex").get<std::string>());
+  return testing::ReadWholeFile(testing::TestDataPath(input.at("file").get<std::string>()));
+}
+
+nlohmann::json ReadJson(const std::string& name) {
+  return nlohmann::json::parse(testing::ReadWholeFile(testing::TestDataPath(name)));
+}
+
+// One vocabulary of the test: its GGUF bytes and the tokenizer read from them.
+struct Variant {
+  std::string name;  // "nfkc", "nfkc-no-charsmap", "identity"
+  std::vector<uint8_t> image;
+  std::unique_ptr<Tokenizer> tokenizer;
+};
+
+std::vector<uint8_t> VariantImage(const std::string& name) {
+  nlohmann::json vocab = ReadJson(name == "identity" ? "t5-tokenizer/vocab-identity.json"
+                                                     : "t5-tokenizer/vocab-nfkc.json");
+  if (name == "nfkc-no-charsmap") vocab.erase("precompiled_charsmap_hex");
+  return testing::T5StyleVocab(vocab);
+}
+
+// Writes the file for make_reference.cc when KVSERVE_T5_VOCAB_OUT names a folder
+// (tests/data/t5-tokenizer/README.md), and prints its sha256.
+void WriteVocabularyIfAsked(const Variant& variant) {
+  const char* folder = std::getenv("KVSERVE_T5_VOCAB_OUT");
+  if (folder == nullptr) return;
+  const std::string path = std::string(folder) + "/t5-" + variant.name + ".gguf";
+  FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr) << path;
+  ASSERT_EQ(std::fwrite(variant.image.data(), 1, variant.image.size(), f), variant.image.size());
+  ASSERT_EQ(std::fclose(f), 0);
+  std::printf("%s: %zu bytes, sha256 %s\n", path.c_str(), variant.image.size(),
+              Sha256::Hex(Sha256::Hash(variant.image.data(), variant.image.size())).c_str());
+}
+
+class T5Tokenizer : public ::testing::TestWithParam<const char*> {
+ protected:
+  static void SetUpTestSuite() {
+    variants_ = new std::vector<Variant>();
+    for (const char* name : {"nfkc", "nfkc-no-charsmap", "identity"}) {
+      Variant variant{name, VariantImage(name), nullptr};
+      WriteVocabularyIfAsked(variant);
+      auto file = GgufFile::Parse(variant.image.data(), variant.image.size(), "t5-style.gguf");
+      ASSERT_TRUE(file.ok()) << file.message();
+      auto tokenizer = Tokenizer::FromGguf(*file);
+      ASSERT_TRUE(tokenizer.ok()) << tokenizer.message();
+      variant.tokenizer = std::move(*tokenizer);
+      variants_->push_back(std::move(variant));
+    }
+  }
+  static void TearDownTestSuite() { delete variants_; }
+
+  static const Variant& variant(const std::string& name) {
+    for (const Variant& v : *variants_) {
+      if (v.name == name) return v;
+    }
+    std::abort();
+  }
+
+  static std::vector<Variant>* variants_;
+};
+
+std::vector<Variant>* T5Tokenizer::variants_ = nullptr;
+
+// What one input's ids must be, from the reference's case `expected`.
+std::vector<int32_t> ExpectedIds(const nlohmann::json& expected, const Tokenizer& tokenizer,
+                                 bool add_special, bool parse_special) {
+  const auto ids = expected.at("ids").get<std::vector<int32_t>>();
+  if (parse_special) {
+    return expected.contains("ids_parse_special_same")
+               ? ids
+               : expected.at("ids_parse_special").get<std::vector<int32_t>>();
+  }
+  if (add_special) return ids;
+  if (expected.contains("ids_no_special")) {
+    return expected.at("ids_no_special").get<std::vector<int32_t>>();
+  }
+  std::vector<int32_t> less_added = ids;  // llama.cpp gave these less what add_special adds
+  if (tokenizer.add_eos() && !less_added.empty()) less_added.pop_back();
+  if (tokenizer.add_bos() && !less_added.empty()) less_added.erase(less_added.begin());
+  return less_added;
+}
+
+std::string Pieces(const Tokenizer& tokenizer, const std::vector<int32_t>& ids, bool special) {
+  std::string out;
+  for (int32_t id : ids) out += tokenizer.TokenPiece(id, special);
+  return out;
+}
+
+TEST_P(T5Tokenizer, GivesLlamaCppIdsAndTextForEveryInput) {
+  const Variant& v = variant(GetParam());
+  const auto reference = ReadJson("t5-tokenizer/reference-" + v.name + ".json");
+  const auto inputs = ReadJson("t5-tokenizer/inputs.json");
+  // The reference was made from this very file.
+  ASSERT_EQ(Sha256::Hex(Sha256::Hash(v.image.data(), v.image.size())),
+            reference.at("vocab_sha256").get<std::string>());
+  ASSERT_EQ(v.tokenizer->n_vocab(), reference.at("n_vocab").get<int>());
+  const auto& cases = reference.at("cases");
+  ASSERT_EQ(cases.size(), inputs.size());
+  size_t n_ids = 0, n_texts = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto& expected = cases[i];
+    const std::string name = expected.at("name").get<std::string>();
+    ASSERT_EQ(name, inputs[i].at("name").get<std::string>());
+    const std::string text = InputText(inputs[i]);
+    for (const auto& [add_special, parse_special] :
+         {std::pair{true, false}, std::pair{true, true}, std::pair{false, false}}) {
+      const auto theirs = ExpectedIds(expected, *v.tokenizer, add_special, parse_special);
+      n_ids += theirs.size();
+      EXPECT_EQ(v.tokenizer->Encode(text, add_special, parse_special), theirs)
+          << v.name << ": " << name << " (add_special " << add_special << ", parse_special "
+          << parse_special << ")";
+    }
+    for (const bool parse_special : {false, true}) {
+      const auto ids = ExpectedIds(expected, *v.tokenizer, true, parse_special);
+      for (const bool special : {false, true}) {
+        const bool same = !expected.contains("ids_parse_special");  // then the texts are too
+        const std::string key = std::string(parse_special && !same ? "text_parse" : "text") +
+                                (special ? "_special" : "");
+        EXPECT_TRUE(Pieces(*v.tokenizer, ids, special) == ApplyEdit(expected.at(key), text))
+            << v.name << ": " << name << ": pieces differ from llama.cpp's " << key;
+        n_texts++;
+      }
+    }
+    // Decode strips the prefix space as llama_detokenize does, from the first token's piece.
+    const auto ids = expected.at("ids").get<std::vector<int32_t>>();
+    const std::string detokenized = expected.contains("detokenized")
+                                        ? ApplyEdit(expected.at("detokenized"), text)
+                                        : ApplyEdit(expected.at("text"), text);
+    EXPECT_TRUE(v.tokenizer->Decode(ids) == detokenized)
+        << v.name << ": " << name << ": Decode differs from llama_detokenize";
+    n_texts++;
+  }
+  std::printf("t5 %s: %zu inputs, %zu ids and %zu decoded texts compared\n", v.name.c_str(),
+              cases.size(), n_ids, n_texts);
+}
+
+INSTANTIATE_TEST_SUITE_P(Vocabularies, T5Tokenizer,
+                         ::testing::Values("nfkc", "nfkc-no-charsmap", "identity"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& c : name) c = c == '-' ? '_' : c;
+                           return name;
+                         });
+
+TEST_F(T5Tokenizer, ModelFlagsAndPieces) {
+  const Tokenizer& t5 = *variant("nfkc").tokenizer;
+  const Vocab& v = t5.vocab();
+  EXPECT_EQ(t5.model_name(), "t5");
+  EXPECT_EQ(t5.bos(), kNoToken);
+  EXPECT_EQ(t5.eos(), 1);
+  EXPECT_EQ(t5.unk(), 2);
+  EXPECT_EQ(t5.pad(), 0);
+  EXPECT_FALSE(t5.add_bos());
+  EXPECT_TRUE(t5.add_eos());
+  EXPECT_TRUE(t5.add_space_prefix());
+  EXPECT_TRUE(v.remove_extra_whitespaces());
+  EXPECT_TRUE(t5.IsEndOfGeneration(1));
+  EXPECT_EQ(t5.TokenPiece(1), "");
+  EXPECT_EQ(t5.TokenPiece(1, true), "</s>");
+  EXPECT_EQ(t5.TokenPiece(2), "");  // unknown: nothing, as llama.cpp gives
+  EXPECT_EQ(t5.TokenPiece(2, true), "<unk>");
+  EXPECT_EQ(t5.TokenPiece(v.Find("<extra_id_0>")), "<extra_id_0>");  // user-defined, as written
+  EXPECT_EQ(t5.TokenPiece(v.Find("[PAD1003]")), "");                 // unused
+  EXPECT_EQ(t5.TokenPiece(v.Find("\u2581the")), " the");
+
+  const Tokenizer& identity = *variant("identity").tokenizer;
+  EXPECT_EQ(identity.bos(), 1);
+  EXPECT_EQ(identity.eos(), 2);
+  EXPECT_TRUE(identity.add_bos());
+  EXPECT_FALSE(identity.add_eos());
+  EXPECT_FALSE(identity.add_space_prefix());
+  EXPECT_FALSE(identity.vocab().remove_extra_whitespaces());
+  EXPECT_EQ(identity.TokenPiece(identity.vocab().Find("<0x41>")), "A");  // byte token
+}
+
+// decode(encode(x)) == x wherever normalization leaves x as it is: with the identity vocabulary,
+// every valid UTF-8 input whose characters are all tokens and that holds no ▁ (a literal ▁ reads
+// as a space, as in SentencePiece); with nfkc, texts of single spaces between words and nothing
+// nmt_nfkc changes (the prefix space comes off again when decoding).
+TEST_F(T5Tokenizer, RoundTrips) {
+  const Tokenizer& identity = *variant("identity").tokenizer;
+  size_t n_round_trips = 0;
+  for (const auto& input : ReadJson("t5-tokenizer/inputs.json")) {
+    const std::string text = InputText(input);
+    const std::vector<int32_t> ids = identity.Encode(text, true, false);
+    if (!IsValidUtf8(text) || text.find("\u2581") != std::string::npos ||
+        std::count(ids.begin(), ids.end(), identity.unk()) > 0) {
+      continue;
+    }
+    EXPECT_EQ(identity.Decode(ids), text) << input.at("name");
+    ++n_round_trips;
+  }
+  EXPECT_EQ(n_round_trips, 32u);
+  const Tokenizer& t5 = *variant("nfkc").tokenizer;
+  for (const char* text : {"Hello world", "The quick brown fox jumps over the lazy dog.",
+                           "def f(x): return x * 2", "1 22 333 4444", "hello<sep> world"}) {
+    for (const bool add_special : {false, true}) {
+      EXPECT_EQ(t5.Decode(t5.Encode(text, add_special, false)), text) << text;
+    }
+  }
+}
+
+// A t5 file with nothing but its tokens: llama.cpp's defaults (</s> 1 added, <unk> 2, <pad> 0, no
+// BOS, no prefix space, whitespace kept).
+TEST(T5TokenizerDefaults, FileWithOnlyTokens) {
+  GgufWriter writer;
+  writer.SetString("tokenizer.ggml.model", "t5");
+  writer.SetStringArray("tokenizer.ggml.tokens",
+                        {"<pad>", "</s>", "<unk>", "a", "b", "\u2581", "\u2581a"});
+  writer.SetFloat32Array("tokenizer.ggml.scores", {0, 0, 0, -1, -1, -2, -1.5f});
+  writer.SetInt32Array("tokenizer.ggml.token_type", {3, 3, 2, 1, 1, 1, 1});
+  const std::vector<uint8_t> image = writer.Serialize();
+  auto file = GgufFile::Parse(image.data(), image.size(), "t5-defaults.gguf");
+  ASSERT_TRUE(file.ok()) << file.message();
+  auto tokenizer = Tokenizer::FromGguf(*file);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.message();
+  const Tokenizer& t = **tokenizer;
+  EXPECT_EQ(t.bos(), kNoToken);
+  EXPECT_EQ(t.eos(), 1);
+  EXPECT_EQ(t.unk(), 2);
+  EXPECT_EQ(t.pad(), 0);
+  EXPECT_FALSE(t.add_space_prefix());
+  // "▁a" (-1.5) beats "▁" + "a" (-3); two spaces stay two; "c" and "d" are one <unk>.
+  EXPECT_EQ(t.Encode("a  a cd", true, false), (std::vector<int32_t>{3, 5, 6, 5, 2, 1}));
+  EXPECT_EQ(t.Encode("", true, false), (std::vector<int32_t>{1}));
+  EXPECT_EQ(t.Encode("", false, false), (std::vector<int32_t>{}));
+}
+
+// A bad tokenizer.ggml.precompiled_charsmap is refused with the key and the sizes.
+TEST(T5TokenizerDefaults, RefusesBadCharsmaps) {
+  struct Case {
+    std::vector<uint8_t> blob;
+    std::string message;
+  };
+  const Case cases[] = {
+      {{1, 0, 0}, "3 bytes, shorter than its 4-byte header"},
+      {{4, 0, 0, 0, 0, 0, 0, 0}, "a trie of 4 bytes leaves no room for replacements in 8 bytes"},
+      {{4, 0, 0, 0, 0, 0, 0, 0, 'a'}, "the replacement strings (1 bytes) do not end with NUL"},
+  };
+  for (const Case& c : cases) {
+    GgufWriter writer;
+    writer.SetString("tokenizer.ggml.model", "t5");
+    writer.SetStringArray("tokenizer.ggml.tokens", {"<pad>", "</s>", "<unk>", "a"});
+    GgufValue value;
+    value.type = GgufValueType::kArray;
+    value.array_type = GgufValueType::kUint8;
+    value.array_size = c.blob.size();
+    value.array_data = c.blob.data();
+    writer.CopyValue("tokenizer.ggml.precompiled_charsmap", value);
+    const std::vector<uint8_t> image = writer.Serialize();
+    auto file = GgufFile::Parse(image.data(), image.size(), "t5-bad.gguf");
+    ASSERT_TRUE(file.ok()) << file.message();
+    auto tokenizer = Tokenizer::FromGguf(*file);
+    ASSERT_FALSE(tokenizer.ok()) << c.message;
+    EXPECT_EQ(tokenizer.message(), "tokenizer.ggml.precompiled_charsmap: " + c.message);
+  }
+  GgufWriter writer;
+  writer.SetString("tokenizer.ggml.model", "t5");
+  writer.SetStringArray("tokenizer.ggml.tokens", {"<pad>", "</s>", "<unk>", "a"});
+  writer.SetString("tokenizer.ggml.precompiled_charsmap", "not bytes");
+  const std::vector<uint8_t> image = writer.Serialize();
+  auto file = GgufFile::Parse(image.data(), image.size(), "t5-bad.gguf");
+  ASSERT_TRUE(file.ok()) << file.message();
+  auto tokenizer = Tokenizer::FromGguf(*file);
+  ASSERT_FALSE(tokenizer.ok());
+  EXPECT_NE(tokenizer.message().find("tokenizer.ggml.precompiled_charsmap: expected an array of "
+                                     "uint8 or int8"),
+            std::string::npos)
+      << tokenizer.message();
+}
+
+}  // namespace
+}  // namespace kvserve
