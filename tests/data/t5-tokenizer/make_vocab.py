@@ -14,19 +14,18 @@ cjkencodings.txt, synthetic.txt). Both trainings run on one thread.
 - nfkc: T5's layout (<pad> 0, </s> 1, <unk> 2, no BOS), a prefix space and extra whitespace
   removed as T5's spiece.model has them, and a precompiled charsmap compiled by sentencepiece from
   the nmt_nfkc rules (sentencepiece's own, decompiled) whose source characters all lie in a set S:
-  the characters of inputs.json and of the training text, ASCII, Latin-1, Latin Extended-A/B,
-  U+0301 and U+0308, general punctuation, super- and subscripts, number forms, enclosed
-  alphanumerics, CJK symbols, CJK compatibility, the ligatures U+FB00.., full-width ASCII
-  U+FF00..U+FF5F and U+FFE0..U+FFEE. For any text over S this normalizes exactly as nmt_nfkc
-  does, with a 13 KB charsmap instead of 240 KB. One user-defined symbol <sep>; then, as the
-  converter does for a config vocab_size beyond the model's, [PADn] unused tokens (score -10000)
-  and T5's <extra_id_N> user-defined tokens from added_tokens.json (score -1000), counting down
-  from the last id.
+  the characters of inputs.json and of the training text (of the combining marks U+0300..U+036F
+  only U+0301 and U+0308), ASCII, Latin-1, Latin Extended-A/B, general punctuation, super- and
+  subscripts, number forms, enclosed alphanumerics, CJK symbols, CJK compatibility, the
+  ligatures U+FB00.., full-width ASCII U+FF00..U+FF5F and U+FFE0..U+FFEE. For any text over S
+  this normalizes exactly as nmt_nfkc does, with a 13 KB charsmap instead of 240 KB. One
+  user-defined symbol <sep>; then, as the converter does for a config vocab_size beyond the
+  model's, [PADn] unused tokens (score -10000) and T5's <extra_id_N> user-defined tokens from
+  added_tokens.json (score -1000), counting down from the last id.
 - identity: no charsmap (normalization rule identity), no prefix space, extra whitespace kept,
   byte fallback pieces <0x00>..<0xFF> (llama.cpp's unigram encoder never produces them; they
   decode to their byte), <unk> 0, <s> 1, </s> 2, add_bos_token true and add_eos_token false.
 """
-import glob
 import json
 import os
 import struct
