@@ -3,11 +3,12 @@
 // trained two small unigram vocabularies with sentencepiece (vocab-*.json), and
 // tests/support/t5_vocab.h turns them into GGUF files: "nfkc" (T5's layout and flags, a charsmap
 // compiled from nmt_nfkc rules, <sep> and <extra_id_N> user-defined, [PADn] unused),
-// "nfkc-no-charsmap" (the same file without its charsmap) and "identity" (no charsmap, no prefix
-// space, whitespace kept, byte tokens, BOS added, no EOS). reference-*.json hold the ids and the
+// "nfkc-no-charsmap" (the same file without its charsmap), "identity" (no charsmap, no prefix
+// space, whitespace kept, byte tokens, BOS added, no EOS) and "nfkc-fi-user-defined" (nfkc with a
+// user-defined token "ﬁx", on inputs-user-defined.json). reference-*.json hold the ids and the
 // text llama.cpp gives for those very files (their sha256 is checked) on inputs.json: plain text,
 // whitespace runs, text nmt_nfkc changes, CJK, emoji, unknown characters, special-token texts,
-// invalid UTF-8 and two files of the tokenizer corpus. Every input, with add_special and
+// invalid UTF-8 and three slices of the tokenizer corpus. Every input, with add_special and
 // parse_special on and off, must give llama.cpp's ids, and the ids must decode to llama.cpp's text.
 #include <gtest/gtest.h>
 
@@ -60,16 +61,30 @@ nlohmann::json ReadJson(const std::string& name) {
 
 // One vocabulary of the test: its GGUF bytes and the tokenizer read from them.
 struct Variant {
-  std::string name;  // "nfkc", "nfkc-no-charsmap", "identity"
+  std::string name;  // "nfkc", "nfkc-no-charsmap", "identity", "nfkc-fi-user-defined"
   std::vector<uint8_t> image;
   std::unique_ptr<Tokenizer> tokenizer;
 };
 
+// "nfkc-fi-user-defined" is nfkc with its [PAD1007] made the user-defined token "ﬁx": llama.cpp
+// keeps whatever prefix of the text the user-defined tokens' trie walks as it is, so a "ﬁ" that
+// no "x" follows is not normalized, and another character that starts with the same bytes (EF AC
+// for "ﬂ", EF for the full-width forms) is split there. Its inputs are inputs-user-defined.json.
 std::vector<uint8_t> VariantImage(const std::string& name) {
   nlohmann::json vocab = ReadJson(name == "identity" ? "t5-tokenizer/vocab-identity.json"
                                                      : "t5-tokenizer/vocab-nfkc.json");
   if (name == "nfkc-no-charsmap") vocab.erase("precompiled_charsmap_hex");
+  if (name == "nfkc-fi-user-defined") {
+    vocab.at("tokens")[1007] = "\ufb01x";
+    vocab.at("scores")[1007] = -1000.0;
+    vocab.at("types")[1007] = 4;
+  }
   return testing::T5StyleVocab(vocab);
+}
+
+std::string InputsOf(const std::string& variant) {
+  return variant == "nfkc-fi-user-defined" ? "t5-tokenizer/inputs-user-defined.json"
+                                           : "t5-tokenizer/inputs.json";
 }
 
 // Writes the file for make_reference.cc when KVSERVE_T5_VOCAB_OUT names a folder
@@ -90,7 +105,7 @@ class T5Tokenizer : public ::testing::TestWithParam<const char*> {
  protected:
   static void SetUpTestSuite() {
     variants_ = new std::vector<Variant>();
-    for (const char* name : {"nfkc", "nfkc-no-charsmap", "identity"}) {
+    for (const char* name : {"nfkc", "nfkc-no-charsmap", "identity", "nfkc-fi-user-defined"}) {
       Variant variant{name, VariantImage(name), nullptr};
       WriteVocabularyIfAsked(variant);
       auto file = GgufFile::Parse(variant.image.data(), variant.image.size(), "t5-style.gguf");
@@ -143,7 +158,7 @@ std::string Pieces(const Tokenizer& tokenizer, const std::vector<int32_t>& ids, 
 TEST_P(T5Tokenizer, GivesLlamaCppIdsAndTextForEveryInput) {
   const Variant& v = variant(GetParam());
   const auto reference = ReadJson("t5-tokenizer/reference-" + v.name + ".json");
-  const auto inputs = ReadJson("t5-tokenizer/inputs.json");
+  const auto inputs = ReadJson(InputsOf(v.name));
   // The reference was made from this very file.
   ASSERT_EQ(Sha256::Hex(Sha256::Hash(v.image.data(), v.image.size())),
             reference.at("vocab_sha256").get<std::string>());
@@ -189,7 +204,8 @@ TEST_P(T5Tokenizer, GivesLlamaCppIdsAndTextForEveryInput) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Vocabularies, T5Tokenizer,
-                         ::testing::Values("nfkc", "nfkc-no-charsmap", "identity"),
+                         ::testing::Values("nfkc", "nfkc-no-charsmap", "identity",
+                                           "nfkc-fi-user-defined"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name) c = c == '-' ? '_' : c;
@@ -244,7 +260,7 @@ TEST_F(T5Tokenizer, RoundTrips) {
     EXPECT_EQ(identity.Decode(ids), text) << input.at("name");
     ++n_round_trips;
   }
-  EXPECT_EQ(n_round_trips, 32u);
+  EXPECT_EQ(n_round_trips, 33u);
   const Tokenizer& t5 = *variant("nfkc").tokenizer;
   for (const char* text : {"Hello world", "The quick brown fox jumps over the lazy dog.",
                            "def f(x): return x * 2", "1 22 333 4444", "hello<sep> world"}) {
