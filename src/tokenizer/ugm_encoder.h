@@ -3,8 +3,9 @@
 // up to the most (Viterbi over a token trie), one fragment between special tokens at a time.
 //
 // Normalization reads the text left to right. A prefix that the trie of user-defined token texts
-// can walk is kept as it is: all the bytes the walk covers, even when no token ends there (as
-// llama.cpp's naive_trie::get_longest_prefix does). Otherwise the charsmap's longest match is
+// can walk is kept as it is: all the bytes the walk covers, even when no token ends there and even
+// part of a character (as llama.cpp's naive_trie::get_longest_prefix does; SentencePiece would
+// normalize such text, see docs/tokenizers.md). Otherwise the charsmap's longest match is
 // replaced (charsmap_normalizer.h), else one UTF-8 character is kept as it is, and a byte that
 // starts no valid character becomes U+FFFD. Then every space becomes ▁ (U+2581); with
 // tokenizer.ggml.remove_extra_whitespaces, spaces at the ends and repeated spaces are dropped and
