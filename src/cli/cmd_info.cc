@@ -163,8 +163,9 @@ void PrintKvCache(const KvSpec& spec, int n_ctx_train) {
           HumanBytes(static_cast<double>(bytes)).c_str());
       continue;
     }
-    std::printf("KV group %zu:    %s, layers %s, %d kv heads x %d\n", g, kind.c_str(),
-                LayerRuns(group.layers).c_str(), group.n_kv_heads, group.head_dim);
+    std::printf("KV group %zu:    %s, layers %s, %d kv heads x %d, %llu bytes/token in f16\n", g,
+                kind.c_str(), LayerRuns(group.layers).c_str(), group.n_kv_heads, group.head_dim,
+                static_cast<unsigned long long>(group.BlockBytes(KvType::kF16, 1)));
   }
   // Layers without a cache of their own (Gemma 4's shared KV), by the layer whose cache they read.
   std::map<int, std::vector<int>> readers;
