@@ -4,7 +4,8 @@
 // by hand (support/t5_run.h); a second request with the same input finds its encoding in the
 // prefix cache (reported as cached tokens) and gives the same bits, another tenant's does not;
 // 16 sampled requests sharing 4 inputs, in a pool small enough to preempt, give each one's answer
-// alone; no block is left held.
+// alone; no block is left held; n-gram drafts (from the decoder's output and the encoder's input)
+// verified as usual give the same tokens; what an encoder-decoder cannot do is refused by name.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -12,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/engine.h"
 #include "engine/engine_core.h"
+#include "engine/proposer_ngram.h"
 #include "model/model.h"
 #include "support/core_run.h"
 #include "support/reference_runs.h"
@@ -150,6 +153,75 @@ TEST_P(T5Engine, SixteenSharingFourInputsEqualAloneThroughPreemption) {
     }
     ExpectNothingHeld(core);
   }
+}
+
+// Drafts with speculation on equal plain decoding's tokens and logprobs, greedy and sampled.
+// t5-tiny-v1 repeats its tokens (the tied output), so its drafts are accepted.
+TEST_P(T5Engine, NgramDraftsGiveThePlainAnswer) {
+  Loaded l = LoadTiny(GetParam());
+  ASSERT_TRUE(l.model && l.tokenizer);
+  std::mt19937 rng(13);
+  const std::vector<int32_t> input = testing::RandomPrompt(rng, 17, l.model->config().n_vocab);
+  for (bool sampled : {false, true}) {
+    const Request r = sampled ? testing::Sampled(input, 32, 3) : Greedy(input, 32);
+    EngineCore plain(*l.model, *l.tokenizer, Options(true), Pools(64, 64), 0, nullptr);
+    const Output want = testing::RunCoreChecked(plain, {r})[0];
+    EngineOptions options = Options(true);
+    options.spec.method = SpecMethod::kNgram;
+    options.spec.cost_gate = false;
+    EngineCore drafting(*l.model, *l.tokenizer, options, Pools(64, 64), 0, nullptr);
+    const Output got = testing::RunCoreChecked(drafting, {r})[0];
+    EXPECT_EQ(got.tokens, want.tokens) << "sampled " << sampled;
+    EXPECT_EQ(got.logprobs, want.logprobs) << "sampled " << sampled;
+    if (GetParam() == "t5-tiny-v1" && !sampled) {
+      EXPECT_GT(got.usage.accepted_tokens, 0);
+    }
+    ExpectNothingHeld(drafting);
+  }
+}
+
+TEST_P(T5Engine, RefusesContextShiftAndDraftModels) {
+  Loaded l = LoadTiny(GetParam());
+  ASSERT_TRUE(l.model && l.tokenizer);
+  EngineOptions shift = Options(true);
+  shift.context_overflow = ContextOverflow::kShift;
+  auto engine = Engine::Create(*l.model, *l.tokenizer, shift);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.message().find("encoder-decoder"), std::string::npos) << engine.message();
+  for (SpecMethod method : {SpecMethod::kDraft, SpecMethod::kMtp, SpecMethod::kHistory}) {
+    EngineOptions options = Options(true);
+    options.spec.method = method;
+    options.spec.draft_model = l.model.get();
+    auto refused = Engine::Create(*l.model, *l.tokenizer, options);
+    ASSERT_FALSE(refused.ok()) << SpecMethodName(method);
+    EXPECT_NE(refused.message().find("encoder-decoder"), std::string::npos) << refused.message();
+  }
+  auto plain = Engine::Create(*l.model, *l.tokenizer, Options(true));
+  ASSERT_TRUE(plain.ok()) << plain.message();
+  Request r = Greedy({5, 6, 7}, 4);
+  r.context_overflow = ContextOverflow::kShift;
+  auto stream = (*plain)->Submit(r);
+  ASSERT_FALSE(stream.ok());
+  EXPECT_NE(stream.message().find("encoder-decoder"), std::string::npos) << stream.message();
+}
+
+// The n-gram lookup drafts from the encoder's input when the output's own tokens do not recur:
+// what follows the last occurrence there of the output's last n tokens (longest n first).
+TEST(T5Ngram, DraftsFromTheEncoderInput) {
+  const std::vector<int32_t> input = {9, 1, 2, 3, 4, 5, 6, 1, 2, 7, 8};
+  EXPECT_EQ(NgramProposer::Lookup(std::vector<int32_t>{0, 1, 2}, 1, 3, 4, input),
+            (std::vector<int32_t>{7, 8}));  // the last "1 2" in the input
+  EXPECT_EQ(NgramProposer::Lookup(std::vector<int32_t>{0, 3, 4}, 1, 3, 3, input),
+            (std::vector<int32_t>{5, 6, 1}));
+  // The output's own earlier tokens come first for the same n.
+  EXPECT_EQ(NgramProposer::Lookup(std::vector<int32_t>{0, 4, 11, 4}, 1, 3, 2, input),
+            (std::vector<int32_t>{11, 4}));
+  // A longer match in the input beats a shorter one in the output.
+  EXPECT_EQ(NgramProposer::Lookup(std::vector<int32_t>{0, 6, 2, 6, 1, 2}, 1, 3, 2, input),
+            (std::vector<int32_t>{7, 8}));
+  // The input's last token drafts nothing: a match there must leave a token after it.
+  EXPECT_EQ(NgramProposer::Lookup(std::vector<int32_t>{0, 8}, 1, 3, 2, input),
+            std::vector<int32_t>{});
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, T5Engine, ::testing::Values("t5-tiny", "t5-tiny-v1"),

@@ -66,6 +66,14 @@ Status ValidateSpec(const SpecOptions& spec, const Model& model) {
     KVSERVE_RETURN_IF_ERROR(range("spec ngram min", spec.ngram_min, 1, 64));
     KVSERVE_RETURN_IF_ERROR(range("spec ngram max", spec.ngram_max, spec.ngram_min, 64));
   }
+  const bool drafts_from_tokens = spec.method == SpecMethod::kNone ||
+                                  spec.method == SpecMethod::kNgram || spec.proposer != nullptr;
+  if (model.cross_group() >= 0 && !drafts_from_tokens) {
+    return Status::InvalidArgument(
+        "spec method " + std::string(SpecMethodName(spec.method)) +
+        " is not supported on an encoder-decoder model (" + model.config().arch +
+        "): use ngram (drafts from the decoder's output and the encoder's input) or none");
+  }
   if (spec.method == SpecMethod::kMtp && spec.proposer == nullptr &&
       model.nextn_drafter() == nullptr) {
     return Status::InvalidArgument("spec method mtp: the model (" + model.config().arch +
@@ -93,13 +101,20 @@ Status ValidateSpec(const SpecOptions& spec, const Model& model) {
 // Tokens per step at most on a model with a recurrent state (prefill runs in chunks of it).
 constexpr int kRecurrentStepTokens = 512;
 
-// What a model with a recurrent state (kv/recurrent_state_kind.h) cannot do: drop the head of
-// its context (the state holds the dropped tokens).
-Status CheckRecurrentState(const KvSpec& spec, const EngineOptions& o) {
-  if (spec.has_recurrent_state() && o.context_overflow == ContextOverflow::kShift) {
+// What a model with a recurrent state (kv/recurrent_state_kind.h) or an encoder cannot do: drop
+// the head of its context (the state holds the dropped tokens; every decoder token depends on
+// the whole input).
+Status CheckContextShift(const Model& model, const EngineOptions& o) {
+  if (o.context_overflow != ContextOverflow::kShift) return Status::Ok();
+  if (model.kv_spec().has_recurrent_state()) {
     return Status::InvalidArgument(
         "context shift is not supported on a model with a recurrent state: its state holds the "
         "dropped tokens (use --context-overflow error)");
+  }
+  if (model.cross_group() >= 0) {
+    return Status::InvalidArgument(
+        "context shift is not supported on an encoder-decoder model: every decoder token depends "
+        "on the whole input (use --context-overflow error)");
   }
   return Status::Ok();
 }
@@ -185,7 +200,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokeniz
                                    " is out of range (0 to 1e6)");
   }
   KVSERVE_RETURN_IF_ERROR(ValidateSpec(o.spec, model));
-  KVSERVE_RETURN_IF_ERROR(CheckRecurrentState(model.kv_spec(), o));
+  KVSERVE_RETURN_IF_ERROR(CheckContextShift(model, o));
   if (model.kv_spec().has_recurrent_state()) {
     // Every block a step's chunk touches gets its state checkpoint, so the chunk bounds the
     // state pool (PoolBlocks): `run`'s whole-context chunks would ask a state per 16 tokens.
@@ -232,6 +247,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokeniz
   engine->options_ = o;
   engine->n_vocab_ = c.n_vocab;
   engine->recurrent_state_ = model.kv_spec().has_recurrent_state();
+  engine->encoder_decoder_ = model.cross_group() >= 0;
   Engine* e = engine.get();
   const uint64_t pool_bytes = PoolBytes(model.kv_spec(), o, *n_blocks);
   try {
@@ -282,6 +298,11 @@ Result<std::shared_ptr<RequestStream>> Engine::Submit(Request request) {
   if (request.context_overflow == ContextOverflow::kDefault)
     request.context_overflow = options_.context_overflow;
   const bool shift = request.context_overflow == ContextOverflow::kShift;
+  if (shift && encoder_decoder_) {
+    return R::InvalidArgument(
+        "context_overflow shift is not supported on an encoder-decoder model: every decoder "
+        "token's K/V depends on the encoder's input");
+  }
   if (shift && recurrent_state_) {
     return R::InvalidArgument(
         "context_overflow shift is not supported on a model with a recurrent state: its state "
