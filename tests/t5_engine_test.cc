@@ -95,6 +95,35 @@ TEST_P(T5Engine, GreedyEqualsTheModelRunByHand) {
   }
 }
 
+// A decoder prompt is fed after the start token (in the same chunk) before the answer; the input
+// stays cached across decoder prompts, and the decoder's own blocks are shared only under the
+// same input.
+TEST_P(T5Engine, ADecoderPromptIsTheAnswersForcedStart) {
+  Loaded l = LoadTiny(GetParam());
+  ASSERT_TRUE(l.model && l.tokenizer);
+  const std::vector<int32_t> input = {307, 83, 450, 262, 119, 498, 37, 221, 2};
+  const std::vector<int32_t> prefix = {12, 99, 7, 45, 300, 18, 77, 5, 61};
+  testing::T5Run by_hand(*l.model, 1);
+  by_hand.Encode({input});
+  const std::vector<int32_t> want = by_hand.Greedy(12, prefix);
+  EngineCore core(*l.model, *l.tokenizer, Options(true), Pools(64, 64), 0, nullptr);
+  Request r = Greedy(input, 12);
+  r.decoder_prompt = prefix;
+  const Output got = testing::RunCoreChecked(core, {r})[0];
+  EXPECT_EQ(got.tokens, want);
+  EXPECT_EQ(got.usage.prompt_tokens, static_cast<int>(input.size() + prefix.size()));
+  // Again: the input and the decoder prompt's two full blocks (of its 10 tokens, the last one
+  // always computed) come from the cache.
+  const Output again = testing::RunCoreChecked(core, {r})[0];
+  EXPECT_EQ(again.tokens, want);
+  EXPECT_EQ(again.usage.cached_tokens, static_cast<int>(input.size()) + 8);
+  // The same decoder prompt after another input shares nothing.
+  Request other = r;
+  other.prompt.back() = 3;
+  EXPECT_EQ(testing::RunCoreChecked(core, {other})[0].usage.cached_tokens, 0);
+  ExpectNothingHeld(core);
+}
+
 TEST_P(T5Engine, TheSameInputAgainIsEncodedOnceAndGivesTheSameBits) {
   Loaded l = LoadTiny(GetParam());
   ASSERT_TRUE(l.model && l.tokenizer);

@@ -1,7 +1,8 @@
 // A T5 file served by `kvserve serve` (a child process on loopback): /v1/completions encodes the
 // prompt and decodes from the start token; the same prompt again reports its whole input as
 // cached tokens and gives the same text; streaming gives the text of the whole answer; a stop
-// string cuts it as on a decoder-only model.
+// string cuts it as on a decoder-only model; `decoder_prompt` forces the answer's start, and a
+// decoder-only model refuses it.
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -57,6 +58,27 @@ TEST(T5Server, CompletionsEncodeThePromptOnceAndStream) {
   ASSERT_EQ(cut.status, 200) << cut.text;
   EXPECT_EQ(cut.body["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(cut.body["choices"][0]["text"], text.substr(0, text.find(stop)));
+  // A decoder prompt: counted among the prompt tokens, and the answer goes on from it.
+  json forced = body;
+  forced["decoder_prompt"] = " Once";
+  const testing::Reply started = testing::Post(*client, "/v1/completions", forced);
+  ASSERT_EQ(started.status, 200) << started.text;
+  EXPECT_GT(started.body["usage"]["prompt_tokens"].get<int>(), prompt_tokens);
+  EXPECT_EQ(started.body["usage"]["prompt_tokens_details"]["cached_tokens"], prompt_tokens);
+  client.reset();
+  EXPECT_EQ(server->Terminate(), 0) << server->log();
+}
+
+// A decoder-only model refuses a decoder prompt by name.
+TEST(T5Server, ADecoderOnlyModelRefusesADecoderPrompt) {
+  auto server = testing::ServeProcess::Start({});
+  ASSERT_NE(server, nullptr);
+  auto client = server->Client();
+  const testing::Reply reply = testing::Post(
+      *client, "/v1/completions",
+      json{{"prompt", "Once upon a time"}, {"max_tokens", 4}, {"decoder_prompt", "There"}});
+  EXPECT_EQ(reply.status, 400) << reply.text;
+  EXPECT_NE(reply.text.find("decoder_prompt"), std::string::npos) << reply.text;
   client.reset();
   EXPECT_EQ(server->Terminate(), 0) << server->log();
 }

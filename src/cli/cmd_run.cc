@@ -27,6 +27,10 @@ FlagTable RunFlagTable() {
                 {.name = "--prompt-tokens",
                  .value_name = "IDS",
                  .help = "the prompt as token ids, like 1,2,3"},
+                {.name = "--decoder-prompt",
+                 .value_name = "TEXT",
+                 .help = "an encoder-decoder model (T5): the answer's forced start (the prompt "
+                         "is the encoder's input)"},
                 {.name = "--n-predict",
                  .alias = "-n",
                  .value_name = "N",
@@ -54,6 +58,7 @@ namespace {
 
 struct RunOptions {
   std::string prompt;
+  std::string decoder_prompt;
   std::vector<int32_t> prompt_tokens;
   bool has_prompt_tokens = false;
   std::string output_format = "text";
@@ -64,6 +69,7 @@ struct RunOptions {
 Result<RunOptions> ReadRunOptions(const Args& args) {
   RunOptions o;
   o.prompt = args.GetOr("--prompt", "");
+  o.decoder_prompt = args.GetOr("--decoder-prompt", "");
   if (auto tokens = args.Get("--prompt-tokens")) {
     auto parsed = ParseIntList(*tokens, "--prompt-tokens");
     if (!parsed.ok()) return parsed.status();
@@ -186,6 +192,11 @@ int RunGenerate(const std::vector<std::string>& argv) {
   }
   Request request = options->request;
   request.prompt = prompt;
+  request.decoder_prompt =
+      tok.Encode(options->decoder_prompt, /*add_special=*/false, /*parse_special=*/false);
+  // An encoder-decoder's prompt is the encoder's input: the text goes on from the decoder's.
+  const bool encoder_decoder = (*model)->cross_group() >= 0;
+  const std::vector<int32_t>& shown = encoder_decoder ? request.decoder_prompt : prompt;
   // Generation ends where the context does (finish reason "length"), unless it shifts.
   if (!shift) {
     request.max_tokens = std::min(request.max_tokens, CompletionRoom(prompt.size(), n_ctx));
@@ -200,7 +211,7 @@ int RunGenerate(const std::vector<std::string>& argv) {
   if (!engine.ok()) return fail(engine.message(), 1);
   const bool text = options->output_format == "text";
   if (text) {
-    std::fputs(tok.Decode(prompt).c_str(), stdout);
+    std::fputs(tok.Decode(shown).c_str(), stdout);
     std::fflush(stdout);
   }
   const auto submitted = std::chrono::steady_clock::now();

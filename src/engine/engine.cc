@@ -293,6 +293,15 @@ Result<std::shared_ptr<RequestStream>> Engine::Submit(Request request) {
                                 " is out of range (vocabulary " + std::to_string(n_vocab_) + ")");
     }
   }
+  if (!request.decoder_prompt.empty() && !encoder_decoder_) {
+    return R::InvalidArgument("decoder_prompt is only taken by an encoder-decoder model");
+  }
+  for (int32_t token : request.decoder_prompt) {
+    if (token < 0 || token >= n_vocab_) {
+      return R::InvalidArgument("decoder_prompt token id " + std::to_string(token) +
+                                " is out of range (vocabulary " + std::to_string(n_vocab_) + ")");
+    }
+  }
   Status sampling = request.sampling.Validate(n_vocab_);
   if (!sampling.ok()) return sampling;
   if (request.context_overflow == ContextOverflow::kDefault)

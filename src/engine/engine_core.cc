@@ -106,13 +106,16 @@ void EngineCore::Add(Request request, std::shared_ptr<RequestStream> stream) {
 }
 
 // An encoder-decoder model's sequence: the prompt goes to the encoder, the decoder starts from the
-// model's start token. The decoder's K/V depend on the input too (through cross-attention), so its
-// prefix keys are salted with the input's key: a decoder prefix is shared only under the same
-// input (and the request's own salt, which the input's key already holds).
+// model's start token and the request's decoder prompt. The decoder's K/V depend on the input too
+// (through cross-attention), so its prefix keys are salted with the input's key: a decoder prefix
+// is shared only under the same input (and the request's own salt, which the input's key already
+// holds).
 void EngineCore::StartDecoder(Sequence& seq) {
   seq.encoder_input = std::move(seq.tokens);
   seq.tokens = {model_.decoder_start_token()};
-  seq.n_prompt = 1;
+  seq.tokens.insert(seq.tokens.end(), seq.request.decoder_prompt.begin(),
+                    seq.request.decoder_prompt.end());
+  seq.n_prompt = static_cast<int>(seq.tokens.size());
   seq.input_key = BlockManager::InputKey(seq.encoder_input, seq.request.cache_salt);
   seq.request.cache_salt = "encoder input " + Sha256::Hex(seq.input_key);
 }

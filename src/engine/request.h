@@ -56,7 +56,10 @@ inline int CompletionRoom(int64_t n_prompt, int n_ctx) {
 struct Request {
   std::string id;               // caller's id; unique among live requests (empty: engine assigns)
   std::vector<int32_t> prompt;  // token ids, BOS included if the model wants one
-  int max_tokens = 16;          // tokens to generate at most
+  // An encoder-decoder model (the prompt is the encoder's input): tokens the decoder is fed after
+  // its start token before it generates (a forced prefix of the answer). Empty otherwise.
+  std::vector<int32_t> decoder_prompt;
+  int max_tokens = 16;  // tokens to generate at most
   SamplingParams sampling;
   std::vector<std::string> stop;        // stop strings: never emitted, even split across tokens
   std::vector<int32_t> stop_token_ids;  // FinishReason::kStop when sampled (not emitted)

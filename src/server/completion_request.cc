@@ -533,14 +533,15 @@ std::optional<ApiError> ReadOutputOptions(const json& body, CompletionKind kind,
   return std::nullopt;
 }
 
-// kvserve's own fields: ignore_eos, speculative, user, session_id, cache_salt, context_overflow,
-// pinned_prefix_tokens.
+// kvserve's own fields: ignore_eos, speculative, user, session_id, cache_salt, decoder_prompt,
+// context_overflow, pinned_prefix_tokens.
 std::optional<ApiError> ReadEngineOptions(const json& body, CompletionRequest& out) {
   if (auto e = ReadBool(body, "ignore_eos", out.ignore_eos)) return e;
   if (auto e = ReadBool(body, "speculative", out.speculative)) return e;
   if (auto e = ReadString(body, "user", kMaxIdBytes, out.user)) return e;
   if (auto e = ReadString(body, "session_id", kMaxIdBytes, out.session_id)) return e;
   if (auto e = ReadString(body, "cache_salt", kMaxIdBytes, out.cache_salt)) return e;
+  if (auto e = ReadString(body, "decoder_prompt", 1 << 20, out.decoder_prompt)) return e;
   if (const json* overflow = Field(body, "context_overflow")) {
     const auto policy =
         overflow->is_string() ? ContextOverflowNamed(overflow->get<std::string>()) : std::nullopt;

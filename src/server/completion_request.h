@@ -56,8 +56,11 @@ struct CompletionRequest {
   bool include_usage = false;  // stream_options.include_usage
   bool ignore_eos = false;     // extension (as in vLLM): keep going past end-of-generation tokens
   std::string user;
-  std::string session_id;   // extension: pin this conversation's KV blocks
-  std::string cache_salt;   // extension: separates prefix-cache tenants
+  std::string session_id;  // extension: pin this conversation's KV blocks
+  std::string cache_salt;  // extension: separates prefix-cache tenants
+  // Extension, /v1/completions on an encoder-decoder model: the answer's forced start (the prompt
+  // is the encoder's input).
+  std::string decoder_prompt;
   bool speculative = true;  // extension: let the engine's speculative decoding draft (no change)
   // Extensions (docs/api.md, "Context overflow"): "error" | "shift" (absent: the server's
   // --context-overflow), and for shift the leading prompt tokens kept through every shift (absent:

@@ -617,6 +617,8 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
     }
   }
   AppendAnswerPrefix(*model_.tokenizer, answer_prefix, prepared.prompt_tokens);
+  const std::vector<int32_t> decoder_prompt = model_.tokenizer->Encode(
+      request.decoder_prompt, /*add_special=*/false, /*parse_special=*/false);
   const std::string id = std::string(text_kind ? "cmpl-" : "chatcmpl-") + id_prefix_ +
                          std::to_string(next_id_.fetch_add(1, std::memory_order_relaxed));
   for (size_t p = 0; p < prepared.prompt_tokens.size(); ++p) {
@@ -634,6 +636,7 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
       Request r;
       r.id = id + "-" + std::to_string(p * request.n + j);
       r.prompt = tokens;
+      r.decoder_prompt = decoder_prompt;
       r.max_tokens = max_tokens;
       r.sampling = request.sampling;
       r.sampling.seed =

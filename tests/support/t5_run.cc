@@ -63,13 +63,17 @@ std::vector<float> T5Run::Decode(const std::vector<std::vector<int32_t>>& tokens
   return logits;
 }
 
-std::vector<int32_t> T5Run::Greedy(int n) {
+std::vector<int32_t> T5Run::Greedy(int n, const std::vector<int32_t>& prefix) {
   std::vector<int32_t> out;
-  int32_t token = model_.decoder_start_token();
+  std::vector<int32_t> fed = {model_.decoder_start_token()};
+  fed.insert(fed.end(), prefix.begin(), prefix.end());
+  const size_t n_vocab = model_.config().n_vocab;
   for (int i = 0; i < n; ++i) {
-    const std::vector<float> logits = Decode({{token}});
-    token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    const std::vector<float> logits = Decode({fed});
+    const auto last = logits.end() - static_cast<std::ptrdiff_t>(n_vocab);
+    const int32_t token = static_cast<int32_t>(std::max_element(last, logits.end()) - last);
     out.push_back(token);
+    fed = {token};
   }
   return out;
 }

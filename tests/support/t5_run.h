@@ -26,8 +26,9 @@ class T5Run {
   // Feeds tokens[s] to sequence s (after what it was fed before); returns the logits of every
   // token fed, in order.
   std::vector<float> Decode(const std::vector<std::vector<int32_t>>& tokens);
-  // Sequence 0 greedy: the start token, then n tokens each the argmax of the last logits.
-  std::vector<int32_t> Greedy(int n);
+  // Sequence 0 greedy: the start token and `prefix` in one batch, then n tokens each the argmax of
+  // the last logits.
+  std::vector<int32_t> Greedy(int n, const std::vector<int32_t>& prefix = {});
 
  private:
   int64_t Slot(int group, int s, int pos) const;
