@@ -23,9 +23,11 @@
 #include "support/cli.h"
 #include "support/gguf_compare.h"
 #include "support/paths.h"
+#include "support/reference_runs.h"
 #include "support/safetensors_builder.h"
 #include "support/spm_tokenizer_json.h"
 #include "support/synthetic_files.h"
+#include "support/t5_run.h"
 
 namespace kvserve {
 namespace {
@@ -169,6 +171,18 @@ TEST_P(HfT5Test, ConvertedFolderIsTheGguf) {
   testing::ExpectSameTensors(*converted, *file);
   testing::ExpectSameArchKeys(*converted, *file, "t5");
   fs::remove(out);
+}
+
+// The folder loads as a model and runs: its encoder output and greedy answer are the GGUF's bits.
+TEST_P(HfT5Test, FolderRunsAsTheGguf) {
+  const Built& b = BuiltOf(GetParam());
+  auto folder = testing::LoadPathOrDie(b.folder);
+  auto gguf = testing::LoadPathOrDie(b.gguf);
+  ASSERT_TRUE(folder && gguf);
+  const std::vector<int32_t> input = {307, 83, 450, 262, 119, 498, 37, 221, 2};
+  testing::T5Run a(*folder, 1), c(*gguf, 1);
+  EXPECT_EQ(a.Encode({input}), c.Encode({input}));
+  EXPECT_EQ(a.Greedy(12, {5, 9}), c.Greedy(12, {5, 9}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Versions, HfT5Test, ::testing::ValuesIn(kCases),
