@@ -234,6 +234,30 @@ TEST_P(T5Engine, RefusesContextShiftAndDraftModels) {
   EXPECT_NE(stream.message().find("encoder-decoder"), std::string::npos) << stream.message();
 }
 
+// The context (128 here) bounds the encoder's input and the decoder's tokens each, not their sum.
+TEST_P(T5Engine, TheContextBoundsTheInputAndTheAnswerEach) {
+  Loaded l = LoadTiny(GetParam());
+  ASSERT_TRUE(l.model && l.tokenizer);
+  auto engine = Engine::Create(*l.model, *l.tokenizer, Options(true));
+  ASSERT_TRUE(engine.ok()) << engine.message();
+  std::mt19937 rng(3);
+  const int n_vocab = l.model->config().n_vocab;
+  auto fits = (*engine)->Submit(Greedy(testing::RandomPrompt(rng, 128, n_vocab), 127));
+  ASSERT_TRUE(fits.ok()) << fits.message();
+  const Output out = testing::CollectStream(**fits, std::chrono::milliseconds(30000));
+  EXPECT_EQ(out.tokens.size(), 127u);
+  auto long_input = (*engine)->Submit(Greedy(testing::RandomPrompt(rng, 129, n_vocab), 4));
+  ASSERT_FALSE(long_input.ok());
+  EXPECT_NE(long_input.message().find("encoder input of 129 tokens"), std::string::npos)
+      << long_input.message();
+  Request long_answer = Greedy({5, 6, 7}, 120);
+  long_answer.decoder_prompt = testing::RandomPrompt(rng, 8, n_vocab);  // 1 + 8 + 120 > 128
+  auto refused = (*engine)->Submit(long_answer);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("decoder prompt of 9 tokens"), std::string::npos)
+      << refused.message();
+}
+
 // The n-gram lookup drafts from the encoder's input when the output's own tokens do not recur:
 // what follows the last occurrence there of the output's last n tokens (longest n first).
 TEST(T5Ngram, DraftsFromTheEncoderInput) {

@@ -183,23 +183,25 @@ int RunGenerate(const std::vector<std::string>& argv) {
   if (!overflow.ok()) return fail(overflow.message(), 2);
   const bool shift = engine_options.context_overflow == ContextOverflow::kShift;
   const int n_ctx = model_options->n_ctx;
-  if (!shift && FitContext(static_cast<int64_t>(prompt.size()), 1, n_ctx) != ContextFit::kFits) {
-    return fail(
-        "prompt of " + std::to_string(prompt.size()) + " tokens exceeds the context size " +
-            std::to_string(n_ctx) +
-            " less one token for the reply (--context-overflow shift keeps its head and end)",
-        1);
-  }
   Request request = options->request;
   request.prompt = prompt;
   request.decoder_prompt =
       tok.Encode(options->decoder_prompt, /*add_special=*/false, /*parse_special=*/false);
-  // An encoder-decoder's prompt is the encoder's input: the text goes on from the decoder's.
+  // An encoder-decoder's prompt is the encoder's input (Engine::Submit checks it against the
+  // context): the text goes on from the decoder's start, which the context bounds with the answer.
   const bool encoder_decoder = (*model)->cross_group() >= 0;
   const std::vector<int32_t>& shown = encoder_decoder ? request.decoder_prompt : prompt;
+  const size_t n_context_prompt = encoder_decoder ? 1 + shown.size() : prompt.size();
+  if (!shift && FitContext(static_cast<int64_t>(n_context_prompt), 1, n_ctx) != ContextFit::kFits) {
+    return fail(
+        "prompt of " + std::to_string(n_context_prompt) + " tokens exceeds the context size " +
+            std::to_string(n_ctx) +
+            " less one token for the reply (--context-overflow shift keeps its head and end)",
+        1);
+  }
   // Generation ends where the context does (finish reason "length"), unless it shifts.
   if (!shift) {
-    request.max_tokens = std::min(request.max_tokens, CompletionRoom(prompt.size(), n_ctx));
+    request.max_tokens = std::min(request.max_tokens, CompletionRoom(n_context_prompt, n_ctx));
   }
   Status spec = ReadSpecOptions(*args, engine_options.spec);
   if (!spec.ok()) return fail(spec.message(), 2);

@@ -330,17 +330,26 @@ Result<std::shared_ptr<RequestStream>> Engine::Submit(Request request) {
                               options_.n_ctx, options_.block_size);
     if (!room.ok()) return room;
   }
-  if (!shift && FitContext(static_cast<int64_t>(request.prompt.size()), request.max_tokens,
-                           options_.n_ctx) != ContextFit::kFits) {
-    return R::InvalidArgument("prompt of " + std::to_string(request.prompt.size()) +
-                              " tokens plus max_tokens " + std::to_string(request.max_tokens) +
-                              " exceeds the context size " + std::to_string(options_.n_ctx));
+  // An encoder-decoder's input and its decoder's tokens (the start token and the decoder prompt
+  // first) are each bounded by the context.
+  if (encoder_decoder_ && static_cast<int64_t>(request.prompt.size()) > options_.n_ctx) {
+    return R::InvalidArgument("encoder input of " + std::to_string(request.prompt.size()) +
+                              " tokens exceeds the context size " + std::to_string(options_.n_ctx));
+  }
+  const int64_t n_context_prompt = encoder_decoder_
+                                       ? 1 + static_cast<int64_t>(request.decoder_prompt.size())
+                                       : static_cast<int64_t>(request.prompt.size());
+  if (!shift &&
+      FitContext(n_context_prompt, request.max_tokens, options_.n_ctx) != ContextFit::kFits) {
+    return R::InvalidArgument(std::string(encoder_decoder_ ? "decoder prompt of " : "prompt of ") +
+                              std::to_string(n_context_prompt) + " tokens plus max_tokens " +
+                              std::to_string(request.max_tokens) + " exceeds the context size " +
+                              std::to_string(options_.n_ctx));
   }
   // K/V is stored for every token but the last one sampled, which is never fed back. A shifting
   // sequence holds at most the context.
-  int stored = static_cast<int>(std::min<int64_t>(
-      static_cast<int64_t>(request.prompt.size()) + std::max(0, request.max_tokens - 1),
-      INT32_MAX));
+  int stored = static_cast<int>(
+      std::min<int64_t>(n_context_prompt + std::max(0, request.max_tokens - 1), INT32_MAX));
   if (shift) stored = std::min(stored, options_.n_ctx);
   auto stream = std::make_shared<RequestStream>();
   std::lock_guard<std::mutex> lock(mutex_);

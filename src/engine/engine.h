@@ -176,6 +176,9 @@ class Engine {
   std::shared_ptr<const BlockMap> SnapshotBlocks(std::chrono::milliseconds timeout);
   const EngineOptions& options() const { return options_; }
   int n_ctx() const { return options_.n_ctx; }
+  // Whether the model encodes the prompt (an encoder-decoder: the context bounds the encoder's
+  // input and the decoder's tokens each).
+  bool encoder_decoder() const { return encoder_decoder_; }
   int block_size() const { return options_.block_size; }
 
   // Stops admitting; returns when every live request has finished (or timeout passed: the rest

@@ -627,9 +627,22 @@ void OpenAiRoutes::Completions(const httplib::Request& http_request, const std::
     const std::string where =
         prepared.prompt_tokens.size() > 1 ? "prompt[" + std::to_string(p) + "]" : param;
     int max_tokens = 0;
-    if (auto error =
-            FitToContext(request, kind, static_cast<int>(tokens.size()), model_.engine->n_ctx(),
-                         plan.shift, options_.max_prompt_tokens, where, &max_tokens)) {
+    // An encoder-decoder's prompt is the encoder's input: the context bounds it alone, and the
+    // answer by the decoder's own tokens.
+    const bool encoder_decoder = model_.engine->encoder_decoder();
+    const int n_ctx = model_.engine->n_ctx();
+    if (encoder_decoder && static_cast<int>(tokens.size()) > n_ctx) {
+      return ReplyError(response,
+                        ApiError::BadRequest("'" + where + "' is " + std::to_string(tokens.size()) +
+                                                 " tokens; this model's encoder reads "
+                                                 "at most " +
+                                                 std::to_string(n_ctx),
+                                             param));
+    }
+    const int n_context_prompt = encoder_decoder ? 1 + static_cast<int>(decoder_prompt.size())
+                                                 : static_cast<int>(tokens.size());
+    if (auto error = FitToContext(request, kind, n_context_prompt, n_ctx, plan.shift,
+                                  options_.max_prompt_tokens, where, &max_tokens)) {
       return ReplyError(response, *error);
     }
     for (int j = 0; j < request.n; ++j) {
