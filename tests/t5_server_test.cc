@@ -8,6 +8,8 @@
 #include <cctype>
 #include <string>
 
+#include "support/cli.h"
+#include "support/paths.h"
 #include "support/serve_process.h"
 #include "support/synthetic_files.h"
 
@@ -67,6 +69,27 @@ TEST(T5Server, CompletionsEncodeThePromptOnceAndStream) {
   EXPECT_EQ(started.body["usage"]["prompt_tokens_details"]["cached_tokens"], prompt_tokens);
   client.reset();
   EXPECT_EQ(server->Terminate(), 0) << server->log();
+}
+
+// The commands that run a decoder alone (bench's single-stream tests, logits, chat) refuse an
+// encoder-decoder model by name; run answers.
+TEST(T5Cli, CommandsWithoutAnEncoderRefuseItByName) {
+  const std::string model = testing::SynthesizedModel("t5-tiny", "t5-tiny-f32", GgmlType::kF32);
+  ASSERT_FALSE(model.empty());
+  const std::string out = testing::TempDir() + "/t5-logits.f32";
+  for (const std::string& args : {"bench -m '" + model + "' -p 8 -n 4 -r 1",
+                                 "logits -m '" + model + "' --tokens 1,2 --out '" + out + "'",
+                                 "chat -m '" + model + "' -n 2 < /dev/null"}) {
+    std::string printed, errors;
+    EXPECT_NE(testing::RunKvserve(args, &printed, &errors), 0) << args;
+    EXPECT_NE(errors.find("encoder-decoder"), std::string::npos) << args << ": " << errors;
+  }
+  std::string printed, errors;
+  EXPECT_EQ(testing::RunKvserve("run -m '" + model + "' -p 'Once upon a time' -n 4 --ignore-eos",
+                                &printed, &errors),
+            0)
+      << errors;
+  EXPECT_NE(errors.find("decode: 4 tokens"), std::string::npos) << errors;
 }
 
 // A decoder-only model refuses a decoder prompt by name.

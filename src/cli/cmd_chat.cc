@@ -193,6 +193,12 @@ int RunChat(const std::vector<std::string>& argv) {
   const Tokenizer& tok = **tokenizer;
   auto tmpl = ChatTemplate::ForModel((*model)->file(), tok, options->template_name);
   if (!tmpl.ok()) return fail(tmpl.message(), 2);
+  if ((*model)->cross_group() >= 0) {
+    return fail("the model (" + (*model)->config().arch +
+                    ") is an encoder-decoder: each request is one input and one answer (kvserve "
+                    "run, or serve's /v1/completions), not a conversation",
+                2);
+  }
   if (!tmpl->warning().empty()) std::fprintf(stderr, "kvserve chat: %s\n", tmpl->warning().c_str());
 
   const bool interactive = isatty(fileno(stdin)) != 0;

@@ -22,6 +22,12 @@ SequenceRunner::SequenceRunner(const Model& model, const KvFormat& kv_type, int 
 
 Status SequenceRunner::Check(std::span<const int32_t> tokens) const {
   if (tokens.empty()) return Status::InvalidArgument("no tokens to process");
+  if (model_.cross_group() >= 0) {
+    return Status::InvalidArgument(
+        "the model (" + model_.config().arch +
+        ") is an encoder-decoder: it runs through the engine, which encodes its input first "
+        "(kvserve run, serve, bench --cache-compare)");
+  }
   if (tokens_.size() + tokens.size() > static_cast<size_t>(n_ctx_)) {
     return Status::InvalidArgument("context full: " + std::to_string(tokens_.size()) + " + " +
                                    std::to_string(tokens.size()) +

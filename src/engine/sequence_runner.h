@@ -29,7 +29,7 @@ class SequenceRunner {
   // Appends `tokens` in one batched forward pass (prefill, or one decode step) and returns the
   // logits of the last token, or of every new token when all_logits is set:
   // [all_logits ? tokens.size() : 1, n_vocab]. Fails (changing nothing) if the context would
-  // overflow or a token id is out of range.
+  // overflow or a token id is out of range, and on an encoder-decoder model (no encoder here).
   Result<std::span<const float>> Append(std::span<const int32_t> tokens, bool all_logits = false);
 
   // No-cache mode: appends `tokens` and recomputes the whole sequence from position 0 in one pass,
