@@ -250,6 +250,16 @@ TEST_P(T5Engine, TheContextBoundsTheInputAndTheAnswerEach) {
   ASSERT_FALSE(long_input.ok());
   EXPECT_NE(long_input.message().find("encoder input of 129 tokens"), std::string::npos)
       << long_input.message();
+  // With a KV budget whose cross-attention pool cannot hold the input's blocks: refused, not left
+  // waiting forever.
+  EngineOptions small = Options(true);
+  small.kv_memory_bytes = 64 * 1024;
+  auto tight = Engine::Create(*l.model, *l.tokenizer, small);
+  ASSERT_TRUE(tight.ok()) << tight.message();
+  auto no_room = (*tight)->Submit(Greedy(testing::RandomPrompt(rng, 128, n_vocab), 4));
+  ASSERT_FALSE(no_room.ok());
+  EXPECT_NE(no_room.message().find("cross-attention KV blocks"), std::string::npos)
+      << no_room.message();
   Request long_answer = Greedy({5, 6, 7}, 120);
   long_answer.decoder_prompt = testing::RandomPrompt(rng, 8, n_vocab);  // 1 + 8 + 120 > 128
   auto refused = (*engine)->Submit(long_answer);

@@ -248,6 +248,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokeniz
   engine->n_vocab_ = c.n_vocab;
   engine->recurrent_state_ = model.kv_spec().has_recurrent_state();
   engine->encoder_decoder_ = model.cross_group() >= 0;
+  engine->cross_group_ = model.cross_group();
   Engine* e = engine.get();
   const uint64_t pool_bytes = PoolBytes(model.kv_spec(), o, *n_blocks);
   try {
@@ -358,6 +359,16 @@ Result<std::shared_ptr<RequestStream>> Engine::Submit(Request request) {
   if (blocks_needed > stats_.blocks_total) {
     return R::InvalidArgument("prompt plus max_tokens needs " + std::to_string(blocks_needed) +
                               " KV blocks but the pool has " + std::to_string(stats_.blocks_total));
+  }
+  if (encoder_decoder_) {  // the input's cross-attention blocks, all at once
+    const int input_blocks =
+        static_cast<int>((request.prompt.size() + options_.block_size - 1) / options_.block_size);
+    const int pool = stats_.group_blocks_total.at(cross_group_);
+    if (input_blocks > pool) {
+      return R::InvalidArgument("encoder input needs " + std::to_string(input_blocks) +
+                                " cross-attention KV blocks but their pool has " +
+                                std::to_string(pool));
+    }
   }
   if (live_requests_ - stats_.running >= options_.max_queue)
     return Status::ResourceExhausted("queue full");

@@ -194,6 +194,7 @@ class Engine {
   int n_vocab_ = 0;
   bool recurrent_state_ = false;  // the model keeps a recurrent state (no context shift)
   bool encoder_decoder_ = false;  // the model encodes the prompt (no context shift)
+  int cross_group_ = -1;          // Model::cross_group
   std::unique_ptr<EngineCore> core_;
   std::thread thread_;
   mutable std::mutex mutex_;  // guards everything below
