@@ -2,7 +2,8 @@
 // hook): blocks written atomically and read back by a second instance (a restart); corrupted,
 // truncated, foreign and misplaced files detected and never used; the size limit kept by deleting
 // the least recently used files; an unwritable directory and a too-small limit reported, never
-// thrown; two instances sharing one directory.
+// thrown; two instances sharing one directory; an encoder input's cross-attention blocks written
+// on eviction and read back whole or not at all, apart from the decoder's prefix chain.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "kv/block_manager.h"
+#include "kv/cross_attention_kind.h"
 #include "kv/disk_tier.h"
 #include "kv/kv_cache.h"
 #include "kv/kv_disk_spill.h"
@@ -434,6 +436,91 @@ TEST(KvDiskSpill, EvictedBlocksComeBackAfterARestart) {
   KvDiskSpill again(fresh, cache, **tier);
   EXPECT_EQ(again.Restore(prompt, ""), 1);
   EXPECT_EQ(fresh.CachedPrefixTokens(prompt, ""), 2);
+  EXPECT_TRUE(fresh.CheckInvariants().ok());
+}
+
+// An encoder-decoder's two groups: the decoder's full group (block_size 2, 8 blocks) and the
+// cross-attention group of encoder inputs (3 blocks). An input's blocks, evicted by another
+// input, are written under their keys (InputBlockKey) in group 1; a fresh manager (a restart)
+// restores the decoder's prefix chain from group 0 alone (no cross block is in that chain) and the
+// input's three blocks with RestoreInput, with the same bytes, which AllocateInput then finds. An
+// input with one file missing is not read at all.
+TEST(KvDiskSpill, AnEncoderInputsBlocksComeBackWholeOrNotAtAll) {
+  const std::string dir = FreshDir("spill-input");
+  KvSpec spec;
+  spec.groups.push_back({.layers = {0}, .n_kv_heads = 1, .head_dim = 8});
+  spec.groups.push_back(
+      {.kind = CrossAttentionKind::Make(), .layers = {1}, .n_kv_heads = 1, .head_dim = 8});
+  const KvFormat format = KvType::kF32;
+  const std::vector<uint64_t> bytes = {KvCache::BytesPerBlock(spec, format, 2, 0),
+                                       KvCache::BytesPerBlock(spec, format, 2, 1)};
+  const std::vector<BlockPoolSpec> pools = {{.n_blocks = 8},
+                                            {.n_blocks = 3, .kind = CrossAttentionKind::Make()}};
+  HostAllocator allocator;
+  KvCache cache(spec, format, 2, {8, 3}, allocator);
+  const std::vector<int32_t> prompt = {1, 5, 6, 7, 8};  // the decoder's: 2 full blocks
+  const BlockKey input = BlockManager::InputKey(std::vector<int32_t>{9, 9, 9, 9, 9}, "");
+  const BlockKey other_input = BlockManager::InputKey(std::vector<int32_t>{7, 7, 7, 7, 7}, "");
+  std::vector<std::vector<uint8_t>> contents;  // the input's blocks
+  {
+    auto tier = DiskTier::Open(dir, 1 << 20, "t5;f32;2", bytes);
+    ASSERT_TRUE(tier.ok()) << tier.message();
+    BlockManager manager(pools, 2, true);
+    KvDiskSpill spill(manager, cache, **tier);
+    BlockTable table;
+    ASSERT_TRUE(manager.Grow(table, 5));
+    manager.Commit(table, prompt, 4, "");
+    manager.Free(table);
+    std::vector<int32_t> blocks;
+    bool hit = true;
+    ASSERT_TRUE(manager.AllocateInput(1, input, 3, 5, blocks, &hit));
+    EXPECT_FALSE(hit);
+    for (int32_t block : blocks) {
+      std::vector<uint8_t> payload(bytes[1]);
+      std::iota(payload.begin(), payload.end(), static_cast<uint8_t>(40 + 7 * block));
+      cache.CopyBlockIn(1, block, payload);
+      contents.push_back(payload);
+    }
+    manager.CommitInput(1, input, blocks);
+    manager.FreeInput(1, blocks);
+    ASSERT_TRUE(manager.AllocateInput(1, other_input, 3, 5, blocks, &hit));  // evicts all three
+    EXPECT_EQ((*tier)->Stats().writes, 3u);
+    manager.FreeInput(1, blocks);  // never committed: free, nothing to keep
+    EXPECT_EQ(spill.Flush(), 2);   // the decoder's two keyed blocks
+    EXPECT_TRUE(manager.CheckInvariants().ok());
+  }
+  auto tier = DiskTier::Open(dir, 1 << 20, "t5;f32;2", bytes);
+  ASSERT_TRUE(tier.ok()) << tier.message();
+  BlockManager manager(pools, 2, true);
+  KvDiskSpill spill(manager, cache, **tier);
+  EXPECT_EQ(spill.Restore(prompt, ""), 2);
+  EXPECT_EQ(manager.Stats(1).cached, 0);
+  EXPECT_FALSE(spill.RestoreInput(1, other_input, 3));
+  EXPECT_TRUE(spill.RestoreInput(1, input, 3));
+  EXPECT_FALSE(spill.RestoreInput(1, input, 3));  // in memory now: nothing to read
+  std::vector<int32_t> blocks;
+  bool hit = false;
+  ASSERT_TRUE(manager.AllocateInput(1, input, 3, 5, blocks, &hit));
+  EXPECT_TRUE(hit);
+  std::vector<uint8_t> payload(bytes[1]);
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    cache.CopyBlockOut(1, blocks[b], payload);
+    EXPECT_EQ(payload, contents[b]) << "block " << b;
+  }
+  manager.FreeInput(1, blocks);
+  EXPECT_TRUE(manager.CheckInvariants().ok());
+
+  // One block's file gone: nothing of the input is read.
+  fs::remove((*tier)->PathOf(BlockManager::InputBlockKey(input, 1), 1));
+  BlockManager fresh(pools, 2, true);
+  KvDiskSpill again(fresh, cache, **tier);
+  const uint64_t hits = (*tier)->Stats().hits;
+  EXPECT_FALSE(again.RestoreInput(1, input, 3));
+  EXPECT_EQ((*tier)->Stats().hits, hits);
+  EXPECT_EQ(fresh.Stats(1).cached, 0);
+  ASSERT_TRUE(fresh.AllocateInput(1, input, 3, 5, blocks, &hit));
+  EXPECT_FALSE(hit);
+  fresh.FreeInput(1, blocks);
   EXPECT_TRUE(fresh.CheckInvariants().ok());
 }
 

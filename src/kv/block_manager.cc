@@ -387,15 +387,10 @@ BlockKey BlockManager::InputKey(std::span<const int32_t> input, const std::strin
   return KeyOf(nullptr, "encoder input\n" + salt, input);
 }
 
-namespace {
-
-// Block b of the input of `key`.
-BlockKey InputBlockKey(const BlockKey& key, int b) {
+BlockKey BlockManager::InputBlockKey(const BlockKey& key, int b) {
   const int32_t index = b;
-  return BlockManager::KeyOf(&key, "", std::span(&index, 1));
+  return KeyOf(&key, "", std::span(&index, 1));
 }
-
-}  // namespace
 
 bool BlockManager::AllocateInput(int group, const BlockKey& key, int n_blocks, int n_input_tokens,
                                  std::vector<int32_t>& blocks, bool* hit) {

@@ -161,6 +161,9 @@ class BlockManager {
   int FirstLiveBlock(int group, int next_position) const {
     return pools_[group].kind->FirstLiveBlock(next_position, block_size_);
   }
+  // Whether a group's blocks are rows of the BlockTables, keyed by the token prefix's chain
+  // (KvCacheKind::indexed_by_position); false for an encoder input's cross-attention group.
+  bool indexed_by_position(int group) const { return pools_[group].kind->indexed_by_position(); }
 
   // Registers the table's full blocks among tokens[0..n_computed) in the prefix cache.
   void Commit(BlockTable& table, std::span<const int32_t> tokens, int n_computed,
@@ -184,6 +187,10 @@ class BlockManager {
   // group stays kNoBlock), all keyed by the input's key, since they hold what the whole input
   // determines. InputKey: SHA-256 over (salt, the input's tokens).
   static BlockKey InputKey(std::span<const int32_t> input, const std::string& salt);
+  // The key of block b (positions [b * block_size, (b + 1) * block_size) of the input) of the
+  // input of `key` (InputKey): SHA-256 over (key, b); how the prefix cache and the disk tier
+  // name it.
+  static BlockKey InputBlockKey(const BlockKey& key, int b);
   // For an empty `blocks`: n_blocks blocks of the group's pool for the input of `key`: its cached
   // blocks when every one of them is (then *hit is set: they hold its encoding; the lookup of
   // n_input_tokens is counted), else fresh ones. False (and nothing taken) when the pool lacks

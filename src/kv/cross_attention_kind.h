@@ -30,6 +30,7 @@ class CrossAttentionKind final : public KvCacheKind {
   // Its blocks are valid only for the same whole input, which the prefix keys of the disk tier
   // do not say.
   bool disk_storable() const override { return false; }
+  bool indexed_by_position() const override { return false; }
   bool HoldsBlock(int logical, int last) const override { return false; }
   int BlocksPerChunk(int n_tokens, int block_size) const override { return 0; }
 };

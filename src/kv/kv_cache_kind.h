@@ -1,6 +1,6 @@
 // What one kind of KV layer group keeps of a sequence, and what that means for blocks and
 // attention. One class per kind (full_causal_kind.h, sliding_window_kind.h,
-// recurrent_state_kind.h; the coming one: cross-attention); a KvGroupSpec holds one, immutable and
+// recurrent_state_kind.h, cross_attention_kind.h); a KvGroupSpec holds one, immutable and
 // shared. KvSpec's pool sizing, BlockManager's releases and prefix-hit rule, and the models'
 // attention ask it; nothing tests which kind it is.
 #pragma once
@@ -32,12 +32,20 @@ class KvCacheKind {
   virtual int attention_window() const = 0;
 
   // Whether the disk tier may keep this group's blocks (KvGroupSpec::BlockBytes each, one file
-  // per block and key): a block holds what a token prefix determines alone, valid for any later
-  // sequence with that prefix: the K/V of fixed positions (full causal, sliding window) or the
-  // state after the prefix's last token (a recurrent state's checkpoint). A kind whose blocks
-  // depend on more than their prefix says no, and an engine over it runs without the disk tier,
+  // per block and key): a block holds what its key determines alone, valid for any later
+  // sequence that asks for that key: the K/V of fixed positions of a token prefix (full causal,
+  // sliding window), the state after the prefix's last token (a recurrent state's checkpoint), or
+  // the K/V of a whole encoder input (cross-attention, keyed by the input). A kind whose blocks
+  // depend on more than their key says no, and an engine over it runs without the disk tier,
   // saying why.
   virtual bool disk_storable() const = 0;
+
+  // Whether the group's blocks are rows of the sequences' BlockTables: logical block i holds the
+  // decoder's positions [i * block_size, (i + 1) * block_size) and is keyed by the token prefix's
+  // chain of keys (BlockManager::KeyOf), as a prefix hit and the disk tier's prefix restore walk
+  // it. False: a sequence holds them apart, keyed by something else (an encoder input's
+  // cross-attention blocks, BlockManager::AllocateInput and InputBlockKey).
+  virtual bool indexed_by_position() const { return true; }
 
   // Whether each block holds a K and a V row per position (the attention kinds), or one state
   // per layer of the group's KvGroupSpec::state_floats floats (a recurrent state).

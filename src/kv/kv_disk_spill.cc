@@ -65,7 +65,8 @@ int KvDiskSpill::DeepestHit(const std::vector<BlockKey>& keys, WhereTable& where
   // The groups that need every block of the deepest hit bound it by their leading run.
   int n_max = static_cast<int>(keys.size());
   for (int g = 0; g < n_groups; ++g) {
-    if (FirstNeeded(g, n_max) != 0) continue;  // a window or a state: checked per hit below
+    if (!manager_.indexed_by_position(g)) continue;  // an encoder input's: not in the chain
+    if (FirstNeeded(g, n_max) != 0) continue;        // a window or a state: checked per hit below
     for (int b = 0; b < n_max; ++b) {
       if (Locate(g, b, keys, where) == Where::kNone) {
         n_max = b;
@@ -76,6 +77,7 @@ int KvDiskSpill::DeepestHit(const std::vector<BlockKey>& keys, WhereTable& where
   for (int n = n_max; n > 0; --n) {
     bool found = true;
     for (int g = 0; g < n_groups && found; ++g) {
+      if (!manager_.indexed_by_position(g)) continue;
       // The reads must fit in the pool beside the needed cached blocks, which ReadBack keeps.
       int room = 0;
       for (int b = FirstNeeded(g, n); b < n && found; ++b) {
@@ -90,20 +92,25 @@ int KvDiskSpill::DeepestHit(const std::vector<BlockKey>& keys, WhereTable& where
   return 0;
 }
 
+bool KvDiskSpill::ReadBlock(int group, const BlockKey& key) {
+  std::vector<uint8_t>& buffer = buffers_[group];
+  return manager_.AdoptCached(group, key, [&](int32_t block) {
+    if (!tier_.Get(key, buffer, group)) return false;
+    cache_.CopyBlockIn(group, block, buffer);
+    return true;
+  });
+}
+
 bool KvDiskSpill::ReadBack(const std::vector<BlockKey>& keys, int n, WhereTable& where) {
   for (int g = 0; g < manager_.n_groups(); ++g) {
-    std::vector<uint8_t>& buffer = buffers_[g];
+    if (!manager_.indexed_by_position(g)) continue;
     // The needed blocks already in memory become the most recently used: the reads evict others.
     for (int b = FirstNeeded(g, n); b < n; ++b) {
       if (where[g][b] == Where::kCached) manager_.Touch(g, keys[b]);
     }
     for (int b = FirstNeeded(g, n); b < n; ++b) {
       if (where[g][b] != Where::kDisk) continue;
-      const bool read = manager_.AdoptCached(g, keys[b], [&](int32_t block) {
-        if (!tier_.Get(keys[b], buffer, g)) return false;
-        cache_.CopyBlockIn(g, block, buffer);
-        return true;
-      });
+      const bool read = ReadBlock(g, keys[b]);
       where[g][b] = read ? Where::kCached : Where::kNone;
       if (!read) return false;
     }
@@ -129,6 +136,34 @@ int KvDiskSpill::Restore(std::span<const int32_t> tokens, const std::string& sal
     if (n <= before || ReadBack(keys, n, where)) break;
   }
   return std::max(0, manager_.CachedPrefixTokens(tokens, salt) / block_size - before);
+}
+
+// All of the input or nothing: a partial input is no hit (AllocateInput takes fresh blocks and the
+// encoder runs), so nothing is read unless every block can be had.
+bool KvDiskSpill::RestoreInput(int group, const BlockKey& input_key, int n_blocks) {
+  assert(!manager_.indexed_by_position(group));
+  std::vector<BlockKey> keys;
+  std::vector<Where> where;
+  int n_disk = 0, n_cached = 0;
+  for (int b = 0; b < n_blocks; ++b) {
+    keys.push_back(BlockManager::InputBlockKey(input_key, b));
+    where.push_back(manager_.IsEvictable(group, keys[b]) ? Where::kCached
+                    : manager_.HasKey(group, keys[b])    ? Where::kUsed
+                    : tier_.Contains(keys[b], group)     ? Where::kDisk
+                                                         : Where::kNone);
+    if (where[b] == Where::kNone) return false;
+    n_disk += where[b] == Where::kDisk;
+    n_cached += where[b] == Where::kCached;
+  }
+  // The reads must not evict the input's own cached blocks.
+  if (n_disk == 0 || n_disk + n_cached > manager_.available(group)) return false;
+  for (int b = 0; b < n_blocks; ++b) {
+    if (where[b] == Where::kCached) manager_.Touch(group, keys[b]);
+  }
+  for (int b = 0; b < n_blocks; ++b) {
+    if (where[b] == Where::kDisk && !ReadBlock(group, keys[b])) return false;
+  }
+  return true;
 }
 
 }  // namespace kvserve

@@ -5,7 +5,12 @@
 // no longer in memory are read back from disk into fresh blocks. What a hit of n blocks needs is
 // the prefix cache's rule, per group: a group that keeps every block needs blocks 0 .. n - 1, any
 // other group (a window, a recurrent state's checkpoint) those from its kind's FirstLiveBlock of
-// the hit's end to n - 1. A failed write is a warning (once per kind of failure on stderr, all
+// the hit's end to n - 1. Only the groups indexed by position (BlockTable rows keyed by the
+// prefix's chain) take part in a prefix hit: an encoder input's cross-attention group
+// (KvCacheKind::indexed_by_position false) has no block in that chain; its blocks are written on
+// eviction like any other group's, under their own keys (BlockManager::InputBlockKey), and read
+// back by RestoreInput, the whole input or nothing, before the scheduler's AllocateInput looks.
+// A failed write is a warning (once per kind of failure on stderr, all
 // counted), a failed or invalid read a miss: the caller recomputes. A read-only tier
 // (DiskTier::writable) is only read. The engine would hold one per KvCache; the three parts are
 // borrowed.
@@ -38,6 +43,14 @@ class KvDiskSpill {
   // a shallower hit. Returns how many blocks the prefix hit grew by.
   int Restore(std::span<const int32_t> tokens, const std::string& salt);
 
+  // An encoder input's blocks in `group` (a group not indexed by position): when every block
+  // InputBlockKey(input_key, b), b < n_blocks, is in memory or on disk and the reads fit the
+  // group's pool beside the ones in memory (made the most recently used first), reads the
+  // missing ones back, so AllocateInput finds the whole input. True when it read some and the
+  // input is then whole in memory; false when it read nothing (all in memory already, or some
+  // block nowhere) or a read failed (an invalid file: the input is encoded again).
+  bool RestoreInput(int group, const BlockKey& input_key, int n_blocks);
+
   // Writes every keyed block still in memory (used or cached), of every group, that the tier
   // lacks, as eviction would (a shutdown: what survives a restart). Returns how many were written.
   int Flush();
@@ -58,6 +71,8 @@ class KvDiskSpill {
   int DeepestHit(const std::vector<BlockKey>& keys, WhereTable& where) const;
   // Reads the disk blocks a hit of n blocks needs; false (that block marked kNone) on a failure.
   bool ReadBack(const std::vector<BlockKey>& keys, int n, WhereTable& where);
+  // Reads `key`'s block of `group` from disk into a fresh cached block; false on a failure.
+  bool ReadBlock(int group, const BlockKey& key);
 
   BlockManager& manager_;
   KvCache& cache_;
