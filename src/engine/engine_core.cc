@@ -79,6 +79,13 @@ void EngineCore::OpenDiskTier() {
     const int restored = spill_->Restore(tokens, salt);
     counters_.disk_restored_tokens += static_cast<uint64_t>(restored) * blocks_.block_size();
   });
+  // An encoder-decoder's inputs: their cross-attention blocks, the whole input or nothing.
+  if (model_.cross_group() < 0) return;
+  scheduler_.SetInputRestore([this](const BlockKey& input_key, int n_blocks, int n_tokens) {
+    if (spill_->RestoreInput(model_.cross_group(), input_key, n_blocks)) {
+      counters_.disk_restored_tokens += static_cast<uint64_t>(n_tokens);
+    }
+  });
 }
 
 void EngineCore::Add(Request request, std::shared_ptr<RequestStream> stream) {

@@ -20,7 +20,9 @@ std::string DiskModelIdentity(const EngineOptions& options, const GgufFile& file
 
 // The layer groups' layout for the fingerprint of a model of several groups (each group's kind,
 // layers and row or state shape); empty for one group, whose fingerprint stays as it was before
-// groups were stored (the model file already fixes its layout).
+// groups were stored (the model file already fixes its layout). An encoder-decoder's
+// cross-attention group is one of them ("cross-attention:layers ...:kv HxD"); what its blocks
+// hold also depends on the encoder's weights, which the model's identity covers.
 std::string DiskGroupLayout(const KvSpec& spec);
 
 // Opens options.kv_disk_dir for this model, KV format and block size. An error says why the tier

@@ -295,8 +295,10 @@ bool Scheduler::AdmitEncoderInput(Sequence& seq, StepPlan& plan, int& budget) {
   // first token), or alone.
   if (n_input >= budget && !(plan.empty() && plan.encodes.empty())) return false;
   const int bs = blocks_.block_size();
+  const int n_blocks = (n_input + bs - 1) / bs;
+  if (input_restore_) input_restore_(seq.input_key, n_blocks, n_input);
   bool hit = false;
-  if (!blocks_.AllocateInput(options_.cross_group, seq.input_key, (n_input + bs - 1) / bs, n_input,
+  if (!blocks_.AllocateInput(options_.cross_group, seq.input_key, n_blocks, n_input,
                              seq.cross_blocks, &hit)) {
     return false;
   }

@@ -88,6 +88,13 @@ class Scheduler {
       std::function<void(std::span<const int32_t> tokens, const std::string& salt)> restore) {
     restore_ = std::move(restore);
   }
+  // Called for a waiting encoder-decoder sequence just before it looks for its input's
+  // cross-attention blocks (BlockManager::AllocateInput), with the input's key, its blocks and
+  // its tokens (the disk tier reads the input's blocks back when memory lacks some). Empty: none.
+  void SetInputRestore(
+      std::function<void(const BlockKey& input_key, int n_blocks, int n_tokens)> restore) {
+    input_restore_ = std::move(restore);
+  }
   // The measured step cost behind max_step_ms (the engine loop's fit; any numbers in tests).
   void SetStepCost(const StepCost& cost) { cost_ = cost; }
   // Prefill and draft tokens the next step may carry beyond one decode token per decoding
@@ -142,6 +149,7 @@ class Scheduler {
   SchedulerOptions options_;
   std::function<bool()> reclaim_;
   std::function<void(std::span<const int32_t>, const std::string&)> restore_;
+  std::function<void(const BlockKey&, int, int)> input_restore_;
   StepCost cost_;
   int prefill_left_ = 0;  // this step's prefill and draft tokens still allowed
   std::vector<std::unique_ptr<Sequence>> running_;  // admission order, oldest first

@@ -27,9 +27,11 @@ class CrossAttentionKind final : public KvCacheKind {
   // n_tokens: the encoder input's length (at most the context).
   int BlocksPerSequence(int n_tokens, int block_size) const override;
   int attention_window() const override { return 0; }
-  // Its blocks are valid only for the same whole input, which the prefix keys of the disk tier
-  // do not say.
-  bool disk_storable() const override { return false; }
+  // Its blocks are valid for the same whole input (and salt), which their keys say
+  // (BlockManager::InputBlockKey of the input's key and the block's index): the disk tier keeps
+  // them under those keys and reads an input's blocks back before AllocateInput looks
+  // (KvDiskSpill::RestoreInput), never as part of a token prefix.
+  bool disk_storable() const override { return true; }
   bool indexed_by_position() const override { return false; }
   bool HoldsBlock(int logical, int last) const override { return false; }
   int BlocksPerChunk(int n_tokens, int block_size) const override { return 0; }
