@@ -342,6 +342,41 @@ TEST(DiskTierHooks, KvCacheCopiesOneBlockOutAndIn) {
   EXPECT_EQ(again, bytes);
 }
 
+// ZeroSlots clears a block's K and V rows from a slot on, in every layer of its group, and nothing
+// else: the slots before it, the other blocks and the other group keep their bytes.
+TEST(DiskTierHooks, KvCacheZeroesTheSlotsPastAnInput) {
+  KvSpec spec = KvSpec::Uniform(3, 2, 40);
+  spec.groups.push_back(spec.groups[0]);
+  spec.groups[0].layers = {0, 2};
+  spec.groups[1].layers = {1};
+  const KvFormat format = KvFormat::PerGroup({KvType::kQ8_0, KvType::kF16});
+  HostAllocator allocator;
+  KvCache cache(spec, format, 4, 6, allocator);
+  std::mt19937 rng(9);
+  for (int layer = 0; layer < cache.n_layers(); ++layer) {
+    const KvLayerView& view = cache.layer(layer);
+    for (size_t i = 0; i < view.slot_bytes() * 4 * 6; ++i) {
+      view.k[i] = static_cast<uint8_t>(rng() | 1);  // never 0
+      view.v[i] = static_cast<uint8_t>(rng() | 1);
+    }
+  }
+  cache.ZeroSlots(0, 3, 1);
+  for (int layer = 0; layer < cache.n_layers(); ++layer) {
+    const KvLayerView& view = cache.layer(layer);
+    const size_t slot = view.slot_bytes();
+    for (int s = 0; s < 4 * 6; ++s) {
+      const bool zeroed = view.group == 0 && s >= 3 * 4 + 1 && s < 4 * 4;
+      for (const uint8_t* pool : {view.k, view.v}) {
+        const bool all_zero =
+            std::all_of(pool + s * slot, pool + (s + 1) * slot, [](uint8_t b) { return b == 0; });
+        const bool none_zero =
+            std::none_of(pool + s * slot, pool + (s + 1) * slot, [](uint8_t b) { return b == 0; });
+        EXPECT_TRUE(zeroed ? all_zero : none_zero) << "layer " << layer << " slot " << s;
+      }
+    }
+  }
+}
+
 // The eviction hooks see each cached block, with its key, just before it is reused; a removed
 // hook sees nothing more.
 TEST(DiskTierHooks, BlockManagerCallsTheEvictionHookWithTheKey) {

@@ -78,8 +78,8 @@ TEST(T5Cli, CommandsWithoutAnEncoderRefuseItByName) {
   ASSERT_FALSE(model.empty());
   const std::string out = testing::TempDir() + "/t5-logits.f32";
   for (const std::string& args : {"bench -m '" + model + "' -p 8 -n 4 -r 1",
-                                 "logits -m '" + model + "' --tokens 1,2 --out '" + out + "'",
-                                 "chat -m '" + model + "' -n 2 < /dev/null"}) {
+                                  "logits -m '" + model + "' --tokens 1,2 --out '" + out + "'",
+                                  "chat -m '" + model + "' -n 2 < /dev/null"}) {
     std::string printed, errors;
     EXPECT_NE(testing::RunKvserve(args, &printed, &errors), 0) << args;
     EXPECT_NE(errors.find("encoder-decoder"), std::string::npos) << args << ": " << errors;

@@ -163,9 +163,10 @@ void PrintKvCache(const KvSpec& spec, int n_ctx_train) {
           HumanBytes(static_cast<double>(bytes)).c_str());
       continue;
     }
-    std::printf("KV group %zu:    %s, layers %s, %d kv heads x %d, %llu bytes/token in f16\n", g,
+    std::printf("KV group %zu:    %s, layers %s, %d kv heads x %d, %llu bytes/%s in f16\n", g,
                 kind.c_str(), LayerRuns(group.layers).c_str(), group.n_kv_heads, group.head_dim,
-                static_cast<unsigned long long>(group.BlockBytes(KvType::kF16, 1)));
+                static_cast<unsigned long long>(group.BlockBytes(KvType::kF16, 1)),
+                group.kind->PositionNoun().c_str());
   }
   // Layers without a cache of their own (Gemma 4's shared KV), by the layer whose cache they read.
   std::map<int, std::vector<int>> readers;

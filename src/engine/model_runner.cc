@@ -52,6 +52,12 @@ void ModelRunner::Encode(std::span<Sequence* const> seqs) {
     }
   }
   model_.Encode(encode_, kv_, *workspace_);
+  // The rows past each input in its last block: zeros, not what the pool block held before (the
+  // disk tier writes the block whole).
+  for (const Sequence* seq : seqs) {
+    const int rest = static_cast<int>(seq->encoder_input.size()) % block_size;
+    if (rest != 0) kv_.ZeroSlots(cross_group_, seq->cross_blocks.back(), rest);
+  }
 }
 
 void ModelRunner::AddChunk(std::span<const int32_t> chunk, int first, const BlockTable& table,

@@ -16,9 +16,8 @@ class CrossAttentionKind final : public KvCacheKind {
  public:
   static KvCacheKindPtr Make();
 
-  std::string Describe() const override {
-    return "cross-attention (per encoder input token, written once)";
-  }
+  std::string Describe() const override { return "cross-attention"; }
+  std::string PositionNoun() const override { return "encoder input token"; }
   // The decoder's rows of this group are all kNoBlock: nothing to keep, nothing a hit needs.
   bool keeps_every_block() const override { return false; }
   int FirstLiveBlock(int next_position, int block_size) const override {

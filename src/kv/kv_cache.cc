@@ -93,6 +93,19 @@ void KvCache::CopyBlockOut(int group, int block, std::span<uint8_t> out) const {
   assert(at == out.size());
 }
 
+void KvCache::ZeroSlots(int group, int block, int first_slot) {
+  assert(block >= 0 && block < n_blocks_[group] && first_slot >= 0 && first_slot <= block_size_);
+  for (const KvLayerView& view : views_) {
+    if (view.group != group || view.k == nullptr || view.state_floats > 0) continue;
+    const size_t slot = view.slot_bytes();
+    const std::vector<uint8_t> zeros(slot * (block_size_ - first_slot), 0);
+    for (uint8_t* pool : {view.k, view.v}) {
+      uint8_t* at = pool + (static_cast<size_t>(block) * block_size_ + first_slot) * slot;
+      allocator_->CopyFromHost(zeros.data(), zeros.size(), at);
+    }
+  }
+}
+
 void KvCache::CopyBlockIn(int group, int block, std::span<const uint8_t> in) {
   assert(block >= 0 && block < n_blocks_[group]);
   size_t at = 0;

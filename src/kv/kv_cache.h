@@ -51,6 +51,10 @@ class KvCache {
   // F32). A one-group model's bytes are every layer's K and V.  out, in: [BytesPerBlock(group)]
   void CopyBlockOut(int group, int block, std::span<uint8_t> out) const;
   void CopyBlockIn(int group, int block, std::span<const uint8_t> in);
+  // Zeroes the K and V rows of slots [first_slot, block_size) of one block of an attention
+  // group, in every layer (an encoder input's last block past the input: what it held before,
+  // maybe another tenant's rows, never goes to disk with it).
+  void ZeroSlots(int group, int block, int first_slot);
 
  private:
   KvFormat format_;

@@ -14,8 +14,12 @@ class KvCacheKind {
  public:
   virtual ~KvCacheKind() = default;
 
-  // "full causal", "sliding window 4096": for `kvserve info` and messages.
+  // "full causal", "sliding window 4096": for `kvserve info` and messages (and the disk tier's
+  // fingerprint: keep it stable).
   virtual std::string Describe() const = 0;
+  // What one position of its blocks is, for `kvserve info`'s bytes per position: "token" (of the
+  // sequence), or an encoder-decoder's "encoder input token".
+  virtual std::string PositionNoun() const { return "token"; }
 
   // Whether a sequence keeps every block it wrote, so a prefix hit of n blocks needs all n of
   // them cached in this group (false: only those from FirstLiveBlock of the hit's end).
