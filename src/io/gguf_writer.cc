@@ -90,6 +90,15 @@ void GgufWriter::SetInt32Array(const std::string& key, const std::vector<int32_t
   Set(key, std::move(out));
 }
 
+void GgufWriter::SetUint8Array(const std::string& key, const std::vector<uint8_t>& values) {
+  std::vector<uint8_t> out;
+  Append<uint32_t>(out, static_cast<uint32_t>(GgufValueType::kArray));
+  Append<uint32_t>(out, static_cast<uint32_t>(GgufValueType::kUint8));
+  Append<uint64_t>(out, values.size());
+  out.insert(out.end(), values.begin(), values.end());
+  Set(key, std::move(out));
+}
+
 void GgufWriter::SetBoolArray(const std::string& key, const std::vector<bool>& values) {
   std::vector<uint8_t> out;
   Append<uint32_t>(out, static_cast<uint32_t>(GgufValueType::kArray));

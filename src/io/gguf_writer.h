@@ -32,6 +32,7 @@ class GgufWriter {
   void SetStringArray(const std::string& key, const std::vector<std::string>& values);
   void SetFloat32Array(const std::string& key, const std::vector<float>& values);
   void SetInt32Array(const std::string& key, const std::vector<int32_t>& values);
+  void SetUint8Array(const std::string& key, const std::vector<uint8_t>& values);
   void SetBoolArray(const std::string& key, const std::vector<bool>& values);
   // Copies one metadata entry (any type, arrays included) from a file being read.
   void CopyValue(const std::string& key, const GgufValue& value);

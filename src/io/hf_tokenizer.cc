@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/hf_unigram.h"
+
 namespace kvserve {
 
 namespace {
@@ -18,6 +20,8 @@ using nlohmann::json;
 // tokenizer.ggml.token_type values (llama.cpp's numbering, as tokenizer/vocab.h).
 constexpr int32_t kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6;
 constexpr int64_t kMaxVocab = 1 << 24;
+// conversion/t5.py's scores for the ids past the pieces: added_tokens.json entries, padding.
+constexpr float kAddedScore = -1000.0f, kPaddingScore = -10000.0f;
 
 // The Split patterns of byte-level vocabularies whose pre-tokenizer kvserve knows.
 constexpr const char* kLlama3Pattern =
@@ -145,8 +149,9 @@ class HfTokenizerReader {
     const json* model = root.is_object() && root.contains("model") ? &root["model"] : nullptr;
     if (model == nullptr || !model->is_object()) return Error(file, "missing object 'model'");
     const std::string type = model->value("type", std::string("BPE"));
+    if (type == "Unigram") return ReadUnigramJson(root);
     if (type != "BPE") {
-      return Error(file, "model.type '" + type + "' is not supported (supported: BPE)");
+      return Error(file, "model.type '" + type + "' is not supported (supported: BPE, Unigram)");
     }
     auto vocab = model->find("vocab");
     if (vocab == model->end() || !vocab->is_object()) {
@@ -168,17 +173,7 @@ class HfTokenizerReader {
         }
       }
     }
-    if (auto added = root.find("added_tokens"); added != root.end() && added->is_array()) {
-      for (const json& token : *added) {
-        if (!token.is_object() || !token.contains("id") || !token.contains("content") ||
-            !token["content"].is_string()) {
-          return Error(file, "added_tokens entry " + token.dump() + " lacks id or content");
-        }
-        const std::string text = token["content"].get<std::string>();
-        KVSERVE_RETURN_IF_ERROR(AddVocabEntry(file, text, token["id"]));
-        added_[static_cast<int32_t>(token["id"].get<int64_t>())] = token.value("special", false);
-      }
-    }
+    KVSERVE_RETURN_IF_ERROR(ReadAddedTokens(root));
     const json null;
     const json& pre = root.contains("pre_tokenizer") ? root["pre_tokenizer"] : null;
     const json& normalizer = root.contains("normalizer") ? root["normalizer"] : null;
@@ -207,6 +202,39 @@ class HfTokenizerReader {
     }
     return Error(file, "cannot tell the tokenizer style: pre_tokenizer " + pre.dump() +
                            " is neither ByteLevel nor SentencePiece (Metaspace / byte_fallback)");
+  }
+
+  Status ReadAddedTokens(const json& root) {
+    const std::string file = "tokenizer.json";
+    if (auto added = root.find("added_tokens"); added != root.end() && added->is_array()) {
+      for (const json& token : *added) {
+        if (!token.is_object() || !token.contains("id") || !token.contains("content") ||
+            !token["content"].is_string()) {
+          return Error(file, "added_tokens entry " + token.dump() + " lacks id or content");
+        }
+        const std::string text = token["content"].get<std::string>();
+        KVSERVE_RETURN_IF_ERROR(AddVocabEntry(file, text, token["id"]));
+        added_[static_cast<int32_t>(token["id"].get<int64_t>())] = token.value("special", false);
+      }
+    }
+    return Status::Ok();
+  }
+
+  // A Unigram model: tokenizer.ggml.model "t5" (io/hf_unigram.h).
+  Status ReadUnigramJson(const json& root) {
+    auto unigram = ReadHfUnigram(root);
+    if (!unigram.ok()) return Error("tokenizer.json", unigram.message());
+    for (size_t id = 0; id < unigram->pieces.size(); ++id) {
+      KVSERVE_RETURN_IF_ERROR(AddVocabEntry("tokenizer.json", unigram->pieces[id], json(id)));
+    }
+    KVSERVE_RETURN_IF_ERROR(ReadAddedTokens(root));
+    out_.model_ = "t5";
+    out_.pre_ = "default";
+    out_.add_space_prefix_ = unigram->add_space_prefix;
+    out_.remove_extra_whitespaces_ = unigram->remove_extra_whitespaces;
+    out_.precompiled_charsmap_ = unigram->precompiled_charsmap;
+    unigram_ = std::move(*unigram);
+    return Status::Ok();
   }
 
   // The normalizer's stages as tokenizer.kvserve.normalizer triples (tokenizer/normalizer.h).
@@ -388,6 +416,10 @@ class HfTokenizerReader {
         out_.types_[id] = kByte;
       }
     }
+    if (unigram_) {
+      SetUnigramScoresAndTypes(n);
+      return Status::Ok();
+    }
     if (!llama) {
       out_.merges_ = std::move(merges_);
       return Status::Ok();
@@ -412,6 +444,63 @@ class HfTokenizerReader {
     }
     for (int64_t id = 0; id < n; ++id) {
       if (!scored[id]) out_.scores_[id] = -static_cast<float>(n_merges + 1 + id);
+    }
+    return Status::Ok();
+  }
+
+  // conversion/t5.py's scores and types (hf_tokenizer.h). The spiece.model's pieces are model.vocab
+  // up to its last entry that is not an added token (T5Converter appends <extra_id_N> to it);
+  // what lies past them is an added token, user-defined, or padding, unused.
+  void SetUnigramScoresAndTypes(int64_t n) {
+    const HfUnigram& u = *unigram_;
+    int64_t n_pieces = 0;
+    for (int64_t id = 0; id < static_cast<int64_t>(u.pieces.size()); ++id) {
+      if (!added_.contains(static_cast<int32_t>(id))) n_pieces = id + 1;
+    }
+    out_.scores_.assign(n, kPaddingScore);
+    for (int64_t id = 0; id < n; ++id) {
+      const auto key = static_cast<int32_t>(id);
+      if (!by_id_.contains(key)) continue;  // [PAD<id>], unused
+      const auto added = added_.find(key);
+      if (id >= n_pieces) {
+        out_.scores_[id] = kAddedScore;
+        out_.types_[id] = kUserDefined;
+        continue;
+      }
+      out_.scores_[id] = u.scores[id];
+      if (id == u.unk_id) {
+        out_.types_[id] = kUnknown;
+      } else if (added != added_.end()) {
+        out_.types_[id] = added->second ? kControl : kUserDefined;
+      } else {
+        out_.types_[id] = IsByteToken(out_.tokens_[id]) ? kByte : kNormal;
+      }
+    }
+  }
+
+  // A Unigram model's unknown token is model.unk_id unless a file names one; the special tokens
+  // its post_processor puts around the text set add_bos / add_eos, as llama.cpp's SpecialVocab
+  // does, and must be the BOS / EOS token (taken as such when no file names one).
+  Status ApplyUnigramSpecials() {
+    if (out_.unk_ < 0) out_.unk_ = unigram_->unk_id;
+    const struct {
+      const std::string& text;
+      int32_t* id;
+      std::optional<bool>* add;
+      const char* name;
+    } ends[] = {{unigram_->first_special, &out_.bos_, &out_.add_bos_, "BOS"},
+                {unigram_->last_special, &out_.eos_, &out_.add_eos_, "EOS"}};
+    for (const auto& end : ends) {
+      if (end.text.empty()) continue;
+      if (*end.id < 0) {
+        const char* key = "post_processor special token";
+        KVSERVE_RETURN_IF_ERROR(SpecialFrom(json{{key, end.text}}, "tokenizer.json", key, end.id));
+      }
+      if (out_.tokens_[*end.id] != end.text) {
+        return Error("tokenizer.json", "post_processor adds '" + end.text + "', not the " +
+                                           end.name + " token '" + out_.tokens_[*end.id] + "'");
+      }
+      *end.add = true;
     }
     return Status::Ok();
   }
@@ -461,6 +550,7 @@ class HfTokenizerReader {
           SpecialFrom(json{{"unk_token", model_unk_}}, "tokenizer.json", "unk_token", &out_.unk_));
     }
     if (out_.model_ == "llama" && out_.unk_ >= 0) out_.types_[out_.unk_] = kUnknown;
+    if (unigram_) KVSERVE_RETURN_IF_ERROR(ApplyUnigramSpecials());
     if (!config || !config->is_object()) return Status::Ok();
     for (auto [key, out] :
          {std::pair{"add_bos_token", &out_.add_bos_}, std::pair{"add_eos_token", &out_.add_eos_}}) {
@@ -489,7 +579,8 @@ class HfTokenizerReader {
   std::map<int32_t, std::string> by_id_;
   std::map<int32_t, bool> added_;  // id -> special
   std::vector<std::string> merges_;
-  std::string model_unk_;  // tokenizer.json model.unk_token
+  std::string model_unk_;             // tokenizer.json model.unk_token
+  std::optional<HfUnigram> unigram_;  // a Unigram model's vocab, flags and post_processor
 };
 
 Result<HfTokenizer> HfTokenizer::LoadFolder(const std::string& folder, const Options& options) {
@@ -520,6 +611,12 @@ void HfTokenizer::AddTo(GgufWriter& writer) const {
   if (add_bos_) writer.SetBool("tokenizer.ggml.add_bos_token", *add_bos_);
   if (add_eos_) writer.SetBool("tokenizer.ggml.add_eos_token", *add_eos_);
   if (add_space_prefix_) writer.SetBool("tokenizer.ggml.add_space_prefix", *add_space_prefix_);
+  if (remove_extra_whitespaces_) {
+    writer.SetBool("tokenizer.ggml.remove_extra_whitespaces", *remove_extra_whitespaces_);
+  }
+  if (!precompiled_charsmap_.empty()) {
+    writer.SetUint8Array("tokenizer.ggml.precompiled_charsmap", precompiled_charsmap_);
+  }
   if (!chat_template_.empty()) writer.SetString("tokenizer.chat_template", chat_template_);
 }
 
