@@ -15,14 +15,17 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "io/gguf_reader.h"
 #include "io/gguf_writer.h"
+#include "io/hf_tokenizer.h"
 #include "support/paths.h"
 #include "support/read_file.h"
+#include "support/t5_tokenizer_json.h"
 #include "support/t5_vocab.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
@@ -70,7 +73,7 @@ struct Variant {
 // keeps whatever prefix of the text the user-defined tokens' trie walks as it is, so a "ﬁ" that
 // no "x" follows is not normalized, and another character that starts with the same bytes (EF AC
 // for "ﬂ", EF for the full-width forms) is split there. Its inputs are inputs-user-defined.json.
-std::vector<uint8_t> VariantImage(const std::string& name) {
+nlohmann::json VariantVocab(const std::string& name) {
   nlohmann::json vocab = ReadJson(name == "identity" ? "t5-tokenizer/vocab-identity.json"
                                                      : "t5-tokenizer/vocab-nfkc.json");
   if (name == "nfkc-no-charsmap") vocab.erase("precompiled_charsmap_hex");
@@ -79,12 +82,43 @@ std::vector<uint8_t> VariantImage(const std::string& name) {
     vocab.at("scores")[1007] = -1000.0;
     vocab.at("types")[1007] = 4;
   }
-  return testing::T5StyleVocab(vocab);
+  return vocab;
+}
+
+// "hf-<name>" is the vocabulary <name> as a Hugging Face folder's tokenizer.json (the Unigram
+// model transformers' T5Converter writes, support/t5_tokenizer_json.h; the older spelling for
+// nfkc-no-charsmap and nfkc-fi-user-defined), read by HfTokenizer: it must give llama.cpp's ids
+// for the GGUF file of <name>.
+std::string BaseName(const std::string& variant) {
+  return variant.starts_with("hf-") ? variant.substr(3) : variant;
+}
+
+std::vector<uint8_t> FolderImage(const std::string& name) {
+  const nlohmann::json vocab = VariantVocab(name);
+  const std::string folder = testing::TempDir() + "/hf-t5-tokenizer-" + name;
+  const bool legacy = name == "nfkc-no-charsmap" || name == "nfkc-fi-user-defined";
+  EXPECT_EQ(
+      testing::WriteT5TokenizerFolder(
+          vocab, legacy ? testing::T5JsonStyle::kLegacy : testing::T5JsonStyle::kCurrent, folder),
+      "");
+  auto tokenizer =
+      HfTokenizer::LoadFolder(folder, {.n_vocab = static_cast<int>(vocab.at("tokens").size())});
+  EXPECT_TRUE(tokenizer.ok()) << tokenizer.message();
+  if (!tokenizer.ok()) return {};
+  GgufWriter writer;
+  writer.SetString("general.architecture", "t5");
+  tokenizer->AddTo(writer);
+  return writer.Serialize();
+}
+
+std::vector<uint8_t> VariantImage(const std::string& name) {
+  if (name != BaseName(name)) return FolderImage(BaseName(name));
+  return testing::T5StyleVocab(VariantVocab(name));
 }
 
 std::string InputsOf(const std::string& variant) {
-  return variant == "nfkc-fi-user-defined" ? "t5-tokenizer/inputs-user-defined.json"
-                                           : "t5-tokenizer/inputs.json";
+  return BaseName(variant) == "nfkc-fi-user-defined" ? "t5-tokenizer/inputs-user-defined.json"
+                                                     : "t5-tokenizer/inputs.json";
 }
 
 // Writes the file for make_reference.cc when KVSERVE_T5_VOCAB_OUT names a folder
@@ -105,9 +139,11 @@ class T5Tokenizer : public ::testing::TestWithParam<const char*> {
  protected:
   static void SetUpTestSuite() {
     variants_ = new std::vector<Variant>();
-    for (const char* name : {"nfkc", "nfkc-no-charsmap", "identity", "nfkc-fi-user-defined"}) {
+    for (const char* name :
+         {"nfkc", "nfkc-no-charsmap", "identity", "nfkc-fi-user-defined", "hf-nfkc",
+          "hf-nfkc-no-charsmap", "hf-identity", "hf-nfkc-fi-user-defined"}) {
       Variant variant{name, VariantImage(name), nullptr};
-      WriteVocabularyIfAsked(variant);
+      if (variant.name == BaseName(variant.name)) WriteVocabularyIfAsked(variant);
       auto file = GgufFile::Parse(variant.image.data(), variant.image.size(), "t5-style.gguf");
       ASSERT_TRUE(file.ok()) << file.message();
       auto tokenizer = Tokenizer::FromGguf(*file);
@@ -157,11 +193,13 @@ std::string Pieces(const Tokenizer& tokenizer, const std::vector<int32_t>& ids, 
 
 TEST_P(T5Tokenizer, GivesLlamaCppIdsAndTextForEveryInput) {
   const Variant& v = variant(GetParam());
-  const auto reference = ReadJson("t5-tokenizer/reference-" + v.name + ".json");
+  const auto reference = ReadJson("t5-tokenizer/reference-" + BaseName(v.name) + ".json");
   const auto inputs = ReadJson(InputsOf(v.name));
-  // The reference was made from this very file.
-  ASSERT_EQ(Sha256::Hex(Sha256::Hash(v.image.data(), v.image.size())),
-            reference.at("vocab_sha256").get<std::string>());
+  // The reference was made from this very file (a folder's keys: FolderKeysEqualTheFiles).
+  if (v.name == BaseName(v.name)) {
+    ASSERT_EQ(Sha256::Hex(Sha256::Hash(v.image.data(), v.image.size())),
+              reference.at("vocab_sha256").get<std::string>());
+  }
   ASSERT_EQ(v.tokenizer->n_vocab(), reference.at("n_vocab").get<int>());
   const auto& cases = reference.at("cases");
   ASSERT_EQ(cases.size(), inputs.size());
@@ -205,7 +243,8 @@ TEST_P(T5Tokenizer, GivesLlamaCppIdsAndTextForEveryInput) {
 
 INSTANTIATE_TEST_SUITE_P(Vocabularies, T5Tokenizer,
                          ::testing::Values("nfkc", "nfkc-no-charsmap", "identity",
-                                           "nfkc-fi-user-defined"),
+                                           "nfkc-fi-user-defined", "hf-nfkc", "hf-nfkc-no-charsmap",
+                                           "hf-identity", "hf-nfkc-fi-user-defined"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name) c = c == '-' ? '_' : c;
@@ -241,6 +280,44 @@ TEST_F(T5Tokenizer, ModelFlagsAndPieces) {
   EXPECT_FALSE(identity.add_space_prefix());
   EXPECT_FALSE(identity.vocab().remove_extra_whitespaces());
   EXPECT_EQ(identity.TokenPiece(identity.vocab().Find("<0x41>")), "A");  // byte token
+}
+
+// A folder's tokenizer.ggml.* keys are the GGUF file's, type and value: the tokens, scores and
+// types, the charsmap byte for byte, the flags and the special ids. The one key more is
+// add_eos_token true, from T5's post_processor ($A </s>), which the converter writes and the test
+// files leave to llama.cpp's t5 default (true).
+TEST_F(T5Tokenizer, FolderKeysEqualTheFiles) {
+  for (const char* name : {"nfkc", "nfkc-no-charsmap", "identity", "nfkc-fi-user-defined"}) {
+    const Variant& folder_variant = variant(std::string("hf-") + name);
+    const Variant& file_variant = variant(name);
+    auto folder = GgufFile::Parse(folder_variant.image.data(), folder_variant.image.size(), "hf");
+    auto file = GgufFile::Parse(file_variant.image.data(), file_variant.image.size(), "file");
+    ASSERT_TRUE(folder.ok() && file.ok());
+    size_t n_keys = 0;
+    for (const auto& [key, value] : file->metadata()) {
+      if (!key.starts_with("tokenizer.")) continue;
+      const GgufValue* mine = folder->Find(key);
+      ASSERT_NE(mine, nullptr) << name << ": " << key;
+      EXPECT_EQ(mine->type, value.type) << name << ": " << key;
+      EXPECT_EQ(mine->array_type, value.array_type) << name << ": " << key;
+      EXPECT_EQ(mine->u, value.u) << name << ": " << key;
+      EXPECT_EQ(mine->str, value.str) << name << ": " << key;
+      ASSERT_EQ(mine->array_size, value.array_size) << name << ": " << key;
+      if (value.type == GgufValueType::kArray && value.array_type == GgufValueType::kString) {
+        EXPECT_EQ(folder->GetStringArray(key).value(), file->GetStringArray(key).value()) << key;
+      } else if (value.type == GgufValueType::kArray) {
+        const uint64_t bytes = value.array_size * GgufScalarBytes(value.array_type);
+        EXPECT_EQ(std::memcmp(mine->array_data, value.array_data, bytes), 0) << name << ": " << key;
+      }
+      ++n_keys;
+    }
+    for (const auto& [key, value] : folder->metadata()) {
+      if (!key.starts_with("tokenizer.") || file->Find(key) != nullptr) continue;
+      EXPECT_EQ(key, "tokenizer.ggml.add_eos_token") << name;
+      EXPECT_TRUE(folder->GetBool(key).value()) << name << ": " << key;
+    }
+    EXPECT_GE(n_keys, 9u) << name;
+  }
 }
 
 // decode(encode(x)) == x wherever normalization leaves x as it is: with the identity vocabulary,
