@@ -4,9 +4,10 @@
 // lm_head, num_decoder_layers) and t5-tiny-v1 as a v1.0 one (relu, tied: no lm_head, no
 // num_decoder_layers), both with encoder.embed_tokens and decoder.embed_tokens beside shared (the
 // converter keeps one of the three). The folder's view, and `kvserve convert` of it, hold the
-// file's tensors byte for byte and its t5.* keys. Plus t5-small's and flan-t5-small's configs'
-// keys (as remembered, not checked against the files here), and the refusals by key and name.
-// kvserve does not run t5 yet, so no logits are compared.
+// file's tensors byte for byte and its t5.* keys; the folder's tokenizer.json is a Unigram one (as
+// T5TokenizerFast's) with the file's vocabulary, read as the t5 tokenizer. Plus t5-small's and
+// flan-t5-small's configs' keys (as remembered, not checked against the files here), and the
+// refusals by key and name. kvserve does not run t5 yet, so no logits are compared.
 #include <filesystem>
 #include <map>
 #include <string>
@@ -25,9 +26,10 @@
 #include "support/paths.h"
 #include "support/reference_runs.h"
 #include "support/safetensors_builder.h"
-#include "support/spm_tokenizer_json.h"
 #include "support/synthetic_files.h"
 #include "support/t5_run.h"
+#include "support/t5_tokenizer_json.h"
+#include "tokenizer/tokenizer.h"
 
 namespace kvserve {
 namespace {
@@ -110,6 +112,21 @@ ordered_json ConfigOf(const GgufFile& f, bool v1_1) {
   return j;
 }
 
+// The file's vocabulary (llama.cpp's Llama SPM one, 32,000 pieces: the t5 recipe has none of its
+// own) in make_vocab.py's form, for the Unigram tokenizer.json of a T5 folder
+// (support/t5_tokenizer_json.h): its pieces, scores and types, <unk> 0, <s> 1, </s> 2, the prefix
+// space and whitespace removal of T5's spiece.model, EOS added.
+nlohmann::json UnigramVocabOf(const GgufFile& f) {
+  const std::vector<std::string_view> texts = f.GetStringArray("tokenizer.ggml.tokens").value();
+  const std::vector<std::string> tokens(texts.begin(), texts.end());
+  return {{"tokens", tokens},
+          {"scores", f.GetFloatArray("tokenizer.ggml.scores").value()},
+          {"types", f.GetIntArray("tokenizer.ggml.token_type").value()},
+          {"add_dummy_prefix", true},
+          {"remove_extra_whitespaces", true},
+          {"keys", {{"bos_token_id", 1}, {"eos_token_id", 2}, {"unknown_token_id", 0}}}};
+}
+
 // The folder of `c` and the synthesized file it must convert to (built once per test process).
 struct Built {
   std::string folder, gguf;
@@ -140,8 +157,9 @@ const Built& BuiltOf(const T5Case& c) {
   }
   EXPECT_TRUE(weights.WriteFile(b.folder + "/model.safetensors"));
   EXPECT_TRUE(testing::WriteText(b.folder + "/config.json", ConfigOf(*f, c.v1_1).dump(2)));
-  EXPECT_TRUE(
-      testing::WriteText(b.folder + "/tokenizer.json", testing::SpmTokenizerJson(*f).dump()));
+  EXPECT_EQ(
+      testing::WriteT5TokenizerFolder(UnigramVocabOf(*f), testing::T5JsonStyle::kCurrent, b.folder),
+      "");
   return b;
 }
 
@@ -157,6 +175,24 @@ TEST_P(HfT5Test, FolderHoldsTheGgufTensorsAndKeys) {
   testing::ExpectSameArchKeys(*view, *file, "t5");
   EXPECT_EQ(view->FindTensor("output.weight") != nullptr, GetParam().v1_1);
   EXPECT_EQ(view->Find("t5.decoder_block_count") != nullptr, GetParam().v1_1);
+  // The Unigram tokenizer.json is the t5 tokenizer with the file's pieces, scores and types.
+  EXPECT_EQ(view->GetString("tokenizer.ggml.model").value(), "t5");
+  EXPECT_EQ(view->GetStringArray("tokenizer.ggml.tokens").value(),
+            file->GetStringArray("tokenizer.ggml.tokens").value());
+  EXPECT_EQ(view->GetFloatArray("tokenizer.ggml.scores").value(),
+            file->GetFloatArray("tokenizer.ggml.scores").value());
+  EXPECT_EQ(view->GetIntArray("tokenizer.ggml.token_type").value(),
+            file->GetIntArray("tokenizer.ggml.token_type").value());
+  EXPECT_TRUE(view->GetBool("tokenizer.ggml.remove_extra_whitespaces").value());
+  auto tokenizer = Tokenizer::FromGguf(*view);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.message();
+  EXPECT_EQ((*tokenizer)->model_name(), "t5");
+  EXPECT_FALSE((*tokenizer)->add_bos());
+  EXPECT_TRUE((*tokenizer)->add_eos());
+  const std::vector<int32_t> ids = (*tokenizer)->Encode("  Hello   world ", true, false);
+  ASSERT_FALSE(ids.empty());
+  EXPECT_EQ(ids.back(), 2);
+  EXPECT_EQ((*tokenizer)->Decode(ids), "Hello world");
 }
 
 TEST_P(HfT5Test, ConvertedFolderIsTheGguf) {
