@@ -320,6 +320,76 @@ TEST_F(T5Tokenizer, FolderKeysEqualTheFiles) {
   }
 }
 
+// hf-nfkc/ is what transformers 5.25.0 saves for the nfkc spiece.model (make_hf_tokenizer.py):
+// the Precompiled normalizer alone, WhitespaceSplit then Metaspace, </s> appended, and T5's
+// layout (the 4 <extra_id_N> right after the 1,000 pieces at score 0, no padding). <sep>, a
+// user-defined piece that transformers 5 does not list among added_tokens, is a normal token
+// there (as llama.cpp's converter makes it too). So its GGUF differs from vocab-nfkc.json's in
+// those ids, and every input that holds none of them must give llama.cpp's ids for that file.
+TEST_F(T5Tokenizer, TransformersFolderGivesLlamaCppIds) {
+  auto folder = HfTokenizer::LoadFolder(testing::TestDataPath("t5-tokenizer/hf-nfkc"), {});
+  ASSERT_TRUE(folder.ok()) << folder.message();
+  GgufWriter writer;
+  writer.SetString("general.architecture", "t5");
+  folder->AddTo(writer);
+  const std::vector<uint8_t> image = writer.Serialize();
+  auto view = GgufFile::Parse(image.data(), image.size(), "hf-nfkc");
+  ASSERT_TRUE(view.ok()) << view.message();
+  const Variant& nfkc = variant("nfkc");
+  auto file = GgufFile::Parse(nfkc.image.data(), nfkc.image.size(), "nfkc");
+  ASSERT_TRUE(file.ok()) << file.message();
+  const auto tokens = view->GetStringArray("tokenizer.ggml.tokens").value();
+  const auto scores = view->GetFloatArray("tokenizer.ggml.scores").value();
+  const auto types = view->GetIntArray("tokenizer.ggml.token_type").value();
+  const auto file_tokens = file->GetStringArray("tokenizer.ggml.tokens").value();
+  const auto file_scores = file->GetFloatArray("tokenizer.ggml.scores").value();
+  const auto file_types = file->GetIntArray("tokenizer.ggml.token_type").value();
+  ASSERT_EQ(tokens.size(), 1004u);
+  for (size_t id = 0; id < 1000; ++id) {
+    EXPECT_EQ(tokens[id], file_tokens[id]) << id;
+    EXPECT_EQ(scores[id], file_scores[id]) << id;
+    EXPECT_EQ(types[id], id == 3 ? 1 : file_types[id]) << id;  // <sep>: normal
+  }
+  for (size_t id = 1000; id < 1004; ++id) {
+    EXPECT_EQ(tokens[id], "<extra_id_" + std::to_string(1003 - id) + ">");
+    EXPECT_EQ(scores[id], -1000.0f);
+    EXPECT_EQ(types[id], 4);
+  }
+  for (const char* key : {"tokenizer.ggml.precompiled_charsmap", "tokenizer.ggml.model",
+                          "tokenizer.ggml.add_space_prefix",
+                          "tokenizer.ggml.remove_extra_whitespaces", "tokenizer.ggml.eos_token_id",
+                          "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.padding_token_id"}) {
+    const GgufValue* mine = view->Find(key);
+    const GgufValue* theirs = file->Find(key);
+    ASSERT_TRUE(mine != nullptr && theirs != nullptr) << key;
+    EXPECT_EQ(mine->u, theirs->u) << key;
+    EXPECT_EQ(mine->str, theirs->str) << key;
+    ASSERT_EQ(mine->array_size, theirs->array_size) << key;
+    EXPECT_EQ(std::memcmp(mine->array_data, theirs->array_data, mine->array_size), 0) << key;
+  }
+  auto tokenizer = Tokenizer::FromGguf(*view);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.message();
+  const auto reference = ReadJson("t5-tokenizer/reference-nfkc.json").at("cases");
+  const auto inputs = ReadJson("t5-tokenizer/inputs.json");
+  size_t n_inputs = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::string text = InputText(inputs[i]);
+    if (text.find("<sep>") != std::string::npos || text.find("<extra_id") != std::string::npos ||
+        text.find("[PAD") != std::string::npos) {
+      continue;
+    }
+    for (const auto& [add_special, parse_special] :
+         {std::pair{true, false}, std::pair{true, true}, std::pair{false, false}}) {
+      EXPECT_EQ((*tokenizer)->Encode(text, add_special, parse_special),
+                ExpectedIds(reference[i], **tokenizer, add_special, parse_special))
+          << inputs[i].at("name") << " (add_special " << add_special << ", parse_special "
+          << parse_special << ")";
+    }
+    ++n_inputs;
+  }
+  EXPECT_EQ(n_inputs, 64u);
+}
+
 // decode(encode(x)) == x wherever normalization leaves x as it is: with the identity vocabulary,
 // every valid UTF-8 input whose characters are all tokens and that holds no ▁ (a literal ▁ reads
 // as a space, as in SentencePiece); with nfkc, texts of single spaces between words and nothing
