@@ -425,8 +425,10 @@ TEST(HfFolderTest, BrokenFoldersGiveNamedErrors) {
   json["activation_function"] = "relu";
   EXPECT_THAT(error_of(BrokenCopy("act", "config.json", json.dump())),
               HasSubstr("'activation_function' = \"relu\" is not supported"));
-  EXPECT_THAT(error_of(BrokenCopy("tok", "tokenizer.json", R"({"model": {"type": "Unigram"}})")),
-              HasSubstr("model.type 'Unigram' is not supported"));
+  EXPECT_THAT(error_of(BrokenCopy("tok", "tokenizer.json", R"({"model": {"type": "WordPiece"}})")),
+              HasSubstr("model.type 'WordPiece' is not supported"));
+  EXPECT_THAT(error_of(BrokenCopy("ugm", "tokenizer.json", R"({"model": {"type": "Unigram"}})")),
+              HasSubstr("model.vocab is not an array of [piece, score]"));
   const std::string no_weights = BrokenCopy("weights", "model.safetensors.index.json", "");
   fs::remove(no_weights + "/model.safetensors.index.json");
   EXPECT_THAT(error_of(no_weights), HasSubstr("neither model.safetensors.index.json"));

@@ -33,8 +33,9 @@ ordered_json Added(int id, const char* text, bool special) {
 ordered_json TinyT5Json() {
   const char* space = "\xE2\x96\x81";
   const std::pair<std::string, double> pieces[] = {
-      {"<pad>", 0.0}, {"</s>", 0.0},  {"<unk>", 0.0},    {space, -2.0},         {"a", -3.0},
-      {std::string(space) + "a", -1.5}, {"b", -3.5}, {"<0x41>", -20.0}, {"<extra_id_1>", 0.0},
+      {"<pad>", 0.0},       {"</s>", 0.0},     {"<unk>", 0.0},
+      {space, -2.0},        {"a", -3.0},       {std::string(space) + "a", -1.5},
+      {"b", -3.5},          {"<0x41>", -20.0}, {"<extra_id_1>", 0.0},
       {"<extra_id_0>", 0.0}};
   ordered_json vocab = ordered_json::array();  // [[piece, score], ...], not an object
   for (const auto& [piece, score] : pieces) vocab.push_back(ordered_json::array({piece, score}));
@@ -63,7 +64,8 @@ Result<std::vector<uint8_t>> Convert(const ordered_json& tokenizer_json) {
   const std::string folder = testing::TempDir() + "/hf-unigram-" + std::to_string(counter++);
   std::filesystem::create_directories(folder);
   EXPECT_TRUE(testing::WriteText(folder + "/tokenizer.json", tokenizer_json.dump()));
-  const ordered_json config = {{"eos_token", "</s>"}, {"unk_token", "<unk>"}, {"pad_token", "<pad>"}};
+  const ordered_json config = {
+      {"eos_token", "</s>"}, {"unk_token", "<unk>"}, {"pad_token", "<pad>"}};
   EXPECT_TRUE(testing::WriteText(folder + "/tokenizer_config.json", config.dump()));
   auto tokenizer = HfTokenizer::LoadFolder(folder, {.n_vocab = 12});
   if (!tokenizer.ok()) return tokenizer.status();
@@ -158,9 +160,11 @@ TEST(HfUnigram, RefusesWhatItCannotReproduceByFieldAndValue) {
       {"/normalizer/normalizers/0", {{"type", "NFKC"}}, "normalizer stage 0 {\"type\":\"NFKC\"}"},
       {"/normalizer/normalizers/1", {{"type", "Strip"}}, "Strip without Replace"},
       {"/normalizer/normalizers/1/pattern/Regex", " +", "normalizer stage 1"},
-      {"/normalizer/normalizers/1", {{"type", "Precompiled"}, {"precompiled_charsmap", "AAAA"}},
+      {"/normalizer/normalizers/1",
+       {{"type", "Precompiled"}, {"precompiled_charsmap", "AAAA"}},
        "normalizer stage 1 Precompiled after another stage is not supported"},
-      {"/normalizer", {{"type", "Precompiled"}, {"precompiled_charsmap", "AA-A"}},
+      {"/normalizer",
+       {{"type", "Precompiled"}, {"precompiled_charsmap", "AA-A"}},
        "precompiled_charsmap: base64: character 2 (byte 45) is not in the alphabet"},
       {"/pre_tokenizer", {{"type", "Whitespace"}}, "pre_tokenizer {\"type\":\"Whitespace\"}"},
       {"/pre_tokenizer/replacement", "_", "Metaspace replacement \"_\" is not"},
