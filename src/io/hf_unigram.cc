@@ -9,7 +9,7 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* kSpmSpace = "\xE2\x96\x81";  // ▁
-constexpr const char* kSpaceRuns = " {2,}";          // transformers' remove_extra_whitespaces
+constexpr const char* kSpaceRuns = " {2,}";        // transformers' remove_extra_whitespaces
 
 Status Refuse(const std::string& what) { return Status::InvalidArgument(what); }
 
@@ -40,8 +40,7 @@ Status ReadVocab(const json& model, HfUnigram& out) {
   }
   for (size_t id = 0; id < vocab->size(); ++id) {
     const json& entry = (*vocab)[id];
-    if (!entry.is_array() || entry.size() != 2 || !entry[0].is_string() ||
-        !entry[1].is_number()) {
+    if (!entry.is_array() || entry.size() != 2 || !entry[0].is_string() || !entry[1].is_number()) {
       return Refuse("model.vocab[" + std::to_string(id) + "] = " + entry.dump() +
                     " is not [piece, score]");
     }
@@ -57,8 +56,9 @@ Status ReadVocab(const json& model, HfUnigram& out) {
   }
   out.unk_id = static_cast<int32_t>(unk.get<int64_t>());
   if (model.value("byte_fallback", false)) {
-    return Refuse("model.byte_fallback true is not supported: llama.cpp's unigram tokenizer "
-                  "never falls back to byte tokens");
+    return Refuse(
+        "model.byte_fallback true is not supported: llama.cpp's unigram tokenizer "
+        "never falls back to byte tokens");
   }
   return Status::Ok();
 }
@@ -77,7 +77,9 @@ Status ReadNormalizer(const json& normalizer, HfUnigram& out) {
       }
       if (!charsmap.is_string()) return Refuse("normalizer Precompiled: charsmap is not a string");
       auto bytes = Base64Decode(charsmap.get<std::string>());
-      if (!bytes.ok()) return Refuse("normalizer Precompiled precompiled_charsmap: " + bytes.message());
+      if (!bytes.ok()) {
+        return Refuse("normalizer Precompiled precompiled_charsmap: " + bytes.message());
+      }
       out.precompiled_charsmap = std::move(*bytes);
     } else if (type == "Strip" && stage.value("strip_right", true)) {
       strip = true;
@@ -96,8 +98,9 @@ Status ReadNormalizer(const json& normalizer, HfUnigram& out) {
     }
   }
   if (strip && !out.remove_extra_whitespaces) {
-    return Refuse("normalizer Strip without Replace(Regex \" {2,}\") is not SentencePiece's "
-                  "remove_extra_whitespaces, which strips and collapses together");
+    return Refuse(
+        "normalizer Strip without Replace(Regex \" {2,}\") is not SentencePiece's "
+        "remove_extra_whitespaces, which strips and collapses together");
   }
   return Status::Ok();
 }
@@ -125,7 +128,8 @@ Status ReadPreTokenizer(const json& pre, HfUnigram& out) {
   }
   if (split && scheme != "always") {
     return Refuse("pre_tokenizer " + pre.dump() + ": WhitespaceSplit with prepend_scheme \"" +
-                  scheme + "\" joins the words without a \xE2\x96\x81, which SentencePiece never does");
+                  scheme +
+                  "\" joins the words without a \xE2\x96\x81, which SentencePiece never does");
   }
   out.add_space_prefix = scheme != "never";
   out.remove_extra_whitespaces = out.remove_extra_whitespaces || split;
