@@ -11,9 +11,9 @@ namespace kvserve::testing {
 // How the tokenizer.json spells SentencePiece's whitespace handling.
 enum class T5JsonStyle {
   kCurrent,  // normalizer Precompiled, Strip(right), Replace(" {2,}" -> "▁"); Metaspace
-             // prepend_scheme (transformers 4.4x and later)
-  kLegacy,   // normalizer Precompiled alone; WhitespaceSplit then Metaspace add_prefix_space (the
-             // files uploaded with T5 in 2020)
+             // prepend_scheme (transformers 4's SpmConverter)
+  kLegacy,   // normalizer Precompiled alone; WhitespaceSplit then Metaspace add_prefix_space
+             // (older T5 files on the Hub)
 };
 
 // tokenizer.json: model.vocab the pieces (the entries before the trailing [PADn] unused and
