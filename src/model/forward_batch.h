@@ -67,6 +67,10 @@ struct EncodeBatch {
   // When set: [n_tokens, n_embd], where Encode leaves the encoder's output (after its final
   // norm), for tests and encoder-only use.
   float* encoder_output = nullptr;
+  // When set (with encoder_output), encoder_output already holds the encoder's output of these
+  // tokens: Encode skips the encoder and only computes and stores the cross-attention K/V from it
+  // (`kvserve bench --cache-compare`'s run without a cross cache).
+  bool cross_only = false;
 
   int n_tokens() const { return static_cast<int>(tokens.size()); }
   void Clear() {
@@ -74,6 +78,7 @@ struct EncodeBatch {
     lengths.clear();
     cross_slots.clear();
     encoder_output = nullptr;
+    cross_only = false;
   }
 };
 

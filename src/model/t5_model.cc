@@ -89,6 +89,9 @@ class T5Model final : public Model {
   void EncoderLayer(int il, const EncodeBatch& batch, const EncoderKeys& keys,
                     const AttentionParams& params, float* x, float* xn, float* proj,
                     Workspace& ws) const;
+  // encoded = the encoder's output over the batch's tokens (after its final norm): [n_tokens,
+  // n_embd].
+  void RunEncoder(const EncodeBatch& batch, float* encoded, Workspace& ws) const;
   void DecoderLayer(int il, const ForwardBatch& batch, KvCache& kv, const AttentionParams& params,
                     float* x, float* xn, float* proj, Workspace& ws) const;
 
@@ -226,6 +229,24 @@ void T5Model::Encode(const EncodeBatch& batch, KvCache& kv, Workspace& ws) const
   const Backend& be = backend_;
   const int n = batch.n_tokens();
   if (n == 0) return;
+  float* encoded = batch.encoder_output != nullptr
+                       ? batch.encoder_output
+                       : ws.Floats(kT5Encoded, static_cast<size_t>(n) * c.n_embd);
+  if (!batch.cross_only || batch.encoder_output == nullptr) RunEncoder(batch, encoded, ws);
+  const size_t kv_dim = static_cast<size_t>(c.n_kv_heads) * c.head_dim;
+  float* k = ws.Floats(kK, n * kv_dim);
+  float* v = ws.Floats(kV, n * kv_dim);
+  for (int il = 0; il < n_dec_; ++il) {
+    be.Matmul(dec_[il].cross.wk, encoded, n, k, ws);
+    be.Matmul(dec_[il].cross.wv, encoded, n, v, ws);
+    be.StoreKv(kv.layer(n_dec_ + il), batch.cross_slots, k, v, kv_dim, ws);
+  }
+}
+
+void T5Model::RunEncoder(const EncodeBatch& batch, float* encoded, Workspace& ws) const {
+  const ModelConfig& c = config_;
+  const Backend& be = backend_;
+  const int n = batch.n_tokens();
   const auto [x, xn, proj] = ResidualStream(ws, n, c.n_embd);
   be.GetRows(token_embd_, batch.tokens, x, ws);
   const EncoderKeys keys(batch);
@@ -239,18 +260,7 @@ void T5Model::Encode(const EncodeBatch& batch, KvCache& kv, Workspace& ws) const
     }
     EncoderLayer(il, batch, keys, params, x, xn, proj, ws);
   }
-  float* encoded = batch.encoder_output != nullptr
-                       ? batch.encoder_output
-                       : ws.Floats(kT5Encoded, static_cast<size_t>(n) * c.n_embd);
   be.RmsNorm(x, enc_norm_.data(), n, c.n_embd, c.norm_eps, encoded, ws);
-  const size_t kv_dim = static_cast<size_t>(c.n_kv_heads) * c.head_dim;
-  float* k = ws.Floats(kK, n * kv_dim);
-  float* v = ws.Floats(kV, n * kv_dim);
-  for (int il = 0; il < n_dec_; ++il) {
-    be.Matmul(dec_[il].cross.wk, encoded, n, k, ws);
-    be.Matmul(dec_[il].cross.wv, encoded, n, v, ws);
-    be.StoreKv(kv.layer(n_dec_ + il), batch.cross_slots, k, v, kv_dim, ws);
-  }
 }
 
 void T5Model::DecoderLayer(int il, const ForwardBatch& batch, KvCache& kv,
