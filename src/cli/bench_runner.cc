@@ -236,4 +236,73 @@ Result<CacheCompareRow> CompareCache(const Model& model, const Tokenizer& tokeni
   return row;
 }
 
+namespace {
+
+// One engine run of `inputs`, one greedy request each, all submitted at once: seconds from the
+// first Submit to the last finish.
+Result<double> RunInputsOnce(const Model& model, const Tokenizer& tokenizer,
+                             const SharedInputTest& test,
+                             const std::vector<std::vector<int32_t>>& inputs, int n_gen) {
+  const EngineOptions options{.n_threads = test.n_threads,
+                              .n_ctx = test.n_input + n_gen + 1,
+                              .kv_type = test.kv_type,
+                              .max_num_seqs = static_cast<int>(inputs.size()),
+                              .max_batched_tokens = std::max(512, test.n_input + 1),
+                              .prefix_caching = true};
+  auto engine = Engine::Create(model, tokenizer, options);
+  if (!engine.ok()) return engine.status();
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  const auto start = Clock::now();
+  for (const std::vector<int32_t>& input : inputs) {
+    Request request{.prompt = input, .max_tokens = n_gen, .ignore_eos = true};
+    request.sampling.temperature = 0.0f;
+    auto stream = (*engine)->Submit(std::move(request));
+    if (!stream.ok()) return stream.status();
+    streams.push_back(*stream);
+  }
+  for (const auto& stream : streams) {
+    auto result = Complete(*stream, start);
+    if (!result.ok()) return result.status();
+  }
+  return SecondsSince(start);
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n == 0 ? 0 : n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+}  // namespace
+
+Result<SharedInputRow> CompareSharedInput(const Model& model, const Tokenizer& tokenizer,
+                                          const SharedInputTest& test) {
+  if (model.cross_group() < 0) {
+    return Status::InvalidArgument("model '" + model.config().name + "' has no encoder");
+  }
+  if (test.n_requests < 1 || test.n_input < 1 || test.n_gen < 1 || test.repeats < 1) {
+    return Status::InvalidArgument("shared-input test of " + std::to_string(test.n_requests) +
+                                   " requests, " + std::to_string(test.n_input) +
+                                   " input tokens, " + std::to_string(test.n_gen) + " generated, " +
+                                   std::to_string(test.repeats) + " repeats is empty");
+  }
+  std::mt19937_64 rng(test.seed);
+  const int n_vocab = model.config().n_vocab;
+  std::vector<std::vector<int32_t>> same(test.n_requests, RandomTokens(test.n_input, n_vocab, rng));
+  std::vector<std::vector<int32_t>> different;
+  for (int i = 0; i < test.n_requests; ++i)
+    different.push_back(RandomTokens(test.n_input, n_vocab, rng));
+  KVSERVE_RETURN_IF_ERROR(RunInputsOnce(model, tokenizer, test, {same[0]}, 2));
+  std::vector<double> seconds[2];
+  for (int r = 0; r < test.repeats; ++r) {
+    for (int pass = 0; pass < 2; ++pass) {
+      auto s = RunInputsOnce(model, tokenizer, test, pass == 0 ? same : different, test.n_gen);
+      if (!s.ok()) return s.status();
+      seconds[pass].push_back(*s);
+    }
+  }
+  return SharedInputRow{
+      .test = test, .same_s = Median(seconds[0]), .different_s = Median(seconds[1])};
+}
+
 }  // namespace kvserve

@@ -92,4 +92,27 @@ Result<CacheCompareRow> CompareCache(const Model& model, const Tokenizer& tokeni
                                      std::span<const int32_t> prompt, int length,
                                      const KvFormat& kv_type, int n_threads);
 
+// Encoder-decoder models: the time a shared encoder input saves through the engine (prefix
+// caching on, which finds an input's encoding by its tokens). n_requests greedy requests of n_gen
+// tokens each (end tokens ignored), submitted at once: once all with one random input of n_input
+// tokens, once each with its own; seconds from the first Submit to the last finish, the median of
+// `repeats` alternating runs of each (one engine per run, after a warm-up one).
+struct SharedInputTest {
+  int n_requests = 16;
+  int n_input = 0;
+  int n_gen = 8;
+  int repeats = 3;
+  KvFormat kv_type = KvType::kF32;
+  int n_threads = 0;
+  uint64_t seed = 1;  // of the random input token ids
+};
+struct SharedInputRow {
+  SharedInputTest test;
+  double same_s = 0;       // median seconds, every request with the same input
+  double different_s = 0;  // median seconds, each with its own
+  double Ratio() const { return same_s > 0 ? different_s / same_s : 0; }
+};
+Result<SharedInputRow> CompareSharedInput(const Model& model, const Tokenizer& tokenizer,
+                                          const SharedInputTest& test);
+
 }  // namespace kvserve

@@ -1,6 +1,7 @@
 // `kvserve bench`: single-stream speed in the manner of llama-bench, with the ceilings of
 // design.md's performance model beside each result, and (--cache-compare) the time the KV cache
-// saves against recomputing the sequence at every step.
+// saves against recomputing the sequence at every step (on an encoder-decoder model: both caches,
+// the self-attention cache only, and none; encdec_cache_compare.h).
 //
 //   kvserve bench -m MODEL [-p 512] [-n 128] [-r 5] [-t N] [--depth D] [--output-format
 //   md|csv|json] kvserve bench --cache-compare -m MODEL --lengths 64,128,256 [--plot FILE.svg]
@@ -11,11 +12,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 
 #include "cli/args.h"
 #include "cli/bench_profile.h"
 #include "cli/bench_runner.h"
 #include "cli/commands.h"
+#include "cli/encdec_cache_compare.h"
 #include "cli/engine_flags.h"
 #include "cli/grammar_bench.h"
 #include "cli/model_options.h"
@@ -82,7 +85,11 @@ FlagTable BenchFlagTable() {
              .value_name = "TEXT",
              .default_text = "Once",
              .help = "the prompt generation starts from"},
-            {.name = "--plot", .value_name = "FILE", .help = "write an SVG plot of the times"}}},
+            {.name = "--plot", .value_name = "FILE", .help = "write an SVG plot of the times"},
+            {.name = "--shared-input",
+             .value_name = "N",
+             .help = "encoder-decoder models: also time N requests sharing one input against N "
+                     "with their own, through the engine (the median of -r runs each)"}}},
           {"speculative bench (with --spec ngram|draft, or --spec-replay)",
            {{.name = "--spec-streams",
              .value_name = "N[,N...]",
@@ -120,7 +127,7 @@ constexpr const char* kUsage =
     "[--kv-type f32|f16|bf16|q8_0|q4_0] [--concurrency N[,N...]] [--bandwidth-mib 1024] "
     "[--output-format md|csv|json]\n"
     "       kvserve bench --cache-compare -m MODEL --lengths 64,128,... [--prompt TEXT] "
-    "[--plot FILE.svg] [--output-format md|json]";
+    "[--plot FILE.svg] [--shared-input N] [--output-format md|json]";
 
 int Fail(const std::string& message, int code) {
   std::fprintf(stderr, "kvserve bench: %s\n", message.c_str());
@@ -138,6 +145,7 @@ struct BenchFlags {
   std::vector<int32_t> lengths;
   std::string prompt = "Once";
   std::string plot_path;
+  int shared_input = 0;              // requests of the shared-input test; 0: none
   std::vector<int32_t> concurrency;  // aggregate decode through the serving engine, per count
   bool profile = false;
 };
@@ -216,8 +224,11 @@ Result<BenchFlags> ReadBenchFlags(const Args& args) {
     if (!lengths.ok()) return lengths.status();
     f.lengths = *lengths;
     if (f.prompt.empty()) return Status::InvalidArgument("flag --prompt: empty");
+    auto shared_input = ReadCount(args, "--shared-input", 0, 0, 4096);
+    if (!shared_input.ok()) return shared_input.status();
+    f.shared_input = *shared_input;
   } else {
-    for (const char* flag : {"--lengths", "--plot", "--prompt"}) {
+    for (const char* flag : {"--lengths", "--plot", "--prompt", "--shared-input"}) {
       if (args.Has(flag))
         return Status::InvalidArgument(std::string("flag ") + flag + " needs --cache-compare");
     }
@@ -238,6 +249,108 @@ std::string Percent(double fraction) {
   return buffer;
 }
 
+Status WritePlot(const std::string& path, const std::string& svg) {
+  std::ofstream out(path, std::ios::binary);
+  out << svg;
+  if (!out.good()) return Status::InvalidArgument("flag --plot: cannot write '" + path + "'");
+  return Status::Ok();
+}
+
+void PrintEncDecRows(const std::vector<EncDecCompareRow>& rows, const std::string& format,
+                     const std::optional<SharedInputRow>& shared) {
+  if (format == "json") {
+    nlohmann::json j = {{"rows", nlohmann::json::array()}};
+    for (const EncDecCompareRow& r : rows) {
+      j["rows"].push_back({{"length", r.length},
+                           {"both_caches_s", r.both_s},
+                           {"self_cache_only_s", r.self_only_s},
+                           {"no_cache_s", r.none_s},
+                           {"self_cache_only_ratio", r.SelfOnlyRatio()},
+                           {"no_cache_ratio", r.NoneRatio()},
+                           {"same_tokens", r.same_tokens}});
+    }
+    if (shared) {
+      j["shared_input"] = {
+          {"requests", shared->test.n_requests},       {"input_tokens", shared->test.n_input},
+          {"generated_tokens", shared->test.n_gen},    {"same_input_s", shared->same_s},
+          {"different_inputs_s", shared->different_s}, {"ratio", shared->Ratio()}};
+    }
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  std::printf(
+      "| length | both caches s | self cache only s | no cache s | self only / both | "
+      "none / both | same tokens |\n"
+      "|---:|---:|---:|---:|---:|---:|:---:|\n");
+  for (const EncDecCompareRow& r : rows) {
+    std::printf("| %d | %.3f | %.3f | %.3f | %.2fx | %.2fx | %s |\n", r.length, r.both_s,
+                r.self_only_s, r.none_s, r.SelfOnlyRatio(), r.NoneRatio(),
+                r.same_tokens ? "yes" : "NO");
+  }
+  if (shared) {
+    std::printf(
+        "\n| requests | input tokens | generated each | same input s | different inputs s | "
+        "ratio |\n|---:|---:|---:|---:|---:|---:|\n| %d | %d | %d | %.3f | %.3f | %.2fx |\n",
+        shared->test.n_requests, shared->test.n_input, shared->test.n_gen, shared->same_s,
+        shared->different_s, shared->Ratio());
+  }
+}
+
+// --cache-compare on an encoder-decoder model: both caches, the self-attention cache only, none.
+int RunEncDecCacheCompare(const Model& model, const Tokenizer& tokenizer,
+                          const ModelOptions& model_options, const BenchFlags& flags,
+                          std::span<const int32_t> input, int n_threads) {
+  const KvFormat& kv_type = model_options.kv_type;
+  auto warmup = CompareEncDecCache(model, input, 2, kv_type, n_threads);
+  if (!warmup.ok()) return Fail(warmup.message(), 1);
+  std::vector<EncDecCompareRow> rows;
+  bool all_same = true;
+  for (int length : flags.lengths) {
+    auto row = CompareEncDecCache(model, input, length, kv_type, n_threads);
+    if (!row.ok()) return Fail(row.message(), 1);
+    all_same = all_same && row->same_tokens;
+    rows.push_back(*row);
+    std::fprintf(stderr, "kvserve bench: length %d: both %.3f s, self only %.3f s, none %.3f s\n",
+                 length, row->both_s, row->self_only_s, row->none_s);
+  }
+  std::optional<SharedInputRow> shared;
+  if (flags.shared_input > 0) {
+    auto result = CompareSharedInput(model, tokenizer,
+                                     {.n_requests = flags.shared_input,
+                                      .n_input = static_cast<int>(input.size()),
+                                      .n_gen = flags.lengths.front(),
+                                      .repeats = flags.repeats,
+                                      .kv_type = kv_type,
+                                      .n_threads = n_threads,
+                                      .seed = flags.seed});
+    if (!result.ok()) return Fail(result.message(), 1);
+    shared = *result;
+  }
+  if (!flags.plot_path.empty()) {
+    PlotSeries series[3] = {{.name = "both caches (cross + self)", .color = "#1f77b4"},
+                            {.name = "self-attention cache only", .color = "#ff7f0e"},
+                            {.name = "no cache (recompute every step)", .color = "#d62728"}};
+    for (const EncDecCompareRow& r : rows) {
+      series[0].points.emplace_back(r.length, r.both_s);
+      series[1].points.emplace_back(r.length, r.self_only_s);
+      series[2].points.emplace_back(r.length, r.none_s);
+    }
+    const std::string name =
+        model.config().name.empty() ? model_options.model_path : model.config().name;
+    const std::string svg =
+        RenderLinePlot({.title = "Generation time, " + name + ", " + std::to_string(input.size()) +
+                                 "-token input (threads: " + std::to_string(n_threads) + ")",
+                        .x_label = "generated tokens",
+                        .y_label = "seconds"},
+                       {series[2], series[1], series[0]});
+    if (Status written = WritePlot(flags.plot_path, svg); !written.ok())
+      return Fail(written.message(), 1);
+  }
+  PrintEncDecRows(rows, flags.format, shared);
+  if (!all_same) return Fail("the three modes gave different tokens", 1);
+  return 0;
+}
+
 int RunCacheCompare(const Model& model, const ModelOptions& model_options, const BenchFlags& flags,
                     int n_threads) {
   auto tokenizer = Tokenizer::FromGguf(model.file());
@@ -245,6 +358,13 @@ int RunCacheCompare(const Model& model, const ModelOptions& model_options, const
   const std::vector<int32_t> prompt =
       (*tokenizer)->Encode(flags.prompt, /*add_special=*/true, /*parse_special=*/false);
   if (prompt.empty()) return Fail("flag --prompt: '" + flags.prompt + "' gives no tokens", 2);
+  if (model.cross_group() >= 0) {
+    return RunEncDecCacheCompare(model, **tokenizer, model_options, flags, prompt, n_threads);
+  }
+  if (flags.shared_input > 0) {
+    return Fail("flag --shared-input: the model has no encoder (an encoder-decoder model's flag)",
+                2);
+  }
   // Warm-up: faults the mapped weights in and grows the allocator's pools before any timing.
   auto warmup = CompareCache(model, **tokenizer, prompt, 2, model_options.kv_type, n_threads);
   if (!warmup.ok()) return Fail(warmup.message(), 1);
@@ -272,9 +392,8 @@ int RunCacheCompare(const Model& model, const ModelOptions& model_options, const
          .x_label = "generated tokens",
          .y_label = "seconds"},
         {uncached, cached});
-    std::ofstream out(flags.plot_path, std::ios::binary);
-    out << svg;
-    if (!out.good()) return Fail("flag --plot: cannot write '" + flags.plot_path + "'", 1);
+    if (Status written = WritePlot(flags.plot_path, svg); !written.ok())
+      return Fail(written.message(), 1);
   }
   if (flags.format == "json") {
     nlohmann::json list = nlohmann::json::array();
