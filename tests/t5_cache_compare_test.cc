@@ -72,7 +72,7 @@ TEST(T5CacheCompareCliTest, PrintsThreeModesAndPlotsThreeSeries) {
   std::string out, err;
   ASSERT_EQ(testing::RunKvserve("bench --cache-compare -m " + model +
                                     " --lengths 4,8 -t 1 --prompt 'Once upon a time' --plot " +
-                                    plot + " --shared-input 3 -r 1 --output-format json",
+                                    plot + " --shared-input 3 -r 2 --output-format json",
                                 &out, &err),
             0)
       << err;

@@ -77,7 +77,9 @@ FlagTable BenchFlagTable() {
                      "time goes (adds about 0.1 µs per operation)"}}},
           {"cache compare",
            {{.name = "--cache-compare",
-             .help = "time generation with the KV cache against recomputing every step"},
+             .help = "time generation with the KV cache against recomputing every step (an "
+                     "encoder-decoder model: both caches, the self-attention one only, none; "
+                     "the median of -r alternating runs, default 1)"},
             {.name = "--lengths",
              .value_name = "N[,N...]",
              .help = "tokens to generate, one row each (required with --cache-compare)"},
@@ -227,6 +229,8 @@ Result<BenchFlags> ReadBenchFlags(const Args& args) {
     auto shared_input = ReadCount(args, "--shared-input", 0, 0, 4096);
     if (!shared_input.ok()) return shared_input.status();
     f.shared_input = *shared_input;
+    // -r: an encoder-decoder model's modes and shared-input runs, once each unless given.
+    if (!args.Has("--repetitions")) f.repeats = 1;
   } else {
     for (const char* flag : {"--lengths", "--plot", "--prompt", "--shared-input"}) {
       if (args.Has(flag))
@@ -306,7 +310,7 @@ int RunEncDecCacheCompare(const Model& model, const Tokenizer& tokenizer,
   std::vector<EncDecCompareRow> rows;
   bool all_same = true;
   for (int length : flags.lengths) {
-    auto row = CompareEncDecCache(model, input, length, kv_type, n_threads);
+    auto row = CompareEncDecCache(model, input, length, kv_type, n_threads, flags.repeats);
     if (!row.ok()) return Fail(row.message(), 1);
     all_same = all_same && row->same_tokens;
     rows.push_back(*row);

@@ -93,6 +93,12 @@ class EncDecRun {
   std::vector<float> logits_;   // [n_vocab], the last fed token's
 };
 
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
 Status CheckRun(const Model& model, std::span<const int32_t> input, int length,
                 const KvFormat& format) {
   if (model.cross_group() < 0) {
@@ -120,23 +126,35 @@ Result<std::vector<int32_t>> GenerateEncDec(const Model& model, std::span<const 
 }
 
 Result<EncDecCompareRow> CompareEncDecCache(const Model& model, std::span<const int32_t> input,
-                                            int length, const KvFormat& kv_type, int n_threads) {
+                                            int length, const KvFormat& kv_type, int n_threads,
+                                            int repeats) {
   KVSERVE_RETURN_IF_ERROR(CheckRun(model, input, length, kv_type));
+  if (repeats < 1) {
+    return Status::InvalidArgument("repeats " + std::to_string(repeats) + " must be at least 1");
+  }
   const std::unique_ptr<Workspace> ws = model.backend().NewWorkspace({.n_threads = n_threads});
-  EncDecCompareRow row{.length = length};
-  std::vector<int32_t> tokens[3];
-  double* seconds[3] = {&row.both_s, &row.self_only_s, &row.none_s};
   const EncDecCacheMode modes[3] = {EncDecCacheMode::kBoth, EncDecCacheMode::kSelfOnly,
                                     EncDecCacheMode::kNone};
-  for (int m = 0; m < 3; ++m) {
-    EncDecRun run(model, input, length, kv_type, *ws);
-    const auto start = std::chrono::steady_clock::now();
-    tokens[m] = run.Generate(length, modes[m]);
-    *seconds[m] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::vector<double> seconds[3];
+  std::vector<int32_t> tokens[3];
+  bool same = true;
+  for (int r = 0; r < repeats; ++r) {
+    for (int m = 0; m < 3; ++m) {
+      EncDecRun run(model, input, length, kv_type, *ws);
+      const auto start = std::chrono::steady_clock::now();
+      std::vector<int32_t> out = run.Generate(length, modes[m]);
+      seconds[m].push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      if (r > 0) same = same && out == tokens[m];
+      tokens[m] = std::move(out);
+    }
   }
-  row.same_tokens = tokens[0] == tokens[1] && tokens[0] == tokens[2] &&
-                    static_cast<int>(tokens[0].size()) == length;
-  return row;
+  return EncDecCompareRow{.length = length,
+                          .both_s = Median(seconds[0]),
+                          .self_only_s = Median(seconds[1]),
+                          .none_s = Median(seconds[2]),
+                          .same_tokens = same && tokens[0] == tokens[1] && tokens[0] == tokens[2] &&
+                                         static_cast<int>(tokens[0].size()) == length};
 }
 
 }  // namespace kvserve

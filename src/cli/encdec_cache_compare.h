@@ -33,7 +33,7 @@ Result<std::vector<int32_t>> GenerateEncDec(const Model& model, std::span<const 
 
 struct EncDecCompareRow {
   int length = 0;
-  double both_s = 0;       // seconds, kBoth
+  double both_s = 0;       // seconds, kBoth (medians with repeats)
   double self_only_s = 0;  // seconds, kSelfOnly
   double none_s = 0;       // seconds, kNone
   bool same_tokens = false;
@@ -41,9 +41,12 @@ struct EncDecCompareRow {
   double NoneRatio() const { return both_s > 0 ? none_s / both_s : 0; }
 };
 
-// The three modes at one length, in the order kBoth, kSelfOnly, kNone, on one workspace of
-// n_threads threads; the KV storage is allocated before each timing.
+// The three modes at one length, `repeats` times in the order kBoth, kSelfOnly, kNone (so that a
+// shared machine's load falls on all three), on one workspace of n_threads threads; each mode's
+// median seconds. The KV storage is allocated before each timing. same_tokens: every run of every
+// mode gave the same tokens.
 Result<EncDecCompareRow> CompareEncDecCache(const Model& model, std::span<const int32_t> input,
-                                            int length, const KvFormat& kv_type, int n_threads);
+                                            int length, const KvFormat& kv_type, int n_threads,
+                                            int repeats = 1);
 
 }  // namespace kvserve
