@@ -34,22 +34,9 @@ namespace {
 
 using Output = testing::StreamOutput;
 
-struct Loaded {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;
-};
+using Loaded = testing::LoadedModel;
 
-Loaded LoadTiny(const std::string& preset) {
-  Loaded l;
-  l.model =
-      testing::LoadPathOrDie(testing::SynthesizedModel(preset, preset + "-f32", GgmlType::kF32));
-  if (l.model) {
-    auto tokenizer = Tokenizer::FromGguf(l.model->file());
-    EXPECT_TRUE(tokenizer.ok()) << tokenizer.message();
-    if (tokenizer.ok()) l.tokenizer = std::move(tokenizer).value();
-  }
-  return l;
-}
+Loaded LoadTiny(const std::string& preset) { return testing::LoadSynthesizedF32(preset); }
 
 std::string FreshDir(const std::string& name) {
   const std::string dir = testing::TempDir() + "/t5-disk-" + name;

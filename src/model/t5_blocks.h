@@ -28,6 +28,13 @@ enum T5Buffer : int {
 struct T5Projections {
   Status Load(const WeightLoader& r, const ModelConfig& c, const std::string& prefix,
               const std::string& stem, WeightList& weights);
+  // q, k, v = wq, wk, wv · xn.  xn: [n_tokens, n_embd]
+  void Project(const Backend& be, const float* xn, int n_tokens, float* q, float* k, float* v,
+               Workspace& ws) const {
+    be.Matmul(wq, xn, n_tokens, q, ws);
+    be.Matmul(wk, xn, n_tokens, k, ws);
+    be.Matmul(wv, xn, n_tokens, v, ws);
+  }
 
   WeightMatrix wq, wk, wv, wo;
 };

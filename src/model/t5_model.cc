@@ -208,9 +208,7 @@ void T5Model::EncoderLayer(int il, const EncodeBatch& batch, const EncoderKeys& 
   float* k = ws.Floats(kT5KeysK, n * kv_dim);
   float* v = ws.Floats(kT5KeysV, n * kv_dim);
   be.RmsNorm(x, l.attn_norm.data(), n, c.n_embd, c.norm_eps, xn, ws);
-  be.Matmul(l.attention.wq, xn, n, q, ws);
-  be.Matmul(l.attention.wk, xn, n, k, ws);
-  be.Matmul(l.attention.wv, xn, n, v, ws);
+  l.attention.Project(be, xn, n, q, k, v, ws);
   const KvLayerView rows{.k = reinterpret_cast<uint8_t*>(k),
                          .v = reinterpret_cast<uint8_t*>(v),
                          .type = KvType::kF32,
@@ -275,9 +273,7 @@ void T5Model::DecoderLayer(int il, const ForwardBatch& batch, KvCache& kv,
   float* k = ws.Floats(kK, n * kv_dim);
   float* v = ws.Floats(kV, n * kv_dim);
   be.RmsNorm(x, l.attn_norm.data(), n, c.n_embd, c.norm_eps, xn, ws);
-  be.Matmul(l.self.wq, xn, n, q, ws);
-  be.Matmul(l.self.wk, xn, n, k, ws);
-  be.Matmul(l.self.wv, xn, n, v, ws);
+  l.self.Project(be, xn, n, q, k, v, ws);
   const KvLayerView& self_kv = kv.layer(il);
   be.StoreKv(self_kv, batch.slots(self_kv.group), k, v, kv_dim, ws);
   T5Attend(be, c, self_kv, batch.attention(self_kv.group), params, q, l.self.wo, proj, ws);

@@ -4,6 +4,8 @@
 #include <cfloat>
 #include <limits>
 
+#include "tokenizer/utf8.h"
+
 namespace kvserve {
 
 namespace {
@@ -16,28 +18,7 @@ constexpr float kUnknownPenalty = 10.0f;                   // llama.cpp's, below
 // The bytes of the UTF-8 character that starts `text` as llama.cpp reads it
 // (unicode_cpt_from_utf8: lead byte and continuation bytes checked, overlong forms, surrogates
 // and leads F5..F7 accepted), or 0 when it reads none there.
-size_t CharLength(std::string_view text) {
-  const auto lead = static_cast<uint8_t>(text[0]);
-  size_t length = 0;
-  if (lead < 0x80) {
-    return 1;
-  } else if ((lead & 0x40) == 0) {
-    return 0;
-  } else if ((lead & 0x20) == 0) {
-    length = 2;
-  } else if ((lead & 0x10) == 0) {
-    length = 3;
-  } else if ((lead & 0x08) == 0) {
-    length = 4;
-  } else {
-    return 0;
-  }
-  if (text.size() < length) return 0;
-  for (size_t i = 1; i < length; ++i) {
-    if ((static_cast<uint8_t>(text[i]) & 0xC0) != 0x80) return 0;
-  }
-  return length;
-}
+size_t CharLength(std::string_view text) { return DecodeUtf8AsLlamaCpp(text, 0); }
 
 // The length a lead byte announces (1 for ASCII and stray continuation bytes), as the split walks
 // the normalized text (llama.cpp's unicode_len_utf8).

@@ -138,16 +138,36 @@ std::string SanitizeUtf8(std::string_view bytes) {
   return out;
 }
 
-namespace {
+std::string ReencodeUtf8AsLlamaCpp(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  size_t offset = 0;
+  while (offset < bytes.size()) {
+    char32_t cp = 0;
+    const size_t length = DecodeUtf8AsLlamaCpp(bytes, offset, &cp);
+    if (length == 0) {
+      out.append(kReplacementUtf8);
+      ++offset;
+      continue;
+    }
+    offset += length;
+    if (cp >= 0xD800 && cp <= 0xDFFF) {  // AppendUtf8 would replace it; llama.cpp keeps it
+      out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else {
+      AppendUtf8(cp, out);
+    }
+  }
+  return out;
+}
 
-// llama.cpp's unicode_cpt_from_utf8: the code point at `offset` and its length in bytes, or
-// length 0 when the lead byte is a continuation byte or 0xF8.., or the continuation bytes are
-// missing. Overlong forms and surrogates are accepted.
-size_t LenientUtf8(std::string_view text, size_t offset, char32_t* cp) {
+size_t DecodeUtf8AsLlamaCpp(std::string_view text, size_t offset, char32_t* cp) {
   const auto byte = [&](size_t i) { return static_cast<uint8_t>(text[offset + i]); };
+  if (offset >= text.size()) return 0;
   const uint8_t lead = byte(0);
   if (lead < 0x80) {
-    *cp = lead;
+    if (cp != nullptr) *cp = lead;
     return 1;
   }
   size_t length = 0;
@@ -167,34 +187,8 @@ size_t LenientUtf8(std::string_view text, size_t offset, char32_t* cp) {
     if ((byte(i) & 0xC0) != 0x80) return 0;
     value = (value << 6) | (byte(i) & 0x3F);
   }
-  *cp = value;
+  if (cp != nullptr) *cp = value;
   return length;
-}
-
-}  // namespace
-
-std::string ReencodeUtf8AsLlamaCpp(std::string_view bytes) {
-  std::string out;
-  out.reserve(bytes.size());
-  size_t offset = 0;
-  while (offset < bytes.size()) {
-    char32_t cp = 0;
-    const size_t length = LenientUtf8(bytes, offset, &cp);
-    if (length == 0) {
-      out.append(kReplacementUtf8);
-      ++offset;
-      continue;
-    }
-    offset += length;
-    if (cp >= 0xD800 && cp <= 0xDFFF) {  // AppendUtf8 would replace it; llama.cpp keeps it
-      out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-      AppendUtf8(cp, out);
-    }
-  }
-  return out;
 }
 
 }  // namespace kvserve

@@ -24,6 +24,12 @@ void AppendUtf8(char32_t cp, std::string& out);
 // surrogate, beyond U+10FFFF). On success, stores the code point in `*cp` when not null.
 size_t DecodeUtf8(std::string_view text, char32_t* cp = nullptr);
 
+// llama.cpp's unicode_cpt_from_utf8: the length in bytes of the character at `offset` (and its
+// code point in `*cp` when not null), or 0 when the lead byte is a continuation byte or 0xF8..,
+// the continuation bytes are missing, or offset is past the end. Overlong forms, surrogates and
+// leads F5..F7 are accepted.
+size_t DecodeUtf8AsLlamaCpp(std::string_view text, size_t offset, char32_t* cp = nullptr);
+
 // True when every byte of `text` belongs to a well-formed UTF-8 character.
 bool IsValidUtf8(std::string_view text);
 

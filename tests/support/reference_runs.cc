@@ -10,6 +10,7 @@
 #include "engine/engine.h"
 #include "engine/sequence_runner.h"
 #include "support/paths.h"
+#include "support/synthetic_files.h"
 #include "support/test_backend.h"
 #include "tokenizer/tokenizer.h"
 
@@ -17,6 +18,17 @@ namespace kvserve::testing {
 
 std::unique_ptr<Model> LoadOrDie(const std::string& model) {
   return LoadPathOrDie(ModelPath(model));
+}
+
+LoadedModel LoadSynthesizedF32(const std::string& preset) {
+  LoadedModel l;
+  l.model = LoadPathOrDie(SynthesizedModel(preset, preset + "-f32", GgmlType::kF32));
+  if (l.model) {
+    auto tokenizer = Tokenizer::FromGguf(l.model->file());
+    EXPECT_TRUE(tokenizer.ok()) << tokenizer.message();
+    if (tokenizer.ok()) l.tokenizer = std::move(tokenizer).value();
+  }
+  return l;
 }
 
 std::unique_ptr<Model> LoadPathOrDie(const std::string& path) {

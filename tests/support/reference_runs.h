@@ -12,6 +12,7 @@
 #include "engine/finish_reason.h"
 #include "model/model.h"
 #include "support/reference.h"
+#include "tokenizer/tokenizer.h"
 
 namespace kvserve::testing {
 
@@ -20,6 +21,14 @@ namespace kvserve::testing {
 std::unique_ptr<Model> LoadOrDie(const std::string& model);
 // The same for a path as given (a GGUF file or a Hugging Face folder).
 std::unique_ptr<Model> LoadPathOrDie(const std::string& path);
+
+// A model and its tokenizer, both loaded (null, with a test failure, where one did not load).
+struct LoadedModel {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+};
+// A preset's F32 file made by `kvserve synth` (SynthesizedModel, named "<preset>-f32").
+LoadedModel LoadSynthesizedF32(const std::string& preset);
 
 // Row `row` of a [rows, n_vocab] logits array.
 std::span<const float> Row(const std::vector<float>& all, size_t row, int n_vocab);
