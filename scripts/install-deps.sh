@@ -14,6 +14,8 @@ packages=(
   libssl-dev openssl               # HTTPS (--ssl-cert); the test makes its certificate with openssl
   clang libclang-rt-14-dev         # libFuzzer harnesses and sanitizer runtime
   clang-format                     # scripts/format.sh --check (CI)
+  libvulkan-dev glslc              # the Vulkan backend: loader, headers, GLSL to SPIR-V compiler
+  mesa-vulkan-drivers vulkan-tools # lavapipe (Vulkan on the CPU) runs its tests; vulkaninfo
 )
 
 if [ "${1:-}" = "--browser" ]; then

@@ -3,6 +3,9 @@
 #include <cstdlib>
 
 #include "kernels/cpu/cpu_backend.h"
+#if KVSERVE_WITH_VULKAN
+#include "kernels/vulkan/vulkan_backend.h"
+#endif
 
 namespace kvserve {
 
@@ -13,11 +16,22 @@ Result<std::unique_ptr<Backend>> MakeCpuBackend() {
       std::make_unique<CpuBackend>(CpuBackendOptions::FromEnvironment()));
 }
 
+#if KVSERVE_WITH_VULKAN
+Result<std::unique_ptr<Backend>> MakeVulkanBackend() {
+  return VulkanBackend::Make(VulkanBackendOptions::FromEnvironment());
+}
+#endif
+
 // One entry per backend folder compiled in.
 constexpr BackendEntry kBackends[] = {
     {.name = "cpu",
      .summary = "CPU kernels: scalar, AVX2, AVX-VNNI and AVX-512 tables, chosen by the CPU",
      .make = &MakeCpuBackend},
+#if KVSERVE_WITH_VULKAN
+    {.name = "vulkan",
+     .summary = "Vulkan compute shaders (SPIR-V) on the device KVSERVE_VULKAN_DEVICE names (0)",
+     .make = &MakeVulkanBackend},
+#endif
 };
 
 }  // namespace
@@ -41,8 +55,14 @@ Result<std::unique_ptr<Backend>> MakeBackend(std::string_view name) {
   for (const BackendEntry& entry : kBackends) {
     if (name == entry.name) return entry.make();
   }
+  std::string hint;
+  if (name == "vulkan") {
+    hint =
+        "; the Vulkan backend is built when libvulkan-dev and glslc are installed "
+        "(scripts/install-deps.sh)";
+  }
   return Status::InvalidArgument("backend '" + std::string(name) +
-                                 "' is not in this build (it has: " + BackendNames() + ")");
+                                 "' is not in this build (it has: " + BackendNames() + ")" + hint);
 }
 
 }  // namespace kvserve

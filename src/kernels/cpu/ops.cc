@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <vector>
+#include "kernels/rope_angles.h"
 #include "util/half.h"
 
 namespace kvserve {
@@ -66,46 +67,28 @@ void AddInPlace(float* x, const float* y, int n) {
   for (int i = 0; i < n; ++i) x[i] += y[i];
 }
 
-namespace {
-
-// One pair's rotation: cos and sin of its angle, times mscale. theta_extrap = pos *
-// base^(-2i / rope_dims) / freq_factors[i]; pair_index i.
-void PairRotation(const RopeParams& rope, float theta_extrap, int pair_index, float* cos_theta,
-                  float* sin_theta) {
-  const float theta_interp = rope.position_scale * theta_extrap;
-  float theta = theta_interp;
-  if (rope.ext_factor != 0.0f) {
-    const float y = (static_cast<float>(pair_index) - rope.corr_low) /
-                    std::max(0.001f, rope.corr_high - rope.corr_low);
-    const float ramp_mix = (1.0f - std::min(1.0f, std::max(0.0f, y))) * rope.ext_factor;
-    theta = theta_interp * (1.0f - ramp_mix) + theta_extrap * ramp_mix;
-  }
-  *cos_theta = std::cos(theta) * rope.mscale;
-  *sin_theta = std::sin(theta) * rope.mscale;
-}
-
-}  // namespace
-
+// The angles once per row (rope_angles.h), then every head's pairs turned by them.
 void RopeInPlace(float* x, int n_heads, int head_dim, const RopeParams& rope, int32_t pos) {
   const int rope_dims = rope.rope_dims;
-  const float theta_scale = std::pow(rope.freq_base, -2.0f / static_cast<float>(rope_dims));
+  float stack_angles[256];
+  std::vector<float> heap_angles;
+  float* cos_sin = stack_angles;
+  if (rope_dims > 256) {
+    heap_angles.resize(rope_dims);
+    cos_sin = heap_angles.data();
+  }
+  RopeCosSin(rope, pos, cos_sin);
   // Offset of a pair's second value from its first, and of pair i's first value from 2i.
   const bool split = rope.mode == RopeMode::kSplitHalves;
   const int second = split ? rope_dims / 2 : 1;
   for (int h = 0; h < n_heads; ++h) {
     float* head = x + h * head_dim;
-    float theta = static_cast<float>(pos);
     for (int i = 0; i < rope_dims; i += 2) {
-      const float factor = rope.freq_factors != nullptr ? rope.freq_factors[i / 2] : 1.0f;
-      float cos_theta = 0.0f;
-      float sin_theta = 0.0f;
-      PairRotation(rope, theta / factor, i / 2, &cos_theta, &sin_theta);
       const int first = split ? i / 2 : i;
       const float x0 = head[first];
       const float x1 = head[first + second];
-      head[first] = x0 * cos_theta - x1 * sin_theta;
-      head[first + second] = x0 * sin_theta + x1 * cos_theta;
-      theta *= theta_scale;
+      head[first] = x0 * cos_sin[i] - x1 * cos_sin[i + 1];
+      head[first + second] = x0 * cos_sin[i + 1] + x1 * cos_sin[i];
     }
   }
 }

@@ -1,0 +1,28 @@
+// variants: add OP_ADD, scale OP_SCALE, swiglu OP_SWIGLU
+#version 450
+// One thread per element of x[n] (n = rows * width, contiguous): add: x += y; scale: x *= factor;
+// swiglu: x = silu(x) * y. Groups: (groups_x, ceil(n / (256 * groups_x))).
+layout(local_size_x = 256) in;
+layout(std430, binding = 0) buffer X { float x[]; };
+layout(std430, binding = 1) readonly buffer Y { float y[]; };
+layout(push_constant) uniform Params {
+  uint n;
+  float factor;
+  uint x_word;
+  uint y_word;
+  uint groups_x;
+} p;
+
+void main() {
+  const uint i = (gl_WorkGroupID.y * p.groups_x + gl_WorkGroupID.x) * 256u + gl_LocalInvocationID.x;
+  if (i >= p.n) return;
+  const uint xi = p.x_word + i;
+#if defined(OP_ADD)
+  x[xi] += y[p.y_word + i];
+#elif defined(OP_SCALE)
+  x[xi] *= p.factor;
+#else
+  const float g = x[xi];
+  x[xi] = g / (1.0 + exp(-g)) * y[p.y_word + i];
+#endif
+}

@@ -1,0 +1,239 @@
+#include "kernels/vulkan/vulkan_backend.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "kernels/rope_angles.h"
+#include "kernels/vulkan/vulkan_shader_args.h"
+#include "kernels/vulkan/vulkan_workspace.h"
+
+namespace kvserve {
+
+namespace {
+
+// The matmul shader variant for a weight type, or nullptr (the CPU backend multiplies it).
+const char* MatmulShader(GgmlType type) {
+  switch (type) {
+    case GgmlType::kF32:
+      return "matmul_f32";
+    case GgmlType::kF16:
+      return "matmul_f16";
+    case GgmlType::kBF16:
+      return "matmul_bf16";
+    case GgmlType::kQ8_0:
+      return "matmul_q8_0";
+    case GgmlType::kQ4_0:
+      return "matmul_q4_0";
+    case GgmlType::kQ4_K:
+      return "matmul_q4_k";
+    case GgmlType::kQ5_K:
+      return "matmul_q5_k";
+    case GgmlType::kQ6_K:
+      return "matmul_q6_k";
+    default:
+      return nullptr;
+  }
+}
+
+// Push constants: 32-bit words, floats by their bits.
+template <size_t N>
+std::span<const uint8_t> Bytes(const std::array<uint32_t, N>& words) {
+  return {reinterpret_cast<const uint8_t*>(words.data()), N * sizeof(uint32_t)};
+}
+uint32_t Bits(float f) { return std::bit_cast<uint32_t>(f); }
+uint32_t U32(int64_t v) { return static_cast<uint32_t>(v); }
+
+// Workgroup counts (x, y) covering `groups` groups within Vulkan's 65535 per dimension.
+constexpr uint32_t kMaxGroupsX = 32768;
+uint32_t GroupsX(uint64_t groups) {
+  return static_cast<uint32_t>(std::clamp<uint64_t>(groups, 1, kMaxGroupsX));
+}
+uint32_t GroupsY(uint64_t groups) {
+  return static_cast<uint32_t>((groups + kMaxGroupsX - 1) / kMaxGroupsX);
+}
+
+size_t AlignUp(size_t n, size_t alignment) { return (n + alignment - 1) / alignment * alignment; }
+
+VulkanWorkspace& Vk(Workspace& ws) { return static_cast<VulkanWorkspace&>(ws); }
+
+}  // namespace
+
+VulkanBackendOptions VulkanBackendOptions::FromEnvironment() {
+  VulkanBackendOptions options;
+  if (const char* device = std::getenv("KVSERVE_VULKAN_DEVICE"); device != nullptr && *device) {
+    options.device = std::atoi(device);
+  }
+  return options;
+}
+
+Result<std::unique_ptr<Backend>> VulkanBackend::Make(const VulkanBackendOptions& options) {
+  Result<std::unique_ptr<VulkanDevice>> device = VulkanDevice::Open(options.device);
+  if (!device.ok()) return device.status();
+  VulkanBackendParts parts;
+  parts.device = std::move(device.value());
+  parts.memory = std::make_unique<VulkanMemory>(*parts.device);
+  CpuBackendOptions cpu = CpuBackendOptions::FromEnvironment();
+  cpu.pack = false;  // the CPU operations read the same GGML blocks the shaders do
+  parts.cpu = std::make_unique<CpuBackend>(cpu);
+  return std::unique_ptr<Backend>(new VulkanBackend(std::move(parts)));
+}
+
+VulkanBackend::VulkanBackend(VulkanBackendParts parts)
+    : VulkanBackendParts(std::move(parts)), ForwardingBackend(*cpu) {}
+
+std::string VulkanBackend::kernel_set() const {
+  return std::string("vulkan: ") + kDeviceOperations + "; the rest on " + cpu->kernel_set();
+}
+
+std::string VulkanBackend::device() const {
+  const VulkanDeviceInfo& info = VulkanBackendParts::device->info();
+  return "Vulkan device " + std::to_string(info.index) + ": " + info.name + " (" + info.type +
+         ", Vulkan " + info.api_version + ")";
+}
+
+std::unique_ptr<Workspace> VulkanBackend::NewWorkspace(const WorkspaceOptions& options) const {
+  return std::make_unique<VulkanWorkspace>(*memory, cpu->NewWorkspace(options));
+}
+
+Workspace& VulkanBackend::Inner(Workspace& ws) const { return Vk(ws).cpu(); }
+
+// Copies every matrix the shaders multiply, and every vector, into one buffer of device memory
+// (each at the storage alignment): a matrix's `packed` points at its copy (GGML layout), a
+// vector's `prepared` at its copy. `storage` owns the buffer.
+size_t VulkanBackend::PrepareWeights(std::span<WeightMatrix* const> matrices,
+                                     std::span<WeightVector* const> vectors, const GgufFile& file,
+                                     std::shared_ptr<uint8_t>& storage) const {
+  const size_t alignment = VulkanBackendParts::device->storage_alignment();
+  std::vector<WeightMatrix*> copied;
+  size_t total = 0;
+  for (WeightMatrix* m : matrices) {
+    if (m->data == nullptr || m->packed != nullptr || MatmulShader(m->type) == nullptr) continue;
+    copied.push_back(m);
+    total += AlignUp(m->row_bytes * m->n_out, alignment);
+  }
+  for (const WeightVector* v : vectors) total += AlignUp(v->size() * sizeof(float), alignment);
+  if (total == 0) return 0;
+  auto buffer = std::make_shared<Buffer>(memory->AllocateZeroed(total));
+  uint8_t* next = buffer->data();
+  for (WeightMatrix* m : copied) {
+    std::memcpy(next, m->data, m->row_bytes * m->n_out);
+    m->packed = next;
+    next += AlignUp(m->row_bytes * m->n_out, alignment);
+  }
+  for (WeightVector* v : vectors) {
+    std::memcpy(next, v->host.data(), v->size() * sizeof(float));
+    v->prepared = reinterpret_cast<const float*>(next);
+    next += AlignUp(v->size() * sizeof(float), alignment);
+  }
+  storage = std::shared_ptr<uint8_t>(buffer, buffer->data());  // aliases the Buffer's owner
+  return total;
+}
+
+void VulkanBackend::Matmul(const WeightMatrix& w, const float* x, int n_rows, float* y,
+                           Workspace& ws) const {
+  const char* shader = MatmulShader(w.type);
+  if (shader == nullptr || w.packed == nullptr) {
+    WeightMatrix host = w;
+    host.packed = nullptr;
+    inner_.Matmul(host, x, n_rows, y, Inner(ws));
+    return;
+  }
+  VulkanShaderArgs args(*memory, Vk(ws), VulkanBackendParts::device->storage_alignment());
+  const uint32_t w_byte = args.InputBytes(w.packed, w.row_bytes * w.n_out);
+  const uint32_t x_word = args.Input(x, sizeof(float) * n_rows * w.n_in);
+  const uint32_t y_word = args.Output(y, sizeof(float) * n_rows * w.n_out);
+  const std::array<uint32_t, 7> push = {U32(w.n_out), U32(w.n_in),  U32(w.row_bytes), w_byte,
+                                        x_word,       y_word,       GroupsX(w.n_out)};
+  VulkanBackendParts::device->Dispatch(shader, args.bindings(), Bytes(push), GroupsX(w.n_out),
+                                       GroupsY(w.n_out), U32(n_rows));
+  args.Finish();
+}
+
+void VulkanBackend::GetRows(const WeightMatrix& table, std::span<const int32_t> rows, float* out,
+                            Workspace& ws) const {
+  WeightMatrix host = table;
+  host.packed = nullptr;  // the CPU reads the file's blocks; `packed` is the device copy
+  inner_.GetRows(host, rows, out, Inner(ws));
+}
+
+void VulkanBackend::Add(float* x, const float* y, int n_rows, int width, Workspace& ws) const {
+  const uint64_t n = static_cast<uint64_t>(n_rows) * width;
+  VulkanShaderArgs args(*memory, Vk(ws), VulkanBackendParts::device->storage_alignment());
+  const uint32_t x_word = args.Output(x, n * sizeof(float));
+  const uint32_t y_word = args.Input(y, n * sizeof(float));
+  const uint64_t groups = (n + 255) / 256;
+  const std::array<uint32_t, 5> push = {U32(n), 0, x_word, y_word, GroupsX(groups)};
+  VulkanBackendParts::device->Dispatch("add", args.bindings(), Bytes(push), GroupsX(groups),
+                                       GroupsY(groups), 1);
+  args.Finish();
+}
+
+void VulkanBackend::Scale(float* x, int n_rows, int width, float factor, Workspace& ws) const {
+  const uint64_t n = static_cast<uint64_t>(n_rows) * width;
+  VulkanShaderArgs args(*memory, Vk(ws), VulkanBackendParts::device->storage_alignment());
+  const uint32_t x_word = args.Output(x, n * sizeof(float));
+  const uint32_t y_word = args.Input(x, n * sizeof(float));  // unread; binding 1 must be bound
+  const uint64_t groups = (n + 255) / 256;
+  const std::array<uint32_t, 5> push = {U32(n), Bits(factor), x_word, y_word, GroupsX(groups)};
+  VulkanBackendParts::device->Dispatch("scale", args.bindings(), Bytes(push), GroupsX(groups),
+                                       GroupsY(groups), 1);
+  args.Finish();
+}
+
+void VulkanBackend::SwiGlu(float* gate, const float* up, int n_rows, int width,
+                           Workspace& ws) const {
+  const uint64_t n = static_cast<uint64_t>(n_rows) * width;
+  VulkanShaderArgs args(*memory, Vk(ws), VulkanBackendParts::device->storage_alignment());
+  const uint32_t x_word = args.Output(gate, n * sizeof(float));
+  const uint32_t y_word = args.Input(up, n * sizeof(float));
+  const uint64_t groups = (n + 255) / 256;
+  const std::array<uint32_t, 5> push = {U32(n), 0, x_word, y_word, GroupsX(groups)};
+  VulkanBackendParts::device->Dispatch("swiglu", args.bindings(), Bytes(push), GroupsX(groups),
+                                       GroupsY(groups), 1);
+  args.Finish();
+}
+
+void VulkanBackend::RmsNorm(const float* x, const float* weight, int n_rows, int width, float eps,
+                            float* out, Workspace& ws) const {
+  const size_t bytes = sizeof(float) * n_rows * width;
+  VulkanShaderArgs args(*memory, Vk(ws), VulkanBackendParts::device->storage_alignment());
+  const uint32_t x_word = args.Input(x, bytes);
+  const uint32_t weight_word = args.Input(weight, sizeof(float) * width);
+  const uint32_t out_word = args.Output(out, bytes);
+  const std::array<uint32_t, 5> push = {U32(width), Bits(eps), x_word, weight_word, out_word};
+  VulkanBackendParts::device->Dispatch("rms_norm", args.bindings(), Bytes(push), U32(n_rows), 1,
+                                       1);
+  args.Finish();
+}
+
+// The angles on the host (rope_angles.h, the CPU's own bits), the rotations on the device.
+void VulkanBackend::Rope(float* x, std::span<const int32_t> positions, int n_heads, int head_dim,
+                         const RopeParams& rope, Workspace& ws) const {
+  const int n_rows = static_cast<int>(positions.size());
+  const int half = rope.rope_dims / 2;
+  VulkanWorkspace& vk = Vk(ws);
+  float* cos_sin = vk.BackendFloats(static_cast<size_t>(n_rows) * half * 2);
+  for (int r = 0; r < n_rows; ++r) RopeCosSin(rope, positions[r], cos_sin + 2 * r * half);
+  VulkanShaderArgs args(*memory, vk, VulkanBackendParts::device->storage_alignment());
+  const uint32_t x_word = args.Output(x, sizeof(float) * n_rows * n_heads * head_dim);
+  const uint32_t cs_word = args.Input(cos_sin, sizeof(float) * n_rows * half * 2);
+  const uint64_t pairs = static_cast<uint64_t>(n_rows) * n_heads * half;
+  const uint64_t groups = (pairs + 63) / 64;
+  const std::array<uint32_t, 8> push = {U32(pairs),
+                                        U32(n_heads),
+                                        U32(head_dim),
+                                        U32(rope.rope_dims),
+                                        rope.mode == RopeMode::kSplitHalves ? 1u : 0u,
+                                        x_word,
+                                        cs_word,
+                                        GroupsX(groups)};
+  VulkanBackendParts::device->Dispatch("rope", args.bindings(), Bytes(push), GroupsX(groups),
+                                       GroupsY(groups), 1);
+  args.Finish();
+}
+
+}  // namespace kvserve

@@ -1,0 +1,68 @@
+// The Vulkan compute backend (`--backend vulkan`): the operations it has shaders for run on a
+// Vulkan device, one dispatch at a time (each waits for its results, so the host may read them
+// next); the others run on the CPU backend on the same memory, which is host-visible device memory
+// (vulkan_memory.h). What runs where: VulkanBackend::kDeviceOperations, and `kvserve doctor`.
+// Weights are copied into device memory at load (PrepareWeights) in their GGML layout.
+// Every shader reduces in an order fixed per output element whatever the batch, so a token's
+// results are the same bits alone, batched and after a prefix hit.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/forwarding_backend.h"
+#include "kernels/vulkan/vulkan_device.h"
+#include "kernels/vulkan/vulkan_memory.h"
+
+namespace kvserve {
+
+struct VulkanBackendOptions {
+  int device = 0;  // index into VulkanDevice::List()
+  // KVSERVE_VULKAN_DEVICE=N picks the device (the CLI's --device sets it).
+  static VulkanBackendOptions FromEnvironment();
+};
+
+// What the backend owns, constructed before the ForwardingBackend base that refers to `cpu`.
+struct VulkanBackendParts {
+  std::unique_ptr<VulkanDevice> device;
+  std::unique_ptr<VulkanMemory> memory;
+  std::unique_ptr<CpuBackend> cpu;  // unpacked weights: it reads the same GGML blocks
+};
+
+class VulkanBackend final : private VulkanBackendParts, public ForwardingBackend {
+ public:
+  // The operations with shaders, for doctor and the docs.
+  static constexpr const char* kDeviceOperations =
+      "Matmul (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K), RmsNorm, Add, Scale, SwiGlu, Rope";
+
+  static Result<std::unique_ptr<Backend>> Make(const VulkanBackendOptions& options);
+
+  std::string name() const override { return "vulkan"; }
+  std::string kernel_set() const override;
+  std::string device() const override;
+  BufferAllocator& allocator() const override { return *memory; }
+  std::unique_ptr<Workspace> NewWorkspace(const WorkspaceOptions& options) const override;
+  size_t PrepareWeights(std::span<WeightMatrix* const> matrices,
+                        std::span<WeightVector* const> vectors, const GgufFile& file,
+                        std::shared_ptr<uint8_t>& storage) const override;
+
+  void Matmul(const WeightMatrix& w, const float* x, int n_rows, float* y,
+              Workspace& ws) const override;
+  void GetRows(const WeightMatrix& table, std::span<const int32_t> rows, float* out,
+               Workspace& ws) const override;
+  void Add(float* x, const float* y, int n_rows, int width, Workspace& ws) const override;
+  void RmsNorm(const float* x, const float* weight, int n_rows, int width, float eps, float* out,
+               Workspace& ws) const override;
+  void Rope(float* x, std::span<const int32_t> positions, int n_heads, int head_dim,
+            const RopeParams& rope, Workspace& ws) const override;
+  void SwiGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const override;
+  void Scale(float* x, int n_rows, int width, float factor, Workspace& ws) const override;
+
+ private:
+  explicit VulkanBackend(VulkanBackendParts parts);
+  Workspace& Inner(Workspace& ws) const override;
+};
+
+}  // namespace kvserve

@@ -1,0 +1,101 @@
+// One Vulkan device opened for compute: the instance, the logical device and its compute queue,
+// buffers of host-visible memory, the pipelines of the embedded shaders, and one command buffer
+// that runs one dispatch at a time and waits for it (Dispatch). Thread rules: every member is safe
+// to call from any thread; Dispatch and the buffer calls serialize on the device's mutex.
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/status.h"
+
+namespace kvserve {
+
+// What `kvserve doctor` lists per device.
+struct VulkanDeviceInfo {
+  int index = 0;
+  std::string name;         // "llvmpipe (LLVM 15.0.6, 256 bits)", "NVIDIA H200"
+  std::string type;         // "cpu", "discrete", "integrated", "virtual", "other"
+  std::string api_version;  // "1.3.230"
+  uint64_t memory_bytes = 0;       // the largest device-local heap
+  uint32_t subgroup_size = 0;      // threads per subgroup
+  bool cooperative_matrix = false; // VK_KHR_cooperative_matrix
+  bool push_descriptor = false;    // VK_KHR_push_descriptor (required)
+};
+
+// A buffer of host-visible, host-coherent memory, mapped for its whole life.
+struct VulkanBuffer {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  uint8_t* mapped = nullptr;
+  size_t bytes = 0;
+};
+
+// A storage buffer a shader reads or writes: bound from `offset` (a multiple of the device's
+// storage alignment) to the buffer's end.
+struct VulkanBinding {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceSize offset = 0;
+};
+
+class VulkanDevice {
+ public:
+  // Every device the loader reports (empty when there is no loader or driver).
+  static Result<std::vector<VulkanDeviceInfo>> List();
+  // Opens device `index` of List(); an error names the index and what is missing.
+  static Result<std::unique_ptr<VulkanDevice>> Open(int index);
+  ~VulkanDevice();
+  VulkanDevice(const VulkanDevice&) = delete;
+  VulkanDevice& operator=(const VulkanDevice&) = delete;
+
+  const VulkanDeviceInfo& info() const { return info_; }
+  // Storage buffers bind at multiples of this many bytes (minStorageBufferOffsetAlignment).
+  size_t storage_alignment() const { return storage_alignment_; }
+
+  // A zeroed buffer of `bytes`; throws std::bad_alloc when the device has no room.
+  VulkanBuffer CreateBuffer(size_t bytes);
+  void DestroyBuffer(const VulkanBuffer& buffer);
+
+  // Runs shader `name` (a SpirvModules() entry) over groups (x, y, z) with `bindings` as
+  // bindings 0..n-1 and `push` as its push constants (at most 128 bytes), and waits until it is
+  // done, so the host then reads its results.
+  void Dispatch(std::string_view name, std::span<const VulkanBinding> bindings,
+                std::span<const uint8_t> push, uint32_t x, uint32_t y, uint32_t z);
+
+ private:
+  struct Pipeline {
+    VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+    VkPipelineLayout layout = VK_NULL_HANDLE;
+    VkPipeline pipeline = VK_NULL_HANDLE;
+  };
+  VulkanDevice() = default;
+  Status Init(VkPhysicalDevice physical, const VulkanDeviceInfo& info);
+  const Pipeline& PipelineFor(std::string_view name, size_t n_bindings);
+  uint32_t MemoryType() const;
+
+  VulkanDeviceInfo info_;
+  VkInstance instance_ = VK_NULL_HANDLE;
+  VkPhysicalDevice physical_ = VK_NULL_HANDLE;
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  uint32_t queue_family_ = 0;
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer commands_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+  PFN_vkCmdPushDescriptorSetKHR push_descriptor_set_ = nullptr;
+  size_t storage_alignment_ = 16;
+  VkPhysicalDeviceMemoryProperties memory_{};
+  std::map<std::string, Pipeline, std::less<>> pipelines_;
+  std::mutex mutex_;
+};
+
+}  // namespace kvserve

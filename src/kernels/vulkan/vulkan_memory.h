@@ -1,0 +1,49 @@
+// The Vulkan backend's memory: every buffer it hands out (the KV pools through
+// Backend::allocator(), workspaces, weights) is a VulkanBuffer of host-visible memory mapped for
+// its life, so the host pointer the engine and the models hold *is* the device memory, and the
+// backend finds the buffer behind a pointer (Find) to bind it to a shader. On lavapipe and
+// integrated GPUs that memory is the device's own; on a discrete GPU it is the host-visible part.
+// Thread rules: every member may be called from any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+
+#include "kernels/vulkan/vulkan_device.h"
+#include "util/buffer.h"
+
+namespace kvserve {
+
+// Where a host pointer lies: `offset` bytes into `buffer`, which goes on for `bytes_left` bytes.
+struct VulkanLocation {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  size_t offset = 0;
+  size_t bytes_left = 0;
+};
+
+class VulkanMemory final : public BufferAllocator {
+ public:
+  explicit VulkanMemory(VulkanDevice& device) : device_(device) {}
+  ~VulkanMemory() override;  // frees the buffers still held
+
+  Buffer AllocateZeroed(size_t bytes) override;
+  void Free(uint8_t* data, size_t bytes) override;
+  // The memory is host-coherent: copies are plain memcpy.
+  void CopyToHost(const uint8_t* src, size_t bytes, uint8_t* host) const override;
+  void CopyFromHost(const uint8_t* host, size_t bytes, uint8_t* dst) const override;
+
+  // The buffer holding [p, p + bytes), or none when that range is not memory made here.
+  std::optional<VulkanLocation> Find(const void* p, size_t bytes) const;
+  // Bytes held now, for doctor and tests.
+  size_t bytes_held() const;
+
+ private:
+  VulkanDevice& device_;
+  mutable std::mutex mutex_;
+  std::map<uintptr_t, VulkanBuffer> buffers_;  // by mapped address
+};
+
+}  // namespace kvserve

@@ -1,0 +1,49 @@
+// The arguments of one dispatch: host pointers turned into storage-buffer bindings and the word
+// offsets the shader adds. Device memory (VulkanMemory) binds in place, at the largest multiple
+// of the storage alignment at or below the pointer; plain host memory is copied into a staging
+// buffer of the workspace first and, for outputs, copied back by Finish().
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kernels/vulkan/vulkan_device.h"
+#include "kernels/vulkan/vulkan_memory.h"
+#include "kernels/vulkan/vulkan_workspace.h"
+
+namespace kvserve {
+
+class VulkanShaderArgs {
+ public:
+  VulkanShaderArgs(const VulkanMemory& memory, VulkanWorkspace& ws, size_t alignment)
+      : memory_(memory), ws_(ws), alignment_(alignment) {}
+
+  // Binds [p, p + bytes) as the next binding; returns p's offset in 32-bit words from the binding's
+  // start (p must be 4-byte aligned when it is device memory). An output is copied in as well,
+  // so it may be read and written.
+  uint32_t Input(const void* p, size_t bytes);
+  uint32_t Output(void* p, size_t bytes);
+  // Byte offset instead of words, for byte-addressed data (weights): any alignment.
+  uint32_t InputBytes(const void* p, size_t bytes);
+
+  std::span<const VulkanBinding> bindings() const { return bindings_; }
+  // Copies the staged outputs back to their host memory; call after the dispatch.
+  void Finish();
+
+ private:
+  uint32_t Bind(const void* p, size_t bytes, bool output, bool in_bytes);
+
+  struct CopyBack {
+    void* host;
+    const uint8_t* staged;
+    size_t bytes;
+  };
+  const VulkanMemory& memory_;
+  VulkanWorkspace& ws_;
+  size_t alignment_;
+  std::vector<VulkanBinding> bindings_;
+  std::vector<CopyBack> copy_back_;
+};
+
+}  // namespace kvserve
