@@ -86,7 +86,7 @@ VulkanBackend::VulkanBackend(VulkanBackendParts parts)
     : VulkanBackendParts(std::move(parts)), ForwardingBackend(*cpu) {}
 
 std::string VulkanBackend::kernel_set() const {
-  return std::string("vulkan: ") + kDeviceOperations + "; the rest on " + cpu->kernel_set();
+  return "spirv+" + cpu->kernel_set();
 }
 
 std::string VulkanBackend::device() const {

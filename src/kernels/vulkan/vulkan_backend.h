@@ -39,7 +39,8 @@ class VulkanBackend final : private VulkanBackendParts, public ForwardingBackend
 
   static Result<std::unique_ptr<Backend>> Make(const VulkanBackendOptions& options);
 
-  std::string name() const override { return "vulkan"; }
+  // "vulkan-spirv+avx512": the shaders, and the CPU kernel table for the other operations.
+  std::string name() const override { return "vulkan-" + kernel_set(); }
   std::string kernel_set() const override;
   std::string device() const override;
   BufferAllocator& allocator() const override { return *memory; }
