@@ -12,6 +12,8 @@
 // A build without the backend skips; a build with it fails without a device.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -24,6 +26,7 @@
 #include "kernels/backend.h"
 #include "kernels/backend_registry.h"
 #include "kernels/quantize.h"
+#include "support/cli.h"
 #include "support/paths.h"
 
 namespace kvserve {
@@ -57,11 +60,11 @@ const Backends& GetBackends() {
   return backends;
 }
 
-#define REQUIRE_VULKAN()                                                                    \
-  if (!VulkanInBuild()) GTEST_SKIP() << "this build has no Vulkan backend";                 \
-  ASSERT_NE(GetBackends().vulkan, nullptr)                                                  \
-      << "the build has the Vulkan backend but it found no device (install "                \
-         "mesa-vulkan-drivers for lavapipe): "                                              \
+#define REQUIRE_VULKAN()                                                     \
+  if (!VulkanInBuild()) GTEST_SKIP() << "this build has no Vulkan backend";  \
+  ASSERT_NE(GetBackends().vulkan, nullptr)                                   \
+      << "the build has the Vulkan backend but it found no device (install " \
+         "mesa-vulkan-drivers for lavapipe): "                               \
       << GetBackends().error
 
 std::vector<float> RandomFloats(size_t n, uint32_t seed, float scale = 1.0f) {
@@ -92,8 +95,8 @@ TestMatrix MakeMatrix(GgmlType type, int n_out, int n_in, uint32_t seed) {
     DequantizeRow(type, m.bytes.data() + o * row_bytes, n_in,
                   m.values.data() + static_cast<size_t>(o) * n_in);
   }
-  m.matrix = {.type = type, .data = m.bytes.data(), .n_out = n_out, .n_in = n_in,
-              .row_bytes = row_bytes};
+  m.matrix = {
+      .type = type, .data = m.bytes.data(), .n_out = n_out, .n_in = n_in, .row_bytes = row_bytes};
   return m;
 }
 
@@ -174,8 +177,8 @@ void CheckMatmul(GgmlType type, const Shape& s, uint32_t seed) {
       const double summation = 4.0 * (s.n_in + 96) * std::ldexp(1.0, -24) * magnitude + 1e-30;
       const size_t at = static_cast<size_t>(r) * s.n_out + o;
       const bool near_exact = std::fabs(y[at] - exact) <= summation;
-      const bool near_cpu = std::fabs(y[at] - y_cpu[at]) <=
-                            2 * summation + CpuInputRounding(type, w, xr, s.n_in);
+      const bool near_cpu =
+          std::fabs(y[at] - y_cpu[at]) <= 2 * summation + CpuInputRounding(type, w, xr, s.n_in);
       EXPECT_TRUE(near_exact) << "row " << r << " output " << o << ": " << y[at] << " vs exact "
                               << exact << " (bound " << summation << ")";
       EXPECT_TRUE(near_cpu) << "row " << r << " output " << o << ": " << y[at] << " vs cpu "
@@ -334,11 +337,29 @@ TEST(VulkanBackend, WeightVectorsAreCopiedToDeviceMemoryAtLoad) {
 
 TEST(VulkanBackend, AnUnknownDeviceIsAnErrorNamingIt) {
   REQUIRE_VULKAN();
-  setenv("KVSERVE_VULKAN_DEVICE", "99", 1);
+  setenv("KVSERVE_DEVICE", "99", 1);
   auto backend = MakeBackend("vulkan");
-  unsetenv("KVSERVE_VULKAN_DEVICE");
+  unsetenv("KVSERVE_DEVICE");
   ASSERT_FALSE(backend.ok());
   EXPECT_NE(backend.message().find("99"), std::string::npos) << backend.message();
+}
+
+TEST(VulkanBackend, RunGivesTheCpuTextAndAWrongDeviceIsAFlagError) {
+  REQUIRE_VULKAN();
+  const std::string run = "run -m " + testing::ModelPath("stories260K.gguf") +
+                          " -p 'Once upon a time' -n 32 --temp 0 --output-format json";
+  std::string cpu_out, vulkan_out, err;
+  ASSERT_EQ(testing::RunKvserve(run + " --backend cpu", &cpu_out, &err), 0) << err;
+  ASSERT_EQ(testing::RunKvserve(run + " --backend vulkan --device 0", &vulkan_out, &err), 0) << err;
+  const auto text = [](const std::string& json) {
+    return nlohmann::json::parse(json)["text"].get<std::string>();
+  };
+  EXPECT_EQ(text(vulkan_out), text(cpu_out));
+  EXPECT_FALSE(text(cpu_out).empty());
+  EXPECT_EQ(testing::RunKvserve(run + " --backend vulkan --device 7", &vulkan_out, &err), 2);
+  EXPECT_NE(err.find("--device 7"), std::string::npos) << err;
+  EXPECT_EQ(testing::RunKvserve(run + " --backend vulkan --device -1", &vulkan_out, &err), 2);
+  EXPECT_NE(err.find("flag --device"), std::string::npos) << err;
 }
 
 }  // namespace

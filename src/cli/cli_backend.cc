@@ -35,7 +35,23 @@ Flag BackendFlag() {
           .help = "where the kernels run: " + BackendNames()};
 }
 
+Flag DeviceFlag() {
+  return {.name = "--device",
+          .value_name = "N",
+          .default_text = "KVSERVE_DEVICE, else 0",
+          .help = "which device of a GPU backend (kvserve doctor lists them)"};
+}
+
 Result<const Backend*> CliBackend(const Args& args) {
+  if (args.Has("--device")) {
+    auto device = args.GetInt("--device", 0);
+    if (!device.ok()) return device.status();
+    if (*device < 0 || *device > 1024) {
+      return Status::InvalidArgument("flag --device: " + std::to_string(*device) +
+                                     " is not a device index (0 .. 1024)");
+    }
+    setenv("KVSERVE_DEVICE", std::to_string(*device).c_str(), 1);
+  }
   const std::string name = args.GetOr("--backend", DefaultBackendName());
   auto backend = BackendNamed(name);
   if (!backend.ok()) return Status::InvalidArgument("flag --backend: " + backend.message());

@@ -1,7 +1,7 @@
 // The backend every command runs on, chosen by name from the registry (kernels/backend_registry.h):
 // `--backend NAME`, else KVSERVE_BACKEND, else "cpu". Each backend reads its own settings from
 // the environment when it is built (the CPU: KVSERVE_ISA, KVSERVE_PACK, KVSERVE_DECODE_TILE,
-// KVSERVE_DELTA_CHUNK).
+// KVSERVE_DELTA_CHUNK; a GPU backend: KVSERVE_DEVICE, which `--device N` sets).
 #pragma once
 
 #include "cli/args.h"
@@ -13,6 +13,9 @@ namespace kvserve {
 
 // --backend NAME, for the flag groups of the commands that run kernels.
 Flag BackendFlag();
+// --device N: which device of a GPU backend (`kvserve doctor` lists them); sets KVSERVE_DEVICE,
+// which the backend reads when it is built. Beside BackendFlag() in every table that has it.
+Flag DeviceFlag();
 
 // The backend `--backend` names in args (else the default), built on first use and kept until
 // exit; an unknown name is an error naming the flag and the backends this build has.

@@ -18,7 +18,6 @@ namespace {
 constexpr const char* kUsage =
     "usage: kvserve doctor [-t N] [--bandwidth-mib M (>= 64, default 1024)] [--repeats R] "
     "[--backend NAME] [--output-format text|json]";
-constexpr const char* kGpu = "none (built without GPU support)";
 // The matmul rate is measured on this shape: a batch of kMatmulM rows against a square matrix.
 constexpr int kMatmulM = 64;
 constexpr int kMatmulN = 2048;
@@ -50,6 +49,7 @@ FlagTable DoctorFlagTable() {
                         .default_text = "5",
                         .help = "runs of each measurement (the best is shown)"},
                        BackendFlag(),
+                       DeviceFlag(),
                        {.name = "--output-format",
                         .value_name = "FORMAT",
                         .default_text = "text",
@@ -97,6 +97,26 @@ Result<DoctorFlags> ReadDoctorFlags(const Args& args) {
                                    "' is not one of text, json");
   }
   return flags;
+}
+
+// The GPUs the build's backends can run on, one line each ("vulkan 0: llvmpipe ..."), or why
+// there are none.
+std::vector<std::string> GpuLines() {
+  std::vector<std::string> lines;
+  for (const BackendEntry& entry : RegisteredBackends()) {
+    if (entry.devices == nullptr) continue;
+    auto devices = entry.devices();
+    if (!devices.ok()) {
+      lines.push_back(std::string(entry.name) + ": " + devices.message());
+    } else if (devices->empty()) {
+      lines.push_back(std::string(entry.name) + ": no device (no driver found)");
+    }
+    for (const std::string& device : devices.ok() ? *devices : std::vector<std::string>{}) {
+      lines.push_back(std::string(entry.name) + " " + device);
+    }
+  }
+  if (lines.empty()) lines.push_back("none (built without GPU support)");
+  return lines;
 }
 
 // What doctor reports: the host, and the backend's checks and measurements.
@@ -154,7 +174,7 @@ void PrintJson(const DoctorReport& r, const DoctorFlags& flags) {
       {"repeats", flags.repeats},
       {"kernel_checks", check_list},
       {"check_ok", r.all_ok},
-      {"gpu", kGpu},
+      {"gpu", GpuLines()},
   };
   std::printf("%s\n", out.dump(2).c_str());
 }
@@ -184,7 +204,7 @@ void PrintText(const DoctorReport& r, const DoctorFlags& flags) {
     std::printf("check:      %-14s %s vs reference: %s (max error %.3g, %.2f of tolerance)\n",
                 c.what.c_str(), kernels.c_str(), c.ok ? "ok" : "FAILED", c.max_error, c.max_ratio);
   }
-  std::printf("gpu:        %s\n", kGpu);
+  for (const std::string& line : GpuLines()) std::printf("gpu:        %s\n", line.c_str());
   std::printf("status:     %s\n",
               r.all_ok ? "ok" : "FAILED: kernels disagree with the backend's reference kernels");
 }

@@ -24,7 +24,8 @@ FlagTable InfoFlagTable() {
                         .alias = "-m",
                         .value_name = "PATH",
                         .help = "GGUF file or Hugging Face folder, instead of MODEL"},
-                       BackendFlag()}}}};
+                       BackendFlag(),
+                       DeviceFlag()}}}};
 }
 
 namespace {

@@ -26,7 +26,8 @@ FlagGroup ModelFlags() {
             .help = "KV cache element type: f32, f16, bf16, q8_0 or q4_0 (q4_0 is lossy, see "
                     "docs/kv-cache.md); one for every layer group, or one per group in the order "
                     "`kvserve info` lists them (f16,q8_0)"},
-           BackendFlag()}};
+           BackendFlag(),
+           DeviceFlag()}};
 }
 
 Result<ModelOptions> ReadModelOptions(const Args& args) {

@@ -20,6 +20,14 @@ Result<std::unique_ptr<Backend>> MakeCpuBackend() {
 Result<std::unique_ptr<Backend>> MakeVulkanBackend() {
   return VulkanBackend::Make(VulkanBackendOptions::FromEnvironment());
 }
+
+Result<std::vector<std::string>> ListVulkanDevices() {
+  auto devices = VulkanDevice::List();
+  if (!devices.ok()) return devices.status();
+  std::vector<std::string> lines;
+  for (const VulkanDeviceInfo& d : *devices) lines.push_back(DescribeVulkanDevice(d));
+  return lines;
+}
 #endif
 
 // One entry per backend folder compiled in.
@@ -29,8 +37,9 @@ constexpr BackendEntry kBackends[] = {
      .make = &MakeCpuBackend},
 #if KVSERVE_WITH_VULKAN
     {.name = "vulkan",
-     .summary = "Vulkan compute shaders (SPIR-V) on the device KVSERVE_VULKAN_DEVICE names (0)",
-     .make = &MakeVulkanBackend},
+     .summary = "Vulkan compute shaders (SPIR-V) on the device KVSERVE_DEVICE names (0)",
+     .make = &MakeVulkanBackend,
+     .devices = &ListVulkanDevices},
 #endif
 };
 

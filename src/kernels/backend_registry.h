@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kernels/backend.h"
 #include "util/status.h"
@@ -20,6 +21,10 @@ struct BackendEntry {
   // Builds the backend. It reads its own settings from the environment (the CPU:
   // KVSERVE_ISA, KVSERVE_PACK, KVSERVE_DECODE_TILE), so only entry points call it.
   Result<std::unique_ptr<Backend>> (*make)();
+  // The devices it can run on, one line each ("0: NVIDIA H200 (discrete, Vulkan 1.3.289), 140.0
+  // GiB, subgroup 32, cooperative matrix yes"), or an error saying why there are none; nullptr
+  // for a backend that runs where kvserve runs (the CPU).
+  Result<std::vector<std::string>> (*devices)() = nullptr;
 };
 
 // Every backend compiled in, the default ("cpu") first.

@@ -64,7 +64,7 @@ VulkanWorkspace& Vk(Workspace& ws) { return static_cast<VulkanWorkspace&>(ws); }
 
 VulkanBackendOptions VulkanBackendOptions::FromEnvironment() {
   VulkanBackendOptions options;
-  if (const char* device = std::getenv("KVSERVE_VULKAN_DEVICE"); device != nullptr && *device) {
+  if (const char* device = std::getenv("KVSERVE_DEVICE"); device != nullptr && *device) {
     options.device = std::atoi(device);
   }
   return options;
@@ -85,9 +85,7 @@ Result<std::unique_ptr<Backend>> VulkanBackend::Make(const VulkanBackendOptions&
 VulkanBackend::VulkanBackend(VulkanBackendParts parts)
     : VulkanBackendParts(std::move(parts)), ForwardingBackend(*cpu) {}
 
-std::string VulkanBackend::kernel_set() const {
-  return "spirv+" + cpu->kernel_set();
-}
+std::string VulkanBackend::kernel_set() const { return "spirv+" + cpu->kernel_set(); }
 
 std::string VulkanBackend::device() const {
   const VulkanDeviceInfo& info = VulkanBackendParts::device->info();
@@ -105,8 +103,15 @@ Workspace& VulkanBackend::Inner(Workspace& ws) const { return Vk(ws).cpu(); }
 // (each at the storage alignment): a matrix's `packed` points at its copy (GGML layout), a
 // vector's `prepared` at its copy. `storage` owns the buffer.
 size_t VulkanBackend::PrepareWeights(std::span<WeightMatrix* const> matrices,
-                                     std::span<WeightVector* const> vectors, const GgufFile& file,
+                                     std::span<WeightVector* const> vectors,
+                                     const GgufFile& /*file*/,
                                      std::shared_ptr<uint8_t>& storage) const {
+  return CopyWeights(matrices, vectors, storage);
+}
+
+size_t VulkanBackend::CopyWeights(std::span<WeightMatrix* const> matrices,
+                                  std::span<WeightVector* const> vectors,
+                                  std::shared_ptr<uint8_t>& storage) const {
   const size_t alignment = VulkanBackendParts::device->storage_alignment();
   std::vector<WeightMatrix*> copied;
   size_t total = 0;
@@ -146,8 +151,8 @@ void VulkanBackend::Matmul(const WeightMatrix& w, const float* x, int n_rows, fl
   const uint32_t w_byte = args.InputBytes(w.packed, w.row_bytes * w.n_out);
   const uint32_t x_word = args.Input(x, sizeof(float) * n_rows * w.n_in);
   const uint32_t y_word = args.Output(y, sizeof(float) * n_rows * w.n_out);
-  const std::array<uint32_t, 7> push = {U32(w.n_out), U32(w.n_in),  U32(w.row_bytes), w_byte,
-                                        x_word,       y_word,       GroupsX(w.n_out)};
+  const std::array<uint32_t, 7> push = {U32(w.n_out), U32(w.n_in), U32(w.row_bytes), w_byte,
+                                        x_word,       y_word,      GroupsX(w.n_out)};
   VulkanBackendParts::device->Dispatch(shader, args.bindings(), Bytes(push), GroupsX(w.n_out),
                                        GroupsY(w.n_out), U32(n_rows));
   args.Finish();
@@ -205,8 +210,7 @@ void VulkanBackend::RmsNorm(const float* x, const float* weight, int n_rows, int
   const uint32_t weight_word = args.Input(weight, sizeof(float) * width);
   const uint32_t out_word = args.Output(out, bytes);
   const std::array<uint32_t, 5> push = {U32(width), Bits(eps), x_word, weight_word, out_word};
-  VulkanBackendParts::device->Dispatch("rms_norm", args.bindings(), Bytes(push), U32(n_rows), 1,
-                                       1);
+  VulkanBackendParts::device->Dispatch("rms_norm", args.bindings(), Bytes(push), U32(n_rows), 1, 1);
   args.Finish();
 }
 

@@ -10,6 +10,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/forwarding_backend.h"
@@ -20,7 +21,7 @@ namespace kvserve {
 
 struct VulkanBackendOptions {
   int device = 0;  // index into VulkanDevice::List()
-  // KVSERVE_VULKAN_DEVICE=N picks the device (the CLI's --device sets it).
+  // KVSERVE_DEVICE=N picks the device (the CLI's --device sets it).
   static VulkanBackendOptions FromEnvironment();
 };
 
@@ -61,9 +62,18 @@ class VulkanBackend final : private VulkanBackendParts, public ForwardingBackend
   void SwiGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const override;
   void Scale(float* x, int n_rows, int width, float factor, Workspace& ws) const override;
 
+  // vulkan_self_test.cc: the shaders against exact sums, and their rate on the device.
+  std::vector<KernelCheck> CheckKernels() const override;
+  Measurement MeasureMatmulFlops(GgmlType type, int m, int n_out, int n_in, int repeats,
+                                 Workspace& ws) const override;
+
  private:
   explicit VulkanBackend(VulkanBackendParts parts);
   Workspace& Inner(Workspace& ws) const override;
+  // PrepareWeights without a file: copies the matrices with shaders and every vector.
+  size_t CopyWeights(std::span<WeightMatrix* const> matrices,
+                     std::span<WeightVector* const> vectors,
+                     std::shared_ptr<uint8_t>& storage) const;
 };
 
 }  // namespace kvserve

@@ -1,9 +1,9 @@
 #include "kernels/vulkan/vulkan_device.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <new>
-
 
 namespace kvserve {
 
@@ -92,6 +92,15 @@ VulkanDeviceInfo Describe(VkPhysicalDevice device, int index) {
 }
 
 }  // namespace
+
+std::string DescribeVulkanDevice(const VulkanDeviceInfo& info) {
+  char memory[32];
+  std::snprintf(memory, sizeof(memory), "%.1f GiB", info.memory_bytes / 1073741824.0);
+  return std::to_string(info.index) + ": " + info.name + " (" + info.type + ", Vulkan " +
+         info.api_version + "), " + memory + ", subgroup " + std::to_string(info.subgroup_size) +
+         ", cooperative matrix " + (info.cooperative_matrix ? "yes" : "no") +
+         (info.push_descriptor ? "" : ", lacks VK_KHR_push_descriptor (not usable)");
+}
 
 Result<std::vector<VulkanDeviceInfo>> VulkanDevice::List() {
   Result<VkInstance> instance = CreateInstance();

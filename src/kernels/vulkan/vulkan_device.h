@@ -23,14 +23,18 @@ namespace kvserve {
 // What `kvserve doctor` lists per device.
 struct VulkanDeviceInfo {
   int index = 0;
-  std::string name;         // "llvmpipe (LLVM 15.0.6, 256 bits)", "NVIDIA H200"
-  std::string type;         // "cpu", "discrete", "integrated", "virtual", "other"
-  std::string api_version;  // "1.3.230"
-  uint64_t memory_bytes = 0;       // the largest device-local heap
-  uint32_t subgroup_size = 0;      // threads per subgroup
-  bool cooperative_matrix = false; // VK_KHR_cooperative_matrix
-  bool push_descriptor = false;    // VK_KHR_push_descriptor (required)
+  std::string name;                 // "llvmpipe (LLVM 15.0.6, 256 bits)", "NVIDIA H200"
+  std::string type;                 // "cpu", "discrete", "integrated", "virtual", "other"
+  std::string api_version;          // "1.3.230"
+  uint64_t memory_bytes = 0;        // the largest device-local heap
+  uint32_t subgroup_size = 0;       // threads per subgroup
+  bool cooperative_matrix = false;  // VK_KHR_cooperative_matrix
+  bool push_descriptor = false;     // VK_KHR_push_descriptor (required)
 };
+
+// "0: llvmpipe (LLVM 15.0.6, 256 bits) (cpu, Vulkan 1.3.230), 15.6 GiB, subgroup 8, cooperative
+// matrix no": one line of `kvserve doctor`.
+std::string DescribeVulkanDevice(const VulkanDeviceInfo& info);
 
 // A buffer of host-visible, host-coherent memory, mapped for its whole life.
 struct VulkanBuffer {
