@@ -2,8 +2,9 @@
 // CPU backend, on random inputs over odd shapes, on whatever Vulkan device is device 0 (lavapipe
 // in CI: scripts/install-deps.sh installs it).
 // - Matmul for every weight type with a shader is within a float-summation bound of the exact sum
-//   of the dequantized weights times x, and within that plus the CPU's own rounding of x (Q8 for
-//   the quantized types) of the CPU backend; outputs past 32768 (a second row of workgroups)
+//   of the dequantized weights times x as it reads x (rounded to Q8_0 or Q8_K for the quantized
+//   types, as the CPU backend rounds it), and within twice that of the CPU backend (plus the CPU's
+//   f16/bf16 rounding of x for those weights); outputs past 32768 (a second row of workgroups)
 //   included.
 // - A row's outputs are the same bits alone and in a batch of 16 (fixed reduction order).
 // - RMS norm, add, scale, SwiGLU and RoPE (both pairings, divisors, YaRN) agree with the CPU.
@@ -25,6 +26,8 @@
 #include "io/gguf_reader.h"
 #include "kernels/backend.h"
 #include "kernels/backend_registry.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/kernels.h"
 #include "kernels/quantize.h"
 #include "support/cli.h"
 #include "support/paths.h"
@@ -119,28 +122,35 @@ struct Shape {
   int n_rows;
 };
 
-// How far x's rounding by the CPU's kernels (before the dot) may move one output: Q8 of x for the
-// quantized types (half a step of the row's largest |x| / 127 per element), f16 or bf16 of x
-// for those weights, nothing for f32.
+// x as a matmul of `type` reads it: rounded to 8 bits for the quantized types (Q8_0 for Q8_0 and
+// Q4_0, Q8_K for the K-quants), as both backends round it; f32 otherwise.
+std::vector<float> AsRead(GgmlType type, const float* x, int n_in) {
+  std::vector<float> out(x, x + n_in);
+  const bool k_quant =
+      type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kQ6_K;
+  const bool block32 = type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0;
+  if (!k_quant && !block32) return out;
+  const GgmlType x_type = k_quant ? GgmlType::kQ8_K : GgmlType::kQ8_0;
+  std::vector<uint8_t> bytes(RowBytes(x_type, n_in));
+  // The CPU backend's activation quantizer, the one both backends use.
+  static const CpuBackend cpu;
+  if (k_quant) {
+    cpu.kernels().quantize_row_q8_k(x, n_in, reinterpret_cast<BlockQ8_K*>(bytes.data()));
+  } else {
+    cpu.kernels().quantize_row_q8_0(x, n_in, reinterpret_cast<BlockQ8_0*>(bytes.data()));
+  }
+  DequantizeRow(x_type, bytes.data(), n_in, out.data());
+  return out;
+}
+
+// How far the CPU's rounding of x may move one output where the Vulkan shader keeps x f32: f16 or
+// bf16 of x for those weights; nothing for f32 and for the quantized types (the same Q8 rounding).
 double CpuInputRounding(GgmlType type, const float* w, const float* x, int n_in) {
-  double sum_w = 0;
   double sum_wx = 0;
-  float amax = 0;
-  for (int i = 0; i < n_in; ++i) {
-    sum_w += std::fabs(w[i]);
-    sum_wx += std::fabs(w[i] * x[i]);
-    amax = std::max(amax, std::fabs(x[i]));
-  }
-  switch (type) {
-    case GgmlType::kF32:
-      return 0;
-    case GgmlType::kF16:
-      return sum_wx * std::ldexp(1.0, -11);
-    case GgmlType::kBF16:
-      return sum_wx * std::ldexp(1.0, -8);
-    default:
-      return sum_w * amax / 254.0 * 1.01;
-  }
+  for (int i = 0; i < n_in; ++i) sum_wx += std::fabs(w[i] * x[i]);
+  if (type == GgmlType::kF16) return sum_wx * std::ldexp(1.0, -11);
+  if (type == GgmlType::kBF16) return sum_wx * std::ldexp(1.0, -8);
+  return 0;
 }
 
 void CheckMatmul(GgmlType type, const Shape& s, uint32_t seed) {
@@ -163,7 +173,9 @@ void CheckMatmul(GgmlType type, const Shape& s, uint32_t seed) {
   b.cpu->Matmul(on_cpu, x.data(), s.n_rows, y_cpu.data(), *cpu_ws);
   int bad = 0;
   for (int r = 0; r < s.n_rows; ++r) {
-    const float* xr = x.data() + static_cast<size_t>(r) * s.n_in;
+    const std::vector<float> read =
+        AsRead(type, x.data() + static_cast<size_t>(r) * s.n_in, s.n_in);
+    const float* xr = read.data();
     for (int o = 0; o < s.n_out && bad < 5; ++o) {
       const float* w = m.values.data() + static_cast<size_t>(o) * s.n_in;
       double exact = 0;

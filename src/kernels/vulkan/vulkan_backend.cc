@@ -7,6 +7,8 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/kernels.h"
+#include "kernels/quantize.h"
 #include "kernels/rope_angles.h"
 #include "kernels/vulkan/vulkan_shader_args.h"
 #include "kernels/vulkan/vulkan_workspace.h"
@@ -38,6 +40,33 @@ const char* MatmulShader(GgmlType type) {
       return nullptr;
   }
 }
+
+}  // namespace
+
+std::optional<GgmlType> VulkanBackend::QuantizedInputType(GgmlType weights) {
+  switch (weights) {
+    case GgmlType::kQ8_0:
+    case GgmlType::kQ4_0:
+      return GgmlType::kQ8_0;
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
+    case GgmlType::kQ6_K:
+      return GgmlType::kQ8_K;
+    default:
+      return std::nullopt;
+  }
+}
+
+void VulkanBackend::QuantizeInput(GgmlType x_type, const float* x, int64_t n, uint8_t* out) const {
+  const KernelTable& kernels = cpu->kernels();
+  if (x_type == GgmlType::kQ8_K) {
+    kernels.quantize_row_q8_k(x, static_cast<int>(n), reinterpret_cast<BlockQ8_K*>(out));
+  } else {
+    kernels.quantize_row_q8_0(x, static_cast<int>(n), reinterpret_cast<BlockQ8_0*>(out));
+  }
+}
+
+namespace {
 
 // Push constants: 32-bit words, floats by their bits.
 template <size_t N>
@@ -149,10 +178,24 @@ void VulkanBackend::Matmul(const WeightMatrix& w, const float* x, int n_rows, fl
   }
   VulkanShaderArgs args(*memory, Vk(ws), VulkanBackendParts::device->storage_alignment());
   const uint32_t w_byte = args.InputBytes(w.packed, w.row_bytes * w.n_out);
-  const uint32_t x_word = args.Input(x, sizeof(float) * n_rows * w.n_in);
+  // The quantized types read x rounded to 8 bits on the host by the CPU backend's quantizer.
+  const std::optional<GgmlType> x_type = QuantizedInputType(w.type);
+  uint32_t x_start = 0;
+  size_t x_row_bytes = 0;
+  if (x_type.has_value()) {
+    x_row_bytes = RowBytes(*x_type, w.n_in);
+    uint8_t* xq = Vk(ws).Scratch(VulkanWorkspace::kQuantizedInput, x_row_bytes * n_rows);
+    for (int r = 0; r < n_rows; ++r) {
+      QuantizeInput(*x_type, x + static_cast<size_t>(r) * w.n_in, w.n_in, xq + r * x_row_bytes);
+    }
+    x_start = args.InputBytes(xq, x_row_bytes * n_rows);
+  } else {
+    x_start = args.Input(x, sizeof(float) * n_rows * w.n_in);
+  }
   const uint32_t y_word = args.Output(y, sizeof(float) * n_rows * w.n_out);
-  const std::array<uint32_t, 7> push = {U32(w.n_out), U32(w.n_in), U32(w.row_bytes), w_byte,
-                                        x_word,       y_word,      GroupsX(w.n_out)};
+  const std::array<uint32_t, 8> push = {U32(w.n_out),     U32(w.n_in),     U32(w.row_bytes),
+                                        w_byte,           x_start,         y_word,
+                                        GroupsX(w.n_out), U32(x_row_bytes)};
   VulkanBackendParts::device->Dispatch(shader, args.bindings(), Bytes(push), GroupsX(w.n_out),
                                        GroupsY(w.n_out), U32(n_rows));
   args.Finish();
@@ -220,7 +263,8 @@ void VulkanBackend::Rope(float* x, std::span<const int32_t> positions, int n_hea
   const int n_rows = static_cast<int>(positions.size());
   const int half = rope.rope_dims / 2;
   VulkanWorkspace& vk = Vk(ws);
-  float* cos_sin = vk.BackendFloats(static_cast<size_t>(n_rows) * half * 2);
+  float* cos_sin = reinterpret_cast<float*>(
+      vk.Scratch(VulkanWorkspace::kRopeAngles, sizeof(float) * n_rows * half * 2));
   for (int r = 0; r < n_rows; ++r) RopeCosSin(rope, positions[r], cos_sin + 2 * r * half);
   VulkanShaderArgs args(*memory, vk, VulkanBackendParts::device->storage_alignment());
   const uint32_t x_word = args.Output(x, sizeof(float) * n_rows * n_heads * head_dim);

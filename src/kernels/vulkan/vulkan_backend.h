@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -39,6 +40,14 @@ class VulkanBackend final : private VulkanBackendParts, public ForwardingBackend
       "Matmul (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K), RmsNorm, Add, Scale, SwiGlu, Rope";
 
   static Result<std::unique_ptr<Backend>> Make(const VulkanBackendOptions& options);
+
+  // What x is rounded to before a matmul of `weights` (the CPU backend's choice, so the results
+  // differ from the CPU's by float summation order alone): Q8_0 for Q8_0 and Q4_0, Q8_K for the
+  // K-quants; none (f32) for the float types.
+  static std::optional<GgmlType> QuantizedInputType(GgmlType weights);
+  // Rounds a row of n floats to `x_type` (Q8_0 or Q8_K) with the CPU backend's own quantizer
+  // (round to nearest even; ggml's reference encoder rounds ties away from zero).
+  void QuantizeInput(GgmlType x_type, const float* x, int64_t n, uint8_t* out) const;
 
   // "vulkan-spirv+avx512": the shaders, and the CPU kernel table for the other operations.
   std::string name() const override { return "vulkan-" + kernel_set(); }

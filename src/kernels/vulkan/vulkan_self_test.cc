@@ -1,6 +1,6 @@
 // VulkanBackend's checks and measurements of itself (`kvserve doctor --backend vulkan`): every
-// matmul shader against the exact sum of its dequantized weights times x, and the matmul rate on
-// the device. The read bandwidth is the CPU backend's (host memory).
+// matmul shader against the exact sum of its dequantized weights times x as it reads x, and the
+// matmul rate on the device. The read bandwidth is the CPU backend's (host memory).
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -37,8 +37,8 @@ RandomMatrix MakeRandomMatrix(GgmlType type, int n_out, int n_in, uint32_t seed)
     QuantizeRow(type, &source[static_cast<size_t>(o) * n_in], n_in, &m.bytes[o * row_bytes]);
     DequantizeRow(type, &m.bytes[o * row_bytes], n_in, &m.values[static_cast<size_t>(o) * n_in]);
   }
-  m.matrix = {.type = type, .data = m.bytes.data(), .n_out = n_out, .n_in = n_in,
-              .row_bytes = row_bytes};
+  m.matrix = {
+      .type = type, .data = m.bytes.data(), .n_out = n_out, .n_in = n_in, .row_bytes = row_bytes};
   return m;
 }
 
@@ -62,11 +62,20 @@ std::vector<KernelCheck> VulkanBackend::CheckKernels() const {
     std::vector<float> y(kRows * kOut);
     Matmul(m.matrix, x.data(), kRows, y.data(), *ws);
     KernelCheck check{.what = std::string("vulkan matmul ") + GgmlTypeName(type), .ok = true};
+    // x as the shader reads it: rounded to 8 bits for the quantized types.
+    std::vector<float> read = x;
+    if (const std::optional<GgmlType> x_type = QuantizedInputType(type); x_type.has_value()) {
+      std::vector<uint8_t> bytes(RowBytes(*x_type, kIn));
+      for (int r = 0; r < kRows; ++r) {
+        QuantizeInput(*x_type, &x[r * kIn], kIn, bytes.data());
+        DequantizeRow(*x_type, bytes.data(), kIn, &read[r * kIn]);
+      }
+    }
     for (int r = 0; r < kRows; ++r) {
       for (int o = 0; o < kOut; ++o) {
         double exact = 0, magnitude = 0;
         for (int i = 0; i < kIn; ++i) {
-          const double product = static_cast<double>(m.values[o * kIn + i]) * x[r * kIn + i];
+          const double product = static_cast<double>(m.values[o * kIn + i]) * read[r * kIn + i];
           exact += product;
           magnitude += std::fabs(product);
         }

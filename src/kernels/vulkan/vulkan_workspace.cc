@@ -25,8 +25,8 @@ uint8_t* VulkanWorkspace::Staging(int slot, size_t bytes) {
   return Grow(staging_, slot, std::max<size_t>(bytes, 4));
 }
 
-float* VulkanWorkspace::BackendFloats(size_t n) {
-  return reinterpret_cast<float*>(Grow(backend_floats_, 0, std::max<size_t>(n, 1) * sizeof(float)));
+uint8_t* VulkanWorkspace::Scratch(ScratchSlot slot, size_t bytes) {
+  return Grow(scratch_, slot, std::max<size_t>(bytes, 4));
 }
 
 }  // namespace kvserve

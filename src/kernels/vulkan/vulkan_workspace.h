@@ -26,9 +26,10 @@ class VulkanWorkspace final : public Workspace {
   // At least `bytes` of device memory for argument `slot` of one operation (0 .. 7); the contents
   // survive until the next call for that slot.
   uint8_t* Staging(int slot, size_t bytes);
-  // At least n floats of device memory the backend itself fills (RoPE's angles); apart from the
-  // model's Floats ids.
-  float* BackendFloats(size_t n);
+  // At least `bytes` of device memory the backend itself fills for slot `slot` (kRopeAngles,
+  // kQuantizedInput); apart from the model's Floats ids and the staging slots.
+  enum ScratchSlot { kRopeAngles = 0, kQuantizedInput = 1 };
+  uint8_t* Scratch(ScratchSlot slot, size_t bytes);
 
  private:
   uint8_t* Grow(std::vector<Buffer>& buffers, int id, size_t bytes);
@@ -37,7 +38,7 @@ class VulkanWorkspace final : public Workspace {
   std::unique_ptr<Workspace> cpu_;
   std::vector<Buffer> floats_;
   std::vector<Buffer> staging_;
-  std::vector<Buffer> backend_floats_;
+  std::vector<Buffer> scratch_;
 };
 
 }  // namespace kvserve

@@ -1,22 +1,32 @@
 // variants: matmul_f32 TYPE_F32, matmul_f16 TYPE_F16, matmul_bf16 TYPE_BF16, matmul_q8_0 TYPE_Q8_0, matmul_q4_0 TYPE_Q4_0, matmul_q4_k TYPE_Q4_K, matmul_q5_k TYPE_Q5_K, matmul_q6_k TYPE_Q6_K
 #version 450
 // y[r, o] = sum_i W[o, i] * x[r, i] for every row r of x and output o, W in its GGML layout.
+// For the quantized types x comes rounded to 8 bits by the host, as the CPU backend and
+// llama.cpp's CPU round it (Q8_0 for Q8_0 and Q4_0, Q8_K for the K-quants; byte rows of
+// x_row_bytes), and each 32-element unit is an integer dot times the blocks' scales, as theirs
+// are: the results then differ from the CPU's by float summation order alone.
 // One workgroup of 64 threads per (o, r): thread t sums the 32-element units t, t + 64, ... of
 // the row in order, then a tree in shared memory adds the 64 partial sums. The order depends on
 // n_in alone, never on the batch, so a token's outputs are the same bits whatever the batch.
 // Groups: (groups_x, ceil(n_out / groups_x), n_rows); o = group.y * groups_x + group.x.
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer Weights { uint w[]; };
+#if defined(TYPE_F32) || defined(TYPE_F16) || defined(TYPE_BF16)
 layout(std430, binding = 1) readonly buffer Input { float x[]; };
+#else
+#define QUANTIZED_INPUT 1
+layout(std430, binding = 1) readonly buffer Input { uint xq[]; };
+#endif
 layout(std430, binding = 2) buffer Output { float y[]; };
 layout(push_constant) uniform Params {
   uint n_out;
   uint n_in;
   uint row_bytes;
-  uint w_byte;  // the matrix's first byte in `w`
-  uint x_word;  // x's first float in `x`
+  uint w_byte;       // the matrix's first byte in `w`
+  uint x_start;      // x's first float (f32 input) or byte (quantized input)
   uint y_word;
   uint groups_x;
+  uint x_row_bytes;  // quantized input: bytes per row of x
 } p;
 shared float partial[64];
 
@@ -24,6 +34,13 @@ uint byte_at(uint b) { return (w[b >> 2] >> ((b & 3u) * 8u)) & 0xffu; }
 uint u16_at(uint b) { return byte_at(b) | (byte_at(b + 1u) << 8); }
 float f16_at(uint b) { return unpackHalf2x16(u16_at(b)).x; }
 int i8_at(uint b) { return int(byte_at(b) << 24) >> 24; }
+
+#if defined(QUANTIZED_INPUT)
+uint x_byte(uint b) { return (xq[b >> 2] >> ((b & 3u) * 8u)) & 0xffu; }
+int x_i8(uint b) { return int(x_byte(b) << 24) >> 24; }
+float x_f16(uint b) { return unpackHalf2x16(x_byte(b) | (x_byte(b + 1u) << 8)).x; }
+float x_f32(uint b) { return uintBitsToFloat(xq[b >> 2]); }  // b a multiple of 4
+#endif
 
 #if defined(TYPE_F32) || defined(TYPE_F16) || defined(TYPE_BF16)
 float weight(uint row, uint i) {
@@ -44,38 +61,42 @@ float unit_dot(uint row, uint u, uint xb) {
   return sum;
 }
 #elif defined(TYPE_Q8_0)
-float unit_dot(uint row, uint u, uint xb) {  // block u: f16 d, 32 int8
+// Block u of W (f16 d, 32 int8) against block u of x in Q8_0 (f16 d, 32 int8).
+float unit_dot(uint row, uint u, uint xb) {
   const uint b = row + 34u * u;
-  float sum = 0.0;
-  for (uint j = 0u; j < 32u; ++j) sum += float(i8_at(b + 2u + j)) * x[xb + 32u * u + j];
-  return f16_at(b) * sum;
+  const uint xu = xb + 34u * u;
+  int sum = 0;
+  for (uint j = 0u; j < 32u; ++j) sum += i8_at(b + 2u + j) * x_i8(xu + 2u + j);
+  return float(sum) * (f16_at(b) * x_f16(xu));
 }
 #elif defined(TYPE_Q4_0)
-float unit_dot(uint row, uint u, uint xb) {  // block u: f16 d, 16 bytes of two nibbles (q - 8)
+// Block u of W (f16 d, 16 bytes of two nibbles, q - 8) against block u of x in Q8_0.
+float unit_dot(uint row, uint u, uint xb) {
   const uint b = row + 18u * u;
-  const uint xu = xb + 32u * u;
-  float sum = 0.0;
+  const uint xu = xb + 34u * u;
+  int sum = 0;
   for (uint j = 0u; j < 16u; ++j) {
     const uint q = byte_at(b + 2u + j);
-    sum += float(int(q & 15u) - 8) * x[xu + j] + float(int(q >> 4) - 8) * x[xu + 16u + j];
+    sum += (int(q & 15u) - 8) * x_i8(xu + 2u + j) + (int(q >> 4) - 8) * x_i8(xu + 18u + j);
   }
-  return f16_at(b) * sum;
+  return float(sum) * (f16_at(b) * x_f16(xu));
 }
 #elif defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
 // Sub-block j (0..7) of a super-block's 6-bit scale and min, packed in 12 bytes at `s`.
-void scale_min(uint s, uint j, out float scale, out float min_value) {
+void scale_min(uint s, uint j, out int scale, out int min_value) {
   if (j < 4u) {
-    scale = float(byte_at(s + j) & 63u);
-    min_value = float(byte_at(s + j + 4u) & 63u);
+    scale = int(byte_at(s + j) & 63u);
+    min_value = int(byte_at(s + j + 4u) & 63u);
   } else {
-    scale = float((byte_at(s + j + 4u) & 15u) | ((byte_at(s + j - 4u) >> 6) << 4));
-    min_value = float((byte_at(s + j + 4u) >> 4) | ((byte_at(s + j) >> 6) << 4));
+    scale = int((byte_at(s + j + 4u) & 15u) | ((byte_at(s + j - 4u) >> 6) << 4));
+    min_value = int((byte_at(s + j + 4u) >> 4) | ((byte_at(s + j) >> 6) << 4));
   }
 }
 
 // Super-block u / 8 (Q4_K: f16 d, f16 dmin, 12 scale bytes, 128 nibble bytes; Q5_K adds 32 bytes
 // of fifth bits before the nibbles), sub-block j = u % 8: 32 elements of the nibbles
-// qs[32 * (j / 2) + l], low nibbles for even j, plus bit j of qh[l] * 16 (Q5_K).
+// qs[32 * (j / 2) + l], low nibbles for even j, plus bit j of qh[l] * 16 (Q5_K); against x's
+// Q8_K super-block (f32 d, 256 int8, 16 int16 sums).
 float unit_dot(uint row, uint u, uint xb) {
 #if defined(TYPE_Q4_K)
   const uint b = row + 144u * (u >> 3);
@@ -87,26 +108,30 @@ float unit_dot(uint row, uint u, uint xb) {
 #endif
   const uint j = u & 7u;
   const uint shift = (j & 1u) * 4u;
-  const uint xu = xb + 32u * u;
-  float sum = 0.0;
-  float sum_x = 0.0;
+  const uint xs = xb + 292u * (u >> 3);
+  const uint xu = xs + 4u + 32u * j;
+  int sum = 0;
+  int sum_x = 0;
   for (uint l = 0u; l < 32u; ++l) {
     uint q = (byte_at(qs + 32u * (j >> 1) + l) >> shift) & 15u;
 #if defined(TYPE_Q5_K)
     q += ((byte_at(qh + l) >> j) & 1u) << 4;
 #endif
-    sum += float(q) * x[xu + l];
-    sum_x += x[xu + l];
+    const int xq_l = x_i8(xu + l);
+    sum += int(q) * xq_l;
+    sum_x += xq_l;
   }
-  float scale;
-  float min_value;
+  int scale;
+  int min_value;
   scale_min(b + 4u, j, scale, min_value);
-  return f16_at(b) * scale * sum - f16_at(b + 2u) * min_value * sum_x;
+  const float dx = x_f32(xs);
+  return (f16_at(b) * dx) * float(scale * sum) - (f16_at(b + 2u) * dx) * float(min_value * sum_x);
 }
 #elif defined(TYPE_Q6_K)
 // Super-block u / 8: ql[128], qh[64], int8 scales[16], f16 d. Sub-block j = u % 8 is half n = j / 4,
 // quarter k = j % 4: element l takes ql[64n + 32(k & 1) + l]'s low (k < 2) or high nibble, bits
-// 2k, 2k + 1 of qh[32n + l] above it, minus 32, times scale 8n + l / 16 + 2k.
+// 2k, 2k + 1 of qh[32n + l] above it, minus 32, times scale 8n + l / 16 + 2k; against x's Q8_K
+// super-block.
 float unit_dot(uint row, uint u, uint xb) {
   const uint b = row + 210u * (u >> 3);
   const uint j = u & 7u;
@@ -115,16 +140,17 @@ float unit_dot(uint row, uint u, uint xb) {
   const uint ql = b + 64u * n + 32u * (k & 1u);
   const uint qh = b + 128u + 32u * n;
   const uint nibble_shift = (k >> 1) * 4u;
-  const uint xu = xb + 32u * u;
-  float halves[2] = float[2](0.0, 0.0);
+  const uint xs = xb + 292u * (u >> 3);
+  const uint xu = xs + 4u + 32u * j;
+  int halves[2] = int[2](0, 0);
   for (uint l = 0u; l < 32u; ++l) {
     const uint low = (byte_at(ql + l) >> nibble_shift) & 15u;
     const uint high = (byte_at(qh + l) >> (2u * k)) & 3u;
-    halves[l >> 4] += float(int(low | (high << 4)) - 32) * x[xu + l];
+    halves[l >> 4] += (int(low | (high << 4)) - 32) * x_i8(xu + l);
   }
   const uint scales = b + 192u + 8u * n + 2u * k;
-  return f16_at(b + 208u) *
-         (float(i8_at(scales)) * halves[0] + float(i8_at(scales + 1u)) * halves[1]);
+  const int total = i8_at(scales) * halves[0] + i8_at(scales + 1u) * halves[1];
+  return (f16_at(b + 208u) * x_f32(xs)) * float(total);
 }
 #endif
 
@@ -134,7 +160,11 @@ void main() {
   const uint t = gl_LocalInvocationID.x;
   if (o >= p.n_out) return;  // the whole group leaves: no barrier is skipped by part of it
   const uint row = p.w_byte + o * p.row_bytes;
-  const uint xb = p.x_word + r * p.n_in;
+#if defined(QUANTIZED_INPUT)
+  const uint xb = p.x_start + r * p.x_row_bytes;
+#else
+  const uint xb = p.x_start + r * p.n_in;
+#endif
   const uint units = (p.n_in + 31u) / 32u;
   float sum = 0.0;
   for (uint u = t; u < units; u += 64u) sum += unit_dot(row, u, xb);
