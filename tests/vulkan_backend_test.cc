@@ -31,44 +31,12 @@
 #include "kernels/quantize.h"
 #include "support/cli.h"
 #include "support/paths.h"
+#include "support/vulkan_backends.h"
 
 namespace kvserve {
 namespace {
 
-bool VulkanInBuild() {
-  for (const BackendEntry& entry : RegisteredBackends()) {
-    if (std::string(entry.name) == "vulkan") return true;
-  }
-  return false;
-}
-
-struct Backends {
-  std::unique_ptr<Backend> vulkan;
-  std::unique_ptr<Backend> cpu;
-  std::string error;
-};
-
-const Backends& GetBackends() {
-  static const Backends backends = [] {
-    Backends b;
-    auto vulkan = MakeBackend("vulkan");
-    if (vulkan.ok()) {
-      b.vulkan = std::move(vulkan.value());
-    } else {
-      b.error = vulkan.message();
-    }
-    b.cpu = std::move(MakeBackend("cpu").value());
-    return b;
-  }();
-  return backends;
-}
-
-#define REQUIRE_VULKAN()                                                     \
-  if (!VulkanInBuild()) GTEST_SKIP() << "this build has no Vulkan backend";  \
-  ASSERT_NE(GetBackends().vulkan, nullptr)                                   \
-      << "the build has the Vulkan backend but it found no device (install " \
-         "mesa-vulkan-drivers for lavapipe): "                               \
-      << GetBackends().error
+using testing::GetBackends;
 
 std::vector<float> RandomFloats(size_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
@@ -156,7 +124,7 @@ double CpuInputRounding(GgmlType type, const float* w, const float* x, int n_in)
 void CheckMatmul(GgmlType type, const Shape& s, uint32_t seed) {
   SCOPED_TRACE(std::string(GgmlTypeName(type)) + " " + std::to_string(s.n_out) + "x" +
                std::to_string(s.n_in) + ", " + std::to_string(s.n_rows) + " rows");
-  const Backends& b = GetBackends();
+  const testing::VulkanAndCpu& b = GetBackends();
   TestMatrix m = MakeMatrix(type, s.n_out, s.n_in, seed);
   TestMatrix cpu_m = MakeMatrix(type, s.n_out, s.n_in, seed);
   const WeightMatrix on_vulkan = Prepared(*b.vulkan, m);
@@ -255,7 +223,7 @@ double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
 
 TEST(VulkanBackend, NormsAndElementwiseOperationsAgreeWithTheCpu) {
   REQUIRE_VULKAN();
-  const Backends& b = GetBackends();
+  const testing::VulkanAndCpu& b = GetBackends();
   auto vws = b.vulkan->NewWorkspace({});
   auto cws = b.cpu->NewWorkspace({.n_threads = 1});
   const int rows = 3;
@@ -285,7 +253,7 @@ TEST(VulkanBackend, NormsAndElementwiseOperationsAgreeWithTheCpu) {
 
 TEST(VulkanBackend, RopeAgreesWithTheCpuInEveryMode) {
   REQUIRE_VULKAN();
-  const Backends& b = GetBackends();
+  const testing::VulkanAndCpu& b = GetBackends();
   auto vws = b.vulkan->NewWorkspace({});
   auto cws = b.cpu->NewWorkspace({.n_threads = 1});
   const int heads = 3;

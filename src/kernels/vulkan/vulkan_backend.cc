@@ -1,8 +1,6 @@
 #include "kernels/vulkan/vulkan_backend.h"
 
-#include <algorithm>
 #include <array>
-#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -10,6 +8,7 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/quantize.h"
 #include "kernels/rope_angles.h"
+#include "kernels/vulkan/vulkan_launch.h"
 #include "kernels/vulkan/vulkan_shader_args.h"
 #include "kernels/vulkan/vulkan_workspace.h"
 
@@ -68,23 +67,6 @@ void VulkanBackend::QuantizeInput(GgmlType x_type, const float* x, int64_t n, ui
 
 namespace {
 
-// Push constants: 32-bit words, floats by their bits.
-template <size_t N>
-std::span<const uint8_t> Bytes(const std::array<uint32_t, N>& words) {
-  return {reinterpret_cast<const uint8_t*>(words.data()), N * sizeof(uint32_t)};
-}
-uint32_t Bits(float f) { return std::bit_cast<uint32_t>(f); }
-uint32_t U32(int64_t v) { return static_cast<uint32_t>(v); }
-
-// Workgroup counts (x, y) covering `groups` groups within Vulkan's 65535 per dimension.
-constexpr uint32_t kMaxGroupsX = 32768;
-uint32_t GroupsX(uint64_t groups) {
-  return static_cast<uint32_t>(std::clamp<uint64_t>(groups, 1, kMaxGroupsX));
-}
-uint32_t GroupsY(uint64_t groups) {
-  return static_cast<uint32_t>((groups + kMaxGroupsX - 1) / kMaxGroupsX);
-}
-
 size_t AlignUp(size_t n, size_t alignment) { return (n + alignment - 1) / alignment * alignment; }
 
 VulkanWorkspace& Vk(Workspace& ws) { return static_cast<VulkanWorkspace&>(ws); }
@@ -112,7 +94,9 @@ Result<std::unique_ptr<Backend>> VulkanBackend::Make(const VulkanBackendOptions&
 }
 
 VulkanBackend::VulkanBackend(VulkanBackendParts parts)
-    : VulkanBackendParts(std::move(parts)), ForwardingBackend(*cpu) {}
+    : VulkanBackendParts(std::move(parts)),
+      ForwardingBackend(*cpu),
+      attention_(*VulkanBackendParts::device, *memory) {}
 
 std::string VulkanBackend::kernel_set() const { return "spirv+" + cpu->kernel_set(); }
 
@@ -193,11 +177,12 @@ void VulkanBackend::Matmul(const WeightMatrix& w, const float* x, int n_rows, fl
     x_start = args.Input(x, sizeof(float) * n_rows * w.n_in);
   }
   const uint32_t y_word = args.Output(y, sizeof(float) * n_rows * w.n_out);
-  const std::array<uint32_t, 8> push = {U32(w.n_out),     U32(w.n_in),     U32(w.row_bytes),
-                                        w_byte,           x_start,         y_word,
-                                        GroupsX(w.n_out), U32(x_row_bytes)};
-  VulkanBackendParts::device->Dispatch(shader, args.bindings(), Bytes(push), GroupsX(w.n_out),
-                                       GroupsY(w.n_out), U32(n_rows));
+  const VulkanGroups grid = VulkanGroups::Cover(w.n_out);
+  const std::array<uint32_t, 8> push = {
+      PushInt(w.n_out), PushInt(w.n_in), PushInt(w.row_bytes), w_byte, x_start,
+      y_word,           grid.x,          PushInt(x_row_bytes)};
+  VulkanBackendParts::device->Dispatch(shader, args.bindings(), PushBytes(push), grid.x, grid.y,
+                                       PushInt(n_rows));
   args.Finish();
 }
 
@@ -213,10 +198,9 @@ void VulkanBackend::Add(float* x, const float* y, int n_rows, int width, Workspa
   VulkanShaderArgs args(*memory, Vk(ws), VulkanBackendParts::device->storage_alignment());
   const uint32_t x_word = args.Output(x, n * sizeof(float));
   const uint32_t y_word = args.Input(y, n * sizeof(float));
-  const uint64_t groups = (n + 255) / 256;
-  const std::array<uint32_t, 5> push = {U32(n), 0, x_word, y_word, GroupsX(groups)};
-  VulkanBackendParts::device->Dispatch("add", args.bindings(), Bytes(push), GroupsX(groups),
-                                       GroupsY(groups), 1);
+  const VulkanGroups grid = VulkanGroups::Cover((n + 255) / 256);
+  const std::array<uint32_t, 5> push = {PushInt(n), 0, x_word, y_word, grid.x};
+  VulkanBackendParts::device->Dispatch("add", args.bindings(), PushBytes(push), grid.x, grid.y, 1);
   args.Finish();
 }
 
@@ -225,10 +209,10 @@ void VulkanBackend::Scale(float* x, int n_rows, int width, float factor, Workspa
   VulkanShaderArgs args(*memory, Vk(ws), VulkanBackendParts::device->storage_alignment());
   const uint32_t x_word = args.Output(x, n * sizeof(float));
   const uint32_t y_word = args.Input(x, n * sizeof(float));  // unread; binding 1 must be bound
-  const uint64_t groups = (n + 255) / 256;
-  const std::array<uint32_t, 5> push = {U32(n), Bits(factor), x_word, y_word, GroupsX(groups)};
-  VulkanBackendParts::device->Dispatch("scale", args.bindings(), Bytes(push), GroupsX(groups),
-                                       GroupsY(groups), 1);
+  const VulkanGroups grid = VulkanGroups::Cover((n + 255) / 256);
+  const std::array<uint32_t, 5> push = {PushInt(n), PushFloat(factor), x_word, y_word, grid.x};
+  VulkanBackendParts::device->Dispatch("scale", args.bindings(), PushBytes(push), grid.x, grid.y,
+                                       1);
   args.Finish();
 }
 
@@ -238,10 +222,10 @@ void VulkanBackend::SwiGlu(float* gate, const float* up, int n_rows, int width,
   VulkanShaderArgs args(*memory, Vk(ws), VulkanBackendParts::device->storage_alignment());
   const uint32_t x_word = args.Output(gate, n * sizeof(float));
   const uint32_t y_word = args.Input(up, n * sizeof(float));
-  const uint64_t groups = (n + 255) / 256;
-  const std::array<uint32_t, 5> push = {U32(n), 0, x_word, y_word, GroupsX(groups)};
-  VulkanBackendParts::device->Dispatch("swiglu", args.bindings(), Bytes(push), GroupsX(groups),
-                                       GroupsY(groups), 1);
+  const VulkanGroups grid = VulkanGroups::Cover((n + 255) / 256);
+  const std::array<uint32_t, 5> push = {PushInt(n), 0, x_word, y_word, grid.x};
+  VulkanBackendParts::device->Dispatch("swiglu", args.bindings(), PushBytes(push), grid.x, grid.y,
+                                       1);
   args.Finish();
 }
 
@@ -252,8 +236,10 @@ void VulkanBackend::RmsNorm(const float* x, const float* weight, int n_rows, int
   const uint32_t x_word = args.Input(x, bytes);
   const uint32_t weight_word = args.Input(weight, sizeof(float) * width);
   const uint32_t out_word = args.Output(out, bytes);
-  const std::array<uint32_t, 5> push = {U32(width), Bits(eps), x_word, weight_word, out_word};
-  VulkanBackendParts::device->Dispatch("rms_norm", args.bindings(), Bytes(push), U32(n_rows), 1, 1);
+  const std::array<uint32_t, 5> push = {PushInt(width), PushFloat(eps), x_word, weight_word,
+                                        out_word};
+  VulkanBackendParts::device->Dispatch("rms_norm", args.bindings(), PushBytes(push),
+                                       PushInt(n_rows), 1, 1);
   args.Finish();
 }
 
@@ -270,18 +256,34 @@ void VulkanBackend::Rope(float* x, std::span<const int32_t> positions, int n_hea
   const uint32_t x_word = args.Output(x, sizeof(float) * n_rows * n_heads * head_dim);
   const uint32_t cs_word = args.Input(cos_sin, sizeof(float) * n_rows * half * 2);
   const uint64_t pairs = static_cast<uint64_t>(n_rows) * n_heads * half;
-  const uint64_t groups = (pairs + 63) / 64;
-  const std::array<uint32_t, 8> push = {U32(pairs),
-                                        U32(n_heads),
-                                        U32(head_dim),
-                                        U32(rope.rope_dims),
+  const VulkanGroups grid = VulkanGroups::Cover((pairs + 63) / 64);
+  const std::array<uint32_t, 8> push = {PushInt(pairs),
+                                        PushInt(n_heads),
+                                        PushInt(head_dim),
+                                        PushInt(rope.rope_dims),
                                         rope.mode == RopeMode::kSplitHalves ? 1u : 0u,
                                         x_word,
                                         cs_word,
-                                        GroupsX(groups)};
-  VulkanBackendParts::device->Dispatch("rope", args.bindings(), Bytes(push), GroupsX(groups),
-                                       GroupsY(groups), 1);
+                                        grid.x};
+  VulkanBackendParts::device->Dispatch("rope", args.bindings(), PushBytes(push), grid.x, grid.y, 1);
   args.Finish();
+}
+
+// KV types, head sizes and memory the shaders do not take run on the CPU backend
+// (VulkanAttention says which).
+void VulkanBackend::StoreKv(const KvLayerView& kv, std::span<const int64_t> slots, const float* k,
+                            const float* v, size_t stride, Workspace& ws) const {
+  if (!attention_.StoreKv(kv, slots, k, v, stride, Vk(ws))) {
+    inner_.StoreKv(kv, slots, k, v, stride, Inner(ws));
+  }
+}
+
+void VulkanBackend::PagedAttention(const KvLayerView& kv, const AttentionBatch& batch,
+                                   const float* q, int n_heads, const AttentionParams& params,
+                                   float* out, Workspace& ws) const {
+  if (!attention_.PagedAttention(kv, batch, q, n_heads, params, out, Vk(ws))) {
+    inner_.PagedAttention(kv, batch, q, n_heads, params, out, Inner(ws));
+  }
 }
 
 }  // namespace kvserve

@@ -2,7 +2,9 @@
 // Vulkan device, one dispatch at a time (each waits for its results, so the host may read them
 // next); the others run on the CPU backend on the same memory, which is host-visible device memory
 // (vulkan_memory.h). What runs where: VulkanBackend::kDeviceOperations, and `kvserve doctor`.
-// Weights are copied into device memory at load (PrepareWeights) in their GGML layout.
+// Weights are copied into device memory at load (PrepareWeights) in their GGML layout. The KV
+// pools come from allocator() too, so StoreKv and PagedAttention (vulkan_attention.h) write and
+// read them in place; other KV types than f32 and f16 stay on the CPU backend.
 // Every shader reduces in an order fixed per output element whatever the batch, so a token's
 // results are the same bits alone, batched and after a prefix hit.
 #pragma once
@@ -15,6 +17,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/forwarding_backend.h"
+#include "kernels/vulkan/vulkan_attention.h"
 #include "kernels/vulkan/vulkan_device.h"
 #include "kernels/vulkan/vulkan_memory.h"
 
@@ -37,7 +40,8 @@ class VulkanBackend final : private VulkanBackendParts, public ForwardingBackend
  public:
   // The operations with shaders, for doctor and the docs.
   static constexpr const char* kDeviceOperations =
-      "Matmul (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K), RmsNorm, Add, Scale, SwiGlu, Rope";
+      "Matmul (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K), RmsNorm, Add, Scale, SwiGlu, Rope, "
+      "StoreKv, PagedAttention (F32, F16 KV; head_dim a multiple of 4 up to 256)";
 
   static Result<std::unique_ptr<Backend>> Make(const VulkanBackendOptions& options);
 
@@ -70,6 +74,11 @@ class VulkanBackend final : private VulkanBackendParts, public ForwardingBackend
             const RopeParams& rope, Workspace& ws) const override;
   void SwiGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const override;
   void Scale(float* x, int n_rows, int width, float factor, Workspace& ws) const override;
+  void StoreKv(const KvLayerView& kv, std::span<const int64_t> slots, const float* k,
+               const float* v, size_t stride, Workspace& ws) const override;
+  void PagedAttention(const KvLayerView& kv, const AttentionBatch& batch, const float* q,
+                      int n_heads, const AttentionParams& params, float* out,
+                      Workspace& ws) const override;
 
   // vulkan_self_test.cc: the shaders against exact sums, and their rate on the device.
   std::vector<KernelCheck> CheckKernels() const override;
@@ -83,6 +92,8 @@ class VulkanBackend final : private VulkanBackendParts, public ForwardingBackend
   size_t CopyWeights(std::span<WeightMatrix* const> matrices,
                      std::span<WeightVector* const> vectors,
                      std::shared_ptr<uint8_t>& storage) const;
+
+  VulkanAttention attention_;
 };
 
 }  // namespace kvserve

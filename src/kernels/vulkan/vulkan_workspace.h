@@ -4,6 +4,7 @@
 // in plain host memory (a model's std::vector) to and from a shader. Not shared between threads.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -27,8 +28,9 @@ class VulkanWorkspace final : public Workspace {
   // survive until the next call for that slot.
   uint8_t* Staging(int slot, size_t bytes);
   // At least `bytes` of device memory the backend itself fills for slot `slot` (kRopeAngles,
-  // kQuantizedInput); apart from the model's Floats ids and the staging slots.
-  enum ScratchSlot { kRopeAngles = 0, kQuantizedInput = 1 };
+  // kQuantizedInput,
+  // kBlockTables); apart from the model's Floats ids and the staging slots.
+  enum ScratchSlot { kRopeAngles = 0, kQuantizedInput = 1, kBlockTables = 2 };
   uint8_t* Scratch(ScratchSlot slot, size_t bytes);
 
  private:
