@@ -190,6 +190,37 @@ TEST(VulkanBackend, OutputsPastTheFirstRowOfWorkgroupsAreComputed) {
   CheckMatmul(GgmlType::kF16, Shape{32768 + 300, 32, 2}, 77);
 }
 
+// 32800 x 1040 f32 is 136 MB, past lavapipe's 128 MiB per binding (maxStorageBufferRange): the
+// matmul runs on the CPU backend there, and on the device where one binding may span it; either
+// way the outputs are right.
+TEST(VulkanBackend, AMatrixPastOneBindingsRangeStillMultiplies) {
+  REQUIRE_VULKAN();
+  const testing::VulkanAndCpu& b = GetBackends();
+  constexpr int kOut = 32800, kIn = 1040;
+  std::vector<float> values(static_cast<size_t>(kOut) * kIn);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 97) / 97.0f - 0.5f;
+  WeightMatrix w{.type = GgmlType::kF32,
+                 .data = reinterpret_cast<const uint8_t*>(values.data()),
+                 .n_out = kOut,
+                 .n_in = kIn,
+                 .row_bytes = kIn * sizeof(float)};
+  WeightMatrix on_vulkan = w;
+  WeightMatrix* list[] = {&on_vulkan};
+  std::shared_ptr<uint8_t> storage;
+  b.vulkan->PrepareWeights(list, {}, AnyFile(), storage);
+  const std::vector<float> x = RandomFloats(kIn, 41);
+  std::vector<float> y(kOut), y_cpu(kOut);
+  auto ws = b.vulkan->NewWorkspace({});
+  auto cpu_ws = b.cpu->NewWorkspace({.n_threads = 1});
+  b.vulkan->Matmul(on_vulkan, x.data(), 1, y.data(), *ws);
+  b.cpu->Matmul(w, x.data(), 1, y_cpu.data(), *cpu_ws);
+  for (int o = 0; o < kOut; o += 997) {
+    double magnitude = 0;
+    for (int i = 0; i < kIn; ++i) magnitude += std::fabs(values[size_t(o) * kIn + i] * x[i]);
+    EXPECT_NEAR(y[o], y_cpu[o], 8.0 * (kIn + 96) * std::ldexp(1.0, -24) * magnitude) << o;
+  }
+}
+
 TEST(VulkanBackend, AMatmulRowIsTheSameBitsAloneAndInABatchOf16) {
   REQUIRE_VULKAN();
   const Backend& vulkan = *GetBackends().vulkan;

@@ -95,7 +95,7 @@ bool VulkanAttention::StoreKv(const KvLayerView& kv, std::span<const int64_t> sl
   }
   const size_t n_tokens = slots.size();
   const size_t src_bytes = sizeof(float) * ((n_tokens - 1) * stride + row_elements);
-  VulkanShaderArgs args(memory_, ws, device_.storage_alignment());
+  VulkanShaderArgs args(memory_, ws, device_);
   const uint32_t src_k_word = args.Input(k, src_bytes);
   const uint32_t src_v_word = args.Input(v, src_bytes);
   const uint32_t dst_k_word = args.Output(kv.k, pool_bytes);
@@ -105,6 +105,7 @@ bool VulkanAttention::StoreKv(const KvLayerView& kv, std::span<const int64_t> sl
   const std::array<uint32_t, 9> push = {PushInt(n_tokens), PushInt(row_units), PushInt(stride),
                                         src_k_word,        src_v_word,         dst_k_word,
                                         dst_v_word,        slots_word,         grid.x};
+  if (!args.fits()) return false;
   device_.Dispatch(f16 ? "store_kv_f16" : "store_kv_f32", args.bindings(), PushBytes(push), grid.x,
                    grid.y, 2);
   args.Finish();
@@ -137,7 +138,7 @@ bool VulkanAttention::PagedAttention(const KvLayerView& kv, const AttentionBatch
     return false;
   }
   const size_t rows_bytes = sizeof(float) * n_tokens * n_heads * kv.head_dim;
-  VulkanShaderArgs args(memory_, ws, device_.storage_alignment());
+  VulkanShaderArgs args(memory_, ws, device_);
   const uint32_t q_word = args.Input(q, rows_bytes);
   const uint32_t out_word = args.Output(out, rows_bytes);
   const uint32_t k_quad = args.InputBytes(kv.k, pool_bytes) / quad_bytes;
@@ -180,6 +181,7 @@ bool VulkanAttention::PagedAttention(const KvLayerView& kv, const AttentionBatch
                                          PushInt(batch.block_tables.size()),
                                          bias_word,
                                          grid.x};
+  if (!args.fits()) return false;
   device_.Dispatch(kv.type == KvType::kF16 ? "paged_attention_f16" : "paged_attention_f32",
                    args.bindings(), PushBytes(push), grid.x, grid.y, 1);
   args.Finish();

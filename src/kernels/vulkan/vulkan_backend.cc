@@ -67,6 +67,13 @@ void VulkanBackend::QuantizeInput(GgmlType x_type, const float* x, int64_t n, ui
 
 namespace {
 
+// The matrix as the CPU backend reads it: the file's blocks (`packed` is the device copy).
+WeightMatrix HostLayout(const WeightMatrix& w) {
+  WeightMatrix host = w;
+  host.packed = nullptr;
+  return host;
+}
+
 size_t AlignUp(size_t n, size_t alignment) { return (n + alignment - 1) / alignment * alignment; }
 
 VulkanWorkspace& Vk(Workspace& ws) { return static_cast<VulkanWorkspace&>(ws); }
@@ -155,12 +162,10 @@ void VulkanBackend::Matmul(const WeightMatrix& w, const float* x, int n_rows, fl
                            Workspace& ws) const {
   const char* shader = MatmulShader(w.type);
   if (shader == nullptr || w.packed == nullptr) {
-    WeightMatrix host = w;
-    host.packed = nullptr;
-    inner_.Matmul(host, x, n_rows, y, Inner(ws));
+    inner_.Matmul(HostLayout(w), x, n_rows, y, Inner(ws));
     return;
   }
-  VulkanShaderArgs args(*memory, Vk(ws), VulkanBackendParts::device->storage_alignment());
+  VulkanShaderArgs args(*memory, Vk(ws), *VulkanBackendParts::device);
   const uint32_t w_byte = args.InputBytes(w.packed, w.row_bytes * w.n_out);
   // The quantized types read x rounded to 8 bits on the host by the CPU backend's quantizer.
   const std::optional<GgmlType> x_type = QuantizedInputType(w.type);
@@ -181,6 +186,9 @@ void VulkanBackend::Matmul(const WeightMatrix& w, const float* x, int n_rows, fl
   const std::array<uint32_t, 8> push = {
       PushInt(w.n_out), PushInt(w.n_in), PushInt(w.row_bytes), w_byte, x_start,
       y_word,           grid.x,          PushInt(x_row_bytes)};
+  if (!args.fits()) {
+    return inner_.Matmul(HostLayout(w), x, n_rows, y, Inner(ws));
+  }
   VulkanBackendParts::device->Dispatch(shader, args.bindings(), PushBytes(push), grid.x, grid.y,
                                        PushInt(n_rows));
   args.Finish();
@@ -188,29 +196,33 @@ void VulkanBackend::Matmul(const WeightMatrix& w, const float* x, int n_rows, fl
 
 void VulkanBackend::GetRows(const WeightMatrix& table, std::span<const int32_t> rows, float* out,
                             Workspace& ws) const {
-  WeightMatrix host = table;
-  host.packed = nullptr;  // the CPU reads the file's blocks; `packed` is the device copy
-  inner_.GetRows(host, rows, out, Inner(ws));
+  inner_.GetRows(HostLayout(table), rows, out, Inner(ws));
 }
 
 void VulkanBackend::Add(float* x, const float* y, int n_rows, int width, Workspace& ws) const {
   const uint64_t n = static_cast<uint64_t>(n_rows) * width;
-  VulkanShaderArgs args(*memory, Vk(ws), VulkanBackendParts::device->storage_alignment());
+  VulkanShaderArgs args(*memory, Vk(ws), *VulkanBackendParts::device);
   const uint32_t x_word = args.Output(x, n * sizeof(float));
   const uint32_t y_word = args.Input(y, n * sizeof(float));
   const VulkanGroups grid = VulkanGroups::Cover((n + 255) / 256);
   const std::array<uint32_t, 5> push = {PushInt(n), 0, x_word, y_word, grid.x};
+  if (!args.fits()) {
+    return inner_.Add(x, y, n_rows, width, Inner(ws));
+  }
   VulkanBackendParts::device->Dispatch("add", args.bindings(), PushBytes(push), grid.x, grid.y, 1);
   args.Finish();
 }
 
 void VulkanBackend::Scale(float* x, int n_rows, int width, float factor, Workspace& ws) const {
   const uint64_t n = static_cast<uint64_t>(n_rows) * width;
-  VulkanShaderArgs args(*memory, Vk(ws), VulkanBackendParts::device->storage_alignment());
+  VulkanShaderArgs args(*memory, Vk(ws), *VulkanBackendParts::device);
   const uint32_t x_word = args.Output(x, n * sizeof(float));
   const uint32_t y_word = args.Input(x, n * sizeof(float));  // unread; binding 1 must be bound
   const VulkanGroups grid = VulkanGroups::Cover((n + 255) / 256);
   const std::array<uint32_t, 5> push = {PushInt(n), PushFloat(factor), x_word, y_word, grid.x};
+  if (!args.fits()) {
+    return inner_.Scale(x, n_rows, width, factor, Inner(ws));
+  }
   VulkanBackendParts::device->Dispatch("scale", args.bindings(), PushBytes(push), grid.x, grid.y,
                                        1);
   args.Finish();
@@ -219,11 +231,14 @@ void VulkanBackend::Scale(float* x, int n_rows, int width, float factor, Workspa
 void VulkanBackend::SwiGlu(float* gate, const float* up, int n_rows, int width,
                            Workspace& ws) const {
   const uint64_t n = static_cast<uint64_t>(n_rows) * width;
-  VulkanShaderArgs args(*memory, Vk(ws), VulkanBackendParts::device->storage_alignment());
+  VulkanShaderArgs args(*memory, Vk(ws), *VulkanBackendParts::device);
   const uint32_t x_word = args.Output(gate, n * sizeof(float));
   const uint32_t y_word = args.Input(up, n * sizeof(float));
   const VulkanGroups grid = VulkanGroups::Cover((n + 255) / 256);
   const std::array<uint32_t, 5> push = {PushInt(n), 0, x_word, y_word, grid.x};
+  if (!args.fits()) {
+    return inner_.SwiGlu(gate, up, n_rows, width, Inner(ws));
+  }
   VulkanBackendParts::device->Dispatch("swiglu", args.bindings(), PushBytes(push), grid.x, grid.y,
                                        1);
   args.Finish();
@@ -232,12 +247,15 @@ void VulkanBackend::SwiGlu(float* gate, const float* up, int n_rows, int width,
 void VulkanBackend::RmsNorm(const float* x, const float* weight, int n_rows, int width, float eps,
                             float* out, Workspace& ws) const {
   const size_t bytes = sizeof(float) * n_rows * width;
-  VulkanShaderArgs args(*memory, Vk(ws), VulkanBackendParts::device->storage_alignment());
+  VulkanShaderArgs args(*memory, Vk(ws), *VulkanBackendParts::device);
   const uint32_t x_word = args.Input(x, bytes);
   const uint32_t weight_word = args.Input(weight, sizeof(float) * width);
   const uint32_t out_word = args.Output(out, bytes);
   const std::array<uint32_t, 5> push = {PushInt(width), PushFloat(eps), x_word, weight_word,
                                         out_word};
+  if (!args.fits()) {
+    return inner_.RmsNorm(x, weight, n_rows, width, eps, out, Inner(ws));
+  }
   VulkanBackendParts::device->Dispatch("rms_norm", args.bindings(), PushBytes(push),
                                        PushInt(n_rows), 1, 1);
   args.Finish();
@@ -252,7 +270,7 @@ void VulkanBackend::Rope(float* x, std::span<const int32_t> positions, int n_hea
   float* cos_sin = reinterpret_cast<float*>(
       vk.Scratch(VulkanWorkspace::kRopeAngles, sizeof(float) * n_rows * half * 2));
   for (int r = 0; r < n_rows; ++r) RopeCosSin(rope, positions[r], cos_sin + 2 * r * half);
-  VulkanShaderArgs args(*memory, vk, VulkanBackendParts::device->storage_alignment());
+  VulkanShaderArgs args(*memory, vk, *VulkanBackendParts::device);
   const uint32_t x_word = args.Output(x, sizeof(float) * n_rows * n_heads * head_dim);
   const uint32_t cs_word = args.Input(cos_sin, sizeof(float) * n_rows * half * 2);
   const uint64_t pairs = static_cast<uint64_t>(n_rows) * n_heads * half;
@@ -265,6 +283,9 @@ void VulkanBackend::Rope(float* x, std::span<const int32_t> positions, int n_hea
                                         x_word,
                                         cs_word,
                                         grid.x};
+  if (!args.fits()) {
+    return inner_.Rope(x, positions, n_heads, head_dim, rope, Inner(ws));
+  }
   VulkanBackendParts::device->Dispatch("rope", args.bindings(), PushBytes(push), grid.x, grid.y, 1);
   args.Finish();
 }

@@ -141,6 +141,7 @@ Status VulkanDevice::Init(VkPhysicalDevice physical, const VulkanDeviceInfo& inf
   VkPhysicalDeviceProperties properties{};
   vkGetPhysicalDeviceProperties(physical, &properties);
   storage_alignment_ = std::max<size_t>(16, properties.limits.minStorageBufferOffsetAlignment);
+  max_storage_range_ = properties.limits.maxStorageBufferRange;
   vkGetPhysicalDeviceMemoryProperties(physical, &memory_);
   uint32_t n_families = 0;
   vkGetPhysicalDeviceQueueFamilyProperties(physical, &n_families, nullptr);

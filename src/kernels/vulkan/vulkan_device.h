@@ -44,11 +44,12 @@ struct VulkanBuffer {
   size_t bytes = 0;
 };
 
-// A storage buffer a shader reads or writes: bound from `offset` (a multiple of the device's
-// storage alignment) to the buffer's end.
+// A storage buffer a shader reads or writes: `range` bytes from `offset` (a multiple of the
+// device's storage alignment; range at most max_storage_range()).
 struct VulkanBinding {
   VkBuffer buffer = VK_NULL_HANDLE;
   VkDeviceSize offset = 0;
+  VkDeviceSize range = 0;
 };
 
 class VulkanDevice {
@@ -64,6 +65,9 @@ class VulkanDevice {
   const VulkanDeviceInfo& info() const { return info_; }
   // Storage buffers bind at multiples of this many bytes (minStorageBufferOffsetAlignment).
   size_t storage_alignment() const { return storage_alignment_; }
+  // The most bytes one storage-buffer binding may span (maxStorageBufferRange: 128 MiB on
+  // lavapipe, 4 GiB on most GPUs).
+  size_t max_storage_range() const { return max_storage_range_; }
 
   // A zeroed buffer of `bytes`; throws std::bad_alloc when the device has no room.
   VulkanBuffer CreateBuffer(size_t bytes);
@@ -97,6 +101,7 @@ class VulkanDevice {
   VkFence fence_ = VK_NULL_HANDLE;
   PFN_vkCmdPushDescriptorSetKHR push_descriptor_set_ = nullptr;
   size_t storage_alignment_ = 16;
+  size_t max_storage_range_ = 1u << 27;
   VkPhysicalDeviceMemoryProperties memory_{};
   std::map<std::string, Pipeline, std::less<>> pipelines_;
   std::mutex mutex_;

@@ -85,7 +85,7 @@ void VulkanDevice::Dispatch(std::string_view name, std::span<const VulkanBinding
   std::vector<VkDescriptorBufferInfo> infos(bindings.size());
   std::vector<VkWriteDescriptorSet> writes(bindings.size());
   for (size_t b = 0; b < bindings.size(); ++b) {
-    infos[b] = {bindings[b].buffer, bindings[b].offset, VK_WHOLE_SIZE};
+    infos[b] = {bindings[b].buffer, bindings[b].offset, bindings[b].range};
     writes[b].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
     writes[b].dstBinding = static_cast<uint32_t>(b);
     writes[b].descriptorCount = 1;

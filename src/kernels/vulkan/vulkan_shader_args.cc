@@ -1,5 +1,6 @@
 #include "kernels/vulkan/vulkan_shader_args.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cstring>
 
@@ -29,7 +30,10 @@ uint32_t VulkanShaderArgs::Bind(const void* p, size_t bytes, bool output, bool i
   }
   const size_t bind = where->offset / alignment_ * alignment_;
   const size_t rest = where->offset - bind;
-  bindings_.push_back({where->buffer, bind});
+  // Whole 4-byte words, at least one (a shader's array of uint or float).
+  const size_t range = std::max<size_t>((rest + bytes + 3) / 4 * 4, 4);
+  fits_ = fits_ && range <= max_range_;
+  bindings_.push_back({where->buffer, bind, std::min(range, max_range_)});
   if (in_bytes) return static_cast<uint32_t>(rest);
   assert(rest % 4 == 0);
   return static_cast<uint32_t>(rest / 4);

@@ -1,7 +1,8 @@
 // The arguments of one dispatch: host pointers turned into storage-buffer bindings and the word
 // offsets the shader adds. Device memory (VulkanMemory) binds in place, at the largest multiple
 // of the storage alignment at or below the pointer; plain host memory is copied into a staging
-// buffer of the workspace first and, for outputs, copied back by Finish().
+// buffer of the workspace first and, for outputs, copied back by Finish(). Each binding spans
+// exactly the bytes its argument needs.
 #pragma once
 
 #include <cstdint>
@@ -16,8 +17,11 @@ namespace kvserve {
 
 class VulkanShaderArgs {
  public:
-  VulkanShaderArgs(const VulkanMemory& memory, VulkanWorkspace& ws, size_t alignment)
-      : memory_(memory), ws_(ws), alignment_(alignment) {}
+  VulkanShaderArgs(const VulkanMemory& memory, VulkanWorkspace& ws, const VulkanDevice& device)
+      : memory_(memory),
+        ws_(ws),
+        alignment_(device.storage_alignment()),
+        max_range_(device.max_storage_range()) {}
 
   // Binds [p, p + bytes) as the next binding; returns p's offset in 32-bit words from the binding's
   // start (p must be 4-byte aligned when it is device memory). An output is copied in as well,
@@ -28,6 +32,9 @@ class VulkanShaderArgs {
   uint32_t InputBytes(const void* p, size_t bytes);
 
   std::span<const VulkanBinding> bindings() const { return bindings_; }
+  // False when a binding spans more than the device allows in one binding (a weight matrix or a
+  // KV pool past 128 MiB on lavapipe): the caller then runs the operation on the CPU backend.
+  bool fits() const { return fits_; }
   // Copies the staged outputs back to their host memory; call after the dispatch.
   void Finish();
 
@@ -42,6 +49,8 @@ class VulkanShaderArgs {
   const VulkanMemory& memory_;
   VulkanWorkspace& ws_;
   size_t alignment_;
+  size_t max_range_;
+  bool fits_ = true;
   std::vector<VulkanBinding> bindings_;
   std::vector<CopyBack> copy_back_;
 };
