@@ -7,7 +7,9 @@
 //   f16/bf16 rounding of x for those weights); outputs past 32768 (a second row of workgroups)
 //   included.
 // - A row's outputs are the same bits alone and in a batch of 16 (fixed reduction order).
-// - RMS norm, add, scale, SwiGLU and RoPE (both pairings, divisors, YaRN) agree with the CPU.
+// - RMS norm, layer norm, add, bias, scale, SwiGLU and RoPE (both pairings, divisors, YaRN) agree
+//   with the CPU; GELU, GeGLU (the CPU's f16 table, NaN, -0, the +-10 clamps, subnormals), ReLU
+//   and bias give its bits.
 // - Arguments in plain host memory are staged and copied back: the same bits as in device memory.
 // - Weights are copied to device memory at load (the matrix's `packed`, each vector's `prepared`).
 // A build without the backend skips; a build with it fails without a device.
@@ -280,6 +282,57 @@ TEST(VulkanBackend, NormsAndElementwiseOperationsAgreeWithTheCpu) {
   b.vulkan->SwiGlu(gpu.data(), y.data(), rows, width, *vws);
   b.cpu->SwiGlu(cpu.data(), y.data(), rows, width, *cws);
   EXPECT_LE(RelativeError(gpu, cpu), 1e-5) << "SwiGlu (exp differs by a few ulps)";
+}
+
+TEST(VulkanBackend, LayerNormBiasesAndActivationsAgreeWithTheCpu) {
+  REQUIRE_VULKAN();
+  const testing::VulkanAndCpu& b = GetBackends();
+  auto vws = b.vulkan->NewWorkspace({});
+  auto cws = b.cpu->NewWorkspace({.n_threads = 1});
+  const int rows = 3;
+  const int width = 131;
+  std::vector<float> x = RandomFloats(rows * width, 51, 4.0f);  // past GELU's +-10 clamps too
+  x[0] = -0.0f;
+  x[1] = std::nanf("");
+  x[2] = 10.0f;
+  x[3] = -10.0f;
+  x[4] = 1e-6f;  // an f16 subnormal
+  const std::vector<float> y = RandomFloats(rows * width, 52);
+  const std::vector<float> weight = RandomFloats(width, 53);
+  const std::vector<float> bias = RandomFloats(width, 54);
+  const auto same_bits = [](const std::vector<float>& a, const std::vector<float>& c) {
+    return a.size() == c.size() && std::memcmp(a.data(), c.data(), a.size() * 4) == 0;
+  };
+  {
+    const std::vector<float> finite = RandomFloats(rows * width, 55, 3.0f);
+    std::vector<float> gpu(x.size()), cpu(x.size());
+    b.vulkan->LayerNorm(finite.data(), weight.data(), bias.data(), rows, width, 1e-5f, gpu.data(),
+                        *vws);
+    b.cpu->LayerNorm(finite.data(), weight.data(), bias.data(), rows, width, 1e-5f, cpu.data(),
+                     *cws);
+    EXPECT_LE(RelativeError(gpu, cpu), 1e-6) << "LayerNorm (float sums against the CPU's double)";
+  }
+  {
+    // A bias over 40 of every row's 131 values (a strided view, as the models' fused QKV).
+    std::vector<float> gpu = y, cpu = y;
+    b.vulkan->AddBias(gpu.data() + 7, width, bias.data(), rows, 40, *vws);
+    b.cpu->AddBias(cpu.data() + 7, width, bias.data(), rows, 40, *cws);
+    EXPECT_TRUE(same_bits(gpu, cpu)) << "AddBias is one rounding per value";
+  }
+  std::vector<float> gpu = x, cpu = x;
+  b.vulkan->Gelu(gpu.data(), rows, width, *vws);
+  b.cpu->Gelu(cpu.data(), rows, width, *cws);
+  EXPECT_TRUE(same_bits(gpu, cpu)) << "Gelu reads the CPU's f16 table at the CPU's f16 rounding";
+  gpu = x;
+  cpu = x;
+  b.vulkan->GeGlu(gpu.data(), y.data(), rows, width, *vws);
+  b.cpu->GeGlu(cpu.data(), y.data(), rows, width, *cws);
+  EXPECT_TRUE(same_bits(gpu, cpu)) << "GeGlu";
+  gpu = x;
+  cpu = x;
+  b.vulkan->Relu(gpu.data(), rows, width, *vws);
+  b.cpu->Relu(cpu.data(), rows, width, *cws);
+  EXPECT_TRUE(same_bits(gpu, cpu)) << "Relu (-0 and NaN give +0)";
 }
 
 TEST(VulkanBackend, RopeAgreesWithTheCpuInEveryMode) {

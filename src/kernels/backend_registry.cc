@@ -37,7 +37,8 @@ constexpr BackendEntry kBackends[] = {
      .make = &MakeCpuBackend},
 #if KVSERVE_WITH_VULKAN
     {.name = "vulkan",
-     .summary = "Vulkan compute shaders (SPIR-V) on the device KVSERVE_DEVICE names (0)",
+     .summary = "Vulkan compute shaders (matmuls, norms, RoPE, KV stores, attention), the rest on "
+                "the CPU backend; device --device N / KVSERVE_DEVICE",
      .make = &MakeVulkanBackend,
      .devices = &ListVulkanDevices},
 #endif

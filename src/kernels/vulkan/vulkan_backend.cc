@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/ops.h"
 #include "kernels/quantize.h"
 #include "kernels/rope_angles.h"
 #include "kernels/vulkan/vulkan_launch.h"
@@ -97,6 +98,9 @@ Result<std::unique_ptr<Backend>> VulkanBackend::Make(const VulkanBackendOptions&
   CpuBackendOptions cpu = CpuBackendOptions::FromEnvironment();
   cpu.pack = false;  // the CPU operations read the same GGML blocks the shaders do
   parts.cpu = std::make_unique<CpuBackend>(cpu);
+  constexpr size_t kGeluTableBytes = 65536 * sizeof(uint16_t);
+  parts.gelu_table = parts.memory->AllocateZeroed(kGeluTableBytes);
+  std::memcpy(parts.gelu_table.data(), GeluF16Table(), kGeluTableBytes);
   return std::unique_ptr<Backend>(new VulkanBackend(std::move(parts)));
 }
 
@@ -197,68 +201,6 @@ void VulkanBackend::Matmul(const WeightMatrix& w, const float* x, int n_rows, fl
 void VulkanBackend::GetRows(const WeightMatrix& table, std::span<const int32_t> rows, float* out,
                             Workspace& ws) const {
   inner_.GetRows(HostLayout(table), rows, out, Inner(ws));
-}
-
-void VulkanBackend::Add(float* x, const float* y, int n_rows, int width, Workspace& ws) const {
-  const uint64_t n = static_cast<uint64_t>(n_rows) * width;
-  VulkanShaderArgs args(*memory, Vk(ws), *VulkanBackendParts::device);
-  const uint32_t x_word = args.Output(x, n * sizeof(float));
-  const uint32_t y_word = args.Input(y, n * sizeof(float));
-  const VulkanGroups grid = VulkanGroups::Cover((n + 255) / 256);
-  const std::array<uint32_t, 5> push = {PushInt(n), 0, x_word, y_word, grid.x};
-  if (!args.fits()) {
-    return inner_.Add(x, y, n_rows, width, Inner(ws));
-  }
-  VulkanBackendParts::device->Dispatch("add", args.bindings(), PushBytes(push), grid.x, grid.y, 1);
-  args.Finish();
-}
-
-void VulkanBackend::Scale(float* x, int n_rows, int width, float factor, Workspace& ws) const {
-  const uint64_t n = static_cast<uint64_t>(n_rows) * width;
-  VulkanShaderArgs args(*memory, Vk(ws), *VulkanBackendParts::device);
-  const uint32_t x_word = args.Output(x, n * sizeof(float));
-  const uint32_t y_word = args.Input(x, n * sizeof(float));  // unread; binding 1 must be bound
-  const VulkanGroups grid = VulkanGroups::Cover((n + 255) / 256);
-  const std::array<uint32_t, 5> push = {PushInt(n), PushFloat(factor), x_word, y_word, grid.x};
-  if (!args.fits()) {
-    return inner_.Scale(x, n_rows, width, factor, Inner(ws));
-  }
-  VulkanBackendParts::device->Dispatch("scale", args.bindings(), PushBytes(push), grid.x, grid.y,
-                                       1);
-  args.Finish();
-}
-
-void VulkanBackend::SwiGlu(float* gate, const float* up, int n_rows, int width,
-                           Workspace& ws) const {
-  const uint64_t n = static_cast<uint64_t>(n_rows) * width;
-  VulkanShaderArgs args(*memory, Vk(ws), *VulkanBackendParts::device);
-  const uint32_t x_word = args.Output(gate, n * sizeof(float));
-  const uint32_t y_word = args.Input(up, n * sizeof(float));
-  const VulkanGroups grid = VulkanGroups::Cover((n + 255) / 256);
-  const std::array<uint32_t, 5> push = {PushInt(n), 0, x_word, y_word, grid.x};
-  if (!args.fits()) {
-    return inner_.SwiGlu(gate, up, n_rows, width, Inner(ws));
-  }
-  VulkanBackendParts::device->Dispatch("swiglu", args.bindings(), PushBytes(push), grid.x, grid.y,
-                                       1);
-  args.Finish();
-}
-
-void VulkanBackend::RmsNorm(const float* x, const float* weight, int n_rows, int width, float eps,
-                            float* out, Workspace& ws) const {
-  const size_t bytes = sizeof(float) * n_rows * width;
-  VulkanShaderArgs args(*memory, Vk(ws), *VulkanBackendParts::device);
-  const uint32_t x_word = args.Input(x, bytes);
-  const uint32_t weight_word = args.Input(weight, sizeof(float) * width);
-  const uint32_t out_word = args.Output(out, bytes);
-  const std::array<uint32_t, 5> push = {PushInt(width), PushFloat(eps), x_word, weight_word,
-                                        out_word};
-  if (!args.fits()) {
-    return inner_.RmsNorm(x, weight, n_rows, width, eps, out, Inner(ws));
-  }
-  VulkanBackendParts::device->Dispatch("rms_norm", args.bindings(), PushBytes(push),
-                                       PushInt(n_rows), 1, 1);
-  args.Finish();
 }
 
 // The angles on the host (rope_angles.h, the CPU's own bits), the rotations on the device.

@@ -1,7 +1,7 @@
 // The Vulkan compute backend (`--backend vulkan`): the operations it has shaders for run on a
 // Vulkan device, one dispatch at a time (each waits for its results, so the host may read them
 // next); the others run on the CPU backend on the same memory, which is host-visible device memory
-// (vulkan_memory.h). What runs where: VulkanBackend::kDeviceOperations, and `kvserve doctor`.
+// (vulkan_memory.h). What runs where: VulkanBackend::kDeviceOperations (docs/architecture.md).
 // Weights are copied into device memory at load (PrepareWeights) in their GGML layout. The KV
 // pools come from allocator() too, so StoreKv and PagedAttention (vulkan_attention.h) write and
 // read them in place; other KV types than f32 and f16 stay on the CPU backend.
@@ -34,13 +34,15 @@ struct VulkanBackendParts {
   std::unique_ptr<VulkanDevice> device;
   std::unique_ptr<VulkanMemory> memory;
   std::unique_ptr<CpuBackend> cpu;  // unpacked weights: it reads the same GGML blocks
+  Buffer gelu_table;  // the CPU's GELU table (65536 f16 values) in device memory: the same bits
 };
 
 class VulkanBackend final : private VulkanBackendParts, public ForwardingBackend {
  public:
   // The operations with shaders, for doctor and the docs.
   static constexpr const char* kDeviceOperations =
-      "Matmul (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K), RmsNorm, Add, Scale, SwiGlu, Rope, "
+      "Matmul (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K), RmsNorm, LayerNorm, Add, AddBias, "
+      "Scale, SwiGlu, Gelu, GeGlu, Relu, Rope, "
       "StoreKv, PagedAttention (F32, F16 KV; head_dim a multiple of 4 up to 256)";
 
   static Result<std::unique_ptr<Backend>> Make(const VulkanBackendOptions& options);
@@ -67,13 +69,22 @@ class VulkanBackend final : private VulkanBackendParts, public ForwardingBackend
               Workspace& ws) const override;
   void GetRows(const WeightMatrix& table, std::span<const int32_t> rows, float* out,
                Workspace& ws) const override;
+  // vulkan_row_ops.cc: elementwise operations and norms.
   void Add(float* x, const float* y, int n_rows, int width, Workspace& ws) const override;
+  void AddBias(float* x, size_t stride, const float* bias, int n_rows, int width,
+               Workspace& ws) const override;
   void RmsNorm(const float* x, const float* weight, int n_rows, int width, float eps, float* out,
                Workspace& ws) const override;
-  void Rope(float* x, std::span<const int32_t> positions, int n_heads, int head_dim,
-            const RopeParams& rope, Workspace& ws) const override;
+  void LayerNorm(const float* x, const float* weight, const float* bias, int n_rows, int width,
+                 float eps, float* out, Workspace& ws) const override;
+  void Gelu(float* x, int n_rows, int width, Workspace& ws) const override;
+  void GeGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const override;
+  void Relu(float* x, int n_rows, int width, Workspace& ws) const override;
   void SwiGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const override;
   void Scale(float* x, int n_rows, int width, float factor, Workspace& ws) const override;
+
+  void Rope(float* x, std::span<const int32_t> positions, int n_heads, int head_dim,
+            const RopeParams& rope, Workspace& ws) const override;
   void StoreKv(const KvLayerView& kv, std::span<const int64_t> slots, const float* k,
                const float* v, size_t stride, Workspace& ws) const override;
   void PagedAttention(const KvLayerView& kv, const AttentionBatch& batch, const float* q,
@@ -92,6 +103,14 @@ class VulkanBackend final : private VulkanBackendParts, public ForwardingBackend
   size_t CopyWeights(std::span<WeightMatrix* const> matrices,
                      std::span<WeightVector* const> vectors,
                      std::shared_ptr<uint8_t>& storage) const;
+
+  // Runs elementwise.comp's `shader` over x[n_rows][width] (rows x_stride floats apart) with y
+  // (y_floats floats; x itself when the shader reads no y) and `factor`; false (nothing done) when
+  // an argument is wider than one binding may span.
+  bool Elementwise(const char* shader, float* x, size_t x_stride, const float* y, size_t y_floats,
+                   int n_rows, int width, float factor, Workspace& ws) const;
+  // gelu.comp's `shader` over x[n] with y (GeGLU's up; x for GELU); false as above.
+  bool GeluShader(const char* shader, float* x, const float* y, uint64_t n, Workspace& ws) const;
 
   VulkanAttention attention_;
 };

@@ -1,7 +1,8 @@
-// variants: add OP_ADD, scale OP_SCALE, swiglu OP_SWIGLU
+// variants: add OP_ADD, scale OP_SCALE, swiglu OP_SWIGLU, relu OP_RELU, add_bias OP_ADD_BIAS
 #version 450
-// One thread per element of x[n] (n = rows * width, contiguous): add: x += y; scale: x *= factor;
-// swiglu: x = silu(x) * y. Groups: (groups_x, ceil(n / (256 * groups_x))).
+// One thread per element i < n = rows * width of x, whose rows are x_stride floats apart: add:
+// x += y; scale: x *= factor; swiglu: x = silu(x) * y; relu: x = x > 0 ? x : 0 (-0 and NaN give
+// 0); add_bias: x += y[i % width]. Groups: (groups_x, ceil(n / (256 * groups_x))).
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) buffer X { float x[]; };
 layout(std430, binding = 1) readonly buffer Y { float y[]; };
@@ -11,16 +12,22 @@ layout(push_constant) uniform Params {
   uint x_word;
   uint y_word;
   uint groups_x;
+  uint width;
+  uint x_stride;
 } p;
 
 void main() {
   const uint i = (gl_WorkGroupID.y * p.groups_x + gl_WorkGroupID.x) * 256u + gl_LocalInvocationID.x;
   if (i >= p.n) return;
-  const uint xi = p.x_word + i;
+  const uint xi = p.x_word + (i / p.width) * p.x_stride + i % p.width;
 #if defined(OP_ADD)
   x[xi] += y[p.y_word + i];
 #elif defined(OP_SCALE)
   x[xi] *= p.factor;
+#elif defined(OP_RELU)
+  x[xi] = x[xi] > 0.0 ? x[xi] : 0.0;
+#elif defined(OP_ADD_BIAS)
+  x[xi] += y[p.y_word + i % p.width];
 #else
   const float g = x[xi];
   x[xi] = g / (1.0 + exp(-g)) * y[p.y_word + i];

@@ -1,0 +1,136 @@
+// VulkanBackend's elementwise operations and norms (elementwise.comp, gelu.comp, rms_norm.comp,
+// layer_norm.comp). Each runs on the CPU backend instead when an argument is wider than one
+// binding may span.
+#include <array>
+
+#include "kernels/vulkan/vulkan_backend.h"
+#include "kernels/vulkan/vulkan_launch.h"
+#include "kernels/vulkan/vulkan_shader_args.h"
+#include "kernels/vulkan/vulkan_workspace.h"
+
+namespace kvserve {
+
+namespace {
+
+VulkanWorkspace& Vk(Workspace& ws) { return static_cast<VulkanWorkspace&>(ws); }
+
+}  // namespace
+
+bool VulkanBackend::Elementwise(const char* shader, float* x, size_t x_stride, const float* y,
+                                size_t y_floats, int n_rows, int width, float factor,
+                                Workspace& ws) const {
+  const uint64_t n = static_cast<uint64_t>(n_rows) * width;
+  if (n == 0) return true;
+  VulkanShaderArgs args(*memory, Vk(ws), *VulkanBackendParts::device);
+  const uint32_t x_word = args.Output(x, sizeof(float) * ((n_rows - 1) * x_stride + width));
+  const uint32_t y_word = args.Input(y, sizeof(float) * y_floats);
+  if (!args.fits()) return false;
+  const VulkanGroups grid = VulkanGroups::Cover((n + 255) / 256);
+  const std::array<uint32_t, 7> push = {PushInt(n), PushFloat(factor), x_word,           y_word,
+                                        grid.x,     PushInt(width),    PushInt(x_stride)};
+  VulkanBackendParts::device->Dispatch(shader, args.bindings(), PushBytes(push), grid.x, grid.y,
+                                       1);
+  args.Finish();
+  return true;
+}
+
+void VulkanBackend::Add(float* x, const float* y, int n_rows, int width, Workspace& ws) const {
+  const size_t n = static_cast<size_t>(n_rows) * width;
+  if (!Elementwise("add", x, width, y, n, n_rows, width, 0.0f, ws)) {
+    inner_.Add(x, y, n_rows, width, Inner(ws));
+  }
+}
+
+void VulkanBackend::AddBias(float* x, size_t stride, const float* bias, int n_rows, int width,
+                            Workspace& ws) const {
+  if (!Elementwise("add_bias", x, stride, bias, width, n_rows, width, 0.0f, ws)) {
+    inner_.AddBias(x, stride, bias, n_rows, width, Inner(ws));
+  }
+}
+
+void VulkanBackend::Scale(float* x, int n_rows, int width, float factor, Workspace& ws) const {
+  // The shader reads no y; binding 1 is x again.
+  if (!Elementwise("scale", x, width, x, 1, n_rows, width, factor, ws)) {
+    inner_.Scale(x, n_rows, width, factor, Inner(ws));
+  }
+}
+
+void VulkanBackend::SwiGlu(float* gate, const float* up, int n_rows, int width,
+                           Workspace& ws) const {
+  const size_t n = static_cast<size_t>(n_rows) * width;
+  if (!Elementwise("swiglu", gate, width, up, n, n_rows, width, 0.0f, ws)) {
+    inner_.SwiGlu(gate, up, n_rows, width, Inner(ws));
+  }
+}
+
+void VulkanBackend::Relu(float* x, int n_rows, int width, Workspace& ws) const {
+  if (!Elementwise("relu", x, width, x, 1, n_rows, width, 0.0f, ws)) {
+    inner_.Relu(x, n_rows, width, Inner(ws));
+  }
+}
+
+bool VulkanBackend::GeluShader(const char* shader, float* x, const float* y, uint64_t n,
+                               Workspace& ws) const {
+  if (n == 0) return true;
+  VulkanShaderArgs args(*memory, Vk(ws), *VulkanBackendParts::device);
+  const uint32_t x_word = args.Output(x, sizeof(float) * n);
+  const uint32_t y_word = args.Input(y, y == x ? sizeof(float) : sizeof(float) * n);
+  const uint32_t table_word = args.Input(gelu_table.data(), gelu_table.size());
+  if (!args.fits()) return false;
+  const VulkanGroups grid = VulkanGroups::Cover((n + 255) / 256);
+  const std::array<uint32_t, 5> push = {PushInt(n), x_word, y_word, table_word, grid.x};
+  VulkanBackendParts::device->Dispatch(shader, args.bindings(), PushBytes(push), grid.x, grid.y,
+                                       1);
+  args.Finish();
+  return true;
+}
+
+void VulkanBackend::Gelu(float* x, int n_rows, int width, Workspace& ws) const {
+  if (!GeluShader("gelu", x, x, static_cast<uint64_t>(n_rows) * width, ws)) {
+    inner_.Gelu(x, n_rows, width, Inner(ws));
+  }
+}
+
+void VulkanBackend::GeGlu(float* gate, const float* up, int n_rows, int width,
+                          Workspace& ws) const {
+  if (!GeluShader("geglu", gate, up, static_cast<uint64_t>(n_rows) * width, ws)) {
+    inner_.GeGlu(gate, up, n_rows, width, Inner(ws));
+  }
+}
+
+void VulkanBackend::RmsNorm(const float* x, const float* weight, int n_rows, int width, float eps,
+                            float* out, Workspace& ws) const {
+  const size_t bytes = sizeof(float) * n_rows * width;
+  VulkanShaderArgs args(*memory, Vk(ws), *VulkanBackendParts::device);
+  const uint32_t x_word = args.Input(x, bytes);
+  const uint32_t weight_word = args.Input(weight, sizeof(float) * width);
+  const uint32_t out_word = args.Output(out, bytes);
+  if (!args.fits() || n_rows == 0) {
+    return inner_.RmsNorm(x, weight, n_rows, width, eps, out, Inner(ws));
+  }
+  const std::array<uint32_t, 5> push = {PushInt(width), PushFloat(eps), x_word, weight_word,
+                                        out_word};
+  VulkanBackendParts::device->Dispatch("rms_norm", args.bindings(), PushBytes(push),
+                                       PushInt(n_rows), 1, 1);
+  args.Finish();
+}
+
+void VulkanBackend::LayerNorm(const float* x, const float* weight, const float* bias, int n_rows,
+                              int width, float eps, float* out, Workspace& ws) const {
+  const size_t bytes = sizeof(float) * n_rows * width;
+  VulkanShaderArgs args(*memory, Vk(ws), *VulkanBackendParts::device);
+  const uint32_t x_word = args.Input(x, bytes);
+  const uint32_t weight_word = args.Input(weight, sizeof(float) * width);
+  const uint32_t bias_word = args.Input(bias, sizeof(float) * width);
+  const uint32_t out_word = args.Output(out, bytes);
+  if (!args.fits() || n_rows == 0) {
+    return inner_.LayerNorm(x, weight, bias, n_rows, width, eps, out, Inner(ws));
+  }
+  const std::array<uint32_t, 6> push = {PushInt(width), PushFloat(eps), x_word,
+                                        weight_word,    bias_word,      out_word};
+  VulkanBackendParts::device->Dispatch("layer_norm", args.bindings(), PushBytes(push),
+                                       PushInt(n_rows), 1, 1);
+  args.Finish();
+}
+
+}  // namespace kvserve
