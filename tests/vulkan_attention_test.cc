@@ -134,6 +134,29 @@ void StoreAll(const Backend& backend, Workspace& ws, const Layer& layer, const S
   backend.StoreKv(layer.view, slots, rows, rows + s.row() + 2, seqs.stride, ws);
 }
 
+// A layer on each backend, every token of `seqs` stored into both, and the pools' byte count.
+struct StoredOnBoth {
+  std::unique_ptr<Workspace> vws;
+  std::unique_ptr<Workspace> cws;
+  Layer on_vulkan;
+  Layer on_cpu;
+  size_t pool_bytes;
+
+  StoredOnBoth(const testing::VulkanAndCpu& b, const Shape& s, const Sequences& seqs)
+      : vws(b.vulkan->NewWorkspace({})),
+        cws(b.cpu->NewWorkspace({})),
+        on_vulkan(*b.vulkan, s, seqs.n_blocks),
+        on_cpu(*b.cpu, s, seqs.n_blocks),
+        pool_bytes(static_cast<size_t>(seqs.n_blocks) * s.block_size * on_cpu.view.slot_bytes()) {
+    StoreAll(*b.vulkan, *vws, on_vulkan, s, seqs, seqs.slots);
+    StoreAll(*b.cpu, *cws, on_cpu, s, seqs, seqs.slots);
+  }
+  bool SamePools() const {
+    return std::memcmp(on_vulkan.k.data(), on_cpu.k.data(), pool_bytes) == 0 &&
+           std::memcmp(on_vulkan.v.data(), on_cpu.v.data(), pool_bytes) == 0;
+  }
+};
+
 // The attention parameters of a shape, their tables drawn from rng. bias_table: [n_heads, width]
 // covering distances -(max_length - 1) .. max_length - 1.
 struct Params {
@@ -234,24 +257,20 @@ void CheckAgainstCpu(const Shape& s, uint32_t seed) {
   std::mt19937 rng(seed);
   const Sequences seqs(s, {37, 5, 130}, rng);  // up to three tiles of 64 keys
   const Params p(s, 130, rng);
-  auto vws = b.vulkan->NewWorkspace({});
-  auto cws = b.cpu->NewWorkspace({});
-  const Layer on_vulkan(*b.vulkan, s, seqs.n_blocks);
-  const Layer on_cpu(*b.cpu, s, seqs.n_blocks);
-  StoreAll(*b.vulkan, *vws, on_vulkan, s, seqs, seqs.slots);
-  StoreAll(*b.cpu, *cws, on_cpu, s, seqs, seqs.slots);
-  const size_t pool_bytes =
-      static_cast<size_t>(seqs.n_blocks) * s.block_size * on_cpu.view.slot_bytes();
-  EXPECT_EQ(0, std::memcmp(on_vulkan.k.data(), on_cpu.k.data(), pool_bytes)) << "K pools differ";
-  EXPECT_EQ(0, std::memcmp(on_vulkan.v.data(), on_cpu.v.data(), pool_bytes)) << "V pools differ";
+  const StoredOnBoth stored(b, s, seqs);
+  EXPECT_TRUE(stored.SamePools()) << "the K or V pools differ";
+  const Layer& on_vulkan = stored.on_vulkan;
+  const Layer& on_cpu = stored.on_cpu;
+  Workspace& vws = *stored.vws;
+  Workspace& cws = *stored.cws;
 
   AttentionBatch batch{
       .positions = seqs.positions, .seq_index = seqs.seq_index, .block_tables = seqs.tables};
   if (s.key_counts) batch.key_counts = seqs.key_counts;
   const size_t width = static_cast<size_t>(s.n_heads) * s.head_dim;
   const std::vector<float> q = RandomFloats(seqs.n_tokens() * width, rng, 1.5f);
-  const std::vector<float> gpu = Attend(*b.vulkan, *vws, on_vulkan, batch, q, s.n_heads, p.params);
-  const std::vector<float> cpu = Attend(*b.cpu, *cws, on_cpu, batch, q, s.n_heads, p.params);
+  const std::vector<float> gpu = Attend(*b.vulkan, vws, on_vulkan, batch, q, s.n_heads, p.params);
+  const std::vector<float> cpu = Attend(*b.cpu, cws, on_cpu, batch, q, s.n_heads, p.params);
   double worst = 0;  // the largest |gpu - cpu| / bound
   double largest_difference = 0;
   double output_scale = 0;
@@ -321,16 +340,7 @@ TEST(VulkanAttention, StoreKvWritesTheCpuBytesForEdgeValues) {
     Sequences seqs(s, {9, 3}, rng);
     std::copy(std::begin(kEdges), std::end(kEdges), seqs.rows.begin());
     std::copy(std::begin(kEdges), std::end(kEdges), seqs.rows.begin() + seqs.stride + s.row() + 2);
-    auto vws = b.vulkan->NewWorkspace({});
-    auto cws = b.cpu->NewWorkspace({});
-    const Layer on_vulkan(*b.vulkan, s, seqs.n_blocks);
-    const Layer on_cpu(*b.cpu, s, seqs.n_blocks);
-    StoreAll(*b.vulkan, *vws, on_vulkan, s, seqs, seqs.slots);
-    StoreAll(*b.cpu, *cws, on_cpu, s, seqs, seqs.slots);
-    const size_t bytes =
-        static_cast<size_t>(seqs.n_blocks) * s.block_size * on_cpu.view.slot_bytes();
-    EXPECT_EQ(0, std::memcmp(on_vulkan.k.data(), on_cpu.k.data(), bytes));
-    EXPECT_EQ(0, std::memcmp(on_vulkan.v.data(), on_cpu.v.data(), bytes));
+    EXPECT_TRUE(StoredOnBoth(b, s, seqs).SamePools());
   }
 }
 
@@ -446,17 +456,12 @@ TEST(VulkanAttention, OtherKvTypesAndHeadSizesRunOnTheCpuWithItsBits) {
     std::mt19937 rng(17);
     const Sequences seqs(s, {37, 5}, rng);
     const Params p(s, 37, rng);
-    auto vws = b.vulkan->NewWorkspace({});
-    auto cws = b.cpu->NewWorkspace({});
-    const Layer on_vulkan(*b.vulkan, s, seqs.n_blocks);
-    const Layer on_cpu(*b.cpu, s, seqs.n_blocks);
-    StoreAll(*b.vulkan, *vws, on_vulkan, s, seqs, seqs.slots);
-    StoreAll(*b.cpu, *cws, on_cpu, s, seqs, seqs.slots);
+    const StoredOnBoth stored(b, s, seqs);
     const AttentionBatch batch{
         .positions = seqs.positions, .seq_index = seqs.seq_index, .block_tables = seqs.tables};
     const std::vector<float> q = RandomFloats(seqs.n_tokens() * s.n_heads * s.head_dim, rng, 1.5f);
-    EXPECT_EQ(Attend(*b.vulkan, *vws, on_vulkan, batch, q, s.n_heads, p.params),
-              Attend(*b.cpu, *cws, on_cpu, batch, q, s.n_heads, p.params));
+    EXPECT_EQ(Attend(*b.vulkan, *stored.vws, stored.on_vulkan, batch, q, s.n_heads, p.params),
+              Attend(*b.cpu, *stored.cws, stored.on_cpu, batch, q, s.n_heads, p.params));
   }
 }
 

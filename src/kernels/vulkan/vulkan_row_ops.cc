@@ -28,8 +28,7 @@ bool VulkanBackend::Elementwise(const char* shader, float* x, size_t x_stride, c
   const VulkanGroups grid = VulkanGroups::Cover((n + 255) / 256);
   const std::array<uint32_t, 7> push = {PushInt(n), PushFloat(factor), x_word,           y_word,
                                         grid.x,     PushInt(width),    PushInt(x_stride)};
-  VulkanBackendParts::device->Dispatch(shader, args.bindings(), PushBytes(push), grid.x, grid.y,
-                                       1);
+  VulkanBackendParts::device->Dispatch(shader, args.bindings(), PushBytes(push), grid.x, grid.y, 1);
   args.Finish();
   return true;
 }
@@ -79,8 +78,7 @@ bool VulkanBackend::GeluShader(const char* shader, float* x, const float* y, uin
   if (!args.fits()) return false;
   const VulkanGroups grid = VulkanGroups::Cover((n + 255) / 256);
   const std::array<uint32_t, 5> push = {PushInt(n), x_word, y_word, table_word, grid.x};
-  VulkanBackendParts::device->Dispatch(shader, args.bindings(), PushBytes(push), grid.x, grid.y,
-                                       1);
+  VulkanBackendParts::device->Dispatch(shader, args.bindings(), PushBytes(push), grid.x, grid.y, 1);
   args.Finish();
   return true;
 }
