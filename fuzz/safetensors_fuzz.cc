@@ -27,6 +27,22 @@ void Check(bool ok, const char* what, const std::string& detail) {
   std::abort();
 }
 
+// Bytes per element of each type the reader yields (safetensors.h): F32, F16, BF16, I8 (U8), I32,
+// I64.
+uint64_t ElementBytes(kvserve::GgmlType type) {
+  switch (type) {
+    case kvserve::GgmlType::kF32:
+    case kvserve::GgmlType::kI32:
+      return 4;
+    case kvserve::GgmlType::kI64:
+      return 8;
+    case kvserve::GgmlType::kI8:
+      return 1;
+    default:
+      return 2;  // F16, BF16
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -38,7 +54,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       Check(t.data >= data && t.data + t.n_bytes <= data + size, "tensor inside input", t.name);
       uint64_t n = 1;
       for (int64_t dim : t.shape) n *= static_cast<uint64_t>(dim);
-      const uint64_t element = t.type == kvserve::GgmlType::kF32 ? 4 : 2;
+      const uint64_t element = ElementBytes(t.type);
       Check(n == t.n_elements && n * element == t.n_bytes, "size matches shape", t.name);
       Check(file->Find(t.name) == &t, "index finds tensor", t.name);
       uint64_t sum = 0;
