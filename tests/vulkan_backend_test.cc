@@ -7,9 +7,9 @@
 //   f16/bf16 rounding of x for those weights); outputs past 32768 (a second row of workgroups)
 //   included.
 // - A row's outputs are the same bits alone and in a batch of 16 (fixed reduction order).
-// - RMS norm, layer norm, add, bias, scale, SwiGLU and RoPE (both pairings, divisors, YaRN) agree
-//   with the CPU; GELU, GeGLU (the CPU's f16 table, NaN, -0, the +-10 clamps, subnormals), ReLU
-//   and bias give its bits.
+// - RMS norm, layer norm, add, bias, scale, SwiGLU (and gpt-oss's), soft-cap and RoPE (both
+//   pairings, divisors, YaRN) agree with the CPU; GELU, GeGLU (the CPU's f16 table, NaN, -0, the
+//   +-10 clamps, subnormals), ReLU and bias give its bits.
 // - Arguments in plain host memory are staged and copied back: the same bits as in device memory.
 // - Weights are copied to device memory at load (the matrix's `packed`, each vector's `prepared`).
 // A build without the backend skips; a build with it fails without a device.
@@ -281,7 +281,19 @@ TEST(VulkanBackend, NormsAndElementwiseOperationsAgreeWithTheCpu) {
   EXPECT_EQ(gpu, cpu) << "Scale is one rounding";
   b.vulkan->SwiGlu(gpu.data(), y.data(), rows, width, *vws);
   b.cpu->SwiGlu(cpu.data(), y.data(), rows, width, *cws);
-  EXPECT_LE(RelativeError(gpu, cpu), 1e-5) << "SwiGlu (exp differs by a few ulps)";
+  EXPECT_LE(RelativeError(gpu, cpu), 1e-6) << "SwiGlu (the CPU's exp polynomial; fma may differ)";
+  std::vector<float> capped_gpu = x, capped_cpu = x;
+  for (float& v : capped_gpu) v *= 40.0f;  // past the cap's knee
+  for (float& v : capped_cpu) v *= 40.0f;
+  b.vulkan->SoftCap(capped_gpu.data(), rows, width, 30.0f, *vws);
+  b.cpu->SoftCap(capped_cpu.data(), rows, width, 30.0f, *cws);
+  EXPECT_LE(RelativeError(capped_gpu, capped_cpu), 1e-6) << "SoftCap (its own tanh, ~1e-7)";
+  std::vector<float> oai_gpu = x, oai_cpu = x;
+  for (float& v : oai_gpu) v *= 10.0f;  // some past the limit
+  for (float& v : oai_cpu) v *= 10.0f;
+  b.vulkan->SwiGluOai(oai_gpu.data(), y.data(), rows, width, 1.702f, 7.0f, *vws);
+  b.cpu->SwiGluOai(oai_cpu.data(), y.data(), rows, width, 1.702f, 7.0f, *cws);
+  EXPECT_LE(RelativeError(oai_gpu, oai_cpu), 1e-5) << "SwiGluOai (the device's exp)";
 }
 
 TEST(VulkanBackend, LayerNormBiasesAndActivationsAgreeWithTheCpu) {

@@ -42,7 +42,7 @@ class VulkanBackend final : private VulkanBackendParts, public ForwardingBackend
   // The operations with shaders, for doctor and the docs.
   static constexpr const char* kDeviceOperations =
       "Matmul (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K), RmsNorm, LayerNorm, Add, AddBias, "
-      "Scale, SwiGlu, Gelu, GeGlu, Relu, Rope, "
+      "Scale, SwiGlu, SwiGluOai, Gelu, GeGlu, Relu, SoftCap, Rope, "
       "StoreKv, PagedAttention (F32, F16 KV; head_dim a multiple of 4 up to 256)";
 
   static Result<std::unique_ptr<Backend>> Make(const VulkanBackendOptions& options);
@@ -80,6 +80,9 @@ class VulkanBackend final : private VulkanBackendParts, public ForwardingBackend
   void Gelu(float* x, int n_rows, int width, Workspace& ws) const override;
   void GeGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const override;
   void Relu(float* x, int n_rows, int width, Workspace& ws) const override;
+  void SoftCap(float* x, int n_rows, int width, float cap, Workspace& ws) const override;
+  void SwiGluOai(float* gate, const float* up, int n_rows, int width, float alpha, float limit,
+                 Workspace& ws) const override;
   void SwiGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const override;
   void Scale(float* x, int n_rows, int width, float factor, Workspace& ws) const override;
 
@@ -105,10 +108,10 @@ class VulkanBackend final : private VulkanBackendParts, public ForwardingBackend
                      std::shared_ptr<uint8_t>& storage) const;
 
   // Runs elementwise.comp's `shader` over x[n_rows][width] (rows x_stride floats apart) with y
-  // (y_floats floats; x itself when the shader reads no y) and `factor`; false (nothing done) when
-  // an argument is wider than one binding may span.
+  // (y_floats floats; x itself when the shader reads no y), `factor` and `limit`; false (nothing
+  // done) when an argument is wider than one binding may span.
   bool Elementwise(const char* shader, float* x, size_t x_stride, const float* y, size_t y_floats,
-                   int n_rows, int width, float factor, Workspace& ws) const;
+                   int n_rows, int width, float factor, float limit, Workspace& ws) const;
   // gelu.comp's `shader` over x[n] with y (GeGLU's up; x for GELU); false as above.
   bool GeluShader(const char* shader, float* x, const float* y, uint64_t n, Workspace& ws) const;
 

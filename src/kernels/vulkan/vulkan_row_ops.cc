@@ -17,7 +17,7 @@ VulkanWorkspace& Vk(Workspace& ws) { return static_cast<VulkanWorkspace&>(ws); }
 }  // namespace
 
 bool VulkanBackend::Elementwise(const char* shader, float* x, size_t x_stride, const float* y,
-                                size_t y_floats, int n_rows, int width, float factor,
+                                size_t y_floats, int n_rows, int width, float factor, float limit,
                                 Workspace& ws) const {
   const uint64_t n = static_cast<uint64_t>(n_rows) * width;
   if (n == 0) return true;
@@ -26,8 +26,9 @@ bool VulkanBackend::Elementwise(const char* shader, float* x, size_t x_stride, c
   const uint32_t y_word = args.Input(y, sizeof(float) * y_floats);
   if (!args.fits()) return false;
   const VulkanGroups grid = VulkanGroups::Cover((n + 255) / 256);
-  const std::array<uint32_t, 7> push = {PushInt(n), PushFloat(factor), x_word,           y_word,
-                                        grid.x,     PushInt(width),    PushInt(x_stride)};
+  const std::array<uint32_t, 8> push = {
+      PushInt(n),     PushFloat(factor), x_word,          y_word, grid.x,
+      PushInt(width), PushInt(x_stride), PushFloat(limit)};
   VulkanBackendParts::device->Dispatch(shader, args.bindings(), PushBytes(push), grid.x, grid.y, 1);
   args.Finish();
   return true;
@@ -35,21 +36,21 @@ bool VulkanBackend::Elementwise(const char* shader, float* x, size_t x_stride, c
 
 void VulkanBackend::Add(float* x, const float* y, int n_rows, int width, Workspace& ws) const {
   const size_t n = static_cast<size_t>(n_rows) * width;
-  if (!Elementwise("add", x, width, y, n, n_rows, width, 0.0f, ws)) {
+  if (!Elementwise("add", x, width, y, n, n_rows, width, 0.0f, 0.0f, ws)) {
     inner_.Add(x, y, n_rows, width, Inner(ws));
   }
 }
 
 void VulkanBackend::AddBias(float* x, size_t stride, const float* bias, int n_rows, int width,
                             Workspace& ws) const {
-  if (!Elementwise("add_bias", x, stride, bias, width, n_rows, width, 0.0f, ws)) {
+  if (!Elementwise("add_bias", x, stride, bias, width, n_rows, width, 0.0f, 0.0f, ws)) {
     inner_.AddBias(x, stride, bias, n_rows, width, Inner(ws));
   }
 }
 
 void VulkanBackend::Scale(float* x, int n_rows, int width, float factor, Workspace& ws) const {
   // The shader reads no y; binding 1 is x again.
-  if (!Elementwise("scale", x, width, x, 1, n_rows, width, factor, ws)) {
+  if (!Elementwise("scale", x, width, x, 1, n_rows, width, factor, 0.0f, ws)) {
     inner_.Scale(x, n_rows, width, factor, Inner(ws));
   }
 }
@@ -57,14 +58,28 @@ void VulkanBackend::Scale(float* x, int n_rows, int width, float factor, Workspa
 void VulkanBackend::SwiGlu(float* gate, const float* up, int n_rows, int width,
                            Workspace& ws) const {
   const size_t n = static_cast<size_t>(n_rows) * width;
-  if (!Elementwise("swiglu", gate, width, up, n, n_rows, width, 0.0f, ws)) {
+  if (!Elementwise("swiglu", gate, width, up, n, n_rows, width, 0.0f, 0.0f, ws)) {
     inner_.SwiGlu(gate, up, n_rows, width, Inner(ws));
   }
 }
 
 void VulkanBackend::Relu(float* x, int n_rows, int width, Workspace& ws) const {
-  if (!Elementwise("relu", x, width, x, 1, n_rows, width, 0.0f, ws)) {
+  if (!Elementwise("relu", x, width, x, 1, n_rows, width, 0.0f, 0.0f, ws)) {
     inner_.Relu(x, n_rows, width, Inner(ws));
+  }
+}
+
+void VulkanBackend::SoftCap(float* x, int n_rows, int width, float cap, Workspace& ws) const {
+  if (!Elementwise("soft_cap", x, width, x, 1, n_rows, width, cap, 0.0f, ws)) {
+    inner_.SoftCap(x, n_rows, width, cap, Inner(ws));
+  }
+}
+
+void VulkanBackend::SwiGluOai(float* gate, const float* up, int n_rows, int width, float alpha,
+                              float limit, Workspace& ws) const {
+  const size_t n = static_cast<size_t>(n_rows) * width;
+  if (!Elementwise("swiglu_oai", gate, width, up, n, n_rows, width, alpha, limit, ws)) {
+    inner_.SwiGluOai(gate, up, n_rows, width, alpha, limit, Inner(ws));
   }
 }
 

@@ -87,44 +87,9 @@ vec4 load_v(uint i) {
 #endif
 }
 
-// KvExp of kernels/cpu/attend_head.h: the same sequence of operations.
-float kv_exp(float x) {
-  x = min(x, 88.0);
-  if (!(x >= -87.0)) return 0.0;
-  const float n = roundEven(x * 1.44269504088896341);
-  float r = fma(n, -0.693359375, x);
-  r = fma(n, 2.12194440e-4, r);
-  float poly = 1.0 / 5040.0;
-  poly = fma(poly, r, 1.0 / 720.0);
-  poly = fma(poly, r, 1.0 / 120.0);
-  poly = fma(poly, r, 1.0 / 24.0);
-  poly = fma(poly, r, 1.0 / 6.0);
-  poly = fma(poly, r, 0.5);
-  poly = fma(poly, r, 1.0);
-  poly = fma(poly, r, 1.0);
-  return poly * uintBitsToFloat(uint(int(n) + 127) << 23);
-}
+#include "kv_exp.glsl"
+#include "tanh.glsl"
 
-// tanh to about 1e-7 absolute without the driver's tanh (whose accuracy Vulkan leaves open): an
-// odd Taylor polynomial below 0.5, 1 - 2 / (e^2|x| + 1) above.
-float tanh_accurate(float x) {
-  const float a = abs(x);
-  float t;
-  if (a < 0.5) {
-    const float x2 = a * a;
-    float poly = -929569.0 / 638512875.0;
-    poly = fma(poly, x2, 21844.0 / 6081075.0);
-    poly = fma(poly, x2, -1382.0 / 155925.0);
-    poly = fma(poly, x2, 62.0 / 2835.0);
-    poly = fma(poly, x2, -17.0 / 315.0);
-    poly = fma(poly, x2, 2.0 / 15.0);
-    poly = fma(poly, x2, -1.0 / 3.0);
-    t = fma(poly * x2, a, a);
-  } else {
-    t = 1.0 - 2.0 / (kv_exp(2.0 * a) + 1.0);
-  }
-  return x < 0.0 ? -t : t;
-}
 
 // q · k of the head row at `row` (units of 4, relative to the K pool) in the CPU's 16 lanes:
 // lanes0 holds lanes 0 .. 3 (elements d with d % 16 < 4), lanes1 lanes 4 .. 7, ...
