@@ -347,6 +347,22 @@ TEST(VulkanBackend, LayerNormBiasesAndActivationsAgreeWithTheCpu) {
   EXPECT_TRUE(same_bits(gpu, cpu)) << "Relu (-0 and NaN give +0)";
 }
 
+TEST(VulkanBackend, ExpertOutputsAreSummedWithTheCpuBits) {
+  REQUIRE_VULKAN();
+  const testing::VulkanAndCpu& b = GetBackends();
+  auto vws = b.vulkan->NewWorkspace({});
+  auto cws = b.cpu->NewWorkspace({.n_threads = 1});
+  constexpr int kRows = 5, kK = 3, kWidth = 77;
+  const std::vector<float> src = RandomFloats(kRows * kK * kWidth, 61);
+  const std::vector<float> weights = RandomFloats(kRows * kK, 62);
+  std::vector<float> gpu = RandomFloats(kRows * kWidth, 63);
+  std::vector<float> cpu = gpu;
+  b.vulkan->AddWeightedRows(gpu.data(), src.data(), weights.data(), kRows, kK, kWidth, *vws);
+  b.cpu->AddWeightedRows(cpu.data(), src.data(), weights.data(), kRows, kK, kWidth, *cws);
+  EXPECT_EQ(0, std::memcmp(gpu.data(), cpu.data(), gpu.size() * sizeof(float)))
+      << "the k products in j order, no fma: the CPU's bits";
+}
+
 TEST(VulkanBackend, RopeAgreesWithTheCpuInEveryMode) {
   REQUIRE_VULKAN();
   const testing::VulkanAndCpu& b = GetBackends();
@@ -436,6 +452,23 @@ TEST(VulkanBackend, RunGivesTheCpuTextAndAWrongDeviceIsAFlagError) {
   EXPECT_NE(err.find("--device 7"), std::string::npos) << err;
   EXPECT_EQ(testing::RunKvserve(run + " --backend vulkan --device -1", &vulkan_out, &err), 2);
   EXPECT_NE(err.find("flag --device"), std::string::npos) << err;
+}
+
+// A machine without the Vulkan loader (here: KVSERVE_VULKAN_LOADER naming a file that is not
+// there) runs the CPU backend as before; `--backend vulkan` is refused naming the package, and
+// doctor says why it lists no device.
+TEST(VulkanBackend, WithoutTheLoaderOnlyTheVulkanBackendIsRefused) {
+  if (!testing::VulkanInBuild()) GTEST_SKIP() << "this build has no Vulkan backend";
+  setenv("KVSERVE_VULKAN_LOADER", "/nonexistent/libvulkan.so.1", 1);  // the children's
+  const std::string run =
+      "run -m " + testing::ModelPath("stories260K.gguf") + " -p 'Once upon a time' -n 8 --temp 0";
+  std::string out, err;
+  EXPECT_EQ(testing::RunKvserve(run + " --backend cpu", &out, &err), 0) << err;
+  EXPECT_EQ(testing::RunKvserve(run + " --backend vulkan", &out, &err), 2);
+  EXPECT_NE(err.find("libvulkan1"), std::string::npos) << err;
+  ASSERT_EQ(testing::RunKvserve("doctor -t 1 -r 1 --bandwidth-mib 64", &out, &err), 0) << err;
+  unsetenv("KVSERVE_VULKAN_LOADER");
+  EXPECT_NE(out.find("gpu:        vulkan: the Vulkan loader"), std::string::npos) << out;
 }
 
 }  // namespace

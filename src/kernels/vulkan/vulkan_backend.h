@@ -42,7 +42,7 @@ class VulkanBackend final : private VulkanBackendParts, public ForwardingBackend
   // The operations with shaders, for doctor and the docs.
   static constexpr const char* kDeviceOperations =
       "Matmul (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K), RmsNorm, LayerNorm, Add, AddBias, "
-      "Scale, SwiGlu, SwiGluOai, Gelu, GeGlu, Relu, SoftCap, Rope, "
+      "Scale, SwiGlu, SwiGluOai, Gelu, GeGlu, Relu, SoftCap, AddWeightedRows, Rope, "
       "StoreKv, PagedAttention (F32, F16 KV; head_dim a multiple of 4 up to 256)";
 
   static Result<std::unique_ptr<Backend>> Make(const VulkanBackendOptions& options);
@@ -83,6 +83,9 @@ class VulkanBackend final : private VulkanBackendParts, public ForwardingBackend
   void SoftCap(float* x, int n_rows, int width, float cap, Workspace& ws) const override;
   void SwiGluOai(float* gate, const float* up, int n_rows, int width, float alpha, float limit,
                  Workspace& ws) const override;
+  // A mixture's expert outputs summed into x (the routing and grouping stay on the host).
+  void AddWeightedRows(float* x, const float* src, const float* weights, int n_rows, int k,
+                       int width, Workspace& ws) const override;
   void SwiGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const override;
   void Scale(float* x, int n_rows, int width, float factor, Workspace& ws) const override;
 

@@ -14,6 +14,7 @@ std::string VkError(const char* what, VkResult result) {
 }
 
 Result<VkInstance> CreateInstance() {
+  if (Status loaded = LoadVulkan(); !loaded.ok()) return loaded;
   VkApplicationInfo app{};
   app.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO;
   app.pApplicationName = "kvserve";

@@ -4,7 +4,7 @@
 // to call from any thread; Dispatch and the buffer calls serialize on the device's mutex.
 #pragma once
 
-#include <vulkan/vulkan.h>
+#include "kernels/vulkan/vulkan_loader.h"
 
 #include <cstddef>
 #include <cstdint>

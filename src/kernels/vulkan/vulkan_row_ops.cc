@@ -1,6 +1,6 @@
 // VulkanBackend's elementwise operations and norms (elementwise.comp, gelu.comp, rms_norm.comp,
-// layer_norm.comp). Each runs on the CPU backend instead when an argument is wider than one
-// binding may span.
+// layer_norm.comp, add_weighted_rows.comp). Each runs on the CPU backend instead when an argument
+// is wider than one binding may span.
 #include <array>
 
 #include "kernels/vulkan/vulkan_backend.h"
@@ -81,6 +81,23 @@ void VulkanBackend::SwiGluOai(float* gate, const float* up, int n_rows, int widt
   if (!Elementwise("swiglu_oai", gate, width, up, n, n_rows, width, alpha, limit, ws)) {
     inner_.SwiGluOai(gate, up, n_rows, width, alpha, limit, Inner(ws));
   }
+}
+
+void VulkanBackend::AddWeightedRows(float* x, const float* src, const float* weights, int n_rows,
+                                    int k, int width, Workspace& ws) const {
+  const uint64_t n = static_cast<uint64_t>(n_rows) * width;
+  if (n == 0 || k == 0) return;
+  VulkanShaderArgs args(*memory, Vk(ws), *VulkanBackendParts::device);
+  const uint32_t x_word = args.Output(x, sizeof(float) * n);
+  const uint32_t src_word = args.Input(src, sizeof(float) * n * k);
+  const uint32_t weights_word = args.Input(weights, sizeof(float) * n_rows * k);
+  if (!args.fits()) return inner_.AddWeightedRows(x, src, weights, n_rows, k, width, Inner(ws));
+  const VulkanGroups grid = VulkanGroups::Cover((n + 255) / 256);
+  const std::array<uint32_t, 7> push = {PushInt(n_rows), PushInt(k),   PushInt(width), x_word,
+                                        src_word,        weights_word, grid.x};
+  VulkanBackendParts::device->Dispatch("add_weighted_rows", args.bindings(), PushBytes(push),
+                                       grid.x, grid.y, 1);
+  args.Finish();
 }
 
 bool VulkanBackend::GeluShader(const char* shader, float* x, const float* y, uint64_t n,
