@@ -27,14 +27,14 @@ Status OpenAndLoad() {
                                (why != nullptr ? why : "unknown error"));
   }
   std::string missing;
-#define KVSERVE_LOAD_VULKAN_FUNCTION(name)                           \
-  name = reinterpret_cast<PFN_##name>(dlsym(library, #name));       \
+#define KVSERVE_LOAD_VULKAN_FUNCTION(name)                    \
+  name = reinterpret_cast<PFN_##name>(dlsym(library, #name)); \
   if (name == nullptr) missing += std::string(missing.empty() ? "" : ", ") + #name;
   KVSERVE_VULKAN_FUNCTIONS(KVSERVE_LOAD_VULKAN_FUNCTION)
 #undef KVSERVE_LOAD_VULKAN_FUNCTION
   if (!missing.empty()) {
-    return Status::Unavailable(std::string("the Vulkan loader ") + kLoader +
-                               " lacks " + missing + " (a Vulkan 1.1 loader is needed)");
+    return Status::Unavailable(std::string("the Vulkan loader ") + kLoader + " lacks " + missing +
+                               " (a Vulkan 1.1 loader is needed)");
   }
   return Status::Ok();
 }
