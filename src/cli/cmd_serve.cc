@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "cli/model_options.h"
+#include "cli/pooling_flag.h"
 #include "engine/engine.h"
 #include "server/http_server.h"
 #include "tokenizer/chat_template.h"
@@ -123,7 +124,8 @@ FlagTable ServeFlagTable() {
           EngineFlags(kServeMaxStepMs, kServeMaxStepDecodes),
           KvDiskFlags(),
           ContextOverflowFlags(),
-          SpecFlags(kServeSpec)}};
+          SpecFlags(kServeSpec),
+          PoolingFlag()}};
 }
 
 namespace {
@@ -353,6 +355,11 @@ int RunServe(const std::vector<std::string>& argv) {
   if (!draft.ok()) return stop_with(draft.message());
   auto engine = Engine::Create(**model, **tokenizer, engine_options);
   if (!engine.ok()) return stop_with(engine.message());
+  auto pooling = ReadPooling(*args, **model);
+  if (!pooling.ok()) return stop_with(pooling.message());
+  // POST /v1/embeddings, beside the engine; a model without them answers why (Embedder).
+  Embedder embedder(**model, engine_options.n_threads, engine_options.n_ctx,
+                    engine_options.max_batched_tokens);
 
   const std::string model_id =
       options->alias.empty() ? ModelId(model_options->model_path) : options->alias;
@@ -360,7 +367,9 @@ int RunServe(const std::vector<std::string>& argv) {
                               .tokenizer = tokenizer->get(),
                               .chat_template = &*chat,
                               .id = model_id,
-                              .created = static_cast<int64_t>(std::time(nullptr))});
+                              .created = static_cast<int64_t>(std::time(nullptr)),
+                              .embedder = &embedder,
+                              .pooling = *pooling});
   PrintReady(*options, model_id, **engine, *chat, server.port());
   ServeUntilSignal(signals, options->shutdown_timeout_s, server, **engine, http_thread);
   return 0;

@@ -10,6 +10,7 @@ const Command kCommands[] = {
      ChatFlagTable, RunChat},
     {"logits", "write the logits of a token sequence to a file", LogitsFlagTable, RunLogits},
     {"tokenize", "print the token ids of a text", TokenizeFlagTable, RunTokenize},
+    {"embed", "print the embeddings of texts (t5encoder and t5 files)", EmbedFlagTable, RunEmbed},
     {"info", "describe a model file: architecture, shapes, types, KV size", InfoFlagTable, RunInfo},
     {"convert", "write a model as GGUF with another weight type", ConvertFlagTable, RunConvert},
     {"synth", "write a random-weight model of a real shape", SynthFlagTable, RunSynth},

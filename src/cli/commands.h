@@ -34,6 +34,8 @@ FlagTable LogitsFlagTable();
 int RunLogits(const std::vector<std::string>& args);
 FlagTable TokenizeFlagTable();
 int RunTokenize(const std::vector<std::string>& args);
+FlagTable EmbedFlagTable();
+int RunEmbed(const std::vector<std::string>& args);
 FlagTable ConvertFlagTable();
 int RunConvert(const std::vector<std::string>& args);
 FlagTable SynthFlagTable();

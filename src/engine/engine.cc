@@ -219,6 +219,14 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokeniz
     const Status fits = o.spec.draft_model->CheckContextSize(o.n_ctx);
     if (!fits.ok()) return Status::InvalidArgument("draft model: " + fits.message());
   }
+  if (model.encoder_only()) {
+    // No decoder: no KV cache, no step loop; Submit refuses, the embedder serves (embedder.h).
+    std::unique_ptr<Engine> engine(new Engine());
+    engine->options_ = o;
+    engine->n_vocab_ = c.n_vocab;
+    engine->encoder_only_arch_ = c.arch;
+    return engine;
+  }
   const uint64_t block_bytes = KvCache::BytesPerBlock(model.kv_spec(), o.kv_type, o.block_size);
   const int blocks_per_seq = (o.n_ctx + o.block_size - 1) / o.block_size;
   uint64_t target_bytes = o.kv_memory_bytes;
@@ -283,6 +291,11 @@ Engine::~Engine() {
 
 Result<std::shared_ptr<RequestStream>> Engine::Submit(Request request) {
   using R = Result<std::shared_ptr<RequestStream>>;
+  if (core_ == nullptr) {
+    return R::InvalidArgument("a " + encoder_only_arch_ +
+                              " model has no decoder: it computes embeddings (`kvserve embed`, "
+                              "POST /v1/embeddings), not text");
+  }
   if (request.prompt.empty()) return R::InvalidArgument("the prompt is empty");
   if (request.max_tokens < 0) {
     return R::InvalidArgument("max_tokens " + std::to_string(request.max_tokens) +
@@ -383,6 +396,7 @@ Result<std::shared_ptr<RequestStream>> Engine::Submit(Request request) {
 }
 
 void Engine::Abort(const std::string& id) {
+  if (core_ == nullptr) return;  // encoder-only: no requests
   std::lock_guard<std::mutex> lock(mutex_);
   aborts_.push_back(id);
   wake_.notify_all();
@@ -405,6 +419,7 @@ EngineStats Engine::Stats() const {
 }
 
 std::shared_ptr<const BlockMap> Engine::SnapshotBlocks(std::chrono::milliseconds timeout) {
+  if (core_ == nullptr) return nullptr;  // encoder-only: no blocks
   std::unique_lock<std::mutex> lock(mutex_);
   const uint64_t serial = block_map_serial_;
   block_map_wanted_.store(true);

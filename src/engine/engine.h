@@ -176,6 +176,8 @@ class Engine {
   std::shared_ptr<const BlockMap> SnapshotBlocks(std::chrono::milliseconds timeout);
   const EngineOptions& options() const { return options_; }
   int n_ctx() const { return options_.n_ctx; }
+  // Whether the engine runs requests: false for an encoder-only model (it serves embeddings).
+  bool generates() const { return core_ != nullptr; }
   // Whether the model encodes the prompt (an encoder-decoder: the context bounds the encoder's
   // input and the decoder's tokens each).
   bool encoder_decoder() const { return encoder_decoder_; }
@@ -195,6 +197,9 @@ class Engine {
   bool recurrent_state_ = false;  // the model keeps a recurrent state (no context shift)
   bool encoder_decoder_ = false;  // the model encodes the prompt (no context shift)
   int cross_group_ = -1;          // Model::cross_group
+  // An encoder-only model's architecture (Model::encoder_only): the engine has no core_ and
+  // no thread, and Submit refuses with this name.
+  std::string encoder_only_arch_;
   std::unique_ptr<EngineCore> core_;
   std::thread thread_;
   mutable std::mutex mutex_;  // guards everything below

@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "io/gguf_reader.h"
@@ -91,12 +92,13 @@ struct HfClass {
 using ModelLoader = Result<std::unique_ptr<Model>> (*)(GgufFile file, ModelConfig config,
                                                        const Backend& backend);
 
-// The loader of an architecture whose model class loads itself: M(file, config, backend), then
-// M::Load(), which reads the rest of the keys and every tensor.
+// The loader of an architecture whose model class loads itself: M(file, config, backend,
+// extra...), then M::Load(), which reads the rest of the keys and every tensor.
 template <typename M>
 Result<std::unique_ptr<Model>> LoadModelOf(GgufFile file, ModelConfig config,
-                                           const Backend& backend) {
-  auto model = std::make_unique<M>(std::move(file), std::move(config), backend);
+                                           const Backend& backend, auto&&... extra) {
+  auto model = std::make_unique<M>(std::move(file), std::move(config), backend,
+                                   std::forward<decltype(extra)>(extra)...);
   KVSERVE_RETURN_IF_ERROR(model->Load());
   return std::unique_ptr<Model>(std::move(model));
 }

@@ -75,6 +75,16 @@ class Model {
   // The token a decoder's output starts from (T5's decoder_start_token_id); -1: none.
   virtual int32_t decoder_start_token() const { return -1; }
 
+  // Embeddings (engine/embedder.h): whether Embed computes them. Embed writes the hidden state of
+  // every token of each of the batch's sequences after the final norm (T5: the encoder's output),
+  // as llama.cpp's embeddings read it; batch.cross_slots is not read, nothing is cached.
+  // hidden: [batch.n_tokens(), n_embd], host memory.
+  virtual bool computes_embeddings() const { return false; }
+  virtual void Embed(const EncodeBatch& batch, float* hidden, Workspace& ws) const {}
+  // A model without a decoder (t5encoder): it computes embeddings only, and the engine refuses
+  // requests for text.
+  virtual bool encoder_only() const { return false; }
+
  protected:
   Model(GgufFile file, ModelConfig config, const Backend& backend);
   // Declares the matrices Forward multiplies and the vectors it reads (the model's own members;

@@ -60,13 +60,15 @@ struct EncoderKeys {
 
 class T5Model final : public Model {
  public:
-  T5Model(GgufFile file, ModelConfig config, const Backend& backend)
-      : Model(std::move(file), std::move(config), backend) {}
+  // encoder_only: a t5encoder file (no decoder tensors or keys).
+  T5Model(GgufFile file, ModelConfig config, const Backend& backend, bool encoder_only)
+      : Model(std::move(file), std::move(config), backend), encoder_only_(encoder_only) {}
 
   Status Load();
 
   KvSpec kv_spec() const override {
     KvSpec spec;
+    if (encoder_only_) return spec;
     for (int g = 0; g < 2; ++g) {
       KvGroupSpec& group = spec.groups.emplace_back();
       if (g == 1) group.kind = CrossAttentionKind::Make();
@@ -76,8 +78,13 @@ class T5Model final : public Model {
     }
     return spec;
   }
-  int cross_group() const override { return 1; }
-  int32_t decoder_start_token() const override { return start_token_; }
+  int cross_group() const override { return encoder_only_ ? -1 : 1; }
+  int32_t decoder_start_token() const override { return encoder_only_ ? -1 : start_token_; }
+  bool computes_embeddings() const override { return true; }
+  void Embed(const EncodeBatch& batch, float* hidden, Workspace& ws) const override {
+    if (batch.n_tokens() > 0) RunEncoder(batch, hidden, ws);
+  }
+  bool encoder_only() const override { return encoder_only_; }
 
   void Encode(const EncodeBatch& batch, KvCache& kv, Workspace& ws) const override;
   void Forward(const ForwardBatch& batch, KvCache& kv, Workspace& ws, float* logits) const override;
@@ -95,6 +102,7 @@ class T5Model final : public Model {
   void DecoderLayer(int il, const ForwardBatch& batch, KvCache& kv, const AttentionParams& params,
                     float* x, float* xn, float* proj, Workspace& ws) const;
 
+  bool encoder_only_ = false;
   int n_dec_ = 0;
   int n_buckets_ = 0;
   int32_t start_token_ = 0;
@@ -128,6 +136,7 @@ Status T5Model::ReadKeys() {
     return Status::InvalidArgument("t5: '" + prefix + "attention.relative_buckets_count' = " +
                                    std::to_string(n_buckets_) + " (at least 4)");
   }
+  if (encoder_only_) return Status::Ok();  // n_dec_ stays 0
   n_dec_ = config_.n_layers;
   KVSERVE_RETURN_IF_ERROR(read("decoder_block_count", false, 4096, &n_dec_));
   if (n_dec_ == 0) return Status::InvalidArgument("t5: '" + prefix + "decoder_block_count' = 0");
@@ -145,14 +154,18 @@ Status T5Model::Load() {
   const ModelConfig& c = config_;
   const WeightLoader r(file_);
   KVSERVE_RETURN_IF_ERROR(r.Matrix("token_embd.weight", c.n_vocab, c.n_embd, &token_embd_));
-  output_ = &token_embd_;
-  if (!c.tied_output) {
-    KVSERVE_RETURN_IF_ERROR(r.Matrix("output.weight", c.n_vocab, c.n_embd, &own_output_));
-    output_ = &own_output_;
-  }
   KVSERVE_RETURN_IF_ERROR(r.Vector("enc.output_norm.weight", c.n_embd, &enc_norm_));
-  KVSERVE_RETURN_IF_ERROR(r.Vector("dec.output_norm.weight", c.n_embd, &dec_norm_));
-  WeightList weights{.matrices = {&token_embd_, output_}, .vectors = {&enc_norm_, &dec_norm_}};
+  WeightList weights{.matrices = {&token_embd_}, .vectors = {&enc_norm_}};
+  if (!encoder_only_) {  // a t5encoder's output.weight, if any, is never read: not loaded
+    output_ = &token_embd_;
+    if (!c.tied_output) {
+      KVSERVE_RETURN_IF_ERROR(r.Matrix("output.weight", c.n_vocab, c.n_embd, &own_output_));
+      output_ = &own_output_;
+      weights.matrices.push_back(output_);
+    }
+    KVSERVE_RETURN_IF_ERROR(r.Vector("dec.output_norm.weight", c.n_embd, &dec_norm_));
+    weights.vectors.push_back(&dec_norm_);
+  }
   KVSERVE_RETURN_IF_ERROR(LoadLayers(r, weights));
   DeclareWeights(weights);
   return Status::Ok();
@@ -316,7 +329,12 @@ void T5Model::Forward(const ForwardBatch& batch, KvCache& kv, Workspace& ws, flo
 }  // namespace
 
 Result<std::unique_ptr<Model>> LoadT5(GgufFile file, ModelConfig config, const Backend& backend) {
-  return LoadModelOf<T5Model>(std::move(file), std::move(config), backend);
+  return LoadModelOf<T5Model>(std::move(file), std::move(config), backend, false);
+}
+
+Result<std::unique_ptr<Model>> LoadT5Encoder(GgufFile file, ModelConfig config,
+                                             const Backend& backend) {
+  return LoadModelOf<T5Model>(std::move(file), std::move(config), backend, true);
 }
 
 }  // namespace kvserve

@@ -21,5 +21,9 @@
 namespace kvserve {
 
 Result<std::unique_ptr<Model>> LoadT5(GgufFile file, ModelConfig config, const Backend& backend);
+// A t5encoder file (llama.cpp's encoder-only T5: enc.blk.N.*, token_embd, enc.output_norm; for
+// embeddings, as T5 text encoders are used): no decoder, no KV cache.
+Result<std::unique_ptr<Model>> LoadT5Encoder(GgufFile file, ModelConfig config,
+                                             const Backend& backend);
 
 }  // namespace kvserve

@@ -32,15 +32,24 @@ int DecoderLayers(const SyntheticShape& s) {
   return s.n_decoder_layers > 0 ? s.n_decoder_layers : s.n_layers;
 }
 
-void SynthT5Tensors(const SyntheticShape& s, int64_t n_vocab, SyntheticTensors& out) {
-  out.Matrix("token_embd.weight", s.n_embd, n_vocab);
-  if (!s.tied_output) out.Matrix("output.weight", s.n_embd, n_vocab);
+void AddEncoder(const SyntheticShape& s, SyntheticTensors& out) {
   for (int i = 0; i < s.n_layers; ++i) {
     const std::string p = "enc.blk." + std::to_string(i) + ".";
     AddAttention(s, p, "attn", i, out);
     AddFeedForward(s, p, out);
   }
   out.Vector("enc.output_norm.weight", s.n_embd, SyntheticFill::kNearOne);
+}
+
+void SynthT5EncoderTensors(const SyntheticShape& s, int64_t n_vocab, SyntheticTensors& out) {
+  out.Matrix("token_embd.weight", s.n_embd, n_vocab);
+  AddEncoder(s, out);
+}
+
+void SynthT5Tensors(const SyntheticShape& s, int64_t n_vocab, SyntheticTensors& out) {
+  out.Matrix("token_embd.weight", s.n_embd, n_vocab);
+  if (!s.tied_output) out.Matrix("output.weight", s.n_embd, n_vocab);
+  AddEncoder(s, out);
   for (int i = 0; i < DecoderLayers(s); ++i) {
     const std::string p = "dec.blk." + std::to_string(i) + ".";
     AddAttention(s, p, "attn", i, out);
@@ -51,21 +60,23 @@ void SynthT5Tensors(const SyntheticShape& s, int64_t n_vocab, SyntheticTensors& 
 }
 
 // T5Model.set_gguf_parameters's keys in its order: no head_count_kv (llama.cpp takes head_count),
-// no rope keys, no vocab_size; the epsilon twice.
+// no rope keys, no vocab_size; the epsilon twice. T5EncoderModel's are the same without the
+// decoder's (decoder_block_count, decoder_start_token_id).
 void SynthT5Metadata(const SyntheticShape& s, int64_t /*n_vocab*/, GgufWriter& w) {
   const std::string a = s.arch + ".";
+  const bool decoder = s.arch != "t5encoder";
   w.SetUint32(a + "context_length", s.n_ctx);
   w.SetUint32(a + "embedding_length", s.n_embd);
   w.SetUint32(a + "feed_forward_length", s.n_ff);
   w.SetUint32(a + "block_count", s.n_layers);
-  if (s.n_decoder_layers > 0) w.SetUint32(a + "decoder_block_count", s.n_decoder_layers);
+  if (decoder && s.n_decoder_layers > 0) w.SetUint32(a + "decoder_block_count", s.n_decoder_layers);
   w.SetUint32(a + "attention.head_count", s.n_heads);
   w.SetUint32(a + "attention.key_length", s.HeadDim());
   w.SetUint32(a + "attention.value_length", s.HeadDim());
   w.SetFloat32(a + "attention.layer_norm_epsilon", s.norm_eps);
   w.SetUint32(a + "attention.relative_buckets_count", s.rel_buckets);
   w.SetFloat32(a + "attention.layer_norm_rms_epsilon", s.norm_eps);
-  w.SetUint32(a + "decoder_start_token_id", 0);
+  if (decoder) w.SetUint32(a + "decoder_start_token_id", 0);
 }
 
 // Tests, T5 v1.1 (Flan-T5) style: 64 wide, 2 encoder and 2 decoder layers (decoder_block_count
@@ -115,7 +126,26 @@ SyntheticShape T5Shape(int n_embd, int n_layers, int n_heads, int n_ff) {
           .rel_buckets = 32};
 }
 
+// t5-tiny's encoder alone (gated GELU), as a t5encoder file.
+SyntheticShape TinyEncoderShape() {
+  SyntheticShape s = TinyShape();
+  s.arch = "t5encoder";
+  s.n_decoder_layers = 0;
+  return s;
+}
+
 }  // namespace
+
+const SyntheticRecipe& T5EncoderSynthetic() {
+  static const SyntheticRecipe recipe{.vocab_file = "ggml-vocab-llama-spm.gguf",
+                                      .grouped_kv = false,
+                                      .rotary = false,
+                                      .encoder_decoder = true,
+                                      .tensors = &SynthT5EncoderTensors,
+                                      .metadata = &SynthT5Metadata,
+                                      .presets = {{"t5encoder-tiny", TinyEncoderShape()}}};
+  return recipe;
+}
 
 const SyntheticRecipe& T5Synthetic() {
   static const SyntheticRecipe recipe{.vocab_file = "ggml-vocab-llama-spm.gguf",

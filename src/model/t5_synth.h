@@ -26,5 +26,8 @@ namespace kvserve {
 // order; decoder_start_token_id is 0 (T5's pad token; stories260K's <unk>). Presets: t5-tiny
 // (v1.1: gated GELU, separate output), t5-tiny-v1 (v1.0: ReLU, tied), t5-small, t5-base.
 const SyntheticRecipe& T5Synthetic();
+// t5encoder (llama.cpp's encoder-only T5): token_embd, the enc.* tensors and keys above, no
+// output. Preset: t5encoder-tiny (t5-tiny's encoder).
+const SyntheticRecipe& T5EncoderSynthetic();
 
 }  // namespace kvserve

@@ -5,6 +5,7 @@
 
 #include "server/anthropic_messages.h"
 #include "server/anthropic_stream.h"
+#include "server/embeddings_route.h"
 #include "server/responses_api.h"
 #include "server/responses_stream.h"
 #include "server/webui_routes.h"
@@ -40,6 +41,7 @@ std::span<const HttpServer::Route> HttpServer::RouteTable() {
       {"GET", "/v1/models/([^/]+)", false, Access::kApiKey, &HttpServer::GetModel},
       {"POST", "/v1/completions", true, Access::kApiKey, &HttpServer::TextCompletions},
       {"POST", "/v1/chat/completions", true, Access::kApiKey, &HttpServer::ChatCompletions},
+      {"POST", "/v1/embeddings", true, Access::kApiKey, &HttpServer::Embeddings},
       {"POST", "/tokenize", true, Access::kApiKey, &HttpServer::Tokenize},
       {"POST", "/detokenize", true, Access::kApiKey, &HttpServer::Detokenize},
       {"POST", "/apply-template", true, Access::kApiKey, &HttpServer::ApplyTemplate},
@@ -354,6 +356,18 @@ void HttpServer::Responses(const httplib::Request& request, const std::string& b
   httplib::Response answer;
   Completions(request, DumpJson(chat), answer, CompletionKind::kChat);
   ReplyResponses(answer, ResponseShell(parsed), response);
+}
+
+void HttpServer::Embeddings(const httplib::Request&, const std::string& body,
+                            httplib::Response& response) {
+  OpenAiRoutes* routes = Ready(response);
+  if (routes == nullptr) return;
+  const ServedModel& model = routes->model();
+  if (model.embedder == nullptr) {
+    return ReplyError(response,
+                      ApiError::BadRequest("this server computes no embeddings", "model"));
+  }
+  ServeEmbeddings(body, *model.embedder, *model.tokenizer, model.pooling, model.id, response);
 }
 
 void HttpServer::Tokenize(const httplib::Request&, const std::string& body,

@@ -129,6 +129,7 @@ class HttpServer {
   void Responses(const httplib::Request& request, const std::string& body,
                  httplib::Response& response);
   void Tokenize(const httplib::Request&, const std::string& body, httplib::Response& response);
+  void Embeddings(const httplib::Request&, const std::string& body, httplib::Response& response);
   void Detokenize(const httplib::Request&, const std::string& body, httplib::Response& response);
   void ApplyTemplate(const httplib::Request&, const std::string& body, httplib::Response& response);
   void DeleteSession(const httplib::Request& request, const std::string&,

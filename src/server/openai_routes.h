@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "engine/embedder.h"
 #include "engine/engine.h"
 #include "grammar/grammar_cache.h"
 #include "server/api_error.h"
@@ -30,6 +31,10 @@ struct ServedModel {
   const ChatTemplate* chat_template = nullptr;
   std::string id;       // the name clients pass as "model"
   int64_t created = 0;  // Unix seconds, for /v1/models
+  // POST /v1/embeddings (embeddings_route.h): null when the model computes none; with the
+  // server's --pooling.
+  Embedder* embedder = nullptr;
+  Pooling pooling = Pooling::kMean;
 };
 
 struct RouteOptions {

@@ -1,5 +1,6 @@
 #include "util/base64.h"
 
+#include <algorithm>
 #include <string>
 
 namespace kvserve {
@@ -46,6 +47,23 @@ Result<std::vector<uint8_t>> Base64Decode(std::string_view text) {
       n_bits -= 8;
       out.push_back(static_cast<uint8_t>(bits >> n_bits));
       bits &= (1u << n_bits) - 1;
+    }
+  }
+  return out;
+}
+
+std::string Base64Encode(std::span<const uint8_t> bytes) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    const size_t n = std::min<size_t>(3, bytes.size() - i);
+    uint32_t group = static_cast<uint32_t>(bytes[i]) << 16;
+    if (n > 1) group |= static_cast<uint32_t>(bytes[i + 1]) << 8;
+    if (n > 2) group |= bytes[i + 2];
+    for (size_t k = 0; k < 4; ++k) {
+      out.push_back(k <= n ? kAlphabet[(group >> (18 - 6 * k)) & 63] : '=');
     }
   }
   return out;
