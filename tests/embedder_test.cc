@@ -110,11 +110,11 @@ TEST(Embedder, BadInputsAreErrorsNamingTheInput) {
   };
   EXPECT_NE(error_of({}).find("input: no text"), std::string::npos);
   EXPECT_NE(error_of({{1, 2}, {}}).find("input[1] is empty"), std::string::npos);
-  EXPECT_NE(error_of({{1, 512}}).find("input[0]: token id 512 is out of range"),
-            std::string::npos);
+  EXPECT_NE(error_of({{1, 512}}).find("input[0]: token id 512 is out of range"), std::string::npos);
   EXPECT_NE(error_of({{1, -1}}).find("token id -1"), std::string::npos);
-  EXPECT_NE(error_of({{1, 2, 3, 4, 5, 6, 7, 8, 9}}).find("input[0] has 9 tokens, more than the "
-                                                         "context's 8"),
+  EXPECT_NE(error_of({{1, 2, 3, 4, 5, 6, 7, 8, 9}})
+                .find("input[0] has 9 tokens, more than the "
+                      "context's 8"),
             std::string::npos);
   auto normalize = embedder.Run({{{1, 2}}}, {.normalize = -3});
   EXPECT_FALSE(normalize.ok());

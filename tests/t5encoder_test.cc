@@ -141,8 +141,8 @@ TEST(T5EncoderEmbeddings, T5FileEmbedsWithItsEncoder) {
   const int n_embd = model->config().n_embd;
   ASSERT_EQ(out->vectors.size() * n_embd, rows.size());
   for (size_t r = 0; r < out->vectors.size(); ++r) {
-    EXPECT_LE(testing::RelativeRowError(out->vectors[r], {rows.data() + r * n_embd,
-                                                          static_cast<size_t>(n_embd)}),
+    EXPECT_LE(testing::RelativeRowError(out->vectors[r],
+                                        {rows.data() + r * n_embd, static_cast<size_t>(n_embd)}),
               1e-4)
         << r;
   }

@@ -19,27 +19,28 @@
 namespace kvserve {
 
 FlagTable EmbedFlagTable() {
-  return {.usage = "embed -m MODEL (-p TEXT | -f FILE) [flags]",
-          .groups = {{"embed",
-                      {{.name = "--prompt", .alias = "-p", .value_name = "TEXT", .help = "the text"},
-                       {.name = "--file",
-                        .alias = "-f",
-                        .value_name = "FILE",
-                        .help = "read the text from FILE"},
-                       {.name = "--embd-separator",
-                        .value_name = "TEXT",
-                        .default_text = "a newline",
-                        .help = "splits the text into inputs, one vector each"},
-                       {.name = "--embd-normalize",
-                        .value_name = "N",
-                        .default_text = "2",
-                        .help = "-1 none, 0 max-abs to int16, 1 taxicab, 2 euclidean, p-norm"},
-                       {.name = "--output-format",
-                        .value_name = "FORMAT",
-                        .default_text = "text",
-                        .help = "text (a line per vector) or json (/v1/embeddings' answer)"}}},
-                     PoolingFlag(),
-                     ModelFlags()}};
+  return {
+      .usage = "embed -m MODEL (-p TEXT | -f FILE) [flags]",
+      .groups = {{"embed",
+                  {{.name = "--prompt", .alias = "-p", .value_name = "TEXT", .help = "the text"},
+                   {.name = "--file",
+                    .alias = "-f",
+                    .value_name = "FILE",
+                    .help = "read the text from FILE"},
+                   {.name = "--embd-separator",
+                    .value_name = "TEXT",
+                    .default_text = "a newline",
+                    .help = "splits the text into inputs, one vector each"},
+                   {.name = "--embd-normalize",
+                    .value_name = "N",
+                    .default_text = "2",
+                    .help = "-1 none, 0 max-abs to int16, 1 taxicab, 2 euclidean, p-norm"},
+                   {.name = "--output-format",
+                    .value_name = "FORMAT",
+                    .default_text = "text",
+                    .help = "text (a line per vector) or json (/v1/embeddings' answer)"}}},
+                 PoolingFlag(),
+                 ModelFlags()}};
 }
 
 namespace {

@@ -159,8 +159,8 @@ Result<Embeddings> Embedder::Run(std::span<const std::vector<int32_t>> inputs,
     size_t count = 0;
     size_t tokens = 0;
     while (first + count < inputs.size() &&
-           (count == 0 || tokens + inputs[first + count].size() <=
-                              static_cast<size_t>(max_batch_tokens_))) {
+           (count == 0 ||
+            tokens + inputs[first + count].size() <= static_cast<size_t>(max_batch_tokens_))) {
       tokens += inputs[first + count].size();
       ++count;
     }

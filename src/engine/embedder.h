@@ -60,8 +60,7 @@ class Embedder {
 
   // Errors: a model that computes no embeddings, an empty input list or input, a token out of
   // the vocabulary, an input longer than max_input_tokens (each names the input by index).
-  Result<Embeddings> Run(std::span<const std::vector<int32_t>> inputs,
-                         const EmbedOptions& options);
+  Result<Embeddings> Run(std::span<const std::vector<int32_t>> inputs, const EmbedOptions& options);
   // Whether the model computes embeddings, else why not (for the route and the CLI to refuse
   // early).
   Status Supported() const;

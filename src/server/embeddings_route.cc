@@ -24,12 +24,12 @@ json EmbeddingsJson(const Embeddings& embeddings, const std::string& model_id, b
     }
     data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", std::move(vector)}});
   }
-  return {{"object", "list"},
-          {"data", std::move(data)},
-          {"model", model_id},
-          {"usage",
-           {{"prompt_tokens", embeddings.total_tokens},
-            {"total_tokens", embeddings.total_tokens}}}};
+  return {
+      {"object", "list"},
+      {"data", std::move(data)},
+      {"model", model_id},
+      {"usage",
+       {{"prompt_tokens", embeddings.total_tokens}, {"total_tokens", embeddings.total_tokens}}}};
 }
 
 namespace {
@@ -89,18 +89,17 @@ std::optional<ApiError> ParseEmbeddingInputs(const json& input, const Tokenizer&
 }
 
 void ServeEmbeddings(const std::string& text, Embedder& embedder, const Tokenizer& tokenizer,
-                     Pooling pooling, const std::string& model_id,
-                     httplib::Response& response) {
+                     Pooling pooling, const std::string& model_id, httplib::Response& response) {
   const int n_embd = embedder.dim();
   if (Status supported = embedder.Supported(); !supported.ok()) {
     return ReplyError(response, ApiError::BadRequest(supported.message(), "model"));
   }
   if (pooling == Pooling::kNone) {
-    return ReplyError(response, ApiError::BadRequest(
-                                    "this server pools with 'none' (a vector per token); "
-                                    "/v1/embeddings gives one per input: start it with "
-                                    "--pooling mean, cls or last",
-                                    "input"));
+    return ReplyError(response,
+                      ApiError::BadRequest("this server pools with 'none' (a vector per token); "
+                                           "/v1/embeddings gives one per input: start it with "
+                                           "--pooling mean, cls or last",
+                                           "input"));
   }
   json body;
   if (auto error = ParseJsonBody(text, body)) return ReplyError(response, *error);
@@ -111,10 +110,10 @@ void ServeEmbeddings(const std::string& text, Embedder& embedder, const Tokenize
   bool base64 = false;
   if (auto format = body.find("encoding_format"); format != body.end() && !format->is_null()) {
     if (!format->is_string() || (*format != "float" && *format != "base64")) {
-      return ReplyError(response, ApiError::BadRequest(
-                                      "'encoding_format' must be \"float\" or \"base64\", not " +
-                                          format->dump(),
-                                      "encoding_format"));
+      return ReplyError(
+          response, ApiError::BadRequest(
+                        "'encoding_format' must be \"float\" or \"base64\", not " + format->dump(),
+                        "encoding_format"));
     }
     base64 = *format == "base64";
   }

@@ -35,7 +35,6 @@ std::optional<ApiError> ParseEmbeddingInputs(const nlohmann::json& input,
 // Answers one request; `pooling` is the server's (--pooling). Thread-safe (the embedder runs one
 // batch at a time).
 void ServeEmbeddings(const std::string& body, Embedder& embedder, const Tokenizer& tokenizer,
-                     Pooling pooling, const std::string& model_id,
-                     httplib::Response& response);
+                     Pooling pooling, const std::string& model_id, httplib::Response& response);
 
 }  // namespace kvserve
