@@ -30,9 +30,9 @@ def model_path() -> str:
 class Server:
     """A running `kvserve serve`: base_url (ending in /v1), model id, log text."""
 
-    def __init__(self, extra_args: list[str]):
+    def __init__(self, extra_args: list[str], model_file: str | None = None):
         binary = os.environ.get("KVSERVE_BINARY", str(ROOT / "build/kvserve"))
-        self.model_file = model_path()
+        self.model_file = model_file or model_path()
         self.log_file = tempfile.NamedTemporaryFile(prefix="kvserve-client-", suffix=".log")
         args = [binary, "serve", "-m", self.model_file, "--host", "127.0.0.1", "--port", "0",
                 "--api-key", API_KEY, "-t", "2", *extra_args]
