@@ -6,8 +6,8 @@
 // by name.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -51,9 +51,9 @@ TEST(EmbeddingsServer, VectorsPerInputEqualTheCliAndRefusalsNameTheirField) {
 
   // The CLI computes the same floats.
   std::string printed, errors;
-  ASSERT_EQ(testing::RunKvserve("embed -m '" + model +
-                                    "' -t 1 -p 'Once upon a time' --output-format json",
-                                &printed, &errors),
+  ASSERT_EQ(testing::RunKvserve(
+                "embed -m '" + model + "' -t 1 -p 'Once upon a time' --output-format json",
+                &printed, &errors),
             0)
       << errors;
   const json cli = json::parse(printed);
@@ -70,8 +70,9 @@ TEST(EmbeddingsServer, VectorsPerInputEqualTheCliAndRefusalsNameTheirField) {
   EXPECT_NE(Floats(many.body["data"][0]["embedding"]), vector);
 
   // base64: the float32 bytes of the same vector.
-  const testing::Reply encoded = testing::Post(
-      *client, "/v1/embeddings", json{{"input", "Once upon a time"}, {"encoding_format", "base64"}});
+  const testing::Reply encoded =
+      testing::Post(*client, "/v1/embeddings",
+                    json{{"input", "Once upon a time"}, {"encoding_format", "base64"}});
   ASSERT_EQ(encoded.status, 200) << encoded.text;
   auto bytes = Base64Decode(encoded.body["data"][0]["embedding"].get<std::string>());
   ASSERT_TRUE(bytes.ok()) << bytes.message();
@@ -151,10 +152,10 @@ TEST(EmbedCli, LinesPerInputAndRefusals) {
   }
   ASSERT_EQ(lines.size(), 2u) << printed;
   std::string split;
-  ASSERT_EQ(testing::RunKvserve("embed -m '" + model +
-                                    "' -p 'Once upon|Lily' --embd-separator '|' -t 1",
-                                &split, &errors),
-            0)
+  ASSERT_EQ(
+      testing::RunKvserve("embed -m '" + model + "' -p 'Once upon|Lily' --embd-separator '|' -t 1",
+                          &split, &errors),
+      0)
       << errors;
   EXPECT_EQ(split, printed);
   std::string per_token;
@@ -166,9 +167,9 @@ TEST(EmbedCli, LinesPerInputAndRefusals) {
   EXPECT_EQ(testing::RunKvserve("embed -m '" + model + "' -p a --pooling rank", &printed, &errors),
             2);
   EXPECT_NE(errors.find("flag --pooling: unknown pooling 'rank'"), std::string::npos) << errors;
-  EXPECT_EQ(testing::RunKvserve("embed -m '" + model + "' -p a --embd-normalize -4", &printed,
-                                &errors),
-            2);
+  EXPECT_EQ(
+      testing::RunKvserve("embed -m '" + model + "' -p a --embd-normalize -4", &printed, &errors),
+      2);
   EXPECT_EQ(testing::RunKvserve("embed -m '" + model + "'", &printed, &errors), 2);
   EXPECT_EQ(testing::RunKvserve("embed -m '" + testing::ModelPath("stories260K.gguf") + "' -p a",
                                 &printed, &errors),

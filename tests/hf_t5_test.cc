@@ -7,7 +7,8 @@
 // file's tensors byte for byte and its t5.* keys; the folder's tokenizer.json is a Unigram one (as
 // T5TokenizerFast's) with the file's vocabulary, read as the t5 tokenizer. Plus t5-small's and
 // flan-t5-small's configs' keys (as remembered, not checked against the files here), and the
-// refusals by key and name. kvserve does not run t5 yet, so no logits are compared.
+// refusals by key and name; the folders run as their files. And a T5EncoderModel folder as the
+// t5encoder file it converts to.
 #include <filesystem>
 #include <map>
 #include <string>
@@ -17,6 +18,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/embedder.h"
 #include "io/gguf_reader.h"
 #include "io/gguf_writer.h"
 #include "model/hf_families.h"
@@ -345,6 +347,79 @@ TEST(HfT5Keys, ConfigsItCannotComputeAreRefusedByKey) {
     j.erase(key);
     EXPECT_THAT(error(j), HasSubstr(std::string("missing required key '") + key + "'"));
   }
+}
+
+// A T5EncoderModel folder (t5encoder-tiny's tensors under their HF names, with
+// encoder.embed_tokens beside shared; a config with no decoder keys): its view and `kvserve
+// convert` of it hold the t5encoder file's tensors and keys, and it embeds as the file bit for bit.
+// Decoder tensors and lm_head are not part of it.
+TEST(HfT5Encoder, FolderIsTheT5EncoderFile) {
+  const std::string gguf =
+      testing::SynthesizedModel("t5encoder-tiny", "t5encoder-tiny-f32", GgmlType::kF32);
+  auto f = GgufFile::Open(gguf);
+  ASSERT_TRUE(f.ok()) << f.message();
+  const std::string folder = testing::TempDir() + "/hf-t5encoder";
+  fs::remove_all(folder);
+  fs::create_directories(folder);
+  testing::SafetensorsBuilder weights;
+  for (const TensorInfo& t : f->tensors()) {
+    const std::vector<uint8_t> bytes(t.data, t.data + t.n_bytes);
+    const std::vector<int64_t> shape(t.dims.rbegin(), t.dims.rend());
+    weights.Add(HfName(t.name, true), "F32", shape, bytes);
+    if (t.name == "token_embd.weight")
+      weights.Add("encoder.embed_tokens.weight", "F32", shape, bytes);
+  }
+  ASSERT_TRUE(weights.WriteFile(folder + "/model.safetensors"));
+  auto u = [&](const std::string& key) { return f->GetUint("t5encoder." + key).value(); };
+  const ordered_json config = {
+      {"architectures", {"T5EncoderModel"}},
+      {"model_type", "t5"},
+      {"d_model", u("embedding_length")},
+      {"d_ff", u("feed_forward_length")},
+      {"d_kv", u("attention.key_length")},
+      {"num_layers", u("block_count")},
+      {"num_heads", u("attention.head_count")},
+      {"relative_attention_num_buckets", u("attention.relative_buckets_count")},
+      {"relative_attention_max_distance", 128},
+      {"layer_norm_epsilon", f->GetFloat("t5encoder.attention.layer_norm_epsilon").value()},
+      {"n_positions", u("context_length")},
+      {"feed_forward_proj", "gated-gelu"},
+      {"vocab_size", f->GetStringArray("tokenizer.ggml.tokens")->size()}};
+  ASSERT_TRUE(testing::WriteText(folder + "/config.json", config.dump(2)));
+  ASSERT_EQ(
+      testing::WriteT5TokenizerFolder(UnigramVocabOf(*f), testing::T5JsonStyle::kCurrent, folder),
+      "");
+  auto view = HfFolder::Open(folder);
+  ASSERT_TRUE(view.ok()) << view.message();
+  testing::ExpectSameTensors(*view, *f);
+  testing::ExpectSameArchKeys(*view, *f, "t5encoder");
+  EXPECT_EQ(view->Find("t5encoder.decoder_start_token_id"), nullptr);
+  const std::string out = testing::TempDir() + "/hf-t5encoder.gguf";
+  std::string printed, errors;
+  ASSERT_EQ(testing::RunKvserve("convert -m '" + folder + "' -o '" + out + "' --type f32", &printed,
+                                &errors),
+            0)
+      << errors;
+  auto converted = GgufFile::Open(out);
+  ASSERT_TRUE(converted.ok()) << converted.message();
+  testing::ExpectSameTensors(*converted, *f);
+  testing::ExpectSameArchKeys(*converted, *f, "t5encoder");
+  auto from_folder = testing::LoadPathOrDie(folder);
+  auto from_file = testing::LoadPathOrDie(gguf);
+  ASSERT_TRUE(from_folder && from_file);
+  const std::vector<int32_t> input = {307, 83, 450, 262, 2};
+  Embedder a(*from_folder, 1, 512, 512), b(*from_file, 1, 512, 512);
+  auto ea = a.Run({&input, 1}, {.pooling = Pooling::kNone, .normalize = -1});
+  auto eb = b.Run({&input, 1}, {.pooling = Pooling::kNone, .normalize = -1});
+  ASSERT_TRUE(ea.ok() && eb.ok());
+  EXPECT_EQ(ea->vectors, eb->vectors);
+  auto c = ParseHfConfig(config.dump(), "config.json");
+  ASSERT_TRUE(c.ok()) << c.message();
+  for (const char* hf : {"decoder.block.0.layer.0.SelfAttention.q.weight", "lm_head.weight",
+                         "decoder.final_layer_norm.weight"}) {
+    EXPECT_THAT(MapHfTensor(hf, *c).message(), HasSubstr(std::string("'") + hf + "'"));
+  }
+  fs::remove(out);
 }
 
 }  // namespace

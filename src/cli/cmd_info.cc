@@ -67,7 +67,12 @@ void PrintShape(const std::string& path, const Model& model) {
   if (c.arch == "llama") {
     std::printf("rope:          base %g, %d dims\n", c.rope_freq_base, c.rope_dims);
   }
-  std::printf("output:        %s\n", c.tied_output ? "tied to token embedding" : "separate matrix");
+  if (model.encoder_only()) {
+    std::printf("output:        embeddings only (no decoder: kvserve embed, /v1/embeddings)\n");
+  } else {
+    std::printf("output:        %s\n",
+                c.tied_output ? "tied to token embedding" : "separate matrix");
+  }
 }
 
 // tokenizer.ggml.model and .pre as kvserve reads them, the vocabulary size and BOS/EOS.
@@ -148,7 +153,9 @@ std::string LayerRuns(const std::vector<int>& layers) {
 // The KV layer groups (the order of a per-group --kv-type) and each type's cost per token.
 void PrintKvCache(const KvSpec& spec, int n_ctx_train) {
   if (spec.groups.empty()) {
-    std::printf("KV cache:      none of its own (a drafter: it reads its target's cache)\n");
+    std::printf(
+        "KV cache:      none of its own (a drafter reads its target's; an encoder-only "
+        "model keeps none)\n");
     return;
   }
   for (size_t g = 0; g < spec.groups.size(); ++g) {

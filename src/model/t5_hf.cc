@@ -10,28 +10,34 @@ namespace kvserve {
 
 namespace {
 
-// T5Model.set_gguf_parameters's keys, and what llama.cpp's t5 graph computes.
-Status ReadT5Config(const HfConfigReader& r, HfConfig& c) {
+// The keys T5EncoderModel.set_gguf_parameters reads, and what llama.cpp's t5 graphs compute.
+Status ReadT5EncoderConfig(const HfConfigReader& r, HfConfig& c) {
   KVSERVE_RETURN_IF_ERROR(r.Count({"n_positions"}, 1 << 24, &c.n_ctx, 512));
   KVSERVE_RETURN_IF_ERROR(r.Count({"d_model"}, kMaxHfDim, &c.n_embd));
   KVSERVE_RETURN_IF_ERROR(r.Count({"d_ff"}, kMaxHfDim, &c.n_ff));
   KVSERVE_RETURN_IF_ERROR(r.Count({"num_layers"}, 4096, &c.n_layers));
-  if (r.Has("num_decoder_layers")) {
-    KVSERVE_RETURN_IF_ERROR(r.Count({"num_decoder_layers"}, 4096, &c.n_decoder_layers));
-  }
   KVSERVE_RETURN_IF_ERROR(r.Count({"num_heads"}, 4096, &c.n_heads));
   c.n_kv_heads = c.n_heads;
   KVSERVE_RETURN_IF_ERROR(r.Count({"d_kv"}, 4096, &c.head_dim));
   c.head_dim_given = true;
   KVSERVE_RETURN_IF_ERROR(r.Float("layer_norm_epsilon", &c.norm_eps, true));
   KVSERVE_RETURN_IF_ERROR(r.Count({"relative_attention_num_buckets"}, 4096, &c.rel_buckets));
+  KVSERVE_RETURN_IF_ERROR(r.OneOf("feed_forward_proj", {"relu", "gated-gelu"}));
+  return r.RequireNumber("relative_attention_max_distance", 128,
+                         "llama.cpp's t5 graph buckets distances up to 128");
+}
+
+// T5Model.set_gguf_parameters's: the encoder's and the decoder's.
+Status ReadT5Config(const HfConfigReader& r, HfConfig& c) {
+  KVSERVE_RETURN_IF_ERROR(ReadT5EncoderConfig(r, c));
+  if (r.Has("num_decoder_layers")) {
+    KVSERVE_RETURN_IF_ERROR(r.Count({"num_decoder_layers"}, 4096, &c.n_decoder_layers));
+  }
   KVSERVE_RETURN_IF_ERROR(r.TokenId("decoder_start_token_id", &c.decoder_start_token_id));
   if (c.decoder_start_token_id < 0) {
     return Status::InvalidArgument(r.source() + ": missing required key 'decoder_start_token_id'");
   }
-  KVSERVE_RETURN_IF_ERROR(r.OneOf("feed_forward_proj", {"relu", "gated-gelu"}));
-  return r.RequireNumber("relative_attention_max_distance", 128,
-                         "llama.cpp's t5 graph buckets distances up to 128");
+  return Status::Ok();
 }
 
 // A block's tensors after "layer.L.", by L (encoder: 0 attention, 1 feed-forward; decoder: 0
@@ -119,8 +125,23 @@ Result<HfMapping> MapT5Tensor(std::string_view hf_name, const HfConfig& c) {
                                  "-layer " + c.architecture);
 }
 
-// T5Model.set_gguf_parameters's keys in its order (ReadT5Config's comment in t5_hf.h).
-void WriteT5Metadata(const HfConfig& c, GgufWriter& w) {
+// T5EncoderModel: shared (encoder.embed_tokens skipped, as for T5ForConditionalGeneration), the
+// encoder's blocks and final norm; a decoder's or lm_head's tensor is not part of it.
+Result<HfMapping> MapT5EncoderTensor(std::string_view hf_name, const HfConfig& c) {
+  if (hf_name == "shared.weight") return HfMapping{.name = "token_embd.weight"};
+  if (hf_name == "encoder.embed_tokens.weight") return HfMapping{.name = ""};
+  if (hf_name == "encoder.final_layer_norm.weight") {
+    return HfMapping{.name = "enc.output_norm.weight"};
+  }
+  HfMapping m;
+  if (MapT5Block(hf_name, "encoder", c.n_layers, "enc.blk.", false, &m.name)) return m;
+  return Status::InvalidArgument("tensor '" + std::string(hf_name) + "' is not part of a " +
+                                 std::to_string(c.n_layers) + "-layer " + c.architecture);
+}
+
+// T5Model.set_gguf_parameters's keys in its order (ReadT5Config's comment in t5_hf.h); without the
+// decoder's for T5EncoderModel.
+void WriteT5Keys(const HfConfig& c, bool decoder, GgufWriter& w) {
   const std::string a = c.gguf_arch + ".";
   auto u32 = [&](const char* key, int64_t value) {
     w.SetUint32(a + key, static_cast<uint32_t>(value));
@@ -129,20 +150,29 @@ void WriteT5Metadata(const HfConfig& c, GgufWriter& w) {
   u32("embedding_length", c.n_embd);
   u32("feed_forward_length", c.n_ff);
   u32("block_count", c.n_layers);
-  if (c.n_decoder_layers > 0) u32("decoder_block_count", c.n_decoder_layers);
+  if (decoder && c.n_decoder_layers > 0) u32("decoder_block_count", c.n_decoder_layers);
   u32("attention.head_count", c.n_heads);
   u32("attention.key_length", c.head_dim);
   u32("attention.value_length", c.head_dim);
   w.SetFloat32(a + "attention.layer_norm_epsilon", static_cast<float>(c.norm_eps));
   u32("attention.relative_buckets_count", c.rel_buckets);
   w.SetFloat32(a + "attention.layer_norm_rms_epsilon", static_cast<float>(c.norm_eps));
-  u32("decoder_start_token_id", c.decoder_start_token_id);
+  if (decoder) u32("decoder_start_token_id", c.decoder_start_token_id);
 }
+
+void WriteT5Metadata(const HfConfig& c, GgufWriter& w) { WriteT5Keys(c, true, w); }
+void WriteT5EncoderMetadata(const HfConfig& c, GgufWriter& w) { WriteT5Keys(c, false, w); }
 
 }  // namespace
 
 std::vector<HfClass> T5HfClasses() {
   return {{"T5ForConditionalGeneration", "t5", &ReadT5Config, &MapT5Tensor, &WriteT5Metadata}};
+}
+
+std::vector<HfClass> T5EncoderHfClasses() {
+  // model_type t5 too: a config without "architectures" finds T5ForConditionalGeneration first.
+  return {
+      {"T5EncoderModel", "t5", &ReadT5EncoderConfig, &MapT5EncoderTensor, &WriteT5EncoderMetadata}};
 }
 
 }  // namespace kvserve

@@ -36,5 +36,9 @@ namespace kvserve {
 
 // T5ForConditionalGeneration, for the t5 architecture's entry.
 std::vector<HfClass> T5HfClasses();
+// T5EncoderModel (conversion/t5.py's T5EncoderModel: T5 text encoders), for the t5encoder
+// architecture's entry: the same keys and encoder tensors, no decoder_block_count,
+// decoder_start_token_id, decoder or lm_head.
+std::vector<HfClass> T5EncoderHfClasses();
 
 }  // namespace kvserve
