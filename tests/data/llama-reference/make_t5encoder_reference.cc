@@ -101,7 +101,9 @@ int main(int argc, char** argv) {
     const std::vector<llama_token> ids = Tokenize(vocab, argv[t]);
     std::vector<float> enc, dec;
     if (!Rows(model, ids, true, enc) || !Rows(model, ids, false, dec)) return 1;
-    for (size_t i = 0; i < enc.size(); ++i) max_diff = std::max(max_diff, std::fabs(enc[i] - dec[i] + 0.0));
+    for (size_t i = 0; i < enc.size(); ++i) {
+      max_diff = std::max(max_diff, std::fabs(static_cast<double>(enc[i]) - dec[i]));
+    }
     all.insert(all.end(), enc.begin(), enc.end());
     texts += (t > 3 ? ", " : "") + Quoted(argv[t]);
     tokens += std::string(t > 3 ? ", " : "") + "[" + JoinIds(ids) + "]";
@@ -110,7 +112,9 @@ int main(int argc, char** argv) {
   if (!WriteFloats(out + ".enc.f32", all)) return 1;
   FILE* json = std::fopen((out + ".json").c_str(), "w");
   if (json == nullptr) return 1;
-  std::fprintf(json, "{\"n_embd\": %d, \"texts\": %s], \"tokens\": %s], \"decode_path_max_diff\": %.3g}\n",
+  std::fprintf(json,
+               "{\"n_embd\": %d, \"texts\": %s], \"tokens\": %s], "
+               "\"decode_path_max_diff\": %.3g}\n",
                llama_model_n_embd(model), texts.c_str(), tokens.c_str(), max_diff);
   std::fclose(json);
   llama_model_free(model);
