@@ -677,16 +677,17 @@ TEST(SynthTest, BadShapesNameTheField) {
   expect_error(
       s,
       "architecture 'gemma2' has no synthetic recipe (known: gemma4, gemma4-assistant, gpt2, "
-      "gpt-oss, llama, qwen35, qwen35moe, qwen3moe, t5)");
+      "gpt-oss, llama, qwen35, qwen35moe, qwen3moe, t5, t5encoder)");
   EXPECT_EQ(SyntheticArchitectureNames(),
-            "gemma4, gemma4-assistant, gpt2, gpt-oss, llama, qwen35, qwen35moe, qwen3moe, t5");
+            "gemma4, gemma4-assistant, gpt2, gpt-oss, llama, qwen35, qwen35moe, qwen3moe, t5, "
+            "t5encoder");
   EXPECT_EQ(
       SyntheticPresetNames(),
       "gemma4-e2b, gemma4-tiny, gemma4-moe-tiny, gemma4-assistant-tiny, gpt2-124m, "
       "gpt-oss-20b, gpt-oss-tiny, "
       "tinyllama-1.1b, stories-15m, stories-260k, qwen35-tiny, qwen35-tiny-mtp, qwen35-small, "
       "qwen35-0.8b, qwen35moe-tiny, qwen35moe-tiny-mtp, qwen35moe-small, qwen35moe-35b-a3b, "
-      "t5-tiny, t5-tiny-v1, t5-small, t5-base");
+      "t5-tiny, t5-tiny-v1, t5-small, t5-base, t5encoder-tiny");
   // t5's relative position buckets are required; decoder layers are t5's alone.
   s = *SyntheticPreset("t5-tiny");
   s.rel_buckets = 0;

@@ -30,6 +30,34 @@ struct T5DecoderLayer {
   T5FeedForward ffn;
 };
 
+// Both stacks' sublayers around attention: the start of self-attention (xn = RMSNorm(x) with
+// `norm`; q, k, v its projections, k and v in the workspace buffers k_id and v_id) and the
+// feed-forward sublayer (x += ffn(RMSNorm(x))).  x, xn: [n, n_embd]
+struct QkvRows {
+  float *q, *k, *v;  // [n, n_heads * head_dim], [n, n_kv_heads * head_dim] twice
+};
+
+QkvRows NormAndProject(const Backend& be, const ModelConfig& c, const WeightVector& norm,
+                       const T5Projections& projections, int n, const float* x, float* xn,
+                       int k_id, int v_id, Workspace& ws) {
+  const size_t kv_dim = static_cast<size_t>(c.n_kv_heads) * c.head_dim;
+  const QkvRows rows{.q = ws.Floats(kQ, static_cast<size_t>(n) * c.n_heads * c.head_dim),
+                     .k = ws.Floats(k_id, n * kv_dim),
+                     .v = ws.Floats(v_id, n * kv_dim)};
+  be.RmsNorm(x, norm.data(), n, c.n_embd, c.norm_eps, xn, ws);
+  projections.Project(be, xn, n, rows.q, rows.k, rows.v, ws);
+  return rows;
+}
+
+// out: [n, n_embd] scratch.
+void FeedForwardSublayer(const Backend& be, const ModelConfig& c, const WeightVector& norm,
+                         const T5FeedForward& ffn, int n, float* x, float* xn, float* out,
+                         Workspace& ws) {
+  be.RmsNorm(x, norm.data(), n, c.n_embd, c.norm_eps, xn, ws);
+  ffn.Forward(be, c, n, xn, out, ws);
+  be.Add(x, out, n, c.n_embd, ws);
+}
+
 // The self-attention keys of an encode batch: each sequence's K/V rows are its tokens' rows of
 // the layer's K and V matrices (a cache of block size 1 over the workspace).
 struct EncoderKeys {
@@ -216,12 +244,8 @@ void T5Model::EncoderLayer(int il, const EncodeBatch& batch, const EncoderKeys& 
   const Backend& be = backend_;
   const T5EncoderLayer& l = enc_[il];
   const int n = batch.n_tokens();
-  const size_t kv_dim = static_cast<size_t>(c.n_kv_heads) * c.head_dim;
-  float* q = ws.Floats(kQ, static_cast<size_t>(n) * c.n_heads * c.head_dim);
-  float* k = ws.Floats(kT5KeysK, n * kv_dim);
-  float* v = ws.Floats(kT5KeysV, n * kv_dim);
-  be.RmsNorm(x, l.attn_norm.data(), n, c.n_embd, c.norm_eps, xn, ws);
-  l.attention.Project(be, xn, n, q, k, v, ws);
+  const auto [q, k, v] =
+      NormAndProject(be, c, l.attn_norm, l.attention, n, x, xn, kT5KeysK, kT5KeysV, ws);
   const KvLayerView rows{.k = reinterpret_cast<uint8_t*>(k),
                          .v = reinterpret_cast<uint8_t*>(v),
                          .type = KvType::kF32,
@@ -230,9 +254,7 @@ void T5Model::EncoderLayer(int il, const EncodeBatch& batch, const EncoderKeys& 
                          .head_dim = c.head_dim};
   T5Attend(be, c, rows, keys.attention(batch), params, q, l.attention.wo, proj, ws);
   be.Add(x, proj, n, c.n_embd, ws);
-  be.RmsNorm(x, l.ffn_norm.data(), n, c.n_embd, c.norm_eps, xn, ws);
-  l.ffn.Forward(be, c, n, xn, proj, ws);
-  be.Add(x, proj, n, c.n_embd, ws);
+  FeedForwardSublayer(be, c, l.ffn_norm, l.ffn, n, x, xn, proj, ws);
 }
 
 void T5Model::Encode(const EncodeBatch& batch, KvCache& kv, Workspace& ws) const {
@@ -282,11 +304,7 @@ void T5Model::DecoderLayer(int il, const ForwardBatch& batch, KvCache& kv,
   const T5DecoderLayer& l = dec_[il];
   const int n = batch.n_tokens();
   const size_t kv_dim = static_cast<size_t>(c.n_kv_heads) * c.head_dim;
-  float* q = ws.Floats(kQ, static_cast<size_t>(n) * c.n_heads * c.head_dim);
-  float* k = ws.Floats(kK, n * kv_dim);
-  float* v = ws.Floats(kV, n * kv_dim);
-  be.RmsNorm(x, l.attn_norm.data(), n, c.n_embd, c.norm_eps, xn, ws);
-  l.self.Project(be, xn, n, q, k, v, ws);
+  const auto [q, k, v] = NormAndProject(be, c, l.attn_norm, l.self, n, x, xn, kK, kV, ws);
   const KvLayerView& self_kv = kv.layer(il);
   be.StoreKv(self_kv, batch.slots(self_kv.group), k, v, kv_dim, ws);
   T5Attend(be, c, self_kv, batch.attention(self_kv.group), params, q, l.self.wo, proj, ws);
@@ -297,9 +315,7 @@ void T5Model::DecoderLayer(int il, const ForwardBatch& batch, KvCache& kv,
   T5Attend(be, c, cross_kv, batch.attention(cross_kv.group), {.scale = 1.0f}, q, l.cross.wo, proj,
            ws);
   be.Add(x, proj, n, c.n_embd, ws);
-  be.RmsNorm(x, l.ffn_norm.data(), n, c.n_embd, c.norm_eps, xn, ws);
-  l.ffn.Forward(be, c, n, xn, proj, ws);
-  be.Add(x, proj, n, c.n_embd, ws);
+  FeedForwardSublayer(be, c, l.ffn_norm, l.ffn, n, x, xn, proj, ws);
 }
 
 void T5Model::Forward(const ForwardBatch& batch, KvCache& kv, Workspace& ws, float* logits) const {
