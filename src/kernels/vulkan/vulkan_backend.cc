@@ -77,8 +77,6 @@ WeightMatrix HostLayout(const WeightMatrix& w) {
 
 size_t AlignUp(size_t n, size_t alignment) { return (n + alignment - 1) / alignment * alignment; }
 
-VulkanWorkspace& Vk(Workspace& ws) { return static_cast<VulkanWorkspace&>(ws); }
-
 }  // namespace
 
 VulkanBackendOptions VulkanBackendOptions::FromEnvironment() {

@@ -10,12 +10,6 @@
 
 namespace kvserve {
 
-namespace {
-
-VulkanWorkspace& Vk(Workspace& ws) { return static_cast<VulkanWorkspace&>(ws); }
-
-}  // namespace
-
 bool VulkanBackend::Elementwise(const char* shader, float* x, size_t x_stride, const float* y,
                                 size_t y_floats, int n_rows, int width, float factor, float limit,
                                 Workspace& ws) const {

@@ -43,4 +43,8 @@ class VulkanWorkspace final : public Workspace {
   std::vector<Buffer> scratch_;
 };
 
+// The Vulkan backend's workspace behind a Workspace& (every one it is handed comes from its own
+// NewWorkspace).
+inline VulkanWorkspace& Vk(Workspace& ws) { return static_cast<VulkanWorkspace&>(ws); }
+
 }  // namespace kvserve
