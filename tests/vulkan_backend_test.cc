@@ -1,11 +1,12 @@
 // vulkan_backend_test: the Vulkan backend's shaders (kernels/vulkan/) against exact sums and the
 // CPU backend, on random inputs over odd shapes, on whatever Vulkan device is device 0 (lavapipe
 // in CI: scripts/install-deps.sh installs it).
-// - Matmul for every weight type with a shader is within a float-summation bound of the exact sum
-//   of the dequantized weights times x as it reads x (rounded to Q8_0 or Q8_K for the quantized
-//   types, as the CPU backend rounds it), and within twice that of the CPU backend (plus the CPU's
-//   f16/bf16 rounding of x for those weights); outputs past 32768 (a second row of workgroups)
-//   included.
+// - Matmul for F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K (the other types with shaders:
+//   vulkan_matmul_types_test) is within a float-summation bound of the exact sum of the
+//   dequantized weights times x as it reads x (rounded to Q8_0 or Q8_K for the quantized types, as
+//   the CPU backend rounds it), and within twice that of the CPU backend (plus the CPU's f16/bf16
+//   rounding of x for those weights): support/vulkan_matmul_check.h. Outputs past 32768 (a second
+//   row of workgroups) included.
 // - A row's outputs are the same bits alone and in a batch of 16 (fixed reduction order).
 // - RMS norm, layer norm, add, bias, scale, SwiGLU (and gpt-oss's), soft-cap and RoPE (both
 //   pairings, divisors, YaRN) agree with the CPU; GELU, GeGLU (the CPU's f16 table, NaN, -0, the
@@ -21,154 +22,27 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
-#include "io/gguf_reader.h"
 #include "kernels/backend.h"
 #include "kernels/backend_registry.h"
-#include "kernels/cpu/cpu_backend.h"
-#include "kernels/cpu/kernels.h"
-#include "kernels/quantize.h"
 #include "support/cli.h"
 #include "support/paths.h"
 #include "support/vulkan_backends.h"
+#include "support/vulkan_matmul_check.h"
 
 namespace kvserve {
 namespace {
 
+using testing::AnyFile;
+using testing::CheckMatmul;
 using testing::GetBackends;
-
-std::vector<float> RandomFloats(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> out(n);
-  for (float& v : out) v = normal(rng);
-  return out;
-}
-
-// A matrix quantized from random values, with its host bytes and its exact (dequantized) values.
-struct TestMatrix {
-  std::vector<uint8_t> bytes;
-  std::vector<float> values;  // [n_out, n_in] as stored
-  WeightMatrix matrix;
-  std::shared_ptr<uint8_t> storage;
-};
-
-TestMatrix MakeMatrix(GgmlType type, int n_out, int n_in, uint32_t seed) {
-  TestMatrix m;
-  const std::vector<float> source = RandomFloats(static_cast<size_t>(n_out) * n_in, seed);
-  const size_t row_bytes = RowBytes(type, n_in);
-  m.bytes.resize(row_bytes * n_out);
-  m.values.resize(source.size());
-  for (int o = 0; o < n_out; ++o) {
-    QuantizeRow(type, source.data() + static_cast<size_t>(o) * n_in, n_in,
-                m.bytes.data() + o * row_bytes);
-    DequantizeRow(type, m.bytes.data() + o * row_bytes, n_in,
-                  m.values.data() + static_cast<size_t>(o) * n_in);
-  }
-  m.matrix = {
-      .type = type, .data = m.bytes.data(), .n_out = n_out, .n_in = n_in, .row_bytes = row_bytes};
-  return m;
-}
-
-const GgufFile& AnyFile() {
-  static const GgufFile file = std::move(*GgufFile::Open(testing::ModelPath("stories260K.gguf")));
-  return file;
-}
-
-// Prepares `m` on `backend` (the Vulkan copy, or the CPU's packing) into a copy of the matrix.
-WeightMatrix Prepared(const Backend& backend, TestMatrix& m) {
-  WeightMatrix prepared = m.matrix;
-  WeightMatrix* list[] = {&prepared};
-  backend.PrepareWeights(list, {}, AnyFile(), m.storage);
-  return prepared;
-}
-
-struct Shape {
-  int n_out;
-  int n_in;
-  int n_rows;
-};
-
-// x as a matmul of `type` reads it: rounded to 8 bits for the quantized types (Q8_0 for Q8_0 and
-// Q4_0, Q8_K for the K-quants), as both backends round it; f32 otherwise.
-std::vector<float> AsRead(GgmlType type, const float* x, int n_in) {
-  std::vector<float> out(x, x + n_in);
-  const bool k_quant =
-      type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kQ6_K;
-  const bool block32 = type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0;
-  if (!k_quant && !block32) return out;
-  const GgmlType x_type = k_quant ? GgmlType::kQ8_K : GgmlType::kQ8_0;
-  std::vector<uint8_t> bytes(RowBytes(x_type, n_in));
-  // The CPU backend's activation quantizer, the one both backends use.
-  static const CpuBackend cpu;
-  if (k_quant) {
-    cpu.kernels().quantize_row_q8_k(x, n_in, reinterpret_cast<BlockQ8_K*>(bytes.data()));
-  } else {
-    cpu.kernels().quantize_row_q8_0(x, n_in, reinterpret_cast<BlockQ8_0*>(bytes.data()));
-  }
-  DequantizeRow(x_type, bytes.data(), n_in, out.data());
-  return out;
-}
-
-// How far the CPU's rounding of x may move one output where the Vulkan shader keeps x f32: f16 or
-// bf16 of x for those weights; nothing for f32 and for the quantized types (the same Q8 rounding).
-double CpuInputRounding(GgmlType type, const float* w, const float* x, int n_in) {
-  double sum_wx = 0;
-  for (int i = 0; i < n_in; ++i) sum_wx += std::fabs(w[i] * x[i]);
-  if (type == GgmlType::kF16) return sum_wx * std::ldexp(1.0, -11);
-  if (type == GgmlType::kBF16) return sum_wx * std::ldexp(1.0, -8);
-  return 0;
-}
-
-void CheckMatmul(GgmlType type, const Shape& s, uint32_t seed) {
-  SCOPED_TRACE(std::string(GgmlTypeName(type)) + " " + std::to_string(s.n_out) + "x" +
-               std::to_string(s.n_in) + ", " + std::to_string(s.n_rows) + " rows");
-  const testing::VulkanAndCpu& b = GetBackends();
-  TestMatrix m = MakeMatrix(type, s.n_out, s.n_in, seed);
-  TestMatrix cpu_m = MakeMatrix(type, s.n_out, s.n_in, seed);
-  const WeightMatrix on_vulkan = Prepared(*b.vulkan, m);
-  ASSERT_NE(on_vulkan.packed, nullptr) << "the weights were not copied to the device";
-  const WeightMatrix on_cpu = Prepared(*b.cpu, cpu_m);
-  const std::vector<float> x = RandomFloats(static_cast<size_t>(s.n_rows) * s.n_in, seed + 1);
-  auto vulkan_ws = b.vulkan->NewWorkspace({});
-  auto cpu_ws = b.cpu->NewWorkspace({.n_threads = 1});
-  float* x_device = vulkan_ws->Floats(0, x.size());  // device memory: bound in place
-  std::copy(x.begin(), x.end(), x_device);
-  float* y = vulkan_ws->Floats(1, static_cast<size_t>(s.n_rows) * s.n_out);
-  b.vulkan->Matmul(on_vulkan, x_device, s.n_rows, y, *vulkan_ws);
-  std::vector<float> y_cpu(static_cast<size_t>(s.n_rows) * s.n_out);
-  b.cpu->Matmul(on_cpu, x.data(), s.n_rows, y_cpu.data(), *cpu_ws);
-  int bad = 0;
-  for (int r = 0; r < s.n_rows; ++r) {
-    const std::vector<float> read =
-        AsRead(type, x.data() + static_cast<size_t>(r) * s.n_in, s.n_in);
-    const float* xr = read.data();
-    for (int o = 0; o < s.n_out && bad < 5; ++o) {
-      const float* w = m.values.data() + static_cast<size_t>(o) * s.n_in;
-      double exact = 0;
-      double magnitude = 0;
-      for (int i = 0; i < s.n_in; ++i) {
-        exact += static_cast<double>(w[i]) * xr[i];
-        magnitude += std::fabs(static_cast<double>(w[i]) * xr[i]);
-      }
-      // Float summation of n_in products in at most n_in / 32 + 64 + 32 steps, with room: the
-      // K-quants' scale-times-sum and min-times-sum add a few roundings of their own.
-      const double summation = 4.0 * (s.n_in + 96) * std::ldexp(1.0, -24) * magnitude + 1e-30;
-      const size_t at = static_cast<size_t>(r) * s.n_out + o;
-      const bool near_exact = std::fabs(y[at] - exact) <= summation;
-      const bool near_cpu =
-          std::fabs(y[at] - y_cpu[at]) <= 2 * summation + CpuInputRounding(type, w, xr, s.n_in);
-      EXPECT_TRUE(near_exact) << "row " << r << " output " << o << ": " << y[at] << " vs exact "
-                              << exact << " (bound " << summation << ")";
-      EXPECT_TRUE(near_cpu) << "row " << r << " output " << o << ": " << y[at] << " vs cpu "
-                            << y_cpu[at];
-      bad += !near_exact || !near_cpu;
-    }
-  }
-}
+using testing::MakeMatrix;
+using testing::Prepared;
+using testing::RandomFloats;
+using testing::Shape;
+using testing::TestMatrix;
 
 TEST(VulkanBackend, EveryMatmulTypeAgreesWithExactSumsAndTheCpuOnOddShapes) {
   REQUIRE_VULKAN();

@@ -30,6 +30,20 @@ const char* MatmulShader(GgmlType type) {
       return "matmul_q8_0";
     case GgmlType::kQ4_0:
       return "matmul_q4_0";
+    case GgmlType::kQ4_1:
+      return "matmul_q4_1";
+    case GgmlType::kQ5_0:
+      return "matmul_q5_0";
+    case GgmlType::kQ5_1:
+      return "matmul_q5_1";
+    case GgmlType::kIQ4_NL:
+      return "matmul_iq4_nl";
+    case GgmlType::kMXFP4:
+      return "matmul_mxfp4";
+    case GgmlType::kQ2_K:
+      return "matmul_q2_k";
+    case GgmlType::kQ3_K:
+      return "matmul_q3_k";
     case GgmlType::kQ4_K:
       return "matmul_q4_k";
     case GgmlType::kQ5_K:
@@ -44,25 +58,22 @@ const char* MatmulShader(GgmlType type) {
 }  // namespace
 
 std::optional<GgmlType> VulkanBackend::QuantizedInputType(GgmlType weights) {
-  switch (weights) {
-    case GgmlType::kQ8_0:
-    case GgmlType::kQ4_0:
-      return GgmlType::kQ8_0;
-    case GgmlType::kQ4_K:
-    case GgmlType::kQ5_K:
-    case GgmlType::kQ6_K:
-      return GgmlType::kQ8_K;
-    default:
-      return std::nullopt;
-  }
+  if (MatmulShader(weights) == nullptr) return std::nullopt;
+  const GgmlType x_type = ActivationTypeFor(weights);  // the CPU backend's own choice
+  if (x_type == GgmlType::kF32) return std::nullopt;
+  return x_type;
 }
 
+// As the CPU backend's matmul rounds x (kernels/cpu/matmul.cc): Q8_0 and Q8_K with its kernel
+// table, Q8_1 with the encoder of quantize.h.
 void VulkanBackend::QuantizeInput(GgmlType x_type, const float* x, int64_t n, uint8_t* out) const {
   const KernelTable& kernels = cpu->kernels();
   if (x_type == GgmlType::kQ8_K) {
     kernels.quantize_row_q8_k(x, static_cast<int>(n), reinterpret_cast<BlockQ8_K*>(out));
-  } else {
+  } else if (x_type == GgmlType::kQ8_0) {
     kernels.quantize_row_q8_0(x, static_cast<int>(n), reinterpret_cast<BlockQ8_0*>(out));
+  } else {
+    QuantizeRow(x_type, x, n, out);
   }
 }
 

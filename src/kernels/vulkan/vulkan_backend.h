@@ -41,18 +41,21 @@ class VulkanBackend final : private VulkanBackendParts, public ForwardingBackend
  public:
   // The operations with shaders, for doctor and the docs.
   static constexpr const char* kDeviceOperations =
-      "Matmul (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K), RmsNorm, LayerNorm, Add, AddBias, "
-      "Scale, SwiGlu, SwiGluOai, Gelu, GeGlu, Relu, SoftCap, AddWeightedRows, Rope, "
-      "StoreKv, PagedAttention (F32, F16 KV; head_dim a multiple of 4 up to 256)";
+      "Matmul (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, "
+      "Q5_K, Q6_K), RmsNorm, LayerNorm, Add, AddBias, Scale, SwiGlu, SwiGluOai, Gelu, GeGlu, "
+      "Relu, SoftCap, AddWeightedRows, Rope, StoreKv, PagedAttention (F32, F16 KV; head_dim a "
+      "multiple of 4 up to 256)";
 
   static Result<std::unique_ptr<Backend>> Make(const VulkanBackendOptions& options);
 
-  // What x is rounded to before a matmul of `weights` (the CPU backend's choice, so the results
-  // differ from the CPU's by float summation order alone): Q8_0 for Q8_0 and Q4_0, Q8_K for the
-  // K-quants; none (f32) for the float types.
+  // What x is rounded to before a matmul of `weights` on the device: the CPU backend's choice
+  // (ActivationTypeFor), so the results differ from the CPU's by float summation order alone:
+  // Q8_0 for Q8_0, Q4_0, Q5_0, IQ4_NL and MXFP4, Q8_1 for Q4_1 and Q5_1, Q8_K for the K-quants;
+  // none (f32) for the float types and the types without a shader.
   static std::optional<GgmlType> QuantizedInputType(GgmlType weights);
-  // Rounds a row of n floats to `x_type` (Q8_0 or Q8_K) with the CPU backend's own quantizer
-  // (round to nearest even; ggml's reference encoder rounds ties away from zero).
+  // Rounds a row of n floats to `x_type` (Q8_0, Q8_1 or Q8_K) with the CPU backend's own
+  // quantizer (Q8_0 and Q8_K round to nearest even; ggml's reference encoder rounds ties away
+  // from zero).
   void QuantizeInput(GgmlType x_type, const float* x, int64_t n, uint8_t* out) const;
 
   // "vulkan-spirv+avx512": the shaders, and the CPU kernel table for the other operations.

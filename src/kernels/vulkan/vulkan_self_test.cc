@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/ggml_blocks.h"
 #include "kernels/quantize.h"
 #include "kernels/vulkan/vulkan_backend.h"
 
@@ -13,9 +14,10 @@ namespace kvserve {
 
 namespace {
 
-constexpr GgmlType kShaderTypes[] = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16,
-                                     GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K,
-                                     GgmlType::kQ5_K, GgmlType::kQ6_K};
+constexpr GgmlType kShaderTypes[] = {
+    GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ8_0,   GgmlType::kQ4_0,
+    GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kIQ4_NL, GgmlType::kMXFP4,
+    GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K,   GgmlType::kQ6_K};
 
 // A random matrix in `type` (bytes) and its dequantized values.
 struct RandomMatrix {
@@ -42,6 +44,23 @@ RandomMatrix MakeRandomMatrix(GgmlType type, int n_out, int n_in, uint32_t seed)
   return m;
 }
 
+// For Q8_1 activations (Q4_1 and Q5_1 weights) the kernels multiply a weight block's offset m by
+// x's stored block sum s = f16(d_x Σ q_x), where the dequantized values give m d_x Σ q_x: the
+// difference over one row's blocks.  w_row, x_row: one row's blocks; n_in: its elements
+double OffsetSumCorrection(GgmlType type, const uint8_t* w_row, const uint8_t* x_row, int n_in) {
+  double correction = 0;
+  for (int b = 0; b < n_in / 32; ++b) {
+    Unpacked32 u;
+    Unpack32For(type)(w_row + b * TraitsOf(type).block_bytes, u);
+    const auto xb = LoadBlock<BlockQ8_1>(x_row + b * sizeof(BlockQ8_1));
+    int sum = 0;
+    for (int e = 0; e < 32; ++e) sum += xb.quants[e];
+    correction += static_cast<double>(u.m) *
+                  (Fp16ToFloat(xb.s) - static_cast<double>(Fp16ToFloat(xb.d)) * sum);
+  }
+  return correction;
+}
+
 }  // namespace
 
 // 3 rows through a 40 x 512 matrix of each type; the tolerance is 4x the worst case of float
@@ -64,16 +83,20 @@ std::vector<KernelCheck> VulkanBackend::CheckKernels() const {
     KernelCheck check{.what = std::string("vulkan matmul ") + GgmlTypeName(type), .ok = true};
     // x as the shader reads it: rounded to 8 bits for the quantized types.
     std::vector<float> read = x;
-    if (const std::optional<GgmlType> x_type = QuantizedInputType(type); x_type.has_value()) {
-      std::vector<uint8_t> bytes(RowBytes(*x_type, kIn));
-      for (int r = 0; r < kRows; ++r) {
-        QuantizeInput(*x_type, &x[r * kIn], kIn, bytes.data());
-        DequantizeRow(*x_type, bytes.data(), kIn, &read[r * kIn]);
-      }
+    const std::optional<GgmlType> x_type = QuantizedInputType(type);
+    const size_t x_row_bytes = x_type.has_value() ? RowBytes(*x_type, kIn) : 0;
+    std::vector<uint8_t> x_bytes(x_row_bytes * kRows);
+    for (int r = 0; r < kRows && x_type.has_value(); ++r) {
+      QuantizeInput(*x_type, &x[r * kIn], kIn, &x_bytes[r * x_row_bytes]);
+      DequantizeRow(*x_type, &x_bytes[r * x_row_bytes], kIn, &read[r * kIn]);
     }
     for (int r = 0; r < kRows; ++r) {
       for (int o = 0; o < kOut; ++o) {
         double exact = 0, magnitude = 0;
+        if (x_type == GgmlType::kQ8_1) {
+          exact = OffsetSumCorrection(type, &m.bytes[o * m.matrix.row_bytes],
+                                      &x_bytes[r * x_row_bytes], kIn);
+        }
         for (int i = 0; i < kIn; ++i) {
           const double product = static_cast<double>(m.values[o * kIn + i]) * read[r * kIn + i];
           exact += product;

@@ -1,10 +1,11 @@
-// variants: matmul_f32 TYPE_F32, matmul_f16 TYPE_F16, matmul_bf16 TYPE_BF16, matmul_q8_0 TYPE_Q8_0, matmul_q4_0 TYPE_Q4_0, matmul_q4_k TYPE_Q4_K, matmul_q5_k TYPE_Q5_K, matmul_q6_k TYPE_Q6_K
+// variants: matmul_f32 TYPE_F32, matmul_f16 TYPE_F16, matmul_bf16 TYPE_BF16, matmul_q8_0 TYPE_Q8_0, matmul_q4_0 TYPE_Q4_0, matmul_q4_k TYPE_Q4_K, matmul_q5_k TYPE_Q5_K, matmul_q6_k TYPE_Q6_K, matmul_q4_1 TYPE_Q4_1, matmul_q5_0 TYPE_Q5_0, matmul_q5_1 TYPE_Q5_1, matmul_iq4_nl TYPE_IQ4_NL, matmul_mxfp4 TYPE_MXFP4, matmul_q2_k TYPE_Q2_K, matmul_q3_k TYPE_Q3_K
 #version 450
 // y[r, o] = sum_i W[o, i] * x[r, i] for every row r of x and output o, W in its GGML layout.
 // For the quantized types x comes rounded to 8 bits by the host, as the CPU backend and
-// llama.cpp's CPU round it (Q8_0 for Q8_0 and Q4_0, Q8_K for the K-quants; byte rows of
-// x_row_bytes), and each 32-element unit is an integer dot times the blocks' scales, as theirs
-// are: the results then differ from the CPU's by float summation order alone.
+// llama.cpp's CPU round it (Q8_0 for Q8_0, Q4_0, Q5_0, IQ4_NL and MXFP4; Q8_1 for Q4_1 and Q5_1;
+// Q8_K for the K-quants; byte rows of x_row_bytes), and each 32-element unit is an integer dot
+// times the blocks' scales, as theirs are: the results then differ from the CPU's by float
+// summation order alone.
 // One workgroup of 64 threads per (o, r): thread t sums the 32-element units t, t + 64, ... of
 // the row in order, then a tree in shared memory adds the 64 partial sums. The order depends on
 // n_in alone, never on the batch, so a token's outputs are the same bits whatever the batch.
@@ -34,6 +35,7 @@ uint byte_at(uint b) { return (w[b >> 2] >> ((b & 3u) * 8u)) & 0xffu; }
 uint u16_at(uint b) { return byte_at(b) | (byte_at(b + 1u) << 8); }
 float f16_at(uint b) { return unpackHalf2x16(u16_at(b)).x; }
 int i8_at(uint b) { return int(byte_at(b) << 24) >> 24; }
+uint u32_at(uint b) { return u16_at(b) | (u16_at(b + 2u) << 16); }
 
 #if defined(QUANTIZED_INPUT)
 uint x_byte(uint b) { return (xq[b >> 2] >> ((b & 3u) * 8u)) & 0xffu; }
@@ -151,6 +153,124 @@ float unit_dot(uint row, uint u, uint xb) {
   const uint scales = b + 192u + 8u * n + 2u * k;
   const int total = i8_at(scales) * halves[0] + i8_at(scales + 1u) * halves[1];
   return (f16_at(b + 208u) * x_f32(xs)) * float(total);
+}
+#elif defined(TYPE_Q5_0) || defined(TYPE_IQ4_NL) || defined(TYPE_MXFP4)
+#if defined(TYPE_IQ4_NL)
+const int kValues[16] =
+    int[16](-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+#elif defined(TYPE_MXFP4)
+const int kValues[16] = int[16](0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+#endif
+// Block u of W against block u of x in Q8_0. Q5_0: f16 d, 4 bytes qh, 16 nibble bytes (as Q4_0);
+// element j's fifth bit is bit j of qh, minus 16. IQ4_NL: f16 d, 16 nibble bytes, the nibble
+// indexing kValues. MXFP4: an E8M0 byte e, 16 nibble bytes indexing the doubled E2M1 values,
+// d = 2^(e - 128) built from its bits as the CPU's E8M0Half (io/ggml_type.h).
+float unit_dot(uint row, uint u, uint xb) {
+#if defined(TYPE_Q5_0)
+  const uint b = row + 22u * u;
+  const uint qs = b + 6u;
+  const uint qh = u32_at(b + 2u);
+  const float d = f16_at(b);
+#elif defined(TYPE_IQ4_NL)
+  const uint b = row + 18u * u;
+  const uint qs = b + 2u;
+  const float d = f16_at(b);
+#else
+  const uint b = row + 17u * u;
+  const uint qs = b + 1u;
+  const uint e = byte_at(b);
+  const float d = uintBitsToFloat(e < 2u ? 0x00200000u << e : (e - 1u) << 23);
+#endif
+  const uint xu = xb + 34u * u;
+  int sum = 0;
+  for (uint j = 0u; j < 16u; ++j) {
+    const uint q = byte_at(qs + j);
+#if defined(TYPE_Q5_0)
+    const int low = int((q & 15u) | (((qh >> j) & 1u) << 4)) - 16;
+    const int high = int((q >> 4) | (((qh >> (j + 16u)) & 1u) << 4)) - 16;
+#else
+    const int low = kValues[q & 15u];
+    const int high = kValues[q >> 4];
+#endif
+    sum += low * x_i8(xu + 2u + j) + high * x_i8(xu + 18u + j);
+  }
+  return float(sum) * (d * x_f16(xu));
+}
+#elif defined(TYPE_Q4_1) || defined(TYPE_Q5_1)
+// Block u of W (f16 d, f16 m, Q5_1: 4 bytes qh, 16 nibble bytes; q = nibble (+ 16 * bit j of qh))
+// against block u of x in Q8_1 (f16 d, f16 s = d * sum of its int8s, 32 int8): the offset m meets
+// x's s, as the CPU's isum * (d_w * d_x) + m_w * s_x, not contracted into an fma.
+float unit_dot(uint row, uint u, uint xb) {
+#if defined(TYPE_Q4_1)
+  const uint b = row + 20u * u;
+  const uint qs = b + 4u;
+#else
+  const uint b = row + 24u * u;
+  const uint qh = u32_at(b + 4u);
+  const uint qs = b + 8u;
+#endif
+  const uint xu = xb + 36u * u;
+  int sum = 0;
+  for (uint j = 0u; j < 16u; ++j) {
+    const uint q = byte_at(qs + j);
+    uint low = q & 15u;
+    uint high = q >> 4;
+#if defined(TYPE_Q5_1)
+    low |= ((qh >> j) & 1u) << 4;
+    high |= ((qh >> (j + 16u)) & 1u) << 4;
+#endif
+    sum += int(low) * x_i8(xu + 4u + j) + int(high) * x_i8(xu + 20u + j);
+  }
+  precise float scaled = float(sum) * (f16_at(b) * x_f16(xu));
+  precise float offset = f16_at(b + 2u) * x_f16(xu + 2u);
+  precise float dot = scaled + offset;
+  return dot;
+}
+#elif defined(TYPE_Q2_K) || defined(TYPE_Q3_K)
+// Super-block u / 8 in sub-blocks of 16, unit j = u % 8 is sub-blocks 2j and 2j + 1: element l
+// (0..31) takes bits 2(j % 4), 2(j % 4) + 1 of quants[32(j / 4) + l]. Q2_K (16 scale bytes: scale
+// in the low nibble, min in the high; 64 quant bytes; f16 d, f16 dmin): d * scale * q -
+// dmin * min. Q3_K (32 bytes hmask, 64 quant bytes, 12 bytes of 6-bit scales stored + 32, f16 d):
+// q - 4 unless bit j of hmask[l] is set, times d * scale. Against x's Q8_K super-block.
+float unit_dot(uint row, uint u, uint xb) {
+#if defined(TYPE_Q2_K)
+  const uint b = row + 84u * (u >> 3);
+  const uint qs = b + 16u;
+#else
+  const uint b = row + 110u * (u >> 3);
+  const uint qs = b + 32u;
+#endif
+  const uint j = u & 7u;
+  const uint xs = xb + 292u * (u >> 3);
+  const uint xu = xs + 4u + 32u * j;
+  int halves[2] = int[2](0, 0);
+  int sums_x[2] = int[2](0, 0);
+  for (uint l = 0u; l < 32u; ++l) {
+    int q = int((byte_at(qs + 32u * (j >> 2) + l) >> (2u * (j & 3u))) & 3u);
+#if defined(TYPE_Q3_K)
+    if (((byte_at(b + l) >> j) & 1u) == 0u) q -= 4;
+#endif
+    const int xq_l = x_i8(xu + l);
+    halves[l >> 4] += q * xq_l;
+    sums_x[l >> 4] += xq_l;
+  }
+  const float dx = x_f32(xs);
+#if defined(TYPE_Q2_K)
+  const uint s0 = byte_at(b + 2u * j);
+  const uint s1 = byte_at(b + 2u * j + 1u);
+  const int total = int(s0 & 15u) * halves[0] + int(s1 & 15u) * halves[1];
+  const int mins = int(s0 >> 4) * sums_x[0] + int(s1 >> 4) * sums_x[1];
+  return (f16_at(b + 80u) * dx) * float(total) - (f16_at(b + 82u) * dx) * float(mins);
+#else
+  int total = 0;
+  for (uint h = 0u; h < 2u; ++h) {
+    const uint s = 2u * j + h;
+    const uint low = s < 8u ? byte_at(b + 96u + s) & 15u : byte_at(b + 88u + s) >> 4;
+    const uint high = (byte_at(b + 104u + (s & 3u)) >> (2u * (s >> 2))) & 3u;
+    total += (int(low | (high << 4)) - 32) * halves[h];
+  }
+  return (f16_at(b + 108u) * dx) * float(total);
+#endif
 }
 #endif
 
