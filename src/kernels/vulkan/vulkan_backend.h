@@ -43,8 +43,8 @@ class VulkanBackend final : private VulkanBackendParts, public ForwardingBackend
   static constexpr const char* kDeviceOperations =
       "Matmul (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, "
       "Q5_K, Q6_K), RmsNorm, LayerNorm, Add, AddBias, Scale, SwiGlu, SwiGluOai, Gelu, GeGlu, "
-      "Relu, SoftCap, AddWeightedRows, Rope, StoreKv, PagedAttention (F32, F16 KV; head_dim a "
-      "multiple of 4 up to 256)";
+      "Relu, SoftCap, RouteTopK, AddWeightedRows, Rope, StoreKv, PagedAttention (F32, F16 KV; "
+      "head_dim a multiple of 4 up to 256)";
 
   static Result<std::unique_ptr<Backend>> Make(const VulkanBackendOptions& options);
 
@@ -86,7 +86,12 @@ class VulkanBackend final : private VulkanBackendParts, public ForwardingBackend
   void SoftCap(float* x, int n_rows, int width, float cap, Workspace& ws) const override;
   void SwiGluOai(float* gate, const float* up, int n_rows, int width, float alpha, float limit,
                  Workspace& ws) const override;
-  // A mixture's expert outputs summed into x (the routing and grouping stay on the host).
+  // A mixture's routing (route_topk.comp): the CPU's ids, weights within float rounding; a row
+  // whose logits the shader cannot rank as the CPU's double softmax does (near ties, spreads past
+  // 600, infinities or NaN) is routed on the CPU backend.
+  void RouteTopK(const float* logits, int n_rows, int n_expert, int k, int32_t* ids, float* weights,
+                 Workspace& ws) const override;
+  // A mixture's expert outputs summed into x (the grouping stays on the host).
   void AddWeightedRows(float* x, const float* src, const float* weights, int n_rows, int k,
                        int width, Workspace& ws) const override;
   void SwiGlu(float* gate, const float* up, int n_rows, int width, Workspace& ws) const override;

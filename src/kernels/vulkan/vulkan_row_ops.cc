@@ -1,6 +1,6 @@
-// VulkanBackend's elementwise operations and norms (elementwise.comp, gelu.comp, rms_norm.comp,
-// layer_norm.comp, add_weighted_rows.comp). Each runs on the CPU backend instead when an argument
-// is wider than one binding may span.
+// VulkanBackend's elementwise operations, norms and a mixture's row operations (elementwise.comp,
+// gelu.comp, rms_norm.comp, layer_norm.comp, route_topk.comp, add_weighted_rows.comp). Each runs
+// on the CPU backend instead when an argument is wider than one binding may span.
 #include <array>
 
 #include "kernels/vulkan/vulkan_backend.h"
@@ -74,6 +74,30 @@ void VulkanBackend::SwiGluOai(float* gate, const float* up, int n_rows, int widt
   const size_t n = static_cast<size_t>(n_rows) * width;
   if (!Elementwise("swiglu_oai", gate, width, up, n, n_rows, width, alpha, limit, ws)) {
     inner_.SwiGluOai(gate, up, n_rows, width, alpha, limit, Inner(ws));
+  }
+}
+
+void VulkanBackend::RouteTopK(const float* logits, int n_rows, int n_expert, int k, int32_t* ids,
+                              float* weights, Workspace& ws) const {
+  if (n_rows == 0 || k == 0) return;
+  const size_t chosen = static_cast<size_t>(n_rows) * k;
+  VulkanShaderArgs args(*memory, Vk(ws), *VulkanBackendParts::device);
+  const uint32_t logits_word = args.Input(logits, sizeof(float) * n_rows * n_expert);
+  const uint32_t ids_word = args.Output(ids, sizeof(int32_t) * chosen);
+  const uint32_t weights_word = args.Output(weights, sizeof(float) * chosen);
+  if (!args.fits()) return inner_.RouteTopK(logits, n_rows, n_expert, k, ids, weights, Inner(ws));
+  const VulkanGroups grid = VulkanGroups::Cover(n_rows);
+  const std::array<uint32_t, 7> push = {PushInt(n_rows), PushInt(n_expert), PushInt(k), logits_word,
+                                        ids_word,        weights_word,      grid.x};
+  VulkanBackendParts::device->Dispatch("route_topk", args.bindings(), PushBytes(push), grid.x,
+                                       grid.y, 1);
+  args.Finish();
+  // The rows the shader left to the CPU (first id -1).
+  for (int r = 0; r < n_rows; ++r) {
+    const size_t at = static_cast<size_t>(r) * k;
+    if (ids[at] >= 0) continue;
+    inner_.RouteTopK(logits + static_cast<size_t>(r) * n_expert, 1, n_expert, k, ids + at,
+                     weights + at, Inner(ws));
   }
 }
 
