@@ -11,7 +11,8 @@ tests=(gguf_test safetensors_test block_manager_test engine_test tokenizer_test 
        request_limits_test tenant_limiter_test server_limits_test server_hostile_test
        kquant_simd_test packed_blocks32_test spec_decode_test kv_map_test kv_disk_test
        context_shift_test kv_window_test hf_normalizer_test large_memory_test
-       qwen35_mtp_test t5_test t5_engine_test t5_tokenizer_test)
+       qwen35_mtp_test t5_test t5_engine_test t5_tokenizer_test embedder_test
+       embeddings_server_test)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
   -DKVSERVE_SANITIZE=ON >/dev/null
 ninja -C "$build" -j "$(nproc)" kvserve "${tests[@]}"

@@ -37,6 +37,7 @@ namespace {
 
 using testing::AnyFile;
 using testing::CheckMatmul;
+using testing::ExpectBatchOf16EqualsAlone;
 using testing::GetBackends;
 using testing::MakeMatrix;
 using testing::Prepared;
@@ -101,19 +102,7 @@ TEST(VulkanBackend, AMatmulRowIsTheSameBitsAloneAndInABatchOf16) {
   REQUIRE_VULKAN();
   const Backend& vulkan = *GetBackends().vulkan;
   for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kF16, GgmlType::kQ8_0}) {
-    SCOPED_TRACE(GgmlTypeName(type));
-    TestMatrix m = MakeMatrix(type, 19, 512, 5);
-    const WeightMatrix w = Prepared(vulkan, m);
-    const std::vector<float> x = RandomFloats(16 * 512, 6);
-    auto ws = vulkan.NewWorkspace({});
-    std::vector<float> batch(16 * 19);
-    vulkan.Matmul(w, x.data(), 16, batch.data(), *ws);
-    for (int r : {0, 7, 15}) {
-      std::vector<float> alone(19);
-      vulkan.Matmul(w, x.data() + r * 512, 1, alone.data(), *ws);
-      EXPECT_EQ(0, std::memcmp(alone.data(), batch.data() + r * 19, sizeof(float) * 19))
-          << "row " << r;
-    }
+    ExpectBatchOf16EqualsAlone(vulkan, type);
   }
 }
 

@@ -29,6 +29,7 @@ namespace kvserve {
 namespace {
 
 using testing::CheckMatmul;
+using testing::ExpectBatchOf16EqualsAlone;
 using testing::GetBackends;
 using testing::MakeMatrix;
 using testing::MatmulDifference;
@@ -62,22 +63,7 @@ TEST(VulkanMatmulTypes, EachTypeAgreesWithExactSumsAndTheCpuOnOddShapes) {
 TEST(VulkanMatmulTypes, ARowIsTheSameBitsAloneAndInABatchOf16) {
   REQUIRE_VULKAN();
   const Backend& vulkan = *GetBackends().vulkan;
-  for (GgmlType type : kTypes) {
-    SCOPED_TRACE(GgmlTypeName(type));
-    TestMatrix m = MakeMatrix(type, 19, 512, 5);
-    const WeightMatrix w = Prepared(vulkan, m);
-    ASSERT_NE(w.packed, nullptr);
-    const std::vector<float> x = RandomFloats(16 * 512, 6);
-    auto ws = vulkan.NewWorkspace({});
-    std::vector<float> batch(16 * 19);
-    vulkan.Matmul(w, x.data(), 16, batch.data(), *ws);
-    for (int r : {0, 7, 15}) {
-      std::vector<float> alone(19);
-      vulkan.Matmul(w, x.data() + r * 512, 1, alone.data(), *ws);
-      EXPECT_EQ(0, std::memcmp(alone.data(), batch.data() + r * 19, sizeof(float) * 19))
-          << "row " << r;
-    }
-  }
+  for (GgmlType type : kTypes) ExpectBatchOf16EqualsAlone(vulkan, type);
 }
 
 // Router logits [n_rows, n_expert]: normal of deviation 3, or (ties) whole numbers in -2 .. 2.

@@ -38,8 +38,8 @@ struct QkvRows {
 };
 
 QkvRows NormAndProject(const Backend& be, const ModelConfig& c, const WeightVector& norm,
-                       const T5Projections& projections, int n, const float* x, float* xn,
-                       int k_id, int v_id, Workspace& ws) {
+                       const T5Projections& projections, int n, const float* x, float* xn, int k_id,
+                       int v_id, Workspace& ws) {
   const size_t kv_dim = static_cast<size_t>(c.n_kv_heads) * c.head_dim;
   const QkvRows rows{.q = ws.Floats(kQ, static_cast<size_t>(n) * c.n_heads * c.head_dim),
                      .k = ws.Floats(k_id, n * kv_dim),

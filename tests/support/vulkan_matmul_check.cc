@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 
@@ -176,6 +177,23 @@ MatmulDifference CheckMatmul(GgmlType type, const Shape& s, uint32_t seed) {
     }
   }
   return difference;
+}
+
+void ExpectBatchOf16EqualsAlone(const Backend& vulkan, GgmlType type) {
+  SCOPED_TRACE(GgmlTypeName(type));
+  TestMatrix m = MakeMatrix(type, 19, 512, 5);
+  const WeightMatrix w = Prepared(vulkan, m);
+  ASSERT_NE(w.packed, nullptr);
+  const std::vector<float> x = RandomFloats(16 * 512, 6);
+  auto ws = vulkan.NewWorkspace({});
+  std::vector<float> batch(16 * 19);
+  vulkan.Matmul(w, x.data(), 16, batch.data(), *ws);
+  for (int r : {0, 7, 15}) {
+    std::vector<float> alone(19);
+    vulkan.Matmul(w, x.data() + r * 512, 1, alone.data(), *ws);
+    EXPECT_EQ(0, std::memcmp(alone.data(), batch.data() + r * 19, sizeof(float) * 19))
+        << "row " << r;
+  }
 }
 
 }  // namespace kvserve::testing

@@ -55,4 +55,8 @@ struct MatmulDifference {
 // weights). Reports the first few failures with the shape in the trace.
 MatmulDifference CheckMatmul(GgmlType type, const Shape& s, uint32_t seed);
 
+// Rows 0, 7 and 15 of a 19 x 512 matmul of `type` on `vulkan` in a batch of 16 are the bits each
+// gives alone.
+void ExpectBatchOf16EqualsAlone(const Backend& vulkan, GgmlType type);
+
 }  // namespace kvserve::testing
