@@ -101,6 +101,11 @@ TEST(EmbeddingsServer, VectorsPerInputEqualTheCliAndRefusalsNameTheirField) {
       testing::Post(*client, "/v1/completions", json{{"prompt", "Once"}, {"max_tokens", 4}});
   EXPECT_EQ(text.status, 400) << text.text;
   EXPECT_NE(text.text.find("t5encoder"), std::string::npos) << text.text;
+  const testing::Reply map = testing::Get(*client, "/v1/kv-map");
+  EXPECT_EQ(map.status, 404) << map.text;
+  EXPECT_NE(map.text.find("no KV cache"), std::string::npos) << map.text;
+  EXPECT_EQ(testing::Get(*client, "/v1/kv-map/stream").status, 404);
+  EXPECT_EQ(testing::Get(*client, "/health").status, 200);
   const testing::Reply again =
       testing::Post(*client, "/v1/embeddings", json{{"input", "Once upon a time"}});
   ASSERT_EQ(again.status, 200) << again.text;
@@ -175,6 +180,24 @@ TEST(EmbedCli, LinesPerInputAndRefusals) {
                                 &printed, &errors),
             1);
   EXPECT_NE(errors.find("computes no embeddings"), std::string::npos) << errors;
+}
+
+// Every command that generates text refuses a t5encoder by name, with an error exit (never a
+// crash: an encoder-only model has no KV groups).
+TEST(EmbedCli, TextCommandsRefuseAnEncoderOnlyModelByName) {
+  const std::string model = TinyEncoderFile();
+  const std::string out = testing::TempDir() + "/t5encoder-logits.f32";
+  for (const std::string& args : {"logits -m '" + model + "' --tokens 1,2 --out '" + out + "'",
+                                  "bench -m '" + model + "' -p 8 -n 4 -r 1",
+                                  "bench -m '" + model + "' --cache-compare --lengths 4",
+                                  "run -m '" + model + "' -p 'Once upon a time' -n 4",
+                                  "chat -m '" + model + "' -n 2 < /dev/null"}) {
+    std::string printed, errors;
+    const int status = testing::RunKvserve(args, &printed, &errors);
+    EXPECT_TRUE(status == 1 || status == 2) << args << ": exit " << status << ": " << errors;
+    EXPECT_NE(errors.find("a t5encoder model has no decoder"), std::string::npos)
+        << args << ": " << errors;
+  }
 }
 
 }  // namespace

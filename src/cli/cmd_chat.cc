@@ -188,6 +188,7 @@ int RunChat(const std::vector<std::string>& argv) {
   if (!options.ok()) return fail(options.message(), 2);
   auto model = OpenModel(*model_options);
   if (!model.ok()) return fail(model.message(), 1);
+  if (Status text = (*model)->CheckGeneratesText(); !text.ok()) return fail(text.message(), 2);
   auto tokenizer = Tokenizer::FromGguf((*model)->file());
   if (!tokenizer.ok()) return fail(tokenizer.message(), 1);
   const Tokenizer& tok = **tokenizer;

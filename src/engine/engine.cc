@@ -224,7 +224,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokeniz
     std::unique_ptr<Engine> engine(new Engine());
     engine->options_ = o;
     engine->n_vocab_ = c.n_vocab;
-    engine->encoder_only_arch_ = c.arch;
+    engine->encoder_only_ = model.CheckGeneratesText();
     return engine;
   }
   const uint64_t block_bytes = KvCache::BytesPerBlock(model.kv_spec(), o.kv_type, o.block_size);
@@ -291,11 +291,7 @@ Engine::~Engine() {
 
 Result<std::shared_ptr<RequestStream>> Engine::Submit(Request request) {
   using R = Result<std::shared_ptr<RequestStream>>;
-  if (core_ == nullptr) {
-    return R::InvalidArgument("a " + encoder_only_arch_ +
-                              " model has no decoder: it computes embeddings (`kvserve embed`, "
-                              "POST /v1/embeddings), not text");
-  }
+  if (core_ == nullptr) return encoder_only_;
   if (request.prompt.empty()) return R::InvalidArgument("the prompt is empty");
   if (request.max_tokens < 0) {
     return R::InvalidArgument("max_tokens " + std::to_string(request.max_tokens) +

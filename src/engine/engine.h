@@ -197,9 +197,9 @@ class Engine {
   bool recurrent_state_ = false;  // the model keeps a recurrent state (no context shift)
   bool encoder_decoder_ = false;  // the model encodes the prompt (no context shift)
   int cross_group_ = -1;          // Model::cross_group
-  // An encoder-only model's architecture (Model::encoder_only): the engine has no core_ and
-  // no thread, and Submit refuses with this name.
-  std::string encoder_only_arch_;
+  // An encoder-only model's refusal (Model::CheckGeneratesText): the engine has no core_ and no
+  // thread, and Submit answers this.
+  Status encoder_only_;
   std::unique_ptr<EngineCore> core_;
   std::thread thread_;
   mutable std::mutex mutex_;  // guards everything below

@@ -16,12 +16,14 @@ SequenceRunner::SequenceRunner(const Model& model, const KvFormat& kv_type, int 
       kv_(model.kv_spec(), kv_type, kBlockSize, (n_ctx + kBlockSize - 1) / kBlockSize,
           model.backend().allocator()),
       runner_(model, kv_, n_threads),
-      block_table_(kv_.n_blocks()) {
+      // An encoder-only model has no KV groups (and no blocks); Check refuses it.
+      block_table_(model.kv_spec().groups.empty() ? 0 : kv_.n_blocks()) {
   std::iota(block_table_.begin(), block_table_.end(), 0);
 }
 
 Status SequenceRunner::Check(std::span<const int32_t> tokens) const {
   if (tokens.empty()) return Status::InvalidArgument("no tokens to process");
+  KVSERVE_RETURN_IF_ERROR(model_.CheckGeneratesText());
   if (model_.cross_group() >= 0) {
     return Status::InvalidArgument(
         "the model (" + model_.config().arch +

@@ -14,6 +14,13 @@ KvSpec Model::kv_spec() const {
   return KvSpec::Uniform(config_.n_layers, config_.n_kv_heads, config_.head_dim);
 }
 
+Status Model::CheckGeneratesText() const {
+  if (!encoder_only()) return Status::Ok();
+  return Status::InvalidArgument("a " + config_.arch +
+                                 " model has no decoder: it computes embeddings (`kvserve embed`, "
+                                 "POST /v1/embeddings), not text");
+}
+
 Status Model::CheckContextSize(int n_ctx) const {
   const int limit = max_positions();
   if (limit > 0 && n_ctx > limit) {

@@ -84,6 +84,9 @@ class Model {
   // A model without a decoder (t5encoder): it computes embeddings only, and the engine refuses
   // requests for text.
   virtual bool encoder_only() const { return false; }
+  // Ok, or (encoder_only) the error every path that generates text gives, naming the
+  // architecture and what the model computes instead.
+  Status CheckGeneratesText() const;
 
  protected:
   Model(GgufFile file, ModelConfig config, const Backend& backend);

@@ -128,6 +128,10 @@ void InstallWebUiRoutes(httplib::Server& server, WebUiHooks hooks) {
     if (engine == nullptr) return;
     auto tenant = shared->authorize(request, response);
     if (!tenant) return;
+    if (!engine->generates()) {
+      ReplyError(response, ApiError::NotFound("an encoder-only model keeps no KV cache to map"));
+      return;
+    }
     std::shared_ptr<const BlockMap> map = engine->SnapshotBlocks(kSnapshotWait);
     if (map == nullptr) {
       ReplyError(response, ApiError::Unavailable("the engine did not answer in time"));
@@ -142,6 +146,10 @@ void InstallWebUiRoutes(httplib::Server& server, WebUiHooks hooks) {
     if (engine == nullptr) return;
     auto tenant = shared->authorize(request, response);
     if (!tenant) return;
+    if (!engine->generates()) {
+      ReplyError(response, ApiError::NotFound("an encoder-only model keeps no KV cache to map"));
+      return;
+    }
     auto interval = ReadInterval(request, response);
     if (!interval) return;
     if (open_streams->fetch_add(1) >= kMaxKvMapStreams) {
