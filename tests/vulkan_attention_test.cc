@@ -1,14 +1,16 @@
 // vulkan_attention_test: the Vulkan backend's StoreKv and PagedAttention (vulkan_attention.h,
 // shaders store_kv.comp and paged_attention.comp) against the CPU backend, each over KV pools
 // from its own allocator(), on whatever Vulkan device is device 0 (lavapipe in CI).
-// - StoreKv writes the CPU's bytes (f32 copied, f16 rounded to nearest even), edge values too.
+// - StoreKv writes the CPU's bytes (f32 copied, f16 and bf16 rounded to nearest even, q8_0 and
+//   q4_0 quantized as EncodeKvHead: scales, codes, ties, NaN, infinities), edge values too, for
+//   head rows of any alignment.
 // - PagedAttention over odd shapes (head_dim 24 and 64, 6 query heads on 2 KV heads, blocks of 16
 //   and 5, three sequences with shuffled block tables), with a window, a soft-cap, sinks, a
 //   position bias and key counts, is within a bound from float arithmetic of the CPU.
 // - A token's output is the same bits alone and in a batch of 16, and after a prefix hit (its keys
 //   with the same values in other physical blocks).
-// - KV types without a shader (bf16, q8_0) and head sizes not a multiple of 4 run on the CPU
-//   backend: its bits.
+// - Every KvType runs on the device; the quantized ones dequantize exactly as the CPU does, so the
+//   same bound holds. Head sizes not a multiple of 4 run on the CPU backend: its bits.
 // A build without the backend skips; a build with it fails without a device.
 #include <gtest/gtest.h>
 
@@ -199,16 +201,20 @@ std::vector<float> Attend(const Backend& backend, Workspace& ws, const Layer& la
 // i: the scores' roundings (a dot product of head_dim terms in 16 lanes, the scale, the bias, the
 // soft-cap's tanh to ~1e-7 of the cap) move each weight by about that much relatively; exp (2e-7
 // relative), the sums over the keys and the weighted values add n_keys roundings. Both times the
-// weighted magnitude sum_j w_j |v_j|, computed in double from the stored values.
+// weighted magnitude sum_j w_j |v_j|, computed in double from the stored values. For q8_0 and q4_0
+// the stored values are the decoded ones (scale * code, exact in float), which both backends
+// compute before any rounding, so the bound is the float types' with those values.
 std::vector<double> Bound(const Shape& s, const KvLayerView& kv, const AttentionBatch& batch,
                           const float* q, const AttentionParams& params, size_t i, int h) {
-  auto element = [&](const uint8_t* pool, int position, int d) {
+  // The stored head row of key `position`, decoded exactly (every type): [head_dim].
+  std::vector<float> decoded(s.head_dim);
+  auto head_row = [&](const uint8_t* pool, int position) -> const std::vector<float>& {
     const size_t slot =
         KvSlot(batch.block_tables[batch.seq_index[i]].data(), s.block_size, position);
-    const size_t e =
-        slot * s.row() + static_cast<size_t>(h / (s.n_heads / s.n_kv_heads)) * s.head_dim + d;
-    return s.type == KvType::kF32 ? reinterpret_cast<const float*>(pool)[e]
-                                  : Fp16ToFloat(reinterpret_cast<const uint16_t*>(pool)[e]);
+    const size_t kv_head = static_cast<size_t>(h / (s.n_heads / s.n_kv_heads));
+    DecodeKvHead(s.type, pool + slot * kv.slot_bytes() + kv_head * kv.head_bytes(), s.head_dim,
+                 decoded.data());
+    return decoded;
   };
   const int position = batch.positions[i];
   const bool causal = batch.key_counts.empty();
@@ -220,9 +226,10 @@ std::vector<double> Bound(const Shape& s, const KvLayerView& kv, const Attention
   for (int j = first; j < end; ++j) {
     double dot = 0;
     double terms = 0;
+    const std::vector<float>& k = head_row(kv.k, j);
     for (int d = 0; d < s.head_dim; ++d) {
-      dot += double{q[d]} * element(kv.k, j, d);
-      terms += std::fabs(double{q[d]} * element(kv.k, j, d));
+      dot += double{q[d]} * k[d];
+      terms += std::fabs(double{q[d]} * k[d]);
     }
     double x = dot * params.scale;
     if (params.position_bias != nullptr) {
@@ -238,14 +245,13 @@ std::vector<double> Bound(const Shape& s, const KvLayerView& kv, const Attention
   const double score_error = (s.head_dim / 16.0 + 8) * 2 * kEps * magnitude_of_scores +
                              (params.soft_cap > 0 ? 2e-7 * params.soft_cap : 0.0);
   const double relative = 2 * score_error + (end - first + 64) * 4 * kEps;
-  std::vector<double> bound(s.head_dim);
-  for (int d = 0; d < s.head_dim; ++d) {
-    double weighted = 0;
-    for (int j = first; j < end; ++j) {
-      weighted += score[j - first] / sum * std::fabs(element(kv.v, j, d));
-    }
-    bound[d] = relative * weighted + 1e-30;
+  std::vector<double> weighted(s.head_dim, 0.0);
+  for (int j = first; j < end; ++j) {
+    const std::vector<float>& v = head_row(kv.v, j);
+    for (int d = 0; d < s.head_dim; ++d) weighted[d] += score[j - first] / sum * std::fabs(v[d]);
   }
+  std::vector<double> bound(s.head_dim);
+  for (int d = 0; d < s.head_dim; ++d) bound[d] = relative * weighted[d] + 1e-30;
   return bound;
 }
 
@@ -305,10 +311,11 @@ void CheckAgainstCpu(const Shape& s, uint32_t seed) {
 TEST(VulkanAttention, AgreesWithTheCpuOverOddShapesAndEveryParameter) {
   REQUIRE_VULKAN();
   uint32_t seed = 1;
-  for (KvType type : {KvType::kF32, KvType::kF16}) {
+  for (KvType type : kAllKvTypes) {
     const Shape shapes[] = {
         {.type = type, .head_dim = 64, .block_size = 16},
         {.type = type, .head_dim = 24, .block_size = 5, .window = 7},
+        {.type = type, .head_dim = 44, .block_size = 16, .window = 30},  // a short last group
         {.type = type, .head_dim = 64, .block_size = 5, .window = 20, .soft_cap = 30.0f},
         {.type = type, .head_dim = 24, .block_size = 16, .soft_cap = 2.0f, .sinks = true},
         {.type = type, .head_dim = 64, .block_size = 16, .window = 9, .bias = true},
@@ -333,14 +340,38 @@ TEST(VulkanAttention, StoreKvWritesTheCpuBytesForEdgeValues) {
                           6e-8f,     -3e-7f,         6.1e-5f, 65504.0f,      65519.0f,
                           65520.0f,  1e30f,          -1e30f,  NAN,           INFINITY,
                           -INFINITY, 1.00048828125f, 2049.0f, 1e-40f,        -6.0975552e-5f};
-  for (KvType type : {KvType::kF32, KvType::kF16}) {
-    SCOPED_TRACE(KvTypeName(type));
-    const Shape s{.type = type, .head_dim = 24, .n_heads = 2, .n_kv_heads = 2, .block_size = 5};
-    std::mt19937 rng(7);
-    Sequences seqs(s, {9, 3}, rng);
-    std::copy(std::begin(kEdges), std::end(kEdges), seqs.rows.begin());
-    std::copy(std::begin(kEdges), std::end(kEdges), seqs.rows.begin() + seqs.stride + s.row() + 2);
-    EXPECT_TRUE(StoredOnBoth(b, s, seqs).SamePools());
+  // The quantizers: a group whose scale is 1 for q8_0 (largest magnitude 127) and one whose scale
+  // is 1 for q4_0 (largest value -8), so x * (1 / d) = x and the halves are ties (rounded away
+  // from zero), values past the clamp, NaN; a group of zeros, one of tiny values (the f16 scale
+  // rounds to 0, the codes do not) and one of large ones.
+  const float kQ8Ties[] = {127.0f, 0.5f, 1.5f, -2.5f, -0.5f, 126.5f, -126.5f, NAN, -0.0f, 63.5f};
+  const float kQ4Ties[] = {-8.0f, 0.5f, 1.5f, -2.5f, -0.5f, 7.5f, 6.5f, -7.5f, NAN, 2.5f, 3.5f};
+  for (KvType type : kAllKvTypes) {
+    // head_dim 24: head rows of 26 (q8_0) and 14 (q4_0) bytes, so slots straddle 32-bit words;
+    // 7: q4_0's last byte has an empty high nibble; 45: a short second group.
+    for (int head_dim : {24, 7, 45}) {
+      if (!KvTypeIsQuantized(type) && head_dim != 24) continue;  // f16/bf16: even rows only
+      const Shape s{
+          .type = type, .head_dim = head_dim, .n_heads = 2, .n_kv_heads = 2, .block_size = 5};
+      SCOPED_TRACE(s.Name());
+      std::mt19937 rng(7);
+      Sequences seqs(s, {9, 3}, rng);
+      auto put = [&](size_t token, size_t at, std::span<const float> values, float scale = 1) {
+        const size_t end = at < static_cast<size_t>(s.row()) ? s.row() : 2 * s.row() + 2;  // K, V
+        for (size_t e = 0; e < values.size() && at + e < end; ++e) {
+          seqs.rows[token * seqs.stride + at + e] = values[e] * scale;
+        }
+      };
+      put(0, 0, kEdges);
+      put(1, s.row() + 2, kEdges);  // V
+      put(2, 0, kQ8Ties);
+      put(2, s.row() + 2 + head_dim, kQ4Ties);  // V, head 1
+      put(3, 0, std::vector<float>(kKvQuantGroup, 0.0f));
+      put(4, 0, kQ4Ties, 1e-30f);
+      put(5, s.row() + 2, kQ8Ties, 1e30f);
+      put(6, head_dim, kQ4Ties);  // K, head 1
+      EXPECT_TRUE(StoredOnBoth(b, s, seqs).SamePools());
+    }
   }
 }
 
@@ -349,7 +380,7 @@ TEST(VulkanAttention, StoreKvWritesTheCpuBytesForEdgeValues) {
 TEST(VulkanAttention, ATokenIsTheSameBitsAloneAndInABatchOf16) {
   REQUIRE_VULKAN();
   const Backend& vulkan = *GetBackends().vulkan;
-  for (KvType type : {KvType::kF32, KvType::kF16}) {
+  for (KvType type : kAllKvTypes) {
     const Shape s{.type = type,
                   .head_dim = 64,
                   .block_size = 5,
@@ -400,7 +431,7 @@ TEST(VulkanAttention, ATokenIsTheSameBitsAloneAndInABatchOf16) {
 TEST(VulkanAttention, KeysInOtherBlocksGiveTheSameBits) {
   REQUIRE_VULKAN();
   const Backend& vulkan = *GetBackends().vulkan;
-  for (KvType type : {KvType::kF32, KvType::kF16}) {
+  for (KvType type : kAllKvTypes) {
     for (bool key_counts : {false, true}) {
       const Shape s{.type = type,
                     .head_dim = 24,
@@ -442,14 +473,14 @@ TEST(VulkanAttention, KeysInOtherBlocksGiveTheSameBits) {
   }
 }
 
-// bf16 and q8_0 KV have no shader, nor has attention over a head_dim that is not a multiple of 4:
-// StoreKv and PagedAttention run on the CPU backend over the device memory, and give the CPU
-// backend's bits (f16 rows of 30 are stored on the device, with the CPU's bytes).
-TEST(VulkanAttention, OtherKvTypesAndHeadSizesRunOnTheCpuWithItsBits) {
+// Attention over a head_dim that is not a multiple of 4 has no shader: PagedAttention runs on the
+// CPU backend over the device memory and gives the CPU backend's bits (the rows of 30 are stored
+// on the device, every type, with the CPU's bytes).
+TEST(VulkanAttention, HeadSizesNotAMultipleOf4RunOnTheCpuWithItsBits) {
   REQUIRE_VULKAN();
   const testing::VulkanAndCpu& b = GetBackends();
-  for (const auto& [type, head_dim] :
-       {std::pair{KvType::kBF16, 64}, std::pair{KvType::kQ8_0, 64}, std::pair{KvType::kF16, 30}}) {
+  for (KvType type : kAllKvTypes) {
+    const int head_dim = 30;
     const Shape s{
         .type = type, .head_dim = head_dim, .block_size = 16, .window = 20, .sinks = true};
     SCOPED_TRACE(s.Name());
@@ -457,6 +488,7 @@ TEST(VulkanAttention, OtherKvTypesAndHeadSizesRunOnTheCpuWithItsBits) {
     const Sequences seqs(s, {37, 5}, rng);
     const Params p(s, 37, rng);
     const StoredOnBoth stored(b, s, seqs);
+    EXPECT_TRUE(stored.SamePools());
     const AttentionBatch batch{
         .positions = seqs.positions, .seq_index = seqs.seq_index, .block_tables = seqs.tables};
     const std::vector<float> q = RandomFloats(seqs.n_tokens() * s.n_heads * s.head_dim, rng, 1.5f);

@@ -8,6 +8,7 @@
 
 #include "kernels/vulkan/vulkan_launch.h"
 #include "kernels/vulkan/vulkan_shader_args.h"
+#include "kv/kv_format.h"
 
 namespace kvserve {
 
@@ -20,6 +21,38 @@ constexpr uint32_t kSinks = 2;
 constexpr uint32_t kBias = 4;
 
 size_t ElementBytes(KvType type) { return type == KvType::kF32 ? 4 : 2; }
+
+const char* StoreShader(KvType type) {
+  switch (type) {
+    case KvType::kF32:
+      return "store_kv_f32";
+    case KvType::kF16:
+      return "store_kv_f16";
+    case KvType::kBF16:
+      return "store_kv_bf16";
+    case KvType::kQ8_0:
+      return "store_kv_q8_0";
+    case KvType::kQ4_0:
+      return "store_kv_q4_0";
+  }
+  return "";
+}
+
+const char* AttentionShader(KvType type) {
+  switch (type) {
+    case KvType::kF32:
+      return "paged_attention_f32";
+    case KvType::kF16:
+      return "paged_attention_f16";
+    case KvType::kBF16:
+      return "paged_attention_bf16";
+    case KvType::kQ8_0:
+      return "paged_attention_q8_0";
+    case KvType::kQ4_0:
+      return "paged_attention_q4_0";
+  }
+  return "";
+}
 
 // Token i reads keys [first, end), as the CPU backend's PagedAttention.
 struct KeyRange {
@@ -79,18 +112,25 @@ int64_t FlattenTables(const KvLayerView& kv, const AttentionBatch& batch,
 bool VulkanAttention::StoreKv(const KvLayerView& kv, std::span<const int64_t> slots, const float* k,
                               const float* v, size_t stride, VulkanWorkspace& ws) const {
   const size_t row_elements = kv.row_elements();
-  const bool f16 = kv.type == KvType::kF16;
-  // f16 goes in words of two elements: rows of an even count, pools on a word boundary.
-  const bool whole_words = row_elements % 2 == 0 && reinterpret_cast<uintptr_t>(kv.k) % 4 == 0 &&
-                           reinterpret_cast<uintptr_t>(kv.v) % 4 == 0;
-  if ((kv.type != KvType::kF32 && !f16) || (f16 && !whole_words)) return false;
+  const bool quantized = KvTypeIsQuantized(kv.type);
+  const bool halves = kv.type == KvType::kF16 || kv.type == KvType::kBF16;
+  // f16 and bf16 go in words of two elements: rows of an even count; every type's pools start on
+  // a word boundary.
+  if ((halves && row_elements % 2 != 0) || reinterpret_cast<uintptr_t>(kv.k) % 4 != 0 ||
+      reinterpret_cast<uintptr_t>(kv.v) % 4 != 0) {
+    return false;
+  }
   if (slots.empty()) return true;
   const int64_t max_slot = *std::max_element(slots.begin(), slots.end());
   if (*std::min_element(slots.begin(), slots.end()) < 0) return false;
-  const size_t row_units = f16 ? row_elements / 2 : row_elements;
+  // Threads per token: words (f32 elements, f16/bf16 pairs) or, quantized, the words a slot row
+  // of any alignment touches.
+  const size_t row_units =
+      quantized ? kv.slot_bytes() / 4 + 2 : (halves ? row_elements / 2 : row_elements);
   const size_t pool_bytes = static_cast<size_t>(max_slot + 1) * kv.slot_bytes();
   if (!memory_.Find(kv.k, pool_bytes) || !memory_.Find(kv.v, pool_bytes) ||
-      static_cast<uint64_t>(max_slot + 2) * row_units >= kIndexLimit) {
+      static_cast<uint64_t>(max_slot + 2) * kv.slot_bytes() + device_.storage_alignment() >=
+          kIndexLimit) {
     return false;
   }
   const size_t n_tokens = slots.size();
@@ -102,12 +142,29 @@ bool VulkanAttention::StoreKv(const KvLayerView& kv, std::span<const int64_t> sl
   const uint32_t dst_v_word = args.Output(kv.v, pool_bytes);
   const uint32_t slots_word = args.Input(slots.data(), slots.size_bytes());
   const VulkanGroups grid = VulkanGroups::Cover((n_tokens * row_units + 63) / 64);
-  const std::array<uint32_t, 9> push = {PushInt(n_tokens), PushInt(row_units), PushInt(stride),
-                                        src_k_word,        src_v_word,         dst_k_word,
-                                        dst_v_word,        slots_word,         grid.x};
   if (!args.fits()) return false;
-  device_.Dispatch(f16 ? "store_kv_f16" : "store_kv_f32", args.bindings(), PushBytes(push), grid.x,
-                   grid.y, 2);
+  if (quantized) {
+    // store_kv_quant.comp's push constants; the pools' offsets in bytes.
+    const std::array<uint32_t, 13> push = {PushInt(n_tokens),
+                                           PushInt(row_units),
+                                           PushInt(kv.slot_bytes()),
+                                           PushInt(kv.head_dim),
+                                           PushInt(kv.head_bytes()),
+                                           PushInt(KvCodeBytes(kv.type, kv.head_dim)),
+                                           PushInt(stride),
+                                           src_k_word,
+                                           src_v_word,
+                                           4 * dst_k_word,
+                                           4 * dst_v_word,
+                                           slots_word,
+                                           grid.x};
+    device_.Dispatch(StoreShader(kv.type), args.bindings(), PushBytes(push), grid.x, grid.y, 2);
+  } else {
+    const std::array<uint32_t, 9> push = {PushInt(n_tokens), PushInt(row_units), PushInt(stride),
+                                          src_k_word,        src_v_word,         dst_k_word,
+                                          dst_v_word,        slots_word,         grid.x};
+    device_.Dispatch(StoreShader(kv.type), args.bindings(), PushBytes(push), grid.x, grid.y, 2);
+  }
   args.Finish();
   return true;
 }
@@ -115,8 +172,7 @@ bool VulkanAttention::StoreKv(const KvLayerView& kv, std::span<const int64_t> sl
 bool VulkanAttention::PagedAttention(const KvLayerView& kv, const AttentionBatch& batch,
                                      const float* q, int n_heads, const AttentionParams& params,
                                      float* out, VulkanWorkspace& ws) const {
-  if ((kv.type != KvType::kF32 && kv.type != KvType::kF16) || kv.head_dim <= 0 ||
-      kv.head_dim > kMaxHeadDim || kv.head_dim % 4 != 0 || kv.n_kv_heads <= 0 ||
+  if (kv.head_dim <= 0 || kv.head_dim > kMaxHeadDim || kv.head_dim % 4 != 0 || kv.n_kv_heads <= 0 ||
       n_heads % kv.n_kv_heads != 0) {
     return false;
   }
@@ -126,13 +182,17 @@ bool VulkanAttention::PagedAttention(const KvLayerView& kv, const AttentionBatch
   const int64_t pool_slots = FlattenTables(kv, batch, params, n_heads, ws, meta_ints);
   if (pool_slots < 0) return false;
   const size_t pool_bytes = static_cast<size_t>(pool_slots) * kv.slot_bytes();
-  const uint64_t pool_elements = static_cast<uint64_t>(pool_slots + 1) * kv.row_elements();
+  // The shader indexes quantized pools by byte, the others by element.
+  const bool quantized = KvTypeIsQuantized(kv.type);
+  const uint64_t pool_units =
+      static_cast<uint64_t>(pool_slots + 1) * (quantized ? kv.slot_bytes() : kv.row_elements());
   if (!memory_.Find(kv.k, pool_bytes) || !memory_.Find(kv.v, pool_bytes) ||
-      pool_elements + device_.storage_alignment() >= kIndexLimit) {
+      pool_units + device_.storage_alignment() >= kIndexLimit) {
     return false;
   }
-  // The shader reads K and V 4 elements at a time from the binding's start.
-  const size_t quad_bytes = 4 * ElementBytes(kv.type);
+  // The shader reads float-type K and V 4 elements at a time from the binding's start (quantized
+  // ones by bytes: quad_bytes 1).
+  const size_t quad_bytes = quantized ? 1 : 4 * ElementBytes(kv.type);
   if (memory_.Find(kv.k, pool_bytes)->offset % device_.storage_alignment() % quad_bytes != 0 ||
       memory_.Find(kv.v, pool_bytes)->offset % device_.storage_alignment() % quad_bytes != 0) {
     return false;
@@ -158,7 +218,7 @@ bool VulkanAttention::PagedAttention(const KvLayerView& kv, const AttentionBatch
   const uint64_t n_groups = static_cast<uint64_t>(n_tokens) * n_heads;
   const VulkanGroups grid = VulkanGroups::Cover(n_groups);
   const float soft_cap = params.soft_cap > 0.0f ? params.soft_cap : 0.0f;
-  const std::array<uint32_t, 23> push = {PushInt(n_groups),
+  const std::array<uint32_t, 26> push = {PushInt(n_groups),
                                          PushInt(n_heads),
                                          PushInt(kv.head_dim),
                                          PushInt(n_heads / kv.n_kv_heads),
@@ -180,10 +240,12 @@ bool VulkanAttention::PagedAttention(const KvLayerView& kv, const AttentionBatch
                                          meta_word,
                                          PushInt(batch.block_tables.size()),
                                          bias_word,
-                                         grid.x};
+                                         grid.x,
+                                         PushInt(kv.slot_bytes()),
+                                         PushInt(kv.head_bytes()),
+                                         PushInt(KvCodeBytes(kv.type, kv.head_dim))};
   if (!args.fits()) return false;
-  device_.Dispatch(kv.type == KvType::kF16 ? "paged_attention_f16" : "paged_attention_f32",
-                   args.bindings(), PushBytes(push), grid.x, grid.y, 1);
+  device_.Dispatch(AttentionShader(kv.type), args.bindings(), PushBytes(push), grid.x, grid.y, 1);
   args.Finish();
   return true;
 }

@@ -1,9 +1,10 @@
 // The Vulkan backend's KV stores and paged attention (Backend::StoreKv, Backend::PagedAttention)
-// on the device: shaders store_kv.comp and paged_attention.comp, for f32 and f16 KV. The pools
-// are device memory (Backend::allocator() is VulkanMemory), bound in place. Each call says
-// whether it ran; a call it does not take (another KV type, head_dim not a multiple of 4 or past
-// 256, odd f16 rows, pools not in device memory, indices past 32 bits) is left to the caller,
-// which runs the CPU backend.
+// on the device: shaders store_kv.comp (f32, f16, bf16), store_kv_quant.comp (q8_0, q4_0: the
+// CPU's EncodeKvHead bytes) and paged_attention.comp (every KvType; quantized rows dequantized
+// exactly, as the CPU's attend_head_quant). The pools are device memory (Backend::allocator() is
+// VulkanMemory), bound in place. Each call says whether it ran; a call it does not take (head_dim
+// not a multiple of 4 or past 256, odd f16/bf16 rows, pools not on a 4-byte boundary or not in
+// device memory, indices past 32 bits) is left to the caller, which runs the CPU backend.
 // A token's attention output depends only on its query and its keys' values, never on the batch
 // or on which physical blocks hold them (paged_attention.comp). Thread rules: as VulkanDevice;
 // a workspace is used by one thread at a time.

@@ -1,4 +1,4 @@
-// variants: paged_attention_f32 KV_F32, paged_attention_f16 KV_F16
+// variants: paged_attention_f32 KV_F32, paged_attention_f16 KV_F16, paged_attention_bf16 KV_BF16, paged_attention_q8_0 KV_Q8_0, paged_attention_q4_0 KV_Q4_0
 #version 450
 // Paged attention (Backend::PagedAttention) of query head h of token i: one workgroup of 64
 // threads per (i, h), group number g = i * n_heads + h. The token reads keys first .. end - 1 of
@@ -14,15 +14,23 @@
 // end are -infinity and 0), the running sum and values are rescaled by exp(old max - new max),
 // and thread t adds weight * V into dims 4t .. 4t + 3 in key order (fma). The sink (if any)
 // starts the running max and joins the sum at the end; out = values / sum.
-// K and V are read 4 elements at a time (vec4, or 4 halves in a uvec2): the host sends only
-// head_dim a multiple of 4 up to 256 (the CPU's limit) and pools starting at a multiple of 4
-// elements. Groups: (groups_x, ceil(n_tokens * n_heads / groups_x)).
+// K and V are read 4 elements at a time (vec4, or 4 halves or bf16s in a uvec2): the host sends
+// only head_dim a multiple of 4 up to 256 (the CPU's limit) and pools starting at a multiple of 4
+// elements. q8_0 and q4_0 (kv_format.h) are read by bytes from 32-bit words, any alignment: 4
+// codes (4 or 2 bytes, never two groups: 32 is a multiple of 4) times their group's f16 scale,
+// exact in float as the CPU's DecodeKvHead, so the arithmetic after is the float types' (the
+// CPU's attend_head_quant dequantizes and scores in floats too).
+// Groups: (groups_x, ceil(n_tokens * n_heads / groups_x)).
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
 layout(std430, binding = 1) writeonly buffer Out { float out_values[]; };
 #if defined(KV_F32)
 layout(std430, binding = 2) readonly buffer K { vec4 k[]; };
 layout(std430, binding = 3) readonly buffer V { vec4 v[]; };
+#elif defined(KV_Q8_0) || defined(KV_Q4_0)
+#define KV_QUANT 1
+layout(std430, binding = 2) readonly buffer K { uint k[]; };  // bytes, the lowest first
+layout(std430, binding = 3) readonly buffer V { uint v[]; };
 #else
 layout(std430, binding = 2) readonly buffer K { uvec2 k[]; };  // 4 halves, the lowest first
 layout(std430, binding = 3) readonly buffer V { uvec2 v[]; };
@@ -49,7 +57,7 @@ layout(push_constant) uniform Params {
   int bias_zero;
   uint q_word;
   uint out_word;
-  uint k_quad;  // the K pool's first element in k, in units of 4 elements
+  uint k_quad;  // the K pool's first element in k, in units of 4 elements (quantized: bytes)
   uint v_quad;
   uint positions_word;
   uint seq_word;
@@ -57,6 +65,9 @@ layout(push_constant) uniform Params {
   uint n_seq;
   uint bias_word;
   uint groups_x;
+  uint slot_bytes;  // quantized: bytes of a slot (n_kv_heads * head_bytes)
+  uint head_bytes;  // quantized: bytes of a head row, codes then scales
+  uint code_bytes;  // quantized: bytes of a head row's codes
 } p;
 
 const uint kTile = 64u;
@@ -64,26 +75,65 @@ const uint kMaxHeadDim = 256u;
 
 shared vec4 q_shared[kMaxHeadDim / 4u];
 shared float weights[kTile];  // the tile's exp(score - max)
-shared uint rows[kTile];      // the tile's head rows: offsets in the pools, in units of 4
+shared uint rows[kTile];  // the tile's head rows: offsets in the pools, units of 4 (quantized: bytes)
 shared float max_tree[kTile];
 shared float sum_tree[kTile];
 
-// Elements 4i .. 4i + 3 of a pool.
-vec4 load_k(uint i) {
-#if defined(KV_F32)
-  return k[i];
+#if defined(KV_QUANT)
+// n (1 .. 4) bytes of K (or V) from byte `at`, the lowest first.
+uint read_bytes(bool from_v, uint at, uint n) {
+  const uint w = at / 4u;
+  const uint shift = 8u * (at % 4u);
+  uint bits = (from_v ? v[w] : k[w]) >> shift;
+  if (shift + 8u * n > 32u) bits |= (from_v ? v[w + 1u] : k[w + 1u]) << (32u - shift);
+  return n == 4u ? bits : bits & ((1u << (8u * n)) - 1u);
+}
+
+// Elements 4i .. 4i + 3 of the head row at byte `row`: scale * code, exact.
+vec4 dequantize(bool from_v, uint row, uint i) {
+  const float d = unpackHalf2x16(read_bytes(from_v, row + p.code_bytes + 2u * (i / 8u), 2u)).x;
+#if defined(KV_Q8_0)
+  const int c = int(read_bytes(from_v, row + 4u * i, 4u));
+  const ivec4 codes = ivec4(bitfieldExtract(c, 0, 8), bitfieldExtract(c, 8, 8),
+                            bitfieldExtract(c, 16, 8), bitfieldExtract(c, 24, 8));
 #else
-  const uvec2 halves = k[i];
-  return vec4(unpackHalf2x16(halves.x), unpackHalf2x16(halves.y));
+  const uint c = read_bytes(from_v, row + 2u * i, 2u);
+  const ivec4 codes = ivec4(c & 15u, (c >> 4) & 15u, (c >> 8) & 15u, c >> 12) - 8;
+#endif
+  return d * vec4(codes);
+}
+#endif
+
+// Elements 4i .. 4i + 3 of the head row at `row` (a rows[] value).
+vec4 load_k(uint row, uint i) {
+#if defined(KV_F32)
+  return k[p.k_quad + row + i];
+#elif defined(KV_QUANT)
+  return dequantize(false, p.k_quad + row, i);
+#else
+  const uvec2 pair = k[p.k_quad + row + i];
+#if defined(KV_F16)
+  return vec4(unpackHalf2x16(pair.x), unpackHalf2x16(pair.y));
+#else
+  return uintBitsToFloat(uvec4(pair.x << 16, pair.x & 0xffff0000u, pair.y << 16,
+                               pair.y & 0xffff0000u));
+#endif
 #endif
 }
 
-vec4 load_v(uint i) {
+vec4 load_v(uint row, uint i) {
 #if defined(KV_F32)
-  return v[i];
+  return v[p.v_quad + row + i];
+#elif defined(KV_QUANT)
+  return dequantize(true, p.v_quad + row, i);
 #else
-  const uvec2 halves = v[i];
-  return vec4(unpackHalf2x16(halves.x), unpackHalf2x16(halves.y));
+  const uvec2 pair = v[p.v_quad + row + i];
+#if defined(KV_F16)
+  return vec4(unpackHalf2x16(pair.x), unpackHalf2x16(pair.y));
+#else
+  return uintBitsToFloat(uvec4(pair.x << 16, pair.x & 0xffff0000u, pair.y << 16,
+                               pair.y & 0xffff0000u));
+#endif
 #endif
 }
 
@@ -91,10 +141,9 @@ vec4 load_v(uint i) {
 #include "tanh.glsl"
 
 
-// q · k of the head row at `row` (units of 4, relative to the K pool) in the CPU's 16 lanes:
+// q · k of the head row at `row` (a rows[] value) in the CPU's 16 lanes:
 // lanes0 holds lanes 0 .. 3 (elements d with d % 16 < 4), lanes1 lanes 4 .. 7, ...
 float dot_q_k(uint row) {
-  const uint e = p.k_quad + row;
   const uint quads = p.head_dim / 4u;
   vec4 lanes0 = vec4(0.0);
   vec4 lanes1 = vec4(0.0);
@@ -102,14 +151,14 @@ float dot_q_k(uint row) {
   vec4 lanes3 = vec4(0.0);
   uint i = 0u;
   for (; i + 4u <= quads; i += 4u) {
-    lanes0 = fma(q_shared[i], load_k(e + i), lanes0);
-    lanes1 = fma(q_shared[i + 1u], load_k(e + i + 1u), lanes1);
-    lanes2 = fma(q_shared[i + 2u], load_k(e + i + 2u), lanes2);
-    lanes3 = fma(q_shared[i + 3u], load_k(e + i + 3u), lanes3);
+    lanes0 = fma(q_shared[i], load_k(row, i), lanes0);
+    lanes1 = fma(q_shared[i + 1u], load_k(row, i + 1u), lanes1);
+    lanes2 = fma(q_shared[i + 2u], load_k(row, i + 2u), lanes2);
+    lanes3 = fma(q_shared[i + 3u], load_k(row, i + 3u), lanes3);
   }
-  if (i < quads) lanes0 = fma(q_shared[i], load_k(e + i), lanes0);
-  if (i + 1u < quads) lanes1 = fma(q_shared[i + 1u], load_k(e + i + 1u), lanes1);
-  if (i + 2u < quads) lanes2 = fma(q_shared[i + 2u], load_k(e + i + 2u), lanes2);
+  if (i < quads) lanes0 = fma(q_shared[i], load_k(row, i), lanes0);
+  if (i + 1u < quads) lanes1 = fma(q_shared[i + 1u], load_k(row, i + 1u), lanes1);
+  if (i + 2u < quads) lanes2 = fma(q_shared[i + 2u], load_k(row, i + 2u), lanes2);
   const vec4 eight = lanes0 + lanes2;     // lanes l + 8 (l < 4)
   const vec4 eight_hi = lanes1 + lanes3;  // lanes 4 + l + 8
   const vec4 four = eight + eight_hi;
@@ -155,7 +204,11 @@ void main() {
     if (key < end) {
       const uint block = uint(meta[table + uint(key) / p.block_size]);
       const uint slot = block * p.block_size + uint(key) % p.block_size;
+#if defined(KV_QUANT)
+      const uint row = slot * p.slot_bytes + (h / p.group) * p.head_bytes;
+#else
       const uint row = slot * (p.slot_elements / 4u) + kv_head_quad;
+#endif
       rows[t] = row;
       score = dot_q_k(row) * p.scale;
       if ((p.flags & 4u) != 0u) score = score + bias[bias_base + key];
@@ -182,7 +235,7 @@ void main() {
     const uint n = uint(min(int(kTile), end - base));
     if (t < quads) {
       acc *= rescale;
-      for (uint j = 0u; j < n; ++j) acc = fma(vec4(weights[j]), load_v(p.v_quad + rows[j] + t), acc);
+      for (uint j = 0u; j < n; ++j) acc = fma(vec4(weights[j]), load_v(rows[j], t), acc);
     }
     barrier();  // the tile's weights and rows are read before the next tile writes them
   }

@@ -1,10 +1,11 @@
-// variants: store_kv_f32 KV_F32, store_kv_f16 KV_F16
+// variants: store_kv_f32 KV_F32, store_kv_f16 KV_F16, store_kv_bf16 KV_BF16
 #version 450
 // Writes token i's K and V rows (row_elements floats each, rows `stride` floats apart) to slot
 // slots[i] of the layer's pools, rounding to the KV type as the CPU backend does: f32 copies, f16
-// rounds to nearest even exactly as FloatToFp16 (util/half.h), two elements per 32-bit word (the
-// host sends f16 here only when row_elements is even). One thread per (token, unit): a unit is one
-// element (f32) or one word of two elements (f16); row_units units per row. group.z: 0 = K, 1 = V.
+// rounds to nearest even exactly as FloatToFp16 (util/half.h), bf16 as FloatToBf16 (NaN kept
+// quiet), two elements per 32-bit word (the host sends f16 and bf16 here only when row_elements
+// is even). One thread per (token, unit): a unit is one element (f32) or one word of two elements
+// (f16, bf16); row_units units per row. group.z: 0 = K, 1 = V. (q8_0, q4_0: store_kv_quant.comp.)
 // Groups: (groups_x, ceil(n_tokens * row_units / (64 * groups_x)), 2).
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer SrcK { float src_k[]; };
@@ -26,6 +27,13 @@ layout(push_constant) uniform Params {
 
 #include "f16.glsl"
 
+// FloatToBf16 of util/half.h: the same bits for every input.
+uint bf16_bits(float f) {
+  const uint x = floatBitsToUint(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (x >> 16) | 0x40u;  // quiet NaN
+  return (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+}
+
 void main() {
   const uint id = (gl_WorkGroupID.y * p.groups_x + gl_WorkGroupID.x) * 64u + gl_LocalInvocationID.x;
   if (id >= p.n_tokens * p.row_units) return;
@@ -41,7 +49,11 @@ void main() {
   const uint e = src + 2u * unit;
   const float lo = is_v ? src_v[e] : src_k[e];
   const float hi = is_v ? src_v[e + 1u] : src_k[e + 1u];
+#if defined(KV_F16)
   const uint bits = f16_bits(lo) | (f16_bits(hi) << 16);
+#else
+  const uint bits = bf16_bits(lo) | (bf16_bits(hi) << 16);
+#endif
 #endif
   if (is_v) {
     dst_v[dst] = bits;
