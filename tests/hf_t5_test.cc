@@ -89,29 +89,53 @@ std::string HfName(const std::string& gguf, bool gated) {
          HfBlockName(gguf.substr(dot + 1), decoder, gated);
 }
 
+// The config keys of the encoder, from the file's <arch>.* keys, for class `hf_class`.
+ordered_json EncoderConfigOf(const GgufFile& f, const std::string& arch, const char* hf_class,
+                             bool gated) {
+  auto u = [&](const std::string& key) { return f.GetUint(arch + "." + key).value(); };
+  return {{"architectures", {hf_class}},
+          {"model_type", "t5"},
+          {"d_model", u("embedding_length")},
+          {"d_ff", u("feed_forward_length")},
+          {"d_kv", u("attention.key_length")},
+          {"num_layers", u("block_count")},
+          {"num_heads", u("attention.head_count")},
+          {"relative_attention_num_buckets", u("attention.relative_buckets_count")},
+          {"relative_attention_max_distance", 128},
+          {"layer_norm_epsilon", f.GetFloat(arch + ".attention.layer_norm_epsilon").value()},
+          {"n_positions", u("context_length")},
+          {"feed_forward_proj", gated ? "gated-gelu" : "relu"},
+          {"vocab_size", f.GetStringArray("tokenizer.ggml.tokens")->size()}};
+}
+
 ordered_json ConfigOf(const GgufFile& f, bool v1_1) {
-  auto u = [&](const std::string& key) { return f.GetUint("t5." + key).value(); };
-  ordered_json j = {{"architectures", {"T5ForConditionalGeneration"}},
-                    {"model_type", "t5"},
-                    {"d_model", u("embedding_length")},
-                    {"d_ff", u("feed_forward_length")},
-                    {"d_kv", u("attention.key_length")},
-                    {"num_layers", u("block_count")},
-                    {"num_heads", u("attention.head_count")},
-                    {"relative_attention_num_buckets", u("attention.relative_buckets_count")},
-                    {"relative_attention_max_distance", 128},
-                    {"layer_norm_epsilon", f.GetFloat("t5.attention.layer_norm_epsilon").value()},
-                    {"n_positions", u("context_length")},
-                    {"feed_forward_proj", v1_1 ? "gated-gelu" : "relu"},
-                    {"decoder_start_token_id", u("decoder_start_token_id")},
-                    {"is_encoder_decoder", true},
-                    {"dropout_rate", 0.1},
-                    {"tie_word_embeddings", !v1_1},
-                    {"vocab_size", f.GetStringArray("tokenizer.ggml.tokens")->size()},
-                    {"pad_token_id", 0},
-                    {"eos_token_id", 2}};
-  if (v1_1) j["num_decoder_layers"] = u("decoder_block_count");
+  ordered_json j = EncoderConfigOf(f, "t5", "T5ForConditionalGeneration", v1_1);
+  j["decoder_start_token_id"] = f.GetUint("t5.decoder_start_token_id").value();
+  j["is_encoder_decoder"] = true;
+  j["dropout_rate"] = 0.1;
+  j["tie_word_embeddings"] = !v1_1;
+  j["pad_token_id"] = 0;
+  j["eos_token_id"] = 2;
+  if (v1_1) j["num_decoder_layers"] = f.GetUint("t5.decoder_block_count").value();
   return j;
+}
+
+// The file's tensors under their HF names into `path` (shapes reversed, bytes as they are), with
+// the tied copies older checkpoints store beside `shared`: encoder.embed_tokens, and
+// decoder.embed_tokens for a file with a decoder.
+bool WriteHfWeights(const GgufFile& f, bool gated, bool decoder, const std::string& path) {
+  testing::SafetensorsBuilder weights;
+  for (const TensorInfo& t : f.tensors()) {
+    EXPECT_EQ(t.type, GgmlType::kF32) << t.name;
+    const std::vector<uint8_t> bytes(t.data, t.data + t.n_bytes);
+    const std::vector<int64_t> shape(t.dims.rbegin(), t.dims.rend());
+    weights.Add(HfName(t.name, gated), "F32", shape, bytes);
+    if (t.name == "token_embd.weight") {
+      weights.Add("encoder.embed_tokens.weight", "F32", shape, bytes);
+      if (decoder) weights.Add("decoder.embed_tokens.weight", "F32", shape, bytes);
+    }
+  }
+  return weights.WriteFile(path);
 }
 
 // The file's vocabulary (llama.cpp's Llama SPM one, 32,000 pieces: the t5 recipe has none of its
@@ -146,18 +170,7 @@ const Built& BuiltOf(const T5Case& c) {
   auto f = GgufFile::Open(b.gguf);
   EXPECT_TRUE(f.ok()) << f.message();
   if (!f.ok()) return b;
-  testing::SafetensorsBuilder weights;
-  for (const TensorInfo& t : f->tensors()) {
-    EXPECT_EQ(t.type, GgmlType::kF32) << t.name;
-    const std::vector<uint8_t> bytes(t.data, t.data + t.n_bytes);
-    const std::vector<int64_t> shape(t.dims.rbegin(), t.dims.rend());
-    weights.Add(HfName(t.name, c.v1_1), "F32", shape, bytes);
-    if (t.name == "token_embd.weight") {  // tied copies, as older checkpoints store them
-      weights.Add("encoder.embed_tokens.weight", "F32", shape, bytes);
-      weights.Add("decoder.embed_tokens.weight", "F32", shape, bytes);
-    }
-  }
-  EXPECT_TRUE(weights.WriteFile(b.folder + "/model.safetensors"));
+  EXPECT_TRUE(WriteHfWeights(*f, c.v1_1, true, b.folder + "/model.safetensors"));
   EXPECT_TRUE(testing::WriteText(b.folder + "/config.json", ConfigOf(*f, c.v1_1).dump(2)));
   EXPECT_EQ(
       testing::WriteT5TokenizerFolder(UnigramVocabOf(*f), testing::T5JsonStyle::kCurrent, b.folder),
@@ -361,30 +374,8 @@ TEST(HfT5Encoder, FolderIsTheT5EncoderFile) {
   const std::string folder = testing::TempDir() + "/hf-t5encoder";
   fs::remove_all(folder);
   fs::create_directories(folder);
-  testing::SafetensorsBuilder weights;
-  for (const TensorInfo& t : f->tensors()) {
-    const std::vector<uint8_t> bytes(t.data, t.data + t.n_bytes);
-    const std::vector<int64_t> shape(t.dims.rbegin(), t.dims.rend());
-    weights.Add(HfName(t.name, true), "F32", shape, bytes);
-    if (t.name == "token_embd.weight")
-      weights.Add("encoder.embed_tokens.weight", "F32", shape, bytes);
-  }
-  ASSERT_TRUE(weights.WriteFile(folder + "/model.safetensors"));
-  auto u = [&](const std::string& key) { return f->GetUint("t5encoder." + key).value(); };
-  const ordered_json config = {
-      {"architectures", {"T5EncoderModel"}},
-      {"model_type", "t5"},
-      {"d_model", u("embedding_length")},
-      {"d_ff", u("feed_forward_length")},
-      {"d_kv", u("attention.key_length")},
-      {"num_layers", u("block_count")},
-      {"num_heads", u("attention.head_count")},
-      {"relative_attention_num_buckets", u("attention.relative_buckets_count")},
-      {"relative_attention_max_distance", 128},
-      {"layer_norm_epsilon", f->GetFloat("t5encoder.attention.layer_norm_epsilon").value()},
-      {"n_positions", u("context_length")},
-      {"feed_forward_proj", "gated-gelu"},
-      {"vocab_size", f->GetStringArray("tokenizer.ggml.tokens")->size()}};
+  ASSERT_TRUE(WriteHfWeights(*f, true, false, folder + "/model.safetensors"));
+  const ordered_json config = EncoderConfigOf(*f, "t5encoder", "T5EncoderModel", true);
   ASSERT_TRUE(testing::WriteText(folder + "/config.json", config.dump(2)));
   ASSERT_EQ(
       testing::WriteT5TokenizerFolder(UnigramVocabOf(*f), testing::T5JsonStyle::kCurrent, folder),
