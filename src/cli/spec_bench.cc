@@ -106,6 +106,23 @@ std::vector<std::pair<std::string, std::string>> TaskSamplings(const SpecBenchOp
   return out;
 }
 
+// The plain outputs' tokens and how many of them repeat earlier text (RepeatedTokens, 4-token
+// spans: the 3-token key of the default n-gram lookup and the token it drafts).
+struct RepeatCount {
+  uint64_t generated = 0;
+  uint64_t repeated = 0;
+};
+RepeatCount CountRepeats(const std::vector<Request>& requests,
+                         const std::vector<std::vector<int32_t>>& outputs) {
+  constexpr int kSpan = 4;
+  RepeatCount count;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    count.generated += outputs[i].size();
+    count.repeated += RepeatedTokens(requests[i].prompt, outputs[i], kSpan);
+  }
+  return count;
+}
+
 }  // namespace
 
 Result<std::vector<SpecBenchRow>> RunSpecBench(const Model& model, const Tokenizer& tokenizer,
@@ -130,6 +147,7 @@ Result<std::vector<SpecBenchRow>> RunSpecBench(const Model& model, const Tokeniz
       const std::vector<Request>& requests = *made;
       auto plain = RunBest(model, tokenizer, plain_options, requests, options.repeats);
       if (!plain.ok()) return plain.status();
+      const RepeatCount repeats = CountRepeats(requests, plain->tokens);
       std::vector<std::pair<std::string, EngineOptions>> variants;
       if (replay) {
         std::map<std::string, std::vector<int32_t>> reference;
@@ -160,12 +178,15 @@ Result<std::vector<SpecBenchRow>> RunSpecBench(const Model& model, const Tokeniz
                          .spec_tokens_per_s = spec->tokens_per_s,
                          .drafted = spec->drafted,
                          .accepted = spec->accepted,
+                         .generated = repeats.generated,
+                         .repeated = repeats.repeated,
                          .same_output = spec->tokens == plain->tokens};
         std::fprintf(stderr,
                      "kvserve bench: %s %s x%d %s: plain %.2f t/s, spec %.2f t/s (%.2fx), "
-                     "acceptance %.1f%%, same output: %s\n",
+                     "acceptance %.1f%%, repeats %.1f%%, same output: %s\n",
                      task.c_str(), sampling.c_str(), streams, name.c_str(), row.plain_tokens_per_s,
                      row.spec_tokens_per_s, row.speedup(), 100 * row.acceptance(),
+                     100 * row.repeat_share(),
                      row.same_output ? "yes" : "NO");
         rows.push_back(row);
         if (!row.same_output) {
@@ -192,22 +213,25 @@ std::string FormatSpecBench(const std::vector<SpecBenchRow>& rows, const std::st
                       {"drafted_tokens", r.drafted},
                       {"accepted_tokens", r.accepted},
                       {"acceptance", r.acceptance()},
+                      {"generated_tokens", r.generated},
+                      {"repeated_tokens", r.repeated},
+                      {"repeat_share", r.repeat_share()},
                       {"same_output", r.same_output}});
     }
     return list.dump(2) + "\n";
   }
   std::string out =
       "| task | sampling | streams | method | plain t/s | spec t/s | speed-up | drafted | accepted "
-      "| acceptance | same output |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|:---:|\n";
+      "| acceptance | repeats | same output |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|:---:|\n";
   for (const SpecBenchRow& r : rows) {
     char line[256];
     std::snprintf(line, sizeof(line),
-                  "| %s | %s | %d | %s | %.2f | %.2f | %.2fx | %llu | %llu | %.1f%% | %s |\n",
+                  "| %s | %s | %d | %s | %.2f | %.2f | %.2fx | %llu | %llu | %.1f%% | %.1f%% | %s |\n",
                   r.task.c_str(), r.sampling.c_str(), r.streams, r.method.c_str(),
                   r.plain_tokens_per_s, r.spec_tokens_per_s, r.speedup(),
                   static_cast<unsigned long long>(r.drafted),
                   static_cast<unsigned long long>(r.accepted), 100 * r.acceptance(),
-                  r.same_output ? "yes" : "NO");
+                  100 * r.repeat_share(), r.same_output ? "yes" : "NO");
     out += line;
   }
   return out;

@@ -38,11 +38,18 @@ struct SpecBenchRow {
   double spec_tokens_per_s = 0;
   uint64_t drafted = 0;
   uint64_t accepted = 0;
+  // The plain outputs' tokens, and how many of them end a 4-token span that already occurs earlier
+  // in their prompt or output (RepeatedTokens): what prompt lookup could draft at best.
+  uint64_t generated = 0;
+  uint64_t repeated = 0;
   bool same_output = false;
   double speedup() const {
     return plain_tokens_per_s > 0 ? spec_tokens_per_s / plain_tokens_per_s : 0;
   }
   double acceptance() const { return drafted > 0 ? static_cast<double>(accepted) / drafted : 0; }
+  double repeat_share() const {
+    return generated > 0 ? static_cast<double>(repeated) / generated : 0;
+  }
 };
 
 // Runs every (task, sampling, streams[, accept]) row; fails when a row's outputs differ.
