@@ -20,7 +20,7 @@ namespace {
 TEST(SpecTasks, RepeatedTokensCountOutputTokensEndingASpanSeenEarlier) {
   const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6};
   // 3-token spans ending at each output token, looked up in everything before them.
-  EXPECT_EQ(RepeatedTokens(prompt, std::vector<int32_t>{1, 2, 3, 4}, 3), 2);  // 1,2,3 and 2,3,4
+  EXPECT_EQ(RepeatedTokens(prompt, std::vector<int32_t>{1, 2, 3, 4}, 3), 2);     // 1,2,3 and 2,3,4
   EXPECT_EQ(RepeatedTokens(prompt, std::vector<int32_t>{9, 3, 4, 5, 6}, 3), 2);  // 3,4,5 and 4,5,6
   // A span made of prompt and output tokens: 5,6 | 1 never occurred; 6,1,2 neither.
   EXPECT_EQ(RepeatedTokens(prompt, std::vector<int32_t>{1, 2}, 3), 0);

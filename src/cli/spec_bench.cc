@@ -186,8 +186,7 @@ Result<std::vector<SpecBenchRow>> RunSpecBench(const Model& model, const Tokeniz
                      "acceptance %.1f%%, repeats %.1f%%, same output: %s\n",
                      task.c_str(), sampling.c_str(), streams, name.c_str(), row.plain_tokens_per_s,
                      row.spec_tokens_per_s, row.speedup(), 100 * row.acceptance(),
-                     100 * row.repeat_share(),
-                     row.same_output ? "yes" : "NO");
+                     100 * row.repeat_share(), row.same_output ? "yes" : "NO");
         rows.push_back(row);
         if (!row.same_output) {
           return Status::Internal("speculative decoding changed the output of " + task + " " +
@@ -222,16 +221,17 @@ std::string FormatSpecBench(const std::vector<SpecBenchRow>& rows, const std::st
   }
   std::string out =
       "| task | sampling | streams | method | plain t/s | spec t/s | speed-up | drafted | accepted "
-      "| acceptance | repeats | same output |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|:---:|\n";
+      "| acceptance | repeats | same output "
+      "|\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|:---:|\n";
   for (const SpecBenchRow& r : rows) {
     char line[256];
-    std::snprintf(line, sizeof(line),
-                  "| %s | %s | %d | %s | %.2f | %.2f | %.2fx | %llu | %llu | %.1f%% | %.1f%% | %s |\n",
-                  r.task.c_str(), r.sampling.c_str(), r.streams, r.method.c_str(),
-                  r.plain_tokens_per_s, r.spec_tokens_per_s, r.speedup(),
-                  static_cast<unsigned long long>(r.drafted),
-                  static_cast<unsigned long long>(r.accepted), 100 * r.acceptance(),
-                  100 * r.repeat_share(), r.same_output ? "yes" : "NO");
+    std::snprintf(
+        line, sizeof(line),
+        "| %s | %s | %d | %s | %.2f | %.2f | %.2fx | %llu | %llu | %.1f%% | %.1f%% | %s |\n",
+        r.task.c_str(), r.sampling.c_str(), r.streams, r.method.c_str(), r.plain_tokens_per_s,
+        r.spec_tokens_per_s, r.speedup(), static_cast<unsigned long long>(r.drafted),
+        static_cast<unsigned long long>(r.accepted), 100 * r.acceptance(), 100 * r.repeat_share(),
+        r.same_output ? "yes" : "NO");
     out += line;
   }
   return out;
