@@ -15,7 +15,10 @@ to the latest last one. --engines kvserve (or llama.cpp) runs one engine only.
 Decode rate per request: (completion tokens - 1) / (time of the last streamed token - time of the
 first), so the prompt's processing is left out on both sides. Prints a table per task: each
 configuration's median rate, its speed-up over its own engine's plain decoding, and whether its
-answers equal its engine's plain answers."""
+answers equal its engine's plain answers, and the share of its engine's plain answers' tokens that
+end a 4-token span already seen in the conversation or the answer before them (`repeats`, as
+`kvserve bench --spec` counts them; tokens by `kvserve tokenize`): what n-gram drafting could draft
+at best, since each engine speculates on its own plain answers."""
 import argparse
 import concurrent.futures
 import json
@@ -84,6 +87,28 @@ def aggregate_rate(results):
     return sum(tokens - 1 for tokens, _, _ in timed) / span if span > 0 else 0.0
 
 
+def token_ids(model, text):
+    out = subprocess.check_output([KVSERVE, "tokenize", "-m", model, "--text", text])
+    return [int(t) for t in out.decode().replace(",", " ").replace("[", " ").replace("]", " ").split()]
+
+
+def repeated_share(model, messages, answer, span=4):
+    """The share of the answer's tokens that end a `span`-token run already seen earlier in the
+    conversation's contents or the answer (kvserve's RepeatedTokens, over the texts' tokens)."""
+    prompt = token_ids(model, "\n".join(m["content"] for m in messages))
+    output = token_ids(model, answer) if answer else []
+    tokens = prompt + output
+    repeated = 0
+    for j in range(len(prompt), len(tokens)):
+        start = j + 1 - span
+        if start < 0:
+            continue
+        window = tokens[start:j + 1]
+        if any(tokens[e:e + span] == window for e in range(start)):
+            repeated += 1
+    return repeated / len(output) if output else 0.0
+
+
 def configs(args):
     kv = [KVSERVE, "serve", "-m", args.model, "--port", str(PORT), "-t", "2"]
     lc = [args.llama_server, "-m", args.model, "--port", str(PORT), "-t", "2",
@@ -133,16 +158,22 @@ def main():
             finally:
                 proc.send_signal(signal.SIGTERM)
                 proc.wait()
-    print("| task | engine | speculation | decode t/s (median) | speed-up over its plain | same answers as its plain |")
-    print("|---|---|---|---:|---:|:---:|")
+    repeats = {}
+    for (engine, spec, task, i, stream), texts in answers.items():
+        if spec == "plain":
+            share = repeated_share(args.model, tasks[task][i], sorted(texts)[0])
+            repeats.setdefault((engine, task), []).append(share)
+    print("| task | engine | speculation | decode t/s (median) | speed-up over its plain | same answers as its plain | its plain answers' repeats |")
+    print("|---|---|---|---:|---:|:---:|---:|")
     for task in tasks:
         for engine, spec, _ in configs(args):
             rate = statistics.median(rates[(engine, spec, task)])
             plain = statistics.median(rates[(engine, "plain", task)])
             same = all(answers[(engine, spec, task, i, s)] == answers[(engine, "plain", task, i, s)]
                        for i in range(len(tasks[task])) for s in range(args.streams))
+            share = statistics.mean(repeats[(engine, task)])
             print(f"| {task} | {engine} | {spec} | {rate:.1f} | {rate / plain:.2f}x | "
-                  f"{'yes' if same else 'no'} |")
+                  f"{'yes' if same else 'no'} | {100 * share:.0f}% |")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@
 #include "engine/proposer.h"
 #include "engine/proposer_draft.h"
 #include "engine/proposer_ngram.h"
+#include "engine/proposer_replay.h"
 #include "engine/sequence_runner.h"
 #include "kv/block_manager.h"
 #include "kv/kv_cache.h"
@@ -622,7 +623,7 @@ TEST(SpecBenchCommand, RowsWithTheSameOutput) {
   const std::string stories = testing::ModelPath("stories260K.gguf");
   for (const std::string& method :
        {std::string("--spec ngram --spec-sampling both"), "--spec draft --model-draft " + stories,
-        std::string("--spec-replay 0,1")}) {
+        std::string("--spec-replay 0,1,repeats")}) {
     std::string out, err;
     ASSERT_EQ(testing::RunKvserve("bench -m " + stories + " " + method +
                                       " -n 24 -r 1 -t 1 --spec-streams 1,4 -o json",
@@ -630,10 +631,10 @@ TEST(SpecBenchCommand, RowsWithTheSameOutput) {
               0)
         << method << ": " << err;
     const auto rows = nlohmann::json::parse(out);
-    const size_t variants = method.find("replay") != std::string::npos ? 2 : 1;
+    const size_t variants = method.find("replay") != std::string::npos ? 3 : 1;
     const size_t samplings = method.find("both") != std::string::npos ? 2 : 1;
     ASSERT_EQ(rows.size(), 2 * 2 * variants * samplings) << out;  // 2 tasks x 2 stream counts
-    int seeded = 0;
+    int seeded = 0, ceiling_drafted = 0, grounded_repeats = 0;
     for (const auto& row : rows) {
       EXPECT_TRUE(row["same_output"].get<bool>()) << row.dump();
       seeded += row["sampling"] == "seeded";
@@ -644,7 +645,19 @@ TEST(SpecBenchCommand, RowsWithTheSameOutput) {
       if (row["method"] == "replay@0.00") {
         EXPECT_EQ(row["accepted_tokens"], 0) << row.dump();
       }
+      // The repeat ceiling drafts only tokens that repeat earlier text, always right.
+      EXPECT_LE(row["repeated_tokens"].get<int>(), row["generated_tokens"].get<int>());
+      if (row["method"] == "replay@repeats") {
+        EXPECT_EQ(row["accepted_tokens"], row["drafted_tokens"]) << row.dump();
+        EXPECT_LE(row["accepted_tokens"].get<int>(), row["repeated_tokens"].get<int>());
+        ceiling_drafted += row["drafted_tokens"].get<int>();
+      }
+      if (row["task"] == "grounded") grounded_repeats += row["repeated_tokens"].get<int>();
     }
+    if (method.find("replay") != std::string::npos) {
+      EXPECT_GT(ceiling_drafted, 0) << out;
+    }
+    EXPECT_GT(grounded_repeats, 0) << out;
     EXPECT_EQ(seeded, samplings == 2 ? 4 : 0) << out;
   }
   std::string out, err;
@@ -693,6 +706,33 @@ TEST(SpecRunCommand, BatchFileWithADraftModel) {
   }
   EXPECT_EQ(lines, 8);
   EXPECT_GT(drafted, 0);
+}
+
+// How many of `output`'s tokens RepeatedPositions marks after `prompt`.
+int RepeatedCount(const std::vector<int32_t>& prompt, const std::vector<int32_t>& output,
+                  int span) {
+  std::vector<int32_t> all = prompt;
+  all.insert(all.end(), output.begin(), output.end());
+  const std::vector<bool> marks = RepeatedPositions(all, prompt.size(), span);
+  EXPECT_TRUE(std::none_of(marks.begin(), marks.begin() + prompt.size(), [](bool m) { return m; }));
+  return static_cast<int>(std::count(marks.begin(), marks.end(), true));
+}
+
+TEST(RepeatedPositions, MarkTheTokensEndingARunSeenEarlier) {
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6};
+  // 3-token spans ending at each output token, looked up in everything before them.
+  EXPECT_EQ(RepeatedCount(prompt, std::vector<int32_t>{1, 2, 3, 4}, 3), 2);     // 1,2,3 and 2,3,4
+  EXPECT_EQ(RepeatedCount(prompt, std::vector<int32_t>{9, 3, 4, 5, 6}, 3), 2);  // 3,4,5 and 4,5,6
+  // A span made of prompt and output tokens: 5,6 | 1 never occurred; 6,1,2 neither.
+  EXPECT_EQ(RepeatedCount(prompt, std::vector<int32_t>{1, 2}, 3), 0);
+  // The output's own earlier tokens count: the second 7,8,9 (8,9,7 and 9,7,8 are new).
+  EXPECT_EQ(RepeatedCount(prompt, std::vector<int32_t>{7, 8, 9, 7, 8, 9}, 3), 1);
+  // Span 2 over nothing that repeats, and an empty output.
+  EXPECT_EQ(RepeatedCount(prompt, std::vector<int32_t>{10, 11, 12}, 2), 0);
+  EXPECT_EQ(RepeatedCount(prompt, std::vector<int32_t>{}, 4), 0);
+  // A span longer than everything: nothing.
+  EXPECT_EQ(RepeatedCount(std::vector<int32_t>{}, std::vector<int32_t>{5, 5}, 4), 0);
+  EXPECT_EQ(RepeatedCount(std::vector<int32_t>{}, std::vector<int32_t>{5, 5, 5}, 2), 1);
 }
 
 TEST(NgramLookup, ProposesWhatFollowedTheMostRecentMatch) {

@@ -17,23 +17,6 @@
 namespace kvserve {
 namespace {
 
-TEST(SpecTasks, RepeatedTokensCountOutputTokensEndingASpanSeenEarlier) {
-  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6};
-  // 3-token spans ending at each output token, looked up in everything before them.
-  EXPECT_EQ(RepeatedTokens(prompt, std::vector<int32_t>{1, 2, 3, 4}, 3), 2);     // 1,2,3 and 2,3,4
-  EXPECT_EQ(RepeatedTokens(prompt, std::vector<int32_t>{9, 3, 4, 5, 6}, 3), 2);  // 3,4,5 and 4,5,6
-  // A span made of prompt and output tokens: 5,6 | 1 never occurred; 6,1,2 neither.
-  EXPECT_EQ(RepeatedTokens(prompt, std::vector<int32_t>{1, 2}, 3), 0);
-  // The output's own earlier tokens count: the second 7,8,9 (8,9,7 and 9,7,8 are new).
-  EXPECT_EQ(RepeatedTokens(prompt, std::vector<int32_t>{7, 8, 9, 7, 8, 9}, 3), 1);
-  // Span 2 over nothing that repeats, and an empty output.
-  EXPECT_EQ(RepeatedTokens(prompt, std::vector<int32_t>{10, 11, 12}, 2), 0);
-  EXPECT_EQ(RepeatedTokens(prompt, std::vector<int32_t>{}, 4), 0);
-  // A span longer than everything: nothing.
-  EXPECT_EQ(RepeatedTokens(std::vector<int32_t>{}, std::vector<int32_t>{5, 5}, 4), 0);
-  EXPECT_EQ(RepeatedTokens(std::vector<int32_t>{}, std::vector<int32_t>{5, 5, 5}, 2), 1);
-}
-
 TEST(SpecTasks, NamesParseAndUnknownOnesAreRefusedByName) {
   EXPECT_EQ(*ParseSpecTasks("both"), (std::vector<std::string>{"grounded", "free"}));
   EXPECT_EQ(*ParseSpecTasks("all"), AllSpecTasks());

@@ -111,7 +111,9 @@ FlagTable BenchFlagTable() {
              .help = "print the chat tasks' conversations as JSON (for other servers) and exit"},
             {.name = "--spec-replay",
              .value_name = "P[,P...]",
-             .help = "draft the plain output, each token right with probability P, per P"}}},
+             .help = "draft the plain output, each token right with probability P, per P; "
+                     "`repeats`: only its tokens that repeat earlier text, always right (the "
+                     "ceiling of prompt lookup)"}}},
           {"structured output bench",
            {{.name = "--structured",
              .value_name = "SCHEMA",
@@ -462,12 +464,17 @@ int RunSpecBenchCommand(const Args& args, const Model& model, const ModelOptions
     while (start <= text.size()) {
       const size_t comma = std::min(text.find(',', start), text.size());
       const std::string item = text.substr(start, comma - start);
+      start = comma + 1;
+      if (item == "repeats") {
+        o.replay_repeats = true;
+        continue;
+      }
       char* end = nullptr;
       const double p = std::strtod(item.c_str(), &end);
       if (item.empty() || *end != '\0' || !(p >= 0 && p <= 1))
-        return Fail("flag --spec-replay: '" + item + "' is not a probability in [0, 1]", 2);
+        return Fail("flag --spec-replay: '" + item + "' is not a probability in [0, 1] or repeats",
+                    2);
       o.accept.push_back(p);
-      start = comma + 1;
     }
   }
   auto streams = ReadCounts(args, "--spec-streams", "1,16", 1, 4096);

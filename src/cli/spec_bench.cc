@@ -106,19 +106,24 @@ std::vector<std::pair<std::string, std::string>> TaskSamplings(const SpecBenchOp
   return out;
 }
 
-// The plain outputs' tokens and how many of them repeat earlier text (RepeatedTokens, 4-token
-// spans: the 3-token key of the default n-gram lookup and the token it drafts).
+// The 4-token runs of the repeat count and ceiling: the 3-token key of the default n-gram lookup
+// and the token it drafts.
+constexpr int kRepeatSpan = 4;
+
+// The plain outputs' tokens and how many of them repeat earlier text (RepeatedPositions).
 struct RepeatCount {
   uint64_t generated = 0;
   uint64_t repeated = 0;
 };
 RepeatCount CountRepeats(const std::vector<Request>& requests,
                          const std::vector<std::vector<int32_t>>& outputs) {
-  constexpr int kSpan = 4;
   RepeatCount count;
   for (size_t i = 0; i < requests.size(); ++i) {
+    std::vector<int32_t> all = requests[i].prompt;
+    all.insert(all.end(), outputs[i].begin(), outputs[i].end());
+    const std::vector<bool> marks = RepeatedPositions(all, requests[i].prompt.size(), kRepeatSpan);
     count.generated += outputs[i].size();
-    count.repeated += RepeatedTokens(requests[i].prompt, outputs[i], kSpan);
+    count.repeated += std::count(marks.begin(), marks.end(), true);
   }
   return count;
 }
@@ -155,6 +160,13 @@ Result<std::vector<SpecBenchRow>> RunSpecBench(const Model& model, const Tokeniz
           std::vector<int32_t> all = requests[i].prompt;
           all.insert(all.end(), plain->tokens[i].begin(), plain->tokens[i].end());
           reference[requests[i].id] = std::move(all);
+        }
+        if (options.replay_repeats) {
+          std::map<std::string, size_t> prompt_sizes;
+          for (const Request& r : requests) prompt_sizes[r.id] = r.prompt.size();
+          EngineOptions o = options.engine;
+          o.spec.proposer = std::make_shared<ReplayProposer>(reference, prompt_sizes, kRepeatSpan);
+          variants.emplace_back("replay@repeats", std::move(o));
         }
         for (double accept : options.accept) {
           EngineOptions o = options.engine;

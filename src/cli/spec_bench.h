@@ -3,9 +3,11 @@
 // answer repeats spans of the prompt) and on free generation, at each --spec-streams count; every
 // row checks that both runs gave the same tokens. `replay` drafts the plain output with each
 // token right at the --spec-replay probabilities, for the speed-up as a function of the acceptance
-// rate. Rates are of decoding: tokens after each stream's first, from the earliest first token to
-// the last finish. Greedy, or seeded sampling (temperature 0.8, top-p 0.95, a seed per request):
-// both are exact under speculation, so both rows check the same tokens.
+// rate; `replay@repeats` drafts, always right, only the output tokens that repeat earlier text:
+// the ceiling of drafting from the prompt and the output. Rates are of decoding: tokens after each
+// stream's first, from the earliest first token to the last finish. Greedy, or seeded sampling
+// (temperature 0.8, top-p 0.95, a seed per request): both are exact under speculation, so both rows
+// check the same tokens.
 #pragma once
 
 #include <string>
@@ -24,6 +26,7 @@ struct SpecBenchOptions {
   std::vector<std::string> tasks = {"grounded", "free"};
   std::vector<std::string> samplings = {"greedy"};  // greedy, seeded
   std::vector<double> accept = {};  // replay: the per-token acceptance probabilities
+  bool replay_repeats = false;      // replay: also the repeat ceiling (ReplayProposer's)
   int n_gen = 128;                  // tokens per request
   int repeats = 1;                  // timed runs per side; the best is reported
   std::string format = "md";        // md or json

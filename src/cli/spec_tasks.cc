@@ -124,23 +124,4 @@ Result<std::vector<int32_t>> SpecTaskPrompt(const std::string& task, int i,
   return Status::InvalidArgument("task '" + task + "' is not one of " + SpecTaskNames());
 }
 
-int RepeatedTokens(std::span<const int32_t> prompt, std::span<const int32_t> output, int span) {
-  std::vector<int32_t> all(prompt.begin(), prompt.end());
-  all.insert(all.end(), output.begin(), output.end());
-  const auto n = static_cast<ptrdiff_t>(span);
-  int repeated = 0;
-  for (ptrdiff_t j = static_cast<ptrdiff_t>(prompt.size()); j < static_cast<ptrdiff_t>(all.size());
-       ++j) {
-    const ptrdiff_t start = j + 1 - n;  // the span all[start, j]
-    if (start < 0) continue;
-    for (ptrdiff_t earlier = start - 1; earlier >= 0; --earlier) {
-      if (std::equal(all.begin() + start, all.begin() + j + 1, all.begin() + earlier)) {
-        ++repeated;
-        break;
-      }
-    }
-  }
-  return repeated;
-}
-
 }  // namespace kvserve

@@ -10,8 +10,6 @@
 //   story      chat: write a new short story on a topic (the control as a chat request)
 #pragma once
 
-#include <cstdint>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -36,11 +34,5 @@ std::vector<ChatMessage> SpecTaskChat(const std::string& task, int i);
 // Request i's prompt ids for `task` (texts rotate with i); chat tasks use `chat`'s rendering.
 Result<std::vector<int32_t>> SpecTaskPrompt(const std::string& task, int i,
                                             const Tokenizer& tokenizer, const ChatTemplate& chat);
-
-// How many of `output`'s tokens repeat earlier text: token j counts when the `span` tokens ending
-// at it (the last of them output[j]) already occur, as a whole, earlier in prompt + output. What
-// an n-gram proposer keyed on span - 1 tokens could draft at best; how grounded a model's actual
-// answer is (a model that rewrites instead of copying leaves little to draft). span >= 2.
-int RepeatedTokens(std::span<const int32_t> prompt, std::span<const int32_t> output, int span);
 
 }  // namespace kvserve
