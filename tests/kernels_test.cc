@@ -393,6 +393,54 @@ TEST(KernelsTest, QuantizeRowMatchesScalarBitwise) {
   }
 }
 
+// Q8_1 activation rows (Q4_1's and Q5_1's): every table gives the scalar encoder's bytes (d, s =
+// f16(d * Σ q), quants), on random blocks of every scale and on blocks made to hit each rule:
+// halves once the scale is exactly 1, zeros of both signs, a subnormal maximum, a maximum whose
+// f16 overflows, NaN (ignored by the maximum, quantized to 0), infinities, an all-NaN block.
+TEST(KernelsTest, QuantizeRowQ8_1MatchesScalarBitwise) {
+  std::mt19937 rng(19);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  constexpr int kBlocks = 24;
+  const int k = 32 * kBlocks;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x(k + 1);
+  for (int trial = 0; trial < 60; ++trial) {
+    for (int j = 0; j < k; ++j) {
+      x[1 + j] = dist(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 80) - 40 + j / 32 % 3);
+    }
+    float* row = x.data() + 1;  // misaligned by one float
+    for (int j = 0; j < 32; ++j) row[j] = static_cast<float>(j % 31 - 15) + 0.5f;
+    row[trial % 32] = trial % 2 ? 127.0f : -127.0f;           // block 0: id = 1, ties
+    std::fill(row + 32, row + 64, trial % 2 ? 0.0f : -0.0f);  // block 1: zeros
+    std::fill(row + 64, row + 96, 0.0f);                      // block 2: subnormal max
+    row[64 + trial % 32] = 1e-45f;
+    row[96 + trial % 32] = 1e38f;                    // block 3: d * Σq overflows
+    row[128 + trial % 32] = nan;                     // block 4: one NaN
+    row[160 + trial % 32] = trial % 3 ? inf : -inf;  // block 5: an infinity
+    std::fill(row + 192, row + 224, nan);            // block 6: all NaN
+    std::vector<BlockQ8_1> want(kBlocks), got(kBlocks);
+    std::memset(want.data(), 0xcd, sizeof(BlockQ8_1) * kBlocks);
+    ScalarKernels().quantize_row_q8_1(row, k, want.data());
+    for (const KernelTable* t : AllTables()) {
+      SCOPED_TRACE(std::string(t->isa) + " trial " + std::to_string(trial));
+      std::memset(got.data(), 0xab, sizeof(BlockQ8_1) * kBlocks);
+      t->quantize_row_q8_1(row, k, got.data());
+      for (int b = 0; b < kBlocks; ++b) {
+        EXPECT_EQ(std::memcmp(&want[b], &got[b], sizeof(BlockQ8_1)), 0) << "block " << b;
+      }
+    }
+  }
+  // The rules on the scalar encoder: block 0's scale is 1 (127 / 127), so its quants are the
+  // values rounded to even; the all-NaN block is all zeros.
+  std::vector<BlockQ8_1> blocks(kBlocks);
+  ScalarKernels().quantize_row_q8_1(x.data() + 1, k, blocks.data());
+  EXPECT_EQ(blocks[0].d, FloatToFp16(1.0f));
+  EXPECT_EQ(blocks[0].quants[1], -14);  // -13.5 rounds to even
+  EXPECT_EQ(blocks[6].d, 0);
+  for (int8_t q : blocks[6].quants) EXPECT_EQ(q, 0);
+}
+
 // Q8_K activation rows (the K-quants'): every table gives the scalar encoder's bytes, on random
 // blocks of every scale and on blocks made to hit each rule: the first of two opposite-sign
 // maxima, halves once the scale is exactly 1, zeros, a subnormal maximum (an infinite iscale),

@@ -1,8 +1,8 @@
 // SIMD matmul tiles of Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4 matrices in the x16 layout of
 // packed_blocks32.h, one set per ISA (blocks32_x16_avx512.cc, blocks32_x16_avx2.cc,
 // blocks32_x16_avxvnni.cc), put in that ISA's KernelTable. They give the bits of the scalar tiles
-// for every m and 16-aligned output range. Call them only through the table, on a CPU that has the
-// ISA.
+// for every m and 16-aligned output range; with them the Q8_1 activation quantizers of Q4_1 and
+// Q5_1 (the scalar encoder's bits). Call them only through the table, on a CPU that has the ISA.
 #pragma once
 
 #include <cstddef>
@@ -27,7 +27,12 @@ inline void ActivationBlockSums(const uint8_t* x, size_t x_row_bytes, size_t blo
   }
 }
 
-namespace avx2 {  // blocks32_x16_avx2.cc
+namespace scalar {  // kernels_scalar.cc: ggml_encode::Q8_1
+void QuantizeRowQ8_1(const float* x, int k, BlockQ8_1* out);
+}  // namespace scalar
+
+namespace avx2 {  // blocks32_x16_avx2.cc; QuantizeRowQ8_1: quantize_q8_1_avx2.cc
+void QuantizeRowQ8_1(const float* x, int k, BlockQ8_1* out);
 void MatmulQ4_1x16(const MatmulTile& t);
 void MatmulQ5_0x16(const MatmulTile& t);
 void MatmulQ5_1x16(const MatmulTile& t);
@@ -55,7 +60,8 @@ void MatmulIq4Nlx16L2(const MatmulTile& t);
 void MatmulMxfp4x16L2(const MatmulTile& t);
 }  // namespace avxvnni
 
-namespace avx512 {
+namespace avx512 {  // blocks32_x16_avx512.cc; QuantizeRowQ8_1: quantize_q8_1_avx512.cc
+void QuantizeRowQ8_1(const float* x, int k, BlockQ8_1* out);
 void MatmulQ4_1x16(const MatmulTile& t);
 void MatmulQ5_0x16(const MatmulTile& t);
 void MatmulQ5_1x16(const MatmulTile& t);

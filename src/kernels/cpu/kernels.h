@@ -209,6 +209,9 @@ struct KernelTable {
   MatmulTileFn matmul_q6_k;
   // Quantizes a float row of length k (multiple of 32) to Q8_0 blocks, for the activations.
   void (*quantize_row_q8_0)(const float* x, int k, BlockQ8_0* out);
+  // Quantizes a float row of length k (multiple of 32) to Q8_1 blocks (Q4_1's and Q5_1's
+  // activations): the bits of ggml_encode::Q8_1 (kernels/quantize_ggml.h) on every table.
+  void (*quantize_row_q8_1)(const float* x, int k, BlockQ8_1* out);
   // Quantizes a float row of length k (multiple of 256) to Q8_K blocks (the K-quants'
   // activations): the bits of ggml_encode::Q8_K (kernels/quantize_ggml.h) on every table.
   void (*quantize_row_q8_k)(const float* x, int k, BlockQ8_K* out);

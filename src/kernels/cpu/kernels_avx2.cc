@@ -298,6 +298,7 @@ constexpr KernelTable kAvx2 = {
     .matmul_q5_k = avx2::MatmulQ5_K,
     .matmul_q6_k = avx2::MatmulQ6_K,
     .quantize_row_q8_0 = QuantizeRowQ8_0,
+    .quantize_row_q8_1 = avx2::QuantizeRowQ8_1,
     .quantize_row_q8_k = avx2::QuantizeRowQ8_K,
     .dot_f32 = DotF32,
     .attend_head = avx2::AttendHead,

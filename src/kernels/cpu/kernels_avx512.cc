@@ -152,6 +152,7 @@ constexpr KernelTable kAvx512 = {
     .matmul_q5_k = avx512::MatmulQ5_K,
     .matmul_q6_k = avx512::MatmulQ6_K,
     .quantize_row_q8_0 = QuantizeRowQ8_0,
+    .quantize_row_q8_1 = avx512::QuantizeRowQ8_1,
     .quantize_row_q8_k = avx512::QuantizeRowQ8_K,
     .dot_f32 = DotF32,
     .attend_head = avx512::AttendHead,

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/cpu/attend_head.h"
+#include "kernels/cpu/blocks32_tiles.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/kquant_tiles.h"
 #include "kernels/cpu/quant_tiles_scalar.h"
@@ -14,6 +15,10 @@
 #include "util/half.h"
 
 namespace kvserve {
+
+void scalar::QuantizeRowQ8_1(const float* x, int k, BlockQ8_1* out) {
+  ggml_encode::Q8_1(x, k, reinterpret_cast<uint8_t*>(out));
+}
 
 void scalar::QuantizeRowQ8_K(const float* x, int k, BlockQ8_K* out) {
   ggml_encode::Q8_K(x, k, reinterpret_cast<uint8_t*>(out));
@@ -160,6 +165,7 @@ constexpr KernelTable kScalar = {
     .matmul_q5_k = scalar::MatmulQ5_K,
     .matmul_q6_k = scalar::MatmulQ6_K,
     .quantize_row_q8_0 = QuantizeRowQ8_0,
+    .quantize_row_q8_1 = scalar::QuantizeRowQ8_1,
     .quantize_row_q8_k = scalar::QuantizeRowQ8_K,
     .dot_f32 = DotF32,
     .attend_head = scalar::AttendHead,

@@ -43,8 +43,7 @@ void Matmul(const KernelTable& kernels, const WeightMatrix& w, const float* x, i
   size_t x_row_bytes = sizeof(float) * k;
   const GgmlType x_type = ActivationTypeFor(w.type);
   if (x_type != GgmlType::kF32) {
-    // Q8_0 and Q8_K through the table (SIMD, same bits as the scalar ones); Q8_1 with the scalar
-    // encoder of quantize.h for now.
+    // Q8_0, Q8_1 and Q8_K through the table (SIMD, same bits as the scalar ones).
     x_row_bytes = RowBytes(x_type, k);
     const size_t needed = static_cast<size_t>(m) * x_row_bytes;
     if (scratch.x_quant.size() < needed) scratch.x_quant.resize(needed);
@@ -56,6 +55,8 @@ void Matmul(const KernelTable& kernels, const WeightMatrix& w, const float* x, i
             uint8_t* row = xq + i * x_row_bytes;
             if (x_type == GgmlType::kQ8_0) {
               kernels.quantize_row_q8_0(x + i * k, k, reinterpret_cast<BlockQ8_0*>(row));
+            } else if (x_type == GgmlType::kQ8_1) {
+              kernels.quantize_row_q8_1(x + i * k, k, reinterpret_cast<BlockQ8_1*>(row));
             } else if (x_type == GgmlType::kQ8_K) {
               kernels.quantize_row_q8_k(x + i * k, k, reinterpret_cast<BlockQ8_K*>(row));
             } else {
