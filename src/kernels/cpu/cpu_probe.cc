@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/packed_weights.h"
 #include "kernels/cpu/scratch_buffer.h"
 #include "kernels/quantize.h"
 #include "util/large_memory.h"
@@ -245,11 +246,21 @@ Measurement MeasureReadBandwidth(const KernelTable& kernels, ThreadPool& pool, u
 Measurement MeasureMatmulFlops(const KernelTable& kernels, GgmlType type, int m, int n_out,
                                int n_in, ThreadPool& pool, int repeats) {
   const std::vector<uint8_t> w_bytes = RandomWeights(type, n_out, n_in, 3);
-  const WeightMatrix w{.type = type,
-                       .data = w_bytes.data(),
-                       .n_out = n_out,
-                       .n_in = n_in,
-                       .row_bytes = RowBytes(type, n_in)};
+  WeightMatrix w{.type = type,
+                 .data = w_bytes.data(),
+                 .n_out = n_out,
+                 .n_in = n_in,
+                 .row_bytes = RowBytes(type, n_in)};
+  // Packed as the backend packs a model's matrices, so the rate is the kernel a model runs.
+  std::unique_ptr<uint8_t, void (*)(void*)> packed(nullptr, FreeLarge);
+  if (HasPackedLayout(type) && PackedMatmulFor(kernels, type) != nullptr) {
+    packed.reset(static_cast<uint8_t*>(AllocateLarge(PackedMatrixBytes(type, n_out, n_in))));
+    if (packed != nullptr) {
+      PackGroups(type, w_bytes.data(), w.row_bytes, n_out, n_in, 0,
+                 (n_out + kPackRows - 1) / kPackRows, packed.get());
+      w.packed = packed.get();
+    }
+  }
   const std::vector<float> x = RandomFloats(static_cast<size_t>(m) * n_in, 1);
   std::vector<float> y(static_cast<size_t>(m) * n_out);
   MatmulScratch scratch(pool.size());

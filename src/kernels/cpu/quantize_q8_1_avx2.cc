@@ -53,7 +53,8 @@ void QuantizeRowQ8_1(const float* x, int k, BlockQ8_1* out) {
       const __m256 clamped = _mm256_and_ps(_mm256_min_ps(_mm256_max_ps(p, lo), hi), ordered);
       const __m256i q = _mm256_cvtps_epi32(clamped);  // NaN lanes are +0 here
       sum = _mm256_add_epi32(sum, q);
-      const __m128i q16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+      const __m128i q16 =
+          _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
       const __m128i q8 = _mm_packs_epi16(q16, q16);
       std::memcpy(block.quants + 8 * i, &q8, 8);
     }
