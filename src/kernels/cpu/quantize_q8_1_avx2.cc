@@ -45,7 +45,8 @@ void QuantizeRowQ8_1(const float* x, int k, BlockQ8_1* out) {
     const float d = largest / 127.0f;
     const float id = largest != 0.0f ? 127.0f / largest : 0.0f;
     const __m256 scale = _mm256_set1_ps(id);
-    BlockQ8_1 block;
+    BlockQ8_1& block =
+        out[b];  // written in place (no copy through the stack: quantize_q8_1_avx512.cc)
     __m256i sum = _mm256_setzero_si256();
     for (int i = 0; i < 4; ++i) {
       const __m256 p = _mm256_mul_ps(_mm256_loadu_ps(v + 8 * i), scale);
@@ -60,7 +61,6 @@ void QuantizeRowQ8_1(const float* x, int k, BlockQ8_1* out) {
     }
     block.d = FloatToFp16(d);
     block.s = FloatToFp16(d * static_cast<float>(HorizontalSum(sum)));
-    std::memcpy(out + b, &block, sizeof(block));
   }
 }
 
