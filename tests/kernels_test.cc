@@ -393,6 +393,25 @@ TEST(KernelsTest, QuantizeRowMatchesScalarBitwise) {
   }
 }
 
+// Every table's activation quantizer `fn` writes the scalar table's bytes for `row` (k floats),
+// whatever the output held before.
+template <typename Block>
+void ExpectEveryTableQuantizesAsScalar(void (*KernelTable::*fn)(const float*, int, Block*),
+                                       const float* row, int k) {
+  const size_t n_blocks = static_cast<size_t>(k) / (sizeof(Block::quants) / sizeof(int8_t));
+  std::vector<Block> want(n_blocks), got(n_blocks);
+  std::memset(want.data(), 0xcd, sizeof(Block) * n_blocks);
+  (ScalarKernels().*fn)(row, k, want.data());
+  for (const KernelTable* t : AllTables()) {
+    SCOPED_TRACE(t->isa);
+    std::memset(got.data(), 0xab, sizeof(Block) * n_blocks);
+    (t->*fn)(row, k, got.data());
+    for (size_t b = 0; b < n_blocks; ++b) {
+      EXPECT_EQ(std::memcmp(&want[b], &got[b], sizeof(Block)), 0) << "block " << b;
+    }
+  }
+}
+
 // Q8_1 activation rows (Q4_1's and Q5_1's): every table gives the scalar encoder's bytes (d, s =
 // f16(d * Σ q), quants), on random blocks of every scale and on blocks made to hit each rule:
 // halves once the scale is exactly 1, zeros of both signs, a subnormal maximum, a maximum whose
@@ -419,17 +438,8 @@ TEST(KernelsTest, QuantizeRowQ8_1MatchesScalarBitwise) {
     row[128 + trial % 32] = nan;                     // block 4: one NaN
     row[160 + trial % 32] = trial % 3 ? inf : -inf;  // block 5: an infinity
     std::fill(row + 192, row + 224, nan);            // block 6: all NaN
-    std::vector<BlockQ8_1> want(kBlocks), got(kBlocks);
-    std::memset(want.data(), 0xcd, sizeof(BlockQ8_1) * kBlocks);
-    ScalarKernels().quantize_row_q8_1(row, k, want.data());
-    for (const KernelTable* t : AllTables()) {
-      SCOPED_TRACE(std::string(t->isa) + " trial " + std::to_string(trial));
-      std::memset(got.data(), 0xab, sizeof(BlockQ8_1) * kBlocks);
-      t->quantize_row_q8_1(row, k, got.data());
-      for (int b = 0; b < kBlocks; ++b) {
-        EXPECT_EQ(std::memcmp(&want[b], &got[b], sizeof(BlockQ8_1)), 0) << "block " << b;
-      }
-    }
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    ExpectEveryTableQuantizesAsScalar(&KernelTable::quantize_row_q8_1, row, k);
   }
   // The rules on the scalar encoder: block 0's scale is 1 (127 / 127), so its quants are the
   // values rounded to even; the all-NaN block is all zeros.
@@ -469,17 +479,8 @@ TEST(KernelsTest, QuantizeRowQ8KMatchesScalarBitwise) {
     row[1280 + trial % 256] = std::numeric_limits<float>::quiet_NaN();  // block 5: NaN
     row[1536 + 5] = std::numeric_limits<float>::infinity();             // block 6: infinities
     row[1536 + 6] = -std::numeric_limits<float>::infinity();
-    std::vector<BlockQ8_K> want(kBlocks), got(kBlocks);
-    std::memset(want.data(), 0xcd, sizeof(BlockQ8_K) * kBlocks);
-    ScalarKernels().quantize_row_q8_k(row, k, want.data());
-    for (const KernelTable* t : AllTables()) {
-      SCOPED_TRACE(std::string(t->isa) + " trial " + std::to_string(trial));
-      std::memset(got.data(), 0xab, sizeof(BlockQ8_K) * kBlocks);
-      t->quantize_row_q8_k(row, k, got.data());
-      for (int b = 0; b < kBlocks; ++b) {
-        EXPECT_EQ(std::memcmp(&want[b], &got[b], sizeof(BlockQ8_K)), 0) << "block " << b;
-      }
-    }
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    ExpectEveryTableQuantizesAsScalar(&KernelTable::quantize_row_q8_k, row, k);
   }
   // The rules themselves, on the scalar encoder: block 0's scale comes from -5, block 1's is 1.
   std::vector<BlockQ8_K> blocks(kBlocks);

@@ -31,7 +31,7 @@ namespace scalar {  // kernels_scalar.cc: ggml_encode::Q8_1
 void QuantizeRowQ8_1(const float* x, int k, BlockQ8_1* out);
 }  // namespace scalar
 
-namespace avx2 {  // blocks32_x16_avx2.cc; QuantizeRowQ8_1: quantize_q8_1_avx2.cc
+namespace avx2 {  // blocks32_x16_avx2.cc; QuantizeRowQ8_1: quantize_rows_avx2.cc
 void QuantizeRowQ8_1(const float* x, int k, BlockQ8_1* out);
 void MatmulQ4_1x16(const MatmulTile& t);
 void MatmulQ5_0x16(const MatmulTile& t);
