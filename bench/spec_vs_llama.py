@@ -94,7 +94,7 @@ def token_ids(model, text):
 
 def repeated_share(model, messages, answer, span=4):
     """The share of the answer's tokens that end a `span`-token run already seen earlier in the
-    conversation's contents or the answer (kvserve's RepeatedTokens, over the texts' tokens)."""
+    conversation's contents or the answer (kvserve's RepeatedPositions, over the texts' tokens)."""
     prompt = token_ids(model, "\n".join(m["content"] for m in messages))
     output = token_ids(model, answer) if answer else []
     tokens = prompt + output

@@ -42,7 +42,7 @@ struct SpecBenchRow {
   uint64_t drafted = 0;
   uint64_t accepted = 0;
   // The plain outputs' tokens, and how many of them end a 4-token span that already occurs earlier
-  // in their prompt or output (RepeatedTokens): what prompt lookup could draft at best.
+  // in their prompt or output (RepeatedPositions): what prompt lookup could draft at best.
   uint64_t generated = 0;
   uint64_t repeated = 0;
   bool same_output = false;
