@@ -4,6 +4,8 @@
 #include <array>
 #include <bit>
 #include <cassert>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/vulkan/vulkan_launch.h"
@@ -22,36 +24,9 @@ constexpr uint32_t kBias = 4;
 
 size_t ElementBytes(KvType type) { return type == KvType::kF32 ? 4 : 2; }
 
-const char* StoreShader(KvType type) {
-  switch (type) {
-    case KvType::kF32:
-      return "store_kv_f32";
-    case KvType::kF16:
-      return "store_kv_f16";
-    case KvType::kBF16:
-      return "store_kv_bf16";
-    case KvType::kQ8_0:
-      return "store_kv_q8_0";
-    case KvType::kQ4_0:
-      return "store_kv_q4_0";
-  }
-  return "";
-}
-
-const char* AttentionShader(KvType type) {
-  switch (type) {
-    case KvType::kF32:
-      return "paged_attention_f32";
-    case KvType::kF16:
-      return "paged_attention_f16";
-    case KvType::kBF16:
-      return "paged_attention_bf16";
-    case KvType::kQ8_0:
-      return "paged_attention_q8_0";
-    case KvType::kQ4_0:
-      return "paged_attention_q4_0";
-  }
-  return "";
+// The shader of `stem` (store_kv, paged_attention) for a KV type: stem + "_" + KvTypeName.
+std::string ShaderFor(std::string_view stem, KvType type) {
+  return std::string(stem) + "_" + KvTypeName(type);
 }
 
 // Token i reads keys [first, end), as the CPU backend's PagedAttention.
@@ -158,12 +133,14 @@ bool VulkanAttention::StoreKv(const KvLayerView& kv, std::span<const int64_t> sl
                                            4 * dst_v_word,
                                            slots_word,
                                            grid.x};
-    device_.Dispatch(StoreShader(kv.type), args.bindings(), PushBytes(push), grid.x, grid.y, 2);
+    device_.Dispatch(ShaderFor("store_kv", kv.type), args.bindings(), PushBytes(push), grid.x,
+                     grid.y, 2);
   } else {
     const std::array<uint32_t, 9> push = {PushInt(n_tokens), PushInt(row_units), PushInt(stride),
                                           src_k_word,        src_v_word,         dst_k_word,
                                           dst_v_word,        slots_word,         grid.x};
-    device_.Dispatch(StoreShader(kv.type), args.bindings(), PushBytes(push), grid.x, grid.y, 2);
+    device_.Dispatch(ShaderFor("store_kv", kv.type), args.bindings(), PushBytes(push), grid.x,
+                     grid.y, 2);
   }
   args.Finish();
   return true;
@@ -245,7 +222,8 @@ bool VulkanAttention::PagedAttention(const KvLayerView& kv, const AttentionBatch
                                          PushInt(kv.head_bytes()),
                                          PushInt(KvCodeBytes(kv.type, kv.head_dim))};
   if (!args.fits()) return false;
-  device_.Dispatch(AttentionShader(kv.type), args.bindings(), PushBytes(push), grid.x, grid.y, 1);
+  device_.Dispatch(ShaderFor("paged_attention", kv.type), args.bindings(), PushBytes(push), grid.x,
+                   grid.y, 1);
   args.Finish();
   return true;
 }
