@@ -1,10 +1,10 @@
 // In-process A/B of up to four versions of the AVX-512 Q4_0 / Q8_0 x16 tiles at decode (m = 1),
 // the way the engine runs them: the engine's ThreadPool (THREADS, default 2),
-// ParallelShrinkingChunks over 16-row groups, tinyllama's shapes, and enough copies of each matrix
+// ParallelOwnedChunks over 16-row groups, tinyllama's shapes, and enough copies of each matrix
 // (256 MB) that every call reads from DRAM. The versions alternate call by call, so a drift of the
 // machine's bandwidth hits them alike; medians of 30 rounds. Checks that every version gives the
 // first one's bits. A last row, "read", is a plain read of the same bytes (vpternlog of 64-byte
-// loads, the same ParallelShrinkingChunks): the rate this access pattern could reach. TYPE=q8_0
+// loads, the same ParallelOwnedChunks): the rate this access pattern could reach. TYPE=q8_0
 // runs Q8_0 instead of Q4_0. SMALL=1 runs one 256-row matrix that stays in L2 instead (the tiles'
 // compute rate).
 //

@@ -1,7 +1,7 @@
 // Decode (m = 1) time of the packed 32-element block types side by side, per byte and per weight:
 // the CPU's best kernel table's x16 tile and its L2-prefetch decode form (KernelTable::
 // decode_*_x16_l2) for each type in TYPES (default "iq4_nl,mxfp4"), the way the engine runs them
-// (ThreadPool of THREADS, default 2; ParallelShrinkingChunks over 16-row groups) on tinyllama's
+// (ThreadPool of THREADS, default 2; ParallelOwnedChunks over 16-row groups) on tinyllama's
 // shapes, with enough copies of each matrix (256 MB) that every call reads from DRAM. Types and
 // forms alternate within each round, so a drift of the machine's bandwidth hits them alike;
 // medians of ROUNDS (30) rounds.

@@ -1,7 +1,7 @@
 // What the in-process decode A/B programs share (bench/kquant_decode_ab.cc,
 // bench/blocks32_decode_ab.cc): one packed weight matrix in several copies (so that every call
 // reads from DRAM) with one activation row, and the time of one matmul as the engine's decode runs
-// it (the ThreadPool, ParallelShrinkingChunks over 16-row groups, one activation row).
+// it (the ThreadPool, ParallelOwnedChunks over 16-row groups, one activation row).
 #pragma once
 
 #include <chrono>
@@ -66,7 +66,7 @@ double TimeDecodeMatmul(ThreadPool& pool, RunTile&& run_tile, const DecodeProble
   const auto t0 = std::chrono::steady_clock::now();
   for (int call = 0; call < calls; ++call) {
     const uint8_t* w = p.copies[next_copy++ % p.copies.size()];
-    pool.ParallelShrinkingChunks(p.groups(), 1, [&](int64_t g0, int64_t g1, int thread) {
+    pool.ParallelOwnedChunks(p.groups(), [&](int64_t g0, int64_t g1, int thread) {
       const MatmulTile tile{.w = w,
                             .w_row_bytes = p.group_bytes,
                             .x = p.x.data(),

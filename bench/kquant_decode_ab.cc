@@ -1,5 +1,5 @@
 // In-process A/B of up to four versions of the AVX2 K-quant x16 tile at decode (m = 1), the way the
-// engine runs it: the engine's ThreadPool (2 threads), ParallelShrinkingChunks over 16-row groups,
+// engine runs it: the engine's ThreadPool (2 threads), ParallelOwnedChunks over 16-row groups,
 // tinyllama's shapes, and enough copies of each matrix (256 MB) that every call reads from DRAM.
 // The versions alternate call by call, so a drift of the machine's bandwidth (seen at 40% from one
 // engine run to the next on a shared VM) hits them alike; medians of 30 rounds. Checks that every

@@ -1,4 +1,4 @@
-// thread_pool_test: ParallelShrinkingChunks hands every index to exactly one thread; the counters
+// thread_pool_test: ParallelOwnedChunks hands every index to exactly one thread; the counters
 // behind `kvserve bench --profile` count jobs, the caller's waits and the workers' sleeps.
 #include "util/thread_pool.h"
 
@@ -14,52 +14,49 @@
 namespace kvserve {
 namespace {
 
-// A slow thread takes fewer pieces: the others do the rest.
-TEST(ThreadPool, ShrinkingChunksGoToTheFreeThreads) {
+// A slow thread takes fewer pieces: the others do the rest, its region's included.
+TEST(ThreadPool, OwnedChunksGoToTheFreeThreads) {
   ThreadPool pool(2);
   std::vector<int64_t> indices(2, 0);
-  pool.ParallelShrinkingChunks(400, 1, [&](int64_t begin, int64_t end, int thread) {
+  pool.ParallelOwnedChunks(400, [&](int64_t begin, int64_t end, int thread) {
     indices[thread] += end - begin;
     if (thread == 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   });
   EXPECT_EQ(indices[0] + indices[1], 400);
-  EXPECT_GT(indices[0], indices[1]);
+  EXPECT_GT(indices[0], 200);
 }
 
-TEST(ThreadPool, ShrinkingChunksCoverEveryIndexOnceAndShrink) {
+// Every index once; each thread's region [n t / T, n (t + 1) / T) is cut front to back into pieces
+// of a third of what was left of it, whichever thread took them.
+TEST(ThreadPool, OwnedChunksCoverEveryIndexOnceAndShrinkPerRegion) {
   ThreadPool pool(3);
-  for (int64_t n : {1, 7, 64, 1000}) {
-    for (int64_t min_chunk : {1, 3, 64, 5000}) {
-      std::vector<std::atomic<int>> hits(n);
-      std::mutex mutex;
-      std::vector<std::pair<int64_t, int64_t>> pieces;
-      std::atomic<int> bad_thread{0};
-      pool.ParallelShrinkingChunks(n, min_chunk, [&](int64_t begin, int64_t end, int thread) {
-        if (thread < 0 || thread >= pool.size()) ++bad_thread;
-        for (int64_t i = begin; i < end; ++i) ++hits[i];
-        std::lock_guard<std::mutex> lock(mutex);
-        pieces.emplace_back(begin, end);
-      });
-      EXPECT_EQ(bad_thread.load(), 0) << n << " " << min_chunk;
-      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << n << " " << min_chunk;
-      std::sort(pieces.begin(), pieces.end());
-      for (size_t p = 0; p < pieces.size(); ++p) {
-        const int64_t size = pieces[p].second - pieces[p].first;
-        // Every piece but the last is at least min_chunk; none is larger than the one before it
-        // by more than rounding (each is a fraction of what was left when it was taken).
-        if (p + 1 < pieces.size()) {
-          EXPECT_GE(size, std::min(min_chunk, n)) << n << " " << p;
-        }
-        if (p > 0 && size > min_chunk) {
-          EXPECT_LE(size, pieces[p - 1].second - pieces[p - 1].first) << n << " " << p;
-        }
-      }
-      if (n == 1000 && min_chunk == 1) {
-        // 1000 / 9 first, then smaller and smaller down to single indices.
-        EXPECT_EQ(pieces.front().second - pieces.front().first, 112);
-        EXPECT_EQ(pieces.back().second - pieces.back().first, 1);
+  for (int64_t n : {1, 2, 7, 64, 1000}) {
+    std::vector<std::atomic<int>> hits(n);
+    std::mutex mutex;
+    std::vector<std::pair<int64_t, int64_t>> pieces;
+    std::atomic<int> bad_thread{0};
+    pool.ParallelOwnedChunks(n, [&](int64_t begin, int64_t end, int thread) {
+      if (thread < 0 || thread >= pool.size()) ++bad_thread;
+      for (int64_t i = begin; i < end; ++i) ++hits[i];
+      std::lock_guard<std::mutex> lock(mutex);
+      pieces.emplace_back(begin, end);
+    });
+    EXPECT_EQ(bad_thread.load(), 0) << n;
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << n;
+    std::sort(pieces.begin(), pieces.end());
+    if (n == 1) continue;  // ran inline, one piece
+    size_t p = 0;
+    for (int t = 0; t < pool.size(); ++t) {
+      const int64_t region_end = n * (t + 1) / pool.size();
+      for (int64_t at = n * t / pool.size(); at < region_end; ++p) {
+        ASSERT_LT(p, pieces.size()) << n;
+        const int64_t expected = std::max<int64_t>(1, (region_end - at + 2) / 3);
+        EXPECT_EQ(pieces[p].first, at) << n << " region " << t;
+        EXPECT_EQ(pieces[p].second, at + expected) << n << " region " << t;
+        at = pieces[p].second;
       }
     }
+    EXPECT_EQ(p, pieces.size()) << n;
   }
 }
 

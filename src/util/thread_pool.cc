@@ -51,7 +51,9 @@ int HardwareThreads() {
   return n == 0 ? 1 : static_cast<int>(n);
 }
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads <= 0 ? HardwareThreads() : n_threads) {
+ThreadPool::ThreadPool(int n_threads)
+    : n_threads_(n_threads <= 0 ? HardwareThreads() : n_threads),
+      regions_(std::make_unique<Region[]>(static_cast<size_t>(n_threads_))) {
   for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
 }
 

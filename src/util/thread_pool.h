@@ -14,6 +14,7 @@
 #include <climits>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <type_traits>
@@ -63,29 +64,36 @@ class ThreadPool {
     });
   }
 
-  // As ParallelFor with a thread index, but the threads take pieces of [0, n) in turn as they
-  // finish (fn(begin, end, thread) per piece), and the pieces shrink as [0, n) runs out: each is
-  // 1 / (kShrink * size()) of what is left, at least min_chunk, so the first pieces cost few
-  // hand-offs, the last ones are small, and the threads finish close together (guided
-  // self-scheduling). A thread slowed by the machine (another tenant, a later wake-up, a farther
-  // memory node) does fewer pieces instead of holding up the rest. Which thread runs a piece
-  // changes from call to call, so fn must give the same result on any thread.
+  // As ParallelFor with a thread index, but the threads take pieces of [0, n) as they finish
+  // (fn(begin, end, thread) per piece), and the pieces shrink: [0, n) is cut into size()
+  // contiguous regions, one per thread; each thread takes pieces of 1 / kShrink of what is left of
+  // its own region, from its front, so its pieces follow one another in memory (one stream for
+  // the hardware prefetcher, as under a static split), and then pieces of the others' regions. A
+  // thread slowed by the machine (another tenant, a later wake-up, a farther memory node) does
+  // fewer pieces instead of holding up the rest. Which thread runs a piece changes from call to
+  // call, so fn must give the same result on any thread.
   template <typename Fn>
-  void ParallelShrinkingChunks(int64_t n, int64_t min_chunk, Fn&& fn, int64_t cost = INT64_MAX) {
-    if (n_threads_ == 1 || n <= min_chunk || cost < kInlineCost) {
+  void ParallelOwnedChunks(int64_t n, Fn&& fn, int64_t cost = INT64_MAX) {
+    if (n_threads_ == 1 || n <= 1 || cost < kInlineCost) {
       if (n > 0) fn(int64_t{0}, n, 0);
       return;
     }
-    const int64_t divisor = int64_t{kShrink} * n_threads_;
-    std::atomic<int64_t> next{0};
+    const int parts = n_threads_;
+    for (int t = 0; t < parts; ++t) {
+      regions_[t].next.store(n * t / parts, std::memory_order_relaxed);
+      regions_[t].end = n * (t + 1) / parts;
+    }
     Run([&](int thread) {
-      int64_t begin = next.load(std::memory_order_relaxed);
-      while (begin < n) {
-        const int64_t size = std::max(min_chunk, (n - begin + divisor - 1) / divisor);
-        const int64_t end = std::min(n, begin + size);
-        if (next.compare_exchange_weak(begin, end, std::memory_order_relaxed)) {
-          fn(begin, end, thread);
-          begin = next.load(std::memory_order_relaxed);
+      for (int i = 0; i < parts; ++i) {
+        Region& region = regions_[(thread + i) % parts];
+        int64_t begin = region.next.load(std::memory_order_relaxed);
+        while (begin < region.end) {
+          const int64_t size = std::max<int64_t>(1, (region.end - begin + kShrink - 1) / kShrink);
+          const int64_t end = std::min(region.end, begin + size);
+          if (region.next.compare_exchange_weak(begin, end, std::memory_order_relaxed)) {
+            fn(begin, end, thread);
+            begin = region.next.load(std::memory_order_relaxed);
+          }
         }
       }
     });
@@ -127,6 +135,12 @@ class ThreadPool {
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> worker_sleeps_{0};
   Counters counters_;  // jobs and wait_ticks: written by the owning thread only
+  // One per thread, for ParallelOwnedChunks: written by the owning thread before a job.
+  struct alignas(64) Region {
+    std::atomic<int64_t> next{0};
+    int64_t end = 0;
+  };
+  std::unique_ptr<Region[]> regions_;
   void* job_ctx_ = nullptr;
   JobFn job_fn_ = nullptr;
 };
