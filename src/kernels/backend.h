@@ -158,6 +158,13 @@ class Backend {
   // y[n_rows, n_out] = x[n_rows, n_in] · Wᵀ.
   virtual void Matmul(const WeightMatrix& w, const float* x, int n_rows, float* y,
                       Workspace& ws) const = 0;
+  // ys[i][n_rows, n_out of matrix i] = x · matrices[i]ᵀ for matrices that read the same input (the
+  // q, k and v projections; gate and up): the bits of one Matmul per matrix, which is what this
+  // default does; a backend may run them as one job.
+  virtual void MatmulSameInput(std::span<const WeightMatrix* const> matrices, const float* x,
+                               int n_rows, std::span<float* const> ys, Workspace& ws) const {
+    for (size_t i = 0; i < matrices.size(); ++i) Matmul(*matrices[i], x, n_rows, ys[i], ws);
+  }
   // out[i] = row rows[i] of `table` as float32.  out: [rows.size(), table.n_in]
   virtual void GetRows(const WeightMatrix& table, std::span<const int32_t> rows, float* out,
                        Workspace& ws) const = 0;

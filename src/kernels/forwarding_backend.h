@@ -33,6 +33,9 @@ class ForwardingBackend : public Backend {
               Workspace& ws) const override {
     inner_.Matmul(w, x, n_rows, y, Inner(ws));
   }
+  // MatmulSameInput is not forwarded: Backend's runs this->Matmul per matrix, so a subclass that
+  // changes Matmul (the Vulkan backend's device weights) keeps it; one that changes nothing there
+  // forwards it itself (ProfilingBackend).
   void GetRows(const WeightMatrix& table, std::span<const int32_t> rows, float* out,
                Workspace& ws) const override {
     inner_.GetRows(table, rows, out, Inner(ws));

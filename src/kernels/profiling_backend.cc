@@ -42,6 +42,19 @@ void ProfilingBackend::Matmul(const WeightMatrix& w, const float* x, int n_rows,
         [&] { inner_.Matmul(w, x, n_rows, y, ws); });
 }
 
+void ProfilingBackend::MatmulSameInput(std::span<const WeightMatrix* const> matrices,
+                                       const float* x, int n_rows, std::span<float* const> ys,
+                                       Workspace& ws) const {
+  std::string name = "matmul";
+  uint64_t bytes = 0;
+  for (const WeightMatrix* w : matrices) {
+    name += std::string(bytes == 0 ? " " : " + ") + GgmlTypeName(w->type) + " " +
+            std::to_string(w->n_out) + "x" + std::to_string(w->n_in);
+    bytes += w->row_bytes * static_cast<uint64_t>(w->n_out);
+  }
+  Timed(name, &ws, bytes, [&] { inner_.MatmulSameInput(matrices, x, n_rows, ys, ws); });
+}
+
 void ProfilingBackend::GetRows(const WeightMatrix& table, std::span<const int32_t> rows, float* out,
                                Workspace& ws) const {
   Timed("get_rows", &ws, 0, [&] { inner_.GetRows(table, rows, out, ws); });

@@ -38,6 +38,9 @@ class ProfilingBackend final : public ForwardingBackend {
 
   void Matmul(const WeightMatrix& w, const float* x, int n_rows, float* y,
               Workspace& ws) const override;
+  // Timed as one op named by every matrix: "matmul Q4_K 2048x2048 + Q4_K 256x2048 + ...".
+  void MatmulSameInput(std::span<const WeightMatrix* const> matrices, const float* x, int n_rows,
+                       std::span<float* const> ys, Workspace& ws) const override;
   void GetRows(const WeightMatrix& table, std::span<const int32_t> rows, float* out,
                Workspace& ws) const override;
   void GatherRows(const float* src, size_t src_stride, std::span<const int32_t> rows, int width,

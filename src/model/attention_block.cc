@@ -57,9 +57,9 @@ void AttentionBlock::Forward(const Backend& be, const ModelConfig& c, const Forw
     be.CopyRows(qkv + q_dim, stride, n, kv_dim, k);
     be.CopyRows(qkv + q_dim + kv_dim, stride, n, kv_dim, v);
   } else {
-    be.Matmul(wq_, xn, n, q, ws);
-    be.Matmul(wk_, xn, n, k, ws);
-    be.Matmul(wv_, xn, n, v, ws);
+    const WeightMatrix* matrices[] = {&wq_, &wk_, &wv_};
+    float* outputs[] = {q, k, v};
+    be.MatmulSameInput(matrices, xn, n, outputs, ws);
   }
   if (!bq_.empty()) {
     be.AddBias(q, q_dim, bq_.data(), n, q_dim, ws);

@@ -33,8 +33,9 @@ void GatedFeedForward::Forward(const Backend& be, const ModelConfig& c, int n, c
     be.CopyRows(gate_up, 2 * n_ff, n, n_ff_, gate);
     be.CopyRows(gate_up + n_ff, 2 * n_ff, n, n_ff_, up);
   } else {
-    be.Matmul(w_gate_, xn, n, gate, ws);
-    be.Matmul(w_up_, xn, n, up, ws);
+    const WeightMatrix* matrices[] = {&w_gate_, &w_up_};
+    float* outputs[] = {gate, up};
+    be.MatmulSameInput(matrices, xn, n, outputs, ws);
   }
   if (options_.activation == GateActivation::kSilu) {
     be.SwiGlu(gate, up, n, n_ff_, ws);

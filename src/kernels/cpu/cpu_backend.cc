@@ -181,6 +181,12 @@ void CpuBackend::Matmul(const WeightMatrix& w, const float* x, int n_rows, float
   kvserve::Matmul(kernels_, w, x, n_rows, y, Cpu(ws).matmul, Cpu(ws).pool, &decode_tiles_);
 }
 
+void CpuBackend::MatmulSameInput(std::span<const WeightMatrix* const> matrices, const float* x,
+                                 int n_rows, std::span<float* const> ys, Workspace& ws) const {
+  kvserve::MatmulSameInput(kernels_, matrices, x, n_rows, ys, Cpu(ws).matmul, Cpu(ws).pool,
+                           &decode_tiles_);
+}
+
 // A matrix whose pages were released after packing (a tied embedding) reads its rows back from
 // the packed copy.
 void CpuBackend::GetRows(const WeightMatrix& table, std::span<const int32_t> rows, float* out,

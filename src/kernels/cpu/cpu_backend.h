@@ -49,6 +49,8 @@ class CpuBackend final : public Backend {
 
   void Matmul(const WeightMatrix& w, const float* x, int n_rows, float* y,
               Workspace& ws) const override;
+  void MatmulSameInput(std::span<const WeightMatrix* const> matrices, const float* x, int n_rows,
+                       std::span<float* const> ys, Workspace& ws) const override;
   void GetRows(const WeightMatrix& table, std::span<const int32_t> rows, float* out,
                Workspace& ws) const override;
   void GatherRows(const float* src, size_t src_stride, std::span<const int32_t> rows, int width,

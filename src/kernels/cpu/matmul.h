@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "io/ggml_type.h"
@@ -29,5 +30,16 @@ struct MatmulScratch {
 // picks the tile of a packed matrix for one activation row, and is told how long it took.
 void Matmul(const KernelTable& kernels, const WeightMatrix& w, const float* x, int m, float* y,
             MatmulScratch& scratch, ThreadPool& pool, DecodeTileChooser* decode_tiles = nullptr);
+
+// ys[i][m, n_out of matrix i] = x[m, n_in] · matrices[i]ᵀ: Matmul for each matrix, the same bits.
+// At decode (m <= 4 rows), up to 4 small matrices (4 MiB of weights in all) of one activation
+// format (the q, k and v projections; gate and up) run as one job: the activations are quantized
+// once, and the threads take pieces of all the matrices' row groups one after another, so that
+// the small matrices (k and v) cost no hand-off and no wait of their own. Otherwise, and while
+// the decode tile chooser is timing a matrix's type, one Matmul per matrix.
+inline constexpr size_t kMaxSameInput = 4;
+void MatmulSameInput(const KernelTable& kernels, std::span<const WeightMatrix* const> matrices,
+                     const float* x, int m, std::span<float* const> ys, MatmulScratch& scratch,
+                     ThreadPool& pool, DecodeTileChooser* decode_tiles = nullptr);
 
 }  // namespace kvserve
