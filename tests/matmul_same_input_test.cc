@@ -43,8 +43,8 @@ class TestMatrix {
           .row_bytes = RowBytes(type, n_in)};
     if (pack && HasPackedLayout(type)) {
       packed_.resize(PackedMatrixBytes(type, n_out, n_in));
-      PackGroups(type, stored_.data(), w_.row_bytes, n_out, n_in, 0, (n_out + kPackRows - 1) / kPackRows,
-                 packed_.data());
+      PackGroups(type, stored_.data(), w_.row_bytes, n_out, n_in, 0,
+                 (n_out + kPackRows - 1) / kPackRows, packed_.data());
       w_.packed = packed_.data();
     }
   }
@@ -99,11 +99,14 @@ const std::vector<std::vector<Shape>>& ShapeSets() {
       {{GgmlType::kQ4_0, 72}, {GgmlType::kQ4_0, 24}, {GgmlType::kQ4_0, 24}},
       {{GgmlType::kQ4_K, 40}, {GgmlType::kQ4_K, 17}, {GgmlType::kQ6_K, 17}},  // Q4_K_M's mix
       {{GgmlType::kQ8_0, 33}, {GgmlType::kQ8_0, 16}, {GgmlType::kQ8_0, 1}, {GgmlType::kQ8_0, 50}},
-      {{GgmlType::kF16, 48}, {GgmlType::kF16, 96}},             // gate and up
-      {{GgmlType::kQ4_1, 32}, {GgmlType::kQ4_1, 16}},           // Q8_1 activations
-      {{GgmlType::kQ4_0, 32}, {GgmlType::kQ4_1, 16}},           // two activation formats
-      {{GgmlType::kQ5_K, 16}, {GgmlType::kQ5_K, 16}, {GgmlType::kQ5_K, 16},
-       {GgmlType::kQ5_K, 16}, {GgmlType::kQ5_K, 16}},           // more than one job takes
+      {{GgmlType::kF16, 48}, {GgmlType::kF16, 96}},    // gate and up
+      {{GgmlType::kQ4_1, 32}, {GgmlType::kQ4_1, 16}},  // Q8_1 activations
+      {{GgmlType::kQ4_0, 32}, {GgmlType::kQ4_1, 16}},  // two activation formats
+      {{GgmlType::kQ5_K, 16},
+       {GgmlType::kQ5_K, 16},
+       {GgmlType::kQ5_K, 16},
+       {GgmlType::kQ5_K, 16},
+       {GgmlType::kQ5_K, 16}},  // more than one job takes
   };
   return sets;
 }
