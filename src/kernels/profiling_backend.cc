@@ -48,7 +48,7 @@ void ProfilingBackend::MatmulSameInput(std::span<const WeightMatrix* const> matr
   std::string name = "matmul";
   uint64_t bytes = 0;
   for (const WeightMatrix* w : matrices) {
-    name += std::string(bytes == 0 ? " " : " + ") + GgmlTypeName(w->type) + " " +
+    name += std::string(w == matrices.front() ? " " : " + ") + GgmlTypeName(w->type) + " " +
             std::to_string(w->n_out) + "x" + std::to_string(w->n_in);
     bytes += w->row_bytes * static_cast<uint64_t>(w->n_out);
   }

@@ -143,14 +143,20 @@ void RunPlan(const MatmulPlan& plan, const Activations& a, int m, float* y, Matm
                        w.row_bytes * static_cast<size_t>(w.n_out));
 }
 
+void QuantizeAndRun(const KernelTable& kernels, const MatmulPlan& plan, const float* x, int m,
+                    float* y, MatmulScratch& scratch, ThreadPool& pool,
+                    DecodeTileChooser* decode_tiles) {
+  const Activations a = QuantizeActivations(kernels, plan.x_type, x, m,
+                                            static_cast<int>(plan.w->n_in), scratch, pool);
+  RunPlan(plan, a, m, y, scratch, pool, decode_tiles);
+}
+
 }  // namespace
 
 void Matmul(const KernelTable& kernels, const WeightMatrix& w, const float* x, int m, float* y,
             MatmulScratch& scratch, ThreadPool& pool, DecodeTileChooser* decode_tiles) {
-  const MatmulPlan plan = PlanMatmul(kernels, w, m, decode_tiles);
-  const Activations a =
-      QuantizeActivations(kernels, plan.x_type, x, m, static_cast<int>(w.n_in), scratch, pool);
-  RunPlan(plan, a, m, y, scratch, pool, decode_tiles);
+  QuantizeAndRun(kernels, PlanMatmul(kernels, w, m, decode_tiles), x, m, y, scratch, pool,
+                 decode_tiles);
 }
 
 void MatmulSameInput(const KernelTable& kernels, std::span<const WeightMatrix* const> matrices,
@@ -168,13 +174,12 @@ void MatmulSameInput(const KernelTable& kernels, std::span<const WeightMatrix* c
               matrices[i]->n_in == matrices[0]->n_in;
   }
   if (!one_job) {  // one call each (the chooser's trials are timed per call)
-    size_t i = 0;
-    for (; i < n && i < kMaxSameInput && plans[i].w != nullptr; ++i) {
-      const Activations a = QuantizeActivations(kernels, plans[i].x_type, x, m,
-                                                static_cast<int>(matrices[i]->n_in), scratch, pool);
-      RunPlan(plans[i], a, m, ys[i], scratch, pool, decode_tiles);
+    for (size_t i = 0; i < n; ++i) {
+      const bool planned = i < kMaxSameInput && plans[i].w != nullptr;
+      QuantizeAndRun(kernels,
+                     planned ? plans[i] : PlanMatmul(kernels, *matrices[i], m, decode_tiles), x, m,
+                     ys[i], scratch, pool, decode_tiles);
     }
-    for (; i < n; ++i) Matmul(kernels, *matrices[i], x, m, ys[i], scratch, pool, decode_tiles);
     return;
   }
   const Activations a = QuantizeActivations(kernels, plans[0].x_type, x, m,
