@@ -3,8 +3,10 @@
 // ParallelOwnedChunks over 16-row groups, tinyllama's shapes, and enough copies of each matrix
 // (256 MB) that every call reads from DRAM. The versions alternate call by call, so a drift of the
 // machine's bandwidth hits them alike; medians of 30 rounds. Checks that every version gives the
-// first one's bits. A last row, "read", is a plain read of the same bytes (vpternlog of 64-byte
-// loads, the same ParallelOwnedChunks): the rate this access pattern could reach. TYPE=q8_0
+// first one's bits. A row "read" is a plain read of the same bytes (XOR-folded 64-byte loads,
+// the same ParallelOwnedChunks): the rate this access pattern could reach; the last, "halves", the
+// same read as the bandwidth probe cuts it (cpu_probe.cc: one contiguous half per thread, no
+// pieces), so read against halves is what the owned-piece schedule costs. TYPE=q8_0
 // runs Q8_0 instead of Q4_0. SMALL=1 runs one 256-row matrix that stays in L2 instead (the tiles'
 // compute rate).
 //
@@ -26,6 +28,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -74,6 +77,26 @@ __attribute__((target("avx512f"))) void ReadTile(const kvserve::MatmulTile& t) {
   t.y[t.n_begin] = static_cast<float>(_mm512_reduce_add_epi32(_mm512_xor_si512(a, b)));
 }
 
+// Seconds per matmul's bytes read as the bandwidth probe reads (cpu_probe.cc): each thread one
+// contiguous half, no pieces; the "halves" row. Copies in turn, as TimeDecodeMatmul.
+double TimeHalvesRead(kvserve::ThreadPool& pool, const kvserve::bench::DecodeProblem& p, int calls,
+                      int& next_copy, std::vector<float>& y) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int call = 0; call < calls; ++call) {
+    const uint8_t* w = p.copies[next_copy++ % p.copies.size()];
+    pool.Run([&](int thread) {
+      const int64_t g0 = p.groups() * thread / pool.size();
+      const int64_t g1 = p.groups() * (thread + 1) / pool.size();
+      ReadTile({.w = w,
+                .w_row_bytes = p.group_bytes,
+                .n_begin = static_cast<int>(g0 * 16),
+                .n_end = static_cast<int>(g1 * 16),
+                .y = y.data()});
+    });
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / calls;
+}
+
 }  // namespace
 
 int main() {
@@ -102,7 +125,7 @@ int main() {
     const size_t bytes = kvserve::PackedGroupBytes(type, k) * (n / 16);
     const int copies = small ? 1 : std::max<int>(4, static_cast<int>(256e6 / bytes));
     const kvserve::bench::DecodeProblem p(type, GgmlType::kQ8_0, n, k, copies);
-    std::vector<std::vector<double>> seconds(variants.size());
+    std::vector<std::vector<double>> seconds(variants.size() + 1);
     std::vector<float> y(n), first(n);
     int next_copy = 0;
     for (int round = 0; round < 30; ++round) {
@@ -115,13 +138,16 @@ int main() {
           return 1;
         }
       }
+      seconds.back().push_back(TimeHalvesRead(pool, p, small ? 200 : copies, next_copy, y));
     }
-    for (size_t v = 0; v < variants.size(); ++v) {
+    for (size_t v = 0; v < seconds.size(); ++v) {
       std::sort(seconds[v].begin(), seconds[v].end());
       const double median = seconds[v][seconds[v].size() / 2];
       std::printf("%s %5dx%-5d %-4s median %5.1f GB/s (%7.1f us)  best %5.1f GB/s\n",
                   kvserve::GgmlTypeName(type), n, k,
-                  v < n_kernels ? std::string(1, static_cast<char>('A' + v)).c_str() : "read",
+                  v < n_kernels         ? std::string(1, static_cast<char>('A' + v)).c_str()
+                  : v < variants.size() ? "read"
+                                        : "halves",
                   p.bytes() / median / 1e9, median * 1e6, p.bytes() / seconds[v][0] / 1e9);
     }
   }
