@@ -170,6 +170,29 @@ TEST(DecodeTileChooser, OffersTheAlternativeOnlyForTheUsualTile) {
   EXPECT_NE(chooser.Describe().find("-> L2 prefetch"), std::string::npos) << chooser.Describe();
 }
 
+TEST(DecodeTileChooser, FewRowsTakeTheL2FormOnceDecodeChoseIt) {
+  KernelTable table = TwoTileTable();
+  table.matmul_q4_0_x16 = TileA;
+  table.decode_q4_0_x16_l2 = TileB;
+  // Undecided: the usual tile, and asking counts no call towards the trial.
+  DecodeTileChooser chooser(table);
+  for (int call = 0; call < 100; ++call) {
+    EXPECT_EQ(chooser.ChosenForFewRows(GgmlType::kQ4_0, TileA), &TileA);
+  }
+  EXPECT_EQ(chooser.Next(GgmlType::kQ4_0, TileA).trial, -1);  // still a warm-up call
+  // Decode chose the L2 form: few rows take it too, for the usual tile only.
+  DecodeTileChooser alt(table, "alt");
+  EXPECT_EQ(alt.ChosenForFewRows(GgmlType::kQ4_0, TileA), &TileB);
+  EXPECT_EQ(alt.ChosenForFewRows(GgmlType::kQ4_0, TileC), &TileC);
+  // The K-quants' alternatives are decode forms (passes, prefetch or not): never for few rows.
+  EXPECT_EQ(alt.Next(GgmlType::kQ4_K, TileA).fn, &TileB);
+  EXPECT_EQ(alt.ChosenForFewRows(GgmlType::kQ4_K, TileA), &TileA);
+  // Decode kept the L1 form, or the type has no second tile: the usual tile.
+  DecodeTileChooser first(table, "first");
+  EXPECT_EQ(first.ChosenForFewRows(GgmlType::kQ4_0, TileA), &TileA);
+  EXPECT_EQ(alt.ChosenForFewRows(GgmlType::kQ8_0, TileA), &TileA);
+}
+
 TEST(DecodeTileChooser, ManyThreadsAtOnceAgreeOnOneTile) {
   const KernelTable table = TwoTileTable();
   DecodeTileChooser chooser(table);

@@ -129,7 +129,7 @@ TEST(PackedWeightsTest, PackedKernelsMatchStoredLayoutBitwise) {
         const int n = 45;
         const std::vector<uint8_t> w = RandomMatrix(type, n, k, k);
         const PackedMatrix packed = Pack(type, w, n, k);
-        for (int m : {1, 2, 5, 6, 7, 13}) {
+        for (int m : {1, 2, 3, 4, 5, 6, 7, 13}) {
           std::vector<float> row(k);
           std::vector<BlockQ8_0> x(static_cast<size_t>(m) * (k / 32));
           for (int i = 0; i < m; ++i) {

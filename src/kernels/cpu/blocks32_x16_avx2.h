@@ -43,6 +43,7 @@ constexpr bool kVnni = false;
 #endif
 
 constexpr int kMr = 4;
+static_assert(kPrefetchLevelRows <= kMr);
 
 inline float F16(const uint8_t* p) {
   uint16_t h;
@@ -183,16 +184,17 @@ void HalfTile(const MatmulTile& t, const uint8_t* group, const int32_t* x_sums, 
   }
 }
 
-template <GgmlType T, int MR = 1>
+template <GgmlType T, PrefetchLevel L, int MR = 1>
 void HalfTileOf(int mr, const MatmulTile& t, const uint8_t* group, const int32_t* x_sums, int i0,
                 int j0, int h) {
   if constexpr (MR <= kMr) {
-    if (mr == MR) return HalfTile<T, MR>(t, group, x_sums, i0, j0, h);
-    HalfTileOf<T, MR + 1>(mr, t, group, x_sums, i0, j0, h);
+    if (mr == MR) return HalfTile<T, MR, L>(t, group, x_sums, i0, j0, h);
+    HalfTileOf<T, L, MR + 1>(mr, t, group, x_sums, i0, j0, h);
   }
 }
 
-// L: where one activation row's (decode's) tiles prefetch; more rows take the L1 tiles.
+// L: where the tiles of up to kPrefetchLevelRows activation rows (decode, speculation's verify
+// steps) prefetch; more rows take the L1 tiles.
 template <GgmlType T, PrefetchLevel L = PrefetchLevel::kL1>
 void MatmulX16(const MatmulTile& t) {
   assert(t.k % 32 == 0 && t.n_begin % kGroupRows == 0 && t.n_begin <= t.n_end);
@@ -213,14 +215,14 @@ void MatmulX16(const MatmulTile& t) {
   for (int j0 = t.n_begin; j0 < t.n_end; j0 += kGroupRows) {
     const uint8_t* group = t.w + static_cast<size_t>(j0 / kGroupRows) * t.w_row_bytes;
     for (int h = 0; h < 2 && j0 + kHalfLanes * h < t.n_end; ++h) {
-      if (L != PrefetchLevel::kL1 && t.m == 1) {
-        HalfTile<T, 1, L>(t, group, x_sums, 0, j0, h);
+      if (L != PrefetchLevel::kL1 && t.m <= kPrefetchLevelRows) {
+        HalfTileOf<T, L>(t.m, t, group, x_sums, 0, j0, h);
         continue;
       }
       for (int i0 = 0; i0 < t.m; i0 += kMr) {
-        HalfTileOf<T>(std::min(kMr, t.m - i0), t, group,
-                      x_sums != nullptr ? x_sums + static_cast<size_t>(i0) * n_blocks : nullptr, i0,
-                      j0, h);
+        HalfTileOf<T, PrefetchLevel::kL1>(
+            std::min(kMr, t.m - i0), t, group,
+            x_sums != nullptr ? x_sums + static_cast<size_t>(i0) * n_blocks : nullptr, i0, j0, h);
       }
     }
   }

@@ -30,6 +30,7 @@ namespace {
 
 constexpr int kLanes = kX16Lanes;
 constexpr int kMr = 8;  // activation rows per pass over a group's block
+static_assert(kPrefetchLevelRows <= kMr);
 
 inline float F16(const uint8_t* p) {
   uint16_t h;
@@ -147,16 +148,17 @@ void GroupTile(const MatmulTile& t, const uint8_t* group, const int32_t* x_sums,
   }
 }
 
-template <GgmlType T, int MR = 1>
+template <GgmlType T, PrefetchLevel L, int MR = 1>
 void GroupTileOf(int mr, const MatmulTile& t, const uint8_t* group, const int32_t* x_sums, int i0,
                  int j0) {
   if constexpr (MR <= kMr) {
-    if (mr == MR) return GroupTile<T, MR>(t, group, x_sums, i0, j0);
-    GroupTileOf<T, MR + 1>(mr, t, group, x_sums, i0, j0);
+    if (mr == MR) return GroupTile<T, MR, L>(t, group, x_sums, i0, j0);
+    GroupTileOf<T, L, MR + 1>(mr, t, group, x_sums, i0, j0);
   }
 }
 
-// L: where one activation row's (decode's) tiles prefetch; more rows take the L1 tiles.
+// L: where the tiles of up to kPrefetchLevelRows activation rows (decode, speculation's verify
+// steps) prefetch; more rows take the L1 tiles.
 template <GgmlType T, PrefetchLevel L = PrefetchLevel::kL1>
 void MatmulX16(const MatmulTile& t) {
   assert(t.k % 32 == 0 && t.n_begin % kLanes == 0 && t.n_begin <= t.n_end);
@@ -177,14 +179,14 @@ void MatmulX16(const MatmulTile& t) {
   }
   for (int j0 = t.n_begin; j0 < t.n_end; j0 += kLanes) {
     const uint8_t* group = t.w + static_cast<size_t>(j0 / kLanes) * t.w_row_bytes;
-    if (L != PrefetchLevel::kL1 && t.m == 1) {
-      GroupTile<T, 1, L>(t, group, x_sums, 0, j0);
+    if (L != PrefetchLevel::kL1 && t.m <= kPrefetchLevelRows) {
+      GroupTileOf<T, L>(t.m, t, group, x_sums, 0, j0);
       continue;
     }
     for (int i0 = 0; i0 < t.m; i0 += kMr) {
-      GroupTileOf<T>(std::min(kMr, t.m - i0), t, group,
-                     x_sums != nullptr ? x_sums + static_cast<size_t>(i0) * n_blocks : nullptr, i0,
-                     j0);
+      GroupTileOf<T, PrefetchLevel::kL1>(
+          std::min(kMr, t.m - i0), t, group,
+          x_sums != nullptr ? x_sums + static_cast<size_t>(i0) * n_blocks : nullptr, i0, j0);
     }
   }
 }

@@ -38,6 +38,7 @@ DecodeTileChooser::DecodeTileChooser(const KernelTable& table, std::string_view 
                      ? std::array<const char*, 2>{first_name != nullptr ? first_name : "first",
                                                   alt_name != nullptr ? alt_name : "alt"}
                      : std::array<const char*, 2>{"L1 prefetch", "L2 prefetch"};
+    slot.few_rows = !is_kquant;
     if (slot.fns[0] == nullptr || slot.fns[1] == nullptr) continue;
     if (force == "first") slot.chosen = 0;
     if (force == "alt") slot.chosen = 1;
@@ -69,6 +70,13 @@ DecodeTileChooser::Pick DecodeTileChooser::Next(GgmlType type, MatmulTileFn usua
   // cycles, nearly so).
   const int trial = std::popcount(call - kWarmupCalls) & 1;
   return {slot.fns[trial], trial};
+}
+
+MatmulTileFn DecodeTileChooser::ChosenForFewRows(GgmlType type, MatmulTileFn usual) const {
+  const int i = SlotOf(type);
+  if (i < 0 || !slots_[i].few_rows || slots_[i].fns[0] != usual || usual == nullptr) return usual;
+  const Slot& slot = slots_[i];
+  return slot.chosen.load(std::memory_order_acquire) == 1 ? slot.fns[1] : usual;
 }
 
 void DecodeTileChooser::Record(GgmlType type, int trial, double seconds, size_t weight_bytes) {

@@ -49,6 +49,11 @@ class DecodeTileChooser {
   Pick Next(GgmlType type, MatmulTileFn usual);
   void Record(GgmlType type, int trial, double seconds, size_t weight_bytes);
 
+  // The tile for 2 .. kPrefetchLevelRows activation rows (speculation's verify steps, a few
+  // streams): the L2-prefetch alternative once decode has chosen it for `type`, else `usual`. No
+  // trials (the choice is decode's); the K-quants' alternatives are decode forms and never taken.
+  MatmulTileFn ChosenForFewRows(GgmlType type, MatmulTileFn usual) const;
+
   // One entry per type with two tiles: "Q4_K: one-pass 41.2 ps/B, two-pass ... (medians of 32 and
   // 32 calls) -> one-pass", "Q4_0: L1 prefetch ..., L2 prefetch ... -> L2 prefetch" ("trying"
   // before the choice; "Q4_K: two-pass (set)" when forced); types with no timed call and no forced
@@ -63,6 +68,7 @@ class DecodeTileChooser {
     GgmlType type = GgmlType::kF32;
     std::array<MatmulTileFn, 2> fns{};
     std::array<const char*, 2> names{};
+    bool few_rows = false;  // the alternative serves up to kPrefetchLevelRows rows too
     std::atomic<int> chosen{-1};
     std::atomic<unsigned> calls{0};
     mutable std::mutex mutex;                  // guards the timings

@@ -86,6 +86,11 @@ struct AttendJob {
 };
 constexpr int kMaxAttendHeadDim = 256;
 
+// Activation rows up to which a decode tile's L2-prefetch form (decode_q4_0_x16_l2, ...) prefetches
+// as it does for one row; more rows take the L1 form. Speculation's verify steps and a few streams
+// read the weights as decode does (matmul.cc takes the form decode chose for them too).
+constexpr int kPrefetchLevelRows = 4;
+
 using AttendHeadFn = void (*)(const AttendJob& job);
 
 // One row (token) of the gated delta rule (recurrent_ops.h) on state rows [j_begin, j_end) of one

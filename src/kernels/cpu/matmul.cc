@@ -59,6 +59,9 @@ MatmulPlan PlanMatmul(const KernelTable& kernels, const WeightMatrix& w, int m,
     plan.w_row_bytes = PackedGroupBytes(w.type, w.n_in);
   }
   if (m == 1 && decode_tiles != nullptr) plan.pick = decode_tiles->Next(w.type, plan.tile_fn);
+  if (m > 1 && m <= kPrefetchLevelRows && decode_tiles != nullptr) {
+    plan.tile_fn = decode_tiles->ChosenForFewRows(w.type, plan.tile_fn);
+  }
   if (plan.pick.fn != nullptr) plan.tile_fn = plan.pick.fn;
   assert(plan.tile_fn != nullptr);
   return plan;

@@ -317,25 +317,27 @@ void GroupTileRows(const MatmulTile& t, const uint8_t* group, const XPair* packe
 }
 
 // The tile of rows [i0, i0 + mr) with mr (1 .. kMr) fixed at compile time.
-template <QType Q, int MR = 1>
+template <QType Q, PrefetchLevel L, int MR = 1>
 void GroupTileRowsOf(int mr, const MatmulTile& t, const uint8_t* group, const XPair* packed,
                      int n_pairs, int m0, int i0, int j0) {
   if constexpr (MR <= kMr) {
-    if (mr == MR) return GroupTileRows<Q, MR>(t, group, packed, n_pairs, m0, i0, j0);
-    GroupTileRowsOf<Q, MR + 1>(mr, t, group, packed, n_pairs, m0, i0, j0);
+    if (mr == MR) return GroupTileRows<Q, MR, L>(t, group, packed, n_pairs, m0, i0, j0);
+    GroupTileRowsOf<Q, L, MR + 1>(mr, t, group, packed, n_pairs, m0, i0, j0);
   }
 }
 
 // Activation rows [m0, m1) against one packed group, in register tiles of up to kMr rows. The
-// prefetch level applies to one row (decode); more rows take the L1 tiles.
+// prefetch level applies to up to kPrefetchLevelRows rows (decode, speculation's verify steps);
+// more rows take the L1 tiles.
 template <QType Q, PrefetchLevel L>
 void GroupRows(const MatmulTile& t, const uint8_t* group, const XPair* packed, int n_pairs, int m0,
                int m1, int j0) {
-  if (L != PrefetchLevel::kL1 && m1 - m0 == 1) {
-    return GroupTileRows<Q, 1, L>(t, group, packed, n_pairs, m0, m0, j0);
+  if (L != PrefetchLevel::kL1 && m1 - m0 <= kPrefetchLevelRows) {
+    return GroupTileRowsOf<Q, L>(m1 - m0, t, group, packed, n_pairs, m0, m0, j0);
   }
   for (int i = m0; i < m1; i += kMr) {
-    GroupTileRowsOf<Q>(m1 - i < kMr ? m1 - i : kMr, t, group, packed, n_pairs, m0, i, j0);
+    GroupTileRowsOf<Q, PrefetchLevel::kL1>(m1 - i < kMr ? m1 - i : kMr, t, group, packed, n_pairs,
+                                           m0, i, j0);
   }
 }
 

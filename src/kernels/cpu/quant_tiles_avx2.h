@@ -54,6 +54,7 @@ constexpr int kLanes = 8;       // weight rows per vector: one half of a group
 constexpr int kGroupRows = 16;  // rows of an x16 group
 // Activation rows per register tile (m > 1); one row (decode) computes both halves at once.
 constexpr int kMr = 4;
+static_assert(kPrefetchLevelRows <= kMr);
 // Activation rows per block: about this many bytes, so the block stays in L2.
 constexpr size_t kXBlockBytes = 512 << 10;
 
@@ -220,24 +221,24 @@ void GroupTileRows(const MatmulTile& t, const uint8_t* group, const XInfo* info_
   if constexpr (MR == 1) {
     GroupTile<Q, 1, 2, L>(group, n_blocks, 0, x, info, y, valid);
   } else {
-    GroupTile<Q, MR, 1>(group, n_blocks, 0, x, info, y, valid);
-    GroupTile<Q, MR, 1>(group, n_blocks, 1, x, info, y, valid);
+    GroupTile<Q, MR, 1, L>(group, n_blocks, 0, x, info, y, valid);
+    GroupTile<Q, MR, 1, L>(group, n_blocks, 1, x, info, y, valid);
   }
 }
 
 // The tile of rows [i0, i0 + mr) with mr (1 .. kMr) fixed at compile time.
-template <QType Q, int MR = 1>
+template <QType Q, PrefetchLevel L, int MR = 1>
 void GroupTileRowsOf(int mr, const MatmulTile& t, const uint8_t* group, const XInfo* info_block,
                      int n_blocks, int m0, int i0, int j0) {
   if constexpr (MR <= kMr) {
-    if (mr == MR) return GroupTileRows<Q, MR>(t, group, info_block, n_blocks, m0, i0, j0);
-    GroupTileRowsOf<Q, MR + 1>(mr, t, group, info_block, n_blocks, m0, i0, j0);
+    if (mr == MR) return GroupTileRows<Q, MR, L>(t, group, info_block, n_blocks, m0, i0, j0);
+    GroupTileRowsOf<Q, L, MR + 1>(mr, t, group, info_block, n_blocks, m0, i0, j0);
   }
 }
 
 // kPacked: t.w is a packed matrix (packed_weights.h), t.w_row_bytes the bytes of one 16-row group
-// and t.n_begin a multiple of 16; otherwise the stored layout. L: where one activation row's
-// (decode's) tiles prefetch (prefetch_ahead.h); more rows take the L1 tiles.
+// and t.n_begin a multiple of 16; otherwise the stored layout. L: where the tiles of up to
+// kPrefetchLevelRows activation rows prefetch (prefetch_ahead.h); more rows take the L1 tiles.
 template <QType Q, bool kPacked, PrefetchLevel L = PrefetchLevel::kL1>
 void MatmulQuant(const MatmulTile& t) {
   assert(t.k % 32 == 0 && t.m >= 0 && t.n_begin <= t.n_end);
@@ -276,12 +277,13 @@ void MatmulQuant(const MatmulTile& t) {
         PackGroups(kType<Q>, t.w + static_cast<size_t>(j0) * t.w_row_bytes, t.w_row_bytes,
                    t.n_end - j0, t.k, 0, 1, packed_group);
       }
-      if (L != PrefetchLevel::kL1 && m1 - m0 == 1) {
-        GroupTileRows<Q, 1, L>(t, group, info, n_blocks, m0, m0, j0);
+      if (L != PrefetchLevel::kL1 && m1 - m0 <= kPrefetchLevelRows) {
+        GroupTileRowsOf<Q, L>(m1 - m0, t, group, info, n_blocks, m0, m0, j0);
         continue;
       }
       for (int i = m0; i < m1; i += kMr) {
-        GroupTileRowsOf<Q>(m1 - i < kMr ? m1 - i : kMr, t, group, info, n_blocks, m0, i, j0);
+        GroupTileRowsOf<Q, PrefetchLevel::kL1>(m1 - i < kMr ? m1 - i : kMr, t, group, info,
+                                               n_blocks, m0, i, j0);
       }
     }
   }
