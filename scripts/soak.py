@@ -321,6 +321,61 @@ def delete_session(port, session):
     return status
 
 
+def report(args, figures, failures, points, rss, m_start, m_end):
+    """Prints the run's figures and its failures; returns the exit status. points: (heap in use,
+    requests so far) at each idle point of the window; rss: resident bytes at its first and last;
+    m_start, m_end: /metrics before the load and at the last idle point."""
+    preemptions = m_end.get("kvserve:num_preemptions_total", 0) - \
+        m_start.get("kvserve:num_preemptions_total", 0)
+    used = m_end.get('kvserve:kv_cache_blocks{state="used"}', -1)
+    growth = rss["end"] / rss["start"] - 1
+    heap = heap_growth(points)
+
+    print(f"soak: {args.warmup:.0f} s + {args.seconds:.0f} s, {args.clients} clients: "
+          f"{figures['requests']} requests ({figures['streamed']} streamed), {figures['tokens']} "
+          f"tokens checked, {figures['cancelled']} cancelled mid-stream, "
+          f"{figures['session_deletes']} session deletes, {figures['429']} answered 429, "
+          f"{int(preemptions)} preemptions")
+    disk = {name: int(m_end.get(f"kvserve:kv_disk_{name}_total", 0) -
+                      m_start.get(f"kvserve:kv_disk_{name}_total", 0))
+            for name in ("writes", "reads", "hits", "write_failures", "rejected")}
+    if disk["writes"] or disk["reads"]:
+        print(f"soak: disk tier: {disk['writes']} blocks written, {disk['reads']} read back, "
+              f"{disk['hits']} hits, {disk['write_failures']} write failures, "
+              f"{disk['rejected']} rejected on read")
+    window_requests = points[-1][1] - points[0][1]
+    print(f"soak: blocks referenced at the end: {int(used)}; over the window's "
+          f"{window_requests} requests, idle to idle: resident memory "
+          f"{rss['start'] / 2**20:.2f} MiB -> {rss['end'] / 2**20:.2f} MiB ({growth * 100:+.2f}%), "
+          f"heap in use {points[0][0] / 2**20:.3f} MiB -> {points[-1][0] / 2**20:.3f} MiB "
+          f"({heap['bytes']:+d} bytes, {heap['per_request']:+.2f} per request); by part: "
+          f"{', '.join(f'{d:+d}' for d in heap['parts'])} bytes; without the largest: "
+          f"{heap['steady']:+.2f} per request")
+    problems = []
+    if failures:
+        problems.append(f"{len(failures)} requests went wrong, e.g.:\n" +
+                        "\n".join("  " + f for f in failures[:10]))
+    no_heap = min(h for h, _ in points) < 0
+    checks = [
+        (used != 0, f"{int(used)} blocks still referenced"),
+        (preemptions <= 0, "no preemption: the KV budget did not press"),
+        (figures["cancelled"] == 0, "no request was cancelled mid-stream"),
+        (growth > args.max_rss_growth, f"resident memory grew {growth * 100:.2f}% "
+                                       f"(limit {args.max_rss_growth * 100:.1f}%)"),
+        (no_heap, "no kvserve:heap_in_use_bytes in /metrics"),
+        (not no_heap and heap["steady"] > args.max_heap_growth,
+         f"the heap grew {heap['steady']:.2f} bytes per request in the window's parts but the "
+         f"one it grew most in (limit {args.max_heap_growth:.1f})"),
+    ]
+    problems += [message for failed, message in checks if failed]
+    for problem in problems:
+        print("soak: FAIL: " + problem)
+    ok = not problems
+    print("soak: " + ("PASS" if ok else "FAIL"))
+    return 0 if ok else 1
+
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
@@ -474,55 +529,7 @@ def main():
     release_sessions()
     m_end, rss["end"] = idle_figures()
     points.append((int(m_end.get("kvserve:heap_in_use_bytes", -1)), figures["requests"]))
-    preemptions = m_end.get("kvserve:num_preemptions_total", 0) - \
-        m_start.get("kvserve:num_preemptions_total", 0)
-    used = m_end.get('kvserve:kv_cache_blocks{state="used"}', -1)
-    growth = rss["end"] / rss["start"] - 1
-    heap = heap_growth(points)
-
-    print(f"soak: {args.warmup:.0f} s + {args.seconds:.0f} s, {args.clients} clients: "
-          f"{figures['requests']} requests ({figures['streamed']} streamed), {figures['tokens']} "
-          f"tokens checked, {figures['cancelled']} cancelled mid-stream, "
-          f"{figures['session_deletes']} session deletes, {figures['429']} answered 429, "
-          f"{int(preemptions)} preemptions")
-    disk = {name: int(m_end.get(f"kvserve:kv_disk_{name}_total", 0) -
-                      m_start.get(f"kvserve:kv_disk_{name}_total", 0))
-            for name in ("writes", "reads", "hits", "write_failures", "rejected")}
-    if disk["writes"] or disk["reads"]:
-        print(f"soak: disk tier: {disk['writes']} blocks written, {disk['reads']} read back, "
-              f"{disk['hits']} hits, {disk['write_failures']} write failures, "
-              f"{disk['rejected']} rejected on read")
-    window_requests = points[-1][1] - points[0][1]
-    print(f"soak: blocks referenced at the end: {int(used)}; over the window's "
-          f"{window_requests} requests, idle to idle: resident memory "
-          f"{rss['start'] / 2**20:.2f} MiB -> {rss['end'] / 2**20:.2f} MiB ({growth * 100:+.2f}%), "
-          f"heap in use {points[0][0] / 2**20:.3f} MiB -> {points[-1][0] / 2**20:.3f} MiB "
-          f"({heap['bytes']:+d} bytes, {heap['per_request']:+.2f} per request); by part: "
-          f"{', '.join(f'{d:+d}' for d in heap['parts'])} bytes; without the largest: "
-          f"{heap['steady']:+.2f} per request")
-    problems = []
-    if failures:
-        problems.append(f"{len(failures)} requests went wrong, e.g.:\n" +
-                        "\n".join("  " + f for f in failures[:10]))
-    no_heap = min(h for h, _ in points) < 0
-    checks = [
-        (used != 0, f"{int(used)} blocks still referenced"),
-        (preemptions <= 0, "no preemption: the KV budget did not press"),
-        (figures["cancelled"] == 0, "no request was cancelled mid-stream"),
-        (growth > args.max_rss_growth, f"resident memory grew {growth * 100:.2f}% "
-                                       f"(limit {args.max_rss_growth * 100:.1f}%)"),
-        (no_heap, "no kvserve:heap_in_use_bytes in /metrics"),
-        (not no_heap and heap["steady"] > args.max_heap_growth,
-         f"the heap grew {heap['steady']:.2f} bytes per request in the window's parts but the "
-         f"one it grew most in (limit {args.max_heap_growth:.1f})"),
-    ]
-    problems += [message for failed, message in checks if failed]
-    for problem in problems:
-        print("soak: FAIL: " + problem)
-    ok = not problems
-    print("soak: " + ("PASS" if ok else "FAIL"))
-    return 0 if ok else 1
-
+    return report(args, figures, failures, points, rss, m_start, m_end)
 
 if __name__ == "__main__":
     sys.exit(main())
