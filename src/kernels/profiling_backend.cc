@@ -34,11 +34,21 @@ std::vector<ProfilingBackend::OpTotals> ProfilingBackend::totals() const {
   return out;
 }
 
+namespace {
+
+// "Q4_K 2048x2048": a matrix's type and shape (n_out x n_in), as the profile names it.
+std::string MatrixName(const WeightMatrix& w) {
+  return std::string(GgmlTypeName(w.type)) + " " + std::to_string(w.n_out) + "x" +
+         std::to_string(w.n_in);
+}
+
+uint64_t WeightBytes(const WeightMatrix& w) { return w.row_bytes * static_cast<uint64_t>(w.n_out); }
+
+}  // namespace
+
 void ProfilingBackend::Matmul(const WeightMatrix& w, const float* x, int n_rows, float* y,
                               Workspace& ws) const {
-  const std::string name = std::string("matmul ") + GgmlTypeName(w.type) + " " +
-                           std::to_string(w.n_out) + "x" + std::to_string(w.n_in);
-  Timed(name, &ws, w.row_bytes * static_cast<uint64_t>(w.n_out),
+  Timed("matmul " + MatrixName(w), &ws, WeightBytes(w),
         [&] { inner_.Matmul(w, x, n_rows, y, ws); });
 }
 
@@ -48,9 +58,8 @@ void ProfilingBackend::MatmulSameInput(std::span<const WeightMatrix* const> matr
   std::string name = "matmul";
   uint64_t bytes = 0;
   for (const WeightMatrix* w : matrices) {
-    name += std::string(w == matrices.front() ? " " : " + ") + GgmlTypeName(w->type) + " " +
-            std::to_string(w->n_out) + "x" + std::to_string(w->n_in);
-    bytes += w->row_bytes * static_cast<uint64_t>(w->n_out);
+    name += (w == matrices.front() ? " " : " + ") + MatrixName(*w);
+    bytes += WeightBytes(*w);
   }
   Timed(name, &ws, bytes, [&] { inner_.MatmulSameInput(matrices, x, n_rows, ys, ws); });
 }
