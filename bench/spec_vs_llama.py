@@ -18,7 +18,12 @@ configuration's median rate, its speed-up over its own engine's plain decoding, 
 answers equal its engine's plain answers, and the share of its engine's plain answers' tokens that
 end a 4-token span already seen in the conversation or the answer before them (`repeats`, as
 `kvserve bench --spec` counts them; tokens by `kvserve tokenize`): what n-gram drafting could draft
-at best, since each engine speculates on its own plain answers."""
+at best, since each engine speculates on its own plain answers.
+
+Every server's prompts (POST /apply-template) must equal the first server's, conversation by
+conversation, or the run stops: a template one engine renders otherwise (llama-server in Jinja
+mode takes a built-in name such as "gemma" as the template's text) would time answers to other
+prompts. With --chat-template, llama-server runs with --no-jinja to use its built-in template."""
 import argparse
 import concurrent.futures
 import json
@@ -77,6 +82,29 @@ def stream_chat(messages, max_tokens, seed=None):
     return text, tokens or 0, first, last
 
 
+def rendered_prompts(tasks):
+    """The running server's prompt text for every conversation (POST /apply-template)."""
+    prompts = {}
+    for task, conversations in tasks.items():
+        for i, messages in enumerate(conversations):
+            request = urllib.request.Request(f"http://127.0.0.1:{PORT}/apply-template",
+                                             data=json.dumps({"messages": messages}).encode(),
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=60) as reply:
+                prompts[(task, i)] = json.loads(reply.read())["prompt"]
+    return prompts
+
+
+def check_same_prompts(prompts, reference, label):
+    """Stops the run where a server renders a conversation otherwise than the first one did:
+    its answers would be to another prompt, and the speed-ups not comparable."""
+    for key, prompt in prompts.items():
+        if prompt != reference[key]:
+            raise SystemExit(f"{label} renders {key[0]} conversation {key[1]} as {prompt[:80]!r}, "
+                             f"not as the first server did ({reference[key][:80]!r}); "
+                             "pass the template both understand with --chat-template")
+
+
 def aggregate_rate(results):
     """Decode tokens/s of streams run together: their tokens after the first over the time from
     the earliest first token to the latest last token (one stream: its own decode rate)."""
@@ -115,7 +143,9 @@ def configs(args):
           "-c", str(4096 * args.streams), "-np", str(args.streams), "--no-webui"]
     if args.chat_template:
         kv += ["--chat-template", args.chat_template]
-        lc += ["--chat-template", args.chat_template]
+        # A built-in template name: llama-server's Jinja mode (its default) would take the name as
+        # the template's text and render every conversation as the bare word ("gemma").
+        lc += ["--no-jinja", "--chat-template", args.chat_template]
     out = [("kvserve", "plain", kv + ["--spec", "none"]), ("kvserve", "ngram", kv + ["--spec", "ngram"]),
            ("llama.cpp", "plain", lc)]
     for spec in args.llama_spec.split(","):
@@ -138,12 +168,15 @@ def main():
     global MODEL_ID
     MODEL_ID = os.path.basename(args.model).removesuffix(".gguf")
     tasks = json.loads(subprocess.check_output([KVSERVE, "bench", "--spec-print-tasks"]))
-    rates, answers = {}, {}
+    rates, answers, reference = {}, {}, None
     for _ in range(args.rounds):
         for engine, spec, command in configs(args):
             proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             try:
                 wait_ready(proc)
+                prompts = rendered_prompts(tasks)
+                reference = reference or prompts
+                check_same_prompts(prompts, reference, f"{engine} {spec}")
                 for task, conversations in tasks.items():
                     for i, messages in enumerate(conversations):
                         def one(stream):
