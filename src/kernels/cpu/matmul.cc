@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "kernels/cpu/packed_weights.h"
+#include "kernels/cpu/prefetch_ahead.h"
 #include "kernels/quantize.h"
 
 namespace kvserve {
@@ -42,6 +43,7 @@ struct MatmulPlan {
   GgmlType x_type = GgmlType::kF32;
   DecodeTileChooser::Pick pick;
   int64_t n_groups = 0;  // of kRowGrain outputs
+  bool packed = false;   // w_bytes holds 16-row groups of w_row_bytes each, one after another
 };
 
 MatmulPlan PlanMatmul(const KernelTable& kernels, const WeightMatrix& w, int m,
@@ -57,6 +59,7 @@ MatmulPlan PlanMatmul(const KernelTable& kernels, const WeightMatrix& w, int m,
     plan.tile_fn = packed_fn;
     plan.w_bytes = w.packed;
     plan.w_row_bytes = PackedGroupBytes(w.type, w.n_in);
+    plan.packed = true;
   }
   if (m == 1 && decode_tiles != nullptr) plan.pick = decode_tiles->Next(w.type, plan.tile_fn);
   if (m > 1 && m <= kPrefetchLevelRows && decode_tiles != nullptr) {
@@ -119,6 +122,10 @@ void RunGroups(const MatmulPlan& plan, const Activations& a, int m, int64_t begi
       .ldy = static_cast<int>(w.n_out),
       .scratch = scratch,
   };
+  if (plan.packed && m <= kPrefetchLevelRows) {  // memory bound: the piece is one new stream
+    PrefetchPieceStart(plan.w_bytes + static_cast<size_t>(begin) * plan.w_row_bytes,
+                       static_cast<size_t>(end - begin) * plan.w_row_bytes);
+  }
   plan.tile_fn(tile);
 }
 
