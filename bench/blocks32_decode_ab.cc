@@ -15,13 +15,15 @@
 // copy:
 //   git show HEAD:src/kernels/cpu/quant_matmul_avx512.cc > /tmp/b32ab_a.cc
 //   cp src/kernels/cpu/quant_matmul_avx512.cc /tmp/b32ab_b.cc
-//   for v in A:a B:b; do g++ -std=c++20 -O2 -march=x86-64-v4 -mavx512vnni -Isrc -c
+//   F="-O3 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mavx2 -mfma
+//   -mf16c" for v in A:a B:b; do g++ -std=c++20 $F -Isrc -c
 //       /tmp/b32ab_${v#*:}.cc -DMatmulQ8_0=${v%:*}Q8_0 -DMatmulQ4_0=${v%:*}Q4_0
 //       -DMatmulQ8_0x16=${v%:*}Q8_0x16 -DMatmulQ4_0x16=${v%:*}Q4_0x16
 //       -DMatmulQ8_0x16L2=${v%:*}Q8_0x16L2 -DMatmulQ4_0x16L2=${v%:*}Q4_0x16L2
 //       -o /tmp/b32ab_${v#*:}.o; done
 // (The versions run their x16 tiles, the L1-prefetch forms; to time an L2 form, rename it to the
-// x16 name in that version's copy.)
+// x16 name in that version's copy. $F is the build's own list for the AVX-512 table: at -O2 GCC
+// keeps the Q8_0 tile's unpacked quants on the stack, which the shipped -O3 code does not.)
 //   g++ -std=c++20 -O2 -mavx2 -Isrc -I. bench/blocks32_decode_ab.cc /tmp/b32ab_{a,b}.o
 //       -DB32AB_VARIANTS=2 build/libkvserve_{kernels,kv,io,util}.a -lpthread -o /tmp/b32ab
 //   /tmp/b32ab
