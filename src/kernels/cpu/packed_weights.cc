@@ -9,7 +9,6 @@
 namespace kvserve {
 
 namespace {
-constexpr size_t kScaleBytes = 2 * kPackRows;
 constexpr int kBlock = 32;
 
 size_t StoredBlockBytes(GgmlType type) {
@@ -32,8 +31,10 @@ size_t PackedGroupBytes(GgmlType type, int64_t n_in) {
   if (IsK(type)) return PackedKGroupBytes(type, n_in);
   if (HasPacked32Layout(type)) return Packed32GroupBytes(type, n_in);
   const size_t n_blocks = static_cast<size_t>(n_in / kBlock);
-  const size_t bytes = n_blocks * (PackedQuantBytes(type) + kScaleBytes);
-  return (bytes + 63) / 64 * 64;
+  const size_t quant_bytes = PackedQuantBytes(type);
+  // A multiple of 64: pairs, and an odd last block's quants and 64 bytes of scales.
+  return n_blocks / 2 * PackedPairBytes(quant_bytes) +
+         n_blocks % 2 * (quant_bytes + 2 * kPackedScaleBytes);
 }
 
 size_t PackedMatrixBytes(GgmlType type, int64_t n_out, int64_t n_in) {
@@ -59,11 +60,10 @@ void PackGroups(GgmlType type, const uint8_t* src, size_t src_row_bytes, int64_t
   for (int64_t g = group_begin; g < group_end; ++g) {
     uint8_t* group = dst + static_cast<size_t>(g) * PackedGroupBytes(type, n_in);
     std::memset(group, 0, PackedGroupBytes(type, n_in));
-    uint8_t* scales = group + quant_bytes * static_cast<size_t>(n_blocks);
     for (int lane = 0; lane < kPackRows; ++lane) {
       const int64_t row = g * kPackRows + lane;
       for (int64_t b = 0; b < n_blocks; ++b) {
-        uint8_t* quants = group + quant_bytes * static_cast<size_t>(b);
+        uint8_t* quants = group + PackedQuantsOffset(quant_bytes, static_cast<size_t>(b));
         if (row >= n_out) {
           if (q8) {
             for (int d = 0; d < dwords; ++d) std::memset(quants + 64 * d + 4 * lane, 0x80, 4);
@@ -72,7 +72,11 @@ void PackGroups(GgmlType type, const uint8_t* src, size_t src_row_bytes, int64_t
         }
         const uint8_t* block =
             src + src_row_bytes * static_cast<size_t>(row) + block_bytes * static_cast<size_t>(b);
-        std::memcpy(scales + kScaleBytes * static_cast<size_t>(b) + 2 * lane, block, 2);
+        std::memcpy(group +
+                        PackedScalesOffset(quant_bytes, static_cast<size_t>(b),
+                                           static_cast<size_t>(n_blocks)) +
+                        2 * lane,
+                    block, 2);
         for (int d = 0; d < dwords; ++d) {
           uint32_t dword;
           std::memcpy(&dword, block + 2 + 4 * d, 4);
@@ -95,11 +99,15 @@ void UnpackRow(GgmlType type, const uint8_t* packed, int64_t n_in, int64_t row, 
   const uint8_t* group =
       packed + static_cast<size_t>(row / kPackRows) * PackedGroupBytes(type, n_in);
   const int lane = static_cast<int>(row % kPackRows);
-  const uint8_t* scales = group + quant_bytes * static_cast<size_t>(n_blocks);
   for (int64_t b = 0; b < n_blocks; ++b) {
     uint8_t* block = out + block_bytes * static_cast<size_t>(b);
-    std::memcpy(block, scales + kScaleBytes * static_cast<size_t>(b) + 2 * lane, 2);
-    const uint8_t* quants = group + quant_bytes * static_cast<size_t>(b);
+    std::memcpy(
+        block,
+        group +
+            PackedScalesOffset(quant_bytes, static_cast<size_t>(b), static_cast<size_t>(n_blocks)) +
+            2 * lane,
+        2);
+    const uint8_t* quants = group + PackedQuantsOffset(quant_bytes, static_cast<size_t>(b));
     for (int d = 0; d < (q8 ? 8 : 4); ++d) {
       for (int i = 0; i < 4; ++i) {
         const uint8_t byte = quants[64 * d + 4 * lane + i];

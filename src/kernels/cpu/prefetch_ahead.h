@@ -74,10 +74,14 @@ inline void PrefetchPieceStart(const uint8_t* start, size_t bytes) {
 // (Q4_K m = 16: 63 → 69 when every chunk prefetched them).
 constexpr int kSidePrefetchRows = 4;
 
-// Prefetches the lines of the `bytes` at `part`, kBlockPrefetchAhead further on.
+// Prefetches the lines of the `bytes` at `part`, kPrefetchAheadBytes<L> further on (L1:
+// kBlockPrefetchAhead). Also the whole prefetch of a tile that reads one stream (the Q8_0 and Q4_0
+// groups, whose scales sit beside their quants): the part it reads next, that far ahead.
+template <PrefetchLevel L = PrefetchLevel::kL1>
 inline void PrefetchLinesAhead(const uint8_t* part, size_t bytes) {
   for (size_t line = 0; line < bytes; line += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(part + line + kBlockPrefetchAhead), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(part + line + kPrefetchAheadBytes<L>),
+                 kPrefetchHint<L>);
   }
 }
 
