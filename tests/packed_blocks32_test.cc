@@ -128,7 +128,7 @@ TEST(PackedBlocks32Test, PackedTilesGiveScalarBits) {
   int tested = 0;
   for (GgmlType type : kTypes) {
     SCOPED_TRACE(GgmlTypeName(type));
-    for (int k : {32, 96, 256}) {
+    for (int k : {32, 96, 256, 288}) {  // 288: whole bundles and a part (MXFP4: 4 a bundle)
       const Problem p(type, 17, 53, k, 300 + k + static_cast<int>(type));
       const std::vector<uint8_t> packed = p.Packed();
       std::vector<float> want(static_cast<size_t>(p.m) * p.n);

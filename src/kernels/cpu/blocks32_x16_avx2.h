@@ -26,6 +26,7 @@
 #include <cstring>
 
 #include "io/ggml_type.h"
+#include "kernels/cpu/block_bundles.h"
 #include "kernels/cpu/blocks32_tiles.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/packed_blocks32.h"
@@ -143,18 +144,15 @@ template <GgmlType T, int MR, PrefetchLevel L = PrefetchLevel::kL1>
 void HalfTile(const MatmulTile& t, const uint8_t* group, const int32_t* x_sums, int i0, int j0,
               int h) {
   const int n_blocks = t.k / 32;
-  const size_t quant_bytes = Packed32QuantBytes(T), side_bytes = Packed32SideBytes(T);
-  const uint8_t* sides = group + quant_bytes * static_cast<size_t>(n_blocks);
+  BundleCursor at(group, Packed32QuantBytes(T), Packed32SideBytes(T), Packed32BlocksPerBundle(T),
+                  n_blocks);
   __m256 acc[MR];
   for (int r = 0; r < MR; ++r) acc[r] = _mm256_setzero_ps();
-  for (int b = 0; b < n_blocks; ++b) {
+  for (int b = 0; b < n_blocks; ++b, at.Next()) {
     __m256i w[8];
-    const uint8_t* side = sides + side_bytes * static_cast<size_t>(b);
-    if (h == 0) {
-      PrefetchBlockAhead<L>(group + quant_bytes * static_cast<size_t>(b), quant_bytes, side,
-                            side_bytes, b);
-    }
-    LoadWeights<T>(group + quant_bytes * static_cast<size_t>(b) + 32 * h, w);
+    const uint8_t* side = at.side();
+    if (h == 0) PrefetchLinesAhead<L>(at.quants(), at.stream_bytes());
+    LoadWeights<T>(at.quants() + 32 * h, w);
     const __m256 dw = WeightScales<T>(side, h);
     for (int r = 0; r < MR; ++r) {
       const uint8_t* xb = t.x + static_cast<size_t>(i0 + r) * t.x_row_bytes + Act<T>::kBytes * b;

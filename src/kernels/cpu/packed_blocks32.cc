@@ -3,6 +3,8 @@
 #include <cassert>
 #include <cstring>
 
+#include "kernels/cpu/block_bundles.h"
+
 namespace kvserve {
 
 namespace {
@@ -63,10 +65,12 @@ size_t Packed32SideBytes(GgmlType type) {
   return HasMin(type) ? 64 : type == GgmlType::kMXFP4 ? 16 : 32;
 }
 
+int Packed32BlocksPerBundle(GgmlType type) {
+  return BlocksPerBundle(Packed32QuantBytes(type), Packed32SideBytes(type));
+}
+
 size_t Packed32GroupBytes(GgmlType type, int64_t n_in) {
-  const size_t n_blocks = static_cast<size_t>(n_in / kBlock);
-  const size_t bytes = n_blocks * (Packed32QuantBytes(type) + Packed32SideBytes(type));
-  return (bytes + 63) / 64 * 64;
+  return BundledGroupBytes(Packed32QuantBytes(type), Packed32SideBytes(type), n_in / kBlock);
 }
 
 void Pack32Groups(GgmlType type, const uint8_t* src, size_t src_row_bytes, int64_t n_out,
@@ -80,15 +84,16 @@ void Pack32Groups(GgmlType type, const uint8_t* src, size_t src_row_bytes, int64
   for (int64_t g = group_begin; g < group_end; ++g) {
     uint8_t* group = dst + static_cast<size_t>(g) * group_bytes;
     std::memset(group, 0, group_bytes);
-    uint8_t* sides = group + quant_bytes * static_cast<size_t>(n_blocks);
     for (int lane = 0; lane < kLanes; ++lane) {
       const int64_t row = g * kLanes + lane;
       if (row >= n_out) continue;
-      for (int64_t b = 0; b < n_blocks; ++b) {
+      BundleCursor at(group, quant_bytes, side_bytes, Packed32BlocksPerBundle(type),
+                      static_cast<int>(n_blocks));
+      for (int64_t b = 0; b < n_blocks; ++b, at.Next()) {
         const uint8_t* block =
             src + src_row_bytes * static_cast<size_t>(row) + block_bytes * static_cast<size_t>(b);
-        uint8_t* quant = group + quant_bytes * static_cast<size_t>(b);
-        uint8_t* side = sides + side_bytes * static_cast<size_t>(b);
+        uint8_t* quant = group + (at.quants() - group);
+        uint8_t* side = group + (at.side() - group);
         for (int d = 0; d < 4; ++d)
           std::memcpy(quant + 64 * d + 4 * lane, block + f.quants + 4 * d, 4);
         if (HasQh(type)) {
@@ -112,12 +117,13 @@ void Unpack32Row(GgmlType type, const uint8_t* packed, int64_t n_in, int64_t row
   const size_t quant_bytes = Packed32QuantBytes(type), side_bytes = Packed32SideBytes(type);
   const uint8_t* group =
       packed + static_cast<size_t>(row / kLanes) * Packed32GroupBytes(type, n_in);
-  const uint8_t* sides = group + quant_bytes * static_cast<size_t>(n_blocks);
   const int lane = static_cast<int>(row % kLanes);
-  for (int64_t b = 0; b < n_blocks; ++b) {
+  BundleCursor at(group, quant_bytes, side_bytes, Packed32BlocksPerBundle(type),
+                  static_cast<int>(n_blocks));
+  for (int64_t b = 0; b < n_blocks; ++b, at.Next()) {
     uint8_t* block = out + block_bytes * static_cast<size_t>(b);
-    const uint8_t* quant = group + quant_bytes * static_cast<size_t>(b);
-    const uint8_t* side = sides + side_bytes * static_cast<size_t>(b);
+    const uint8_t* quant = at.quants();
+    const uint8_t* side = at.side();
     for (int d = 0; d < 4; ++d) std::memcpy(block + f.quants + 4 * d, quant + 64 * d + 4 * lane, 4);
     if (HasQh(type)) {
       uint32_t p;

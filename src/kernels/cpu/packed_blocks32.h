@@ -4,9 +4,10 @@
 // row. The numbers are the stored ones: the kernels compute exactly what the scalar tiles compute,
 // bit for bit.
 //
-// A 16-row group of n_blocks = n_in / 32 blocks holds the blocks' quant parts, then their side
-// parts, then zero padding to a multiple of 64 bytes. "Dword d" is 64 bytes: bytes 4l .. 4l + 3
-// are row l's stored bytes 4d .. 4d + 3 of that array.
+// A 16-row group of n_blocks = n_in / 32 blocks holds them in bundles (block_bundles.h): a few
+// blocks' quant parts, then their side parts, as few blocks as fill whole 64-byte lines (Q4_1,
+// Q5_1: 1; Q5_0, IQ4_NL: 2; MXFP4: 4), then zero padding to a multiple of 64 bytes. "Dword d" is 64
+// bytes: bytes 4l .. 4l + 3 are row l's stored bytes 4d .. 4d + 3 of that array.
 //   quant part: dwords 0 .. 3 of quants[16] (256 bytes); Q5_0 and Q5_1 add one dword vector of
 //     the lane's qh bits, permuted so that one shift puts each element's bit 4 in place: bit
 //     8k + j of lane l's word is qh bit 16h + 4d + k of row l, for j = d + 4h (d, k in 0 .. 3,
@@ -28,6 +29,8 @@ bool HasPacked32Layout(GgmlType type);
 // Bytes of one block's quant part and side part in a group.
 size_t Packed32QuantBytes(GgmlType type);
 size_t Packed32SideBytes(GgmlType type);
+// Blocks per bundle of a group (block_bundles.h).
+int Packed32BlocksPerBundle(GgmlType type);
 size_t Packed32GroupBytes(GgmlType type, int64_t n_in);
 void Pack32Groups(GgmlType type, const uint8_t* src, size_t src_row_bytes, int64_t n_out,
                   int64_t n_in, int64_t group_begin, int64_t group_end, uint8_t* dst);

@@ -3,9 +3,11 @@
 // (kquant_x16_avx512.cc, kquant_x16_avx2.h). In an anonymous namespace: each translation unit
 // gets its own copy, compiled for its own instruction set.
 //
-// A packed group keeps its blocks' quants in one array and their scales (and mins) in another, and
-// the hardware prefetcher alone streamed the two slowly: without this, decode of a tinyllama Q8_0
-// ran at 26.8 instead of 34.5 tokens/s, 16 streams at 97 instead of 183 (2 threads, AVX-512).
+// The hardware prefetcher alone streamed the packed groups slowly: without these, decode of a
+// tinyllama Q8_0 ran at 26.8 instead of 34.5 tokens/s, 16 streams at 97 instead of 183 (2 threads,
+// AVX-512; when a group still kept its blocks' quants in one array and their scales in another).
+// The 32-element groups are one stream now (packed_weights.h, block_bundles.h): a tile prefetches
+// the part of it it reads with each block, kPrefetchAheadBytes<L> ahead (PrefetchLinesAhead).
 #pragma once
 
 #include <xmmintrin.h>
@@ -33,22 +35,6 @@ constexpr size_t kPrefetchAheadBytes =
     L == PrefetchLevel::kL1 ? kBlockPrefetchAhead : 2 * kBlockPrefetchAhead;
 template <PrefetchLevel L>
 constexpr auto kPrefetchHint = L == PrefetchLevel::kL1 ? _MM_HINT_T0 : _MM_HINT_T1;
-
-// Prefetches the quants kPrefetchAheadBytes<L> bytes ahead of block b's (quant_bytes of them, at
-// `quants`), and the side data (side_bytes per block, block b's at `side`) as many blocks ahead,
-// once per 64-byte line.
-template <PrefetchLevel L = PrefetchLevel::kL1>
-inline void PrefetchBlockAhead(const uint8_t* quants, size_t quant_bytes, const uint8_t* side,
-                               size_t side_bytes, int b) {
-  constexpr size_t kAhead = kPrefetchAheadBytes<L>;
-  for (size_t line = 0; line < quant_bytes; line += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(quants + kAhead + line), kPrefetchHint<L>);
-  }
-  if (side_bytes * static_cast<size_t>(b) % 64 < side_bytes) {  // the block that starts a line
-    _mm_prefetch(reinterpret_cast<const char*>(side + side_bytes * (kAhead / quant_bytes)),
-                 kPrefetchHint<L>);
-  }
-}
 
 // Prefetches into L1 the first `bytes` of a piece of weights about to be read, at most
 // kBlockPrefetchAhead: the tiles' own prefetches run that far ahead of the block being read, so
