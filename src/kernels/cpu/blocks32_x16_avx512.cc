@@ -17,7 +17,6 @@
 #include <cstring>
 
 #include "io/ggml_type.h"
-#include "kernels/cpu/block_bundles.h"
 #include "kernels/cpu/blocks32_tiles.h"
 #include "kernels/cpu/immintrin_avx512.h"
 #include "kernels/cpu/packed_blocks32.h"
@@ -105,15 +104,15 @@ inline __m512 WeightScales(const uint8_t* side) {
 template <GgmlType T, int MR, PrefetchLevel L = PrefetchLevel::kL1>
 void GroupTile(const MatmulTile& t, const uint8_t* group, const int32_t* x_sums, int i0, int j0) {
   const int n_blocks = t.k / 32;
-  BundleCursor at(group, Packed32QuantBytes(T), Packed32SideBytes(T), Packed32BlocksPerBundle(T),
-                  n_blocks);
+  const BlockBundles bundles = Packed32BundlesOf<T>(n_blocks);
   __m512 acc[MR];
   for (int r = 0; r < MR; ++r) acc[r] = _mm512_setzero_ps();
-  for (int b = 0; b < n_blocks; ++b, at.Next()) {
+  for (int b = 0; b < n_blocks; ++b) {
     __m512i w[8];
-    const uint8_t* side = at.side();
-    PrefetchLinesAhead<L>(at.quants(), at.stream_bytes());
-    LoadWeights<T>(at.quants(), w);
+    const uint8_t* quants = group + bundles.QuantsOffset(b);
+    const uint8_t* side = group + bundles.SideOffset(b);
+    PrefetchLinesAhead<L>(quants, bundles.StreamBytes(b));
+    LoadWeights<T>(quants, w);
     const __m512 dw = WeightScales<T>(side);
     for (int r = 0; r < MR; ++r) {
       const uint8_t* xb = t.x + static_cast<size_t>(i0 + r) * t.x_row_bytes + Act<T>::kBytes * b;

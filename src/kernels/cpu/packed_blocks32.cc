@@ -3,8 +3,6 @@
 #include <cassert>
 #include <cstring>
 
-#include "kernels/cpu/block_bundles.h"
-
 namespace kvserve {
 
 namespace {
@@ -60,17 +58,8 @@ bool HasPacked32Layout(GgmlType type) {
          type == GgmlType::kIQ4_NL || type == GgmlType::kMXFP4;
 }
 
-size_t Packed32QuantBytes(GgmlType type) { return HasQh(type) ? 5 * 64 : 4 * 64; }
-size_t Packed32SideBytes(GgmlType type) {
-  return HasMin(type) ? 64 : type == GgmlType::kMXFP4 ? 16 : 32;
-}
-
-int Packed32BlocksPerBundle(GgmlType type) {
-  return BlocksPerBundle(Packed32QuantBytes(type), Packed32SideBytes(type));
-}
-
 size_t Packed32GroupBytes(GgmlType type, int64_t n_in) {
-  return BundledGroupBytes(Packed32QuantBytes(type), Packed32SideBytes(type), n_in / kBlock);
+  return Packed32Bundles(type, n_in / kBlock).GroupBytes();
 }
 
 void Pack32Groups(GgmlType type, const uint8_t* src, size_t src_row_bytes, int64_t n_out,
@@ -80,20 +69,18 @@ void Pack32Groups(GgmlType type, const uint8_t* src, size_t src_row_bytes, int64
   const size_t block_bytes = TraitsOf(type).block_bytes;
   const int64_t n_blocks = n_in / kBlock;
   const size_t group_bytes = Packed32GroupBytes(type, n_in);
-  const size_t quant_bytes = Packed32QuantBytes(type), side_bytes = Packed32SideBytes(type);
+  const BlockBundles bundles = Packed32Bundles(type, n_blocks);
   for (int64_t g = group_begin; g < group_end; ++g) {
     uint8_t* group = dst + static_cast<size_t>(g) * group_bytes;
     std::memset(group, 0, group_bytes);
     for (int lane = 0; lane < kLanes; ++lane) {
       const int64_t row = g * kLanes + lane;
       if (row >= n_out) continue;
-      BundleCursor at(group, quant_bytes, side_bytes, Packed32BlocksPerBundle(type),
-                      static_cast<int>(n_blocks));
-      for (int64_t b = 0; b < n_blocks; ++b, at.Next()) {
+      for (int64_t b = 0; b < n_blocks; ++b) {
         const uint8_t* block =
             src + src_row_bytes * static_cast<size_t>(row) + block_bytes * static_cast<size_t>(b);
-        uint8_t* quant = group + (at.quants() - group);
-        uint8_t* side = group + (at.side() - group);
+        uint8_t* quant = group + bundles.QuantsOffset(b);
+        uint8_t* side = group + bundles.SideOffset(b);
         for (int d = 0; d < 4; ++d)
           std::memcpy(quant + 64 * d + 4 * lane, block + f.quants + 4 * d, 4);
         if (HasQh(type)) {
@@ -114,16 +101,13 @@ void Unpack32Row(GgmlType type, const uint8_t* packed, int64_t n_in, int64_t row
   const Fields f = FieldsOf(type);
   const size_t block_bytes = TraitsOf(type).block_bytes;
   const int64_t n_blocks = n_in / kBlock;
-  const size_t quant_bytes = Packed32QuantBytes(type), side_bytes = Packed32SideBytes(type);
-  const uint8_t* group =
-      packed + static_cast<size_t>(row / kLanes) * Packed32GroupBytes(type, n_in);
+  const BlockBundles bundles = Packed32Bundles(type, n_blocks);
+  const uint8_t* group = packed + static_cast<size_t>(row / kLanes) * bundles.GroupBytes();
   const int lane = static_cast<int>(row % kLanes);
-  BundleCursor at(group, quant_bytes, side_bytes, Packed32BlocksPerBundle(type),
-                  static_cast<int>(n_blocks));
-  for (int64_t b = 0; b < n_blocks; ++b, at.Next()) {
+  for (int64_t b = 0; b < n_blocks; ++b) {
     uint8_t* block = out + block_bytes * static_cast<size_t>(b);
-    const uint8_t* quant = at.quants();
-    const uint8_t* side = at.side();
+    const uint8_t* quant = group + bundles.QuantsOffset(b);
+    const uint8_t* side = group + bundles.SideOffset(b);
     for (int d = 0; d < 4; ++d) std::memcpy(block + f.quants + 4 * d, quant + 64 * d + 4 * lane, 4);
     if (HasQh(type)) {
       uint32_t p;

@@ -21,16 +21,32 @@
 #include <cstdint>
 
 #include "io/ggml_type.h"
+#include "kernels/cpu/block_bundles.h"
 
 namespace kvserve {
 
 // True for Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4.
 bool HasPacked32Layout(GgmlType type);
 // Bytes of one block's quant part and side part in a group.
-size_t Packed32QuantBytes(GgmlType type);
-size_t Packed32SideBytes(GgmlType type);
-// Blocks per bundle of a group (block_bundles.h).
-int Packed32BlocksPerBundle(GgmlType type);
+constexpr size_t Packed32QuantBytes(GgmlType type) {
+  return type == GgmlType::kQ5_0 || type == GgmlType::kQ5_1 ? 5 * 64 : 4 * 64;
+}
+constexpr size_t Packed32SideBytes(GgmlType type) {
+  return type == GgmlType::kQ4_1 || type == GgmlType::kQ5_1 ? 64
+         : type == GgmlType::kMXFP4                         ? 16
+                                                            : 32;
+}
+// Where a group's blocks are (block_bundles.h); Packed32BundlesOf<T> with the bundle size a
+// compile-time constant, for the tiles.
+constexpr BlockBundles Packed32Bundles(GgmlType type, int64_t n_blocks) {
+  return BlockBundles(Packed32QuantBytes(type), Packed32SideBytes(type), n_blocks,
+                      BlocksPerBundle(Packed32QuantBytes(type), Packed32SideBytes(type)));
+}
+template <GgmlType T>
+BlockBundles Packed32BundlesOf(int64_t n_blocks) {
+  constexpr int64_t kPerBundle = BlocksPerBundle(Packed32QuantBytes(T), Packed32SideBytes(T));
+  return BlockBundles(Packed32QuantBytes(T), Packed32SideBytes(T), n_blocks, kPerBundle);
+}
 size_t Packed32GroupBytes(GgmlType type, int64_t n_in);
 void Pack32Groups(GgmlType type, const uint8_t* src, size_t src_row_bytes, int64_t n_out,
                   int64_t n_in, int64_t group_begin, int64_t group_end, uint8_t* dst);

@@ -30,11 +30,7 @@ size_t PackedQuantBytes(GgmlType type) {
 size_t PackedGroupBytes(GgmlType type, int64_t n_in) {
   if (IsK(type)) return PackedKGroupBytes(type, n_in);
   if (HasPacked32Layout(type)) return Packed32GroupBytes(type, n_in);
-  const size_t n_blocks = static_cast<size_t>(n_in / kBlock);
-  const size_t quant_bytes = PackedQuantBytes(type);
-  // A multiple of 64: pairs, and an odd last block's quants and 64 bytes of scales.
-  return n_blocks / 2 * PackedPairBytes(quant_bytes) +
-         n_blocks % 2 * (quant_bytes + 2 * kPackedScaleBytes);
+  return PackedBundles(PackedQuantBytes(type), n_in / kBlock).GroupBytes();
 }
 
 size_t PackedMatrixBytes(GgmlType type, int64_t n_out, int64_t n_in) {
@@ -55,7 +51,7 @@ void PackGroups(GgmlType type, const uint8_t* src, size_t src_row_bytes, int64_t
   const int64_t n_blocks = n_in / kBlock;
   const size_t block_bytes = StoredBlockBytes(type);
   assert(src_row_bytes >= block_bytes * static_cast<size_t>(n_blocks));
-  const size_t quant_bytes = PackedQuantBytes(type);
+  const BlockBundles bundles = PackedBundles(PackedQuantBytes(type), n_blocks);
   const int dwords = q8 ? 8 : 4;
   for (int64_t g = group_begin; g < group_end; ++g) {
     uint8_t* group = dst + static_cast<size_t>(g) * PackedGroupBytes(type, n_in);
@@ -63,7 +59,7 @@ void PackGroups(GgmlType type, const uint8_t* src, size_t src_row_bytes, int64_t
     for (int lane = 0; lane < kPackRows; ++lane) {
       const int64_t row = g * kPackRows + lane;
       for (int64_t b = 0; b < n_blocks; ++b) {
-        uint8_t* quants = group + PackedQuantsOffset(quant_bytes, static_cast<size_t>(b));
+        uint8_t* quants = group + bundles.QuantsOffset(b);
         if (row >= n_out) {
           if (q8) {
             for (int d = 0; d < dwords; ++d) std::memset(quants + 64 * d + 4 * lane, 0x80, 4);
@@ -72,11 +68,7 @@ void PackGroups(GgmlType type, const uint8_t* src, size_t src_row_bytes, int64_t
         }
         const uint8_t* block =
             src + src_row_bytes * static_cast<size_t>(row) + block_bytes * static_cast<size_t>(b);
-        std::memcpy(group +
-                        PackedScalesOffset(quant_bytes, static_cast<size_t>(b),
-                                           static_cast<size_t>(n_blocks)) +
-                        2 * lane,
-                    block, 2);
+        std::memcpy(group + bundles.SideOffset(b) + 2 * lane, block, 2);
         for (int d = 0; d < dwords; ++d) {
           uint32_t dword;
           std::memcpy(&dword, block + 2 + 4 * d, 4);
@@ -95,19 +87,14 @@ void UnpackRow(GgmlType type, const uint8_t* packed, int64_t n_in, int64_t row, 
   const bool q8 = type == GgmlType::kQ8_0;
   const int64_t n_blocks = n_in / kBlock;
   const size_t block_bytes = StoredBlockBytes(type);
-  const size_t quant_bytes = PackedQuantBytes(type);
+  const BlockBundles bundles = PackedBundles(PackedQuantBytes(type), n_blocks);
   const uint8_t* group =
       packed + static_cast<size_t>(row / kPackRows) * PackedGroupBytes(type, n_in);
   const int lane = static_cast<int>(row % kPackRows);
   for (int64_t b = 0; b < n_blocks; ++b) {
     uint8_t* block = out + block_bytes * static_cast<size_t>(b);
-    std::memcpy(
-        block,
-        group +
-            PackedScalesOffset(quant_bytes, static_cast<size_t>(b), static_cast<size_t>(n_blocks)) +
-            2 * lane,
-        2);
-    const uint8_t* quants = group + PackedQuantsOffset(quant_bytes, static_cast<size_t>(b));
+    std::memcpy(block, group + bundles.SideOffset(b) + 2 * lane, 2);
+    const uint8_t* quants = group + bundles.QuantsOffset(b);
     for (int d = 0; d < (q8 ? 8 : 4); ++d) {
       for (int i = 0; i < 4; ++i) {
         const uint8_t byte = quants[64 * d + 4 * lane + i];

@@ -5,10 +5,10 @@
 // they compute on the stored layout (kernels.h), bit for bit.
 //
 // Layout of a packed matrix: groups of 16 rows, group g at g * PackedGroupBytes (a multiple of 64).
-// Inside a group, for n_blocks = n_in / 32 blocks, the blocks go in pairs, one stream: pair p
-// (blocks 2p and 2p + 1) at p * PackedPairBytes holds block 2p's quants, block 2p + 1's quants,
-// then the two blocks' 16 f16 scales each, lane = row (PackedQuantsOffset, PackedScalesOffset; an
-// odd last block is a pair of its own: its quants, its scales, 32 bytes of zeros). A block's
+// Inside a group, for n_blocks = n_in / 32 blocks, the blocks go in pairs, one stream (bundles of
+// two, block_bundles.h; PackedBundles): block 2p's quants, block 2p + 1's quants, then the two
+// blocks' 16 f16 scales each, lane = row; an odd last block is a pair of its own: its quants, its
+// scales, 32 bytes of zeros. A block's
 // quants, PackedQuantBytes of them:
 //     Q8_0: 8 dwords d = 0..7, each 64 bytes: bytes 4l .. 4l + 3 are row l's quants 4d .. 4d + 3,
 //           XORed with 0x80 (signed to unsigned, offset 128);
@@ -25,6 +25,7 @@
 #include <cstdint>
 
 #include "io/ggml_type.h"
+#include "kernels/cpu/block_bundles.h"
 
 namespace kvserve {
 
@@ -36,26 +37,13 @@ bool HasPackedLayout(GgmlType type);
 // Quant bytes of one block of a 16-row group (Q8_0 and Q4_0 only).
 size_t PackedQuantBytes(GgmlType type);
 
-// Q8_0 and Q4_0 groups (quant_bytes = PackedQuantBytes): a pair of blocks' bytes, and where block
-// b's quants and its 16 f16 scales start inside a group.
+// Where the blocks of a Q8_0 or Q4_0 group are (quant_bytes = PackedQuantBytes: bundles of two
+// blocks, block_bundles.h).
 constexpr size_t kPackedScaleBytes = 2 * kPackRows;
-constexpr size_t PackedPairBytes(size_t quant_bytes) {
-  return 2 * (quant_bytes + kPackedScaleBytes);
-}
-constexpr size_t PackedQuantsOffset(size_t quant_bytes, size_t b) {
-  return b / 2 * PackedPairBytes(quant_bytes) + b % 2 * quant_bytes;
-}
-// Of n_blocks blocks: an odd last block is a pair of its own, its quants then its scales (and 32
-// bytes of padding), so a group costs no more than the stored rows, up to the 64-byte rounding.
-constexpr size_t PackedScalesOffset(size_t quant_bytes, size_t b, size_t n_blocks) {
-  const size_t pair = b / 2 * PackedPairBytes(quant_bytes);
-  if (b % 2 == 0 && b + 1 == n_blocks) return pair + quant_bytes;
-  return pair + 2 * quant_bytes + b % 2 * kPackedScaleBytes;
-}
-// The bytes from block b's quants to block b + 1's (with the pair's scales after an odd b): the
-// part of the group's stream a tile reads with block b, and prefetches ahead.
-constexpr size_t PackedStreamBytes(size_t quant_bytes, size_t b) {
-  return quant_bytes + b % 2 * 2 * kPackedScaleBytes;
+constexpr BlockBundles PackedBundles(size_t quant_bytes, int64_t n_blocks) {
+  static_assert(BlocksPerBundle(4 * 64, kPackedScaleBytes) == 2 &&
+                BlocksPerBundle(8 * 64, kPackedScaleBytes) == 2);
+  return BlockBundles(quant_bytes, kPackedScaleBytes, n_blocks, 2);
 }
 // Bytes of one 16-row group of a matrix with n_in columns (rounded up to 64).
 size_t PackedGroupBytes(GgmlType type, int64_t n_in);

@@ -210,18 +210,18 @@ void TransposeGroup(const MatmulTile& t, int j0, uint8_t* out) {
   const int n_blocks = t.k / 32;
   const uint8_t* base = t.w + static_cast<size_t>(j0) * t.w_row_bytes;
   const __m512i offsets = RowOffsets(j0, t.n_end, t.w_row_bytes);
+  const BlockBundles bundles = PackedBundles(kQuantBytes<Q>, n_blocks);
   for (int b = 0; b < n_blocks; ++b) {
     const uint8_t* block = base + kBlockBytes<Q> * static_cast<size_t>(b);
-    uint8_t* quants = out + PackedQuantsOffset(kQuantBytes<Q>, b);
+    uint8_t* quants = out + bundles.QuantsOffset(b);
     for (int d = 0; d < (Q == QType::kQ8_0 ? 8 : 4); ++d) {
       __m512i g = _mm512_i32gather_epi32(offsets, block + 2 + 4 * d, 1);
       if constexpr (Q == QType::kQ8_0) g = _mm512_xor_si512(g, _mm512_set1_epi8(-128));
       _mm512_store_si512(quants + 64 * d, g);
     }
     const __m512i words = _mm512_i32gather_epi32(offsets, block, 1);
-    _mm256_store_si256(
-        reinterpret_cast<__m256i*>(out + PackedScalesOffset(kQuantBytes<Q>, b, n_blocks)),
-        _mm512_cvtepi32_epi16(words));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out + bundles.SideOffset(b)),
+                       _mm512_cvtepi32_epi16(words));
   }
 }
 
@@ -247,19 +247,19 @@ inline void LoadPackedBlock(const uint8_t* quants, __m512i wq[8]) {
 // shift of every unpacked dword; the block sum, and so the result, is the same integer.
 template <PrefetchLevel L>
 void Q4DecodeTile(const uint8_t* group, int n_blocks, const XPair* x, float* y, __mmask16 mask) {
-  constexpr size_t kQuants = kQuantBytes<QType::kQ4_0>;
+  const BlockBundles bundles = PackedBundles(kQuantBytes<QType::kQ4_0>, n_blocks);
   const __m512i low = _mm512_set1_epi8(0x0f);
   const __m512i high = _mm512_set1_epi8(static_cast<char>(0xf0));
   __m512 acc = _mm512_setzero_ps();
   for (int b = 0; b < n_blocks; ++b) {
-    const uint8_t* quants = group + PackedQuantsOffset(kQuants, b);
-    const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(
-        reinterpret_cast<const __m256i*>(group + PackedScalesOffset(kQuants, b, n_blocks))));
+    const uint8_t* quants = group + bundles.QuantsOffset(b);
+    const __m512 dw = _mm512_cvtph_ps(
+        _mm256_load_si256(reinterpret_cast<const __m256i*>(group + bundles.SideOffset(b))));
     const XPair& xp = x[b / 2];
     const int8_t* xq = xp.q + 32 * (b % 2);
     __m512i s_low = _mm512_set1_epi32(xp.block_corr[b % 2]);
     __m512i s_high16 = _mm512_setzero_si512();
-    PrefetchLinesAhead<L>(quants, PackedStreamBytes(kQuants, b));
+    PrefetchLinesAhead<L>(quants, bundles.StreamBytes(b));
     for (int d = 0; d < 4; ++d) {
       const __m512i g = _mm512_load_si512(quants + 64 * d);
       s_low = DpbusdBcast(s_low, _mm512_and_si512(g, low), xq + 4 * d);
@@ -277,15 +277,16 @@ void GroupTile(const uint8_t* group, int n_blocks, const XPair* const* x, float*
   if constexpr (Q == QType::kQ4_0 && MR == 1) {
     return Q4DecodeTile<L>(group, n_blocks, x[0], y[0], mask);
   }
+  const BlockBundles bundles = PackedBundles(kQuantBytes<Q>, n_blocks);
   __m512 acc[MR];
   for (int r = 0; r < MR; ++r) acc[r] = _mm512_setzero_ps();
   for (int b = 0; b < n_blocks; ++b) {
     __m512i wq[8];
-    const uint8_t* quants = group + PackedQuantsOffset(kQuantBytes<Q>, b);
-    PrefetchLinesAhead<L>(quants, PackedStreamBytes(kQuantBytes<Q>, b));
+    const uint8_t* quants = group + bundles.QuantsOffset(b);
+    PrefetchLinesAhead<L>(quants, bundles.StreamBytes(b));
     LoadPackedBlock<Q>(quants, wq);
-    const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(
-        reinterpret_cast<const __m256i*>(group + PackedScalesOffset(kQuantBytes<Q>, b, n_blocks))));
+    const __m512 dw = _mm512_cvtph_ps(
+        _mm256_load_si256(reinterpret_cast<const __m256i*>(group + bundles.SideOffset(b))));
     const int p = b / 2, h = b % 2;
     for (int r = 0; r < MR; ++r) {
       const XPair& xp = x[r][p];

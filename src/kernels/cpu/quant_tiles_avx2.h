@@ -152,14 +152,15 @@ inline __m256i AddDword(__m256i sum, __m256i unsigned_w, __m256i signed_w, __m25
 template <QType Q, int MR, int NH, PrefetchLevel L = PrefetchLevel::kL1>
 void GroupTile(const uint8_t* group, int n_blocks, int h0, const uint8_t* const* x,
                const XInfo* const* info, float* const* y, const int* valid) {
+  const BlockBundles bundles = PackedBundles(kQuantBytes<Q>, n_blocks);
   const __m256i ones16 = _mm256_set1_epi16(1);
   __m256 acc[NH][MR];
   for (int h = 0; h < NH; ++h) {
     for (int r = 0; r < MR; ++r) acc[h][r] = _mm256_setzero_ps();
   }
   for (int b = 0; b < n_blocks; ++b) {
-    const uint8_t* quants = group + PackedQuantsOffset(kQuantBytes<Q>, b);
-    if (h0 == 0) PrefetchLinesAhead<L>(quants, PackedStreamBytes(kQuantBytes<Q>, b));
+    const uint8_t* quants = group + bundles.QuantsOffset(b);
+    if (h0 == 0) PrefetchLinesAhead<L>(quants, bundles.StreamBytes(b));
     __m256i sums[NH][MR];  // AddDword's sums; with VNNI they start from the correction
     for (int h = 0; h < NH; ++h) {
       for (int r = 0; r < MR; ++r) {
@@ -180,8 +181,8 @@ void GroupTile(const uint8_t* group, int n_blocks, int h0, const uint8_t* const*
       }
     }
     for (int h = 0; h < NH; ++h) {
-      const __m256 dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(
-          group + PackedScalesOffset(kQuantBytes<Q>, b, n_blocks) + 16 * (h0 + h))));
+      const __m256 dw = _mm256_cvtph_ps(_mm_load_si128(
+          reinterpret_cast<const __m128i*>(group + bundles.SideOffset(b) + 16 * (h0 + h))));
       for (int r = 0; r < MR; ++r) {
         const XInfo& xi = info[r][b];
         __m256i isum = sums[h][r];
