@@ -8,15 +8,14 @@
 // Inside a group, for n_blocks = n_in / 32 blocks, the blocks go in pairs, one stream (bundles of
 // two, block_bundles.h; PackedBundles): block 2p's quants, block 2p + 1's quants, then the two
 // blocks' 16 f16 scales each, lane = row; an odd last block is a pair of its own: its quants, its
-// scales, 32 bytes of zeros. A block's
-// quants, PackedQuantBytes of them:
+// scales, 32 bytes of zeros. A block's quants, PackedQuantBytes of them:
 //     Q8_0: 8 dwords d = 0..7, each 64 bytes: bytes 4l .. 4l + 3 are row l's quants 4d .. 4d + 3,
 //           XORed with 0x80 (signed to unsigned, offset 128);
 //     Q4_0: 4 dwords d = 0..3, each 64 bytes: bytes 4l .. 4l + 3 are row l's nibble bytes
 //           4d .. 4d + 3 as stored (low nibbles: elements 4d.., high nibbles: 16 + 4d..).
 // The scales sit beside their quants because a decode tile reads memory faster from one stream:
 // with all of a group's scales after all its quants (the layout before 2026-12-07) the Q4_0 tile
-// read 65-77% of what a plain read of the same bytes reads on a Zen 5 VM, paired 93-99%
+// read 65-77% of what a plain read of the same bytes reads on a Zen 5 VM, paired 87-99%
 // (bench/blocks32_decode_ab.cc; docs/benchmarks.md, "Zen 5").
 // Rows past n_out in the last group are zero (quants of value 0, scale 0).
 #pragma once
