@@ -54,15 +54,19 @@ def wait_ready(proc):
     raise RuntimeError("server not ready")
 
 
+def json_post(path, body):
+    """A POST of `body` as JSON to the running server's `path`."""
+    return urllib.request.Request(f"http://127.0.0.1:{PORT}{path}", data=json.dumps(body).encode(),
+                                  headers={"Content-Type": "application/json"})
+
+
 def stream_chat(messages, max_tokens, seed=None):
     """One streamed chat request: greedy, or seeded sampling (temperature 0.8, top-p 0.95)."""
     body = {"model": MODEL_ID, "messages": messages, "max_tokens": max_tokens, "temperature": 0,
             "stream": True, "stream_options": {"include_usage": True}}
     if seed is not None:
         body.update({"temperature": 0.8, "top_p": 0.95, "seed": seed})
-    request = urllib.request.Request(f"http://127.0.0.1:{PORT}/v1/chat/completions",
-                                     data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
+    request = json_post("/v1/chat/completions", body)
     text, first, last, tokens = "", None, None, None
     with urllib.request.urlopen(request, timeout=600) as reply:
         for raw in reply:
@@ -87,9 +91,7 @@ def rendered_prompts(tasks):
     prompts = {}
     for task, conversations in tasks.items():
         for i, messages in enumerate(conversations):
-            request = urllib.request.Request(f"http://127.0.0.1:{PORT}/apply-template",
-                                             data=json.dumps({"messages": messages}).encode(),
-                                             headers={"Content-Type": "application/json"})
+            request = json_post("/apply-template", {"messages": messages})
             with urllib.request.urlopen(request, timeout=60) as reply:
                 prompts[(task, i)] = json.loads(reply.read())["prompt"]
     return prompts
