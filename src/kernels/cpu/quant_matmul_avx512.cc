@@ -368,8 +368,8 @@ void MatmulQuant(const MatmulTile& t) {
   }
   uint8_t* transposed = nullptr;
   if constexpr (!kPacked) {
-    transposed = static_cast<uint8_t*>(t.scratch->w.Get(
-        PackedGroupBytes(Q == QType::kQ8_0 ? GgmlType::kQ8_0 : GgmlType::kQ4_0, t.k)));
+    transposed = static_cast<uint8_t*>(
+        t.scratch->w.Get(PackedBundles(kQuantBytes<Q>, n_blocks).GroupBytes()));
     assert(transposed != nullptr);
   }
   for (int m0 = 0; m0 < t.m; m0 += m_block) {
