@@ -59,7 +59,7 @@ int main() {
       auto problem =
           std::make_shared<kvserve::bench::DecodeProblem>(type, GgmlType::kQ8_0, n, k, copies);
       for (auto [form, fn] : {std::pair{"L1", kvserve::PackedMatmulFor(table, type)},
-                              std::pair{"L2", kvserve::DecodeAlternativeFor(table, type)}}) {
+                              std::pair{"L2", kvserve::DecodeAlternativeFor(table, type, true)}}) {
         if (fn == nullptr) continue;
         entries.push_back({type, form, fn, problem, {}});
       }

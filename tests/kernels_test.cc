@@ -275,7 +275,7 @@ TEST(KernelsTest, FloatDecodeAlternativesGiveTheTableTilesBits) {
   int tested = 0;
   for (const KernelTable* t : AllTables()) {
     for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16}) {
-      const MatmulTileFn alt = DecodeAlternativeFor(*t, type);
+      const MatmulTileFn alt = DecodeAlternativeFor(*t, type, false);
       if (alt == nullptr) continue;
       ++tested;
       for (int k : KSweep(type)) {

@@ -127,7 +127,7 @@ TEST(MatmulSameInput, EachMatrixGetsItsOwnMatmulsBits) {
 TEST(MatmulSameInput, TheDecodeTileChooserStillDecides) {
   ThreadPool pool(2);
   const KernelTable& table = KernelsFor("");
-  if (DecodeAlternativeFor(table, GgmlType::kQ4_K) == nullptr) {
+  if (DecodeAlternativeFor(table, GgmlType::kQ4_K, true) == nullptr) {
     GTEST_SKIP() << table.isa << " has one Q4_K decode tile: nothing to choose";
   }
   DecodeTileChooser chooser(table);

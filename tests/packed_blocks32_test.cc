@@ -137,7 +137,7 @@ TEST(PackedBlocks32Test, PackedTilesGiveScalarBits) {
       for (const KernelTable* table : testing::FastTables()) {
         // The table's tile, then its decode alternative (KernelTable::decode_q4_1_x16_l2 ...).
         for (const MatmulTileFn fn :
-             {PackedMatmulFor(*table, type), DecodeAlternativeFor(*table, type)}) {
+             {PackedMatmulFor(*table, type), DecodeAlternativeFor(*table, type, true)}) {
           if (fn == nullptr) continue;
           SCOPED_TRACE(std::string(table->isa) +
                        (fn == PackedMatmulFor(*table, type) ? " x16 tile" : " decode alternative"));

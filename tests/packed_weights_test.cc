@@ -147,7 +147,7 @@ TEST(PackedWeightsTest, PackedKernelsMatchStoredLayoutBitwise) {
                         m, k, n_begin, n_end, n);
             ASSERT_EQ(std::memcmp(want.data(), got.data(), sizeof(float) * want.size()), 0);
             // The decode alternative (prefetches into L2, KernelTable::decode_q4_0_x16_l2 ...).
-            if (const MatmulTileFn alt = DecodeAlternativeFor(*table, type); alt != nullptr) {
+            if (const MatmulTileFn alt = DecodeAlternativeFor(*table, type, true); alt != nullptr) {
               const std::vector<float> got_alt = RunTile(
                   alt, packed.data(), PackedGroupBytes(type, k), x, m, k, n_begin, n_end, n);
               ASSERT_EQ(std::memcmp(want.data(), got_alt.data(), sizeof(float) * want.size()), 0);

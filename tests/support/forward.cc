@@ -33,6 +33,31 @@ std::vector<float> AllPositionLogits(const Model& model, const std::vector<int32
   return logits;
 }
 
+std::vector<float> OneByOneLogits(const Model& model, const std::vector<int32_t>& tokens) {
+  constexpr int kBlockSize = 16;
+  const int n_vocab = model.config().n_vocab;
+  const int n = static_cast<int>(tokens.size());
+  const int n_blocks = (n + kBlockSize - 1) / kBlockSize;
+  KvCache kv(model.kv_spec(), KvType::kF32, kBlockSize, n_blocks, model.backend().allocator());
+  auto workspace = model.backend().NewWorkspace(WorkspaceOptions{.n_threads = 1});
+  std::vector<float> logits(static_cast<size_t>(n) * n_vocab);
+  for (int i = 0; i < n; ++i) {
+    ForwardBatch batch;
+    batch.Clear(kv.n_groups());
+    batch.tokens = {tokens[i]};
+    batch.positions = {i};
+    batch.seq_index = {0};
+    batch.logit_rows = {0};
+    for (KvGroupBatch& group : batch.kv_groups) {
+      group.block_tables.emplace_back(n_blocks);
+      std::iota(group.block_tables[0].begin(), group.block_tables[0].end(), 0);
+      group.slots = {i};
+    }
+    model.Forward(batch, kv, *workspace, logits.data() + static_cast<size_t>(i) * n_vocab);
+  }
+  return logits;
+}
+
 std::vector<int> ArgmaxPerRow(const std::vector<float>& logits, int n_vocab) {
   std::vector<int> out;
   for (size_t row = 0; row + n_vocab <= logits.size(); row += n_vocab) {

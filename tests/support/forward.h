@@ -13,6 +13,8 @@ namespace kvserve::testing {
 // Logits of every position of `tokens` in one batched forward pass with an f32 KV cache:
 // [n_tokens, n_vocab].
 std::vector<float> AllPositionLogits(const Model& model, const std::vector<int32_t>& tokens);
+// The same logits from one forward pass per token (the decode path: one activation row).
+std::vector<float> OneByOneLogits(const Model& model, const std::vector<int32_t>& tokens);
 
 // The index of each row's largest logit.  logits: [n_rows, n_vocab]
 std::vector<int> ArgmaxPerRow(const std::vector<float>& logits, int n_vocab);

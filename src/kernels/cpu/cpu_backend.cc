@@ -134,10 +134,10 @@ std::unique_ptr<Workspace> CpuBackend::NewWorkspace(const WorkspaceOptions& opti
   return std::make_unique<CpuWorkspace>(options.n_threads);
 }
 
-// Repacks every matrix (Q8_0, Q4_0, the K-quants) the table has a packed kernel for, then drops the
-// stored bytes from resident memory (file mappings only). Loading is mostly page faults on the
-// mapping: up to 8 threads, each taking whole matrices. No memory for the copy: the stored layout
-// keeps working.
+// Repacks every matrix (the quantized types', F32, F16, BF16) the table has a packed kernel for,
+// then drops the stored bytes from resident memory (file mappings only). Loading is mostly page
+// faults on the mapping: up to 8 threads, each taking whole matrices. No memory for the copy: the
+// stored layout keeps working.
 size_t CpuBackend::PrepareWeights(std::span<WeightMatrix* const> all,
                                   std::span<WeightVector* const> /*vectors*/, const GgufFile& file,
                                   std::shared_ptr<uint8_t>& storage) const {

@@ -29,15 +29,19 @@ DecodeTileChooser::DecodeTileChooser(const KernelTable& table, std::string_view 
         type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kQ6_K;
     Slot& slot = slots_[i];
     slot.type = type;
-    slot.fns = {is_float ? MatmulFor(table, type) : PackedMatmulFor(table, type),
-                DecodeAlternativeFor(table, type)};
+    // Float matrices are packed where the table has x16 tiles for them (the CPU backend packs
+    // them then), else stored.
+    const bool packed = !is_float || PackedMatmulFor(table, type) != nullptr;
+    slot.fns = {packed ? PackedMatmulFor(table, type) : MatmulFor(table, type),
+                DecodeAlternativeFor(table, type, packed)};
     // The K-quants' tiles are named by the table; the others' alternatives prefetch into L2.
     const char* first_name = table.kquant_decode_first_name;
     const char* alt_name = table.kquant_decode_alt_name;
     slot.names = is_kquant
                      ? std::array<const char*, 2>{first_name != nullptr ? first_name : "first",
                                                   alt_name != nullptr ? alt_name : "alt"}
-                     : std::array<const char*, 2>{"L1 prefetch", "L2 prefetch"};
+                 : is_float && packed ? std::array<const char*, 2>{"no prefetch", "L2 prefetch"}
+                                      : std::array<const char*, 2>{"L1 prefetch", "L2 prefetch"};
     slot.few_rows = !is_kquant;
     if (slot.fns[0] == nullptr || slot.fns[1] == nullptr) continue;
     if (force == "first") slot.chosen = 0;

@@ -61,8 +61,9 @@ class DecodeTileChooser {
   std::string Describe() const;
 
  private:
-  // Q4_K, Q5_K, Q6_K (named by the table: one-pass or two-pass, prefetch or not); F32, F16, BF16,
-  // Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4 (L1 or L2 prefetch).
+  // Q4_K, Q5_K, Q6_K (named by the table: one-pass or two-pass, prefetch or not); F32, F16, BF16
+  // (packed: no prefetch or L2 prefetch; stored: L1 or L2), Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL,
+  // MXFP4 (L1 or L2 prefetch).
   static constexpr int kTypes = 13;
   struct Slot {
     GgmlType type = GgmlType::kF32;

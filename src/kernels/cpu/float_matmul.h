@@ -15,5 +15,13 @@ void MatmulBf16(const MatmulTile& t);
 void MatmulF32L2(const MatmulTile& t);
 void MatmulF16L2(const MatmulTile& t);
 void MatmulBf16L2(const MatmulTile& t);
+// The same on matrices in the x16 layout (packed_floats.h; w_row_bytes: one 16-row group's bytes,
+// n_begin a multiple of 16); the L2 forms' decode tile also prefetches its stream into L2.
+void MatmulF32X16(const MatmulTile& t);
+void MatmulF16X16(const MatmulTile& t);
+void MatmulBf16X16(const MatmulTile& t);
+void MatmulF32X16L2(const MatmulTile& t);
+void MatmulF16X16L2(const MatmulTile& t);
+void MatmulBf16X16L2(const MatmulTile& t);
 
 }  // namespace kvserve::avx512

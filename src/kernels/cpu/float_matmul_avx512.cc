@@ -89,39 +89,59 @@ inline __m512 TransposedHalvingSum8(const __m512 a[8]) {
                        _mm512_shuffle_ps(s2, s2, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-// 16 weights starting at element k of row w, as floats. Exact for all three types.
+// 16 weights stored at w, as floats. Exact for all three types.
 template <WType T>
-inline __m512 LoadW(const uint8_t* w, int k) {
+inline __m512 LoadW(const uint8_t* w) {
   if constexpr (T == WType::kF32) {
-    return _mm512_loadu_ps(w + 4 * k);
+    return _mm512_loadu_ps(w);
   } else if constexpr (T == WType::kF16) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * k)));
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)));
   } else {
-    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * k));
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
 }
 
 // As LoadW, but only the lanes in `mask` are read; the others are 0.
 template <WType T>
-inline __m512 LoadWMasked(const uint8_t* w, int k, __mmask16 mask) {
+inline __m512 LoadWMasked(const uint8_t* w, __mmask16 mask) {
   if constexpr (T == WType::kF32) {
-    return _mm512_maskz_loadu_ps(mask, w + 4 * k);
+    return _mm512_maskz_loadu_ps(mask, w);
   } else if constexpr (T == WType::kF16) {
-    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, w + 2 * k));
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, w));
   } else {
-    const __m256i h = _mm256_maskz_loadu_epi16(mask, w + 2 * k);
+    const __m256i h = _mm256_maskz_loadu_epi16(mask, w);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
 }
 
+// Where a tile's weight rows are. Stored (kX16 false): row j at t.w + j * t.w_row_bytes, its
+// 16-element vectors one after another. The x16 layout (packed_floats.h): t.w_row_bytes per
+// 16-row group, vector v of row l of a group at (16 v + l) vectors from the group's start.
+template <WType T, bool kX16>
+struct WeightRows {
+  static constexpr size_t kVectorBytes = kLanes * (T == WType::kF32 ? 4 : 2);
+  static constexpr int kGroupRows = 16;  // kPackRows
+  // Bytes from vector v of a row to vector v + 1.
+  static constexpr size_t kStep = kX16 ? kGroupRows * kVectorBytes : kVectorBytes;
+  static const uint8_t* Row(const MatmulTile& t, int j) {
+    if constexpr (kX16) {
+      return t.w + static_cast<size_t>(j / kGroupRows) * t.w_row_bytes +
+             static_cast<size_t>(j % kGroupRows) * kVectorBytes;
+    } else {
+      return t.w + static_cast<size_t>(j) * t.w_row_bytes;
+    }
+  }
+};
+
 // y[i0 + r][j0 + c] for r < MR, c < NR, over the whole row length. L: where the decode tile
-// (MR == 1, NR == kNrDecode) prefetches the next tile's rows.
-template <WType T, int MR, int NR, PrefetchLevel L = PrefetchLevel::kL1>
+// (MR == 1, NR == kNrDecode, stored rows) prefetches the next tile's rows.
+template <WType T, int MR, int NR, PrefetchLevel L = PrefetchLevel::kL1, bool kX16 = false>
 void FloatTile(const MatmulTile& t, int i0, int j0) {
+  using Rows = WeightRows<T, kX16>;
   const uint8_t* w[NR];
   const float* x[MR];
-  for (int c = 0; c < NR; ++c) w[c] = t.w + static_cast<size_t>(j0 + c) * t.w_row_bytes;
+  for (int c = 0; c < NR; ++c) w[c] = Rows::Row(t, j0 + c);
   for (int r = 0; r < MR; ++r) {
     x[r] = reinterpret_cast<const float*>(t.x + static_cast<size_t>(i0 + r) * t.x_row_bytes);
   }
@@ -137,15 +157,16 @@ void FloatTile(const MatmulTile& t, int i0, int j0) {
   // NR * kLanes weights' bytes per step. Prefetches change no bits.
   constexpr size_t kStepBytes = NR * kLanes * (T == WType::kF32 ? 4 : 2);
   const uint8_t* next_tile = w[0] + NR * t.w_row_bytes;
-  for (; kk + kLanes <= k; kk += kLanes) {
-    if constexpr (MR == 1 && NR == kNrDecode) {
+  size_t offset = 0;  // of vector kk / kLanes in a row
+  for (; kk + kLanes <= k; kk += kLanes, offset += Rows::kStep) {
+    if constexpr (MR == 1 && NR == kNrDecode && !kX16) {
       const uint8_t* ahead = next_tile + kStepBytes / kLanes * kk;
       for (size_t line = 0; line < kStepBytes; line += 64) {
         _mm_prefetch(reinterpret_cast<const char*>(ahead + line), kPrefetchHint<L>);
       }
     }
     __m512 wv[NR];
-    for (int c = 0; c < NR; ++c) wv[c] = LoadW<T>(w[c], kk);
+    for (int c = 0; c < NR; ++c) wv[c] = LoadW<T>(w[c] + offset);
     for (int r = 0; r < MR; ++r) {
       const __m512 xv = _mm512_loadu_ps(x[r] + kk);
       for (int c = 0; c < NR; ++c) acc[r][c] = _mm512_fmadd_ps(wv[c], xv, acc[r][c]);
@@ -154,7 +175,7 @@ void FloatTile(const MatmulTile& t, int i0, int j0) {
   if (kk < k) {
     const __mmask16 mask = static_cast<__mmask16>((1u << (k - kk)) - 1);
     __m512 wv[NR];
-    for (int c = 0; c < NR; ++c) wv[c] = LoadWMasked<T>(w[c], kk, mask);
+    for (int c = 0; c < NR; ++c) wv[c] = LoadWMasked<T>(w[c] + offset, mask);
     for (int r = 0; r < MR; ++r) {
       const __m512 xv = _mm512_maskz_loadu_ps(mask, x[r] + kk);
       for (int c = 0; c < NR; ++c) acc[r][c] = _mm512_fmadd_ps(wv[c], xv, acc[r][c]);
@@ -166,21 +187,22 @@ void FloatTile(const MatmulTile& t, int i0, int j0) {
   }
 }
 
-template <WType T, int NR>
+template <WType T, int NR, bool kX16>
 void FloatTileRows(const MatmulTile& t, int i0, int mr, int j0) {
+  constexpr PrefetchLevel kL1 = PrefetchLevel::kL1;
   switch (mr) {
     case 1:
-      return FloatTile<T, 1, NR>(t, i0, j0);
+      return FloatTile<T, 1, NR, kL1, kX16>(t, i0, j0);
     case 2:
-      return FloatTile<T, 2, NR>(t, i0, j0);
+      return FloatTile<T, 2, NR, kL1, kX16>(t, i0, j0);
     case 3:
-      return FloatTile<T, 3, NR>(t, i0, j0);
+      return FloatTile<T, 3, NR, kL1, kX16>(t, i0, j0);
     case 4:
-      return FloatTile<T, 4, NR>(t, i0, j0);
+      return FloatTile<T, 4, NR, kL1, kX16>(t, i0, j0);
     case 5:
-      return FloatTile<T, 5, NR>(t, i0, j0);
+      return FloatTile<T, 5, NR, kL1, kX16>(t, i0, j0);
     case 6:
-      return FloatTile<T, 6, NR>(t, i0, j0);
+      return FloatTile<T, 6, NR, kL1, kX16>(t, i0, j0);
   }
   assert(false && "FloatTileRows: bad row count");
 }
@@ -215,30 +237,33 @@ constexpr int kMinPackedRows = 16;
 // panel, x = [vector][kPackMr][16] activation panel, acc = [row tile][kPackMr][kPackNr][16] spilled
 // accumulators.
 
-// Vector v (16 elements from 16 v) of a row of k elements, zero past k, as floats.
+// Vector v (16 elements from 16 v) of a row of k elements, zero past k, as floats; `step`: bytes
+// from one vector of the row to the next.
 template <WType T>
-inline __m512 LoadVector(const uint8_t* w, int v, int k) {
+inline __m512 LoadVector(const uint8_t* w, int v, int k, size_t step) {
   const int kk = kLanes * v;
-  if (kk + kLanes <= k) return LoadW<T>(w, kk);
-  return LoadWMasked<T>(w, kk, static_cast<__mmask16>((1u << (k - kk)) - 1));
+  if (kk + kLanes <= k) return LoadW<T>(w + step * v);
+  return LoadWMasked<T>(w + step * v, static_cast<__mmask16>((1u << (k - kk)) - 1));
 }
 
 // Converts weight rows [j0, j0 + nc) (of the tile's k) into `panel`: row tiles of kPackNr rows
 // (rows past nc are zero), k blocks of kKBlockVectors vectors (the last one shorter), laid out
 // [k block][row tile][vector in block][kPackNr][16] so that one k block of the panel is contiguous.
-template <WType T>
+template <WType T, bool kX16>
 void PackWeightPanel(const MatmulTile& t, int j0, int nc, int kv, float* panel) {
+  using Rows = WeightRows<T, kX16>;
   const int row_tiles = (nc + kPackNr - 1) / kPackNr;
   for (int jt = 0; jt < row_tiles; ++jt) {
     for (int c = 0; c < kPackNr; ++c) {
       const int j = jt * kPackNr + c;
-      const uint8_t* w = t.w + static_cast<size_t>(j0 + j) * t.w_row_bytes;
+      const uint8_t* w = j < nc ? Rows::Row(t, j0 + j) : nullptr;
       for (int kb0 = 0; kb0 < kv; kb0 += kKBlockVectors) {
         const int kbn = kv - kb0 < kKBlockVectors ? kv - kb0 : kKBlockVectors;
         float* dst = panel + static_cast<size_t>(kb0) * row_tiles * kPackNr * kLanes +
                      static_cast<size_t>(jt) * kbn * kPackNr * kLanes + c * kLanes;
         for (int v = 0; v < kbn; ++v) {
-          const __m512 wv = j < nc ? LoadVector<T>(w, kb0 + v, t.k) : _mm512_setzero_ps();
+          const __m512 wv =
+              j < nc ? LoadVector<T>(w, kb0 + v, t.k, Rows::kStep) : _mm512_setzero_ps();
           _mm512_store_ps(dst + v * kPackNr * kLanes, wv);
         }
       }
@@ -251,7 +276,8 @@ void PackActivationPanel(const MatmulTile& t, int i0, int mr, int kv, float* pan
   for (int r = 0; r < kPackMr; ++r) {
     const uint8_t* x = t.x + static_cast<size_t>(i0 + r) * t.x_row_bytes;
     for (int v = 0; v < kv; ++v) {
-      const __m512 xv = r < mr ? LoadVector<WType::kF32>(x, v, t.k) : _mm512_setzero_ps();
+      const __m512 xv =
+          r < mr ? LoadVector<WType::kF32>(x, v, t.k, kLanes * sizeof(float)) : _mm512_setzero_ps();
       _mm512_store_ps(panel + (static_cast<size_t>(v) * kPackMr + r) * kLanes, xv);
     }
   }
@@ -356,7 +382,7 @@ class RowPrefetcher {
   int line_ = 0;
 };
 
-template <WType T>
+template <WType T, bool kX16>
 void MatmulFloatPacked(const MatmulTile& t) {
   const int kv = (t.k + kLanes - 1) / kLanes;  // 16-float vectors per row, the last zero-padded
   const size_t row_floats = static_cast<size_t>(kv) * kLanes;
@@ -387,12 +413,14 @@ void MatmulFloatPacked(const MatmulTile& t) {
   for (int j0 = t.n_begin; j0 < t.n_end; j0 += panel_rows) {
     const int nc = t.n_end - j0 < panel_rows ? t.n_end - j0 : panel_rows;
     const int row_tiles = (nc + kPackNr - 1) / kPackNr;
-    PackWeightPanel<T>(t, j0, nc, kv, w_panel);
+    PackWeightPanel<T, kX16>(t, j0, nc, kv, w_panel);
     const int next_j0 = j0 + nc;
     const int next_nc = t.n_end - next_j0 < panel_rows ? t.n_end - next_j0 : panel_rows;
-    RowPrefetcher next_weights(t.w + static_cast<size_t>(next_j0) * t.w_row_bytes, t.w_row_bytes,
-                               next_nc > 0 ? next_nc : 0, t.w_row_bytes,
-                               m_tiles * k_blocks * row_tiles);
+    // The next panel's rows; in the x16 layout, the 16-row groups that hold them.
+    const int first = kX16 ? next_j0 / 16 : next_j0;
+    const int rows = next_nc <= 0 ? 0 : kX16 ? (next_j0 + next_nc + 15) / 16 - first : next_nc;
+    RowPrefetcher next_weights(t.w + static_cast<size_t>(first) * t.w_row_bytes, t.w_row_bytes,
+                               rows, t.w_row_bytes, m_tiles * k_blocks * row_tiles);
     for (int i0 = 0; i0 < t.m; i0 += kPackMr) {
       const int mr = t.m - i0 < kPackMr ? t.m - i0 : kPackMr;
       for (int kb0 = 0; kb0 < kv; kb0 += kKBlockVectors) {
@@ -468,6 +496,26 @@ void MatmulFloatPacked(const MatmulTile& t) {
   }
 }
 
+// More than one activation row, on stored rows or the x16 layout.
+template <WType T, bool kX16>
+void MatmulFloatRows(const MatmulTile& t) {
+  if (t.m >= kMinPackedRows && t.k > 0) {
+    MatmulFloatPacked<T, kX16>(t);
+    return;
+  }
+  const size_t row_bytes = sizeof(float) * static_cast<size_t>(t.k > 0 ? t.k : 1);
+  const int m_block = static_cast<int>(kXBlockBytes / row_bytes / kMr * kMr);
+  WalkTiles<kMr, kNr>(
+      t.m, t.n_begin, t.n_end, m_block, [](int, int) {},
+      [&](int i0, int mr, int j0, int nr) {
+        if (nr == kNr) {
+          FloatTileRows<T, kNr, kX16>(t, i0, mr, j0);
+        } else {
+          FloatTileRows<T, 1, kX16>(t, i0, mr, j0);
+        }
+      });
+}
+
 template <WType T, PrefetchLevel L = PrefetchLevel::kL1>
 void MatmulFloat(const MatmulTile& t) {
   assert(t.m >= 0 && t.k >= 0 && t.n_begin <= t.n_end);
@@ -483,21 +531,53 @@ void MatmulFloat(const MatmulTile& t) {
         });
     return;
   }
-  if (t.m >= kMinPackedRows && t.k > 0) {
-    MatmulFloatPacked<T>(t);
+  MatmulFloatRows<T, false>(t);
+}
+
+// Decode (one activation row) on the x16 layout: a group's 16 rows in one pass, so each step reads
+// the next 16 vectors of one forward stream (512 bytes of F16). kAheadL2: each step also prefetches
+// its bytes' lines kPrefetchAheadBytes<kL2> further on into L2 (the alternative the decode tile
+// chooser times; on a Zen 4 VM the hardware prefetcher alone read this stream fastest). Every
+// row's sum is FloatTile's (one accumulator, increasing k, the zero-padded last vector, HSum's
+// tree through TransposedHalvingSum16).
+template <WType T, bool kAheadL2>
+void X16DecodeTile(const MatmulTile& t, int j0) {
+  using Rows = WeightRows<T, true>;
+  const uint8_t* step = Rows::Row(t, j0);
+  const float* x = reinterpret_cast<const float*>(t.x);
+  __m512 acc[kLanes];
+  for (__m512& a : acc) a = _mm512_setzero_ps();
+  int kk = 0;
+  for (; kk + kLanes <= t.k; kk += kLanes, step += Rows::kStep) {
+    if constexpr (kAheadL2) PrefetchLinesAhead<PrefetchLevel::kL2>(step, Rows::kStep);
+    const __m512 xv = _mm512_loadu_ps(x + kk);
+    for (int c = 0; c < kLanes; ++c) {
+      acc[c] = _mm512_fmadd_ps(LoadW<T>(step + c * Rows::kVectorBytes), xv, acc[c]);
+    }
+  }
+  if (kk < t.k) {
+    const __mmask16 mask = static_cast<__mmask16>((1u << (t.k - kk)) - 1);
+    const __m512 xv = _mm512_maskz_loadu_ps(mask, x + kk);
+    for (int c = 0; c < kLanes; ++c) {
+      acc[c] = _mm512_fmadd_ps(LoadWMasked<T>(step + c * Rows::kVectorBytes, mask), xv, acc[c]);
+    }
+  }
+  // TransposedHalvingSum16 leaves row q's sum in chunk q % 4, lane q / 4: gather them in order.
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  const __m512 sums = _mm512_permutexvar_ps(order, TransposedHalvingSum16(acc));
+  const int rows = t.n_end - j0 < kLanes ? t.n_end - j0 : kLanes;
+  _mm512_mask_storeu_ps(t.y + j0, static_cast<__mmask16>((1u << rows) - 1), sums);
+}
+
+// The x16 layout (packed_floats.h): n_begin a multiple of 16.
+template <WType T, bool kAheadL2 = false>
+void MatmulFloatX16(const MatmulTile& t) {
+  assert(t.m >= 0 && t.k >= 0 && t.n_begin <= t.n_end && t.n_begin % 16 == 0);
+  if (t.m == 1) {
+    for (int j0 = t.n_begin; j0 < t.n_end; j0 += kLanes) X16DecodeTile<T, kAheadL2>(t, j0);
     return;
   }
-  const size_t row_bytes = sizeof(float) * static_cast<size_t>(t.k > 0 ? t.k : 1);
-  const int m_block = static_cast<int>(kXBlockBytes / row_bytes / kMr * kMr);
-  WalkTiles<kMr, kNr>(
-      t.m, t.n_begin, t.n_end, m_block, [](int, int) {},
-      [&](int i0, int mr, int j0, int nr) {
-        if (nr == kNr) {
-          FloatTileRows<T, kNr>(t, i0, mr, j0);
-        } else {
-          FloatTileRows<T, 1>(t, i0, mr, j0);
-        }
-      });
+  MatmulFloatRows<T, true>(t);
 }
 
 }  // namespace
@@ -508,5 +588,11 @@ void MatmulBf16(const MatmulTile& t) { MatmulFloat<WType::kBf16>(t); }
 void MatmulF32L2(const MatmulTile& t) { MatmulFloat<WType::kF32, PrefetchLevel::kL2>(t); }
 void MatmulF16L2(const MatmulTile& t) { MatmulFloat<WType::kF16, PrefetchLevel::kL2>(t); }
 void MatmulBf16L2(const MatmulTile& t) { MatmulFloat<WType::kBf16, PrefetchLevel::kL2>(t); }
+void MatmulF32X16(const MatmulTile& t) { MatmulFloatX16<WType::kF32>(t); }
+void MatmulF16X16(const MatmulTile& t) { MatmulFloatX16<WType::kF16>(t); }
+void MatmulBf16X16(const MatmulTile& t) { MatmulFloatX16<WType::kBf16>(t); }
+void MatmulF32X16L2(const MatmulTile& t) { MatmulFloatX16<WType::kF32, true>(t); }
+void MatmulF16X16L2(const MatmulTile& t) { MatmulFloatX16<WType::kF16, true>(t); }
+void MatmulBf16X16L2(const MatmulTile& t) { MatmulFloatX16<WType::kBf16, true>(t); }
 
 }  // namespace kvserve::avx512

@@ -168,19 +168,25 @@ MatmulTileFn PackedMatmulFor(const KernelTable& table, GgmlType type) {
       return table.matmul_iq4_nl_x16;
     case GgmlType::kMXFP4:
       return table.matmul_mxfp4_x16;
+    case GgmlType::kF32:
+      return table.matmul_f32_x16;
+    case GgmlType::kF16:
+      return table.matmul_f16_x16;
+    case GgmlType::kBF16:
+      return table.matmul_bf16_x16;
     default:
       return nullptr;
   }
 }
 
-MatmulTileFn DecodeAlternativeFor(const KernelTable& table, GgmlType type) {
+MatmulTileFn DecodeAlternativeFor(const KernelTable& table, GgmlType type, bool packed) {
   switch (type) {
     case GgmlType::kF32:
-      return table.decode_f32_l2;
+      return packed ? table.decode_f32_x16_l2 : table.decode_f32_l2;
     case GgmlType::kF16:
-      return table.decode_f16_l2;
+      return packed ? table.decode_f16_x16_l2 : table.decode_f16_l2;
     case GgmlType::kBF16:
-      return table.decode_bf16_l2;
+      return packed ? table.decode_bf16_x16_l2 : table.decode_bf16_l2;
     case GgmlType::kQ8_0:
       return table.decode_q8_0_x16_l2;
     case GgmlType::kQ4_0:

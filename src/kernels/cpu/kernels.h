@@ -171,6 +171,9 @@ struct KernelTable {
   MatmulTileFn matmul_q5_1_x16;
   MatmulTileFn matmul_iq4_nl_x16;
   MatmulTileFn matmul_mxfp4_x16;
+  MatmulTileFn matmul_f32_x16;  // packed_floats.h; X in float32
+  MatmulTileFn matmul_f16_x16;
+  MatmulTileFn matmul_bf16_x16;
   // Other tiles for packed Q4_K, Q5_K and Q6_K matrices, for one activation row (decode): the bits
   // of the x16 tiles above, with memory read another way (AVX2: those read each super-block once
   // without software prefetch, these in two passes with it). Which is faster depends on the CPU,
@@ -197,6 +200,11 @@ struct KernelTable {
   MatmulTileFn decode_q5_1_x16_l2;
   MatmulTileFn decode_iq4_nl_x16_l2;
   MatmulTileFn decode_mxfp4_x16_l2;
+  // The float x16 tiles' decode tile reads its stream without software prefetch; these prefetch it
+  // into L2 as well. Same bits.
+  MatmulTileFn decode_f32_x16_l2;
+  MatmulTileFn decode_f16_x16_l2;
+  MatmulTileFn decode_bf16_x16_l2;
   // The other GGML weight types in their stored layout, X in ActivationTypeFor's format. Q2_K ..
   // Q6_K have SIMD tiles on the AVX2 and AVX-512 tables (kquant_tiles_*.cc; Q4_K .. Q6_K run
   // them only when a matrix is not packed, e.g. KVSERVE_PACK=0); Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4
@@ -261,8 +269,9 @@ MatmulTileFn MatmulFor(const KernelTable& table, GgmlType type);
 // The same for a matrix in the packed x16 layout; nullptr if the table has no such kernel.
 MatmulTileFn PackedMatmulFor(const KernelTable& table, GgmlType type);
 // The table's other decode tile for `type` (decode_q4_k_x16_alt, decode_f16_l2, ...): an
-// alternative to MatmulFor's tile for F32, F16 and BF16 and to PackedMatmulFor's for the packed
-// types; nullptr where the table has none.
-MatmulTileFn DecodeAlternativeFor(const KernelTable& table, GgmlType type);
+// alternative to PackedMatmulFor's tile where `packed`, else to MatmulFor's (F32, F16 and BF16
+// only: the quantized types' alternatives are for their packed layouts, whatever `packed` says);
+// nullptr where the table has none.
+MatmulTileFn DecodeAlternativeFor(const KernelTable& table, GgmlType type, bool packed);
 
 }  // namespace kvserve

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/cpu/packed_blocks32.h"
+#include "kernels/cpu/packed_floats.h"
 #include "kernels/cpu/packed_kquants.h"
 
 namespace kvserve {
@@ -19,7 +20,8 @@ bool IsK(GgmlType type) { return HasPackedKLayout(type); }
 }  // namespace
 
 bool HasPackedLayout(GgmlType type) {
-  return type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0 || IsK(type) || HasPacked32Layout(type);
+  return type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0 || IsK(type) ||
+         HasPacked32Layout(type) || HasPackedFloatLayout(type);
 }
 
 size_t PackedQuantBytes(GgmlType type) {
@@ -30,6 +32,7 @@ size_t PackedQuantBytes(GgmlType type) {
 size_t PackedGroupBytes(GgmlType type, int64_t n_in) {
   if (IsK(type)) return PackedKGroupBytes(type, n_in);
   if (HasPacked32Layout(type)) return Packed32GroupBytes(type, n_in);
+  if (HasPackedFloatLayout(type)) return PackedFloatGroupBytes(type, n_in);
   return PackedBundles(PackedQuantBytes(type), n_in / kBlock).GroupBytes();
 }
 
@@ -45,6 +48,9 @@ void PackGroups(GgmlType type, const uint8_t* src, size_t src_row_bytes, int64_t
   }
   if (IsK(type)) {
     return PackKGroups(type, src, src_row_bytes, n_out, n_in, group_begin, group_end, dst);
+  }
+  if (HasPackedFloatLayout(type)) {
+    return PackFloatGroups(type, src, src_row_bytes, n_out, n_in, group_begin, group_end, dst);
   }
   assert(HasPackedLayout(type) && n_in % kBlock == 0);
   const bool q8 = type == GgmlType::kQ8_0;
@@ -83,6 +89,7 @@ void PackGroups(GgmlType type, const uint8_t* src, size_t src_row_bytes, int64_t
 void UnpackRow(GgmlType type, const uint8_t* packed, int64_t n_in, int64_t row, uint8_t* out) {
   if (IsK(type)) return UnpackKRow(type, packed, n_in, row, out);
   if (HasPacked32Layout(type)) return Unpack32Row(type, packed, n_in, row, out);
+  if (HasPackedFloatLayout(type)) return UnpackFloatRow(type, packed, n_in, row, out);
   assert(HasPackedLayout(type) && n_in % kBlock == 0);
   const bool q8 = type == GgmlType::kQ8_0;
   const int64_t n_blocks = n_in / kBlock;

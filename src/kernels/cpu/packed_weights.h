@@ -1,8 +1,9 @@
 // Q8_0 and Q4_0 matrices (and Q4_K, Q5_K and Q6_K: packed_kquants.h; Q4_1, Q5_0, Q5_1, IQ4_NL and
-// MXFP4: packed_blocks32.h) repacked at load into groups of 16 rows ("x16" layouts), so that the
-// SIMD kernels read one contiguous stream with the 16 rows side by side instead of 16 strided rows
-// and gathered scales. The numbers are the same bytes, rearranged: the kernels compute exactly what
-// they compute on the stored layout (kernels.h), bit for bit.
+// MXFP4: packed_blocks32.h; F32, F16 and BF16: packed_floats.h) repacked at load into groups of 16
+// rows ("x16" layouts), so that the SIMD kernels read one contiguous stream with the 16 rows side
+// by side instead of 16 strided rows and gathered scales. The numbers are the same bytes,
+// rearranged: the kernels compute exactly what they compute on the stored layout (kernels.h), bit
+// for bit.
 //
 // Layout of a packed matrix: groups of 16 rows, group g at g * PackedGroupBytes (a multiple of 64).
 // Inside a group, for n_blocks = n_in / 32 blocks, the blocks go in pairs, one stream (bundles of
@@ -30,8 +31,8 @@ namespace kvserve {
 
 constexpr int kPackRows = 16;
 
-// True for the types that have an x16 layout (Q8_0, Q4_0, the K-quants Q4_K/Q5_K/Q6_K and Q4_1,
-// Q5_0, Q5_1, IQ4_NL, MXFP4).
+// True for the types that have an x16 layout (Q8_0, Q4_0, the K-quants Q4_K/Q5_K/Q6_K, Q4_1,
+// Q5_0, Q5_1, IQ4_NL, MXFP4, and F32, F16, BF16).
 bool HasPackedLayout(GgmlType type);
 // Quant bytes of one block of a 16-row group (Q8_0 and Q4_0 only).
 size_t PackedQuantBytes(GgmlType type);
