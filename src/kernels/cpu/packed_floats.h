@@ -7,10 +7,12 @@
 // the decode tile (one vector of all 16 rows: 512 bytes of F16) is the next piece of the stream.
 // Rows past n_out in the last group are zero.
 //
-// Why: the stored rows, 8 of them side by side in the decode tile, are 8 streams; on a Zen 4 VM (2
-// threads, tinyllama's F16 shapes, from DRAM, bench/float_decode_layout_bench.cc) that tile read
-// 84% of a plain read of the same bytes in the machine's fast moments (46.6 against 55.6 GB/s),
-// the same tile on this layout 97% (53.7).
+// Why: the stored rows, 8 of them side by side in the decode tile, are 8 streams. On a Zen 4 VM (2
+// threads) tinyllama-1.1b F16 decoded at 70-80% of the bandwidth probe from the stored rows and at
+// 90-94% from this layout (`kvserve bench`, KVSERVE_PACK=0 against 1, alternating), 0.82x
+// llama.cpp before and 1.22x after (docs/benchmarks.md, "Zen 4: float matrices as one stream").
+// In-process (bench/float_decode_layout_bench.cc) the two tiles are level in the VM's slow
+// moments and this one is ahead by up to 15% in its fast ones.
 #pragma once
 
 #include <cstddef>
