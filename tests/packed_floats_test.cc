@@ -1,6 +1,7 @@
 // The x16 layout of F32, F16 and BF16 matrices (packed_floats.h): the packed tiles give the stored
 // layout's bits at every activation row count (decode, the few-row tiles, the prefill panels),
-// every output range and every row length, and a packed row unpacks to the stored one.
+// every output range and every row length, and a packed row unpacks to the stored one. (Whole
+// float files, packed or not: packed_weights_test.cc.)
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -10,16 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/packed_floats.h"
 #include "kernels/cpu/packed_weights.h"
 #include "kernels/cpu/scratch_buffer.h"
 #include "kernels/quantize.h"
-#include "model/model.h"
-#include "support/forward.h"
 #include "support/kernel_tables.h"
-#include "support/paths.h"
 
 namespace kvserve {
 namespace {
@@ -143,42 +140,6 @@ TEST(PackedFloatsTest, PackedTilesGiveTheStoredTilesBits) {
     }
   }
   if (tested == 0) GTEST_SKIP() << "no table with packed float tiles on this CPU";
-}
-
-// Every position's logits of a float file, loaded on a CPU backend that packs or not: from one
-// batched pass (the prefill tiles), then from one pass per token (the decode tiles).
-std::vector<float> Logits(const std::string& path, bool pack, bool* packed) {
-  CpuBackendOptions options = CpuBackendOptions::FromEnvironment();
-  options.pack = pack;
-  const CpuBackend backend(options);
-  auto model = LoadModel(path, backend);
-  EXPECT_TRUE(model.ok()) << model.message();
-  if (!model.ok()) return {};
-  *packed = false;
-  for (const WeightMatrix* m : (*model)->matrices()) *packed |= m->packed != nullptr;
-  const std::vector<int32_t> tokens = {1, 5, 9, 200, 31, 7, 7, 40, 3, 11, 2, 60};
-  std::vector<float> logits = testing::AllPositionLogits(**model, tokens);
-  const std::vector<float> one_by_one = testing::OneByOneLogits(**model, tokens);
-  logits.insert(logits.end(), one_by_one.begin(), one_by_one.end());
-  return logits;
-}
-
-// Float files of three families (gpt2-tiny's output matrix is its token embedding, read back
-// row by row from the packed copy).
-TEST(PackedFloatsTest, FloatFilesGiveTheSameLogitsBitsPackedOrNot) {
-  const bool can_pack = PackedMatmulFor(testing::TestCpuKernels(), GgmlType::kF16) != nullptr;
-  for (const char* name : {"gpt2-tiny-f32", "arch/gemma2-f16", "arch/llama3-f32"}) {
-    SCOPED_TRACE(name);
-    const std::string path = testing::ModelPath(std::string(name) + ".gguf");
-    bool stored_packed = true, packed = false;
-    const std::vector<float> stored = Logits(path, false, &stored_packed);
-    const std::vector<float> repacked = Logits(path, true, &packed);
-    EXPECT_FALSE(stored_packed);
-    EXPECT_EQ(packed, can_pack);
-    ASSERT_EQ(stored.size(), repacked.size());
-    ASSERT_FALSE(stored.empty());
-    EXPECT_EQ(std::memcmp(stored.data(), repacked.data(), sizeof(float) * stored.size()), 0);
-  }
 }
 
 }  // namespace

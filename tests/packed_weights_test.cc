@@ -220,7 +220,8 @@ TEST(PackedWeightsTest, QuantMatmulsGiveTheSameBitsOnEveryTable) {
   }
 }
 
-// Loads `path` on a CPU backend that packs or not and returns every position's logits.
+// Loads `path` on a CPU backend that packs or not and returns every position's logits: from one
+// batched pass (the prefill tiles), then from one pass per token (the decode tiles).
 std::vector<float> Logits(const std::string& path, bool pack, bool* packed) {
   CpuBackendOptions options = CpuBackendOptions::FromEnvironment();
   options.pack = pack;
@@ -230,7 +231,11 @@ std::vector<float> Logits(const std::string& path, bool pack, bool* packed) {
   if (!model.ok()) return {};
   *packed = false;
   for (const WeightMatrix* m : (*model)->matrices()) *packed |= m->packed != nullptr;
-  return testing::AllPositionLogits(**model, {1, 5, 9, 200, 31, 7, 7, 40, 3, 11, 2, 60});
+  const std::vector<int32_t> tokens = {1, 5, 9, 200, 31, 7, 7, 40, 3, 11, 2, 60};
+  std::vector<float> logits = testing::AllPositionLogits(**model, tokens);
+  const std::vector<float> one_by_one = testing::OneByOneLogits(**model, tokens);
+  logits.insert(logits.end(), one_by_one.begin(), one_by_one.end());
+  return logits;
 }
 
 TEST(PackedWeightsTest, ModelLogitsAreTheSameBitsPackedOrNot) {
@@ -267,13 +272,19 @@ TEST(PackedWeightsTest, ModelLogitsAreTheSameBitsPackedOrNot) {
   }
 }
 
-// The K-quant files of every family (Q4_K_M mixes Q4_K and Q6_K; the MoE file packs its experts).
-TEST(PackedWeightsTest, KquantFilesGiveTheSameLogitsBitsPackedOrNot) {
-  const bool can_pack = PackedMatmulFor(testing::TestCpuKernels(), GgmlType::kQ4_K) != nullptr;
-  for (const char* name :
-       {"llama3-q4_k_m", "llama3-q5_k_m", "llama3-q6_k", "gemma3-q4_k_m", "qwen3moe-q4_k_m"}) {
+// The K-quant files of every family (Q4_K_M mixes Q4_K and Q6_K; the MoE file packs its experts)
+// and float files of three (packed_floats.h; gpt2-tiny's output matrix is its token embedding,
+// read back row by row from the packed copy).
+TEST(PackedWeightsTest, KquantAndFloatFilesGiveTheSameLogitsBitsPackedOrNot) {
+  const std::pair<const char*, GgmlType> files[] = {
+      {"arch/llama3-q4_k_m", GgmlType::kQ4_K},   {"arch/llama3-q5_k_m", GgmlType::kQ5_K},
+      {"arch/llama3-q6_k", GgmlType::kQ6_K},     {"arch/gemma3-q4_k_m", GgmlType::kQ4_K},
+      {"arch/qwen3moe-q4_k_m", GgmlType::kQ4_K}, {"gpt2-tiny-f32", GgmlType::kF32},
+      {"arch/gemma2-f16", GgmlType::kF16},       {"arch/llama3-f32", GgmlType::kF32}};
+  for (auto [name, type] : files) {
     SCOPED_TRACE(name);
-    const std::string path = testing::ModelPath(std::string("arch/") + name + ".gguf");
+    const bool can_pack = PackedMatmulFor(testing::TestCpuKernels(), type) != nullptr;
+    const std::string path = testing::ModelPath(std::string(name) + ".gguf");
     bool stored_packed = true, packed = false;
     const std::vector<float> stored = Logits(path, false, &stored_packed);
     const std::vector<float> repacked = Logits(path, true, &packed);
