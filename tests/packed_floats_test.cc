@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -88,7 +89,7 @@ TEST(PackedFloatsTest, RowsUnpackToTheStoredBytesAndPaddingIsZero) {
             << "row " << j;
       }
       // Past k in every row, and rows 45..47 of the last group: zero bytes.
-      const size_t element = FloatElementBytes(type);
+      const size_t element = RowBytes(type, 1);
       const size_t group_bytes = PackedGroupBytes(type, k);
       const int vectors = (k + 15) / 16;
       for (int j = 0; j < 48; ++j) {

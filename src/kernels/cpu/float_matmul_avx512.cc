@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/float_matmul.h"
+#include "kernels/cpu/packed_weights.h"
 #include "kernels/cpu/prefetch_ahead.h"
 #include "kernels/cpu/scratch_buffer.h"
 #include "kernels/cpu/tile_walk.h"
@@ -121,13 +122,12 @@ inline __m512 LoadWMasked(const uint8_t* w, __mmask16 mask) {
 template <WType T, bool kX16>
 struct WeightRows {
   static constexpr size_t kVectorBytes = kLanes * (T == WType::kF32 ? 4 : 2);
-  static constexpr int kGroupRows = 16;  // kPackRows
   // Bytes from vector v of a row to vector v + 1.
-  static constexpr size_t kStep = kX16 ? kGroupRows * kVectorBytes : kVectorBytes;
+  static constexpr size_t kStep = kX16 ? kPackRows * kVectorBytes : kVectorBytes;
   static const uint8_t* Row(const MatmulTile& t, int j) {
     if constexpr (kX16) {
-      return t.w + static_cast<size_t>(j / kGroupRows) * t.w_row_bytes +
-             static_cast<size_t>(j % kGroupRows) * kVectorBytes;
+      return t.w + static_cast<size_t>(j / kPackRows) * t.w_row_bytes +
+             static_cast<size_t>(j % kPackRows) * kVectorBytes;
     } else {
       return t.w + static_cast<size_t>(j) * t.w_row_bytes;
     }
@@ -417,8 +417,10 @@ void MatmulFloatPacked(const MatmulTile& t) {
     const int next_j0 = j0 + nc;
     const int next_nc = t.n_end - next_j0 < panel_rows ? t.n_end - next_j0 : panel_rows;
     // The next panel's rows; in the x16 layout, the 16-row groups that hold them.
-    const int first = kX16 ? next_j0 / 16 : next_j0;
-    const int rows = next_nc <= 0 ? 0 : kX16 ? (next_j0 + next_nc + 15) / 16 - first : next_nc;
+    const int first = kX16 ? next_j0 / kPackRows : next_j0;
+    const int rows = next_nc <= 0 ? 0
+                     : kX16       ? (next_j0 + next_nc + kPackRows - 1) / kPackRows - first
+                                  : next_nc;
     RowPrefetcher next_weights(t.w + static_cast<size_t>(first) * t.w_row_bytes, t.w_row_bytes,
                                rows, t.w_row_bytes, m_tiles * k_blocks * row_tiles);
     for (int i0 = 0; i0 < t.m; i0 += kPackMr) {
@@ -542,6 +544,7 @@ void MatmulFloat(const MatmulTile& t) {
 // tree through TransposedHalvingSum16).
 template <WType T, bool kAheadL2>
 void X16DecodeTile(const MatmulTile& t, int j0) {
+  static_assert(kPackRows == kLanes, "one accumulator per row of a group, summed 16 at once");
   using Rows = WeightRows<T, true>;
   const uint8_t* step = Rows::Row(t, j0);
   const float* x = reinterpret_cast<const float*>(t.x);
@@ -572,9 +575,9 @@ void X16DecodeTile(const MatmulTile& t, int j0) {
 // The x16 layout (packed_floats.h): n_begin a multiple of 16.
 template <WType T, bool kAheadL2 = false>
 void MatmulFloatX16(const MatmulTile& t) {
-  assert(t.m >= 0 && t.k >= 0 && t.n_begin <= t.n_end && t.n_begin % 16 == 0);
+  assert(t.m >= 0 && t.k >= 0 && t.n_begin <= t.n_end && t.n_begin % kPackRows == 0);
   if (t.m == 1) {
-    for (int j0 = t.n_begin; j0 < t.n_end; j0 += kLanes) X16DecodeTile<T, kAheadL2>(t, j0);
+    for (int j0 = t.n_begin; j0 < t.n_end; j0 += kPackRows) X16DecodeTile<T, kAheadL2>(t, j0);
     return;
   }
   MatmulFloatRows<T, true>(t);

@@ -3,31 +3,34 @@
 #include <cassert>
 #include <cstring>
 
+#include "kernels/cpu/packed_weights.h"
+#include "kernels/quantize.h"
+
 namespace kvserve {
 
 namespace {
-constexpr int kRows = 16;   // rows per group (kPackRows)
+constexpr int kRows = kPackRows;
 constexpr int kLanes = 16;  // elements per vector
 
 int64_t Vectors(int64_t n_in) { return (n_in + kLanes - 1) / kLanes; }
+
+size_t ElementBytes(GgmlType type) {
+  assert(HasPackedFloatLayout(type));
+  return RowBytes(type, 1);
+}
 }  // namespace
 
 bool HasPackedFloatLayout(GgmlType type) {
   return type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16;
 }
 
-size_t FloatElementBytes(GgmlType type) {
-  assert(HasPackedFloatLayout(type));
-  return type == GgmlType::kF32 ? 4 : 2;
-}
-
 size_t PackedFloatGroupBytes(GgmlType type, int64_t n_in) {
-  return static_cast<size_t>(Vectors(n_in)) * kRows * kLanes * FloatElementBytes(type);
+  return static_cast<size_t>(Vectors(n_in)) * kRows * kLanes * ElementBytes(type);
 }
 
 void PackFloatGroups(GgmlType type, const uint8_t* src, size_t src_row_bytes, int64_t n_out,
                      int64_t n_in, int64_t group_begin, int64_t group_end, uint8_t* dst) {
-  const size_t element = FloatElementBytes(type);
+  const size_t element = ElementBytes(type);
   const size_t vector_bytes = kLanes * element;
   const size_t group_bytes = PackedFloatGroupBytes(type, n_in);
   for (int64_t g = group_begin; g < group_end; ++g) {
@@ -47,7 +50,7 @@ void PackFloatGroups(GgmlType type, const uint8_t* src, size_t src_row_bytes, in
 }
 
 void UnpackFloatRow(GgmlType type, const uint8_t* packed, int64_t n_in, int64_t row, uint8_t* out) {
-  const size_t element = FloatElementBytes(type);
+  const size_t element = ElementBytes(type);
   const size_t vector_bytes = kLanes * element;
   const uint8_t* group =
       packed + static_cast<size_t>(row / kRows) * PackedFloatGroupBytes(type, n_in);

@@ -24,8 +24,7 @@ namespace kvserve {
 
 // True for F32, F16 and BF16.
 bool HasPackedFloatLayout(GgmlType type);
-// Bytes of one element (4 or 2) and of one 16-row group.
-size_t FloatElementBytes(GgmlType type);
+// Bytes of one 16-row group.
 size_t PackedFloatGroupBytes(GgmlType type, int64_t n_in);
 void PackFloatGroups(GgmlType type, const uint8_t* src, size_t src_row_bytes, int64_t n_out,
                      int64_t n_in, int64_t group_begin, int64_t group_end, uint8_t* dst);
