@@ -102,20 +102,8 @@ TEST(PackedWeightsTest, GroupsAre64ByteMultiples) {
 std::vector<float> RunTile(MatmulTileFn fn, const uint8_t* w, size_t w_row_bytes,
                            const std::vector<BlockQ8_0>& x, int m, int k, int n_begin, int n_end,
                            int n) {
-  std::vector<float> y(static_cast<size_t>(m) * n, -1.0f);
-  TileScratch scratch;
-  fn(MatmulTile{.w = w,
-                .w_row_bytes = w_row_bytes,
-                .x = reinterpret_cast<const uint8_t*>(x.data()),
-                .x_row_bytes = sizeof(BlockQ8_0) * (k / 32),
-                .m = m,
-                .k = k,
-                .n_begin = n_begin,
-                .n_end = n_end,
-                .y = y.data(),
-                .ldy = n,
-                .scratch = &scratch});
-  return y;
+  return testing::RunTile(fn, w, w_row_bytes, reinterpret_cast<const uint8_t*>(x.data()),
+                          sizeof(BlockQ8_0) * (k / 32), m, k, n_begin, n_end, n);
 }
 
 TEST(PackedWeightsTest, PackedKernelsMatchStoredLayoutBitwise) {
