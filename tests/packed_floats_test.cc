@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/float_matmul.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/packed_floats.h"
 #include "kernels/cpu/packed_weights.h"
@@ -103,8 +104,9 @@ TEST(PackedFloatsTest, PackedTilesGiveTheStoredTilesBits) {
       const MatmulTileFn alt = DecodeAlternativeFor(*table, type, true);
       ASSERT_NE(alt, nullptr) << table->isa << " " << GgmlTypeName(type);
       ++tested;
-      // 1040: 65 vectors, past one k block of the prefill panels (64 vectors).
-      for (int k : {5, 16, 40, 1040, 1047}) {
+      // The last two: one vector and a part past one k block of the prefill panels.
+      for (int k :
+           {5, 16, 40, 1047, avx512::kPanelKBlockFloats + 16, avx512::kPanelKBlockFloats + 23}) {
         const int n = 45;  // two groups and 13 rows
         const AlignedBytes stored = StoredMatrix(type, n, k, 11 + k);
         const AlignedBytes packed = Packed(type, stored, n, k);

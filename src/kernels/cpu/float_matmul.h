@@ -7,6 +7,10 @@
 
 namespace kvserve::avx512 {
 
+// The prefill path (16 activation rows or more) walks k in blocks of this many elements, spilling
+// its accumulators between blocks (tests use longer rows to cover the spills).
+inline constexpr int kPanelKBlockFloats = 4096;
+
 void MatmulF32(const MatmulTile& t);
 void MatmulF16(const MatmulTile& t);
 void MatmulBf16(const MatmulTile& t);

@@ -215,19 +215,21 @@ void FloatTileRows(const MatmulTile& t, int i0, int mr, int j0) {
 // - converts a panel of weight rows to float once per call into a thread-local buffer (sized to
 //   stay in L2), laid out so that each k block of the panel is one contiguous stream;
 // - copies each kPackMr-row tile of activations into a contiguous panel (zero rows past m);
-// - walks k in blocks of kKBlockVectors vectors: the activation tile's block stays in L1 while the
-//   weight panel's block streams past it from L2, and the 16-lane accumulators of the tile row are
-//   stored to a thread-local spill buffer between k blocks and reloaded (exact: a store and a load
-//   change no bits).
+// - walks k in blocks of kKBlockVectors vectors: the weight panel's block and the activation
+//   tile's block come from L2, and the 16-lane accumulators of the tile row are stored to a
+//   thread-local spill buffer between k blocks and reloaded (exact: a store and a load change no
+//   bits).
 // Each accumulator still gets one FMA per 16-lane vector of k in increasing k, starting from zero,
 // and the packed panels are zero-padded exactly where the full-k tiles use masked (zeroing) loads,
 // so the zero-padded last vector contributes the same fma(+0, +0, acc). Then the same HSum. The
 // bits are those of the full-k tiles and of m == 1.
 constexpr int kPackMr = 6;  // activation rows per register tile
 constexpr int kPackNr = 4;  // weight rows per register tile: 24 accumulators + 4 weights + 1 x
-// 16-float vectors of k per block: the activation tile's block (kPackMr x 1024 floats = 24 KiB)
-// stays in L1 while the weight panel's block streams from L2.
-constexpr int kKBlockVectors = 64;
+// 16-float vectors of k per block (kPanelKBlockFloats / 16). Blocks of 64 vectors, whose
+// activation block (24 KiB) was meant to stay in L1, measured slower on a Zen 4 VM (32 KiB L1D,
+// 1 MiB L2; tinyllama F16 pp128, 2 threads, 3 alternating rounds: 70.7-79.7 t/s against 82.6-84.7
+// with 256): the streaming weights evicted it anyway, and the spills between blocks cost more.
+constexpr int kKBlockVectors = kPanelKBlockFloats / kLanes;
 // Bytes of converted weights per panel (kept in L2 next to the activation panel and the spills).
 constexpr size_t kWPanelBytes = 512 << 10;
 // Below this many activation rows, packing costs more than it saves: use the full-k tiles.
@@ -246,28 +248,51 @@ inline __m512 LoadVector(const uint8_t* w, int v, int k, size_t step) {
   return LoadWMasked<T>(w + step * v, static_cast<__mmask16>((1u << (k - kk)) - 1));
 }
 
+// Floats from the start of a weight panel of `row_tiles` row tiles and kv vectors per row to
+// vector v of row c of row tile jt (the layout PackWeightPanel writes).
+inline size_t PanelOffset(int row_tiles, int kv, int jt, int v, int c) {
+  const int kb0 = v - v % kKBlockVectors;
+  const int kbn = kv - kb0 < kKBlockVectors ? kv - kb0 : kKBlockVectors;
+  return ((static_cast<size_t>(kb0) * row_tiles + static_cast<size_t>(jt) * kbn + (v - kb0)) *
+              kPackNr +
+          c) *
+         kLanes;
+}
+
 // Converts weight rows [j0, j0 + nc) (of the tile's k) into `panel`: row tiles of kPackNr rows
 // (rows past nc are zero), k blocks of kKBlockVectors vectors (the last one shorter), laid out
 // [k block][row tile][vector in block][kPackNr][16] so that one k block of the panel is contiguous.
+// Stored rows are read one after another; the x16 layout a 16-row group at a time in its own
+// order (vector v of the group's rows, then v + 1: one forward stream), since reading it row by
+// row touched every line of the group once per row (a Zen 4 VM: the conversion's loads waited on
+// cache misses for 10% of an F16 prefill's matmul time). j0 is a multiple of kPackNr, so a row
+// tile never straddles two groups.
 template <WType T, bool kX16>
 void PackWeightPanel(const MatmulTile& t, int j0, int nc, int kv, float* panel) {
   using Rows = WeightRows<T, kX16>;
   const int row_tiles = (nc + kPackNr - 1) / kPackNr;
-  for (int jt = 0; jt < row_tiles; ++jt) {
-    for (int c = 0; c < kPackNr; ++c) {
+  // Row tiles [jt0, jt1) are converted together: one group's (x16) or one tile's (stored).
+  for (int jt0 = 0; jt0 < row_tiles;) {
+    int jt1 = jt0 + 1;
+    while (kX16 && jt1 < row_tiles && (j0 + jt1 * kPackNr) % kPackRows != 0) ++jt1;
+    const auto convert = [&](int jt, int c, int v) {
       const int j = jt * kPackNr + c;
-      const uint8_t* w = j < nc ? Rows::Row(t, j0 + j) : nullptr;
-      for (int kb0 = 0; kb0 < kv; kb0 += kKBlockVectors) {
-        const int kbn = kv - kb0 < kKBlockVectors ? kv - kb0 : kKBlockVectors;
-        float* dst = panel + static_cast<size_t>(kb0) * row_tiles * kPackNr * kLanes +
-                     static_cast<size_t>(jt) * kbn * kPackNr * kLanes + c * kLanes;
-        for (int v = 0; v < kbn; ++v) {
-          const __m512 wv =
-              j < nc ? LoadVector<T>(w, kb0 + v, t.k, Rows::kStep) : _mm512_setzero_ps();
-          _mm512_store_ps(dst + v * kPackNr * kLanes, wv);
+      const __m512 wv =
+          j < nc ? LoadVector<T>(Rows::Row(t, j0 + j), v, t.k, Rows::kStep) : _mm512_setzero_ps();
+      _mm512_store_ps(panel + PanelOffset(row_tiles, kv, jt, v, c), wv);
+    };
+    if constexpr (kX16) {
+      for (int v = 0; v < kv; ++v) {
+        for (int jt = jt0; jt < jt1; ++jt) {
+          for (int c = 0; c < kPackNr; ++c) convert(jt, c, v);
         }
       }
+    } else {
+      for (int c = 0; c < kPackNr; ++c) {
+        for (int v = 0; v < kv; ++v) convert(jt0, c, v);
+      }
     }
+    jt0 = jt1;
   }
 }
 
