@@ -4,12 +4,13 @@
 // Float matmul accumulation order (the determinism contract of kernels.h): output y[i][j] has one
 // 8-lane accumulator; lane l sums W[j][k] * X[i][k] for k = l, l + 8, l + 16, ... in increasing k
 // with one fused multiply-add each (the last partial vector is zero-padded), and the 8 lanes are
-// then added by HSum's fixed tree. Register tiles only change which accumulators share a loop.
+// then added by HSum's fixed tree. Register tiles only change which accumulators share a loop, and
+// the x16 layout of packed_floats.h only where the weights are read from.
 //
 // Everything here is in an anonymous namespace and uses intrinsics only (no inline helpers from
 // shared headers), so no AVX2 code can leak into other translation units through COMDAT folding.
-// The one shared helper, kv_exp_avx2.h, is itself in an anonymous namespace and included only by
-// AVX2 translation units.
+// The shared helpers used here, kv_exp_avx2.h and prefetch_ahead.h, are themselves in anonymous
+// namespaces.
 #include <immintrin.h>
 
 #include <cassert>
@@ -21,6 +22,8 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/kquant_tiles.h"
 #include "kernels/cpu/kv_exp_avx2.h"
+#include "kernels/cpu/packed_weights.h"
+#include "kernels/cpu/prefetch_ahead.h"
 #include "kernels/cpu/quant_matmul.h"
 #include "kernels/cpu/quant_tiles_scalar.h"
 #include "kernels/cpu/recurrent_rows.h"
@@ -58,34 +61,63 @@ inline __m256 Widen16(__m128i h, WType t) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-// 8 weights starting at element k of row w, as floats. Exact for all three types.
+// 8 weights stored at p, as floats. Exact for all three types.
 template <WType T>
-inline __m256 LoadW(const uint8_t* w, int k) {
+inline __m256 LoadW(const uint8_t* p) {
   if constexpr (T == WType::kF32) {
-    return _mm256_loadu_ps(reinterpret_cast<const float*>(w) + k);
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
   } else {
-    return Widen16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * k)), T);
+    return Widen16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), T);
   }
 }
 
-// The last `left` (< 8) weights of the row from element k; the other lanes are 0.
+// The first `left` (< 8) weights stored at p; the other lanes are 0.
 template <WType T>
-inline __m256 LoadWTail(const uint8_t* w, int k, int left, __m256i mask) {
+inline __m256 LoadWTail(const uint8_t* p, int left, __m256i mask) {
   if constexpr (T == WType::kF32) {
-    return _mm256_maskload_ps(reinterpret_cast<const float*>(w) + k, mask);
+    return _mm256_maskload_ps(reinterpret_cast<const float*>(p), mask);
   } else {
     uint16_t buf[8] = {};
-    std::memcpy(buf, w + 2 * k, sizeof(uint16_t) * left);
+    std::memcpy(buf, p, sizeof(uint16_t) * left);
     return Widen16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(buf)), T);
   }
 }
 
+// Where a tile's weight rows are. Stored (kX16 false): row j at t.w + j * t.w_row_bytes, its
+// elements one after another. The x16 layout (packed_floats.h): t.w_row_bytes per 16-row group,
+// 16-element vector v of row l of a group at (16 v + l) vectors from the group's start, so that
+// elements kk .. kk + 7 of a row (kk a multiple of 8) are contiguous in both.
+template <WType T, bool kX16>
+struct WeightRows {
+  static constexpr size_t kElementBytes = T == WType::kF32 ? 4 : 2;
+  static constexpr size_t kVectorBytes = kPackRows * kElementBytes;  // a row's 16-element vector
+  static constexpr size_t kGroupStep = kPackRows * kVectorBytes;     // a group's vector v to v + 1
+  static const uint8_t* Row(const MatmulTile& t, int j) {
+    if constexpr (kX16) {
+      return t.w + static_cast<size_t>(j / kPackRows) * t.w_row_bytes +
+             static_cast<size_t>(j % kPackRows) * kVectorBytes;
+    } else {
+      return t.w + static_cast<size_t>(j) * t.w_row_bytes;
+    }
+  }
+  // Bytes from a row's start to its element kk (a multiple of 8).
+  static size_t Offset(int kk) {
+    if constexpr (kX16) {
+      return static_cast<size_t>(kk / kPackRows) * kGroupStep +
+             static_cast<size_t>(kk % kPackRows) * kElementBytes;
+    } else {
+      return static_cast<size_t>(kk) * kElementBytes;
+    }
+  }
+};
+
 // y[i0 + r][j0 + c] for r < MR, c < NR, over the whole row length.
-template <WType T, int MR, int NR>
+template <WType T, int MR, int NR, bool kX16 = false>
 void FloatTile(const MatmulTile& t, int i0, int j0) {
+  using Rows = WeightRows<T, kX16>;
   const uint8_t* w[NR];
   const float* x[MR];
-  for (int c = 0; c < NR; ++c) w[c] = t.w + static_cast<size_t>(j0 + c) * t.w_row_bytes;
+  for (int c = 0; c < NR; ++c) w[c] = Rows::Row(t, j0 + c);
   for (int r = 0; r < MR; ++r) {
     x[r] = reinterpret_cast<const float*>(t.x + static_cast<size_t>(i0 + r) * t.x_row_bytes);
   }
@@ -98,17 +130,17 @@ void FloatTile(const MatmulTile& t, int i0, int j0) {
   // Decode: the tile's NR rows are NR short streams side by side, which the hardware prefetcher
   // follows poorly when rows are short; the next tile's rows (the next NR * w_row_bytes bytes) are
   // prefetched as one linear stream, NR * kLanes weights' bytes per step.
-  constexpr size_t kStepBytes = NR * kLanes * (T == WType::kF32 ? 4 : 2);
+  constexpr size_t kStepBytes = NR * kLanes * Rows::kElementBytes;
   const uint8_t* next_tile = w[0] + NR * t.w_row_bytes;
   for (; kk + kLanes <= k; kk += kLanes) {
-    if constexpr (MR == 1 && NR == kNrDecode) {
+    if constexpr (MR == 1 && NR == kNrDecode && !kX16) {
       const uint8_t* ahead = next_tile + kStepBytes / kLanes * kk;
       for (size_t line = 0; line < kStepBytes; line += 64) {
         _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
       }
     }
     __m256 wv[NR];
-    for (int c = 0; c < NR; ++c) wv[c] = LoadW<T>(w[c], kk);
+    for (int c = 0; c < NR; ++c) wv[c] = LoadW<T>(w[c] + Rows::Offset(kk));
     for (int r = 0; r < MR; ++r) {
       const __m256 xv = _mm256_loadu_ps(x[r] + kk);
       for (int c = 0; c < NR; ++c) acc[r][c] = _mm256_fmadd_ps(wv[c], xv, acc[r][c]);
@@ -118,7 +150,7 @@ void FloatTile(const MatmulTile& t, int i0, int j0) {
     const int left = k - kk;
     const __m256i mask = LaneMask(left);
     __m256 wv[NR];
-    for (int c = 0; c < NR; ++c) wv[c] = LoadWTail<T>(w[c], kk, left, mask);
+    for (int c = 0; c < NR; ++c) wv[c] = LoadWTail<T>(w[c] + Rows::Offset(kk), left, mask);
     for (int r = 0; r < MR; ++r) {
       const __m256 xv = _mm256_maskload_ps(x[r] + kk, mask);
       for (int c = 0; c < NR; ++c) acc[r][c] = _mm256_fmadd_ps(wv[c], xv, acc[r][c]);
@@ -130,17 +162,33 @@ void FloatTile(const MatmulTile& t, int i0, int j0) {
   }
 }
 
-template <WType T, int NR>
+template <WType T, int NR, bool kX16 = false>
 void FloatTileRows(const MatmulTile& t, int i0, int mr, int j0) {
   switch (mr) {
     case 1:
-      return FloatTile<T, 1, NR>(t, i0, j0);
+      return FloatTile<T, 1, NR, kX16>(t, i0, j0);
     case 2:
-      return FloatTile<T, 2, NR>(t, i0, j0);
+      return FloatTile<T, 2, NR, kX16>(t, i0, j0);
     case 3:
-      return FloatTile<T, 3, NR>(t, i0, j0);
+      return FloatTile<T, 3, NR, kX16>(t, i0, j0);
   }
   assert(false && "FloatTileRows: bad row count");
+}
+
+// More than one activation row, on stored rows or the x16 layout.
+template <WType T, bool kX16>
+void MatmulFloatRows(const MatmulTile& t) {
+  const size_t row_bytes = sizeof(float) * static_cast<size_t>(t.k > 0 ? t.k : 1);
+  const int m_block = static_cast<int>(kXBlockBytes / row_bytes / kMr * kMr);
+  WalkTiles<kMr, kNr>(
+      t.m, t.n_begin, t.n_end, m_block, [](int, int) {},
+      [&](int i0, int mr, int j0, int nr) {
+        if (nr == kNr) {
+          FloatTileRows<T, kNr, kX16>(t, i0, mr, j0);
+        } else {
+          FloatTileRows<T, 1, kX16>(t, i0, mr, j0);
+        }
+      });
 }
 
 template <WType T>
@@ -158,22 +206,74 @@ void MatmulFloat(const MatmulTile& t) {
         });
     return;
   }
-  const size_t row_bytes = sizeof(float) * static_cast<size_t>(t.k > 0 ? t.k : 1);
-  const int m_block = static_cast<int>(kXBlockBytes / row_bytes / kMr * kMr);
-  WalkTiles<kMr, kNr>(
-      t.m, t.n_begin, t.n_end, m_block, [](int, int) {},
-      [&](int i0, int mr, int j0, int nr) {
-        if (nr == kNr) {
-          FloatTileRows<T, kNr>(t, i0, mr, j0);
-        } else {
-          FloatTileRows<T, 1>(t, i0, mr, j0);
-        }
-      });
+  MatmulFloatRows<T, false>(t);
+}
+
+// Elements kk .. kk + 7 of the 8 rows whose first is at w (rows kVectorBytes apart) into acc, as
+// FloatTile does them: a whole vector, or (kk + 8 > k) the masked tail, whose weights are the
+// layout's zero padding.
+template <WType T>
+inline void X16HalfStep(const uint8_t* w, const float* x, int kk, int k, __m256 acc[kLanes]) {
+  using Rows = WeightRows<T, true>;
+  const __m256 xv =
+      kk + kLanes <= k ? _mm256_loadu_ps(x + kk) : _mm256_maskload_ps(x + kk, LaneMask(k - kk));
+  for (int r = 0; r < kLanes; ++r) {
+    acc[r] = _mm256_fmadd_ps(LoadW<T>(w + r * Rows::kVectorBytes), xv, acc[r]);
+  }
+}
+
+// Decode (one activation row) on the x16 layout, a 16-row group at a time, one vector of its 16
+// rows per step (the next 512 bytes of F16: one forward stream). The 16 accumulators do not fit
+// in AVX2's 16 registers next to the weights and x, so each step does rows 0-7 and then 8-15,
+// their accumulators kept in memory between halves (a store and a load change no bits; L1 work in
+// a memory-bound loop). Steps of 2 to 128 vectors per half, each half one pass over them, were
+// slower on a Zen 4 VM (KVSERVE_ISA=avx2, tinyllama F16: 11-17 t/s against 18-24 for one). Every
+// row's sum is FloatTile's (one accumulator, increasing k, HSum). kAheadL2: each step's bytes are
+// also prefetched kPrefetchAheadBytes<kL2> further on into L2.
+template <WType T, bool kAheadL2>
+void X16DecodeTile(const MatmulTile& t, int j0) {
+  using Rows = WeightRows<T, true>;
+  const uint8_t* step = Rows::Row(t, j0);
+  const float* x = reinterpret_cast<const float*>(t.x);
+  alignas(32) float sums[kPackRows][kLanes] = {};
+  for (int kk = 0; kk < t.k; kk += kPackRows, step += Rows::kGroupStep) {
+    if constexpr (kAheadL2) PrefetchLinesAhead<PrefetchLevel::kL2>(step, Rows::kGroupStep);
+    for (int half = 0; half < 2; ++half) {
+      float(*half_sums)[kLanes] = sums + half * kLanes;
+      const uint8_t* w = step + static_cast<size_t>(half) * kLanes * Rows::kVectorBytes;
+      __m256 acc[kLanes];
+      for (int r = 0; r < kLanes; ++r) acc[r] = _mm256_load_ps(half_sums[r]);
+      X16HalfStep<T>(w, x, kk, t.k, acc);
+      if (kk + kLanes < t.k) {
+        X16HalfStep<T>(w + kLanes * Rows::kElementBytes, x, kk + kLanes, t.k, acc);
+      }
+      for (int r = 0; r < kLanes; ++r) _mm256_store_ps(half_sums[r], acc[r]);
+    }
+  }
+  const int rows = t.n_end - j0 < kPackRows ? t.n_end - j0 : kPackRows;
+  for (int r = 0; r < rows; ++r) t.y[j0 + r] = HSum(_mm256_load_ps(sums[r]));
+}
+
+// The x16 layout (packed_floats.h): n_begin a multiple of 16.
+template <WType T, bool kAheadL2 = false>
+void MatmulFloatX16(const MatmulTile& t) {
+  assert(t.m >= 0 && t.k >= 0 && t.n_begin <= t.n_end && t.n_begin % kPackRows == 0);
+  if (t.m == 1) {
+    for (int j0 = t.n_begin; j0 < t.n_end; j0 += kPackRows) X16DecodeTile<T, kAheadL2>(t, j0);
+    return;
+  }
+  MatmulFloatRows<T, true>(t);
 }
 
 void MatmulF32(const MatmulTile& t) { MatmulFloat<WType::kF32>(t); }
 void MatmulF16(const MatmulTile& t) { MatmulFloat<WType::kF16>(t); }
 void MatmulBf16(const MatmulTile& t) { MatmulFloat<WType::kBf16>(t); }
+void MatmulF32X16(const MatmulTile& t) { MatmulFloatX16<WType::kF32>(t); }
+void MatmulF16X16(const MatmulTile& t) { MatmulFloatX16<WType::kF16>(t); }
+void MatmulBf16X16(const MatmulTile& t) { MatmulFloatX16<WType::kBf16>(t); }
+void MatmulF32X16L2(const MatmulTile& t) { MatmulFloatX16<WType::kF32, true>(t); }
+void MatmulF16X16L2(const MatmulTile& t) { MatmulFloatX16<WType::kF16, true>(t); }
+void MatmulBf16X16L2(const MatmulTile& t) { MatmulFloatX16<WType::kBf16, true>(t); }
 
 // Same arithmetic as the scalar twin: d = amax / 127 (f16-stored, rounded to nearest even),
 // quants = nearbyint(x * (1 / d)) under the default rounding mode (ties to even).
@@ -275,6 +375,9 @@ constexpr KernelTable kAvx2 = {
     .matmul_q5_1_x16 = avx2::MatmulQ5_1x16,
     .matmul_iq4_nl_x16 = avx2::MatmulIq4Nlx16,
     .matmul_mxfp4_x16 = avx2::MatmulMxfp4x16,
+    .matmul_f32_x16 = MatmulF32X16,
+    .matmul_f16_x16 = MatmulF16X16,
+    .matmul_bf16_x16 = MatmulBf16X16,
     .decode_q4_k_x16_alt = avx2::MatmulQ4_Kx16TwoPass,
     .decode_q5_k_x16_alt = avx2::MatmulQ5_Kx16TwoPass,
     .decode_q6_k_x16_alt = avx2::MatmulQ6_Kx16TwoPass,
@@ -287,6 +390,9 @@ constexpr KernelTable kAvx2 = {
     .decode_q5_1_x16_l2 = avx2::MatmulQ5_1x16L2,
     .decode_iq4_nl_x16_l2 = avx2::MatmulIq4Nlx16L2,
     .decode_mxfp4_x16_l2 = avx2::MatmulMxfp4x16L2,
+    .decode_f32_x16_l2 = MatmulF32X16L2,
+    .decode_f16_x16_l2 = MatmulF16X16L2,
+    .decode_bf16_x16_l2 = MatmulBf16X16L2,
     .matmul_q4_1 = scalar::MatmulQ4_1,
     .matmul_q5_0 = scalar::MatmulQ5_0,
     .matmul_q5_1 = scalar::MatmulQ5_1,
