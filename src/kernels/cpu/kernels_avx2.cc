@@ -34,9 +34,13 @@ namespace kvserve {
 namespace {
 
 constexpr int kLanes = 8;
-// Register tile for m > 1: 3 activation rows x 4 weight rows = 12 ymm accumulators.
-constexpr int kMr = 3;
-constexpr int kNr = 4;
+// Register tile for m > 1: 4 activation rows x 3 weight rows = 12 ymm accumulators, with the 3
+// converted weights and one x vector the 16 registers. 3 x 4 (4 weights) spilled for F16 and BF16
+// weights: on a Zen 4 VM (bench/kernel_bench.cc, one thread, m = 64 and 128, tinyllama's shapes)
+// F16 ran at 48-50 GFLOP/s against 93-101 now, BF16 48-50 against 86-88; F32 (whose weights
+// are FMA memory operands) 74-79 either way. 6 x 2 and 5 x 2 gave F16 59-63, 2 x 5 90-103.
+constexpr int kMr = 4;
+constexpr int kNr = 3;
 // Register tile for m == 1 (decode): 8 weight rows streamed side by side.
 constexpr int kNrDecode = 8;
 // Activation rows per block: the block's float rows should stay in L2 (about 1 MiB).
@@ -171,6 +175,12 @@ void FloatTileRows(const MatmulTile& t, int i0, int mr, int j0) {
       return FloatTile<T, 2, NR, kX16>(t, i0, j0);
     case 3:
       return FloatTile<T, 3, NR, kX16>(t, i0, j0);
+    case 4:
+      return FloatTile<T, 4, NR, kX16>(t, i0, j0);
+    case 5:
+      return FloatTile<T, 5, NR, kX16>(t, i0, j0);
+    case 6:
+      return FloatTile<T, 6, NR, kX16>(t, i0, j0);
   }
   assert(false && "FloatTileRows: bad row count");
 }
