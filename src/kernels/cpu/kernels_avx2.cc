@@ -168,6 +168,7 @@ void FloatTile(const MatmulTile& t, int i0, int j0) {
 
 template <WType T, int NR, bool kX16 = false>
 void FloatTileRows(const MatmulTile& t, int i0, int mr, int j0) {
+  static_assert(kMr == 4, "a case per row count up to kMr");
   switch (mr) {
     case 1:
       return FloatTile<T, 1, NR, kX16>(t, i0, j0);
@@ -177,10 +178,6 @@ void FloatTileRows(const MatmulTile& t, int i0, int mr, int j0) {
       return FloatTile<T, 3, NR, kX16>(t, i0, j0);
     case 4:
       return FloatTile<T, 4, NR, kX16>(t, i0, j0);
-    case 5:
-      return FloatTile<T, 5, NR, kX16>(t, i0, j0);
-    case 6:
-      return FloatTile<T, 6, NR, kX16>(t, i0, j0);
   }
   assert(false && "FloatTileRows: bad row count");
 }
