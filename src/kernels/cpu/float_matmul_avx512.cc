@@ -227,7 +227,7 @@ constexpr int kPackMr = 6;  // activation rows per register tile
 constexpr int kPackNr = 4;  // weight rows per register tile: 24 accumulators + 4 weights + 1 x
 // 16-float vectors of k per block (kPanelKBlockFloats / 16). Blocks of 64 vectors, whose
 // activation block (24 KiB) was meant to stay in L1, measured slower on a Zen 4 VM (32 KiB L1D,
-// 1 MiB L2; tinyllama F16 pp128, 2 threads, 3 alternating rounds: 70.7-79.7 t/s against 82.6-84.7
+// 1 MiB L2; tinyllama F16 pp128, 2 threads, 3 alternating rounds: 68.6-79.7 t/s against 76.3-84.7
 // with 256): the streaming weights evicted it anyway, and the spills between blocks cost more.
 constexpr int kKBlockVectors = kPanelKBlockFloats / kLanes;
 // Bytes of converted weights per panel (kept in L2 next to the activation panel and the spills).

@@ -234,7 +234,8 @@ inline void X16HalfStep(const uint8_t* w, const float* x, int kk, int k, __m256 
 // in AVX2's 16 registers next to the weights and x, so each step does rows 0-7 and then 8-15,
 // their accumulators kept in memory between halves (a store and a load change no bits; L1 work in
 // a memory-bound loop). Steps of 2 to 128 vectors per half, each half one pass over them, were
-// slower on a Zen 4 VM (KVSERVE_ISA=avx2, tinyllama F16: 11-17 t/s against 18-24 for one). Every
+// slower on a Zen 4 VM (KVSERVE_ISA=avx2, tinyllama F16, alternating: 2 vectors 18.7-19.9 t/s
+// against 23.1-23.9 for one; 8, 32 and 128 vectors 11-17). Every
 // row's sum is FloatTile's (one accumulator, increasing k, HSum). kAheadL2: each step's bytes are
 // also prefetched kPrefetchAheadBytes<kL2> further on into L2.
 template <WType T, bool kAheadL2>

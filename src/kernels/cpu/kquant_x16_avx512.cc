@@ -42,7 +42,7 @@ constexpr int kPassRows = 16;
 // Activation rows per chunk: a super-block's weights are unpacked once per chunk. At 8, GCC 12
 // spilled the chunk's registers (664 zmm stack accesses in K4SuperBlock<false, 8> against 92 at
 // 6): on a Zen 4 VM (bench/kquant_tile_bench.cc, one thread, m = 16, weights in L2) Q4_K took
-// 214 cycles per row-super-block at 8 and 87 at 6 (85-90 at 4-7), Q6_K 157 against 103; tinyllama
+// 214 cycles per row-super-block at 8 and 87 at 6 (85-93 at 4-7), Q6_K 157 against 103; tinyllama
 // Q4_K_M prefill (pp128, 2 threads, alternating) 121-123 -> 258-266 t/s.
 constexpr int kMr = 6;
 // Chunks of at most this many rows take Q6KQuarter, larger ones Q6KSubBlock.
