@@ -93,9 +93,10 @@ inline __m256 LoadWTail(const uint8_t* p, int left, __m256i mask) {
 // elements kk .. kk + 7 of a row (kk a multiple of 8) are contiguous in both.
 template <WType T, bool kX16>
 struct WeightRows {
+  static constexpr int kVectorElements = 16;  // of the layout's vectors (not the group's 16 rows)
   static constexpr size_t kElementBytes = T == WType::kF32 ? 4 : 2;
-  static constexpr size_t kVectorBytes = kPackRows * kElementBytes;  // a row's 16-element vector
-  static constexpr size_t kGroupStep = kPackRows * kVectorBytes;     // a group's vector v to v + 1
+  static constexpr size_t kVectorBytes = kVectorElements * kElementBytes;
+  static constexpr size_t kGroupStep = kPackRows * kVectorBytes;  // a group's vector v to v + 1
   static const uint8_t* Row(const MatmulTile& t, int j) {
     if constexpr (kX16) {
       return t.w + static_cast<size_t>(j / kPackRows) * t.w_row_bytes +
@@ -107,8 +108,8 @@ struct WeightRows {
   // Bytes from a row's start to its element kk (a multiple of 8).
   static size_t Offset(int kk) {
     if constexpr (kX16) {
-      return static_cast<size_t>(kk / kPackRows) * kGroupStep +
-             static_cast<size_t>(kk % kPackRows) * kElementBytes;
+      return static_cast<size_t>(kk / kVectorElements) * kGroupStep +
+             static_cast<size_t>(kk % kVectorElements) * kElementBytes;
     } else {
       return static_cast<size_t>(kk) * kElementBytes;
     }
@@ -244,7 +245,7 @@ void X16DecodeTile(const MatmulTile& t, int j0) {
   const uint8_t* step = Rows::Row(t, j0);
   const float* x = reinterpret_cast<const float*>(t.x);
   alignas(32) float sums[kPackRows][kLanes] = {};
-  for (int kk = 0; kk < t.k; kk += kPackRows, step += Rows::kGroupStep) {
+  for (int kk = 0; kk < t.k; kk += Rows::kVectorElements, step += Rows::kGroupStep) {
     if constexpr (kAheadL2) PrefetchLinesAhead<PrefetchLevel::kL2>(step, Rows::kGroupStep);
     for (int half = 0; half < 2; ++half) {
       float(*half_sums)[kLanes] = sums + half * kLanes;
