@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/float_matmul.h"
+#include "kernels/cpu/float_weight_rows.h"
 #include "kernels/cpu/packed_weights.h"
 #include "kernels/cpu/prefetch_ahead.h"
 #include "kernels/cpu/scratch_buffer.h"
@@ -116,23 +117,10 @@ inline __m512 LoadWMasked(const uint8_t* w, __mmask16 mask) {
   }
 }
 
-// Where a tile's weight rows are. Stored (kX16 false): row j at t.w + j * t.w_row_bytes, its
-// 16-element vectors one after another. The x16 layout (packed_floats.h): t.w_row_bytes per
-// 16-row group, vector v of row l of a group at (16 v + l) vectors from the group's start.
+// Where a tile's weight rows are (float_weight_rows.h).
 template <WType T, bool kX16>
-struct WeightRows {
-  static constexpr size_t kVectorBytes = kLanes * (T == WType::kF32 ? 4 : 2);
-  // Bytes from vector v of a row to vector v + 1.
-  static constexpr size_t kStep = kX16 ? kPackRows * kVectorBytes : kVectorBytes;
-  static const uint8_t* Row(const MatmulTile& t, int j) {
-    if constexpr (kX16) {
-      return t.w + static_cast<size_t>(j / kPackRows) * t.w_row_bytes +
-             static_cast<size_t>(j % kPackRows) * kVectorBytes;
-    } else {
-      return t.w + static_cast<size_t>(j) * t.w_row_bytes;
-    }
-  }
-};
+using WeightRows = FloatWeightRows<T == WType::kF32 ? 4 : 2, kX16>;
+static_assert(WeightRows<WType::kF32, false>::kVectorElements == kLanes, "a vector per register");
 
 // y[i0 + r][j0 + c] for r < MR, c < NR, over the whole row length. L: where the decode tile
 // (MR == 1, NR == kNrDecode, stored rows) prefetches the next tile's rows.

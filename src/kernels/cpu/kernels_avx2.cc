@@ -9,8 +9,8 @@
 //
 // Everything here is in an anonymous namespace and uses intrinsics only (no inline helpers from
 // shared headers), so no AVX2 code can leak into other translation units through COMDAT folding.
-// The shared helpers used here, kv_exp_avx2.h and prefetch_ahead.h, are themselves in anonymous
-// namespaces.
+// The shared helpers used here, kv_exp_avx2.h, float_weight_rows.h and prefetch_ahead.h, are
+// themselves in anonymous namespaces.
 #include <immintrin.h>
 
 #include <cassert>
@@ -19,6 +19,7 @@
 
 #include "kernels/cpu/attend_head.h"
 #include "kernels/cpu/blocks32_tiles.h"
+#include "kernels/cpu/float_weight_rows.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/kquant_tiles.h"
 #include "kernels/cpu/kv_exp_avx2.h"
@@ -87,34 +88,9 @@ inline __m256 LoadWTail(const uint8_t* p, int left, __m256i mask) {
   }
 }
 
-// Where a tile's weight rows are. Stored (kX16 false): row j at t.w + j * t.w_row_bytes, its
-// elements one after another. The x16 layout (packed_floats.h): t.w_row_bytes per 16-row group,
-// 16-element vector v of row l of a group at (16 v + l) vectors from the group's start, so that
-// elements kk .. kk + 7 of a row (kk a multiple of 8) are contiguous in both.
+// Where a tile's weight rows are (float_weight_rows.h).
 template <WType T, bool kX16>
-struct WeightRows {
-  static constexpr int kVectorElements = 16;  // of the layout's vectors (not the group's 16 rows)
-  static constexpr size_t kElementBytes = T == WType::kF32 ? 4 : 2;
-  static constexpr size_t kVectorBytes = kVectorElements * kElementBytes;
-  static constexpr size_t kGroupStep = kPackRows * kVectorBytes;  // a group's vector v to v + 1
-  static const uint8_t* Row(const MatmulTile& t, int j) {
-    if constexpr (kX16) {
-      return t.w + static_cast<size_t>(j / kPackRows) * t.w_row_bytes +
-             static_cast<size_t>(j % kPackRows) * kVectorBytes;
-    } else {
-      return t.w + static_cast<size_t>(j) * t.w_row_bytes;
-    }
-  }
-  // Bytes from a row's start to its element kk (a multiple of 8).
-  static size_t Offset(int kk) {
-    if constexpr (kX16) {
-      return static_cast<size_t>(kk / kVectorElements) * kGroupStep +
-             static_cast<size_t>(kk % kVectorElements) * kElementBytes;
-    } else {
-      return static_cast<size_t>(kk) * kElementBytes;
-    }
-  }
-};
+using WeightRows = FloatWeightRows<T == WType::kF32 ? 4 : 2, kX16>;
 
 // y[i0 + r][j0 + c] for r < MR, c < NR, over the whole row length.
 template <WType T, int MR, int NR, bool kX16 = false>
@@ -245,8 +221,8 @@ void X16DecodeTile(const MatmulTile& t, int j0) {
   const uint8_t* step = Rows::Row(t, j0);
   const float* x = reinterpret_cast<const float*>(t.x);
   alignas(32) float sums[kPackRows][kLanes] = {};
-  for (int kk = 0; kk < t.k; kk += Rows::kVectorElements, step += Rows::kGroupStep) {
-    if constexpr (kAheadL2) PrefetchLinesAhead<PrefetchLevel::kL2>(step, Rows::kGroupStep);
+  for (int kk = 0; kk < t.k; kk += Rows::kVectorElements, step += Rows::kStep) {
+    if constexpr (kAheadL2) PrefetchLinesAhead<PrefetchLevel::kL2>(step, Rows::kStep);
     for (int half = 0; half < 2; ++half) {
       float(*half_sums)[kLanes] = sums + half * kLanes;
       const uint8_t* w = step + static_cast<size_t>(half) * kLanes * Rows::kVectorBytes;
