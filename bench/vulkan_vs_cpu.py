@@ -2,8 +2,10 @@
 """The Vulkan backend's correctness on every model file of ../shared/models (arch/ and
 stories260K), side by side with the CPU backend: the largest relative logit error of each
 (max |a - b| / max |b| over a row, worst row) for a 12-token prompt, whether Vulkan's greedy
-tokens are the CPU's, and whether Vulkan's logits are the same bits alone (a token a step),
-batched (the prompt in one step) and without the cache (each prefix recomputed).
+tokens are the CPU's, whether Vulkan's logits are the same bits alone (a token a step),
+batched (the prompt in one step) and without the cache (each prefix recomputed), and whether
+they are the same bits with each dispatch submitted and waited for on its own
+(KVSERVE_VULKAN_SYNC=1) as with dispatches recorded into batches (the default).
 
     python3 bench/vulkan_vs_cpu.py [--kvserve build/kvserve] [--models ../shared/models]
 
@@ -20,11 +22,12 @@ import tempfile
 TOKENS = "1,2,3,4,5,6,7,8,9,10,11,12"
 
 
-def logits(kvserve, model, backend, mode, out_dir):
-    path = os.path.join(out_dir, f"{backend}-{mode}.f32")
+def logits(kvserve, model, backend, mode, out_dir, sync=False):
+    path = os.path.join(out_dir, f"{backend}-{mode}-{int(sync)}.f32")
+    env = dict(os.environ, KVSERVE_VULKAN_SYNC="1" if sync else "0")
     subprocess.run([kvserve, "logits", "-m", model, "--tokens", TOKENS, "--out", path,
                     "--mode", mode, "--backend", backend, "-t", "2"],
-                   check=True, capture_output=True)
+                   check=True, capture_output=True, env=env)
     values = array.array("f")
     with open(path, "rb") as f:
         values.frombytes(f.read())
@@ -57,18 +60,22 @@ def main():
     arch = os.path.join(args.models, "arch")
     files += [os.path.join(arch, f) for f in sorted(os.listdir(arch)) if f.endswith(".gguf")]
     n_rows = len(TOKENS.split(","))
-    print("| model | Vulkan vs CPU, worst row | greedy tokens equal | alone = batched = no cache |")
-    print("|---|---|---|---|")
+    print("| model | Vulkan vs CPU, worst row | greedy tokens equal | alone = batched = no cache "
+          "| batches = synchronous |")
+    print("|---|---|---|---|---|")
     for model in files:
         with tempfile.TemporaryDirectory() as tmp:
             cpu = logits(args.kvserve, model, "cpu", "batch", tmp)
             vk = {m: logits(args.kvserve, model, "vulkan", m, tmp)
                   for m in ("batch", "incremental", "no-cache")}
+            synchronous = {m: logits(args.kvserve, model, "vulkan", m, tmp, sync=True)
+                           for m in ("batch", "incremental")}
         error = worst_row_error(vk["batch"], cpu, n_rows)
         same_bits = vk["batch"] == vk["incremental"] == vk["no-cache"]
+        same_as_sync = all(vk[m] == synchronous[m] for m in synchronous)
         tokens_equal = greedy(args.kvserve, model, "cpu") == greedy(args.kvserve, model, "vulkan")
         print(f"| {os.path.basename(model)} | {error:.2e} | {'yes' if tokens_equal else 'NO'} | "
-              f"{'yes' if same_bits else 'NO'} |", flush=True)
+              f"{'yes' if same_bits else 'NO'} | {'yes' if same_as_sync else 'NO'} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -123,16 +123,17 @@ struct Layer {
 };
 
 // Floats in `ws`'s buffer `id` holding `values` (device memory for Vulkan).
-float* InWorkspace(Workspace& ws, int id, const std::vector<float>& values) {
+float* InWorkspace(const Backend& backend, Workspace& ws, int id,
+                   const std::vector<float>& values) {
   float* p = ws.Floats(id, values.size());
-  std::copy(values.begin(), values.end(), p);
+  testing::WriteDevice(backend, values, p);
   return p;
 }
 
 // StoreKv of every token of `seqs` into `layer` (K at row offset 0, V at row + 2).
 void StoreAll(const Backend& backend, Workspace& ws, const Layer& layer, const Shape& s,
               const Sequences& seqs, std::span<const int64_t> slots) {
-  const float* rows = InWorkspace(ws, 0, seqs.rows);
+  const float* rows = InWorkspace(backend, ws, 0, seqs.rows);
   backend.StoreKv(layer.view, slots, rows, rows + s.row() + 2, seqs.stride, ws);
 }
 
@@ -153,9 +154,15 @@ struct StoredOnBoth {
     StoreAll(*b.vulkan, *vws, on_vulkan, s, seqs, seqs.slots);
     StoreAll(*b.cpu, *cws, on_cpu, s, seqs, seqs.slots);
   }
-  bool SamePools() const {
-    return std::memcmp(on_vulkan.k.data(), on_cpu.k.data(), pool_bytes) == 0 &&
-           std::memcmp(on_vulkan.v.data(), on_cpu.v.data(), pool_bytes) == 0;
+  bool SamePools(const testing::VulkanAndCpu& b) const {
+    // Read through the allocator: the Vulkan backend's recorded stores run first.
+    const auto bytes = [&](const Backend& backend, const Buffer& pool) {
+      std::vector<uint8_t> out(pool_bytes);
+      backend.allocator().CopyToHost(pool.data(), pool_bytes, out.data());
+      return out;
+    };
+    return bytes(*b.vulkan, on_vulkan.k) == bytes(*b.cpu, on_cpu.k) &&
+           bytes(*b.vulkan, on_vulkan.v) == bytes(*b.cpu, on_cpu.v);
   }
 };
 
@@ -190,11 +197,10 @@ struct Params {
 std::vector<float> Attend(const Backend& backend, Workspace& ws, const Layer& layer,
                           const AttentionBatch& batch, const std::vector<float>& q, int n_heads,
                           const AttentionParams& params) {
-  const float* q_in = InWorkspace(ws, 1, q);
-  float* out = ws.Floats(2, q.size());
-  std::fill(out, out + q.size(), NAN);
+  const float* q_in = InWorkspace(backend, ws, 1, q);
+  float* out = InWorkspace(backend, ws, 2, std::vector<float>(q.size(), NAN));
   backend.PagedAttention(layer.view, batch, q_in, n_heads, params, out, ws);
-  return std::vector<float>(out, out + q.size());
+  return testing::ReadDevice(backend, out, q.size());
 }
 
 // How far a float attention output may be from the exact one, per element of head `h` of token
@@ -264,7 +270,7 @@ void CheckAgainstCpu(const Shape& s, uint32_t seed) {
   const Sequences seqs(s, {37, 5, 130}, rng);  // up to three tiles of 64 keys
   const Params p(s, 130, rng);
   const StoredOnBoth stored(b, s, seqs);
-  EXPECT_TRUE(stored.SamePools()) << "the K or V pools differ";
+  EXPECT_TRUE(stored.SamePools(b)) << "the K or V pools differ";
   const Layer& on_vulkan = stored.on_vulkan;
   const Layer& on_cpu = stored.on_cpu;
   Workspace& vws = *stored.vws;
@@ -370,7 +376,7 @@ TEST(VulkanAttention, StoreKvWritesTheCpuBytesForEdgeValues) {
       put(4, 0, kQ4Ties, 1e-30f);
       put(5, s.row() + 2, kQ8Ties, 1e30f);
       put(6, head_dim, kQ4Ties);  // K, head 1
-      EXPECT_TRUE(StoredOnBoth(b, s, seqs).SamePools());
+      EXPECT_TRUE(StoredOnBoth(b, s, seqs).SamePools(b));
     }
   }
 }
@@ -488,7 +494,7 @@ TEST(VulkanAttention, HeadSizesNotAMultipleOf4RunOnTheCpuWithItsBits) {
     const Sequences seqs(s, {37, 5}, rng);
     const Params p(s, 37, rng);
     const StoredOnBoth stored(b, s, seqs);
-    EXPECT_TRUE(stored.SamePools());
+    EXPECT_TRUE(stored.SamePools(b));
     const AttentionBatch batch{
         .positions = seqs.positions, .seq_index = seqs.seq_index, .block_tables = seqs.tables};
     const std::vector<float> q = RandomFloats(seqs.n_tokens() * s.n_heads * s.head_dim, rng, 1.5f);

@@ -12,6 +12,9 @@
 //   pairings, divisors, YaRN) agree with the CPU; GELU, GeGLU (the CPU's f16 table, NaN, -0, the
 //   +-10 clamps, subnormals), ReLU and bias give its bits.
 // - Arguments in plain host memory are staged and copied back: the same bits as in device memory.
+// - Operations on device memory are recorded and run, in order, when the host reads the results;
+//   a float model's decode step waits for the device twice (every dispatch with
+//   KVSERVE_VULKAN_SYNC=1); x is rounded to Q8_0, Q8_1 and Q8_K on the device with the CPU's bytes.
 // - Weights are copied to device memory at load (the matrix's `packed`, each vector's `prepared`).
 // A build without the backend skips; a build with it fails without a device.
 #include <gtest/gtest.h>
@@ -23,6 +26,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -42,8 +46,10 @@ using testing::GetBackends;
 using testing::MakeMatrix;
 using testing::Prepared;
 using testing::RandomFloats;
+using testing::ReadDevice;
 using testing::Shape;
 using testing::TestMatrix;
+using testing::WriteDevice;
 
 TEST(VulkanBackend, EveryMatmulTypeAgreesWithExactSumsAndTheCpuOnOddShapes) {
   REQUIRE_VULKAN();
@@ -267,14 +273,41 @@ TEST(VulkanBackend, HostMemoryArgumentsGiveTheBitsOfDeviceMemory) {
   std::vector<float> host_y(2 * 7, -1.0f);
   vulkan.Matmul(w, x.data(), 2, host_y.data(), *ws);  // staged in, copied back
   float* x_device = ws->Floats(3, x.size());
-  std::copy(x.begin(), x.end(), x_device);
+  WriteDevice(vulkan, x, x_device);
   float* y_device = ws->Floats(4, host_y.size());
   vulkan.Matmul(w, x_device, 2, y_device, *ws);
-  EXPECT_EQ(host_y, std::vector<float>(y_device, y_device + host_y.size()));
+  EXPECT_EQ(host_y, ReadDevice(vulkan, y_device, host_y.size()));
   // A pointer inside a device buffer binds at an aligned offset below it: row 1 alone.
-  std::vector<float> row1(7);
   vulkan.Matmul(w, x_device + 256, 1, y_device + 9, *ws);
-  EXPECT_EQ(0, std::memcmp(y_device + 9, host_y.data() + 7, sizeof(float) * 7));
+  EXPECT_EQ(std::vector<float>(host_y.begin() + 7, host_y.end()),
+            ReadDevice(vulkan, y_device + 9, 7));
+}
+
+// Operations on device memory are recorded and run together when the host needs their results:
+// nothing has run before then, they run in order, and reading through the allocator (as the
+// engine reads KV blocks) runs them first.
+TEST(VulkanBackend, DeviceOperationsRunInOrderWhenTheHostReadsTheirResults) {
+  REQUIRE_VULKAN();
+  const Backend& vulkan = *GetBackends().vulkan;
+  const Backend& cpu = *GetBackends().cpu;
+  auto ws = vulkan.NewWorkspace({});
+  auto cpu_ws = cpu.NewWorkspace({});
+  constexpr int kRows = 3, kWidth = 37;
+  std::vector<float> x = RandomFloats(kRows * kWidth, 41);
+  const std::vector<float> y = RandomFloats(kRows * kWidth, 42);
+  float* x_device = ws->Floats(0, x.size());
+  float* y_device = ws->Floats(1, y.size());
+  WriteDevice(vulkan, x, x_device);
+  WriteDevice(vulkan, y, y_device);
+  vulkan.Add(x_device, y_device, kRows, kWidth, *ws);
+  vulkan.Scale(x_device, kRows, kWidth, 0.75f, *ws);
+  vulkan.Add(x_device, y_device, kRows, kWidth, *ws);
+  // Still the host's bytes: the three are recorded, not run (a plain read, not the allocator's).
+  EXPECT_EQ(0, std::memcmp(x_device, x.data(), sizeof(float) * x.size()));
+  cpu.Add(x.data(), y.data(), kRows, kWidth, *cpu_ws);
+  cpu.Scale(x.data(), kRows, kWidth, 0.75f, *cpu_ws);
+  cpu.Add(x.data(), y.data(), kRows, kWidth, *cpu_ws);
+  EXPECT_EQ(x, ReadDevice(vulkan, x_device, x.size()));
 }
 
 TEST(VulkanBackend, WeightVectorsAreCopiedToDeviceMemoryAtLoad) {
@@ -288,6 +321,51 @@ TEST(VulkanBackend, WeightVectorsAreCopiedToDeviceMemoryAtLoad) {
   ASSERT_NE(v.prepared, nullptr);
   EXPECT_NE(v.prepared, v.host.data());
   EXPECT_EQ(std::vector<float>(v.prepared, v.prepared + 3), v.host);
+}
+
+// A decode step of a float model (stories260K: every operation but the embedding lookup and the
+// gather of the rows that get logits has a shader) records its dispatches and waits for the
+// device twice per token: before that gather (on the CPU backend) and for the logits (host
+// memory). KVSERVE_VULKAN_SYNC=1 waits for each dispatch. `bench --profile` counts both.
+TEST(VulkanBackend, AFloatModelsDecodeStepWaitsForTheDeviceTwice) {
+  REQUIRE_VULKAN();
+  const std::string bench = "bench -m " + testing::ModelPath("stories260K.gguf") +
+                            " --backend vulkan -p 0 -n 8 -r 1 -t 1 --profile -o json";
+  // Per token over the profile's ops: {dispatches, waits}.
+  const auto per_token = [&](const char* sync) {
+    setenv("KVSERVE_VULKAN_SYNC", sync, 1);  // the child's
+    std::string out, err;
+    const int rc = testing::RunKvserve(bench, &out, &err);
+    unsetenv("KVSERVE_VULKAN_SYNC");
+    EXPECT_EQ(rc, 0) << err;
+    double dispatches = 0, waits = 0;
+    const nlohmann::json report = nlohmann::json::parse(out);
+    for (const auto& op : report["profiles"][0]["ops"]) {
+      dispatches += op["device_dispatches_per_token"].get<double>();
+      waits += op["device_waits_per_token"].get<double>();
+    }
+    return std::pair{dispatches, waits};
+  };
+  const auto [dispatches, waits] = per_token("0");
+  EXPECT_GT(dispatches, 40.0);  // 5 layers of about 16 operations
+  EXPECT_EQ(waits, 2.0);
+  const auto [sync_dispatches, sync_waits] = per_token("1");
+  EXPECT_EQ(sync_dispatches, dispatches);
+  EXPECT_EQ(sync_waits, sync_dispatches);
+}
+
+// x is rounded to Q8_0, Q8_1 and Q8_K on the device (quantize_rows.comp) with the CPU
+// quantizer's bytes, ties and zero blocks included (VulkanBackend::CheckQuantizeShaders), so a
+// quantized model's matmuls need no wait for the host to round x.
+TEST(VulkanBackend, XIsRoundedOnTheDeviceWithTheCpuQuantizersBytes) {
+  REQUIRE_VULKAN();
+  int found = 0;
+  for (const KernelCheck& check : GetBackends().vulkan->CheckKernels()) {
+    if (check.what.rfind("vulkan quantize ", 0) != 0) continue;
+    ++found;
+    EXPECT_TRUE(check.ok) << check.what << ": " << check.max_error << " bytes differ";
+  }
+  EXPECT_EQ(found, 3);
 }
 
 TEST(VulkanBackend, AnUnknownDeviceIsAnErrorNamingIt) {

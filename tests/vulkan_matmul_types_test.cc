@@ -102,7 +102,7 @@ TEST(VulkanRouteTopK, IdsAreTheCpusAndWeightsWithinRounding) {
       const std::vector<float> logits = RouterLogits(kRows, n_expert, ties, seed++);
       // Logits in device memory, bound in place (the models' router output), for even k.
       float* device_logits = vulkan_ws->Floats(0, logits.size());
-      std::copy(logits.begin(), logits.end(), device_logits);
+      testing::WriteDevice(*b.vulkan, logits, device_logits);
       for (int k = 1; k <= n_expert; ++k) {
         if (n_expert > 65 && k > 9 && k < n_expert - 2) continue;
         SCOPED_TRACE("n_expert " + std::to_string(n_expert) + ", k " + std::to_string(k) +

@@ -23,9 +23,12 @@ std::string FormatProfile(const BenchProfile& p) {
       "sleeps |\n|---|---:|---:|---:|---:|---:|---:|\n",
       p.test.c_str(), p.tokens);
   double ops_us = 0;
+  uint64_t dispatches = 0, waits = 0;
   for (const ProfilingBackend::OpTotals& op : p.ops) {
     const double us = op.seconds * per_token * 1e6;
     ops_us += us;
+    dispatches += op.device_dispatches;
+    waits += op.device_waits;
     const std::string gb_s = op.weight_bytes > 0 && op.seconds > 0
                                  ? Line("%.1f", op.weight_bytes / op.seconds / 1e9)
                                  : "";
@@ -38,6 +41,12 @@ std::string FormatProfile(const BenchProfile& p) {
   out += Line("| outside the ops | | %.1f | %.1f%% | | | |\n", token_us - ops_us,
               token_us > 0 ? 100.0 * (token_us - ops_us) / token_us : 0.0);
   out += Line("| token (the timed runs) | | %.1f | 100%% | | | |\n", token_us);
+  if (dispatches > 0) {
+    out += Line(
+        "\ndevice: %.1f dispatches and %.1f waits per token (a batch of recorded dispatches runs, "
+        "and its time falls, on the op that waits for it)\n",
+        dispatches * per_token, waits * per_token);
+  }
   return out;
 }
 
@@ -50,7 +59,9 @@ nlohmann::json ProfileJson(const BenchProfile& p) {
                    {"us_per_token", op.seconds * per_token * 1e6},
                    {"wait_us_per_token", op.wait_seconds * per_token * 1e6},
                    {"worker_sleeps_per_token", op.worker_sleeps * per_token},
-                   {"weight_bytes_per_token", op.weight_bytes * per_token}});
+                   {"weight_bytes_per_token", op.weight_bytes * per_token},
+                   {"device_dispatches_per_token", op.device_dispatches * per_token},
+                   {"device_waits_per_token", op.device_waits * per_token}});
   }
   return {
       {"test", p.test}, {"tokens", p.tokens}, {"token_us", p.token_seconds * 1e6}, {"ops", ops}};

@@ -45,7 +45,10 @@ class Workspace {
  public:
   virtual ~Workspace() = default;
   // At least n floats for buffer `id` (a small index chosen by the model), 64-byte aligned; the
-  // contents survive until the next call with a larger n for that id.
+  // contents survive until the next call with a larger n for that id. They are the backend's
+  // memory: the operations read and write them; the host does through the backend's allocator
+  // (BufferAllocator::CopyToHost, CopyFromHost), since a device backend may not have run the
+  // operations recorded on them yet. KV pools are read and written the same way.
   virtual float* Floats(int id, size_t n) = 0;
 
   // What the workspace's threads have done since it was made, for profiles (zeros for a backend
@@ -54,6 +57,10 @@ class Workspace {
     uint64_t parallel_jobs = 0;  // jobs handed to worker threads
     double wait_seconds = 0;     // the calling thread's wait for the workers after its own part
     uint64_t worker_sleeps = 0;  // times a worker found no job while it spun and went to sleep
+    // A device backend's: operations recorded on the device, and the times the host submitted
+    // them and waited (zeros for the CPU backend).
+    uint64_t device_dispatches = 0;
+    uint64_t device_waits = 0;
   };
   virtual Counters counters() const { return {}; }
   // How many threads the workspace runs work on (1 for a backend without worker threads).

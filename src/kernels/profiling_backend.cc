@@ -9,17 +9,25 @@ template <typename Fn>
 void ProfilingBackend::Timed(const std::string& name, Workspace* ws, uint64_t weight_bytes,
                              Fn&& fn) const {
   using Clock = std::chrono::steady_clock;
-  const Workspace::Counters before = ws != nullptr ? ws->counters() : Workspace::Counters{};
+  // An op without a workspace runs on the calling thread; a device backend's counters are the
+  // device's, read through the last workspace seen.
+  if (ws != nullptr) last_workspace_ = ws;
+  Workspace* counted = last_workspace_;
+  const Workspace::Counters before =
+      counted != nullptr ? counted->counters() : Workspace::Counters{};
   const Clock::time_point start = Clock::now();
   fn();
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  const Workspace::Counters after = ws != nullptr ? ws->counters() : Workspace::Counters{};
+  const Workspace::Counters after =
+      counted != nullptr ? counted->counters() : Workspace::Counters{};
   OpTotals& op = ops_[name];
   op.calls += 1;
   op.seconds += seconds;
   op.wait_seconds += after.wait_seconds - before.wait_seconds;
   op.parallel_jobs += after.parallel_jobs - before.parallel_jobs;
   op.worker_sleeps += after.worker_sleeps - before.worker_sleeps;
+  op.device_dispatches += after.device_dispatches - before.device_dispatches;
+  op.device_waits += after.device_waits - before.device_waits;
   op.weight_bytes += weight_bytes;
 }
 

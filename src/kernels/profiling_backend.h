@@ -1,11 +1,13 @@
 // A Backend that runs every operation on another one and keeps, per operation, how many times it
 // ran, how long it took on the calling thread (wall time, including the hand-offs to worker
-// threads), how long the caller then waited for its workers, and for matmuls the weight bytes
-// read. Behind `kvserve bench --profile`: a decode step's time, op by op.
+// threads), how long the caller then waited for its workers, for matmuls the weight bytes read,
+// and on a device backend the dispatches recorded and the waits for the device. Behind `kvserve
+// bench --profile`: a decode step's time, op by op.
 //
 // Matmuls are kept apart by weight type and shape ("matmul q4_K 2048x5632"), the rest by name.
 // Thread rules: as a Backend (one forward pass at a time per workspace); totals() and Reset()
-// between passes, from the thread that runs them.
+// between passes, from the thread that runs them. An op without a workspace reads the counters
+// through the last op's workspace (kept until Reset), which must still be alive.
 #pragma once
 
 #include <map>
@@ -31,10 +33,17 @@ class ProfilingBackend final : public ForwardingBackend {
     uint64_t parallel_jobs = 0;
     uint64_t worker_sleeps = 0;
     uint64_t weight_bytes = 0;  // matmuls: stored bytes of the weights read
+    // A device backend's (Workspace::Counters); the time of a batch of recorded dispatches falls
+    // on the op that waits for it.
+    uint64_t device_dispatches = 0;
+    uint64_t device_waits = 0;
   };
   // Every op seen since the last Reset, the slowest first.
   std::vector<OpTotals> totals() const;
-  void Reset() { ops_.clear(); }
+  void Reset() {
+    ops_.clear();
+    last_workspace_ = nullptr;
+  }
 
   void Matmul(const WeightMatrix& w, const float* x, int n_rows, float* y,
               Workspace& ws) const override;
@@ -96,6 +105,7 @@ class ProfilingBackend final : public ForwardingBackend {
 
   // Written by the const operations: a profile is state of the run, not of the backend.
   mutable std::map<std::string, OpTotals> ops_;
+  mutable Workspace* last_workspace_ = nullptr;  // the last op's that had one
 };
 
 }  // namespace kvserve

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "io/gguf_writer.h"
 #include "kv/kv_layer_view.h"
@@ -166,13 +167,22 @@ void FakeModel::Forward(const ForwardBatch& batch, KvCache& kv, Workspace& ws,
   if (kv.n_layers() != n_layers) Fail("the KV cache has the wrong number of layers");
 
   // Store first, so that a row sees the tokens of its own chunk (as a real model's attention).
-  float* k = ws.Floats(0, static_cast<size_t>(n_tokens) * kFakeHeadDim);
-  float* v = ws.Floats(1, static_cast<size_t>(n_tokens) * kFakeHeadDim);
+  // The rows are made on the host and written into the workspace through the backend's
+  // allocator (device memory on a GPU backend, where the last layer's store may not have run).
+  const size_t rows_floats = static_cast<size_t>(n_tokens) * kFakeHeadDim;
+  const BufferAllocator& memory = backend_.allocator();
+  float* k = ws.Floats(0, rows_floats);
+  float* v = ws.Floats(1, rows_floats);
+  std::vector<float> k_host(rows_floats), v_host(rows_floats);
   for (int layer = 0; layer < n_layers; ++layer) {
     for (int i = 0; i < n_tokens; ++i) {
-      FakeKvRows(batch.tokens[i], batch.positions[i], layer, k + i * kFakeHeadDim,
-                 v + i * kFakeHeadDim);
+      FakeKvRows(batch.tokens[i], batch.positions[i], layer, &k_host[i * kFakeHeadDim],
+                 &v_host[i * kFakeHeadDim]);
     }
+    memory.CopyFromHost(reinterpret_cast<const uint8_t*>(k_host.data()),
+                        sizeof(float) * rows_floats, reinterpret_cast<uint8_t*>(k));
+    memory.CopyFromHost(reinterpret_cast<const uint8_t*>(v_host.data()),
+                        sizeof(float) * rows_floats, reinterpret_cast<uint8_t*>(v));
     backend_.StoreKv(kv.layer(layer), batch.slots(kv.layer(layer).group), k, v, kFakeHeadDim, ws);
   }
 
@@ -195,9 +205,12 @@ void FakeModel::Forward(const ForwardBatch& batch, KvCache& kv, Workspace& ws,
       for (int layer = 0; layer < n_layers; ++layer) {
         const KvLayerView& view = kv.layer(layer);
         const size_t offset = static_cast<size_t>(slot) * view.slot_bytes();
+        std::vector<uint8_t> k_slot(view.slot_bytes()), v_slot(view.slot_bytes());
+        memory.CopyToHost(view.k + offset, k_slot.size(), k_slot.data());
+        memory.CopyToHost(view.v + offset, v_slot.size(), v_slot.data());
         float k_row[kFakeHeadDim], v_row[kFakeHeadDim];
-        DecodeKvHead(view.type, view.k + offset, kFakeHeadDim, k_row);
-        DecodeKvHead(view.type, view.v + offset, kFakeHeadDim, v_row);
+        DecodeKvHead(view.type, k_slot.data(), kFakeHeadDim, k_row);
+        DecodeKvHead(view.type, v_slot.data(), kFakeHeadDim, v_row);
         hash = FakeFoldRows(hash, k_row, v_row);
         if (pos == p && layer == 0) last = static_cast<int32_t>(std::lrint(k_row[0]));
       }

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels/backend.h"
 #include "kernels/backend_registry.h"
@@ -39,6 +40,20 @@ inline const VulkanAndCpu& GetBackends() {
     return b;
   }();
   return backends;
+}
+
+// A backend's memory (a workspace's Floats, a KV pool) written and read through its allocator,
+// as the engine does: the Vulkan backend's recorded dispatches run first (VulkanDevice::Flush).
+inline void WriteDevice(const Backend& backend, const std::vector<float>& values, float* device) {
+  backend.allocator().CopyFromHost(reinterpret_cast<const uint8_t*>(values.data()),
+                                   sizeof(float) * values.size(),
+                                   reinterpret_cast<uint8_t*>(device));
+}
+inline std::vector<float> ReadDevice(const Backend& backend, const float* device, size_t n) {
+  std::vector<float> out(n);
+  backend.allocator().CopyToHost(reinterpret_cast<const uint8_t*>(device), sizeof(float) * n,
+                                 reinterpret_cast<uint8_t*>(out.data()));
+  return out;
 }
 
 }  // namespace kvserve::testing

@@ -145,9 +145,10 @@ MatmulDifference CheckMatmul(GgmlType type, const Shape& s, uint32_t seed) {
   auto vulkan_ws = b.vulkan->NewWorkspace({});
   auto cpu_ws = b.cpu->NewWorkspace({.n_threads = 1});
   float* x_device = vulkan_ws->Floats(0, x.size());  // device memory: bound in place
-  std::copy(x.begin(), x.end(), x_device);
-  float* y = vulkan_ws->Floats(1, static_cast<size_t>(s.n_rows) * s.n_out);
-  b.vulkan->Matmul(on_vulkan, x_device, s.n_rows, y, *vulkan_ws);
+  WriteDevice(*b.vulkan, x, x_device);
+  float* y_device = vulkan_ws->Floats(1, static_cast<size_t>(s.n_rows) * s.n_out);
+  b.vulkan->Matmul(on_vulkan, x_device, s.n_rows, y_device, *vulkan_ws);
+  const std::vector<float> y = ReadDevice(*b.vulkan, y_device, s.n_rows * s.n_out);
   std::vector<float> y_cpu(static_cast<size_t>(s.n_rows) * s.n_out);
   b.cpu->Matmul(on_cpu, x.data(), s.n_rows, y_cpu.data(), *cpu_ws);
   int bad = 0;

@@ -40,14 +40,14 @@ KeyRange Keys(const AttentionBatch& batch, const AttentionParams& params, size_t
   return {params.window > 0 ? std::max(0, position - params.window + 1) : 0, position + 1};
 }
 
-// Fills paged_attention.comp's `meta` (its layout is in the shader) in ws's Scratch(kBlockTables):
+// Fills paged_attention.comp's `meta` (its layout is in the shader) in ws's transient memory:
 // per sequence its table's index and key count, the sinks' bits, then each sequence's table up to
 // the last block its tokens read. Returns the pool slots the tokens may read (one past the
 // largest physical block they read, times block_size), or -1 when a block they read is negative.
-// meta_ints: the ints written.
+// meta, meta_ints: where the ints went and how many.
 int64_t FlattenTables(const KvLayerView& kv, const AttentionBatch& batch,
                       const AttentionParams& params, int n_heads, VulkanWorkspace& ws,
-                      size_t& meta_ints) {
+                      const int32_t*& meta_out, size_t& meta_ints) {
   const size_t n_seq = batch.block_tables.size();
   std::vector<int32_t> first_block(n_seq, INT32_MAX);  // the lowest block a token reads
   std::vector<int32_t> end_block(n_seq, 0);            // one past the highest
@@ -60,8 +60,8 @@ int64_t FlattenTables(const KvLayerView& kv, const AttentionBatch& batch,
   const size_t header = 2 * n_seq + static_cast<size_t>(n_heads);
   meta_ints = header;
   for (size_t s = 0; s < n_seq; ++s) meta_ints += end_block[s];
-  int32_t* meta = reinterpret_cast<int32_t*>(
-      ws.Scratch(VulkanWorkspace::kBlockTables, meta_ints * sizeof(int32_t)));
+  int32_t* meta = reinterpret_cast<int32_t*>(ws.Transient(meta_ints * sizeof(int32_t)));
+  meta_out = meta;
   int64_t max_block = -1;
   size_t next = header;
   for (size_t s = 0; s < n_seq; ++s) {
@@ -133,16 +133,13 @@ bool VulkanAttention::StoreKv(const KvLayerView& kv, std::span<const int64_t> sl
                                            4 * dst_v_word,
                                            slots_word,
                                            grid.x};
-    device_.Dispatch(ShaderFor("store_kv", kv.type), args.bindings(), PushBytes(push), grid.x,
-                     grid.y, 2);
+    args.Dispatch(ShaderFor("store_kv", kv.type), PushBytes(push), grid.x, grid.y, 2);
   } else {
     const std::array<uint32_t, 9> push = {PushInt(n_tokens), PushInt(row_units), PushInt(stride),
                                           src_k_word,        src_v_word,         dst_k_word,
                                           dst_v_word,        slots_word,         grid.x};
-    device_.Dispatch(ShaderFor("store_kv", kv.type), args.bindings(), PushBytes(push), grid.x,
-                     grid.y, 2);
+    args.Dispatch(ShaderFor("store_kv", kv.type), PushBytes(push), grid.x, grid.y, 2);
   }
-  args.Finish();
   return true;
 }
 
@@ -155,8 +152,10 @@ bool VulkanAttention::PagedAttention(const KvLayerView& kv, const AttentionBatch
   }
   const size_t n_tokens = batch.positions.size();
   if (n_tokens == 0) return true;
+  VulkanShaderArgs args(memory_, ws, device_);  // first: FlattenTables takes transient memory
+  const int32_t* meta = nullptr;
   size_t meta_ints = 0;
-  const int64_t pool_slots = FlattenTables(kv, batch, params, n_heads, ws, meta_ints);
+  const int64_t pool_slots = FlattenTables(kv, batch, params, n_heads, ws, meta, meta_ints);
   if (pool_slots < 0) return false;
   const size_t pool_bytes = static_cast<size_t>(pool_slots) * kv.slot_bytes();
   // The shader indexes quantized pools by byte, the others by element.
@@ -175,17 +174,13 @@ bool VulkanAttention::PagedAttention(const KvLayerView& kv, const AttentionBatch
     return false;
   }
   const size_t rows_bytes = sizeof(float) * n_tokens * n_heads * kv.head_dim;
-  VulkanShaderArgs args(memory_, ws, device_);
   const uint32_t q_word = args.Input(q, rows_bytes);
   const uint32_t out_word = args.Output(out, rows_bytes);
   const uint32_t k_quad = args.InputBytes(kv.k, pool_bytes) / quad_bytes;
   const uint32_t v_quad = args.InputBytes(kv.v, pool_bytes) / quad_bytes;
   const uint32_t positions_word = args.Input(batch.positions.data(), batch.positions.size_bytes());
   const uint32_t seq_word = args.Input(batch.seq_index.data(), batch.seq_index.size_bytes());
-  const uint32_t meta_word =
-      args.Input(reinterpret_cast<int32_t*>(
-                     ws.Scratch(VulkanWorkspace::kBlockTables, meta_ints * sizeof(int32_t))),
-                 meta_ints * sizeof(int32_t));
+  const uint32_t meta_word = args.Input(meta, meta_ints * sizeof(int32_t));
   const bool biased = params.position_bias != nullptr;
   const uint32_t bias_word =
       biased ? args.Input(params.position_bias, sizeof(float) * n_heads * params.bias_width)
@@ -222,9 +217,7 @@ bool VulkanAttention::PagedAttention(const KvLayerView& kv, const AttentionBatch
                                          PushInt(kv.head_bytes()),
                                          PushInt(KvCodeBytes(kv.type, kv.head_dim))};
   if (!args.fits()) return false;
-  device_.Dispatch(ShaderFor("paged_attention", kv.type), args.bindings(), PushBytes(push), grid.x,
-                   grid.y, 1);
-  args.Finish();
+  args.Dispatch(ShaderFor("paged_attention", kv.type), PushBytes(push), grid.x, grid.y, 1);
   return true;
 }
 

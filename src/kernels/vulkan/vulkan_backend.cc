@@ -3,6 +3,7 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #include "kernels/cpu/kernels.h"
@@ -95,6 +96,9 @@ VulkanBackendOptions VulkanBackendOptions::FromEnvironment() {
   if (const char* device = std::getenv("KVSERVE_DEVICE"); device != nullptr && *device) {
     options.device = std::atoi(device);
   }
+  if (const char* sync = std::getenv("KVSERVE_VULKAN_SYNC"); sync != nullptr) {
+    options.synchronous = std::string_view(sync) == "1";
+  }
   return options;
 }
 
@@ -103,6 +107,7 @@ Result<std::unique_ptr<Backend>> VulkanBackend::Make(const VulkanBackendOptions&
   if (!device.ok()) return device.status();
   VulkanBackendParts parts;
   parts.device = std::move(device.value());
+  parts.device->set_synchronous(options.synchronous);
   parts.memory = std::make_unique<VulkanMemory>(*parts.device);
   CpuBackendOptions cpu = CpuBackendOptions::FromEnvironment();
   cpu.pack = false;  // the CPU operations read the same GGML blocks the shaders do
@@ -127,10 +132,33 @@ std::string VulkanBackend::device() const {
 }
 
 std::unique_ptr<Workspace> VulkanBackend::NewWorkspace(const WorkspaceOptions& options) const {
-  return std::make_unique<VulkanWorkspace>(*memory, cpu->NewWorkspace(options));
+  return std::make_unique<VulkanWorkspace>(*memory, *VulkanBackendParts::device,
+                                           cpu->NewWorkspace(options));
 }
 
-Workspace& VulkanBackend::Inner(Workspace& ws) const { return Vk(ws).cpu(); }
+// The CPU backend reads and writes the same memory: the recorded dispatches run first.
+Workspace& VulkanBackend::Inner(Workspace& ws) const {
+  VulkanBackendParts::device->Flush();
+  return Vk(ws).cpu();
+}
+
+void VulkanBackend::GatherRows(const float* src, size_t src_stride, std::span<const int32_t> rows,
+                               int width, float* dst) const {
+  VulkanBackendParts::device->Flush();
+  inner_.GatherRows(src, src_stride, rows, width, dst);
+}
+
+void VulkanBackend::CopyRows(const float* src, size_t src_stride, int n_rows, int width,
+                             float* dst) const {
+  VulkanBackendParts::device->Flush();
+  inner_.CopyRows(src, src_stride, n_rows, width, dst);
+}
+
+void VulkanBackend::ScatterRows(const float* src, int width, std::span<const int32_t> rows,
+                                size_t dst_stride, float* dst) const {
+  VulkanBackendParts::device->Flush();
+  inner_.ScatterRows(src, width, rows, dst_stride, dst);
+}
 
 // Copies every matrix the shaders multiply, and every vector, into one buffer of device memory
 // (each at the storage alignment): a matrix's `packed` points at its copy (GGML layout), a
@@ -173,38 +201,92 @@ size_t VulkanBackend::CopyWeights(std::span<WeightMatrix* const> matrices,
 
 void VulkanBackend::Matmul(const WeightMatrix& w, const float* x, int n_rows, float* y,
                            Workspace& ws) const {
-  const char* shader = MatmulShader(w.type);
-  if (shader == nullptr || w.packed == nullptr) {
-    inner_.Matmul(HostLayout(w), x, n_rows, y, Inner(ws));
-    return;
-  }
-  VulkanShaderArgs args(*memory, Vk(ws), *VulkanBackendParts::device);
-  const uint32_t w_byte = args.InputBytes(w.packed, w.row_bytes * w.n_out);
-  // The quantized types read x rounded to 8 bits on the host by the CPU backend's quantizer.
-  const std::optional<GgmlType> x_type = QuantizedInputType(w.type);
-  uint32_t x_start = 0;
-  size_t x_row_bytes = 0;
-  if (x_type.has_value()) {
-    x_row_bytes = RowBytes(*x_type, w.n_in);
-    uint8_t* xq = Vk(ws).Scratch(VulkanWorkspace::kQuantizedInput, x_row_bytes * n_rows);
-    for (int r = 0; r < n_rows; ++r) {
-      QuantizeInput(*x_type, x + static_cast<size_t>(r) * w.n_in, w.n_in, xq + r * x_row_bytes);
+  const WeightMatrix* one[] = {&w};
+  float* const ys[] = {y};
+  MatmulSameInput(one, x, n_rows, ys, ws);
+}
+
+// The quantized types read x rounded to 8 bits on the host by the CPU backend's quantizer, once
+// per activation type for all the matrices.
+void VulkanBackend::MatmulSameInput(std::span<const WeightMatrix* const> matrices, const float* x,
+                                    int n_rows, std::span<float* const> ys, Workspace& ws) const {
+  VulkanWorkspace& vk = Vk(ws);
+  vk.BeginOperation(VulkanBackendParts::device->completed());
+  MatmulInput rounded;  // x as the last quantized matrix read it
+  for (size_t i = 0; i < matrices.size(); ++i) {
+    const WeightMatrix& w = *matrices[i];
+    if (MatmulShader(w.type) == nullptr || w.packed == nullptr) {
+      inner_.Matmul(HostLayout(w), x, n_rows, ys[i], Inner(ws));
+      continue;
     }
-    x_start = args.InputBytes(xq, x_row_bytes * n_rows);
-  } else {
-    x_start = args.Input(x, sizeof(float) * n_rows * w.n_in);
+    MatmulInput input{.data = x, .row_bytes = sizeof(float) * w.n_in};
+    const std::optional<GgmlType> x_type = QuantizedInputType(w.type);
+    if (x_type.has_value()) {
+      if (rounded.type != x_type) rounded = QuantizeMatmulInput(*x_type, x, n_rows, w.n_in, vk);
+      input = rounded;
+    }
+    if (!DispatchMatmul(w, input, n_rows, ys[i], vk)) {
+      inner_.Matmul(HostLayout(w), x, n_rows, ys[i], Inner(ws));
+    }
   }
+}
+
+VulkanBackend::MatmulInput VulkanBackend::QuantizeMatmulInput(GgmlType x_type, const float* x,
+                                                              int n_rows, int64_t n_in,
+                                                              VulkanWorkspace& ws) const {
+  const size_t row_bytes = RowBytes(x_type, n_in);
+  uint8_t* xq = ws.Transient(row_bytes * n_rows + 4);  // the shader may write a half word past
+  if (!QuantizeOnDevice(x_type, x, static_cast<int64_t>(n_rows) * n_in, xq, ws)) {
+    VulkanBackendParts::device->Flush();  // x may be what a recorded dispatch writes
+    for (int r = 0; r < n_rows; ++r) {
+      QuantizeInput(x_type, x + static_cast<size_t>(r) * n_in, n_in, xq + r * row_bytes);
+    }
+  }
+  return {.data = xq, .row_bytes = row_bytes, .type = x_type};
+}
+
+bool VulkanBackend::QuantizeOnDevice(GgmlType x_type, const float* x, int64_t n, uint8_t* out,
+                                     VulkanWorkspace& ws) const {
+  const char* shader = x_type == GgmlType::kQ8_0   ? "quantize_q8_0"
+                       : x_type == GgmlType::kQ8_1 ? "quantize_q8_1"
+                       : x_type == GgmlType::kQ8_K ? "quantize_q8_k"
+                                                   : nullptr;
+  const int64_t block = TraitsOf(x_type).block_elements;
+  if (shader == nullptr || n % block != 0) return false;
+  const uint64_t n_blocks = static_cast<uint64_t>(n / block);
+  const size_t bytes = RowBytes(x_type, n);
+  VulkanShaderArgs args(*memory, ws, *VulkanBackendParts::device, VulkanShaderArgs::kContinues);
+  const uint32_t x_word = args.Input(x, sizeof(float) * n);
+  const uint32_t out_word = args.Output(out, (bytes + 3) / 4 * 4 + 4);
+  if (!args.fits() || n_blocks >= (uint64_t{1} << 32)) return false;
+  // Q8_0: a thread per pair of blocks (its 68 bytes are whole words).
+  const uint64_t threads = x_type == GgmlType::kQ8_0 ? (n_blocks + 1) / 2 : n_blocks;
+  const VulkanGroups grid = VulkanGroups::Cover((threads + 63) / 64);
+  const std::array<uint32_t, 4> push = {PushInt(n_blocks), x_word, out_word, grid.x};
+  args.Dispatch(shader, PushBytes(push), grid.x, grid.y, 1);
+  return true;
+}
+
+bool VulkanBackend::DispatchMatmul(const WeightMatrix& w, const MatmulInput& x, int n_rows,
+                                   float* y, VulkanWorkspace& ws) const {
+  VulkanShaderArgs args(*memory, ws, *VulkanBackendParts::device, VulkanShaderArgs::kContinues);
+  const uint32_t w_byte = args.InputBytes(w.packed, w.row_bytes * w.n_out);
+  // Float x by words, quantized x by bytes (its blocks need not start on a word).
+  const uint32_t x_start = x.type.has_value() ? args.InputBytes(x.data, x.row_bytes * n_rows)
+                                              : args.Input(x.data, x.row_bytes * n_rows);
   const uint32_t y_word = args.Output(y, sizeof(float) * n_rows * w.n_out);
+  if (!args.fits()) return false;
   const VulkanGroups grid = VulkanGroups::Cover(w.n_out);
-  const std::array<uint32_t, 8> push = {
-      PushInt(w.n_out), PushInt(w.n_in), PushInt(w.row_bytes), w_byte, x_start,
-      y_word,           grid.x,          PushInt(x_row_bytes)};
-  if (!args.fits()) {
-    return inner_.Matmul(HostLayout(w), x, n_rows, y, Inner(ws));
-  }
-  VulkanBackendParts::device->Dispatch(shader, args.bindings(), PushBytes(push), grid.x, grid.y,
-                                       PushInt(n_rows));
-  args.Finish();
+  const std::array<uint32_t, 8> push = {PushInt(w.n_out),
+                                        PushInt(w.n_in),
+                                        PushInt(w.row_bytes),
+                                        w_byte,
+                                        x_start,
+                                        y_word,
+                                        grid.x,
+                                        PushInt(x.type.has_value() ? x.row_bytes : 0)};
+  args.Dispatch(MatmulShader(w.type), PushBytes(push), grid.x, grid.y, PushInt(n_rows));
+  return true;
 }
 
 void VulkanBackend::GetRows(const WeightMatrix& table, std::span<const int32_t> rows, float* out,
@@ -218,10 +300,9 @@ void VulkanBackend::Rope(float* x, std::span<const int32_t> positions, int n_hea
   const int n_rows = static_cast<int>(positions.size());
   const int half = rope.rope_dims / 2;
   VulkanWorkspace& vk = Vk(ws);
-  float* cos_sin = reinterpret_cast<float*>(
-      vk.Scratch(VulkanWorkspace::kRopeAngles, sizeof(float) * n_rows * half * 2));
-  for (int r = 0; r < n_rows; ++r) RopeCosSin(rope, positions[r], cos_sin + 2 * r * half);
   VulkanShaderArgs args(*memory, vk, *VulkanBackendParts::device);
+  float* cos_sin = reinterpret_cast<float*>(vk.Transient(sizeof(float) * n_rows * half * 2));
+  for (int r = 0; r < n_rows; ++r) RopeCosSin(rope, positions[r], cos_sin + 2 * r * half);
   const uint32_t x_word = args.Output(x, sizeof(float) * n_rows * n_heads * head_dim);
   const uint32_t cs_word = args.Input(cos_sin, sizeof(float) * n_rows * half * 2);
   const uint64_t pairs = static_cast<uint64_t>(n_rows) * n_heads * half;
@@ -237,8 +318,7 @@ void VulkanBackend::Rope(float* x, std::span<const int32_t> positions, int n_hea
   if (!args.fits()) {
     return inner_.Rope(x, positions, n_heads, head_dim, rope, Inner(ws));
   }
-  VulkanBackendParts::device->Dispatch("rope", args.bindings(), PushBytes(push), grid.x, grid.y, 1);
-  args.Finish();
+  args.Dispatch("rope", PushBytes(push), grid.x, grid.y, 1);
 }
 
 // KV types, head sizes and memory the shaders do not take run on the CPU backend

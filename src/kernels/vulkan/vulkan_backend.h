@@ -1,10 +1,13 @@
 // The Vulkan compute backend (`--backend vulkan`): the operations it has shaders for run on a
-// Vulkan device, one dispatch at a time (each waits for its results, so the host may read them
-// next); the others run on the CPU backend on the same memory, which is host-visible device memory
+// Vulkan device, recorded one after another into a batch that runs when the host needs a result
+// (VulkanDevice::Flush): before an operation runs on the CPU backend, when an output is plain
+// host memory (the logits), and before the memory's own copies and frees. The other operations
+// run on the CPU backend on the same memory, which is host-visible device memory
 // (vulkan_memory.h). What runs where: VulkanBackend::kDeviceOperations (docs/architecture.md).
-// Weights are copied into device memory at load (PrepareWeights) in their GGML layout. The KV
-// pools come from allocator() too, so StoreKv and PagedAttention (vulkan_attention.h) write and
-// read them in place; other KV types than f32 and f16 stay on the CPU backend.
+// Weights are copied into device memory at load (PrepareWeights) in their GGML layout; x is
+// rounded to 8 bits for the quantized types on the device (quantize_rows.comp). The KV pools
+// come from allocator() too, so StoreKv and PagedAttention (vulkan_attention.h) write and read
+// them in place.
 // Every shader reduces in an order fixed per output element whatever the batch, so a token's
 // results are the same bits alone, batched and after a prefix hit.
 #pragma once
@@ -25,7 +28,10 @@ namespace kvserve {
 
 struct VulkanBackendOptions {
   int device = 0;  // index into VulkanDevice::List()
-  // KVSERVE_DEVICE=N picks the device (the CLI's --device sets it).
+  // Each dispatch submitted and waited for on its own (VulkanDevice::set_synchronous).
+  bool synchronous = false;
+  // KVSERVE_DEVICE=N picks the device (the CLI's --device sets it); KVSERVE_VULKAN_SYNC=1 makes
+  // it synchronous.
   static VulkanBackendOptions FromEnvironment();
 };
 
@@ -43,8 +49,8 @@ class VulkanBackend final : private VulkanBackendParts, public ForwardingBackend
   static constexpr const char* kDeviceOperations =
       "Matmul (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, "
       "Q5_K, Q6_K), RmsNorm, LayerNorm, Add, AddBias, Scale, SwiGlu, SwiGluOai, Gelu, GeGlu, "
-      "Relu, SoftCap, RouteTopK, AddWeightedRows, Rope, StoreKv, PagedAttention (F32, F16 KV; "
-      "head_dim a multiple of 4 up to 256)";
+      "Relu, SoftCap, RouteTopK, AddWeightedRows, Rope, StoreKv, PagedAttention (every KV type; "
+      "head_dim a multiple of 4 up to 256), x rounded to Q8_0, Q8_1, Q8_K";
 
   static Result<std::unique_ptr<Backend>> Make(const VulkanBackendOptions& options);
 
@@ -70,6 +76,15 @@ class VulkanBackend final : private VulkanBackendParts, public ForwardingBackend
 
   void Matmul(const WeightMatrix& w, const float* x, int n_rows, float* y,
               Workspace& ws) const override;
+  void MatmulSameInput(std::span<const WeightMatrix* const> matrices, const float* x, int n_rows,
+                       std::span<float* const> ys, Workspace& ws) const override;
+  // On the CPU backend, once the recorded dispatches have run.
+  void GatherRows(const float* src, size_t src_stride, std::span<const int32_t> rows, int width,
+                  float* dst) const override;
+  void CopyRows(const float* src, size_t src_stride, int n_rows, int width,
+                float* dst) const override;
+  void ScatterRows(const float* src, int width, std::span<const int32_t> rows, size_t dst_stride,
+                   float* dst) const override;
   void GetRows(const WeightMatrix& table, std::span<const int32_t> rows, float* out,
                Workspace& ws) const override;
   // vulkan_row_ops.cc: elementwise operations and norms.
@@ -112,7 +127,29 @@ class VulkanBackend final : private VulkanBackendParts, public ForwardingBackend
 
  private:
   explicit VulkanBackend(VulkanBackendParts parts);
+  // The CPU backend's workspace, once the recorded dispatches have run (it reads their results).
   Workspace& Inner(Workspace& ws) const override;
+
+  // A matmul's x as its shader reads it: x itself (float types), or x rounded to `type` in the
+  // workspace's transient memory. row_bytes: one row's bytes.
+  struct MatmulInput {
+    const void* data = nullptr;
+    size_t row_bytes = 0;
+    std::optional<GgmlType> type;
+  };
+  MatmulInput QuantizeMatmulInput(GgmlType x_type, const float* x, int n_rows, int64_t n_in,
+                                  VulkanWorkspace& ws) const;
+  // Records quantize_rows.comp, which writes x[n] rounded to `x_type` (Q8_0, Q8_1, Q8_K) into
+  // out with QuantizeInput's bytes; false (nothing recorded) for another type or an x wider
+  // than one binding may span, where the host rounds it (after a wait).
+  bool QuantizeOnDevice(GgmlType x_type, const float* x, int64_t n, uint8_t* out,
+                        VulkanWorkspace& ws) const;
+  // vulkan_self_test.cc: quantize_rows.comp's bytes against QuantizeInput's.
+  std::vector<KernelCheck> CheckQuantizeShaders() const;
+  // Records w's matmul shader over x; false (nothing recorded) when an argument is wider than
+  // one binding may span.
+  bool DispatchMatmul(const WeightMatrix& w, const MatmulInput& x, int n_rows, float* y,
+                      VulkanWorkspace& ws) const;
   // PrepareWeights without a file: copies the matrices with shaders and every vector.
   size_t CopyWeights(std::span<WeightMatrix* const> matrices,
                      std::span<WeightVector* const> vectors,

@@ -261,6 +261,7 @@ VulkanBuffer VulkanDevice::CreateBuffer(size_t bytes) {
 
 void VulkanDevice::DestroyBuffer(const VulkanBuffer& buffer) {
   std::lock_guard lock(mutex_);
+  FlushLocked();  // a recorded dispatch may use it
   vkUnmapMemory(device_, buffer.memory);
   vkDestroyBuffer(device_, buffer.buffer, nullptr);
   vkFreeMemory(device_, buffer.memory, nullptr);

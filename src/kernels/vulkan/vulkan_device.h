@@ -1,11 +1,15 @@
 // One Vulkan device opened for compute: the instance, the logical device and its compute queue,
 // buffers of host-visible memory, the pipelines of the embedded shaders, and one command buffer
-// that runs one dispatch at a time and waits for it (Dispatch). Thread rules: every member is safe
-// to call from any thread; Dispatch and the buffer calls serialize on the device's mutex.
+// that collects dispatches (Dispatch records, with a barrier between each, so they run in order)
+// until the host needs their results (Flush submits them all and waits). Whoever reads or writes
+// on the host memory that a recorded dispatch uses calls Flush first (vulkan_backend.h says
+// where the backend does). Thread rules: every member is safe to call from any thread; Dispatch,
+// Flush and the buffer calls serialize on the device's mutex.
 #pragma once
 
 #include "kernels/vulkan/vulkan_loader.h"
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -73,11 +77,24 @@ class VulkanDevice {
   VulkanBuffer CreateBuffer(size_t bytes);
   void DestroyBuffer(const VulkanBuffer& buffer);
 
-  // Runs shader `name` (a SpirvModules() entry) over groups (x, y, z) with `bindings` as
-  // bindings 0..n-1 and `push` as its push constants (at most 128 bytes), and waits until it is
-  // done, so the host then reads its results.
-  void Dispatch(std::string_view name, std::span<const VulkanBinding> bindings,
-                std::span<const uint8_t> push, uint32_t x, uint32_t y, uint32_t z);
+  // Records shader `name` (a SpirvModules() entry) over groups (x, y, z) with `bindings` as
+  // bindings 0..n-1 and `push` as its push constants (at most 128 bytes), after every dispatch
+  // recorded before it. Returns the number of the batch it joined: it has run once completed()
+  // reaches that number. In synchronous mode (set_synchronous), it runs before Dispatch returns.
+  uint64_t Dispatch(std::string_view name, std::span<const VulkanBinding> bindings,
+                    std::span<const uint8_t> push, uint32_t x, uint32_t y, uint32_t z);
+  // Submits the recorded dispatches and waits for them, so the host may then read what they
+  // wrote and write what they read; nothing when none is recorded. Called before a buffer is
+  // destroyed too.
+  void Flush();
+  // The last batch that has run (0 before any).
+  uint64_t completed() const { return completed_.load(std::memory_order_acquire); }
+  // Each dispatch submitted on its own and waited for (KVSERVE_VULKAN_SYNC=1; the tests compare
+  // the two modes' bits).
+  void set_synchronous(bool synchronous) { synchronous_ = synchronous; }
+  // Dispatches recorded and batches submitted so far (doctor, bench and the tests).
+  uint64_t dispatches() const { return dispatches_.load(std::memory_order_relaxed); }
+  uint64_t submits() const { return submits_.load(std::memory_order_relaxed); }
 
  private:
   struct Pipeline {
@@ -89,6 +106,11 @@ class VulkanDevice {
   Status Init(VkPhysicalDevice physical, const VulkanDeviceInfo& info);
   const Pipeline& PipelineFor(std::string_view name, size_t n_bindings);
   uint32_t MemoryType() const;
+  // Called with mutex_ held.
+  void FlushLocked();
+
+  // A batch of more dispatches than this is submitted (bounds the command buffer's size).
+  static constexpr uint32_t kMaxRecorded = 4096;
 
   VulkanDeviceInfo info_;
   VkInstance instance_ = VK_NULL_HANDLE;
@@ -104,6 +126,12 @@ class VulkanDevice {
   size_t max_storage_range_ = 1u << 27;
   VkPhysicalDeviceMemoryProperties memory_{};
   std::map<std::string, Pipeline, std::less<>> pipelines_;
+  uint32_t recorded_ = 0;  // dispatches in the open command buffer
+  uint64_t open_batch_ = 1;
+  std::atomic<uint64_t> completed_{0};
+  std::atomic<uint64_t> dispatches_{0};
+  std::atomic<uint64_t> submits_{0};
+  bool synchronous_ = false;
   std::mutex mutex_;
 };
 

@@ -76,11 +76,11 @@ const VulkanDevice::Pipeline& VulkanDevice::PipelineFor(std::string_view name, s
   return pipelines_.emplace(std::string(name), p).first->second;
 }
 
-void VulkanDevice::Dispatch(std::string_view name, std::span<const VulkanBinding> bindings,
-                            std::span<const uint8_t> push, uint32_t x, uint32_t y, uint32_t z) {
+uint64_t VulkanDevice::Dispatch(std::string_view name, std::span<const VulkanBinding> bindings,
+                                std::span<const uint8_t> push, uint32_t x, uint32_t y, uint32_t z) {
   assert(push.size() <= kMaxPushBytes && push.size() % 4 == 0);
-  if (x == 0 || y == 0 || z == 0) return;
   std::lock_guard lock(mutex_);
+  if (x == 0 || y == 0 || z == 0) return completed_.load(std::memory_order_relaxed);
   const Pipeline& p = PipelineFor(name, bindings.size());
   std::vector<VkDescriptorBufferInfo> infos(bindings.size());
   std::vector<VkWriteDescriptorSet> writes(bindings.size());
@@ -92,11 +92,23 @@ void VulkanDevice::Dispatch(std::string_view name, std::span<const VulkanBinding
     writes[b].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     writes[b].pBufferInfo = &infos[b];
   }
-  VkCommandBufferBeginInfo begin{};
-  begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
-  begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-  Check(vkResetCommandBuffer(commands_, 0), "reset command buffer");
-  Check(vkBeginCommandBuffer(commands_, &begin), "begin command buffer");
+  if (recorded_ == 0) {
+    VkCommandBufferBeginInfo begin{};
+    begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+    begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    Check(vkResetCommandBuffer(commands_, 0), "reset command buffer");
+    Check(vkBeginCommandBuffer(commands_, &begin), "begin command buffer");
+  } else {
+    // What the dispatches before wrote is visible to this one, and it writes nothing they read
+    // before they are done.
+    VkMemoryBarrier barrier{};
+    barrier.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+    barrier.srcAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    vkCmdPipelineBarrier(commands_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &barrier, 0, nullptr, 0,
+                         nullptr);
+  }
   vkCmdBindPipeline(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
   push_descriptor_set_(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0,
                        static_cast<uint32_t>(writes.size()), writes.data());
@@ -105,7 +117,21 @@ void VulkanDevice::Dispatch(std::string_view name, std::span<const VulkanBinding
                        static_cast<uint32_t>(push.size()), push.data());
   }
   vkCmdDispatch(commands_, x, y, z);
-  // The shader's writes become visible to the host, which reads them after the fence.
+  ++recorded_;
+  dispatches_.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t batch = open_batch_;
+  if (synchronous_ || recorded_ >= kMaxRecorded) FlushLocked();
+  return batch;
+}
+
+void VulkanDevice::Flush() {
+  std::lock_guard lock(mutex_);
+  FlushLocked();
+}
+
+void VulkanDevice::FlushLocked() {
+  if (recorded_ == 0) return;
+  // The shaders' writes become visible to the host, which reads them after the fence.
   VkMemoryBarrier barrier{};
   barrier.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
   barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
@@ -120,6 +146,10 @@ void VulkanDevice::Dispatch(std::string_view name, std::span<const VulkanBinding
   Check(vkQueueSubmit(queue_, 1, &submit, fence_), "queue submit");
   Check(vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX), "wait for fence");
   Check(vkResetFences(device_, 1, &fence_), "reset fence");
+  recorded_ = 0;
+  submits_.fetch_add(1, std::memory_order_relaxed);
+  completed_.store(open_batch_, std::memory_order_release);
+  ++open_batch_;
 }
 
 }  // namespace kvserve

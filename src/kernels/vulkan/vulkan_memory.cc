@@ -30,10 +30,12 @@ void VulkanMemory::Free(uint8_t* data, size_t bytes) {
 }
 
 void VulkanMemory::CopyToHost(const uint8_t* src, size_t bytes, uint8_t* host) const {
+  device_.Flush();  // what recorded dispatches write there
   std::memcpy(host, src, bytes);
 }
 
 void VulkanMemory::CopyFromHost(const uint8_t* host, size_t bytes, uint8_t* dst) const {
+  device_.Flush();  // recorded dispatches read or write there first
   std::memcpy(dst, host, bytes);
 }
 

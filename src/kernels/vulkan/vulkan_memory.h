@@ -31,7 +31,8 @@ class VulkanMemory final : public BufferAllocator {
 
   Buffer AllocateZeroed(size_t bytes) override;
   void Free(uint8_t* data, size_t bytes) override;
-  // The memory is host-coherent: copies are plain memcpy.
+  // The memory is host-coherent: copies are plain memcpy once the recorded dispatches are done
+  // (both flush the device first). Free does too (VulkanDevice::DestroyBuffer).
   void CopyToHost(const uint8_t* src, size_t bytes, uint8_t* host) const override;
   void CopyFromHost(const uint8_t* host, size_t bytes, uint8_t* dst) const override;
 

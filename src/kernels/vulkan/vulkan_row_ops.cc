@@ -23,8 +23,7 @@ bool VulkanBackend::Elementwise(const char* shader, float* x, size_t x_stride, c
   const std::array<uint32_t, 8> push = {
       PushInt(n),     PushFloat(factor), x_word,          y_word, grid.x,
       PushInt(width), PushInt(x_stride), PushFloat(limit)};
-  VulkanBackendParts::device->Dispatch(shader, args.bindings(), PushBytes(push), grid.x, grid.y, 1);
-  args.Finish();
+  args.Dispatch(shader, PushBytes(push), grid.x, grid.y, 1);
   return true;
 }
 
@@ -89,9 +88,7 @@ void VulkanBackend::RouteTopK(const float* logits, int n_rows, int n_expert, int
   const VulkanGroups grid = VulkanGroups::Cover(n_rows);
   const std::array<uint32_t, 7> push = {PushInt(n_rows), PushInt(n_expert), PushInt(k), logits_word,
                                         ids_word,        weights_word,      grid.x};
-  VulkanBackendParts::device->Dispatch("route_topk", args.bindings(), PushBytes(push), grid.x,
-                                       grid.y, 1);
-  args.Finish();
+  args.Dispatch("route_topk", PushBytes(push), grid.x, grid.y, 1);
   // The rows the shader left to the CPU (first id -1).
   for (int r = 0; r < n_rows; ++r) {
     const size_t at = static_cast<size_t>(r) * k;
@@ -113,9 +110,7 @@ void VulkanBackend::AddWeightedRows(float* x, const float* src, const float* wei
   const VulkanGroups grid = VulkanGroups::Cover((n + 255) / 256);
   const std::array<uint32_t, 7> push = {PushInt(n_rows), PushInt(k),   PushInt(width), x_word,
                                         src_word,        weights_word, grid.x};
-  VulkanBackendParts::device->Dispatch("add_weighted_rows", args.bindings(), PushBytes(push),
-                                       grid.x, grid.y, 1);
-  args.Finish();
+  args.Dispatch("add_weighted_rows", PushBytes(push), grid.x, grid.y, 1);
 }
 
 bool VulkanBackend::GeluShader(const char* shader, float* x, const float* y, uint64_t n,
@@ -128,8 +123,7 @@ bool VulkanBackend::GeluShader(const char* shader, float* x, const float* y, uin
   if (!args.fits()) return false;
   const VulkanGroups grid = VulkanGroups::Cover((n + 255) / 256);
   const std::array<uint32_t, 5> push = {PushInt(n), x_word, y_word, table_word, grid.x};
-  VulkanBackendParts::device->Dispatch(shader, args.bindings(), PushBytes(push), grid.x, grid.y, 1);
-  args.Finish();
+  args.Dispatch(shader, PushBytes(push), grid.x, grid.y, 1);
   return true;
 }
 
@@ -158,9 +152,7 @@ void VulkanBackend::RmsNorm(const float* x, const float* weight, int n_rows, int
   }
   const std::array<uint32_t, 5> push = {PushInt(width), PushFloat(eps), x_word, weight_word,
                                         out_word};
-  VulkanBackendParts::device->Dispatch("rms_norm", args.bindings(), PushBytes(push),
-                                       PushInt(n_rows), 1, 1);
-  args.Finish();
+  args.Dispatch("rms_norm", PushBytes(push), PushInt(n_rows), 1, 1);
 }
 
 void VulkanBackend::LayerNorm(const float* x, const float* weight, const float* bias, int n_rows,
@@ -176,9 +168,7 @@ void VulkanBackend::LayerNorm(const float* x, const float* weight, const float* 
   }
   const std::array<uint32_t, 6> push = {PushInt(width), PushFloat(eps), x_word,
                                         weight_word,    bias_word,      out_word};
-  VulkanBackendParts::device->Dispatch("layer_norm", args.bindings(), PushBytes(push),
-                                       PushInt(n_rows), 1, 1);
-  args.Finish();
+  args.Dispatch("layer_norm", PushBytes(push), PushInt(n_rows), 1, 1);
 }
 
 }  // namespace kvserve

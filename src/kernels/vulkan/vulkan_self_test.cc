@@ -1,6 +1,7 @@
 // VulkanBackend's checks and measurements of itself (`kvserve doctor --backend vulkan`): every
-// matmul shader against the exact sum of its dequantized weights times x as it reads x, and the
-// matmul rate on the device. The read bandwidth is the CPU backend's (host memory).
+// matmul shader against the exact sum of its dequantized weights times x as it reads x, the
+// quantize shaders against the CPU quantizer's bytes, and the matmul rate on the device. The read
+// bandwidth is the CPU backend's (host memory).
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -9,6 +10,7 @@
 #include "kernels/ggml_blocks.h"
 #include "kernels/quantize.h"
 #include "kernels/vulkan/vulkan_backend.h"
+#include "kernels/vulkan/vulkan_workspace.h"
 
 namespace kvserve {
 
@@ -61,7 +63,53 @@ double OffsetSumCorrection(GgmlType type, const uint8_t* w_row, const uint8_t* x
   return correction;
 }
 
+// Rows to round to 8 bits: random normals, with a block of zeros, a block whose codes are exact
+// ties (amax 127: d = 1, x * id = x; Q8_K's first block too, unless n > 300), an outlier, negative
+// maxima, and -0.
+std::vector<float> QuantizeCheckRows(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (float& v : x) v = normal(rng);
+  for (int j = 0; j < 32 && j < n; ++j) x[j] = 0.0f;
+  for (int j = 32; j < 64 && j < n; ++j)
+    x[j] = j == 32 ? 127.0f : static_cast<float>(j - 48) + 0.5f;
+  if (n > 300) x[100] = -4000.0f;
+  if (n > 70) x[70] = -0.0f;
+  return x;
+}
+
 }  // namespace
+
+// x rounded to Q8_0, Q8_1 and Q8_K by quantize_rows.comp against the CPU quantizer: max_error is
+// the count of bytes that differ (none passes). Shapes with an odd count of Q8_0 blocks too.
+std::vector<KernelCheck> VulkanBackend::CheckQuantizeShaders() const {
+  std::vector<KernelCheck> checks;
+  auto ws = NewWorkspace({.n_threads = 1});
+  VulkanWorkspace& vk = Vk(*ws);
+  for (GgmlType x_type : {GgmlType::kQ8_0, GgmlType::kQ8_1, GgmlType::kQ8_K}) {
+    KernelCheck check{.what = std::string("vulkan quantize ") + GgmlTypeName(x_type), .ok = true};
+    for (const int64_t n : {int64_t{64} * 256, int64_t{256}, int64_t{96}}) {
+      if (n % TraitsOf(x_type).block_elements != 0) continue;
+      const std::vector<float> x = QuantizeCheckRows(n, static_cast<uint32_t>(n));
+      const size_t bytes = RowBytes(x_type, n);
+      std::vector<uint8_t> expected(bytes);
+      QuantizeInput(x_type, x.data(), n, expected.data());
+      vk.BeginOperation(VulkanBackendParts::device->completed());
+      uint8_t* out = vk.Transient(bytes + 4);
+      const bool ran = QuantizeOnDevice(x_type, x.data(), n, out, vk);
+      std::vector<uint8_t> got(bytes);
+      memory->CopyToHost(out, bytes, got.data());  // waits for the dispatch
+      double differ = 0;
+      for (size_t i = 0; i < bytes; ++i) differ += got[i] != expected[i];
+      check.max_error = std::max(check.max_error, ran ? differ : static_cast<double>(bytes));
+    }
+    check.ok = check.max_error == 0;
+    check.max_ratio = check.ok ? 0.0 : 2.0;
+    checks.push_back(check);
+  }
+  return checks;
+}
 
 // 3 rows through a 40 x 512 matrix of each type; the tolerance is 4x the worst case of float
 // summation over n_in + 96 steps (as tests/vulkan_backend_test.cc bounds it).
@@ -111,6 +159,7 @@ std::vector<KernelCheck> VulkanBackend::CheckKernels() const {
     check.ok = check.max_ratio <= 1.0;
     checks.push_back(check);
   }
+  for (const KernelCheck& check : CheckQuantizeShaders()) checks.push_back(check);
   return checks;
 }
 
@@ -129,6 +178,7 @@ Measurement VulkanBackend::MeasureMatmulFlops(GgmlType type, int m, int n_out, i
   for (int rep = 0; rep < out.repeats; ++rep) {
     const auto start = std::chrono::steady_clock::now();
     Matmul(matrix.matrix, x, m, y, ws);
+    VulkanBackendParts::device->Flush();
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     out.best = std::max(out.best, flops / seconds);

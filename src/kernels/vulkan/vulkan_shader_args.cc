@@ -21,8 +21,7 @@ uint32_t VulkanShaderArgs::InputBytes(const void* p, size_t bytes) {
 uint32_t VulkanShaderArgs::Bind(const void* p, size_t bytes, bool output, bool in_bytes) {
   std::optional<VulkanLocation> where = memory_.Find(p, bytes);
   if (!where.has_value()) {
-    const int slot = static_cast<int>(bindings_.size());
-    uint8_t* staged = ws_.Staging(slot, bytes);
+    uint8_t* staged = ws_.Transient(bytes);
     if (bytes > 0) std::memcpy(staged, p, bytes);
     if (output) copy_back_.push_back({const_cast<void*>(p), staged, bytes});
     where = memory_.Find(staged, bytes);
@@ -39,7 +38,11 @@ uint32_t VulkanShaderArgs::Bind(const void* p, size_t bytes, bool output, bool i
   return static_cast<uint32_t>(rest / 4);
 }
 
-void VulkanShaderArgs::Finish() {
+void VulkanShaderArgs::Dispatch(std::string_view name, std::span<const uint8_t> push, uint32_t x,
+                                uint32_t y, uint32_t z) {
+  ws_.NoteDispatch(device_.Dispatch(name, bindings_, push, x, y, z));
+  if (copy_back_.empty()) return;
+  device_.Flush();
   for (const CopyBack& c : copy_back_) std::memcpy(c.host, c.staged, c.bytes);
   copy_back_.clear();
 }

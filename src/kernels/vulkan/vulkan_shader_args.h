@@ -1,12 +1,14 @@
 // The arguments of one dispatch: host pointers turned into storage-buffer bindings and the word
 // offsets the shader adds. Device memory (VulkanMemory) binds in place, at the largest multiple
-// of the storage alignment at or below the pointer; plain host memory is copied into a staging
-// buffer of the workspace first and, for outputs, copied back by Finish(). Each binding spans
-// exactly the bytes its argument needs.
+// of the storage alignment at or below the pointer; plain host memory is copied into the
+// workspace's transient memory first and, for outputs, copied back once the dispatch has run
+// (Dispatch then waits for it). Each binding spans exactly the bytes its argument needs. Made
+// at the start of an operation, before the operation takes transient memory.
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "kernels/vulkan/vulkan_device.h"
@@ -17,11 +19,19 @@ namespace kvserve {
 
 class VulkanShaderArgs {
  public:
-  VulkanShaderArgs(const VulkanMemory& memory, VulkanWorkspace& ws, const VulkanDevice& device)
+  // kStarts: the first dispatch of a backend operation, which may reuse the transient memory
+  // (VulkanWorkspace::BeginOperation); kContinues: a later one, whose operation already holds
+  // transient bytes it reads.
+  enum Operation { kStarts, kContinues };
+  VulkanShaderArgs(const VulkanMemory& memory, VulkanWorkspace& ws, VulkanDevice& device,
+                   Operation operation = kStarts)
       : memory_(memory),
         ws_(ws),
+        device_(device),
         alignment_(device.storage_alignment()),
-        max_range_(device.max_storage_range()) {}
+        max_range_(device.max_storage_range()) {
+    if (operation == kStarts) ws_.BeginOperation(device.completed());
+  }
 
   // Binds [p, p + bytes) as the next binding; returns p's offset in 32-bit words from the binding's
   // start (p must be 4-byte aligned when it is device memory). An output is copied in as well,
@@ -35,8 +45,10 @@ class VulkanShaderArgs {
   // False when a binding spans more than the device allows in one binding (a weight matrix or a
   // KV pool past 128 MiB on lavapipe): the caller then runs the operation on the CPU backend.
   bool fits() const { return fits_; }
-  // Copies the staged outputs back to their host memory; call after the dispatch.
-  void Finish();
+  // Records shader `name` with these bindings (VulkanDevice::Dispatch); when an output is host
+  // memory, waits for it and copies the output back.
+  void Dispatch(std::string_view name, std::span<const uint8_t> push, uint32_t x, uint32_t y,
+                uint32_t z);
 
  private:
   uint32_t Bind(const void* p, size_t bytes, bool output, bool in_bytes);
@@ -48,6 +60,7 @@ class VulkanShaderArgs {
   };
   const VulkanMemory& memory_;
   VulkanWorkspace& ws_;
+  VulkanDevice& device_;
   size_t alignment_;
   size_t max_range_;
   bool fits_ = true;

@@ -1,9 +1,10 @@
 // A Workspace of the Vulkan backend: its Floats buffers are device memory (VulkanMemory), so the
 // shaders read and write the model's activations in place, and it holds a workspace of the CPU
-// backend for the operations that still run there. Staging buffers carry the arguments that live
-// in plain host memory (a model's std::vector) to and from a shader. Not shared between threads.
+// backend for the operations that still run there. Its transient memory carries the arguments that
+// live in plain host memory (a model's std::vector) to a shader. Not shared between threads.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -15,32 +16,42 @@ namespace kvserve {
 
 class VulkanWorkspace final : public Workspace {
  public:
-  VulkanWorkspace(VulkanMemory& memory, std::unique_ptr<Workspace> cpu)
-      : memory_(memory), cpu_(std::move(cpu)) {}
+  VulkanWorkspace(VulkanMemory& memory, const VulkanDevice& device, std::unique_ptr<Workspace> cpu)
+      : memory_(memory), device_(device), cpu_(std::move(cpu)) {}
 
   float* Floats(int id, size_t n) override;
-  Counters counters() const override { return cpu_->counters(); }
+  // The CPU workspace's, and the device's dispatches and waits (all threads').
+  Counters counters() const override;
   int threads() const override { return cpu_->threads(); }
 
   // The CPU backend's workspace, for the operations that run there.
   Workspace& cpu() { return *cpu_; }
-  // At least `bytes` of device memory for argument `slot` of one operation (0 .. 7); the contents
-  // survive until the next call for that slot.
-  uint8_t* Staging(int slot, size_t bytes);
-  // At least `bytes` of device memory the backend itself fills for slot `slot` (kRopeAngles,
-  // kQuantizedInput,
-  // kBlockTables); apart from the model's Floats ids and the staging slots.
-  enum ScratchSlot { kRopeAngles = 0, kQuantizedInput = 1, kBlockTables = 2 };
-  uint8_t* Scratch(ScratchSlot slot, size_t bytes);
+
+  // Device memory the host fills for one operation's dispatches (staged host arguments, x rounded
+  // to 8 bits, RoPE angles, block tables), 64-byte aligned: it stays as written until every
+  // dispatch this workspace recorded since is done. Recorded dispatches are not submitted at
+  // once (VulkanDevice::Dispatch), so each operation's bytes need their own place.
+  uint8_t* Transient(size_t bytes);
+  // Called as an operation starts, with VulkanDevice::completed(): once every dispatch this
+  // workspace recorded has run, the transient memory is used again from its start.
+  void BeginOperation(uint64_t completed);
+  // The batch (VulkanDevice::Dispatch's number) of the last dispatch recorded with this
+  // workspace's transient memory.
+  void NoteDispatch(uint64_t batch) { last_batch_ = std::max(last_batch_, batch); }
 
  private:
+  static constexpr size_t kTransientAlignment = 64;
+  static constexpr size_t kFirstChunkBytes = size_t{1} << 20;
   uint8_t* Grow(std::vector<Buffer>& buffers, int id, size_t bytes);
 
   VulkanMemory& memory_;
+  const VulkanDevice& device_;
   std::unique_ptr<Workspace> cpu_;
   std::vector<Buffer> floats_;
-  std::vector<Buffer> staging_;
-  std::vector<Buffer> scratch_;
+  // The transient memory: chunks filled in order; used_ bytes of chunks_.back() are taken.
+  std::vector<Buffer> chunks_;
+  size_t used_ = 0;
+  uint64_t last_batch_ = 0;
 };
 
 // The Vulkan backend's workspace behind a Workspace& (every one it is handed comes from its own

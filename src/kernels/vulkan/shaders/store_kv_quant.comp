@@ -36,6 +36,7 @@ layout(push_constant) uniform Params {
   uint groups_x;
 } p;
 
+#include "div_rn.glsl"
 #include "f16.glsl"
 
 const uint kGroup = 32u;
@@ -44,25 +45,6 @@ bool is_v;
 uint src;  // the token's first source float
 
 float x_at(uint i) { return is_v ? src_v[src + i] : src_k[src + i]; }
-
-// a / b rounded to nearest, for a >= 0 and b > 0 finite: the device's quotient (within 2.5 ulp
-// by Vulkan's rules) or a neighbour up to 3 ulp away, whichever leaves the smallest residual
-// |a - b c| (exact in an fma near the quotient).
-float div_rn(float a, float b) {
-  const float approx = a / b;
-  const int base = int(floatBitsToUint(approx));
-  float best = approx;
-  float best_error = abs(fma(-b, approx, a));
-  for (int k = -3; k <= 3; ++k) {
-    const float c = uintBitsToFloat(uint(max(base + k, 0)));
-    const float error = abs(fma(-b, c, a));
-    if (error < best_error) {
-      best = c;
-      best_error = error;
-    }
-  }
-  return best;
-}
 
 // The scale of group g of head row `head`, as EncodeQ8_0 / EncodeQ4_0; cached per thread.
 uint cached_group = 0xffffffffu;  // the group's first element in the row
