@@ -206,8 +206,8 @@ void VulkanBackend::Matmul(const WeightMatrix& w, const float* x, int n_rows, fl
   MatmulSameInput(one, x, n_rows, ys, ws);
 }
 
-// The quantized types read x rounded to 8 bits on the host by the CPU backend's quantizer, once
-// per activation type for all the matrices.
+// The quantized types read x rounded to 8 bits (QuantizeMatmulInput: on the device, with the CPU
+// backend's quantizer's bytes), once per activation type for all the matrices.
 void VulkanBackend::MatmulSameInput(std::span<const WeightMatrix* const> matrices, const float* x,
                                     int n_rows, std::span<float* const> ys, Workspace& ws) const {
   VulkanWorkspace& vk = Vk(ws);
