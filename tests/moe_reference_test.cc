@@ -184,7 +184,7 @@ TEST(MoeRouting, ScatterAndWeightedSum) {
   const std::vector<float> src = {1, 2, 3, 4, 5, 6};  // 3 rows of 2
   std::vector<float> slots(8, 0.0f);                  // 4 rows of 2
   const std::vector<int32_t> where = {3, 0, 2};
-  be.ScatterRows(src.data(), 2, where, 2, slots.data());
+  be.ScatterRows(src.data(), 2, where, 2, slots.data(), *ws);
   EXPECT_EQ(slots, (std::vector<float>{3, 4, 0, 0, 5, 6, 1, 2}));
   std::vector<float> x = {10, 20, 30, 40};  // 2 rows of 2, k = 2
   const std::vector<float> weights = {0.5f, 0.25f, 1.0f, 2.0f};

@@ -177,10 +177,10 @@ class Backend {
                        Workspace& ws) const = 0;
   // dst row i = src row rows[i].  src rows `src_stride` floats apart; dst contiguous.
   virtual void GatherRows(const float* src, size_t src_stride, std::span<const int32_t> rows,
-                          int width, float* dst) const = 0;
+                          int width, float* dst, Workspace& ws) const = 0;
   // dst row i = src row i, src rows `src_stride` floats apart; dst contiguous.
-  virtual void CopyRows(const float* src, size_t src_stride, int n_rows, int width,
-                        float* dst) const = 0;
+  virtual void CopyRows(const float* src, size_t src_stride, int n_rows, int width, float* dst,
+                        Workspace& ws) const = 0;
   // x row i += y row i.
   virtual void Add(float* x, const float* y, int n_rows, int width, Workspace& ws) const = 0;
   // x row i += bias (x rows `stride` floats apart).
@@ -233,7 +233,7 @@ class Backend {
                              ExpertGroups& groups) const = 0;
   // dst row rows[i] = src row i.  src contiguous; dst rows `dst_stride` floats apart.
   virtual void ScatterRows(const float* src, int width, std::span<const int32_t> rows,
-                           size_t dst_stride, float* dst) const = 0;
+                           size_t dst_stride, float* dst, Workspace& ws) const = 0;
   // x row i += Σ_j weights[i * k + j] · src row (i * k + j), the k products summed in j order,
   // then added (a row's sum never depends on the batch). weights: host memory, [n_rows, k];
   // src: [n_rows * k, width]

@@ -41,12 +41,12 @@ class ForwardingBackend : public Backend {
     inner_.GetRows(table, rows, out, Inner(ws));
   }
   void GatherRows(const float* src, size_t src_stride, std::span<const int32_t> rows, int width,
-                  float* dst) const override {
-    inner_.GatherRows(src, src_stride, rows, width, dst);
+                  float* dst, Workspace& ws) const override {
+    inner_.GatherRows(src, src_stride, rows, width, dst, Inner(ws));
   }
-  void CopyRows(const float* src, size_t src_stride, int n_rows, int width,
-                float* dst) const override {
-    inner_.CopyRows(src, src_stride, n_rows, width, dst);
+  void CopyRows(const float* src, size_t src_stride, int n_rows, int width, float* dst,
+                Workspace& ws) const override {
+    inner_.CopyRows(src, src_stride, n_rows, width, dst, Inner(ws));
   }
   void Add(float* x, const float* y, int n_rows, int width, Workspace& ws) const override {
     inner_.Add(x, y, n_rows, width, Inner(ws));
@@ -107,8 +107,8 @@ class ForwardingBackend : public Backend {
     inner_.GroupByExpert(ids, k, n_expert, groups);
   }
   void ScatterRows(const float* src, int width, std::span<const int32_t> rows, size_t dst_stride,
-                   float* dst) const override {
-    inner_.ScatterRows(src, width, rows, dst_stride, dst);
+                   float* dst, Workspace& ws) const override {
+    inner_.ScatterRows(src, width, rows, dst_stride, dst, Inner(ws));
   }
   void AddWeightedRows(float* x, const float* src, const float* weights, int n_rows, int k,
                        int width, Workspace& ws) const override {

@@ -9,17 +9,11 @@ template <typename Fn>
 void ProfilingBackend::Timed(const std::string& name, Workspace* ws, uint64_t weight_bytes,
                              Fn&& fn) const {
   using Clock = std::chrono::steady_clock;
-  // An op without a workspace runs on the calling thread; a device backend's counters are the
-  // device's, read through the last workspace seen.
-  if (ws != nullptr) last_workspace_ = ws;
-  Workspace* counted = last_workspace_;
-  const Workspace::Counters before =
-      counted != nullptr ? counted->counters() : Workspace::Counters{};
+  const Workspace::Counters before = ws != nullptr ? ws->counters() : Workspace::Counters{};
   const Clock::time_point start = Clock::now();
   fn();
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  const Workspace::Counters after =
-      counted != nullptr ? counted->counters() : Workspace::Counters{};
+  const Workspace::Counters after = ws != nullptr ? ws->counters() : Workspace::Counters{};
   OpTotals& op = ops_[name];
   op.calls += 1;
   op.seconds += seconds;
@@ -78,13 +72,14 @@ void ProfilingBackend::GetRows(const WeightMatrix& table, std::span<const int32_
 }
 
 void ProfilingBackend::GatherRows(const float* src, size_t src_stride,
-                                  std::span<const int32_t> rows, int width, float* dst) const {
-  Timed("gather_rows", nullptr, 0, [&] { inner_.GatherRows(src, src_stride, rows, width, dst); });
+                                  std::span<const int32_t> rows, int width, float* dst,
+                                  Workspace& ws) const {
+  Timed("gather_rows", &ws, 0, [&] { inner_.GatherRows(src, src_stride, rows, width, dst, ws); });
 }
 
 void ProfilingBackend::CopyRows(const float* src, size_t src_stride, int n_rows, int width,
-                                float* dst) const {
-  Timed("copy_rows", nullptr, 0, [&] { inner_.CopyRows(src, src_stride, n_rows, width, dst); });
+                                float* dst, Workspace& ws) const {
+  Timed("copy_rows", &ws, 0, [&] { inner_.CopyRows(src, src_stride, n_rows, width, dst, ws); });
 }
 
 void ProfilingBackend::Add(float* x, const float* y, int n_rows, int width, Workspace& ws) const {
@@ -167,8 +162,8 @@ void ProfilingBackend::GroupByExpert(std::span<const int32_t> ids, int k, int n_
 }
 
 void ProfilingBackend::ScatterRows(const float* src, int width, std::span<const int32_t> rows,
-                                   size_t dst_stride, float* dst) const {
-  Timed("scatter_rows", nullptr, 0, [&] { inner_.ScatterRows(src, width, rows, dst_stride, dst); });
+                                   size_t dst_stride, float* dst, Workspace& ws) const {
+  Timed("scatter_rows", &ws, 0, [&] { inner_.ScatterRows(src, width, rows, dst_stride, dst, ws); });
 }
 
 void ProfilingBackend::AddWeightedRows(float* x, const float* src, const float* weights, int n_rows,

@@ -6,8 +6,7 @@
 //
 // Matmuls are kept apart by weight type and shape ("matmul q4_K 2048x5632"), the rest by name.
 // Thread rules: as a Backend (one forward pass at a time per workspace); totals() and Reset()
-// between passes, from the thread that runs them. An op without a workspace reads the counters
-// through the last op's workspace (kept until Reset), which must still be alive.
+// between passes, from the thread that runs them.
 #pragma once
 
 #include <map>
@@ -40,10 +39,7 @@ class ProfilingBackend final : public ForwardingBackend {
   };
   // Every op seen since the last Reset, the slowest first.
   std::vector<OpTotals> totals() const;
-  void Reset() {
-    ops_.clear();
-    last_workspace_ = nullptr;
-  }
+  void Reset() { ops_.clear(); }
 
   void Matmul(const WeightMatrix& w, const float* x, int n_rows, float* y,
               Workspace& ws) const override;
@@ -53,9 +49,9 @@ class ProfilingBackend final : public ForwardingBackend {
   void GetRows(const WeightMatrix& table, std::span<const int32_t> rows, float* out,
                Workspace& ws) const override;
   void GatherRows(const float* src, size_t src_stride, std::span<const int32_t> rows, int width,
-                  float* dst) const override;
-  void CopyRows(const float* src, size_t src_stride, int n_rows, int width,
-                float* dst) const override;
+                  float* dst, Workspace& ws) const override;
+  void CopyRows(const float* src, size_t src_stride, int n_rows, int width, float* dst,
+                Workspace& ws) const override;
   void Add(float* x, const float* y, int n_rows, int width, Workspace& ws) const override;
   void AddBias(float* x, size_t stride, const float* bias, int n_rows, int width,
                Workspace& ws) const override;
@@ -83,7 +79,7 @@ class ProfilingBackend final : public ForwardingBackend {
   void GroupByExpert(std::span<const int32_t> ids, int k, int n_expert,
                      ExpertGroups& groups) const override;
   void ScatterRows(const float* src, int width, std::span<const int32_t> rows, size_t dst_stride,
-                   float* dst) const override;
+                   float* dst, Workspace& ws) const override;
   void AddWeightedRows(float* x, const float* src, const float* weights, int n_rows, int k,
                        int width, Workspace& ws) const override;
   void ShortConv(const float* x, size_t x_stride, int channels, const float* weight, int kernel,
@@ -105,7 +101,6 @@ class ProfilingBackend final : public ForwardingBackend {
 
   // Written by the const operations: a profile is state of the run, not of the backend.
   mutable std::map<std::string, OpTotals> ops_;
-  mutable Workspace* last_workspace_ = nullptr;  // the last op's that had one
 };
 
 }  // namespace kvserve

@@ -53,9 +53,9 @@ void AttentionBlock::Forward(const Backend& be, const ModelConfig& c, const Forw
     float* qkv = ws.Floats(kQkv, static_cast<size_t>(n) * stride);
     be.Matmul(wqkv_, xn, n, qkv, ws);
     if (!bqkv_.empty()) be.AddBias(qkv, stride, bqkv_.data(), n, stride, ws);
-    be.CopyRows(qkv, stride, n, q_dim, q);
-    be.CopyRows(qkv + q_dim, stride, n, kv_dim, k);
-    be.CopyRows(qkv + q_dim + kv_dim, stride, n, kv_dim, v);
+    be.CopyRows(qkv, stride, n, q_dim, q, ws);
+    be.CopyRows(qkv + q_dim, stride, n, kv_dim, k, ws);
+    be.CopyRows(qkv + q_dim + kv_dim, stride, n, kv_dim, v, ws);
   } else {
     const WeightMatrix* matrices[] = {&wq_, &wk_, &wv_};
     float* outputs[] = {q, k, v};

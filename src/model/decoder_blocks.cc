@@ -68,7 +68,7 @@ void ProjectLogits(const Backend& backend, const ForwardBatch& batch, const floa
   float* normed = batch.final_hidden != nullptr
                       ? batch.final_hidden
                       : ws.Floats(kLogitsIn, static_cast<size_t>(n_out) * n_embd);
-  backend.GatherRows(x, n_embd, batch.logit_rows, n_embd, rows);
+  backend.GatherRows(x, n_embd, batch.logit_rows, n_embd, rows, ws);
   norm(rows, n_out, normed);
   backend.Matmul(output, normed, n_out, logits, ws);
 }

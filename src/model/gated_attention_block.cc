@@ -59,7 +59,7 @@ void GatedAttentionBlock::Forward(const Backend& be, const ModelConfig& c,
   float* v = ws.Floats(kV, rows * kv_dim);
   float* attn = ws.Floats(kAttn, rows * q_dim);
   be.Matmul(wq_, xn, n, qg, ws);
-  be.CopyRows(qg, 2 * d, n * c.n_heads, d, q);  // each head's q; its gate follows it
+  be.CopyRows(qg, 2 * d, n * c.n_heads, d, q, ws);  // each head's q; its gate follows it
   be.RmsNorm(q, q_norm_.data(), n * c.n_heads, d, c.norm_eps, q, ws);
   be.Rope(q, batch.positions, c.n_heads, d, rope, ws);
   KeysValues(be, c, batch, rope, xn, k, v, ws);

@@ -30,8 +30,8 @@ void GatedFeedForward::Forward(const Backend& be, const ModelConfig& c, int n, c
   if (options_.fused_gate_up) {
     float* gate_up = ws.Floats(kGateUp, n * 2 * n_ff);
     be.Matmul(w_gate_up_, xn, n, gate_up, ws);
-    be.CopyRows(gate_up, 2 * n_ff, n, n_ff_, gate);
-    be.CopyRows(gate_up + n_ff, 2 * n_ff, n, n_ff_, up);
+    be.CopyRows(gate_up, 2 * n_ff, n, n_ff_, gate, ws);
+    be.CopyRows(gate_up + n_ff, 2 * n_ff, n, n_ff_, up, ws);
   } else {
     const WeightMatrix* matrices[] = {&w_gate_, &w_up_};
     float* outputs[] = {gate, up};

@@ -156,9 +156,9 @@ void MoeFeedForward::Forward(const Backend& be, int n_embd, const float* xn, int
     if (m == 0) continue;
     const std::span<const int32_t> tokens(groups.rows.data() + groups.begin[e], m);
     const std::span<const int32_t> token_slots(groups.slots.data() + groups.begin[e], m);
-    be.GatherRows(xn, n_embd, tokens, n_embd, in);
+    be.GatherRows(xn, n_embd, tokens, n_embd, in, ws);
     RunExpert(be, e, in, m, gate, up, out, ws);
-    be.ScatterRows(out, n_embd, token_slots, n_embd, slots);
+    be.ScatterRows(out, n_embd, token_slots, n_embd, slots, ws);
   }
   be.AddWeightedRows(x, slots, weights.data(), n, n_used, n_embd, ws);
 }

@@ -46,18 +46,18 @@ Status Qwen35Nextn::Load(const WeightLoader& r, const ModelConfig& c, const Qwen
 }
 
 void Qwen35Nextn::CarryHidden(const Backend& be, const ModelConfig& c, const ForwardBatch& batch,
-                              KvCache& kv, const float* hidden, float* prev) const {
+                              KvCache& kv, const float* hidden, float* prev, Workspace& ws) const {
   const size_t width = static_cast<size_t>(c.n_embd);
   const std::vector<float> zeros(width, 0.0f);
   for (const RecurrentRun& run : RecurrentRuns(batch, kv.layer(state_layer_), state_offset_)) {
     // Read the state before writing it: a decode step's run reads and writes one block.
     be.CopyRows(run.from != nullptr ? run.from : zeros.data(), width, 1, c.n_embd,
-                prev + run.row_begin * width);
+                prev + run.row_begin * width, ws);
     if (run.row_end - run.row_begin > 1) {
       be.CopyRows(hidden + run.row_begin * width, width, run.row_end - run.row_begin - 1, c.n_embd,
-                  prev + (run.row_begin + 1) * width);
+                  prev + (run.row_begin + 1) * width, ws);
     }
-    be.CopyRows(hidden + (run.row_end - 1) * width, width, 1, c.n_embd, run.to);
+    be.CopyRows(hidden + (run.row_end - 1) * width, width, 1, c.n_embd, run.to, ws);
   }
 }
 
@@ -71,9 +71,9 @@ void Qwen35Nextn::Input(const Backend& be, const ModelConfig& c, const ForwardBa
   std::iota(all.begin(), all.end(), 0);
   EmbedTokens(be, batch, head_->token_embd, part, ws);
   be.RmsNorm(part, enorm_.data(), n, c.n_embd, c.norm_eps, part, ws);
-  be.ScatterRows(part, c.n_embd, all, 2 * width, joined);
+  be.ScatterRows(part, c.n_embd, all, 2 * width, joined, ws);
   be.RmsNorm(hidden, hnorm_.data(), n, c.n_embd, c.norm_eps, part, ws);
-  be.ScatterRows(part, c.n_embd, all, 2 * width, joined + width);
+  be.ScatterRows(part, c.n_embd, all, 2 * width, joined + width, ws);
   be.Matmul(eh_proj_, joined, n, y, ws);
 }
 
@@ -83,7 +83,7 @@ void Qwen35Nextn::CatchUp(const Backend& be, const ModelConfig& c, const Forward
   const int n = batch.n_tokens();
   const auto [x, xn, proj] = ResidualStream(ws, n, c.n_embd);
   float* prev = ws.Floats(kNextnPrev, static_cast<size_t>(n) * c.n_embd);
-  CarryHidden(be, c, batch, kv, hidden, prev);
+  CarryHidden(be, c, batch, kv, hidden, prev, ws);
   Input(be, c, batch, prev, x, ws);
   mixer.StoreKv(be, c, batch, kv.layer(layer_), rope, x, xn, ws);
 }
@@ -122,7 +122,7 @@ void FinishForward(const Backend& be, const ModelConfig& c, const ForwardBatch& 
   float* hidden = ws.Floats(kNextnHidden, static_cast<size_t>(n) * c.n_embd);
   be.RmsNorm(x, head.norm.data(), n, c.n_embd, c.norm_eps, hidden, ws);
   auto normed = [&](const float* in, int n_rows, float* out) {
-    be.CopyRows(in, c.n_embd, n_rows, c.n_embd, out);
+    be.CopyRows(in, c.n_embd, n_rows, c.n_embd, out, ws);
   };
   ProjectLogits(be, batch, hidden, c.n_embd, normed, *head.output, logits, ws);
   nextn->CatchUp(be, c, batch, kv, mixer, rope, hidden, ws);

@@ -70,7 +70,7 @@ class Qwen35Nextn {
   // prev row r = the hidden row before row r in its sequence (from this batch, its state block or
   // zeros at position 0); each run's last row goes to its state block.
   void CarryHidden(const Backend& be, const ModelConfig& c, const ForwardBatch& batch, KvCache& kv,
-                   const float* hidden, float* prev) const;
+                   const float* hidden, float* prev, Workspace& ws) const;
 
   int layer_ = -1;        // the MTP layer's index (its cache layer)
   int state_layer_ = -1;  // the recurrent layer whose state blocks keep h_{p-1}

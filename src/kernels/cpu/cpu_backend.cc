@@ -206,14 +206,14 @@ void CpuBackend::GetRows(const WeightMatrix& table, std::span<const int32_t> row
 }
 
 void CpuBackend::GatherRows(const float* src, size_t src_stride, std::span<const int32_t> rows,
-                            int width, float* dst) const {
+                            int width, float* dst, Workspace& ws) const {
   for (size_t i = 0; i < rows.size(); ++i) {
     std::memcpy(dst + i * width, src + rows[i] * src_stride, sizeof(float) * width);
   }
 }
 
-void CpuBackend::CopyRows(const float* src, size_t src_stride, int n_rows, int width,
-                          float* dst) const {
+void CpuBackend::CopyRows(const float* src, size_t src_stride, int n_rows, int width, float* dst,
+                          Workspace& ws) const {
   for (int i = 0; i < n_rows; ++i) {
     std::memcpy(dst + static_cast<size_t>(i) * width, src + i * src_stride, sizeof(float) * width);
   }
@@ -390,7 +390,7 @@ void CpuBackend::GroupByExpert(std::span<const int32_t> ids, int k, int n_expert
 }
 
 void CpuBackend::ScatterRows(const float* src, int width, std::span<const int32_t> rows,
-                             size_t dst_stride, float* dst) const {
+                             size_t dst_stride, float* dst, Workspace& ws) const {
   for (size_t i = 0; i < rows.size(); ++i) {
     std::memcpy(dst + rows[i] * dst_stride, src + i * width, sizeof(float) * width);
   }

@@ -54,9 +54,9 @@ class CpuBackend final : public Backend {
   void GetRows(const WeightMatrix& table, std::span<const int32_t> rows, float* out,
                Workspace& ws) const override;
   void GatherRows(const float* src, size_t src_stride, std::span<const int32_t> rows, int width,
-                  float* dst) const override;
-  void CopyRows(const float* src, size_t src_stride, int n_rows, int width,
-                float* dst) const override;
+                  float* dst, Workspace& ws) const override;
+  void CopyRows(const float* src, size_t src_stride, int n_rows, int width, float* dst,
+                Workspace& ws) const override;
   void Add(float* x, const float* y, int n_rows, int width, Workspace& ws) const override;
   void AddBias(float* x, size_t stride, const float* bias, int n_rows, int width,
                Workspace& ws) const override;
@@ -84,7 +84,7 @@ class CpuBackend final : public Backend {
   void GroupByExpert(std::span<const int32_t> ids, int k, int n_expert,
                      ExpertGroups& groups) const override;
   void ScatterRows(const float* src, int width, std::span<const int32_t> rows, size_t dst_stride,
-                   float* dst) const override;
+                   float* dst, Workspace& ws) const override;
   void AddWeightedRows(float* x, const float* src, const float* weights, int n_rows, int k,
                        int width, Workspace& ws) const override;
   void ShortConv(const float* x, size_t x_stride, int channels, const float* weight, int kernel,

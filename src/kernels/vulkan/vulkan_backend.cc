@@ -142,24 +142,6 @@ Workspace& VulkanBackend::Inner(Workspace& ws) const {
   return Vk(ws).cpu();
 }
 
-void VulkanBackend::GatherRows(const float* src, size_t src_stride, std::span<const int32_t> rows,
-                               int width, float* dst) const {
-  VulkanBackendParts::device->Flush();
-  inner_.GatherRows(src, src_stride, rows, width, dst);
-}
-
-void VulkanBackend::CopyRows(const float* src, size_t src_stride, int n_rows, int width,
-                             float* dst) const {
-  VulkanBackendParts::device->Flush();
-  inner_.CopyRows(src, src_stride, n_rows, width, dst);
-}
-
-void VulkanBackend::ScatterRows(const float* src, int width, std::span<const int32_t> rows,
-                                size_t dst_stride, float* dst) const {
-  VulkanBackendParts::device->Flush();
-  inner_.ScatterRows(src, width, rows, dst_stride, dst);
-}
-
 // Copies every matrix the shaders multiply, and every vector, into one buffer of device memory
 // (each at the storage alignment): a matrix's `packed` points at its copy (GGML layout), a
 // vector's `prepared` at its copy. `storage` owns the buffer.

@@ -49,7 +49,9 @@ class VulkanBackend final : private VulkanBackendParts, public ForwardingBackend
   static constexpr const char* kDeviceOperations =
       "Matmul (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, "
       "Q5_K, Q6_K), RmsNorm, LayerNorm, Add, AddBias, Scale, SwiGlu, SwiGluOai, Gelu, GeGlu, "
-      "Relu, SoftCap, RouteTopK, AddWeightedRows, Rope, StoreKv, PagedAttention (every KV type; "
+      "Relu, SoftCap, GatherRows, CopyRows, ScatterRows, RouteTopK, AddWeightedRows, Rope, "
+      "StoreKv, "
+      "PagedAttention (every KV type; "
       "head_dim a multiple of 4 up to 256), x rounded to Q8_0, Q8_1, Q8_K";
 
   static Result<std::unique_ptr<Backend>> Make(const VulkanBackendOptions& options);
@@ -78,13 +80,14 @@ class VulkanBackend final : private VulkanBackendParts, public ForwardingBackend
               Workspace& ws) const override;
   void MatmulSameInput(std::span<const WeightMatrix* const> matrices, const float* x, int n_rows,
                        std::span<float* const> ys, Workspace& ws) const override;
-  // On the CPU backend, once the recorded dispatches have run.
+  // vulkan_row_ops.cc: copy_rows.comp (negative row indices and arguments past one binding go to
+  // the CPU backend).
   void GatherRows(const float* src, size_t src_stride, std::span<const int32_t> rows, int width,
-                  float* dst) const override;
-  void CopyRows(const float* src, size_t src_stride, int n_rows, int width,
-                float* dst) const override;
+                  float* dst, Workspace& ws) const override;
+  void CopyRows(const float* src, size_t src_stride, int n_rows, int width, float* dst,
+                Workspace& ws) const override;
   void ScatterRows(const float* src, int width, std::span<const int32_t> rows, size_t dst_stride,
-                   float* dst) const override;
+                   float* dst, Workspace& ws) const override;
   void GetRows(const WeightMatrix& table, std::span<const int32_t> rows, float* out,
                Workspace& ws) const override;
   // vulkan_row_ops.cc: elementwise operations and norms.
@@ -160,6 +163,21 @@ class VulkanBackend final : private VulkanBackendParts, public ForwardingBackend
   // done) when an argument is wider than one binding may span.
   bool Elementwise(const char* shader, float* x, size_t x_stride, const float* y, size_t y_floats,
                    int n_rows, int width, float factor, float limit, Workspace& ws) const;
+  // A row move of copy_rows.comp: dst row d(r) = src row s(r) for r < n_rows, with s(r) =
+  // rows[r] (kGather) or r, d(r) = rows[r] (kScatter) or r.
+  struct RowMove {
+    enum Mode { kCopy = 0, kGather = 1, kScatter = 2 } mode = kCopy;
+    const float* src = nullptr;
+    size_t src_stride = 0;  // floats between src rows
+    float* dst = nullptr;
+    size_t dst_stride = 0;
+    std::span<const int32_t> rows;
+    int n_rows = 0;
+    int width = 0;
+  };
+  // Records it; false (nothing recorded) for a negative index or an argument wider than one
+  // binding may span.
+  bool MoveRows(const RowMove& move, Workspace& ws) const;
   // gelu.comp's `shader` over x[n] with y (GeGLU's up; x for GELU); false as above.
   bool GeluShader(const char* shader, float* x, const float* y, uint64_t n, Workspace& ws) const;
 

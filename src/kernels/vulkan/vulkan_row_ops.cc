@@ -1,6 +1,8 @@
-// VulkanBackend's elementwise operations, norms and a mixture's row operations (elementwise.comp,
-// gelu.comp, rms_norm.comp, layer_norm.comp, route_topk.comp, add_weighted_rows.comp). Each runs
-// on the CPU backend instead when an argument is wider than one binding may span.
+// VulkanBackend's elementwise operations, norms, row moves and a mixture's row operations
+// (elementwise.comp, gelu.comp, rms_norm.comp, layer_norm.comp, copy_rows.comp, route_topk.comp,
+// add_weighted_rows.comp). Each runs on the CPU backend instead when an argument is wider than
+// one binding may span.
+#include <algorithm>
 #include <array>
 
 #include "kernels/vulkan/vulkan_backend.h"
@@ -74,6 +76,84 @@ void VulkanBackend::SwiGluOai(float* gate, const float* up, int n_rows, int widt
   if (!Elementwise("swiglu_oai", gate, width, up, n, n_rows, width, alpha, limit, ws)) {
     inner_.SwiGluOai(gate, up, n_rows, width, alpha, limit, Inner(ws));
   }
+}
+
+bool VulkanBackend::MoveRows(const RowMove& move, Workspace& ws) const {
+  const uint64_t n = static_cast<uint64_t>(move.n_rows) * move.width;
+  if (n == 0) return true;
+  // The rows each side touches: the largest index + 1 where indices pick them.
+  const auto touched = [&](bool indexed) -> int64_t {
+    if (!indexed) return move.n_rows;
+    int64_t last = -1;
+    for (const int32_t r : move.rows) {
+      if (r < 0) return -1;
+      last = std::max<int64_t>(last, r);
+    }
+    return last + 1;
+  };
+  const int64_t src_rows = touched(move.mode == RowMove::kGather);
+  const int64_t dst_rows = touched(move.mode == RowMove::kScatter);
+  if (src_rows < 0 || dst_rows < 0) return false;
+  const auto span_bytes = [&](int64_t rows, size_t stride) {
+    return sizeof(float) * (static_cast<size_t>(rows - 1) * stride + move.width);
+  };
+  VulkanShaderArgs args(*memory, Vk(ws), *VulkanBackendParts::device);
+  const uint32_t src_word = args.Input(move.src, span_bytes(src_rows, move.src_stride));
+  const uint32_t dst_word = args.Output(move.dst, span_bytes(dst_rows, move.dst_stride));
+  const uint32_t rows_word = move.rows.empty()
+                                 ? args.Input(move.src, sizeof(float))  // unread; bound
+                                 : args.Input(move.rows.data(), move.rows.size_bytes());
+  if (!args.fits()) return false;
+  const VulkanGroups grid = VulkanGroups::Cover((n + 255) / 256);
+  const std::array<uint32_t, 9> push = {PushInt(n),
+                                        PushInt(move.width),
+                                        PushInt(move.src_stride),
+                                        PushInt(move.dst_stride),
+                                        src_word,
+                                        dst_word,
+                                        rows_word,
+                                        static_cast<uint32_t>(move.mode),
+                                        grid.x};
+  args.Dispatch("copy_rows", PushBytes(push), grid.x, grid.y, 1);
+  return true;
+}
+
+void VulkanBackend::GatherRows(const float* src, size_t src_stride, std::span<const int32_t> rows,
+                               int width, float* dst, Workspace& ws) const {
+  const RowMove move{.mode = RowMove::kGather,
+                     .src = src,
+                     .src_stride = src_stride,
+                     .dst = dst,
+                     .dst_stride = static_cast<size_t>(width),
+                     .rows = rows,
+                     .n_rows = static_cast<int>(rows.size()),
+                     .width = width};
+  if (!MoveRows(move, ws)) inner_.GatherRows(src, src_stride, rows, width, dst, Inner(ws));
+}
+
+void VulkanBackend::CopyRows(const float* src, size_t src_stride, int n_rows, int width, float* dst,
+                             Workspace& ws) const {
+  const RowMove move{.mode = RowMove::kCopy,
+                     .src = src,
+                     .src_stride = src_stride,
+                     .dst = dst,
+                     .dst_stride = static_cast<size_t>(width),
+                     .n_rows = n_rows,
+                     .width = width};
+  if (!MoveRows(move, ws)) inner_.CopyRows(src, src_stride, n_rows, width, dst, Inner(ws));
+}
+
+void VulkanBackend::ScatterRows(const float* src, int width, std::span<const int32_t> rows,
+                                size_t dst_stride, float* dst, Workspace& ws) const {
+  const RowMove move{.mode = RowMove::kScatter,
+                     .src = src,
+                     .src_stride = static_cast<size_t>(width),
+                     .dst = dst,
+                     .dst_stride = dst_stride,
+                     .rows = rows,
+                     .n_rows = static_cast<int>(rows.size()),
+                     .width = width};
+  if (!MoveRows(move, ws)) inner_.ScatterRows(src, width, rows, dst_stride, dst, Inner(ws));
 }
 
 void VulkanBackend::RouteTopK(const float* logits, int n_rows, int n_expert, int k, int32_t* ids,

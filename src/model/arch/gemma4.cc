@@ -334,7 +334,7 @@ void Gemma4Model::PerLayerBlock(const Gemma4Layer& l, int il, const float* per_l
   float* slice = ws.Floats(kPerLayerSlice, static_cast<size_t>(n) * p);
   float* proj = ws.Floats(kProj, static_cast<size_t>(n) * c.n_embd);
   be.CopyRows(per_layer + static_cast<size_t>(il) * p, static_cast<size_t>(p) * c.n_layers, n, p,
-              slice);
+              slice, ws);
   be.Matmul(l.inp_gate, x, n, gate, ws);
   be.GeGlu(gate, slice, n, p, ws);  // gelu(gate) * this layer's inputs
   be.Matmul(l.proj, gate, n, proj, ws);
