@@ -27,10 +27,11 @@ class VulkanWorkspace final : public Workspace {
   // The CPU backend's workspace, for the operations that run there.
   Workspace& cpu() { return *cpu_; }
 
-  // Device memory the host fills for one operation's dispatches (staged host arguments, x rounded
-  // to 8 bits, RoPE angles, block tables), 64-byte aligned: it stays as written until every
-  // dispatch this workspace recorded since is done. Recorded dispatches are not submitted at
-  // once (VulkanDevice::Dispatch), so each operation's bytes need their own place.
+  // Device memory for one operation's dispatches, filled by the host (staged host arguments, RoPE
+  // angles, block tables) or by an earlier dispatch of the operation (x rounded to 8 bits),
+  // 64-byte aligned: it stays as written until every dispatch this workspace recorded since is
+  // done. Recorded dispatches are not submitted at once (VulkanDevice::Dispatch), so each
+  // operation's bytes need their own place.
   uint8_t* Transient(size_t bytes);
   // Called as an operation starts, with VulkanDevice::completed(): once every dispatch this
   // workspace recorded has run, the transient memory is used again from its start.
