@@ -5,7 +5,10 @@ stories260K), side by side with the CPU backend: the largest relative logit erro
 tokens are the CPU's, whether Vulkan's logits are the same bits alone (a token a step),
 batched (the prompt in one step) and without the cache (each prefix recomputed), and whether
 they are the same bits with each dispatch submitted and waited for on its own
-(KVSERVE_VULKAN_SYNC=1) as with dispatches recorded into batches (the default).
+(KVSERVE_VULKAN_SYNC=1) as with dispatches recorded into batches (the default), and whether
+they are the same bits with the matrices in device-only memory, uploaded through a staging
+buffer (KVSERVE_VULKAN_WEIGHTS=device, a discrete GPU's default) as in mapped memory (the
+default here).
 
     python3 bench/vulkan_vs_cpu.py [--kvserve build/kvserve] [--models ../shared/models]
 
@@ -22,9 +25,10 @@ import tempfile
 TOKENS = "1,2,3,4,5,6,7,8,9,10,11,12"
 
 
-def logits(kvserve, model, backend, mode, out_dir, sync=False):
-    path = os.path.join(out_dir, f"{backend}-{mode}-{int(sync)}.f32")
-    env = dict(os.environ, KVSERVE_VULKAN_SYNC="1" if sync else "0")
+def logits(kvserve, model, backend, mode, out_dir, sync=False, weights="mapped"):
+    path = os.path.join(out_dir, f"{backend}-{mode}-{int(sync)}-{weights}.f32")
+    env = dict(os.environ, KVSERVE_VULKAN_SYNC="1" if sync else "0",
+               KVSERVE_VULKAN_WEIGHTS=weights)
     subprocess.run([kvserve, "logits", "-m", model, "--tokens", TOKENS, "--out", path,
                     "--mode", mode, "--backend", backend, "-t", "2"],
                    check=True, capture_output=True, env=env)
@@ -61,8 +65,8 @@ def main():
     files += [os.path.join(arch, f) for f in sorted(os.listdir(arch)) if f.endswith(".gguf")]
     n_rows = len(TOKENS.split(","))
     print("| model | Vulkan vs CPU, worst row | greedy tokens equal | alone = batched = no cache "
-          "| batches = synchronous |")
-    print("|---|---|---|---|---|")
+          "| batches = synchronous | device-only weights = mapped |")
+    print("|---|---|---|---|---|---|")
     for model in files:
         with tempfile.TemporaryDirectory() as tmp:
             cpu = logits(args.kvserve, model, "cpu", "batch", tmp)
@@ -70,12 +74,15 @@ def main():
                   for m in ("batch", "incremental", "no-cache")}
             synchronous = {m: logits(args.kvserve, model, "vulkan", m, tmp, sync=True)
                            for m in ("batch", "incremental")}
+            device_only = logits(args.kvserve, model, "vulkan", "batch", tmp, weights="device")
         error = worst_row_error(vk["batch"], cpu, n_rows)
         same_bits = vk["batch"] == vk["incremental"] == vk["no-cache"]
         same_as_sync = all(vk[m] == synchronous[m] for m in synchronous)
+        same_as_device_only = vk["batch"] == device_only
         tokens_equal = greedy(args.kvserve, model, "cpu") == greedy(args.kvserve, model, "vulkan")
         print(f"| {os.path.basename(model)} | {error:.2e} | {'yes' if tokens_equal else 'NO'} | "
-              f"{'yes' if same_bits else 'NO'} | {'yes' if same_as_sync else 'NO'} |", flush=True)
+              f"{'yes' if same_bits else 'NO'} | {'yes' if same_as_sync else 'NO'} | "
+              f"{'yes' if same_as_device_only else 'NO'} |", flush=True)
 
 
 if __name__ == "__main__":

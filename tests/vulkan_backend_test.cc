@@ -15,7 +15,9 @@
 // - Operations on device memory are recorded and run, in order, when the host reads the results;
 //   a float model's decode step waits for the device once (every dispatch with
 //   KVSERVE_VULKAN_SYNC=1); x is rounded to Q8_0, Q8_1 and Q8_K on the device with the CPU's bytes.
-// - Weights are copied to device memory at load (the matrix's `packed`, each vector's `prepared`).
+// - Weights are copied to device memory at load (the matrix's `packed`, each vector's `prepared`);
+//   in device-only memory (KVSERVE_VULKAN_WEIGHTS=device, a discrete GPU's default) through the
+//   staging copy, past one staging buffer, the same bits back and the same products.
 // A build without the backend skips; a build with it fails without a device.
 #include <gtest/gtest.h>
 
@@ -323,6 +325,79 @@ TEST(VulkanBackend, WeightVectorsAreCopiedToDeviceMemoryAtLoad) {
   ASSERT_NE(v.prepared, nullptr);
   EXPECT_NE(v.prepared, v.host.data());
   EXPECT_EQ(std::vector<float>(v.prepared, v.prepared + 3), v.host);
+}
+
+// A Vulkan backend whose matrices go to memory the host cannot map (KVSERVE_VULKAN_WEIGHTS=device,
+// what a discrete GPU gets without it), or null with the test failed.
+std::unique_ptr<Backend> BackendWithDeviceOnlyWeights() {
+  setenv("KVSERVE_VULKAN_WEIGHTS", "device", 1);
+  auto made = MakeBackend("vulkan");
+  unsetenv("KVSERVE_VULKAN_WEIGHTS");
+  EXPECT_TRUE(made.ok()) << made.message();
+  if (!made.ok()) return nullptr;
+  EXPECT_NE(made.value()->device().find("weights in device-only memory"), std::string::npos)
+      << made.value()->device();
+  return std::move(made.value());
+}
+
+// The staging copies reach device-only memory: a 40 MB matrix (more than one 32 MiB staging
+// buffer) reads back through the allocator as the file's bytes, at an odd offset and length too.
+TEST(VulkanBackend, DeviceOnlyWeightsReadBackAsTheFilesBytes) {
+  REQUIRE_VULKAN();
+  const std::unique_ptr<Backend> device_only = BackendWithDeviceOnlyWeights();
+  ASSERT_NE(device_only, nullptr);
+  constexpr int kOut = 10000, kIn = 1000;
+  std::vector<float> values = RandomFloats(static_cast<size_t>(kOut) * kIn, 5);
+  WeightMatrix w{.type = GgmlType::kF32,
+                 .data = reinterpret_cast<const uint8_t*>(values.data()),
+                 .n_out = kOut,
+                 .n_in = kIn,
+                 .row_bytes = kIn * sizeof(float)};
+  WeightMatrix* list[] = {&w};
+  std::shared_ptr<uint8_t> storage;
+  EXPECT_GE(device_only->PrepareWeights(list, {}, AnyFile(), storage), values.size() * 4);
+  ASSERT_NE(w.packed, nullptr);
+  std::vector<uint8_t> back(values.size() * sizeof(float));
+  device_only->allocator().CopyToHost(w.packed, back.size(), back.data());
+  EXPECT_EQ(std::memcmp(back.data(), values.data(), back.size()), 0);
+  constexpr size_t kOffset = 4099, kBytes = 33 * 1048576 + 7;
+  std::vector<uint8_t> part(kBytes);
+  for (size_t i = 0; i < kBytes; ++i) part[i] = static_cast<uint8_t>(i * 131 + 7);
+  uint8_t* packed = const_cast<uint8_t*>(w.packed);
+  device_only->allocator().CopyFromHost(part.data(), kBytes, packed + kOffset);
+  std::vector<uint8_t> part_back(kBytes);
+  device_only->allocator().CopyToHost(packed + kOffset, kBytes, part_back.data());
+  EXPECT_EQ(part_back, part);
+  std::vector<uint8_t> before(kOffset);
+  device_only->allocator().CopyToHost(packed, kOffset, before.data());
+  EXPECT_EQ(std::memcmp(before.data(), values.data(), kOffset), 0);  // untouched
+}
+
+// The products of matrices in device-only memory are the bits of the same matrices in mapped
+// memory, for a float and two quantized types, alone and in a batch.
+TEST(VulkanBackend, DeviceOnlyWeightsGiveTheBitsOfMappedWeights) {
+  REQUIRE_VULKAN();
+  const Backend& mapped = *GetBackends().vulkan;
+  ASSERT_NE(mapped.device().find("weights in mapped memory"), std::string::npos) << mapped.device();
+  const std::unique_ptr<Backend> device_only = BackendWithDeviceOnlyWeights();
+  ASSERT_NE(device_only, nullptr);
+  uint32_t seed = 11;
+  for (GgmlType type : {GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ4_K}) {
+    for (int n_rows : {1, 5}) {
+      TestMatrix m = MakeMatrix(type, 45, 512, seed);
+      TestMatrix same = MakeMatrix(type, 45, 512, seed++);  // each holds one backend's copy
+      const WeightMatrix on_mapped = Prepared(mapped, m);
+      const WeightMatrix on_device = Prepared(*device_only, same);
+      const std::vector<float> x = RandomFloats(static_cast<size_t>(n_rows) * 512, seed++);
+      std::vector<float> y_mapped(45 * n_rows), y_device(45 * n_rows);
+      auto mapped_ws = mapped.NewWorkspace({});
+      auto device_ws = device_only->NewWorkspace({});
+      mapped.Matmul(on_mapped, x.data(), n_rows, y_mapped.data(), *mapped_ws);
+      device_only->Matmul(on_device, x.data(), n_rows, y_device.data(), *device_ws);
+      EXPECT_EQ(std::memcmp(y_mapped.data(), y_device.data(), y_mapped.size() * 4), 0)
+          << TraitsOf(type).name << ", " << n_rows << " rows";
+    }
+  }
 }
 
 // A decode step of a float model (stories260K: every operation but the embedding lookup has a

@@ -18,7 +18,9 @@ Result<std::unique_ptr<Backend>> MakeCpuBackend() {
 
 #if KVSERVE_WITH_VULKAN
 Result<std::unique_ptr<Backend>> MakeVulkanBackend() {
-  return VulkanBackend::Make(VulkanBackendOptions::FromEnvironment());
+  Result<VulkanBackendOptions> options = VulkanBackendOptions::FromEnvironment();
+  if (!options.ok()) return options.status();
+  return VulkanBackend::Make(*options);
 }
 
 Result<std::vector<std::string>> ListVulkanDevices() {

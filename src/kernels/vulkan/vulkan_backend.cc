@@ -91,13 +91,22 @@ size_t AlignUp(size_t n, size_t alignment) { return (n + alignment - 1) / alignm
 
 }  // namespace
 
-VulkanBackendOptions VulkanBackendOptions::FromEnvironment() {
+Result<VulkanBackendOptions> VulkanBackendOptions::FromEnvironment() {
   VulkanBackendOptions options;
   if (const char* device = std::getenv("KVSERVE_DEVICE"); device != nullptr && *device) {
     options.device = std::atoi(device);
   }
   if (const char* sync = std::getenv("KVSERVE_VULKAN_SYNC"); sync != nullptr) {
     options.synchronous = std::string_view(sync) == "1";
+  }
+  if (const char* weights = std::getenv("KVSERVE_VULKAN_WEIGHTS"); weights != nullptr && *weights) {
+    const std::string_view place(weights);
+    if (place != "device" && place != "mapped") {
+      return Status::InvalidArgument("KVSERVE_VULKAN_WEIGHTS: '" + std::string(place) +
+                                     "' is not one of device, mapped");
+    }
+    options.weights_memory =
+        place == "device" ? VulkanMemoryKind::kDeviceOnly : VulkanMemoryKind::kMapped;
   }
   return options;
 }
@@ -109,6 +118,15 @@ Result<std::unique_ptr<Backend>> VulkanBackend::Make(const VulkanBackendOptions&
   parts.device = std::move(device.value());
   parts.device->set_synchronous(options.synchronous);
   parts.memory = std::make_unique<VulkanMemory>(*parts.device);
+  const bool discrete = parts.device->info().type == "discrete";
+  parts.weights_memory = options.weights_memory.value_or(discrete ? VulkanMemoryKind::kDeviceOnly
+                                                                  : VulkanMemoryKind::kMapped);
+  if (parts.weights_memory == VulkanMemoryKind::kDeviceOnly &&
+      !parts.device->HasMemory(VulkanMemoryKind::kDeviceOnly)) {
+    return Status::Unavailable("Vulkan device " + std::to_string(options.device) +
+                               " has no device-local memory for the weights " +
+                               "(KVSERVE_VULKAN_WEIGHTS=mapped keeps them in mapped memory)");
+  }
   CpuBackendOptions cpu = CpuBackendOptions::FromEnvironment();
   cpu.pack = false;  // the CPU operations read the same GGML blocks the shaders do
   parts.cpu = std::make_unique<CpuBackend>(cpu);
@@ -128,7 +146,8 @@ std::string VulkanBackend::kernel_set() const { return "spirv+" + cpu->kernel_se
 std::string VulkanBackend::device() const {
   const VulkanDeviceInfo& info = VulkanBackendParts::device->info();
   return "Vulkan device " + std::to_string(info.index) + ": " + info.name + " (" + info.type +
-         ", Vulkan " + info.api_version + ")";
+         ", Vulkan " + info.api_version + "), weights in " +
+         (weights_memory == VulkanMemoryKind::kDeviceOnly ? "device-only" : "mapped") + " memory";
 }
 
 std::unique_ptr<Workspace> VulkanBackend::NewWorkspace(const WorkspaceOptions& options) const {
@@ -142,9 +161,10 @@ Workspace& VulkanBackend::Inner(Workspace& ws) const {
   return Vk(ws).cpu();
 }
 
-// Copies every matrix the shaders multiply, and every vector, into one buffer of device memory
-// (each at the storage alignment): a matrix's `packed` points at its copy (GGML layout), a
-// vector's `prepared` at its copy. `storage` owns the buffer.
+// Copies every matrix the shaders multiply into one buffer of device memory (of weights_memory's
+// kind, through the allocator's CopyFromHost) and every vector into one of mapped memory, each at
+// the storage alignment: a matrix's `packed` points at its copy (GGML layout), a vector's
+// `prepared` at its copy. `storage` owns both buffers.
 size_t VulkanBackend::PrepareWeights(std::span<WeightMatrix* const> matrices,
                                      std::span<WeightVector* const> vectors,
                                      const GgufFile& /*file*/,
@@ -157,28 +177,42 @@ size_t VulkanBackend::CopyWeights(std::span<WeightMatrix* const> matrices,
                                   std::shared_ptr<uint8_t>& storage) const {
   const size_t alignment = VulkanBackendParts::device->storage_alignment();
   std::vector<WeightMatrix*> copied;
-  size_t total = 0;
+  size_t matrix_bytes = 0;
+  size_t vector_bytes = 0;
   for (WeightMatrix* m : matrices) {
     if (m->data == nullptr || m->packed != nullptr || MatmulShader(m->type) == nullptr) continue;
     copied.push_back(m);
-    total += AlignUp(m->row_bytes * m->n_out, alignment);
+    matrix_bytes += AlignUp(m->row_bytes * m->n_out, alignment);
   }
-  for (const WeightVector* v : vectors) total += AlignUp(v->size() * sizeof(float), alignment);
-  if (total == 0) return 0;
-  auto buffer = std::make_shared<Buffer>(memory->AllocateZeroed(total));
-  uint8_t* next = buffer->data();
+  for (const WeightVector* v : vectors)
+    vector_bytes += AlignUp(v->size() * sizeof(float), alignment);
+  if (matrix_bytes + vector_bytes == 0) return 0;
+  struct Copies {
+    Buffer matrices;
+    Buffer vectors;
+  };
+  auto copies = std::make_shared<Copies>();
+  if (matrix_bytes > 0) {
+    copies->matrices = weights_memory == VulkanMemoryKind::kDeviceOnly
+                           ? memory->AllocateDeviceOnly(matrix_bytes)
+                           : memory->AllocateZeroed(matrix_bytes);
+  }
+  if (vector_bytes > 0) copies->vectors = memory->AllocateZeroed(vector_bytes);
+  uint8_t* next = copies->matrices.data();
   for (WeightMatrix* m : copied) {
-    std::memcpy(next, m->data, m->row_bytes * m->n_out);
+    memory->CopyFromHost(m->data, m->row_bytes * m->n_out, next);
     m->packed = next;
     next += AlignUp(m->row_bytes * m->n_out, alignment);
   }
+  next = copies->vectors.data();
   for (WeightVector* v : vectors) {
     std::memcpy(next, v->host.data(), v->size() * sizeof(float));
     v->prepared = reinterpret_cast<const float*>(next);
     next += AlignUp(v->size() * sizeof(float), alignment);
   }
-  storage = std::shared_ptr<uint8_t>(buffer, buffer->data());  // aliases the Buffer's owner
-  return total;
+  uint8_t* first = matrix_bytes > 0 ? copies->matrices.data() : copies->vectors.data();
+  storage = std::shared_ptr<uint8_t>(copies, first);  // aliases the buffers' owner
+  return matrix_bytes + vector_bytes;
 }
 
 void VulkanBackend::Matmul(const WeightMatrix& w, const float* x, int n_rows, float* y,

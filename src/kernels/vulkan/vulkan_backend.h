@@ -30,9 +30,13 @@ struct VulkanBackendOptions {
   int device = 0;  // index into VulkanDevice::List()
   // Each dispatch submitted and waited for on its own (VulkanDevice::set_synchronous).
   bool synchronous = false;
+  // Where PrepareWeights puts the matrices: device-only memory (uploaded through a staging
+  // buffer) on a discrete GPU, whose mapped device memory may be a 256 MiB window; mapped memory
+  // elsewhere (lavapipe, integrated GPUs: the same memory either way). Set, it overrides that.
+  std::optional<VulkanMemoryKind> weights_memory;
   // KVSERVE_DEVICE=N picks the device (the CLI's --device sets it); KVSERVE_VULKAN_SYNC=1 makes
-  // it synchronous.
-  static VulkanBackendOptions FromEnvironment();
+  // it synchronous; KVSERVE_VULKAN_WEIGHTS=device|mapped sets weights_memory.
+  static Result<VulkanBackendOptions> FromEnvironment();
 };
 
 // What the backend owns, constructed before the ForwardingBackend base that refers to `cpu`.
@@ -41,6 +45,7 @@ struct VulkanBackendParts {
   std::unique_ptr<VulkanMemory> memory;
   std::unique_ptr<CpuBackend> cpu;  // unpacked weights: it reads the same GGML blocks
   Buffer gelu_table;  // the CPU's GELU table (65536 f16 values) in device memory: the same bits
+  VulkanMemoryKind weights_memory = VulkanMemoryKind::kMapped;  // the matrices' (PrepareWeights)
 };
 
 class VulkanBackend final : private VulkanBackendParts, public ForwardingBackend {

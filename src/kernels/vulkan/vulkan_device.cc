@@ -209,22 +209,31 @@ VulkanDevice::~VulkanDevice() {
   if (instance_ != VK_NULL_HANDLE) vkDestroyInstance(instance_, nullptr);
 }
 
-// Host-visible and coherent, device-local among those when the device has such memory (an
-// integrated GPU, lavapipe, a discrete GPU with resizable BAR).
-uint32_t VulkanDevice::MemoryType() const {
+// kMapped: host-visible and coherent, device-local among those when the device has such memory
+// (an integrated GPU, lavapipe, a discrete GPU with resizable BAR). kDeviceOnly: device-local,
+// and among those one the host cannot map when there is one (a discrete GPU's own memory).
+// memory_.memoryTypeCount when there is none.
+uint32_t VulkanDevice::MemoryType(VulkanMemoryKind kind) const {
   const VkMemoryPropertyFlags host =
       VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  const VkMemoryPropertyFlags needed =
+      kind == VulkanMemoryKind::kMapped
+          ? host
+          : static_cast<VkMemoryPropertyFlags>(VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
   uint32_t chosen = memory_.memoryTypeCount;
   for (uint32_t t = 0; t < memory_.memoryTypeCount; ++t) {
     const VkMemoryPropertyFlags flags = memory_.memoryTypes[t].propertyFlags;
-    if ((flags & host) != host) continue;
+    if ((flags & needed) != needed) continue;
     if (chosen == memory_.memoryTypeCount) chosen = t;
-    if (flags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) return t;
+    const bool preferred = kind == VulkanMemoryKind::kMapped
+                               ? (flags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) != 0
+                               : (flags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) == 0;
+    if (preferred) return t;
   }
   return chosen;
 }
 
-VulkanBuffer VulkanDevice::CreateBuffer(size_t bytes) {
+VulkanBuffer VulkanDevice::CreateBuffer(size_t bytes, VulkanMemoryKind kind) {
   std::lock_guard lock(mutex_);
   VulkanBuffer out;
   out.bytes = bytes;
@@ -237,32 +246,33 @@ VulkanBuffer VulkanDevice::CreateBuffer(size_t bytes) {
   if (vkCreateBuffer(device_, &create, nullptr, &out.buffer) != VK_SUCCESS) throw std::bad_alloc();
   VkMemoryRequirements needs{};
   vkGetBufferMemoryRequirements(device_, out.buffer, &needs);
-  const uint32_t type = MemoryType();
+  const uint32_t type = MemoryType(kind);
   VkMemoryAllocateInfo allocate{};
   allocate.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
   allocate.allocationSize = needs.size;
   allocate.memoryTypeIndex = type;
-  void* mapped = nullptr;
   if (type == memory_.memoryTypeCount || !(needs.memoryTypeBits & (1u << type)) ||
       vkAllocateMemory(device_, &allocate, nullptr, &out.memory) != VK_SUCCESS) {
     vkDestroyBuffer(device_, out.buffer, nullptr);
     throw std::bad_alloc();
   }
-  if (vkBindBufferMemory(device_, out.buffer, out.memory, 0) != VK_SUCCESS ||
-      vkMapMemory(device_, out.memory, 0, VK_WHOLE_SIZE, 0, &mapped) != VK_SUCCESS) {
+  void* mapped = nullptr;
+  const bool bound = vkBindBufferMemory(device_, out.buffer, out.memory, 0) == VK_SUCCESS;
+  if (!bound || (kind == VulkanMemoryKind::kMapped &&
+                 vkMapMemory(device_, out.memory, 0, VK_WHOLE_SIZE, 0, &mapped) != VK_SUCCESS)) {
     vkDestroyBuffer(device_, out.buffer, nullptr);
     vkFreeMemory(device_, out.memory, nullptr);
     throw std::bad_alloc();
   }
   out.mapped = static_cast<uint8_t*>(mapped);
-  std::memset(out.mapped, 0, bytes);
+  if (out.mapped != nullptr) std::memset(out.mapped, 0, bytes);
   return out;
 }
 
 void VulkanDevice::DestroyBuffer(const VulkanBuffer& buffer) {
   std::lock_guard lock(mutex_);
   FlushLocked();  // a recorded dispatch may use it
-  vkUnmapMemory(device_, buffer.memory);
+  if (buffer.mapped != nullptr) vkUnmapMemory(device_, buffer.memory);
   vkDestroyBuffer(device_, buffer.buffer, nullptr);
   vkFreeMemory(device_, buffer.memory, nullptr);
 }

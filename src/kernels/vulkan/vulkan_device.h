@@ -40,7 +40,13 @@ struct VulkanDeviceInfo {
 // matrix no": one line of `kvserve doctor`.
 std::string DescribeVulkanDevice(const VulkanDeviceInfo& info);
 
-// A buffer of host-visible, host-coherent memory, mapped for its whole life.
+// Where a buffer's memory lies. kMapped: host-visible, host-coherent, mapped for the buffer's
+// whole life (device-local too where the device has such memory: lavapipe, integrated GPUs, a
+// discrete GPU's resizable BAR). kDeviceOnly: device-local memory the host cannot map (a
+// discrete GPU's own memory, however small its BAR); the host reaches it through Transfer.
+enum class VulkanMemoryKind { kMapped, kDeviceOnly };
+
+// A buffer of device memory; `mapped` is its host address (kMapped) or nullptr (kDeviceOnly).
 struct VulkanBuffer {
   VkBuffer buffer = VK_NULL_HANDLE;
   VkDeviceMemory memory = VK_NULL_HANDLE;
@@ -73,9 +79,19 @@ class VulkanDevice {
   // lavapipe, 4 GiB on most GPUs).
   size_t max_storage_range() const { return max_storage_range_; }
 
-  // A zeroed buffer of `bytes`; throws std::bad_alloc when the device has no room.
-  VulkanBuffer CreateBuffer(size_t bytes);
+  // A buffer of `bytes`, zeroed when kMapped (kDeviceOnly: its contents are undefined until
+  // written); throws std::bad_alloc when the device has no room of that kind.
+  VulkanBuffer CreateBuffer(size_t bytes, VulkanMemoryKind kind = VulkanMemoryKind::kMapped);
   void DestroyBuffer(const VulkanBuffer& buffer);
+  // Copies `bytes` at `offset` in `buffer` from `from_host` (when not null) or to `to_host`,
+  // through a mapped staging buffer and the queue's copy command, after the recorded dispatches
+  // have run; returns once the copy is done. For buffers of either kind.
+  void Transfer(const VulkanBuffer& buffer, size_t offset, size_t bytes, const uint8_t* from_host,
+                uint8_t* to_host);
+  // Whether the device has memory of `kind` (kDeviceOnly: device-local memory at all).
+  bool HasMemory(VulkanMemoryKind kind) const {
+    return MemoryType(kind) != memory_.memoryTypeCount;
+  }
 
   // Records shader `name` (a SpirvModules() entry) over groups (x, y, z) with `bindings` as
   // bindings 0..n-1 and `push` as its push constants (at most 128 bytes), after every dispatch
@@ -105,7 +121,9 @@ class VulkanDevice {
   VulkanDevice() = default;
   Status Init(VkPhysicalDevice physical, const VulkanDeviceInfo& info);
   const Pipeline& PipelineFor(std::string_view name, size_t n_bindings);
-  uint32_t MemoryType() const;
+  uint32_t MemoryType(VulkanMemoryKind kind) const;
+  // Records, submits and waits for one copy between buffers (mutex_ held, nothing recorded).
+  void CopyLocked(VkBuffer from, size_t from_offset, VkBuffer to, size_t to_offset, size_t bytes);
   // Called with mutex_ held.
   void FlushLocked();
 

@@ -19,6 +19,7 @@ namespace kvserve {
   X(vkBeginCommandBuffer) \
   X(vkBindBufferMemory) \
   X(vkCmdBindPipeline) \
+  X(vkCmdCopyBuffer) \
   X(vkCmdDispatch) \
   X(vkCmdPipelineBarrier) \
   X(vkCmdPushConstants) \

@@ -1,12 +1,30 @@
 #include "kernels/vulkan/vulkan_memory.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <cassert>
 #include <cstring>
+#include <new>
 
 namespace kvserve {
 
+namespace {
+
+// An address range of `bytes` the host may not touch, naming a device-only buffer.
+uint8_t* ReserveAddresses(size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  return static_cast<uint8_t*>(p);
+}
+
+}  // namespace
+
 VulkanMemory::~VulkanMemory() {
-  for (auto& [address, buffer] : buffers_) device_.DestroyBuffer(buffer);
+  for (auto& [address, buffer] : buffers_) {
+    device_.DestroyBuffer(buffer);
+    if (buffer.mapped == nullptr) munmap(reinterpret_cast<void*>(address), buffer.bytes);
+  }
 }
 
 Buffer VulkanMemory::AllocateZeroed(size_t bytes) {
@@ -14,6 +32,20 @@ Buffer VulkanMemory::AllocateZeroed(size_t bytes) {
   std::lock_guard lock(mutex_);
   buffers_[reinterpret_cast<uintptr_t>(buffer.mapped)] = buffer;
   return Buffer(buffer.mapped, bytes, this);
+}
+
+Buffer VulkanMemory::AllocateDeviceOnly(size_t bytes) {
+  VulkanBuffer buffer = device_.CreateBuffer(bytes, VulkanMemoryKind::kDeviceOnly);
+  uint8_t* address = nullptr;
+  try {
+    address = ReserveAddresses(std::max<size_t>(bytes, 1));
+  } catch (const std::bad_alloc&) {
+    device_.DestroyBuffer(buffer);
+    throw;
+  }
+  std::lock_guard lock(mutex_);
+  buffers_[reinterpret_cast<uintptr_t>(address)] = buffer;
+  return Buffer(address, bytes, this);
 }
 
 void VulkanMemory::Free(uint8_t* data, size_t bytes) {
@@ -27,27 +59,57 @@ void VulkanMemory::Free(uint8_t* data, size_t bytes) {
     buffers_.erase(it);
   }
   device_.DestroyBuffer(buffer);
+  if (buffer.mapped == nullptr) munmap(data, std::max<size_t>(bytes, 1));
 }
 
 void VulkanMemory::CopyToHost(const uint8_t* src, size_t bytes, uint8_t* host) const {
+  VulkanBuffer device_only;
+  size_t offset = 0;
+  {
+    std::lock_guard lock(mutex_);
+    const VulkanBuffer* buffer = FindLocked(src, bytes, offset);
+    if (buffer != nullptr && buffer->mapped == nullptr) device_only = *buffer;
+  }
+  if (device_only.buffer != VK_NULL_HANDLE) {
+    device_.Transfer(device_only, offset, bytes, nullptr, host);
+    return;
+  }
   device_.Flush();  // what recorded dispatches write there
   std::memcpy(host, src, bytes);
 }
 
 void VulkanMemory::CopyFromHost(const uint8_t* host, size_t bytes, uint8_t* dst) const {
+  VulkanBuffer device_only;
+  size_t offset = 0;
+  {
+    std::lock_guard lock(mutex_);
+    const VulkanBuffer* buffer = FindLocked(dst, bytes, offset);
+    if (buffer != nullptr && buffer->mapped == nullptr) device_only = *buffer;
+  }
+  if (device_only.buffer != VK_NULL_HANDLE) {
+    device_.Transfer(device_only, offset, bytes, host, nullptr);
+    return;
+  }
   device_.Flush();  // recorded dispatches read or write there first
   std::memcpy(dst, host, bytes);
 }
 
-std::optional<VulkanLocation> VulkanMemory::Find(const void* p, size_t bytes) const {
+const VulkanBuffer* VulkanMemory::FindLocked(const void* p, size_t bytes, size_t& offset) const {
   const auto address = reinterpret_cast<uintptr_t>(p);
-  std::lock_guard lock(mutex_);
   auto it = buffers_.upper_bound(address);
-  if (it == buffers_.begin()) return std::nullopt;
+  if (it == buffers_.begin()) return nullptr;
   --it;
-  const size_t offset = address - it->first;
-  if (offset + bytes > it->second.bytes) return std::nullopt;
-  return VulkanLocation{it->second.buffer, offset, it->second.bytes - offset};
+  offset = address - it->first;
+  if (offset + bytes > it->second.bytes) return nullptr;
+  return &it->second;
+}
+
+std::optional<VulkanLocation> VulkanMemory::Find(const void* p, size_t bytes) const {
+  std::lock_guard lock(mutex_);
+  size_t offset = 0;
+  const VulkanBuffer* buffer = FindLocked(p, bytes, offset);
+  if (buffer == nullptr) return std::nullopt;
+  return VulkanLocation{buffer->buffer, offset, buffer->bytes - offset};
 }
 
 size_t VulkanMemory::bytes_held() const {
