@@ -126,6 +126,9 @@ class VulkanDevice {
   void CopyLocked(VkBuffer from, size_t from_offset, VkBuffer to, size_t to_offset, size_t bytes);
   // Called with mutex_ held.
   void FlushLocked();
+  // Resets and begins the command buffer; ends, submits and waits for it (mutex_ held).
+  void BeginLocked();
+  void SubmitLocked();
 
   // A batch of more dispatches than this is submitted (bounds the command buffer's size).
   static constexpr uint32_t kMaxRecorded = 4096;

@@ -1,5 +1,9 @@
-// VulkanDevice's pipelines and dispatches (vulkan_device.h).
+// VulkanDevice's pipelines, dispatches and copies (vulkan_device.h). What reaches memory the host
+// cannot map (VulkanMemoryKind::kDeviceOnly) goes through a mapped staging buffer and the queue's
+// copy command.
+#include <algorithm>
 #include <cassert>
+#include <cstring>
 #include <stdexcept>
 
 #include "kernels/vulkan/spirv_modules.h"
@@ -10,6 +14,10 @@ namespace kvserve {
 namespace {
 
 constexpr uint32_t kMaxPushBytes = 128;  // the smallest maxPushConstantsSize Vulkan allows
+
+// Bytes staged per copy: large enough that a model's matrices take few submissions, small
+// enough that the staging buffer is a small part of the memory a model needs.
+constexpr size_t kStagingBytes = size_t{32} << 20;
 
 std::span<const uint32_t> ModuleCode(std::string_view name) {
   for (const SpirvModule& module : SpirvModules()) {
@@ -93,11 +101,7 @@ uint64_t VulkanDevice::Dispatch(std::string_view name, std::span<const VulkanBin
     writes[b].pBufferInfo = &infos[b];
   }
   if (recorded_ == 0) {
-    VkCommandBufferBeginInfo begin{};
-    begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
-    begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-    Check(vkResetCommandBuffer(commands_, 0), "reset command buffer");
-    Check(vkBeginCommandBuffer(commands_, &begin), "begin command buffer");
+    BeginLocked();
   } else {
     // What the dispatches before wrote is visible to this one, and it writes nothing they read
     // before they are done.
@@ -138,6 +142,21 @@ void VulkanDevice::FlushLocked() {
   barrier.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
   vkCmdPipelineBarrier(commands_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT,
                        0, 1, &barrier, 0, nullptr, 0, nullptr);
+  SubmitLocked();
+  recorded_ = 0;
+  completed_.store(open_batch_, std::memory_order_release);
+  ++open_batch_;
+}
+
+void VulkanDevice::BeginLocked() {
+  VkCommandBufferBeginInfo begin{};
+  begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+  begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  Check(vkResetCommandBuffer(commands_, 0), "reset command buffer");
+  Check(vkBeginCommandBuffer(commands_, &begin), "begin command buffer");
+}
+
+void VulkanDevice::SubmitLocked() {
   Check(vkEndCommandBuffer(commands_), "end command buffer");
   VkSubmitInfo submit{};
   submit.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
@@ -146,10 +165,45 @@ void VulkanDevice::FlushLocked() {
   Check(vkQueueSubmit(queue_, 1, &submit, fence_), "queue submit");
   Check(vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX), "wait for fence");
   Check(vkResetFences(device_, 1, &fence_), "reset fence");
-  recorded_ = 0;
   submits_.fetch_add(1, std::memory_order_relaxed);
-  completed_.store(open_batch_, std::memory_order_release);
-  ++open_batch_;
+}
+
+void VulkanDevice::CopyLocked(VkBuffer from, size_t from_offset, VkBuffer to, size_t to_offset,
+                              size_t bytes) {
+  BeginLocked();
+  const VkBufferCopy region{from_offset, to_offset, bytes};
+  vkCmdCopyBuffer(commands_, from, to, 1, &region);
+  // The copy's writes become visible to later shaders and to the host after the fence.
+  VkMemoryBarrier barrier{};
+  barrier.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+  barrier.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+  barrier.dstAccessMask =
+      VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT;
+  vkCmdPipelineBarrier(commands_, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
+                       &barrier, 0, nullptr, 0, nullptr);
+  SubmitLocked();
+}
+
+void VulkanDevice::Transfer(const VulkanBuffer& buffer, size_t offset, size_t bytes,
+                            const uint8_t* from_host, uint8_t* to_host) {
+  if (bytes == 0) return;
+  const VulkanBuffer staging = CreateBuffer(std::min(bytes, kStagingBytes));
+  {
+    std::lock_guard lock(mutex_);
+    FlushLocked();  // recorded dispatches read or write there first; the command buffer is free
+    for (size_t done = 0; done < bytes; done += staging.bytes) {
+      const size_t n = std::min(staging.bytes, bytes - done);
+      if (from_host != nullptr) {
+        std::memcpy(staging.mapped, from_host + done, n);
+        CopyLocked(staging.buffer, 0, buffer.buffer, offset + done, n);
+      } else {
+        CopyLocked(buffer.buffer, offset + done, staging.buffer, 0, n);
+        std::memcpy(to_host + done, staging.mapped, n);
+      }
+    }
+  }
+  DestroyBuffer(staging);
 }
 
 }  // namespace kvserve

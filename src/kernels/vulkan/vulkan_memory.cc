@@ -62,36 +62,35 @@ void VulkanMemory::Free(uint8_t* data, size_t bytes) {
   if (buffer.mapped == nullptr) munmap(data, std::max<size_t>(bytes, 1));
 }
 
-void VulkanMemory::CopyToHost(const uint8_t* src, size_t bytes, uint8_t* host) const {
+// Copies between host memory and [device, device + bytes): a memcpy once the recorded dispatches
+// have run where that memory is mapped, a staged copy where it is device-only.
+void VulkanMemory::Copy(const uint8_t* from_host, uint8_t* to_host, uint8_t* device,
+                        size_t bytes) const {
   VulkanBuffer device_only;
   size_t offset = 0;
   {
     std::lock_guard lock(mutex_);
-    const VulkanBuffer* buffer = FindLocked(src, bytes, offset);
+    const VulkanBuffer* buffer = FindLocked(device, bytes, offset);
     if (buffer != nullptr && buffer->mapped == nullptr) device_only = *buffer;
   }
   if (device_only.buffer != VK_NULL_HANDLE) {
-    device_.Transfer(device_only, offset, bytes, nullptr, host);
-    return;
-  }
-  device_.Flush();  // what recorded dispatches write there
-  std::memcpy(host, src, bytes);
-}
-
-void VulkanMemory::CopyFromHost(const uint8_t* host, size_t bytes, uint8_t* dst) const {
-  VulkanBuffer device_only;
-  size_t offset = 0;
-  {
-    std::lock_guard lock(mutex_);
-    const VulkanBuffer* buffer = FindLocked(dst, bytes, offset);
-    if (buffer != nullptr && buffer->mapped == nullptr) device_only = *buffer;
-  }
-  if (device_only.buffer != VK_NULL_HANDLE) {
-    device_.Transfer(device_only, offset, bytes, host, nullptr);
+    device_.Transfer(device_only, offset, bytes, from_host, to_host);
     return;
   }
   device_.Flush();  // recorded dispatches read or write there first
-  std::memcpy(dst, host, bytes);
+  if (from_host != nullptr) {
+    std::memcpy(device, from_host, bytes);
+  } else {
+    std::memcpy(to_host, device, bytes);
+  }
+}
+
+void VulkanMemory::CopyToHost(const uint8_t* src, size_t bytes, uint8_t* host) const {
+  Copy(nullptr, host, const_cast<uint8_t*>(src), bytes);  // only read
+}
+
+void VulkanMemory::CopyFromHost(const uint8_t* host, size_t bytes, uint8_t* dst) const {
+  Copy(host, nullptr, dst, bytes);
 }
 
 const VulkanBuffer* VulkanMemory::FindLocked(const void* p, size_t bytes, size_t& offset) const {

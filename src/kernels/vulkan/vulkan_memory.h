@@ -51,6 +51,7 @@ class VulkanMemory final : public BufferAllocator {
  private:
   VulkanDevice& device_;
   mutable std::mutex mutex_;
+  void Copy(const uint8_t* from_host, uint8_t* to_host, uint8_t* device, size_t bytes) const;
   // Finds the buffer holding [p, p + bytes) with its offset; mutex_ held.
   const VulkanBuffer* FindLocked(const void* p, size_t bytes, size_t& offset) const;
 
