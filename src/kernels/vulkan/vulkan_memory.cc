@@ -11,9 +11,13 @@ namespace kvserve {
 
 namespace {
 
-// An address range of `bytes` the host may not touch, naming a device-only buffer.
+// The length of the address range naming a device-only buffer of `bytes` (never empty).
+size_t ReservedBytes(size_t bytes) { return std::max<size_t>(bytes, 1); }
+
+// An address range for a device-only buffer of `bytes`, which the host may not touch.
 uint8_t* ReserveAddresses(size_t bytes) {
-  void* p = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* p = mmap(nullptr, ReservedBytes(bytes), PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
   return static_cast<uint8_t*>(p);
 }
@@ -23,7 +27,9 @@ uint8_t* ReserveAddresses(size_t bytes) {
 VulkanMemory::~VulkanMemory() {
   for (auto& [address, buffer] : buffers_) {
     device_.DestroyBuffer(buffer);
-    if (buffer.mapped == nullptr) munmap(reinterpret_cast<void*>(address), buffer.bytes);
+    if (buffer.mapped == nullptr) {
+      munmap(reinterpret_cast<void*>(address), ReservedBytes(buffer.bytes));
+    }
   }
 }
 
@@ -38,7 +44,7 @@ Buffer VulkanMemory::AllocateDeviceOnly(size_t bytes) {
   VulkanBuffer buffer = device_.CreateBuffer(bytes, VulkanMemoryKind::kDeviceOnly);
   uint8_t* address = nullptr;
   try {
-    address = ReserveAddresses(std::max<size_t>(bytes, 1));
+    address = ReserveAddresses(bytes);
   } catch (const std::bad_alloc&) {
     device_.DestroyBuffer(buffer);
     throw;
@@ -59,7 +65,7 @@ void VulkanMemory::Free(uint8_t* data, size_t bytes) {
     buffers_.erase(it);
   }
   device_.DestroyBuffer(buffer);
-  if (buffer.mapped == nullptr) munmap(data, std::max<size_t>(bytes, 1));
+  if (buffer.mapped == nullptr) munmap(data, ReservedBytes(bytes));
 }
 
 // Copies between host memory and [device, device + bytes): a memcpy once the recorded dispatches
