@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -131,6 +132,70 @@ TEST(KvCacheBlockCopies, GoThroughTheBackendsAllocator) {
   EXPECT_EQ(back, block);
   kv.CopyBlockOut(0, 1, back);  // untouched: zeros
   EXPECT_EQ(back, std::vector<uint8_t>(block.size(), 0));
+}
+
+// Host memory that refuses an allocation over `cap` bytes, as a GPU driver does past its
+// maxMemoryAllocationSize (2 GiB on lavapipe).
+class CappedAllocator final : public BufferAllocator {
+ public:
+  explicit CappedAllocator(uint64_t cap) : cap_(cap) {}
+  Buffer AllocateZeroed(size_t bytes) override {
+    if (bytes > cap_) throw std::bad_alloc();
+    ++allocations;
+    Buffer inner = host_.AllocateZeroed(bytes);
+    uint8_t* data = inner.data();
+    held_.push_back(std::move(inner));
+    return Buffer(data, bytes, this);
+  }
+  void Free(uint8_t* data, size_t) override {
+    std::erase_if(held_, [&](const Buffer& b) { return b.data() == data; });
+  }
+  void CopyToHost(const uint8_t* src, size_t bytes, uint8_t* host) const override {
+    host_.CopyToHost(src, bytes, host);
+  }
+  void CopyFromHost(const uint8_t* host, size_t bytes, uint8_t* dst) const override {
+    host_.CopyFromHost(host, bytes, dst);
+  }
+  uint64_t max_allocation_bytes() const override { return cap_; }
+  int allocations = 0;
+
+ private:
+  uint64_t cap_;
+  HostAllocator host_;
+  std::vector<Buffer> held_;
+};
+
+// A cache larger than one allocation may be takes one per pool (each layer's K and V), and
+// holds and copies blocks as the one-allocation cache does; where the total fits, one.
+TEST(KvCachePools, ACacheLargerThanOneAllocationTakesOnePerPool) {
+  auto model = LoadModel(testing::SharedDir() + "/models/stories260K.gguf", TestBackend());
+  ASSERT_TRUE(model.ok()) << model.message();
+  const KvSpec spec = (*model)->kv_spec();
+  constexpr int kBlocks = 64;
+  const uint64_t total = KvCache::BytesPerBlock(spec, KvType::kF16, 16) * kBlocks;
+  CappedAllocator roomy(total);
+  KvCache whole(spec, KvType::kF16, 16, kBlocks, roomy);
+  EXPECT_EQ(roomy.allocations, 1);
+  CappedAllocator capped(total / 4);
+  KvCache split(spec, KvType::kF16, 16, kBlocks, capped);
+  EXPECT_EQ(capped.allocations, 2 * split.n_layers());
+  EXPECT_EQ(split.bytes(), whole.bytes());
+  std::vector<uint8_t> block(KvCache::BytesPerBlock(spec, KvType::kF16, 16));
+  for (size_t i = 0; i < block.size(); ++i) block[i] = static_cast<uint8_t>(i * 5 + 3);
+  for (KvCache* kv : {&whole, &split}) {
+    kv->CopyBlockIn(0, kBlocks - 1, block);
+    std::vector<uint8_t> back(block.size());
+    kv->CopyBlockOut(0, kBlocks - 1, back);
+    EXPECT_EQ(back, block);
+    kv->CopyBlockOut(0, 0, back);
+    EXPECT_EQ(back, std::vector<uint8_t>(block.size(), 0));
+    for (int layer = 0; layer < kv->n_layers(); ++layer) {
+      EXPECT_NE(kv->layer(layer).k, nullptr);
+      EXPECT_NE(kv->layer(layer).v, nullptr);
+    }
+  }
+  CappedAllocator too_small(total / (4 * split.n_layers()));
+  EXPECT_THROW(KvCache(spec, KvType::kF16, 16, kBlocks, too_small), std::bad_alloc);
 }
 
 }  // namespace

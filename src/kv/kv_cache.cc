@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <utility>
 
 namespace kvserve {
 
@@ -39,19 +40,27 @@ KvCache::KvCache(const KvSpec& spec, const KvFormat& format, int block_size,
   for (size_t g = 0; g < spec.groups.size(); ++g) {
     total += pool_bytes(g) * pools_per_layer(g) * spec.groups[g].layers.size();
   }
-  // Zeroed so that a slot read before it is written (a bug) gives zeros, not stale data.
-  memory_ = allocator.AllocateZeroed(total);
+  // One allocation for every pool; one per pool where the allocator caps an allocation below the
+  // total (Vulkan's maxMemoryAllocationSize: 2 GiB on lavapipe). Zeroed so that a slot read
+  // before it is written (a bug) gives zeros, not stale data.
+  const bool one_allocation = total <= allocator.max_allocation_bytes();
+  if (one_allocation) pools_.push_back(allocator.AllocateZeroed(total));
+  uint8_t* next = one_allocation ? pools_.front().data() : nullptr;
+  auto allocate = [&](uint64_t bytes) {
+    if (one_allocation) return std::exchange(next, next + bytes);
+    pools_.push_back(allocator.AllocateZeroed(bytes));
+    return pools_.back().data();
+  };
+  bytes_ = total;
   views_.resize(spec.n_layers());
-  uint8_t* next = memory_.data();
   for (size_t g = 0; g < spec.groups.size(); ++g) {
     const KvGroupSpec& group = spec.groups[g];
     const uint64_t bytes = pool_bytes(g);
     for (int layer : group.layers) {
       assert(layer >= 0 && layer < static_cast<int>(views_.size()));
       KvLayerView& view = views_[layer];
-      view.k = next;
-      view.v = pools_per_layer(g) == 2 ? next + bytes : nullptr;
-      next += pools_per_layer(g) * bytes;
+      view.k = allocate(bytes);
+      view.v = group.kind->per_position() ? allocate(bytes) : nullptr;
       view.type = group.kind->per_position() ? format.group(g) : KvType::kF32;
       view.state_floats = group.state_floats;
       view.block_size = block_size;

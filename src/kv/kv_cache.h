@@ -40,7 +40,7 @@ class KvCache {
   // Blocks of group 0's pools; of one group's.
   int n_blocks() const { return n_blocks_[0]; }
   int n_blocks(int group) const { return n_blocks_[group]; }
-  uint64_t bytes() const { return memory_.size(); }
+  uint64_t bytes() const { return bytes_; }
   // Bytes of K+V for one block across all layers; across one group's layers.
   static uint64_t BytesPerBlock(const KvSpec& spec, const KvFormat& format, int block_size);
   static uint64_t BytesPerBlock(const KvSpec& spec, const KvFormat& format, int block_size,
@@ -58,10 +58,12 @@ class KvCache {
 
  private:
   KvFormat format_;
-  BufferAllocator* allocator_;  // made memory_; not owned, outlives the cache
+  BufferAllocator* allocator_;  // made pools_; not owned, outlives the cache
   int block_size_;
   std::vector<int> n_blocks_;  // [n_groups]
-  Buffer memory_;              // zeroed; K and V of every layer, each pool 64-byte aligned
+  // Zeroed; one per pool (each layer's K and V, or its states), lengths 64-byte multiples.
+  std::vector<Buffer> pools_;
+  uint64_t bytes_ = 0;  // of all the pools
   std::vector<KvLayerView> views_;
 };
 

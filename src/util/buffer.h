@@ -42,6 +42,9 @@ class BufferAllocator {
   // backend), as the disk tier moves KV blocks; the range lies within one of its Buffers.
   virtual void CopyToHost(const uint8_t* src, size_t bytes, uint8_t* host) const = 0;
   virtual void CopyFromHost(const uint8_t* host, size_t bytes, uint8_t* dst) const = 0;
+  // The largest one AllocateZeroed may give (a GPU driver's limit per allocation); no limit by
+  // default. Whoever needs more splits it (KvCache: one allocation per pool).
+  virtual uint64_t max_allocation_bytes() const { return UINT64_MAX; }
 };
 
 // Host memory from AllocateLarge (large_memory.h): huge pages for the big KV pools.

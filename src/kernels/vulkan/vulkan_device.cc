@@ -139,10 +139,16 @@ Result<std::unique_ptr<VulkanDevice>> VulkanDevice::Open(int index) {
 Status VulkanDevice::Init(VkPhysicalDevice physical, const VulkanDeviceInfo& info) {
   physical_ = physical;
   info_ = info;
-  VkPhysicalDeviceProperties properties{};
-  vkGetPhysicalDeviceProperties(physical, &properties);
+  VkPhysicalDeviceMaintenance3Properties maintenance3{};
+  maintenance3.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES;
+  VkPhysicalDeviceProperties2 properties2{};
+  properties2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+  properties2.pNext = &maintenance3;
+  vkGetPhysicalDeviceProperties2(physical, &properties2);
+  const VkPhysicalDeviceProperties& properties = properties2.properties;
   storage_alignment_ = std::max<size_t>(16, properties.limits.minStorageBufferOffsetAlignment);
   max_storage_range_ = properties.limits.maxStorageBufferRange;
+  max_allocation_bytes_ = std::max<uint64_t>(maintenance3.maxMemoryAllocationSize, 1u << 30);
   vkGetPhysicalDeviceMemoryProperties(physical, &memory_);
   uint32_t n_families = 0;
   vkGetPhysicalDeviceQueueFamilyProperties(physical, &n_families, nullptr);

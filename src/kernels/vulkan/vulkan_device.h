@@ -78,6 +78,8 @@ class VulkanDevice {
   // The most bytes one storage-buffer binding may span (maxStorageBufferRange: 128 MiB on
   // lavapipe, 4 GiB on most GPUs).
   size_t max_storage_range() const { return max_storage_range_; }
+  // The most bytes one buffer's memory may have (maxMemoryAllocationSize: 2 GiB on lavapipe).
+  uint64_t max_allocation_bytes() const { return max_allocation_bytes_; }
 
   // A buffer of `bytes`, zeroed when kMapped (kDeviceOnly: its contents are undefined until
   // written); throws std::bad_alloc when the device has no room of that kind.
@@ -145,6 +147,7 @@ class VulkanDevice {
   PFN_vkCmdPushDescriptorSetKHR push_descriptor_set_ = nullptr;
   size_t storage_alignment_ = 16;
   size_t max_storage_range_ = 1u << 27;
+  uint64_t max_allocation_bytes_ = uint64_t{1} << 30;  // the least Vulkan allows
   VkPhysicalDeviceMemoryProperties memory_{};
   std::map<std::string, Pipeline, std::less<>> pipelines_;
   uint32_t recorded_ = 0;  // dispatches in the open command buffer

@@ -50,7 +50,6 @@ namespace kvserve {
   X(vkGetDeviceProcAddr) \
   X(vkGetDeviceQueue) \
   X(vkGetPhysicalDeviceMemoryProperties) \
-  X(vkGetPhysicalDeviceProperties) \
   X(vkGetPhysicalDeviceProperties2) \
   X(vkGetPhysicalDeviceQueueFamilyProperties) \
   X(vkMapMemory) \

@@ -42,6 +42,7 @@ class VulkanMemory final : public BufferAllocator {
   // flushes too (VulkanDevice::DestroyBuffer).
   void CopyToHost(const uint8_t* src, size_t bytes, uint8_t* host) const override;
   void CopyFromHost(const uint8_t* host, size_t bytes, uint8_t* dst) const override;
+  uint64_t max_allocation_bytes() const override { return device_.max_allocation_bytes(); }
 
   // The buffer holding [p, p + bytes), or none when that range is not memory made here.
   std::optional<VulkanLocation> Find(const void* p, size_t bytes) const;
