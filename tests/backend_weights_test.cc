@@ -89,10 +89,14 @@ INSTANTIATE_TEST_SUITE_P(Files, EveryArchitecture,
                            return name;
                          });
 
-// Host memory that counts the copies made through it.
+// Host memory that counts the allocations and copies made through it, and refuses an allocation
+// over `cap` bytes as a GPU driver does past its maxMemoryAllocationSize (2 GiB on lavapipe).
 class CountingAllocator final : public BufferAllocator {
  public:
+  explicit CountingAllocator(uint64_t cap = UINT64_MAX) : cap_(cap) {}
   Buffer AllocateZeroed(size_t bytes) override {
+    if (bytes > cap_) throw std::bad_alloc();
+    ++allocations;
     Buffer inner = host_.AllocateZeroed(bytes);
     uint8_t* data = inner.data();
     held_.push_back(std::move(inner));
@@ -109,9 +113,12 @@ class CountingAllocator final : public BufferAllocator {
     ++from_host;
     host_.CopyFromHost(host, bytes, dst);
   }
+  uint64_t max_allocation_bytes() const override { return cap_; }
+  int allocations = 0;
   mutable int to_host = 0, from_host = 0;
 
  private:
+  uint64_t cap_;
   HostAllocator host_;
   std::vector<Buffer> held_;
 };
@@ -134,37 +141,6 @@ TEST(KvCacheBlockCopies, GoThroughTheBackendsAllocator) {
   EXPECT_EQ(back, std::vector<uint8_t>(block.size(), 0));
 }
 
-// Host memory that refuses an allocation over `cap` bytes, as a GPU driver does past its
-// maxMemoryAllocationSize (2 GiB on lavapipe).
-class CappedAllocator final : public BufferAllocator {
- public:
-  explicit CappedAllocator(uint64_t cap) : cap_(cap) {}
-  Buffer AllocateZeroed(size_t bytes) override {
-    if (bytes > cap_) throw std::bad_alloc();
-    ++allocations;
-    Buffer inner = host_.AllocateZeroed(bytes);
-    uint8_t* data = inner.data();
-    held_.push_back(std::move(inner));
-    return Buffer(data, bytes, this);
-  }
-  void Free(uint8_t* data, size_t) override {
-    std::erase_if(held_, [&](const Buffer& b) { return b.data() == data; });
-  }
-  void CopyToHost(const uint8_t* src, size_t bytes, uint8_t* host) const override {
-    host_.CopyToHost(src, bytes, host);
-  }
-  void CopyFromHost(const uint8_t* host, size_t bytes, uint8_t* dst) const override {
-    host_.CopyFromHost(host, bytes, dst);
-  }
-  uint64_t max_allocation_bytes() const override { return cap_; }
-  int allocations = 0;
-
- private:
-  uint64_t cap_;
-  HostAllocator host_;
-  std::vector<Buffer> held_;
-};
-
 // A cache larger than one allocation may be takes one per pool (each layer's K and V), and
 // holds and copies blocks as the one-allocation cache does; where the total fits, one.
 TEST(KvCachePools, ACacheLargerThanOneAllocationTakesOnePerPool) {
@@ -173,10 +149,10 @@ TEST(KvCachePools, ACacheLargerThanOneAllocationTakesOnePerPool) {
   const KvSpec spec = (*model)->kv_spec();
   constexpr int kBlocks = 64;
   const uint64_t total = KvCache::BytesPerBlock(spec, KvType::kF16, 16) * kBlocks;
-  CappedAllocator roomy(total);
+  CountingAllocator roomy(total);
   KvCache whole(spec, KvType::kF16, 16, kBlocks, roomy);
   EXPECT_EQ(roomy.allocations, 1);
-  CappedAllocator capped(total / 4);
+  CountingAllocator capped(total / 4);
   KvCache split(spec, KvType::kF16, 16, kBlocks, capped);
   EXPECT_EQ(capped.allocations, 2 * split.n_layers());
   EXPECT_EQ(split.bytes(), whole.bytes());
@@ -194,7 +170,7 @@ TEST(KvCachePools, ACacheLargerThanOneAllocationTakesOnePerPool) {
       EXPECT_NE(kv->layer(layer).v, nullptr);
     }
   }
-  CappedAllocator too_small(total / (4 * split.n_layers()));
+  CountingAllocator too_small(total / (4 * split.n_layers()));
   EXPECT_THROW(KvCache(spec, KvType::kF16, 16, kBlocks, too_small), std::bad_alloc);
 }
 

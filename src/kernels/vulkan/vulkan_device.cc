@@ -65,8 +65,11 @@ bool HasExtension(VkPhysicalDevice device, const char* name) {
 }
 
 VulkanDeviceInfo Describe(VkPhysicalDevice device, int index) {
+  VkPhysicalDeviceMaintenance3Properties maintenance3{};
+  maintenance3.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES;
   VkPhysicalDeviceSubgroupProperties subgroup{};
   subgroup.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
+  subgroup.pNext = &maintenance3;
   VkPhysicalDeviceProperties2 properties{};
   properties.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
   properties.pNext = &subgroup;
@@ -80,6 +83,9 @@ VulkanDeviceInfo Describe(VkPhysicalDevice device, int index) {
                      std::to_string(VK_API_VERSION_MINOR(p.apiVersion)) + "." +
                      std::to_string(VK_API_VERSION_PATCH(p.apiVersion));
   info.subgroup_size = subgroup.subgroupSize;
+  info.storage_alignment = std::max<size_t>(16, p.limits.minStorageBufferOffsetAlignment);
+  info.max_storage_range = p.limits.maxStorageBufferRange;
+  info.max_allocation_bytes = std::max<uint64_t>(maintenance3.maxMemoryAllocationSize, 1u << 30);
   VkPhysicalDeviceMemoryProperties memory{};
   vkGetPhysicalDeviceMemoryProperties(device, &memory);
   for (uint32_t h = 0; h < memory.memoryHeapCount; ++h) {
@@ -139,16 +145,6 @@ Result<std::unique_ptr<VulkanDevice>> VulkanDevice::Open(int index) {
 Status VulkanDevice::Init(VkPhysicalDevice physical, const VulkanDeviceInfo& info) {
   physical_ = physical;
   info_ = info;
-  VkPhysicalDeviceMaintenance3Properties maintenance3{};
-  maintenance3.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES;
-  VkPhysicalDeviceProperties2 properties2{};
-  properties2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
-  properties2.pNext = &maintenance3;
-  vkGetPhysicalDeviceProperties2(physical, &properties2);
-  const VkPhysicalDeviceProperties& properties = properties2.properties;
-  storage_alignment_ = std::max<size_t>(16, properties.limits.minStorageBufferOffsetAlignment);
-  max_storage_range_ = properties.limits.maxStorageBufferRange;
-  max_allocation_bytes_ = std::max<uint64_t>(maintenance3.maxMemoryAllocationSize, 1u << 30);
   vkGetPhysicalDeviceMemoryProperties(physical, &memory_);
   uint32_t n_families = 0;
   vkGetPhysicalDeviceQueueFamilyProperties(physical, &n_families, nullptr);

@@ -34,6 +34,13 @@ struct VulkanDeviceInfo {
   uint32_t subgroup_size = 0;       // threads per subgroup
   bool cooperative_matrix = false;  // VK_KHR_cooperative_matrix
   bool push_descriptor = false;     // VK_KHR_push_descriptor (required)
+  // Storage buffers bind at multiples of this many bytes (minStorageBufferOffsetAlignment, at
+  // least 16); one binding spans at most max_storage_range bytes (maxStorageBufferRange: 128 MiB
+  // on lavapipe, 4 GiB on most GPUs); one allocation holds at most max_allocation_bytes
+  // (maxMemoryAllocationSize: 2 GiB on lavapipe; Vulkan promises 1 GiB).
+  size_t storage_alignment = 16;
+  size_t max_storage_range = size_t{1} << 27;
+  uint64_t max_allocation_bytes = uint64_t{1} << 30;
 };
 
 // "0: llvmpipe (LLVM 15.0.6, 256 bits) (cpu, Vulkan 1.3.230), 15.6 GiB, subgroup 8, cooperative
@@ -73,13 +80,9 @@ class VulkanDevice {
   VulkanDevice& operator=(const VulkanDevice&) = delete;
 
   const VulkanDeviceInfo& info() const { return info_; }
-  // Storage buffers bind at multiples of this many bytes (minStorageBufferOffsetAlignment).
-  size_t storage_alignment() const { return storage_alignment_; }
-  // The most bytes one storage-buffer binding may span (maxStorageBufferRange: 128 MiB on
-  // lavapipe, 4 GiB on most GPUs).
-  size_t max_storage_range() const { return max_storage_range_; }
-  // The most bytes one buffer's memory may have (maxMemoryAllocationSize: 2 GiB on lavapipe).
-  uint64_t max_allocation_bytes() const { return max_allocation_bytes_; }
+  size_t storage_alignment() const { return info_.storage_alignment; }
+  size_t max_storage_range() const { return info_.max_storage_range; }
+  uint64_t max_allocation_bytes() const { return info_.max_allocation_bytes; }
 
   // A buffer of `bytes`, zeroed when kMapped (kDeviceOnly: its contents are undefined until
   // written); throws std::bad_alloc when the device has no room of that kind.
@@ -145,9 +148,6 @@ class VulkanDevice {
   VkCommandBuffer commands_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
   PFN_vkCmdPushDescriptorSetKHR push_descriptor_set_ = nullptr;
-  size_t storage_alignment_ = 16;
-  size_t max_storage_range_ = 1u << 27;
-  uint64_t max_allocation_bytes_ = uint64_t{1} << 30;  // the least Vulkan allows
   VkPhysicalDeviceMemoryProperties memory_{};
   std::map<std::string, Pipeline, std::less<>> pipelines_;
   uint32_t recorded_ = 0;  // dispatches in the open command buffer
