@@ -61,7 +61,8 @@ class KvCache {
   BufferAllocator* allocator_;  // made pools_; not owned, outlives the cache
   int block_size_;
   std::vector<int> n_blocks_;  // [n_groups]
-  // Zeroed; one per pool (each layer's K and V, or its states), lengths 64-byte multiples.
+  // Zeroed; the allocations behind the pools (each layer's K and V, or its states; lengths
+  // 64-byte multiples): one for all of them, or one per pool past max_allocation_bytes.
   std::vector<Buffer> pools_;
   uint64_t bytes_ = 0;  // of all the pools
   std::vector<KvLayerView> views_;

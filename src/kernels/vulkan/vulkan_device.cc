@@ -204,6 +204,7 @@ VulkanDevice::~VulkanDevice() {
       vkDestroyPipelineLayout(device_, p.layout, nullptr);
       vkDestroyDescriptorSetLayout(device_, p.set_layout, nullptr);
     }
+    if (staging_.buffer != VK_NULL_HANDLE) DestroyBufferLocked(staging_);
     if (fence_ != VK_NULL_HANDLE) vkDestroyFence(device_, fence_, nullptr);
     if (pool_ != VK_NULL_HANDLE) vkDestroyCommandPool(device_, pool_, nullptr);
     vkDestroyDevice(device_, nullptr);
@@ -237,6 +238,10 @@ uint32_t VulkanDevice::MemoryType(VulkanMemoryKind kind) const {
 
 VulkanBuffer VulkanDevice::CreateBuffer(size_t bytes, VulkanMemoryKind kind) {
   std::lock_guard lock(mutex_);
+  return CreateBufferLocked(bytes, kind);
+}
+
+VulkanBuffer VulkanDevice::CreateBufferLocked(size_t bytes, VulkanMemoryKind kind) {
   VulkanBuffer out;
   out.bytes = bytes;
   VkBufferCreateInfo create{};
@@ -274,6 +279,10 @@ VulkanBuffer VulkanDevice::CreateBuffer(size_t bytes, VulkanMemoryKind kind) {
 void VulkanDevice::DestroyBuffer(const VulkanBuffer& buffer) {
   std::lock_guard lock(mutex_);
   FlushLocked();  // a recorded dispatch may use it
+  DestroyBufferLocked(buffer);
+}
+
+void VulkanDevice::DestroyBufferLocked(const VulkanBuffer& buffer) {
   if (buffer.mapped != nullptr) vkUnmapMemory(device_, buffer.memory);
   vkDestroyBuffer(device_, buffer.buffer, nullptr);
   vkFreeMemory(device_, buffer.memory, nullptr);

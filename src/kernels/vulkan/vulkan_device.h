@@ -127,6 +127,9 @@ class VulkanDevice {
   Status Init(VkPhysicalDevice physical, const VulkanDeviceInfo& info);
   const Pipeline& PipelineFor(std::string_view name, size_t n_bindings);
   uint32_t MemoryType(VulkanMemoryKind kind) const;
+  // CreateBuffer and DestroyBuffer's work (mutex_ held; no flush).
+  VulkanBuffer CreateBufferLocked(size_t bytes, VulkanMemoryKind kind = VulkanMemoryKind::kMapped);
+  void DestroyBufferLocked(const VulkanBuffer& buffer);
   // Records, submits and waits for one copy between buffers (mutex_ held, nothing recorded).
   void CopyLocked(VkBuffer from, size_t from_offset, VkBuffer to, size_t to_offset, size_t bytes);
   // Called with mutex_ held.
@@ -156,6 +159,7 @@ class VulkanDevice {
   std::atomic<uint64_t> dispatches_{0};
   std::atomic<uint64_t> submits_{0};
   bool synchronous_ = false;
+  VulkanBuffer staging_;  // mapped; Transfer's, made at its first call
   std::mutex mutex_;
 };
 

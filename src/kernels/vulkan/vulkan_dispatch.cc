@@ -15,8 +15,9 @@ namespace {
 
 constexpr uint32_t kMaxPushBytes = 128;  // the smallest maxPushConstantsSize Vulkan allows
 
-// Bytes staged per copy: large enough that a model's matrices take few submissions, small
-// enough that the staging buffer is a small part of the memory a model needs.
+// Bytes staged per copy (the staging buffer, made at the first Transfer and kept): large enough
+// that a model's matrices take few submissions, small enough to be a small part of the memory a
+// model needs.
 constexpr size_t kStagingBytes = size_t{32} << 20;
 
 std::span<const uint32_t> ModuleCode(std::string_view name) {
@@ -188,22 +189,19 @@ void VulkanDevice::CopyLocked(VkBuffer from, size_t from_offset, VkBuffer to, si
 void VulkanDevice::Transfer(const VulkanBuffer& buffer, size_t offset, size_t bytes,
                             const uint8_t* from_host, uint8_t* to_host) {
   if (bytes == 0) return;
-  const VulkanBuffer staging = CreateBuffer(std::min(bytes, kStagingBytes));
-  {
-    std::lock_guard lock(mutex_);
-    FlushLocked();  // recorded dispatches read or write there first; the command buffer is free
-    for (size_t done = 0; done < bytes; done += staging.bytes) {
-      const size_t n = std::min(staging.bytes, bytes - done);
-      if (from_host != nullptr) {
-        std::memcpy(staging.mapped, from_host + done, n);
-        CopyLocked(staging.buffer, 0, buffer.buffer, offset + done, n);
-      } else {
-        CopyLocked(buffer.buffer, offset + done, staging.buffer, 0, n);
-        std::memcpy(to_host + done, staging.mapped, n);
-      }
+  std::lock_guard lock(mutex_);
+  FlushLocked();  // recorded dispatches read or write there first; the command buffer is free
+  if (staging_.buffer == VK_NULL_HANDLE) staging_ = CreateBufferLocked(kStagingBytes);
+  for (size_t done = 0; done < bytes; done += staging_.bytes) {
+    const size_t n = std::min(staging_.bytes, bytes - done);
+    if (from_host != nullptr) {
+      std::memcpy(staging_.mapped, from_host + done, n);
+      CopyLocked(staging_.buffer, 0, buffer.buffer, offset + done, n);
+    } else {
+      CopyLocked(buffer.buffer, offset + done, staging_.buffer, 0, n);
+      std::memcpy(to_host + done, staging_.mapped, n);
     }
   }
-  DestroyBuffer(staging);
 }
 
 }  // namespace kvserve
