@@ -1,5 +1,5 @@
 // profiling_backend_test: the ProfilingBackend of `kvserve bench --profile` changes no result and
-// accounts for every operation of a forward pass.
+// accounts for every operation of a forward pass, and for the bytes its matmuls and attention read.
 #include "kernels/profiling_backend.h"
 
 #include <gtest/gtest.h>
@@ -29,7 +29,7 @@ TEST(ProfilingBackend, SameLogitsAndEveryMatmulCounted) {
 
   // One pass: each matrix multiplied once, so the matmul calls and bytes are the model's.
   uint64_t matmul_calls = 0, matmul_bytes = 0, model_bytes = 0;
-  uint64_t attention_calls = 0;
+  uint64_t attention_calls = 0, kv_bytes = 0;
   double seconds = 0;
   for (const ProfilingBackend::OpTotals& op : profiler.totals()) {
     EXPECT_GT(op.calls, 0u) << op.name;
@@ -47,14 +47,23 @@ TEST(ProfilingBackend, SameLogitsAndEveryMatmulCounted) {
     } else {
       EXPECT_EQ(op.weight_bytes, 0u) << op.name;
     }
-    if (op.name == "attention") attention_calls = op.calls;
+    if (op.name == "attention") {
+      attention_calls = op.calls;
+      kv_bytes = op.kv_bytes;
+    } else {
+      EXPECT_EQ(op.kv_bytes, 0u) << op.name;
+    }
   }
   for (const WeightMatrix* m : (*profiled)->matrices()) {
     model_bytes += m->row_bytes * static_cast<uint64_t>(m->n_out);
   }
   EXPECT_EQ(matmul_calls, (*profiled)->matrices().size());
   EXPECT_EQ(matmul_bytes, model_bytes);
-  EXPECT_EQ(attention_calls, static_cast<uint64_t>((*profiled)->config().n_layers));
+  const ModelConfig& config = (*profiled)->config();
+  EXPECT_EQ(attention_calls, static_cast<uint64_t>(config.n_layers));
+  // Token p reads keys 0..p, K and V of every KV head, in f32: 1 + 2 + ... + 5 = 15 rows a layer.
+  EXPECT_EQ(kv_bytes, static_cast<uint64_t>(config.n_layers) * 15 * 2 * config.n_kv_heads *
+                          config.head_dim * sizeof(float));
   EXPECT_GT(seconds, 0);
   const auto totals = profiler.totals();
   for (size_t i = 1; i < totals.size(); ++i) EXPECT_GE(totals[i - 1].seconds, totals[i].seconds);

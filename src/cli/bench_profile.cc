@@ -18,8 +18,10 @@ std::string FormatProfile(const BenchProfile& p) {
   const double token_us = p.token_seconds * 1e6;
   const double per_token = p.tokens > 0 ? 1.0 / p.tokens : 0.0;
   std::string out = Line(
-      "\nprofile of %s: per token, over %.0f timed tokens; wall time on the calling thread\n\n"
-      "| op | calls | µs | of the token | weights GB/s | waiting for workers µs | worker "
+      "\nprofile of %s: per token, over %.0f timed tokens; wall time on the calling thread; "
+      "reads:\n"
+      "a matmul's weights, attention's K and V rows (each KV head's once per token)\n\n"
+      "| op | calls | µs | of the token | reads GB/s | waiting for workers µs | worker "
       "sleeps |\n|---|---:|---:|---:|---:|---:|---:|\n",
       p.test.c_str(), p.tokens);
   double ops_us = 0;
@@ -29,9 +31,9 @@ std::string FormatProfile(const BenchProfile& p) {
     ops_us += us;
     dispatches += op.device_dispatches;
     waits += op.device_waits;
-    const std::string gb_s = op.weight_bytes > 0 && op.seconds > 0
-                                 ? Line("%.1f", op.weight_bytes / op.seconds / 1e9)
-                                 : "";
+    const uint64_t bytes = op.weight_bytes + op.kv_bytes;
+    const std::string gb_s =
+        bytes > 0 && op.seconds > 0 ? Line("%.1f", bytes / op.seconds / 1e9) : "";
     out += Line("| %s | %.1f | %.1f | %.1f%% | %s | %.1f | %.2f |\n", op.name.c_str(),
                 op.calls * per_token, us, token_us > 0 ? 100.0 * us / token_us : 0.0, gb_s.c_str(),
                 op.wait_seconds * per_token * 1e6, op.worker_sleeps * per_token);
@@ -60,6 +62,7 @@ nlohmann::json ProfileJson(const BenchProfile& p) {
                    {"wait_us_per_token", op.wait_seconds * per_token * 1e6},
                    {"worker_sleeps_per_token", op.worker_sleeps * per_token},
                    {"weight_bytes_per_token", op.weight_bytes * per_token},
+                   {"kv_bytes_per_token", op.kv_bytes * per_token},
                    {"device_dispatches_per_token", op.device_dispatches * per_token},
                    {"device_waits_per_token", op.device_waits * per_token}});
   }

@@ -9,6 +9,7 @@
 // inputs, never on n_rows or the thread split. Logits (Forward's output) are host memory.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -108,6 +109,18 @@ struct AttentionParams {
   int bias_width = 0;
   int bias_zero = 0;
 };
+
+// The keys token i of a batch reads, [first, end): every backend's rule. Non-causal: the
+// sequence's key count; causal: up to its position, from the window's first key.
+struct AttentionKeys {
+  int first = 0;
+  int end = 0;
+};
+inline AttentionKeys KeysOf(const AttentionBatch& batch, const AttentionParams& params, size_t i) {
+  if (!batch.key_counts.empty()) return {0, batch.key_counts[batch.seq_index[i]]};
+  const int position = batch.positions[i];
+  return {params.window > 0 ? std::max(0, position - params.window + 1) : 0, position + 1};
+}
 
 // Which rows each expert of a mixture serves this step (Backend::GroupByExpert): expert e's rows
 // are rows[begin[e] .. begin[e+1]) (ascending), and slots[] the same entries' places

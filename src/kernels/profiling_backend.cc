@@ -148,6 +148,12 @@ void ProfilingBackend::PagedAttention(const KvLayerView& kv, const AttentionBatc
                                       float* out, Workspace& ws) const {
   Timed("attention", &ws, 0,
         [&] { inner_.PagedAttention(kv, batch, q, n_heads, params, out, ws); });
+  uint64_t keys = 0;
+  for (size_t i = 0; i < batch.positions.size(); ++i) {
+    const AttentionKeys range = KeysOf(batch, params, i);
+    keys += static_cast<uint64_t>(range.end - range.first);
+  }
+  ops_["attention"].kv_bytes += keys * kv.slot_bytes() * 2;
 }
 
 void ProfilingBackend::RouteTopK(const float* logits, int n_rows, int n_expert, int k, int32_t* ids,

@@ -32,6 +32,9 @@ class ProfilingBackend final : public ForwardingBackend {
     uint64_t parallel_jobs = 0;
     uint64_t worker_sleeps = 0;
     uint64_t weight_bytes = 0;  // matmuls: stored bytes of the weights read
+    // attention: bytes of the K and V rows read, each KV head's once per token (its query heads
+    // share them)
+    uint64_t kv_bytes = 0;
     // A device backend's (Workspace::Counters); the time of a batch of recorded dispatches falls
     // on the op that waits for it.
     uint64_t device_dispatches = 0;

@@ -306,7 +306,7 @@ void CpuBackend::StoreKv(const KvLayerView& kv, std::span<const int64_t> slots, 
 // every thread gets whole heads of the same cost. Within a head, a prompt's later tokens attend
 // over more keys, so tokens are dealt in the order 0, n-1, 1, n-2, ...: a head split between two
 // threads still splits evenly.
-// A window's first key is max(0, pos - window + 1).
+// Token i reads keys KeysOf(batch, params, i) (backend.h).
 void CpuBackend::PagedAttention(const KvLayerView& kv, const AttentionBatch& batch, const float* q,
                                 int n_heads, const AttentionParams& params, float* out,
                                 Workspace& ws) const {
@@ -314,18 +314,11 @@ void CpuBackend::PagedAttention(const KvLayerView& kv, const AttentionBatch& bat
   const int head_dim = kv.head_dim;
   const int group = n_heads / kv.n_kv_heads;
   const int n_tokens = static_cast<int>(batch.positions.size());
-  const bool causal = batch.key_counts.empty();
-  // Token i reads keys [first_key(i), keys_end(i)).
-  auto keys_end = [&](int i) {
-    return causal ? batch.positions[i] + 1 : batch.key_counts[batch.seq_index[i]];
-  };
-  auto first_key = [&](int i) {
-    return causal && params.window > 0 ? std::max(0, batch.positions[i] - params.window + 1) : 0;
-  };
   int max_keys = 0;
   int64_t cost = 0;
   for (int i = 0; i < n_tokens; ++i) {
-    const int n_keys = keys_end(i) - first_key(i);
+    const AttentionKeys keys = KeysOf(batch, params, i);
+    const int n_keys = keys.end - keys.first;
     max_keys = std::max(max_keys, n_keys);
     cost += static_cast<int64_t>(n_keys) * head_dim * n_heads * 2;
   }
@@ -343,16 +336,16 @@ void CpuBackend::PagedAttention(const KvLayerView& kv, const AttentionBatch& bat
           const int dealt = static_cast<int>(unit % n_tokens);
           const int i = dealt % 2 == 0 ? dealt / 2 : n_tokens - 1 - dealt / 2;
           const size_t offset = (static_cast<size_t>(i) * n_heads + h) * head_dim;
-          const int first = first_key(i);
+          const AttentionKeys keys = KeysOf(batch, params, i);
           const float* bias = nullptr;
           if (params.position_bias != nullptr) {
             bias = params.position_bias + static_cast<ptrdiff_t>(h) * params.bias_width +
-                   params.bias_zero + (first - batch.positions[i]);
+                   params.bias_zero + (keys.first - batch.positions[i]);
           }
           AttendHead(kernels_, kv, q + offset, h / group,
-                     batch.block_tables[batch.seq_index[i]].data(), keys_end(i), params.scale,
+                     batch.block_tables[batch.seq_index[i]].data(), keys.end, params.scale,
                      out + offset, scratch,
-                     {.first_key = first,
+                     {.first_key = keys.first,
                       .soft_cap = params.soft_cap,
                       .sink = params.sinks != nullptr ? params.sinks[h] : -INFINITY,
                       .bias = bias});

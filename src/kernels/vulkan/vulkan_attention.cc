@@ -29,17 +29,6 @@ std::string ShaderFor(std::string_view stem, KvType type) {
   return std::string(stem) + "_" + KvTypeName(type);
 }
 
-// Token i reads keys [first, end), as the CPU backend's PagedAttention.
-struct KeyRange {
-  int first = 0;
-  int end = 0;
-};
-KeyRange Keys(const AttentionBatch& batch, const AttentionParams& params, size_t i) {
-  if (!batch.key_counts.empty()) return {0, batch.key_counts[batch.seq_index[i]]};
-  const int position = batch.positions[i];
-  return {params.window > 0 ? std::max(0, position - params.window + 1) : 0, position + 1};
-}
-
 // Fills paged_attention.comp's `meta` (its layout is in the shader) in ws's transient memory:
 // per sequence its table's index and key count, the sinks' bits, then each sequence's table up to
 // the last block its tokens read. Returns the pool slots the tokens may read (one past the
@@ -53,7 +42,7 @@ int64_t FlattenTables(const KvLayerView& kv, const AttentionBatch& batch,
   std::vector<int32_t> end_block(n_seq, 0);            // one past the highest
   for (size_t i = 0; i < batch.positions.size(); ++i) {
     const int s = batch.seq_index[i];
-    const KeyRange keys = Keys(batch, params, i);
+    const AttentionKeys keys = KeysOf(batch, params, i);
     first_block[s] = std::min(first_block[s], keys.first / kv.block_size);
     end_block[s] = std::max(end_block[s], (keys.end + kv.block_size - 1) / kv.block_size);
   }
