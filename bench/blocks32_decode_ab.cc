@@ -3,12 +3,12 @@
 // ParallelOwnedChunks over 16-row groups, tinyllama's shapes, and enough copies of each matrix
 // (256 MB) that every call reads from DRAM. The versions alternate call by call, so a drift of the
 // machine's bandwidth hits them alike; medians of 30 rounds. Checks that every version gives the
-// first one's bits. A row "read" is a plain read of the same bytes (XOR-folded 64-byte loads,
-// the same ParallelOwnedChunks): the rate this access pattern could reach; the last, "halves", the
-// same read as the bandwidth probe cuts it (cpu_probe.cc: one contiguous half per thread, no
-// pieces), so read against halves is what the owned-piece schedule costs. TYPE=q8_0
-// runs Q8_0 instead of Q4_0. SMALL=1 runs one 256-row matrix that stays in L2 instead (the tiles'
-// compute rate).
+// first one's bits. SHAPES=576x576,1536x576 times other shapes (n_out x n_in). A row "read" is a
+// plain read of the same bytes (XOR-folded 64-byte loads, the same ParallelOwnedChunks): the rate
+// this access pattern could reach; the last, "halves", the same read as the bandwidth probe cuts it
+// (cpu_probe.cc: one contiguous half per thread, no pieces), so read against halves is what the
+// owned-piece schedule costs. TYPE=q8_0 runs Q8_0 instead of Q4_0. SMALL=1 runs one 256-row matrix
+// that stays in L2 instead (the tiles' compute rate).
 //
 // Not part of the CMake build. Each version is a copy of quant_matmul_avx512.cc compiled as its
 // own object with its exported names renamed (-D), e.g. for the committed version and the working
@@ -99,6 +99,19 @@ double TimeHalvesRead(kvserve::ThreadPool& pool, const kvserve::bench::DecodePro
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / calls;
 }
 
+// "576x576,1536x576": n_out x n_in per shape (n_out a multiple of 16, n_in of 32).
+std::vector<std::pair<int, int>> ParseShapes(const char* list) {
+  std::vector<std::pair<int, int>> shapes;
+  int n = 0, k = 0, used = 0;
+  while (std::sscanf(list, "%dx%d%n", &n, &k, &used) == 2) {
+    shapes.emplace_back(n, k);
+    list += used;
+    if (*list != ',') break;
+    ++list;
+  }
+  return shapes;
+}
+
 }  // namespace
 
 int main() {
@@ -118,9 +131,11 @@ int main() {
   variants.push_back(ReadTile);
   const int threads = std::getenv("THREADS") != nullptr ? std::atoi(std::getenv("THREADS")) : 2;
   const bool small = std::getenv("SMALL") != nullptr;
-  const std::vector<std::pair<int, int>> shapes =
+  std::vector<std::pair<int, int>> shapes =
       small ? std::vector<std::pair<int, int>>{{256, 2048}}
             : std::vector<std::pair<int, int>>{{2048, 2048}, {5632, 2048}, {2048, 5632}};
+  if (const char* list = std::getenv("SHAPES"); list != nullptr && !small)
+    shapes = ParseShapes(list);
   const GgmlType type = q8 ? GgmlType::kQ8_0 : GgmlType::kQ4_0;
   kvserve::ThreadPool pool(threads);
   for (auto [n, k] : shapes) {

@@ -24,6 +24,7 @@ struct DecodeProblem {
   GgmlType type;
   int n, k;
   size_t group_bytes;
+  uint8_t* storage = nullptr;  // owns the copies
   std::vector<uint8_t*> copies;
   std::vector<uint8_t> x;
 
@@ -39,8 +40,11 @@ struct DecodeProblem {
       QuantizeRow(type, row.data(), k, stored.data() + row_bytes * j);
     }
     group_bytes = PackedGroupBytes(type, k);
+    // One allocation for all the copies, side by side, as the CPU backend packs a model's matrices
+    // (cpu_backend.cc PrepareWeights): on huge pages even where one copy is below 2 MiB.
+    storage = static_cast<uint8_t*>(AllocateLarge(bytes() * n_copies));
     for (int c = 0; c < n_copies; ++c) {
-      auto* p = static_cast<uint8_t*>(AllocateLarge(group_bytes * groups()));
+      uint8_t* p = storage + bytes() * c;
       PackGroups(type, stored.data(), row_bytes, n, k, 0, groups(), p);
       copies.push_back(p);
     }
@@ -48,9 +52,7 @@ struct DecodeProblem {
     for (float& v : row) v = dist(rng);
     QuantizeRow(x_type, row.data(), k, x.data());
   }
-  ~DecodeProblem() {
-    for (uint8_t* p : copies) FreeLarge(p);
-  }
+  ~DecodeProblem() { FreeLarge(storage); }
   DecodeProblem(const DecodeProblem&) = delete;
   DecodeProblem& operator=(const DecodeProblem&) = delete;
   int groups() const { return n / 16; }
