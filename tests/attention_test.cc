@@ -4,6 +4,8 @@
 // - every SIMD table bit-identical to the scalar one, over head sizes, key counts, block sizes,
 //   shuffled block tables and K/V element types, never writing past head_dim;
 // - AttendHead (attention.h) computing the same as the kernel on a KvLayerView;
+// - attend_group (several query heads of one token, across KV heads) giving each job the scalar
+//   kernel's bits on every table, with its own query, sink and bias, windows and soft-caps;
 // - sliding windows (AttendJob::first_key) and score soft-caps: the scalar kernel against a
 //   double-precision reference, every SIMD table bit-identical to it, and no key outside the
 //   window read;
@@ -204,6 +206,73 @@ TEST(AttendHeadTest, AttentionViewCallsTheKernel) {
   AttendHead(testing::TestCpuKernels(), view, q.data(), 2, pool.block_table.data(), pool.n_keys,
              scale, got.data(), scratch.data());
   EXPECT_EQ(std::memcmp(got.data(), want.data(), sizeof(float) * 64), 0);
+}
+
+// ---- attend_group: several query heads of one token ------------------------------------------
+
+// attend_group on query heads [first_head, first_head + n_jobs) of a pool with n_kv_heads KV heads
+// and `group` query heads each: every job gets scalar::AttendHead's bits, with its own query, sink
+// and bias, a window and a soft-cap, and writes nothing past head_dim.
+void ExpectGroupMatchesHeads(const KernelTable& t, const Pool& pool, int group, int first_head,
+                             int n_jobs, int first_key, float soft_cap, std::mt19937& rng) {
+  const int head_dim = pool.head_dim;
+  const int n_read = pool.n_keys - first_key;
+  std::vector<std::vector<float>> q(n_jobs), bias(n_jobs), scores(n_jobs), out(n_jobs);
+  std::vector<AttendJob> jobs;
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (int j = 0; j < n_jobs; ++j) {
+    q[j] = RandomQuery(head_dim, 2.0f, rng);
+    bias[j].resize(n_read);
+    for (float& b : bias[j]) b = dist(rng);
+    scores[j].assign(AttentionScratchFloats(n_read, head_dim), 0.0f);
+    out[j].assign(head_dim + 16, 7.0f);
+    AttendJob job =
+        pool.Job(q[j].data(), (first_head + j) / group, scores[j].data(), out[j].data());
+    job.first_key = first_key;
+    job.soft_cap = soft_cap;
+    job.sink = j % 2 == 0 ? dist(rng) : -INFINITY;
+    job.bias = j % 3 == 1 ? bias[j].data() : nullptr;
+    jobs.push_back(job);
+  }
+  t.attend_group(jobs);
+  for (int j = 0; j < n_jobs; ++j) {
+    SCOPED_TRACE("query head " + std::to_string(first_head + j));
+    std::vector<float> want_scores(scores[j].size());
+    std::vector<float> want(head_dim);
+    AttendJob job = jobs[j];
+    job.scores = want_scores.data();
+    job.out = want.data();
+    scalar::AttendHead(job);
+    ASSERT_EQ(std::memcmp(out[j].data(), want.data(), sizeof(float) * head_dim), 0)
+        << "first values " << out[j][0] << " vs " << want[0];
+    for (int d = head_dim; d < head_dim + 16; ++d) {
+      ASSERT_EQ(out[j][d], 7.0f) << "wrote past head_dim at " << d;
+    }
+  }
+}
+
+TEST(AttendGroupTest, EveryJobGetsAttendHeadsBitsOnEveryTable) {
+  std::vector<const KernelTable*> tables = FastTables();
+  tables.push_back(&ScalarKernels());
+  std::mt19937 rng(41);
+  for (KvType type : kKvTypes) {
+    for (int head_dim : {24, 64, 80, 256}) {
+      for (int block_size : {16, 5}) {
+        for (int n_keys : {1, 17, 100}) {
+          // 3 KV heads of 3 query heads each.
+          const Pool pool(type, head_dim, 3, block_size, n_keys, rng);
+          for (const KernelTable* t : tables) {
+            SCOPED_TRACE(std::string(t->isa) + " " + KvTypeName(type) + " head_dim=" +
+                         std::to_string(head_dim) + " block_size=" + std::to_string(block_size) +
+                         " n_keys=" + std::to_string(n_keys));
+            ExpectGroupMatchesHeads(*t, pool, 3, 0, 9, 0, 0.0f, rng);            // all, every key
+            ExpectGroupMatchesHeads(*t, pool, 3, 2, 5, n_keys / 3, 30.0f, rng);  // a window
+            ExpectGroupMatchesHeads(*t, pool, 3, 7, 1, 0, 0.0f, rng);            // one job
+          }
+        }
+      }
+    }
+  }
 }
 
 // ---- Sliding window and soft-cap -------------------------------------------------------------

@@ -33,6 +33,8 @@ constexpr float kExpMax = 88.0f;
 
 namespace scalar {
 void AttendHead(const AttendJob& job);
+// AttendGroupFn (kernels.h): attend_head on each job
+void AttendGroup(std::span<const AttendJob> jobs);
 // job.type q8_0 or q4_0.
 void AttendHeadQuant(const AttendJob& job);
 // The reference KvExp above.
@@ -48,12 +50,17 @@ float AdjustScores(const AttendJob& job, float max_score);
 
 namespace avx2 {
 void AttendHead(const AttendJob& job);
+// AttendGroupFn (kernels.h): attend_head on each job
+void AttendGroup(std::span<const AttendJob> jobs);
 // job.type q8_0 or q4_0.
 void AttendHeadQuant(const AttendJob& job);
 }  // namespace avx2
 
 namespace avx512 {
 void AttendHead(const AttendJob& job);
+// AttendGroupFn (kernels.h): the float KV types in one pass over the slots, prefetched; the
+// quantized ones by AttendHead on each job
+void AttendGroup(std::span<const AttendJob> jobs);
 // job.type q8_0 or q4_0.
 void AttendHeadQuant(const AttendJob& job);
 }  // namespace avx512

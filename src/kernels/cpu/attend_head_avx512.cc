@@ -7,9 +7,11 @@
 // reductions and the exp pass are shared with the quantized-KV kernel (attend_reduce_avx512.h).
 #include "kernels/cpu/immintrin_avx512.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstdint>
+#include <span>
 
 #include "kernels/cpu/attend_head.h"
 #include "kernels/cpu/attend_reduce_avx512.h"
@@ -95,6 +97,143 @@ void AttendTyped(const AttendJob& job) {
   AccumulateValues<T, kVec>(job, inv_sum, tail);
 }
 
+// Attend_group's jobs read the byte range [lo, lo + span) of each slot (their KV heads' rows side
+// by side); Prefetch asks for that range of the slots of keys [from, from + 16) (clipped to count):
+// the lines a slot holds for other KV heads are read from memory with them anyway, and a pass that
+// read one KV head's part of every slot would cost nearly a whole pool's pass per KV head.
+struct SlotSpan {
+  const uint8_t* lo;
+  size_t span;
+  void Prefetch(KvSlotWalk& ahead, int from, int count) const {
+    for (int i = from; i < from + kLanes && i < count; ++i) {
+      const char* slot = reinterpret_cast<const char*>(lo + ahead.Next());
+      for (size_t b = 0; b < span; b += 64) _mm_prefetch(slot + b, _MM_HINT_T1);
+    }
+  }
+};
+
+SlotSpan SpanOf(std::span<const AttendJob> jobs, bool values, size_t head_bytes) {
+  const uint8_t* lo = values ? jobs[0].v : jobs[0].k;
+  const uint8_t* hi = lo;
+  for (const AttendJob& job : jobs) {
+    const uint8_t* row = values ? job.v : job.k;
+    lo = std::min(lo, row);
+    hi = std::max(hi, row);
+  }
+  return {lo, static_cast<size_t>(hi - lo) + head_bytes};
+}
+
+// Several query heads of one token (jobs that share the block table, key range, slot size, type
+// and head_dim; each its own q, k, v, scores and out), 16 keys at a time, the next 16 keys' slots
+// prefetched whole. Every job's arithmetic is AttendTyped's, in the same order: a score is the same
+// chain of FMAs, and an output vector the same chain over the keys in order, parked in job.out
+// between blocks.
+template <KvType T, int kVec>
+void ScoreKeysGroup(std::span<const AttendJob> jobs, __mmask16 tail, float* max_scores) {
+  const AttendJob& first = jobs[0];
+  const int count = first.n_keys - first.first_key;
+  const __m512 scale = _mm512_set1_ps(first.scale);
+  __m512 max[kMaxAttendGroup];
+  for (size_t g = 0; g < jobs.size(); ++g) max[g] = _mm512_set1_ps(-INFINITY);
+  KvSlotWalk walk(first.block_table, first.block_size, first.slot_bytes, first.first_key);
+  KvSlotWalk ahead = walk;
+  const SlotSpan span = SpanOf(jobs, false, KvHeadBytes(T, first.head_dim));
+  span.Prefetch(ahead, 0, count);
+  for (int p0 = 0; p0 < count; p0 += kLanes) {
+    const int n = count - p0 < kLanes ? count - p0 : kLanes;
+    size_t slots[kLanes];
+    for (int i = 0; i < n; ++i) slots[i] = walk.Next();
+    span.Prefetch(ahead, p0 + kLanes, count);
+    const __mmask16 live = LaneMask(n);
+    for (size_t g = 0; g < jobs.size(); ++g) {
+      const AttendJob& job = jobs[g];
+      __m512 q[kVec];
+      for (int v = 0; v < kVec; ++v) {
+        q[v] = _mm512_maskz_loadu_ps(v + 1 == kVec ? tail : 0xffff, job.q + kLanes * v);
+      }
+      __m512 acc[kLanes];
+#pragma GCC unroll 16
+      for (int i = 0; i < kLanes; ++i) {
+        acc[i] = _mm512_setzero_ps();
+        if (i >= n) continue;
+        const uint8_t* row = job.k + slots[i];
+        for (int v = 0; v < kVec; ++v) {
+          const __m512 k = LoadKv<T>(row, kLanes * v, v + 1 == kVec ? tail : 0xffff);
+          acc[i] = _mm512_fmadd_ps(q[v], k, acc[i]);
+        }
+      }
+      const __m512 scores = _mm512_mul_ps(TransposedHalvingSum(acc), scale);
+      _mm512_mask_storeu_ps(job.scores + p0, live, scores);
+      max[g] = _mm512_mask_max_ps(max[g], live, max[g], scores);
+    }
+  }
+  for (size_t g = 0; g < jobs.size(); ++g) max_scores[g] = _mm512_reduce_max_ps(max[g]);
+}
+
+template <KvType T, int kVec>
+void AccumulateValuesGroup(std::span<const AttendJob> jobs, const float* inv_sums, __mmask16 tail) {
+  const AttendJob& first = jobs[0];
+  const int count = first.n_keys - first.first_key;
+  for (const AttendJob& job : jobs) {
+    for (int v = 0; v < kVec; ++v) {
+      _mm512_mask_storeu_ps(job.out + kLanes * v, v + 1 == kVec ? tail : 0xffff,
+                            _mm512_setzero_ps());
+    }
+  }
+  KvSlotWalk walk(first.block_table, first.block_size, first.slot_bytes, first.first_key);
+  KvSlotWalk ahead = walk;
+  const SlotSpan span = SpanOf(jobs, true, KvHeadBytes(T, first.head_dim));
+  span.Prefetch(ahead, 0, count);
+  for (int p0 = 0; p0 < count; p0 += kLanes) {
+    const int n = count - p0 < kLanes ? count - p0 : kLanes;
+    size_t slots[kLanes];
+    for (int i = 0; i < n; ++i) slots[i] = walk.Next();
+    span.Prefetch(ahead, p0 + kLanes, count);
+    for (size_t g = 0; g < jobs.size(); ++g) {
+      const AttendJob& job = jobs[g];
+      __m512 out[kVec];
+      for (int v = 0; v < kVec; ++v) {
+        out[v] = _mm512_maskz_loadu_ps(v + 1 == kVec ? tail : 0xffff, job.out + kLanes * v);
+      }
+      for (int i = 0; i < n; ++i) {
+        const __m512 weight = _mm512_set1_ps(job.scores[p0 + i] * inv_sums[g]);
+        const uint8_t* row = job.v + slots[i];
+        for (int v = 0; v < kVec; ++v) {
+          out[v] = _mm512_fmadd_ps(
+              weight, LoadKv<T>(row, kLanes * v, v + 1 == kVec ? tail : 0xffff), out[v]);
+        }
+      }
+      for (int v = 0; v < kVec; ++v) {
+        _mm512_mask_storeu_ps(job.out + kLanes * v, v + 1 == kVec ? tail : 0xffff, out[v]);
+      }
+    }
+  }
+}
+
+template <KvType T, int kVec>
+void AttendGroupTyped(std::span<const AttendJob> jobs) {
+  const int rest = jobs[0].head_dim - kLanes * (kVec - 1);
+  const __mmask16 tail = LaneMask(rest);
+  float max_scores[kMaxAttendGroup];
+  float inv_sums[kMaxAttendGroup];
+  ScoreKeysGroup<T, kVec>(jobs, tail, max_scores);
+  for (size_t g = 0; g < jobs.size(); ++g) {
+    const AttendJob& job = jobs[g];
+    float max_score = scalar::AdjustScores(job, max_scores[g]);
+    max_score = std::fmax(max_score, job.sink);
+    inv_sums[g] = 1.0f / (ExpScores(job, max_score) + scalar::KvExp(job.sink - max_score));
+  }
+  AccumulateValuesGroup<T, kVec>(jobs, inv_sums, tail);
+}
+
+template <KvType T, int kVec = 1>
+void AttendGroupWidth(std::span<const AttendJob> jobs, int n_vec) {
+  if constexpr (kVec <= kMaxAttendHeadDim / kLanes) {
+    if (n_vec == kVec) return AttendGroupTyped<T, kVec>(jobs);
+    return AttendGroupWidth<T, kVec + 1>(jobs, n_vec);
+  }
+}
+
 // Dispatches on head_dim / 16 rounded up (1 .. kMaxAttendHeadDim / 16) at compile time.
 template <KvType T, int kVec = 1>
 void AttendWidth(const AttendJob& job, int n_vec) {
@@ -120,6 +259,24 @@ void AttendHead(const AttendJob& job) {
     case KvType::kQ8_0:
     case KvType::kQ4_0:
       return AttendHeadQuant(job);
+  }
+}
+
+void AttendGroup(std::span<const AttendJob> jobs) {
+  assert(!jobs.empty() && jobs.size() <= kMaxAttendGroup);
+  const AttendJob& first = jobs[0];
+  if (KvTypeIsQuantized(first.type)) {
+    for (const AttendJob& job : jobs) AttendHead(job);
+    return;
+  }
+  const int n_vec = (first.head_dim + kLanes - 1) / kLanes;
+  switch (first.type) {
+    case KvType::kF32:
+      return AttendGroupWidth<KvType::kF32>(jobs, n_vec);
+    case KvType::kF16:
+      return AttendGroupWidth<KvType::kF16>(jobs, n_vec);
+    default:
+      return AttendGroupWidth<KvType::kBF16>(jobs, n_vec);
   }
 }
 

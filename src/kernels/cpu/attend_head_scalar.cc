@@ -119,4 +119,8 @@ void AttendHead(const AttendJob& job) {
   }
 }
 
+void AttendGroup(std::span<const AttendJob> jobs) {
+  for (const AttendJob& job : jobs) AttendHead(job);
+}
+
 }  // namespace kvserve::scalar

@@ -44,11 +44,11 @@ size_t AttentionScratchFloats(int n_keys, int /*head_dim*/) {
   return (static_cast<size_t>(n_keys) + 15) / 16 * 16;
 }
 
-void AttendHead(const KernelTable& kernels, const KvLayerView& kv, const float* q, int kv_head,
-                const int32_t* block_table, int n_keys, float scale, float* out, float* scratch,
-                const AttendLimits& limits) {
+AttendJob AttentionJob(const KvLayerView& kv, const float* q, int kv_head,
+                       const int32_t* block_table, int n_keys, float scale, float* out,
+                       float* scratch, const AttendLimits& limits) {
   const size_t head_offset = static_cast<size_t>(kv_head) * kv.head_bytes();
-  kernels.attend_head(AttendJob{
+  return AttendJob{
       .q = q,
       .k = kv.k + head_offset,
       .v = kv.v + head_offset,
@@ -65,7 +65,14 @@ void AttendHead(const KernelTable& kernels, const KvLayerView& kv, const float* 
       .soft_cap = limits.soft_cap,
       .sink = limits.sink,
       .bias = limits.bias,
-  });
+  };
+}
+
+void AttendHead(const KernelTable& kernels, const KvLayerView& kv, const float* q, int kv_head,
+                const int32_t* block_table, int n_keys, float scale, float* out, float* scratch,
+                const AttendLimits& limits) {
+  kernels.attend_head(
+      AttentionJob(kv, q, kv_head, block_table, n_keys, scale, out, scratch, limits));
 }
 
 }  // namespace kvserve

@@ -32,6 +32,11 @@ struct AttendLimits {
 void AttendHead(const KernelTable& kernels, const KvLayerView& kv, const float* q, int kv_head,
                 const int32_t* block_table, int n_keys, float scale, float* out, float* scratch,
                 const AttendLimits& limits = {});
+// The kernel's job for AttendHead's arguments (kernels.h AttendJob), for callers that hand several
+// query heads to attend_group.
+AttendJob AttentionJob(const KvLayerView& kv, const float* q, int kv_head,
+                       const int32_t* block_table, int n_keys, float scale, float* out,
+                       float* scratch, const AttendLimits& limits);
 size_t AttentionScratchFloats(int n_keys, int head_dim);
 
 }  // namespace kvserve

@@ -301,11 +301,14 @@ void CpuBackend::StoreKv(const KvLayerView& kv, std::span<const int64_t> slots, 
           [&](int64_t i) { kvserve::StoreKv(kv, slots[i], k + i * stride, v + i * stride); });
 }
 
-// Work is split by (head, token) units; each unit is computed alone, in position order. Units are
-// head-major, so one KV head's keys and values stay in cache across the tokens that read them, and
-// every thread gets whole heads of the same cost. Within a head, a prompt's later tokens attend
-// over more keys, so tokens are dealt in the order 0, n-1, 1, n-2, ...: a head split between two
-// threads still splits evenly.
+// Work is split by (query head, token) units; each unit is computed alone, in position order, so
+// the order and grouping below change no bits. Decoding (one token per sequence), units are
+// token-major and a thread's consecutive heads of one token go to attend_group together: one pass
+// over the token's slots for all of them, not one per KV head over a part of each slot. A prompt's
+// units are head-major, so one KV head's keys and values stay in cache across the tokens that read
+// them, and every thread gets whole heads of the same cost; within a head, a prompt's later tokens
+// attend over more keys, so tokens are dealt in the order 0, n-1, 1, n-2, ...: a head split between
+// two threads still splits evenly.
 // Token i reads keys KeysOf(batch, params, i) (backend.h).
 void CpuBackend::PagedAttention(const KvLayerView& kv, const AttentionBatch& batch, const float* q,
                                 int n_heads, const AttentionParams& params, float* out,
@@ -314,6 +317,7 @@ void CpuBackend::PagedAttention(const KvLayerView& kv, const AttentionBatch& bat
   const int head_dim = kv.head_dim;
   const int group = n_heads / kv.n_kv_heads;
   const int n_tokens = static_cast<int>(batch.positions.size());
+  const bool token_major = batch.block_tables.size() == static_cast<size_t>(n_tokens);
   int max_keys = 0;
   int64_t cost = 0;
   for (int i = 0; i < n_tokens; ++i) {
@@ -322,33 +326,50 @@ void CpuBackend::PagedAttention(const KvLayerView& kv, const AttentionBatch& bat
     max_keys = std::max(max_keys, n_keys);
     cost += static_cast<int64_t>(n_keys) * head_dim * n_heads * 2;
   }
-  const size_t per_thread = AttentionScratchFloats(max_keys, head_dim);
+  const int max_jobs = token_major ? std::min<int>(n_heads, kMaxAttendGroup) : 1;
+  const size_t per_job = AttentionScratchFloats(max_keys, head_dim);
+  const size_t per_thread = per_job * max_jobs;
   if (cpu.attention.size() < per_thread * cpu.pool.size()) {
     cpu.attention.resize(per_thread * cpu.pool.size());
   }
+  auto job_of = [&](int i, int h, float* scratch) {
+    const AttentionKeys keys = KeysOf(batch, params, i);
+    const size_t offset = (static_cast<size_t>(i) * n_heads + h) * head_dim;
+    const float* bias = nullptr;
+    if (params.position_bias != nullptr) {
+      bias = params.position_bias + static_cast<ptrdiff_t>(h) * params.bias_width +
+             params.bias_zero + (keys.first - batch.positions[i]);
+    }
+    return AttentionJob(kv, q + offset, h / group, batch.block_tables[batch.seq_index[i]].data(),
+                        keys.end, params.scale, out + offset, scratch,
+                        {.first_key = keys.first,
+                         .soft_cap = params.soft_cap,
+                         .sink = params.sinks != nullptr ? params.sinks[h] : -INFINITY,
+                         .bias = bias});
+  };
   const int64_t n_units = static_cast<int64_t>(n_tokens) * n_heads;
   cpu.pool.ParallelFor(
       n_units,
       [&](int64_t begin, int64_t end, int thread) {
         float* scratch = cpu.attention.data() + per_thread * thread;
-        for (int64_t unit = begin; unit < end; ++unit) {
-          const int h = static_cast<int>(unit / n_tokens);
-          const int dealt = static_cast<int>(unit % n_tokens);
-          const int i = dealt % 2 == 0 ? dealt / 2 : n_tokens - 1 - dealt / 2;
-          const size_t offset = (static_cast<size_t>(i) * n_heads + h) * head_dim;
-          const AttentionKeys keys = KeysOf(batch, params, i);
-          const float* bias = nullptr;
-          if (params.position_bias != nullptr) {
-            bias = params.position_bias + static_cast<ptrdiff_t>(h) * params.bias_width +
-                   params.bias_zero + (keys.first - batch.positions[i]);
+        if (!token_major) {
+          for (int64_t unit = begin; unit < end; ++unit) {
+            const int h = static_cast<int>(unit / n_tokens);
+            const int dealt = static_cast<int>(unit % n_tokens);
+            const int i = dealt % 2 == 0 ? dealt / 2 : n_tokens - 1 - dealt / 2;
+            kernels_.attend_head(job_of(i, h, scratch));
           }
-          AttendHead(kernels_, kv, q + offset, h / group,
-                     batch.block_tables[batch.seq_index[i]].data(), keys.end, params.scale,
-                     out + offset, scratch,
-                     {.first_key = keys.first,
-                      .soft_cap = params.soft_cap,
-                      .sink = params.sinks != nullptr ? params.sinks[h] : -INFINITY,
-                      .bias = bias});
+          return;
+        }
+        AttendJob jobs[kMaxAttendGroup];
+        for (int64_t unit = begin; unit < end;) {
+          const int i = static_cast<int>(unit / n_heads);
+          const int h = static_cast<int>(unit % n_heads);
+          const int n_jobs =
+              static_cast<int>(std::min<int64_t>({end - unit, n_heads - h, max_jobs}));
+          for (int j = 0; j < n_jobs; ++j) jobs[j] = job_of(i, h + j, scratch + per_job * j);
+          kernels_.attend_group(std::span<const AttendJob>(jobs, n_jobs));
+          unit += n_jobs;
         }
       },
       cost);

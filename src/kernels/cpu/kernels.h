@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "io/ggml_type.h"
@@ -92,6 +93,13 @@ constexpr int kMaxAttendHeadDim = 256;
 constexpr int kPrefetchLevelRows = 4;
 
 using AttendHeadFn = void (*)(const AttendJob& job);
+// Query heads of one token: jobs that share block_table, block_size, slot_bytes, type, n_keys,
+// first_key, head_dim and scale, each with its own q, k, v (its KV head's), scores, out, sink and
+// bias (1 to kMaxAttendGroup of them). Every job's out is attend_head's, bit for bit. The AVX-512
+// table walks the slots once for all of them, 16 keys at a time, and prefetches the next 16 keys'
+// slots (the bytes its jobs' KV heads span) into L2; the others call attend_head on each job.
+using AttendGroupFn = void (*)(std::span<const AttendJob> jobs);
+constexpr size_t kMaxAttendGroup = 16;
 
 // One row (token) of the gated delta rule (recurrent_ops.h) on state rows [j_begin, j_end) of one
 // value head. For each state row j, in increasing j:
@@ -231,6 +239,7 @@ struct KernelTable {
   // Dot product of two float vectors of length n.
   float (*dot_f32)(const float* a, const float* b, int n);
   AttendHeadFn attend_head;
+  AttendGroupFn attend_group;
   // x[i] = f16 table lookup of GELU (ops.h GeluInPlace): x <= -10 gives 0, x >= 10 (and NaN)
   // passes through, otherwise table[f16(x)] (round to nearest even) widened to float. `table` has
   // 65536 entries plus one of padding (vector gathers read 4 bytes).

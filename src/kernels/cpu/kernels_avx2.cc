@@ -393,6 +393,7 @@ constexpr KernelTable kAvx2 = {
     .quantize_row_q8_k = avx2::QuantizeRowQ8_K,
     .dot_f32 = DotF32,
     .attend_head = avx2::AttendHead,
+    .attend_group = avx2::AttendGroup,
     .gelu_f16_table = GeluF16Table,
     .swiglu = SwiGlu,
     .delta_rule_step = avx2::DeltaRule,

@@ -162,6 +162,7 @@ constexpr KernelTable kAvx512 = {
     .quantize_row_q8_k = avx512::QuantizeRowQ8_K,
     .dot_f32 = DotF32,
     .attend_head = avx512::AttendHead,
+    .attend_group = avx512::AttendGroup,
     .gelu_f16_table = GeluF16Table,
     .swiglu = SwiGlu,
     .delta_rule_step = avx512::DeltaRule,

@@ -169,6 +169,7 @@ constexpr KernelTable kScalar = {
     .quantize_row_q8_k = scalar::QuantizeRowQ8_K,
     .dot_f32 = DotF32,
     .attend_head = scalar::AttendHead,
+    .attend_group = scalar::AttendGroup,
     .gelu_f16_table = GeluF16Table,
     .swiglu = SwiGlu,
     .delta_rule_step = scalar::DeltaRule,
