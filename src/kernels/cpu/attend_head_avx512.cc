@@ -34,32 +34,67 @@ inline __m512 LoadKv(const uint8_t* row, int d, __mmask16 mask) {
   }
 }
 
+// The kVec vectors of a head_dim row of floats (a query, an output), the last masked to head_dim.
+template <int kVec>
+inline void LoadRow(const float* row, __mmask16 tail, __m512* out) {
+  for (int v = 0; v < kVec; ++v) {
+    out[v] = _mm512_maskz_loadu_ps(v + 1 == kVec ? tail : 0xffff, row + kLanes * v);
+  }
+}
+
+// The scaled scores of n <= 16 keys, whose rows are at base + slots[i], in lanes 0 .. n - 1:
+// each a 16-lane FMA chain over the row, reduced by the transposed halving tree.
+template <KvType T, int kVec>
+inline __m512 ScoreBlock(const __m512* q, const uint8_t* base, const size_t* slots, int n,
+                         __mmask16 tail, __m512 scale) {
+  __m512 acc[kLanes];
+#pragma GCC unroll 16
+  for (int i = 0; i < kLanes; ++i) {
+    acc[i] = _mm512_setzero_ps();
+    if (i >= n) continue;
+    const uint8_t* row = base + slots[i];
+    for (int v = 0; v < kVec; ++v) {
+      acc[i] =
+          _mm512_fmadd_ps(q[v], LoadKv<T>(row, kLanes * v, v + 1 == kVec ? tail : 0xffff), acc[i]);
+    }
+  }
+  return _mm512_mul_ps(TransposedHalvingSum(acc), scale);
+}
+
+// out += (scores[i] * inv_sum) * V row i for i < n, in increasing i (the rows at base + slots[i]).
+template <KvType T, int kVec>
+inline void AccumulateBlock(__m512* out, const uint8_t* base, const size_t* slots,
+                            const float* scores, float inv_sum, int n, __mmask16 tail) {
+  for (int i = 0; i < n; ++i) {
+    const __m512 weight = _mm512_set1_ps(scores[i] * inv_sum);
+    const uint8_t* row = base + slots[i];
+    for (int v = 0; v < kVec; ++v) {
+      out[v] = _mm512_fmadd_ps(weight, LoadKv<T>(row, kLanes * v, v + 1 == kVec ? tail : 0xffff),
+                               out[v]);
+    }
+  }
+}
+
+// The slots of the next n keys of a walk.
+inline void NextSlots(KvSlotWalk& walk, int n, size_t* slots) {
+  for (int i = 0; i < n; ++i) slots[i] = walk.Next();
+}
+
 // Scores of all keys into job.scores (16 at a time); returns their maximum. kVec = head_dim / 16
 // rounded up; the last vector of q and of every K row is masked to head_dim.
 template <KvType T, int kVec>
 float ScoreKeys(const AttendJob& job, __mmask16 tail) {
   const int count = job.n_keys - job.first_key;  // keys in the window
   __m512 q[kVec];
-  for (int v = 0; v < kVec; ++v) {
-    q[v] = _mm512_maskz_loadu_ps(v + 1 == kVec ? tail : 0xffff, job.q + kLanes * v);
-  }
+  LoadRow<kVec>(job.q, tail, q);
   const __m512 scale = _mm512_set1_ps(job.scale);
   __m512 max = _mm512_set1_ps(-INFINITY);
   KvSlotWalk walk(job.block_table, job.block_size, job.slot_bytes, job.first_key);
   for (int p0 = 0; p0 < count; p0 += kLanes) {
     const int n = count - p0 < kLanes ? count - p0 : kLanes;
-    __m512 acc[kLanes];
-#pragma GCC unroll 16
-    for (int i = 0; i < kLanes; ++i) {
-      acc[i] = _mm512_setzero_ps();
-      if (i >= n) continue;
-      const uint8_t* row = job.k + walk.Next();
-      for (int v = 0; v < kVec; ++v) {
-        const __m512 k = LoadKv<T>(row, kLanes * v, v + 1 == kVec ? tail : 0xffff);
-        acc[i] = _mm512_fmadd_ps(q[v], k, acc[i]);
-      }
-    }
-    const __m512 scores = _mm512_mul_ps(TransposedHalvingSum(acc), scale);
+    size_t slots[kLanes];
+    NextSlots(walk, n, slots);
+    const __m512 scores = ScoreBlock<T, kVec>(q, job.k, slots, n, tail, scale);
     const __mmask16 live = LaneMask(n);
     _mm512_mask_storeu_ps(job.scores + p0, live, scores);
     max = _mm512_mask_max_ps(max, live, max, scores);
@@ -73,13 +108,11 @@ void AccumulateValues(const AttendJob& job, float inv_sum, __mmask16 tail) {
   __m512 out[kVec];
   for (int v = 0; v < kVec; ++v) out[v] = _mm512_setzero_ps();
   KvSlotWalk walk(job.block_table, job.block_size, job.slot_bytes, job.first_key);
-  for (int p = 0; p < count; ++p) {
-    const __m512 weight = _mm512_set1_ps(job.scores[p] * inv_sum);
-    const uint8_t* row = job.v + walk.Next();
-    for (int v = 0; v < kVec; ++v) {
-      out[v] = _mm512_fmadd_ps(weight, LoadKv<T>(row, kLanes * v, v + 1 == kVec ? tail : 0xffff),
-                               out[v]);
-    }
+  for (int p0 = 0; p0 < count; p0 += kLanes) {
+    const int n = count - p0 < kLanes ? count - p0 : kLanes;
+    size_t slots[kLanes];
+    NextSlots(walk, n, slots);
+    AccumulateBlock<T, kVec>(out, job.v, slots, job.scores + p0, inv_sum, n, tail);
   }
   for (int v = 0; v < kVec; ++v) {
     _mm512_mask_storeu_ps(job.out + kLanes * v, v + 1 == kVec ? tail : 0xffff, out[v]);
@@ -123,6 +156,26 @@ SlotSpan SpanOf(std::span<const AttendJob> jobs, bool values, size_t head_bytes)
   return {lo, static_cast<size_t>(hi - lo) + head_bytes};
 }
 
+// Walks the jobs' keys 16 at a time, calling fn(p0, n, slots) for keys [p0, p0 + n) with their
+// slots' offsets, and prefetches the next 16 keys' slots of the K (or V) pool, the bytes the jobs'
+// KV heads span.
+template <KvType T, typename Fn>
+void ForEachBlock(std::span<const AttendJob> jobs, bool values, Fn&& fn) {
+  const AttendJob& first = jobs[0];
+  const int count = first.n_keys - first.first_key;
+  KvSlotWalk walk(first.block_table, first.block_size, first.slot_bytes, first.first_key);
+  KvSlotWalk ahead = walk;
+  const SlotSpan span = SpanOf(jobs, values, KvHeadBytes(T, first.head_dim));
+  span.Prefetch(ahead, 0, count);
+  for (int p0 = 0; p0 < count; p0 += kLanes) {
+    const int n = count - p0 < kLanes ? count - p0 : kLanes;
+    size_t slots[kLanes];
+    NextSlots(walk, n, slots);
+    span.Prefetch(ahead, p0 + kLanes, count);
+    fn(p0, n, slots);
+  }
+}
+
 // Several query heads of one token (jobs that share the block table, key range, slot size, type
 // and head_dim; each its own q, k, v, scores and out), 16 keys at a time, the next 16 keys' slots
 // prefetched whole. Every job's arithmetic is AttendTyped's, in the same order: a score is the same
@@ -130,84 +183,41 @@ SlotSpan SpanOf(std::span<const AttendJob> jobs, bool values, size_t head_bytes)
 // between blocks.
 template <KvType T, int kVec>
 void ScoreKeysGroup(std::span<const AttendJob> jobs, __mmask16 tail, float* max_scores) {
-  const AttendJob& first = jobs[0];
-  const int count = first.n_keys - first.first_key;
-  const __m512 scale = _mm512_set1_ps(first.scale);
+  const __m512 scale = _mm512_set1_ps(jobs[0].scale);
   __m512 max[kMaxAttendGroup];
   for (size_t g = 0; g < jobs.size(); ++g) max[g] = _mm512_set1_ps(-INFINITY);
-  KvSlotWalk walk(first.block_table, first.block_size, first.slot_bytes, first.first_key);
-  KvSlotWalk ahead = walk;
-  const SlotSpan span = SpanOf(jobs, false, KvHeadBytes(T, first.head_dim));
-  span.Prefetch(ahead, 0, count);
-  for (int p0 = 0; p0 < count; p0 += kLanes) {
-    const int n = count - p0 < kLanes ? count - p0 : kLanes;
-    size_t slots[kLanes];
-    for (int i = 0; i < n; ++i) slots[i] = walk.Next();
-    span.Prefetch(ahead, p0 + kLanes, count);
+  ForEachBlock<T>(jobs, false, [&](int p0, int n, const size_t* slots) {
     const __mmask16 live = LaneMask(n);
     for (size_t g = 0; g < jobs.size(); ++g) {
-      const AttendJob& job = jobs[g];
       __m512 q[kVec];
-      for (int v = 0; v < kVec; ++v) {
-        q[v] = _mm512_maskz_loadu_ps(v + 1 == kVec ? tail : 0xffff, job.q + kLanes * v);
-      }
-      __m512 acc[kLanes];
-#pragma GCC unroll 16
-      for (int i = 0; i < kLanes; ++i) {
-        acc[i] = _mm512_setzero_ps();
-        if (i >= n) continue;
-        const uint8_t* row = job.k + slots[i];
-        for (int v = 0; v < kVec; ++v) {
-          const __m512 k = LoadKv<T>(row, kLanes * v, v + 1 == kVec ? tail : 0xffff);
-          acc[i] = _mm512_fmadd_ps(q[v], k, acc[i]);
-        }
-      }
-      const __m512 scores = _mm512_mul_ps(TransposedHalvingSum(acc), scale);
-      _mm512_mask_storeu_ps(job.scores + p0, live, scores);
+      LoadRow<kVec>(jobs[g].q, tail, q);
+      const __m512 scores = ScoreBlock<T, kVec>(q, jobs[g].k, slots, n, tail, scale);
+      _mm512_mask_storeu_ps(jobs[g].scores + p0, live, scores);
       max[g] = _mm512_mask_max_ps(max[g], live, max[g], scores);
     }
-  }
+  });
   for (size_t g = 0; g < jobs.size(); ++g) max_scores[g] = _mm512_reduce_max_ps(max[g]);
 }
 
 template <KvType T, int kVec>
 void AccumulateValuesGroup(std::span<const AttendJob> jobs, const float* inv_sums, __mmask16 tail) {
-  const AttendJob& first = jobs[0];
-  const int count = first.n_keys - first.first_key;
   for (const AttendJob& job : jobs) {
     for (int v = 0; v < kVec; ++v) {
       _mm512_mask_storeu_ps(job.out + kLanes * v, v + 1 == kVec ? tail : 0xffff,
                             _mm512_setzero_ps());
     }
   }
-  KvSlotWalk walk(first.block_table, first.block_size, first.slot_bytes, first.first_key);
-  KvSlotWalk ahead = walk;
-  const SlotSpan span = SpanOf(jobs, true, KvHeadBytes(T, first.head_dim));
-  span.Prefetch(ahead, 0, count);
-  for (int p0 = 0; p0 < count; p0 += kLanes) {
-    const int n = count - p0 < kLanes ? count - p0 : kLanes;
-    size_t slots[kLanes];
-    for (int i = 0; i < n; ++i) slots[i] = walk.Next();
-    span.Prefetch(ahead, p0 + kLanes, count);
+  ForEachBlock<T>(jobs, true, [&](int p0, int n, const size_t* slots) {
     for (size_t g = 0; g < jobs.size(); ++g) {
       const AttendJob& job = jobs[g];
       __m512 out[kVec];
-      for (int v = 0; v < kVec; ++v) {
-        out[v] = _mm512_maskz_loadu_ps(v + 1 == kVec ? tail : 0xffff, job.out + kLanes * v);
-      }
-      for (int i = 0; i < n; ++i) {
-        const __m512 weight = _mm512_set1_ps(job.scores[p0 + i] * inv_sums[g]);
-        const uint8_t* row = job.v + slots[i];
-        for (int v = 0; v < kVec; ++v) {
-          out[v] = _mm512_fmadd_ps(
-              weight, LoadKv<T>(row, kLanes * v, v + 1 == kVec ? tail : 0xffff), out[v]);
-        }
-      }
+      LoadRow<kVec>(job.out, tail, out);
+      AccumulateBlock<T, kVec>(out, job.v, slots, job.scores + p0, inv_sums[g], n, tail);
       for (int v = 0; v < kVec; ++v) {
         _mm512_mask_storeu_ps(job.out + kLanes * v, v + 1 == kVec ? tail : 0xffff, out[v]);
       }
     }
-  }
+  });
 }
 
 template <KvType T, int kVec>
