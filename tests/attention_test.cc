@@ -3,7 +3,7 @@
 // - the scalar reference against a double-precision softmax attention;
 // - every SIMD table bit-identical to the scalar one, over head sizes, key counts, block sizes,
 //   shuffled block tables and K/V element types, never writing past head_dim;
-// - AttendHead (attention.h) computing the same as the kernel on a KvLayerView;
+// - AttentionJob (attention.h) giving the kernel the same job on a KvLayerView;
 // - attend_group (several query heads of one token, across KV heads) giving each job the scalar
 //   kernel's bits on every table, with its own query, sink and bias, windows and soft-caps;
 // - sliding windows (AttendJob::first_key) and score soft-caps: the scalar kernel against a
@@ -203,8 +203,8 @@ TEST(AttendHeadTest, AttentionViewCallsTheKernel) {
   std::vector<float> scratch(AttentionScratchFloats(pool.n_keys, pool.head_dim));
   std::vector<float> got(64);
   const float scale = 1.0f / std::sqrt(64.0f);  // what Pool::Job passes
-  AttendHead(testing::TestCpuKernels(), view, q.data(), 2, pool.block_table.data(), pool.n_keys,
-             scale, got.data(), scratch.data());
+  testing::TestCpuKernels().attend_head(AttentionJob(
+      view, q.data(), 2, pool.block_table.data(), pool.n_keys, scale, got.data(), scratch.data()));
   EXPECT_EQ(std::memcmp(got.data(), want.data(), sizeof(float) * 64), 0);
 }
 

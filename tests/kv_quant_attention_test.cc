@@ -6,7 +6,7 @@
 // - every SIMD table bit-identical to the scalar one, over head sizes (odd ones, partial groups),
 //   key counts, block sizes, shuffled block tables, windows and soft-caps, never writing past
 //   head_dim;
-// - StoreKv and AttendHead (attention.h) on a KvLayerView: rows stored per head, read as the
+// - StoreKv and AttentionJob (attention.h) on a KvLayerView: rows stored per head, read as the
 //   kernel reads them.
 #include <gtest/gtest.h>
 
@@ -409,8 +409,8 @@ TEST(KvQuantAttention, StoreKvAndTheViewAgreeWithTheKernel) {
     const std::vector<float> q = RandomRow(head_dim, 1.0f, rng);
     std::vector<float> scratch(AttentionScratchFloats(n_keys, head_dim));
     std::vector<float> got(head_dim), want(head_dim);
-    AttendHead(testing::TestCpuKernels(), view, q.data(), 2, block_table.data(), n_keys, 0.125f,
-               got.data(), scratch.data());
+    testing::TestCpuKernels().attend_head(AttentionJob(view, q.data(), 2, block_table.data(),
+                                                       n_keys, 0.125f, got.data(), scratch.data()));
     scalar::AttendHead(AttendJob{.q = q.data(),
                                  .k = k.data() + 2 * head_bytes,
                                  .v = v.data() + 2 * head_bytes,

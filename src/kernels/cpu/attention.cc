@@ -68,11 +68,4 @@ AttendJob AttentionJob(const KvLayerView& kv, const float* q, int kv_head,
   };
 }
 
-void AttendHead(const KernelTable& kernels, const KvLayerView& kv, const float* q, int kv_head,
-                const int32_t* block_table, int n_keys, float scale, float* out, float* scratch,
-                const AttendLimits& limits) {
-  kernels.attend_head(
-      AttentionJob(kv, q, kv_head, block_table, n_keys, scale, out, scratch, limits));
-}
-
 }  // namespace kvserve

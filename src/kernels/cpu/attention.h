@@ -24,19 +24,15 @@ struct AttendLimits {
   const float* bias = nullptr;  // [n_keys - first_key], AttendJob::bias; nullptr = none
 };
 
-// One query head of a token at position n_keys - 1:
+// The kernel's job (kernels.h AttendJob) for one query head of a token at position n_keys - 1:
 // out = softmax(q · K[first..n_keys)ᵀ · scale) · V[first..n_keys), with K and V of KV head
 // `kv_head` (scores soft-capped where limits say so). q, out: [head_dim]. block_table: physical
 // block of each logical block of the sequence. scratch: at least
-// AttentionScratchFloats(n_keys - first, head_dim) floats.
-void AttendHead(const KernelTable& kernels, const KvLayerView& kv, const float* q, int kv_head,
-                const int32_t* block_table, int n_keys, float scale, float* out, float* scratch,
-                const AttendLimits& limits = {});
-// The kernel's job for AttendHead's arguments (kernels.h AttendJob), for callers that hand several
-// query heads to attend_group.
+// AttentionScratchFloats(n_keys - first, head_dim) floats. Run it with a table's attend_head, or
+// hand several of one token to attend_group.
 AttendJob AttentionJob(const KvLayerView& kv, const float* q, int kv_head,
                        const int32_t* block_table, int n_keys, float scale, float* out,
-                       float* scratch, const AttendLimits& limits);
+                       float* scratch, const AttendLimits& limits = {});
 size_t AttentionScratchFloats(int n_keys, int head_dim);
 
 }  // namespace kvserve
