@@ -123,10 +123,7 @@ template <KvType T, int kVec>
 void AttendTyped(const AttendJob& job) {
   const int rest = job.head_dim - kLanes * (kVec - 1);
   const __mmask16 tail = LaneMask(rest);
-  float max_score = ScoreKeys<T, kVec>(job, tail);
-  max_score = scalar::AdjustScores(job, max_score);
-  max_score = std::fmax(max_score, job.sink);
-  const float inv_sum = 1.0f / (ExpScores(job, max_score) + scalar::KvExp(job.sink - max_score));
+  const float inv_sum = SoftmaxInverseSum(job, ScoreKeys<T, kVec>(job, tail));
   AccumulateValues<T, kVec>(job, inv_sum, tail);
 }
 
@@ -228,10 +225,7 @@ void AttendGroupTyped(std::span<const AttendJob> jobs) {
   float inv_sums[kMaxAttendGroup];
   ScoreKeysGroup<T, kVec>(jobs, tail, max_scores);
   for (size_t g = 0; g < jobs.size(); ++g) {
-    const AttendJob& job = jobs[g];
-    float max_score = scalar::AdjustScores(job, max_scores[g]);
-    max_score = std::fmax(max_score, job.sink);
-    inv_sums[g] = 1.0f / (ExpScores(job, max_score) + scalar::KvExp(job.sink - max_score));
+    inv_sums[g] = SoftmaxInverseSum(jobs[g], max_scores[g]);
   }
   AccumulateValuesGroup<T, kVec>(jobs, inv_sums, tail);
 }

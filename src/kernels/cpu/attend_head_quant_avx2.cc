@@ -133,10 +133,7 @@ template <KvType T, int kVec>
 void AttendTyped(const AttendJob& job) {
   const int rest = job.head_dim - kAccLanes * (kVec - 1);  // 1 .. 16
   const Tail tail = {.lo = rest < kLanes ? rest : kLanes, .hi = rest > kLanes ? rest - kLanes : 0};
-  float max_score = ScoreKeys<T, kVec>(job, tail);
-  max_score = scalar::AdjustScores(job, max_score);
-  max_score = std::fmax(max_score, job.sink);
-  const float inv_sum = 1.0f / (ExpScores(job, max_score) + scalar::KvExp(job.sink - max_score));
+  const float inv_sum = SoftmaxInverseSum(job, ScoreKeys<T, kVec>(job, tail));
   AccumulateValues<T, kVec>(job, inv_sum, tail);
 }
 

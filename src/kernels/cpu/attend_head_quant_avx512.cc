@@ -119,10 +119,7 @@ void AccumulateValues(const AttendJob& job, float inv_sum, int rest) {
 template <KvType T, int kVec>
 void AttendTyped(const AttendJob& job) {
   const int rest = job.head_dim - kLanes * (kVec - 1);  // 1 .. 16
-  float max_score = ScoreKeys<T, kVec>(job, rest);
-  max_score = scalar::AdjustScores(job, max_score);
-  max_score = std::fmax(max_score, job.sink);
-  const float inv_sum = 1.0f / (ExpScores(job, max_score) + scalar::KvExp(job.sink - max_score));
+  const float inv_sum = SoftmaxInverseSum(job, ScoreKeys<T, kVec>(job, rest));
   AccumulateValues<T, kVec>(job, inv_sum, rest);
 }
 

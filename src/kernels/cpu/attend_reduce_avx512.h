@@ -74,5 +74,13 @@ inline float ExpScores(const AttendJob& job, float max_score) {
   return HSum(sums);
 }
 
+// The softmax's 1 / sum over the raw scores' maximum: AdjustScores (bias, soft-cap), the sink into
+// the max, the exp pass (job.scores[p] = KvExp(score - max)) and the sink's own term.
+inline float SoftmaxInverseSum(const AttendJob& job, float raw_max) {
+  float max_score = scalar::AdjustScores(job, raw_max);
+  max_score = std::fmax(max_score, job.sink);
+  return 1.0f / (ExpScores(job, max_score) + scalar::KvExp(job.sink - max_score));
+}
+
 }  // namespace
 }  // namespace kvserve::avx512
