@@ -1,10 +1,10 @@
-// In-process A/B of up to four versions of the AVX2 K-quant x16 tile at decode (m = 1), the way the
-// engine runs it: the engine's ThreadPool (2 threads), ParallelOwnedChunks over 16-row groups,
-// tinyllama's shapes, and enough copies of each matrix (256 MB) that every call reads from DRAM.
-// The versions alternate call by call, so a drift of the machine's bandwidth (seen at 40% from one
-// engine run to the next on a shared VM) hits them alike; medians of 30 rounds. Checks that every
-// version gives the first one's bits. SMALL=1 runs one 256-row matrix that stays in L2 instead
-// (the tiles' compute rate).
+// In-process A/B of up to four versions of the AVX2 or AVX-512 K-quant x16 tile at decode (m = 1),
+// the way the engine runs it: the engine's ThreadPool (2 threads), ParallelOwnedChunks over 16-row
+// groups, tinyllama's shapes, and enough copies of each matrix (256 MB) that every call reads from
+// DRAM. The versions alternate call by call, so a drift of the machine's bandwidth (seen at 40%
+// from one engine run to the next on a shared VM) hits them alike; medians of 30 rounds. Checks
+// that every version gives the first one's bits. SMALL=1 runs one 256-row matrix that stays in L2
+// instead (the tiles' compute rate).
 //
 // Not part of the CMake build. Each version is a copy of the header compiled as its own object
 // (versions of one packed layout: this program packs with the current PackGroups, so a header from
@@ -17,6 +17,13 @@
 //   g++ -std=c++20 -O2 -Isrc -I. bench/kquant_decode_ab.cc /tmp/kqab_a.o /tmp/kqab_b.o
 //       -DKQAB_VARIANTS=2 build/libkvserve_{kernels,kv,io,util}.a -lpthread -o /tmp/kqab
 //   /tmp/kqab
+// AVX-512 versions: copies of src/kernels/cpu/kquant_x16_avx512.cc through
+// bench/kquant_decode_variant_avx512.cc, each in a namespace of its own, with the build's flags:
+//   for v in A:a B:b; do g++ -std=c++20 -O3 -DNDEBUG -mavx512f -mavx512bw -mavx512vl -mavx512dq
+//       -mavx512vnni -mavx512bf16 -mavx2 -mfma -mf16c -Isrc -c
+//       bench/kquant_decode_variant_avx512.cc -DKQAB_NAME=Run${v%:*} -DKQAB_NS=avx512_${v#*:}
+//       -DKQAB_SOURCE="\"/tmp/kqab_${v#*:}.cc\"" -o /tmp/kqab_${v#*:}.o; done
+// then link as above.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
