@@ -11,6 +11,7 @@
 
 #include <cassert>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cpu/float_matmul.h"
 #include "kernels/cpu/float_weight_rows.h"
@@ -200,8 +201,14 @@ void FloatTileRows(const MatmulTile& t, int i0, int mr, int j0) {
 // The full-k register tiles above read 6 activation rows and 4 weight rows of k floats per tile:
 // for k >= 1024 that does not fit in L1, so every FMA waits on L2, and F16/BF16 weights are
 // converted again for every tile of activation rows. The packed path instead:
-// - converts a panel of weight rows to float once per call into a thread-local buffer (sized to
-//   stay in L2), laid out so that each k block of the panel is one contiguous stream;
+// - copies a panel of weight rows once per call into a thread-local buffer (sized to stay in L2),
+//   laid out so that each k block of the panel is one contiguous stream: F32 as floats, F16 and
+//   BF16 as their stored 16-bit values, which the register tile converts (exactly) as it loads
+//   them. Converted to floats when packed, the panels cost each 24 FMAs 256 bytes of weights from
+//   L1 or L2 besides the activations' 384, and on a Zen 5 VM (512-bit FMA units) the tile then
+//   ran F16 and BF16 at 108-151 GFLOP/s on one core against 126-180 with 16-bit panels
+//   (bench/kernel_bench.cc, 2048x2048, m = 64 and 512, three alternating pairs; tinyllama F16
+//   pp128, 2 threads, 6 alternating rounds: 118.2 -> 128.0 t/s);
 // - copies each kPackMr-row tile of activations into a contiguous panel (zero rows past m);
 // - walks k in blocks of kKBlockVectors vectors: the weight panel's block and the activation
 //   tile's block come from L2, and the 16-lane accumulators of the tile row are stored to a
@@ -218,7 +225,7 @@ constexpr int kPackNr = 4;  // weight rows per register tile: 24 accumulators + 
 // 1 MiB L2; tinyllama F16 pp128, 2 threads, 3 alternating rounds: 68.6-79.7 t/s against 76.3-84.7
 // with 256): the streaming weights evicted it anyway, and the spills between blocks cost more.
 constexpr int kKBlockVectors = kPanelKBlockFloats / kLanes;
-// Bytes of converted weights per panel (kept in L2 next to the activation panel and the spills).
+// Bytes of packed weights per panel (kept in L2 next to the activation panel and the spills).
 constexpr size_t kWPanelBytes = 512 << 10;
 // Below this many activation rows, packing costs more than it saves: use the full-k tiles.
 constexpr int kMinPackedRows = 16;
@@ -236,7 +243,23 @@ inline __m512 LoadVector(const uint8_t* w, int v, int k, size_t step) {
   return LoadWMasked<T>(w + step * v, static_cast<__mmask16>((1u << (k - kk)) - 1));
 }
 
-// Floats from the start of a weight panel of `row_tiles` row tiles and kv vectors per row to
+// What a weight panel holds: F16 and BF16 weights stay 16-bit, and the tile converts each vector
+// in registers (exact, so the same bits), which halves the panel bytes each FMA reads from L1 or
+// L2; F32 weights are floats.
+template <WType T>
+using PanelElement = std::conditional_t<T == WType::kF32, float, uint16_t>;
+
+// Vector p[0 .. 16) of a panel, as floats.
+template <WType T>
+inline __m512 LoadPanel(const PanelElement<T>* p) {
+  if constexpr (T == WType::kF32) {
+    return _mm512_load_ps(p);
+  } else {
+    return LoadW<T>(reinterpret_cast<const uint8_t*>(p));
+  }
+}
+
+// Elements from the start of a weight panel of `row_tiles` row tiles and kv vectors per row to
 // vector v of row c of row tile jt (the layout PackWeightPanel writes).
 inline size_t PanelOffset(int row_tiles, int kv, int jt, int v, int c) {
   const int kb0 = v - v % kKBlockVectors;
@@ -247,7 +270,25 @@ inline size_t PanelOffset(int row_tiles, int kv, int jt, int v, int c) {
          kLanes;
 }
 
-// Converts weight rows [j0, j0 + nc) (of the tile's k) into `panel`: row tiles of kPackNr rows
+// Vector v of a weight row (nullptr: a row past the matrix, zeros) into the panel at `out`: floats
+// (F32), else the stored 16-bit values; zero past k, as LoadVector reads them.
+template <WType T>
+inline void PackWeightVector(const uint8_t* row, int v, int k, size_t step, PanelElement<T>* out) {
+  if constexpr (T == WType::kF32) {
+    _mm512_store_ps(out, row != nullptr ? LoadVector<T>(row, v, k, step) : _mm512_setzero_ps());
+  } else {
+    __m256i h = _mm256_setzero_si256();
+    if (row != nullptr) {
+      const uint8_t* w = row + step * v;
+      const int left = k - kLanes * v;
+      h = left >= kLanes ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w))
+                         : _mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << left) - 1), w);
+    }
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out), h);
+  }
+}
+
+// Copies weight rows [j0, j0 + nc) (of the tile's k) into `panel`: row tiles of kPackNr rows
 // (rows past nc are zero), k blocks of kKBlockVectors vectors (the last one shorter), laid out
 // [k block][row tile][vector in block][kPackNr][16] so that one k block of the panel is contiguous.
 // Stored rows are read one after another; the x16 layout a 16-row group at a time in its own
@@ -256,7 +297,7 @@ inline size_t PanelOffset(int row_tiles, int kv, int jt, int v, int c) {
 // cache misses for 10% of an F16 prefill's matmul time). j0 is a multiple of kPackNr, so a row
 // tile never straddles two groups.
 template <WType T, bool kX16>
-void PackWeightPanel(const MatmulTile& t, int j0, int nc, int kv, float* panel) {
+void PackWeightPanel(const MatmulTile& t, int j0, int nc, int kv, PanelElement<T>* panel) {
   using Rows = WeightRows<T, kX16>;
   const int row_tiles = (nc + kPackNr - 1) / kPackNr;
   // Row tiles [jt0, jt1) are converted together: one group's (x16) or one tile's (stored).
@@ -265,9 +306,8 @@ void PackWeightPanel(const MatmulTile& t, int j0, int nc, int kv, float* panel) 
     while (kX16 && jt1 < row_tiles && (j0 + jt1 * kPackNr) % kPackRows != 0) ++jt1;
     const auto convert = [&](int jt, int c, int v) {
       const int j = jt * kPackNr + c;
-      const __m512 wv =
-          j < nc ? LoadVector<T>(Rows::Row(t, j0 + j), v, t.k, Rows::kStep) : _mm512_setzero_ps();
-      _mm512_store_ps(panel + PanelOffset(row_tiles, kv, jt, v, c), wv);
+      PackWeightVector<T>(j < nc ? Rows::Row(t, j0 + j) : nullptr, v, t.k, Rows::kStep,
+                          panel + PanelOffset(row_tiles, kv, jt, v, c));
     };
     if constexpr (kX16) {
       for (int v = 0; v < kv; ++v) {
@@ -300,9 +340,10 @@ void PackActivationPanel(const MatmulTile& t, int i0, int mr, int kv, float* pan
 // w_block is [vector][kPackNr][16]. The accumulators start at zero on the first k block, else from
 // `spill` ([kPackMr][kPackNr][16]); after the last k block they are reduced into
 // y[r * ldy + c] for r < mr, c < nr, else stored back to `spill`.
+template <WType T>
 inline void PackedTile(const float* const x_rows[kPackMr], int x_vector_floats,
-                       const float* w_block, int vectors, float* spill, bool first, bool last,
-                       float* y, int ldy, int mr, int nr, const float* prefetch,
+                       const PanelElement<T>* w_block, int vectors, float* spill, bool first,
+                       bool last, float* y, int ldy, int mr, int nr, const float* prefetch,
                        int prefetch_lines) {
   const float* x[kPackMr];
   for (int r = 0; r < kPackMr; ++r) x[r] = x_rows[r];
@@ -313,14 +354,14 @@ inline void PackedTile(const float* const x_rows[kPackMr], int x_vector_floats,
     }
   }
   for (int v = 0; v < vectors; ++v) {
-    const float* wp = w_block + v * kPackNr * kLanes;
+    const PanelElement<T>* wp = w_block + v * kPackNr * kLanes;
     const size_t x_offset = static_cast<size_t>(v) * x_vector_floats;
     // One line of the next activation block per step, so the fetches from L3 never crowd out the
     // weight panel's loads from L2.
     if (v < prefetch_lines)
       _mm_prefetch(reinterpret_cast<const char*>(prefetch + v * kLanes), _MM_HINT_T0);
     __m512 wv[kPackNr];
-    for (int c = 0; c < kPackNr; ++c) wv[c] = _mm512_load_ps(wp + c * kLanes);
+    for (int c = 0; c < kPackNr; ++c) wv[c] = LoadPanel<T>(wp + c * kLanes);
     for (int r = 0; r < kPackMr; ++r) {
       const __m512 xv = _mm512_load_ps(x[r] + x_offset);
       for (int c = 0; c < kPackNr; ++c) acc[r][c] = _mm512_fmadd_ps(wv[c], xv, acc[r][c]);
@@ -401,11 +442,12 @@ void MatmulFloatPacked(const MatmulTile& t) {
   const size_t row_floats = static_cast<size_t>(kv) * kLanes;
   const int n = t.n_end - t.n_begin;
   int panel_rows =
-      static_cast<int>(kWPanelBytes / (sizeof(float) * row_floats)) / kPackNr * kPackNr;
+      static_cast<int>(kWPanelBytes / (sizeof(PanelElement<T>) * row_floats)) / kPackNr * kPackNr;
   if (panel_rows < kPackNr) panel_rows = kPackNr;
   const int n_padded = (n + kPackNr - 1) / kPackNr * kPackNr;
   if (panel_rows > n_padded) panel_rows = n_padded;
-  float* w_panel = t.scratch->w.GetFloats(static_cast<size_t>(panel_rows) * row_floats);
+  PanelElement<T>* w_panel = reinterpret_cast<PanelElement<T>*>(t.scratch->w.GetFloats(
+      (static_cast<size_t>(panel_rows) * row_floats * sizeof(PanelElement<T>) + 3) / 4));
   const int m_tiles = (t.m + kPackMr - 1) / kPackMr;
   // Activation rows that are whole 16-float vectors starting on 64-byte boundaries are read in
   // place (no zero padding needed, aligned loads); other layouts are copied into x_panel. (Reading
@@ -440,7 +482,8 @@ void MatmulFloatPacked(const MatmulTile& t) {
       const int mr = t.m - i0 < kPackMr ? t.m - i0 : kPackMr;
       for (int kb0 = 0; kb0 < kv; kb0 += kKBlockVectors) {
         const int kbn = kv - kb0 < kKBlockVectors ? kv - kb0 : kKBlockVectors;
-        const float* w_block = w_panel + static_cast<size_t>(kb0) * row_tiles * kPackNr * kLanes;
+        const PanelElement<T>* w_block =
+            w_panel + static_cast<size_t>(kb0) * row_tiles * kPackNr * kLanes;
         // x_rows[r]: vector kb0 of tile row r; its vector kb0 + v is v * x_vector_floats further.
         const float* x_rows[kPackMr];
         int x_vector_floats;
@@ -500,11 +543,11 @@ void MatmulFloatPacked(const MatmulTile& t) {
             }
           }
           const int nr = nc - jt * kPackNr < kPackNr ? nc - jt * kPackNr : kPackNr;
-          PackedTile(x_rows, x_vector_floats,
-                     w_block + static_cast<size_t>(jt) * kbn * kPackNr * kLanes, kbn,
-                     spills + static_cast<size_t>(jt) * kPackMr * kPackNr * kLanes, kb0 == 0,
-                     kb0 + kbn == kv, t.y + static_cast<size_t>(i0) * t.ldy + j0 + jt * kPackNr,
-                     t.ldy, mr, nr, prefetch, static_cast<int>(lines));
+          PackedTile<T>(x_rows, x_vector_floats,
+                        w_block + static_cast<size_t>(jt) * kbn * kPackNr * kLanes, kbn,
+                        spills + static_cast<size_t>(jt) * kPackMr * kPackNr * kLanes, kb0 == 0,
+                        kb0 + kbn == kv, t.y + static_cast<size_t>(i0) * t.ldy + j0 + jt * kPackNr,
+                        t.ldy, mr, nr, prefetch, static_cast<int>(lines));
         }
       }
     }
