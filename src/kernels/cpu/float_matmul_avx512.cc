@@ -92,16 +92,23 @@ inline __m512 TransposedHalvingSum8(const __m512 a[8]) {
                        _mm512_shuffle_ps(s2, s2, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
+// 16 stored F16 or BF16 values as floats. Exact.
+template <WType T>
+inline __m512 Widen(__m256i h) {
+  if constexpr (T == WType::kF16) {
+    return _mm512_cvtph_ps(h);
+  } else {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+}
+
 // 16 weights stored at w, as floats. Exact for all three types.
 template <WType T>
 inline __m512 LoadW(const uint8_t* w) {
   if constexpr (T == WType::kF32) {
     return _mm512_loadu_ps(w);
-  } else if constexpr (T == WType::kF16) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)));
   } else {
-    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return Widen<T>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)));
   }
 }
 
@@ -110,11 +117,8 @@ template <WType T>
 inline __m512 LoadWMasked(const uint8_t* w, __mmask16 mask) {
   if constexpr (T == WType::kF32) {
     return _mm512_maskz_loadu_ps(mask, w);
-  } else if constexpr (T == WType::kF16) {
-    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, w));
   } else {
-    const __m256i h = _mm256_maskz_loadu_epi16(mask, w);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return Widen<T>(_mm256_maskz_loadu_epi16(mask, w));
   }
 }
 
@@ -243,6 +247,13 @@ inline __m512 LoadVector(const uint8_t* w, int v, int k, size_t step) {
   return LoadWMasked<T>(w + step * v, static_cast<__mmask16>((1u << (k - kk)) - 1));
 }
 
+// As LoadVector for a row of 16-bit values (F16, BF16), as stored.
+inline __m256i LoadStoredVector(const uint8_t* w, int v, int k, size_t step) {
+  const int kk = kLanes * v;
+  if (kk + kLanes <= k) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + step * v));
+  return _mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << (k - kk)) - 1), w + step * v);
+}
+
 // What a weight panel holds: F16 and BF16 weights stay 16-bit, and the tile converts each vector
 // in registers (exact, so the same bits), which halves the panel bytes each FMA reads from L1 or
 // L2; F32 weights are floats.
@@ -255,7 +266,7 @@ inline __m512 LoadPanel(const PanelElement<T>* p) {
   if constexpr (T == WType::kF32) {
     return _mm512_load_ps(p);
   } else {
-    return LoadW<T>(reinterpret_cast<const uint8_t*>(p));
+    return Widen<T>(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
   }
 }
 
@@ -277,13 +288,7 @@ inline void PackWeightVector(const uint8_t* row, int v, int k, size_t step, Pane
   if constexpr (T == WType::kF32) {
     _mm512_store_ps(out, row != nullptr ? LoadVector<T>(row, v, k, step) : _mm512_setzero_ps());
   } else {
-    __m256i h = _mm256_setzero_si256();
-    if (row != nullptr) {
-      const uint8_t* w = row + step * v;
-      const int left = k - kLanes * v;
-      h = left >= kLanes ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w))
-                         : _mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << left) - 1), w);
-    }
+    const __m256i h = row != nullptr ? LoadStoredVector(row, v, k, step) : _mm256_setzero_si256();
     _mm256_store_si256(reinterpret_cast<__m256i*>(out), h);
   }
 }
