@@ -238,16 +238,15 @@ constexpr int kMinPackedRows = 16;
 // panel, x = [vector][kPackMr][16] activation panel, acc = [row tile][kPackMr][kPackNr][16] spilled
 // accumulators.
 
-// Vector v (16 elements from 16 v) of a row of k elements, zero past k, as floats; `step`: bytes
-// from one vector of the row to the next.
-template <WType T>
-inline __m512 LoadVector(const uint8_t* w, int v, int k, size_t step) {
+// Vector v (16 elements from 16 v) of a row of k floats, zero past k; `step`: bytes from one
+// vector of the row to the next.
+inline __m512 LoadFloatVector(const uint8_t* w, int v, int k, size_t step) {
   const int kk = kLanes * v;
-  if (kk + kLanes <= k) return LoadW<T>(w + step * v);
-  return LoadWMasked<T>(w + step * v, static_cast<__mmask16>((1u << (k - kk)) - 1));
+  if (kk + kLanes <= k) return LoadW<WType::kF32>(w + step * v);
+  return LoadWMasked<WType::kF32>(w + step * v, static_cast<__mmask16>((1u << (k - kk)) - 1));
 }
 
-// As LoadVector for a row of 16-bit values (F16, BF16), as stored.
+// As LoadFloatVector for a row of 16-bit values (F16, BF16), as stored.
 inline __m256i LoadStoredVector(const uint8_t* w, int v, int k, size_t step) {
   const int kk = kLanes * v;
   if (kk + kLanes <= k) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + step * v));
@@ -282,11 +281,11 @@ inline size_t PanelOffset(int row_tiles, int kv, int jt, int v, int c) {
 }
 
 // Vector v of a weight row (nullptr: a row past the matrix, zeros) into the panel at `out`: floats
-// (F32), else the stored 16-bit values; zero past k, as LoadVector reads them.
+// (F32), else the stored 16-bit values; zero past k.
 template <WType T>
 inline void PackWeightVector(const uint8_t* row, int v, int k, size_t step, PanelElement<T>* out) {
   if constexpr (T == WType::kF32) {
-    _mm512_store_ps(out, row != nullptr ? LoadVector<T>(row, v, k, step) : _mm512_setzero_ps());
+    _mm512_store_ps(out, row != nullptr ? LoadFloatVector(row, v, k, step) : _mm512_setzero_ps());
   } else {
     const __m256i h = row != nullptr ? LoadStoredVector(row, v, k, step) : _mm256_setzero_si256();
     _mm256_store_si256(reinterpret_cast<__m256i*>(out), h);
@@ -305,11 +304,11 @@ template <WType T, bool kX16>
 void PackWeightPanel(const MatmulTile& t, int j0, int nc, int kv, PanelElement<T>* panel) {
   using Rows = WeightRows<T, kX16>;
   const int row_tiles = (nc + kPackNr - 1) / kPackNr;
-  // Row tiles [jt0, jt1) are converted together: one group's (x16) or one tile's (stored).
+  // Row tiles [jt0, jt1) are copied together: one group's (x16) or one tile's (stored).
   for (int jt0 = 0; jt0 < row_tiles;) {
     int jt1 = jt0 + 1;
     while (kX16 && jt1 < row_tiles && (j0 + jt1 * kPackNr) % kPackRows != 0) ++jt1;
-    const auto convert = [&](int jt, int c, int v) {
+    const auto pack = [&](int jt, int c, int v) {
       const int j = jt * kPackNr + c;
       PackWeightVector<T>(j < nc ? Rows::Row(t, j0 + j) : nullptr, v, t.k, Rows::kStep,
                           panel + PanelOffset(row_tiles, kv, jt, v, c));
@@ -317,12 +316,12 @@ void PackWeightPanel(const MatmulTile& t, int j0, int nc, int kv, PanelElement<T
     if constexpr (kX16) {
       for (int v = 0; v < kv; ++v) {
         for (int jt = jt0; jt < jt1; ++jt) {
-          for (int c = 0; c < kPackNr; ++c) convert(jt, c, v);
+          for (int c = 0; c < kPackNr; ++c) pack(jt, c, v);
         }
       }
     } else {
       for (int c = 0; c < kPackNr; ++c) {
-        for (int v = 0; v < kv; ++v) convert(jt0, c, v);
+        for (int v = 0; v < kv; ++v) pack(jt0, c, v);
       }
     }
     jt0 = jt1;
@@ -335,7 +334,7 @@ void PackActivationPanel(const MatmulTile& t, int i0, int mr, int kv, float* pan
     const uint8_t* x = t.x + static_cast<size_t>(i0 + r) * t.x_row_bytes;
     for (int v = 0; v < kv; ++v) {
       const __m512 xv =
-          r < mr ? LoadVector<WType::kF32>(x, v, t.k, kLanes * sizeof(float)) : _mm512_setzero_ps();
+          r < mr ? LoadFloatVector(x, v, t.k, kLanes * sizeof(float)) : _mm512_setzero_ps();
       _mm512_store_ps(panel + (static_cast<size_t>(v) * kPackMr + r) * kLanes, xv);
     }
   }
