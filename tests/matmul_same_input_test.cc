@@ -2,7 +2,10 @@
 // job at decode) gives each matrix the bits of its own Matmul, on every kernel table, packed or
 // not, for 1..6 activation rows: where the matrices share an activation format, where they do
 // not (Q4_0's Q8_0 and Q4_1's Q8_1), with more matrices than one job takes, and while the decode
-// tile chooser is still timing (it then sees one call per matrix and still decides).
+// tile chooser is still timing (it then sees one call per matrix and still decides). And Matmul
+// itself gives the same bits on any number of threads, whichever way it splits the rows among them
+// (pieces taken as the threads finish at decode and for float weights at prefill, an even split
+// for the rest).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -138,6 +141,39 @@ TEST(MatmulSameInput, TheDecodeTileChooserStillDecides) {
   const std::string described = chooser.Describe();
   EXPECT_NE(described.find("Q4_K"), std::string::npos) << described;
   EXPECT_NE(described.find("->"), std::string::npos) << described;
+}
+
+TEST(MatmulThreads, TheThreadCountChangesNoBit) {
+  std::vector<const KernelTable*> tables = {&ScalarKernels()};
+  for (const KernelTable* t : testing::FastTables()) tables.push_back(t);
+  ThreadPool one(1), two(2), three(3);
+  MatmulScratch scratch(3);
+  // Rows past the float prefill path's k block (its accumulators spill between blocks) and a last
+  // 16-row group with 4 rows.
+  const int n_out = 100, n_in = 4096 + 64;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  std::vector<float> x(static_cast<size_t>(40) * n_in);
+  for (float& v : x) v = dist(rng);
+  for (GgmlType type :
+       {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_K}) {
+    for (bool pack : {false, true}) {
+      const TestMatrix matrix(type, n_out, n_in, pack, rng);
+      for (const KernelTable* table : tables) {
+        for (int m : {1, 17, 40}) {
+          std::vector<float> want(static_cast<size_t>(m) * n_out);
+          Matmul(*table, matrix.w(), x.data(), m, want.data(), scratch, one);
+          for (ThreadPool* pool : {&two, &three}) {
+            std::vector<float> got(want.size(), -1.0f);
+            Matmul(*table, matrix.w(), x.data(), m, got.data(), scratch, *pool);
+            ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
+                << table->isa << " " << GgmlTypeName(type) << " m " << m << " on " << pool->size()
+                << " threads" << (pack ? " packed" : " stored");
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

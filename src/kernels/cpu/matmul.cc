@@ -24,8 +24,21 @@ static_assert(kRowGrain % kPackRows == 0, "packed kernels start at a 16-row grou
 // one forward stream: pieces taken from the front of the whole matrix in turn had made every
 // thread restart its stream at each piece (a Zen 4 VM, 2 threads, alternating, medians: tinyllama
 // Q4_K_M decode 55.8 -> 61.6 t/s, SmolLM2 Q4_1 205.9 -> 231.6). More rows reuse the weights from
-// cache, and keep the static split (each thread's rows stay in its own caches across the tiles).
+// cache, and keep the static split (each thread's rows stay in its own caches across the tiles),
+// except float weights (below).
 constexpr int kMaxDynamicRows = 4;
+// Whether a matmul of m activation rows hands its rows out in pieces as the threads finish
+// (ParallelOwnedChunks) rather than split evenly once. Float weights at prefill do too: their tiles
+// copy each piece's weights into panels anyway (float_matmul_avx512.cc), so a piece costs what its
+// share of a static split does, and the static split had the calling thread waiting for the other
+// in 5-20% of each matmul (`kvserve bench --profile`, tinyllama F16 pp128, Zen 5 VM, 2 threads).
+// Runs there, the order swapped every round (pp128, 2 threads, -r 2, medians): tinyllama F16 130.0
+// -> 138.3 t/s (ahead in 11 of 12), gpt2 BF16 1182 -> 1358 (5 of 8); tinyllama Q8_0 281 -> 276 (3
+// of 8), so the quantized types keep the static split.
+bool SplitsAsThreadsFinish(GgmlType type, int m) {
+  return m <= kMaxDynamicRows || type == GgmlType::kF32 || type == GgmlType::kF16 ||
+         type == GgmlType::kBF16;
+}
 // MatmulSameInput runs its matrices as one job up to this many weight bytes in all. In-process
 // A/B on a Zen 4 VM (2 threads, the two forms alternating layer by layer, mean µs per call at
 // decode): SmolLM2-135M's q/k/v (0.4 MB) 20.6 against 31.1, its gate/up (1 MB) 66.1 against 71.7;
@@ -136,7 +149,7 @@ void RunPlan(const MatmulPlan& plan, const Activations& a, int m, float* y, Matm
     RunGroups(plan, a, m, begin, end, y, &scratch.tiles[thread]);
   };
   const int64_t cost = static_cast<int64_t>(m) * w.n_in * w.n_out;
-  if (m > kMaxDynamicRows) {
+  if (!SplitsAsThreadsFinish(w.type, m)) {
     pool.ParallelFor(plan.n_groups, run_groups, cost);
     return;
   }
