@@ -8,26 +8,49 @@
 
 namespace kvserve {
 
+namespace {
+
+// Sums in double of v[i] (kSquares false) or of the float products v[i] * v[i] (true), i < n, in
+// kChains interleaved chains (chain c takes i = c, c + kChains, ...) added pairwise at the end.
+// One chain in order, as GGML sums, made every norm wait on the adder's latency (a gpt2-124m
+// layer norm of 768 took 2.7 us, 9% of its prefill). Each term is exact in double, and so is any
+// sum of n of them (in any order) unless their magnitudes span more than about 2^(29 - log2 n):
+// the chains' sum then rounds to the float one chain gives, and otherwise it differs from it by
+// a double's rounding, which the cast to float almost always removes.
+template <bool kSquares>
+double SumInDouble(const float* v, int n) {
+  constexpr int kChains = 8;
+  double chain[kChains] = {};
+  int i = 0;
+  for (; i + kChains <= n; i += kChains) {
+    for (int c = 0; c < kChains; ++c) {
+      const float term = kSquares ? v[i + c] * v[i + c] : v[i + c];
+      chain[c] += static_cast<double>(term);
+    }
+  }
+  for (int c = 0; i < n; ++i, ++c) {
+    const float term = kSquares ? v[i] * v[i] : v[i];
+    chain[c] += static_cast<double>(term);
+  }
+  for (int width = kChains / 2; width > 0; width /= 2) {
+    for (int c = 0; c < width; ++c) chain[c] += chain[c + width];
+  }
+  return chain[0];
+}
+
+}  // namespace
+
 void RmsNorm(const float* x, const float* weight, int n, float eps, float* out) {
-  double sum = 0.0;
-  for (int i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
-  const float mean = static_cast<float>(sum / n);
+  const float mean = static_cast<float>(SumInDouble<true>(x, n) / n);
   const float scale = 1.0f / std::sqrt(mean + eps);
   for (int i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
 }
 
 void LayerNorm(const float* x, const float* weight, const float* bias, int n, float eps,
                float* out) {
-  double sum = 0.0;
-  for (int i = 0; i < n; ++i) sum += static_cast<double>(x[i]);
-  const float mean = static_cast<float>(sum / n);
-  double sum_sq = 0.0;
-  for (int i = 0; i < n; ++i) {
-    const float centered = x[i] - mean;
-    out[i] = centered;
-    sum_sq += static_cast<double>(centered * centered);
-  }
-  const float variance = static_cast<float>(sum_sq / n);
+  const float mean = static_cast<float>(SumInDouble<false>(x, n) / n);
+  for (int i = 0; i < n; ++i) out[i] = x[i] - mean;
+  const float variance = static_cast<float>(SumInDouble<true>(out, n) / n);
   const float scale = 1.0f / std::sqrt(variance + eps);
   for (int i = 0; i < n; ++i) out[i] = out[i] * scale * weight[i] + bias[i];
 }
