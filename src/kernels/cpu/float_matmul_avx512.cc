@@ -343,19 +343,59 @@ void PackActivationPanel(const MatmulTile& t, int i0, int mr, int kv, float* pan
   }
 }
 
-// One register tile over one k block of `vectors` vectors: x_block is [vector][kPackMr][16],
-// w_block is [vector][kPackNr][16]. The accumulators start at zero on the first k block, else from
-// `spill` ([kPackMr][kPackNr][16]); after the last k block they are reduced into
-// y[r * ldy + c] for r < mr, c < nr, else stored back to `spill`.
-template <WType T>
+// Stores the sums of a register tile's accumulators (acc[r][c]: tile row r, weight row c) as
+// y[r * ldy + c] for r < mr, c < nr. Rows 0-3 (16 accumulators, accumulator r + 4c -> chunk r,
+// lane c) and the last two rows of a 2- or 6-row tile (8 accumulators, accumulator c + 4r' ->
+// chunk c, lane r') are reduced side by side, each sum by HSum's tree.
+template <int MR>
+inline void StoreTileSums(const __m512 (&acc)[MR][kPackNr], float* y, int ldy, int mr, int nr) {
+  static_assert(kPackNr == 4 && (MR == 2 || MR == 4 || MR == 6), "the reductions below");
+  const __mmask8 columns = static_cast<__mmask8>((1u << nr) - 1);
+  int r0 = 0;  // the first row the 8-accumulator reduction stores
+  if constexpr (MR >= 4) {
+    __m512 top[kLanes];
+    for (int r = 0; r < 4; ++r) {
+      for (int c = 0; c < kPackNr; ++c) top[r + 4 * c] = acc[r][c];
+    }
+    const __m512 top_sums = TransposedHalvingSum16(top);
+    _mm_mask_storeu_ps(y, columns, _mm512_castps512_ps128(top_sums));
+    if (mr > 1) _mm_mask_storeu_ps(y + ldy, columns, _mm512_extractf32x4_ps(top_sums, 1));
+    if (mr > 2) _mm_mask_storeu_ps(y + 2 * ldy, columns, _mm512_extractf32x4_ps(top_sums, 2));
+    if (mr > 3) _mm_mask_storeu_ps(y + 3 * ldy, columns, _mm512_extractf32x4_ps(top_sums, 3));
+    r0 = 4;
+  }
+  if constexpr (MR % 4 == 2) {
+    if (mr <= r0) return;
+    __m512 bottom[8];
+    for (int r = 0; r < 2; ++r) {
+      for (int c = 0; c < kPackNr; ++c) bottom[c + 4 * r] = acc[r0 + r][c];
+    }
+    // Chunk c, lane r' -> lane 4 r' + c: the two tile rows as two 128-bit halves.
+    const __m512i rows = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512 bottom_sums = _mm512_permutexvar_ps(rows, TransposedHalvingSum8(bottom));
+    _mm_mask_storeu_ps(y + r0 * ldy, columns, _mm512_castps512_ps128(bottom_sums));
+    if (mr > r0 + 1) {
+      _mm_mask_storeu_ps(y + (r0 + 1) * ldy, columns, _mm512_extractf32x4_ps(bottom_sums, 1));
+    }
+  }
+}
+
+// One register tile of MR activation rows (2, 4 or 6; the tile's mr <= MR real ones) over one k
+// block of `vectors` vectors: x_rows[r] is row r's first vector of the block, x_vector_floats from
+// one vector to the next; w_block is [vector][kPackNr][16]. The accumulators start at zero on the
+// first k block, else from `spill` ([kPackMr][kPackNr][16]); after the last k block their sums go
+// to y (StoreTileSums), else back to `spill`. A tile of m's last 1-4 rows uses MR 2 or 4: a 6-row
+// tile would spend up to 5/6 of its multiply-adds on rows that are never stored.
+template <WType T, int MR>
 inline void PackedTile(const float* const x_rows[kPackMr], int x_vector_floats,
                        const PanelElement<T>* w_block, int vectors, float* spill, bool first,
                        bool last, float* y, int ldy, int mr, int nr, const float* prefetch,
                        int prefetch_lines) {
-  const float* x[kPackMr];
-  for (int r = 0; r < kPackMr; ++r) x[r] = x_rows[r];
-  __m512 acc[kPackMr][kPackNr];
-  for (int r = 0; r < kPackMr; ++r) {
+  static_assert(MR <= kPackMr, "the spill and the activation panel hold kPackMr rows");
+  const float* x[MR];
+  for (int r = 0; r < MR; ++r) x[r] = x_rows[r];
+  __m512 acc[MR][kPackNr];
+  for (int r = 0; r < MR; ++r) {
     for (int c = 0; c < kPackNr; ++c) {
       acc[r][c] = first ? _mm512_setzero_ps() : _mm512_load_ps(spill + (r * kPackNr + c) * kLanes);
     }
@@ -369,43 +409,19 @@ inline void PackedTile(const float* const x_rows[kPackMr], int x_vector_floats,
       _mm_prefetch(reinterpret_cast<const char*>(prefetch + v * kLanes), _MM_HINT_T0);
     __m512 wv[kPackNr];
     for (int c = 0; c < kPackNr; ++c) wv[c] = LoadPanel<T>(wp + c * kLanes);
-    for (int r = 0; r < kPackMr; ++r) {
+    for (int r = 0; r < MR; ++r) {
       const __m512 xv = _mm512_load_ps(x[r] + x_offset);
       for (int c = 0; c < kPackNr; ++c) acc[r][c] = _mm512_fmadd_ps(wv[c], xv, acc[r][c]);
     }
   }
-  if (!last) {
-    for (int r = 0; r < kPackMr; ++r) {
-      for (int c = 0; c < kPackNr; ++c) {
-        _mm512_store_ps(spill + (r * kPackNr + c) * kLanes, acc[r][c]);
-      }
-    }
+  if (last) {
+    StoreTileSums<MR>(acc, y, ldy, mr, nr);
     return;
   }
-  // Rows 0-3 (16 accumulators, accumulator r + 4c -> chunk r, lane c) and rows 4-5 (8
-  // accumulators, accumulator c + 4(r - 4) -> chunk c, lane r - 4) reduced side by side; then the
-  // valid part of each tile row is stored (lanes c < nr).
-  static_assert(kPackMr == 6 && kPackNr == 4, "the reduction below assumes a 6x4 tile");
-  const __mmask8 columns = static_cast<__mmask8>((1u << nr) - 1);
-  __m512 top[kLanes];
-  for (int r = 0; r < 4; ++r) {
-    for (int c = 0; c < kPackNr; ++c) top[r + 4 * c] = acc[r][c];
-  }
-  const __m512 top_sums = TransposedHalvingSum16(top);
-  _mm_mask_storeu_ps(y, columns, _mm512_castps512_ps128(top_sums));
-  if (mr > 1) _mm_mask_storeu_ps(y + ldy, columns, _mm512_extractf32x4_ps(top_sums, 1));
-  if (mr > 2) _mm_mask_storeu_ps(y + 2 * ldy, columns, _mm512_extractf32x4_ps(top_sums, 2));
-  if (mr > 3) _mm_mask_storeu_ps(y + 3 * ldy, columns, _mm512_extractf32x4_ps(top_sums, 3));
-  if (mr > 4) {
-    __m512 bottom[8];
-    for (int r = 4; r < kPackMr; ++r) {
-      for (int c = 0; c < kPackNr; ++c) bottom[c + 4 * (r - 4)] = acc[r][c];
+  for (int r = 0; r < MR; ++r) {
+    for (int c = 0; c < kPackNr; ++c) {
+      _mm512_store_ps(spill + (r * kPackNr + c) * kLanes, acc[r][c]);
     }
-    // Chunk c, lane r - 4 -> lane 4 (r - 4) + c: the two tile rows as two 128-bit halves.
-    const __m512i rows = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m512 bottom_sums = _mm512_permutexvar_ps(rows, TransposedHalvingSum8(bottom));
-    _mm_mask_storeu_ps(y + 4 * ldy, columns, _mm512_castps512_ps128(bottom_sums));
-    if (mr > 5) _mm_mask_storeu_ps(y + 5 * ldy, columns, _mm512_extractf32x4_ps(bottom_sums, 1));
   }
 }
 
@@ -550,11 +566,13 @@ void MatmulFloatPacked(const MatmulTile& t) {
             }
           }
           const int nr = nc - jt * kPackNr < kPackNr ? nc - jt * kPackNr : kPackNr;
-          PackedTile<T>(x_rows, x_vector_floats,
-                        w_block + static_cast<size_t>(jt) * kbn * kPackNr * kLanes, kbn,
-                        spills + static_cast<size_t>(jt) * kPackMr * kPackNr * kLanes, kb0 == 0,
-                        kb0 + kbn == kv, t.y + static_cast<size_t>(i0) * t.ldy + j0 + jt * kPackNr,
-                        t.ldy, mr, nr, prefetch, static_cast<int>(lines));
+          const auto tile = mr > 4   ? PackedTile<T, 6>
+                            : mr > 2 ? PackedTile<T, 4>
+                                     : PackedTile<T, 2>;
+          tile(x_rows, x_vector_floats, w_block + static_cast<size_t>(jt) * kbn * kPackNr * kLanes,
+               kbn, spills + static_cast<size_t>(jt) * kPackMr * kPackNr * kLanes, kb0 == 0,
+               kb0 + kbn == kv, t.y + static_cast<size_t>(i0) * t.ldy + j0 + jt * kPackNr, t.ldy,
+               mr, nr, prefetch, static_cast<int>(lines));
         }
       }
     }
