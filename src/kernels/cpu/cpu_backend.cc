@@ -301,14 +301,16 @@ void CpuBackend::StoreKv(const KvLayerView& kv, std::span<const int64_t> slots, 
           [&](int64_t i) { kvserve::StoreKv(kv, slots[i], k + i * stride, v + i * stride); });
 }
 
-// Work is split by (query head, token) units; each unit is computed alone, in position order, so
-// the order and grouping below change no bits. Decoding (one token per sequence), units are
-// token-major and a thread's consecutive heads of one token go to attend_group together: one pass
+// Every (query head, token) pair is computed alone, in position order, so the order and grouping
+// below change no bits. Decoding (one token per sequence), units are (token, query head),
+// token-major, and a thread's consecutive heads of one token go to attend_group together: one pass
 // over the token's slots for all of them, not one per KV head over a part of each slot. A prompt's
-// units are head-major, so one KV head's keys and values stay in cache across the tokens that read
-// them, and every thread gets whole heads of the same cost; within a head, a prompt's later tokens
-// attend over more keys, so tokens are dealt in the order 0, n-1, 1, n-2, ...: a head split between
-// two threads still splits evenly.
+// units are (KV head, token), head-major, and a unit's query heads (those that share the KV head)
+// go to attend_group together, so each key and value row is read once for all of them; one KV
+// head's keys and values stay in cache across the tokens that read them, and every thread gets
+// whole heads of the same cost; within a head, a prompt's later tokens attend over more keys, so
+// tokens are dealt in the order 0, n-1, 1, n-2, ...: a head split between two threads still splits
+// evenly.
 // Token i reads keys KeysOf(batch, params, i) (backend.h).
 void CpuBackend::PagedAttention(const KvLayerView& kv, const AttentionBatch& batch, const float* q,
                                 int n_heads, const AttentionParams& params, float* out,
@@ -326,7 +328,7 @@ void CpuBackend::PagedAttention(const KvLayerView& kv, const AttentionBatch& bat
     max_keys = std::max(max_keys, n_keys);
     cost += static_cast<int64_t>(n_keys) * head_dim * n_heads * 2;
   }
-  const int max_jobs = token_major ? std::min<int>(n_heads, kMaxAttendGroup) : 1;
+  const int max_jobs = std::min<int>(token_major ? n_heads : group, kMaxAttendGroup);
   const size_t per_job = AttentionScratchFloats(max_keys, head_dim);
   const size_t per_thread = per_job * max_jobs;
   if (cpu.attention.size() < per_thread * cpu.pool.size()) {
@@ -347,21 +349,25 @@ void CpuBackend::PagedAttention(const KvLayerView& kv, const AttentionBatch& bat
                          .sink = params.sinks != nullptr ? params.sinks[h] : -INFINITY,
                          .bias = bias});
   };
-  const int64_t n_units = static_cast<int64_t>(n_tokens) * n_heads;
+  const int64_t n_units = static_cast<int64_t>(n_tokens) * (token_major ? n_heads : kv.n_kv_heads);
   cpu.pool.ParallelFor(
       n_units,
       [&](int64_t begin, int64_t end, int thread) {
         float* scratch = cpu.attention.data() + per_thread * thread;
+        AttendJob jobs[kMaxAttendGroup];
         if (!token_major) {
           for (int64_t unit = begin; unit < end; ++unit) {
-            const int h = static_cast<int>(unit / n_tokens);
+            const int kv_head = static_cast<int>(unit / n_tokens);
             const int dealt = static_cast<int>(unit % n_tokens);
             const int i = dealt % 2 == 0 ? dealt / 2 : n_tokens - 1 - dealt / 2;
-            kernels_.attend_head(job_of(i, h, scratch));
+            for (int h0 = kv_head * group; h0 < (kv_head + 1) * group; h0 += max_jobs) {
+              const int n_jobs = std::min(max_jobs, (kv_head + 1) * group - h0);
+              for (int j = 0; j < n_jobs; ++j) jobs[j] = job_of(i, h0 + j, scratch + per_job * j);
+              kernels_.attend_group(std::span<const AttendJob>(jobs, n_jobs));
+            }
           }
           return;
         }
-        AttendJob jobs[kMaxAttendGroup];
         for (int64_t unit = begin; unit < end;) {
           const int i = static_cast<int>(unit / n_heads);
           const int h = static_cast<int>(unit % n_heads);
