@@ -14,7 +14,7 @@
 //       bench/float_prefill_variant_avx512.cc -DFPAB_NAME=Run${v%:*} -DFPAB_NS=avx512_${v#*:}
 //       -DFPAB_SOURCE="\"/tmp/fpab_${v#*:}.cc\"" -o /tmp/fpab_${v#*:}.o; done
 //   g++ -std=c++20 -O2 -Isrc bench/float_prefill_ab.cc /tmp/fpab_a.o /tmp/fpab_b.o
-//       -DFPAB_VARIANTS=2 build/libkvserve_{kernels,kv,io,util}.a -lpthread -o /tmp/fpab
+//       build/libkvserve_{kernels,kv,io,util}.a -lpthread -o /tmp/fpab
 //   /tmp/fpab [F32|F16|BF16 [m [rounds]]]     (default: F16 128 15)
 #include <algorithm>
 #include <chrono>
@@ -29,19 +29,12 @@
 #include "kernels/cpu/scratch_buffer.h"
 #include "kernels/quantize.h"
 
-#ifndef FPAB_VARIANTS
-#define FPAB_VARIANTS 2
-#endif
-
+// The versions linked in: RunA and RunB always, RunC and RunD where given (weak: null otherwise).
 namespace kvserve {
 void RunA(GgmlType type, const MatmulTile& t);
 void RunB(GgmlType type, const MatmulTile& t);
-#if FPAB_VARIANTS > 2
-void RunC(GgmlType type, const MatmulTile& t);
-#endif
-#if FPAB_VARIANTS > 3
-void RunD(GgmlType type, const MatmulTile& t);
-#endif
+__attribute__((weak)) void RunC(GgmlType type, const MatmulTile& t);
+__attribute__((weak)) void RunD(GgmlType type, const MatmulTile& t);
 }  // namespace kvserve
 
 namespace {
@@ -63,16 +56,10 @@ double TimeCall(Variant run, GgmlType type, const kvserve::MatmulTile& tile) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::vector<Variant> variants = {
-    kvserve::RunA,
-    kvserve::RunB,
-#if FPAB_VARIANTS > 2
-    kvserve::RunC,
-#endif
-#if FPAB_VARIANTS > 3
-    kvserve::RunD,
-#endif
-  };
+  std::vector<Variant> variants;
+  for (Variant v : {kvserve::RunA, kvserve::RunB, kvserve::RunC, kvserve::RunD}) {
+    if (v != nullptr) variants.push_back(v);
+  }
   const std::string type_name = argc > 1 ? argv[1] : "F16";
   const GgmlType type = type_name == "F32"    ? GgmlType::kF32
                         : type_name == "BF16" ? GgmlType::kBF16
