@@ -354,27 +354,28 @@ void CpuBackend::PagedAttention(const KvLayerView& kv, const AttentionBatch& bat
       n_units,
       [&](int64_t begin, int64_t end, int thread) {
         float* scratch = cpu.attention.data() + per_thread * thread;
-        AttendJob jobs[kMaxAttendGroup];
+        // Query heads [h0, h0 + n_jobs) of token i, in one attend_group call.
+        const auto attend = [&](int i, int h0, int n_jobs) {
+          AttendJob jobs[kMaxAttendGroup];
+          for (int j = 0; j < n_jobs; ++j) jobs[j] = job_of(i, h0 + j, scratch + per_job * j);
+          kernels_.attend_group(std::span<const AttendJob>(jobs, n_jobs));
+        };
         if (!token_major) {
           for (int64_t unit = begin; unit < end; ++unit) {
             const int kv_head = static_cast<int>(unit / n_tokens);
             const int dealt = static_cast<int>(unit % n_tokens);
             const int i = dealt % 2 == 0 ? dealt / 2 : n_tokens - 1 - dealt / 2;
             for (int h0 = kv_head * group; h0 < (kv_head + 1) * group; h0 += max_jobs) {
-              const int n_jobs = std::min(max_jobs, (kv_head + 1) * group - h0);
-              for (int j = 0; j < n_jobs; ++j) jobs[j] = job_of(i, h0 + j, scratch + per_job * j);
-              kernels_.attend_group(std::span<const AttendJob>(jobs, n_jobs));
+              attend(i, h0, std::min(max_jobs, (kv_head + 1) * group - h0));
             }
           }
           return;
         }
         for (int64_t unit = begin; unit < end;) {
-          const int i = static_cast<int>(unit / n_heads);
           const int h = static_cast<int>(unit % n_heads);
           const int n_jobs =
               static_cast<int>(std::min<int64_t>({end - unit, n_heads - h, max_jobs}));
-          for (int j = 0; j < n_jobs; ++j) jobs[j] = job_of(i, h + j, scratch + per_job * j);
-          kernels_.attend_group(std::span<const AttendJob>(jobs, n_jobs));
+          attend(static_cast<int>(unit / n_heads), h, n_jobs);
           unit += n_jobs;
         }
       },

@@ -229,6 +229,10 @@ constexpr int kPackNr = 4;  // weight rows per register tile: 24 accumulators + 
 // 1 MiB L2; tinyllama F16 pp128, 2 threads, 3 alternating rounds: 68.6-79.7 t/s against 76.3-84.7
 // with 256): the streaming weights evicted it anyway, and the spills between blocks cost more.
 constexpr int kKBlockVectors = kPanelKBlockFloats / kLanes;
+// Vectors in the k block that starts at vector kb0 of a row of kv vectors (the last one shorter).
+inline int KBlockLength(int kv, int kb0) {
+  return kv - kb0 < kKBlockVectors ? kv - kb0 : kKBlockVectors;
+}
 // Bytes of packed weights per panel (kept in L2 next to the activation panel and the spills).
 constexpr size_t kWPanelBytes = 512 << 10;
 // Below this many activation rows, packing costs more than it saves: use the full-k tiles.
@@ -298,7 +302,7 @@ void PackWeightPanel(const MatmulTile& t, int j0, int nc, int kv, PanelElement<T
   const auto row = [&](int j) { return j < nc ? Rows::Row(t, j0 + j) : nullptr; };
   // Where vector kb0 (the start of a k block) of row tile jt's row 0 goes.
   const auto block_start = [&](int jt, int kb0) {
-    const int kbn = kv - kb0 < kKBlockVectors ? kv - kb0 : kKBlockVectors;
+    const int kbn = KBlockLength(kv, kb0);
     return panel +
            (static_cast<size_t>(kb0) * row_tiles + static_cast<size_t>(jt) * kbn) * kTileVector;
   };
@@ -307,7 +311,7 @@ void PackWeightPanel(const MatmulTile& t, int j0, int nc, int kv, PanelElement<T
     int jt1 = jt0 + 1;
     while (kX16 && jt1 < row_tiles && (j0 + jt1 * kPackNr) % kPackRows != 0) ++jt1;
     for (int kb0 = 0; kX16 && kb0 < kv; kb0 += kKBlockVectors) {
-      const int kb1 = kv - kb0 < kKBlockVectors ? kv : kb0 + kKBlockVectors;
+      const int kb1 = kb0 + KBlockLength(kv, kb0);
       for (int v = kb0; v < kb1; ++v) {
         for (int jt = jt0; jt < jt1; ++jt) {
           PanelElement<T>* out = block_start(jt, kb0) + (v - kb0) * kTileVector;
@@ -320,7 +324,7 @@ void PackWeightPanel(const MatmulTile& t, int j0, int nc, int kv, PanelElement<T
     for (int c = 0; !kX16 && c < kPackNr; ++c) {
       const uint8_t* r = row(jt0 * kPackNr + c);
       for (int kb0 = 0; kb0 < kv; kb0 += kKBlockVectors) {
-        const int kb1 = kv - kb0 < kKBlockVectors ? kv : kb0 + kKBlockVectors;
+        const int kb1 = kb0 + KBlockLength(kv, kb0);
         PanelElement<T>* out = block_start(jt0, kb0) + c * kLanes;
         for (int v = kb0; v < kb1; ++v, out += kTileVector) {
           PackWeightVector<T>(r, v, t.k, Rows::kStep, out);
@@ -504,7 +508,7 @@ void MatmulFloatPacked(const MatmulTile& t) {
     for (int i0 = 0; i0 < t.m; i0 += kPackMr) {
       const int mr = t.m - i0 < kPackMr ? t.m - i0 : kPackMr;
       for (int kb0 = 0; kb0 < kv; kb0 += kKBlockVectors) {
-        const int kbn = kv - kb0 < kKBlockVectors ? kv - kb0 : kKBlockVectors;
+        const int kbn = KBlockLength(kv, kb0);
         const PanelElement<T>* w_block =
             w_panel + static_cast<size_t>(kb0) * row_tiles * kPackNr * kLanes;
         // x_rows[r]: vector kb0 of tile row r; its vector kb0 + v is v * x_vector_floats further.
