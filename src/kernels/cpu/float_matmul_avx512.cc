@@ -310,24 +310,27 @@ void PackWeightPanel(const MatmulTile& t, int j0, int nc, int kv, PanelElement<T
   for (int jt0 = 0; jt0 < row_tiles;) {
     int jt1 = jt0 + 1;
     while (kX16 && jt1 < row_tiles && (j0 + jt1 * kPackNr) % kPackRows != 0) ++jt1;
-    for (int kb0 = 0; kX16 && kb0 < kv; kb0 += kKBlockVectors) {
-      const int kb1 = kb0 + KBlockLength(kv, kb0);
-      for (int v = kb0; v < kb1; ++v) {
-        for (int jt = jt0; jt < jt1; ++jt) {
-          PanelElement<T>* out = block_start(jt, kb0) + (v - kb0) * kTileVector;
-          for (int c = 0; c < kPackNr; ++c) {
-            PackWeightVector<T>(row(jt * kPackNr + c), v, t.k, Rows::kStep, out + c * kLanes);
+    if constexpr (kX16) {
+      for (int kb0 = 0; kb0 < kv; kb0 += kKBlockVectors) {
+        const int kb1 = kb0 + KBlockLength(kv, kb0);
+        for (int v = kb0; v < kb1; ++v) {
+          for (int jt = jt0; jt < jt1; ++jt) {
+            PanelElement<T>* out = block_start(jt, kb0) + (v - kb0) * kTileVector;
+            for (int c = 0; c < kPackNr; ++c) {
+              PackWeightVector<T>(row(jt * kPackNr + c), v, t.k, Rows::kStep, out + c * kLanes);
+            }
           }
         }
       }
-    }
-    for (int c = 0; !kX16 && c < kPackNr; ++c) {
-      const uint8_t* r = row(jt0 * kPackNr + c);
-      for (int kb0 = 0; kb0 < kv; kb0 += kKBlockVectors) {
-        const int kb1 = kb0 + KBlockLength(kv, kb0);
-        PanelElement<T>* out = block_start(jt0, kb0) + c * kLanes;
-        for (int v = kb0; v < kb1; ++v, out += kTileVector) {
-          PackWeightVector<T>(r, v, t.k, Rows::kStep, out);
+    } else {
+      for (int c = 0; c < kPackNr; ++c) {
+        const uint8_t* r = row(jt0 * kPackNr + c);
+        for (int kb0 = 0; kb0 < kv; kb0 += kKBlockVectors) {
+          const int kb1 = kb0 + KBlockLength(kv, kb0);
+          PanelElement<T>* out = block_start(jt0, kb0) + c * kLanes;
+          for (int v = kb0; v < kb1; ++v, out += kTileVector) {
+            PackWeightVector<T>(r, v, t.k, Rows::kStep, out);
+          }
         }
       }
     }
