@@ -1,8 +1,8 @@
 // decode_tile_chooser_test: after its warm-up calls the chooser alternates a type's two tiles for
-// kTrialCalls timed calls each, keeps the one with the lower median of seconds per byte (the
-// alternative only by more than the margin), can be forced, and leaves types without a second
-// tile, and matrices whose tile is not the one it has an alternative for, alone. (That both tiles
-// give the same bits: kquant_simd_test.)
+// kTrialCalls timed calls each, keeps the one with fewer seconds per byte (medians per matrix
+// size, weighted by bytes; the alternative only by more than the margin), can be forced, and leaves
+// types without a second tile, and matrices whose tile is not the one it has an alternative for,
+// alone. (That both tiles give the same bits: kquant_simd_test.)
 #include "kernels/cpu/decode_tile_chooser.h"
 
 #include <gtest/gtest.h>
@@ -122,6 +122,31 @@ TEST(DecodeTileChooser, AModelsCycleOfShapesDoesNotDecide) {
   EXPECT_EQ(kept, &TileA) << chooser.Describe();
   EXPECT_EQ(timed[0][0], timed[0][1]);
   EXPECT_EQ(timed[1][0], timed[1][1]);
+}
+
+TEST(DecodeTileChooser, AnUnevenMixOfSizesDoesNotDecide) {
+  // The alternative is 10% faster on each of two matrix sizes, but was timed on the small size,
+  // 3x slower per byte with either tile, in half its calls where the x16 tile was in a quarter of
+  // its (how the Thue-Morse order fell on tinyllama's cycle of sizes on an Intel Xeon VM). One
+  // median of all calls would land among the alternative's small matrices and keep the x16 tile.
+  const KernelTable table = TwoTileTable();
+  DecodeTileChooser chooser(table);
+  MatmulTileFn kept = nullptr;
+  std::array<int, 2> calls{};
+  for (int call = 0; call < 1000 && kept == nullptr; ++call) {
+    const DecodeTileChooser::Pick pick = chooser.Next(GgmlType::kQ4_K, TileA);
+    if (pick.trial < 0) {
+      if (call >= DecodeTileChooser::kWarmupCalls) kept = pick.fn;
+      continue;
+    }
+    const int n = ++calls[pick.trial];
+    const bool small = pick.trial == 0 ? n % 4 == 0 : n % 2 == 0;
+    const size_t bytes = small ? 300'000 : 6'500'000;
+    const double seconds_per_byte = (small ? 3e-11 : 1e-11) * (pick.trial == 0 ? 1.0 : 0.9);
+    chooser.Record(GgmlType::kQ4_K, pick.trial, seconds_per_byte * static_cast<double>(bytes),
+                   bytes);
+  }
+  EXPECT_EQ(kept, &TileB) << chooser.Describe();
 }
 
 TEST(DecodeTileChooser, ForcedOrSingleTilesAreNotTried) {

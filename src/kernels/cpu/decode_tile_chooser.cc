@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdio>
+#include <map>
 
 namespace kvserve {
 
@@ -15,6 +16,34 @@ double Median(std::vector<double> v) {
 }
 
 }  // namespace
+
+std::array<double, 2> DecodeTileChooser::SecondsPerByte(
+    const std::array<std::vector<TimedCall>, 2>& timed) {
+  // Seconds per byte of tile t's calls that read `weight_bytes` (all of them when 0).
+  auto rates_of = [&](int t, size_t weight_bytes) {
+    std::vector<double> rates;
+    for (const TimedCall& call : timed[t]) {
+      if (weight_bytes == 0 || call.weight_bytes == weight_bytes) {
+        rates.push_back(call.seconds_per_byte);
+      }
+    }
+    return rates;
+  };
+  std::map<size_t, std::array<int, 2>> calls_per_size;
+  for (int t = 0; t < 2; ++t) {
+    for (const TimedCall& call : timed[t]) ++calls_per_size[call.weight_bytes][t];
+  }
+  std::array<double, 2> weighted{};
+  double total_weight = 0.0;
+  for (const auto& [bytes, calls] : calls_per_size) {
+    if (calls[0] < kMinCallsPerSize || calls[1] < kMinCallsPerSize) continue;
+    const double weight = static_cast<double>(bytes) * (calls[0] + calls[1]);
+    for (int t = 0; t < 2; ++t) weighted[t] += weight * Median(rates_of(t, bytes));
+    total_weight += weight;
+  }
+  if (total_weight == 0.0) return {Median(rates_of(0, 0)), Median(rates_of(1, 0))};
+  return {weighted[0] / total_weight, weighted[1] / total_weight};
+}
 
 DecodeTileChooser::DecodeTileChooser(const KernelTable& table, std::string_view force) {
   constexpr GgmlType kTypesTried[kTypes] = {
@@ -89,9 +118,10 @@ void DecodeTileChooser::Record(GgmlType type, int trial, double seconds, size_t 
   Slot& slot = slots_[i];
   std::lock_guard<std::mutex> lock(slot.mutex);
   if (slot.chosen.load(std::memory_order_relaxed) >= 0 || weight_bytes == 0) return;
-  slot.rates[trial].push_back(seconds / static_cast<double>(weight_bytes));
-  if (slot.rates[0].size() < kTrialCalls || slot.rates[1].size() < kTrialCalls) return;
-  const bool alt = Median(slot.rates[1]) < Median(slot.rates[0]) * (1.0 - kMargin);
+  slot.timed[trial].push_back({weight_bytes, seconds / static_cast<double>(weight_bytes)});
+  if (slot.timed[0].size() < kTrialCalls || slot.timed[1].size() < kTrialCalls) return;
+  const std::array<double, 2> rates = SecondsPerByte(slot.timed);
+  const bool alt = rates[1] < rates[0] * (1.0 - kMargin);
   slot.chosen.store(alt ? 1 : 0, std::memory_order_release);
 }
 
@@ -103,18 +133,19 @@ std::string DecodeTileChooser::Describe() const {
     const int chosen = slot.chosen.load(std::memory_order_acquire);
     std::lock_guard<std::mutex> lock(slot.mutex);
     char line[160];
-    auto ps_per_byte = [&](int t) { return Median(slot.rates[t]) * 1e12; };
-    const int timed[2] = {static_cast<int>(slot.rates[0].size()),
-                          static_cast<int>(slot.rates[1].size())};
+    const std::array<double, 2> rates = SecondsPerByte(slot.timed);
+    auto ps_per_byte = [&](int t) { return rates[t] * 1e12; };
+    const int timed[2] = {static_cast<int>(slot.timed[0].size()),
+                          static_cast<int>(slot.timed[1].size())};
     if (timed[0] == 0 && timed[1] == 0 && chosen < 0) continue;  // no decode matmul timed yet
     if (timed[0] == 0 && timed[1] == 0) {
       std::snprintf(line, sizeof(line), "%s: %s (set)", GgmlTypeName(slot.type),
                     slot.names[chosen]);
     } else {
-      std::snprintf(
-          line, sizeof(line), "%s: %s %.1f ps/B, %s %.1f ps/B (medians of %d and %d calls) -> %s",
-          GgmlTypeName(slot.type), slot.names[0], ps_per_byte(0), slot.names[1], ps_per_byte(1),
-          timed[0], timed[1], chosen >= 0 ? slot.names[chosen] : "trying");
+      std::snprintf(line, sizeof(line), "%s: %s %.1f ps/B, %s %.1f ps/B (%d and %d calls) -> %s",
+                    GgmlTypeName(slot.type), slot.names[0], ps_per_byte(0), slot.names[1],
+                    ps_per_byte(1), timed[0], timed[1],
+                    chosen >= 0 ? slot.names[chosen] : "trying");
     }
     if (!out.empty()) out += "; ";
     out += line;

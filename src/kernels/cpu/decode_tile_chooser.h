@@ -8,10 +8,15 @@
 // docs/benchmarks.md), so the choice is made on the machine, from the model's own decode
 // matmuls: after kWarmupCalls, the next 2 x kTrialCalls of each type alternate between the two
 // (in the Thue-Morse order, so that a model's fixed cycle of shapes favours neither), timed, and
-// then the one with the lower median of seconds per weight byte runs from then on (the
-// alternative only if it is faster by more than kMargin: the x16 tile is the default). Medians,
-// because one call that the OS interrupts can take 10x the others. The trial costs no extra work
-// (each call computes its real result) and at most half of those calls at the slower speed.
+// then the one that took fewer seconds per weight byte runs from then on (the alternative only if
+// it is faster by more than kMargin: the x16 tile is the default). Medians, because one call that
+// the OS interrupts can take 10x the others; per matrix size, because sizes differ in seconds per
+// byte more than the tiles do (tinyllama Q4_0 on an Intel Xeon VM: its 0.3 MB matrices about 50
+// ps/B with either tile, its 2.4-6.5 MB ones 41-44 with L1 prefetches and 36-37 with L2 ones), and
+// the Thue-Morse order gives each tile a model's sizes only about equally often (7 and 12 calls of
+// the 0.3 MB matrices), which put one plain median of all calls among the small matrices and kept
+// the slower tile in one run of six. The trial costs no extra work (each call computes its real
+// result) and at most half of those calls at the slower speed.
 //
 // Thread rules: any number of threads may call Next and Record at once (the runners of one
 // backend); once a type is decided, Next is one atomic load.
@@ -35,9 +40,12 @@ class DecodeTileChooser {
   // alternatives (where a type has one).
   explicit DecodeTileChooser(const KernelTable& table, std::string_view force = "");
 
-  // Untimed calls first (cold caches, first touches), then timed calls of each tile per type.
+  // Untimed calls first (cold caches, first touches), then timed calls of each tile per type: 64
+  // each, so that the trial spans more than one token of a small model (tinyllama: 89 matmul calls
+  // a token) and a slow moment of the machine weighs less; with 32, two of six runs on an Intel
+  // Xeon VM kept the Q4_0 tile that was 13% slower there.
   static constexpr int kWarmupCalls = 8;
-  static constexpr int kTrialCalls = 32;
+  static constexpr int kTrialCalls = 64;
   static constexpr double kMargin = 0.03;
 
   struct Pick {
@@ -54,8 +62,8 @@ class DecodeTileChooser {
   // trials (the choice is decode's); the K-quants' alternatives are decode forms and never taken.
   MatmulTileFn ChosenForFewRows(GgmlType type, MatmulTileFn usual) const;
 
-  // One entry per type with two tiles: "Q4_K: one-pass 41.2 ps/B, two-pass ... (medians of 32 and
-  // 32 calls) -> one-pass", "Q4_0: L1 prefetch ..., L2 prefetch ... -> L2 prefetch" ("trying"
+  // One entry per type with two tiles: "Q4_K: one-pass 41.2 ps/B, two-pass ... (64 and
+  // 64 calls) -> one-pass", "Q4_0: L1 prefetch ..., L2 prefetch ... -> L2 prefetch" ("trying"
   // before the choice; "Q4_K: two-pass (set)" when forced); types with no timed call and no forced
   // choice are left out. Empty when there is nothing to say.
   std::string Describe() const;
@@ -65,6 +73,15 @@ class DecodeTileChooser {
   // (packed: no prefetch or L2 prefetch; stored: L1 or L2), Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL,
   // MXFP4 (L1 or L2 prefetch).
   static constexpr int kTypes = 13;
+  struct TimedCall {
+    size_t weight_bytes;
+    double seconds_per_byte;
+  };
+  // Each tile's seconds per byte over the trial: per matrix size that both tiles were timed on at
+  // least kMinCallsPerSize times, the median of its calls, weighted by the bytes those calls read
+  // (sizes with fewer calls left out; the plain medians when no size qualifies).
+  static std::array<double, 2> SecondsPerByte(const std::array<std::vector<TimedCall>, 2>& timed);
+  static constexpr int kMinCallsPerSize = 3;
   struct Slot {
     GgmlType type = GgmlType::kF32;
     std::array<MatmulTileFn, 2> fns{};
@@ -72,8 +89,8 @@ class DecodeTileChooser {
     bool few_rows = false;  // the alternative serves up to kPrefetchLevelRows rows too
     std::atomic<int> chosen{-1};
     std::atomic<unsigned> calls{0};
-    mutable std::mutex mutex;                  // guards the timings
-    std::array<std::vector<double>, 2> rates;  // seconds per byte of each timed call
+    mutable std::mutex mutex;  // guards the timings
+    std::array<std::vector<TimedCall>, 2> timed;
   };
   int SlotOf(GgmlType type) const;
 
