@@ -28,7 +28,8 @@ run_kvserve() {  # FILE ROUND
 r = json.load(sys.stdin)[0]
 print(json.dumps({"file": sys.argv[1], "engine": "kvserve", "round": int(sys.argv[2]),
                   "tg": r["tokens_per_s"], "probe_gb_s": r["bandwidth_gb_s"],
-                  "weight_bytes": r["weight_bytes_per_token"]}))' "$1" "$2" | tee -a "$out"
+                  "weight_bytes": r["weight_bytes_per_token"],
+                  "decode_tiles": r.get("decode_tiles", "")}))' "$1" "$2" | tee -a "$out"
 }
 
 run_llama() {  # FILE ROUND
