@@ -185,6 +185,9 @@ TEST(KernelsTest, TablesAreComplete) {
   if (CpuSupportsAvxVnni()) {
     EXPECT_NE(AvxVnniKernels(), nullptr) << "avxvnni not compiled";
   }
+  if (CpuSupportsAmx()) {
+    EXPECT_NE(AmxKernels(), nullptr) << "amx not compiled";
+  }
 }
 
 // Fast matmuls against the scalar twin, on misaligned copies, over the sweeps.

@@ -117,7 +117,7 @@ TEST(PackedWeightsTest, PackedKernelsMatchStoredLayoutBitwise) {
         const int n = 45;
         const std::vector<uint8_t> w = RandomMatrix(type, n, k, k);
         const PackedMatrix packed = Pack(type, w, n, k);
-        for (int m : {1, 2, 3, 4, 5, 6, 7, 13}) {
+        for (int m : {1, 2, 3, 4, 5, 6, 7, 13, 16, 33}) {
           std::vector<float> row(k);
           std::vector<BlockQ8_0> x(static_cast<size_t>(m) * (k / 32));
           for (int i = 0; i < m; ++i) {
@@ -176,7 +176,7 @@ TEST(PackedWeightsTest, QuantMatmulsGiveTheSameBitsOnEveryTable) {
       const int n = 45;
       const std::vector<uint8_t> w = RandomBlocks(type, n, k, 7 * k + 1);
       const PackedMatrix packed = Pack(type, w, n, k);
-      for (int m : {1, 2, 3, 4, 5, 8, 9, 16, 17}) {
+      for (int m : {1, 2, 3, 4, 5, 8, 9, 16, 17, 32, 35}) {
         std::vector<float> row(k);
         std::vector<BlockQ8_0> x(static_cast<size_t>(m) * (k / 32));
         for (int i = 0; i < m; ++i) {

@@ -23,6 +23,7 @@ inline std::vector<const KernelTable*> FastTables() {
   if (Avx2Kernels() != nullptr && CpuSupportsAvx2()) tables.push_back(Avx2Kernels());
   if (AvxVnniKernels() != nullptr && CpuSupportsAvxVnni()) tables.push_back(AvxVnniKernels());
   if (Avx512Kernels() != nullptr && CpuSupportsAvx512()) tables.push_back(Avx512Kernels());
+  if (AmxKernels() != nullptr && CpuSupportsAmx()) tables.push_back(AmxKernels());
   return tables;
 }
 

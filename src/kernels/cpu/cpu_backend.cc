@@ -114,7 +114,7 @@ std::string CpuBackend::kernel_set() const { return kernels_.isa; }
 std::string CpuBackend::device() const {
   auto yes = [](bool has) { return has ? "yes" : "no"; };
   return std::string("avx2 ") + yes(CpuSupportsAvx2()) + ", avxvnni " + yes(CpuSupportsAvxVnni()) +
-         ", avx512 " + yes(CpuSupportsAvx512());
+         ", avx512 " + yes(CpuSupportsAvx512()) + ", amx " + yes(CpuSupportsAmx());
 }
 
 Measurement CpuBackend::MeasureReadBandwidth(uint64_t bytes, int repeats, Workspace& ws) const {

@@ -71,17 +71,46 @@ bool CpuSupportsAvx512() {
          __builtin_cpu_supports("avx512bf16");
 }
 
+const KernelTable* AmxKernels() {
+  if (Avx512Kernels() == nullptr) return nullptr;
+  static const KernelTable table = [] {
+    KernelTable t = *Avx512Kernels();
+    t.isa = "amx";
+    t.matmul_q8_0_x16 = amx::MatmulQ8_0x16;
+    t.matmul_q4_0_x16 = amx::MatmulQ4_0x16;
+    return t;
+  }();
+  return &table;
+}
+
+// CPUID leaf 7 EDX bits 24 (AMX-TILE) and 25 (AMX-INT8); XCR0 bits 17 and 18 (the OS saves the
+// tile configuration and data); then Linux's per-process permission for the tile data.
+bool CpuSupportsAmx() {
+  static const bool supported = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!CpuSupportsAvx512() || __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
+    if (((edx >> 24) & 3u) != 3u) return false;
+    unsigned xcr0_low = 0, xcr0_high = 0;
+    asm("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
+    if (((xcr0_low >> 17) & 3u) != 3u) return false;
+    return amx::RequestTilePermission();
+  }();
+  return supported;
+}
+
 const KernelTable& KernelsFor(std::string_view want) {
   if (want == "scalar") return ScalarKernels();
-  if ((want.empty() || want == "avx512") && Avx512Kernels() && CpuSupportsAvx512()) {
+  if ((want.empty() || want == "amx") && AmxKernels() && CpuSupportsAmx()) return *AmxKernels();
+  if ((want.empty() || want == "amx" || want == "avx512") && Avx512Kernels() &&
+      CpuSupportsAvx512()) {
     return *Avx512Kernels();
   }
-  if ((want.empty() || want == "avx512" || want == "avxvnni") && AvxVnniKernels() &&
-      CpuSupportsAvxVnni()) {
+  if ((want.empty() || want == "amx" || want == "avx512" || want == "avxvnni") &&
+      AvxVnniKernels() && CpuSupportsAvxVnni()) {
     return *AvxVnniKernels();
   }
-  if ((want.empty() || want == "avx512" || want == "avxvnni" || want == "avx2") && Avx2Kernels() &&
-      CpuSupportsAvx2()) {
+  if ((want.empty() || want == "amx" || want == "avx512" || want == "avxvnni" || want == "avx2") &&
+      Avx2Kernels() && CpuSupportsAvx2()) {
     return *Avx2Kernels();
   }
   return ScalarKernels();

@@ -160,7 +160,7 @@ struct ConvRows {
 using ConvRowsFn = void (*)(const ConvRows& rows);
 
 struct KernelTable {
-  const char* isa;  // "scalar", "avx2", "avx512"
+  const char* isa;  // "scalar", "avx2", "avxvnni", "avx512", "amx"
   MatmulTileFn matmul_f32;
   MatmulTileFn matmul_f16;
   MatmulTileFn matmul_bf16;
@@ -260,14 +260,20 @@ const KernelTable* Avx2Kernels();
 // AVX-VNNI but not AVX-512 (Intel Core since Alder Lake). Same bits as the AVX2 table.
 const KernelTable* AvxVnniKernels();
 const KernelTable* Avx512Kernels();
+// The AVX-512 table with the packed Q8_0 and Q4_0 prompt matmuls on AMX-INT8 tiles (Intel Xeon
+// since Sapphire Rapids). Same bits as the AVX-512 table.
+const KernelTable* AmxKernels();
 
-// The best table this CPU supports at or below `isa` ("" = no limit; scalar|avx2|avxvnni|avx512):
-// avx512, then avxvnni, then avx2, then scalar. Pure: the caller decides where `isa` comes from
-// (the command line reads KVSERVE_ISA once at start-up).
+// The best table this CPU supports at or below `isa` ("" = no limit;
+// scalar|avx2|avxvnni|avx512|amx): amx, then avx512, then avxvnni, then avx2, then scalar. Pure:
+// the caller decides where `isa` comes from (the command line reads KVSERVE_ISA once at start-up).
 const KernelTable& KernelsFor(std::string_view isa);
 bool CpuSupportsAvx2();
 bool CpuSupportsAvxVnni();
 bool CpuSupportsAvx512();
+// AVX-512 (as above), AMX-TILE and AMX-INT8 with their state enabled by the OS, and the process
+// granted the tile data state (asked once).
+bool CpuSupportsAmx();
 
 // The format a weight type's tiles take their activations in, as GGML's CPU backend quantizes
 // them: F32 for F32/F16/BF16 weights, Q8_0 for Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4, Q8_1 for Q4_1/Q5_1,

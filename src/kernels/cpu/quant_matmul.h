@@ -42,4 +42,13 @@ void MatmulQ8_0x16L2(const MatmulTile& t);
 void MatmulQ4_0x16L2(const MatmulTile& t);
 }  // namespace avx512
 
+namespace amx {
+// Asks Linux for the AMX tile state (arch_prctl ARCH_REQ_XCOMP_PERM); false where it refuses.
+bool RequestTilePermission();
+// The x16 tiles on AMX-INT8 for 16 activation rows at a time (prompts); fewer rows, and the rows
+// past the last multiple of 16, on avx512's. Same bits as avx512's.
+void MatmulQ8_0x16(const MatmulTile& t);
+void MatmulQ4_0x16(const MatmulTile& t);
+}  // namespace amx
+
 }  // namespace kvserve
