@@ -17,6 +17,18 @@ bool CpuSupportsF16c() {
   return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && ((ecx >> 29) & 1u);
 }
 
+// The tables from the plainest to the widest; KernelsFor takes the widest the CPU supports up to
+// the one asked for (an unknown name: scalar).
+enum class IsaLevel { kScalar, kAvx2, kAvxVnni, kAvx512, kAmx };
+
+IsaLevel LevelOf(std::string_view isa) {
+  if (isa.empty() || isa == "amx") return IsaLevel::kAmx;
+  if (isa == "avx512") return IsaLevel::kAvx512;
+  if (isa == "avxvnni") return IsaLevel::kAvxVnni;
+  if (isa == "avx2") return IsaLevel::kAvx2;
+  return IsaLevel::kScalar;
+}
+
 }  // namespace
 
 bool CpuSupportsAvx2() {
@@ -99,20 +111,13 @@ bool CpuSupportsAmx() {
 }
 
 const KernelTable& KernelsFor(std::string_view want) {
-  if (want == "scalar") return ScalarKernels();
-  if ((want.empty() || want == "amx") && AmxKernels() && CpuSupportsAmx()) return *AmxKernels();
-  if ((want.empty() || want == "amx" || want == "avx512") && Avx512Kernels() &&
-      CpuSupportsAvx512()) {
-    return *Avx512Kernels();
-  }
-  if ((want.empty() || want == "amx" || want == "avx512" || want == "avxvnni") &&
-      AvxVnniKernels() && CpuSupportsAvxVnni()) {
+  const IsaLevel cap = LevelOf(want);
+  if (cap >= IsaLevel::kAmx && AmxKernels() && CpuSupportsAmx()) return *AmxKernels();
+  if (cap >= IsaLevel::kAvx512 && Avx512Kernels() && CpuSupportsAvx512()) return *Avx512Kernels();
+  if (cap >= IsaLevel::kAvxVnni && AvxVnniKernels() && CpuSupportsAvxVnni()) {
     return *AvxVnniKernels();
   }
-  if ((want.empty() || want == "amx" || want == "avx512" || want == "avxvnni" || want == "avx2") &&
-      Avx2Kernels() && CpuSupportsAvx2()) {
-    return *Avx2Kernels();
-  }
+  if (cap >= IsaLevel::kAvx2 && Avx2Kernels() && CpuSupportsAvx2()) return *Avx2Kernels();
   return ScalarKernels();
 }
 
