@@ -15,7 +15,7 @@
 // ps/B with either tile, its 2.4-6.5 MB ones 41-44 with L1 prefetches and 36-37 with L2 ones), and
 // the Thue-Morse order gives each tile a model's sizes only about equally often (7 and 12 calls of
 // the 0.3 MB matrices), which put one plain median of all calls among the small matrices and kept
-// the slower tile in one run of six. The trial costs no extra work (each call computes its real
+// the slower tile in 2 of 7 runs. The trial costs no extra work (each call computes its real
 // result) and at most half of those calls at the slower speed.
 //
 // Thread rules: any number of threads may call Next and Record at once (the runners of one
@@ -42,8 +42,9 @@ class DecodeTileChooser {
 
   // Untimed calls first (cold caches, first touches), then timed calls of each tile per type: 64
   // each, so that the trial spans more than one token of a small model (tinyllama: 89 matmul calls
-  // a token) and a slow moment of the machine weighs less; with 32, two of six runs on an Intel
-  // Xeon VM kept the Q4_0 tile that was 13% slower there.
+  // a token) and a slow moment of the machine weighs less: with 32 and the medians per size, 2 of
+  // 16 runs on an Intel Xeon VM still kept the Q4_0 tile that was 13% slower there; with 64, none
+  // of 16.
   static constexpr int kWarmupCalls = 8;
   static constexpr int kTrialCalls = 64;
   static constexpr double kMargin = 0.03;
@@ -62,8 +63,8 @@ class DecodeTileChooser {
   // trials (the choice is decode's); the K-quants' alternatives are decode forms and never taken.
   MatmulTileFn ChosenForFewRows(GgmlType type, MatmulTileFn usual) const;
 
-  // One entry per type with two tiles: "Q4_K: one-pass 41.2 ps/B, two-pass ... (64 and
-  // 64 calls) -> one-pass", "Q4_0: L1 prefetch ..., L2 prefetch ... -> L2 prefetch" ("trying"
+  // One entry per type with two tiles: "Q4_K: one-pass 41.2 ps/B, two-pass ... (64 and 64 calls)
+  // -> one-pass", "Q4_0: L1 prefetch ..., L2 prefetch ... -> L2 prefetch" ("trying"
   // before the choice; "Q4_K: two-pass (set)" when forced); types with no timed call and no forced
   // choice are left out. Empty when there is nothing to say.
   std::string Describe() const;
