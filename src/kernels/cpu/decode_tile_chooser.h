@@ -14,9 +14,9 @@
 // byte more than the tiles do (tinyllama Q4_0 on an Intel Xeon VM: its 0.3 MB matrices about 50
 // ps/B with either tile, its 2.4-6.5 MB ones 41-44 with L1 prefetches and 36-37 with L2 ones), and
 // the Thue-Morse order gives each tile a model's sizes only about equally often (7 and 12 calls of
-// the 0.3 MB matrices), which put one plain median of all calls among the small matrices and kept
-// the slower tile in 2 of 7 runs. The trial costs no extra work (each call computes its real
-// result) and at most half of those calls at the slower speed.
+// the 0.3 MB matrices), so one plain median of all calls can move toward the small matrices' rate
+// on one side (with it, the trial kept the slower tile in 2 of 7 runs). The trial costs no extra
+// work (each call computes its real result) and at most half of those calls at the slower speed.
 //
 // Thread rules: any number of threads may call Next and Record at once (the runners of one
 // backend); once a type is decided, Next is one atomic load.
